@@ -1,0 +1,71 @@
+// The inventory file: parsing, whole-site validation and planning an apply.
+//
+// File format (YAML; docs/inventory.md is the reference):
+//
+//   site: fleet-gen1
+//   switches:
+//     - id: ocs1
+//       model: polatis-7000-384x384
+//       size: 384x384                 # ingress 1..384, egress 385..768
+//       address: 192.0.2.10
+//       protocol: tl1                 # tl1 | rest
+//       port: 3082                    # optional; 0 or absent = the protocol's default
+//       credentials: /etc/fleet/credentials/ocs1   # a file reference, never the secret
+//       cluster: gen1
+//       trunk_reserved: ["289-384", "673-768"]     # ports or ranges kept for trunks/WAN
+//   hosts:
+//     - {name: server1, address: 192.0.2.21, cluster: gen1}
+//   devices:
+//     - id: server1-cpu0
+//       kind: cpu                     # cpu | gpu | nvme | fpga | other
+//       host: server1                 # required for cpu; pooled devices use chassis
+//       model: xeon-28c
+//       onics:
+//         - id: s1c0-n0
+//           serial: FLT-S1C0-0
+//           pcie: "0000:17:00.0"
+//           ports:                    # exactly two: port 1 then port 2
+//             - {tx: ocs1/1, rx: ocs1/385}
+//             - {tx: ocs1/2, rx: ocs1/386}
+//   trunks:
+//     - {id: ocs1-ocs2-01, from: ocs1/673, to: ocs2/289}   # from an egress to an ingress
+#ifndef FLEET_CONTROLLER_INVENTORY_INVENTORY_H_
+#define FLEET_CONTROLLER_INVENTORY_INVENTORY_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "controller/store/store.h"
+#include "fleet/v1/inventory.pb.h"
+
+namespace fleet::inventory {
+
+// Parses an inventory file's text. Syntax errors, unknown keys, wrong types and malformed
+// port references are all reported together as one INVALID_ARGUMENT, one problem per line,
+// each prefixed "FILE:LINE: ". Cross-object rules are checked by ValidateInventory.
+absl::StatusOr<v1::Inventory> ParseInventoryYaml(absl::string_view text,
+                                                 absl::string_view file_name);
+
+// Reads and parses a file; NOT_FOUND / PERMISSION_DENIED name the path.
+absl::StatusOr<v1::Inventory> ReadInventoryFile(const std::string& path);
+
+// Checks a whole site against the rules of the fiber plant: unique ids and serials, every
+// reference resolves, every O-NIC has exactly ports 1 and 2, tx fibers enter ingress ports
+// and rx fibers leave egress ports, every port is inside its switch, no switch port holds
+// two fibers, O-NIC fibers avoid trunk-reserved ports, trunks run from an egress to another
+// switch's ingress on reserved ports. Returns every problem found, each naming the object,
+// the value and the rule; empty when the site is valid.
+std::vector<std::string> ValidateInventory(const v1::Inventory& site);
+
+// Plans applying `incoming` on top of `stored`: objects are matched by id and replace the
+// stored ones; nothing is deleted. Validates the merged site (and duplicates within
+// `incoming`); INVALID_ARGUMENT listing every problem if it fails. The result holds only
+// the objects that are new or differ, so re-applying the same inventory writes nothing.
+absl::StatusOr<store::InventoryWrite> PlanApply(const v1::Inventory& stored,
+                                                const v1::Inventory& incoming);
+
+}  // namespace fleet::inventory
+
+#endif  // FLEET_CONTROLLER_INVENTORY_INVENTORY_H_

@@ -1,0 +1,219 @@
+#include "controller/store/migrations.h"
+
+#include "absl/strings/str_cat.h"
+#include "controller/base/status_macros.h"
+
+namespace fleet::store {
+
+const std::vector<Migration>& Migrations() {
+  static const std::vector<Migration> kMigrations = {
+      {1, "initial schema", R"sql(
+-- Switches and every one of their ports. Ingress ports are 1..N, egress N+1..N+M.
+CREATE TABLE switches (
+  id TEXT PRIMARY KEY,
+  model TEXT NOT NULL,
+  ingress_ports INTEGER NOT NULL CHECK (ingress_ports > 0),
+  egress_ports INTEGER NOT NULL CHECK (egress_ports > 0),
+  address TEXT NOT NULL,
+  protocol TEXT NOT NULL CHECK (protocol IN ('tl1', 'rest')),
+  management_port INTEGER NOT NULL DEFAULT 0,
+  credentials_ref TEXT NOT NULL DEFAULT '',
+  cluster TEXT NOT NULL DEFAULT ''
+) STRICT;
+
+CREATE TABLE switch_ports (
+  switch_id TEXT NOT NULL REFERENCES switches(id) ON DELETE CASCADE,
+  port INTEGER NOT NULL CHECK (port > 0),
+  direction TEXT NOT NULL CHECK (direction IN ('ingress', 'egress')),
+  reservation TEXT NOT NULL DEFAULT 'none' CHECK (reservation IN ('none', 'trunk')),
+  admin_state TEXT NOT NULL DEFAULT 'enabled' CHECK (admin_state IN ('enabled', 'drained')),
+  oper_state TEXT NOT NULL DEFAULT 'unknown' CHECK (oper_state IN ('unknown', 'up', 'failed')),
+  PRIMARY KEY (switch_id, port)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE hosts (
+  name TEXT PRIMARY KEY,
+  address TEXT NOT NULL DEFAULT '',
+  cluster TEXT NOT NULL DEFAULT '',
+  admin_state TEXT NOT NULL DEFAULT 'enabled' CHECK (admin_state IN ('enabled', 'drained'))
+) STRICT;
+
+CREATE TABLE devices (
+  id TEXT PRIMARY KEY,
+  kind TEXT NOT NULL CHECK (kind IN ('cpu', 'gpu', 'nvme', 'fpga', 'other')),
+  host TEXT REFERENCES hosts(name),
+  chassis TEXT NOT NULL DEFAULT '',
+  model TEXT NOT NULL DEFAULT '',
+  admin_state TEXT NOT NULL DEFAULT 'enabled' CHECK (admin_state IN ('enabled', 'drained'))
+) STRICT;
+
+CREATE TABLE onics (
+  id TEXT PRIMARY KEY,
+  device_id TEXT NOT NULL REFERENCES devices(id),
+  serial TEXT NOT NULL UNIQUE,
+  pcie_address TEXT NOT NULL DEFAULT '',
+  admin_state TEXT NOT NULL DEFAULT 'enabled' CHECK (admin_state IN ('enabled', 'drained'))
+) STRICT;
+
+CREATE TABLE onic_ports (
+  onic_id TEXT NOT NULL REFERENCES onics(id) ON DELETE CASCADE,
+  port INTEGER NOT NULL CHECK (port IN (1, 2)),
+  admin_state TEXT NOT NULL DEFAULT 'enabled' CHECK (admin_state IN ('enabled', 'drained')),
+  oper_state TEXT NOT NULL DEFAULT 'unknown' CHECK (oper_state IN ('unknown', 'up', 'failed')),
+  PRIMARY KEY (onic_id, port)
+) STRICT, WITHOUT ROWID;
+
+-- The fiber plant: the switch port each O-NIC port's tx and rx fiber is plugged into.
+-- A switch port holds one fiber.
+CREATE TABLE fibers (
+  onic_id TEXT NOT NULL,
+  onic_port INTEGER NOT NULL,
+  strand TEXT NOT NULL CHECK (strand IN ('tx', 'rx')),
+  switch_id TEXT NOT NULL,
+  switch_port INTEGER NOT NULL,
+  PRIMARY KEY (onic_id, onic_port, strand),
+  UNIQUE (switch_id, switch_port),
+  FOREIGN KEY (onic_id, onic_port) REFERENCES onic_ports(onic_id, port) ON DELETE CASCADE,
+  FOREIGN KEY (switch_id, switch_port) REFERENCES switch_ports(switch_id, port)
+) STRICT;
+
+-- Fibers from one switch's egress to another switch's ingress.
+CREATE TABLE trunks (
+  id TEXT PRIMARY KEY,
+  from_switch TEXT NOT NULL,
+  from_port INTEGER NOT NULL,
+  to_switch TEXT NOT NULL,
+  to_port INTEGER NOT NULL,
+  UNIQUE (from_switch, from_port),
+  UNIQUE (to_switch, to_port),
+  FOREIGN KEY (from_switch, from_port) REFERENCES switch_ports(switch_id, port),
+  FOREIGN KEY (to_switch, to_port) REFERENCES switch_ports(switch_id, port)
+) STRICT;
+
+CREATE TABLE allocations (
+  id TEXT PRIMARY KEY,
+  tenant TEXT NOT NULL,
+  name TEXT NOT NULL DEFAULT '',
+  state TEXT NOT NULL,
+  reason TEXT NOT NULL DEFAULT '',
+  request BLOB NOT NULL,          -- fleet.v1.RequestTopologyRequest as admitted
+  phases TEXT NOT NULL DEFAULT '',  -- phase names, newline-separated, in request order
+  active_phase TEXT NOT NULL DEFAULT '',
+  stage_timings BLOB NOT NULL DEFAULT x'',  -- fleet.v1.Allocation holding only stage_timings
+  direct_traffic_share REAL NOT NULL DEFAULT 0,
+  created_us INTEGER NOT NULL,
+  updated_us INTEGER NOT NULL,
+  lease_expires_us INTEGER NOT NULL
+) STRICT;
+CREATE INDEX allocations_by_tenant ON allocations(tenant);
+
+CREATE TABLE allocation_members (
+  allocation_id TEXT NOT NULL REFERENCES allocations(id) ON DELETE CASCADE,
+  position INTEGER NOT NULL,
+  device_id TEXT NOT NULL,  -- no foreign key: released allocations keep their history
+  PRIMARY KEY (allocation_id, position)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX allocation_members_by_device ON allocation_members(device_id);
+
+-- Desired circuits. `desired` is 0 for circuits of an inactive phase: kept, not programmed.
+-- Invariant 2: a circuit belongs to exactly one allocation, or is an operator's manual one.
+CREATE TABLE circuits (
+  id TEXT PRIMARY KEY,
+  allocation_id TEXT REFERENCES allocations(id) ON DELETE CASCADE,
+  manual INTEGER NOT NULL DEFAULT 0 CHECK (manual IN (0, 1)),
+  src_onic TEXT NOT NULL,
+  src_port INTEGER NOT NULL,
+  dst_onic TEXT NOT NULL,
+  dst_port INTEGER NOT NULL,
+  phase TEXT NOT NULL DEFAULT '',
+  state TEXT NOT NULL,
+  reason TEXT NOT NULL DEFAULT '',
+  desired INTEGER NOT NULL DEFAULT 1 CHECK (desired IN (0, 1)),
+  position INTEGER NOT NULL DEFAULT 0,
+  CHECK ((allocation_id IS NULL) = (manual = 1)),
+  FOREIGN KEY (src_onic, src_port) REFERENCES onic_ports(onic_id, port),
+  FOREIGN KEY (dst_onic, dst_port) REFERENCES onic_ports(onic_id, port)
+) STRICT;
+CREATE INDEX circuits_by_allocation ON circuits(allocation_id);
+CREATE UNIQUE INDEX circuits_one_per_tx ON circuits(src_onic, src_port) WHERE desired = 1;
+CREATE UNIQUE INDEX circuits_one_per_rx ON circuits(dst_onic, dst_port) WHERE desired = 1;
+
+-- The cross-connects realising each circuit, one per switch crossed.
+-- Invariant 1: no switch port is in two desired circuits.
+CREATE TABLE cross_connects (
+  circuit_id TEXT NOT NULL REFERENCES circuits(id) ON DELETE CASCADE,
+  hop INTEGER NOT NULL,
+  switch_id TEXT NOT NULL,
+  ingress INTEGER NOT NULL,
+  egress INTEGER NOT NULL,
+  desired INTEGER NOT NULL DEFAULT 1 CHECK (desired IN (0, 1)),
+  PRIMARY KEY (circuit_id, hop),
+  FOREIGN KEY (switch_id, ingress) REFERENCES switch_ports(switch_id, port),
+  FOREIGN KEY (switch_id, egress) REFERENCES switch_ports(switch_id, port)
+) STRICT;
+CREATE UNIQUE INDEX cross_connects_one_per_ingress ON cross_connects(switch_id, ingress)
+  WHERE desired = 1;
+CREATE UNIQUE INDEX cross_connects_one_per_egress ON cross_connects(switch_id, egress)
+  WHERE desired = 1;
+
+-- What each switch last reported, for reconciliation and drift reports.
+CREATE TABLE observed_cross_connects (
+  switch_id TEXT NOT NULL REFERENCES switches(id) ON DELETE CASCADE,
+  ingress INTEGER NOT NULL,
+  egress INTEGER NOT NULL,
+  observed_us INTEGER NOT NULL,
+  PRIMARY KEY (switch_id, ingress)
+) STRICT, WITHOUT ROWID;
+
+-- The append-only event and audit log.
+CREATE TABLE events (
+  sequence INTEGER PRIMARY KEY AUTOINCREMENT,
+  time_us INTEGER NOT NULL,
+  principal TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  object_kind TEXT NOT NULL DEFAULT '',
+  object_id TEXT NOT NULL DEFAULT '',
+  severity TEXT NOT NULL CHECK (severity IN ('info', 'warning', 'alarm')),
+  message TEXT NOT NULL
+) STRICT;
+CREATE INDEX events_by_object ON events(object_kind, object_id);
+CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+  BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
+CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+  BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
+)sql"},
+  };
+  return kMigrations;
+}
+
+absl::StatusOr<int> SchemaVersion(Database& db) {
+  ASSIGN_OR_RETURN(Statement stmt, db.Prepare("PRAGMA user_version"));
+  ASSIGN_OR_RETURN(bool row, stmt.Step());
+  if (!row) return absl::InternalError("PRAGMA user_version returned no row");
+  return static_cast<int>(stmt.Int(0));
+}
+
+absl::Status Migrate(Database& db, const std::vector<Migration>& migrations) {
+  ASSIGN_OR_RETURN(int current, SchemaVersion(db));
+  const int latest = migrations.empty() ? 0 : migrations.back().version;
+  if (current > latest) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "state database ", db.path(), " has schema version ", current,
+        ", newer than the latest this fleetd knows (", latest,
+        "); it was written by a newer fleetd: run that version or restore a backup"));
+  }
+  for (const Migration& migration : migrations) {
+    if (migration.version <= current) continue;
+    ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(db));
+    if (absl::Status s = db.Exec(migration.sql); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("schema migration ", migration.version, " (",
+                                                 migration.name, "): ", s.message()));
+    }
+    // PRAGMA takes no bound parameters; the version is our own integer, not input.
+    RETURN_IF_ERROR(db.Exec(absl::StrCat("PRAGMA user_version = ", migration.version)));
+    RETURN_IF_ERROR(txn.Commit());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace fleet::store

@@ -1,0 +1,154 @@
+#include "controller/store/sqlite.h"
+
+#include "absl/strings/str_cat.h"
+#include "controller/base/log.h"
+
+namespace fleet::store {
+
+absl::Status SqliteError(sqlite3* db, int rc, absl::string_view what) {
+  std::string message = absl::StrCat(what, ": ", db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+  switch (rc & 0xff) {
+    case SQLITE_CONSTRAINT:
+      return absl::FailedPreconditionError(message);
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return absl::UnavailableError(message);
+    case SQLITE_CANTOPEN:
+    case SQLITE_PERM:
+    case SQLITE_READONLY:
+      return absl::FailedPreconditionError(message);
+    default:
+      return absl::InternalError(message);
+  }
+}
+
+Statement::~Statement() {
+  if (stmt_) sqlite3_finalize(stmt_);
+}
+
+Statement& Statement::Bind(int index, absl::string_view text) {
+  int rc = sqlite3_bind_text(stmt_, index, text.data(), static_cast<int>(text.size()),
+                             SQLITE_TRANSIENT);
+  if (rc != SQLITE_OK) bind_error_ = rc;
+  return *this;
+}
+
+Statement& Statement::Bind(int index, int64_t value) {
+  int rc = sqlite3_bind_int64(stmt_, index, value);
+  if (rc != SQLITE_OK) bind_error_ = rc;
+  return *this;
+}
+
+Statement& Statement::Bind(int index, double value) {
+  int rc = sqlite3_bind_double(stmt_, index, value);
+  if (rc != SQLITE_OK) bind_error_ = rc;
+  return *this;
+}
+
+Statement& Statement::BindBlob(int index, absl::string_view bytes) {
+  int rc = sqlite3_bind_blob(stmt_, index, bytes.data(), static_cast<int>(bytes.size()),
+                             SQLITE_TRANSIENT);
+  if (rc != SQLITE_OK) bind_error_ = rc;
+  return *this;
+}
+
+Statement& Statement::BindNull(int index) {
+  int rc = sqlite3_bind_null(stmt_, index);
+  if (rc != SQLITE_OK) bind_error_ = rc;
+  return *this;
+}
+
+absl::StatusOr<bool> Statement::Step() {
+  if (bind_error_ != SQLITE_OK) {
+    return SqliteError(db_, bind_error_, absl::StrCat("binding ", sqlite3_sql(stmt_)));
+  }
+  int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  return SqliteError(db_, rc, sqlite3_sql(stmt_));
+}
+
+absl::Status Statement::Run() {
+  absl::StatusOr<bool> row = Step();
+  if (!row.ok()) return row.status();
+  return absl::OkStatus();
+}
+
+void Statement::Reset() {
+  sqlite3_reset(stmt_);
+  sqlite3_clear_bindings(stmt_);
+  bind_error_ = SQLITE_OK;
+}
+
+std::string Statement::Text(int column) const {
+  const unsigned char* text = sqlite3_column_text(stmt_, column);
+  int size = sqlite3_column_bytes(stmt_, column);
+  return text ? std::string(reinterpret_cast<const char*>(text), size) : std::string();
+}
+
+int64_t Statement::Int(int column) const { return sqlite3_column_int64(stmt_, column); }
+
+double Statement::Double(int column) const { return sqlite3_column_double(stmt_, column); }
+
+bool Statement::IsNull(int column) const {
+  return sqlite3_column_type(stmt_, column) == SQLITE_NULL;
+}
+
+absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                           nullptr);
+  if (rc != SQLITE_OK) {
+    absl::Status status = SqliteError(db, rc, absl::StrCat("opening state database ", path));
+    sqlite3_close(db);
+    return status;
+  }
+  std::unique_ptr<Database> database(new Database(db, path));
+  sqlite3_busy_timeout(db, 5000);
+  sqlite3_extended_result_codes(db, 1);
+  std::string pragmas = "PRAGMA foreign_keys = ON;";
+  if (path != ":memory:") pragmas += "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;";
+  if (absl::Status s = database->Exec(pragmas); !s.ok()) return s;
+  return database;
+}
+
+Database::~Database() { sqlite3_close(db_); }
+
+absl::StatusOr<Statement> Database::Prepare(absl::string_view sql) {
+  sqlite3_stmt* stmt = nullptr;
+  int rc = sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &stmt, nullptr);
+  if (rc != SQLITE_OK) return SqliteError(db_, rc, absl::StrCat("preparing ", sql));
+  return Statement(db_, stmt);
+}
+
+absl::Status Database::Exec(const std::string& sql) {
+  char* error = nullptr;
+  int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error);
+  if (rc != SQLITE_OK) {
+    std::string message = error ? error : sqlite3_errstr(rc);
+    sqlite3_free(error);
+    return SqliteError(nullptr, rc, message);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Transaction> Transaction::Begin(Database& db) {
+  if (absl::Status s = db.Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
+  return Transaction(&db);
+}
+
+Transaction::~Transaction() {
+  if (db_ == nullptr) return;
+  if (absl::Status s = db_->Exec("ROLLBACK"); !s.ok()) {
+    FLEET_LOG(ERROR) << "rollback failed: " << s;
+  }
+}
+
+absl::Status Transaction::Commit() {
+  absl::Status s = db_->Exec("COMMIT");
+  if (s.ok()) db_ = nullptr;
+  return s;
+}
+
+}  // namespace fleet::store

@@ -1,0 +1,100 @@
+// A thin RAII layer over the SQLite C API: a connection, prepared statements and
+// transactions. Only prepared statements with bound parameters are used; SQL text is never
+// built from values.
+#ifndef FLEET_CONTROLLER_STORE_SQLITE_H_
+#define FLEET_CONTROLLER_STORE_SQLITE_H_
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace fleet::store {
+
+class Statement {
+ public:
+  Statement(sqlite3* db, sqlite3_stmt* stmt) : db_(db), stmt_(stmt) {}
+  Statement(Statement&& other) noexcept : db_(other.db_), stmt_(other.stmt_) {
+    other.stmt_ = nullptr;
+  }
+  Statement& operator=(Statement&&) = delete;
+  Statement(const Statement&) = delete;
+  ~Statement();
+
+  // Parameters are 1-based, as in SQLite.
+  Statement& Bind(int index, absl::string_view text);
+  Statement& Bind(int index, const char* text) { return Bind(index, absl::string_view(text)); }
+  Statement& Bind(int index, const std::string& text) {
+    return Bind(index, absl::string_view(text));
+  }
+  Statement& Bind(int index, int64_t value);
+  Statement& Bind(int index, double value);
+  Statement& BindBlob(int index, absl::string_view bytes);
+  Statement& BindNull(int index);
+
+  // Advances: true when a row is ready, false when done; an error status on failure.
+  absl::StatusOr<bool> Step();
+  // Runs a statement that returns no rows.
+  absl::Status Run();
+  // Clears bindings and rewinds, to run the statement again.
+  void Reset();
+
+  std::string Text(int column) const;
+  int64_t Int(int column) const;
+  double Double(int column) const;
+  bool IsNull(int column) const;
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_;
+  int bind_error_ = SQLITE_OK;
+};
+
+class Database {
+ public:
+  // Opens (creating if absent) `path`; ":memory:" for a private in-memory database.
+  // Turns on foreign keys, WAL journaling (for files) and a busy timeout.
+  static absl::StatusOr<std::unique_ptr<Database>> Open(const std::string& path);
+  ~Database();
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+
+  absl::StatusOr<Statement> Prepare(absl::string_view sql);
+  // Runs one or more statements without parameters (schema, pragmas).
+  absl::Status Exec(const std::string& sql);
+  int64_t Changes() const { return sqlite3_changes64(db_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  Database(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  sqlite3* db_;
+  std::string path_;
+};
+
+// Maps an SQLite result code to a canonical status: constraint violations become
+// FAILED_PRECONDITION, busy/locked UNAVAILABLE, the rest INTERNAL.
+absl::Status SqliteError(sqlite3* db, int rc, absl::string_view what);
+
+// BEGIN IMMEDIATE on construction; ROLLBACK on destruction unless Commit() succeeded.
+// Immediate so a writer takes the write lock before reading what it will change.
+class Transaction {
+ public:
+  static absl::StatusOr<Transaction> Begin(Database& db);
+  Transaction(Transaction&& other) noexcept : db_(other.db_) { other.db_ = nullptr; }
+  Transaction(const Transaction&) = delete;
+  ~Transaction();
+  absl::Status Commit();
+
+ private:
+  explicit Transaction(Database* db) : db_(db) {}
+  Database* db_;
+};
+
+}  // namespace fleet::store
+
+#endif  // FLEET_CONTROLLER_STORE_SQLITE_H_

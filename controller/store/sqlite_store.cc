@@ -1,0 +1,886 @@
+// SQLite implementation of Store. One connection, serialized by a mutex: SQLite in WAL mode
+// is fast enough for the controller's write rate, and one writer keeps transactions simple.
+#include <map>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "controller/base/status_macros.h"
+#include "controller/store/migrations.h"
+#include "controller/store/sqlite.h"
+#include "controller/store/store.h"
+#include "fleet/v1/names.h"
+
+namespace fleet::store {
+namespace {
+
+using v1::Name;
+using v1::Parse;
+
+void SetTime(absl::Time t, google::protobuf::Timestamp* out) {
+  const int64_t us = absl::ToUnixMicros(t);
+  out->set_seconds(us / 1'000'000);
+  out->set_nanos(static_cast<int32_t>((us % 1'000'000) * 1000));
+}
+
+void SetMicros(int64_t us, google::protobuf::Timestamp* out) {
+  SetTime(absl::FromUnixMicros(us), out);
+}
+
+int64_t Micros(const google::protobuf::Timestamp& t) {
+  return t.seconds() * 1'000'000 + t.nanos() / 1000;
+}
+
+template <typename E>
+E ParseColumn(const std::string& text) {
+  return Parse<E>(text).value_or(static_cast<E>(0));
+}
+
+class SqliteStore : public Store {
+ public:
+  SqliteStore(std::unique_ptr<Database> db, const Clock* clock)
+      : db_(std::move(db)), clock_(clock) {}
+
+  absl::StatusOr<std::vector<v1::Switch>> ListSwitches() override {
+    absl::MutexLock lock(&mu_);
+    return SwitchesLocked("");
+  }
+
+  absl::StatusOr<v1::Switch> GetSwitch(const std::string& id) override {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(std::vector<v1::Switch> found, SwitchesLocked(id));
+    if (found.empty()) return absl::NotFoundError(absl::StrCat("switch ", id, " not found"));
+    return found.front();
+  }
+
+  absl::StatusOr<std::vector<v1::SwitchPort>> ListPorts(const std::string& switch_id) override {
+    absl::MutexLock lock(&mu_);
+    if (!switch_id.empty()) {
+      ASSIGN_OR_RETURN(std::vector<v1::Switch> found, SwitchesLocked(switch_id));
+      if (found.empty()) return absl::NotFoundError(absl::StrCat("switch ", switch_id, " not found"));
+    }
+    ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(R"sql(
+      SELECT p.switch_id, p.port, p.direction, p.reservation, p.admin_state, p.oper_state,
+             f.onic_id, f.onic_port, COALESCE(tf.id, tt.id),
+             COALESCE(ci.circuit_id, ce.circuit_id)
+      FROM switch_ports p
+      LEFT JOIN fibers f ON f.switch_id = p.switch_id AND f.switch_port = p.port
+      LEFT JOIN trunks tf ON tf.from_switch = p.switch_id AND tf.from_port = p.port
+      LEFT JOIN trunks tt ON tt.to_switch = p.switch_id AND tt.to_port = p.port
+      LEFT JOIN cross_connects ci
+        ON ci.switch_id = p.switch_id AND ci.ingress = p.port AND ci.desired = 1
+      LEFT JOIN cross_connects ce
+        ON ce.switch_id = p.switch_id AND ce.egress = p.port AND ce.desired = 1
+      WHERE ?1 = '' OR p.switch_id = ?1
+      ORDER BY p.switch_id, p.port)sql"));
+    stmt.Bind(1, switch_id);
+    std::vector<v1::SwitchPort> ports;
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, stmt.Step());
+      if (!row) break;
+      v1::SwitchPort& port = ports.emplace_back();
+      port.mutable_ref()->set_switch_id(stmt.Text(0));
+      port.mutable_ref()->set_port(static_cast<uint32_t>(stmt.Int(1)));
+      port.set_direction(ParseColumn<v1::PortDirection>(stmt.Text(2)));
+      port.set_reservation(ParseColumn<v1::PortReservation>(stmt.Text(3)));
+      port.set_admin_state(ParseColumn<v1::AdminState>(stmt.Text(4)));
+      port.set_oper_state(ParseColumn<v1::OperState>(stmt.Text(5)));
+      if (!stmt.IsNull(6)) {
+        port.mutable_wiring()->mutable_onic_port()->set_onic(stmt.Text(6));
+        port.mutable_wiring()->mutable_onic_port()->set_port(static_cast<uint32_t>(stmt.Int(7)));
+      } else if (!stmt.IsNull(8)) {
+        port.mutable_wiring()->set_trunk(stmt.Text(8));
+      }
+      if (!stmt.IsNull(9)) port.set_circuit_id(stmt.Text(9));
+    }
+    return ports;
+  }
+
+  absl::StatusOr<std::vector<v1::Host>> ListHosts() override {
+    absl::MutexLock lock(&mu_);
+    return HostsLocked("");
+  }
+
+  absl::StatusOr<v1::Host> GetHost(const std::string& name) override {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(std::vector<v1::Host> found, HostsLocked(name));
+    if (found.empty()) return absl::NotFoundError(absl::StrCat("host ", name, " not found"));
+    return found.front();
+  }
+
+  absl::StatusOr<std::vector<v1::Device>> ListDevices(const DeviceFilter& filter) override {
+    absl::MutexLock lock(&mu_);
+    return DevicesLocked("", filter);
+  }
+
+  absl::StatusOr<v1::Device> GetDevice(const std::string& id) override {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(std::vector<v1::Device> found, DevicesLocked(id, {}));
+    if (found.empty()) return absl::NotFoundError(absl::StrCat("device ", id, " not found"));
+    return found.front();
+  }
+
+  absl::StatusOr<std::vector<v1::Onic>> ListOnics(const OnicFilter& filter) override {
+    absl::MutexLock lock(&mu_);
+    return OnicsLocked("", filter);
+  }
+
+  absl::StatusOr<v1::Onic> GetOnic(const std::string& id) override {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(std::vector<v1::Onic> found, OnicsLocked(id, {}));
+    if (found.empty()) return absl::NotFoundError(absl::StrCat("onic ", id, " not found"));
+    return found.front();
+  }
+
+  absl::StatusOr<std::vector<v1::Trunk>> ListTrunks() override {
+    absl::MutexLock lock(&mu_);
+    return TrunksLocked();
+  }
+
+  absl::StatusOr<v1::Inventory> LoadInventory() override {
+    absl::MutexLock lock(&mu_);
+    v1::Inventory inventory;
+    ASSIGN_OR_RETURN(std::vector<v1::Switch> switches, SwitchesLocked(""));
+    for (auto& s : switches) *inventory.add_switches() = std::move(s);
+    ASSIGN_OR_RETURN(std::vector<v1::Host> hosts, HostsLocked(""));
+    for (auto& h : hosts) *inventory.add_hosts() = std::move(h);
+    ASSIGN_OR_RETURN(std::vector<v1::Device> devices, DevicesLocked("", {}));
+    for (auto& d : devices) *inventory.add_devices() = std::move(d);
+    ASSIGN_OR_RETURN(std::vector<v1::Onic> onics, OnicsLocked("", {}));
+    for (auto& o : onics) *inventory.add_onics() = std::move(o);
+    ASSIGN_OR_RETURN(std::vector<v1::Trunk> trunks, TrunksLocked());
+    for (auto& t : trunks) *inventory.add_trunks() = std::move(t);
+    return inventory;
+  }
+
+  absl::Status WriteInventory(const InventoryWrite& write, const std::string& principal) override {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(*db_));
+    const v1::Inventory& objects = write.objects;
+    for (const v1::Switch& s : objects.switches()) RETURN_IF_ERROR(UpsertSwitchLocked(s));
+    for (const v1::Host& h : objects.hosts()) RETURN_IF_ERROR(UpsertHostLocked(h));
+    for (const v1::Device& d : objects.devices()) RETURN_IF_ERROR(UpsertDeviceLocked(d));
+    // Fibers and trunks being rewritten are removed first, so that a fiber may move from one
+    // O-NIC port (or trunk) to another within one apply.
+    for (const v1::Onic& o : objects.onics()) RETURN_IF_ERROR(CheckRewireLocked(o));
+    for (const v1::Onic& o : objects.onics()) {
+      ASSIGN_OR_RETURN(Statement del, db_->Prepare("DELETE FROM fibers WHERE onic_id = ?1"));
+      RETURN_IF_ERROR(del.Bind(1, o.id()).Run());
+    }
+    for (const v1::Trunk& t : objects.trunks()) {
+      ASSIGN_OR_RETURN(Statement del, db_->Prepare("DELETE FROM trunks WHERE id = ?1"));
+      RETURN_IF_ERROR(del.Bind(1, t.id()).Run());
+    }
+    for (const v1::Onic& o : objects.onics()) RETURN_IF_ERROR(UpsertOnicLocked(o));
+    for (const v1::Trunk& t : objects.trunks()) RETURN_IF_ERROR(InsertTrunkLocked(t));
+    for (const std::string& what : write.created) {
+      RETURN_IF_ERROR(InventoryEventLocked("inventory.created", what, principal, "created"));
+    }
+    for (const std::string& what : write.updated) {
+      RETURN_IF_ERROR(InventoryEventLocked("inventory.updated", what, principal, "updated"));
+    }
+    return txn.Commit();
+  }
+
+  absl::StatusOr<std::vector<std::string>> DeleteObject(const std::string& kind,
+                                                        const std::string& name,
+                                                        const std::string& principal) override {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(*db_));
+    std::vector<std::string> deleted;
+    if (kind == "switch") {
+      RETURN_IF_ERROR(RequireExistsLocked("SELECT 1 FROM switches WHERE id = ?1", kind, name));
+      RETURN_IF_ERROR(RefuseIfAnyLocked(
+          "SELECT onic_id || ' port ' || onic_port FROM fibers WHERE switch_id = ?1 LIMIT 1",
+          name, absl::StrCat("switch ", name, " has O-NIC fibers plugged in (first: onic "),
+          "); delete or rewire those O-NICs first"));
+      RETURN_IF_ERROR(RefuseIfAnyLocked(
+          "SELECT id FROM trunks WHERE from_switch = ?1 OR to_switch = ?1 LIMIT 1", name,
+          absl::StrCat("switch ", name, " has trunk "), " plugged in; delete the trunk first"));
+      RETURN_IF_ERROR(RunLocked("DELETE FROM switches WHERE id = ?1", name));
+    } else if (kind == "host") {
+      RETURN_IF_ERROR(RequireExistsLocked("SELECT 1 FROM hosts WHERE name = ?1", kind, name));
+      RETURN_IF_ERROR(RefuseIfAnyLocked(
+          "SELECT group_concat(id, ', ') FROM devices WHERE host = ?1 HAVING count(*) > 0", name,
+          absl::StrCat("host ", name, " still has devices "), "; delete them first"));
+      RETURN_IF_ERROR(RunLocked("DELETE FROM hosts WHERE name = ?1", name));
+    } else if (kind == "device") {
+      RETURN_IF_ERROR(RequireExistsLocked("SELECT 1 FROM devices WHERE id = ?1", kind, name));
+      RETURN_IF_ERROR(RefuseIfAnyLocked(
+          "SELECT a.id FROM allocation_members m JOIN allocations a ON a.id = m.allocation_id "
+          "WHERE m.device_id = ?1 AND a.state NOT IN ('released', 'failed') LIMIT 1",
+          name, absl::StrCat("device ", name, " is a member of allocation "),
+          "; release it first"));
+      RETURN_IF_ERROR(RefuseIfAnyLocked(
+          "SELECT c.id FROM circuits c JOIN onics o ON o.id IN (c.src_onic, c.dst_onic) "
+          "WHERE o.device_id = ?1 LIMIT 1",
+          name, absl::StrCat("device ", name, " has an O-NIC in circuit "), "; release it first"));
+      ASSIGN_OR_RETURN(Statement onics,
+                       db_->Prepare("SELECT id FROM onics WHERE device_id = ?1 ORDER BY id"));
+      onics.Bind(1, name);
+      while (true) {
+        ASSIGN_OR_RETURN(bool row, onics.Step());
+        if (!row) break;
+        deleted.push_back(absl::StrCat("onic ", onics.Text(0)));
+      }
+      RETURN_IF_ERROR(RunLocked("DELETE FROM onics WHERE device_id = ?1", name));
+      RETURN_IF_ERROR(RunLocked("DELETE FROM devices WHERE id = ?1", name));
+    } else if (kind == "onic") {
+      RETURN_IF_ERROR(RequireExistsLocked("SELECT 1 FROM onics WHERE id = ?1", kind, name));
+      RETURN_IF_ERROR(RefuseIfAnyLocked(
+          "SELECT id FROM circuits WHERE src_onic = ?1 OR dst_onic = ?1 LIMIT 1", name,
+          absl::StrCat("onic ", name, " is in circuit "), "; release it first"));
+      RETURN_IF_ERROR(RunLocked("DELETE FROM onics WHERE id = ?1", name));
+    } else if (kind == "trunk") {
+      RETURN_IF_ERROR(RequireExistsLocked("SELECT 1 FROM trunks WHERE id = ?1", kind, name));
+      RETURN_IF_ERROR(RefuseIfAnyLocked(
+          "SELECT c.circuit_id FROM trunks t JOIN cross_connects c ON c.desired = 1 AND "
+          "((c.switch_id = t.from_switch AND c.egress = t.from_port) OR "
+          "(c.switch_id = t.to_switch AND c.ingress = t.to_port)) WHERE t.id = ?1 LIMIT 1",
+          name, absl::StrCat("trunk ", name, " carries circuit "), "; release it first"));
+      RETURN_IF_ERROR(RunLocked("DELETE FROM trunks WHERE id = ?1", name));
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cannot delete kind '", kind, "'; deletable kinds: switch, host, device, onic, trunk"));
+    }
+    deleted.insert(deleted.begin(), absl::StrCat(kind, " ", name));
+    for (const std::string& what : deleted) {
+      RETURN_IF_ERROR(InventoryEventLocked("inventory.deleted", what, principal, "deleted"));
+    }
+    RETURN_IF_ERROR(txn.Commit());
+    return deleted;
+  }
+
+  absl::Status CreateAllocation(const v1::Allocation& a, const std::string& principal) override {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(*db_));
+    RETURN_IF_ERROR(RefuseIfAnyLocked("SELECT id FROM allocations WHERE id = ?1", a.id(),
+                                      "allocation ", " already exists",
+                                      absl::StatusCode::kAlreadyExists));
+    ASSIGN_OR_RETURN(Statement insert, db_->Prepare(R"sql(
+      INSERT INTO allocations (id, tenant, name, state, reason, request, phases, active_phase,
+                               stage_timings, direct_traffic_share, created_us, updated_us,
+                               lease_expires_us)
+      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13))sql"));
+    v1::Allocation timings;
+    *timings.mutable_stage_timings() = a.stage_timings();
+    const int64_t now = absl::ToUnixMicros(clock_->Now());
+    insert.Bind(1, a.id())
+        .Bind(2, a.tenant())
+        .Bind(3, a.name())
+        .Bind(4, Name(a.state()))
+        .Bind(5, a.reason())
+        .BindBlob(6, a.request().SerializeAsString())
+        .Bind(7, absl::StrJoin(a.phases(), "\n"))
+        .Bind(8, a.active_phase())
+        .BindBlob(9, timings.SerializeAsString())
+        .Bind(10, a.direct_traffic_share())
+        .Bind(11, a.has_created() ? Micros(a.created()) : now)
+        .Bind(12, now)
+        .Bind(13, Micros(a.lease_expires()));
+    RETURN_IF_ERROR(insert.Run());
+    ASSIGN_OR_RETURN(Statement member, db_->Prepare(
+        "INSERT INTO allocation_members (allocation_id, position, device_id) VALUES (?1, ?2, ?3)"));
+    for (int i = 0; i < a.members_size(); ++i) {
+      RETURN_IF_ERROR(member.Bind(1, a.id()).Bind(2, int64_t{i}).Bind(3, a.members(i)).Run());
+      member.Reset();
+    }
+    for (int i = 0; i < a.circuits_size(); ++i) {
+      RETURN_IF_ERROR(InsertCircuitLocked(a.circuits(i), a.id(), i));
+    }
+    RETURN_IF_ERROR(AppendEventLocked(
+        "allocation.created", "allocation", a.id(), v1::EVENT_SEVERITY_INFO,
+        absl::StrCat("allocation ", a.id(), " of tenant ", a.tenant(), " created in state ",
+                     Name(a.state()), " with ", a.circuits_size(), " circuits"),
+        principal));
+    return txn.Commit();
+  }
+
+  absl::StatusOr<v1::Allocation> GetAllocation(const std::string& id) override {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(std::vector<v1::Allocation> found, AllocationsLocked(id, {}));
+    if (found.empty()) return absl::NotFoundError(absl::StrCat("allocation ", id, " not found"));
+    return found.front();
+  }
+
+  absl::StatusOr<std::vector<v1::Allocation>> ListAllocations(
+      const AllocationFilter& filter) override {
+    absl::MutexLock lock(&mu_);
+    return AllocationsLocked("", filter);
+  }
+
+  absl::StatusOr<std::vector<v1::Circuit>> ListCircuits(const CircuitFilter& filter) override {
+    absl::MutexLock lock(&mu_);
+    return CircuitsLocked(filter);
+  }
+
+  absl::Status AppendEvent(const v1::Event& event) override {
+    absl::MutexLock lock(&mu_);
+    return AppendEventLocked(event.kind(), event.object_kind(), event.object_id(),
+                             event.severity(), event.message(), event.principal());
+  }
+
+  absl::StatusOr<std::vector<v1::Event>> ListEvents(const EventFilter& filter) override {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(R"sql(
+      SELECT sequence, time_us, principal, kind, object_kind, object_id, severity, message
+      FROM events
+      WHERE sequence > ?1 AND (?2 = '' OR object_kind = ?2) AND (?3 = '' OR object_id = ?3)
+      ORDER BY sequence LIMIT ?4)sql"));
+    stmt.Bind(1, static_cast<int64_t>(filter.after_sequence))
+        .Bind(2, filter.object_kind)
+        .Bind(3, filter.object_id)
+        .Bind(4, static_cast<int64_t>(filter.limit == 0 ? 1000 : filter.limit));
+    std::vector<v1::Event> events;
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, stmt.Step());
+      if (!row) break;
+      v1::Event& e = events.emplace_back();
+      e.set_sequence(static_cast<uint64_t>(stmt.Int(0)));
+      SetMicros(stmt.Int(1), e.mutable_time());
+      e.set_principal(stmt.Text(2));
+      e.set_kind(stmt.Text(3));
+      e.set_object_kind(stmt.Text(4));
+      e.set_object_id(stmt.Text(5));
+      e.set_severity(ParseColumn<v1::EventSeverity>(stmt.Text(6)));
+      e.set_message(stmt.Text(7));
+    }
+    return events;
+  }
+
+ private:
+  // --- helpers; all require mu_ ---
+
+  absl::Status RunLocked(absl::string_view sql, const std::string& arg)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(sql));
+    return stmt.Bind(1, arg).Run();
+  }
+
+  absl::Status RequireExistsLocked(absl::string_view sql, const std::string& kind,
+                                   const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(sql));
+    ASSIGN_OR_RETURN(bool row, stmt.Bind(1, name).Step());
+    if (!row) return absl::NotFoundError(absl::StrCat(kind, " ", name, " not found"));
+    return absl::OkStatus();
+  }
+
+  // Runs `sql` with `arg`; if it returns a row, fails with `before` + first column + `after`.
+  absl::Status RefuseIfAnyLocked(absl::string_view sql, const std::string& arg,
+                                 const std::string& before, const std::string& after,
+                                 absl::StatusCode code = absl::StatusCode::kFailedPrecondition)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(sql));
+    ASSIGN_OR_RETURN(bool row, stmt.Bind(1, arg).Step());
+    if (!row) return absl::OkStatus();
+    return absl::Status(code, absl::StrCat(before, stmt.Text(0), after));
+  }
+
+  absl::Status AppendEventLocked(const std::string& kind, const std::string& object_kind,
+                                 const std::string& object_id, v1::EventSeverity severity,
+                                 const std::string& message, const std::string& principal)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(R"sql(
+      INSERT INTO events (time_us, principal, kind, object_kind, object_id, severity, message)
+      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7))sql"));
+    return stmt.Bind(1, absl::ToUnixMicros(clock_->Now()))
+        .Bind(2, principal.empty() ? std::string("anonymous") : principal)
+        .Bind(3, kind)
+        .Bind(4, object_kind)
+        .Bind(5, object_id)
+        .Bind(6, Name(severity == v1::EVENT_SEVERITY_UNSPECIFIED ? v1::EVENT_SEVERITY_INFO
+                                                                  : severity))
+        .Bind(7, message)
+        .Run();
+  }
+
+  // `what` is "kind id".
+  absl::Status InventoryEventLocked(const std::string& kind, const std::string& what,
+                                    const std::string& principal, const std::string& verb)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::pair<std::string, std::string> parts = absl::StrSplit(what, absl::MaxSplits(' ', 1));
+    return AppendEventLocked(kind, parts.first, parts.second, v1::EVENT_SEVERITY_INFO,
+                             absl::StrCat(verb, " ", what), principal);
+  }
+
+  absl::StatusOr<std::vector<v1::Switch>> SwitchesLocked(const std::string& id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(R"sql(
+      SELECT id, model, ingress_ports, egress_ports, address, protocol, management_port,
+             credentials_ref, cluster
+      FROM switches WHERE ?1 = '' OR id = ?1 ORDER BY id)sql"));
+    stmt.Bind(1, id);
+    std::vector<v1::Switch> out;
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, stmt.Step());
+      if (!row) break;
+      v1::Switch& s = out.emplace_back();
+      s.set_id(stmt.Text(0));
+      s.set_model(stmt.Text(1));
+      s.set_ingress_ports(static_cast<uint32_t>(stmt.Int(2)));
+      s.set_egress_ports(static_cast<uint32_t>(stmt.Int(3)));
+      s.set_address(stmt.Text(4));
+      s.set_protocol(ParseColumn<v1::SwitchProtocol>(stmt.Text(5)));
+      s.set_management_port(static_cast<uint32_t>(stmt.Int(6)));
+      s.set_credentials_ref(stmt.Text(7));
+      s.set_cluster(stmt.Text(8));
+    }
+    ASSIGN_OR_RETURN(Statement reserved, db_->Prepare(
+        "SELECT port FROM switch_ports WHERE switch_id = ?1 AND reservation = 'trunk' "
+        "ORDER BY port"));
+    for (v1::Switch& s : out) {
+      reserved.Bind(1, s.id());
+      while (true) {
+        ASSIGN_OR_RETURN(bool row, reserved.Step());
+        if (!row) break;
+        s.add_trunk_reserved_ports(static_cast<uint32_t>(reserved.Int(0)));
+      }
+      reserved.Reset();
+    }
+    return out;
+  }
+
+  absl::StatusOr<std::vector<v1::Host>> HostsLocked(const std::string& name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(
+        "SELECT name, address, cluster, admin_state FROM hosts "
+        "WHERE ?1 = '' OR name = ?1 ORDER BY name"));
+    stmt.Bind(1, name);
+    std::vector<v1::Host> out;
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, stmt.Step());
+      if (!row) break;
+      v1::Host& h = out.emplace_back();
+      h.set_name(stmt.Text(0));
+      h.set_address(stmt.Text(1));
+      h.set_cluster(stmt.Text(2));
+      h.set_admin_state(ParseColumn<v1::AdminState>(stmt.Text(3)));
+    }
+    return out;
+  }
+
+  absl::StatusOr<std::vector<v1::Device>> DevicesLocked(const std::string& id,
+                                                        const DeviceFilter& filter)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(R"sql(
+      SELECT d.id, d.kind, COALESCE(d.host, ''), d.chassis, d.model, d.admin_state,
+             (SELECT group_concat(o.id, char(10)) FROM
+                (SELECT id FROM onics WHERE device_id = d.id ORDER BY id) o)
+      FROM devices d
+      WHERE (?1 = '' OR d.id = ?1) AND (?2 = '' OR d.host = ?2) AND (?3 = '' OR d.kind = ?3)
+      ORDER BY d.id)sql"));
+    stmt.Bind(1, id).Bind(2, filter.host).Bind(3, Name(filter.kind));
+    std::vector<v1::Device> out;
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, stmt.Step());
+      if (!row) break;
+      v1::Device& d = out.emplace_back();
+      d.set_id(stmt.Text(0));
+      d.set_kind(ParseColumn<v1::DeviceKind>(stmt.Text(1)));
+      d.set_host(stmt.Text(2));
+      d.set_chassis(stmt.Text(3));
+      d.set_model(stmt.Text(4));
+      d.set_admin_state(ParseColumn<v1::AdminState>(stmt.Text(5)));
+      if (!stmt.IsNull(6)) {
+        for (absl::string_view onic : absl::StrSplit(stmt.Text(6), '\n')) d.add_onics(std::string(onic));
+      }
+    }
+    return out;
+  }
+
+  absl::StatusOr<std::vector<v1::Onic>> OnicsLocked(const std::string& id,
+                                                    const OnicFilter& filter)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(R"sql(
+      SELECT o.id, o.device_id, o.serial, o.pcie_address, o.admin_state, COALESCE(d.host, '')
+      FROM onics o JOIN devices d ON d.id = o.device_id
+      WHERE (?1 = '' OR o.id = ?1) AND (?2 = '' OR d.host = ?2)
+        AND (?3 = '' OR EXISTS (SELECT 1 FROM fibers f WHERE f.onic_id = o.id AND f.switch_id = ?3))
+      ORDER BY o.id)sql"));
+    stmt.Bind(1, id).Bind(2, filter.host).Bind(3, filter.switch_id);
+    std::vector<v1::Onic> out;
+    std::map<std::string, size_t> index;
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, stmt.Step());
+      if (!row) break;
+      v1::Onic& o = out.emplace_back();
+      o.set_id(stmt.Text(0));
+      o.set_device(stmt.Text(1));
+      o.set_serial(stmt.Text(2));
+      o.set_pcie_address(stmt.Text(3));
+      o.set_admin_state(ParseColumn<v1::AdminState>(stmt.Text(4)));
+      o.set_host(stmt.Text(5));
+      index[o.id()] = out.size() - 1;
+    }
+    ASSIGN_OR_RETURN(Statement ports, db_->Prepare(R"sql(
+      SELECT p.onic_id, p.port, p.admin_state, p.oper_state,
+             tx.switch_id, tx.switch_port, rx.switch_id, rx.switch_port
+      FROM onic_ports p
+      LEFT JOIN fibers tx ON tx.onic_id = p.onic_id AND tx.onic_port = p.port AND tx.strand = 'tx'
+      LEFT JOIN fibers rx ON rx.onic_id = p.onic_id AND rx.onic_port = p.port AND rx.strand = 'rx'
+      WHERE ?1 = '' OR p.onic_id = ?1
+      ORDER BY p.onic_id, p.port)sql"));
+    ports.Bind(1, id);
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, ports.Step());
+      if (!row) break;
+      auto it = index.find(ports.Text(0));
+      if (it == index.end()) continue;  // Filtered out above.
+      v1::OnicPort* p = out[it->second].add_ports();
+      p->set_index(static_cast<uint32_t>(ports.Int(1)));
+      p->set_admin_state(ParseColumn<v1::AdminState>(ports.Text(2)));
+      p->set_oper_state(ParseColumn<v1::OperState>(ports.Text(3)));
+      if (!ports.IsNull(4)) {
+        p->mutable_tx()->set_switch_id(ports.Text(4));
+        p->mutable_tx()->set_port(static_cast<uint32_t>(ports.Int(5)));
+      }
+      if (!ports.IsNull(6)) {
+        p->mutable_rx()->set_switch_id(ports.Text(6));
+        p->mutable_rx()->set_port(static_cast<uint32_t>(ports.Int(7)));
+      }
+    }
+    return out;
+  }
+
+  absl::StatusOr<std::vector<v1::Trunk>> TrunksLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(
+        "SELECT id, from_switch, from_port, to_switch, to_port FROM trunks ORDER BY id"));
+    std::vector<v1::Trunk> out;
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, stmt.Step());
+      if (!row) break;
+      v1::Trunk& t = out.emplace_back();
+      t.set_id(stmt.Text(0));
+      t.mutable_from()->set_switch_id(stmt.Text(1));
+      t.mutable_from()->set_port(static_cast<uint32_t>(stmt.Int(2)));
+      t.mutable_to()->set_switch_id(stmt.Text(3));
+      t.mutable_to()->set_port(static_cast<uint32_t>(stmt.Int(4)));
+    }
+    return out;
+  }
+
+  absl::Status UpsertSwitchLocked(const v1::Switch& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const int64_t ingress = s.ingress_ports();
+    const int64_t total = ingress + s.egress_ports();
+    // A resize or re-split must not strand a cross-connect of a desired circuit.
+    RETURN_IF_ERROR(RefuseIfAnyLocked(
+        absl::StrCat("SELECT circuit_id || ' (' || switch_id || ' ' || ingress || '->' || egress "
+                     "|| ')' FROM cross_connects WHERE switch_id = ?1 AND (ingress > ",
+                     ingress, " OR egress <= ", ingress, " OR egress > ", total, ") LIMIT 1"),
+        s.id(), absl::StrCat("switch ", s.id(), " cannot be resized to ", s.ingress_ports(), "x",
+                             s.egress_ports(), ": circuit "),
+        " uses a port that would move or vanish"));
+    ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(R"sql(
+      INSERT INTO switches (id, model, ingress_ports, egress_ports, address, protocol,
+                            management_port, credentials_ref, cluster)
+      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+      ON CONFLICT (id) DO UPDATE SET
+        model = excluded.model, ingress_ports = excluded.ingress_ports,
+        egress_ports = excluded.egress_ports, address = excluded.address,
+        protocol = excluded.protocol, management_port = excluded.management_port,
+        credentials_ref = excluded.credentials_ref, cluster = excluded.cluster)sql"));
+    RETURN_IF_ERROR(stmt.Bind(1, s.id())
+                        .Bind(2, s.model())
+                        .Bind(3, ingress)
+                        .Bind(4, static_cast<int64_t>(s.egress_ports()))
+                        .Bind(5, s.address())
+                        .Bind(6, Name(s.protocol()))
+                        .Bind(7, static_cast<int64_t>(s.management_port()))
+                        .Bind(8, s.credentials_ref())
+                        .Bind(9, s.cluster())
+                        .Run());
+    ASSIGN_OR_RETURN(Statement shrink,
+                     db_->Prepare("DELETE FROM switch_ports WHERE switch_id = ?1 AND port > ?2"));
+    RETURN_IF_ERROR(shrink.Bind(1, s.id()).Bind(2, total).Run());
+    ASSIGN_OR_RETURN(Statement relabel, db_->Prepare(
+        "UPDATE switch_ports SET reservation = 'none', direction = "
+        "CASE WHEN port <= ?2 THEN 'ingress' ELSE 'egress' END WHERE switch_id = ?1"));
+    RETURN_IF_ERROR(relabel.Bind(1, s.id()).Bind(2, ingress).Run());
+    ASSIGN_OR_RETURN(Statement add, db_->Prepare(
+        "INSERT OR IGNORE INTO switch_ports (switch_id, port, direction) VALUES (?1, ?2, ?3)"));
+    for (int64_t port = 1; port <= total; ++port) {
+      RETURN_IF_ERROR(
+          add.Bind(1, s.id()).Bind(2, port).Bind(3, port <= ingress ? "ingress" : "egress").Run());
+      add.Reset();
+    }
+    ASSIGN_OR_RETURN(Statement reserve, db_->Prepare(
+        "UPDATE switch_ports SET reservation = 'trunk' WHERE switch_id = ?1 AND port = ?2"));
+    for (uint32_t port : s.trunk_reserved_ports()) {
+      RETURN_IF_ERROR(reserve.Bind(1, s.id()).Bind(2, static_cast<int64_t>(port)).Run());
+      reserve.Reset();
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status UpsertHostLocked(const v1::Host& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(R"sql(
+      INSERT INTO hosts (name, address, cluster) VALUES (?1, ?2, ?3)
+      ON CONFLICT (name) DO UPDATE SET address = excluded.address, cluster = excluded.cluster)sql"));
+    return stmt.Bind(1, h.name()).Bind(2, h.address()).Bind(3, h.cluster()).Run();
+  }
+
+  absl::Status UpsertDeviceLocked(const v1::Device& d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(R"sql(
+      INSERT INTO devices (id, kind, host, chassis, model) VALUES (?1, ?2, ?3, ?4, ?5)
+      ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, host = excluded.host,
+        chassis = excluded.chassis, model = excluded.model)sql"));
+    stmt.Bind(1, d.id()).Bind(2, Name(d.kind())).Bind(4, d.chassis()).Bind(5, d.model());
+    if (d.host().empty()) {
+      stmt.BindNull(3);
+    } else {
+      stmt.Bind(3, d.host());
+    }
+    return stmt.Run();
+  }
+
+  // An O-NIC port in a circuit keeps its fibers: rewiring it would silently break the circuit.
+  absl::Status CheckRewireLocked(const v1::Onic& o) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ASSIGN_OR_RETURN(std::vector<v1::Onic> stored, OnicsLocked(o.id(), {}));
+    if (stored.empty()) return absl::OkStatus();
+    for (const v1::OnicPort& want : o.ports()) {
+      for (const v1::OnicPort& have : stored.front().ports()) {
+        if (have.index() != want.index()) continue;
+        if (have.tx().SerializeAsString() == want.tx().SerializeAsString() &&
+            have.rx().SerializeAsString() == want.rx().SerializeAsString()) {
+          continue;
+        }
+        ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(
+            "SELECT id FROM circuits WHERE (src_onic = ?1 AND src_port = ?2) OR "
+            "(dst_onic = ?1 AND dst_port = ?2) LIMIT 1"));
+        ASSIGN_OR_RETURN(bool row,
+                         stmt.Bind(1, o.id()).Bind(2, static_cast<int64_t>(want.index())).Step());
+        if (row) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "onic ", o.id(), " port ", want.index(), " is in circuit ", stmt.Text(0),
+              "; release it before rewiring its fibers"));
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status UpsertOnicLocked(const v1::Onic& o) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(R"sql(
+      INSERT INTO onics (id, device_id, serial, pcie_address) VALUES (?1, ?2, ?3, ?4)
+      ON CONFLICT (id) DO UPDATE SET device_id = excluded.device_id, serial = excluded.serial,
+        pcie_address = excluded.pcie_address)sql"));
+    RETURN_IF_ERROR(
+        stmt.Bind(1, o.id()).Bind(2, o.device()).Bind(3, o.serial()).Bind(4, o.pcie_address()).Run());
+    ASSIGN_OR_RETURN(Statement port, db_->Prepare(
+        "INSERT OR IGNORE INTO onic_ports (onic_id, port) VALUES (?1, ?2)"));
+    ASSIGN_OR_RETURN(Statement fiber, db_->Prepare(
+        "INSERT INTO fibers (onic_id, onic_port, strand, switch_id, switch_port) "
+        "VALUES (?1, ?2, ?3, ?4, ?5)"));
+    for (const v1::OnicPort& p : o.ports()) {
+      const int64_t index = p.index();
+      RETURN_IF_ERROR(port.Bind(1, o.id()).Bind(2, index).Run());
+      port.Reset();
+      for (const auto& [strand, ref] :
+           {std::pair<const char*, const v1::SwitchPortRef*>{"tx", &p.tx()}, {"rx", &p.rx()}}) {
+        RETURN_IF_ERROR(fiber.Bind(1, o.id())
+                            .Bind(2, index)
+                            .Bind(3, strand)
+                            .Bind(4, ref->switch_id())
+                            .Bind(5, static_cast<int64_t>(ref->port()))
+                            .Run());
+        fiber.Reset();
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status InsertTrunkLocked(const v1::Trunk& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(
+        "INSERT INTO trunks (id, from_switch, from_port, to_switch, to_port) "
+        "VALUES (?1, ?2, ?3, ?4, ?5)"));
+    return stmt.Bind(1, t.id())
+        .Bind(2, t.from().switch_id())
+        .Bind(3, static_cast<int64_t>(t.from().port()))
+        .Bind(4, t.to().switch_id())
+        .Bind(5, static_cast<int64_t>(t.to().port()))
+        .Run();
+  }
+
+  absl::Status InsertCircuitLocked(const v1::Circuit& c, const std::string& allocation_id,
+                                   int position) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const bool desired = c.state() != v1::CIRCUIT_STATE_INACTIVE;
+    if (desired) {
+      // Name the holder of a busy port; the unique indexes are the backstop.
+      for (const v1::CrossConnect& x : c.cross_connects()) {
+        for (const auto& [column, port] : {std::pair<const char*, uint32_t>{"ingress", x.ingress()},
+                                           {"egress", x.egress()}}) {
+          RETURN_IF_ERROR(RefuseIfAnyLocked(
+              absl::StrCat("SELECT circuit_id FROM cross_connects WHERE desired = 1 AND "
+                           "switch_id = ?1 AND ",
+                           column, " = ", port, " LIMIT 1"),
+              x.switch_id(),
+              absl::StrCat("switch port ", x.switch_id(), "/", port, " is already in circuit "),
+              ""));
+        }
+      }
+    }
+    ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(R"sql(
+      INSERT INTO circuits (id, allocation_id, manual, src_onic, src_port, dst_onic, dst_port,
+                            phase, state, reason, desired, position)
+      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12))sql"));
+    stmt.Bind(1, c.id())
+        .Bind(3, int64_t{c.manual() ? 1 : 0})
+        .Bind(4, c.source().onic())
+        .Bind(5, static_cast<int64_t>(c.source().port()))
+        .Bind(6, c.destination().onic())
+        .Bind(7, static_cast<int64_t>(c.destination().port()))
+        .Bind(8, c.phase())
+        .Bind(9, Name(c.state()))
+        .Bind(10, c.reason())
+        .Bind(11, int64_t{desired ? 1 : 0})
+        .Bind(12, int64_t{position});
+    if (c.manual()) {
+      stmt.BindNull(2);
+    } else {
+      stmt.Bind(2, allocation_id);
+    }
+    if (absl::Status s = stmt.Run(); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("circuit ", c.id(), " from onic ",
+                                                 c.source().onic(), " port ", c.source().port(),
+                                                 " to onic ", c.destination().onic(), " port ",
+                                                 c.destination().port(), ": ", s.message()));
+    }
+    ASSIGN_OR_RETURN(Statement hop, db_->Prepare(
+        "INSERT INTO cross_connects (circuit_id, hop, switch_id, ingress, egress, desired) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"));
+    for (int i = 0; i < c.cross_connects_size(); ++i) {
+      const v1::CrossConnect& x = c.cross_connects(i);
+      RETURN_IF_ERROR(hop.Bind(1, c.id())
+                          .Bind(2, int64_t{i})
+                          .Bind(3, x.switch_id())
+                          .Bind(4, static_cast<int64_t>(x.ingress()))
+                          .Bind(5, static_cast<int64_t>(x.egress()))
+                          .Bind(6, int64_t{desired ? 1 : 0})
+                          .Run());
+      hop.Reset();
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::vector<v1::Circuit>> CircuitsLocked(const CircuitFilter& filter)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(R"sql(
+      SELECT c.id, COALESCE(c.allocation_id, ''), c.manual, c.src_onic, c.src_port, c.dst_onic,
+             c.dst_port, c.phase, c.state, c.reason
+      FROM circuits c
+      WHERE (?1 = '' OR c.allocation_id = ?1)
+        AND (?2 = '' OR EXISTS (SELECT 1 FROM cross_connects x
+                                WHERE x.circuit_id = c.id AND x.switch_id = ?2))
+      ORDER BY c.allocation_id, c.position, c.id)sql"));
+    stmt.Bind(1, filter.allocation_id).Bind(2, filter.switch_id);
+    std::vector<v1::Circuit> out;
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, stmt.Step());
+      if (!row) break;
+      v1::Circuit& c = out.emplace_back();
+      c.set_id(stmt.Text(0));
+      c.set_allocation_id(stmt.Text(1));
+      c.set_manual(stmt.Int(2) != 0);
+      c.mutable_source()->set_onic(stmt.Text(3));
+      c.mutable_source()->set_port(static_cast<uint32_t>(stmt.Int(4)));
+      c.mutable_destination()->set_onic(stmt.Text(5));
+      c.mutable_destination()->set_port(static_cast<uint32_t>(stmt.Int(6)));
+      c.set_phase(stmt.Text(7));
+      c.set_state(ParseColumn<v1::CircuitState>(stmt.Text(8)));
+      c.set_reason(stmt.Text(9));
+    }
+    ASSIGN_OR_RETURN(Statement hops, db_->Prepare(
+        "SELECT switch_id, ingress, egress FROM cross_connects WHERE circuit_id = ?1 ORDER BY hop"));
+    for (v1::Circuit& c : out) {
+      hops.Bind(1, c.id());
+      while (true) {
+        ASSIGN_OR_RETURN(bool row, hops.Step());
+        if (!row) break;
+        v1::CrossConnect* x = c.add_cross_connects();
+        x->set_switch_id(hops.Text(0));
+        x->set_ingress(static_cast<uint32_t>(hops.Int(1)));
+        x->set_egress(static_cast<uint32_t>(hops.Int(2)));
+      }
+      hops.Reset();
+    }
+    return out;
+  }
+
+  absl::StatusOr<std::vector<v1::Allocation>> AllocationsLocked(const std::string& id,
+                                                                const AllocationFilter& filter)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(R"sql(
+      SELECT id, tenant, name, state, reason, request, phases, active_phase, stage_timings,
+             direct_traffic_share, created_us, updated_us, lease_expires_us
+      FROM allocations
+      WHERE (?1 = '' OR id = ?1) AND (?2 = '' OR tenant = ?2)
+        AND (?3 = '' OR state = ?3)
+        AND (?1 != '' OR ?3 != '' OR ?4 = 1 OR state != 'released')
+      ORDER BY created_us, id)sql"));
+    stmt.Bind(1, id)
+        .Bind(2, filter.tenant)
+        .Bind(3, Name(filter.state))
+        .Bind(4, int64_t{filter.include_released ? 1 : 0});
+    std::vector<v1::Allocation> out;
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, stmt.Step());
+      if (!row) break;
+      v1::Allocation& a = out.emplace_back();
+      a.set_id(stmt.Text(0));
+      a.set_tenant(stmt.Text(1));
+      a.set_name(stmt.Text(2));
+      a.set_state(ParseColumn<v1::AllocationState>(stmt.Text(3)));
+      a.set_reason(stmt.Text(4));
+      if (!a.mutable_request()->ParseFromString(stmt.Text(5))) {
+        return absl::DataLossError(absl::StrCat("allocation ", a.id(), ": stored request is corrupt"));
+      }
+      for (absl::string_view phase : absl::StrSplit(stmt.Text(6), '\n', absl::SkipEmpty())) {
+        a.add_phases(std::string(phase));
+      }
+      a.set_active_phase(stmt.Text(7));
+      v1::Allocation timings;
+      if (!timings.ParseFromString(stmt.Text(8))) {
+        return absl::DataLossError(absl::StrCat("allocation ", a.id(), ": stored timings are corrupt"));
+      }
+      *a.mutable_stage_timings() = timings.stage_timings();
+      a.set_direct_traffic_share(stmt.Double(9));
+      SetMicros(stmt.Int(10), a.mutable_created());
+      SetMicros(stmt.Int(11), a.mutable_updated());
+      SetMicros(stmt.Int(12), a.mutable_lease_expires());
+    }
+    ASSIGN_OR_RETURN(Statement members, db_->Prepare(
+        "SELECT device_id FROM allocation_members WHERE allocation_id = ?1 ORDER BY position"));
+    for (v1::Allocation& a : out) {
+      members.Bind(1, a.id());
+      while (true) {
+        ASSIGN_OR_RETURN(bool row, members.Step());
+        if (!row) break;
+        a.add_members(members.Text(0));
+      }
+      members.Reset();
+      CircuitFilter circuits;
+      circuits.allocation_id = a.id();
+      ASSIGN_OR_RETURN(std::vector<v1::Circuit> found, CircuitsLocked(circuits));
+      for (auto& c : found) *a.add_circuits() = std::move(c);
+    }
+    return out;
+  }
+
+  absl::Mutex mu_;
+  std::unique_ptr<Database> db_ ABSL_GUARDED_BY(mu_);
+  const Clock* clock_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const SqliteStoreOptions& options) {
+  if (options.clock == nullptr) return absl::InvalidArgumentError("store needs a clock");
+  ASSIGN_OR_RETURN(std::unique_ptr<Database> db, Database::Open(options.path));
+  RETURN_IF_ERROR(Migrate(*db, Migrations()));
+  return std::make_unique<SqliteStore>(std::move(db), options.clock);
+}
+
+}  // namespace fleet::store

@@ -1,0 +1,123 @@
+// The controller's durable state: inventory, allocations, desired circuits and the event log.
+//
+// Contract for every implementation:
+// - Every write is one transaction: it commits whole or leaves nothing behind.
+// - The invariants of docs/architecture.md §3 hold at every commit; a write that would break
+//   one fails with FAILED_PRECONDITION (or ALREADY_EXISTS) naming what is in the way.
+// - Each change appends at least one Event, in the same transaction, naming who asked.
+// - Reads return NOT_FOUND naming the kind and id of a missing object.
+// - Thread-safe: calls may come from any thread.
+#ifndef FLEET_CONTROLLER_STORE_STORE_H_
+#define FLEET_CONTROLLER_STORE_STORE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "controller/base/clock.h"
+#include "fleet/v1/admin.pb.h"
+#include "fleet/v1/common.pb.h"
+#include "fleet/v1/inventory.pb.h"
+#include "fleet/v1/topology.pb.h"
+
+namespace fleet::store {
+
+struct DeviceFilter {
+  std::string host;                 // Empty: any.
+  v1::DeviceKind kind = v1::DEVICE_KIND_UNSPECIFIED;  // Unspecified: any.
+};
+
+struct OnicFilter {
+  std::string host;       // Empty: any.
+  std::string switch_id;  // Empty: any; else O-NICs with a fiber on that switch.
+};
+
+struct AllocationFilter {
+  std::string tenant;  // Empty: any.
+  v1::AllocationState state = v1::ALLOCATION_STATE_UNSPECIFIED;  // Unspecified: any live state.
+  bool include_released = false;
+};
+
+struct CircuitFilter {
+  std::string switch_id;      // Empty: any.
+  std::string allocation_id;  // Empty: any.
+};
+
+struct EventFilter {
+  uint64_t after_sequence = 0;
+  uint32_t limit = 1000;
+  std::string object_kind;  // Empty: any.
+  std::string object_id;    // Empty: any.
+};
+
+// Objects to create or replace, each keyed by its id. Produced by the inventory planner
+// (controller/inventory) after validating the whole merged site.
+struct InventoryWrite {
+  v1::Inventory objects;
+  std::vector<std::string> created;  // "kind id" of each object that is new, for the log.
+  std::vector<std::string> updated;  // "kind id" of each object that changed.
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // --- Inventory reads. Lists are ordered by id (ports by number). ---
+  virtual absl::StatusOr<std::vector<v1::Switch>> ListSwitches() = 0;
+  virtual absl::StatusOr<v1::Switch> GetSwitch(const std::string& id) = 0;
+  // Every port of `switch_id` (all switches when empty) with reservation, wiring and the
+  // desired circuit using it.
+  virtual absl::StatusOr<std::vector<v1::SwitchPort>> ListPorts(const std::string& switch_id) = 0;
+  virtual absl::StatusOr<std::vector<v1::Host>> ListHosts() = 0;
+  virtual absl::StatusOr<v1::Host> GetHost(const std::string& name) = 0;
+  virtual absl::StatusOr<std::vector<v1::Device>> ListDevices(const DeviceFilter& filter) = 0;
+  virtual absl::StatusOr<v1::Device> GetDevice(const std::string& id) = 0;
+  virtual absl::StatusOr<std::vector<v1::Onic>> ListOnics(const OnicFilter& filter) = 0;
+  virtual absl::StatusOr<v1::Onic> GetOnic(const std::string& id) = 0;
+  virtual absl::StatusOr<std::vector<v1::Trunk>> ListTrunks() = 0;
+  // The whole site as an Inventory, the form an inventory file takes.
+  virtual absl::StatusOr<v1::Inventory> LoadInventory() = 0;
+
+  // --- Inventory writes. ---
+  // Creates or replaces every object in `write.objects` in one transaction. Refuses with
+  // FAILED_PRECONDITION, writing nothing, a change that would rewire an O-NIC port or
+  // shrink a switch under a circuit. Administrative state (drain) is kept across updates.
+  virtual absl::Status WriteInventory(const InventoryWrite& write,
+                                      const std::string& principal) = 0;
+  // Deletes one object (`switch`, `host`, `device`, `onic`, `trunk`) and what belongs only to
+  // it. FAILED_PRECONDITION, deleting nothing, while anything uses it. Returns "kind id" of
+  // everything deleted.
+  virtual absl::StatusOr<std::vector<std::string>> DeleteObject(const std::string& kind,
+                                                                const std::string& name,
+                                                                const std::string& principal) = 0;
+
+  // --- Allocations and circuits. ---
+  // Persists a new allocation with its members and circuits (the engine's "persist intent").
+  // ALREADY_EXISTS for a known id; FAILED_PRECONDITION when a circuit's port or
+  // cross-connect is already in a desired circuit (invariant 1).
+  virtual absl::Status CreateAllocation(const v1::Allocation& allocation,
+                                        const std::string& principal) = 0;
+  virtual absl::StatusOr<v1::Allocation> GetAllocation(const std::string& id) = 0;
+  virtual absl::StatusOr<std::vector<v1::Allocation>> ListAllocations(
+      const AllocationFilter& filter) = 0;
+  virtual absl::StatusOr<std::vector<v1::Circuit>> ListCircuits(const CircuitFilter& filter) = 0;
+
+  // --- Events. ---
+  // Appends `event` with the next sequence number and the store's clock time.
+  virtual absl::Status AppendEvent(const v1::Event& event) = 0;
+  virtual absl::StatusOr<std::vector<v1::Event>> ListEvents(const EventFilter& filter) = 0;
+};
+
+struct SqliteStoreOptions {
+  std::string path;               // A file path, or ":memory:" for tests.
+  const Clock* clock = nullptr;   // Not owned; must outlive the store.
+};
+
+// Opens the database, applies pending schema migrations and returns the store.
+absl::StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const SqliteStoreOptions& options);
+
+}  // namespace fleet::store
+
+#endif  // FLEET_CONTROLLER_STORE_STORE_H_
