@@ -30,6 +30,15 @@ class Parser {
   }
   const std::vector<std::string>& problems() const { return problems_; }
 
+  // "device gpu1" when the mapping has its id, else just "device": names the object in
+  // problems found before its id is read.
+  static std::string Label(const YAML::Node& node, absl::string_view kind, const char* id_key) {
+    if (node.IsMap() && node[id_key] && node[id_key].IsScalar()) {
+      return absl::StrCat(kind, " ", node[id_key].Scalar());
+    }
+    return std::string(kind);
+  }
+
   // Checks `node` is a map whose keys are all in `allowed`.
   bool ExpectMap(const YAML::Node& node, absl::string_view what,
                  const std::set<std::string>& allowed) {
@@ -113,7 +122,7 @@ class Parser {
   }
 
   void ParseSwitch(const YAML::Node& node, v1::Switch* s) {
-    if (!ExpectMap(node, "switch", {"id", "model", "size", "address", "protocol", "port",
+    if (!ExpectMap(node, Label(node, "switch", "id"), {"id", "model", "size", "address", "protocol", "port",
                                     "credentials", "cluster", "trunk_reserved"})) {
       return;
     }
@@ -155,7 +164,7 @@ class Parser {
   }
 
   void ParseHost(const YAML::Node& node, v1::Host* h) {
-    if (!ExpectMap(node, "host", {"name", "address", "cluster"})) return;
+    if (!ExpectMap(node, Label(node, "host", "name"), {"name", "address", "cluster"})) return;
     h->set_name(String(node, "name", "host", true));
     const std::string what = absl::StrCat("host ", h->name());
     h->set_address(String(node, "address", what, false));
@@ -164,7 +173,7 @@ class Parser {
 
   void ParseOnic(const YAML::Node& node, const std::string& device, v1::Onic* o) {
     const std::string owner = absl::StrCat("device ", device, " onic");
-    if (!ExpectMap(node, owner, {"id", "serial", "pcie", "ports"})) return;
+    if (!ExpectMap(node, Label(node, owner, "id"), {"id", "serial", "pcie", "ports"})) return;
     o->set_id(String(node, "id", owner, true));
     o->set_device(device);
     const std::string what = absl::StrCat("onic ", o->id());
@@ -183,7 +192,7 @@ class Parser {
   }
 
   void ParseDevice(const YAML::Node& node, v1::Inventory* inventory) {
-    if (!ExpectMap(node, "device", {"id", "kind", "host", "chassis", "model", "onics"})) return;
+    if (!ExpectMap(node, Label(node, "device", "id"), {"id", "kind", "host", "chassis", "model", "onics"})) return;
     v1::Device* d = inventory->add_devices();
     d->set_id(String(node, "id", "device", true));
     const std::string what = absl::StrCat("device ", d->id());
@@ -197,7 +206,7 @@ class Parser {
   }
 
   void ParseTrunk(const YAML::Node& node, v1::Trunk* t) {
-    if (!ExpectMap(node, "trunk", {"id", "from", "to"})) return;
+    if (!ExpectMap(node, Label(node, "trunk", "id"), {"id", "from", "to"})) return;
     t->set_id(String(node, "id", "trunk", true));
     const std::string what = absl::StrCat("trunk ", t->id());
     PortRef(node, "from", what, t->mutable_from());
@@ -551,6 +560,28 @@ absl::StatusOr<store::InventoryWrite> PlanApply(const v1::Inventory& stored,
   }
   if (!problems.empty()) return Invalid(problems);
   return write;
+}
+
+absl::StatusOr<v1::ApplyInventoryResponse> InventoryApplier::Apply(const v1::Inventory& incoming,
+                                                                   bool dry_run,
+                                                                   const std::string& principal) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<v1::Inventory> stored = store_->LoadInventory();
+  if (!stored.ok()) return stored.status();
+  absl::StatusOr<store::InventoryWrite> write = PlanApply(*stored, incoming);
+  if (!write.ok()) return write.status();
+  v1::ApplyInventoryResponse response;
+  response.set_created(static_cast<uint32_t>(write->created.size()));
+  response.set_updated(static_cast<uint32_t>(write->updated.size()));
+  const int total = incoming.switches_size() + incoming.hosts_size() + incoming.devices_size() +
+                    incoming.onics_size() + incoming.trunks_size();
+  response.set_unchanged(static_cast<uint32_t>(
+      std::max<int>(0, total - response.created() - response.updated())));
+  for (const std::string& what : write->created) response.add_changes("created " + what);
+  for (const std::string& what : write->updated) response.add_changes("updated " + what);
+  if (dry_run || (write->created.empty() && write->updated.empty())) return response;
+  if (absl::Status s = store_->WriteInventory(*write, principal); !s.ok()) return s;
+  return response;
 }
 
 }  // namespace fleet::inventory

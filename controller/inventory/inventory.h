@@ -37,6 +37,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "controller/store/store.h"
 #include "fleet/v1/inventory.pb.h"
 
@@ -65,6 +66,24 @@ std::vector<std::string> ValidateInventory(const v1::Inventory& site);
 // the objects that are new or differ, so re-applying the same inventory writes nothing.
 absl::StatusOr<store::InventoryWrite> PlanApply(const v1::Inventory& stored,
                                                 const v1::Inventory& incoming);
+
+// Applies inventories to a store: load what is stored, plan, write. Applies are serialized
+// so two concurrent applies cannot both validate against the same stored state. Used by
+// InventoryService.ApplyInventory and by `fleetd --inventory FILE` at start.
+class InventoryApplier {
+ public:
+  explicit InventoryApplier(store::Store* store) : store_(store) {}
+
+  // INVALID_ARGUMENT listing every problem, or FAILED_PRECONDITION from the store for a
+  // change under a live circuit; nothing is written in either case. With `dry_run`, reports
+  // what would change and writes nothing.
+  absl::StatusOr<v1::ApplyInventoryResponse> Apply(const v1::Inventory& incoming, bool dry_run,
+                                                   const std::string& principal);
+
+ private:
+  absl::Mutex mu_;
+  store::Store* store_;  // Not owned.
+};
 
 }  // namespace fleet::inventory
 

@@ -1,0 +1,34 @@
+// fleetd's configuration: a YAML file (deploy/config/fleetd.yaml is the annotated example),
+// with command-line flags overriding it in main().
+#ifndef FLEET_CONTROLLER_FLEETD_CONFIG_H_
+#define FLEET_CONTROLLER_FLEETD_CONFIG_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace fleet::fleetd {
+
+struct FleetdConfig {
+  std::string listen_address = "127.0.0.1";  // For both the gRPC and the metrics port.
+  int grpc_port = 50051;                     // 0 picks a free port.
+  int metrics_port = 9464;                   // 0 picks a free port.
+  std::string state_dir = "/var/lib/fleet";  // Holds fleet.db (SQLite, WAL).
+  std::string inventory;                     // Applied at start when set.
+  std::string switch_credentials;            // File with switch credentials; mode 0600.
+  absl::Duration shutdown_grace = absl::Seconds(10);
+  std::string log_level = "info";            // debug, info, warning, error.
+};
+
+// Every unknown key, wrong type and out-of-range value is reported, "FILE:LINE: ...".
+absl::StatusOr<FleetdConfig> ParseFleetdConfig(absl::string_view text, absl::string_view file_name);
+absl::StatusOr<FleetdConfig> ReadFleetdConfigFile(const std::string& path);
+
+// Checks values that flags may also have set: ports in 0..65535, a state directory, a level.
+absl::Status ValidateFleetdConfig(const FleetdConfig& config);
+
+}  // namespace fleet::fleetd
+
+#endif  // FLEET_CONTROLLER_FLEETD_CONFIG_H_

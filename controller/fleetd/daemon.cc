@@ -1,0 +1,118 @@
+#include "controller/fleetd/daemon.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+#include <prometheus/gauge.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "controller/base/log.h"
+#include "controller/base/status_macros.h"
+
+namespace fleet::fleetd {
+namespace {
+
+absl::Status CheckCredentialsFile(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    return absl::NotFoundError(absl::StrCat("switch credentials file ", path, " does not exist"));
+  }
+  if (st.st_mode & (S_IRWXG | S_IRWXO)) {
+    FLEET_LOG(WARNING) << "switch credentials file " << path
+                       << " is readable by group or others; chmod 600 it";
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+const char* FleetVersion() { return FLEET_VERSION; }
+
+absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config,
+                                                      const Clock* clock) {
+  RETURN_IF_ERROR(ValidateFleetdConfig(config));
+  if (!config.switch_credentials.empty()) {
+    RETURN_IF_ERROR(CheckCredentialsFile(config.switch_credentials));
+  }
+  std::error_code error;
+  std::filesystem::create_directories(config.state_dir, error);
+  if (error) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot create state directory ", config.state_dir, ": ", error.message()));
+  }
+
+  std::unique_ptr<Fleetd> d(new Fleetd());
+  const std::string db_path = (std::filesystem::path(config.state_dir) / "fleet.db").string();
+  ASSIGN_OR_RETURN(d->store_, store::OpenSqliteStore({db_path, clock}));
+  FLEET_LOG(INFO) << "state database " << db_path << " open";
+  d->applier_ = std::make_unique<inventory::InventoryApplier>(d->store_.get());
+
+  if (!config.inventory.empty()) {
+    ASSIGN_OR_RETURN(v1::Inventory inventory, inventory::ReadInventoryFile(config.inventory));
+    absl::StatusOr<v1::ApplyInventoryResponse> applied =
+        d->applier_->Apply(inventory, /*dry_run=*/false, "fleetd:--inventory");
+    if (!applied.ok()) {
+      return absl::Status(applied.status().code(),
+                          absl::StrCat(config.inventory, ": ", applied.status().message()));
+    }
+    FLEET_LOG(INFO) << "inventory " << config.inventory << ": created " << applied->created()
+                    << ", updated " << applied->updated() << ", unchanged "
+                    << applied->unchanged();
+  }
+
+  d->registry_ = std::make_shared<prometheus::Registry>();
+  prometheus::BuildGauge()
+      .Name("fleet_build_info")
+      .Help("fleetd build; the value is always 1")
+      .Register(*d->registry_)
+      .Add({{"version", FLEET_VERSION}})
+      .Set(1);
+  try {
+    d->exposer_ = std::make_unique<prometheus::Exposer>(
+        absl::StrCat(config.listen_address, ":", config.metrics_port));
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", config.listen_address,
+                                               ":", config.metrics_port, ": ", e.what()));
+  }
+  d->exposer_->RegisterCollectable(d->registry_);
+  const std::vector<int> metrics_ports = d->exposer_->GetListeningPorts();
+  d->metrics_address_ = absl::StrCat(config.listen_address, ":",
+                                     metrics_ports.empty() ? config.metrics_port : metrics_ports[0]);
+
+  d->inventory_service_ =
+      std::make_unique<service::InventoryServiceImpl>(d->store_.get(), d->applier_.get());
+  d->topology_service_ = std::make_unique<service::TopologyServiceImpl>(d->store_.get());
+  d->admin_service_ = std::make_unique<service::AdminServiceImpl>(d->store_.get(), FLEET_VERSION);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int grpc_port = 0;
+  builder.AddListeningPort(absl::StrCat(config.listen_address, ":", config.grpc_port),
+                           grpc::InsecureServerCredentials(), &grpc_port);
+  builder.RegisterService(d->inventory_service_.get());
+  builder.RegisterService(d->topology_service_.get());
+  builder.RegisterService(d->admin_service_.get());
+  d->server_ = builder.BuildAndStart();
+  if (d->server_ == nullptr || grpc_port == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot serve gRPC on ", config.listen_address, ":",
+                                               config.grpc_port, " (address in use?)"));
+  }
+  d->grpc_address_ = absl::StrCat(config.listen_address, ":", grpc_port);
+  return d;
+}
+
+void Fleetd::Shutdown(absl::Duration grace) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (server_) server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoSeconds(grace));
+  exposer_.reset();
+}
+
+Fleetd::~Fleetd() { Shutdown(absl::ZeroDuration()); }
+
+}  // namespace fleet::fleetd

@@ -1,0 +1,60 @@
+// fleetd assembled: the store, the services, the gRPC server and the metrics endpoint.
+// main() builds one from a config; integration tests can run one in-process.
+#ifndef FLEET_CONTROLLER_FLEETD_DAEMON_H_
+#define FLEET_CONTROLLER_FLEETD_DAEMON_H_
+
+#include <grpcpp/server.h>
+#include <prometheus/exposer.h>
+#include <prometheus/registry.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "controller/base/clock.h"
+#include "controller/fleetd/config.h"
+#include "controller/inventory/inventory.h"
+#include "controller/service/services.h"
+#include "controller/store/store.h"
+
+namespace fleet::fleetd {
+
+class Fleetd {
+ public:
+  // Opens (and migrates) the store under config.state_dir, applies config.inventory if set,
+  // and starts serving. Any failure stops the start with a status naming the cause; a
+  // rejected inventory leaves the store as it was.
+  static absl::StatusOr<std::unique_ptr<Fleetd>> Start(const FleetdConfig& config,
+                                                       const Clock* clock);
+  ~Fleetd();
+
+  // "HOST:PORT" actually bound (port 0 in the config resolved).
+  const std::string& grpc_address() const { return grpc_address_; }
+  const std::string& metrics_address() const { return metrics_address_; }
+
+  // Stops accepting RPCs, lets running ones finish until `grace` has passed, then cancels
+  // the rest. Idempotent.
+  void Shutdown(absl::Duration grace);
+
+ private:
+  Fleetd() = default;
+
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<inventory::InventoryApplier> applier_;
+  std::unique_ptr<service::InventoryServiceImpl> inventory_service_;
+  std::unique_ptr<service::TopologyServiceImpl> topology_service_;
+  std::unique_ptr<service::AdminServiceImpl> admin_service_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string grpc_address_;
+  std::string metrics_address_;
+  bool shut_down_ = false;
+};
+
+// The product's version, from the build.
+const char* FleetVersion();
+
+}  // namespace fleet::fleetd
+
+#endif  // FLEET_CONTROLLER_FLEETD_DAEMON_H_

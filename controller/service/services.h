@@ -1,0 +1,89 @@
+// The fleet.v1 gRPC services as fleetd serves them. Each converts absl::Status to
+// grpc::Status in one place (ToGrpcStatus) and records the caller's principal (metadata
+// `x-fleet-principal`) with every change. RPCs whose behaviour arrives with later parts of
+// the product (the reconfiguration engine, the agent registry) are not overridden, so gRPC
+// answers them UNIMPLEMENTED.
+#ifndef FLEET_CONTROLLER_SERVICE_SERVICES_H_
+#define FLEET_CONTROLLER_SERVICE_SERVICES_H_
+
+#include <string>
+
+#include "controller/inventory/inventory.h"
+#include "controller/store/store.h"
+#include "fleet/v1/admin.grpc.pb.h"
+#include "fleet/v1/agent.grpc.pb.h"
+#include "fleet/v1/inventory.grpc.pb.h"
+#include "fleet/v1/topology.grpc.pb.h"
+
+namespace fleet::service {
+
+// The caller's principal from request metadata, or "anonymous".
+std::string PrincipalOf(const grpc::ServerContext& context);
+
+class InventoryServiceImpl final : public v1::InventoryService::Service {
+ public:
+  // Neither is owned; both must outlive the service.
+  InventoryServiceImpl(store::Store* store, inventory::InventoryApplier* applier)
+      : store_(store), applier_(applier) {}
+
+  grpc::Status ListSwitches(grpc::ServerContext*, const v1::ListSwitchesRequest*,
+                            v1::ListSwitchesResponse*) override;
+  grpc::Status GetSwitch(grpc::ServerContext*, const v1::GetSwitchRequest*, v1::Switch*) override;
+  grpc::Status ListPorts(grpc::ServerContext*, const v1::ListPortsRequest*,
+                         v1::ListPortsResponse*) override;
+  grpc::Status ListHosts(grpc::ServerContext*, const v1::ListHostsRequest*,
+                         v1::ListHostsResponse*) override;
+  grpc::Status GetHost(grpc::ServerContext*, const v1::GetHostRequest*, v1::Host*) override;
+  grpc::Status ListDevices(grpc::ServerContext*, const v1::ListDevicesRequest*,
+                           v1::ListDevicesResponse*) override;
+  grpc::Status GetDevice(grpc::ServerContext*, const v1::GetDeviceRequest*, v1::Device*) override;
+  grpc::Status ListOnics(grpc::ServerContext*, const v1::ListOnicsRequest*,
+                         v1::ListOnicsResponse*) override;
+  grpc::Status GetOnic(grpc::ServerContext*, const v1::GetOnicRequest*, v1::Onic*) override;
+  grpc::Status ListTrunks(grpc::ServerContext*, const v1::ListTrunksRequest*,
+                          v1::ListTrunksResponse*) override;
+  grpc::Status ListCircuits(grpc::ServerContext*, const v1::ListCircuitsRequest*,
+                            v1::ListCircuitsResponse*) override;
+  grpc::Status ApplyInventory(grpc::ServerContext*, const v1::ApplyInventoryRequest*,
+                              v1::ApplyInventoryResponse*) override;
+  grpc::Status DeleteObject(grpc::ServerContext*, const v1::DeleteObjectRequest*,
+                            v1::DeleteObjectResponse*) override;
+
+ private:
+  store::Store* store_;
+  inventory::InventoryApplier* applier_;
+};
+
+// Read side only until the reconfiguration engine lands: GetAllocation, ListAllocations.
+class TopologyServiceImpl final : public v1::TopologyService::Service {
+ public:
+  explicit TopologyServiceImpl(store::Store* store) : store_(store) {}
+
+  grpc::Status GetAllocation(grpc::ServerContext*, const v1::GetAllocationRequest*,
+                             v1::Allocation*) override;
+  grpc::Status ListAllocations(grpc::ServerContext*, const v1::ListAllocationsRequest*,
+                               v1::ListAllocationsResponse*) override;
+
+ private:
+  store::Store* store_;
+};
+
+// Health and the event log; drain, reconcile and links arrive with the engine and agent.
+class AdminServiceImpl final : public v1::AdminService::Service {
+ public:
+  AdminServiceImpl(store::Store* store, std::string version)
+      : store_(store), version_(std::move(version)) {}
+
+  grpc::Status Health(grpc::ServerContext*, const v1::HealthRequest*,
+                      v1::HealthResponse*) override;
+  grpc::Status ListEvents(grpc::ServerContext*, const v1::ListEventsRequest*,
+                          v1::ListEventsResponse*) override;
+
+ private:
+  store::Store* store_;
+  std::string version_;
+};
+
+}  // namespace fleet::service
+
+#endif  // FLEET_CONTROLLER_SERVICE_SERVICES_H_

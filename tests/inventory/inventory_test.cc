@@ -1,0 +1,407 @@
+#include "controller/inventory/inventory.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "controller/base/clock.h"
+
+namespace fleet::inventory {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::SizeIs;
+
+const char* const kSwitch = R"(
+switches:
+  - id: ocs1
+    model: polatis-7000-8x8
+    size: 8x8
+    address: 127.0.0.1
+    protocol: tl1
+    trunk_reserved: ["7-8", "15-16"]
+)";
+
+// A small valid site: one 8x8 switch, one host with a CPU of one O-NIC, one GPU.
+std::string SmallSite() {
+  return absl::StrCat("site: test\n", kSwitch, R"(
+hosts:
+  - {name: h1}
+devices:
+  - id: h1-cpu0
+    kind: cpu
+    host: h1
+    onics:
+      - id: n1
+        serial: S1
+        ports:
+          - {tx: ocs1/1, rx: ocs1/9}
+          - {tx: ocs1/2, rx: ocs1/10}
+  - id: gpu1
+    kind: gpu
+    onics:
+      - id: n2
+        serial: S2
+        ports:
+          - {tx: ocs1/3, rx: ocs1/11}
+          - {tx: ocs1/4, rx: ocs1/12}
+)");
+}
+
+v1::Inventory MustParse(const std::string& text) {
+  absl::StatusOr<v1::Inventory> parsed = ParseInventoryYaml(text, "test.yaml");
+  EXPECT_TRUE(parsed.ok()) << parsed.status();
+  return parsed.ok() ? *parsed : v1::Inventory();
+}
+
+// Problems ValidateInventory finds after replacing `from` with `to` in the small site.
+std::vector<std::string> ProblemsWith(const std::string& from, const std::string& to) {
+  std::string text = SmallSite();
+  EXPECT_THAT(text, HasSubstr(from));
+  return ValidateInventory(MustParse(absl::StrReplaceAll(text, {{from, to}})));
+}
+
+TEST(ParseInventoryTest, SmallSiteIsValid) {
+  v1::Inventory site = MustParse(SmallSite());
+  EXPECT_EQ(site.site(), "test");
+  ASSERT_THAT(site.switches(), SizeIs(1));
+  EXPECT_EQ(site.switches(0).ingress_ports(), 8u);
+  EXPECT_EQ(site.switches(0).egress_ports(), 8u);
+  EXPECT_EQ(site.switches(0).protocol(), v1::SWITCH_PROTOCOL_TL1);
+  EXPECT_THAT(site.switches(0).trunk_reserved_ports(), ::testing::ElementsAre(7, 8, 15, 16));
+  ASSERT_THAT(site.onics(), SizeIs(2));
+  EXPECT_EQ(site.onics(0).device(), "h1-cpu0");
+  EXPECT_EQ(site.onics(0).ports(1).index(), 2u);
+  EXPECT_EQ(site.onics(0).ports(1).rx().port(), 10u);
+  EXPECT_THAT(ValidateInventory(site), IsEmpty());
+}
+
+TEST(ParseInventoryTest, SyntaxErrorNamesTheLine) {
+  absl::StatusOr<v1::Inventory> parsed = ParseInventoryYaml("site: x\nswitches: [\n", "bad.yaml");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(parsed.status().message(), HasSubstr("bad.yaml:"));
+  EXPECT_THAT(parsed.status().message(), HasSubstr("syntax error"));
+}
+
+TEST(ParseInventoryTest, ListsEveryShapeProblemWithLineNumbers) {
+  std::string text = absl::StrReplaceAll(
+      SmallSite(), {{"protocol: tl1", "protocol: snmp"},
+                    {"{tx: ocs1/1, rx: ocs1/9}", "{tx: ocs1-1, rx: ocs1/9}"},
+                    {"kind: gpu", "kind: gpu\n    colour: red"}});
+  absl::StatusOr<v1::Inventory> parsed = ParseInventoryYaml(text, "site.yaml");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_THAT(std::string(parsed.status().message()),
+              AllOf(HasSubstr("3 problem(s)"), HasSubstr("'protocol' is 'snmp'; expected one of: tl1, rest"),
+                    HasSubstr("must be SWITCH/PORT (e.g. ocs1/17), not 'ocs1-1'"),
+                    HasSubstr("site.yaml:25: device gpu1: unknown key 'colour'"),
+                    HasSubstr("site.yaml:8: switch ocs1:")));
+}
+
+TEST(ParseInventoryTest, EmptyFileIsAnError) {
+  absl::StatusOr<v1::Inventory> parsed = ParseInventoryYaml("", "empty.yaml");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_THAT(parsed.status().message(), HasSubstr("empty.yaml: the file is empty"));
+}
+
+TEST(ParseInventoryTest, MissingFileIsNotFound) {
+  absl::StatusOr<v1::Inventory> parsed = ReadInventoryFile("/nonexistent/inventory.yaml");
+  EXPECT_EQ(parsed.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(parsed.status().message(), HasSubstr("/nonexistent/inventory.yaml"));
+}
+
+TEST(ValidateInventoryTest, DuplicateIds) {
+  EXPECT_THAT(ProblemsWith("- id: gpu1", "- id: h1-cpu0"),
+              ::testing::Contains(HasSubstr("duplicate device id 'h1-cpu0'")));
+  EXPECT_THAT(ProblemsWith("- id: n2", "- id: n1"),
+              ::testing::Contains(HasSubstr("duplicate onic id 'n1'")));
+  EXPECT_THAT(ProblemsWith("serial: S2", "serial: S1"),
+              ::testing::Contains(HasSubstr("onic n2: duplicate serial 'S1'")));
+}
+
+TEST(ValidateInventoryTest, SwitchPortWiredTwice) {
+  EXPECT_THAT(ProblemsWith("{tx: ocs1/3, rx: ocs1/11}", "{tx: ocs1/1, rx: ocs1/11}"),
+              ::testing::Contains(
+                  HasSubstr("switch port ocs1/1 is wired twice: onic n1 port 1 tx and onic n2 port 1 tx")));
+}
+
+TEST(ValidateInventoryTest, IngressUsedAsEgressAndBack) {
+  std::vector<std::string> problems =
+      ProblemsWith("{tx: ocs1/1, rx: ocs1/9}", "{tx: ocs1/9, rx: ocs1/1}");
+  EXPECT_THAT(problems, ::testing::Contains(HasSubstr(
+                            "onic n1 port 1 tx: ocs1/9 is an egress port; it must be an ingress port (1..8)")));
+  EXPECT_THAT(problems, ::testing::Contains(HasSubstr(
+                            "onic n1 port 1 rx: ocs1/1 is an ingress port; it must be an egress port (9..16)")));
+}
+
+TEST(ValidateInventoryTest, PortOutsideTheSwitch) {
+  EXPECT_THAT(ProblemsWith("rx: ocs1/12}", "rx: ocs1/17}"),
+              ::testing::Contains(HasSubstr("ocs1/17 is outside switch ocs1 (ports 1..16)")));
+  EXPECT_THAT(ProblemsWith("{tx: ocs1/4,", "{tx: ocs1/0,"),
+              ::testing::Contains(HasSubstr("ocs1/0 is outside switch ocs1")));
+}
+
+TEST(ValidateInventoryTest, OnicWithoutTwoPorts) {
+  EXPECT_THAT(ProblemsWith("          - {tx: ocs1/4, rx: ocs1/12}\n", ""),
+              ::testing::Contains(HasSubstr(
+                  "onic n2: has 1 ports; every O-NIC has exactly two (port 1 and port 2)")));
+  EXPECT_THAT(ProblemsWith("          - {tx: ocs1/4, rx: ocs1/12}\n",
+                           "          - {tx: ocs1/4, rx: ocs1/12}\n          - {tx: ocs1/5, rx: ocs1/13}\n"),
+              ::testing::Contains(HasSubstr("onic n2: has 3 ports")));
+}
+
+TEST(ValidateInventoryTest, UnknownReferences) {
+  EXPECT_THAT(ProblemsWith("host: h1", "host: h9"),
+              ::testing::Contains(HasSubstr("device h1-cpu0: host 'h9' is not in the inventory")));
+  EXPECT_THAT(ProblemsWith("{tx: ocs1/3,", "{tx: ocs7/3,"),
+              ::testing::Contains(HasSubstr("onic n2 port 1 tx: switch 'ocs7' is not in the inventory")));
+  EXPECT_THAT(ProblemsWith("    host: h1\n", ""),
+              ::testing::Contains(HasSubstr("device h1-cpu0: a cpu must name the host it belongs to")));
+}
+
+TEST(ValidateInventoryTest, TrunkReservationIsRespected) {
+  EXPECT_THAT(ProblemsWith("{tx: ocs1/4, rx: ocs1/12}", "{tx: ocs1/7, rx: ocs1/12}"),
+              ::testing::Contains(HasSubstr(
+                  "onic n2 port 2 tx: ocs1/7 is reserved for trunks; O-NIC fibers cannot use it")));
+}
+
+TEST(ValidateInventoryTest, Trunks) {
+  std::string two_switches = absl::StrCat(
+      SmallSite(), R"(
+trunks:
+  - {id: t1, from: ocs1/15, to: ocs2/7}
+  - {id: t2, from: ocs1/13, to: ocs2/8}
+  - {id: t3, from: ocs1/16, to: ocs1/8}
+)");
+  two_switches = absl::StrReplaceAll(two_switches, {{"hosts:", R"(  - id: ocs2
+    model: polatis-7000-8x8
+    size: 8x8
+    address: 127.0.0.2
+    protocol: rest
+    trunk_reserved: ["7-8", "15-16"]
+hosts:)"}});
+  std::vector<std::string> problems = ValidateInventory(MustParse(two_switches));
+  EXPECT_THAT(problems, ::testing::Contains(HasSubstr(
+                            "trunk t2 from: ocs1/13 is not reserved for trunks")));
+  EXPECT_THAT(problems, ::testing::Contains(HasSubstr("trunk t3: runs from switch ocs1 to itself")));
+  EXPECT_THAT(problems, ::testing::Not(::testing::Contains(HasSubstr("trunk t1"))));
+}
+
+TEST(ValidateInventoryTest, EveryProblemIsListed) {
+  std::string text = absl::StrReplaceAll(
+      SmallSite(), {{"- id: gpu1", "- id: h1-cpu0"},
+                    {"{tx: ocs1/3, rx: ocs1/11}", "{tx: ocs1/1, rx: ocs1/99}"},
+                    {"host: h1", "host: nobody"}});
+  std::vector<std::string> problems = ValidateInventory(MustParse(text));
+  EXPECT_THAT(problems, SizeIs(4)) << ::testing::PrintToString(problems);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(ShippedInventoryTest, Gen1IsOneFullCluster) {
+  absl::StatusOr<v1::Inventory> site =
+      ReadInventoryFile(std::string(FLEET_SOURCE_DIR) + "/deploy/inventory/fleet-gen1.yaml");
+  ASSERT_TRUE(site.ok()) << site.status();
+  EXPECT_THAT(ValidateInventory(*site), IsEmpty());
+  ASSERT_THAT(site->switches(), SizeIs(1));
+  EXPECT_EQ(site->switches(0).ingress_ports(), 384u);
+  EXPECT_EQ(site->switches(0).egress_ports(), 384u);
+  EXPECT_THAT(site->switches(0).trunk_reserved_ports(), SizeIs(192));  // 96 port pairs.
+  EXPECT_THAT(site->hosts(), SizeIs(4));
+  int cpus = 0, gpus = 0, nvmes = 0;
+  for (const v1::Device& d : site->devices()) {
+    cpus += d.kind() == v1::DEVICE_KIND_CPU;
+    gpus += d.kind() == v1::DEVICE_KIND_GPU;
+    nvmes += d.kind() == v1::DEVICE_KIND_NVME;
+  }
+  EXPECT_EQ(cpus, 8);
+  EXPECT_EQ(gpus, 8);
+  EXPECT_EQ(nvmes, 2);
+  EXPECT_THAT(site->onics(), SizeIs(8 * 3 + 8 + 2 * 2));
+}
+
+TEST(ShippedInventoryTest, TwoClustersJoinedBySixteenTrunksEachWay) {
+  absl::StatusOr<v1::Inventory> site =
+      ReadInventoryFile(std::string(FLEET_SOURCE_DIR) + "/deploy/inventory/fleet-2cluster.yaml");
+  ASSERT_TRUE(site.ok()) << site.status();
+  EXPECT_THAT(ValidateInventory(*site), IsEmpty());
+  EXPECT_THAT(site->switches(), SizeIs(2));
+  EXPECT_THAT(site->onics(), SizeIs(72));
+  int a_to_b = 0, b_to_a = 0;
+  for (const v1::Trunk& t : site->trunks()) {
+    a_to_b += t.from().switch_id() == "ocs-a" && t.to().switch_id() == "ocs-b";
+    b_to_a += t.from().switch_id() == "ocs-b" && t.to().switch_id() == "ocs-a";
+  }
+  EXPECT_EQ(a_to_b, 16);
+  EXPECT_EQ(b_to_a, 16);
+}
+
+TEST(PlanApplyTest, FirstApplyCreatesAndSecondChangesNothing) {
+  v1::Inventory site = MustParse(SmallSite());
+  absl::StatusOr<store::InventoryWrite> first = PlanApply(v1::Inventory(), site);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_THAT(first->created, SizeIs(1 + 1 + 2 + 2));
+  EXPECT_THAT(first->updated, IsEmpty());
+
+  absl::StatusOr<store::InventoryWrite> again = PlanApply(first->objects, site);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_THAT(again->created, IsEmpty());
+  EXPECT_THAT(again->updated, IsEmpty());
+  EXPECT_EQ(again->objects.ByteSizeLong(), 0u);
+}
+
+TEST(PlanApplyTest, ChangedObjectIsAnUpdate) {
+  v1::Inventory site = MustParse(SmallSite());
+  v1::Inventory changed = MustParse(absl::StrReplaceAll(SmallSite(), {{"serial: S2", "serial: S2b"}}));
+  absl::StatusOr<store::InventoryWrite> plan = PlanApply(site, changed);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(plan->updated, ::testing::ElementsAre("onic n2"));
+  ASSERT_THAT(plan->objects.onics(), SizeIs(1));
+  EXPECT_EQ(plan->objects.onics(0).serial(), "S2b");
+}
+
+TEST(PlanApplyTest, IncomingIsValidatedAgainstWhatIsStored) {
+  v1::Inventory stored = MustParse(SmallSite());
+  // A new O-NIC whose fiber lands on a port a stored O-NIC already holds.
+  v1::Inventory incoming = MustParse(R"(
+devices:
+  - id: gpu2
+    kind: gpu
+    onics:
+      - id: n3
+        serial: S3
+        ports:
+          - {tx: ocs1/1, rx: ocs1/13}
+          - {tx: ocs1/5, rx: ocs1/14}
+)");
+  absl::StatusOr<store::InventoryWrite> plan = PlanApply(stored, incoming);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(plan.status().message(),
+              AllOf(HasSubstr("nothing stored"),
+                    HasSubstr("switch port ocs1/1 is wired twice: onic n1 port 1 tx and onic n3 port 1 tx")));
+}
+
+TEST(PlanApplyTest, DuplicateWithinTheFileIsReportedOnce) {
+  std::string text = absl::StrReplaceAll(SmallSite(), {{"- {name: h1}", "- {name: h1}\n  - {name: h1}"}});
+  absl::StatusOr<store::InventoryWrite> plan = PlanApply(v1::Inventory(), MustParse(text));
+  ASSERT_FALSE(plan.ok());
+  EXPECT_THAT(plan.status().message(), HasSubstr("(1 problem)"));
+  EXPECT_THAT(plan.status().message(), HasSubstr("duplicate host id 'h1'"));
+}
+
+// --- InventoryApplier over a real SQLite file ---
+
+class ApplierTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           absl::StrCat("inventory_test_", ::testing::UnitTest::GetInstance()->random_seed(), "_",
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    absl::StatusOr<std::unique_ptr<store::Store>> opened =
+        store::OpenSqliteStore({(dir_ / "fleet.db").string(), &clock_});
+    ASSERT_TRUE(opened.ok()) << opened.status();
+    store_ = std::move(*opened);
+    applier_ = std::make_unique<InventoryApplier>(store_.get());
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // Every file of the database (main, WAL, shared memory index excluded: it is not state).
+  std::string DatabaseBytes() {
+    return ReadFile((dir_ / "fleet.db").string()) + "|" + ReadFile((dir_ / "fleet.db-wal").string());
+  }
+
+  FakeClock clock_;
+  std::filesystem::path dir_;
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<InventoryApplier> applier_;
+};
+
+TEST_F(ApplierTest, ReapplyingTheSameFileChangesNothing) {
+  v1::Inventory site = MustParse(SmallSite());
+  absl::StatusOr<v1::ApplyInventoryResponse> first = applier_->Apply(site, false, "operator:test");
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->created(), 6u);
+  absl::StatusOr<std::vector<v1::Event>> events_before = store_->ListEvents({});
+  ASSERT_TRUE(events_before.ok());
+  const std::string bytes_before = DatabaseBytes();
+
+  absl::StatusOr<v1::ApplyInventoryResponse> second = applier_->Apply(site, false, "operator:test");
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->created(), 0u);
+  EXPECT_EQ(second->updated(), 0u);
+  EXPECT_EQ(second->unchanged(), 6u);
+  EXPECT_EQ(DatabaseBytes(), bytes_before);
+  EXPECT_THAT(*store_->ListEvents({}), SizeIs(events_before->size()));
+}
+
+TEST_F(ApplierTest, BrokenInventoryLeavesTheStoreByteForByte) {
+  ASSERT_TRUE(applier_->Apply(MustParse(SmallSite()), false, "operator:test").ok());
+  const std::string bytes_before = DatabaseBytes();
+
+  // Valid changes mixed with invalid ones: none of them may land.
+  std::string broken = absl::StrReplaceAll(
+      SmallSite(), {{"serial: S2", "serial: S2-new"},
+                    {"{tx: ocs1/4, rx: ocs1/12}", "{tx: ocs1/12, rx: ocs1/40}"},
+                    {"  - {name: h1}", "  - {name: h1}\n  - {name: h2}\n  - {name: h2}"}});
+  absl::StatusOr<v1::ApplyInventoryResponse> result =
+      applier_->Apply(MustParse(broken), false, "operator:test");
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(result.status().message(),
+              AllOf(HasSubstr("(3 problems)"), HasSubstr("duplicate host id 'h2'"),
+                    HasSubstr("ocs1/12 is an egress port"), HasSubstr("ocs1/40 is outside switch ocs1")));
+  EXPECT_EQ(DatabaseBytes(), bytes_before);
+  absl::StatusOr<v1::Onic> n2 = store_->GetOnic("n2");
+  ASSERT_TRUE(n2.ok());
+  EXPECT_EQ(n2->serial(), "S2");
+  EXPECT_EQ(store_->GetHost("h2").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ApplierTest, DryRunReportsAndWritesNothing) {
+  const std::string bytes_before = DatabaseBytes();
+  absl::StatusOr<v1::ApplyInventoryResponse> result =
+      applier_->Apply(MustParse(SmallSite()), true, "operator:test");
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->created(), 6u);
+  EXPECT_THAT(result->changes(), ::testing::Contains("created onic n1"));
+  EXPECT_EQ(DatabaseBytes(), bytes_before);
+  EXPECT_THAT(*store_->ListSwitches(), IsEmpty());
+}
+
+TEST_F(ApplierTest, ApplyInPartsMergesWithWhatIsStored) {
+  v1::Inventory site = MustParse(SmallSite());
+  v1::Inventory switches_only;
+  *switches_only.mutable_switches() = site.switches();
+  v1::Inventory rest = site;
+  rest.clear_switches();
+  ASSERT_TRUE(applier_->Apply(switches_only, false, "operator:a").ok());
+  absl::StatusOr<v1::ApplyInventoryResponse> second = applier_->Apply(rest, false, "operator:b");
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->created(), 5u);
+  absl::StatusOr<std::vector<v1::SwitchPort>> ports = store_->ListPorts("ocs1");
+  ASSERT_TRUE(ports.ok());
+  ASSERT_THAT(*ports, SizeIs(16));
+  EXPECT_EQ((*ports)[0].wiring().onic_port().onic(), "n1");
+  absl::StatusOr<std::vector<v1::Event>> events = store_->ListEvents({0, 100, "onic", "n1"});
+  ASSERT_TRUE(events.ok());
+  ASSERT_THAT(*events, SizeIs(1));
+  EXPECT_EQ((*events)[0].principal(), "operator:b");
+}
+
+}  // namespace
+}  // namespace fleet::inventory
