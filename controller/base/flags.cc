@@ -15,8 +15,8 @@ FlagSet::FlagSet(std::string usage, std::string description)
 void FlagSet::Add(const std::string& name, Type type, void* value, const std::string& help,
                   std::string default_text) {
   std::vector<std::string> parts = absl::StrSplit(name, ',');
-  Flag flag{parts[0], parts.size() > 1 ? parts[1][0] : '\0', type, value, help,
-            std::move(default_text)};
+  Flag flag{
+      parts[0], parts.size() > 1 ? parts[1][0] : '\0', type, value, help, std::move(default_text)};
   by_name_[flag.long_name] = flags_.size();
   if (flag.short_name) by_name_[std::string(1, flag.short_name)] = flags_.size();
   flags_.push_back(std::move(flag));

@@ -35,9 +35,9 @@ class LogMessage {
 #define FLEET_LOG_LEVEL_WARNING ::fleet::LogLevel::kWarning
 #define FLEET_LOG_LEVEL_ERROR ::fleet::LogLevel::kError
 
-#define FLEET_LOG(severity)                                           \
-  if (FLEET_LOG_LEVEL_##severity < ::fleet::MinLogLevel()) {          \
-  } else                                                              \
+#define FLEET_LOG(severity)                                  \
+  if (FLEET_LOG_LEVEL_##severity < ::fleet::MinLogLevel()) { \
+  } else                                                     \
     ::fleet::LogMessage(FLEET_LOG_LEVEL_##severity, __FILE__, __LINE__).stream()
 
 #endif  // FLEET_CONTROLLER_BASE_LOG_H_

@@ -10,10 +10,10 @@
 #define FLEET_STATUS_CONCAT_(a, b) FLEET_STATUS_CONCAT_INNER_(a, b)
 
 // RETURN_IF_ERROR(expr): returns the status of `expr` from the enclosing function if not OK.
-#define RETURN_IF_ERROR(expr)                                              \
-  do {                                                                     \
-    ::absl::Status fleet_status_ = (expr);                                 \
-    if (!fleet_status_.ok()) return fleet_status_;                         \
+#define RETURN_IF_ERROR(expr)                      \
+  do {                                             \
+    ::absl::Status fleet_status_ = (expr);         \
+    if (!fleet_status_.ok()) return fleet_status_; \
   } while (0)
 
 // ASSIGN_OR_RETURN(lhs, expr): evaluates the StatusOr `expr`; on error returns its status,

@@ -18,7 +18,8 @@ const std::set<std::string> kLogLevels = {"debug", "info", "warning", "error"};
 
 }  // namespace
 
-absl::StatusOr<FleetdConfig> ParseFleetdConfig(absl::string_view text, absl::string_view file_name) {
+absl::StatusOr<FleetdConfig> ParseFleetdConfig(absl::string_view text,
+                                               absl::string_view file_name) {
   YAML::Node root;
   try {
     root = YAML::Load(std::string(text));
@@ -89,9 +90,10 @@ absl::StatusOr<FleetdConfig> ReadFleetdConfigFile(const std::string& path) {
 
 absl::Status ValidateFleetdConfig(const FleetdConfig& config) {
   std::vector<std::string> problems;
-  for (const auto& [name, port] :
-       {std::pair<const char*, int>{"grpc_port", config.grpc_port}, {"metrics_port", config.metrics_port}}) {
-    if (port < 0 || port > 65535) problems.push_back(absl::StrCat(name, " ", port, " is not in 0..65535"));
+  for (const auto& [name, port] : {std::pair<const char*, int>{"grpc_port", config.grpc_port},
+                                   {"metrics_port", config.metrics_port}}) {
+    if (port < 0 || port > 65535)
+      problems.push_back(absl::StrCat(name, " ", port, " is not in 0..65535"));
   }
   if (config.state_dir.empty()) problems.push_back("state_dir is empty");
   if (config.listen_address.empty()) problems.push_back("listen_address is empty");
@@ -99,7 +101,8 @@ absl::Status ValidateFleetdConfig(const FleetdConfig& config) {
     problems.push_back(absl::StrCat("log_level '", config.log_level,
                                     "' is not one of: ", absl::StrJoin(kLogLevels, ", ")));
   }
-  if (config.shutdown_grace < absl::ZeroDuration()) problems.push_back("shutdown grace is negative");
+  if (config.shutdown_grace < absl::ZeroDuration())
+    problems.push_back("shutdown grace is negative");
   if (!problems.empty()) return absl::InvalidArgumentError(absl::StrJoin(problems, "\n"));
   return absl::OkStatus();
 }

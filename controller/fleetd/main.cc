@@ -30,7 +30,8 @@ int Run(int argc, char** argv) {
   set.Int("metrics-port", &metrics_port, "Prometheus /metrics port; 0 picks a free one");
   set.String("state-dir", &flags.state_dir, "directory of the state database fleet.db");
   set.String("inventory", &flags.inventory, "inventory file to apply at start");
-  set.String("switch-credentials", &flags.switch_credentials, "switch credentials file (mode 0600)");
+  set.String("switch-credentials", &flags.switch_credentials,
+             "switch credentials file (mode 0600)");
   set.Int("shutdown-grace", &grace_seconds, "seconds running RPCs get to finish on shutdown");
   set.String("log-level", &flags.log_level, "debug, info, warning or error");
   set.Bool("version", &version, "print the version and exit");

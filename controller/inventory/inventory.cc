@@ -49,8 +49,8 @@ class Parser {
     for (const auto& entry : node) {
       const std::string key = entry.first.as<std::string>();
       if (!allowed.contains(key)) {
-        Problem(entry.first, absl::StrCat(what, ": unknown key '", key, "'; expected one of: ",
-                                          absl::StrJoin(allowed, ", ")));
+        Problem(entry.first, absl::StrCat(what, ": unknown key '", key,
+                                          "'; expected one of: ", absl::StrJoin(allowed, ", ")));
       }
     }
     return true;
@@ -75,7 +75,8 @@ class Parser {
     if (text.empty()) return 0;
     uint32_t value = 0;
     if (!absl::SimpleAtoi(text, &value)) {
-      Problem(map[key], absl::StrCat(what, ": '", key, "' must be a whole number, not '", text, "'"));
+      Problem(map[key],
+              absl::StrCat(what, ": '", key, "' must be a whole number, not '", text, "'"));
     }
     return value;
   }
@@ -88,8 +89,8 @@ class Parser {
     std::vector<std::string> parts = absl::StrSplit(text, '/');
     uint32_t port = 0;
     if (parts.size() != 2 || parts[0].empty() || !absl::SimpleAtoi(parts[1], &port)) {
-      Problem(map[key], absl::StrCat(what, ": '", key, "' must be SWITCH/PORT (e.g. ocs1/17), not '",
-                                     text, "'"));
+      Problem(map[key], absl::StrCat(what, ": '", key,
+                                     "' must be SWITCH/PORT (e.g. ocs1/17), not '", text, "'"));
       return false;
     }
     out->set_switch_id(parts[0]);
@@ -103,8 +104,8 @@ class Parser {
     if (text.empty()) return static_cast<E>(0);
     std::optional<E> value = v1::Parse<E>(text);
     if (!value) {
-      Problem(map[key], absl::StrCat(what, ": '", key, "' is '", text, "'; expected one of: ",
-                                     absl::StrJoin(v1::Names<E>(), ", ")));
+      Problem(map[key], absl::StrCat(what, ": '", key, "' is '", text,
+                                     "'; expected one of: ", absl::StrJoin(v1::Names<E>(), ", ")));
       return static_cast<E>(0);
     }
     return *value;
@@ -122,8 +123,9 @@ class Parser {
   }
 
   void ParseSwitch(const YAML::Node& node, v1::Switch* s) {
-    if (!ExpectMap(node, Label(node, "switch", "id"), {"id", "model", "size", "address", "protocol", "port",
-                                    "credentials", "cluster", "trunk_reserved"})) {
+    if (!ExpectMap(node, Label(node, "switch", "id"),
+                   {"id", "model", "size", "address", "protocol", "port", "credentials", "cluster",
+                    "trunk_reserved"})) {
       return;
     }
     s->set_id(String(node, "id", "switch", true));
@@ -135,8 +137,10 @@ class Parser {
       uint32_t n = 0, m = 0;
       if (nm.size() != 2 || !absl::SimpleAtoi(nm[0], &n) || !absl::SimpleAtoi(nm[1], &m) ||
           n == 0 || m == 0) {
-        Problem(node["size"], absl::StrCat(what, ": size must be NxM with N, M > 0 (e.g. "
-                                           "384x384), not '", size, "'"));
+        Problem(node["size"], absl::StrCat(what,
+                                           ": size must be NxM with N, M > 0 (e.g. "
+                                           "384x384), not '",
+                                           size, "'"));
       }
       s->set_ingress_ports(n);
       s->set_egress_ports(m);
@@ -192,7 +196,9 @@ class Parser {
   }
 
   void ParseDevice(const YAML::Node& node, v1::Inventory* inventory) {
-    if (!ExpectMap(node, Label(node, "device", "id"), {"id", "kind", "host", "chassis", "model", "onics"})) return;
+    if (!ExpectMap(node, Label(node, "device", "id"),
+                   {"id", "kind", "host", "chassis", "model", "onics"}))
+      return;
     v1::Device* d = inventory->add_devices();
     d->set_id(String(node, "id", "device", true));
     const std::string what = absl::StrCat("device ", d->id());
@@ -219,9 +225,11 @@ class Parser {
     for (const YAML::Node& n : List(root, "switches", "inventory")) {
       ParseSwitch(n, inventory->add_switches());
     }
-    for (const YAML::Node& n : List(root, "hosts", "inventory")) ParseHost(n, inventory->add_hosts());
+    for (const YAML::Node& n : List(root, "hosts", "inventory"))
+      ParseHost(n, inventory->add_hosts());
     for (const YAML::Node& n : List(root, "devices", "inventory")) ParseDevice(n, inventory);
-    for (const YAML::Node& n : List(root, "trunks", "inventory")) ParseTrunk(n, inventory->add_trunks());
+    for (const YAML::Node& n : List(root, "trunks", "inventory"))
+      ParseTrunk(n, inventory->add_trunks());
   }
 
  private:
@@ -302,8 +310,8 @@ class Validator {
     for (const v1::Device& d : site_.devices()) {
       if (!Unique(device_ids_, "device", d.id())) continue;
       if (d.kind() == v1::DEVICE_KIND_UNSPECIFIED) {
-        Problem("device ", d.id(), ": kind must be one of: ",
-                absl::StrJoin(v1::Names<v1::DeviceKind>(), ", "));
+        Problem("device ", d.id(),
+                ": kind must be one of: ", absl::StrJoin(v1::Names<v1::DeviceKind>(), ", "));
       }
       if (!d.host().empty() && !host_ids_.contains(d.host())) {
         Problem("device ", d.id(), ": host '", d.host(), "' is not in the inventory");
@@ -348,7 +356,8 @@ class Validator {
       Problem(owner, ": ", PortText(ref), " is reserved for trunks; O-NIC fibers cannot use it");
     }
     auto [claim, fresh] = wired_.emplace(PortText(ref), owner);
-    if (!fresh) Problem("switch port ", PortText(ref), " is wired twice: ", claim->second, " and ", owner);
+    if (!fresh)
+      Problem("switch port ", PortText(ref), " is wired twice: ", claim->second, " and ", owner);
   }
 
   void CheckOnics() {
@@ -506,9 +515,9 @@ absl::StatusOr<v1::Inventory> ParseInventoryYaml(absl::string_view text,
     parser.Problem(root, e.what());
   }
   if (!parser.problems().empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        file_name, ": ", parser.problems().size(), " problem(s):\n  ",
-        absl::StrJoin(parser.problems(), "\n  ")));
+    return absl::InvalidArgumentError(absl::StrCat(file_name, ": ", parser.problems().size(),
+                                                   " problem(s):\n  ",
+                                                   absl::StrJoin(parser.problems(), "\n  ")));
   }
   return inventory;
 }
@@ -575,8 +584,8 @@ absl::StatusOr<v1::ApplyInventoryResponse> InventoryApplier::Apply(const v1::Inv
   response.set_updated(static_cast<uint32_t>(write->updated.size()));
   const int total = incoming.switches_size() + incoming.hosts_size() + incoming.devices_size() +
                     incoming.onics_size() + incoming.trunks_size();
-  response.set_unchanged(static_cast<uint32_t>(
-      std::max<int>(0, total - response.created() - response.updated())));
+  response.set_unchanged(
+      static_cast<uint32_t>(std::max<int>(0, total - response.created() - response.updated())));
   for (const std::string& what : write->created) response.add_changes("created " + what);
   for (const std::string& what : write->updated) response.add_changes("updated " + what);
   if (dry_run || (write->created.empty() && write->updated.empty())) return response;

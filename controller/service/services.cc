@@ -159,7 +159,8 @@ grpc::Status AdminServiceImpl::Health(grpc::ServerContext*, const v1::HealthRequ
     store->set_detail(std::string(switches.status().message()));
   }
   v1::ComponentHealth::State overall = v1::ComponentHealth::STATE_OK;
-  for (const v1::ComponentHealth& c : response->components()) overall = std::max(overall, c.state());
+  for (const v1::ComponentHealth& c : response->components())
+    overall = std::max(overall, c.state());
   response->set_overall(overall);
   return grpc::Status::OK;
 }

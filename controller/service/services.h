@@ -74,8 +74,7 @@ class AdminServiceImpl final : public v1::AdminService::Service {
   AdminServiceImpl(store::Store* store, std::string version)
       : store_(store), version_(std::move(version)) {}
 
-  grpc::Status Health(grpc::ServerContext*, const v1::HealthRequest*,
-                      v1::HealthResponse*) override;
+  grpc::Status Health(grpc::ServerContext*, const v1::HealthRequest*, v1::HealthResponse*) override;
   grpc::Status ListEvents(grpc::ServerContext*, const v1::ListEventsRequest*,
                           v1::ListEventsResponse*) override;
 

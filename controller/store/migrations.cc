@@ -197,10 +197,10 @@ absl::Status Migrate(Database& db, const std::vector<Migration>& migrations) {
   ASSIGN_OR_RETURN(int current, SchemaVersion(db));
   const int latest = migrations.empty() ? 0 : migrations.back().version;
   if (current > latest) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "state database ", db.path(), " has schema version ", current,
-        ", newer than the latest this fleetd knows (", latest,
-        "); it was written by a newer fleetd: run that version or restore a backup"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("state database ", db.path(), " has schema version ", current,
+                     ", newer than the latest this fleetd knows (", latest,
+                     "); it was written by a newer fleetd: run that version or restore a backup"));
   }
   for (const Migration& migration : migrations) {
     if (migration.version <= current) continue;

@@ -27,8 +27,8 @@ Statement::~Statement() {
 }
 
 Statement& Statement::Bind(int index, absl::string_view text) {
-  int rc = sqlite3_bind_text(stmt_, index, text.data(), static_cast<int>(text.size()),
-                             SQLITE_TRANSIENT);
+  int rc =
+      sqlite3_bind_text(stmt_, index, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
   if (rc != SQLITE_OK) bind_error_ = rc;
   return *this;
 }
@@ -96,9 +96,8 @@ bool Statement::IsNull(int column) const {
 
 absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path) {
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                           nullptr);
+  int rc = sqlite3_open_v2(
+      path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     absl::Status status = SqliteError(db, rc, absl::StrCat("opening state database ", path));
     sqlite3_close(db);

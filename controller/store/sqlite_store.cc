@@ -60,7 +60,8 @@ class SqliteStore : public Store {
     absl::MutexLock lock(&mu_);
     if (!switch_id.empty()) {
       ASSIGN_OR_RETURN(std::vector<v1::Switch> found, SwitchesLocked(switch_id));
-      if (found.empty()) return absl::NotFoundError(absl::StrCat("switch ", switch_id, " not found"));
+      if (found.empty())
+        return absl::NotFoundError(absl::StrCat("switch ", switch_id, " not found"));
     }
     ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(R"sql(
       SELECT p.switch_id, p.port, p.direction, p.reservation, p.admin_state, p.oper_state,
@@ -194,8 +195,8 @@ class SqliteStore : public Store {
     if (kind == "switch") {
       RETURN_IF_ERROR(RequireExistsLocked("SELECT 1 FROM switches WHERE id = ?1", kind, name));
       RETURN_IF_ERROR(RefuseIfAnyLocked(
-          "SELECT onic_id || ' port ' || onic_port FROM fibers WHERE switch_id = ?1 LIMIT 1",
-          name, absl::StrCat("switch ", name, " has O-NIC fibers plugged in (first: onic "),
+          "SELECT onic_id || ' port ' || onic_port FROM fibers WHERE switch_id = ?1 LIMIT 1", name,
+          absl::StrCat("switch ", name, " has O-NIC fibers plugged in (first: onic "),
           "); delete or rewire those O-NICs first"));
       RETURN_IF_ERROR(RefuseIfAnyLocked(
           "SELECT id FROM trunks WHERE from_switch = ?1 OR to_switch = ?1 LIMIT 1", name,
@@ -282,8 +283,9 @@ class SqliteStore : public Store {
         .Bind(12, now)
         .Bind(13, Micros(a.lease_expires()));
     RETURN_IF_ERROR(insert.Run());
-    ASSIGN_OR_RETURN(Statement member, db_->Prepare(
-        "INSERT INTO allocation_members (allocation_id, position, device_id) VALUES (?1, ?2, ?3)"));
+    ASSIGN_OR_RETURN(Statement member,
+                     db_->Prepare("INSERT INTO allocation_members (allocation_id, position, "
+                                  "device_id) VALUES (?1, ?2, ?3)"));
     for (int i = 0; i < a.members_size(); ++i) {
       RETURN_IF_ERROR(member.Bind(1, a.id()).Bind(2, int64_t{i}).Bind(3, a.members(i)).Run());
       member.Reset();
@@ -319,8 +321,8 @@ class SqliteStore : public Store {
 
   absl::Status AppendEvent(const v1::Event& event) override {
     absl::MutexLock lock(&mu_);
-    return AppendEventLocked(event.kind(), event.object_kind(), event.object_id(),
-                             event.severity(), event.message(), event.principal());
+    return AppendEventLocked(event.kind(), event.object_kind(), event.object_id(), event.severity(),
+                             event.message(), event.principal());
   }
 
   absl::StatusOr<std::vector<v1::Event>> ListEvents(const EventFilter& filter) override {
@@ -391,8 +393,8 @@ class SqliteStore : public Store {
         .Bind(3, kind)
         .Bind(4, object_kind)
         .Bind(5, object_id)
-        .Bind(6, Name(severity == v1::EVENT_SEVERITY_UNSPECIFIED ? v1::EVENT_SEVERITY_INFO
-                                                                  : severity))
+        .Bind(6,
+              Name(severity == v1::EVENT_SEVERITY_UNSPECIFIED ? v1::EVENT_SEVERITY_INFO : severity))
         .Bind(7, message)
         .Run();
   }
@@ -428,9 +430,10 @@ class SqliteStore : public Store {
       s.set_credentials_ref(stmt.Text(7));
       s.set_cluster(stmt.Text(8));
     }
-    ASSIGN_OR_RETURN(Statement reserved, db_->Prepare(
-        "SELECT port FROM switch_ports WHERE switch_id = ?1 AND reservation = 'trunk' "
-        "ORDER BY port"));
+    ASSIGN_OR_RETURN(
+        Statement reserved,
+        db_->Prepare("SELECT port FROM switch_ports WHERE switch_id = ?1 AND reservation = 'trunk' "
+                     "ORDER BY port"));
     for (v1::Switch& s : out) {
       reserved.Bind(1, s.id());
       while (true) {
@@ -445,9 +448,9 @@ class SqliteStore : public Store {
 
   absl::StatusOr<std::vector<v1::Host>> HostsLocked(const std::string& name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(
-        "SELECT name, address, cluster, admin_state FROM hosts "
-        "WHERE ?1 = '' OR name = ?1 ORDER BY name"));
+    ASSIGN_OR_RETURN(Statement stmt,
+                     db_->Prepare("SELECT name, address, cluster, admin_state FROM hosts "
+                                  "WHERE ?1 = '' OR name = ?1 ORDER BY name"));
     stmt.Bind(1, name);
     std::vector<v1::Host> out;
     while (true) {
@@ -485,14 +488,14 @@ class SqliteStore : public Store {
       d.set_model(stmt.Text(4));
       d.set_admin_state(ParseColumn<v1::AdminState>(stmt.Text(5)));
       if (!stmt.IsNull(6)) {
-        for (absl::string_view onic : absl::StrSplit(stmt.Text(6), '\n')) d.add_onics(std::string(onic));
+        for (absl::string_view onic : absl::StrSplit(stmt.Text(6), '\n'))
+          d.add_onics(std::string(onic));
       }
     }
     return out;
   }
 
-  absl::StatusOr<std::vector<v1::Onic>> OnicsLocked(const std::string& id,
-                                                    const OnicFilter& filter)
+  absl::StatusOr<std::vector<v1::Onic>> OnicsLocked(const std::string& id, const OnicFilter& filter)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(R"sql(
       SELECT o.id, o.device_id, o.serial, o.pcie_address, o.admin_state, COALESCE(d.host, '')
@@ -546,8 +549,10 @@ class SqliteStore : public Store {
   }
 
   absl::StatusOr<std::vector<v1::Trunk>> TrunksLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(
-        "SELECT id, from_switch, from_port, to_switch, to_port FROM trunks ORDER BY id"));
+    ASSIGN_OR_RETURN(
+        Statement stmt,
+        db_->Prepare(
+            "SELECT id, from_switch, from_port, to_switch, to_port FROM trunks ORDER BY id"));
     std::vector<v1::Trunk> out;
     while (true) {
       ASSIGN_OR_RETURN(bool row, stmt.Step());
@@ -570,8 +575,9 @@ class SqliteStore : public Store {
         absl::StrCat("SELECT circuit_id || ' (' || switch_id || ' ' || ingress || '->' || egress "
                      "|| ')' FROM cross_connects WHERE switch_id = ?1 AND (ingress > ",
                      ingress, " OR egress <= ", ingress, " OR egress > ", total, ") LIMIT 1"),
-        s.id(), absl::StrCat("switch ", s.id(), " cannot be resized to ", s.ingress_ports(), "x",
-                             s.egress_ports(), ": circuit "),
+        s.id(),
+        absl::StrCat("switch ", s.id(), " cannot be resized to ", s.ingress_ports(), "x",
+                     s.egress_ports(), ": circuit "),
         " uses a port that would move or vanish"));
     ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(R"sql(
       INSERT INTO switches (id, model, ingress_ports, egress_ports, address, protocol,
@@ -595,19 +601,24 @@ class SqliteStore : public Store {
     ASSIGN_OR_RETURN(Statement shrink,
                      db_->Prepare("DELETE FROM switch_ports WHERE switch_id = ?1 AND port > ?2"));
     RETURN_IF_ERROR(shrink.Bind(1, s.id()).Bind(2, total).Run());
-    ASSIGN_OR_RETURN(Statement relabel, db_->Prepare(
-        "UPDATE switch_ports SET reservation = 'none', direction = "
-        "CASE WHEN port <= ?2 THEN 'ingress' ELSE 'egress' END WHERE switch_id = ?1"));
+    ASSIGN_OR_RETURN(
+        Statement relabel,
+        db_->Prepare("UPDATE switch_ports SET reservation = 'none', direction = "
+                     "CASE WHEN port <= ?2 THEN 'ingress' ELSE 'egress' END WHERE switch_id = ?1"));
     RETURN_IF_ERROR(relabel.Bind(1, s.id()).Bind(2, ingress).Run());
-    ASSIGN_OR_RETURN(Statement add, db_->Prepare(
-        "INSERT OR IGNORE INTO switch_ports (switch_id, port, direction) VALUES (?1, ?2, ?3)"));
+    ASSIGN_OR_RETURN(
+        Statement add,
+        db_->Prepare(
+            "INSERT OR IGNORE INTO switch_ports (switch_id, port, direction) VALUES (?1, ?2, ?3)"));
     for (int64_t port = 1; port <= total; ++port) {
       RETURN_IF_ERROR(
           add.Bind(1, s.id()).Bind(2, port).Bind(3, port <= ingress ? "ingress" : "egress").Run());
       add.Reset();
     }
-    ASSIGN_OR_RETURN(Statement reserve, db_->Prepare(
-        "UPDATE switch_ports SET reservation = 'trunk' WHERE switch_id = ?1 AND port = ?2"));
+    ASSIGN_OR_RETURN(
+        Statement reserve,
+        db_->Prepare(
+            "UPDATE switch_ports SET reservation = 'trunk' WHERE switch_id = ?1 AND port = ?2"));
     for (uint32_t port : s.trunk_reserved_ports()) {
       RETURN_IF_ERROR(reserve.Bind(1, s.id()).Bind(2, static_cast<int64_t>(port)).Run());
       reserve.Reset();
@@ -647,15 +658,16 @@ class SqliteStore : public Store {
             have.rx().SerializeAsString() == want.rx().SerializeAsString()) {
           continue;
         }
-        ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(
-            "SELECT id FROM circuits WHERE (src_onic = ?1 AND src_port = ?2) OR "
-            "(dst_onic = ?1 AND dst_port = ?2) LIMIT 1"));
+        ASSIGN_OR_RETURN(
+            Statement stmt,
+            db_->Prepare("SELECT id FROM circuits WHERE (src_onic = ?1 AND src_port = ?2) OR "
+                         "(dst_onic = ?1 AND dst_port = ?2) LIMIT 1"));
         ASSIGN_OR_RETURN(bool row,
                          stmt.Bind(1, o.id()).Bind(2, static_cast<int64_t>(want.index())).Step());
         if (row) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "onic ", o.id(), " port ", want.index(), " is in circuit ", stmt.Text(0),
-              "; release it before rewiring its fibers"));
+          return absl::FailedPreconditionError(
+              absl::StrCat("onic ", o.id(), " port ", want.index(), " is in circuit ", stmt.Text(0),
+                           "; release it before rewiring its fibers"));
         }
       }
     }
@@ -667,13 +679,18 @@ class SqliteStore : public Store {
       INSERT INTO onics (id, device_id, serial, pcie_address) VALUES (?1, ?2, ?3, ?4)
       ON CONFLICT (id) DO UPDATE SET device_id = excluded.device_id, serial = excluded.serial,
         pcie_address = excluded.pcie_address)sql"));
-    RETURN_IF_ERROR(
-        stmt.Bind(1, o.id()).Bind(2, o.device()).Bind(3, o.serial()).Bind(4, o.pcie_address()).Run());
-    ASSIGN_OR_RETURN(Statement port, db_->Prepare(
-        "INSERT OR IGNORE INTO onic_ports (onic_id, port) VALUES (?1, ?2)"));
-    ASSIGN_OR_RETURN(Statement fiber, db_->Prepare(
-        "INSERT INTO fibers (onic_id, onic_port, strand, switch_id, switch_port) "
-        "VALUES (?1, ?2, ?3, ?4, ?5)"));
+    RETURN_IF_ERROR(stmt.Bind(1, o.id())
+                        .Bind(2, o.device())
+                        .Bind(3, o.serial())
+                        .Bind(4, o.pcie_address())
+                        .Run());
+    ASSIGN_OR_RETURN(
+        Statement port,
+        db_->Prepare("INSERT OR IGNORE INTO onic_ports (onic_id, port) VALUES (?1, ?2)"));
+    ASSIGN_OR_RETURN(
+        Statement fiber,
+        db_->Prepare("INSERT INTO fibers (onic_id, onic_port, strand, switch_id, switch_port) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5)"));
     for (const v1::OnicPort& p : o.ports()) {
       const int64_t index = p.index();
       RETURN_IF_ERROR(port.Bind(1, o.id()).Bind(2, index).Run());
@@ -693,9 +710,10 @@ class SqliteStore : public Store {
   }
 
   absl::Status InsertTrunkLocked(const v1::Trunk& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(
-        "INSERT INTO trunks (id, from_switch, from_port, to_switch, to_port) "
-        "VALUES (?1, ?2, ?3, ?4, ?5)"));
+    ASSIGN_OR_RETURN(
+        Statement stmt,
+        db_->Prepare("INSERT INTO trunks (id, from_switch, from_port, to_switch, to_port) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5)"));
     return stmt.Bind(1, t.id())
         .Bind(2, t.from().switch_id())
         .Bind(3, static_cast<int64_t>(t.from().port()))
@@ -710,8 +728,8 @@ class SqliteStore : public Store {
     if (desired) {
       // Name the holder of a busy port; the unique indexes are the backstop.
       for (const v1::CrossConnect& x : c.cross_connects()) {
-        for (const auto& [column, port] : {std::pair<const char*, uint32_t>{"ingress", x.ingress()},
-                                           {"egress", x.egress()}}) {
+        for (const auto& [column, port] :
+             {std::pair<const char*, uint32_t>{"ingress", x.ingress()}, {"egress", x.egress()}}) {
           RETURN_IF_ERROR(RefuseIfAnyLocked(
               absl::StrCat("SELECT circuit_id FROM cross_connects WHERE desired = 1 AND "
                            "switch_id = ?1 AND ",
@@ -743,14 +761,16 @@ class SqliteStore : public Store {
       stmt.Bind(2, allocation_id);
     }
     if (absl::Status s = stmt.Run(); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("circuit ", c.id(), " from onic ",
-                                                 c.source().onic(), " port ", c.source().port(),
-                                                 " to onic ", c.destination().onic(), " port ",
-                                                 c.destination().port(), ": ", s.message()));
+      return absl::Status(
+          s.code(), absl::StrCat("circuit ", c.id(), " from onic ", c.source().onic(), " port ",
+                                 c.source().port(), " to onic ", c.destination().onic(), " port ",
+                                 c.destination().port(), ": ", s.message()));
     }
-    ASSIGN_OR_RETURN(Statement hop, db_->Prepare(
-        "INSERT INTO cross_connects (circuit_id, hop, switch_id, ingress, egress, desired) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"));
+    ASSIGN_OR_RETURN(
+        Statement hop,
+        db_->Prepare(
+            "INSERT INTO cross_connects (circuit_id, hop, switch_id, ingress, egress, desired) "
+            "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"));
     for (int i = 0; i < c.cross_connects_size(); ++i) {
       const v1::CrossConnect& x = c.cross_connects(i);
       RETURN_IF_ERROR(hop.Bind(1, c.id())
@@ -792,8 +812,9 @@ class SqliteStore : public Store {
       c.set_state(ParseColumn<v1::CircuitState>(stmt.Text(8)));
       c.set_reason(stmt.Text(9));
     }
-    ASSIGN_OR_RETURN(Statement hops, db_->Prepare(
-        "SELECT switch_id, ingress, egress FROM cross_connects WHERE circuit_id = ?1 ORDER BY hop"));
+    ASSIGN_OR_RETURN(Statement hops,
+                     db_->Prepare("SELECT switch_id, ingress, egress FROM cross_connects WHERE "
+                                  "circuit_id = ?1 ORDER BY hop"));
     for (v1::Circuit& c : out) {
       hops.Bind(1, c.id());
       while (true) {
@@ -835,7 +856,8 @@ class SqliteStore : public Store {
       a.set_state(ParseColumn<v1::AllocationState>(stmt.Text(3)));
       a.set_reason(stmt.Text(4));
       if (!a.mutable_request()->ParseFromString(stmt.Text(5))) {
-        return absl::DataLossError(absl::StrCat("allocation ", a.id(), ": stored request is corrupt"));
+        return absl::DataLossError(
+            absl::StrCat("allocation ", a.id(), ": stored request is corrupt"));
       }
       for (absl::string_view phase : absl::StrSplit(stmt.Text(6), '\n', absl::SkipEmpty())) {
         a.add_phases(std::string(phase));
@@ -843,7 +865,8 @@ class SqliteStore : public Store {
       a.set_active_phase(stmt.Text(7));
       v1::Allocation timings;
       if (!timings.ParseFromString(stmt.Text(8))) {
-        return absl::DataLossError(absl::StrCat("allocation ", a.id(), ": stored timings are corrupt"));
+        return absl::DataLossError(
+            absl::StrCat("allocation ", a.id(), ": stored timings are corrupt"));
       }
       *a.mutable_stage_timings() = timings.stage_timings();
       a.set_direct_traffic_share(stmt.Double(9));
@@ -851,8 +874,10 @@ class SqliteStore : public Store {
       SetMicros(stmt.Int(11), a.mutable_updated());
       SetMicros(stmt.Int(12), a.mutable_lease_expires());
     }
-    ASSIGN_OR_RETURN(Statement members, db_->Prepare(
-        "SELECT device_id FROM allocation_members WHERE allocation_id = ?1 ORDER BY position"));
+    ASSIGN_OR_RETURN(
+        Statement members,
+        db_->Prepare(
+            "SELECT device_id FROM allocation_members WHERE allocation_id = ?1 ORDER BY position"));
     for (v1::Allocation& a : out) {
       members.Bind(1, a.id());
       while (true) {

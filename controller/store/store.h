@@ -25,7 +25,7 @@
 namespace fleet::store {
 
 struct DeviceFilter {
-  std::string host;                 // Empty: any.
+  std::string host;                                   // Empty: any.
   v1::DeviceKind kind = v1::DEVICE_KIND_UNSPECIFIED;  // Unspecified: any.
 };
 
@@ -35,7 +35,7 @@ struct OnicFilter {
 };
 
 struct AllocationFilter {
-  std::string tenant;  // Empty: any.
+  std::string tenant;                                            // Empty: any.
   v1::AllocationState state = v1::ALLOCATION_STATE_UNSPECIFIED;  // Unspecified: any live state.
   bool include_released = false;
 };
@@ -111,8 +111,8 @@ class Store {
 };
 
 struct SqliteStoreOptions {
-  std::string path;               // A file path, or ":memory:" for tests.
-  const Clock* clock = nullptr;   // Not owned; must outlive the store.
+  std::string path;              // A file path, or ":memory:" for tests.
+  const Clock* clock = nullptr;  // Not owned; must outlive the store.
 };
 
 // Opens the database, applies pending schema migrations and returns the store.

@@ -92,14 +92,15 @@ TEST(ParseInventoryTest, SyntaxErrorNamesTheLine) {
 }
 
 TEST(ParseInventoryTest, ListsEveryShapeProblemWithLineNumbers) {
-  std::string text = absl::StrReplaceAll(
-      SmallSite(), {{"protocol: tl1", "protocol: snmp"},
-                    {"{tx: ocs1/1, rx: ocs1/9}", "{tx: ocs1-1, rx: ocs1/9}"},
-                    {"kind: gpu", "kind: gpu\n    colour: red"}});
+  std::string text =
+      absl::StrReplaceAll(SmallSite(), {{"protocol: tl1", "protocol: snmp"},
+                                        {"{tx: ocs1/1, rx: ocs1/9}", "{tx: ocs1-1, rx: ocs1/9}"},
+                                        {"kind: gpu", "kind: gpu\n    colour: red"}});
   absl::StatusOr<v1::Inventory> parsed = ParseInventoryYaml(text, "site.yaml");
   ASSERT_FALSE(parsed.ok());
   EXPECT_THAT(std::string(parsed.status().message()),
-              AllOf(HasSubstr("3 problem(s)"), HasSubstr("'protocol' is 'snmp'; expected one of: tl1, rest"),
+              AllOf(HasSubstr("3 problem(s)"),
+                    HasSubstr("'protocol' is 'snmp'; expected one of: tl1, rest"),
                     HasSubstr("must be SWITCH/PORT (e.g. ocs1/17), not 'ocs1-1'"),
                     HasSubstr("site.yaml:25: device gpu1: unknown key 'colour'"),
                     HasSubstr("site.yaml:8: switch ocs1:")));
@@ -128,17 +129,21 @@ TEST(ValidateInventoryTest, DuplicateIds) {
 
 TEST(ValidateInventoryTest, SwitchPortWiredTwice) {
   EXPECT_THAT(ProblemsWith("{tx: ocs1/3, rx: ocs1/11}", "{tx: ocs1/1, rx: ocs1/11}"),
-              ::testing::Contains(
-                  HasSubstr("switch port ocs1/1 is wired twice: onic n1 port 1 tx and onic n2 port 1 tx")));
+              ::testing::Contains(HasSubstr(
+                  "switch port ocs1/1 is wired twice: onic n1 port 1 tx and onic n2 port 1 tx")));
 }
 
 TEST(ValidateInventoryTest, IngressUsedAsEgressAndBack) {
   std::vector<std::string> problems =
       ProblemsWith("{tx: ocs1/1, rx: ocs1/9}", "{tx: ocs1/9, rx: ocs1/1}");
-  EXPECT_THAT(problems, ::testing::Contains(HasSubstr(
-                            "onic n1 port 1 tx: ocs1/9 is an egress port; it must be an ingress port (1..8)")));
-  EXPECT_THAT(problems, ::testing::Contains(HasSubstr(
-                            "onic n1 port 1 rx: ocs1/1 is an ingress port; it must be an egress port (9..16)")));
+  EXPECT_THAT(
+      problems,
+      ::testing::Contains(HasSubstr(
+          "onic n1 port 1 tx: ocs1/9 is an egress port; it must be an ingress port (1..8)")));
+  EXPECT_THAT(
+      problems,
+      ::testing::Contains(HasSubstr(
+          "onic n1 port 1 rx: ocs1/1 is an ingress port; it must be an egress port (9..16)")));
 }
 
 TEST(ValidateInventoryTest, PortOutsideTheSwitch) {
@@ -152,18 +157,21 @@ TEST(ValidateInventoryTest, OnicWithoutTwoPorts) {
   EXPECT_THAT(ProblemsWith("          - {tx: ocs1/4, rx: ocs1/12}\n", ""),
               ::testing::Contains(HasSubstr(
                   "onic n2: has 1 ports; every O-NIC has exactly two (port 1 and port 2)")));
-  EXPECT_THAT(ProblemsWith("          - {tx: ocs1/4, rx: ocs1/12}\n",
-                           "          - {tx: ocs1/4, rx: ocs1/12}\n          - {tx: ocs1/5, rx: ocs1/13}\n"),
+  EXPECT_THAT(ProblemsWith(
+                  "          - {tx: ocs1/4, rx: ocs1/12}\n",
+                  "          - {tx: ocs1/4, rx: ocs1/12}\n          - {tx: ocs1/5, rx: ocs1/13}\n"),
               ::testing::Contains(HasSubstr("onic n2: has 3 ports")));
 }
 
 TEST(ValidateInventoryTest, UnknownReferences) {
   EXPECT_THAT(ProblemsWith("host: h1", "host: h9"),
               ::testing::Contains(HasSubstr("device h1-cpu0: host 'h9' is not in the inventory")));
-  EXPECT_THAT(ProblemsWith("{tx: ocs1/3,", "{tx: ocs7/3,"),
-              ::testing::Contains(HasSubstr("onic n2 port 1 tx: switch 'ocs7' is not in the inventory")));
-  EXPECT_THAT(ProblemsWith("    host: h1\n", ""),
-              ::testing::Contains(HasSubstr("device h1-cpu0: a cpu must name the host it belongs to")));
+  EXPECT_THAT(
+      ProblemsWith("{tx: ocs1/3,", "{tx: ocs7/3,"),
+      ::testing::Contains(HasSubstr("onic n2 port 1 tx: switch 'ocs7' is not in the inventory")));
+  EXPECT_THAT(
+      ProblemsWith("    host: h1\n", ""),
+      ::testing::Contains(HasSubstr("device h1-cpu0: a cpu must name the host it belongs to")));
 }
 
 TEST(ValidateInventoryTest, TrunkReservationIsRespected) {
@@ -173,8 +181,7 @@ TEST(ValidateInventoryTest, TrunkReservationIsRespected) {
 }
 
 TEST(ValidateInventoryTest, Trunks) {
-  std::string two_switches = absl::StrCat(
-      SmallSite(), R"(
+  std::string two_switches = absl::StrCat(SmallSite(), R"(
 trunks:
   - {id: t1, from: ocs1/15, to: ocs2/7}
   - {id: t2, from: ocs1/13, to: ocs2/8}
@@ -188,17 +195,18 @@ trunks:
     trunk_reserved: ["7-8", "15-16"]
 hosts:)"}});
   std::vector<std::string> problems = ValidateInventory(MustParse(two_switches));
-  EXPECT_THAT(problems, ::testing::Contains(HasSubstr(
-                            "trunk t2 from: ocs1/13 is not reserved for trunks")));
-  EXPECT_THAT(problems, ::testing::Contains(HasSubstr("trunk t3: runs from switch ocs1 to itself")));
+  EXPECT_THAT(problems,
+              ::testing::Contains(HasSubstr("trunk t2 from: ocs1/13 is not reserved for trunks")));
+  EXPECT_THAT(problems,
+              ::testing::Contains(HasSubstr("trunk t3: runs from switch ocs1 to itself")));
   EXPECT_THAT(problems, ::testing::Not(::testing::Contains(HasSubstr("trunk t1"))));
 }
 
 TEST(ValidateInventoryTest, EveryProblemIsListed) {
-  std::string text = absl::StrReplaceAll(
-      SmallSite(), {{"- id: gpu1", "- id: h1-cpu0"},
-                    {"{tx: ocs1/3, rx: ocs1/11}", "{tx: ocs1/1, rx: ocs1/99}"},
-                    {"host: h1", "host: nobody"}});
+  std::string text =
+      absl::StrReplaceAll(SmallSite(), {{"- id: gpu1", "- id: h1-cpu0"},
+                                        {"{tx: ocs1/3, rx: ocs1/11}", "{tx: ocs1/1, rx: ocs1/99}"},
+                                        {"host: h1", "host: nobody"}});
   std::vector<std::string> problems = ValidateInventory(MustParse(text));
   EXPECT_THAT(problems, SizeIs(4)) << ::testing::PrintToString(problems);
 }
@@ -264,7 +272,8 @@ TEST(PlanApplyTest, FirstApplyCreatesAndSecondChangesNothing) {
 
 TEST(PlanApplyTest, ChangedObjectIsAnUpdate) {
   v1::Inventory site = MustParse(SmallSite());
-  v1::Inventory changed = MustParse(absl::StrReplaceAll(SmallSite(), {{"serial: S2", "serial: S2b"}}));
+  v1::Inventory changed =
+      MustParse(absl::StrReplaceAll(SmallSite(), {{"serial: S2", "serial: S2b"}}));
   absl::StatusOr<store::InventoryWrite> plan = PlanApply(site, changed);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_THAT(plan->updated, ::testing::ElementsAre("onic n2"));
@@ -289,13 +298,16 @@ devices:
   absl::StatusOr<store::InventoryWrite> plan = PlanApply(stored, incoming);
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(plan.status().message(),
-              AllOf(HasSubstr("nothing stored"),
-                    HasSubstr("switch port ocs1/1 is wired twice: onic n1 port 1 tx and onic n3 port 1 tx")));
+  EXPECT_THAT(
+      plan.status().message(),
+      AllOf(
+          HasSubstr("nothing stored"),
+          HasSubstr("switch port ocs1/1 is wired twice: onic n1 port 1 tx and onic n3 port 1 tx")));
 }
 
 TEST(PlanApplyTest, DuplicateWithinTheFileIsReportedOnce) {
-  std::string text = absl::StrReplaceAll(SmallSite(), {{"- {name: h1}", "- {name: h1}\n  - {name: h1}"}});
+  std::string text =
+      absl::StrReplaceAll(SmallSite(), {{"- {name: h1}", "- {name: h1}\n  - {name: h1}"}});
   absl::StatusOr<store::InventoryWrite> plan = PlanApply(v1::Inventory(), MustParse(text));
   ASSERT_FALSE(plan.ok());
   EXPECT_THAT(plan.status().message(), HasSubstr("(1 problem)"));
@@ -322,7 +334,8 @@ class ApplierTest : public ::testing::Test {
 
   // Every file of the database (main, WAL, shared memory index excluded: it is not state).
   std::string DatabaseBytes() {
-    return ReadFile((dir_ / "fleet.db").string()) + "|" + ReadFile((dir_ / "fleet.db-wal").string());
+    return ReadFile((dir_ / "fleet.db").string()) + "|" +
+           ReadFile((dir_ / "fleet.db-wal").string());
   }
 
   FakeClock clock_;
@@ -362,9 +375,10 @@ TEST_F(ApplierTest, BrokenInventoryLeavesTheStoreByteForByte) {
       applier_->Apply(MustParse(broken), false, "operator:test");
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(result.status().message(),
-              AllOf(HasSubstr("(3 problems)"), HasSubstr("duplicate host id 'h2'"),
-                    HasSubstr("ocs1/12 is an egress port"), HasSubstr("ocs1/40 is outside switch ocs1")));
+  EXPECT_THAT(
+      result.status().message(),
+      AllOf(HasSubstr("(3 problems)"), HasSubstr("duplicate host id 'h2'"),
+            HasSubstr("ocs1/12 is an egress port"), HasSubstr("ocs1/40 is outside switch ocs1")));
   EXPECT_EQ(DatabaseBytes(), bytes_before);
   absl::StatusOr<v1::Onic> n2 = store_->GetOnic("n2");
   ASSERT_TRUE(n2.ok());

@@ -13,7 +13,8 @@ namespace {
 std::string Prefix(const google::protobuf::EnumDescriptor* descriptor) {
   const std::string& first = descriptor->value(0)->name();
   constexpr absl::string_view kUnspecified = "UNSPECIFIED";
-  if (absl::EndsWith(first, kUnspecified)) return first.substr(0, first.size() - kUnspecified.size());
+  if (absl::EndsWith(first, kUnspecified))
+    return first.substr(0, first.size() - kUnspecified.size());
   return "";
 }
 

@@ -1,0 +1,129 @@
+// fleetd's config file and the daemon assembled in-process.
+#include <gmock/gmock.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "controller/fleetd/config.h"
+#include "controller/fleetd/daemon.h"
+#include "fleet/v1/inventory.grpc.pb.h"
+#include "tests/integration/subprocess.h"
+
+namespace fleet::fleetd {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(FleetdConfigTest, ParsesEverySetting) {
+  absl::StatusOr<FleetdConfig> config = ParseFleetdConfig(R"(
+listen_address: 0.0.0.0
+grpc_port: 7000
+metrics_port: 7001
+state_dir: /srv/fleet
+inventory: /etc/fleet/site.yaml
+switch_credentials: /etc/fleet/credentials.yaml
+shutdown_grace_seconds: 3
+log_level: debug
+)",
+                                                          "fleetd.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->listen_address, "0.0.0.0");
+  EXPECT_EQ(config->grpc_port, 7000);
+  EXPECT_EQ(config->metrics_port, 7001);
+  EXPECT_EQ(config->state_dir, "/srv/fleet");
+  EXPECT_EQ(config->inventory, "/etc/fleet/site.yaml");
+  EXPECT_EQ(config->switch_credentials, "/etc/fleet/credentials.yaml");
+  EXPECT_EQ(config->shutdown_grace, absl::Seconds(3));
+  EXPECT_EQ(config->log_level, "debug");
+}
+
+TEST(FleetdConfigTest, EmptyFileMeansDefaults) {
+  absl::StatusOr<FleetdConfig> config = ParseFleetdConfig("", "fleetd.yaml");
+  ASSERT_TRUE(config.ok());
+  EXPECT_EQ(config->grpc_port, 50051);
+  EXPECT_EQ(config->state_dir, "/var/lib/fleet");
+}
+
+TEST(FleetdConfigTest, EveryProblemIsNamedWithItsLine) {
+  absl::StatusOr<FleetdConfig> config =
+      ParseFleetdConfig("grpc_port: many\nstate_dri: /tmp\nlisten_address: [a, b]\n", "f.yaml");
+  ASSERT_FALSE(config.ok());
+  const std::string message(config.status().message());
+  EXPECT_THAT(message, HasSubstr("f.yaml:1: 'grpc_port' must be a whole number, not 'many'"));
+  EXPECT_THAT(message, HasSubstr("f.yaml:2: unknown setting 'state_dri'"));
+  EXPECT_THAT(message, HasSubstr("f.yaml:3: 'listen_address' must be a single value"));
+}
+
+TEST(FleetdConfigTest, ValidationNamesTheValue) {
+  FleetdConfig config;
+  config.grpc_port = 70000;
+  config.log_level = "loud";
+  absl::Status status = ValidateFleetdConfig(config);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("grpc_port 70000 is not in 0..65535"));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("log_level 'loud' is not one of"));
+}
+
+FleetdConfig TestConfig(const std::string& state_dir) {
+  FleetdConfig config;
+  config.grpc_port = 0;
+  config.metrics_port = 0;
+  config.state_dir = state_dir;
+  return config;
+}
+
+TEST(FleetdTest, ServesInventoryAppliedAtStartAndKeepsItAcrossRestarts) {
+  SystemClock clock;
+  FleetdConfig config = TestConfig(testing::FreshDirectory("state"));
+  config.inventory = std::string(FLEET_SOURCE_DIR) + "/deploy/inventory/fleet-gen1.yaml";
+  {
+    absl::StatusOr<std::unique_ptr<Fleetd>> daemon = Fleetd::Start(config, &clock);
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    EXPECT_THAT((*daemon)->grpc_address(), HasSubstr("127.0.0.1:"));
+    EXPECT_NE((*daemon)->grpc_address(), "127.0.0.1:0");
+    absl::StatusOr<std::string> metrics =
+        testing::HttpGet((*daemon)->metrics_address(), "/metrics");
+    ASSERT_TRUE(metrics.ok()) << metrics.status();
+    EXPECT_THAT(*metrics, HasSubstr("fleet_build_info{version=\""));
+  }
+  config.inventory.clear();
+  absl::StatusOr<std::unique_ptr<Fleetd>> restarted = Fleetd::Start(config, &clock);
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  auto stub = v1::InventoryService::NewStub(
+      grpc::CreateChannel((*restarted)->grpc_address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  v1::ListOnicsResponse onics;
+  ASSERT_TRUE(stub->ListOnics(&context, {}, &onics).ok());
+  EXPECT_EQ(onics.onics_size(), 36);
+}
+
+TEST(FleetdTest, RefusesToStartOnABrokenInventory) {
+  SystemClock clock;
+  const std::string dir = testing::FreshDirectory("state");
+  const std::string bad = dir + "/bad.yaml";
+  {
+    std::ofstream out(bad);
+    out << "hosts:\n  - {name: h1}\n  - {name: h1}\n";
+  }
+  FleetdConfig config = TestConfig(dir + "/state");
+  config.inventory = bad;
+  absl::StatusOr<std::unique_ptr<Fleetd>> daemon = Fleetd::Start(config, &clock);
+  ASSERT_FALSE(daemon.ok());
+  EXPECT_EQ(daemon.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(daemon.status().message()), HasSubstr("duplicate host id 'h1'"));
+  EXPECT_THAT(std::string(daemon.status().message()), HasSubstr(bad));
+}
+
+TEST(FleetdTest, MissingCredentialsFileIsNamed) {
+  SystemClock clock;
+  FleetdConfig config = TestConfig(testing::FreshDirectory("state"));
+  config.switch_credentials = "/nonexistent/credentials.yaml";
+  absl::StatusOr<std::unique_ptr<Fleetd>> daemon = Fleetd::Start(config, &clock);
+  ASSERT_FALSE(daemon.ok());
+  EXPECT_THAT(std::string(daemon.status().message()),
+              HasSubstr("switch credentials file /nonexistent/credentials.yaml does not exist"));
+}
+
+}  // namespace
+}  // namespace fleet::fleetd

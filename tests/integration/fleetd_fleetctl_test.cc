@@ -1,0 +1,204 @@
+// The real fleetd and fleetctl binaries against each other over loopback.
+#include <gmock/gmock.h>
+#include <google/protobuf/util/json_util.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_split.h"
+#include "fleet/v1/inventory.pb.h"
+#include "tests/integration/subprocess.h"
+
+namespace fleet {
+namespace {
+
+using testing::BinaryPath;
+using testing::CommandResult;
+using testing::Daemon;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::RunCommand;
+
+const std::string kGen1 = std::string(FLEET_SOURCE_DIR) + "/deploy/inventory/fleet-gen1.yaml";
+
+class FleetdFleetctlTest : public ::testing::Test {
+ protected:
+  void SetUp() override { state_dir_ = testing::FreshDirectory("state"); }
+
+  // Starts fleetd on free ports with `extra` flags and learns its addresses.
+  void StartFleetd(std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv = {
+        BinaryPath("fleetd"), "--state-dir", state_dir_, "--grpc-port", "0", "--metrics-port", "0"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    absl::StatusOr<std::unique_ptr<Daemon>> started = Daemon::Start(argv);
+    ASSERT_TRUE(started.ok()) << started.status();
+    fleetd_ = std::move(*started);
+    absl::StatusOr<std::string> grpc = fleetd_->WaitForLine("grpc: ");
+    ASSERT_TRUE(grpc.ok()) << grpc.status();
+    absl::StatusOr<std::string> metrics = fleetd_->WaitForLine("metrics: ");
+    ASSERT_TRUE(metrics.ok()) << metrics.status();
+    grpc_address_ = *grpc;
+    metrics_address_ = *metrics;
+  }
+
+  CommandResult Fleetctl(std::vector<std::string> args) {
+    std::vector<std::string> argv = {BinaryPath("fleetctl"), "--server", grpc_address_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunCommand(argv);
+  }
+
+  std::string WriteFile(const std::string& name, const std::string& text) {
+    const std::string path = state_dir_ + "/../" + name;
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  std::string state_dir_;
+  std::unique_ptr<Daemon> fleetd_;
+  std::string grpc_address_;
+  std::string metrics_address_;
+};
+
+int DataLines(const std::string& table) {
+  std::vector<std::string> lines = absl::StrSplit(table, '\n', absl::SkipEmpty());
+  return static_cast<int>(lines.size()) - 1;  // Less the header.
+}
+
+TEST_F(FleetdFleetctlTest, Gen1PortsAndOnicsAreListed) {
+  StartFleetd({"--inventory", kGen1});
+  CommandResult ports = Fleetctl({"get", "ports", "--switch", "ocs1"});
+  ASSERT_EQ(ports.exit_code, 0) << ports.err;
+  EXPECT_EQ(DataLines(ports.out), 768);
+  EXPECT_THAT(ports.out, HasSubstr("onic s1c0-n0/1 tx"));
+  EXPECT_THAT(ports.out, HasSubstr("onic s1c0-n0/1 rx"));
+  EXPECT_THAT(ports.out, HasSubstr("trunk"));
+
+  CommandResult onics = Fleetctl({"get", "onics", "-o", "json"});
+  ASSERT_EQ(onics.exit_code, 0) << onics.err;
+  v1::ListOnicsResponse parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(onics.out, &parsed).ok()) << onics.out;
+  EXPECT_EQ(parsed.onics_size(), 36);
+
+  CommandResult table = Fleetctl({"get", "onics"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_EQ(DataLines(table.out), 36);
+  EXPECT_THAT(table.out, HasSubstr("gpu8-n0"));
+}
+
+TEST_F(FleetdFleetctlTest, ApplyIsIdempotentAndBrokenFilesChangeNothing) {
+  StartFleetd();
+  CommandResult first = Fleetctl({"apply", "-f", kGen1});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_THAT(first.out, HasSubstr("created 59, updated 0, unchanged 0"));
+  CommandResult again = Fleetctl({"apply", "-f", kGen1});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_THAT(again.out, HasSubstr("created 0, updated 0, unchanged 59"));
+
+  CommandResult before = Fleetctl({"get", "onics", "-o", "json"});
+  const std::string broken = WriteFile("broken.yaml", R"(
+devices:
+  - id: gpu9
+    kind: gpu
+    onics:
+      - id: gpu9-n0
+        serial: FLT-GPU9-N0
+        ports:
+          - {tx: ocs1/1, rx: ocs1/500}
+  - id: gpu1
+    kind: gpu
+    model: changed
+)");
+  CommandResult rejected = Fleetctl({"apply", "-f", broken});
+  EXPECT_EQ(rejected.exit_code, 1);
+  EXPECT_THAT(rejected.err, HasSubstr("INVALID_ARGUMENT"));
+  EXPECT_THAT(rejected.err, HasSubstr("switch port ocs1/1 is wired twice"));
+  EXPECT_THAT(rejected.err, HasSubstr("onic gpu9-n0: has 1 ports"));
+  CommandResult after = Fleetctl({"get", "onics", "-o", "json"});
+  EXPECT_EQ(after.out, before.out);
+  CommandResult gpu1 = Fleetctl({"describe", "device", "gpu1", "-o", "json"});
+  EXPECT_THAT(gpu1.out, Not(HasSubstr("changed")));
+}
+
+TEST_F(FleetdFleetctlTest, ErrorsExitNonZeroWithTheServersMessage) {
+  StartFleetd({"--inventory", kGen1});
+  CommandResult in_use = Fleetctl({"delete", "host", "server1"});
+  EXPECT_EQ(in_use.exit_code, 1);
+  EXPECT_THAT(in_use.err, HasSubstr("FAILED_PRECONDITION"));
+  EXPECT_THAT(in_use.err, HasSubstr("host server1 still has devices"));
+
+  CommandResult missing = Fleetctl({"describe", "switch", "ocs9"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.err, HasSubstr("switch ocs9 not found"));
+
+  CommandResult usage = Fleetctl({"get", "widgets"});
+  EXPECT_EQ(usage.exit_code, 2);
+  EXPECT_THAT(usage.err, HasSubstr("widgets"));
+
+  CommandResult deleted = Fleetctl({"delete", "device", "nvme2"});
+  ASSERT_EQ(deleted.exit_code, 0) << deleted.err;
+  EXPECT_THAT(deleted.out, HasSubstr("onic nvme2-n1"));
+  CommandResult onics = Fleetctl({"get", "onics"});
+  EXPECT_EQ(DataLines(onics.out), 34);
+}
+
+TEST_F(FleetdFleetctlTest, UnreachableServerIsAClearError) {
+  grpc_address_ = "127.0.0.1:1";
+  CommandResult result = Fleetctl({"--timeout", "2", "get", "switches"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.err, HasSubstr("UNAVAILABLE"));
+}
+
+TEST_F(FleetdFleetctlTest, SigtermStopsGracefullyAndStateSurvivesARestart) {
+  StartFleetd({"--inventory", kGen1});
+  absl::StatusOr<std::string> metrics = testing::HttpGet(metrics_address_, "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_THAT(*metrics, HasSubstr("fleet_build_info"));
+  absl::StatusOr<int> code = fleetd_->Stop(SIGTERM);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0) << fleetd_->Stderr();
+  EXPECT_THAT(fleetd_->Stderr(), HasSubstr("stopped"));
+
+  StartFleetd();  // No inventory this time: everything comes from the state directory.
+  CommandResult switches = Fleetctl({"get", "switches"});
+  ASSERT_EQ(switches.exit_code, 0) << switches.err;
+  EXPECT_THAT(switches.out, HasSubstr("ocs1"));
+  EXPECT_THAT(switches.out, HasSubstr("384x384"));
+}
+
+TEST_F(FleetdFleetctlTest, ConfigFileIsReadAndFlagsOverrideIt) {
+  const std::string elsewhere = testing::FreshDirectory("config_state");
+  const std::string config =
+      WriteFile("fleetd.yaml", "state_dir: " + elsewhere + "\ngrpc_port: 1\nlog_level: warning\n");
+  // The config's port 1 would fail; the flags' port 0 wins. The config's state dir is used.
+  absl::StatusOr<std::unique_ptr<Daemon>> started =
+      Daemon::Start({BinaryPath("fleetd"), "--config", config, "--grpc-port", "0", "--metrics-port",
+                     "0", "--inventory", kGen1});
+  ASSERT_TRUE(started.ok());
+  fleetd_ = std::move(*started);
+  absl::StatusOr<std::string> grpc = fleetd_->WaitForLine("grpc: ");
+  ASSERT_TRUE(grpc.ok()) << grpc.status();
+  EXPECT_TRUE(std::filesystem::exists(elsewhere + "/fleet.db"));
+  EXPECT_FALSE(std::filesystem::exists(state_dir_ + "/fleet.db"));
+}
+
+TEST_F(FleetdFleetctlTest, BadStartsFailWithTheReason) {
+  CommandResult bad_flag = RunCommand({BinaryPath("fleetd"), "--grpc-prot", "0"});
+  EXPECT_EQ(bad_flag.exit_code, 2);
+  EXPECT_THAT(bad_flag.err, HasSubstr("unknown flag --grpc-prot"));
+
+  const std::string broken = WriteFile("dup.yaml", "hosts:\n  - {name: a}\n  - {name: a}\n");
+  CommandResult bad_inventory =
+      RunCommand({BinaryPath("fleetd"), "--state-dir", state_dir_, "--grpc-port", "0",
+                  "--metrics-port", "0", "--inventory", broken});
+  EXPECT_EQ(bad_inventory.exit_code, 1);
+  EXPECT_THAT(bad_inventory.err, HasSubstr("duplicate host id 'a'"));
+
+  CommandResult help = RunCommand({BinaryPath("fleetd"), "--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_THAT(help.out, HasSubstr("--inventory"));
+}
+
+}  // namespace
+}  // namespace fleet

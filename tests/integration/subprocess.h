@@ -1,0 +1,68 @@
+// Runs the project's real binaries from tests: start a daemon and read the addresses it
+// prints, run a command to completion and capture its output. Every wait has a deadline,
+// so a hung process fails the test instead of hanging it.
+#ifndef FLEET_TESTS_INTEGRATION_SUBPROCESS_H_
+#define FLEET_TESTS_INTEGRATION_SUBPROCESS_H_
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace fleet::testing {
+
+// Path of a project binary in the build tree (FLEET_BIN_DIR).
+std::string BinaryPath(const std::string& name);
+
+struct CommandResult {
+  int exit_code = -1;  // -1 if killed by a signal or timed out.
+  std::string out;
+  std::string err;
+};
+
+// Runs `argv` to completion (killing it after `timeout`), capturing stdout and stderr.
+CommandResult RunCommand(const std::vector<std::string>& argv,
+                         absl::Duration timeout = absl::Seconds(60));
+
+// A long-running child whose stdout is read line by line; stderr goes to a file for
+// post-mortem messages. The destructor kills it if it still runs.
+class Daemon {
+ public:
+  static absl::StatusOr<std::unique_ptr<Daemon>> Start(const std::vector<std::string>& argv);
+  ~Daemon();
+
+  // Reads stdout until a line starting with `prefix` (e.g. "grpc: ") and returns the rest
+  // of that line. Lines read on the way are kept in output().
+  absl::StatusOr<std::string> WaitForLine(const std::string& prefix,
+                                          absl::Duration timeout = absl::Seconds(30));
+  // Sends `signal` and waits for exit; returns the exit code, or -signal if it was killed.
+  absl::StatusOr<int> Stop(int signal, absl::Duration timeout = absl::Seconds(30));
+  // Waits for the child to exit on its own.
+  absl::StatusOr<int> Wait(absl::Duration timeout = absl::Seconds(30));
+  std::string Stderr() const;
+  const std::string& output() const { return output_; }
+  pid_t pid() const { return pid_; }
+
+ private:
+  Daemon() = default;
+  pid_t pid_ = -1;
+  int stdout_fd_ = -1;
+  std::string stderr_path_;
+  std::string buffer_;
+  std::string output_;
+  std::optional<int> exit_code_;
+};
+
+// GET http://address/path over a plain socket; returns the body or an error.
+absl::StatusOr<std::string> HttpGet(const std::string& address, const std::string& path);
+
+// A fresh empty directory under the test temp dir, unique to this test.
+std::string FreshDirectory(const std::string& name);
+
+}  // namespace fleet::testing
+
+#endif  // FLEET_TESTS_INTEGRATION_SUBPROCESS_H_

@@ -1,0 +1,271 @@
+// The fleet.v1 services served in-process over a real loopback gRPC port.
+#include "controller/service/services.h"
+
+#include <gmock/gmock.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server.h>
+#include <grpcpp/server_builder.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "controller/base/clock.h"
+
+namespace fleet::service {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+
+class ServicesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<store::Store>> opened =
+        store::OpenSqliteStore({":memory:", &clock_});
+    ASSERT_TRUE(opened.ok()) << opened.status();
+    store_ = std::move(*opened);
+    applier_ = std::make_unique<inventory::InventoryApplier>(store_.get());
+    inventory_ = std::make_unique<InventoryServiceImpl>(store_.get(), applier_.get());
+    topology_ = std::make_unique<TopologyServiceImpl>(store_.get());
+    admin_ = std::make_unique<AdminServiceImpl>(store_.get(), "9.9.9");
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(inventory_.get());
+    builder.RegisterService(topology_.get());
+    builder.RegisterService(admin_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    ASSERT_NE(port, 0);
+    auto channel =
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
+    inventory_stub_ = v1::InventoryService::NewStub(channel);
+    topology_stub_ = v1::TopologyService::NewStub(channel);
+    admin_stub_ = v1::AdminService::NewStub(channel);
+  }
+  void TearDown() override { server_->Shutdown(); }
+
+  std::unique_ptr<grpc::ClientContext> Context(const std::string& principal = "operator:tester") {
+    auto context = std::make_unique<grpc::ClientContext>();
+    context->AddMetadata("x-fleet-principal", principal);
+    return context;
+  }
+
+  void ApplyGen1() {
+    absl::StatusOr<v1::Inventory> gen1 = inventory::ReadInventoryFile(
+        std::string(FLEET_SOURCE_DIR) + "/deploy/inventory/fleet-gen1.yaml");
+    ASSERT_TRUE(gen1.ok()) << gen1.status();
+    v1::ApplyInventoryRequest request;
+    *request.mutable_inventory() = *gen1;
+    v1::ApplyInventoryResponse response;
+    grpc::Status status = inventory_stub_->ApplyInventory(Context().get(), request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    ASSERT_EQ(response.created(), 1u + 4u + 18u + 36u);
+  }
+
+  FakeClock clock_;
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<inventory::InventoryApplier> applier_;
+  std::unique_ptr<InventoryServiceImpl> inventory_;
+  std::unique_ptr<TopologyServiceImpl> topology_;
+  std::unique_ptr<AdminServiceImpl> admin_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::InventoryService::Stub> inventory_stub_;
+  std::unique_ptr<v1::TopologyService::Stub> topology_stub_;
+  std::unique_ptr<v1::AdminService::Stub> admin_stub_;
+};
+
+TEST_F(ServicesTest, Gen1PortsAreAllListedWithTheirWiring) {
+  ApplyGen1();
+  v1::ListPortsRequest request;
+  request.set_switch_id("ocs1");
+  v1::ListPortsResponse response;
+  ASSERT_TRUE(inventory_stub_->ListPorts(Context().get(), request, &response).ok());
+  ASSERT_THAT(response.ports(), SizeIs(768));
+  const v1::SwitchPort& first = response.ports(0);
+  EXPECT_EQ(first.ref().port(), 1u);
+  EXPECT_EQ(first.direction(), v1::PORT_DIRECTION_INGRESS);
+  EXPECT_EQ(first.wiring().onic_port().onic(), "s1c0-n0");
+  EXPECT_EQ(first.wiring().onic_port().port(), 1u);
+  const v1::SwitchPort& rx = response.ports(384);  // Port 385: s1c0-n0 port 1's rx fiber.
+  EXPECT_EQ(rx.ref().port(), 385u);
+  EXPECT_EQ(rx.direction(), v1::PORT_DIRECTION_EGRESS);
+  EXPECT_EQ(rx.wiring().onic_port().onic(), "s1c0-n0");
+  int trunk = 0, wired = 0;
+  for (const v1::SwitchPort& p : response.ports()) {
+    trunk += p.reservation() == v1::PORT_RESERVATION_TRUNK;
+    wired += p.has_wiring();
+  }
+  EXPECT_EQ(trunk, 192);
+  EXPECT_EQ(wired, 144);
+}
+
+TEST_F(ServicesTest, ListAndGetInventoryObjects) {
+  ApplyGen1();
+  v1::ListOnicsResponse onics;
+  ASSERT_TRUE(inventory_stub_->ListOnics(Context().get(), {}, &onics).ok());
+  EXPECT_THAT(onics.onics(), SizeIs(36));
+
+  v1::ListOnicsRequest on_host;
+  on_host.set_host("server2");
+  ASSERT_TRUE(inventory_stub_->ListOnics(Context().get(), on_host, &onics).ok());
+  EXPECT_THAT(onics.onics(), SizeIs(6));
+
+  v1::ListDevicesRequest gpus;
+  gpus.set_kind(v1::DEVICE_KIND_GPU);
+  v1::ListDevicesResponse devices;
+  ASSERT_TRUE(inventory_stub_->ListDevices(Context().get(), gpus, &devices).ok());
+  EXPECT_THAT(devices.devices(), SizeIs(8));
+
+  v1::GetOnicRequest get;
+  get.set_id("gpu3-n0");
+  v1::Onic onic;
+  ASSERT_TRUE(inventory_stub_->GetOnic(Context().get(), get, &onic).ok());
+  EXPECT_EQ(onic.device(), "gpu3");
+  ASSERT_THAT(onic.ports(), SizeIs(2));
+
+  v1::GetSwitchRequest missing;
+  missing.set_id("ocs9");
+  v1::Switch sw;
+  grpc::Status status = inventory_stub_->GetSwitch(Context().get(), missing, &sw);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(status.error_message(), "switch ocs9 not found");
+
+  grpc::Status empty = inventory_stub_->GetSwitch(Context().get(), {}, &sw);
+  EXPECT_EQ(empty.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(empty.error_message(), HasSubstr("id is empty"));
+}
+
+TEST_F(ServicesTest, BrokenInventoryIsInvalidArgumentListingEveryProblem) {
+  ApplyGen1();
+  v1::ApplyInventoryRequest request;
+  v1::Onic* onic = request.mutable_inventory()->add_onics();
+  onic->set_id("extra");
+  onic->set_device("nosuchdevice");
+  onic->set_serial("FLT-S1C0-N0");  // Already used by s1c0-n0.
+  v1::ApplyInventoryResponse response;
+  grpc::Status status = inventory_stub_->ApplyInventory(Context().get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("device 'nosuchdevice' is not in the inventory"));
+  EXPECT_THAT(status.error_message(), HasSubstr("duplicate serial 'FLT-S1C0-N0'"));
+  EXPECT_THAT(status.error_message(), HasSubstr("has 0 ports"));
+  EXPECT_EQ(store_->GetOnic("extra").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ServicesTest, ChangesRecordTheCallersPrincipal) {
+  ApplyGen1();
+  v1::DeleteObjectRequest request;
+  request.set_kind("device");
+  request.set_name("gpu8");
+  v1::DeleteObjectResponse response;
+  ASSERT_TRUE(
+      inventory_stub_->DeleteObject(Context("operator:alice").get(), request, &response).ok());
+  EXPECT_THAT(response.deleted(), ::testing::ElementsAre("device gpu8", "onic gpu8-n0"));
+
+  v1::ListEventsRequest events_request;
+  events_request.set_object_kind("device");
+  events_request.set_object_id("gpu8");
+  v1::ListEventsResponse events;
+  ASSERT_TRUE(admin_stub_->ListEvents(Context().get(), events_request, &events).ok());
+  ASSERT_THAT(events.events(), SizeIs(2));  // Created by the apply, then deleted.
+  EXPECT_EQ(events.events(0).principal(), "operator:tester");
+  EXPECT_EQ(events.events(1).principal(), "operator:alice");
+  EXPECT_EQ(events.events(1).kind(), "inventory.deleted");
+}
+
+TEST_F(ServicesTest, DeleteIsRefusedWhileInUse) {
+  ApplyGen1();
+  v1::DeleteObjectRequest request;
+  request.set_kind("host");
+  request.set_name("server1");
+  v1::DeleteObjectResponse response;
+  grpc::Status status = inventory_stub_->DeleteObject(Context().get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(status.error_message(), HasSubstr("host server1 still has devices server1-cpu0"));
+
+  request.set_kind("widget");
+  status = inventory_stub_->DeleteObject(Context().get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("cannot delete kind 'widget'"));
+  EXPECT_TRUE(store_->GetHost("server1").ok());
+}
+
+TEST_F(ServicesTest, AllocationsAndCircuitsAreReadFromTheStore) {
+  ApplyGen1();
+  v1::Allocation allocation;
+  allocation.set_id("alloc-1");
+  allocation.set_tenant("tenant-a");
+  allocation.set_state(v1::ALLOCATION_STATE_READY);
+  allocation.add_members("gpu1");
+  allocation.add_members("gpu2");
+  v1::Circuit* circuit = allocation.add_circuits();
+  circuit->set_id("c1");
+  circuit->mutable_source()->set_onic("gpu1-n0");
+  circuit->mutable_source()->set_port(1);
+  circuit->mutable_destination()->set_onic("gpu2-n0");
+  circuit->mutable_destination()->set_port(1);
+  circuit->set_state(v1::CIRCUIT_STATE_ACTIVE);
+  v1::CrossConnect* x = circuit->add_cross_connects();
+  x->set_switch_id("ocs1");
+  x->set_ingress(49);
+  x->set_egress(435);
+  ASSERT_TRUE(store_->CreateAllocation(allocation, "operator:tester").ok());
+
+  v1::GetAllocationRequest get;
+  get.set_id("alloc-1");
+  v1::Allocation got;
+  ASSERT_TRUE(topology_stub_->GetAllocation(Context().get(), get, &got).ok());
+  EXPECT_EQ(got.tenant(), "tenant-a");
+  ASSERT_THAT(got.circuits(), SizeIs(1));
+  EXPECT_EQ(got.circuits(0).cross_connects(0).egress(), 435u);
+
+  v1::ListAllocationsRequest other_tenant;
+  other_tenant.set_tenant("tenant-b");
+  v1::ListAllocationsResponse list;
+  ASSERT_TRUE(topology_stub_->ListAllocations(Context().get(), other_tenant, &list).ok());
+  EXPECT_THAT(list.allocations(), SizeIs(0));
+
+  v1::ListCircuitsRequest circuits_request;
+  circuits_request.set_switch_id("ocs1");
+  v1::ListCircuitsResponse circuits;
+  ASSERT_TRUE(inventory_stub_->ListCircuits(Context().get(), circuits_request, &circuits).ok());
+  ASSERT_THAT(circuits.circuits(), SizeIs(1));
+  EXPECT_EQ(circuits.circuits(0).allocation_id(), "alloc-1");
+
+  // The O-NIC of a member in a live allocation cannot be deleted.
+  v1::DeleteObjectRequest del;
+  del.set_kind("device");
+  del.set_name("gpu1");
+  v1::DeleteObjectResponse deleted;
+  grpc::Status status = inventory_stub_->DeleteObject(Context().get(), del, &deleted);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(status.error_message(), HasSubstr("device gpu1 is a member of allocation alloc-1"));
+}
+
+TEST_F(ServicesTest, RpcsOfLaterPartsAnswerUnimplemented) {
+  v1::RequestTopologyResponse topology;
+  EXPECT_EQ(topology_stub_->RequestTopology(Context().get(), {}, &topology).error_code(),
+            grpc::StatusCode::UNIMPLEMENTED);
+  v1::ReleaseTopologyResponse released;
+  EXPECT_EQ(topology_stub_->ReleaseTopology(Context().get(), {}, &released).error_code(),
+            grpc::StatusCode::UNIMPLEMENTED);
+  v1::DrainResponse drained;
+  EXPECT_EQ(admin_stub_->Drain(Context().get(), {}, &drained).error_code(),
+            grpc::StatusCode::UNIMPLEMENTED);
+  v1::ListAgentsResponse agents;
+  EXPECT_EQ(inventory_stub_->ListAgents(Context().get(), {}, &agents).error_code(),
+            grpc::StatusCode::UNIMPLEMENTED);
+}
+
+TEST_F(ServicesTest, HealthReportsTheStoreAndVersion) {
+  v1::HealthResponse health;
+  ASSERT_TRUE(admin_stub_->Health(Context().get(), {}, &health).ok());
+  EXPECT_EQ(health.version(), "9.9.9");
+  EXPECT_EQ(health.overall(), v1::ComponentHealth::STATE_OK);
+  ASSERT_THAT(health.components(), SizeIs(1));
+  EXPECT_EQ(health.components(0).name(), "store");
+}
+
+}  // namespace
+}  // namespace fleet::service
