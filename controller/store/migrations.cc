@@ -130,6 +130,7 @@ CREATE TABLE circuits (
   reason TEXT NOT NULL DEFAULT '',
   desired INTEGER NOT NULL DEFAULT 1 CHECK (desired IN (0, 1)),
   position INTEGER NOT NULL DEFAULT 0,
+  trunks TEXT NOT NULL DEFAULT '',  -- trunk ids crossed, newline-separated, in path order
   CHECK ((allocation_id IS NULL) = (manual = 1)),
   FOREIGN KEY (src_onic, src_port) REFERENCES onic_ports(onic_id, port),
   FOREIGN KEY (dst_onic, dst_port) REFERENCES onic_ports(onic_id, port)
@@ -193,15 +194,21 @@ absl::StatusOr<int> SchemaVersion(Database& db) {
   return static_cast<int>(stmt.Int(0));
 }
 
-absl::Status Migrate(Database& db, const std::vector<Migration>& migrations) {
+absl::Status CheckNotNewer(Database& db, const std::vector<Migration>& migrations) {
   ASSIGN_OR_RETURN(int current, SchemaVersion(db));
   const int latest = migrations.empty() ? 0 : migrations.back().version;
   if (current > latest) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("state database ", db.path(), " has schema version ", current,
-                     ", newer than the latest this fleetd knows (", latest,
-                     "); it was written by a newer fleetd: run that version or restore a backup"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "state database ", db.path(), " has schema version ", current,
+        ", newer than the latest this fleetd knows (", latest,
+        "); it was written by a newer fleetd: run that version or restore a backup"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Migrate(Database& db, const std::vector<Migration>& migrations) {
+  RETURN_IF_ERROR(CheckNotNewer(db, migrations));
+  ASSIGN_OR_RETURN(int current, SchemaVersion(db));
   for (const Migration& migration : migrations) {
     if (migration.version <= current) continue;
     ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(db));

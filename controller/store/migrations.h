@@ -27,6 +27,10 @@ absl::Status Migrate(Database& db, const std::vector<Migration>& migrations);
 
 absl::StatusOr<int> SchemaVersion(Database& db);
 
+// FAILED_PRECONDITION, naming both versions, when the database was written by a newer
+// fleetd than `migrations` know. Reads only.
+absl::Status CheckNotNewer(Database& db, const std::vector<Migration>& migrations);
+
 }  // namespace fleet::store
 
 #endif  // FLEET_CONTROLLER_STORE_MIGRATIONS_H_

@@ -106,13 +106,16 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path
   std::unique_ptr<Database> database(new Database(db, path));
   sqlite3_busy_timeout(db, 5000);
   sqlite3_extended_result_codes(db, 1);
-  std::string pragmas = "PRAGMA foreign_keys = ON;";
-  if (path != ":memory:") pragmas += "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;";
-  if (absl::Status s = database->Exec(pragmas); !s.ok()) return s;
+  if (absl::Status s = database->Exec("PRAGMA foreign_keys = ON"); !s.ok()) return s;
   return database;
 }
 
 Database::~Database() { sqlite3_close(db_); }
+
+absl::Status Database::EnableWriteAheadLog() {
+  if (path_ == ":memory:") return absl::OkStatus();
+  return Exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;");
+}
 
 absl::StatusOr<Statement> Database::Prepare(absl::string_view sql) {
   sqlite3_stmt* stmt = nullptr;

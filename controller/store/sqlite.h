@@ -58,11 +58,15 @@ class Statement {
 class Database {
  public:
   // Opens (creating if absent) `path`; ":memory:" for a private in-memory database.
-  // Turns on foreign keys, WAL journaling (for files) and a busy timeout.
+  // Turns on foreign keys and a busy timeout; changes nothing in the file.
   static absl::StatusOr<std::unique_ptr<Database>> Open(const std::string& path);
   ~Database();
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;
+
+  // Switches a file database to WAL journaling (persistent: it rewrites the file header).
+  // A no-op for ":memory:".
+  absl::Status EnableWriteAheadLog();
 
   absl::StatusOr<Statement> Prepare(absl::string_view sql);
   // Runs one or more statements without parameters (schema, pragmas).

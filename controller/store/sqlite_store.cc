@@ -34,6 +34,12 @@ int64_t Micros(const google::protobuf::Timestamp& t) {
   return t.seconds() * 1'000'000 + t.nanos() / 1000;
 }
 
+// The first desired circuit whose cross-connects use trunk ?1's ports.
+constexpr absl::string_view kTrunkCircuitSql =
+    "SELECT c.circuit_id FROM trunks t JOIN cross_connects c ON c.desired = 1 AND "
+    "((c.switch_id = t.from_switch AND c.egress = t.from_port) OR "
+    "(c.switch_id = t.to_switch AND c.ingress = t.to_port)) WHERE t.id = ?1 LIMIT 1";
+
 template <typename E>
 E ParseColumn(const std::string& text) {
   return Parse<E>(text).value_or(static_cast<E>(0));
@@ -167,6 +173,7 @@ class SqliteStore : public Store {
     // Fibers and trunks being rewritten are removed first, so that a fiber may move from one
     // O-NIC port (or trunk) to another within one apply.
     for (const v1::Onic& o : objects.onics()) RETURN_IF_ERROR(CheckRewireLocked(o));
+    for (const v1::Trunk& t : objects.trunks()) RETURN_IF_ERROR(CheckTrunkRewireLocked(t));
     for (const v1::Onic& o : objects.onics()) {
       ASSIGN_OR_RETURN(Statement del, db_->Prepare("DELETE FROM fibers WHERE onic_id = ?1"));
       RETURN_IF_ERROR(del.Bind(1, o.id()).Run());
@@ -237,11 +244,9 @@ class SqliteStore : public Store {
       RETURN_IF_ERROR(RunLocked("DELETE FROM onics WHERE id = ?1", name));
     } else if (kind == "trunk") {
       RETURN_IF_ERROR(RequireExistsLocked("SELECT 1 FROM trunks WHERE id = ?1", kind, name));
-      RETURN_IF_ERROR(RefuseIfAnyLocked(
-          "SELECT c.circuit_id FROM trunks t JOIN cross_connects c ON c.desired = 1 AND "
-          "((c.switch_id = t.from_switch AND c.egress = t.from_port) OR "
-          "(c.switch_id = t.to_switch AND c.ingress = t.to_port)) WHERE t.id = ?1 LIMIT 1",
-          name, absl::StrCat("trunk ", name, " carries circuit "), "; release it first"));
+      RETURN_IF_ERROR(RefuseIfAnyLocked(kTrunkCircuitSql, name,
+                                        absl::StrCat("trunk ", name, " carries circuit "),
+                                        "; release it first"));
       RETURN_IF_ERROR(RunLocked("DELETE FROM trunks WHERE id = ?1", name));
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -647,31 +652,47 @@ class SqliteStore : public Store {
     return stmt.Run();
   }
 
-  // An O-NIC port in a circuit keeps its fibers: rewiring it would silently break the circuit.
+  // An O-NIC port in a circuit keeps its fibers: rewiring it, or dropping it from the O-NIC,
+  // would silently break the circuit.
   absl::Status CheckRewireLocked(const v1::Onic& o) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     ASSIGN_OR_RETURN(std::vector<v1::Onic> stored, OnicsLocked(o.id(), {}));
     if (stored.empty()) return absl::OkStatus();
-    for (const v1::OnicPort& want : o.ports()) {
-      for (const v1::OnicPort& have : stored.front().ports()) {
-        if (have.index() != want.index()) continue;
-        if (have.tx().SerializeAsString() == want.tx().SerializeAsString() &&
-            have.rx().SerializeAsString() == want.rx().SerializeAsString()) {
-          continue;
-        }
-        ASSIGN_OR_RETURN(
-            Statement stmt,
-            db_->Prepare("SELECT id FROM circuits WHERE (src_onic = ?1 AND src_port = ?2) OR "
-                         "(dst_onic = ?1 AND dst_port = ?2) LIMIT 1"));
-        ASSIGN_OR_RETURN(bool row,
-                         stmt.Bind(1, o.id()).Bind(2, static_cast<int64_t>(want.index())).Step());
-        if (row) {
-          return absl::FailedPreconditionError(
-              absl::StrCat("onic ", o.id(), " port ", want.index(), " is in circuit ", stmt.Text(0),
-                           "; release it before rewiring its fibers"));
-        }
+    for (const v1::OnicPort& have : stored.front().ports()) {
+      const v1::OnicPort* want = nullptr;
+      for (const v1::OnicPort& p : o.ports()) {
+        if (p.index() == have.index()) want = &p;
+      }
+      if (want != nullptr && have.tx().SerializeAsString() == want->tx().SerializeAsString() &&
+          have.rx().SerializeAsString() == want->rx().SerializeAsString()) {
+        continue;
+      }
+      ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(
+          "SELECT id FROM circuits WHERE (src_onic = ?1 AND src_port = ?2) OR "
+          "(dst_onic = ?1 AND dst_port = ?2) LIMIT 1"));
+      ASSIGN_OR_RETURN(bool row,
+                       stmt.Bind(1, o.id()).Bind(2, static_cast<int64_t>(have.index())).Step());
+      if (row) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "onic ", o.id(), " port ", have.index(), " is in circuit ", stmt.Text(0),
+            "; release it before ", want == nullptr ? "removing the port" : "rewiring its fibers"));
       }
     }
     return absl::OkStatus();
+  }
+
+  // A trunk carrying a circuit keeps its ports.
+  absl::Status CheckTrunkRewireLocked(const v1::Trunk& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(
+        "SELECT from_switch, from_port, to_switch, to_port FROM trunks WHERE id = ?1"));
+    ASSIGN_OR_RETURN(bool row, stmt.Bind(1, t.id()).Step());
+    if (!row) return absl::OkStatus();
+    if (stmt.Text(0) == t.from().switch_id() && stmt.Int(1) == t.from().port() &&
+        stmt.Text(2) == t.to().switch_id() && stmt.Int(3) == t.to().port()) {
+      return absl::OkStatus();
+    }
+    return RefuseIfAnyLocked(kTrunkCircuitSql, t.id(),
+                             absl::StrCat("trunk ", t.id(), " carries circuit "),
+                             "; release it before rewiring the trunk");
   }
 
   absl::Status UpsertOnicLocked(const v1::Onic& o) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -742,8 +763,8 @@ class SqliteStore : public Store {
     }
     ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(R"sql(
       INSERT INTO circuits (id, allocation_id, manual, src_onic, src_port, dst_onic, dst_port,
-                            phase, state, reason, desired, position)
-      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12))sql"));
+                            phase, state, reason, desired, position, trunks)
+      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13))sql"));
     stmt.Bind(1, c.id())
         .Bind(3, int64_t{c.manual() ? 1 : 0})
         .Bind(4, c.source().onic())
@@ -754,7 +775,8 @@ class SqliteStore : public Store {
         .Bind(9, Name(c.state()))
         .Bind(10, c.reason())
         .Bind(11, int64_t{desired ? 1 : 0})
-        .Bind(12, int64_t{position});
+        .Bind(12, int64_t{position})
+        .Bind(13, absl::StrJoin(c.trunks(), "\n"));
     if (c.manual()) {
       stmt.BindNull(2);
     } else {
@@ -789,7 +811,7 @@ class SqliteStore : public Store {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(R"sql(
       SELECT c.id, COALESCE(c.allocation_id, ''), c.manual, c.src_onic, c.src_port, c.dst_onic,
-             c.dst_port, c.phase, c.state, c.reason
+             c.dst_port, c.phase, c.state, c.reason, c.trunks
       FROM circuits c
       WHERE (?1 = '' OR c.allocation_id = ?1)
         AND (?2 = '' OR EXISTS (SELECT 1 FROM cross_connects x
@@ -811,6 +833,9 @@ class SqliteStore : public Store {
       c.set_phase(stmt.Text(7));
       c.set_state(ParseColumn<v1::CircuitState>(stmt.Text(8)));
       c.set_reason(stmt.Text(9));
+      for (absl::string_view trunk : absl::StrSplit(stmt.Text(10), '\n', absl::SkipEmpty())) {
+        c.add_trunks(std::string(trunk));
+      }
     }
     ASSIGN_OR_RETURN(Statement hops,
                      db_->Prepare("SELECT switch_id, ingress, egress FROM cross_connects WHERE "
@@ -904,6 +929,9 @@ class SqliteStore : public Store {
 absl::StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const SqliteStoreOptions& options) {
   if (options.clock == nullptr) return absl::InvalidArgumentError("store needs a clock");
   ASSIGN_OR_RETURN(std::unique_ptr<Database> db, Database::Open(options.path));
+  // Refuse a newer database before anything rewrites its file, WAL's header change included.
+  RETURN_IF_ERROR(CheckNotNewer(*db, Migrations()));
+  RETURN_IF_ERROR(db->EnableWriteAheadLog());
   RETURN_IF_ERROR(Migrate(*db, Migrations()));
   return std::make_unique<SqliteStore>(std::move(db), options.clock);
 }

@@ -2,8 +2,11 @@
 //
 // Contract for every implementation:
 // - Every write is one transaction: it commits whole or leaves nothing behind.
-// - The invariants of docs/architecture.md §3 hold at every commit; a write that would break
-//   one fails with FAILED_PRECONDITION (or ALREADY_EXISTS) naming what is in the way.
+// - Invariants 1 and 2 of docs/architecture.md §3 (no port in two desired circuits; every
+//   circuit belongs to one allocation or is manual) hold at every commit, and fibers or
+//   trunks under a circuit cannot be rewired; a write that would break one fails with
+//   FAILED_PRECONDITION (or ALREADY_EXISTS) naming what is in the way. Invariant 3 (no new
+//   circuit on a drained, failed or reserved port) is checked at admission, above the store.
 // - Each change appends at least one Event, in the same transaction, naming who asked.
 // - Reads return NOT_FOUND naming the kind and id of a missing object.
 // - Thread-safe: calls may come from any thread.

@@ -143,6 +143,23 @@ TEST_F(FleetdFleetctlTest, ErrorsExitNonZeroWithTheServersMessage) {
   EXPECT_EQ(DataLines(onics.out), 34);
 }
 
+TEST_F(FleetdFleetctlTest, DescribeShowsRelatedObjects) {
+  StartFleetd({"--inventory", kGen1});
+  CommandResult host = Fleetctl({"describe", "host", "server1"});
+  ASSERT_EQ(host.exit_code, 0) << host.err;
+  EXPECT_THAT(host.out, HasSubstr("server1-cpu1"));
+  CommandResult device = Fleetctl({"describe", "device", "nvme1"});
+  ASSERT_EQ(device.exit_code, 0) << device.err;
+  EXPECT_THAT(device.out, HasSubstr("nvme1-n1"));
+  EXPECT_THAT(device.out, HasSubstr("ocs1/"));
+  CommandResult sw = Fleetctl({"describe", "switch", "ocs1", "-o", "yaml"});
+  ASSERT_EQ(sw.exit_code, 0) << sw.err;
+  EXPECT_THAT(sw.out, HasSubstr("ingress_ports: 384"));
+  CommandResult version = Fleetctl({"version"});
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_THAT(version.out, HasSubstr("server 0.1.0"));
+}
+
 TEST_F(FleetdFleetctlTest, UnreachableServerIsAClearError) {
   grpc_address_ = "127.0.0.1:1";
   CommandResult result = Fleetctl({"--timeout", "2", "get", "switches"});

@@ -185,7 +185,8 @@ std::string Daemon::Stderr() const {
   return s.str();
 }
 
-absl::StatusOr<std::string> HttpGet(const std::string& address, const std::string& path) {
+absl::StatusOr<HttpReply> HttpRequest(const std::string& address, const std::string& method,
+                                      const std::string& path, const std::string& body) {
   std::vector<std::string> host_port = absl::StrSplit(address, ':');
   int port = 0;
   if (host_port.size() != 2 || !absl::SimpleAtoi(host_port[1], &port)) {
@@ -200,23 +201,35 @@ absl::StatusOr<std::string> HttpGet(const std::string& address, const std::strin
     close(fd);
     return absl::UnavailableError(absl::StrCat("cannot connect to ", address));
   }
-  std::string request =
-      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: ", address, "\r\nConnection: close\r\n\r\n");
+  std::string request = absl::StrCat(method, " ", path, " HTTP/1.0\r\nHost: ", address,
+                                     "\r\nConnection: close\r\nContent-Type: application/json"
+                                     "\r\nContent-Length: ",
+                                     body.size(), "\r\n\r\n", body);
   if (write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
     close(fd);
     return absl::UnavailableError("short write");
   }
   std::string response = ReadAll(fd);
   close(fd);
-  size_t body = response.find("\r\n\r\n");
-  if (!absl::StartsWith(response, "HTTP/1.") || body == std::string::npos) {
+  size_t header_end = response.find("\r\n\r\n");
+  std::vector<std::string> status_line =
+      absl::StrSplit(response.substr(0, response.find("\r\n")), ' ');
+  HttpReply reply;
+  if (!absl::StartsWith(response, "HTTP/1.") || header_end == std::string::npos ||
+      status_line.size() < 2 || !absl::SimpleAtoi(status_line[1], &reply.status)) {
     return absl::UnavailableError(absl::StrCat("bad HTTP response: ", response.substr(0, 200)));
   }
-  if (response.find(" 200 ") > response.find("\r\n")) {
-    return absl::UnavailableError(
-        absl::StrCat("HTTP error: ", response.substr(0, response.find("\r\n"))));
+  reply.body = response.substr(header_end + 4);
+  return reply;
+}
+
+absl::StatusOr<std::string> HttpGet(const std::string& address, const std::string& path) {
+  absl::StatusOr<HttpReply> reply = HttpRequest(address, "GET", path);
+  if (!reply.ok()) return reply.status();
+  if (reply->status != 200) {
+    return absl::UnavailableError(absl::StrCat("GET ", path, ": HTTP ", reply->status));
   }
-  return response.substr(body + 4);
+  return reply->body;
 }
 
 }  // namespace fleet::testing

@@ -57,7 +57,17 @@ class Daemon {
   std::optional<int> exit_code_;
 };
 
-// GET http://address/path over a plain socket; returns the body or an error.
+struct HttpReply {
+  int status = 0;
+  std::string body;
+};
+
+// One HTTP/1.0 request to http://address/path over a plain socket (no client library, so
+// tests of the project's HTTP code do not share code with it).
+absl::StatusOr<HttpReply> HttpRequest(const std::string& address, const std::string& method,
+                                      const std::string& path, const std::string& body = "");
+
+// GET that expects 200; returns the body.
 absl::StatusOr<std::string> HttpGet(const std::string& address, const std::string& path);
 
 // A fresh empty directory under the test temp dir, unique to this test.

@@ -1,0 +1,115 @@
+// fleetctl's verbs: get, describe, apply, delete, health, version (and help).
+//
+// Each verb takes its parsed arguments and a Session: where to write, which format, and the
+// three service stubs. The stubs are StubInterfaces so tests can hand in stubs on an
+// in-process server or mocks. RunFleetctl turns a command line into a verb call; only
+// fleetctl_main.cc reads argv and the environment and builds the real channel.
+//
+// Exit codes: kExitOk; kExitFailed when the server (or an inventory file) refused, with
+// `error: <CODE_NAME>: <message>` on the error stream; kExitUsage for a malformed command
+// line, with the problem and a pointer to --help.
+#ifndef FLEET_CONTROLLER_CLI_COMMANDS_H_
+#define FLEET_CONTROLLER_CLI_COMMANDS_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "controller/base/clock.h"
+#include "controller/cli/output.h"
+#include "fleet/v1/admin.grpc.pb.h"
+#include "fleet/v1/inventory.grpc.pb.h"
+#include "fleet/v1/topology.grpc.pb.h"
+
+namespace fleet::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailed = 1;
+inline constexpr int kExitUsage = 2;
+
+// The metadata key every RPC carries the caller in (see fleet/v1/common.proto).
+inline constexpr char kPrincipalMetadataKey[] = "x-fleet-principal";
+
+struct ServerStubs {
+  std::unique_ptr<v1::InventoryService::StubInterface> inventory;
+  std::unique_ptr<v1::TopologyService::StubInterface> topology;
+  std::unique_ptr<v1::AdminService::StubInterface> admin;
+};
+
+// Stubs for all three services over one channel.
+ServerStubs NewServerStubs(const std::shared_ptr<grpc::ChannelInterface>& channel);
+
+// What a verb works with. Not owning: everything outlives the verb call.
+struct Session {
+  ServerStubs* server = nullptr;
+  OutputFormat format = OutputFormat::kTable;
+  absl::Duration timeout = absl::Seconds(10);  // Deadline of each RPC.
+  std::string principal;                       // Sent as x-fleet-principal.
+  const Clock* clock = nullptr;                // For ages.
+  std::ostream* out = nullptr;
+  std::ostream* err = nullptr;
+
+  // Runs one RPC with the deadline and principal set: `rpc(context)` calls the stub.
+  grpc::Status Call(const std::function<grpc::Status(grpc::ClientContext*)>& rpc) const;
+  // Prints `error: <CODE_NAME>: <message>` and returns kExitFailed.
+  int Failed(const grpc::Status& status) const;
+};
+
+// `get KIND`: one List RPC, printed as a table or as the List response.
+struct GetArgs {
+  std::string kind;       // switches, ports, ... (singular accepted).
+  std::string switch_id;  // Filters; each applies to some kinds only (see --help).
+  std::string host;
+  std::string kind_filter;  // A device kind for devices; an object kind for events.
+  std::string tenant;
+  std::string allocation;
+  std::string object;  // Events: object id.
+  int64_t after = 0;   // Events: after this sequence number.
+  int64_t limit = 0;   // Events: at most this many; 0 is the server's default.
+};
+int Get(const Session& session, const GetArgs& args);
+
+// `describe KIND NAME`: one object with what belongs to it.
+int Describe(const Session& session, const std::string& kind, const std::string& name);
+
+// `apply -f FILE`: read and parse the inventory file, then ApplyInventory.
+struct ApplyArgs {
+  std::string file;
+  bool dry_run = false;
+};
+int Apply(const Session& session, const ApplyArgs& args);
+
+// `delete KIND NAME`.
+int Delete(const Session& session, const std::string& kind, const std::string& name);
+
+int Health(const Session& session);
+
+// Always prints the client version; the server's only if it answers Health. Exit 0 either way.
+int Version(const Session& session);
+
+// What main() takes from the process: the default server address, the caller's principal
+// and the clock.
+struct Environment {
+  std::string default_server = "localhost:50051";
+  std::string principal = "operator:unknown";
+  const Clock* clock = nullptr;
+};
+
+// Builds the stubs for a server address; main() passes one that opens a real channel.
+using Connector = std::function<ServerStubs(const std::string& address)>;
+
+// Runs one fleetctl command line (`args` without the program name) and returns the exit
+// code. Global flags (--server, -o/--output, --timeout) are accepted anywhere on the line.
+// `connect` is called only for verbs that talk to the server, after the line is parsed.
+int RunFleetctl(const std::vector<std::string>& args, const Environment& env,
+                const Connector& connect, std::ostream& out, std::ostream& err);
+
+}  // namespace fleet::cli
+
+#endif  // FLEET_CONTROLLER_CLI_COMMANDS_H_

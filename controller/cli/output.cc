@@ -1,0 +1,555 @@
+#include "controller/cli/output.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "fleet/v1/names.h"
+
+namespace fleet::cli {
+namespace {
+
+std::string OrDash(const std::string& text) { return text.empty() ? "-" : text; }
+
+std::string PadRight(const std::string& text, size_t width) {
+  size_t w = DisplayWidth(text);
+  return w >= width ? text : text + std::string(width - w, ' ');
+}
+
+// YAML would read these plain scalars as something other than a string (a bool, a number, a
+// null), so a JSON string holding one must stay quoted to keep its type.
+bool NeedsQuotes(const std::string& scalar) {
+  if (scalar.empty() || scalar == "~" || absl::AsciiStrToLower(scalar) == "null") return true;
+  YAML::Node plain(scalar);
+  bool b;
+  double d;
+  return YAML::convert<bool>::decode(plain, b) || YAML::convert<double>::decode(plain, d);
+}
+
+// Re-emits a node parsed from JSON in block style. The parser remembers that JSON is flow
+// style and the emitter would keep it, so the tree is walked instead of streamed as is.
+void EmitBlock(const YAML::Node& node, YAML::Emitter& out) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map:
+      out << YAML::BeginMap;
+      for (const auto& entry : node) {
+        out << YAML::Key << entry.first.Scalar() << YAML::Value;
+        EmitBlock(entry.second, out);
+      }
+      out << YAML::EndMap;
+      break;
+    case YAML::NodeType::Sequence:
+      out << YAML::BeginSeq;
+      for (const auto& item : node) EmitBlock(item, out);
+      out << YAML::EndSeq;
+      break;
+    case YAML::NodeType::Scalar:
+      // The non-specific tag "!" marks a quoted scalar, i.e. a JSON string.
+      if (node.Tag() == "!" && NeedsQuotes(node.Scalar())) out << YAML::DoubleQuoted;
+      out << node.Scalar();
+      break;
+    default:
+      out << YAML::Null;
+      break;
+  }
+}
+
+const v1::OnicPort* FindOnicPort(const v1::Onic& onic, uint32_t index) {
+  for (const v1::OnicPort& port : onic.ports()) {
+    if (port.index() == index) return &port;
+  }
+  return nullptr;
+}
+
+std::string OnicPortLine(const v1::OnicPort& port) {
+  return absl::StrCat("port ", port.index(), "  tx ", OrDash(SwitchPortText(port.tx())), "  rx ",
+                      OrDash(SwitchPortText(port.rx())), "  admin ",
+                      OrDash(v1::Name(port.admin_state())), "  oper ",
+                      OrDash(v1::Name(port.oper_state())));
+}
+
+std::string TimeWithAge(const google::protobuf::Timestamp& time, absl::Time now) {
+  if (FormatTime(time).empty()) return "";
+  absl::Duration since = now - ToAbslTime(time);
+  if (since < absl::ZeroDuration()) {
+    return absl::StrCat(FormatTime(time), " (in ", FormatAge(-since), ")");
+  }
+  return absl::StrCat(FormatTime(time), " (", FormatAge(since), " ago)");
+}
+
+}  // namespace
+
+std::optional<OutputFormat> ParseOutputFormat(absl::string_view text) {
+  if (text == "table") return OutputFormat::kTable;
+  if (text == "json") return OutputFormat::kJson;
+  if (text == "yaml") return OutputFormat::kYaml;
+  return std::nullopt;
+}
+
+// ---------------------------------------------------------------------------------------
+// Table and Description
+
+Table::Table(std::vector<std::string> columns) : columns_(std::move(columns)) {}
+
+void Table::AddRow(std::vector<std::string> cells) {
+  cells.resize(columns_.size());
+  for (std::string& cell : cells) {
+    absl::StrReplaceAll({{"\r\n", " "}, {"\n", " "}, {"\t", " "}}, &cell);
+    if (cell.empty()) cell = "-";
+  }
+  rows_.push_back(std::move(cells));
+}
+
+std::string Table::Render() const {
+  std::vector<std::string> header;
+  for (const std::string& column : columns_) header.push_back(absl::AsciiStrToUpper(column));
+  std::vector<size_t> widths(columns_.size(), 0);
+  auto measure = [&](const std::vector<std::string>& cells) {
+    for (size_t i = 0; i < cells.size(); ++i)
+      widths[i] = std::max(widths[i], DisplayWidth(cells[i]));
+  };
+  measure(header);
+  for (const auto& row : rows_) measure(row);
+
+  std::string out;
+  auto render = [&](const std::vector<std::string>& cells) {
+    for (size_t i = 0; i < cells.size(); ++i) {
+      // The last column is not padded, so no line ends in spaces.
+      bool last = i + 1 == cells.size();
+      absl::StrAppend(&out, last ? cells[i] : PadRight(cells[i], widths[i] + 2));
+    }
+    out += '\n';
+  };
+  render(header);
+  for (const auto& row : rows_) render(row);
+  return out;
+}
+
+void Description::Field(std::string key, std::string value) {
+  entries_.push_back({std::move(key), std::move(value), {}, false});
+}
+
+void Description::List(std::string key, std::vector<std::string> items) {
+  entries_.push_back({std::move(key), "", std::move(items), true});
+}
+
+std::string Description::Render() const {
+  // Keys of one-line entries (fields and empty lists) share one column of values.
+  size_t key_width = 0;
+  for (const Entry& e : entries_) {
+    if (!e.is_list || e.items.empty()) key_width = std::max(key_width, DisplayWidth(e.key) + 1);
+  }
+  std::string out;
+  for (const Entry& e : entries_) {
+    if (!e.is_list) {
+      // A multi-line value continues under its first line.
+      std::string indent(key_width + 2, ' ');
+      std::string value = absl::StrReplaceAll(OrDash(e.value), {{"\n", "\n" + indent}});
+      absl::StrAppend(&out, PadRight(e.key + ":", key_width), "  ", value, "\n");
+      continue;
+    }
+    if (e.items.empty()) {
+      absl::StrAppend(&out, PadRight(e.key + ":", key_width), "  (none)\n");
+      continue;
+    }
+    absl::StrAppend(&out, e.key, ":\n");
+    for (const std::string& item : e.items) {
+      absl::StrAppend(&out, "  ", absl::StrReplaceAll(item, {{"\n", "\n    "}}), "\n");
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// JSON and YAML
+
+absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.add_whitespace = true;
+  options.always_print_primitive_fields = false;
+  std::string json;
+  auto status = google::protobuf::util::MessageToJsonString(message, &json, options);
+  if (!status.ok()) {
+    return absl::InternalError(
+        absl::StrCat("cannot print ", message.GetTypeName(), " as JSON: ", status.ToString()));
+  }
+  absl::StripTrailingAsciiWhitespace(&json);
+  return json + "\n";
+}
+
+absl::StatusOr<std::string> ToYaml(const google::protobuf::Message& message) {
+  absl::StatusOr<std::string> json = ToJson(message);
+  if (!json.ok()) return json.status();
+  YAML::Node node;
+  try {
+    node = YAML::Load(*json);
+  } catch (const YAML::Exception& e) {
+    // Protobuf's JSON is valid YAML; this would be a bug, but a CLI should say so, not abort.
+    return absl::InternalError(
+        absl::StrCat("cannot read ", message.GetTypeName(), " JSON as YAML: ", e.what()));
+  }
+  YAML::Emitter out;
+  EmitBlock(node, out);
+  return std::string(out.c_str()) + "\n";
+}
+
+absl::StatusOr<std::string> FormatMessage(OutputFormat format,
+                                          const google::protobuf::Message& message) {
+  return format == OutputFormat::kYaml ? ToYaml(message) : ToJson(message);
+}
+
+// ---------------------------------------------------------------------------------------
+// Scalars
+
+size_t DisplayWidth(absl::string_view text) {
+  // Count every byte except UTF-8 continuation bytes (10xxxxxx).
+  return std::count_if(text.begin(), text.end(),
+                       [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; });
+}
+
+std::string FormatAge(absl::Duration age) {
+  int64_t seconds = std::max<int64_t>(0, absl::ToInt64Seconds(age));
+  if (seconds < 60) return absl::StrCat(seconds, "s");
+  if (seconds < 60 * 60) return absl::StrCat(seconds / 60, "m");
+  if (seconds < 24 * 60 * 60) return absl::StrCat(seconds / (60 * 60), "h");
+  return absl::StrCat(seconds / (24 * 60 * 60), "d");
+}
+
+absl::Time ToAbslTime(const google::protobuf::Timestamp& time) {
+  return absl::FromUnixSeconds(time.seconds()) + absl::Nanoseconds(time.nanos());
+}
+
+absl::Duration ToAbslDuration(const google::protobuf::Duration& duration) {
+  return absl::Seconds(duration.seconds()) + absl::Nanoseconds(duration.nanos());
+}
+
+std::string FormatTime(const google::protobuf::Timestamp& time) {
+  if (time.seconds() == 0 && time.nanos() == 0) return "";
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", ToAbslTime(time), absl::UTCTimeZone());
+}
+
+std::string SwitchPortText(const v1::SwitchPortRef& port) {
+  if (port.switch_id().empty() && port.port() == 0) return "";
+  return absl::StrCat(port.switch_id(), "/", port.port());
+}
+
+std::string OnicPortText(const v1::OnicPortRef& port) {
+  if (port.onic().empty() && port.port() == 0) return "";
+  return absl::StrCat(port.onic(), "/", port.port());
+}
+
+std::string CrossConnectText(const v1::CrossConnect& xc) {
+  return absl::StrCat(xc.switch_id(), ":", xc.ingress(), "→", xc.egress());
+}
+
+std::string OnicPortFibers(const v1::OnicPort& port) {
+  return absl::StrCat(OrDash(SwitchPortText(port.tx())), "→", OrDash(SwitchPortText(port.rx())));
+}
+
+std::string WiringText(const v1::SwitchPort& port) {
+  switch (port.wiring().peer_case()) {
+    case v1::PortWiring::kOnicPort: {
+      // An ingress receives the O-NIC port's tx fiber; an egress feeds its rx fiber.
+      std::string text = absl::StrCat("onic ", OnicPortText(port.wiring().onic_port()));
+      if (port.direction() == v1::PORT_DIRECTION_INGRESS) absl::StrAppend(&text, " tx");
+      if (port.direction() == v1::PORT_DIRECTION_EGRESS) absl::StrAppend(&text, " rx");
+      return text;
+    }
+    case v1::PortWiring::kTrunk:
+      return absl::StrCat("trunk ", port.wiring().trunk());
+    case v1::PortWiring::PEER_NOT_SET:
+      break;
+  }
+  return "";
+}
+
+std::string PortRanges(const std::vector<uint32_t>& ports) {
+  std::vector<std::string> ranges;
+  for (size_t i = 0; i < ports.size();) {
+    size_t j = i;
+    while (j + 1 < ports.size() && ports[j + 1] == ports[j] + 1) ++j;
+    ranges.push_back(i == j ? absl::StrCat(ports[i]) : absl::StrCat(ports[i], "-", ports[j]));
+    i = j + 1;
+  }
+  return absl::StrJoin(ranges, ", ");
+}
+
+std::string CircuitLine(const v1::Circuit& circuit) {
+  std::vector<std::string> xcs;
+  for (const v1::CrossConnect& xc : circuit.cross_connects()) xcs.push_back(CrossConnectText(xc));
+  std::string line = absl::StrCat(circuit.id(), "  ", OrDash(OnicPortText(circuit.source())), " → ",
+                                  OrDash(OnicPortText(circuit.destination())), "  via ",
+                                  xcs.empty() ? "-" : absl::StrJoin(xcs, ","));
+  if (!circuit.trunks().empty())
+    absl::StrAppend(&line, " trunks ", absl::StrJoin(circuit.trunks(), ","));
+  absl::StrAppend(&line, "  ", OrDash(v1::Name(circuit.state())));
+  if (!circuit.phase().empty()) absl::StrAppend(&line, "  phase ", circuit.phase());
+  if (circuit.manual()) absl::StrAppend(&line, "  manual");
+  if (!circuit.reason().empty()) absl::StrAppend(&line, "  (", circuit.reason(), ")");
+  return line;
+}
+
+// ---------------------------------------------------------------------------------------
+// `get` tables
+
+Table SwitchesTable(const v1::ListSwitchesResponse& response) {
+  Table table({"id", "model", "size", "address", "protocol", "cluster", "reserved"});
+  for (const v1::Switch& sw : response.switches()) {
+    std::string size = sw.ingress_ports() || sw.egress_ports()
+                           ? absl::StrCat(sw.ingress_ports(), "x", sw.egress_ports())
+                           : "";
+    table.AddRow({sw.id(), sw.model(), size, sw.address(), v1::Name(sw.protocol()), sw.cluster(),
+                  absl::StrCat(sw.trunk_reserved_ports_size())});
+  }
+  return table;
+}
+
+Table PortsTable(const v1::ListPortsResponse& response) {
+  Table table({"switch", "port", "dir", "admin", "oper", "reserved", "wired-to", "circuit"});
+  for (const v1::SwitchPort& port : response.ports()) {
+    std::string reserved = port.reservation() == v1::PORT_RESERVATION_TRUNK ? "trunk" : "";
+    table.AddRow({port.ref().switch_id(), absl::StrCat(port.ref().port()),
+                  v1::Name(port.direction()), v1::Name(port.admin_state()),
+                  v1::Name(port.oper_state()), reserved, WiringText(port), port.circuit_id()});
+  }
+  return table;
+}
+
+Table HostsTable(const v1::ListHostsResponse& response) {
+  Table table({"name", "address", "cluster", "admin"});
+  for (const v1::Host& host : response.hosts()) {
+    table.AddRow({host.name(), host.address(), host.cluster(), v1::Name(host.admin_state())});
+  }
+  return table;
+}
+
+Table DevicesTable(const v1::ListDevicesResponse& response) {
+  Table table({"id", "kind", "host", "chassis", "model", "onics", "admin"});
+  for (const v1::Device& device : response.devices()) {
+    table.AddRow({device.id(), v1::Name(device.kind()), device.host(), device.chassis(),
+                  device.model(), absl::StrCat(device.onics_size()),
+                  v1::Name(device.admin_state())});
+  }
+  return table;
+}
+
+Table OnicsTable(const v1::ListOnicsResponse& response) {
+  Table table({"id", "device", "host", "serial", "pcie", "port1", "port2", "admin"});
+  for (const v1::Onic& onic : response.onics()) {
+    const v1::OnicPort* port1 = FindOnicPort(onic, 1);
+    const v1::OnicPort* port2 = FindOnicPort(onic, 2);
+    table.AddRow({onic.id(), onic.device(), onic.host(), onic.serial(), onic.pcie_address(),
+                  port1 ? OnicPortFibers(*port1) : "", port2 ? OnicPortFibers(*port2) : "",
+                  v1::Name(onic.admin_state())});
+  }
+  return table;
+}
+
+Table TrunksTable(const v1::ListTrunksResponse& response) {
+  Table table({"id", "from", "to"});
+  for (const v1::Trunk& trunk : response.trunks()) {
+    table.AddRow({trunk.id(), SwitchPortText(trunk.from()), SwitchPortText(trunk.to())});
+  }
+  return table;
+}
+
+Table CircuitsTable(const v1::ListCircuitsResponse& response) {
+  Table table({"id", "allocation", "source", "destination", "cross-connects", "state", "phase"});
+  for (const v1::Circuit& circuit : response.circuits()) {
+    std::vector<std::string> xcs;
+    for (const v1::CrossConnect& xc : circuit.cross_connects()) xcs.push_back(CrossConnectText(xc));
+    std::string allocation =
+        circuit.allocation_id().empty() && circuit.manual() ? "(manual)" : circuit.allocation_id();
+    table.AddRow({circuit.id(), allocation, OnicPortText(circuit.source()),
+                  OnicPortText(circuit.destination()), absl::StrJoin(xcs, ","),
+                  v1::Name(circuit.state()), circuit.phase()});
+  }
+  return table;
+}
+
+Table AllocationsTable(const v1::ListAllocationsResponse& response, absl::Time now) {
+  Table table({"id", "tenant", "name", "state", "members", "circuits", "phase", "age"});
+  for (const v1::Allocation& a : response.allocations()) {
+    std::string age =
+        FormatTime(a.created()).empty() ? "" : FormatAge(now - ToAbslTime(a.created()));
+    table.AddRow({a.id(), a.tenant(), a.name(), v1::Name(a.state()), absl::StrCat(a.members_size()),
+                  absl::StrCat(a.circuits_size()), a.active_phase(), age});
+  }
+  return table;
+}
+
+Table EventsTable(const v1::ListEventsResponse& response) {
+  Table table({"seq", "time", "principal", "kind", "object", "message"});
+  for (const v1::Event& event : response.events()) {
+    std::string object = event.object_id().empty()
+                             ? event.object_kind()
+                             : absl::StrCat(event.object_kind(), "/", event.object_id());
+    table.AddRow({absl::StrCat(event.sequence()), FormatTime(event.time()), event.principal(),
+                  event.kind(), object, event.message()});
+  }
+  return table;
+}
+
+Table HealthTable(const v1::HealthResponse& response) {
+  Table table({"component", "state", "detail"});
+  for (const v1::ComponentHealth& component : response.components()) {
+    table.AddRow({component.name(), v1::Name(component.state()), component.detail()});
+  }
+  return table;
+}
+
+// ---------------------------------------------------------------------------------------
+// `describe` texts
+
+std::string DescribeSwitch(const v1::Switch& sw, const std::vector<v1::SwitchPort>& ports) {
+  Description d;
+  d.Field("ID", sw.id());
+  d.Field("Model", sw.model());
+  std::string size;
+  if (sw.ingress_ports() > 0) {
+    size = absl::StrCat(sw.ingress_ports(), "x", sw.egress_ports(), " (ingress 1-",
+                        sw.ingress_ports(), ", egress ", sw.ingress_ports() + 1, "-",
+                        sw.ingress_ports() + sw.egress_ports(), ")");
+  }
+  d.Field("Size", size);
+  d.Field("Address", sw.address());
+  d.Field("Protocol", v1::Name(sw.protocol()));
+  d.Field("Management port",
+          sw.management_port() ? absl::StrCat(sw.management_port()) : "protocol default");
+  d.Field("Credentials", sw.credentials_ref());
+  d.Field("Cluster", sw.cluster());
+  d.Field("Trunk reserved",
+          PortRanges({sw.trunk_reserved_ports().begin(), sw.trunk_reserved_ports().end()}));
+
+  int onic_fibers = 0, trunk_fibers = 0;
+  std::vector<uint32_t> in_circuits, drained, failed;
+  for (const v1::SwitchPort& port : ports) {
+    if (port.wiring().has_onic_port()) ++onic_fibers;
+    if (port.wiring().has_trunk()) ++trunk_fibers;
+    if (!port.circuit_id().empty()) in_circuits.push_back(port.ref().port());
+    if (port.admin_state() == v1::ADMIN_STATE_DRAINED) drained.push_back(port.ref().port());
+    if (port.oper_state() == v1::OPER_STATE_FAILED) failed.push_back(port.ref().port());
+  }
+  d.Field("Wired ports", absl::StrCat(onic_fibers, " to O-NICs, ", trunk_fibers, " to trunks"));
+  d.Field("In circuits", absl::StrCat(in_circuits.size(), in_circuits.empty() ? "" : ": ",
+                                      PortRanges(in_circuits)));
+  d.Field("Drained ports", PortRanges(drained));
+  d.Field("Failed ports", PortRanges(failed));
+  return d.Render();
+}
+
+std::string DescribeHost(const v1::Host& host, const std::vector<v1::Device>& devices,
+                         const v1::Agent* agent) {
+  Description d;
+  d.Field("Name", host.name());
+  d.Field("Address", host.address());
+  d.Field("Cluster", host.cluster());
+  d.Field("Admin", v1::Name(host.admin_state()));
+  if (agent == nullptr) {
+    d.Field("Agent", "never registered");
+  } else {
+    std::string state =
+        agent->connected()
+            ? absl::StrCat("connected since ", OrDash(FormatTime(agent->connected_since())))
+            : absl::StrCat("disconnected, last heartbeat ",
+                           OrDash(FormatTime(agent->last_heartbeat())));
+    d.Field("Agent", absl::StrCat(state, "; ", OrDash(agent->backend()), " backend, version ",
+                                  OrDash(agent->software_version())));
+    if (!agent->inventory_mismatches().empty()) {
+      d.List("Agent mismatches",
+             {agent->inventory_mismatches().begin(), agent->inventory_mismatches().end()});
+    }
+  }
+  std::vector<std::string> items;
+  for (const v1::Device& device : devices) {
+    items.push_back(absl::StrCat(
+        device.id(), "  ", OrDash(v1::Name(device.kind())), "  ", OrDash(device.model()),
+        "  O-NICs ", device.onics().empty() ? "-" : absl::StrJoin(device.onics(), ", ")));
+  }
+  d.List("Devices", std::move(items));
+  return d.Render();
+}
+
+std::string DescribeDevice(const v1::Device& device, const std::vector<v1::Onic>& onics) {
+  Description d;
+  d.Field("ID", device.id());
+  d.Field("Kind", v1::Name(device.kind()));
+  d.Field("Host", device.host());
+  d.Field("Chassis", device.chassis());
+  d.Field("Model", device.model());
+  d.Field("Admin", v1::Name(device.admin_state()));
+  std::vector<std::string> items;
+  for (const v1::Onic& onic : onics) {
+    std::string item =
+        absl::StrCat(onic.id(), "  serial ", OrDash(onic.serial()), "  pcie ",
+                     OrDash(onic.pcie_address()), "  admin ", OrDash(v1::Name(onic.admin_state())));
+    for (const v1::OnicPort& port : onic.ports()) absl::StrAppend(&item, "\n", OnicPortLine(port));
+    items.push_back(std::move(item));
+  }
+  d.List("O-NICs", std::move(items));
+  return d.Render();
+}
+
+std::string DescribeOnic(const v1::Onic& onic, const std::vector<v1::Circuit>& circuits) {
+  Description d;
+  d.Field("ID", onic.id());
+  d.Field("Device", onic.device());
+  d.Field("Host", onic.host());
+  d.Field("Serial", onic.serial());
+  d.Field("PCIe", onic.pcie_address());
+  d.Field("Admin", v1::Name(onic.admin_state()));
+  std::vector<std::string> ports;
+  for (const v1::OnicPort& port : onic.ports()) ports.push_back(OnicPortLine(port));
+  d.List("Ports", std::move(ports));
+  std::vector<std::string> lines;
+  for (const v1::Circuit& circuit : circuits) lines.push_back(CircuitLine(circuit));
+  d.List("Circuits", std::move(lines));
+  return d.Render();
+}
+
+std::string DescribeAllocation(const v1::Allocation& a, absl::Time now) {
+  Description d;
+  d.Field("ID", a.id());
+  d.Field("Tenant", a.tenant());
+  d.Field("Name", a.name());
+  d.Field("State", v1::Name(a.state()));
+  if (!a.reason().empty()) d.Field("Reason", a.reason());
+  d.Field("Created", TimeWithAge(a.created(), now));
+  d.Field("Updated", TimeWithAge(a.updated(), now));
+  d.Field("Lease expires", TimeWithAge(a.lease_expires(), now));
+  if (a.direct_traffic_share() > 0) {
+    d.Field("Direct traffic",
+            absl::StrCat(absl::StrFormat("%.1f", 100 * a.direct_traffic_share()), "%"));
+  }
+  std::vector<std::string> phases;
+  for (const std::string& phase : a.phases()) {
+    phases.push_back(phase == a.active_phase() ? absl::StrCat(phase, " (active)") : phase);
+  }
+  if (!phases.empty()) d.List("Phases", std::move(phases));
+  d.List("Members", {a.members().begin(), a.members().end()});
+  std::vector<std::string> circuits;
+  for (const v1::Circuit& circuit : a.circuits()) circuits.push_back(CircuitLine(circuit));
+  d.List("Circuits", std::move(circuits));
+  size_t stage_width = 0;
+  for (const v1::StageTiming& t : a.stage_timings())
+    stage_width = std::max(stage_width, t.stage().size());
+  std::vector<std::string> timings;
+  for (const v1::StageTiming& t : a.stage_timings()) {
+    timings.push_back(absl::StrCat(PadRight(t.stage(), stage_width), "  ",
+                                   absl::FormatDuration(ToAbslDuration(t.duration()))));
+  }
+  d.List("Stage timings", std::move(timings));
+  return d.Render();
+}
+
+}  // namespace fleet::cli

@@ -1,0 +1,121 @@
+// How fleetctl shows things: aligned tables and "Key: value" descriptions for people, the
+// response protos as JSON or YAML for scripts.
+//
+// Every function here is pure text formatting (no RPCs, no clock: the caller passes `now`),
+// so the rendering of each object kind is tested without a server.
+#ifndef FLEET_CONTROLLER_CLI_OUTPUT_H_
+#define FLEET_CONTROLLER_CLI_OUTPUT_H_
+
+#include <google/protobuf/duration.pb.h>
+#include <google/protobuf/message.h>
+#include <google/protobuf/timestamp.pb.h>
+
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "fleet/v1/admin.pb.h"
+#include "fleet/v1/inventory.pb.h"
+#include "fleet/v1/topology.pb.h"
+
+namespace fleet::cli {
+
+enum class OutputFormat { kTable, kJson, kYaml };
+
+// "table", "json" or "yaml"; nullopt for anything else.
+std::optional<OutputFormat> ParseOutputFormat(absl::string_view text);
+
+// Columns separated by two spaces, each as wide as its widest cell, header in upper case,
+// no trailing spaces. Width counts UTF-8 code points, so cells holding '→' still line up.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> columns);
+
+  // An empty cell is shown as "-"; missing trailing cells are empty. A newline inside a cell
+  // would break the grid, so it is shown as a space.
+  void AddRow(std::vector<std::string> cells);
+  bool empty() const { return rows_.empty(); }
+  std::string Render() const;
+
+ private:
+  std::vector<std::string> columns_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+// A `describe` block: "Key:" then the value, values aligned after the longest key. A list
+// goes under its key, one item per line, indented; an item's own extra lines are indented
+// further, so an item can carry nested detail.
+class Description {
+ public:
+  void Field(std::string key, std::string value);              // An empty value is shown as "-".
+  void List(std::string key, std::vector<std::string> items);  // Empty: "(none)".
+  std::string Render() const;
+
+ private:
+  struct Entry {
+    std::string key;
+    std::string value;
+    std::vector<std::string> items;
+    bool is_list = false;
+  };
+  std::vector<Entry> entries_;
+};
+
+// The proto as JSON: proto field names, indented, default values left out, one trailing
+// newline. The stable form for scripts.
+absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message);
+// The same JSON as block-style YAML (enums keep their proto JSON names).
+absl::StatusOr<std::string> ToYaml(const google::protobuf::Message& message);
+// ToJson or ToYaml by `format` (kTable is not a message format and is a caller bug).
+absl::StatusOr<std::string> FormatMessage(OutputFormat format,
+                                          const google::protobuf::Message& message);
+
+// Number of columns `text` takes on a terminal: its UTF-8 code points.
+size_t DisplayWidth(absl::string_view text);
+
+// "5s", "3m", "2h", "4d": the largest whole unit, as kubectl shows ages.
+std::string FormatAge(absl::Duration age);
+// RFC 3339 in UTC to the second, e.g. 2024-05-01T12:00:00Z; "" when unset.
+std::string FormatTime(const google::protobuf::Timestamp& time);
+absl::Time ToAbslTime(const google::protobuf::Timestamp& time);
+absl::Duration ToAbslDuration(const google::protobuf::Duration& duration);
+
+// Text forms of references, shared by tables and descriptions.
+std::string SwitchPortText(const v1::SwitchPortRef& port);  // ocs1/385
+std::string OnicPortText(const v1::OnicPortRef& port);      // s1c0-n0/1
+std::string CrossConnectText(const v1::CrossConnect& xc);   // ocs1:1→385
+std::string OnicPortFibers(const v1::OnicPort& port);       // ocs1/1→ocs1/385 (tx→rx)
+// What is plugged into a switch port: `onic s1c0-n0/1 tx`, `trunk ocs1-ocs2-01`, or "".
+std::string WiringText(const v1::SwitchPort& port);
+// Ascending port numbers folded into ranges: [1,2,3,7] is "1-3, 7".
+std::string PortRanges(const std::vector<uint32_t>& ports);
+// One line per circuit: `c1  s1c0-n0/1 → gpu3-n0/1  via ocs1:1→390  active  phase dp`.
+std::string CircuitLine(const v1::Circuit& circuit);
+
+// The `get` tables, one per kind.
+Table SwitchesTable(const v1::ListSwitchesResponse& response);
+Table PortsTable(const v1::ListPortsResponse& response);
+Table HostsTable(const v1::ListHostsResponse& response);
+Table DevicesTable(const v1::ListDevicesResponse& response);
+Table OnicsTable(const v1::ListOnicsResponse& response);
+Table TrunksTable(const v1::ListTrunksResponse& response);
+Table CircuitsTable(const v1::ListCircuitsResponse& response);
+Table AllocationsTable(const v1::ListAllocationsResponse& response, absl::Time now);
+Table EventsTable(const v1::ListEventsResponse& response);
+Table HealthTable(const v1::HealthResponse& response);
+
+// The `describe` texts. Each takes the object and the related objects the command fetched.
+std::string DescribeSwitch(const v1::Switch& sw, const std::vector<v1::SwitchPort>& ports);
+std::string DescribeHost(const v1::Host& host, const std::vector<v1::Device>& devices,
+                         const v1::Agent* agent);  // agent: nullptr when none registered.
+std::string DescribeDevice(const v1::Device& device, const std::vector<v1::Onic>& onics);
+std::string DescribeOnic(const v1::Onic& onic, const std::vector<v1::Circuit>& circuits);
+std::string DescribeAllocation(const v1::Allocation& allocation, absl::Time now);
+
+}  // namespace fleet::cli
+
+#endif  // FLEET_CONTROLLER_CLI_OUTPUT_H_

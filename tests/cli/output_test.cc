@@ -1,0 +1,255 @@
+#include "controller/cli/output.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_split.h"
+
+namespace fleet::cli {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::vector<std::string> Lines(const std::string& text) {
+  return absl::StrSplit(text, '\n', absl::SkipEmpty());
+}
+
+TEST(TableTest, AlignsColumnsTwoSpacesApartWithUpperCaseHeader) {
+  Table table({"id", "model", "cluster"});
+  table.AddRow({"ocs1", "polatis-7000-384x384", "gen1"});
+  table.AddRow({"ocs10", "p", "gen2"});
+  EXPECT_EQ(table.Render(),
+            "ID     MODEL                 CLUSTER\n"
+            "ocs1   polatis-7000-384x384  gen1\n"
+            "ocs10  p                     gen2\n");
+}
+
+TEST(TableTest, ShowsDashForEmptyAndMissingCells) {
+  Table table({"id", "host", "chassis"});
+  table.AddRow({"gpu3", "", "jbog1"});
+  table.AddRow({"gpu4"});
+  EXPECT_EQ(table.Render(),
+            "ID    HOST  CHASSIS\n"
+            "gpu3  -     jbog1\n"
+            "gpu4  -     -\n");
+}
+
+TEST(TableTest, NoLineEndsInSpaces) {
+  Table table({"a", "longer-header"});
+  table.AddRow({"a-very-long-cell", "x"});
+  for (const std::string& line : Lines(table.Render())) {
+    EXPECT_NE(line.back(), ' ') << "'" << line << "'";
+  }
+}
+
+TEST(TableTest, CountsMultiByteArrowAsOneColumn) {
+  Table table({"port1", "admin"});
+  table.AddRow({"ocs1/1→ocs1/385", "enabled"});
+  // "ocs1/1→ocs1/385" is 15 columns wide (17 bytes); ADMIN starts two columns after it.
+  EXPECT_EQ(table.Render(),
+            "PORT1            ADMIN\n"
+            "ocs1/1→ocs1/385  enabled\n");
+}
+
+TEST(TableTest, ShowsNewlineInsideCellAsSpace) {
+  Table table({"message"});
+  table.AddRow({"first\nsecond"});
+  EXPECT_EQ(table.Render(), "MESSAGE\nfirst second\n");
+}
+
+TEST(TableTest, EmptyUntilARowIsAdded) {
+  Table table({"id"});
+  EXPECT_TRUE(table.empty());
+  table.AddRow({"x"});
+  EXPECT_FALSE(table.empty());
+}
+
+TEST(DescriptionTest, AlignsValuesAndIndentsListItems) {
+  Description d;
+  d.Field("ID", "s1c0-n0");
+  d.Field("Serial", "");
+  d.List("Ports", {"port 1\nfiber detail", "port 2"});
+  d.List("Circuits", {});
+  EXPECT_EQ(d.Render(),
+            "ID:        s1c0-n0\n"
+            "Serial:    -\n"
+            "Ports:\n"
+            "  port 1\n"
+            "    fiber detail\n"
+            "  port 2\n"
+            "Circuits:  (none)\n");
+}
+
+TEST(JsonTest, UsesProtoFieldNamesAndLeavesOutDefaults) {
+  v1::ListSwitchesResponse response;
+  v1::Switch* sw = response.add_switches();
+  sw->set_id("ocs1");
+  sw->set_ingress_ports(384);
+  sw->set_protocol(v1::SWITCH_PROTOCOL_TL1);
+  absl::StatusOr<std::string> json = ToJson(response);
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_THAT(*json, HasSubstr("\"switches\": ["));
+  EXPECT_THAT(*json, HasSubstr("\"ingress_ports\": 384"));
+  EXPECT_THAT(*json, HasSubstr("\"protocol\": \"SWITCH_PROTOCOL_TL1\""));
+  EXPECT_THAT(*json, Not(HasSubstr("egress_ports")));
+  EXPECT_EQ(json->back(), '\n');
+  EXPECT_NE(json->at(json->size() - 2), '\n');
+}
+
+TEST(YamlTest, PrintsTheJsonAsBlockYaml) {
+  v1::ListSwitchesResponse response;
+  v1::Switch* sw = response.add_switches();
+  sw->set_id("ocs1");
+  sw->set_ingress_ports(384);
+  sw->add_trunk_reserved_ports(289);
+  sw->add_trunk_reserved_ports(290);
+  absl::StatusOr<std::string> yaml = ToYaml(response);
+  ASSERT_TRUE(yaml.ok()) << yaml.status();
+  EXPECT_EQ(*yaml,
+            "switches:\n"
+            "  - id: ocs1\n"
+            "    ingress_ports: 384\n"
+            "    trunk_reserved_ports:\n"
+            "      - 289\n"
+            "      - 290\n");
+}
+
+TEST(YamlTest, KeepsStringsThatLookLikeOtherTypesQuoted) {
+  v1::Host host;
+  host.set_name("123");
+  host.set_address("true");
+  host.set_cluster("gen1");
+  absl::StatusOr<std::string> yaml = ToYaml(host);
+  ASSERT_TRUE(yaml.ok()) << yaml.status();
+  EXPECT_THAT(*yaml, HasSubstr("name: \"123\""));
+  EXPECT_THAT(*yaml, HasSubstr("address: \"true\""));
+  EXPECT_THAT(*yaml, HasSubstr("cluster: gen1"));
+}
+
+TEST(YamlTest, EnumsAppearAsProtoJsonNames) {
+  v1::Host host;
+  host.set_admin_state(v1::ADMIN_STATE_DRAINED);
+  absl::StatusOr<std::string> yaml = ToYaml(host);
+  ASSERT_TRUE(yaml.ok()) << yaml.status();
+  EXPECT_EQ(*yaml, "admin_state: ADMIN_STATE_DRAINED\n");
+}
+
+TEST(FormatTest, AgeUsesTheLargestWholeUnit) {
+  EXPECT_EQ(FormatAge(absl::Seconds(5)), "5s");
+  EXPECT_EQ(FormatAge(absl::Seconds(59)), "59s");
+  EXPECT_EQ(FormatAge(absl::Minutes(3) + absl::Seconds(20)), "3m");
+  EXPECT_EQ(FormatAge(absl::Hours(2) + absl::Minutes(59)), "2h");
+  EXPECT_EQ(FormatAge(absl::Hours(24 * 4 + 3)), "4d");
+  EXPECT_EQ(FormatAge(-absl::Seconds(3)), "0s");  // Clock skew between client and server.
+}
+
+TEST(FormatTest, TimeIsUtcRfc3339AndEmptyWhenUnset) {
+  google::protobuf::Timestamp t;
+  EXPECT_EQ(FormatTime(t), "");
+  t.set_seconds(1'700'000'000);
+  EXPECT_EQ(FormatTime(t), "2023-11-14T22:13:20Z");
+}
+
+TEST(FormatTest, PortRangesFoldRuns) {
+  EXPECT_EQ(PortRanges({}), "");
+  EXPECT_EQ(PortRanges({7}), "7");
+  EXPECT_EQ(PortRanges({1, 2, 3, 7, 9, 10}), "1-3, 7, 9-10");
+}
+
+TEST(FormatTest, WiringNamesTheFiberEnd) {
+  v1::SwitchPort port;
+  EXPECT_EQ(WiringText(port), "");
+  port.set_direction(v1::PORT_DIRECTION_INGRESS);
+  port.mutable_wiring()->mutable_onic_port()->set_onic("s1c0-n0");
+  port.mutable_wiring()->mutable_onic_port()->set_port(1);
+  EXPECT_EQ(WiringText(port), "onic s1c0-n0/1 tx");
+  port.set_direction(v1::PORT_DIRECTION_EGRESS);
+  EXPECT_EQ(WiringText(port), "onic s1c0-n0/1 rx");
+  port.mutable_wiring()->set_trunk("ocs1-ocs2-01");
+  EXPECT_EQ(WiringText(port), "trunk ocs1-ocs2-01");
+}
+
+TEST(TablesTest, SwitchesShowSizeProtocolTextAndReservedCount) {
+  v1::ListSwitchesResponse response;
+  v1::Switch* sw = response.add_switches();
+  sw->set_id("ocs1");
+  sw->set_model("polatis");
+  sw->set_ingress_ports(384);
+  sw->set_egress_ports(384);
+  sw->set_address("192.0.2.10");
+  sw->set_protocol(v1::SWITCH_PROTOCOL_TL1);
+  for (uint32_t p = 289; p <= 292; ++p) sw->add_trunk_reserved_ports(p);
+  EXPECT_EQ(SwitchesTable(response).Render(),
+            "ID    MODEL    SIZE     ADDRESS     PROTOCOL  CLUSTER  RESERVED\n"
+            "ocs1  polatis  384x384  192.0.2.10  tl1       -        4\n");
+}
+
+TEST(TablesTest, OnicsShowEachPortsTxToRxFibers) {
+  v1::ListOnicsResponse response;
+  v1::Onic* onic = response.add_onics();
+  onic->set_id("s1c0-n0");
+  onic->set_device("server1-cpu0");
+  onic->set_admin_state(v1::ADMIN_STATE_ENABLED);
+  for (uint32_t i = 1; i <= 2; ++i) {
+    v1::OnicPort* port = onic->add_ports();
+    port->set_index(i);
+    port->mutable_tx()->set_switch_id("ocs1");
+    port->mutable_tx()->set_port(i);
+    port->mutable_rx()->set_switch_id("ocs1");
+    port->mutable_rx()->set_port(384 + i);
+  }
+  std::vector<std::string> lines = Lines(OnicsTable(response).Render());
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1],
+            "s1c0-n0  server1-cpu0  -     -       -     ocs1/1→ocs1/385  ocs1/2→ocs1/386  enabled");
+}
+
+TEST(TablesTest, AllocationsShowCountsAndAge) {
+  const absl::Time now = absl::FromUnixSeconds(1'700'000'000);
+  v1::ListAllocationsResponse response;
+  v1::Allocation* a = response.add_allocations();
+  a->set_id("a1");
+  a->set_tenant("tenant-a");
+  a->set_state(v1::ALLOCATION_STATE_READY);
+  a->add_members("gpu1");
+  a->add_members("gpu2");
+  a->add_circuits()->set_id("c1");
+  a->mutable_created()->set_seconds(1'700'000'000 - 180);
+  EXPECT_EQ(AllocationsTable(response, now).Render(),
+            "ID  TENANT    NAME  STATE  MEMBERS  CIRCUITS  PHASE  AGE\n"
+            "a1  tenant-a  -     ready  2        1         -      3m\n");
+}
+
+TEST(DescribeTest, AllocationListsMembersCircuitsAndStageTimings) {
+  v1::Allocation a;
+  a.set_id("a1");
+  a.set_state(v1::ALLOCATION_STATE_READY);
+  a.add_members("gpu1");
+  a.add_phases("dp");
+  a.add_phases("tp");
+  a.set_active_phase("tp");
+  v1::Circuit* c = a.add_circuits();
+  c->set_id("c1");
+  c->mutable_source()->set_onic("gpu1-n0");
+  c->mutable_source()->set_port(1);
+  c->mutable_destination()->set_onic("gpu2-n0");
+  c->mutable_destination()->set_port(1);
+  v1::CrossConnect* xc = c->add_cross_connects();
+  xc->set_switch_id("ocs1");
+  xc->set_ingress(1);
+  xc->set_egress(390);
+  c->set_state(v1::CIRCUIT_STATE_ACTIVE);
+  v1::StageTiming* t = a.add_stage_timings();
+  t->set_stage("program");
+  t->mutable_duration()->set_nanos(12'000'000);
+  std::string text = DescribeAllocation(a, absl::FromUnixSeconds(1'700'000'000));
+  EXPECT_THAT(text, HasSubstr("State:"));
+  EXPECT_THAT(text, HasSubstr("  tp (active)\n"));
+  EXPECT_THAT(text, HasSubstr("Members:\n  gpu1\n"));
+  EXPECT_THAT(text, HasSubstr("  c1  gpu1-n0/1 → gpu2-n0/1  via ocs1:1→390  active\n"));
+  EXPECT_THAT(text, HasSubstr("Stage timings:\n  program  12ms\n"));
+}
+
+}  // namespace
+}  // namespace fleet::cli
