@@ -65,13 +65,19 @@ absl::StatusOr<FleetdConfig> ParseFleetdConfig(absl::string_view text,
       int seconds = 0;
       number(&seconds);
       config.shutdown_grace = absl::Seconds(seconds);
+    } else if (key == "agent_heartbeat_ms") {
+      int ms = 0;
+      number(&ms);
+      config.agent_heartbeat = absl::Milliseconds(ms);
     } else if (key == "log_level") {
       config.log_level = text_value;
     } else {
-      problem(entry.first,
-              absl::StrCat("unknown setting '", key,
-                           "'; known: listen_address, grpc_port, metrics_port, state_dir, "
-                           "inventory, switch_credentials, shutdown_grace_seconds, log_level"));
+      problem(
+          entry.first,
+          absl::StrCat("unknown setting '", key,
+                       "'; known: listen_address, grpc_port, metrics_port, state_dir, "
+                       "inventory, switch_credentials, shutdown_grace_seconds, agent_heartbeat_ms, "
+                       "log_level"));
     }
   }
   if (!problems.empty()) {

@@ -19,7 +19,8 @@ struct FleetdConfig {
   std::string inventory;                     // Applied at start when set.
   std::string switch_credentials;            // File with switch credentials; mode 0600.
   absl::Duration shutdown_grace = absl::Seconds(10);
-  std::string log_level = "info";  // debug, info, warning, error.
+  absl::Duration agent_heartbeat = absl::Seconds(1);  // Agents missing 3 in a row are dropped.
+  std::string log_level = "info";                     // debug, info, warning, error.
 };
 
 // Every unknown key, wrong type and out-of-range value is reported, "FILE:LINE: ...".

@@ -16,16 +16,17 @@
 namespace fleet::fleetd {
 namespace {
 
-absl::Status CheckCredentialsFile(const std::string& path) {
+// Reads the switch credentials file, warning when others may read it.
+absl::StatusOr<std::map<std::string, polatis::Credentials>> ReadCredentials(
+    const std::string& path) {
+  if (path.empty()) return std::map<std::string, polatis::Credentials>();
+  ASSIGN_OR_RETURN(auto credentials, polatis::ReadCredentialsFile(path));
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
-    return absl::NotFoundError(absl::StrCat("switch credentials file ", path, " does not exist"));
-  }
-  if (st.st_mode & (S_IRWXG | S_IRWXO)) {
+  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO))) {
     FLEET_LOG(WARNING) << "switch credentials file " << path
                        << " is readable by group or others; chmod 600 it";
   }
-  return absl::OkStatus();
+  return credentials;
 }
 
 }  // namespace
@@ -35,9 +36,7 @@ const char* FleetVersion() { return FLEET_VERSION; }
 absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config,
                                                       const Clock* clock) {
   RETURN_IF_ERROR(ValidateFleetdConfig(config));
-  if (!config.switch_credentials.empty()) {
-    RETURN_IF_ERROR(CheckCredentialsFile(config.switch_credentials));
-  }
+  ASSIGN_OR_RETURN(auto credentials, ReadCredentials(config.switch_credentials));
   std::error_code error;
   std::filesystem::create_directories(config.state_dir, error);
   if (error) {
@@ -50,6 +49,11 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
   ASSIGN_OR_RETURN(d->store_, store::OpenSqliteStore({db_path, clock}));
   FLEET_LOG(INFO) << "state database " << db_path << " open";
   d->applier_ = std::make_unique<inventory::InventoryApplier>(d->store_.get());
+  d->switches_ = std::make_unique<fabric::SwitchRegistry>(
+      [](const polatis::PolatisSwitchOptions& options) {
+        return polatis::NewPolatisSwitch(options);
+      },
+      std::move(credentials), config.switch_credentials);
 
   if (!config.inventory.empty()) {
     ASSIGN_OR_RETURN(v1::Inventory inventory, inventory::ReadInventoryFile(config.inventory));
@@ -82,10 +86,15 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
   d->metrics_address_ = absl::StrCat(
       config.listen_address, ":", metrics_ports.empty() ? config.metrics_port : metrics_ports[0]);
 
-  d->inventory_service_ =
-      std::make_unique<service::InventoryServiceImpl>(d->store_.get(), d->applier_.get());
+  agents::AgentRegistryOptions agent_options;
+  agent_options.heartbeat_interval = config.agent_heartbeat;
+  d->agents_ = std::make_unique<agents::AgentRegistry>(agent_options, d->store_.get());
+  d->agent_service_ = std::make_unique<service::AgentServiceImpl>(d->agents_.get());
+  d->inventory_service_ = std::make_unique<service::InventoryServiceImpl>(
+      d->store_.get(), d->applier_.get(), d->agents_.get());
   d->topology_service_ = std::make_unique<service::TopologyServiceImpl>(d->store_.get());
-  d->admin_service_ = std::make_unique<service::AdminServiceImpl>(d->store_.get(), FLEET_VERSION);
+  d->admin_service_ = std::make_unique<service::AdminServiceImpl>(
+      d->store_.get(), d->switches_.get(), FLEET_VERSION, d->agents_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -99,6 +108,7 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
   builder.RegisterService(d->inventory_service_.get());
   builder.RegisterService(d->topology_service_.get());
   builder.RegisterService(d->admin_service_.get());
+  builder.RegisterService(d->agent_service_.get());
   d->server_ = builder.BuildAndStart();
   if (d->server_ == nullptr || grpc_port == 0) {
     return absl::UnavailableError(absl::StrCat("cannot serve gRPC on ", config.listen_address, ":",
@@ -111,6 +121,8 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
 void Fleetd::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
+  // Agent streams never end on their own: end them first so the server can drain.
+  if (agents_) agents_->Shutdown();
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoSeconds(grace));
   exposer_.reset();
 }

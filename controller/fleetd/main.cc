@@ -20,6 +20,7 @@ int Run(int argc, char** argv) {
   int64_t grpc_port = flags.grpc_port;
   int64_t metrics_port = flags.metrics_port;
   int64_t grace_seconds = absl::ToInt64Seconds(flags.shutdown_grace);
+  int64_t heartbeat_ms = absl::ToInt64Milliseconds(flags.agent_heartbeat);
   bool version = false;
   fleet::FlagSet set("fleetd [--config FILE] [flags]",
                      "The FLEET controller: serves the fleet.v1 API, keeps inventory and circuits\n"
@@ -33,6 +34,8 @@ int Run(int argc, char** argv) {
   set.String("switch-credentials", &flags.switch_credentials,
              "switch credentials file (mode 0600)");
   set.Int("shutdown-grace", &grace_seconds, "seconds running RPCs get to finish on shutdown");
+  set.Int("agent-heartbeat-ms", &heartbeat_ms,
+          "heartbeat interval with agents; three missed ones drop an agent");
   set.String("log-level", &flags.log_level, "debug, info, warning or error");
   set.Bool("version", &version, "print the version and exit");
 
@@ -71,6 +74,7 @@ int Run(int argc, char** argv) {
   if (set.IsSet("inventory")) config.inventory = flags.inventory;
   if (set.IsSet("switch-credentials")) config.switch_credentials = flags.switch_credentials;
   if (set.IsSet("shutdown-grace")) config.shutdown_grace = absl::Seconds(grace_seconds);
+  if (set.IsSet("agent-heartbeat-ms")) config.agent_heartbeat = absl::Milliseconds(heartbeat_ms);
   if (set.IsSet("log-level")) config.log_level = flags.log_level;
 
   static const std::map<std::string, fleet::LogLevel> kLevels = {

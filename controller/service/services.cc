@@ -1,6 +1,7 @@
 #include "controller/service/services.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "controller/base/grpc_status.h"
 
 namespace fleet::service {
@@ -126,6 +127,15 @@ grpc::Status InventoryServiceImpl::DeleteObject(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+grpc::Status InventoryServiceImpl::ListAgents(grpc::ServerContext*, const v1::ListAgentsRequest*,
+                                              v1::ListAgentsResponse* response) {
+  if (agents_ == nullptr) {
+    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this fleetd has no agent registry");
+  }
+  for (v1::Agent& agent : agents_->ListAgents()) *response->add_agents() = std::move(agent);
+  return grpc::Status::OK;
+}
+
 // --- TopologyService (read side) ---
 
 grpc::Status TopologyServiceImpl::GetAllocation(grpc::ServerContext*,
@@ -158,6 +168,24 @@ grpc::Status AdminServiceImpl::Health(grpc::ServerContext*, const v1::HealthRequ
     store->set_state(v1::ComponentHealth::STATE_DOWN);
     store->set_detail(std::string(switches.status().message()));
   }
+  // Each switch is read live: reachable, logged in, and the size inventory expects.
+  if (switches.ok() && switches_ != nullptr) {
+    for (const v1::Switch& sw : *switches) {
+      fabric::SwitchRegistry::Probe probe = switches_->ProbeSwitch(sw);
+      v1::ComponentHealth* c = response->add_components();
+      c->set_name(absl::StrCat("switch/", sw.id()));
+      if (probe.status.ok()) {
+        c->set_state(v1::ComponentHealth::STATE_OK);
+        c->set_detail(probe.description);
+      } else {
+        c->set_state(probe.status.code() == absl::StatusCode::kFailedPrecondition &&
+                             !probe.description.empty()
+                         ? v1::ComponentHealth::STATE_DEGRADED
+                         : v1::ComponentHealth::STATE_DOWN);
+        c->set_detail(std::string(probe.status.message()));
+      }
+    }
+  }
   v1::ComponentHealth::State overall = v1::ComponentHealth::STATE_OK;
   for (const v1::ComponentHealth& c : response->components())
     overall = std::max(overall, c.state());
@@ -174,6 +202,72 @@ grpc::Status AdminServiceImpl::ListEvents(grpc::ServerContext*,
   filter.object_kind = request->object_kind();
   filter.object_id = request->object_id();
   return Fill(store_->ListEvents(filter), response->mutable_events());
+}
+
+absl::StatusOr<v1::LinkState> AdminServiceImpl::LinkCommand(grpc::ServerContext* context,
+                                                            const std::string& onic_id,
+                                                            v1::Command command) {
+  if (agents_ == nullptr) return absl::UnavailableError("this fleetd has no agent registry");
+  absl::StatusOr<v1::Onic> onic = store_->GetOnic(onic_id);
+  if (!onic.ok()) return onic.status();
+  // The caller's deadline bounds the command, at most 30 s.
+  absl::Time deadline = absl::Now() + absl::Seconds(30);
+  if (context->deadline() != std::chrono::system_clock::time_point::max()) {
+    deadline = std::min(deadline, absl::FromChrono(context->deadline()));
+  }
+  absl::StatusOr<v1::CommandResult> result =
+      agents_->SendCommand(onic->serial(), std::move(command), deadline);
+  if (!result.ok()) return result.status();
+  if (result->code() != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(result->code()),
+                        absl::StrCat("O-NIC ", onic_id, ": ", result->message()));
+  }
+  return result->link();
+}
+
+grpc::Status AdminServiceImpl::RetrainLink(grpc::ServerContext* context,
+                                           const v1::RetrainLinkRequest* request,
+                                           v1::LinkState* response) {
+  if (request->port() != 1 && request->port() != 2) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("port must be 1 or 2, not ", request->port()));
+  }
+  absl::StatusOr<v1::Onic> onic = store_->GetOnic(request->onic());
+  if (!onic.ok()) return ToGrpcStatus(onic.status());
+  v1::Command command;
+  v1::RetrainPort* retrain = command.mutable_retrain();
+  retrain->set_onic_serial(onic->serial());
+  retrain->set_port(request->port());
+  // The expected peer is the source of the desired circuit arriving on this port's rx.
+  absl::StatusOr<std::vector<v1::Circuit>> circuits = store_->ListCircuits({});
+  if (!circuits.ok()) return ToGrpcStatus(circuits.status());
+  for (const v1::Circuit& c : *circuits) {
+    if (c.state() == v1::CIRCUIT_STATE_INACTIVE || c.destination().onic() != request->onic() ||
+        c.destination().port() != request->port()) {
+      continue;
+    }
+    absl::StatusOr<v1::Onic> peer = store_->GetOnic(c.source().onic());
+    if (!peer.ok()) return ToGrpcStatus(peer.status());
+    retrain->mutable_expected_peer()->set_onic_serial(peer->serial());
+    retrain->mutable_expected_peer()->set_port(c.source().port());
+  }
+  return Assign(LinkCommand(context, request->onic(), std::move(command)), response);
+}
+
+grpc::Status AdminServiceImpl::GetLinkStatus(grpc::ServerContext* context,
+                                             const v1::GetLinkStatusRequest* request,
+                                             v1::GetLinkStatusResponse* response) {
+  absl::StatusOr<v1::Onic> onic = store_->GetOnic(request->onic());
+  if (!onic.ok()) return ToGrpcStatus(onic.status());
+  for (uint32_t port : {1u, 2u}) {
+    v1::Command command;
+    command.mutable_read_port()->set_onic_serial(onic->serial());
+    command.mutable_read_port()->set_port(port);
+    absl::StatusOr<v1::LinkState> link = LinkCommand(context, request->onic(), std::move(command));
+    if (!link.ok()) return ToGrpcStatus(link.status());
+    *response->add_ports() = std::move(*link);
+  }
+  return grpc::Status::OK;
 }
 
 }  // namespace fleet::service

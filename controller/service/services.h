@@ -8,6 +8,8 @@
 
 #include <string>
 
+#include "controller/agents/agent_registry.h"
+#include "controller/fabric/switch_registry.h"
 #include "controller/inventory/inventory.h"
 #include "controller/store/store.h"
 #include "fleet/v1/admin.grpc.pb.h"
@@ -22,9 +24,11 @@ std::string PrincipalOf(const grpc::ServerContext& context);
 
 class InventoryServiceImpl final : public v1::InventoryService::Service {
  public:
-  // Neither is owned; both must outlive the service.
-  InventoryServiceImpl(store::Store* store, inventory::InventoryApplier* applier)
-      : store_(store), applier_(applier) {}
+  // None is owned; all must outlive the service. `agents` may be null (no agent registry:
+  // ListAgents answers UNIMPLEMENTED).
+  InventoryServiceImpl(store::Store* store, inventory::InventoryApplier* applier,
+                       agents::AgentRegistry* agents = nullptr)
+      : store_(store), applier_(applier), agents_(agents) {}
 
   grpc::Status ListSwitches(grpc::ServerContext*, const v1::ListSwitchesRequest*,
                             v1::ListSwitchesResponse*) override;
@@ -48,10 +52,26 @@ class InventoryServiceImpl final : public v1::InventoryService::Service {
                               v1::ApplyInventoryResponse*) override;
   grpc::Status DeleteObject(grpc::ServerContext*, const v1::DeleteObjectRequest*,
                             v1::DeleteObjectResponse*) override;
+  grpc::Status ListAgents(grpc::ServerContext*, const v1::ListAgentsRequest*,
+                          v1::ListAgentsResponse*) override;
 
  private:
   store::Store* store_;
   inventory::InventoryApplier* applier_;
+  agents::AgentRegistry* agents_;
+};
+
+// The agents' stream, served by the registry.
+class AgentServiceImpl final : public v1::AgentService::Service {
+ public:
+  explicit AgentServiceImpl(agents::AgentRegistry* agents) : agents_(agents) {}
+  grpc::Status Connect(grpc::ServerContext* context,
+                       agents::AgentRegistry::Stream* stream) override {
+    return agents_->Serve(context, stream);
+  }
+
+ private:
+  agents::AgentRegistry* agents_;
 };
 
 // Read side only until the reconfiguration engine lands: GetAllocation, ListAllocations.
@@ -71,15 +91,31 @@ class TopologyServiceImpl final : public v1::TopologyService::Service {
 // Health and the event log; drain, reconcile and links arrive with the engine and agent.
 class AdminServiceImpl final : public v1::AdminService::Service {
  public:
-  AdminServiceImpl(store::Store* store, std::string version)
-      : store_(store), version_(std::move(version)) {}
+  // `switches` and `agents` may be null (no switch is probed, link RPCs are UNAVAILABLE);
+  // none is owned.
+  AdminServiceImpl(store::Store* store, fabric::SwitchRegistry* switches, std::string version,
+                   agents::AgentRegistry* agents = nullptr)
+      : store_(store), switches_(switches), agents_(agents), version_(std::move(version)) {}
 
   grpc::Status Health(grpc::ServerContext*, const v1::HealthRequest*, v1::HealthResponse*) override;
   grpc::Status ListEvents(grpc::ServerContext*, const v1::ListEventsRequest*,
                           v1::ListEventsResponse*) override;
+  // Asks the agent owning the O-NIC to retrain a port, expecting the peer of the desired
+  // circuit that ends on that port (any peer when none does).
+  grpc::Status RetrainLink(grpc::ServerContext*, const v1::RetrainLinkRequest*,
+                           v1::LinkState*) override;
+  grpc::Status GetLinkStatus(grpc::ServerContext*, const v1::GetLinkStatusRequest*,
+                             v1::GetLinkStatusResponse*) override;
 
  private:
+  // Sends one command about O-NIC `onic` (an inventory id) and returns the link state; a
+  // non-OK answer from the agent becomes that status with the agent's message.
+  absl::StatusOr<v1::LinkState> LinkCommand(grpc::ServerContext* context, const std::string& onic,
+                                            v1::Command command);
+
   store::Store* store_;
+  fabric::SwitchRegistry* switches_;
+  agents::AgentRegistry* agents_;
   std::string version_;
 };
 

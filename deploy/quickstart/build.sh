@@ -5,7 +5,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD_DIR=${BUILD_DIR:-build}
-cmake -S . -B "$BUILD_DIR" -G Ninja "$@" > "$BUILD_DIR.configure.log" 2>&1 || {
+# Relative paths in ccache's keys, so a fresh clone elsewhere reuses the cache.
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+# Arguments before --target go to cmake's configure step; --target NAMES limit the build.
+configure=()
+build_targets=()
+while [ $# -gt 0 ]; do
+  if [ "$1" = "--target" ]; then shift; build_targets=("$@"); break; fi
+  configure+=("$1"); shift
+done
+cmake -S . -B "$BUILD_DIR" -G Ninja "${configure[@]}" > "$BUILD_DIR.configure.log" 2>&1 || {
   cat "$BUILD_DIR.configure.log"; exit 1; }
 rm -f "$BUILD_DIR.configure.log"
-cmake --build "$BUILD_DIR" -j "$(nproc)"
+if [ ${#build_targets[@]} -gt 0 ]; then
+  cmake --build "$BUILD_DIR" -j "$(nproc)" --target "${build_targets[@]}"
+else
+  cmake --build "$BUILD_DIR" -j "$(nproc)"
+fi

@@ -21,4 +21,6 @@ if [ "${FLEET_SKIP_SANITIZE:-0}" != "1" ]; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j "$(nproc)" --timeout 600
 fi
+echo "== fuzz"
+bash deploy/quickstart/fuzz.sh
 echo "== all tests passed in $(( $(date +%s) - start ))s"

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "controller/base/clock.h"
+#include "switch_adapters/fake_optical_switch.h"
 
 namespace fleet::service {
 namespace {
@@ -28,7 +29,16 @@ class ServicesTest : public ::testing::Test {
     applier_ = std::make_unique<inventory::InventoryApplier>(store_.get());
     inventory_ = std::make_unique<InventoryServiceImpl>(store_.get(), applier_.get());
     topology_ = std::make_unique<TopologyServiceImpl>(store_.get());
-    admin_ = std::make_unique<AdminServiceImpl>(store_.get(), "9.9.9");
+    // Switches are in-memory fakes; the test keeps a handle on the last one built.
+    switches_ = std::make_unique<fabric::SwitchRegistry>(
+        [this](const polatis::PolatisSwitchOptions& options) {
+          auto fake = std::make_unique<switches::FakeOpticalSwitch>(fake_size_, fake_size_);
+          last_fake_ = fake.get();
+          built_for_.push_back(options.name + "@" + options.host);
+          return fake;
+        },
+        std::map<std::string, polatis::Credentials>{{"ocs1", {"admin", "root"}}}, "creds.yaml");
+    admin_ = std::make_unique<AdminServiceImpl>(store_.get(), switches_.get(), "9.9.9");
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -69,6 +79,10 @@ class ServicesTest : public ::testing::Test {
   std::unique_ptr<inventory::InventoryApplier> applier_;
   std::unique_ptr<InventoryServiceImpl> inventory_;
   std::unique_ptr<TopologyServiceImpl> topology_;
+  uint32_t fake_size_ = 384;
+  switches::FakeOpticalSwitch* last_fake_ = nullptr;
+  std::vector<std::string> built_for_;
+  std::unique_ptr<fabric::SwitchRegistry> switches_;
   std::unique_ptr<AdminServiceImpl> admin_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<v1::InventoryService::Stub> inventory_stub_;
@@ -256,6 +270,50 @@ TEST_F(ServicesTest, RpcsOfLaterPartsAnswerUnimplemented) {
   v1::ListAgentsResponse agents;
   EXPECT_EQ(inventory_stub_->ListAgents(Context().get(), {}, &agents).error_code(),
             grpc::StatusCode::UNIMPLEMENTED);
+}
+
+TEST_F(ServicesTest, HealthProbesEverySwitch) {
+  ApplyGen1();
+  v1::HealthResponse health;
+  ASSERT_TRUE(admin_stub_->Health(Context().get(), {}, &health).ok());
+  ASSERT_THAT(health.components(), SizeIs(2));
+  EXPECT_EQ(health.components(1).name(), "switch/ocs1");
+  EXPECT_EQ(health.components(1).state(), v1::ComponentHealth::STATE_OK);
+  EXPECT_THAT(health.components(1).detail(), HasSubstr("0 cross-connects"));
+  EXPECT_THAT(built_for_, ::testing::ElementsAre("ocs1@192.0.2.10"));
+
+  last_fake_->SetUnreachable(absl::UnavailableError("cannot connect to switch at 192.0.2.10"));
+  ASSERT_TRUE(admin_stub_->Health(Context().get(), {}, &health).ok());
+  EXPECT_EQ(health.overall(), v1::ComponentHealth::STATE_DOWN);
+  EXPECT_EQ(health.components(1).state(), v1::ComponentHealth::STATE_DOWN);
+  EXPECT_THAT(health.components(1).detail(), HasSubstr("cannot connect"));
+  EXPECT_THAT(built_for_, SizeIs(1));  // The same driver is reused.
+}
+
+TEST_F(ServicesTest, HealthFlagsASwitchOfTheWrongSizeAndOneWithoutCredentials) {
+  fake_size_ = 16;
+  ApplyGen1();
+  v1::ApplyInventoryRequest second;
+  v1::Switch* sw = second.mutable_inventory()->add_switches();
+  sw->set_id("ocs2");
+  sw->set_model("polatis");
+  sw->set_ingress_ports(16);
+  sw->set_egress_ports(16);
+  sw->set_address("192.0.2.11");
+  sw->set_protocol(v1::SWITCH_PROTOCOL_REST);
+  v1::ApplyInventoryResponse applied;
+  ASSERT_TRUE(inventory_stub_->ApplyInventory(Context().get(), second, &applied).ok());
+
+  v1::HealthResponse health;
+  ASSERT_TRUE(admin_stub_->Health(Context().get(), {}, &health).ok());
+  ASSERT_THAT(health.components(), SizeIs(3));
+  EXPECT_EQ(health.components(1).state(), v1::ComponentHealth::STATE_DEGRADED);
+  EXPECT_THAT(health.components(1).detail(),
+              HasSubstr("reports 16x16 ports but inventory says 384x384"));
+  EXPECT_EQ(health.components(2).name(), "switch/ocs2");
+  EXPECT_EQ(health.components(2).state(), v1::ComponentHealth::STATE_DOWN);
+  EXPECT_THAT(health.components(2).detail(),
+              HasSubstr("no credentials for switch ocs2 in creds.yaml"));
 }
 
 TEST_F(ServicesTest, HealthReportsTheStoreAndVersion) {

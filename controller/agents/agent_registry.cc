@@ -1,0 +1,334 @@
+#include "controller/agents/agent_registry.h"
+
+#include <google/protobuf/util/time_util.h>
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "controller/base/log.h"
+
+namespace fleet::agents {
+namespace {
+
+void SetTime(absl::Time t, google::protobuf::Timestamp* out) {
+  const int64_t us = absl::ToUnixMicros(t);
+  out->set_seconds(us / 1'000'000);
+  out->set_nanos(static_cast<int32_t>((us % 1'000'000) * 1000));
+}
+
+}  // namespace
+
+AgentRegistry::AgentRegistry(AgentRegistryOptions options, store::Store* store)
+    : options_(options), store_(store), heartbeats_([this] { HeartbeatLoop(); }) {}
+
+AgentRegistry::~AgentRegistry() {
+  Shutdown();
+  heartbeats_.join();
+}
+
+void AgentRegistry::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  shutting_down_ = true;
+  for (auto& [id, session] : sessions_) {
+    session.closing = true;
+    session.context->TryCancel();
+  }
+  changed_.SignalAll();
+}
+
+void AgentRegistry::AppendEvent(const std::string& kind, const std::string& host,
+                                v1::EventSeverity severity, const std::string& message) {
+  v1::Event event;
+  event.set_kind(kind);
+  event.set_object_kind("agent");
+  event.set_object_id(host);
+  event.set_severity(severity);
+  event.set_message(message);
+  event.set_principal(absl::StrCat("agent:", host));
+  if (absl::Status s = store_->AppendEvent(event); !s.ok()) {
+    FLEET_LOG(ERROR) << "cannot record event " << kind << " for agent " << host << ": " << s;
+  }
+}
+
+std::vector<std::string> AgentRegistry::Mismatches(const v1::RegisterAgent& reg) {
+  std::vector<std::string> out;
+  if (!store_->GetHost(reg.host()).ok()) {
+    out.push_back(absl::StrCat("host ", reg.host(), " is not in inventory"));
+  }
+  absl::StatusOr<std::vector<v1::Onic>> all = store_->ListOnics({});
+  if (!all.ok()) {
+    out.push_back(absl::StrCat("inventory could not be read: ", all.status().message()));
+    return out;
+  }
+  std::map<std::string, const v1::Onic*> by_serial;
+  for (const v1::Onic& o : *all) by_serial[o.serial()] = &o;
+  std::set<std::string> reported;
+  for (const v1::AgentOnic& onic : reg.onics()) {
+    reported.insert(onic.serial());
+    auto it = by_serial.find(onic.serial());
+    if (it == by_serial.end()) {
+      out.push_back(absl::StrCat("O-NIC serial ", onic.serial(), " is not in inventory"));
+      continue;
+    }
+    const v1::Onic& known = *it->second;
+    if (known.host() != reg.host()) {
+      out.push_back(absl::StrCat("O-NIC ", known.id(), " (serial ", onic.serial(), ") is on host '",
+                                 known.host(), "' in inventory"));
+    }
+    if (!onic.pcie_address().empty() && !known.pcie_address().empty() &&
+        onic.pcie_address() != known.pcie_address()) {
+      out.push_back(absl::StrCat("O-NIC ", known.id(), ": agent reports PCIe ", onic.pcie_address(),
+                                 ", inventory says ", known.pcie_address()));
+    }
+  }
+  for (const v1::Onic& o : *all) {
+    if (o.host() == reg.host() && !reported.contains(o.serial())) {
+      out.push_back(absl::StrCat("O-NIC ", o.id(), " (serial ", o.serial(),
+                                 ") is in inventory but was not reported"));
+    }
+  }
+  return out;
+}
+
+void AgentRegistry::Enqueue(Session& session, v1::ControllerMessage message) {
+  if (session.closing) return;
+  if (session.outbox.size() >= options_.max_queued_messages) {
+    // A stream this far behind is stuck: drop it; the agent reconnects.
+    session.closing = true;
+    session.context->TryCancel();
+    return;
+  }
+  session.outbox.push_back(std::move(message));
+  changed_.SignalAll();
+}
+
+bool AgentRegistry::EndSession(uint64_t session_id, absl::string_view why) {
+  auto it = sessions_.find(session_id);
+  if (it == sessions_.end()) return false;
+  Session& session = it->second;
+  session.closing = true;
+  session.context->TryCancel();
+  changed_.SignalAll();
+  auto current = current_.find(session.host);
+  if (current == current_.end() || current->second != session_id) return false;
+  current_.erase(current);
+  v1::Agent& agent = agents_[session.host];
+  agent.set_connected(false);
+  for (auto& [id, pending] : pending_) {
+    if (pending->host == session.host && !pending->result) {
+      pending->failure =
+          absl::UnavailableError(absl::StrCat("agent on host ", session.host, " went away: ", why));
+    }
+  }
+  return true;
+}
+
+grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream) {
+  v1::AgentMessage first;
+  if (!stream->Read(&first)) {
+    return grpc::Status(grpc::StatusCode::CANCELLED, "stream closed before register");
+  }
+  if (!first.has_register_()) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "the first message on AgentService.Connect must be register");
+  }
+  const v1::RegisterAgent reg = first.register_();
+  if (reg.host().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "register.host is empty");
+  }
+  const std::string host = reg.host();
+  const std::vector<std::string> mismatches = Mismatches(reg);
+
+  uint64_t session_id = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "fleetd is stopping");
+    if (auto old = current_.find(host); old != current_.end()) {
+      EndSession(old->second, "replaced by a new connection");
+    }
+    session_id = next_session_++;
+    Session& session = sessions_[session_id];
+    session.host = host;
+    session.context = context;
+    session.last_heartbeat = absl::Now();
+    current_[host] = session_id;
+
+    v1::Agent& agent = agents_[host];
+    agent.set_host(host);
+    agent.set_backend(reg.backend());
+    agent.set_software_version(reg.software_version());
+    agent.clear_onic_serials();
+    for (const v1::AgentOnic& onic : reg.onics()) {
+      agent.add_onic_serials(onic.serial());
+      owner_[onic.serial()] = host;
+    }
+    agent.set_connected(true);
+    SetTime(absl::Now(), agent.mutable_connected_since());
+    SetTime(absl::Now(), agent.mutable_last_heartbeat());
+    agent.clear_inventory_mismatches();
+    for (const std::string& m : mismatches) agent.add_inventory_mismatches(m);
+
+    v1::ControllerMessage registered;
+    *registered.mutable_registered()->mutable_heartbeat_interval() =
+        google::protobuf::util::TimeUtil::MillisecondsToDuration(
+            absl::ToInt64Milliseconds(options_.heartbeat_interval));
+    Enqueue(session, std::move(registered));
+  }
+  AppendEvent("agent.connected", host, v1::EVENT_SEVERITY_INFO,
+              absl::StrCat("agent on host ", host, " connected (", reg.backend(), " backend, ",
+                           reg.onics_size(), " O-NICs, version ", reg.software_version(), ")"));
+  if (!mismatches.empty()) {
+    AppendEvent("agent.inventory_mismatch", host, v1::EVENT_SEVERITY_ALARM,
+                absl::StrCat("agent on host ", host,
+                             " disagrees with inventory: ", absl::StrJoin(mismatches, "; ")));
+  }
+
+  // The writer sends what others queue; the reader (this thread) handles what arrives.
+  std::thread writer([this, stream, session_id] {
+    while (true) {
+      std::vector<v1::ControllerMessage> batch;
+      {
+        absl::MutexLock lock(&mu_);
+        Session& session = sessions_[session_id];
+        while (session.outbox.empty() && !session.closing) changed_.Wait(&mu_);
+        if (session.closing) return;
+        batch.swap(session.outbox);
+      }
+      for (const v1::ControllerMessage& message : batch) {
+        if (!stream->Write(message)) {
+          absl::MutexLock lock(&mu_);
+          EndSession(session_id, "write failed");
+          return;
+        }
+      }
+    }
+  });
+
+  v1::AgentMessage message;
+  std::string why = "stream ended";
+  while (stream->Read(&message)) {
+    absl::MutexLock lock(&mu_);
+    auto current = current_.find(host);
+    if (current == current_.end() || current->second != session_id) {
+      why = "replaced";
+      break;
+    }
+    switch (message.message_case()) {
+      case v1::AgentMessage::kHeartbeat:
+        sessions_[session_id].last_heartbeat = absl::Now();
+        SetTime(absl::Now(), agents_[host].mutable_last_heartbeat());
+        break;
+      case v1::AgentMessage::kResult: {
+        auto it = pending_.find(message.result().command_id());
+        if (it != pending_.end() && it->second->host == host && !it->second->result) {
+          it->second->result = message.result();
+          changed_.SignalAll();
+        }
+        break;
+      }
+      case v1::AgentMessage::kLinkChange:
+        FLEET_LOG(INFO) << "agent " << host << ": O-NIC " << message.link_change().onic_serial()
+                        << " port " << message.link_change().port() << " is now "
+                        << v1::LinkStatus_Name(message.link_change().status()) << " "
+                        << message.link_change().detail();
+        break;
+      default:
+        FLEET_LOG(WARNING) << "agent " << host << ": ignoring unexpected message "
+                           << message.message_case();
+    }
+  }
+  bool was_current = false;
+  {
+    absl::MutexLock lock(&mu_);
+    was_current = EndSession(session_id, why);
+  }
+  writer.join();
+  {
+    absl::MutexLock lock(&mu_);
+    sessions_.erase(session_id);
+  }
+  if (was_current) {
+    AppendEvent("agent.disconnected", host, v1::EVENT_SEVERITY_WARNING,
+                absl::StrCat("agent on host ", host, " disconnected: ", why));
+  }
+  return grpc::Status::OK;
+}
+
+void AgentRegistry::HeartbeatLoop() {
+  absl::MutexLock lock(&mu_);
+  uint64_t sequence = 0;
+  absl::Time next = absl::Now() + options_.heartbeat_interval;
+  while (!shutting_down_) {
+    // The condition variable is shared: wake-ups for other reasons must not send early beats.
+    while (!shutting_down_ && absl::Now() < next) changed_.WaitWithDeadline(&mu_, next);
+    if (shutting_down_) break;
+    const absl::Time now = absl::Now();
+    next = now + options_.heartbeat_interval;
+    const absl::Duration limit = options_.heartbeat_interval * options_.missed_heartbeats;
+    std::vector<std::pair<uint64_t, std::string>> dead;
+    for (auto& [host, id] : current_) {
+      Session& session = sessions_[id];
+      if (now - session.last_heartbeat > limit) {
+        dead.emplace_back(id, host);
+        continue;
+      }
+      v1::ControllerMessage beat;
+      beat.mutable_heartbeat()->set_sequence(++sequence);
+      SetTime(now, beat.mutable_heartbeat()->mutable_sent());
+      Enqueue(session, std::move(beat));
+    }
+    for (const auto& [id, host] : dead) {
+      FLEET_LOG(WARNING) << "agent on host " << host << " missed " << options_.missed_heartbeats
+                         << " heartbeats; dropping it";
+      EndSession(id, "missed heartbeats");
+    }
+  }
+}
+
+absl::StatusOr<v1::CommandResult> AgentRegistry::SendCommand(const std::string& onic_serial,
+                                                             v1::Command command,
+                                                             absl::Time deadline) {
+  auto pending = std::make_shared<Pending>();
+  std::string id;
+  {
+    absl::MutexLock lock(&mu_);
+    auto owner = owner_.find(onic_serial);
+    if (owner == owner_.end()) {
+      return absl::UnavailableError(
+          absl::StrCat("no agent has reported O-NIC serial ", onic_serial));
+    }
+    auto current = current_.find(owner->second);
+    if (current == current_.end()) {
+      return absl::UnavailableError(absl::StrCat("the agent of host ", owner->second, " (O-NIC ",
+                                                 onic_serial, ") is not connected"));
+    }
+    if (command.id().empty()) command.set_id(absl::StrCat("c", next_command_++));
+    SetTime(deadline, command.mutable_deadline());
+    id = command.id();
+    pending->host = owner->second;
+    pending->command = command;
+    pending_[id] = pending;
+    v1::ControllerMessage message;
+    *message.mutable_command() = command;
+    Enqueue(sessions_[current->second], std::move(message));
+    while (!pending->result && pending->failure.ok() && absl::Now() < deadline) {
+      changed_.WaitWithDeadline(&mu_, deadline);
+    }
+    pending_.erase(id);
+  }
+  if (pending->result) return *pending->result;
+  if (!pending->failure.ok()) return pending->failure;
+  return absl::DeadlineExceededError(absl::StrCat("command ", id, " to the agent of host ",
+                                                  pending->host, " got no answer in time"));
+}
+
+std::vector<v1::Agent> AgentRegistry::ListAgents() {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::Agent> out;
+  for (const auto& [host, agent] : agents_) out.push_back(agent);
+  return out;
+}
+
+}  // namespace fleet::agents

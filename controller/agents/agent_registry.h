@@ -1,0 +1,113 @@
+// fleetd's side of the O-NIC agents: every connected agent's stream, its liveness, what it
+// reported, and commands to it.
+//
+// Each agent holds one AgentService.Connect stream (see proto/fleet/v1/agent.proto for the
+// protocol). The registry:
+// - accepts a stream only after its `register` message, compares the host and O-NIC serials
+//   with inventory and, when they differ, accepts the agent but appends an ALARM event that
+//   says what differs;
+// - replaces an older stream of the same host (an agent that reconnected);
+// - sends heartbeats every interval and drops an agent whose heartbeats stop for
+//   `missed_heartbeats` intervals (its stream is cancelled, its commands fail UNAVAILABLE);
+// - routes a command to the agent that reported the O-NIC's serial and waits for the
+//   answer until the command's deadline. No connected owner, or an owner that goes away
+//   while the command waits → UNAVAILABLE at once. A caller that retries may reuse the
+//   command id: the agent runs each id once and answers a repeat from its record.
+#ifndef FLEET_CONTROLLER_AGENTS_AGENT_REGISTRY_H_
+#define FLEET_CONTROLLER_AGENTS_AGENT_REGISTRY_H_
+
+#include <grpcpp/server_context.h>
+#include <grpcpp/support/sync_stream.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "controller/store/store.h"
+#include "fleet/v1/agent.grpc.pb.h"
+#include "fleet/v1/inventory.pb.h"
+
+namespace fleet::agents {
+
+struct AgentRegistryOptions {
+  absl::Duration heartbeat_interval = absl::Seconds(1);
+  int missed_heartbeats = 3;
+  size_t max_queued_messages = 1024;  // Per agent; a stuck stream is dropped past this.
+};
+
+class AgentRegistry {
+ public:
+  using Stream = grpc::ServerReaderWriter<v1::ControllerMessage, v1::AgentMessage>;
+
+  // `store` (for inventory and events) is not owned.
+  AgentRegistry(AgentRegistryOptions options, store::Store* store);
+  ~AgentRegistry();  // Stops the heartbeat thread; call Shutdown first to end streams.
+
+  // Serves one agent's stream until it ends, is replaced, or misses heartbeats. Called from
+  // AgentService.Connect; blocks that RPC's thread, as the sync API intends.
+  grpc::Status Serve(grpc::ServerContext* context, Stream* stream);
+
+  // Sends `command` to the agent that owns O-NIC
+  // `onic_serial` and waits for the answer. An empty id is filled in; the deadline is set.
+  // UNAVAILABLE when no connected agent owns it or the agent goes away; DEADLINE_EXCEEDED past
+  // `deadline`. A result whose code is not OK is returned as a CommandResult, not as an error: the
+  // caller reads code and link.
+  absl::StatusOr<v1::CommandResult> SendCommand(const std::string& onic_serial, v1::Command command,
+                                                absl::Time deadline);
+
+  // Every agent seen since start, connected or not, by host.
+  std::vector<v1::Agent> ListAgents();
+
+  // Cancels every stream (for shutdown) and refuses new ones.
+  void Shutdown();
+
+ private:
+  struct Pending {
+    std::string host;
+    v1::Command command;
+    std::optional<v1::CommandResult> result;
+    absl::Status failure;  // Set when the agent went away.
+  };
+  struct Session {
+    std::string host;
+    grpc::ServerContext* context = nullptr;
+    std::vector<v1::ControllerMessage> outbox;
+    bool closing = false;  // Replaced, dead or shutting down: the writer stops.
+    absl::Time last_heartbeat;
+  };
+
+  void HeartbeatLoop();
+  // What an agent reports that disagrees with inventory; empty when it agrees.
+  std::vector<std::string> Mismatches(const v1::RegisterAgent& reg);
+  void Enqueue(Session& session, v1::ControllerMessage message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Closes a session; if it is its host's current one, the agent is marked disconnected and
+  // its waiting commands fail. Returns true when it was current.
+  bool EndSession(uint64_t session_id, absl::string_view why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AppendEvent(const std::string& kind, const std::string& host, v1::EventSeverity severity,
+                   const std::string& message);
+
+  const AgentRegistryOptions options_;
+  store::Store* const store_;
+
+  absl::Mutex mu_;
+  absl::CondVar changed_;  // Signalled on every change a waiter may wait for.
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_command_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<std::string, v1::Agent> agents_ ABSL_GUARDED_BY(mu_);   // By host.
+  std::map<uint64_t, Session> sessions_ ABSL_GUARDED_BY(mu_);      // Open streams, by id.
+  std::map<std::string, uint64_t> current_ ABSL_GUARDED_BY(mu_);   // Host → its session.
+  std::map<std::string, std::string> owner_ ABSL_GUARDED_BY(mu_);  // Serial → host.
+  std::map<std::string, std::shared_ptr<Pending>> pending_ ABSL_GUARDED_BY(mu_);  // By id.
+  std::thread heartbeats_;
+};
+
+}  // namespace fleet::agents
+
+#endif  // FLEET_CONTROLLER_AGENTS_AGENT_REGISTRY_H_

@@ -1,0 +1,54 @@
+// An in-memory optical switch with the full OpticalSwitch contract, for tests of the code
+// above the interface (engine, reconciler). Stateful, not scripted: it holds cross-connects
+// and shutters, and can be told to fail.
+#ifndef FLEET_SWITCH_ADAPTERS_FAKE_OPTICAL_SWITCH_H_
+#define FLEET_SWITCH_ADAPTERS_FAKE_OPTICAL_SWITCH_H_
+
+#include <map>
+#include <set>
+
+#include "absl/synchronization/mutex.h"
+#include "switch_adapters/optical_switch.h"
+
+namespace fleet::switches {
+
+class FakeOpticalSwitch : public OpticalSwitch {
+ public:
+  FakeOpticalSwitch(uint32_t ingress_ports, uint32_t egress_ports);
+
+  absl::StatusOr<SwitchIdentity> Identity() override;
+  absl::StatusOr<std::vector<CrossConnect>> ReadCrossConnects() override;
+  absl::StatusOr<std::vector<PortState>> ReadPorts() override;
+  absl::StatusOr<std::vector<PortPower>> ReadPower(const std::vector<uint32_t>& ports) override;
+  absl::Status SetShutters(const std::vector<uint32_t>& ports, bool open) override;
+  ApplyResult Apply(const CrossConnectBatch& batch) override;
+
+  // --- Test controls ---
+  // Every call fails with `status` until cleared with OkStatus().
+  void SetUnreachable(absl::Status status);
+  // The next Apply makes only its first `changes` changes (removes, then adds) and fails.
+  void FailNextApplyAfter(int changes);
+  // Makes a cross-connect behind the controller's back (drift).
+  void ForceCrossConnect(CrossConnect x);
+  void SetPortFailed(uint32_t port, bool failed);
+  // Changes made since construction (each cross-connect made or removed counts one).
+  int changes() const;
+
+ private:
+  absl::Status CheckReachable() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<CrossConnect> SortedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const uint32_t ingress_ports_;
+  const uint32_t egress_ports_;
+  mutable absl::Mutex mu_;
+  std::map<uint32_t, uint32_t> by_ingress_ ABSL_GUARDED_BY(mu_);
+  std::set<uint32_t> closed_ ABSL_GUARDED_BY(mu_);
+  std::set<uint32_t> failed_ ABSL_GUARDED_BY(mu_);
+  absl::Status unreachable_ ABSL_GUARDED_BY(mu_);
+  int fail_after_ ABSL_GUARDED_BY(mu_) = -1;
+  int changes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace fleet::switches
+
+#endif  // FLEET_SWITCH_ADAPTERS_FAKE_OPTICAL_SWITCH_H_

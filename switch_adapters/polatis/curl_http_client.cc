@@ -1,0 +1,78 @@
+#include <curl/curl.h>
+
+#include "absl/strings/str_cat.h"
+#include "switch_adapters/polatis/http_client.h"
+
+namespace fleet::polatis {
+namespace {
+
+size_t Collect(char* data, size_t size, size_t count, void* out) {
+  static_cast<std::string*>(out)->append(data, size * count);
+  return size * count;
+}
+
+class CurlHttpClient : public HttpClient {
+ public:
+  explicit CurlHttpClient(const CurlHttpClientOptions& options)
+      : options_(options), curl_(curl_easy_init()) {
+    headers_ = curl_slist_append(headers_, "Content-Type: application/yang-data+json");
+    headers_ = curl_slist_append(headers_, "Accept: application/yang-data+json");
+  }
+  ~CurlHttpClient() override {
+    curl_slist_free_all(headers_);
+    if (curl_) curl_easy_cleanup(curl_);
+  }
+
+  absl::StatusOr<HttpResponse> Send(const std::string& method, const std::string& path,
+                                    const std::string& body) override {
+    if (curl_ == nullptr) return absl::InternalError("libcurl could not be initialized");
+    ++requests_;
+    const std::string url = options_.base_url + path;
+    HttpResponse response;
+    // Options are set afresh for every request; the handle keeps the connection cache.
+    curl_easy_setopt(curl_, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(curl_, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
+    curl_easy_setopt(curl_, CURLOPT_USERNAME, options_.user.c_str());
+    curl_easy_setopt(curl_, CURLOPT_PASSWORD, options_.password.c_str());
+    curl_easy_setopt(curl_, CURLOPT_HTTPHEADER, headers_);
+    curl_easy_setopt(curl_, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl_, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(curl_, CURLOPT_CONNECTTIMEOUT_MS,
+                     static_cast<long>(absl::ToInt64Milliseconds(options_.connect_timeout)));
+    curl_easy_setopt(curl_, CURLOPT_TIMEOUT_MS,
+                     static_cast<long>(absl::ToInt64Milliseconds(options_.request_timeout)));
+    if (method == "GET" || method == "DELETE") {
+      // HTTPGET resets a previous request's body; DELETE then renames the verb.
+      curl_easy_setopt(curl_, CURLOPT_HTTPGET, 1L);
+      curl_easy_setopt(curl_, CURLOPT_CUSTOMREQUEST, method == "GET" ? nullptr : "DELETE");
+    } else {
+      curl_easy_setopt(curl_, CURLOPT_POSTFIELDS, body.c_str());
+      curl_easy_setopt(curl_, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+      curl_easy_setopt(curl_, CURLOPT_CUSTOMREQUEST, method.c_str());
+    }
+    curl_easy_setopt(curl_, CURLOPT_WRITEFUNCTION, Collect);
+    curl_easy_setopt(curl_, CURLOPT_WRITEDATA, &response.body);
+    CURLcode rc = curl_easy_perform(curl_);
+    if (rc != CURLE_OK) {
+      return absl::UnavailableError(absl::StrCat(method, " ", url, ": ", curl_easy_strerror(rc)));
+    }
+    curl_easy_getinfo(curl_, CURLINFO_RESPONSE_CODE, &response.status);
+    return response;
+  }
+
+  int requests_sent() const override { return requests_; }
+
+ private:
+  const CurlHttpClientOptions options_;
+  CURL* curl_;
+  curl_slist* headers_ = nullptr;
+  int requests_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<HttpClient> NewCurlHttpClient(const CurlHttpClientOptions& options) {
+  return std::make_unique<CurlHttpClient>(options);
+}
+
+}  // namespace fleet::polatis

@@ -1,0 +1,86 @@
+// polatis-emu's HTTP resources: the RESTCONF-style switch API under /api/data (Basic auth)
+// and the simulation side-channel under /sim/v1 (no auth), as docs/polatis-emulator.md
+// specifies. Request in, response out: RestServer does the HTTP plumbing.
+#ifndef FLEET_SWITCH_ADAPTERS_POLATIS_EMULATOR_REST_API_H_
+#define FLEET_SWITCH_ADAPTERS_POLATIS_EMULATOR_REST_API_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "controller/base/clock.h"
+#include "nlohmann/json.hpp"
+#include "switch_adapters/polatis/emulator/switch_model.h"
+
+namespace fleet::polatis_emu {
+
+// Which name the cross-connect list has: YANG revisions before 2017-08-04 call it `pairs`.
+enum class YangRevision { kCurrent, kLegacy };
+
+struct RestApiOptions {
+  std::string user = "admin";
+  std::string password = "root";
+  YangRevision yang_revision = YangRevision::kCurrent;
+  SwitchIdentity identity;
+};
+
+struct HttpRequest {
+  std::string method;         // "GET", "PUT", ...
+  std::string path;           // URL-decoded, without the query string
+  std::string authorization;  // the Authorization header, "" if absent
+  std::string body;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type;
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;  // beyond the content headers
+  // POST /sim/v1/faults/drop-connections: the server closes every connection once this
+  // response has been sent.
+  bool drop_connections = false;
+};
+
+class RestApi {
+ public:
+  // `model` and `clock` are not owned. `wait` delays answers (settling, injected latency).
+  RestApi(const RestApiOptions& options, SwitchModel* model, const Clock* clock, Waiter wait);
+
+  // Thread-safe: the server calls it from many worker threads.
+  HttpResponse Handle(const HttpRequest& request);
+
+ private:
+  HttpResponse Api(const HttpRequest& request, absl::string_view resource);
+  HttpResponse Simulation(const HttpRequest& request, absl::string_view path);
+  bool Authorized(absl::string_view header) const;
+
+  HttpResponse GetCrossConnects();
+  HttpResponse PatchCrossConnects(const nlohmann::ordered_json& body);
+  HttpResponse GetPair(int ingress);
+  HttpResponse PutPair(int ingress, const nlohmann::ordered_json& body);
+  HttpResponse DeletePair(int ingress);
+  HttpResponse GetPortConfig();
+  HttpResponse PatchPortConfig(const nlohmann::ordered_json& body);
+  HttpResponse GetOpmPower();
+  HttpResponse GetProductInformation();
+
+  HttpResponse PutFaults(const nlohmann::ordered_json& body);
+  HttpResponse PutPort(int port, const nlohmann::ordered_json& body);
+  HttpResponse PutSignal(int ingress, const nlohmann::ordered_json& body);
+  HttpResponse GetLight(int egress);
+  HttpResponse GetCounters();
+
+  // Answers after the cross-connects made settle (the switch answers after moving beams).
+  void WaitUntil(absl::Time settled_at);
+
+  const RestApiOptions options_;
+  const std::string list_name_;  // "pair" or "pairs"
+  SwitchModel* const model_;
+  const Clock* const clock_;
+  const Waiter wait_;
+};
+
+}  // namespace fleet::polatis_emu
+
+#endif  // FLEET_SWITCH_ADAPTERS_POLATIS_EMULATOR_REST_API_H_

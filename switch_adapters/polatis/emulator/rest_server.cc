@@ -1,0 +1,201 @@
+#include "switch_adapters/polatis/emulator/rest_server.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#include "absl/base/call_once.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "civetweb.h"
+#include "controller/base/log.h"
+
+namespace fleet::polatis_emu {
+namespace {
+
+// Larger bodies are refused; the biggest real one (a 384-pair PATCH) is about 15 KB.
+constexpr size_t kMaxBodyBytes = 1 << 20;
+
+// The local port of `fd` if it is a connected IPv4/IPv6 TCP socket, else 0.
+int ConnectedLocalPort(int fd) {
+  sockaddr_storage local{}, peer{};
+  socklen_t local_len = sizeof local, peer_len = sizeof peer;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0) return 0;
+  // A listening socket has no peer: this keeps the listener open.
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) return 0;
+  if (local.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&local)->sin_port);
+  if (local.ss_family == AF_INET6) {
+    return ntohs(reinterpret_cast<sockaddr_in6*>(&local)->sin6_port);
+  }
+  return 0;
+}
+
+}  // namespace
+
+RestServer::RestServer(const RestServerOptions& options, SwitchModel* model, const Clock* clock)
+    : options_(options), api_(options.api, model, clock, [this](absl::Duration d) {
+        stopping_.WaitForNotificationWithTimeout(d);
+      }) {}
+
+absl::StatusOr<std::unique_ptr<RestServer>> RestServer::Start(const RestServerOptions& options,
+                                                              SwitchModel* model,
+                                                              const Clock* clock) {
+  in_addr ignored;
+  if (options.port < 0 || options.port > 65535 ||
+      inet_pton(AF_INET, options.listen_address.c_str(), &ignored) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("REST listen address ", options.listen_address,
+                                                   ":", options.port, " is not IPv4:PORT"));
+  }
+  static absl::once_flag library_once;
+  absl::call_once(library_once, [] { mg_init_library(0); });
+
+  std::unique_ptr<RestServer> server(new RestServer(options, model, clock));
+  const std::string listening = absl::StrCat(options.listen_address, ":", options.port);
+  const std::string threads = absl::StrCat(options.threads);
+  // Name/value pairs, as civetweb takes them.
+  const char* config[] = {"listening_ports", listening.c_str(),  //
+                          "num_threads", threads.c_str(),        //
+                          "enable_keep_alive", "yes",            //
+                          // Long enough for a client's connection pool to reuse its connections.
+                          "keep_alive_timeout_ms", "15000",  //
+                          "request_timeout_ms", "30000",     //
+                          // Small answers, each awaited: do not let Nagle delay them.
+                          "tcp_nodelay", "1",  //
+                          nullptr};
+  mg_callbacks callbacks{};
+  callbacks.log_message = [](const mg_connection*, const char* message) {
+    FLEET_LOG(WARNING) << "civetweb: " << message;
+    return 1;
+  };
+  mg_init_data init{&callbacks, server.get(), config};
+  char error_text[256] = "";
+  unsigned error_code = 0;
+  mg_error_data error{&error_code, error_text, sizeof error_text};
+  server->context_ = mg_start2(&init, &error);
+  if (server->context_ == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve HTTP on ", listening, ": ", error_text));
+  }
+  mg_set_request_handler(server->context_, "/", &RestServer::HandleRequest, server.get());
+  mg_server_port ports[4];
+  if (mg_get_server_ports(server->context_, 4, ports) < 1) {
+    return absl::InternalError("civetweb reports no listening port");
+  }
+  server->port_ = ports[0].port;
+  return server;
+}
+
+RestServer::~RestServer() { Stop(); }
+
+int RestServer::HandleRequest(mg_connection* connection, void* self) {
+  return static_cast<RestServer*>(self)->Serve(connection);
+}
+
+int RestServer::Serve(mg_connection* connection) {
+  const mg_request_info* info = mg_get_request_info(connection);
+  HttpRequest request;
+  request.method = info->request_method ? info->request_method : "";
+  request.path = info->local_uri ? info->local_uri : "/";
+  if (const char* auth = mg_get_header(connection, "Authorization")) request.authorization = auth;
+  char chunk[8192];
+  int n;
+  while ((n = mg_read(connection, chunk, sizeof chunk)) > 0) {
+    request.body.append(chunk, static_cast<size_t>(n));
+    if (request.body.size() > kMaxBodyBytes) break;
+  }
+
+  HttpResponse response;
+  if (request.body.size() > kMaxBodyBytes) {
+    response.status = 413;
+    mg_disable_connection_keep_alive(connection);  // the rest of the body is not wanted
+  } else {
+    response = api_.Handle(request);
+  }
+  if (response.drop_connections) mg_disable_connection_keep_alive(connection);
+
+  const std::string length = absl::StrCat(response.body.size());
+  mg_response_header_start(connection, response.status);
+  if (!response.content_type.empty()) {
+    mg_response_header_add(connection, "Content-Type", response.content_type.c_str(), -1);
+  }
+  mg_response_header_add(connection, "Content-Length", length.c_str(), -1);
+  for (const auto& [name, value] : response.headers) {
+    mg_response_header_add(connection, name.c_str(), value.c_str(), -1);
+  }
+  mg_response_header_send(connection);
+  if (!response.body.empty()) mg_write(connection, response.body.data(), response.body.size());
+
+  // After the answer is on the wire, so the caller gets its 204 before its connection goes.
+  if (response.drop_connections) {
+    if (options_.drop_connections) {
+      options_.drop_connections();
+    } else {
+      DropConnections();
+    }
+  }
+  return response.status;
+}
+
+void RestServer::DropConnections() {
+  if (port_ == 0) return;
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) {
+    FLEET_LOG(ERROR) << "REST: cannot list /proc/self/fd; connections not dropped";
+    return;
+  }
+  std::vector<int> fds;
+  while (dirent* entry = readdir(dir)) {
+    int fd;
+    if (absl::SimpleAtoi(entry->d_name, &fd) && fd != dirfd(dir)) fds.push_back(fd);
+  }
+  closedir(dir);
+  int dropped = 0;
+  for (int fd : fds) {
+    // Checked right before the shutdown: a descriptor closed and reused in between would
+    // have to be another accepted connection to this port, which is dropped just as well.
+    if (ConnectedLocalPort(fd) == port_ && shutdown(fd, SHUT_RDWR) == 0) ++dropped;
+  }
+  FLEET_LOG(INFO) << "REST: dropped " << dropped << " connections";
+}
+
+void RestServer::Stop() {
+  absl::MutexLock lock(&stop_mu_);
+  if (context_ == nullptr) return;
+  if (!stopping_.HasBeenNotified()) stopping_.Notify();
+  DropConnections();
+  // civetweb's accept thread notices mg_stop only between polls of its listener, which time
+  // out after 2 s; a connection attempt ends the poll at once. Keep knocking until mg_stop
+  // returns, so stopping takes milliseconds, not seconds.
+  std::atomic<bool> stopped{false};
+  std::thread knocker([this, &stopped] {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port_));
+    const std::string host =
+        options_.listen_address == "0.0.0.0" ? "127.0.0.1" : options_.listen_address;
+    inet_pton(AF_INET, host.c_str(), &addr.sin_addr);
+    while (!stopped.load()) {
+      int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (fd >= 0) {
+        connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+        close(fd);
+      }
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+  });
+  mg_stop(context_);
+  stopped.store(true);
+  knocker.join();
+  context_ = nullptr;
+}
+
+}  // namespace fleet::polatis_emu

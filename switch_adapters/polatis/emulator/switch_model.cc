@@ -1,0 +1,542 @@
+#include "switch_adapters/polatis/emulator/switch_model.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "controller/base/log.h"
+#include "nlohmann/json.hpp"
+
+namespace fleet::polatis_emu {
+namespace {
+
+constexpr int kMaxSide = 4096;
+constexpr char kStateFormat[] = "polatis-emu-state/1";
+
+// Readings carry two decimals, like the switch's OPM; below the floor nothing is measurable.
+double RoundPower(double dbm) {
+  double rounded = std::round(dbm * 100.0) / 100.0;
+  if (rounded <= kNoLightDbm) return kNoLightDbm;
+  return rounded == 0.0 ? 0.0 : rounded;  // never "-0.00"
+}
+
+absl::Status InvalidPort(int64_t port) {
+  return absl::InvalidArgumentError(absl::StrCat("Invalid OXC port: ", port));
+}
+
+absl::Status PortInUse(int port) {
+  return absl::FailedPreconditionError(absl::StrCat("Port in use: ", port));
+}
+
+}  // namespace
+
+std::string SwitchSize::ToString() const { return absl::StrCat(ingress, "x", egress); }
+
+absl::StatusOr<SwitchSize> ParseSwitchSize(absl::string_view text) {
+  std::vector<absl::string_view> sides = absl::StrSplit(absl::AsciiStrToLower(text), 'x');
+  SwitchSize size;
+  if (sides.size() != 2 || !absl::SimpleAtoi(sides[0], &size.ingress) ||
+      !absl::SimpleAtoi(sides[1], &size.egress) || size.ingress < 1 || size.egress < 1 ||
+      size.ingress > kMaxSide || size.egress > kMaxSide) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("switch size '", text, "' must be NxM with N and M between 1 and ", kMaxSide));
+  }
+  return size;
+}
+
+SwitchIdentity MakeSwitchIdentity(const SwitchSize& size, absl::string_view sid) {
+  // FNV-1a: a stable serial per SID, so two emulators started with different --sid differ.
+  uint32_t hash = 2166136261u;
+  for (unsigned char c : sid) {
+    hash ^= c;
+    hash *= 16777619u;
+  }
+  return SwitchIdentity{
+      .manufacturer = "Polatis",
+      .model_name = absl::StrCat("N-VST-", size.ToString(), "-EMU"),
+      .serial_number = absl::StrFormat("EMU%08X", hash),
+      .software_version = "7.4.0-EMU",
+  };
+}
+
+absl::string_view PortStatusName(PortStatus status) {
+  switch (status) {
+    case PortStatus::kEnabled:
+      return "ENABLED";
+    case PortStatus::kDisabled:
+      return "DISABLED";
+    case PortStatus::kFailed:
+      return "FAILED";
+  }
+  return "UNKNOWN";
+}
+
+absl::StatusOr<std::unique_ptr<SwitchModel>> SwitchModel::Create(const SwitchModelOptions& options,
+                                                                 const Clock* clock) {
+  if (options.size.ingress < 1 || options.size.egress < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("switch size ", options.size.ToString(), " has an empty side"));
+  }
+  if (options.switch_time < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("switch time must not be negative");
+  }
+  if (!std::isfinite(options.insertion_loss_db) || options.insertion_loss_db < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("insertion loss ", options.insertion_loss_db, " dB must be >= 0"));
+  }
+  std::unique_ptr<SwitchModel> model(new SwitchModel(options, clock));
+  if (!options.state_file.empty()) {
+    absl::MutexLock lock(&model->mu_);
+    if (absl::Status s = model->LoadState(); !s.ok()) return s;
+    if (absl::Status s = model->SaveState(model->config_); !s.ok()) return s;
+    model->counters_.cross_connects = static_cast<int64_t>(model->config_.by_ingress.size());
+  }
+  return model;
+}
+
+absl::Status SwitchModel::CheckPort(int64_t port) const {
+  return options_.size.IsPort(port) ? absl::OkStatus() : InvalidPort(port);
+}
+
+// --- State file ------------------------------------------------------------------------
+
+absl::Status SwitchModel::LoadState() {
+  const std::string& path = options_.state_file;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return absl::OkStatus();  // first start
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in) return absl::DataLossError(absl::StrCat("cannot read state file ", path));
+
+  auto bad = [&](absl::string_view why) {
+    return absl::DataLossError(absl::StrCat("state file ", path, ": ", why));
+  };
+  Config config;
+  // nlohmann reports type and key errors by exception; they stay inside this function.
+  try {
+    nlohmann::json json = nlohmann::json::parse(text.str());
+    if (!json.is_object()) return bad("not a JSON object");
+    if (json.value("format", "") != kStateFormat) {
+      return bad(absl::StrCat("format is not ", kStateFormat));
+    }
+    const std::string size = json.value("size", "");
+    if (size != options_.size.ToString()) {
+      return absl::FailedPreconditionError(absl::StrCat("state file ", path, " is for a ", size,
+                                                        " switch, not ", options_.size.ToString()));
+    }
+    if (!json.at("cross_connects").is_array() || !json.at("closed_shutters").is_array()) {
+      return bad("cross_connects and closed_shutters must be arrays");
+    }
+    for (const nlohmann::json& pair : json.at("cross_connects")) {
+      const int64_t ingress = pair.at("ingress").get<int64_t>();
+      const int64_t egress = pair.at("egress").get<int64_t>();
+      if (!options_.size.IsIngress(ingress) || !options_.size.IsEgress(egress) ||
+          config.by_ingress.contains(static_cast<int>(ingress)) ||
+          config.by_egress.contains(static_cast<int>(egress))) {
+        return bad(absl::StrCat("cross-connect ", ingress, ",", egress, " is invalid"));
+      }
+      Apply(config, {static_cast<int>(ingress), static_cast<int>(egress)}, absl::InfinitePast());
+    }
+    for (const nlohmann::json& port : json.at("closed_shutters")) {
+      if (!options_.size.IsPort(port.get<int64_t>())) {
+        return bad(absl::StrCat("closed shutter on invalid port ", port.dump()));
+      }
+      config.closed_shutters.insert(port.get<int>());
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return bad(e.what());
+  }
+  config_ = std::move(config);
+  FLEET_LOG(INFO) << "restored " << config_.by_ingress.size() << " cross-connects and "
+                  << config_.closed_shutters.size() << " closed shutters from " << path;
+  return absl::OkStatus();
+}
+
+absl::Status SwitchModel::SaveState(const Config& config) const {
+  if (options_.state_file.empty()) return absl::OkStatus();
+  nlohmann::json pairs = nlohmann::json::array();
+  for (const auto& [ingress, patch] : config.by_ingress) {
+    pairs.push_back({{"ingress", ingress}, {"egress", patch.egress}});
+  }
+  nlohmann::json json = {{"format", kStateFormat},
+                         {"size", options_.size.ToString()},
+                         {"cross_connects", pairs},
+                         {"closed_shutters", config.closed_shutters}};
+  // Written next to the target and renamed over it, so a reader (or a restart after a
+  // kill) sees the old file or the new one, never half of one. No fsync: the file has to
+  // survive the emulator being killed, not the machine losing power.
+  const std::string temp = options_.state_file + ".tmp";
+  {
+    std::ofstream out(temp, std::ios::trunc);
+    out << json.dump(1) << "\n";
+    out.close();
+    if (!out) {
+      return absl::InternalError(absl::StrCat("cannot write state file ", temp));
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(temp, options_.state_file, ec);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("cannot rename ", temp, " to ", options_.state_file, ": ", ec.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SwitchModel::Commit(Config next, int changed) {
+  if (changed == 0 && next.closed_shutters == config_.closed_shutters) return absl::OkStatus();
+  if (absl::Status s = SaveState(next); !s.ok()) {
+    FLEET_LOG(ERROR) << "change refused: " << s.message();
+    return s;
+  }
+  config_ = std::move(next);
+  counters_.cross_connects_changed += changed;
+  counters_.cross_connects = static_cast<int64_t>(config_.by_ingress.size());
+  return absl::OkStatus();
+}
+
+// --- Cross-connects ----------------------------------------------------------------------
+
+int SwitchModel::Apply(Config& config, const CrossConnect& pair, absl::Time settled_at) {
+  auto current = config.by_ingress.find(pair.ingress);
+  if (current != config.by_ingress.end() && current->second.egress == pair.egress) return 0;
+  int changed = 0;
+  if (current != config.by_ingress.end()) {
+    config.by_egress.erase(current->second.egress);
+    config.by_ingress.erase(current);
+    ++changed;
+  }
+  if (auto holder = config.by_egress.find(pair.egress); holder != config.by_egress.end()) {
+    config.by_ingress.erase(holder->second);
+    config.by_egress.erase(holder);
+    ++changed;
+  }
+  config.by_ingress[pair.ingress] = Patch{pair.egress, settled_at};
+  config.by_egress[pair.egress] = pair.ingress;
+  return changed + 1;
+}
+
+absl::StatusOr<ChangeResult> SwitchModel::Connect(const std::vector<CrossConnect>& pairs,
+                                                  ConnectMode mode) {
+  absl::MutexLock lock(&mu_);
+  // Checks run over the whole batch before anything changes: all-or-nothing.
+  for (const CrossConnect& pair : pairs) {
+    if (!options_.size.IsIngress(pair.ingress)) return InvalidPort(pair.ingress);
+    if (!options_.size.IsEgress(pair.egress)) return InvalidPort(pair.egress);
+  }
+  std::set<int> batch_ingress, batch_egress;
+  for (const CrossConnect& pair : pairs) {
+    if (!batch_ingress.insert(pair.ingress).second) return PortInUse(pair.ingress);
+    if (!batch_egress.insert(pair.egress).second) return PortInUse(pair.egress);
+  }
+  for (const CrossConnect& pair : pairs) {
+    auto current = config_.by_ingress.find(pair.ingress);
+    auto holder = config_.by_egress.find(pair.egress);
+    const bool egress_taken = holder != config_.by_egress.end() && holder->second != pair.ingress;
+    if (mode == ConnectMode::kRefuseInUse) {
+      if (current != config_.by_ingress.end() && current->second.egress != pair.egress) {
+        return PortInUse(pair.ingress);
+      }
+      if (egress_taken) return PortInUse(pair.egress);
+    } else if (egress_taken && !batch_ingress.contains(holder->second)) {
+      return PortInUse(pair.egress);
+    }
+  }
+
+  const absl::Time settled_at = clock_->Now() + options_.switch_time;
+  size_t count = pairs.size();
+  std::optional<int64_t> fail_after;
+  if (pairs.size() > 1 && faults_.fail_bulk_after.has_value()) {
+    fail_after = faults_.fail_bulk_after;
+    faults_.fail_bulk_after.reset();  // one-shot: the next bulk command only
+    count = static_cast<size_t>(std::min<int64_t>(*fail_after, count));
+  }
+  ChangeResult result;
+  Config next = config_;
+  for (size_t i = 0; i < count; ++i) {
+    if (!config_.by_ingress.contains(pairs[i].ingress)) ++result.created;
+    int changed = Apply(next, pairs[i], settled_at);
+    result.changed += changed;
+    if (changed > 0) result.settled_at = settled_at;
+  }
+  if (absl::Status s = Commit(std::move(next), result.changed); !s.ok()) return s;
+  if (fail_after.has_value()) {
+    return absl::AbortedError(absl::StrCat("Operation failed after ", count, " of ", pairs.size()));
+  }
+  return result;
+}
+
+absl::StatusOr<ChangeResult> SwitchModel::Disconnect(const std::vector<int>& ports) {
+  absl::MutexLock lock(&mu_);
+  for (int port : ports) {
+    if (absl::Status s = CheckPort(port); !s.ok()) return s;
+  }
+  ChangeResult result;
+  Config next = config_;
+  for (int port : ports) {
+    int ingress = port;
+    if (options_.size.IsEgress(port)) {
+      auto holder = next.by_egress.find(port);
+      if (holder == next.by_egress.end()) continue;
+      ingress = holder->second;
+    }
+    auto patch = next.by_ingress.find(ingress);
+    if (patch == next.by_ingress.end()) continue;
+    next.by_egress.erase(patch->second.egress);
+    next.by_ingress.erase(patch);
+    ++result.changed;
+  }
+  if (absl::Status s = Commit(std::move(next), result.changed); !s.ok()) return s;
+  return result;
+}
+
+absl::StatusOr<ChangeResult> SwitchModel::DisconnectAll() {
+  absl::MutexLock lock(&mu_);
+  ChangeResult result;
+  Config next = config_;
+  result.changed = static_cast<int>(next.by_ingress.size());
+  next.by_ingress.clear();
+  next.by_egress.clear();
+  if (absl::Status s = Commit(std::move(next), result.changed); !s.ok()) return s;
+  return result;
+}
+
+std::vector<CrossConnect> SwitchModel::CrossConnects() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<CrossConnect> out;
+  out.reserve(config_.by_ingress.size());
+  for (const auto& [ingress, patch] : config_.by_ingress) out.push_back({ingress, patch.egress});
+  return out;
+}
+
+std::optional<int> SwitchModel::EgressOf(int ingress) const {
+  absl::MutexLock lock(&mu_);
+  auto it = config_.by_ingress.find(ingress);
+  if (it == config_.by_ingress.end()) return std::nullopt;
+  return it->second.egress;
+}
+
+// --- Shutters and readings ---------------------------------------------------------------
+
+absl::Status SwitchModel::SetShutters(const std::vector<std::pair<int, bool>>& ports) {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [port, open] : ports) {
+    if (absl::Status s = CheckPort(port); !s.ok()) return s;
+  }
+  Config next = config_;
+  for (const auto& [port, open] : ports) {
+    if (open) {
+      next.closed_shutters.erase(port);
+    } else {
+      next.closed_shutters.insert(port);
+    }
+  }
+  return Commit(std::move(next), 0);
+}
+
+double SwitchModel::DropOf(int port) const {
+  auto it = power_drops_.find(port);
+  return it == power_drops_.end() ? 0.0 : it->second;
+}
+
+Light SwitchModel::LightLocked(int egress, absl::Time now) const {
+  auto holder = config_.by_egress.find(egress);
+  if (holder == config_.by_egress.end()) return Light{};
+  const int ingress = holder->second;
+  const Patch& patch = config_.by_ingress.at(ingress);
+  auto signal = signals_.find(ingress);
+  if (signal == signals_.end() || now < patch.settled_at ||
+      config_.closed_shutters.contains(ingress) || config_.closed_shutters.contains(egress) ||
+      failed_ports_.contains(ingress) || failed_ports_.contains(egress)) {
+    return Light{};
+  }
+  return Light{signal->second.name,
+               RoundPower(signal->second.launch_dbm - options_.insertion_loss_db - DropOf(ingress) -
+                          DropOf(egress))};
+}
+
+double SwitchModel::PowerLocked(int port, absl::Time now) const {
+  if (options_.size.IsEgress(port)) return LightLocked(port, now).power_dbm;
+  // An ingress monitor reads the light entering the fiber, ahead of the shutter; a FAILED
+  // port gives no reading.
+  auto signal = signals_.find(port);
+  if (signal == signals_.end() || failed_ports_.contains(port)) return kNoLightDbm;
+  return RoundPower(signal->second.launch_dbm - DropOf(port));
+}
+
+PortReading SwitchModel::ReadLocked(int port, absl::Time now) const {
+  PortReading reading;
+  reading.port = port;
+  reading.shutter_open = !config_.closed_shutters.contains(port);
+  reading.status = failed_ports_.contains(port) ? PortStatus::kFailed
+                   : reading.shutter_open       ? PortStatus::kEnabled
+                                                : PortStatus::kDisabled;
+  reading.power_dbm = PowerLocked(port, now);
+  return reading;
+}
+
+std::vector<PortReading> SwitchModel::ReadPorts(const std::vector<int>& ports) const {
+  const absl::Time now = clock_->Now();
+  absl::MutexLock lock(&mu_);
+  std::vector<PortReading> out;
+  out.reserve(ports.size());
+  for (int port : ports) {
+    if (options_.size.IsPort(port)) out.push_back(ReadLocked(port, now));
+  }
+  return out;
+}
+
+std::vector<PortReading> SwitchModel::ReadAllPorts() const {
+  std::vector<int> ports(static_cast<size_t>(options_.size.ports()));
+  for (size_t i = 0; i < ports.size(); ++i) ports[i] = static_cast<int>(i) + 1;
+  return ReadPorts(ports);
+}
+
+// --- Light --------------------------------------------------------------------------------
+
+absl::Status SwitchModel::SetSignal(int ingress, std::string name, double launch_dbm) {
+  if (!options_.size.IsIngress(ingress)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("port ", ingress, " is not an ingress port (1..", options_.size.ingress, ")"));
+  }
+  if (!std::isfinite(launch_dbm)) {
+    return absl::InvalidArgumentError("power_dbm must be a finite number");
+  }
+  absl::MutexLock lock(&mu_);
+  signals_[ingress] = Signal{std::move(name), launch_dbm};
+  return absl::OkStatus();
+}
+
+absl::Status SwitchModel::ClearSignal(int ingress) {
+  if (!options_.size.IsIngress(ingress)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("port ", ingress, " is not an ingress port (1..", options_.size.ingress, ")"));
+  }
+  absl::MutexLock lock(&mu_);
+  signals_.erase(ingress);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Light> SwitchModel::LightAt(int egress) const {
+  if (!options_.size.IsEgress(egress)) {
+    return absl::InvalidArgumentError(absl::StrCat("port ", egress, " is not an egress port (",
+                                                   options_.size.ingress + 1, "..",
+                                                   options_.size.ports(), ")"));
+  }
+  const absl::Time now = clock_->Now();
+  absl::MutexLock lock(&mu_);
+  return LightLocked(egress, now);
+}
+
+// --- Port faults ----------------------------------------------------------------------------
+
+absl::Status SwitchModel::SetPortFailed(int port, bool failed) {
+  if (absl::Status s = CheckPort(port); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  if (failed) {
+    failed_ports_.insert(port);
+  } else {
+    failed_ports_.erase(port);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SwitchModel::SetPowerDrop(int port, double drop_db) {
+  if (absl::Status s = CheckPort(port); !s.ok()) return s;
+  if (!std::isfinite(drop_db) || drop_db < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("power_drop_db ", drop_db, " must be a number >= 0"));
+  }
+  absl::MutexLock lock(&mu_);
+  if (drop_db == 0) {
+    power_drops_.erase(port);
+  } else {
+    power_drops_[port] = drop_db;
+  }
+  return absl::OkStatus();
+}
+
+std::vector<Alarm> SwitchModel::Alarms() const {
+  absl::MutexLock lock(&mu_);
+  std::set<int> ports(failed_ports_.begin(), failed_ports_.end());
+  for (const auto& [port, drop] : power_drops_) ports.insert(port);
+  std::vector<Alarm> out;
+  for (int port : ports) {
+    if (failed_ports_.contains(port)) out.push_back({port, Alarm::Kind::kPortFailed});
+    if (power_drops_.contains(port)) out.push_back({port, Alarm::Kind::kLowPower});
+  }
+  return out;
+}
+
+// --- Faults and counters --------------------------------------------------------------------
+
+FaultSettings SwitchModel::UpdateFaults(const FaultUpdate& update) {
+  absl::MutexLock lock(&mu_);
+  if (update.deny_next) faults_.deny_next = *update.deny_next;
+  if (update.latency) faults_.latency = *update.latency;
+  if (update.fail_bulk_after) faults_.fail_bulk_after = *update.fail_bulk_after;
+  if (update.expire_sessions) ++session_epoch_;
+  return faults_;
+}
+
+FaultSettings SwitchModel::faults() const {
+  absl::MutexLock lock(&mu_);
+  return faults_;
+}
+
+bool SwitchModel::TakeDenial() {
+  absl::MutexLock lock(&mu_);
+  if (faults_.deny_next <= 0) return false;
+  --faults_.deny_next;
+  return true;
+}
+
+void SwitchModel::ClearFaults() {
+  absl::MutexLock lock(&mu_);
+  faults_ = FaultSettings{};
+  failed_ports_.clear();
+  power_drops_.clear();
+}
+
+uint64_t SwitchModel::session_epoch() const {
+  absl::MutexLock lock(&mu_);
+  return session_epoch_;
+}
+
+void SwitchModel::CountTl1Command() {
+  absl::MutexLock lock(&mu_);
+  ++counters_.tl1_commands;
+  ++counters_.commands;
+}
+
+void SwitchModel::CountRestRequest() {
+  absl::MutexLock lock(&mu_);
+  ++counters_.rest_requests;
+  ++counters_.commands;
+}
+
+void SwitchModel::SessionOpened() {
+  absl::MutexLock lock(&mu_);
+  ++counters_.sessions;
+}
+
+void SwitchModel::SessionClosed() {
+  absl::MutexLock lock(&mu_);
+  --counters_.sessions;
+}
+
+Counters SwitchModel::counters() const {
+  absl::MutexLock lock(&mu_);
+  return counters_;
+}
+
+}  // namespace fleet::polatis_emu

@@ -1,0 +1,42 @@
+// HTTP as a dependency of the REST adapter: one request at a time over a reused connection.
+#ifndef FLEET_SWITCH_ADAPTERS_POLATIS_HTTP_CLIENT_H_
+#define FLEET_SWITCH_ADAPTERS_POLATIS_HTTP_CLIENT_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace fleet::polatis {
+
+struct HttpResponse {
+  long status = 0;
+  std::string body;
+};
+
+class HttpClient {
+ public:
+  virtual ~HttpClient() = default;
+  // `path` is appended to the base URL. Transport failures and timeouts are UNAVAILABLE;
+  // any HTTP status is returned as a response.
+  virtual absl::StatusOr<HttpResponse> Send(const std::string& method, const std::string& path,
+                                            const std::string& body) = 0;
+  virtual int requests_sent() const = 0;
+};
+
+struct CurlHttpClientOptions {
+  std::string base_url;  // e.g. "http://192.0.2.10:8008"
+  std::string user;
+  std::string password;
+  absl::Duration connect_timeout = absl::Seconds(5);
+  absl::Duration request_timeout = absl::Seconds(10);
+};
+
+// libcurl, one easy handle kept for the client's life so the TCP connection is reused;
+// HTTP Basic auth; `Content-Type` and `Accept` are application/yang-data+json.
+std::unique_ptr<HttpClient> NewCurlHttpClient(const CurlHttpClientOptions& options);
+
+}  // namespace fleet::polatis
+
+#endif  // FLEET_SWITCH_ADAPTERS_POLATIS_HTTP_CLIENT_H_

@@ -1,0 +1,292 @@
+// OpticalSwitch over the switch's RESTCONF-style REST API.
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "controller/base/status_macros.h"
+#include "switch_adapters/polatis/http_client.h"
+#include "switch_adapters/polatis/polatis_switch.h"
+
+namespace fleet::polatis {
+namespace {
+
+using nlohmann::json;
+using switches::ApplyResult;
+using switches::CrossConnect;
+using switches::CrossConnectBatch;
+using switches::PortPower;
+using switches::PortState;
+using switches::PortStatus;
+using switches::SwitchIdentity;
+
+constexpr char kCrossConnects[] = "/api/data/optical-switch:cross-connects";
+
+// The RFC 8040 error message of a body, or the body itself when it is not one.
+std::string ErrorMessage(const std::string& body) {
+  json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_object()) {
+    const json* errors = nullptr;
+    if (parsed.contains("ietf-restconf:errors")) errors = &parsed["ietf-restconf:errors"];
+    if (errors && errors->contains("error") && (*errors)["error"].is_array() &&
+        !(*errors)["error"].empty()) {
+      const json& e = (*errors)["error"][0];
+      std::string tag = e.value("error-tag", "");
+      std::string message = e.value("error-message", "");
+      return tag.empty() ? message : absl::StrCat(tag, ": ", message);
+    }
+  }
+  return body.substr(0, 200);
+}
+
+// RESTCONF status → canonical code, by what the caller should do.
+absl::StatusCode CodeFor(long http_status) {
+  switch (http_status) {
+    case 400:
+      return absl::StatusCode::kInvalidArgument;
+    case 401:
+    case 403:
+      return absl::StatusCode::kPermissionDenied;
+    case 404:
+      return absl::StatusCode::kNotFound;
+    case 409:
+      return absl::StatusCode::kFailedPrecondition;
+    case 500:
+    case 502:
+    case 503:
+    case 504:
+      return absl::StatusCode::kUnavailable;
+    default:
+      return absl::StatusCode::kUnknown;
+  }
+}
+
+class RestSwitch : public switches::OpticalSwitch {
+ public:
+  explicit RestSwitch(const PolatisSwitchOptions& options)
+      : options_(options),
+        http_(NewCurlHttpClient(
+            {absl::StrCat("http://", options.host, ":", options.port == 0 ? 8008 : options.port),
+             options.credentials.user, options.credentials.password, options.connect_timeout,
+             options.command_timeout})) {}
+
+  absl::StatusOr<SwitchIdentity> Identity() override {
+    absl::MutexLock lock(&mu_);
+    return IdentityLocked();
+  }
+
+  absl::StatusOr<std::vector<CrossConnect>> ReadCrossConnects() override {
+    absl::MutexLock lock(&mu_);
+    return ReadLocked();
+  }
+
+  absl::StatusOr<std::vector<PortState>> ReadPorts() override {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(json body, Request("GET", "/api/data/optical-switch:port-config", ""));
+    std::vector<PortState> out;
+    for (const json& port : List(body, "optical-switch:port-config", {"port"})) {
+      PortState state;
+      state.port = port.value("port-id", 0u);
+      const std::string status = port.value("status", "ENABLED");
+      state.status = status == "FAILED"     ? PortStatus::kFailed
+                     : status == "DISABLED" ? PortStatus::kDisabled
+                                            : PortStatus::kEnabled;
+      out.push_back(state);
+    }
+    std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.port < b.port; });
+    return out;
+  }
+
+  absl::StatusOr<std::vector<PortPower>> ReadPower(const std::vector<uint32_t>& ports) override {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(json body, Request("GET", "/api/data/optical-switch:opm-power", ""));
+    std::vector<PortPower> out;
+    for (const json& port : List(body, "optical-switch:opm-power", {"port"})) {
+      PortPower power;
+      power.port = port.value("port-id", 0u);
+      power.dbm = port.value("power", PortPower::kNoLight);
+      if (ports.empty() || std::find(ports.begin(), ports.end(), power.port) != ports.end()) {
+        out.push_back(power);
+      }
+    }
+    std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.port < b.port; });
+    return out;
+  }
+
+  absl::Status SetShutters(const std::vector<uint32_t>& ports, bool open) override {
+    absl::MutexLock lock(&mu_);
+    if (ports.empty()) return absl::OkStatus();
+    json list = json::array();
+    for (uint32_t p : ports)
+      list.push_back({{"port-id", p}, {"status", open ? "ENABLED" : "DISABLED"}});
+    json body = {{"optical-switch:port-config", {{"port", list}}}};
+    return Request("PATCH", "/api/data/optical-switch:port-config", body.dump()).status();
+  }
+
+  ApplyResult Apply(const CrossConnectBatch& batch) override {
+    absl::MutexLock lock(&mu_);
+    ApplyResult result;
+    const int before = http_->requests_sent();
+    result.status = ApplyLocked(batch, result);
+    result.commands = http_->requests_sent() - before;
+    return result;
+  }
+
+ private:
+  // Sends a request; a non-2xx answer becomes a status carrying the switch's message.
+  absl::StatusOr<json> Request(const std::string& method, const std::string& path,
+                               const std::string& body) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    absl::StatusOr<HttpResponse> response = http_->Send(method, path, body);
+    if (!response.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("switch ", options_.name, ": ", response.status().message()));
+    }
+    if (response->status < 200 || response->status >= 300) {
+      return absl::Status(
+          CodeFor(response->status),
+          absl::StrCat("switch ", options_.name, " answered ", method, " ", path, " with HTTP ",
+                       response->status, ": ", ErrorMessage(response->body)));
+    }
+    if (response->body.empty()) return json::object();
+    json parsed = json::parse(response->body, nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_discarded()) {
+      return absl::InternalError(absl::StrCat("switch ", options_.name, ": ", method, " ", path,
+                                              " answered with invalid JSON"));
+    }
+    return parsed;
+  }
+
+  // The list under `container` named by the first of `names` present (e.g. "pair", or the
+  // pre-2017 "pairs"); empty when absent.
+  static std::vector<json> List(const json& body, const std::string& container,
+                                std::initializer_list<const char*> names) {
+    const json* inner = &body;
+    if (body.contains(container)) inner = &body[container];
+    for (const char* name : names) {
+      if (inner->contains(name) && (*inner)[name].is_array()) {
+        return (*inner)[name].get<std::vector<json>>();
+      }
+    }
+    return {};
+  }
+
+  absl::StatusOr<SwitchIdentity> IdentityLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (identity_) return *identity_;
+    ASSIGN_OR_RETURN(json body, Request("GET", "/api/data/optical-switch:product-information", ""));
+    const json& info = body.contains("optical-switch:product-information")
+                           ? body["optical-switch:product-information"]
+                           : body;
+    SwitchIdentity id;
+    id.vendor = info.value("manufacturer", "");
+    id.model = info.value("model-name", "");
+    id.serial = info.value("serial-number", "");
+    id.software_version = info.value("software-version", "");
+    // The size is in the model name (N-VST-384x384-...); port-config is the fallback.
+    std::smatch m;
+    static const std::regex kSize("([0-9]+)x([0-9]+)");
+    if (std::regex_search(id.model, m, kSize)) {
+      id.ingress_ports = static_cast<uint32_t>(std::stoul(m[1]));
+      id.egress_ports = static_cast<uint32_t>(std::stoul(m[2]));
+    } else {
+      ASSIGN_OR_RETURN(json ports, Request("GET", "/api/data/optical-switch:port-config", ""));
+      const size_t count = List(ports, "optical-switch:port-config", {"port"}).size();
+      id.ingress_ports = static_cast<uint32_t>(count / 2);
+      id.egress_ports = static_cast<uint32_t>(count - count / 2);
+    }
+    if (id.ingress_ports == 0) {
+      return absl::InternalError(absl::StrCat("switch ", options_.name, ": cannot tell its size"));
+    }
+    identity_ = id;
+    return id;
+  }
+
+  absl::StatusOr<std::vector<CrossConnect>> ReadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ASSIGN_OR_RETURN(json body, Request("GET", kCrossConnects, ""));
+    if (body.contains("optical-switch:cross-connects")) {
+      const json& inner = body["optical-switch:cross-connects"];
+      if (inner.contains("pairs")) list_name_ = "pairs";
+      if (inner.contains("pair")) list_name_ = "pair";
+    }
+    std::vector<CrossConnect> out;
+    for (const json& pair : List(body, "optical-switch:cross-connects", {"pair", "pairs"})) {
+      if (!pair.contains("ingress") || !pair.contains("egress") ||
+          !pair["ingress"].is_number_unsigned() || !pair["egress"].is_number_unsigned()) {
+        return absl::InternalError(
+            absl::StrCat("switch ", options_.name, ": malformed pair ", pair.dump()));
+      }
+      out.push_back({pair["ingress"].get<uint32_t>(), pair["egress"].get<uint32_t>()});
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  absl::Status Remove(const std::vector<CrossConnect>& removes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    // The confirmed REST API has no bulk delete: one DELETE each, over the reused connection.
+    for (const CrossConnect& x : removes) {
+      absl::StatusOr<json> done =
+          Request("DELETE", absl::StrCat(kCrossConnects, "/pair=", x.ingress), "");
+      // Gone already is what we wanted.
+      if (!done.ok() && done.status().code() != absl::StatusCode::kNotFound) return done.status();
+    }
+    return absl::OkStatus();
+  }
+
+  // One PATCH for all adds (all-or-nothing on the switch), or one PUT each when not in bulk
+  // mode. Switches on YANG revisions before 2017-08-04 name the list `pairs`: the name last
+  // seen in a read is used, and a write refused as invalid is tried once with the other name.
+  absl::Status Add(const std::vector<CrossConnect>& adds) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    absl::Status sent = AddAs(adds, list_name_);
+    if (sent.code() == absl::StatusCode::kInvalidArgument) {
+      const std::string other = list_name_ == "pair" ? "pairs" : "pair";
+      if (absl::Status retried = AddAs(adds, other); retried.ok()) {
+        list_name_ = other;
+        return retried;
+      }
+    }
+    return sent;
+  }
+
+  absl::Status AddAs(const std::vector<CrossConnect>& adds, const std::string& list)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!options_.bulk) {
+      for (const CrossConnect& x : adds) {
+        json body = {{list, json::array({{{"ingress", x.ingress}, {"egress", x.egress}}})}};
+        RETURN_IF_ERROR(
+            Request("PUT", absl::StrCat(kCrossConnects, "/pair=", x.ingress), body.dump())
+                .status());
+      }
+      return absl::OkStatus();
+    }
+    json pairs = json::array();
+    for (const CrossConnect& x : adds)
+      pairs.push_back({{"ingress", x.ingress}, {"egress", x.egress}});
+    json body = {{"optical-switch:cross-connects", {{list, pairs}}}};
+    return Request("PATCH", kCrossConnects, body.dump()).status();
+  }
+
+  absl::Status ApplyLocked(const CrossConnectBatch& batch, ApplyResult& result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ASSIGN_OR_RETURN(SwitchIdentity id, IdentityLocked());
+    switches::BatchDriver driver{[this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return ReadLocked(); },
+                                 [this](const std::vector<CrossConnect>& xs)
+                                     ABSL_NO_THREAD_SAFETY_ANALYSIS { return Remove(xs); },
+                                 [this](const std::vector<CrossConnect>& xs)
+                                     ABSL_NO_THREAD_SAFETY_ANALYSIS { return Add(xs); }};
+    return switches::RunApply(batch, id.ingress_ports, id.egress_ports, driver, result);
+  }
+
+  const PolatisSwitchOptions options_;
+  absl::Mutex mu_;
+  std::unique_ptr<HttpClient> http_ ABSL_GUARDED_BY(mu_);
+  std::optional<SwitchIdentity> identity_ ABSL_GUARDED_BY(mu_);
+  std::string list_name_ ABSL_GUARDED_BY(mu_) = "pair";  // Or "pairs" on older switches.
+};
+
+}  // namespace
+
+std::unique_ptr<switches::OpticalSwitch> NewRestSwitch(const PolatisSwitchOptions& options) {
+  return std::make_unique<RestSwitch>(options);
+}
+
+}  // namespace fleet::polatis

@@ -1,0 +1,272 @@
+// The /sim/v1 side-channel over real HTTP against an in-process emulator on port 0: light on
+// fibers, counters, and each injected fault as TL1 and REST clients see it.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "nlohmann/json.hpp"
+#include "switch_adapters/polatis/emulator/emulator.h"
+#include "tests/polatis/emulator/raw_clients.h"
+
+namespace fleet::polatis_emu {
+namespace {
+
+using nlohmann::json;
+using raw::HttpReply;
+using raw::Tl1Client;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+
+constexpr char kCrossConnects[] = "/api/data/optical-switch:cross-connects";
+
+class SimTest : public ::testing::Test {
+ protected:
+  void Start(absl::Duration switch_time, const Clock* clock) {
+    EmulatorOptions options;
+    options.size = {16, 16};  // ingress 1..16, egress 17..32
+    options.tl1_port = 0;
+    options.rest_port = 0;
+    options.switch_time = switch_time;
+    absl::StatusOr<std::unique_ptr<Emulator>> emulator = Emulator::Start(options, clock);
+    ASSERT_TRUE(emulator.ok()) << emulator.status();
+    emulator_ = std::move(*emulator);
+  }
+
+  HttpReply Request(const std::string& method, const std::string& path,
+                    const std::string& body = "", const std::string& credentials = "admin:root") {
+    return raw::Http(emulator_->rest_address(), method, path, body, credentials);
+  }
+
+  json Counters() { return json::parse(Request("GET", "/sim/v1/counters").body); }
+
+  std::unique_ptr<Tl1Client> Tl1() {
+    auto client = Tl1Client::Connect(emulator_->tl1_address());
+    EXPECT_TRUE(client && client->LogIn());
+    return client;
+  }
+
+  // Polls GET /sim/v1/light/E until `done` holds for its answer or a deadline passes.
+  json AwaitLight(int egress, const std::function<bool(const json&)>& done) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    json light;
+    do {
+      light = json::parse(Request("GET", absl::StrCat("/sim/v1/light/", egress)).body);
+      if (done(light)) break;
+    } while (absl::Now() < deadline);
+    return light;
+  }
+
+  SystemClock system_clock_;
+  FakeClock fake_clock_;
+  std::unique_ptr<Emulator> emulator_;
+};
+
+TEST_F(SimTest, LightFollowsSettlingShuttersAndFaults) {
+  Start(absl::Milliseconds(50), &fake_clock_);
+  EXPECT_EQ(
+      Request("PUT", "/sim/v1/signals/1", R"({"name":"FLT-S1C0-N0/1","power_dbm":0.0})").status,
+      204);
+  EXPECT_EQ(Request("GET", "/sim/v1/light/17").body,
+            R"({"egress":17,"signal":null,"power_dbm":-99.99})");
+  ASSERT_EQ(Request("PUT", absl::StrCat(kCrossConnects, "/pair=1"),
+                    R"({"pair":[{"ingress":1,"egress":17}]})")
+                .status,
+            201);
+  // The switch clock has not moved: the beam is still moving.
+  EXPECT_EQ(Request("GET", "/sim/v1/light/17").body,
+            R"({"egress":17,"signal":null,"power_dbm":-99.99})");
+  fake_clock_.Advance(absl::Milliseconds(50));
+  EXPECT_EQ(Request("GET", "/sim/v1/light/17").body,
+            R"({"egress":17,"signal":"FLT-S1C0-N0/1","power_dbm":-1.5})");
+
+  auto tl1 = Tl1();
+  ASSERT_THAT(tl1->Command("OPR-PORT-SHUTTER::1:1:;"), HasSubstr("COMPLD"));
+  EXPECT_EQ(json::parse(Request("GET", "/sim/v1/light/17").body)["signal"], nullptr);
+  ASSERT_THAT(tl1->Command("RLS-PORT-SHUTTER::1:2:;"), HasSubstr("COMPLD"));
+  EXPECT_EQ(json::parse(Request("GET", "/sim/v1/light/17").body)["signal"], "FLT-S1C0-N0/1");
+
+  EXPECT_EQ(Request("PUT", "/sim/v1/ports/17", R"({"failed":true})").status, 204);
+  EXPECT_EQ(json::parse(Request("GET", "/sim/v1/light/17").body)["power_dbm"], -99.99);
+  EXPECT_THAT(tl1->Command("RTRV-ALM-ALL::ALL:3:;"), HasSubstr("\"17:MJ,PORT-FAILED,SA\""));
+  EXPECT_EQ(Request("PUT", "/sim/v1/ports/17", R"({"failed":false})").status, 204);
+  EXPECT_THAT(tl1->Command("RTRV-ALM-ALL::ALL:4:;"), Not(HasSubstr("PORT-FAILED")));
+
+  EXPECT_EQ(Request("PUT", "/sim/v1/ports/1", R"({"power_drop_db":3.0})").status, 204);
+  EXPECT_EQ(json::parse(Request("GET", "/sim/v1/light/17").body)["power_dbm"], -4.5);
+  EXPECT_THAT(tl1->Command("RTRV-ALM-ALL::ALL:5:;"), HasSubstr("\"1:MN,LOW-POWER,NSA\""));
+  EXPECT_THAT(tl1->Command("RTRV-PORT-POWER::1&17:6:;"),
+              HasSubstr("\"1:-3.00\"\r\n   \"17:-4.50\""));
+
+  // A new signal replaces the old one; deleting it darkens the fiber.
+  EXPECT_EQ(Request("PUT", "/sim/v1/signals/1", R"({"name":"other","power_dbm":2})").status, 204);
+  EXPECT_EQ(Request("GET", "/sim/v1/light/17").body,
+            R"({"egress":17,"signal":"other","power_dbm":-2.5})");
+  EXPECT_EQ(Request("DELETE", "/sim/v1/signals/1").status, 204);
+  EXPECT_EQ(json::parse(Request("GET", "/sim/v1/light/17").body)["signal"], nullptr);
+}
+
+TEST_F(SimTest, LightArrivesAfterTheSwitchTimeOnTheRealClock) {
+  Start(absl::Milliseconds(30), &system_clock_);
+  ASSERT_EQ(Request("PUT", "/sim/v1/signals/2", R"({"name":"sig","power_dbm":-1})").status, 204);
+  auto tl1 = Tl1();
+  ASSERT_THAT(tl1->Command("ENT-PATCH::2,18:1:;"), HasSubstr("COMPLD"));
+  json light = AwaitLight(18, [](const json& l) { return !l["signal"].is_null(); });
+  EXPECT_EQ(light["signal"], "sig");
+  EXPECT_EQ(light["power_dbm"], -2.5);
+  ASSERT_THAT(tl1->Command("DLT-PATCH::2:2:;"), HasSubstr("COMPLD"));
+  EXPECT_EQ(json::parse(Request("GET", "/sim/v1/light/18").body)["signal"], nullptr);
+}
+
+TEST_F(SimTest, CountersCountCommandsChangesAndSessions) {
+  Start(absl::ZeroDuration(), &fake_clock_);
+  {
+    auto tl1 = Tl1();                                        // 1 TL1 command
+    ASSERT_THAT(tl1->Command("ENT-PATCH::1&&3,17&&19:2:;"),  // 2
+                HasSubstr("COMPLD"));
+    ASSERT_THAT(tl1->Command("garbage;"), HasSubstr("DENY"));  // 3: answered, so counted
+    EXPECT_EQ(Request("DELETE", absl::StrCat(kCrossConnects, "/pair=2")).status, 204);  // REST 1
+    EXPECT_EQ(Request("GET", kCrossConnects, "", "").status, 401);                      // REST 2
+    json counters = Counters();  // the side-channel itself is not counted
+    EXPECT_EQ(counters["tl1_commands"], 3);
+    EXPECT_EQ(counters["rest_requests"], 2);
+    EXPECT_EQ(counters["commands"], 5);
+    EXPECT_EQ(counters["cross_connects_changed"], 4);
+    EXPECT_EQ(counters["cross_connects"], 2);
+    EXPECT_EQ(counters["sessions"], 1);
+  }
+  // The TL1 connection is closed; its session ends on the emulator's side shortly after.
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (Counters()["sessions"] != 0 && absl::Now() < deadline) {
+  }
+  EXPECT_EQ(Counters()["sessions"], 0);
+}
+
+TEST_F(SimTest, DenyNextRefusesTheNextCommandsOfBothProtocols) {
+  Start(absl::ZeroDuration(), &fake_clock_);
+  HttpReply set = Request("PUT", "/sim/v1/faults", R"({"deny_next":2})");
+  ASSERT_EQ(set.status, 200);
+  EXPECT_EQ(json::parse(set.body)["deny_next"], 2);
+  auto tl1 = Tl1();                          // logins are not refused
+  EXPECT_EQ(Counters()["tl1_commands"], 1);  // nor is the side-channel
+  std::string denied = tl1->Command("ENT-PATCH::1,17:2:;");
+  EXPECT_THAT(denied, HasSubstr("M  2 DENY\r\n   SROF\r\n   /* Injected fault */"));
+  HttpReply refused = Request("GET", kCrossConnects);
+  EXPECT_EQ(refused.status, 500);
+  EXPECT_THAT(refused.body, HasSubstr("\"error-tag\":\"operation-failed\""));
+  EXPECT_THAT(refused.body, HasSubstr("Injected fault"));
+  // Used up: both protocols work again, and the refused ENT-PATCH made nothing.
+  EXPECT_EQ(Request("GET", kCrossConnects).body, R"({"optical-switch:cross-connects":{}})");
+  EXPECT_THAT(tl1->Command("ENT-PATCH::1,17:3:;"), HasSubstr("COMPLD"));
+}
+
+TEST_F(SimTest, LatencyDelaysEveryProtocolAnswer) {
+  Start(absl::ZeroDuration(), &fake_clock_);
+  auto tl1 = Tl1();
+  ASSERT_EQ(Request("PUT", "/sim/v1/faults", R"({"latency_ms":150})").status, 200);
+  // Lower bounds only: an answer cannot come before the injected delay.
+  absl::Time start = absl::Now();
+  EXPECT_THAT(tl1->Command("RTRV-PATCH:::1:;"), HasSubstr("COMPLD"));
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(150));
+  start = absl::Now();
+  EXPECT_EQ(Request("GET", kCrossConnects).status, 200);
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(150));
+  ASSERT_EQ(Request("DELETE", "/sim/v1/faults").status, 204);
+  EXPECT_EQ(json::parse(Request("PUT", "/sim/v1/faults", "{}").body)["latency_ms"], 0.0);
+}
+
+TEST_F(SimTest, FailBulkAfterLeavesTheFirstChanges) {
+  Start(absl::ZeroDuration(), &fake_clock_);
+  auto tl1 = Tl1();
+  ASSERT_EQ(Request("PUT", "/sim/v1/faults", R"({"fail_bulk_after":2})").status, 200);
+  std::string failed = tl1->Command("ENT-PATCH::1&&4,17&&20:1:;");
+  EXPECT_THAT(failed, HasSubstr("DENY\r\n   SROF\r\n   /* Operation failed after 2 of 4 */"));
+  std::string retrieved = tl1->Command("RTRV-PATCH:::2:;");
+  EXPECT_THAT(retrieved, HasSubstr("\"1,17\"\r\n   \"2,18\"\r\n;"));
+
+  ASSERT_EQ(Request("PUT", "/sim/v1/faults", R"({"fail_bulk_after":1})").status, 200);
+  HttpReply patch =
+      Request("PATCH", kCrossConnects,
+              R"({"optical-switch:cross-connects":{"pair":[{"ingress":5,"egress":21},)"
+              R"({"ingress":6,"egress":22},{"ingress":7,"egress":23}]}})");
+  EXPECT_EQ(patch.status, 500);
+  EXPECT_THAT(patch.body, HasSubstr("Operation failed after 1 of 3"));
+  EXPECT_EQ(emulator_->model().EgressOf(5), 21);
+  EXPECT_EQ(emulator_->model().EgressOf(6), std::nullopt);
+  // One-shot: the retry succeeds.
+  EXPECT_EQ(Request("PATCH", kCrossConnects,
+                    R"({"optical-switch:cross-connects":{"pair":[{"ingress":6,"egress":22},)"
+                    R"({"ingress":7,"egress":23}]}})")
+                .status,
+            204);
+}
+
+TEST_F(SimTest, DropConnectionsClosesEveryConnection) {
+  Start(absl::ZeroDuration(), &fake_clock_);
+  auto tl1 = Tl1();
+  auto http = raw::HttpClient::Connect(emulator_->rest_address());
+  ASSERT_NE(http, nullptr);
+  ASSERT_EQ(http->Request("GET", kCrossConnects).status, 200);  // a kept-alive connection
+  auto caller = raw::HttpClient::Connect(emulator_->rest_address());
+  ASSERT_NE(caller, nullptr);
+
+  EXPECT_EQ(caller->Request("POST", "/sim/v1/faults/drop-connections", "", "").status, 204);
+  EXPECT_TRUE(tl1->socket().ClosedByPeer());
+  EXPECT_TRUE(http->socket().ClosedByPeer());
+  EXPECT_TRUE(caller->socket().ClosedByPeer());
+
+  // The listeners stay: clients reconnect at once.
+  auto again = Tl1();
+  EXPECT_THAT(again->Command("RTRV-PATCH:::1:;"), HasSubstr("COMPLD"));
+  EXPECT_EQ(Request("GET", kCrossConnects).status, 200);
+}
+
+TEST_F(SimTest, DeleteFaultsClearsEverything) {
+  Start(absl::ZeroDuration(), &fake_clock_);
+  ASSERT_EQ(
+      Request("PUT", "/sim/v1/faults", R"({"deny_next":5,"latency_ms":1,"fail_bulk_after":0})")
+          .status,
+      200);
+  ASSERT_EQ(Request("PUT", "/sim/v1/ports/20", R"({"failed":true,"power_drop_db":2})").status, 204);
+  json ports = json::parse(Request("GET", "/api/data/optical-switch:port-config").body);
+  EXPECT_EQ(Request("DELETE", "/sim/v1/faults").status, 204);
+  json settings = json::parse(Request("PUT", "/sim/v1/faults", "{}").body);
+  EXPECT_EQ(settings, json::parse(R"({"deny_next":0,"latency_ms":0.0,"fail_bulk_after":null})"));
+  EXPECT_THAT(emulator_->model().Alarms(), IsEmpty());
+  ports = json::parse(Request("GET", "/api/data/optical-switch:port-config").body);
+  EXPECT_EQ(ports["optical-switch:port-config"]["port"][19]["status"], "ENABLED");
+  auto tl1 = Tl1();
+  EXPECT_THAT(tl1->Command("ENT-PATCH::1&2,17&18:1:;"), HasSubstr("COMPLD"));
+}
+
+TEST_F(SimTest, FaultSettingsCombineAndReplace) {
+  Start(absl::ZeroDuration(), &fake_clock_);
+  ASSERT_EQ(Request("PUT", "/sim/v1/faults", R"({"deny_next":3,"fail_bulk_after":4})").status, 200);
+  json settings = json::parse(
+      Request("PUT", "/sim/v1/faults", R"({"deny_next":1,"fail_bulk_after":null})").body);
+  EXPECT_EQ(settings["deny_next"], 1);
+  EXPECT_EQ(settings["fail_bulk_after"], nullptr);
+  EXPECT_EQ(settings["latency_ms"], 0.0);
+}
+
+TEST_F(SimTest, BadSideChannelRequestsAreRefused) {
+  Start(absl::ZeroDuration(), &fake_clock_);
+  EXPECT_EQ(Request("PUT", "/sim/v1/signals/17", R"({"name":"x","power_dbm":0})").status, 400);
+  EXPECT_EQ(Request("PUT", "/sim/v1/signals/1", R"({"power_dbm":0})").status, 400);
+  EXPECT_EQ(Request("PUT", "/sim/v1/signals/1", R"({"name":"x","power_dbm":"high"})").status, 400);
+  EXPECT_EQ(Request("PUT", "/sim/v1/signals/1", "not json").status, 400);
+  EXPECT_EQ(Request("GET", "/sim/v1/light/1").status, 400);
+  EXPECT_EQ(Request("GET", "/sim/v1/light/x").status, 400);
+  EXPECT_EQ(Request("PUT", "/sim/v1/faults", R"({"bogus":1})").status, 400);
+  EXPECT_EQ(Request("PUT", "/sim/v1/faults", R"({"deny_next":-1})").status, 400);
+  EXPECT_EQ(Request("PUT", "/sim/v1/faults", R"({"expire_sessions":"yes"})").status, 400);
+  EXPECT_EQ(Request("PUT", "/sim/v1/ports/99", R"({"failed":true})").status, 400);
+  EXPECT_EQ(Request("PUT", "/sim/v1/ports/3", R"({"power_drop_db":-3})").status, 400);
+  EXPECT_EQ(Request("GET", "/sim/v1/nothing").status, 404);
+  EXPECT_EQ(Request("GET", "/sim/v1/faults/drop-connections").status, 405);
+  // A refused fault request sets nothing.
+  EXPECT_EQ(Request("PUT", "/sim/v1/faults", R"({"deny_next":2,"latency_ms":-5})").status, 400);
+  EXPECT_EQ(Request("GET", kCrossConnects).status, 200);
+}
+
+}  // namespace
+}  // namespace fleet::polatis_emu
