@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -221,8 +222,20 @@ class RestSwitch : public switches::OpticalSwitch {
     return out;
   }
 
+  // Removes whose ingress the same batch connects again are left to the PATCH: a RESTCONF
+  // merge replaces that ingress's egress, so a full reconfiguration is one request, not one
+  // DELETE per cross-connect (the confirmed API has no bulk delete). The rest go one DELETE
+  // each over the reused connection.
   absl::Status Remove(const std::vector<CrossConnect>& removes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    // The confirmed REST API has no bulk delete: one DELETE each, over the reused connection.
+    deferred_.clear();
+    std::vector<CrossConnect> now;
+    for (const CrossConnect& x : removes) {
+      (readded_.contains(x.ingress) && options_.bulk ? deferred_ : now).push_back(x);
+    }
+    return Delete(now);
+  }
+
+  absl::Status Delete(const std::vector<CrossConnect>& removes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     for (const CrossConnect& x : removes) {
       absl::StatusOr<json> done =
           Request("DELETE", absl::StrCat(kCrossConnects, "/pair=", x.ingress), "");
@@ -237,6 +250,12 @@ class RestSwitch : public switches::OpticalSwitch {
   // seen in a read is used, and a write refused as invalid is tried once with the other name.
   absl::Status Add(const std::vector<CrossConnect>& adds) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     absl::Status sent = AddAs(adds, list_name_);
+    if (sent.code() == absl::StatusCode::kFailedPrecondition && !deferred_.empty()) {
+      // The switch would not move egresses within one merge: delete first, then merge.
+      RETURN_IF_ERROR(Delete(deferred_));
+      deferred_.clear();
+      sent = AddAs(adds, list_name_);
+    }
     if (sent.code() == absl::StatusCode::kInvalidArgument) {
       const std::string other = list_name_ == "pair" ? "pairs" : "pair";
       if (absl::Status retried = AddAs(adds, other); retried.ok()) {
@@ -268,6 +287,8 @@ class RestSwitch : public switches::OpticalSwitch {
   absl::Status ApplyLocked(const CrossConnectBatch& batch, ApplyResult& result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     ASSIGN_OR_RETURN(SwitchIdentity id, IdentityLocked());
+    readded_.clear();
+    for (const CrossConnect& x : batch.add) readded_.insert(x.ingress);
     switches::BatchDriver driver{[this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return ReadLocked(); },
                                  [this](const std::vector<CrossConnect>& xs)
                                      ABSL_NO_THREAD_SAFETY_ANALYSIS { return Remove(xs); },
@@ -281,6 +302,9 @@ class RestSwitch : public switches::OpticalSwitch {
   std::unique_ptr<HttpClient> http_ ABSL_GUARDED_BY(mu_);
   std::optional<SwitchIdentity> identity_ ABSL_GUARDED_BY(mu_);
   std::string list_name_ ABSL_GUARDED_BY(mu_) = "pair";  // Or "pairs" on older switches.
+  // Within one Apply: ingresses the batch connects, and removes left to the PATCH.
+  std::set<uint32_t> readded_ ABSL_GUARDED_BY(mu_);
+  std::vector<CrossConnect> deferred_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace

@@ -36,10 +36,11 @@ struct Figures {
   int commands = 0;
 };
 
-Figures Measure(fleet::switches::OpticalSwitch& sw, int repeat) {
+// Moves between topologies `shift` and `shift ^ 1` `repeat` times; `shift` is the topology
+// the switch holds, before and after.
+Figures Measure(fleet::switches::OpticalSwitch& sw, int repeat, uint32_t& shift) {
   std::vector<double> ms;
   int commands = 0;
-  uint32_t shift = 0;
   for (int r = 0; r < repeat; ++r) {
     CrossConnectBatch batch{Topology(shift), Topology(shift ^ 1)};
     shift ^= 1;
@@ -47,7 +48,7 @@ Figures Measure(fleet::switches::OpticalSwitch& sw, int repeat) {
     fleet::switches::ApplyResult result = sw.Apply(batch);
     ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
     if (!result.status.ok()) {
-      std::cerr << "apply failed: " << result.status << "\n";
+      std::cerr << "apply failed: " << result.status.ToString().substr(0, 300) << "\n";
       std::exit(1);
     }
     commands = result.commands;
@@ -108,11 +109,12 @@ int main(int argc, char** argv) {
         std::cerr << "initial topology failed\n";
         return 1;
       }
-      Figures one_batch = Measure(*bulk, static_cast<int>(repeat));
+      uint32_t shift = 0;
+      Figures one_batch = Measure(*bulk, static_cast<int>(repeat), shift);
       options.bulk = false;
       auto single = fleet::polatis::NewPolatisSwitch(options);
       // One command per cross-connect is slow with real switching times: fewer repeats.
-      Figures per_command = Measure(*single, switch_ms > 0 ? 1 : static_cast<int>(repeat));
+      Figures per_command = Measure(*single, switch_ms > 0 ? 1 : static_cast<int>(repeat), shift);
       std::printf("%-5s %-9d %-26s %12.1f %9d\n", name, switch_ms, "one batch", one_batch.median_ms,
                   one_batch.commands);
       std::printf("%-5s %-9d %-26s %12.1f %9d\n", name, switch_ms, "one command per xconnect",
