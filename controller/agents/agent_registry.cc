@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "controller/base/log.h"
+#include "fleet/v1/names.h"
 
 namespace fleet::agents {
 namespace {
@@ -209,6 +210,17 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream) 
   v1::AgentMessage message;
   std::string why = "stream ended";
   while (stream->Read(&message)) {
+    if (message.has_link_change()) {
+      // Recorded outside the lock: it writes to the store.
+      const v1::LinkState& link = message.link_change();
+      AppendEvent("agent.link_change", host,
+                  link.status() == v1::LINK_STATUS_UP ? v1::EVENT_SEVERITY_INFO
+                                                      : v1::EVENT_SEVERITY_WARNING,
+                  absl::StrCat("O-NIC ", link.onic_serial(), " port ", link.port(), " on host ",
+                               host, " is now ", v1::Name(link.status()),
+                               link.detail().empty() ? "" : ": ", link.detail()));
+      continue;
+    }
     absl::MutexLock lock(&mu_);
     auto current = current_.find(host);
     if (current == current_.end() || current->second != session_id) {
@@ -228,12 +240,6 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream) 
         }
         break;
       }
-      case v1::AgentMessage::kLinkChange:
-        FLEET_LOG(INFO) << "agent " << host << ": O-NIC " << message.link_change().onic_serial()
-                        << " port " << message.link_change().port() << " is now "
-                        << v1::LinkStatus_Name(message.link_change().status()) << " "
-                        << message.link_change().detail();
-        break;
       default:
         FLEET_LOG(WARNING) << "agent " << host << ": ignoring unexpected message "
                            << message.message_case();
@@ -257,32 +263,40 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream) 
 }
 
 void AgentRegistry::HeartbeatLoop() {
-  absl::MutexLock lock(&mu_);
   uint64_t sequence = 0;
   absl::Time next = absl::Now() + options_.heartbeat_interval;
-  while (!shutting_down_) {
-    // The condition variable is shared: wake-ups for other reasons must not send early beats.
-    while (!shutting_down_ && absl::Now() < next) changed_.WaitWithDeadline(&mu_, next);
-    if (shutting_down_) break;
-    const absl::Time now = absl::Now();
-    next = now + options_.heartbeat_interval;
-    const absl::Duration limit = options_.heartbeat_interval * options_.missed_heartbeats;
-    std::vector<std::pair<uint64_t, std::string>> dead;
-    for (auto& [host, id] : current_) {
-      Session& session = sessions_[id];
-      if (now - session.last_heartbeat > limit) {
-        dead.emplace_back(id, host);
-        continue;
+  while (true) {
+    std::vector<std::string> dropped;
+    {
+      absl::MutexLock lock(&mu_);
+      // The condition variable is shared: wake-ups for other reasons must not send early beats.
+      while (!shutting_down_ && absl::Now() < next) changed_.WaitWithDeadline(&mu_, next);
+      if (shutting_down_) return;
+      const absl::Time now = absl::Now();
+      next = now + options_.heartbeat_interval;
+      const absl::Duration limit = options_.heartbeat_interval * options_.missed_heartbeats;
+      std::vector<std::pair<uint64_t, std::string>> dead;
+      for (auto& [host, id] : current_) {
+        Session& session = sessions_[id];
+        if (now - session.last_heartbeat > limit) {
+          dead.emplace_back(id, host);
+          continue;
+        }
+        v1::ControllerMessage beat;
+        beat.mutable_heartbeat()->set_sequence(++sequence);
+        SetTime(now, beat.mutable_heartbeat()->mutable_sent());
+        Enqueue(session, std::move(beat));
       }
-      v1::ControllerMessage beat;
-      beat.mutable_heartbeat()->set_sequence(++sequence);
-      SetTime(now, beat.mutable_heartbeat()->mutable_sent());
-      Enqueue(session, std::move(beat));
+      for (const auto& [id, host] : dead) {
+        if (EndSession(id, "missed heartbeats")) dropped.push_back(host);
+      }
     }
-    for (const auto& [id, host] : dead) {
+    for (const std::string& host : dropped) {
       FLEET_LOG(WARNING) << "agent on host " << host << " missed " << options_.missed_heartbeats
-                         << " heartbeats; dropping it";
-      EndSession(id, "missed heartbeats");
+                         << " heartbeats; dropped it";
+      AppendEvent("agent.disconnected", host, v1::EVENT_SEVERITY_WARNING,
+                  absl::StrCat("agent on host ", host, " disconnected: missed ",
+                               options_.missed_heartbeats, " heartbeats"));
     }
   }
 }

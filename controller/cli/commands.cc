@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
@@ -108,6 +109,13 @@ int GetHosts(const Session& s, const GetArgs&) {
       HostsTable);
 }
 
+int GetAgents(const Session& s, const GetArgs&) {
+  return PrintList<v1::ListAgentsResponse>(
+      s, "agents",
+      [&](grpc::ClientContext* c, auto* r) { return s.server->inventory->ListAgents(c, {}, r); },
+      [&](const v1::ListAgentsResponse& r) { return AgentsTable(r, s.clock->Now()); });
+}
+
 int GetDevices(const Session& s, const GetArgs& args) {
   v1::ListDevicesRequest request;
   request.set_host(args.host);
@@ -203,6 +211,7 @@ const std::vector<GetKind>& GetKinds() {
       {{"switches", "switch"}, {}, "", GetSwitches},
       {{"ports", "port"}, {"switch"}, "--switch", GetPorts},
       {{"hosts", "host"}, {}, "", GetHosts},
+      {{"agents", "agent"}, {}, "", GetAgents},
       {{"devices", "device"}, {"host", "kind"}, "--host, --kind (a device kind)", GetDevices},
       {{"onics", "onic"}, {"host", "switch"}, "--host, --switch", GetOnics},
       {{"trunks", "trunk"}, {}, "", GetTrunks},
@@ -276,6 +285,22 @@ int DescribeHostVerb(const Session& s, const std::string& name) {
   return kExitOk;
 }
 
+// ListAgents has no host filter, so the host's agent is picked out here.
+int DescribeAgentVerb(const Session& s, const std::string& host) {
+  v1::ListAgentsResponse agents;
+  grpc::Status status = s.Call(
+      [&](grpc::ClientContext* c) { return s.server->inventory->ListAgents(c, {}, &agents); });
+  if (!status.ok()) return s.Failed(status);
+  for (const v1::Agent& agent : agents.agents()) {
+    if (agent.host() != host) continue;
+    if (s.format != OutputFormat::kTable) return PrintMessage(s, agent);
+    *s.out << DescribeAgent(agent, s.clock->Now());
+    return kExitOk;
+  }
+  return s.Failed(grpc::Status(grpc::StatusCode::NOT_FOUND,
+                               absl::StrCat("agent ", host, " has never connected")));
+}
+
 int DescribeDeviceVerb(const Session& s, const std::string& id) {
   v1::GetDeviceRequest request;
   request.set_id(id);
@@ -337,11 +362,9 @@ int DescribeAllocationVerb(const Session& s, const std::string& id) {
   return kExitOk;
 }
 
-constexpr KindName kDescribeKinds[] = {{"switches", "switch"},
-                                       {"hosts", "host"},
-                                       {"devices", "device"},
-                                       {"onics", "onic"},
-                                       {"allocations", "allocation"}};
+constexpr KindName kDescribeKinds[] = {{"switches", "switch"}, {"hosts", "host"},
+                                       {"agents", "agent"},    {"devices", "device"},
+                                       {"onics", "onic"},      {"allocations", "allocation"}};
 
 // The kinds DeleteObject accepts (see DeleteObjectRequest).
 constexpr KindName kDeleteKinds[] = {{"switches", "switch"},
@@ -427,7 +450,8 @@ const std::vector<Verb>& Verbs() {
        }},
       {"describe", "fleetctl describe KIND NAME [flags]", "Show one object in detail",
        absl::StrCat("Show one object and what belongs to it: a switch's port usage, a host's\n"
-                    "devices and agent, a device's O-NICs with their ports and fibers, an O-NIC's\n"
+                    "devices and agent, an agent's connection, O-NICs and inventory mismatches\n"
+                    "(by host name), a device's O-NICs with their ports and fibers, an O-NIC's\n"
                     "circuits, an allocation's members, circuits and stage timings. With -o json\n"
                     "or yaml, prints just the object.\n\nKinds: ",
                     Singulars(kDescribeKinds)),
@@ -471,6 +495,44 @@ const std::vector<Verb>& Verbs() {
                                           l.positional.empty() ? "nothing" : Joined(l.positional)));
          }
          return Delete(s, l.positional[0], l.positional[1]);
+       }},
+      {"link", "fleetctl link (retrain ONIC PORT | status ONIC) [flags]",
+       "Retrain an O-NIC port, or show its ports' link state",
+       "Operate on an O-NIC's optical links through the agent on its host.\n\n"
+       "  retrain ONIC PORT  Retrain one port (1 or 2) and print its state afterwards.\n"
+       "  status ONIC        Show both ports: status, PCIe speed and width, optical\n"
+       "                     power, the peer seen on rx, and why a link is not up.\n\n"
+       "With -o json or yaml, prints the LinkState (retrain) or the GetLinkStatus\n"
+       "response (status).",
+       NoFlags,
+       [](const Session& s, const CommandLine& l) {
+         const std::vector<std::string>& p = l.positional;
+         if (p.empty()) {
+           return UsageError(*s.err, "link",
+                             "link needs a subcommand: retrain ONIC PORT, or status ONIC");
+         }
+         if (p[0] == "retrain") {
+           if (p.size() != 3) {
+             return UsageError(*s.err, "link",
+                               absl::StrCat("link retrain needs ONIC and PORT, got ", Joined(p)));
+           }
+           int64_t port = 0;
+           if (!absl::SimpleAtoi(p[2], &port) || (port != 1 && port != 2)) {
+             return UsageError(*s.err, "link",
+                               absl::StrCat("PORT must be 1 or 2, got '", p[2], "'"));
+           }
+           return LinkRetrain(s, p[1], port);
+         }
+         if (p[0] == "status") {
+           if (p.size() != 2) {
+             return UsageError(*s.err, "link",
+                               absl::StrCat("link status needs one ONIC, got ", Joined(p)));
+           }
+           return LinkStatus(s, p[1]);
+         }
+         return UsageError(
+             *s.err, "link",
+             absl::StrCat("unknown link subcommand '", p[0], "'; subcommands: retrain, status"));
        }},
       {"health", "fleetctl health [flags]", "Show the health of fleetd and what it drives",
        "Show each component's state (store, switches, agents) and the overall state.", NoFlags,
@@ -622,6 +684,7 @@ int Describe(const Session& s, const std::string& kind, const std::string& name)
   }
   if (singular == "switch") return DescribeSwitchVerb(s, name);
   if (singular == "host") return DescribeHostVerb(s, name);
+  if (singular == "agent") return DescribeAgentVerb(s, name);
   if (singular == "device") return DescribeDeviceVerb(s, name);
   if (singular == "onic") return DescribeOnicVerb(s, name);
   return DescribeAllocationVerb(s, name);
@@ -673,6 +736,35 @@ int Delete(const Session& s, const std::string& kind, const std::string& name) {
     if (what != object) *s.out << "deleted " << what << "\n";
   }
   return kExitOk;
+}
+
+int LinkRetrain(const Session& s, const std::string& onic, int64_t port) {
+  if (port != 1 && port != 2) {
+    return UsageError(*s.err, "link", absl::StrCat("PORT must be 1 or 2, got '", port, "'"));
+  }
+  v1::RetrainLinkRequest request;
+  request.set_onic(onic);
+  request.set_port(static_cast<uint32_t>(port));
+  v1::LinkState state;
+  grpc::Status status = s.Call(
+      [&](grpc::ClientContext* c) { return s.server->admin->RetrainLink(c, request, &state); });
+  if (!status.ok()) return s.Failed(status);
+  if (s.format != OutputFormat::kTable) return PrintMessage(s, state);
+  // The line names the port asked for, should the agent leave it out of its answer.
+  if (state.port() == 0) state.set_port(request.port());
+  *s.out << LinkStateLine(onic, state) << "\n";
+  return kExitOk;
+}
+
+int LinkStatus(const Session& s, const std::string& onic) {
+  v1::GetLinkStatusRequest request;
+  request.set_onic(onic);
+  return PrintList<v1::GetLinkStatusResponse>(
+      s, "link ports",
+      [&](grpc::ClientContext* c, auto* r) {
+        return s.server->admin->GetLinkStatus(c, request, r);
+      },
+      LinkStatusTable);
 }
 
 int Health(const Session& s) {

@@ -1,4 +1,4 @@
-// fleetctl's verbs: get, describe, apply, delete, health, version (and help).
+// fleetctl's verbs: get, describe, apply, delete, link, health, version (and help).
 //
 // Each verb takes its parsed arguments and a Session: where to write, which format, and the
 // three service stubs. The stubs are StubInterfaces so tests can hand in stubs on an
@@ -87,6 +87,12 @@ int Apply(const Session& session, const ApplyArgs& args);
 
 // `delete KIND NAME`.
 int Delete(const Session& session, const std::string& kind, const std::string& name);
+
+// `link retrain ONIC PORT`: the O-NIC's agent retrains one port (1 or 2; anything else is a
+// usage error); prints the port's state afterwards.
+int LinkRetrain(const Session& session, const std::string& onic, int64_t port);
+// `link status ONIC`: both ports' state as the O-NIC's agent reports it.
+int LinkStatus(const Session& session, const std::string& onic);
 
 int Health(const Session& session);
 

@@ -299,6 +299,33 @@ std::string CircuitLine(const v1::Circuit& circuit) {
   return line;
 }
 
+std::string PowerText(double dbm) {
+  // The agent's sentinel for "no reading"; compared loosely, it is a double.
+  if (dbm <= kNoPowerReadingDbm + 0.001) return "";
+  return absl::StrFormat("%.2f", dbm);
+}
+
+std::string LinkStateLine(absl::string_view onic, const v1::LinkState& state) {
+  std::string status = v1::Name(state.status());
+  std::string line =
+      absl::StrCat(onic, " port ", state.port(), ": ", status.empty() ? "unknown" : status);
+  if (state.status() != v1::LINK_STATUS_UP) {
+    if (!state.detail().empty()) absl::StrAppend(&line, ": ", state.detail());
+    return line;
+  }
+  std::vector<std::string> facts;
+  if (state.link_speed_mts() > 0 || state.link_width() > 0) {
+    facts.push_back(absl::StrCat(state.link_speed_mts(), " MT/s x", state.link_width()));
+  }
+  if (!PowerText(state.rx_power_dbm()).empty()) {
+    facts.push_back(absl::StrCat("rx ", PowerText(state.rx_power_dbm()), " dBm"));
+  }
+  if (!state.peer_seen().empty()) facts.push_back(absl::StrCat("peer ", state.peer_seen()));
+  if (!state.detail().empty()) facts.push_back(state.detail());
+  if (!facts.empty()) absl::StrAppend(&line, " (", absl::StrJoin(facts, ", "), ")");
+  return line;
+}
+
 // ---------------------------------------------------------------------------------------
 // `get` tables
 
@@ -329,6 +356,21 @@ Table HostsTable(const v1::ListHostsResponse& response) {
   Table table({"name", "address", "cluster", "admin"});
   for (const v1::Host& host : response.hosts()) {
     table.AddRow({host.name(), host.address(), host.cluster(), v1::Name(host.admin_state())});
+  }
+  return table;
+}
+
+Table AgentsTable(const v1::ListAgentsResponse& response, absl::Time now) {
+  Table table({"host", "connected", "backend", "version", "onics", "last-heartbeat", "mismatches"});
+  for (const v1::Agent& agent : response.agents()) {
+    std::string heartbeat = FormatTime(agent.last_heartbeat()).empty()
+                                ? ""
+                                : FormatAge(now - ToAbslTime(agent.last_heartbeat()));
+    std::string mismatches =
+        agent.inventory_mismatches().empty() ? "" : absl::StrCat(agent.inventory_mismatches_size());
+    table.AddRow({agent.host(), agent.connected() ? "yes" : "no", agent.backend(),
+                  agent.software_version(), absl::StrCat(agent.onic_serials_size()), heartbeat,
+                  mismatches});
   }
   return table;
 }
@@ -404,6 +446,18 @@ Table HealthTable(const v1::HealthResponse& response) {
   Table table({"component", "state", "detail"});
   for (const v1::ComponentHealth& component : response.components()) {
     table.AddRow({component.name(), v1::Name(component.state()), component.detail()});
+  }
+  return table;
+}
+
+Table LinkStatusTable(const v1::GetLinkStatusResponse& response) {
+  Table table({"port", "status", "speed", "width", "rx-dbm", "tx-dbm", "peer", "detail"});
+  for (const v1::LinkState& state : response.ports()) {
+    table.AddRow({absl::StrCat(state.port()), v1::Name(state.status()),
+                  state.link_speed_mts() ? absl::StrCat(state.link_speed_mts(), " MT/s") : "",
+                  state.link_width() ? absl::StrCat("x", state.link_width()) : "",
+                  PowerText(state.rx_power_dbm()), PowerText(state.tx_power_dbm()),
+                  state.peer_seen(), state.detail()});
   }
   return table;
 }
@@ -549,6 +603,20 @@ std::string DescribeAllocation(const v1::Allocation& a, absl::Time now) {
                                    absl::FormatDuration(ToAbslDuration(t.duration()))));
   }
   d.List("Stage timings", std::move(timings));
+  return d.Render();
+}
+
+std::string DescribeAgent(const v1::Agent& agent, absl::Time now) {
+  Description d;
+  d.Field("Host", agent.host());
+  d.Field("Connected", agent.connected() ? "yes" : "no");
+  if (agent.connected()) d.Field("Connected since", TimeWithAge(agent.connected_since(), now));
+  d.Field("Last heartbeat", TimeWithAge(agent.last_heartbeat(), now));
+  d.Field("Backend", agent.backend());
+  d.Field("Version", agent.software_version());
+  d.List("O-NIC serials", {agent.onic_serials().begin(), agent.onic_serials().end()});
+  d.List("Inventory mismatches",
+         {agent.inventory_mismatches().begin(), agent.inventory_mismatches().end()});
   return d.Render();
 }
 

@@ -19,6 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "fleet/v1/admin.pb.h"
+#include "fleet/v1/agent.pb.h"
 #include "fleet/v1/inventory.pb.h"
 #include "fleet/v1/topology.pb.h"
 
@@ -95,11 +96,19 @@ std::string WiringText(const v1::SwitchPort& port);
 std::string PortRanges(const std::vector<uint32_t>& ports);
 // One line per circuit: `c1  s1c0-n0/1 → gpu3-n0/1  via ocs1:1→390  active  phase dp`.
 std::string CircuitLine(const v1::Circuit& circuit);
+// A link's state in one line, `onic` naming the O-NIC as the operator did:
+// `s1c0-n0 port 1: up (16000 MT/s x16, rx -1.50 dBm, peer FLT-GPU1-N0/1)` when up, else
+// `s1c0-n0 port 2: down: no light` (the status word, then the detail if any).
+std::string LinkStateLine(absl::string_view onic, const v1::LinkState& state);
+// An optical power for tables: "-1.50"; "" for kNoPowerReadingDbm (no light or no reading).
+std::string PowerText(double dbm);
+inline constexpr double kNoPowerReadingDbm = -99.99;  // See LinkState.rx_power_dbm.
 
 // The `get` tables, one per kind.
 Table SwitchesTable(const v1::ListSwitchesResponse& response);
 Table PortsTable(const v1::ListPortsResponse& response);
 Table HostsTable(const v1::ListHostsResponse& response);
+Table AgentsTable(const v1::ListAgentsResponse& response, absl::Time now);
 Table DevicesTable(const v1::ListDevicesResponse& response);
 Table OnicsTable(const v1::ListOnicsResponse& response);
 Table TrunksTable(const v1::ListTrunksResponse& response);
@@ -107,6 +116,7 @@ Table CircuitsTable(const v1::ListCircuitsResponse& response);
 Table AllocationsTable(const v1::ListAllocationsResponse& response, absl::Time now);
 Table EventsTable(const v1::ListEventsResponse& response);
 Table HealthTable(const v1::HealthResponse& response);
+Table LinkStatusTable(const v1::GetLinkStatusResponse& response);
 
 // The `describe` texts. Each takes the object and the related objects the command fetched.
 std::string DescribeSwitch(const v1::Switch& sw, const std::vector<v1::SwitchPort>& ports);
@@ -115,6 +125,7 @@ std::string DescribeHost(const v1::Host& host, const std::vector<v1::Device>& de
 std::string DescribeDevice(const v1::Device& device, const std::vector<v1::Onic>& onics);
 std::string DescribeOnic(const v1::Onic& onic, const std::vector<v1::Circuit>& circuits);
 std::string DescribeAllocation(const v1::Allocation& allocation, absl::Time now);
+std::string DescribeAgent(const v1::Agent& agent, absl::Time now);
 
 }  // namespace fleet::cli
 

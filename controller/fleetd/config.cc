@@ -2,6 +2,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "controller/base/yaml_text.h"
+
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -20,13 +22,9 @@ const std::set<std::string> kLogLevels = {"debug", "info", "warning", "error"};
 
 absl::StatusOr<FleetdConfig> ParseFleetdConfig(absl::string_view text,
                                                absl::string_view file_name) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(file_name, ":", e.mark.line + 1, ": YAML syntax error: ", e.msg));
-  }
+  absl::StatusOr<YAML::Node> loaded = LoadYaml(text, file_name);
+  if (!loaded.ok()) return loaded.status();
+  YAML::Node root = *loaded;
   FleetdConfig config;
   if (!root || root.IsNull()) return config;  // An empty file means all defaults.
   std::vector<std::string> problems;
@@ -87,11 +85,9 @@ absl::StatusOr<FleetdConfig> ParseFleetdConfig(absl::string_view text,
 }
 
 absl::StatusOr<FleetdConfig> ReadFleetdConfigFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read config file ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  return ParseFleetdConfig(text.str(), path);
+  absl::StatusOr<std::string> text = ReadTextFile(path, "config file");
+  if (!text.ok()) return text.status();
+  return ParseFleetdConfig(*text, path);
 }
 
 absl::Status ValidateFleetdConfig(const FleetdConfig& config) {

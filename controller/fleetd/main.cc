@@ -8,8 +8,12 @@
 
 #include "controller/base/flags.h"
 #include "controller/base/log.h"
+#include "controller/base/shutdown_signals.h"
 #include "controller/fleetd/config.h"
 #include "controller/fleetd/daemon.h"
+#include "controller/fleetd/demo.h"
+
+#include <filesystem>
 
 namespace {
 
@@ -22,6 +26,7 @@ int Run(int argc, char** argv) {
   int64_t grace_seconds = absl::ToInt64Seconds(flags.shutdown_grace);
   int64_t heartbeat_ms = absl::ToInt64Milliseconds(flags.agent_heartbeat);
   bool version = false;
+  bool demo_mode = false;
   fleet::FlagSet set("fleetd [--config FILE] [flags]",
                      "The FLEET controller: serves the fleet.v1 API, keeps inventory and circuits\n"
                      "in SQLite, and exports Prometheus metrics. Flags override the config file.");
@@ -37,6 +42,9 @@ int Run(int argc, char** argv) {
   set.Int("agent-heartbeat-ms", &heartbeat_ms,
           "heartbeat interval with agents; three missed ones drop an agent");
   set.String("log-level", &flags.log_level, "debug, info, warning or error");
+  set.Bool("demo", &demo_mode,
+           "run the embedded default: polatis-emu, the FLEET Gen1 inventory and one emulated "
+           "agent per host (state in a fresh /tmp directory unless --state-dir is given)");
   set.Bool("version", &version, "print the version and exit");
 
   absl::StatusOr<std::vector<std::string>> positional =
@@ -86,13 +94,22 @@ int Run(int argc, char** argv) {
     fleet::SetMinLogLevel(it->second);
   }
 
-  // Block the shutdown signals in every thread (threads inherit the mask), and take them
-  // synchronously below: no work happens in a signal handler.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // No work in signal handlers: shutdown signals are taken synchronously below.
+  const fleet::ShutdownSignals shutdown = fleet::ShutdownSignals::Block();
+
+  std::unique_ptr<fleet::fleetd::Demo> demo;
+  if (demo_mode) {
+    if (!set.IsSet("state-dir")) config.state_dir.clear();
+    const std::string binary_dir =
+        std::filesystem::read_symlink("/proc/self/exe").parent_path().string();
+    absl::StatusOr<std::unique_ptr<fleet::fleetd::Demo>> prepared =
+        fleet::fleetd::Demo::Prepare(config, binary_dir);
+    if (!prepared.ok()) {
+      std::cerr << "fleetd: cannot start the demo: " << prepared.status().message() << "\n";
+      return 1;
+    }
+    demo = std::move(*prepared);
+  }
 
   fleet::SystemClock clock;
   absl::StatusOr<std::unique_ptr<fleet::fleetd::Fleetd>> daemon =
@@ -102,15 +119,24 @@ int Run(int argc, char** argv) {
     return 1;
   }
   std::cout << "grpc: " << (*daemon)->grpc_address() << "\n"
-            << "metrics: " << (*daemon)->metrics_address() << "\n"
-            << std::flush;
+            << "metrics: " << (*daemon)->metrics_address() << "\n";
+  if (demo != nullptr) {
+    if (absl::Status agents = demo->StartAgents((*daemon)->grpc_address()); !agents.ok()) {
+      std::cerr << "fleetd: cannot start the demo's agents: " << agents.message() << "\n";
+      return 1;
+    }
+    std::cout << "tl1: " << demo->tl1_address() << "\n"
+              << "rest: " << demo->rest_address() << "\n"
+              << "state: " << config.state_dir << "\n";
+  }
+  std::cout << std::flush;
   FLEET_LOG(INFO) << "fleetd " << fleet::fleetd::FleetVersion() << " serving gRPC on "
                   << (*daemon)->grpc_address() << ", metrics on " << (*daemon)->metrics_address();
 
-  int signal_number = 0;
-  sigwait(&signals, &signal_number);
+  const int signal_number = shutdown.Wait();
   FLEET_LOG(INFO) << "signal " << signal_number << ": shutting down (grace "
                   << absl::FormatDuration(config.shutdown_grace) << ")";
+  demo.reset();  // Agents and the emulator first: nothing left to reconnect.
   (*daemon)->Shutdown(config.shutdown_grace);
   daemon->reset();
   FLEET_LOG(INFO) << "stopped";

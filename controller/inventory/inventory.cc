@@ -2,6 +2,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "controller/base/yaml_text.h"
+
 #include <algorithm>
 #include <fstream>
 #include <map>
@@ -497,13 +499,9 @@ absl::Status Invalid(const std::vector<std::string>& problems) {
 
 absl::StatusOr<v1::Inventory> ParseInventoryYaml(absl::string_view text,
                                                  absl::string_view file_name) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(file_name, ":", e.mark.line + 1, ": YAML syntax error: ", e.msg));
-  }
+  absl::StatusOr<YAML::Node> loaded = LoadYaml(text, file_name);
+  if (!loaded.ok()) return loaded.status();
+  YAML::Node root = *loaded;
   Parser parser(file_name);
   v1::Inventory inventory;
   try {
@@ -523,13 +521,9 @@ absl::StatusOr<v1::Inventory> ParseInventoryYaml(absl::string_view text,
 }
 
 absl::StatusOr<v1::Inventory> ReadInventoryFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat("cannot read inventory file ", path));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  return ParseInventoryYaml(text.str(), path);
+  absl::StatusOr<std::string> text = ReadTextFile(path, "inventory file");
+  if (!text.ok()) return text.status();
+  return ParseInventoryYaml(*text, path);
 }
 
 std::vector<std::string> ValidateInventory(const v1::Inventory& site) {

@@ -3,6 +3,7 @@
 #include "controller/cli/commands.h"
 
 #include <gmock/gmock.h>
+#include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -17,6 +18,19 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
+
+google::protobuf::Timestamp At(absl::Time time) {
+  google::protobuf::Timestamp t;
+  t.set_seconds(absl::ToUnixSeconds(time));
+  return t;
+}
+
+// Parses fleetctl's JSON output back into `message`; false (with the reason logged) if not.
+bool ParsesAs(const std::string& json, google::protobuf::Message* message) {
+  auto status = google::protobuf::util::JsonStringToMessage(json, message);
+  if (!status.ok()) ADD_FAILURE() << status.ToString() << "\n" << json;
+  return status.ok();
+}
 
 std::string Principal(const grpc::ServerContext* context) {
   auto it = context->client_metadata().find(kPrincipalMetadataKey);
@@ -36,10 +50,32 @@ v1::OnicPort MakeOnicPort(uint32_t index, uint32_t tx, uint32_t rx) {
   return port;
 }
 
-// A small stateful inventory: lists and gets read `site_`, deletes remove from it.
+// A small stateful inventory: lists and gets read `site_`, deletes remove from it. `now` is
+// the test clock's time, for the agents' timestamps.
 class FakeInventory final : public v1::InventoryService::Service {
  public:
-  FakeInventory() {
+  explicit FakeInventory(absl::Time now) {
+    v1::Agent* agent1 = agents_.add_agents();
+    agent1->set_host("server1");
+    agent1->set_backend("emulated");
+    agent1->set_software_version("0.2.0");
+    agent1->add_onic_serials("FLT-S1C0-N0");
+    agent1->add_onic_serials("FLT-G3-0");
+    agent1->set_connected(true);
+    *agent1->mutable_connected_since() = At(now - absl::Minutes(5));
+    *agent1->mutable_last_heartbeat() = At(now - absl::Seconds(2));
+
+    v1::Agent* agent2 = agents_.add_agents();
+    agent2->set_host("server2");
+    agent2->set_backend("pcie-sysfs");
+    agent2->set_software_version("0.1.9");
+    agent2->add_onic_serials("FLT-S2C0-N0");
+    agent2->set_connected(false);
+    *agent2->mutable_connected_since() = At(now - absl::Hours(30));
+    *agent2->mutable_last_heartbeat() = At(now - absl::Hours(3));
+    agent2->add_inventory_mismatches("onic FLT-S2C0-N1 is in the inventory, not on the host");
+    agent2->add_inventory_mismatches("onic FLT-ZZ-9 is on the host, not in the inventory");
+
     v1::Switch* sw = site_.add_switches();
     sw->set_id("ocs1");
     sw->set_model("polatis-7000-384x384");
@@ -132,6 +168,18 @@ class FakeInventory final : public v1::InventoryService::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status GetHost(grpc::ServerContext*, const v1::GetHostRequest* request,
+                       v1::Host* response) override {
+    absl::MutexLock lock(&mu_);
+    for (const v1::Host& host : site_.hosts()) {
+      if (host.name() == request->name()) {
+        *response = host;
+        return grpc::Status::OK;
+      }
+    }
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, "host " + request->name() + " not found");
+  }
+
   grpc::Status ListDevices(grpc::ServerContext*, const v1::ListDevicesRequest* request,
                            v1::ListDevicesResponse* response) override {
     absl::MutexLock lock(&mu_);
@@ -189,6 +237,16 @@ class FakeInventory final : public v1::InventoryService::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status ListAgents(grpc::ServerContext*, const v1::ListAgentsRequest*,
+                          v1::ListAgentsResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    if (agents_unimplemented_) {
+      return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no agent registry");
+    }
+    *response = agents_;
+    return grpc::Status::OK;
+  }
+
   grpc::Status DeleteObject(grpc::ServerContext*, const v1::DeleteObjectRequest* request,
                             v1::DeleteObjectResponse* response) override {
     absl::MutexLock lock(&mu_);
@@ -219,6 +277,11 @@ class FakeInventory final : public v1::InventoryService::Service {
     absl::MutexLock lock(&mu_);
     return applied_;
   }
+  // As a fleetd without an agent registry answers.
+  void set_agents_unimplemented() {
+    absl::MutexLock lock(&mu_);
+    agents_unimplemented_ = true;
+  }
 
  private:
   absl::Mutex mu_;
@@ -228,6 +291,8 @@ class FakeInventory final : public v1::InventoryService::Service {
   std::string principal_ ABSL_GUARDED_BY(mu_);
   std::string last_port_filter_ ABSL_GUARDED_BY(mu_);
   v1::ApplyInventoryRequest applied_ ABSL_GUARDED_BY(mu_);
+  v1::ListAgentsResponse agents_ ABSL_GUARDED_BY(mu_);
+  bool agents_unimplemented_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 class FakeTopology final : public v1::TopologyService::Service {
@@ -257,8 +322,63 @@ class FakeTopology final : public v1::TopologyService::Service {
   v1::ListAllocationsResponse allocations_;  // Read-only after construction.
 };
 
+// s1c0-n0's ports as its agent would report them: port 1 up, port 2 dark.
+v1::LinkState CannedLink(uint32_t port) {
+  v1::LinkState state;
+  state.set_onic_serial("FLT-S1C0-N0");
+  state.set_port(port);
+  if (port == 1) {
+    state.set_status(v1::LINK_STATUS_UP);
+    state.set_rx_power_dbm(-1.5);
+    state.set_tx_power_dbm(0.8);
+    state.set_peer_seen("FLT-GPU1-N0/1");
+    state.set_link_speed_mts(16000);
+    state.set_link_width(16);
+  } else {
+    state.set_status(v1::LINK_STATUS_DOWN);
+    state.set_rx_power_dbm(-99.99);
+    state.set_tx_power_dbm(0.5);
+    state.set_detail("no light");
+  }
+  return state;
+}
+
+// Link operations know s1c0-n0; gpu3-n0's agent is away; any other O-NIC is unknown.
+grpc::Status CheckLinkOnic(const std::string& onic) {
+  if (onic == "s1c0-n0") return grpc::Status::OK;
+  if (onic == "gpu3-n0") {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "agent on host jbog1 is not connected");
+  }
+  return grpc::Status(grpc::StatusCode::NOT_FOUND, "onic " + onic + " not found");
+}
+
 class FakeAdmin final : public v1::AdminService::Service {
  public:
+  grpc::Status RetrainLink(grpc::ServerContext*, const v1::RetrainLinkRequest* request,
+                           v1::LinkState* response) override {
+    {
+      absl::MutexLock lock(&mu_);
+      retrains_.push_back(*request);
+    }
+    grpc::Status status = CheckLinkOnic(request->onic());
+    if (status.ok()) *response = CannedLink(request->port());
+    return status;
+  }
+
+  grpc::Status GetLinkStatus(grpc::ServerContext*, const v1::GetLinkStatusRequest* request,
+                             v1::GetLinkStatusResponse* response) override {
+    grpc::Status status = CheckLinkOnic(request->onic());
+    if (!status.ok()) return status;
+    *response->add_ports() = CannedLink(1);
+    *response->add_ports() = CannedLink(2);
+    return grpc::Status::OK;
+  }
+
+  std::vector<v1::RetrainLinkRequest> retrains() {
+    absl::MutexLock lock(&mu_);
+    return retrains_;
+  }
+
   grpc::Status Health(grpc::ServerContext*, const v1::HealthRequest*,
                       v1::HealthResponse* response) override {
     response->set_overall(v1::ComponentHealth::STATE_DEGRADED);
@@ -272,6 +392,10 @@ class FakeAdmin final : public v1::AdminService::Service {
     sw->set_detail("connection refused");
     return grpc::Status::OK;
   }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<v1::RetrainLinkRequest> retrains_ ABSL_GUARDED_BY(mu_);
 };
 
 class FleetctlTest : public ::testing::Test {
@@ -311,7 +435,7 @@ class FleetctlTest : public ::testing::Test {
   std::string err() const { return err_.str(); }
 
   FakeClock clock_;
-  FakeInventory inventory_;
+  FakeInventory inventory_{clock_.Now()};
   FakeTopology topology_{clock_.Now() - absl::Minutes(3)};
   FakeAdmin admin_;
   std::unique_ptr<grpc::Server> server_;
@@ -400,7 +524,7 @@ TEST_F(FleetctlTest, GetUnknownKindIsUsageError) {
   EXPECT_EQ(Run({"get", "switchs"}), kExitUsage);
   EXPECT_EQ(out(), "");
   EXPECT_THAT(err(), HasSubstr("error: unknown kind 'switchs'; kinds: switches, ports, hosts, "
-                               "devices, onics, trunks, circuits, allocations, events\n"));
+                               "agents, devices, onics, trunks, circuits, allocations, events\n"));
   EXPECT_THAT(err(), HasSubstr("fleetctl get --help"));
 }
 
@@ -467,6 +591,189 @@ TEST_F(FleetctlTest, DeletePrintsEachDeletedObjectOnce) {
 TEST_F(FleetctlTest, DeleteUnknownKindIsUsageError) {
   EXPECT_EQ(Run({"delete", "circuit", "c1"}), kExitUsage);
   EXPECT_THAT(err(), HasSubstr("unknown kind 'circuit'; kinds: switch, host, device, onic, trunk"));
+}
+
+TEST_F(FleetctlTest, GetAgentsPrintsTable) {
+  EXPECT_EQ(Run({"get", "agents"}), kExitOk) << err();
+  EXPECT_EQ(out(),
+            "HOST     CONNECTED  BACKEND     VERSION  ONICS  LAST-HEARTBEAT  MISMATCHES\n"
+            "server1  yes        emulated    0.2.0    2      2s              -\n"
+            "server2  no         pcie-sysfs  0.1.9    1      3h              2\n");
+  EXPECT_EQ(err(), "");
+}
+
+TEST_F(FleetctlTest, GetAgentsJsonParsesBackToTheListResponse) {
+  EXPECT_EQ(Run({"get", "agent", "-o", "json"}), kExitOk) << err();
+  v1::ListAgentsResponse parsed;
+  ASSERT_TRUE(ParsesAs(out(), &parsed));
+  ASSERT_EQ(parsed.agents_size(), 2);
+  EXPECT_EQ(parsed.agents(0).host(), "server1");
+  EXPECT_TRUE(parsed.agents(0).connected());
+  EXPECT_EQ(parsed.agents(0).onic_serials_size(), 2);
+  EXPECT_EQ(parsed.agents(1).inventory_mismatches_size(), 2);
+  EXPECT_EQ(parsed.agents(1).last_heartbeat().seconds(),
+            absl::ToUnixSeconds(clock_.Now() - absl::Hours(3)));
+}
+
+TEST_F(FleetctlTest, GetAgentsWithoutAgentRegistryFails) {
+  inventory_.set_agents_unimplemented();
+  EXPECT_EQ(Run({"get", "agents"}), kExitFailed);
+  EXPECT_EQ(err(), "error: UNIMPLEMENTED: no agent registry\n");
+}
+
+TEST_F(FleetctlTest, DescribeAgentShowsEachMismatchOnItsOwnLine) {
+  EXPECT_EQ(Run({"describe", "agent", "server2"}), kExitOk) << err();
+  EXPECT_EQ(out(),
+            "Host:            server2\n"
+            "Connected:       no\n"
+            "Last heartbeat:  2023-11-14T19:13:20Z (3h ago)\n"
+            "Backend:         pcie-sysfs\n"
+            "Version:         0.1.9\n"
+            "O-NIC serials:\n"
+            "  FLT-S2C0-N0\n"
+            "Inventory mismatches:\n"
+            "  onic FLT-S2C0-N1 is in the inventory, not on the host\n"
+            "  onic FLT-ZZ-9 is on the host, not in the inventory\n");
+}
+
+TEST_F(FleetctlTest, DescribeConnectedAgentShowsSince) {
+  EXPECT_EQ(Run({"describe", "agent", "server1"}), kExitOk) << err();
+  EXPECT_THAT(out(), HasSubstr("Connected:             yes\n"
+                               "Connected since:       2023-11-14T22:08:20Z (5m ago)\n"));
+  EXPECT_THAT(out(), HasSubstr("O-NIC serials:\n  FLT-S1C0-N0\n  FLT-G3-0\n"));
+  EXPECT_THAT(out(), HasSubstr("Inventory mismatches:  (none)\n"));
+}
+
+TEST_F(FleetctlTest, DescribeAgentJsonPrintsTheAgent) {
+  EXPECT_EQ(Run({"describe", "agent", "server2", "-o", "json"}), kExitOk) << err();
+  v1::Agent parsed;
+  ASSERT_TRUE(ParsesAs(out(), &parsed));
+  EXPECT_EQ(parsed.host(), "server2");
+  EXPECT_EQ(parsed.backend(), "pcie-sysfs");
+}
+
+TEST_F(FleetctlTest, DescribeAbsentAgentIsNotFound) {
+  EXPECT_EQ(Run({"describe", "agent", "server9"}), kExitFailed);
+  EXPECT_EQ(err(), "error: NOT_FOUND: agent server9 has never connected\n");
+  EXPECT_EQ(out(), "");
+}
+
+TEST_F(FleetctlTest, DescribeHostShowsItsAgent) {
+  EXPECT_EQ(Run({"describe", "host", "server1"}), kExitOk) << err();
+  EXPECT_THAT(out(), HasSubstr("Agent:    connected since 2023-11-14T22:08:20Z; emulated backend, "
+                               "version 0.2.0\n"));
+}
+
+TEST_F(FleetctlTest, DescribeHostWithoutAgentRegistryStillWorks) {
+  inventory_.set_agents_unimplemented();
+  EXPECT_EQ(Run({"describe", "host", "server1"}), kExitOk) << err();
+  EXPECT_THAT(out(), HasSubstr("Agent:    never registered\n"));
+  EXPECT_THAT(out(), HasSubstr("Devices:\n  gpu3  gpu"));
+}
+
+TEST_F(FleetctlTest, LinkRetrainPrintsTheUpLinkInOneLine) {
+  EXPECT_EQ(Run({"link", "retrain", "s1c0-n0", "1"}), kExitOk) << err();
+  EXPECT_EQ(out(), "s1c0-n0 port 1: up (16000 MT/s x16, rx -1.50 dBm, peer FLT-GPU1-N0/1)\n");
+  std::vector<v1::RetrainLinkRequest> retrains = admin_.retrains();
+  ASSERT_EQ(retrains.size(), 1u);
+  EXPECT_EQ(retrains[0].onic(), "s1c0-n0");
+  EXPECT_EQ(retrains[0].port(), 1u);
+}
+
+TEST_F(FleetctlTest, LinkRetrainShowsWhyALinkIsNotUp) {
+  EXPECT_EQ(Run({"link", "retrain", "s1c0-n0", "2"}), kExitOk) << err();
+  EXPECT_EQ(out(), "s1c0-n0 port 2: down: no light\n");
+  ASSERT_EQ(admin_.retrains().size(), 1u);
+  EXPECT_EQ(admin_.retrains()[0].port(), 2u);
+}
+
+TEST_F(FleetctlTest, LinkRetrainJsonParsesBackToTheLinkState) {
+  EXPECT_EQ(Run({"link", "retrain", "s1c0-n0", "1", "-o", "json"}), kExitOk) << err();
+  v1::LinkState parsed;
+  ASSERT_TRUE(ParsesAs(out(), &parsed));
+  EXPECT_EQ(parsed.status(), v1::LINK_STATUS_UP);
+  EXPECT_EQ(parsed.link_width(), 16u);
+  EXPECT_DOUBLE_EQ(parsed.rx_power_dbm(), -1.5);
+  EXPECT_EQ(parsed.peer_seen(), "FLT-GPU1-N0/1");
+}
+
+TEST_F(FleetctlTest, LinkRetrainRejectsPortOtherThanOneOrTwo) {
+  for (const char* port : {"0", "3", "12", "one", "1x"}) {
+    EXPECT_EQ(Run({"link", "retrain", "s1c0-n0", port}), kExitUsage) << port;
+    EXPECT_THAT(err(), HasSubstr(std::string("error: PORT must be 1 or 2, got '") + port + "'"));
+    EXPECT_THAT(err(), HasSubstr("fleetctl link --help"));
+    EXPECT_EQ(out(), "");
+  }
+  EXPECT_TRUE(admin_.retrains().empty());
+}
+
+TEST_F(FleetctlTest, LinkRetrainServerErrorExitsOne) {
+  EXPECT_EQ(Run({"link", "retrain", "gpu3-n0", "1"}), kExitFailed);
+  EXPECT_EQ(err(), "error: UNAVAILABLE: agent on host jbog1 is not connected\n");
+  EXPECT_EQ(out(), "");
+}
+
+TEST_F(FleetctlTest, LinkRetrainNeedsOnicAndPort) {
+  EXPECT_EQ(Run({"link", "retrain", "s1c0-n0"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("link retrain needs ONIC and PORT, got 'retrain s1c0-n0'"));
+  EXPECT_TRUE(admin_.retrains().empty());
+}
+
+TEST_F(FleetctlTest, LinkStatusPrintsBothPorts) {
+  EXPECT_EQ(Run({"link", "status", "s1c0-n0"}), kExitOk) << err();
+  EXPECT_EQ(out(),
+            "PORT  STATUS  SPEED       WIDTH  RX-DBM  TX-DBM  PEER           DETAIL\n"
+            "1     up      16000 MT/s  x16    -1.50   0.80    FLT-GPU1-N0/1  -\n"
+            "2     down    -           -      -       0.50    -              no light\n");
+}
+
+TEST_F(FleetctlTest, LinkStatusJsonAndYamlPrintTheResponse) {
+  EXPECT_EQ(Run({"link", "status", "s1c0-n0", "-o", "json"}), kExitOk) << err();
+  v1::GetLinkStatusResponse parsed;
+  ASSERT_TRUE(ParsesAs(out(), &parsed));
+  ASSERT_EQ(parsed.ports_size(), 2);
+  EXPECT_EQ(parsed.ports(1).status(), v1::LINK_STATUS_DOWN);
+  EXPECT_EQ(parsed.ports(1).detail(), "no light");
+  EXPECT_EQ(Run({"link", "status", "s1c0-n0", "-o", "yaml"}), kExitOk) << err();
+  EXPECT_THAT(out(), StartsWith("ports:\n  - onic_serial: FLT-S1C0-N0\n"));
+  EXPECT_THAT(out(), HasSubstr("status: LINK_STATUS_DOWN\n"));
+}
+
+TEST_F(FleetctlTest, LinkStatusUnknownOnicExitsOne) {
+  EXPECT_EQ(Run({"link", "status", "s9c9-n9"}), kExitFailed);
+  EXPECT_EQ(err(), "error: NOT_FOUND: onic s9c9-n9 not found\n");
+  EXPECT_EQ(out(), "");
+}
+
+TEST_F(FleetctlTest, LinkNeedsAKnownSubcommand) {
+  EXPECT_EQ(Run({"link"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("link needs a subcommand: retrain ONIC PORT, or status ONIC"));
+  EXPECT_EQ(Run({"link", "reset", "s1c0-n0"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("unknown link subcommand 'reset'; subcommands: retrain, status"));
+  EXPECT_EQ(Run({"link", "status"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("link status needs one ONIC, got 'status'"));
+}
+
+TEST_F(FleetctlTest, LinkHelpShowsBothSubcommands) {
+  EXPECT_EQ(Run({"link", "--help"}), kExitOk);
+  EXPECT_THAT(out(),
+              StartsWith("Usage: fleetctl link (retrain ONIC PORT | status ONIC) [flags]\n"));
+  EXPECT_THAT(out(), HasSubstr("  retrain ONIC PORT  Retrain one port (1 or 2)"));
+  EXPECT_THAT(out(), HasSubstr("  status ONIC        Show both ports"));
+  std::string link_help = out();
+  EXPECT_EQ(Run({"link", "retrain", "--help"}), kExitOk);
+  EXPECT_EQ(out(), link_help);
+  EXPECT_EQ(Run({"help", "link"}), kExitOk);
+  EXPECT_EQ(out(), link_help);
+  EXPECT_TRUE(connected_to_.empty());
+  EXPECT_TRUE(admin_.retrains().empty());
+}
+
+TEST_F(FleetctlTest, GetAndDescribeHelpMentionAgents) {
+  EXPECT_EQ(Run({"get", "--help"}), kExitOk);
+  EXPECT_THAT(out(), HasSubstr("\n  agents  "));
+  EXPECT_EQ(Run({"describe", "--help"}), kExitOk);
+  EXPECT_THAT(out(), HasSubstr("Kinds: switch, host, agent, device, onic, allocation"));
 }
 
 class FleetctlApplyTest : public FleetctlTest {
@@ -545,7 +852,8 @@ TEST_F(FleetctlTest, HelpListsEveryVerb) {
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"--help"}, std::vector<std::string>{"help"}}) {
     EXPECT_EQ(Run(args), kExitOk);
-    for (const char* verb : {"get", "describe", "apply", "delete", "health", "version", "help"}) {
+    for (const char* verb :
+         {"get", "describe", "apply", "delete", "link", "health", "version", "help"}) {
       EXPECT_THAT(out(), HasSubstr(std::string("\n  ") + verb + " ")) << verb;
     }
     EXPECT_THAT(out(), HasSubstr("--server"));

@@ -251,5 +251,50 @@ TEST(DescribeTest, AllocationListsMembersCircuitsAndStageTimings) {
   EXPECT_THAT(text, HasSubstr("Stage timings:\n  program  12ms\n"));
 }
 
+TEST(LinkStateLineTest, NamesOtherStatesWithTheirDetail) {
+  v1::LinkState state;
+  state.set_port(2);
+  state.set_status(v1::LINK_STATUS_QUIESCED);
+  state.set_rx_power_dbm(-3.0);
+  state.set_detail("out of service for c7");
+  EXPECT_EQ(LinkStateLine("gpu3-n0", state), "gpu3-n0 port 2: quiesced: out of service for c7");
+  state.set_status(v1::LINK_STATUS_TRAINING);
+  state.clear_detail();
+  EXPECT_EQ(LinkStateLine("gpu3-n0", state), "gpu3-n0 port 2: training");
+  state.set_status(v1::LINK_STATUS_UNSPECIFIED);
+  EXPECT_EQ(LinkStateLine("gpu3-n0", state), "gpu3-n0 port 2: unknown");
+}
+
+TEST(LinkStateLineTest, UpLinkLeavesOutWhatIsNotKnown) {
+  v1::LinkState state;
+  state.set_port(1);
+  state.set_status(v1::LINK_STATUS_UP);
+  state.set_rx_power_dbm(kNoPowerReadingDbm);
+  EXPECT_EQ(LinkStateLine("s1c0-n0", state), "s1c0-n0 port 1: up");
+  state.set_peer_seen("FLT-G3-0/1");
+  EXPECT_EQ(LinkStateLine("s1c0-n0", state), "s1c0-n0 port 1: up (peer FLT-G3-0/1)");
+}
+
+TEST(LinkStatusTableTest, ShowsStatusWordAndBlankPowerWithoutReading) {
+  v1::GetLinkStatusResponse response;
+  v1::LinkState* state = response.add_ports();
+  state->set_port(1);
+  state->set_status(v1::LINK_STATUS_QUIESCED);
+  state->set_rx_power_dbm(kNoPowerReadingDbm);
+  state->set_tx_power_dbm(-0.25);
+  EXPECT_EQ(LinkStatusTable(response).Render(),
+            "PORT  STATUS    SPEED  WIDTH  RX-DBM  TX-DBM  PEER  DETAIL\n"
+            "1     quiesced  -      -      -       -0.25   -     -\n");
+}
+
+TEST(AgentsTableTest, ShowsDashForNoHeartbeatAndNoMismatches) {
+  v1::ListAgentsResponse response;
+  v1::Agent* agent = response.add_agents();
+  agent->set_host("server3");
+  EXPECT_EQ(AgentsTable(response, absl::FromUnixSeconds(1'700'000'000)).Render(),
+            "HOST     CONNECTED  BACKEND  VERSION  ONICS  LAST-HEARTBEAT  MISMATCHES\n"
+            "server3  no         -        -        0      -               -\n");
+}
+
 }  // namespace
 }  // namespace fleet::cli

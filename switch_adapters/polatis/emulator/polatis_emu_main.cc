@@ -12,6 +12,7 @@
 #include "controller/base/clock.h"
 #include "controller/base/flags.h"
 #include "controller/base/log.h"
+#include "controller/base/shutdown_signals.h"
 #include "switch_adapters/polatis/emulator/emulator.h"
 
 namespace {
@@ -135,13 +136,8 @@ int Run(int argc, char** argv) {
   options->state_file = state;
   options->sid = sid;
 
-  // Block the shutdown signals in every thread (threads inherit the mask) and take them
-  // synchronously below: no work happens in a signal handler.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // No work in signal handlers: shutdown signals are taken synchronously below.
+  const fleet::ShutdownSignals shutdown = fleet::ShutdownSignals::Block();
 
   fleet::SystemClock clock;
   absl::StatusOr<std::unique_ptr<fleet::polatis_emu::Emulator>> emulator =
@@ -156,8 +152,7 @@ int Run(int argc, char** argv) {
   FLEET_LOG(INFO) << "polatis-emu " << options->size.ToString() << " serving TL1 on "
                   << (*emulator)->tl1_address() << ", REST on " << (*emulator)->rest_address();
 
-  int signal_number = 0;
-  sigwait(&signals, &signal_number);
+  const int signal_number = shutdown.Wait();
   FLEET_LOG(INFO) << "signal " << signal_number << ": shutting down";
   (*emulator)->Stop();
   emulator->reset();

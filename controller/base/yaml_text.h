@@ -1,0 +1,23 @@
+// The project's YAML files (inventory, fleetd and agent configs) are read the same way:
+// whole text in, a yaml-cpp node out, and a syntax error named by file and line.
+#ifndef FLEET_CONTROLLER_BASE_YAML_TEXT_H_
+#define FLEET_CONTROLLER_BASE_YAML_TEXT_H_
+
+#include <yaml-cpp/yaml.h>
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace fleet {
+
+// INVALID_ARGUMENT "FILE:LINE: YAML syntax error: ..." on malformed text.
+absl::StatusOr<YAML::Node> LoadYaml(absl::string_view text, absl::string_view file_name);
+
+// The file's whole text; NOT_FOUND "cannot read WHAT PATH".
+absl::StatusOr<std::string> ReadTextFile(const std::string& path, absl::string_view what);
+
+}  // namespace fleet
+
+#endif  // FLEET_CONTROLLER_BASE_YAML_TEXT_H_

@@ -1,0 +1,63 @@
+// `fleetd --demo`: the embedded default site. Starts polatis-emu (384x384, 25 ms switching),
+// applies the FLEET Gen1 inventory (built into the binary) with its switch pointed at the
+// emulator, and starts one emulated O-NIC agent per host; the binaries are found next to
+// fleetd's own. Everything it starts is stopped with it.
+#ifndef FLEET_CONTROLLER_FLEETD_DEMO_H_
+#define FLEET_CONTROLLER_FLEETD_DEMO_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "controller/fleetd/config.h"
+
+namespace fleet::fleetd {
+
+// A child process whose stdout is read for its address lines; stopped with SIGTERM.
+class ChildProcess {
+ public:
+  static absl::StatusOr<std::unique_ptr<ChildProcess>> Start(const std::vector<std::string>& argv,
+                                                             const std::string& log_path);
+  ~ChildProcess();  // SIGTERM, then SIGKILL if it lingers.
+  // The rest of the first stdout line starting with `prefix`, waiting up to `timeout`.
+  absl::StatusOr<std::string> WaitForLine(const std::string& prefix, absl::Duration timeout);
+
+ private:
+  ChildProcess() = default;
+  pid_t pid_ = -1;
+  int stdout_fd_ = -1;
+  std::string buffer_;
+};
+
+// The Gen1 inventory file shipped in deploy/inventory/, as built into fleetd.
+const char* EmbeddedGen1Inventory();
+
+class Demo {
+ public:
+  // Starts the emulator and points `config` at a demo state directory (a fresh temp dir
+  // unless one was given), the demo inventory and the emulator's credentials.
+  static absl::StatusOr<std::unique_ptr<Demo>> Prepare(FleetdConfig& config,
+                                                       const std::string& binary_dir);
+  // Starts one emulated agent per host of the inventory, dialing `grpc_address`.
+  absl::Status StartAgents(const std::string& grpc_address);
+
+  const std::string& tl1_address() const { return tl1_; }
+  const std::string& rest_address() const { return rest_; }
+  int agents() const { return static_cast<int>(agents_.size()); }
+
+ private:
+  Demo() = default;
+  std::string binary_dir_;
+  std::string state_dir_;
+  std::string inventory_path_;
+  std::string tl1_, rest_;
+  std::unique_ptr<ChildProcess> emulator_;
+  std::vector<std::unique_ptr<ChildProcess>> agents_;
+};
+
+}  // namespace fleet::fleetd
+
+#endif  // FLEET_CONTROLLER_FLEETD_DEMO_H_

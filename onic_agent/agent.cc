@@ -1,0 +1,359 @@
+#include "onic_agent/agent.h"
+
+#include <google/protobuf/util/time_util.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "controller/base/log.h"
+
+namespace fleet::agent {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+
+// Monitor reads ride the port queues like commands, so a port is never read while a command
+// works on it; their ids start with this and their answers become link_change reports.
+constexpr char kMonitorPrefix[] = "monitor:";
+
+std::string PortKey(const v1::Command& command) {
+  switch (command.action_case()) {
+    case v1::Command::kQuiesce:
+      return absl::StrCat(command.quiesce().onic_serial(), "/", command.quiesce().port());
+    case v1::Command::kRetrain:
+      return absl::StrCat(command.retrain().onic_serial(), "/", command.retrain().port());
+    case v1::Command::kReadPort:
+      return absl::StrCat(command.read_port().onic_serial(), "/", command.read_port().port());
+    case v1::Command::kBlink:
+      return absl::StrCat(command.blink().onic_serial(), "/blink");
+    default:
+      return "none";
+  }
+}
+
+}  // namespace
+
+Agent::Agent(AgentOptions options, OnicBackend* backend)
+    : options_(std::move(options)),
+      backend_(backend),
+      random_(options_.seed != 0 ? options_.seed
+                                 : static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()))) {}
+
+Agent::~Agent() {
+  Stop();
+  std::vector<std::thread> workers;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [key, queue] : ports_) {
+      if (queue.worker.joinable()) workers.push_back(std::move(queue.worker));
+    }
+  }
+  for (std::thread& t : workers) t.join();
+}
+
+void Agent::Stop() {
+  absl::MutexLock lock(&mu_);
+  stopping_ = true;
+  if (context_ != nullptr) context_->TryCancel();
+  changed_.SignalAll();
+}
+
+int Agent::registrations() const {
+  absl::MutexLock lock(&mu_);
+  return registrations_;
+}
+
+bool Agent::connected() const {
+  absl::MutexLock lock(&mu_);
+  return stream_ != nullptr && registrations_ > 0 && context_ != nullptr;
+}
+
+int Agent::commands_run() const {
+  absl::MutexLock lock(&mu_);
+  return commands_run_;
+}
+
+absl::Duration Agent::NextBackoff(int attempt) {
+  absl::Duration base = options_.min_backoff;
+  for (int i = 0; i < attempt && base < options_.max_backoff; ++i) base *= 2;
+  base = std::min(base, options_.max_backoff);
+  // Jitter in [0.5, 1.5): agents that lost fleetd together do not return together.
+  absl::MutexLock lock(&mu_);
+  std::uniform_real_distribution<double> jitter(0.5, 1.5);
+  return base * jitter(random_);
+}
+
+void Agent::Run() {
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateChannel(options_.controller, grpc::InsecureChannelCredentials());
+  int attempt = 0;
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) break;
+    }
+    if (Session(channel)) attempt = 0;
+    const absl::Duration wait = NextBackoff(attempt++);
+    absl::MutexLock lock(&mu_);
+    const absl::Time until = absl::Now() + wait;
+    while (!stopping_ && absl::Now() < until) changed_.WaitWithDeadline(&mu_, until);
+  }
+}
+
+bool Agent::Session(const std::shared_ptr<grpc::Channel>& channel) {
+  std::unique_ptr<v1::AgentService::Stub> stub = v1::AgentService::NewStub(channel);
+  grpc::ClientContext context;
+  std::unique_ptr<Stream> stream;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return false;
+    context_ = &context;
+  }
+  stream = stub->Connect(&context);
+  {
+    absl::MutexLock write(&write_mu_);
+    absl::MutexLock lock(&mu_);
+    stream_ = stream.get();
+    last_heard_ = absl::Now();
+  }
+
+  // Register with the full current state, every time: fleetd may have restarted.
+  v1::AgentMessage hello;
+  v1::RegisterAgent* reg = hello.mutable_register_();
+  reg->set_host(options_.host);
+  reg->set_backend(backend_->name());
+  reg->set_software_version(options_.software_version);
+  absl::StatusOr<std::vector<v1::AgentOnic>> onics = backend_->Discover();
+  if (!onics.ok()) {
+    FLEET_LOG(ERROR) << "cannot discover O-NICs: " << onics.status();
+  } else {
+    for (v1::AgentOnic& onic : *onics) *reg->add_onics() = std::move(onic);
+  }
+  Send(hello);
+
+  bool registered = false;
+  std::thread heartbeats;
+  v1::ControllerMessage message;
+  while (stream->Read(&message)) {
+    {
+      absl::MutexLock lock(&mu_);
+      last_heard_ = absl::Now();
+    }
+    switch (message.message_case()) {
+      case v1::ControllerMessage::kRegistered: {
+        absl::Duration interval = absl::Milliseconds(
+            TimeUtil::DurationToMilliseconds(message.registered().heartbeat_interval()));
+        if (interval <= absl::ZeroDuration()) interval = absl::Seconds(1);
+        uint64_t session = 0;
+        {
+          absl::MutexLock lock(&mu_);
+          ++registrations_;
+          session = ++session_;
+        }
+        if (!registered) {
+          registered = true;
+          FLEET_LOG(INFO) << "registered with fleetd at " << options_.controller << " as host "
+                          << options_.host;
+          heartbeats =
+              std::thread([this, interval, session] { HeartbeatAndMonitor(interval, session); });
+        }
+        break;
+      }
+      case v1::ControllerMessage::kHeartbeat:
+        break;
+      case v1::ControllerMessage::kCommand:
+        Dispatch(message.command());
+        break;
+      default:
+        FLEET_LOG(WARNING) << "ignoring unexpected message from fleetd";
+    }
+  }
+  {
+    absl::MutexLock write(&write_mu_);
+    absl::MutexLock lock(&mu_);
+    stream_ = nullptr;
+    context_ = nullptr;
+    ++session_;  // Ends this session's heartbeat thread.
+    changed_.SignalAll();
+  }
+  if (heartbeats.joinable()) heartbeats.join();
+  grpc::Status status = stream->Finish();
+  FLEET_LOG(INFO) << "stream to fleetd at " << options_.controller
+                  << " ended: " << (status.ok() ? "closed" : status.error_message());
+  return registered;
+}
+
+void Agent::Send(const v1::AgentMessage& message) {
+  absl::MutexLock write(&write_mu_);
+  Stream* stream = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    stream = stream_;
+  }
+  // No stream: the answer is dropped. fleetd failed the waiting command when the stream
+  // broke; a retry with the same id is answered from the record.
+  if (stream != nullptr) stream->Write(message);
+}
+
+void Agent::HeartbeatAndMonitor(absl::Duration interval, uint64_t session) {
+  absl::Time next_beat = absl::Now() + interval;
+  absl::Time next_monitor = absl::Now() + options_.monitor_interval;
+  uint64_t sequence = 0;
+  uint64_t monitor_round = 0;
+  while (true) {
+    bool beat = false, monitor = false;
+    {
+      absl::MutexLock lock(&mu_);
+      const absl::Time wake = std::min(next_beat, next_monitor);
+      while (!stopping_ && session_ == session && absl::Now() < wake) {
+        changed_.WaitWithDeadline(&mu_, wake);
+      }
+      if (stopping_ || session_ != session) return;
+      if (absl::Now() - last_heard_ > 3 * interval) {
+        FLEET_LOG(WARNING) << "fleetd missed 3 heartbeats; reconnecting";
+        if (context_ != nullptr) context_->TryCancel();
+        return;
+      }
+      const absl::Time now = absl::Now();
+      beat = now >= next_beat;
+      monitor = now >= next_monitor;
+    }
+    if (beat) {
+      v1::AgentMessage message;
+      message.mutable_heartbeat()->set_sequence(++sequence);
+      *message.mutable_heartbeat()->mutable_sent() =
+          TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(absl::Now()));
+      Send(message);
+      next_beat = absl::Now() + interval;
+    }
+    if (monitor) {
+      absl::StatusOr<std::vector<v1::AgentOnic>> onics = backend_->Discover();
+      if (onics.ok()) {
+        ++monitor_round;
+        for (const v1::AgentOnic& onic : *onics) {
+          for (const v1::LinkState& port : onic.ports()) {
+            v1::Command read;
+            read.set_id(
+                absl::StrCat(kMonitorPrefix, monitor_round, ":", onic.serial(), "/", port.port()));
+            read.mutable_read_port()->set_onic_serial(onic.serial());
+            read.mutable_read_port()->set_port(port.port());
+            Dispatch(read);
+          }
+        }
+      }
+      next_monitor = absl::Now() + options_.monitor_interval;
+    }
+  }
+}
+
+void Agent::Dispatch(const v1::Command& command) {
+  std::optional<v1::CommandResult> repeat;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    if (auto done = results_.find(command.id()); done != results_.end()) {
+      repeat = done->second;
+    } else if (running_.contains(command.id())) {
+      return;  // Its one answer comes when it finishes.
+    } else {
+      running_.insert(command.id());
+      const std::string key = PortKey(command);
+      PortQueue& queue = ports_[key];
+      queue.commands.push_back(command);
+      if (!queue.worker.joinable()) queue.worker = std::thread([this, key] { PortWorker(key); });
+      changed_.SignalAll();
+    }
+  }
+  if (repeat) {
+    v1::AgentMessage message;
+    *message.mutable_result() = *repeat;
+    Send(message);
+  }
+}
+
+void Agent::PortWorker(std::string key) {
+  while (true) {
+    v1::Command command;
+    {
+      absl::MutexLock lock(&mu_);
+      PortQueue& queue = ports_[key];
+      while (!stopping_ && queue.commands.empty()) changed_.Wait(&mu_);
+      if (stopping_) return;
+      command = std::move(queue.commands.front());
+      queue.commands.pop_front();
+    }
+    v1::CommandResult result = Execute(command);
+    const bool monitor = command.id().rfind(kMonitorPrefix, 0) == 0;
+    bool changed = false;
+    {
+      absl::MutexLock lock(&mu_);
+      running_.erase(command.id());
+      const std::string port_key = PortKey(command);
+      if (result.has_link()) {
+        auto [it, fresh] = last_status_.emplace(port_key, result.link().status());
+        changed = !fresh && it->second != result.link().status();
+        it->second = result.link().status();
+      }
+      if (!monitor) {
+        ++commands_run_;
+        results_[command.id()] = result;
+        result_order_.push_back(command.id());
+        while (result_order_.size() > options_.remembered_results) {
+          results_.erase(result_order_.front());
+          result_order_.pop_front();
+        }
+      }
+    }
+    v1::AgentMessage message;
+    if (!monitor) {
+      *message.mutable_result() = result;
+      Send(message);
+    } else if (changed) {
+      *message.mutable_link_change() = result.link();
+      Send(message);
+    }
+  }
+}
+
+v1::CommandResult Agent::Execute(const v1::Command& command) {
+  v1::CommandResult result;
+  result.set_command_id(command.id());
+  const absl::Time deadline =
+      command.has_deadline()
+          ? absl::FromUnixNanos(TimeUtil::TimestampToNanoseconds(command.deadline()))
+          : absl::Now() + absl::Seconds(30);
+  CommandOutcome outcome;
+  if (absl::Now() >= deadline) {
+    outcome.status = absl::DeadlineExceededError(
+        absl::StrCat("command ", command.id(), " arrived after its deadline"));
+  } else {
+    switch (command.action_case()) {
+      case v1::Command::kQuiesce:
+        outcome =
+            backend_->Quiesce(command.quiesce().onic_serial(), command.quiesce().port(), deadline);
+        break;
+      case v1::Command::kRetrain:
+        outcome = backend_->Retrain(command.retrain().onic_serial(), command.retrain().port(),
+                                    command.retrain().expected_peer(), deadline);
+        break;
+      case v1::Command::kReadPort:
+        outcome = backend_->ReadPort(command.read_port().onic_serial(), command.read_port().port());
+        break;
+      case v1::Command::kBlink:
+        outcome.status = backend_->Blink(
+            command.blink().onic_serial(),
+            absl::Milliseconds(TimeUtil::DurationToMilliseconds(command.blink().duration())));
+        break;
+      default:
+        outcome.status =
+            absl::InvalidArgumentError(absl::StrCat("command ", command.id(), " has no action"));
+    }
+  }
+  result.set_code(static_cast<int32_t>(outcome.status.code()));
+  result.set_message(std::string(outcome.status.message()));
+  if (outcome.link.ByteSizeLong() > 0) *result.mutable_link() = outcome.link;
+  return result;
+}
+
+}  // namespace fleet::agent

@@ -1,0 +1,103 @@
+// The O-NIC agent's connection to fleetd: it dials out to AgentService.Connect, registers
+// its host and O-NICs, answers commands through its backend, exchanges heartbeats, reports
+// link changes it notices, and reconnects with jittered exponential backoff whenever the
+// stream breaks, registering its full state again.
+//
+// Commands: each is answered exactly once per arrival. A command id seen before is not run
+// again: if it is still running, its one answer will come; if it is done, the recorded
+// answer is sent again. Commands for different ports run concurrently; those for one port
+// run in arrival order. A command whose deadline has passed is answered DEADLINE_EXCEEDED
+// without running.
+#ifndef FLEET_ONIC_AGENT_AGENT_H_
+#define FLEET_ONIC_AGENT_AGENT_H_
+
+#include <grpcpp/channel.h>
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "fleet/v1/agent.grpc.pb.h"
+#include "onic_agent/backend.h"
+
+namespace fleet::agent {
+
+struct AgentOptions {
+  std::string controller;  // fleetd's gRPC address, HOST:PORT.
+  std::string host;
+  std::string software_version;
+  absl::Duration min_backoff = absl::Milliseconds(100);
+  absl::Duration max_backoff = absl::Seconds(10);
+  // How often ports are read to notice link changes nobody asked about.
+  absl::Duration monitor_interval = absl::Seconds(1);
+  size_t remembered_results = 1024;  // Answers kept for repeated command ids.
+  uint64_t seed = 0;                 // Backoff jitter; 0 seeds from the clock.
+};
+
+class Agent {
+ public:
+  // `backend` is not owned and must outlive the agent.
+  Agent(AgentOptions options, OnicBackend* backend);
+  ~Agent();
+
+  // Connects and serves until Stop(). Blocks.
+  void Run();
+  // Ends Run() promptly: cancels the stream and wakes any backoff wait. Thread-safe.
+  void Stop();
+
+  // For tests and the agent's own status: registrations accepted so far, and whether a
+  // stream is registered now.
+  int registrations() const;
+  bool connected() const;
+  // How many times the backend actually ran a command (repeated ids excluded).
+  int commands_run() const;
+
+ private:
+  using Stream = grpc::ClientReaderWriter<v1::AgentMessage, v1::ControllerMessage>;
+  struct PortQueue {
+    std::deque<v1::Command> commands;
+    std::thread worker;
+  };
+
+  // One connection: register, then read until the stream ends. Returns whether it ever
+  // registered (a registered connection resets the backoff).
+  bool Session(const std::shared_ptr<grpc::Channel>& channel);
+  void Dispatch(const v1::Command& command);
+  void PortWorker(std::string key);
+  v1::CommandResult Execute(const v1::Command& command);
+  void Send(const v1::AgentMessage& message);
+  void HeartbeatAndMonitor(absl::Duration interval, uint64_t session);
+  absl::Duration NextBackoff(int attempt);
+
+  const AgentOptions options_;
+  OnicBackend* const backend_;
+
+  mutable absl::Mutex mu_;
+  absl::CondVar changed_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
+  Stream* stream_ ABSL_GUARDED_BY(mu_) = nullptr;
+  uint64_t session_ ABSL_GUARDED_BY(mu_) = 0;  // Increments per registered stream.
+  absl::Time last_heard_ ABSL_GUARDED_BY(mu_);
+  int registrations_ ABSL_GUARDED_BY(mu_) = 0;
+  int commands_run_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, PortQueue> ports_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> running_ ABSL_GUARDED_BY(mu_);  // Command ids queued or running.
+  std::map<std::string, v1::CommandResult> results_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> result_order_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, v1::LinkStatus> last_status_ ABSL_GUARDED_BY(mu_);  // For link_change.
+  std::mt19937_64 random_ ABSL_GUARDED_BY(mu_);
+
+  absl::Mutex write_mu_;  // One Write at a time on the stream.
+};
+
+}  // namespace fleet::agent
+
+#endif  // FLEET_ONIC_AGENT_AGENT_H_

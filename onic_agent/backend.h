@@ -1,0 +1,63 @@
+// How the agent touches O-NIC hardware. One interface, two implementations:
+// `pcie-sysfs` (real hosts: PCIe functions and link registers through sysfs) and `emulated`
+// (the Polatis emulator's simulation side-channel).
+//
+// Contract:
+// - Ports are numbered 1 and 2, as in inventory. An unknown O-NIC serial or port number is
+//   NOT_FOUND naming it.
+// - Every call returns a CommandOutcome: a status (OK, or why not) and the port's link state
+//   as it is afterwards, so the controller always learns the state, also on failure.
+// - Calls for different O-NICs may run concurrently; the agent never runs two calls for the
+//   same port at once.
+// - `deadline` bounds the call: past it the outcome is DEADLINE_EXCEEDED with the state
+//   reached so far.
+#ifndef FLEET_ONIC_AGENT_BACKEND_H_
+#define FLEET_ONIC_AGENT_BACKEND_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "fleet/v1/agent.pb.h"
+
+namespace fleet::agent {
+
+struct CommandOutcome {
+  absl::Status status;
+  v1::LinkState link;
+};
+
+class OnicBackend {
+ public:
+  virtual ~OnicBackend() = default;
+
+  // "pcie-sysfs" or "emulated", as registered with fleetd.
+  virtual std::string name() const = 0;
+
+  // The O-NICs this host has, with each port's current link state.
+  virtual absl::StatusOr<std::vector<v1::AgentOnic>> Discover() = 0;
+
+  // Takes a port out of service ahead of a circuit change. On PCIe-over-optics: unbinds the
+  // drivers of and removes the PCIe functions behind the port. Idempotent; ends QUIESCED.
+  virtual CommandOutcome Quiesce(const std::string& serial, uint32_t port, absl::Time deadline) = 0;
+
+  // Retrains a port after its circuit changed and checks the far end: UP when the link
+  // trained and `expected` (if it names a peer or a device) is what is on the other end;
+  // otherwise DOWN with the reason in `link.detail` and the status: FAILED_PRECONDITION for
+  // a wrong peer or device (a wiring error, naming what was seen), UNAVAILABLE for no light
+  // or a link that never trained, DEADLINE_EXCEEDED when the deadline passed first.
+  virtual CommandOutcome Retrain(const std::string& serial, uint32_t port,
+                                 const v1::PeerIdentity& expected, absl::Time deadline) = 0;
+
+  // Reads a port's link state and optical power without changing anything.
+  virtual CommandOutcome ReadPort(const std::string& serial, uint32_t port) = 0;
+
+  // Blinks the O-NIC's identify LED for `duration` (returns at once).
+  virtual absl::Status Blink(const std::string& serial, absl::Duration duration) = 0;
+};
+
+}  // namespace fleet::agent
+
+#endif  // FLEET_ONIC_AGENT_BACKEND_H_

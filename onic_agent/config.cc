@@ -1,0 +1,81 @@
+#include "onic_agent/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include "controller/base/yaml_text.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace fleet::agent {
+
+absl::StatusOr<AgentConfig> ParseAgentConfig(absl::string_view text, absl::string_view file_name) {
+  absl::StatusOr<YAML::Node> loaded = LoadYaml(text, file_name);
+  if (!loaded.ok()) return loaded.status();
+  YAML::Node root = *loaded;
+  AgentConfig config;
+  if (!root || root.IsNull()) return config;
+  if (!root.IsMap())
+    return absl::InvalidArgumentError(absl::StrCat(file_name, ": must be a mapping"));
+  std::vector<std::string> problems;
+  auto problem = [&](const YAML::Node& node, absl::string_view what) {
+    problems.push_back(absl::StrCat(file_name, ":", node.Mark().line + 1, ": ", what));
+  };
+  try {
+    static const std::set<std::string> kKeys = {"controller",       "host",      "backend",
+                                                "sysfs_root",       "simulator", "training_ms",
+                                                "min_rx_power_dbm", "onics"};
+    for (const auto& entry : root) {
+      const std::string key = entry.first.as<std::string>();
+      if (!kKeys.contains(key)) {
+        problem(entry.first,
+                absl::StrCat("unknown setting '", key, "'; known: ", absl::StrJoin(kKeys, ", ")));
+      }
+    }
+    if (root["controller"]) config.controller = root["controller"].as<std::string>();
+    if (root["host"]) config.host = root["host"].as<std::string>();
+    if (root["backend"]) config.backend = root["backend"].as<std::string>();
+    if (root["sysfs_root"]) config.sysfs_root = root["sysfs_root"].as<std::string>();
+    if (root["simulator"]) config.simulator = root["simulator"].as<std::string>();
+    if (root["training_ms"]) config.training_ms = root["training_ms"].as<int>();
+    if (root["min_rx_power_dbm"]) config.min_rx_power_dbm = root["min_rx_power_dbm"].as<double>();
+    if (root["onics"]) {
+      for (const YAML::Node& node : root["onics"]) {
+        AgentOnicConfig onic;
+        if (!node["serial"]) {
+          problem(node, "an O-NIC needs a serial");
+          continue;
+        }
+        onic.serial = node["serial"].as<std::string>();
+        if (node["pcie"]) onic.pcie_address = node["pcie"].as<std::string>();
+        if (!node["ports"] || !node["ports"].IsSequence() || node["ports"].size() != 2) {
+          problem(node, absl::StrCat("O-NIC ", onic.serial, " needs exactly two ports"));
+          continue;
+        }
+        for (size_t i = 0; i < 2; ++i) {
+          const YAML::Node& p = node["ports"][i];
+          if (p["downstream"]) onic.ports[i].downstream = p["downstream"].as<std::string>();
+          if (p["tx_ingress"]) onic.ports[i].tx_ingress = p["tx_ingress"].as<uint32_t>();
+          if (p["rx_egress"]) onic.ports[i].rx_egress = p["rx_egress"].as<uint32_t>();
+        }
+        config.onics.push_back(std::move(onic));
+      }
+    }
+  } catch (const YAML::Exception& e) {
+    problems.push_back(absl::StrCat(file_name, ":", e.mark.line + 1, ": ", e.msg));
+  }
+  if (!problems.empty()) return absl::InvalidArgumentError(absl::StrJoin(problems, "\n"));
+  return config;
+}
+
+absl::StatusOr<AgentConfig> ReadAgentConfigFile(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadTextFile(path, "agent config file");
+  if (!text.ok()) return text.status();
+  return ParseAgentConfig(*text, path);
+}
+
+}  // namespace fleet::agent

@@ -1,0 +1,58 @@
+// The agent's config file (YAML; deploy/config/fleet-onic-agent.yaml is the annotated
+// example). Flags given to fleet-onic-agent override `controller`, `host` and `backend`.
+//
+//   controller: 10.0.0.5:50051
+//   host: server1
+//   backend: pcie-sysfs          # or emulated
+//   sysfs_root: /sys             # pcie-sysfs
+//   simulator: 127.0.0.1:8008    # emulated: polatis-emu's REST address
+//   training_ms: 100             # emulated
+//   min_rx_power_dbm: -20        # emulated
+//   onics:
+//     - serial: FLT-S1C0-N0
+//       pcie: "0000:17:00.0"
+//       ports:                   # port 1, then port 2
+//         - {downstream: "0000:18:00.0", tx_ingress: 1, rx_egress: 385}
+//         - {downstream: "0000:19:00.0", tx_ingress: 2, rx_egress: 386}
+#ifndef FLEET_ONIC_AGENT_CONFIG_H_
+#define FLEET_ONIC_AGENT_CONFIG_H_
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace fleet::agent {
+
+struct AgentPortConfig {
+  std::string downstream;   // pcie-sysfs: the PCIe downstream port's BDF.
+  uint32_t tx_ingress = 0;  // emulated: the switch ingress the tx fiber enters.
+  uint32_t rx_egress = 0;   // emulated: the switch egress the rx fiber leaves.
+};
+
+struct AgentOnicConfig {
+  std::string serial;
+  std::string pcie_address;
+  std::array<AgentPortConfig, 2> ports;
+};
+
+struct AgentConfig {
+  std::string controller;
+  std::string host;
+  std::string backend;
+  std::string sysfs_root = "/sys";
+  std::string simulator;
+  int training_ms = 100;
+  double min_rx_power_dbm = -20.0;
+  std::vector<AgentOnicConfig> onics;
+};
+
+// Every problem is listed, "FILE:LINE: ...".
+absl::StatusOr<AgentConfig> ParseAgentConfig(absl::string_view text, absl::string_view file_name);
+absl::StatusOr<AgentConfig> ReadAgentConfigFile(const std::string& path);
+
+}  // namespace fleet::agent
+
+#endif  // FLEET_ONIC_AGENT_CONFIG_H_

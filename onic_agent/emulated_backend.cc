@@ -1,0 +1,243 @@
+#include "onic_agent/emulated_backend.h"
+
+#include <curl/curl.h>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "controller/base/log.h"
+
+namespace fleet::agent {
+namespace {
+
+constexpr double kNoLight = -99.99;
+
+std::string Identity(const std::string& serial, uint32_t port) {
+  return absl::StrCat(serial, "/", port);
+}
+
+size_t Collect(char* data, size_t size, size_t count, void* out) {
+  static_cast<std::string*>(out)->append(data, size * count);
+  return size * count;
+}
+
+class HttpLightSimulator : public LightSimulator {
+ public:
+  explicit HttpLightSimulator(std::string address) : base_("http://" + address) {}
+
+  absl::Status PutSignal(uint32_t ingress, const std::string& name, double power_dbm) override {
+    nlohmann::json body = {{"name", name}, {"power_dbm", power_dbm}};
+    absl::StatusOr<std::string> reply =
+        Request("PUT", absl::StrCat("/sim/v1/signals/", ingress), body.dump());
+    return reply.status();
+  }
+
+  absl::StatusOr<Light> ReadLight(uint32_t egress) override {
+    absl::StatusOr<std::string> reply = Request("GET", absl::StrCat("/sim/v1/light/", egress), "");
+    if (!reply.ok()) return reply.status();
+    nlohmann::json parsed = nlohmann::json::parse(*reply, nullptr, false);
+    if (!parsed.is_object()) {
+      return absl::InternalError(absl::StrCat("simulator answered light with '", *reply, "'"));
+    }
+    Light light;
+    if (parsed.contains("signal") && parsed["signal"].is_string()) light.signal = parsed["signal"];
+    light.power_dbm = parsed.value("power_dbm", kNoLight);
+    return light;
+  }
+
+ private:
+  // One request on a fresh handle: the emulated optics are not a hot path.
+  absl::StatusOr<std::string> Request(const std::string& method, const std::string& path,
+                                      const std::string& body) {
+    CURL* curl = curl_easy_init();
+    if (curl == nullptr) return absl::InternalError("libcurl could not be initialized");
+    std::string out;
+    const std::string url = base_ + path;
+    curl_slist* headers = curl_slist_append(nullptr, "Content-Type: application/json");
+    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 5000L);
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, Collect);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &out);
+    if (method != "GET") {
+      curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method.c_str());
+      curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
+    }
+    CURLcode rc = curl_easy_perform(curl);
+    long status = 0;
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(headers);
+    curl_easy_cleanup(curl);
+    if (rc != CURLE_OK) {
+      return absl::UnavailableError(
+          absl::StrCat("optical simulator at ", url, ": ", curl_easy_strerror(rc)));
+    }
+    if (status >= 300) {
+      return absl::UnavailableError(
+          absl::StrCat("optical simulator ", method, " ", path, ": HTTP ", status, " ", out));
+    }
+    return out;
+  }
+
+  const std::string base_;
+};
+
+}  // namespace
+
+std::unique_ptr<LightSimulator> NewHttpLightSimulator(const std::string& address) {
+  return std::make_unique<HttpLightSimulator>(address);
+}
+
+EmulatedBackend::EmulatedBackend(Options options, std::unique_ptr<LightSimulator> simulator)
+    : options_(std::move(options)), simulator_(std::move(simulator)) {}
+
+absl::StatusOr<std::unique_ptr<EmulatedBackend>> EmulatedBackend::Create(
+    Options options, std::unique_ptr<LightSimulator> simulator) {
+  std::unique_ptr<EmulatedBackend> backend(
+      new EmulatedBackend(std::move(options), std::move(simulator)));
+  for (const OnicConfig& onic : backend->options_.onics) {
+    for (uint32_t port : {1u, 2u}) {
+      absl::Status lit =
+          backend->simulator_->PutSignal(onic.tx_ingress[port - 1], Identity(onic.serial, port),
+                                         backend->options_.launch_power_dbm);
+      if (!lit.ok()) return lit;
+    }
+  }
+  return backend;
+}
+
+absl::StatusOr<const EmulatedBackend::OnicConfig*> EmulatedBackend::Find(const std::string& serial,
+                                                                         uint32_t port) const {
+  for (const OnicConfig& onic : options_.onics) {
+    if (onic.serial != serial) continue;
+    if (port != 1 && port != 2) {
+      return absl::NotFoundError(absl::StrCat("O-NIC ", serial, " has no port ", port));
+    }
+    return &onic;
+  }
+  return absl::NotFoundError(absl::StrCat("no O-NIC with serial ", serial, " on this host"));
+}
+
+void EmulatedBackend::SetStatus(const std::string& serial, uint32_t port, v1::LinkStatus status,
+                                const std::string& detail) {
+  absl::MutexLock lock(&mu_);
+  status_[{serial, port}] = {status, detail};
+}
+
+v1::LinkState EmulatedBackend::Observe(const OnicConfig& onic, uint32_t port) {
+  v1::LinkState link;
+  link.set_onic_serial(onic.serial);
+  link.set_port(port);
+  link.set_tx_power_dbm(options_.launch_power_dbm);
+  link.set_rx_power_dbm(kNoLight);
+  std::pair<v1::LinkStatus, std::string> last = {v1::LINK_STATUS_DOWN, "not trained yet"};
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = status_.find({onic.serial, port}); it != status_.end()) last = it->second;
+  }
+  link.set_status(last.first);
+  link.set_detail(last.second);
+  absl::StatusOr<LightSimulator::Light> light = simulator_->ReadLight(onic.rx_egress[port - 1]);
+  if (!light.ok()) {
+    link.set_detail(std::string(light.status().message()));
+    return link;
+  }
+  link.set_rx_power_dbm(light->power_dbm);
+  link.set_peer_seen(light->signal);
+  if (link.status() == v1::LINK_STATUS_UP) {
+    // An up link whose light is gone (or too weak) is down, whatever the last retrain said.
+    if (light->signal.empty()) {
+      link.set_status(v1::LINK_STATUS_DOWN);
+      link.set_detail("no light");
+    } else if (light->power_dbm < options_.min_rx_power_dbm) {
+      link.set_status(v1::LINK_STATUS_DOWN);
+      link.set_detail(absl::StrCat("rx power ", light->power_dbm, " dBm below ",
+                                   options_.min_rx_power_dbm, " dBm"));
+    } else {
+      link.set_link_speed_mts(16000);  // The emulated O-NIC: PCIe 4.0, 16 lanes.
+      link.set_link_width(16);
+    }
+  }
+  return link;
+}
+
+absl::StatusOr<std::vector<v1::AgentOnic>> EmulatedBackend::Discover() {
+  std::vector<v1::AgentOnic> out;
+  for (const OnicConfig& onic : options_.onics) {
+    v1::AgentOnic& o = out.emplace_back();
+    o.set_serial(onic.serial);
+    o.set_pcie_address(onic.pcie_address);
+    for (uint32_t port : {1u, 2u}) *o.add_ports() = Observe(onic, port);
+  }
+  return out;
+}
+
+CommandOutcome EmulatedBackend::Quiesce(const std::string& serial, uint32_t port,
+                                        absl::Time deadline) {
+  absl::StatusOr<const OnicConfig*> onic = Find(serial, port);
+  if (!onic.ok()) return {onic.status(), {}};
+  SetStatus(serial, port, v1::LINK_STATUS_QUIESCED, "quiesced for a circuit change");
+  return {absl::OkStatus(), Observe(**onic, port)};
+}
+
+CommandOutcome EmulatedBackend::Retrain(const std::string& serial, uint32_t port,
+                                        const v1::PeerIdentity& expected, absl::Time deadline) {
+  absl::StatusOr<const OnicConfig*> onic = Find(serial, port);
+  if (!onic.ok()) return {onic.status(), {}};
+  SetStatus(serial, port, v1::LINK_STATUS_TRAINING, "training");
+  const std::string want =
+      expected.onic_serial().empty() ? "" : Identity(expected.onic_serial(), expected.port());
+  // Training takes its simulated time; then the light must be there, from the right peer.
+  const absl::Time trained = absl::Now() + options_.training_time;
+  absl::SleepFor(std::min(trained, deadline) - absl::Now());
+  const absl::Time give_up = std::min(deadline, trained + options_.light_wait);
+  std::string problem = "no light";
+  while (true) {
+    absl::StatusOr<LightSimulator::Light> light =
+        simulator_->ReadLight((*onic)->rx_egress[port - 1]);
+    if (!light.ok()) {
+      problem = std::string(light.status().message());
+    } else if (light->signal.empty()) {
+      problem = "no light";
+    } else if (!want.empty() && light->signal != want) {
+      const std::string detail =
+          absl::StrCat("wiring error: saw ", light->signal, ", expected ", want);
+      SetStatus(serial, port, v1::LINK_STATUS_DOWN, detail);
+      return {absl::FailedPreconditionError(detail), Observe(**onic, port)};
+    } else if (light->power_dbm < options_.min_rx_power_dbm) {
+      problem = absl::StrCat("rx power ", light->power_dbm, " dBm from ", light->signal,
+                             " is below ", options_.min_rx_power_dbm, " dBm");
+    } else {
+      SetStatus(serial, port, v1::LINK_STATUS_UP, absl::StrCat("trained with ", light->signal));
+      return {absl::OkStatus(), Observe(**onic, port)};
+    }
+    if (absl::Now() >= give_up) break;
+    absl::SleepFor(std::min(options_.poll_interval, give_up - absl::Now()));
+  }
+  SetStatus(serial, port, v1::LINK_STATUS_DOWN, problem);
+  absl::Status status =
+      absl::Now() >= deadline
+          ? absl::DeadlineExceededError(
+                absl::StrCat("retrain of ", serial, "/", port, ": ", problem))
+          : absl::UnavailableError(absl::StrCat("retrain of ", serial, "/", port, ": ", problem));
+  return {status, Observe(**onic, port)};
+}
+
+CommandOutcome EmulatedBackend::ReadPort(const std::string& serial, uint32_t port) {
+  absl::StatusOr<const OnicConfig*> onic = Find(serial, port);
+  if (!onic.ok()) return {onic.status(), {}};
+  return {absl::OkStatus(), Observe(**onic, port)};
+}
+
+absl::Status EmulatedBackend::Blink(const std::string& serial, absl::Duration duration) {
+  absl::StatusOr<const OnicConfig*> onic = Find(serial, 1);
+  if (!onic.ok()) return onic.status();
+  // The emulated O-NIC has no LED: the blink is logged where a technician would look.
+  FLEET_LOG(INFO) << "O-NIC " << serial << ": identify LED blinking for "
+                  << absl::FormatDuration(duration);
+  return absl::OkStatus();
+}
+
+}  // namespace fleet::agent

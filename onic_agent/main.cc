@@ -1,0 +1,128 @@
+// fleet-onic-agent: the per-host O-NIC agent. Dials out to fleetd, registers this host's
+// O-NICs and serves quiesce/retrain/read/blink commands through its backend until SIGTERM.
+#include <signal.h>
+
+#include <iostream>
+#include <thread>
+
+#include "controller/base/flags.h"
+#include "controller/base/log.h"
+#include "controller/base/shutdown_signals.h"
+#include "onic_agent/agent.h"
+#include "onic_agent/config.h"
+#include "onic_agent/emulated_backend.h"
+#include "onic_agent/pcie_sysfs_backend.h"
+
+namespace {
+
+absl::StatusOr<std::unique_ptr<fleet::agent::OnicBackend>> MakeBackend(
+    const fleet::agent::AgentConfig& config) {
+  using namespace fleet::agent;
+  if (config.backend == "emulated") {
+    if (config.simulator.empty()) {
+      return absl::InvalidArgumentError("the emulated backend needs --simulator HOST:PORT");
+    }
+    EmulatedBackend::Options options;
+    options.training_time = absl::Milliseconds(config.training_ms);
+    options.min_rx_power_dbm = config.min_rx_power_dbm;
+    for (const AgentOnicConfig& onic : config.onics) {
+      options.onics.push_back({onic.serial,
+                               onic.pcie_address,
+                               {onic.ports[0].tx_ingress, onic.ports[1].tx_ingress},
+                               {onic.ports[0].rx_egress, onic.ports[1].rx_egress}});
+    }
+    absl::StatusOr<std::unique_ptr<EmulatedBackend>> backend =
+        EmulatedBackend::Create(options, NewHttpLightSimulator(config.simulator));
+    if (!backend.ok()) return backend.status();
+    return std::unique_ptr<OnicBackend>(std::move(*backend));
+  }
+  if (config.backend == "pcie-sysfs") {
+    PcieSysfsBackend::Options options;
+    options.sysfs_root = config.sysfs_root;
+    for (const AgentOnicConfig& onic : config.onics) {
+      options.onics.push_back({onic.serial, {onic.ports[0].downstream, onic.ports[1].downstream}});
+    }
+    absl::StatusOr<std::unique_ptr<PcieSysfsBackend>> backend = PcieSysfsBackend::Create(options);
+    if (!backend.ok()) return backend.status();
+    return std::unique_ptr<OnicBackend>(std::move(*backend));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("backend '", config.backend, "' is not pcie-sysfs or emulated"));
+}
+
+int Run(int argc, char** argv) {
+  std::string config_file, controller, host, backend, simulator, log_level = "info";
+  int64_t training_ms = -1;
+  fleet::FlagSet flags(
+      "fleet-onic-agent --controller ADDR --host NAME --backend pcie-sysfs|emulated "
+      "[--config FILE]",
+      "The per-host O-NIC agent: dials out to fleetd and quiesces, retrains and verifies\n"
+      "this host's optical links on its command. Flags override the config file.");
+  flags.String("config", &config_file, "YAML config file with this host's O-NICs");
+  flags.String("controller", &controller, "fleetd's gRPC address, HOST:PORT");
+  flags.String("host", &host, "this host's name in inventory");
+  flags.String("backend", &backend, "pcie-sysfs or emulated");
+  flags.String("simulator", &simulator, "emulated: polatis-emu's REST address, HOST:PORT");
+  flags.Int("training-ms", &training_ms, "emulated: simulated link training time");
+  flags.String("log-level", &log_level, "debug, info, warning or error");
+  absl::StatusOr<std::vector<std::string>> rest =
+      flags.Parse(std::vector<std::string>(argv + 1, argv + argc));
+  if (!rest.ok()) {
+    std::cerr << "fleet-onic-agent: " << rest.status().message() << "\n";
+    return 2;
+  }
+  if (flags.help_requested()) {
+    std::cout << flags.Help();
+    return 0;
+  }
+  fleet::agent::AgentConfig config;
+  if (!config_file.empty()) {
+    absl::StatusOr<fleet::agent::AgentConfig> loaded =
+        fleet::agent::ReadAgentConfigFile(config_file);
+    if (!loaded.ok()) {
+      std::cerr << "fleet-onic-agent: " << loaded.status().message() << "\n";
+      return 2;
+    }
+    config = *loaded;
+  }
+  if (!controller.empty()) config.controller = controller;
+  if (!host.empty()) config.host = host;
+  if (!backend.empty()) config.backend = backend;
+  if (!simulator.empty()) config.simulator = simulator;
+  if (training_ms >= 0) config.training_ms = static_cast<int>(training_ms);
+  if (config.controller.empty() || config.host.empty() || config.backend.empty()) {
+    std::cerr << "fleet-onic-agent: --controller, --host and --backend are required (flags or "
+                 "config); see --help\n";
+    return 2;
+  }
+  if (log_level == "debug") fleet::SetMinLogLevel(fleet::LogLevel::kDebug);
+  if (log_level == "warning") fleet::SetMinLogLevel(fleet::LogLevel::kWarning);
+  if (log_level == "error") fleet::SetMinLogLevel(fleet::LogLevel::kError);
+
+  // No work in signal handlers: shutdown signals are taken synchronously below.
+  const fleet::ShutdownSignals shutdown = fleet::ShutdownSignals::Block();
+
+  absl::StatusOr<std::unique_ptr<fleet::agent::OnicBackend>> made = MakeBackend(config);
+  if (!made.ok()) {
+    std::cerr << "fleet-onic-agent: " << made.status().message() << "\n";
+    return 1;
+  }
+  fleet::agent::AgentOptions options;
+  options.controller = config.controller;
+  options.host = config.host;
+  options.software_version = FLEET_VERSION;
+  fleet::agent::Agent agent(options, made->get());
+  std::thread runner([&agent] { agent.Run(); });
+  FLEET_LOG(INFO) << "fleet-onic-agent " << FLEET_VERSION << " for host " << config.host << " ("
+                  << config.backend << ", " << config.onics.size() << " O-NICs), controller "
+                  << config.controller;
+  const int signal_number = shutdown.Wait();
+  FLEET_LOG(INFO) << "signal " << signal_number << ": stopping";
+  agent.Stop();
+  runner.join();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return Run(argc, argv); }

@@ -1,0 +1,170 @@
+// The `pcie-sysfs` O-NIC backend: each O-NIC optical port carries a PCIe link from a PCIe
+// downstream port on this host (a root port or a switch downstream port, e.g. 0000:18:00.0)
+// to whatever device is at the other end of the optical circuit. The backend works that
+// downstream port through Linux sysfs:
+//
+// - Quiesce: every PCIe function below the port, deepest first: driver unbound (when one is
+//   bound), then the function removed (`remove`). The link itself is left alone.
+// - Retrain: sets Retrain Link in the port's Link Control register, waits for Link Training
+//   to clear and Data Link Layer Link Active to set, rescans the port's secondary bus and
+//   checks that the expected device (vendor/device ids, Device Serial Number) appeared.
+// - ReadPort: Link Status of the port (UP when DL Link Active), or QUIESCED while nothing is
+//   below a port this backend quiesced.
+//
+// What PCIe cannot tell, and so this backend does not report: optical rx/tx power (always
+// -99.99 with a note in `detail`), the far O-NIC's identity (`expected.onic_serial`/`port`
+// are not checked; only ids the far device exposes over PCIe are), and an identify LED
+// (Blink is UNIMPLEMENTED).
+//
+// Needs root (CAP_SYS_ADMIN): sysfs `config` reads beyond the first 64 bytes, `remove`,
+// `rescan` and `unbind` are privileged.
+//
+// Thread-safety: calls for different ports may run concurrently (the per-port memory is
+// locked); the caller runs at most one call per port at a time, as OnicBackend requires.
+#ifndef FLEET_ONIC_AGENT_PCIE_SYSFS_BACKEND_H_
+#define FLEET_ONIC_AGENT_PCIE_SYSFS_BACKEND_H_
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "controller/base/clock.h"
+#include "onic_agent/backend.h"
+#include "onic_agent/sysfs_files.h"
+
+namespace fleet::agent {
+
+class PcieSysfsBackend : public OnicBackend {
+ public:
+  struct OnicConfig {
+    std::string serial;
+    // The BDF (domain:bus:device.function, e.g. "0000:18:00.0") of the PCIe downstream port
+    // behind optical port 1 and port 2.
+    std::array<std::string, 2> port_bdfs;
+  };
+
+  struct Options {
+    std::string sysfs_root = "/sys";
+    std::vector<OnicConfig> onics;
+    // Pause between two reads of Link Status while waiting for the link to train.
+    absl::Duration poll_interval = absl::Milliseconds(1);
+    // A link that has not trained this long after Retrain Link is reported UNAVAILABLE (the
+    // call's deadline, when earlier, gives DEADLINE_EXCEEDED instead). Linux waits 1 s for a
+    // retrain (PCIE_LINK_RETRAIN_TIMEOUT_MS); optical transceivers locking may need longer.
+    absl::Duration link_train_timeout = absl::Seconds(1);
+  };
+
+  // Checks `options` (INVALID_ARGUMENT naming the field: serials non-empty and unique, BDFs
+  // well formed and used once, poll interval and train timeout not negative / positive).
+  static absl::Status ValidateOptions(const Options& options);
+
+  // The production backend: POSIX file calls under options.sysfs_root, the system clock.
+  static absl::StatusOr<std::unique_ptr<PcieSysfsBackend>> Create(Options options);
+  // For tests: `files` and `clock` are not owned and must outlive the backend.
+  static absl::StatusOr<std::unique_ptr<PcieSysfsBackend>> Create(Options options,
+                                                                  SysfsFiles* files,
+                                                                  const Clock* clock);
+
+  std::string name() const override { return "pcie-sysfs"; }
+
+  // Per port, the state ReadPort gives; a port whose downstream port cannot be read is
+  // listed DOWN with the reason in `detail` (so one broken port does not hide the others).
+  // `pcie_address` is port 1's downstream port.
+  absl::StatusOr<std::vector<v1::AgentOnic>> Discover() override;
+
+  // Unbinds and removes every function below the port, deepest first, and checks that none
+  // is left (UNAVAILABLE naming the survivors otherwise). Nothing below: OK at once.
+  CommandOutcome Quiesce(const std::string& serial, uint32_t port, absl::Time deadline) override;
+
+  // Refuses (FAILED_PRECONDITION) while functions are still below the port (quiesce first:
+  // retraining under bound drivers would pull the link from under them), when the BDF is not
+  // a downstream port, when the port cannot report DL Link Active, or when Link Disable is
+  // set. `expected` fields that are zero are not checked; those set must all match one
+  // function below the port. A wrong device is removed again before returning, so this host
+  // never keeps (or binds a driver to) a device it was not given.
+  CommandOutcome Retrain(const std::string& serial, uint32_t port, const v1::PeerIdentity& expected,
+                         absl::Time deadline) override;
+
+  CommandOutcome ReadPort(const std::string& serial, uint32_t port) override;
+
+  // UNIMPLEMENTED: sysfs has no control of the O-NIC's identify LED.
+  absl::Status Blink(const std::string& serial, absl::Duration duration) override;
+
+ private:
+  struct PortRef {
+    std::string serial;
+    uint32_t port = 0;
+    std::string bdf;
+  };
+  // The downstream port's PCI Express capability, as found in its config space.
+  struct PortRegisters {
+    std::string config_path;
+    size_t pcie_cap = 0;
+  };
+  // What the backend remembers about a port between calls.
+  struct PortMemory {
+    bool quiesced = false;        // Last change was a Quiesce.
+    std::string rejected_detail;  // Last Retrain removed a wrong device: why.
+  };
+  // A PCIe function below a downstream port.
+  struct Function {
+    std::string bdf;
+    std::string path;
+    int depth = 0;
+  };
+
+  PcieSysfsBackend(Options options, std::unique_ptr<SysfsFiles> owned_files, SysfsFiles* files,
+                   std::unique_ptr<Clock> owned_clock, const Clock* clock);
+
+  absl::StatusOr<PortRef> FindPort(const std::string& serial, uint32_t port) const;
+  std::string DevicePath(const std::string& bdf) const;
+  absl::StatusOr<PortRegisters> OpenPort(const PortRef& ref);
+  absl::StatusOr<uint16_t> ReadRegister16(const PortRegisters& regs, size_t offset);
+  // Every function below `path`, deepest first.
+  absl::StatusOr<std::vector<Function>> FunctionsBelow(const std::string& path, int depth);
+  // FunctionsBelow the port's own directory; FAILED_PRECONDITION when the port is missing.
+  absl::StatusOr<std::vector<Function>> FunctionsBelowPort(const PortRef& ref);
+  absl::Status RemoveFunctions(const PortRef& ref, const std::vector<Function>& functions,
+                               std::optional<absl::Time> deadline);
+  // What a function is: its ids from sysfs and, when `with_dsn`, its Device Serial Number.
+  struct FunctionIds {
+    uint32_t vendor = 0;
+    uint32_t device = 0;
+    std::optional<uint64_t> dsn;
+  };
+  absl::StatusOr<FunctionIds> ReadIds(const Function& fn, bool with_dsn);
+  // OK when one of `found` is the device `expected` names; otherwise FAILED_PRECONDITION
+  // naming what was seen, after removing `found` again.
+  absl::Status VerifyDevice(const PortRef& ref, const std::vector<Function>& found,
+                            const v1::PeerIdentity& expected);
+  absl::Status Rescan(const PortRef& ref);
+  // The port's state from its registers and memory; `status` is what a caller should return.
+  CommandOutcome Observe(const PortRef& ref);
+  v1::LinkState BaseLink(const std::string& serial, uint32_t port) const;
+  PortMemory Memory(const PortRef& ref) const;
+  void SetMemory(const PortRef& ref, PortMemory memory);
+
+  const Options options_;
+  std::unique_ptr<SysfsFiles> owned_files_;
+  SysfsFiles* const files_;
+  std::unique_ptr<Clock> owned_clock_;
+  const Clock* const clock_;
+
+  mutable absl::Mutex mu_;
+  std::map<std::pair<std::string, uint32_t>, PortMemory> memory_ ABSL_GUARDED_BY(mu_);
+};
+
+// Whether `name` is a PCI function address as sysfs names devices: hex domain (4+ digits),
+// bus (2), device (2), "." function (0-7), lowercase, e.g. "0000:18:00.0".
+bool IsPciBdf(absl::string_view name);
+
+}  // namespace fleet::agent
+
+#endif  // FLEET_ONIC_AGENT_PCIE_SYSFS_BACKEND_H_

@@ -1,0 +1,442 @@
+// The agent and fleetd's agent registry over a real loopback gRPC stream.
+#include "onic_agent/agent.h"
+
+#include <gmock/gmock.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server.h>
+#include <grpcpp/server_builder.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "controller/agents/agent_registry.h"
+#include "controller/base/clock.h"
+#include "controller/service/services.h"
+#include "controller/store/store.h"
+
+namespace fleet::agent {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A small stateful O-NIC backend: ports hold a status; Retrain can be held at a gate; every
+// call is recorded in order.
+class FakeBackend : public OnicBackend {
+ public:
+  explicit FakeBackend(std::vector<std::string> serials) : serials_(std::move(serials)) {}
+
+  std::string name() const override { return "fake"; }
+
+  absl::StatusOr<std::vector<v1::AgentOnic>> Discover() override {
+    std::vector<v1::AgentOnic> out;
+    for (const std::string& serial : serials_) {
+      v1::AgentOnic& onic = out.emplace_back();
+      onic.set_serial(serial);
+      for (uint32_t port : {1u, 2u}) *onic.add_ports() = State(serial, port);
+    }
+    return out;
+  }
+
+  CommandOutcome Quiesce(const std::string& serial, uint32_t port, absl::Time) override {
+    Record(absl::StrCat("quiesce ", serial, "/", port));
+    Set(serial, port, v1::LINK_STATUS_QUIESCED);
+    return {absl::OkStatus(), State(serial, port)};
+  }
+
+  CommandOutcome Retrain(const std::string& serial, uint32_t port, const v1::PeerIdentity& expected,
+                         absl::Time deadline) override {
+    absl::Notification* gate = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      if (auto it = gates_.find(port); it != gates_.end()) gate = it->second;
+    }
+    if (gate != nullptr) gate->WaitForNotificationWithDeadline(deadline);
+    Record(absl::StrCat("retrain ", serial, "/", port));
+    if (!expected.onic_serial().empty() && expected.onic_serial() == "WRONG") {
+      Set(serial, port, v1::LINK_STATUS_DOWN);
+      return {absl::FailedPreconditionError("wiring error: saw X/1, expected WRONG/1"),
+              State(serial, port)};
+    }
+    Set(serial, port, v1::LINK_STATUS_UP);
+    return {absl::OkStatus(), State(serial, port)};
+  }
+
+  CommandOutcome ReadPort(const std::string& serial, uint32_t port) override {
+    return {absl::OkStatus(), State(serial, port)};
+  }
+
+  absl::Status Blink(const std::string&, absl::Duration) override { return absl::OkStatus(); }
+
+  void HoldRetrainsOn(uint32_t port, absl::Notification* gate) {
+    absl::MutexLock lock(&mu_);
+    gates_[port] = gate;
+  }
+  std::vector<std::string> calls() {
+    absl::MutexLock lock(&mu_);
+    return calls_;
+  }
+  // Changes a port behind the agent's back (a link that drops on its own).
+  void Set(const std::string& serial, uint32_t port, v1::LinkStatus status) {
+    absl::MutexLock lock(&mu_);
+    status_[{serial, port}] = status;
+  }
+
+ private:
+  v1::LinkState State(const std::string& serial, uint32_t port) {
+    absl::MutexLock lock(&mu_);
+    v1::LinkState link;
+    link.set_onic_serial(serial);
+    link.set_port(port);
+    auto it = status_.find({serial, port});
+    link.set_status(it == status_.end() ? v1::LINK_STATUS_DOWN : it->second);
+    return link;
+  }
+  void Record(std::string call) {
+    absl::MutexLock lock(&mu_);
+    calls_.push_back(std::move(call));
+  }
+
+  const std::vector<std::string> serials_;
+  absl::Mutex mu_;
+  std::map<std::pair<std::string, uint32_t>, v1::LinkStatus> status_ ABSL_GUARDED_BY(mu_);
+  std::map<uint32_t, absl::Notification*> gates_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> calls_ ABSL_GUARDED_BY(mu_);
+};
+
+// Polls `done` until it holds or `timeout` passes: waiting for another process's effect.
+template <typename F>
+bool Eventually(F done, absl::Duration timeout = absl::Seconds(10)) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (done()) return true;
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  return done();
+}
+
+// fleetd's agent side, in-process: a store with one host and its O-NIC, the registry and
+// AgentService on a loopback port.
+class Controller {
+ public:
+  explicit Controller(int port = 0) {
+    store_ = *store::OpenSqliteStore({":memory:", &clock_});
+    store::InventoryWrite write;
+    v1::Switch* sw = write.objects.add_switches();
+    sw->set_id("ocs1");
+    sw->set_model("polatis");
+    sw->set_ingress_ports(8);
+    sw->set_egress_ports(8);
+    sw->set_address("127.0.0.1");
+    sw->set_protocol(v1::SWITCH_PROTOCOL_TL1);
+    write.objects.add_hosts()->set_name("h1");
+    v1::Device* cpu = write.objects.add_devices();
+    cpu->set_id("h1-cpu0");
+    cpu->set_kind(v1::DEVICE_KIND_CPU);
+    cpu->set_host("h1");
+    v1::Onic* onic = write.objects.add_onics();
+    onic->set_id("n1");
+    onic->set_device("h1-cpu0");
+    onic->set_serial("S1");
+    for (uint32_t p : {1u, 2u}) {
+      v1::OnicPort* port = onic->add_ports();
+      port->set_index(p);
+      port->mutable_tx()->set_switch_id("ocs1");
+      port->mutable_tx()->set_port(p);
+      port->mutable_rx()->set_switch_id("ocs1");
+      port->mutable_rx()->set_port(8 + p);
+    }
+    EXPECT_TRUE(store_->WriteInventory(write, "test").ok());
+    agents::AgentRegistryOptions options;
+    options.heartbeat_interval = absl::Milliseconds(20);
+    registry_ = std::make_unique<agents::AgentRegistry>(options, store_.get());
+    service_ = std::make_unique<service::AgentServiceImpl>(registry_.get());
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(absl::StrCat("127.0.0.1:", port), grpc::InsecureServerCredentials(),
+                             &port_);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+  }
+  ~Controller() { Stop(); }
+
+  void Stop() {
+    if (server_ == nullptr) return;
+    registry_->Shutdown();
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    server_.reset();
+  }
+
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+  int port() const { return port_; }
+  agents::AgentRegistry& registry() { return *registry_; }
+  store::Store& store() { return *store_; }
+
+  std::optional<v1::Agent> Agent(const std::string& host) {
+    for (const v1::Agent& a : registry_->ListAgents()) {
+      if (a.host() == host) return a;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  FakeClock clock_;
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<agents::AgentRegistry> registry_;
+  std::unique_ptr<service::AgentServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+// An agent running on its own thread.
+class RunningAgent {
+ public:
+  RunningAgent(const std::string& controller, const std::string& host, OnicBackend* backend) {
+    AgentOptions options;
+    options.controller = controller;
+    options.host = host;
+    options.software_version = "test";
+    options.min_backoff = absl::Milliseconds(10);
+    options.max_backoff = absl::Milliseconds(100);
+    options.monitor_interval = absl::Milliseconds(20);
+    options.seed = 7;
+    agent_ = std::make_unique<Agent>(options, backend);
+    thread_ = std::thread([this] { agent_->Run(); });
+  }
+  ~RunningAgent() {
+    agent_->Stop();
+    thread_.join();
+  }
+  Agent& operator*() { return *agent_; }
+  Agent* operator->() { return agent_.get(); }
+
+ private:
+  std::unique_ptr<Agent> agent_;
+  std::thread thread_;
+};
+
+v1::Command Retrain(const std::string& serial, uint32_t port, const std::string& id = "") {
+  v1::Command command;
+  command.set_id(id);
+  command.mutable_retrain()->set_onic_serial(serial);
+  command.mutable_retrain()->set_port(port);
+  return command;
+}
+
+TEST(AgentTest, RegistersAndIsListed) {
+  Controller controller;
+  FakeBackend backend({"S1"});
+  RunningAgent agent(controller.address(), "h1", &backend);
+  ASSERT_TRUE(Eventually([&] {
+    std::optional<v1::Agent> a = controller.Agent("h1");
+    return a && a->connected();
+  }));
+  v1::Agent listed = *controller.Agent("h1");
+  EXPECT_EQ(listed.backend(), "fake");
+  EXPECT_EQ(listed.software_version(), "test");
+  EXPECT_THAT(listed.onic_serials(), ::testing::ElementsAre("S1"));
+  EXPECT_TRUE(listed.inventory_mismatches().empty());
+}
+
+TEST(AgentTest, DisagreementWithInventoryIsAcceptedWithAnAlarm) {
+  Controller controller;
+  FakeBackend backend({"S9"});
+  RunningAgent agent(controller.address(), "h1", &backend);
+  ASSERT_TRUE(Eventually([&] {
+    std::optional<v1::Agent> a = controller.Agent("h1");
+    return a && a->connected();
+  }));
+  const v1::Agent listed = *controller.Agent("h1");
+  std::vector<std::string> mismatches(listed.inventory_mismatches().begin(),
+                                      listed.inventory_mismatches().end());
+  EXPECT_THAT(mismatches, ::testing::Contains(HasSubstr("O-NIC serial S9 is not in inventory")));
+  EXPECT_THAT(mismatches, ::testing::Contains(HasSubstr("O-NIC n1 (serial S1) is in inventory "
+                                                        "but was not reported")));
+  absl::StatusOr<std::vector<v1::Event>> events = controller.store().ListEvents({});
+  ASSERT_TRUE(events.ok());
+  bool alarmed = false;
+  for (const v1::Event& e : *events) {
+    alarmed |= e.kind() == "agent.inventory_mismatch" && e.severity() == v1::EVENT_SEVERITY_ALARM &&
+               e.message().find("S9") != std::string::npos;
+  }
+  EXPECT_TRUE(alarmed);
+}
+
+TEST(AgentTest, CommandsRoundTripAndARepeatedIdRunsOnce) {
+  Controller controller;
+  FakeBackend backend({"S1"});
+  RunningAgent agent(controller.address(), "h1", &backend);
+  ASSERT_TRUE(Eventually([&] { return agent->registrations() == 1; }));
+  ASSERT_TRUE(
+      Eventually([&] { return controller.Agent("h1") && controller.Agent("h1")->connected(); }));
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  absl::StatusOr<v1::CommandResult> first =
+      controller.registry().SendCommand("S1", Retrain("S1", 1, "retrain-1"), deadline);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->code(), 0) << first->message();
+  EXPECT_EQ(first->link().status(), v1::LINK_STATUS_UP);
+  absl::StatusOr<v1::CommandResult> again =
+      controller.registry().SendCommand("S1", Retrain("S1", 1, "retrain-1"), deadline);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->command_id(), "retrain-1");
+  EXPECT_EQ(again->link().status(), v1::LINK_STATUS_UP);
+  EXPECT_EQ(agent->commands_run(), 1);
+  EXPECT_THAT(backend.calls(), ::testing::ElementsAre("retrain S1/1"));
+
+  // A refusal from the backend comes back as a result with its code and words.
+  v1::Command wrong = Retrain("S1", 2);
+  wrong.mutable_retrain()->mutable_expected_peer()->set_onic_serial("WRONG");
+  absl::StatusOr<v1::CommandResult> refused =
+      controller.registry().SendCommand("S1", wrong, deadline);
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->code(), static_cast<int>(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(refused->message(), HasSubstr("wiring error"));
+}
+
+TEST(AgentTest, PortsRunConcurrentlyAndOnePortInOrder) {
+  Controller controller;
+  FakeBackend backend({"S1"});
+  absl::Notification release_port1;
+  backend.HoldRetrainsOn(1, &release_port1);
+  RunningAgent agent(controller.address(), "h1", &backend);
+  ASSERT_TRUE(
+      Eventually([&] { return controller.Agent("h1") && controller.Agent("h1")->connected(); }));
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  std::thread held([&] {
+    EXPECT_TRUE(controller.registry().SendCommand("S1", Retrain("S1", 1, "r1"), deadline).ok());
+  });
+  ASSERT_TRUE(Eventually([&] { return agent->commands_run() == 0; }));
+  // Port 2 is served while port 1 is held.
+  absl::StatusOr<v1::CommandResult> other =
+      controller.registry().SendCommand("S1", Retrain("S1", 2, "r2"), deadline);
+  ASSERT_TRUE(other.ok()) << other.status();
+  // A quiesce of port 1 waits behind its retrain.
+  v1::Command quiesce;
+  quiesce.set_id("q1");
+  quiesce.mutable_quiesce()->set_onic_serial("S1");
+  quiesce.mutable_quiesce()->set_port(1);
+  std::thread behind(
+      [&] { EXPECT_TRUE(controller.registry().SendCommand("S1", quiesce, deadline).ok()); });
+  release_port1.Notify();
+  held.join();
+  behind.join();
+  std::vector<std::string> calls = backend.calls();
+  ASSERT_EQ(calls.size(), 3u);
+  EXPECT_EQ(calls[0], "retrain S1/2");
+  EXPECT_EQ(calls[1], "retrain S1/1");
+  EXPECT_EQ(calls[2], "quiesce S1/1");
+}
+
+TEST(AgentTest, UnknownOrDeadOwnerIsUnavailableAtOnce) {
+  Controller controller;
+  absl::StatusOr<v1::CommandResult> nobody =
+      controller.registry().SendCommand("S1", Retrain("S1", 1), absl::Now() + absl::Seconds(30));
+  EXPECT_EQ(nobody.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(nobody.status().message()),
+              HasSubstr("no agent has reported O-NIC serial S1"));
+
+  FakeBackend backend({"S1"});
+  {
+    RunningAgent agent(controller.address(), "h1", &backend);
+    ASSERT_TRUE(
+        Eventually([&] { return controller.Agent("h1") && controller.Agent("h1")->connected(); }));
+  }  // The agent stops.
+  ASSERT_TRUE(Eventually([&] { return !controller.Agent("h1")->connected(); }));
+  const absl::Time start = absl::Now();
+  absl::StatusOr<v1::CommandResult> gone =
+      controller.registry().SendCommand("S1", Retrain("S1", 1), absl::Now() + absl::Seconds(30));
+  EXPECT_EQ(gone.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(gone.status().message()), HasSubstr("is not connected"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));  // Did not wait for the deadline.
+}
+
+TEST(AgentTest, ReconnectsAfterFleetdRestartsAndRegistersAgain) {
+  auto controller = std::make_unique<Controller>();
+  const int port = controller->port();
+  FakeBackend backend({"S1"});
+  RunningAgent agent(controller->address(), "h1", &backend);
+  ASSERT_TRUE(Eventually([&] { return agent->registrations() == 1; }));
+  controller.reset();  // fleetd goes away.
+  controller = std::make_unique<Controller>(port);
+  ASSERT_NE(controller->port(), 0) << "could not listen on the same port again";
+  ASSERT_TRUE(Eventually([&] { return agent->registrations() == 2; }));
+  ASSERT_TRUE(
+      Eventually([&] { return controller->Agent("h1") && controller->Agent("h1")->connected(); }));
+  absl::StatusOr<v1::CommandResult> result =
+      controller->registry().SendCommand("S1", Retrain("S1", 1), absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->code(), 0);
+}
+
+TEST(AgentTest, AnAgentThatStopsHeartbeatingIsDropped) {
+  Controller controller;
+  // A raw client that registers and then says nothing more: like a hung agent.
+  auto stub = v1::AgentService::NewStub(
+      grpc::CreateChannel(controller.address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  auto stream = stub->Connect(&context);
+  v1::AgentMessage hello;
+  hello.mutable_register_()->set_host("h1");
+  hello.mutable_register_()->add_onics()->set_serial("S1");
+  ASSERT_TRUE(stream->Write(hello));
+  ASSERT_TRUE(
+      Eventually([&] { return controller.Agent("h1") && controller.Agent("h1")->connected(); }));
+  ASSERT_TRUE(Eventually([&] { return !controller.Agent("h1")->connected(); }));
+  context.TryCancel();
+  EXPECT_TRUE(Eventually([&] {
+    absl::StatusOr<std::vector<v1::Event>> events =
+        controller.store().ListEvents({0, 100, "agent", "h1"});
+    return events.ok() && !events->empty() &&
+           events->back().message().find("missed 3 heartbeats") != std::string::npos;
+  }));
+}
+
+TEST(AgentTest, LinkChangesNoticedByTheAgentAreReported) {
+  Controller controller;
+  FakeBackend backend({"S1"});
+  RunningAgent agent(controller.address(), "h1", &backend);
+  ASSERT_TRUE(
+      Eventually([&] { return controller.Agent("h1") && controller.Agent("h1")->connected(); }));
+  ASSERT_TRUE(controller.registry()
+                  .SendCommand("S1", Retrain("S1", 1), absl::Now() + absl::Seconds(10))
+                  .ok());
+  // The link drops by itself; the agent's monitor notices and reports it unprompted, and
+  // fleetd records it in the event log.
+  backend.Set("S1", 1, v1::LINK_STATUS_DOWN);
+  ASSERT_TRUE(Eventually([&] {
+    absl::StatusOr<std::vector<v1::Event>> events =
+        controller.store().ListEvents({0, 1000, "agent", "h1"});
+    if (!events.ok()) return false;
+    for (const v1::Event& e : *events) {
+      if (e.kind() == "agent.link_change" &&
+          e.message().find("S1 port 1 on host h1 is now down") != std::string::npos) {
+        return true;
+      }
+    }
+    return false;
+  }));
+}
+
+TEST(AgentTest, FirstMessageMustBeRegister) {
+  Controller controller;
+  auto stub = v1::AgentService::NewStub(
+      grpc::CreateChannel(controller.address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  auto stream = stub->Connect(&context);
+  v1::AgentMessage beat;
+  beat.mutable_heartbeat()->set_sequence(1);
+  ASSERT_TRUE(stream->Write(beat));
+  stream->WritesDone();
+  v1::ControllerMessage ignored;
+  while (stream->Read(&ignored)) {
+  }
+  grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(status.error_message(), HasSubstr("must be register"));
+}
+
+}  // namespace
+}  // namespace fleet::agent

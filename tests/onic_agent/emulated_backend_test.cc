@@ -1,0 +1,121 @@
+// The emulated O-NIC backend against the real polatis-emu: light, shutters and wiring.
+#include "onic_agent/emulated_backend.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "switch_adapters/polatis/polatis_switch.h"
+#include "tests/integration/subprocess.h"
+
+namespace fleet::agent {
+namespace {
+
+using switches::CrossConnect;
+using ::testing::HasSubstr;
+
+class EmulatedBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<fleet::testing::Daemon>> emu =
+        fleet::testing::Daemon::Start({fleet::testing::BinaryPath("polatis-emu"), "--size", "8x8",
+                                       "--tl1-port", "0", "--rest-port", "0", "--switch-ms", "5"});
+    ASSERT_TRUE(emu.ok()) << emu.status();
+    emu_ = std::move(*emu);
+    absl::StatusOr<std::string> tl1 = emu_->WaitForLine("tl1: ");
+    absl::StatusOr<std::string> rest = emu_->WaitForLine("rest: ");
+    ASSERT_TRUE(tl1.ok() && rest.ok());
+    const size_t colon = tl1->rfind(':');
+    switch_ = polatis::NewPolatisSwitch({"emu",
+                                         polatis::Protocol::kTl1,
+                                         tl1->substr(0, colon),
+                                         static_cast<uint16_t>(std::stoi(tl1->substr(colon + 1))),
+                                         {"admin", "root"}});
+    // Two O-NICs: A's ports on ingress 1, 2 / egress 9, 10; B's on 3, 4 / 11, 12.
+    EmulatedBackend::Options options;
+    options.onics = {{"A", "0000:17:00.0", {1, 2}, {9, 10}},
+                     {"B", "0000:3a:00.0", {3, 4}, {11, 12}}};
+    options.training_time = absl::Milliseconds(10);
+    options.light_wait = absl::Milliseconds(200);
+    absl::StatusOr<std::unique_ptr<EmulatedBackend>> backend =
+        EmulatedBackend::Create(options, NewHttpLightSimulator(*rest));
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    backend_ = std::move(*backend);
+  }
+
+  v1::PeerIdentity Peer(const std::string& serial, uint32_t port) {
+    v1::PeerIdentity peer;
+    peer.set_onic_serial(serial);
+    peer.set_port(port);
+    return peer;
+  }
+
+  absl::Time Deadline() { return absl::Now() + absl::Seconds(10); }
+
+  std::unique_ptr<fleet::testing::Daemon> emu_;
+  std::unique_ptr<switches::OpticalSwitch> switch_;
+  std::unique_ptr<EmulatedBackend> backend_;
+};
+
+TEST_F(EmulatedBackendTest, ACorrectCircuitTrains) {
+  // A port 1 tx (ingress 1) → B port 1 rx (egress 11).
+  ASSERT_TRUE(switch_->Apply({{}, {{1, 11}}}).status.ok());
+  CommandOutcome outcome = backend_->Retrain("B", 1, Peer("A", 1), Deadline());
+  ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+  EXPECT_EQ(outcome.link.status(), v1::LINK_STATUS_UP);
+  EXPECT_EQ(outcome.link.peer_seen(), "A/1");
+  EXPECT_NEAR(outcome.link.rx_power_dbm(), -1.5, 0.01);
+  EXPECT_EQ(outcome.link.link_width(), 16u);
+  // Reading it changes nothing and agrees.
+  EXPECT_EQ(backend_->ReadPort("B", 1).link.status(), v1::LINK_STATUS_UP);
+}
+
+TEST_F(EmulatedBackendTest, AMissingCircuitIsNoLight) {
+  CommandOutcome outcome = backend_->Retrain("B", 2, Peer("A", 2), Deadline());
+  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(outcome.status.message()), HasSubstr("no light"));
+  EXPECT_EQ(outcome.link.status(), v1::LINK_STATUS_DOWN);
+}
+
+TEST_F(EmulatedBackendTest, TheWrongPeerIsAWiringErrorNamingWhatWasSeen) {
+  // A port 2 (ingress 2) lands on B port 1's rx, where A port 1 was expected.
+  ASSERT_TRUE(switch_->Apply({{}, {{2, 11}}}).status.ok());
+  CommandOutcome outcome = backend_->Retrain("B", 1, Peer("A", 1), Deadline());
+  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(outcome.status.message()), HasSubstr("saw A/2, expected A/1"));
+  EXPECT_EQ(outcome.link.status(), v1::LINK_STATUS_DOWN);
+}
+
+TEST_F(EmulatedBackendTest, AClosedShutterIsNoLight) {
+  ASSERT_TRUE(switch_->Apply({{}, {{3, 9}}}).status.ok());
+  ASSERT_TRUE(switch_->SetShutters({9}, false).ok());
+  CommandOutcome outcome = backend_->Retrain("A", 1, Peer("B", 1), Deadline());
+  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(outcome.status.message()), HasSubstr("no light"));
+  ASSERT_TRUE(switch_->SetShutters({9}, true).ok());
+  EXPECT_TRUE(backend_->Retrain("A", 1, Peer("B", 1), Deadline()).status.ok());
+}
+
+TEST_F(EmulatedBackendTest, AnUpLinkThatLosesItsCircuitReadsDown) {
+  ASSERT_TRUE(switch_->Apply({{}, {{4, 10}}}).status.ok());
+  ASSERT_TRUE(backend_->Retrain("A", 2, Peer("B", 2), Deadline()).status.ok());
+  ASSERT_TRUE(switch_->Apply({{{4, 10}}, {}}).status.ok());
+  CommandOutcome read = backend_->ReadPort("A", 2);
+  EXPECT_EQ(read.link.status(), v1::LINK_STATUS_DOWN);
+  EXPECT_EQ(read.link.detail(), "no light");
+}
+
+TEST_F(EmulatedBackendTest, DiscoverQuiesceAndUnknownPorts) {
+  absl::StatusOr<std::vector<v1::AgentOnic>> onics = backend_->Discover();
+  ASSERT_TRUE(onics.ok());
+  ASSERT_EQ(onics->size(), 2u);
+  EXPECT_EQ((*onics)[1].pcie_address(), "0000:3a:00.0");
+  EXPECT_EQ((*onics)[1].ports_size(), 2);
+  CommandOutcome quiesced = backend_->Quiesce("A", 1, Deadline());
+  ASSERT_TRUE(quiesced.status.ok());
+  EXPECT_EQ(quiesced.link.status(), v1::LINK_STATUS_QUIESCED);
+  EXPECT_EQ(backend_->ReadPort("Z", 1).status.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(backend_->ReadPort("A", 3).status.code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace fleet::agent
