@@ -13,6 +13,7 @@
 #include "absl/strings/strip.h"
 #include "controller/base/flags.h"
 #include "controller/base/grpc_status.h"
+#include "controller/cli/topology_spec.h"
 #include "controller/inventory/inventory.h"
 #include "fleet/v1/names.h"
 
@@ -483,6 +484,26 @@ const std::vector<Verb>& Verbs() {
          if (l.apply.file.empty()) return UsageError(*s.err, "apply", "apply needs -f FILE");
          return Apply(s, l.apply);
        }},
+      {"topology", "fleetctl topology request -f FILE [--dry-run] [flags]",
+       "Plan (and request) a topology from a file",
+       "Send a topology request file (see deploy/examples/) to fleetd and print the plan:\n"
+       "the members, and each circuit with the cross-connect that makes it. With --dry-run\n"
+       "nothing is stored or programmed. This fleetd plans links and rings; it does not\n"
+       "program allocations yet, so requests without --dry-run are refused.",
+       [](FlagSet& f, CommandLine& l) {
+         f.String("file,f", &l.apply.file, "the topology request file (YAML)");
+         f.Bool("dry-run", &l.apply.dry_run, "plan only; change nothing");
+       },
+       [](const Session& s, const CommandLine& l) {
+         if (l.positional.size() != 1 || l.positional[0] != "request") {
+           return UsageError(*s.err, "topology",
+                             absl::StrCat("topology takes the subcommand 'request', got ",
+                                          l.positional.empty() ? "nothing" : Joined(l.positional)));
+         }
+         if (l.apply.file.empty())
+           return UsageError(*s.err, "topology", "topology request needs -f FILE");
+         return RequestTopology(s, l.apply);
+       }},
       {"delete", "fleetctl delete KIND NAME [flags]", "Delete one inventory object",
        absl::StrCat("Delete one object and what belongs only to it (a device's O-NICs and their\n"
                     "fibers). Refused while it is in use.\n\nKinds: ",
@@ -708,6 +729,36 @@ int Apply(const Session& s, const ApplyArgs& args) {
   *s.out << "created " << response.created() << ", updated " << response.updated() << ", unchanged "
          << response.unchanged() << "\n";
   for (const std::string& change : response.changes()) *s.out << change << "\n";
+  return kExitOk;
+}
+
+int RequestTopology(const Session& s, const ApplyArgs& args) {
+  absl::StatusOr<v1::RequestTopologyRequest> request = ReadTopologySpecFile(args.file);
+  if (!request.ok()) return s.Failed(ToGrpcStatus(request.status()));
+  request->set_dry_run(args.dry_run);
+  v1::RequestTopologyResponse response;
+  grpc::Status status = s.Call([&](grpc::ClientContext* c) {
+    return s.server->topology->RequestTopology(c, *request, &response);
+  });
+  if (!status.ok()) return s.Failed(status);
+  if (s.format != OutputFormat::kTable) return PrintMessage(s, response);
+
+  const v1::Plan& plan = response.plan();
+  *s.out << (args.dry_run ? "dry run: nothing was changed\n" : "")
+         << "members: " << absl::StrJoin(plan.members(), ", ") << "\n"
+         << plan.circuits_size() << " circuits, " << plan.add_size() << " cross-connects to make, "
+         << plan.remove_size() << " to remove, " << plan.ports_used_size() << " O-NIC ports\n";
+  Table table({"SOURCE", "DESTINATION", "CROSS-CONNECTS"});
+  for (const v1::Circuit& c : plan.circuits()) {
+    std::vector<std::string> hops;
+    for (const v1::CrossConnect& x : c.cross_connects()) {
+      hops.push_back(absl::StrCat(x.switch_id(), ":", x.ingress(), "→", x.egress()));
+    }
+    table.AddRow({absl::StrCat(c.source().onic(), "/", c.source().port()),
+                  absl::StrCat(c.destination().onic(), "/", c.destination().port()),
+                  absl::StrJoin(hops, ", ")});
+  }
+  *s.out << table.Render();
   return kExitOk;
 }
 

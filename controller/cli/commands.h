@@ -85,6 +85,10 @@ struct ApplyArgs {
 };
 int Apply(const Session& session, const ApplyArgs& args);
 
+// `topology request -f FILE [--dry-run]`: sends the request file's RequestTopology and prints
+// the plan (circuits with their cross-connects).
+int RequestTopology(const Session& session, const ApplyArgs& args);
+
 // `delete KIND NAME`.
 int Delete(const Session& session, const std::string& kind, const std::string& name);
 

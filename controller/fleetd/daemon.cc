@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "controller/base/knock_while_stopping.h"
 #include "controller/base/log.h"
 #include "controller/base/status_macros.h"
 
@@ -124,7 +125,12 @@ void Fleetd::Shutdown(absl::Duration grace) {
   // Agent streams never end on their own: end them first so the server can drain.
   if (agents_) agents_->Shutdown();
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoSeconds(grace));
-  exposer_.reset();
+  if (exposer_) {
+    // The Exposer's civetweb would otherwise take a second to notice it is being stopped.
+    const size_t colon = metrics_address_.rfind(':');
+    StopWhileKnocking(metrics_address_.substr(0, colon),
+                      std::stoi(metrics_address_.substr(colon + 1)), [this] { exposer_.reset(); });
+  }
 }
 
 Fleetd::~Fleetd() { Shutdown(absl::ZeroDuration()); }

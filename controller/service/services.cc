@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "controller/base/grpc_status.h"
+#include "scheduler/planner.h"
 
 namespace fleet::service {
 namespace {
@@ -137,6 +138,32 @@ grpc::Status InventoryServiceImpl::ListAgents(grpc::ServerContext*, const v1::Li
 }
 
 // --- TopologyService (read side) ---
+
+grpc::Status TopologyServiceImpl::RequestTopology(grpc::ServerContext*,
+                                                  const v1::RequestTopologyRequest* request,
+                                                  v1::RequestTopologyResponse* response) {
+  if (!request->phases().empty()) {
+    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                        "phases: phased allocations are not supported by this fleetd yet");
+  }
+  if (!request->dry_run()) {
+    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                        "this fleetd plans requests (dry_run) but does not program them yet");
+  }
+  // A consistent enough picture: each read is a snapshot, and a dry run writes nothing.
+  absl::StatusOr<v1::Inventory> site = store_->LoadInventory();
+  if (!site.ok()) return ToGrpcStatus(site.status());
+  absl::StatusOr<std::vector<v1::SwitchPort>> ports = store_->ListPorts("");
+  if (!ports.ok()) return ToGrpcStatus(ports.status());
+  absl::StatusOr<std::vector<v1::Circuit>> circuits = store_->ListCircuits({});
+  if (!circuits.ok()) return ToGrpcStatus(circuits.status());
+  absl::StatusOr<std::vector<v1::Allocation>> allocations = store_->ListAllocations({});
+  if (!allocations.ok()) return ToGrpcStatus(allocations.status());
+  const scheduler::FabricSnapshot snapshot =
+      scheduler::FabricSnapshot::Build(*site, *ports, *circuits, *allocations);
+  return Assign(scheduler::PlanTopology(snapshot, {request->tenant(), request->topology()}),
+                response->mutable_plan());
+}
 
 grpc::Status TopologyServiceImpl::GetAllocation(grpc::ServerContext*,
                                                 const v1::GetAllocationRequest* request,

@@ -74,11 +74,15 @@ class AgentServiceImpl final : public v1::AgentService::Service {
   agents::AgentRegistry* agents_;
 };
 
-// Read side only until the reconfiguration engine lands: GetAllocation, ListAllocations.
+// The read side (GetAllocation, ListAllocations) and planning: RequestTopology with dry_run
+// returns the plan for links and rings without touching anything. Programming a request
+// (dry_run false), phases, watch, release and keep-alive answer UNIMPLEMENTED here.
 class TopologyServiceImpl final : public v1::TopologyService::Service {
  public:
   explicit TopologyServiceImpl(store::Store* store) : store_(store) {}
 
+  grpc::Status RequestTopology(grpc::ServerContext*, const v1::RequestTopologyRequest*,
+                               v1::RequestTopologyResponse*) override;
   grpc::Status GetAllocation(grpc::ServerContext*, const v1::GetAllocationRequest*,
                              v1::Allocation*) override;
   grpc::Status ListAllocations(grpc::ServerContext*, const v1::ListAllocationsRequest*,

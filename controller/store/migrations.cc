@@ -198,10 +198,10 @@ absl::Status CheckNotNewer(Database& db, const std::vector<Migration>& migration
   ASSIGN_OR_RETURN(int current, SchemaVersion(db));
   const int latest = migrations.empty() ? 0 : migrations.back().version;
   if (current > latest) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "state database ", db.path(), " has schema version ", current,
-        ", newer than the latest this fleetd knows (", latest,
-        "); it was written by a newer fleetd: run that version or restore a backup"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("state database ", db.path(), " has schema version ", current,
+                     ", newer than the latest this fleetd knows (", latest,
+                     "); it was written by a newer fleetd: run that version or restore a backup"));
   }
   return absl::OkStatus();
 }

@@ -666,9 +666,10 @@ class SqliteStore : public Store {
           have.rx().SerializeAsString() == want->rx().SerializeAsString()) {
         continue;
       }
-      ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(
-          "SELECT id FROM circuits WHERE (src_onic = ?1 AND src_port = ?2) OR "
-          "(dst_onic = ?1 AND dst_port = ?2) LIMIT 1"));
+      ASSIGN_OR_RETURN(
+          Statement stmt,
+          db_->Prepare("SELECT id FROM circuits WHERE (src_onic = ?1 AND src_port = ?2) OR "
+                       "(dst_onic = ?1 AND dst_port = ?2) LIMIT 1"));
       ASSIGN_OR_RETURN(bool row,
                        stmt.Bind(1, o.id()).Bind(2, static_cast<int64_t>(have.index())).Step());
       if (row) {
@@ -682,8 +683,10 @@ class SqliteStore : public Store {
 
   // A trunk carrying a circuit keeps its ports.
   absl::Status CheckTrunkRewireLocked(const v1::Trunk& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(
-        "SELECT from_switch, from_port, to_switch, to_port FROM trunks WHERE id = ?1"));
+    ASSIGN_OR_RETURN(
+        Statement stmt,
+        db_->Prepare(
+            "SELECT from_switch, from_port, to_switch, to_port FROM trunks WHERE id = ?1"));
     ASSIGN_OR_RETURN(bool row, stmt.Bind(1, t.id()).Step());
     if (!row) return absl::OkStatus();
     if (stmt.Text(0) == t.from().switch_id() && stmt.Int(1) == t.from().port() &&

@@ -42,6 +42,7 @@ printf 'ACT-USER::admin:1::root;ENT-PATCH::1,387:2:;' | timeout 3 bash -c "cat >
 for _ in $(seq 20); do fleetctl link retrain s1c0-n1 1 > "$state/retrain.txt" 2>&1 && break; sleep 0.1; done
 echo "\$ fleetctl link retrain s1c0-n1 1"; cat "$state/retrain.txt"
 run link status s1c0-n1
+run topology request -f deploy/examples/ring-8-gpus.yaml --dry-run
 run get events --limit 5
 
 if [ $keep = 1 ]; then

@@ -160,6 +160,44 @@ TEST_F(FleetdFleetctlTest, DescribeShowsRelatedObjects) {
   EXPECT_THAT(version.out, HasSubstr("server 0.1.0"));
 }
 
+TEST_F(FleetdFleetctlTest, TopologyRequestsArePlannedOnDryRun) {
+  StartFleetd({"--inventory", kGen1});
+  const std::string examples = std::string(FLEET_SOURCE_DIR) + "/deploy/examples/";
+  CommandResult ring =
+      Fleetctl({"topology", "request", "-f", examples + "ring-8-gpus.yaml", "--dry-run"});
+  ASSERT_EQ(ring.exit_code, 0) << ring.err;
+  EXPECT_THAT(ring.out, HasSubstr("dry run: nothing was changed"));
+  EXPECT_THAT(ring.out,
+              HasSubstr("8 circuits, 8 cross-connects to make, 0 to remove, 8 O-NIC ports"));
+  EXPECT_THAT(ring.out, HasSubstr("gpu8-n0/1"));
+  for (const char* example : {"links.yaml", "bidirectional-ring-width-2.yaml"}) {
+    CommandResult planned =
+        Fleetctl({"topology", "request", "-f", examples + example, "--dry-run"});
+    EXPECT_EQ(planned.exit_code, 0) << example << ": " << planned.err;
+  }
+  // Nothing was stored.
+  CommandResult circuits = Fleetctl({"get", "circuits", "-o", "json"});
+  EXPECT_THAT(circuits.out, Not(HasSubstr("gpu")));
+
+  CommandResult program = Fleetctl({"topology", "request", "-f", examples + "ring-8-gpus.yaml"});
+  EXPECT_EQ(program.exit_code, 1);
+  EXPECT_THAT(program.err, HasSubstr("UNIMPLEMENTED"));
+
+  const std::string bad = WriteFile("bad-spec.yaml",
+                                    "tenant: a\ntopology:\n  template:\n    kind: hexagon\n"
+                                    "    members: [gpu1, gpu2]\n");
+  CommandResult malformed = Fleetctl({"topology", "request", "-f", bad, "--dry-run"});
+  EXPECT_EQ(malformed.exit_code, 1);
+  EXPECT_THAT(malformed.err, HasSubstr("bad-spec.yaml:4: template.kind 'hexagon' is not one of"));
+
+  const std::string busy =
+      WriteFile("unknown.yaml", "tenant: a\ntopology:\n  links:\n    - {a: gpu1, b: gpu42}\n");
+  CommandResult unknown = Fleetctl({"topology", "request", "-f", busy, "--dry-run"});
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_THAT(unknown.err, HasSubstr("NOT_FOUND"));
+  EXPECT_THAT(unknown.err, HasSubstr("device gpu42 not found"));
+}
+
 TEST_F(FleetdFleetctlTest, UnreachableServerIsAClearError) {
   grpc_address_ = "127.0.0.1:1";
   CommandResult result = Fleetctl({"--timeout", "2", "get", "switches"});

@@ -257,10 +257,39 @@ TEST_F(ServicesTest, AllocationsAndCircuitsAreReadFromTheStore) {
   EXPECT_THAT(status.error_message(), HasSubstr("device gpu1 is a member of allocation alloc-1"));
 }
 
+TEST_F(ServicesTest, DryRunPlansARingAndTouchesNothing) {
+  ApplyGen1();
+  absl::StatusOr<std::vector<v1::Event>> before = store_->ListEvents({});
+  ASSERT_TRUE(before.ok());
+  v1::RequestTopologyRequest request;
+  request.set_tenant("tenant-a");
+  request.set_dry_run(true);
+  v1::TemplateSpec* ring = request.mutable_topology()->mutable_template_();
+  ring->set_kind(v1::TEMPLATE_KIND_RING_UNIDIRECTIONAL);
+  for (int i = 1; i <= 8; ++i) ring->mutable_members()->add_devices("gpu" + std::to_string(i));
+  v1::RequestTopologyResponse response;
+  grpc::Status status = topology_stub_->RequestTopology(Context().get(), request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_FALSE(response.has_allocation());
+  EXPECT_THAT(response.plan().circuits(), SizeIs(8));
+  EXPECT_THAT(response.plan().add(), SizeIs(8));
+  EXPECT_THAT(*store_->ListCircuits({}), SizeIs(0));
+  EXPECT_THAT(*store_->ListEvents({}), SizeIs(before->size()));
+
+  // Admission errors come back with their codes and words.
+  ring->mutable_members()->set_devices(7, "gpu99");
+  status = topology_stub_->RequestTopology(Context().get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(status.error_message(), HasSubstr("device gpu99 not found"));
+}
+
 TEST_F(ServicesTest, RpcsOfLaterPartsAnswerUnimplemented) {
+  v1::RequestTopologyRequest program;
+  program.set_tenant("tenant-a");
   v1::RequestTopologyResponse topology;
-  EXPECT_EQ(topology_stub_->RequestTopology(Context().get(), {}, &topology).error_code(),
-            grpc::StatusCode::UNIMPLEMENTED);
+  grpc::Status not_dry = topology_stub_->RequestTopology(Context().get(), program, &topology);
+  EXPECT_EQ(not_dry.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_THAT(not_dry.error_message(), HasSubstr("does not program them yet"));
   v1::ReleaseTopologyResponse released;
   EXPECT_EQ(topology_stub_->ReleaseTopology(Context().get(), {}, &released).error_code(),
             grpc::StatusCode::UNIMPLEMENTED);

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "civetweb.h"
+#include "controller/base/knock_while_stopping.h"
 #include "controller/base/log.h"
 
 namespace fleet::polatis_emu {
@@ -172,29 +173,8 @@ void RestServer::Stop() {
   if (context_ == nullptr) return;
   if (!stopping_.HasBeenNotified()) stopping_.Notify();
   DropConnections();
-  // civetweb's accept thread notices mg_stop only between polls of its listener, which time
-  // out after 2 s; a connection attempt ends the poll at once. Keep knocking until mg_stop
-  // returns, so stopping takes milliseconds, not seconds.
-  std::atomic<bool> stopped{false};
-  std::thread knocker([this, &stopped] {
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port_));
-    const std::string host =
-        options_.listen_address == "0.0.0.0" ? "127.0.0.1" : options_.listen_address;
-    inet_pton(AF_INET, host.c_str(), &addr.sin_addr);
-    while (!stopped.load()) {
-      int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      if (fd >= 0) {
-        connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-        close(fd);
-      }
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-  });
-  mg_stop(context_);
-  stopped.store(true);
-  knocker.join();
+  // civetweb notices mg_stop only between polls of its listener: knock so it stops at once.
+  StopWhileKnocking(options_.listen_address, port_, [this] { mg_stop(context_); });
   context_ = nullptr;
 }
 

@@ -1,0 +1,105 @@
+#include "scheduler/fabric_snapshot.h"
+
+#include <set>
+
+namespace fleet::scheduler {
+namespace {
+
+std::string Key(const v1::SwitchPortRef& ref) {
+  return ref.switch_id() + "/" + std::to_string(ref.port());
+}
+
+}  // namespace
+
+FabricSnapshot FabricSnapshot::Build(const v1::Inventory& site,
+                                     const std::vector<v1::SwitchPort>& ports,
+                                     const std::vector<v1::Circuit>& circuits,
+                                     const std::vector<v1::Allocation>& allocations) {
+  FabricSnapshot s;
+  std::set<std::string> drained_hosts;
+  for (const v1::Host& h : site.hosts()) {
+    if (h.admin_state() == v1::ADMIN_STATE_DRAINED) drained_hosts.insert(h.name());
+  }
+  for (const v1::Device& d : site.devices()) s.devices_[d.id()] = d;
+  std::map<std::string, const v1::SwitchPort*> switch_ports;
+  for (const v1::SwitchPort& p : ports) switch_ports[Key(p.ref())] = &p;
+  // Why a switch port cannot take a new circuit, or "".
+  auto switch_port_problem = [&](const v1::SwitchPortRef& ref) -> std::string {
+    auto it = switch_ports.find(Key(ref));
+    if (it == switch_ports.end()) return "switch port " + Key(ref) + " is unknown";
+    if (it->second->admin_state() == v1::ADMIN_STATE_DRAINED)
+      return "switch port " + Key(ref) + " is drained";
+    if (it->second->oper_state() == v1::OPER_STATE_FAILED)
+      return "switch port " + Key(ref) + " has failed";
+    return "";
+  };
+  for (const v1::Onic& o : site.onics()) {
+    const v1::Device* device = s.HasDevice(o.device()) ? &s.devices_[o.device()] : nullptr;
+    s.device_onics_[o.device()].push_back(o.id());
+    std::vector<OnicPortState>& states = s.onic_ports_[o.id()];
+    for (const v1::OnicPort& p : o.ports()) {
+      OnicPortState st;
+      st.onic = o.id();
+      st.port = p.index();
+      st.device = o.device();
+      st.host = device ? device->host() : "";
+      st.tx = p.tx();
+      st.rx = p.rx();
+      if (device && device->admin_state() == v1::ADMIN_STATE_DRAINED) {
+        st.unusable = "device " + o.device() + " is drained";
+      } else if (!st.host.empty() && drained_hosts.contains(st.host)) {
+        st.unusable = "host " + st.host + " is drained";
+      } else if (o.admin_state() == v1::ADMIN_STATE_DRAINED) {
+        st.unusable = "onic " + o.id() + " is drained";
+      } else if (p.admin_state() == v1::ADMIN_STATE_DRAINED) {
+        st.unusable = "onic " + o.id() + " port " + std::to_string(p.index()) + " is drained";
+      } else if (p.oper_state() == v1::OPER_STATE_FAILED) {
+        st.unusable = "onic " + o.id() + " port " + std::to_string(p.index()) + " has failed";
+      } else if (std::string tx = switch_port_problem(p.tx()); !tx.empty()) {
+        st.unusable = tx;
+      } else if (std::string rx = switch_port_problem(p.rx()); !rx.empty()) {
+        st.unusable = rx;
+      }
+      states.push_back(std::move(st));
+    }
+  }
+  for (auto& [device, onics] : s.device_onics_) std::sort(onics.begin(), onics.end());
+  for (const v1::Circuit& c : circuits) {
+    if (c.state() == v1::CIRCUIT_STATE_INACTIVE) continue;  // Not desired now.
+    const std::string holder = c.manual() ? "manual circuit " + c.id() : c.allocation_id();
+    for (OnicPortState& st : s.onic_ports_[c.source().onic()]) {
+      if (st.port == c.source().port()) st.tx_holder = holder;
+    }
+    for (OnicPortState& st : s.onic_ports_[c.destination().onic()]) {
+      if (st.port == c.destination().port()) st.rx_holder = holder;
+    }
+  }
+  for (const v1::Allocation& a : allocations) s.tenants_[a.id()] = a.tenant();
+  return s;
+}
+
+const OnicPortState* FabricSnapshot::Port(const std::string& onic, uint32_t port) const {
+  auto it = onic_ports_.find(onic);
+  if (it == onic_ports_.end()) return nullptr;
+  for (const OnicPortState& st : it->second) {
+    if (st.port == port) return &st;
+  }
+  return nullptr;
+}
+
+std::vector<const OnicPortState*> FabricSnapshot::DevicePorts(const std::string& device) const {
+  std::vector<const OnicPortState*> out;
+  auto it = device_onics_.find(device);
+  if (it == device_onics_.end()) return out;
+  for (const std::string& onic : it->second) {
+    for (const OnicPortState& st : onic_ports_.at(onic)) out.push_back(&st);
+  }
+  return out;
+}
+
+std::string FabricSnapshot::TenantOf(const std::string& allocation_id) const {
+  auto it = tenants_.find(allocation_id);
+  return it == tenants_.end() ? "" : it->second;
+}
+
+}  // namespace fleet::scheduler

@@ -1,0 +1,283 @@
+#include "scheduler/planner.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "controller/inventory/inventory.h"
+
+namespace fleet::scheduler {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+
+v1::Inventory Site(const std::string& name) {
+  absl::StatusOr<v1::Inventory> site =
+      inventory::ReadInventoryFile(std::string(FLEET_SOURCE_DIR) + "/deploy/inventory/" + name);
+  EXPECT_TRUE(site.ok()) << site.status();
+  return site.value_or(v1::Inventory());
+}
+
+// Every port of every switch, enabled and not failed unless listed.
+std::vector<v1::SwitchPort> Ports(const v1::Inventory& site,
+                                  const std::set<std::string>& drained = {}) {
+  std::vector<v1::SwitchPort> out;
+  for (const v1::Switch& s : site.switches()) {
+    for (uint32_t p = 1; p <= s.ingress_ports() + s.egress_ports(); ++p) {
+      v1::SwitchPort& port = out.emplace_back();
+      port.mutable_ref()->set_switch_id(s.id());
+      port.mutable_ref()->set_port(p);
+      port.set_admin_state(drained.contains(s.id() + "/" + std::to_string(p))
+                               ? v1::ADMIN_STATE_DRAINED
+                               : v1::ADMIN_STATE_ENABLED);
+    }
+  }
+  return out;
+}
+
+v1::TopologySpec Ring(v1::TemplateKind kind, std::vector<std::string> members, uint32_t width = 0) {
+  v1::TopologySpec spec;
+  spec.mutable_template_()->set_kind(kind);
+  spec.mutable_template_()->set_width(width);
+  for (const std::string& m : members) spec.mutable_template_()->mutable_members()->add_devices(m);
+  return spec;
+}
+
+v1::Endpoint Device(const std::string& id) {
+  v1::Endpoint e;
+  e.set_device(id);
+  return e;
+}
+
+v1::Endpoint OnicPort(const std::string& onic, uint32_t port) {
+  v1::Endpoint e;
+  e.mutable_onic_port()->set_onic(onic);
+  e.mutable_onic_port()->set_port(port);
+  return e;
+}
+
+v1::TopologySpec Link(v1::Endpoint a, v1::Endpoint b, bool duplex, uint32_t width = 0) {
+  v1::TopologySpec spec;
+  v1::Link* link = spec.mutable_links()->add_links();
+  *link->mutable_a() = std::move(a);
+  *link->mutable_b() = std::move(b);
+  link->set_duplex(duplex);
+  link->set_width(width);
+  return spec;
+}
+
+// A circuit of another allocation, gpu1-n0 port 1 → gpu2-n0 port 1.
+v1::Circuit HeldCircuit(const std::string& allocation) {
+  v1::Circuit c;
+  c.set_id("held");
+  c.set_allocation_id(allocation);
+  c.mutable_source()->set_onic("gpu1-n0");
+  c.mutable_source()->set_port(1);
+  c.mutable_destination()->set_onic("gpu2-n0");
+  c.mutable_destination()->set_port(1);
+  c.set_state(v1::CIRCUIT_STATE_ACTIVE);
+  return c;
+}
+
+v1::Allocation Owned(const std::string& id, const std::string& tenant) {
+  v1::Allocation a;
+  a.set_id(id);
+  a.set_tenant(tenant);
+  return a;
+}
+
+// Checks the invariants every plan must hold: one circuit per switch port, ends on the
+// same switch, cross-connect from the source's tx fiber to the destination's rx fiber.
+void ExpectLegal(const v1::Plan& plan, const FabricSnapshot& snapshot) {
+  std::set<std::string> ingresses, egresses;
+  for (const v1::Circuit& c : plan.circuits()) {
+    ASSERT_THAT(c.cross_connects(), SizeIs(1));
+    const v1::CrossConnect& x = c.cross_connects(0);
+    const OnicPortState* src = snapshot.Port(c.source().onic(), c.source().port());
+    const OnicPortState* dst = snapshot.Port(c.destination().onic(), c.destination().port());
+    ASSERT_NE(src, nullptr);
+    ASSERT_NE(dst, nullptr);
+    EXPECT_EQ(x.ingress(), src->tx.port());
+    EXPECT_EQ(x.egress(), dst->rx.port());
+    EXPECT_TRUE(ingresses.insert(x.switch_id() + "/" + std::to_string(x.ingress())).second)
+        << "ingress used twice";
+    EXPECT_TRUE(egresses.insert(x.switch_id() + "/" + std::to_string(x.egress())).second)
+        << "egress used twice";
+  }
+  EXPECT_EQ(plan.add_size(), plan.circuits_size());
+}
+
+class PlannerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    site_ = Site("fleet-gen1.yaml");
+    snapshot_ = FabricSnapshot::Build(site_, Ports(site_), {}, {});
+  }
+  absl::StatusOr<v1::Plan> PlanFor(const v1::TopologySpec& spec, const std::string& tenant = "a") {
+    return PlanTopology(snapshot_, {tenant, spec});
+  }
+
+  v1::Inventory site_;
+  FabricSnapshot snapshot_;
+};
+
+TEST_F(PlannerTest, DuplexLinkBetweenDevicesTakesOnePortAtEachEnd) {
+  absl::StatusOr<v1::Plan> plan = PlanFor(Link(Device("gpu1"), Device("gpu2"), true));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_THAT(plan->circuits(), SizeIs(2));
+  ExpectLegal(*plan, snapshot_);
+  EXPECT_EQ(plan->circuits(0).source().onic(), "gpu1-n0");
+  EXPECT_EQ(plan->circuits(0).destination().onic(), "gpu2-n0");
+  EXPECT_EQ(plan->circuits(1).source().onic(), "gpu2-n0");
+  EXPECT_THAT(plan->members(), ElementsAre("gpu1", "gpu2"));
+  EXPECT_THAT(plan->ports_used(), SizeIs(2));
+  // gpu1-n0 port 1's tx enters ingress 49 in Gen1; gpu2-n0 port 1's rx leaves egress 435.
+  EXPECT_EQ(plan->add(0).ingress(), 49u);
+  EXPECT_EQ(plan->add(0).egress(), 435u);
+}
+
+TEST_F(PlannerTest, DirectedLinkBetweenNamedPorts) {
+  absl::StatusOr<v1::Plan> plan =
+      PlanFor(Link(OnicPort("nvme1-n0", 2), OnicPort("s2c1-n2", 1), false));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_THAT(plan->circuits(), SizeIs(1));
+  EXPECT_EQ(plan->circuits(0).source().port(), 2u);
+  EXPECT_EQ(plan->circuits(0).destination().onic(), "s2c1-n2");
+  ExpectLegal(*plan, snapshot_);
+}
+
+TEST_F(PlannerTest, UnidirectionalRingOfEightGpusIsOneCycle) {
+  std::vector<std::string> gpus;
+  for (int i = 1; i <= 8; ++i) gpus.push_back("gpu" + std::to_string(i));
+  absl::StatusOr<v1::Plan> plan = PlanFor(Ring(v1::TEMPLATE_KIND_RING_UNIDIRECTIONAL, gpus));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_THAT(plan->circuits(), SizeIs(8));
+  ExpectLegal(*plan, snapshot_);
+  // Following destination → the same O-NIC's outgoing circuit visits all 8 and returns.
+  std::map<std::string, std::string> next;
+  for (const v1::Circuit& c : plan->circuits()) next[c.source().onic()] = c.destination().onic();
+  std::string at = "gpu1-n0";
+  std::set<std::string> visited;
+  for (int i = 0; i < 8; ++i) {
+    visited.insert(at);
+    at = next[at];
+  }
+  EXPECT_EQ(at, "gpu1-n0");
+  EXPECT_THAT(visited, SizeIs(8));
+}
+
+TEST_F(PlannerTest, BidirectionalRingsUseTwoPortsPerMember) {
+  absl::StatusOr<v1::Plan> four =
+      PlanFor(Ring(v1::TEMPLATE_KIND_RING_BIDIRECTIONAL,
+                   {"server1-cpu0", "server2-cpu0", "server3-cpu0", "server4-cpu0"}));
+  ASSERT_TRUE(four.ok()) << four.status();
+  EXPECT_THAT(four->circuits(), SizeIs(8));
+  EXPECT_THAT(four->ports_used(), SizeIs(8));
+  ExpectLegal(*four, snapshot_);
+  // A GPU has one O-NIC, two ports: a ring of three GPUs fits, a ring of two is a double link.
+  EXPECT_TRUE(PlanFor(Ring(v1::TEMPLATE_KIND_RING_BIDIRECTIONAL, {"gpu1", "gpu2", "gpu3"})).ok());
+  absl::StatusOr<v1::Plan> two =
+      PlanFor(Ring(v1::TEMPLATE_KIND_RING_BIDIRECTIONAL, {"gpu1", "gpu2"}));
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_THAT(two->circuits(), SizeIs(4));
+}
+
+TEST_F(PlannerTest, WidthGivesParallelCircuitsUntilPortsRunOut) {
+  absl::StatusOr<v1::Plan> three =
+      PlanFor(Link(Device("server1-cpu0"), Device("server2-cpu0"), true, 3));
+  ASSERT_TRUE(three.ok()) << three.status();
+  EXPECT_THAT(three->circuits(), SizeIs(6));
+  ExpectLegal(*three, snapshot_);
+  // A CPU has 3 O-NICs = 6 ports: width 7 cannot fit.
+  absl::StatusOr<v1::Plan> seven =
+      PlanFor(Link(Device("server1-cpu0"), Device("server2-cpu0"), true, 7));
+  EXPECT_EQ(seven.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(seven.status().message()),
+              HasSubstr("device server1-cpu0 has no port with tx and rx free"));
+  EXPECT_THAT(std::string(seven.status().message()), HasSubstr("used twice by this request"));
+}
+
+TEST_F(PlannerTest, UnknownThingsAreNotFound) {
+  EXPECT_THAT(std::string(PlanFor(Link(Device("gpu9"), Device("gpu1"), true)).status().message()),
+              HasSubstr("topology.links[0].a: device gpu9 not found"));
+  EXPECT_EQ(PlanFor(Link(OnicPort("nope", 1), Device("gpu1"), false)).status().code(),
+            absl::StatusCode::kNotFound);
+  absl::StatusOr<v1::Plan> bad_port = PlanFor(Link(OnicPort("gpu1-n0", 3), Device("gpu2"), false));
+  EXPECT_EQ(bad_port.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(bad_port.status().message()), HasSubstr("has no port 3"));
+}
+
+TEST_F(PlannerTest, PortsInCircuitsAreRefusedNamingTheHolder) {
+  FabricSnapshot busy =
+      FabricSnapshot::Build(site_, Ports(site_), {HeldCircuit("alloc-1")}, {Owned("alloc-1", "a")});
+  absl::StatusOr<v1::Plan> mine =
+      PlanTopology(busy, {"a", Link(OnicPort("gpu1-n0", 1), Device("gpu3"), false)});
+  EXPECT_EQ(mine.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(mine.status().message()),
+              HasSubstr("onic gpu1-n0/1 cannot be used: tx is in a circuit of alloc-1"));
+  absl::StatusOr<v1::Plan> theirs =
+      PlanTopology(busy, {"b", Link(OnicPort("gpu1-n0", 1), Device("gpu3"), false)});
+  EXPECT_EQ(theirs.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(theirs.status().message()), HasSubstr("belongs to another tenant"));
+  EXPECT_THAT(std::string(theirs.status().message()), ::testing::Not(HasSubstr("alloc-1")));
+  // Its rx is free, and a device endpoint skips the busy port for the next one.
+  EXPECT_TRUE(PlanTopology(busy, {"a", Link(Device("gpu3"), OnicPort("gpu1-n0", 1), false)}).ok());
+  absl::StatusOr<v1::Plan> skip =
+      PlanTopology(busy, {"a", Link(Device("gpu1"), Device("gpu3"), true)});
+  ASSERT_TRUE(skip.ok()) << skip.status();
+  EXPECT_EQ(skip->circuits(0).source().port(), 2u);
+}
+
+TEST_F(PlannerTest, DrainedPortsAreRefused) {
+  // gpu4-n0 port 1's tx enters ingress 55; drain that switch port.
+  FabricSnapshot drained = FabricSnapshot::Build(site_, Ports(site_, {"ocs1/55"}), {}, {});
+  absl::StatusOr<v1::Plan> plan =
+      PlanTopology(drained, {"a", Link(OnicPort("gpu4-n0", 1), Device("gpu5"), false)});
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(plan.status().message()), HasSubstr("switch port ocs1/55 is drained"));
+}
+
+TEST_F(PlannerTest, MalformedRequestsNameTheField) {
+  EXPECT_THAT(std::string(PlanFor(Link(Device("gpu1"), Device("gpu1"), true)).status().message()),
+              HasSubstr("a and b are the same endpoint"));
+  EXPECT_THAT(
+      std::string(
+          PlanFor(Ring(v1::TEMPLATE_KIND_RING_UNIDIRECTIONAL, {"gpu1"})).status().message()),
+      HasSubstr("a ring needs at least 2 devices"));
+  EXPECT_THAT(std::string(PlanFor(Ring(v1::TEMPLATE_KIND_RING_UNIDIRECTIONAL, {"gpu1", "gpu1"}))
+                              .status()
+                              .message()),
+              HasSubstr("device gpu1 is named twice"));
+  EXPECT_THAT(
+      std::string(
+          PlanFor(Link(OnicPort("gpu1-n0", 1), Device("gpu2"), true, 2)).status().message()),
+      HasSubstr("need device endpoints"));
+  EXPECT_EQ(PlanFor(Link(Device("gpu1"), Device("gpu2"), true), "").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PlanFor(v1::TopologySpec()).status().code(), absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<v1::Plan> star = PlanFor(Ring(v1::TEMPLATE_KIND_STAR, {"gpu1", "gpu2"}));
+  EXPECT_EQ(star.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(star.status().message()), HasSubstr("the star template"));
+}
+
+TEST_F(PlannerTest, PlansAreDeterministic) {
+  v1::TopologySpec ring = Ring(v1::TEMPLATE_KIND_RING_BIDIRECTIONAL, {"gpu5", "gpu6", "gpu7"});
+  EXPECT_EQ(PlanFor(ring)->SerializeAsString(), PlanFor(ring)->SerializeAsString());
+}
+
+TEST(PlannerTwoClusterTest, CircuitsAcrossSwitchesAreRefusedWithoutTrunkRouting) {
+  v1::Inventory site = Site("fleet-2cluster.yaml");
+  FabricSnapshot snapshot = FabricSnapshot::Build(site, Ports(site), {}, {});
+  absl::StatusOr<v1::Plan> across =
+      PlanTopology(snapshot, {"a", Link(Device("a-gpu1"), Device("b-gpu1"), true)});
+  EXPECT_EQ(across.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(across.status().message()),
+              HasSubstr("its tx fiber enters switch ocs-a and its rx fiber leaves switch ocs-b"));
+  EXPECT_TRUE(PlanTopology(snapshot, {"a", Link(Device("b-gpu1"), Device("b-gpu2"), true)}).ok());
+}
+
+}  // namespace
+}  // namespace fleet::scheduler
