@@ -142,6 +142,20 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream) 
   const std::string host = reg.host();
   const std::vector<std::string> mismatches = Mismatches(reg);
 
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "fleetd is stopping");
+  }
+  // Recorded before the agent is listed, so whoever sees it connected also finds the alarm.
+  AppendEvent("agent.connected", host, v1::EVENT_SEVERITY_INFO,
+              absl::StrCat("agent on host ", host, " connected (", reg.backend(), " backend, ",
+                           reg.onics_size(), " O-NICs, version ", reg.software_version(), ")"));
+  if (!mismatches.empty()) {
+    AppendEvent("agent.inventory_mismatch", host, v1::EVENT_SEVERITY_ALARM,
+                absl::StrCat("agent on host ", host,
+                             " disagrees with inventory: ", absl::StrJoin(mismatches, "; ")));
+  }
+
   uint64_t session_id = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -177,15 +191,6 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream) 
             absl::ToInt64Milliseconds(options_.heartbeat_interval));
     Enqueue(session, std::move(registered));
   }
-  AppendEvent("agent.connected", host, v1::EVENT_SEVERITY_INFO,
-              absl::StrCat("agent on host ", host, " connected (", reg.backend(), " backend, ",
-                           reg.onics_size(), " O-NICs, version ", reg.software_version(), ")"));
-  if (!mismatches.empty()) {
-    AppendEvent("agent.inventory_mismatch", host, v1::EVENT_SEVERITY_ALARM,
-                absl::StrCat("agent on host ", host,
-                             " disagrees with inventory: ", absl::StrJoin(mismatches, "; ")));
-  }
-
   // The writer sends what others queue; the reader (this thread) handles what arrives.
   std::thread writer([this, stream, session_id] {
     while (true) {
