@@ -45,7 +45,10 @@ std::vector<pid_t> ChildrenRunning(pid_t parent, const std::string& binary,
     std::ifstream stat("/proc/" + std::string(entry->d_name) + "/stat");
     std::string line;
     std::getline(stat, line);
-    std::vector<std::string> fields = absl::StrSplit(line.substr(line.rfind(')') + 2), ' ');
+    // A process may exit between readdir and the read (fleetctl runs come and go).
+    const size_t name_end = line.rfind(')');
+    if (name_end == std::string::npos || name_end + 2 > line.size()) continue;
+    std::vector<std::string> fields = absl::StrSplit(line.substr(name_end + 2), ' ');
     if (fields.size() < 2 || fields[1] != std::to_string(parent)) continue;
     std::ifstream cmdline("/proc/" + std::string(entry->d_name) + "/cmdline");
     std::string all((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
