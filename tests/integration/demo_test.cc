@@ -10,8 +10,10 @@
 #include <iostream>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "controller/inventory/inventory.h"
 #include "switch_adapters/polatis/polatis_switch.h"
 #include "tests/integration/subprocess.h"
 
@@ -143,6 +145,75 @@ TEST(DemoTest, EmulatorAgentsAndInventoryComeUpAndGoDownTogether) {
   ASSERT_TRUE(code.ok()) << code.status();
   EXPECT_EQ(*code, 0) << fleetd->Stderr();
   EXPECT_TRUE(ChildrenRunning(fleetd->pid(), BinaryPath("polatis-emu")).empty());
+}
+
+// Four real agents stay up while fleetd is killed and started again on the same port and
+// state: every agent reconnects and registers again.
+TEST(AgentsTest, AllComeBackWhenFleetdRestarts) {
+  const std::string dir = testing::FreshDirectory("restart");
+  const std::string gen1 = std::string(FLEET_SOURCE_DIR) + "/deploy/inventory/fleet-gen1.yaml";
+  absl::StatusOr<std::unique_ptr<Daemon>> emu =
+      Daemon::Start({BinaryPath("polatis-emu"), "--size", "384x384", "--tl1-port", "0",
+                     "--rest-port", "0", "--switch-ms", "0"});
+  ASSERT_TRUE(emu.ok()) << emu.status();
+  ASSERT_TRUE((*emu)->WaitForLine("tl1: ").ok());
+  absl::StatusOr<std::string> rest = (*emu)->WaitForLine("rest: ");
+  ASSERT_TRUE(rest.ok()) << rest.status();
+
+  auto start_fleetd = [&](const std::string& port) {
+    absl::StatusOr<std::unique_ptr<Daemon>> d =
+        Daemon::Start({BinaryPath("fleetd"), "--state-dir", dir + "/state", "--grpc-port", port,
+                       "--metrics-port", "0", "--inventory", gen1, "--agent-heartbeat-ms", "100"});
+    EXPECT_TRUE(d.ok()) << d.status();
+    return d.ok() ? std::move(*d) : nullptr;
+  };
+  std::unique_ptr<Daemon> fleetd = start_fleetd("0");
+  ASSERT_NE(fleetd, nullptr);
+  absl::StatusOr<std::string> grpc = fleetd->WaitForLine("grpc: ");
+  ASSERT_TRUE(grpc.ok()) << grpc.status();
+  const std::string port = grpc->substr(grpc->rfind(':') + 1);
+
+  // One agent per host, its O-NICs and fibers from the inventory.
+  absl::StatusOr<v1::Inventory> site = inventory::ReadInventoryFile(gen1);
+  ASSERT_TRUE(site.ok()) << site.status();
+  std::vector<std::unique_ptr<Daemon>> agents;
+  for (const v1::Host& host : site->hosts()) {
+    std::string config = "backend: emulated\nonics:\n";
+    for (const v1::Onic& onic : site->onics()) {
+      if (onic.device().rfind(host.name() + "-", 0) != 0) continue;  // serverN-cpuM
+      absl::StrAppend(&config, "  - serial: ", onic.serial(), "\n    pcie: \"", onic.pcie_address(),
+                      "\"\n    ports:\n");
+      for (const v1::OnicPort& p : onic.ports()) {
+        absl::StrAppend(&config, "      - {tx_ingress: ", p.tx().port(),
+                        ", rx_egress: ", p.rx().port(), "}\n");
+      }
+    }
+    const std::string path = dir + "/" + host.name() + ".yaml";
+    std::ofstream(path) << config;
+    absl::StatusOr<std::unique_ptr<Daemon>> agent =
+        Daemon::Start({BinaryPath("fleet-onic-agent"), "--config", path, "--host", host.name(),
+                       "--controller", *grpc, "--simulator", *rest});
+    ASSERT_TRUE(agent.ok()) << agent.status();
+    agents.push_back(std::move(*agent));
+  }
+  ASSERT_EQ(agents.size(), 4u);
+  auto connected = [&] {
+    CommandResult listed = RunCommand({BinaryPath("fleetctl"), "--server", *grpc, "get", "agents"});
+    int yes = 0;
+    for (size_t at = listed.out.find("  yes  "); at != std::string::npos;
+         at = listed.out.find("  yes  ", at + 1)) {
+      ++yes;
+    }
+    return yes;
+  };
+  ASSERT_TRUE(Eventually([&] { return connected() == 4; }));
+
+  ASSERT_TRUE(fleetd->Stop(SIGKILL).ok());
+  fleetd = start_fleetd(port);
+  ASSERT_NE(fleetd, nullptr);
+  ASSERT_TRUE(fleetd->WaitForLine("grpc: ").ok()) << fleetd->Stderr();
+  EXPECT_TRUE(Eventually([&] { return connected() == 4; })) << fleetd->Stderr();
+  for (auto& agent : agents) EXPECT_TRUE(agent->Stop(SIGTERM).ok());
 }
 
 }  // namespace
