@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -103,12 +104,16 @@ CommandResult RunCommand(const std::vector<std::string>& argv, absl::Duration ti
   return result;
 }
 
+std::atomic<int> next_daemon{0};
+
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const std::vector<std::string>& argv) {
   int pipe_fds[2];
   if (pipe(pipe_fds) != 0) return absl::InternalError("pipe failed");
   std::unique_ptr<Daemon> d(new Daemon());
   d->stderr_path_ =
-      FreshDirectory(absl::StrCat("daemon_", std::filesystem::path(argv[0]).filename().string())) +
+      // One directory per daemon: several daemons of one binary must not share (or wipe) it.
+      FreshDirectory(absl::StrCat("daemon_", std::filesystem::path(argv[0]).filename().string(),
+                                  "_", next_daemon.fetch_add(1))) +
       "/stderr";
   pid_t pid = fork();
   if (pid < 0) return absl::InternalError("fork failed");
