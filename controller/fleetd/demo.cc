@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,6 +25,7 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(
     const std::vector<std::string>& argv, const std::string& log_path) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
+  const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) return absl::InternalError("fork failed");
   if (pid == 0) {
@@ -32,7 +34,10 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(
     dup2(null, 0);
     dup2(fds[1], 1);
     dup2(log, 2);
-    // The demo's children must not outlive it, even if fleetd is killed.
+    // The demo's children must not outlive it, even if fleetd is killed: the kernel sends
+    // them SIGTERM when it dies (and fleetd may have died before this line ran).
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(1);
     std::vector<char*> args;
     for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);

@@ -147,6 +147,37 @@ TEST(DemoTest, EmulatorAgentsAndInventoryComeUpAndGoDownTogether) {
   EXPECT_TRUE(ChildrenRunning(fleetd->pid(), BinaryPath("polatis-emu")).empty());
 }
 
+TEST(DemoTest, ChildrenDieWithAKilledFleetd) {
+  const std::string state = testing::FreshDirectory("killed");
+  absl::StatusOr<std::unique_ptr<Daemon>> started =
+      Daemon::Start({BinaryPath("fleetd"), "--demo", "--state-dir", state, "--grpc-port", "0",
+                     "--metrics-port", "0"});
+  ASSERT_TRUE(started.ok()) << started.status();
+  std::unique_ptr<Daemon> fleetd = std::move(*started);
+  ASSERT_TRUE(fleetd->WaitForLine("state: ").ok()) << fleetd->Stderr();
+  std::vector<pid_t> children = ChildrenRunning(fleetd->pid(), BinaryPath("fleet-onic-agent"));
+  std::vector<pid_t> emulator = ChildrenRunning(fleetd->pid(), BinaryPath("polatis-emu"));
+  ASSERT_EQ(children.size(), 4u);
+  ASSERT_EQ(emulator.size(), 1u);
+  children.push_back(emulator[0]);
+  ASSERT_TRUE(fleetd->Stop(SIGKILL).ok());
+  // Orphans would be re-parented and keep running; the demo's children end instead.
+  EXPECT_TRUE(Eventually([&] {
+    for (pid_t pid : children) {
+      std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+      std::string line;
+      std::getline(stat, line);
+      const size_t name_end = line.rfind(')');
+      // Gone, or a zombie waiting for its new parent to reap it.
+      if (name_end != std::string::npos && line.size() > name_end + 2 &&
+          line[name_end + 2] != 'Z') {
+        return false;
+      }
+    }
+    return true;
+  }));
+}
+
 // Four real agents stay up while fleetd is killed and started again on the same port and
 // state: every agent reconnects and registers again.
 TEST(AgentsTest, AllComeBackWhenFleetdRestarts) {
