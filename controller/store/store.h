@@ -13,12 +13,15 @@
 #ifndef FLEET_CONTROLLER_STORE_STORE_H_
 #define FLEET_CONTROLLER_STORE_STORE_H_
 
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "controller/base/clock.h"
 #include "fleet/v1/admin.pb.h"
 #include "fleet/v1/common.pb.h"
@@ -61,6 +64,38 @@ struct InventoryWrite {
   v1::Inventory objects;
   std::vector<std::string> created;  // "kind id" of each object that is new, for the log.
   std::vector<std::string> updated;  // "kind id" of each object that changed.
+};
+
+// One change of an allocation, written with its event in one transaction. Unset fields are
+// left as they are.
+struct AllocationUpdate {
+  std::string id;
+  std::optional<v1::AllocationState> state;
+  std::optional<std::string> reason;
+  // Replaces the stored timings when set.
+  std::optional<std::vector<v1::StageTiming>> stage_timings;
+  std::optional<absl::Time> lease_expires;
+  // New state and reason of some of the allocation's circuits, by circuit id.
+  struct CircuitChange {
+    v1::CircuitState state = v1::CIRCUIT_STATE_UNSPECIFIED;
+    std::string reason;
+  };
+  std::map<std::string, CircuitChange> circuits;
+  // Deletes every circuit of the allocation (and its cross-connects): a FAILED or RELEASED
+  // allocation holds none, and its ports are free for others from this commit on.
+  bool remove_circuits = false;
+  // The event appended with the change. Kind defaults to `allocation.state`.
+  std::string event_kind;
+  std::string event_message;
+  v1::EventSeverity severity = v1::EVENT_SEVERITY_INFO;
+};
+
+// What a drain or undrain names: exactly one of these.
+struct DrainTargetRef {
+  std::string switch_id;  // With port: a switch port.
+  uint32_t port = 0;
+  std::string onic;
+  std::string host;
 };
 
 class Store {
@@ -106,11 +141,41 @@ class Store {
   virtual absl::StatusOr<std::vector<v1::Allocation>> ListAllocations(
       const AllocationFilter& filter) = 0;
   virtual absl::StatusOr<std::vector<v1::Circuit>> ListCircuits(const CircuitFilter& filter) = 0;
+  // Applies `update` and appends its event in one transaction; returns the allocation as it
+  // is after the commit. NOT_FOUND for an unknown allocation or a circuit id that is not
+  // the allocation's; FAILED_PRECONDITION for a RELEASED allocation (history is not
+  // rewritten).
+  virtual absl::StatusOr<v1::Allocation> UpdateAllocation(const AllocationUpdate& update,
+                                                          const std::string& principal) = 0;
+  // Records an operator's manual circuit (`manual` set, no allocation), e.g. a cross-connect
+  // adopted by reconciliation. Same checks as CreateAllocation's circuits.
+  virtual absl::Status CreateManualCircuit(const v1::Circuit& circuit,
+                                           const std::string& principal) = 0;
+
+  // --- Observed switch state (what reconciliation last read). ---
+  // Replaces the observed cross-connects of `switch_id` with `observed`.
+  virtual absl::Status RecordObservedCrossConnects(const std::string& switch_id,
+                                                   const std::vector<v1::CrossConnect>& observed) = 0;
+  virtual absl::StatusOr<std::vector<v1::CrossConnect>> ListObservedCrossConnects(
+      const std::string& switch_id) = 0;
+
+  // --- Administrative state. ---
+  // Drains (or undrains) a switch port, an O-NIC or a host by setting its own admin state,
+  // appending an event with `reason`; planning treats an O-NIC's ports and a host's devices
+  // as drained with it. NOT_FOUND for an unknown
+  // target, INVALID_ARGUMENT unless exactly one target is named. Idempotent.
+  virtual absl::Status SetDrained(const DrainTargetRef& target, bool drained,
+                                  const std::string& reason, const std::string& principal) = 0;
 
   // --- Events. ---
   // Appends `event` with the next sequence number and the store's clock time.
   virtual absl::Status AppendEvent(const v1::Event& event) = 0;
   virtual absl::StatusOr<std::vector<v1::Event>> ListEvents(const EventFilter& filter) = 0;
+  // The sequence number of the newest event, 0 when there is none.
+  virtual uint64_t LastEventSequence() = 0;
+  // Blocks until an event newer than `after_sequence` has been committed (true) or
+  // `deadline` passes (false). Lets watchers follow the log without polling.
+  virtual bool WaitForEvent(uint64_t after_sequence, absl::Time deadline) = 0;
 };
 
 struct SqliteStoreOptions {
