@@ -72,6 +72,8 @@ class Database {
   // Runs one or more statements without parameters (schema, pragmas).
   absl::Status Exec(const std::string& sql);
   int64_t Changes() const { return sqlite3_changes64(db_); }
+  // The rowid of the last row this connection inserted (an event's sequence, say).
+  int64_t LastInsertRowId() const { return sqlite3_last_insert_rowid(db_); }
   const std::string& path() const { return path_; }
 
  private:

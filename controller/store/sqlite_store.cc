@@ -1,8 +1,13 @@
 // SQLite implementation of Store. One connection, serialized by a mutex: SQLite in WAL mode
 // is fast enough for the controller's write rate, and one writer keeps transactions simple.
+#include <algorithm>
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -40,6 +45,14 @@ constexpr absl::string_view kTrunkCircuitSql =
     "((c.switch_id = t.from_switch AND c.egress = t.from_port) OR "
     "(c.switch_id = t.to_switch AND c.ingress = t.to_port)) WHERE t.id = ?1 LIMIT 1";
 
+// The sequence of the newest event in `db`, 0 when the log is empty.
+absl::StatusOr<uint64_t> NewestEventSequence(Database& db) {
+  ASSIGN_OR_RETURN(Statement stmt, db.Prepare("SELECT COALESCE(MAX(sequence), 0) FROM events"));
+  ASSIGN_OR_RETURN(bool row, stmt.Step());
+  if (!row) return absl::InternalError("reading the newest event sequence returned no row");
+  return static_cast<uint64_t>(stmt.Int(0));
+}
+
 template <typename E>
 E ParseColumn(const std::string& text) {
   return Parse<E>(text).value_or(static_cast<E>(0));
@@ -47,8 +60,9 @@ E ParseColumn(const std::string& text) {
 
 class SqliteStore : public Store {
  public:
-  SqliteStore(std::unique_ptr<Database> db, const Clock* clock)
-      : db_(std::move(db)), clock_(clock) {}
+  // `last_sequence` is the newest event already in `db`.
+  SqliteStore(std::unique_ptr<Database> db, const Clock* clock, uint64_t last_sequence)
+      : db_(std::move(db)), clock_(clock), last_sequence_(last_sequence) {}
 
   absl::StatusOr<std::vector<v1::Switch>> ListSwitches() override {
     absl::MutexLock lock(&mu_);
@@ -165,7 +179,7 @@ class SqliteStore : public Store {
 
   absl::Status WriteInventory(const InventoryWrite& write, const std::string& principal) override {
     absl::MutexLock lock(&mu_);
-    ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(*db_));
+    ASSIGN_OR_RETURN(Transaction txn, BeginLocked());
     const v1::Inventory& objects = write.objects;
     for (const v1::Switch& s : objects.switches()) RETURN_IF_ERROR(UpsertSwitchLocked(s));
     for (const v1::Host& h : objects.hosts()) RETURN_IF_ERROR(UpsertHostLocked(h));
@@ -190,14 +204,14 @@ class SqliteStore : public Store {
     for (const std::string& what : write.updated) {
       RETURN_IF_ERROR(InventoryEventLocked("inventory.updated", what, principal, "updated"));
     }
-    return txn.Commit();
+    return CommitLocked(txn);
   }
 
   absl::StatusOr<std::vector<std::string>> DeleteObject(const std::string& kind,
                                                         const std::string& name,
                                                         const std::string& principal) override {
     absl::MutexLock lock(&mu_);
-    ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(*db_));
+    ASSIGN_OR_RETURN(Transaction txn, BeginLocked());
     std::vector<std::string> deleted;
     if (kind == "switch") {
       RETURN_IF_ERROR(RequireExistsLocked("SELECT 1 FROM switches WHERE id = ?1", kind, name));
@@ -256,13 +270,13 @@ class SqliteStore : public Store {
     for (const std::string& what : deleted) {
       RETURN_IF_ERROR(InventoryEventLocked("inventory.deleted", what, principal, "deleted"));
     }
-    RETURN_IF_ERROR(txn.Commit());
+    RETURN_IF_ERROR(CommitLocked(txn));
     return deleted;
   }
 
   absl::Status CreateAllocation(const v1::Allocation& a, const std::string& principal) override {
     absl::MutexLock lock(&mu_);
-    ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(*db_));
+    ASSIGN_OR_RETURN(Transaction txn, BeginLocked());
     RETURN_IF_ERROR(RefuseIfAnyLocked("SELECT id FROM allocations WHERE id = ?1", a.id(),
                                       "allocation ", " already exists",
                                       absl::StatusCode::kAlreadyExists));
@@ -303,7 +317,7 @@ class SqliteStore : public Store {
         absl::StrCat("allocation ", a.id(), " of tenant ", a.tenant(), " created in state ",
                      Name(a.state()), " with ", a.circuits_size(), " circuits"),
         principal));
-    return txn.Commit();
+    return CommitLocked(txn);
   }
 
   absl::StatusOr<v1::Allocation> GetAllocation(const std::string& id) override {
@@ -326,8 +340,10 @@ class SqliteStore : public Store {
 
   absl::Status AppendEvent(const v1::Event& event) override {
     absl::MutexLock lock(&mu_);
-    return AppendEventLocked(event.kind(), event.object_kind(), event.object_id(), event.severity(),
-                             event.message(), event.principal());
+    ASSIGN_OR_RETURN(Transaction txn, BeginLocked());
+    RETURN_IF_ERROR(AppendEventLocked(event.kind(), event.object_kind(), event.object_id(),
+                                      event.severity(), event.message(), event.principal()));
+    return CommitLocked(txn);
   }
 
   absl::StatusOr<std::vector<v1::Event>> ListEvents(const EventFilter& filter) override {
@@ -358,8 +374,372 @@ class SqliteStore : public Store {
     return events;
   }
 
+  uint64_t LastEventSequence() override {
+    absl::MutexLock lock(&sequence_mu_);
+    return last_sequence_;
+  }
+
+  // `deadline` is real time: Clock stamps events but cannot wait, so a FakeClock's time has
+  // no meaning here.
+  bool WaitForEvent(uint64_t after_sequence, absl::Time deadline) override {
+    absl::MutexLock lock(&sequence_mu_);
+    auto newer = [this, after_sequence]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sequence_mu_) {
+      return last_sequence_ > after_sequence;
+    };
+    return sequence_mu_.AwaitWithDeadline(absl::Condition(&newer), deadline);
+  }
+
+  absl::StatusOr<v1::Allocation> UpdateAllocation(const AllocationUpdate& update,
+                                                  const std::string& principal) override {
+    const std::string& id = update.id;
+    if (update.state.has_value() && *update.state == v1::ALLOCATION_STATE_UNSPECIFIED) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("allocation ", id, ": the new state must be specified"));
+    }
+    for (const auto& [circuit_id, change] : update.circuits) {
+      if (change.state == v1::CIRCUIT_STATE_UNSPECIFIED) {
+        return absl::InvalidArgumentError(absl::StrCat("allocation ", id, " circuit ", circuit_id,
+                                                       ": the new state must be specified"));
+      }
+    }
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(Transaction txn, BeginLocked());
+    ASSIGN_OR_RETURN(Statement current,
+                     db_->Prepare("SELECT state FROM allocations WHERE id = ?1"));
+    ASSIGN_OR_RETURN(bool found, current.Bind(1, id).Step());
+    if (!found) return absl::NotFoundError(absl::StrCat("allocation ", id, " not found"));
+    const std::string stored_state = current.Text(0);
+    current.Reset();
+    if (stored_state == Name(v1::ALLOCATION_STATE_RELEASED)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "allocation ", id, " is released; a released allocation's history is not rewritten"));
+    }
+
+    // Whether each circuit of the allocation is desired now, to know which changes move it
+    // in or out of invariant 1.
+    std::map<std::string, bool> desired;
+    ASSIGN_OR_RETURN(Statement circuits,
+                     db_->Prepare("SELECT id, desired FROM circuits WHERE allocation_id = ?1"));
+    circuits.Bind(1, id);
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, circuits.Step());
+      if (!row) break;
+      desired[circuits.Text(0)] = circuits.Int(1) != 0;
+    }
+    for (const auto& [circuit_id, change] : update.circuits) {
+      if (desired.count(circuit_id) == 0) {
+        return absl::NotFoundError(
+            absl::StrCat("circuit ", circuit_id, " not found in allocation ", id));
+      }
+    }
+
+    v1::Allocation timings;
+    if (update.stage_timings.has_value()) {
+      for (const v1::StageTiming& t : *update.stage_timings) *timings.add_stage_timings() = t;
+    }
+    // A flag per optional column: NULL cannot mean "unchanged", an empty BLOB is a value.
+    ASSIGN_OR_RETURN(Statement write, db_->Prepare(R"sql(
+      UPDATE allocations SET
+        state = CASE WHEN ?2 THEN ?3 ELSE state END,
+        reason = CASE WHEN ?4 THEN ?5 ELSE reason END,
+        stage_timings = CASE WHEN ?6 THEN ?7 ELSE stage_timings END,
+        lease_expires_us = CASE WHEN ?8 THEN ?9 ELSE lease_expires_us END,
+        updated_us = ?10
+      WHERE id = ?1)sql"));
+    write.Bind(1, id)
+        .Bind(2, int64_t{update.state.has_value()})
+        .Bind(3, Name(update.state.value_or(v1::ALLOCATION_STATE_UNSPECIFIED)))
+        .Bind(4, int64_t{update.reason.has_value()})
+        .Bind(5, update.reason.value_or(""))
+        .Bind(6, int64_t{update.stage_timings.has_value()})
+        .BindBlob(7, timings.SerializeAsString())
+        .Bind(8, int64_t{update.lease_expires.has_value()})
+        .Bind(9, absl::ToUnixMicros(update.lease_expires.value_or(absl::UnixEpoch())))
+        .Bind(10, absl::ToUnixMicros(clock_->Now()));
+    RETURN_IF_ERROR(write.Run());
+
+    if (update.remove_circuits) {
+      // The changes named in `circuits` would be deleted with the rows; they were checked
+      // above so that a wrong id is still reported.
+      RETURN_IF_ERROR(RunLocked("DELETE FROM circuits WHERE allocation_id = ?1", id));
+    } else {
+      // Circuits leaving the desired set go first, so that a phase switch may hand their
+      // ports to circuits joining it in the same update.
+      for (bool joining : {false, true}) {
+        for (const auto& [circuit_id, change] : update.circuits) {
+          const bool want = change.state != v1::CIRCUIT_STATE_INACTIVE;
+          if (want != joining) continue;
+          RETURN_IF_ERROR(
+              SetCircuitStateLocked(circuit_id, change, /*joins=*/want && !desired[circuit_id]));
+        }
+      }
+      if (update.state == v1::ALLOCATION_STATE_FAILED ||
+          update.state == v1::ALLOCATION_STATE_RELEASED) {
+        // Invariant 2: circuits belong to a live allocation. Deleting them silently would
+        // hide a caller that forgot to take them off the switches.
+        RETURN_IF_ERROR(RefuseIfAnyLocked(
+            "SELECT id FROM circuits WHERE allocation_id = ?1 ORDER BY position, id LIMIT 1", id,
+            absl::StrCat("allocation ", id, " cannot become ", Name(*update.state),
+                         " while it holds circuit "),
+            "; remove its circuits in the same update"));
+      }
+    }
+
+    std::string message = update.event_message;
+    if (message.empty()) {
+      message = update.state.has_value()
+                    ? absl::StrCat("allocation ", id, " is now ", Name(*update.state))
+                    : absl::StrCat("allocation ", id, " updated");
+      if (update.reason.has_value() && !update.reason->empty()) {
+        absl::StrAppend(&message, ": ", *update.reason);
+      }
+      if (update.remove_circuits && !desired.empty()) {
+        absl::StrAppend(&message, "; its ", desired.size(), " circuits are removed");
+      }
+    }
+    RETURN_IF_ERROR(AppendEventLocked(
+        update.event_kind.empty() ? std::string("allocation.state") : update.event_kind,
+        "allocation", id, update.severity, message, principal));
+    // Read inside the transaction: with the one connection under mu_, this is exactly what
+    // the commit makes durable, and a failed read leaves nothing half-reported.
+    ASSIGN_OR_RETURN(std::vector<v1::Allocation> after, AllocationsLocked(id, {}));
+    if (after.empty()) {
+      return absl::InternalError(absl::StrCat("allocation ", id, " vanished while updated"));
+    }
+    RETURN_IF_ERROR(CommitLocked(txn));
+    return std::move(after.front());
+  }
+
+  absl::Status CreateManualCircuit(const v1::Circuit& circuit,
+                                   const std::string& principal) override {
+    if (circuit.id().empty()) {
+      return absl::InvalidArgumentError("a manual circuit needs an id");
+    }
+    if (!circuit.manual()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("circuit ", circuit.id(), ": manual must be set for a manual circuit"));
+    }
+    if (!circuit.allocation_id().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("circuit ", circuit.id(),
+                                                     ": a manual circuit belongs to no allocation "
+                                                     "(allocation_id is ",
+                                                     circuit.allocation_id(), ")"));
+    }
+    if (circuit.state() == v1::CIRCUIT_STATE_UNSPECIFIED) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("circuit ", circuit.id(), ": the state must be specified"));
+    }
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(Transaction txn, BeginLocked());
+    RETURN_IF_ERROR(InsertCircuitLocked(circuit, "", 0));
+    std::vector<std::string> hops;
+    for (const v1::CrossConnect& x : circuit.cross_connects()) {
+      hops.push_back(absl::StrCat(x.switch_id(), " ", x.ingress(), "->", x.egress()));
+    }
+    RETURN_IF_ERROR(AppendEventLocked(
+        "circuit.created", "circuit", circuit.id(), v1::EVENT_SEVERITY_INFO,
+        absl::StrCat("manual circuit ", circuit.id(), " from onic ", circuit.source().onic(),
+                     " port ", circuit.source().port(), " to onic ", circuit.destination().onic(),
+                     " port ", circuit.destination().port(), " recorded in state ",
+                     Name(circuit.state()),
+                     hops.empty() ? "" : absl::StrCat(" via ", absl::StrJoin(hops, ", "))),
+        principal));
+    return CommitLocked(txn);
+  }
+
+  // Appends no event: what a switch reports is not a change the fleet made, and
+  // reconciliation reads every switch often enough to flood the log. Drift it finds is
+  // logged by reconciliation, where it is judged.
+  absl::Status RecordObservedCrossConnects(const std::string& switch_id,
+                                           const std::vector<v1::CrossConnect>& observed) override {
+    std::set<uint32_t> ingresses;
+    for (const v1::CrossConnect& x : observed) {
+      if (!x.switch_id().empty() && x.switch_id() != switch_id) {
+        return absl::InvalidArgumentError(absl::StrCat("observed cross-connect ", x.switch_id(),
+                                                       " ", x.ingress(), "->", x.egress(),
+                                                       " is not on switch ", switch_id));
+      }
+      if (!ingresses.insert(x.ingress()).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("switch ", switch_id, " ingress ", x.ingress(), " is observed twice"));
+      }
+    }
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(Transaction txn, BeginLocked());
+    RETURN_IF_ERROR(
+        RequireExistsLocked("SELECT 1 FROM switches WHERE id = ?1", "switch", switch_id));
+    RETURN_IF_ERROR(
+        RunLocked("DELETE FROM observed_cross_connects WHERE switch_id = ?1", switch_id));
+    ASSIGN_OR_RETURN(Statement insert, db_->Prepare(R"sql(
+      INSERT INTO observed_cross_connects (switch_id, ingress, egress, observed_us)
+      VALUES (?1, ?2, ?3, ?4))sql"));
+    const int64_t now = absl::ToUnixMicros(clock_->Now());
+    for (const v1::CrossConnect& x : observed) {
+      // Ports are not checked against the inventory: a switch reporting a port we do not
+      // know of is drift to be shown, not input to refuse.
+      RETURN_IF_ERROR(insert.Bind(1, switch_id)
+                          .Bind(2, static_cast<int64_t>(x.ingress()))
+                          .Bind(3, static_cast<int64_t>(x.egress()))
+                          .Bind(4, now)
+                          .Run());
+      insert.Reset();
+    }
+    return CommitLocked(txn);
+  }
+
+  absl::StatusOr<std::vector<v1::CrossConnect>> ListObservedCrossConnects(
+      const std::string& switch_id) override {
+    absl::MutexLock lock(&mu_);
+    if (!switch_id.empty()) {
+      RETURN_IF_ERROR(
+          RequireExistsLocked("SELECT 1 FROM switches WHERE id = ?1", "switch", switch_id));
+    }
+    ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(R"sql(
+      SELECT switch_id, ingress, egress FROM observed_cross_connects
+      WHERE ?1 = '' OR switch_id = ?1
+      ORDER BY switch_id, ingress)sql"));
+    stmt.Bind(1, switch_id);
+    std::vector<v1::CrossConnect> out;
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, stmt.Step());
+      if (!row) break;
+      v1::CrossConnect& x = out.emplace_back();
+      x.set_switch_id(stmt.Text(0));
+      x.set_ingress(static_cast<uint32_t>(stmt.Int(1)));
+      x.set_egress(static_cast<uint32_t>(stmt.Int(2)));
+    }
+    return out;
+  }
+
+  absl::Status SetDrained(const DrainTargetRef& target, bool drained, const std::string& reason,
+                          const std::string& principal) override {
+    const bool names_port = !target.switch_id.empty() || target.port != 0;
+    const int named = int{names_port} + int{!target.onic.empty()} + int{!target.host.empty()};
+    if (named != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a drain names exactly one of a switch port, an O-NIC or a host; this one names ",
+          named));
+    }
+    if (names_port && (target.switch_id.empty() || target.port == 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a switch port to drain needs both a switch and a port number (got '",
+                       target.switch_id, "' port ", target.port, ")"));
+    }
+    // The table, the key columns and the event's object kind are ours, never input.
+    std::string object_kind;
+    std::string object_id;
+    std::string what;
+    absl::string_view table;
+    absl::string_view key;
+    if (names_port) {
+      object_kind = "port";
+      object_id = absl::StrCat(target.switch_id, "/", target.port);
+      what = absl::StrCat("switch port ", object_id);
+      table = "switch_ports";
+      key = "switch_id = ?2 AND port = ?3";
+    } else if (!target.onic.empty()) {
+      object_kind = "onic";
+      object_id = target.onic;
+      what = absl::StrCat("onic ", object_id);
+      table = "onics";
+      key = "id = ?2";
+    } else {
+      object_kind = "host";
+      object_id = target.host;
+      what = absl::StrCat("host ", object_id);
+      table = "hosts";
+      key = "name = ?2";
+    }
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(Transaction txn, BeginLocked());
+    ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(absl::StrCat(
+                                         "UPDATE ", table, " SET admin_state = ?1 WHERE ", key)));
+    stmt.Bind(1, Name(drained ? v1::ADMIN_STATE_DRAINED : v1::ADMIN_STATE_ENABLED))
+        .Bind(2, names_port ? target.switch_id : object_id);
+    if (names_port) stmt.Bind(3, static_cast<int64_t>(target.port));
+    RETURN_IF_ERROR(stmt.Run());
+    // SQLite counts a matched row even when its value does not change, so a repeat is not
+    // mistaken for an unknown target.
+    if (db_->Changes() == 0) return absl::NotFoundError(absl::StrCat(what, " not found"));
+    RETURN_IF_ERROR(AppendEventLocked(
+        drained ? "drain" : "undrain", object_kind, object_id, v1::EVENT_SEVERITY_INFO,
+        absl::StrCat(drained ? "drained " : "undrained ", what,
+                     reason.empty() ? "" : absl::StrCat(": ", reason)),
+        principal));
+    return CommitLocked(txn);
+  }
+
  private:
   // --- helpers; all require mu_ ---
+
+  // Every write begins here, so that the sequence of an event left by a rolled-back write
+  // is never published.
+  absl::StatusOr<Transaction> BeginLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    uncommitted_sequence_ = 0;
+    return Transaction::Begin(*db_);
+  }
+
+  // Commits and then wakes watchers of the event log, if the write appended events.
+  absl::Status CommitLocked(Transaction& txn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    RETURN_IF_ERROR(txn.Commit());
+    if (uncommitted_sequence_ != 0) {
+      absl::MutexLock lock(&sequence_mu_);
+      last_sequence_ = std::max(last_sequence_, uncommitted_sequence_);
+      uncommitted_sequence_ = 0;
+    }
+    return absl::OkStatus();
+  }
+
+  // Sets one circuit's state and reason, and whether it is desired. A circuit that `joins`
+  // the desired set takes its ports from this commit on, so they must be free.
+  absl::Status SetCircuitStateLocked(const std::string& circuit_id,
+                                     const AllocationUpdate::CircuitChange& change, bool joins)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const int64_t desired = change.state != v1::CIRCUIT_STATE_INACTIVE ? 1 : 0;
+    if (joins) {
+      // Name the holder; the unique indexes are the backstop.
+      RETURN_IF_ERROR(RefuseIfAnyLocked(
+          R"sql(
+          SELECT 'switch port ' || mine.switch_id || '/' ||
+                 CASE WHEN other.ingress = mine.ingress THEN mine.ingress ELSE mine.egress END ||
+                 ' is already in circuit ' || other.circuit_id
+          FROM cross_connects mine JOIN cross_connects other
+            ON other.desired = 1 AND other.circuit_id != mine.circuit_id
+               AND other.switch_id = mine.switch_id
+               AND (other.ingress = mine.ingress OR other.egress = mine.egress)
+          WHERE mine.circuit_id = ?1 ORDER BY mine.hop LIMIT 1)sql",
+          circuit_id, absl::StrCat("circuit ", circuit_id, " cannot become desired: "), ""));
+      RETURN_IF_ERROR(RefuseIfAnyLocked(
+          R"sql(
+          SELECT CASE WHEN other.src_onic = mine.src_onic AND other.src_port = mine.src_port
+                      THEN 'onic ' || mine.src_onic || ' port ' || mine.src_port
+                      ELSE 'onic ' || mine.dst_onic || ' port ' || mine.dst_port END ||
+                 ' is already in circuit ' || other.id
+          FROM circuits mine JOIN circuits other
+            ON other.desired = 1 AND other.id != mine.id
+               AND ((other.src_onic = mine.src_onic AND other.src_port = mine.src_port)
+                    OR (other.dst_onic = mine.dst_onic AND other.dst_port = mine.dst_port))
+          WHERE mine.id = ?1 LIMIT 1)sql",
+          circuit_id, absl::StrCat("circuit ", circuit_id, " cannot become desired: "), ""));
+    }
+    ASSIGN_OR_RETURN(
+        Statement circuit,
+        db_->Prepare("UPDATE circuits SET state = ?2, reason = ?3, desired = ?4 WHERE id = ?1"));
+    if (absl::Status s = circuit.Bind(1, circuit_id)
+                             .Bind(2, Name(change.state))
+                             .Bind(3, change.reason)
+                             .Bind(4, desired)
+                             .Run();
+        !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("circuit ", circuit_id, ": ", s.message()));
+    }
+    ASSIGN_OR_RETURN(Statement hops,
+                     db_->Prepare("UPDATE cross_connects SET desired = ?2 WHERE circuit_id = ?1"));
+    if (absl::Status s = hops.Bind(1, circuit_id).Bind(2, desired).Run(); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("circuit ", circuit_id, ": ", s.message()));
+    }
+    return absl::OkStatus();
+  }
 
   absl::Status RunLocked(absl::string_view sql, const std::string& arg)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -393,15 +773,18 @@ class SqliteStore : public Store {
     ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(R"sql(
       INSERT INTO events (time_us, principal, kind, object_kind, object_id, severity, message)
       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7))sql"));
-    return stmt.Bind(1, absl::ToUnixMicros(clock_->Now()))
-        .Bind(2, principal.empty() ? std::string("anonymous") : principal)
-        .Bind(3, kind)
-        .Bind(4, object_kind)
-        .Bind(5, object_id)
-        .Bind(6,
-              Name(severity == v1::EVENT_SEVERITY_UNSPECIFIED ? v1::EVENT_SEVERITY_INFO : severity))
-        .Bind(7, message)
-        .Run();
+    RETURN_IF_ERROR(
+        stmt.Bind(1, absl::ToUnixMicros(clock_->Now()))
+            .Bind(2, principal.empty() ? std::string("anonymous") : principal)
+            .Bind(3, kind)
+            .Bind(4, object_kind)
+            .Bind(5, object_id)
+            .Bind(6, Name(severity == v1::EVENT_SEVERITY_UNSPECIFIED ? v1::EVENT_SEVERITY_INFO
+                                                                     : severity))
+            .Bind(7, message)
+            .Run());
+    uncommitted_sequence_ = static_cast<uint64_t>(db_->LastInsertRowId());
+    return absl::OkStatus();
   }
 
   // `what` is "kind id".
@@ -748,6 +1131,11 @@ class SqliteStore : public Store {
 
   absl::Status InsertCircuitLocked(const v1::Circuit& c, const std::string& allocation_id,
                                    int position) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    RETURN_IF_ERROR(RefuseIfAnyLocked(
+        "SELECT COALESCE('allocation ' || allocation_id, 'the manual circuits') FROM circuits "
+        "WHERE id = ?1",
+        c.id(), absl::StrCat("circuit ", c.id(), " already exists in "), "",
+        absl::StatusCode::kAlreadyExists));
     const bool desired = c.state() != v1::CIRCUIT_STATE_INACTIVE;
     if (desired) {
       // Name the holder of a busy port; the unique indexes are the backstop.
@@ -925,6 +1313,12 @@ class SqliteStore : public Store {
   absl::Mutex mu_;
   std::unique_ptr<Database> db_ ABSL_GUARDED_BY(mu_);
   const Clock* clock_;
+  // The newest event appended by the open transaction: watchers learn of it only once it
+  // has committed, since a rollback takes it back (and its sequence is reused).
+  uint64_t uncommitted_sequence_ ABSL_GUARDED_BY(mu_) = 0;
+  // A mutex of its own so that watchers wait without holding up writers; taken inside mu_.
+  absl::Mutex sequence_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  uint64_t last_sequence_ ABSL_GUARDED_BY(sequence_mu_);
 };
 
 }  // namespace
@@ -936,7 +1330,8 @@ absl::StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const SqliteStoreOptions&
   RETURN_IF_ERROR(CheckNotNewer(*db, Migrations()));
   RETURN_IF_ERROR(db->EnableWriteAheadLog());
   RETURN_IF_ERROR(Migrate(*db, Migrations()));
-  return std::make_unique<SqliteStore>(std::move(db), options.clock);
+  ASSIGN_OR_RETURN(uint64_t last_sequence, NewestEventSequence(*db));
+  return std::make_unique<SqliteStore>(std::move(db), options.clock, last_sequence);
 }
 
 }  // namespace fleet::store

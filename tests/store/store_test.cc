@@ -1,16 +1,19 @@
 // The SQLite Store (controller/store/store.h): inventory reads and writes, allocations and
-// circuits (invariant 1), deletes, the event log and transactional behaviour.
+// circuits (invariants 1 and 2), allocation updates, manual circuits, observed cross-connects,
+// drain, deletes, the event log and waiting on it, and transactional behaviour.
 #include "controller/store/store.h"
 
 #include <gmock/gmock.h>
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
 #include <ostream>
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -1485,6 +1488,859 @@ TEST_F(StoreTest, ConcurrentWritersGetDistinctIncreasingSequences) {
     ids.insert(events[i].object_id());
   }
   EXPECT_EQ(ids.size(), static_cast<size_t>(kThreads * kPerThread));
+}
+
+// ---------------------------------------------------------------------------------------
+// UpdateAllocation
+
+v1::StageTiming Timing(const std::string& stage, absl::Time started, absl::Duration took) {
+  v1::StageTiming t;
+  t.set_stage(stage);
+  *t.mutable_started() = Stamp(started);
+  t.mutable_duration()->set_seconds(absl::IDivDuration(took, absl::Seconds(1), &took));
+  t.mutable_duration()->set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(took)));
+  return t;
+}
+
+// The circuit `id` of `a`, or an empty circuit (and a failure) when it has none.
+v1::Circuit CircuitOf(const v1::Allocation& a, const std::string& id) {
+  for (const v1::Circuit& c : a.circuits()) {
+    if (c.id() == id) return c;
+  }
+  ADD_FAILURE() << "allocation " << a.id() << " has no circuit " << id;
+  return {};
+}
+
+TEST_F(StoreTest, UpdateAllocationAppliesEveryFieldAndReturnsTheCommittedAllocation) {
+  WriteSite();
+  const absl::Time created = clock_.Now();
+  ASSERT_THAT(
+      store_->CreateAllocation(MakeAllocation("a1", "tenant-a", v1::ALLOCATION_STATE_PROGRAMMING,
+                                              {"h1-cpu0", "gpu0"}, {CpuToGpu(), GpuToCpu()}),
+                               kOperator),
+      IsOk());
+  const uint64_t before = Events().back().sequence();
+  clock_.Advance(absl::Seconds(7));
+  const absl::Time lease = clock_.Now() + absl::Hours(1);
+  AllocationUpdate update;
+  update.id = "a1";
+  update.state = v1::ALLOCATION_STATE_DEGRADED;
+  update.reason = "n-gpu port 1 did not train";
+  update.stage_timings = std::vector<v1::StageTiming>{
+      Timing("program", created, absl::Milliseconds(40)),
+      Timing("train", created + absl::Milliseconds(40), absl::Milliseconds(2500))};
+  update.lease_expires = lease;
+  update.circuits["c-up"] = {.state = v1::CIRCUIT_STATE_ACTIVE};
+  update.circuits["c-down"] = {.state = v1::CIRCUIT_STATE_DEGRADED,
+                               .reason = "n-cpu port 1 saw no light"};
+  ASSERT_OK_AND_ASSIGN(v1::Allocation returned, store_->UpdateAllocation(update, "engine"));
+
+  ASSERT_OK_AND_ASSIGN(v1::Allocation stored, store_->GetAllocation("a1"));
+  EXPECT_THAT(returned, EqualsProto(stored));
+  EXPECT_EQ(stored.state(), v1::ALLOCATION_STATE_DEGRADED);
+  EXPECT_EQ(stored.reason(), "n-gpu port 1 did not train");
+  ASSERT_THAT(stored.stage_timings(), SizeIs(2));
+  EXPECT_THAT(stored.stage_timings(0), EqualsProto((*update.stage_timings)[0]));
+  EXPECT_THAT(stored.stage_timings(1), EqualsProto((*update.stage_timings)[1]));
+  EXPECT_EQ(Micros(stored.lease_expires()), absl::ToUnixMicros(lease));
+  EXPECT_EQ(Micros(stored.created()), absl::ToUnixMicros(created));
+  EXPECT_EQ(Micros(stored.updated()), absl::ToUnixMicros(clock_.Now()));
+  EXPECT_EQ(CircuitOf(stored, "c-up").state(), v1::CIRCUIT_STATE_ACTIVE);
+  EXPECT_EQ(CircuitOf(stored, "c-up").reason(), "");
+  EXPECT_EQ(CircuitOf(stored, "c-down").state(), v1::CIRCUIT_STATE_DEGRADED);
+  EXPECT_EQ(CircuitOf(stored, "c-down").reason(), "n-cpu port 1 saw no light");
+  // What was not named is kept.
+  EXPECT_EQ(stored.tenant(), "tenant-a");
+  EXPECT_THAT(stored.members(), ElementsAre("h1-cpu0", "gpu0"));
+  EXPECT_THAT(CircuitOf(stored, "c-up").cross_connects(0), EqualsProto(Xc("s1", 1, 11)));
+
+  std::vector<v1::Event> events = Events({.after_sequence = before});
+  ASSERT_THAT(events, SizeIs(1));
+  EXPECT_EQ(events[0].kind(), "allocation.state");
+  EXPECT_EQ(events[0].object_kind(), "allocation");
+  EXPECT_EQ(events[0].object_id(), "a1");
+  EXPECT_EQ(events[0].principal(), "engine");
+  EXPECT_EQ(events[0].severity(), v1::EVENT_SEVERITY_INFO);
+  EXPECT_EQ(Micros(events[0].time()), absl::ToUnixMicros(clock_.Now()));
+  EXPECT_THAT(events[0].message(),
+              AllOf(HasSubstr("a1"), HasSubstr("degraded"), HasSubstr("did not train")));
+}
+
+TEST_F(StoreTest, UpdateAllocationLeavesUnsetFieldsAsTheyAre) {
+  WriteSite();
+  v1::Allocation a = MakeAllocation("a1", "tenant-a", v1::ALLOCATION_STATE_TRAINING,
+                                    {"h1-cpu0", "gpu0"}, {CpuToGpu()});
+  a.set_reason("waiting for agents");
+  *a.add_stage_timings() = Timing("plan", clock_.Now(), absl::Milliseconds(3));
+  *a.mutable_lease_expires() = Stamp(clock_.Now() + absl::Minutes(10));
+  ASSERT_THAT(store_->CreateAllocation(a, kOperator), IsOk());
+  ASSERT_OK_AND_ASSIGN(v1::Allocation original, store_->GetAllocation("a1"));
+
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_OK_AND_ASSIGN(v1::Allocation updated,
+                       store_->UpdateAllocation({.id = "a1", .reason = "agents answered"}, "e"));
+  v1::Allocation expected = original;
+  expected.set_reason("agents answered");
+  *expected.mutable_updated() = Stamp(clock_.Now());
+  EXPECT_THAT(updated, EqualsProto(expected));
+
+  // An update naming nothing still stamps the time and leaves a record.
+  clock_.Advance(absl::Seconds(1));
+  const size_t events = Events().size();
+  ASSERT_OK_AND_ASSIGN(v1::Allocation touched, store_->UpdateAllocation({.id = "a1"}, "e"));
+  *expected.mutable_updated() = Stamp(clock_.Now());
+  EXPECT_THAT(touched, EqualsProto(expected));
+  EXPECT_THAT(Events(), SizeIs(events + 1));
+}
+
+TEST_F(StoreTest, UpdateAllocationReplacesStageTimingsEvenWithNone) {
+  WriteSite();
+  v1::Allocation a = MakeAllocation("a1", "tenant-a", v1::ALLOCATION_STATE_PENDING, {"gpu0"}, {});
+  *a.add_stage_timings() = Timing("plan", clock_.Now(), absl::Milliseconds(3));
+  *a.add_stage_timings() = Timing("persist", clock_.Now(), absl::Milliseconds(1));
+  ASSERT_THAT(store_->CreateAllocation(a, kOperator), IsOk());
+
+  AllocationUpdate one;
+  one.id = "a1";
+  one.stage_timings =
+      std::vector<v1::StageTiming>{Timing("program", clock_.Now(), absl::Seconds(2))};
+  ASSERT_OK_AND_ASSIGN(v1::Allocation replaced, store_->UpdateAllocation(one, kOperator));
+  ASSERT_THAT(replaced.stage_timings(), SizeIs(1));
+  EXPECT_EQ(replaced.stage_timings(0).stage(), "program");
+  EXPECT_EQ(replaced.stage_timings(0).duration().seconds(), 2);
+
+  AllocationUpdate none;
+  none.id = "a1";
+  none.stage_timings = std::vector<v1::StageTiming>{};
+  ASSERT_OK_AND_ASSIGN(v1::Allocation cleared, store_->UpdateAllocation(none, kOperator));
+  EXPECT_THAT(cleared.stage_timings(), IsEmpty());
+  ASSERT_OK_AND_ASSIGN(v1::Allocation stored, store_->GetAllocation("a1"));
+  EXPECT_THAT(stored.stage_timings(), IsEmpty());
+}
+
+TEST_F(StoreTest, UpdateAllocationRecordsTheGivenEventKindMessageAndSeverity) {
+  WriteSite();
+  ASSERT_THAT(
+      store_->CreateAllocation(
+          MakeAllocation("a1", "tenant-a", v1::ALLOCATION_STATE_READY, {"gpu0"}, {}), kOperator),
+      IsOk());
+  AllocationUpdate update{.id = "a1",
+                          .state = v1::ALLOCATION_STATE_DEGRADED,
+                          .event_kind = "allocation.degraded",
+                          .event_message = "gpu0's agent stopped answering",
+                          .severity = v1::EVENT_SEVERITY_WARNING};
+  ASSERT_THAT(store_->UpdateAllocation(update, "engine"), IsOk());
+  std::vector<v1::Event> events = Events({.object_kind = "allocation", .object_id = "a1"});
+  ASSERT_THAT(events, SizeIs(2));
+  EXPECT_EQ(events[1].kind(), "allocation.degraded");
+  EXPECT_EQ(events[1].message(), "gpu0's agent stopped answering");
+  EXPECT_EQ(events[1].severity(), v1::EVENT_SEVERITY_WARNING);
+  EXPECT_EQ(events[1].principal(), "engine");
+}
+
+TEST_F(StoreTest, UpdateOfUnknownAllocationIsNotFoundAndChangesNothing) {
+  WriteSite();
+  const Counts before = Count();
+  EXPECT_THAT(
+      store_->UpdateAllocation({.id = "a9", .state = v1::ALLOCATION_STATE_READY}, kOperator),
+      StatusIs(absl::StatusCode::kNotFound, AllOf(HasSubstr("allocation"), HasSubstr("a9"))));
+  EXPECT_EQ(Count(), before);
+}
+
+TEST_F(StoreTest, UpdateNamingACircuitNotOfTheAllocationIsNotFoundAndChangesNothing) {
+  WriteSite();
+  ASSERT_THAT(store_->CreateAllocation(MakeAllocation("a1", "tenant-a", v1::ALLOCATION_STATE_READY,
+                                                      {"h1-cpu0", "gpu0"}, {CpuToGpu()}),
+                                       kOperator),
+              IsOk());
+  ASSERT_THAT(store_->CreateAllocation(MakeAllocation("a2", "tenant-b", v1::ALLOCATION_STATE_READY,
+                                                      {"h1-cpu0", "gpu0"}, {GpuToCpu()}),
+                                       kOperator),
+              IsOk());
+  ASSERT_OK_AND_ASSIGN(v1::Allocation original, store_->GetAllocation("a1"));
+  const Counts before = Count();
+  clock_.Advance(absl::Seconds(1));
+  for (const char* circuit : {"c-down", "c-nowhere"}) {
+    AllocationUpdate update{.id = "a1", .state = v1::ALLOCATION_STATE_DEGRADED};
+    update.circuits["c-up"] = {.state = v1::CIRCUIT_STATE_DEGRADED};
+    update.circuits[circuit] = {.state = v1::CIRCUIT_STATE_DEGRADED};
+    EXPECT_THAT(store_->UpdateAllocation(update, kOperator),
+                StatusIs(absl::StatusCode::kNotFound,
+                         AllOf(HasSubstr("circuit"), HasSubstr(circuit), HasSubstr("a1"))));
+    // Even with remove_circuits, which would have deleted the changes with the rows.
+    update.remove_circuits = true;
+    EXPECT_THAT(store_->UpdateAllocation(update, kOperator),
+                StatusIs(absl::StatusCode::kNotFound, HasSubstr(circuit)));
+  }
+  EXPECT_EQ(Count(), before);
+  ASSERT_OK_AND_ASSIGN(v1::Allocation after, store_->GetAllocation("a1"));
+  EXPECT_THAT(after, EqualsProto(original));
+  ASSERT_OK_AND_ASSIGN(v1::Allocation a2, store_->GetAllocation("a2"));
+  EXPECT_EQ(CircuitOf(a2, "c-down").state(), v1::CIRCUIT_STATE_PLANNED);
+}
+
+TEST_F(StoreTest, UpdateOfAReleasedAllocationIsRefused) {
+  WriteSite();
+  ASSERT_THAT(
+      store_->CreateAllocation(
+          MakeAllocation("a1", "tenant-a", v1::ALLOCATION_STATE_RELEASED, {"gpu0"}, {}), kOperator),
+      IsOk());
+  ASSERT_OK_AND_ASSIGN(v1::Allocation original, store_->GetAllocation("a1"));
+  const Counts before = Count();
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_THAT(
+      store_->UpdateAllocation({.id = "a1", .state = v1::ALLOCATION_STATE_READY}, kOperator),
+      StatusIs(absl::StatusCode::kFailedPrecondition,
+               AllOf(HasSubstr("a1"), HasSubstr("released"))));
+  EXPECT_THAT(store_->UpdateAllocation({.id = "a1", .reason = "rewritten"}, kOperator),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("a1")));
+  EXPECT_EQ(Count(), before);
+  ASSERT_OK_AND_ASSIGN(v1::Allocation after, store_->GetAllocation("a1"));
+  EXPECT_THAT(after, EqualsProto(original));
+}
+
+TEST_F(StoreTest, UpdateWithAnUnspecifiedStateIsInvalidArgument) {
+  WriteSite();
+  ASSERT_THAT(store_->CreateAllocation(MakeAllocation("a1", "tenant-a", v1::ALLOCATION_STATE_READY,
+                                                      {"h1-cpu0", "gpu0"}, {CpuToGpu()}),
+                                       kOperator),
+              IsOk());
+  const Counts before = Count();
+  EXPECT_THAT(
+      store_->UpdateAllocation({.id = "a1", .state = v1::ALLOCATION_STATE_UNSPECIFIED}, kOperator),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("a1")));
+  AllocationUpdate update{.id = "a1"};
+  update.circuits["c-up"] = {};
+  EXPECT_THAT(store_->UpdateAllocation(update, kOperator),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("c-up")));
+  EXPECT_EQ(Count(), before);
+  ASSERT_OK_AND_ASSIGN(v1::Allocation a1, store_->GetAllocation("a1"));
+  EXPECT_EQ(a1.state(), v1::ALLOCATION_STATE_READY);
+  EXPECT_EQ(CircuitOf(a1, "c-up").state(), v1::CIRCUIT_STATE_PLANNED);
+}
+
+TEST_F(StoreTest, RemovingCircuitsFreesTheirPortsForOthers) {
+  WriteSite();
+  ASSERT_THAT(
+      store_->CreateAllocation(
+          MakeAllocation("a1", "tenant-a", v1::ALLOCATION_STATE_PROGRAMMING, {"h1-cpu0", "gpu0"},
+                         {CpuToGpu(), MakeCircuit("c-multi", "n-cpu", 2, "n-gpu", 2,
+                                                  {Xc("s1", 2, 15), Xc("s2", 1, 6)})}),
+          kOperator),
+      IsOk());
+  AllocationUpdate fail{.id = "a1",
+                        .state = v1::ALLOCATION_STATE_FAILED,
+                        .reason = "s1 refused the cross-connect",
+                        .remove_circuits = true};
+  ASSERT_OK_AND_ASSIGN(v1::Allocation failed, store_->UpdateAllocation(fail, "engine"));
+  EXPECT_EQ(failed.state(), v1::ALLOCATION_STATE_FAILED);
+  EXPECT_THAT(failed.circuits(), IsEmpty());
+  EXPECT_THAT(failed.members(), ElementsAre("h1-cpu0", "gpu0"));  // History is kept.
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Circuit> circuits, store_->ListCircuits({}));
+  EXPECT_THAT(circuits, IsEmpty());
+  for (const auto& [switch_id, port] : std::vector<std::pair<std::string, uint32_t>>{
+           {"s1", 1}, {"s1", 11}, {"s1", 2}, {"s1", 15}, {"s2", 1}, {"s2", 6}}) {
+    EXPECT_EQ(Port(switch_id, port).circuit_id(), "") << switch_id << "/" << port;
+  }
+  std::vector<v1::Event> events = Events({.object_kind = "allocation", .object_id = "a1"});
+  ASSERT_THAT(events, SizeIs(2));
+  EXPECT_THAT(events[1].message(),
+              AllOf(HasSubstr("failed"), HasSubstr("refused"), HasSubstr("2 circuits")));
+
+  // The same ports now go to another allocation.
+  ASSERT_THAT(
+      store_->CreateAllocation(MakeAllocation("a2", "tenant-b", v1::ALLOCATION_STATE_PENDING,
+                                              {"h1-cpu0", "gpu0"}, {CpuToGpu("c-up-2")}),
+                               kOperator),
+      IsOk());
+  EXPECT_EQ(Port("s1", 1).circuit_id(), "c-up-2");
+}
+
+TEST_F(StoreTest, ReleasingWhileHoldingCircuitsIsRefused) {
+  WriteSite();
+  ASSERT_THAT(store_->CreateAllocation(MakeAllocation("a1", "tenant-a", v1::ALLOCATION_STATE_READY,
+                                                      {"h1-cpu0", "gpu0"}, {CpuToGpu()}),
+                                       kOperator),
+              IsOk());
+  ASSERT_OK_AND_ASSIGN(v1::Allocation original, store_->GetAllocation("a1"));
+  const Counts before = Count();
+  for (v1::AllocationState state : {v1::ALLOCATION_STATE_RELEASED, v1::ALLOCATION_STATE_FAILED}) {
+    EXPECT_THAT(
+        store_->UpdateAllocation({.id = "a1", .state = state}, kOperator),
+        StatusIs(absl::StatusCode::kFailedPrecondition, AllOf(HasSubstr("a1"), HasSubstr("c-up"))));
+  }
+  EXPECT_EQ(Count(), before);
+  ASSERT_OK_AND_ASSIGN(v1::Allocation after, store_->GetAllocation("a1"));
+  EXPECT_THAT(after, EqualsProto(original));
+  EXPECT_EQ(Port("s1", 1).circuit_id(), "c-up");
+
+  // Releasing step by step: REMOVING circuits keep their ports until they are removed.
+  AllocationUpdate releasing{.id = "a1", .state = v1::ALLOCATION_STATE_RELEASING};
+  releasing.circuits["c-up"] = {.state = v1::CIRCUIT_STATE_REMOVING};
+  ASSERT_THAT(store_->UpdateAllocation(releasing, kOperator), IsOk());
+  EXPECT_EQ(Port("s1", 1).circuit_id(), "c-up");
+  ASSERT_OK_AND_ASSIGN(
+      v1::Allocation released,
+      store_->UpdateAllocation(
+          {.id = "a1", .state = v1::ALLOCATION_STATE_RELEASED, .remove_circuits = true},
+          kOperator));
+  EXPECT_EQ(released.state(), v1::ALLOCATION_STATE_RELEASED);
+  EXPECT_THAT(released.circuits(), IsEmpty());
+  EXPECT_EQ(Port("s1", 1).circuit_id(), "");
+}
+
+TEST_F(StoreTest, PhaseSwitchHandsPortsFromTheOldPhaseToTheNewInOneUpdate) {
+  WriteSite();
+  // Both phases use n-cpu port 1 → n-gpu port 1 across s1 1→11.
+  ASSERT_THAT(store_->CreateAllocation(
+                  MakeAllocation("a1", "tenant-a", v1::ALLOCATION_STATE_READY, {"h1-cpu0", "gpu0"},
+                                 {MakeCircuit("c-now", "n-cpu", 1, "n-gpu", 1, {Xc("s1", 1, 11)},
+                                              v1::CIRCUIT_STATE_ACTIVE, "p1"),
+                                  MakeCircuit("c-next", "n-cpu", 1, "n-gpu", 1, {Xc("s1", 1, 11)},
+                                              v1::CIRCUIT_STATE_INACTIVE, "p2")}),
+                  kOperator),
+              IsOk());
+  EXPECT_EQ(Port("s1", 1).circuit_id(), "c-now");
+  AllocationUpdate to_p2{.id = "a1", .state = v1::ALLOCATION_STATE_PROGRAMMING};
+  // c-next sorts before c-now, so map order would take the ports before they are freed.
+  to_p2.circuits["c-now"] = {.state = v1::CIRCUIT_STATE_INACTIVE};
+  to_p2.circuits["c-next"] = {.state = v1::CIRCUIT_STATE_PLANNED};
+  ASSERT_OK_AND_ASSIGN(v1::Allocation a1, store_->UpdateAllocation(to_p2, "engine"));
+  EXPECT_EQ(CircuitOf(a1, "c-now").state(), v1::CIRCUIT_STATE_INACTIVE);
+  EXPECT_EQ(CircuitOf(a1, "c-next").state(), v1::CIRCUIT_STATE_PLANNED);
+  EXPECT_EQ(Port("s1", 1).circuit_id(), "c-next");
+  EXPECT_EQ(Port("s1", 11).circuit_id(), "c-next");
+
+  // The freed ports are now taken by p2: another allocation cannot have them.
+  EXPECT_THAT(
+      store_->CreateAllocation(MakeAllocation("a2", "tenant-b", v1::ALLOCATION_STATE_PENDING,
+                                              {"h1-cpu0", "gpu0"}, {CpuToGpu()}),
+                               kOperator),
+      StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("c-next")));
+}
+
+TEST_F(StoreTest, ActivatingACircuitOnABusyPortIsRefusedAndChangesNothing) {
+  WriteSite();
+  ASSERT_THAT(store_->CreateAllocation(MakeAllocation("a1", "tenant-a", v1::ALLOCATION_STATE_READY,
+                                                      {"h1-cpu0", "gpu0"}, {CpuToGpu()}),
+                                       kOperator),
+              IsOk());
+  // a2's later phase uses c-up's switch ports; a3's uses its O-NIC ports through other ones.
+  ASSERT_THAT(store_->CreateAllocation(
+                  MakeAllocation("a2", "tenant-b", v1::ALLOCATION_STATE_READY, {"gpu0"},
+                                 {MakeCircuit("c-later", "n-gpu", 2, "n-cpu", 2, {Xc("s1", 1, 11)},
+                                              v1::CIRCUIT_STATE_INACTIVE, "p2")}),
+                  kOperator),
+              IsOk());
+  ASSERT_THAT(store_->CreateAllocation(
+                  MakeAllocation("a3", "tenant-c", v1::ALLOCATION_STATE_READY, {"h1-cpu0"},
+                                 {MakeCircuit("c-tx", "n-cpu", 1, "n-gpu", 2, {Xc("s1", 4, 12)},
+                                              v1::CIRCUIT_STATE_INACTIVE, "p2")}),
+                  kOperator),
+              IsOk());
+  ASSERT_OK_AND_ASSIGN(v1::Allocation a2_before, store_->GetAllocation("a2"));
+  const Counts before = Count();
+  AllocationUpdate a2{.id = "a2", .state = v1::ALLOCATION_STATE_PROGRAMMING};
+  a2.circuits["c-later"] = {.state = v1::CIRCUIT_STATE_PLANNED};
+  EXPECT_THAT(store_->UpdateAllocation(a2, kOperator),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("c-later"), HasSubstr("s1/1"), HasSubstr("c-up"))));
+  AllocationUpdate a3{.id = "a3"};
+  a3.circuits["c-tx"] = {.state = v1::CIRCUIT_STATE_PLANNED};
+  EXPECT_THAT(store_->UpdateAllocation(a3, kOperator),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("c-tx"), HasSubstr("n-cpu port 1"), HasSubstr("c-up"))));
+  EXPECT_EQ(Count(), before);
+  ASSERT_OK_AND_ASSIGN(v1::Allocation a2_after, store_->GetAllocation("a2"));
+  EXPECT_THAT(a2_after, EqualsProto(a2_before));
+  EXPECT_EQ(Port("s1", 1).circuit_id(), "c-up");
+  EXPECT_EQ(Port("s1", 4).circuit_id(), "");
+}
+
+// ---------------------------------------------------------------------------------------
+// Manual circuits
+
+v1::Circuit Manual(v1::Circuit c) {
+  c.set_manual(true);
+  return c;
+}
+
+TEST_F(StoreTest, CreateManualCircuitPersistsItWithAnEvent) {
+  WriteSite();
+  const uint64_t before = Events().back().sequence();
+  v1::Circuit c =
+      Manual(MakeCircuit("m-1", "n-cpu", 2, "n-gpu", 2, {Xc("s1", 2, 15), Xc("s2", 1, 6)},
+                         v1::CIRCUIT_STATE_PROGRAMMED));
+  c.add_trunks("t1");
+  ASSERT_THAT(store_->CreateManualCircuit(c, "reconciler"), IsOk());
+
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Circuit> circuits, store_->ListCircuits({}));
+  ASSERT_THAT(circuits, SizeIs(1));
+  EXPECT_THAT(circuits[0], EqualsProto(c));
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Circuit> on_s2, store_->ListCircuits({.switch_id = "s2"}));
+  EXPECT_THAT(on_s2, SizeIs(1));
+  EXPECT_EQ(Port("s1", 2).circuit_id(), "m-1");
+  EXPECT_EQ(Port("s2", 6).circuit_id(), "m-1");
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Allocation> allocations,
+                       store_->ListAllocations({.include_released = true}));
+  EXPECT_THAT(allocations, IsEmpty());
+
+  std::vector<v1::Event> events = Events({.after_sequence = before});
+  ASSERT_THAT(events, SizeIs(1));
+  EXPECT_EQ(events[0].kind(), "circuit.created");
+  EXPECT_EQ(events[0].object_kind(), "circuit");
+  EXPECT_EQ(events[0].object_id(), "m-1");
+  EXPECT_EQ(events[0].principal(), "reconciler");
+  EXPECT_THAT(events[0].message(),
+              AllOf(HasSubstr("manual"), HasSubstr("n-cpu"), HasSubstr("n-gpu")));
+}
+
+TEST_F(StoreTest, CreateManualCircuitRefusesACircuitThatIsNotManual) {
+  WriteSite();
+  const Counts before = Count();
+  v1::Circuit not_manual = CpuToGpu("m-1");
+  EXPECT_THAT(
+      store_->CreateManualCircuit(not_manual, kOperator),
+      StatusIs(absl::StatusCode::kInvalidArgument, AllOf(HasSubstr("m-1"), HasSubstr("manual"))));
+  v1::Circuit owned = Manual(CpuToGpu("m-1"));
+  owned.set_allocation_id("a1");
+  EXPECT_THAT(store_->CreateManualCircuit(owned, kOperator),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("m-1"), HasSubstr("allocation"), HasSubstr("a1"))));
+  EXPECT_THAT(store_->CreateManualCircuit(Manual(CpuToGpu("")), kOperator),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("id")));
+  v1::Circuit stateless = Manual(CpuToGpu("m-1"));
+  stateless.set_state(v1::CIRCUIT_STATE_UNSPECIFIED);
+  EXPECT_THAT(
+      store_->CreateManualCircuit(stateless, kOperator),
+      StatusIs(absl::StatusCode::kInvalidArgument, AllOf(HasSubstr("m-1"), HasSubstr("state"))));
+  EXPECT_EQ(Count(), before);
+  EXPECT_EQ(Port("s1", 1).circuit_id(), "");
+}
+
+TEST_F(StoreTest, ManualCircuitOnABusyPortIsRefusedAndNothingIsStored) {
+  WriteSite();
+  ASSERT_THAT(store_->CreateAllocation(MakeAllocation("a1", "tenant-a", v1::ALLOCATION_STATE_READY,
+                                                      {"h1-cpu0", "gpu0"}, {CpuToGpu()}),
+                                       kOperator),
+              IsOk());
+  const Counts before = Count();
+  EXPECT_THAT(store_->CreateManualCircuit(
+                  Manual(MakeCircuit("m-1", "n-cpu", 2, "n-gpu", 2, {Xc("s1", 2, 11)})), kOperator),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("s1/11"), HasSubstr("c-up"))));
+  // The O-NIC's tx port is taken even through free switch ports.
+  EXPECT_THAT(store_->CreateManualCircuit(
+                  Manual(MakeCircuit("m-2", "n-cpu", 1, "n-gpu", 2, {Xc("s1", 4, 12)})), kOperator),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("m-2")));
+  EXPECT_EQ(Count(), before);
+  EXPECT_EQ(Port("s1", 2).circuit_id(), "");
+  EXPECT_EQ(Port("s1", 4).circuit_id(), "");
+
+  // And the other way round: an allocation cannot take a manual circuit's port.
+  ASSERT_THAT(store_->CreateManualCircuit(
+                  Manual(MakeCircuit("m-3", "n-gpu", 1, "n-cpu", 1, {Xc("s1", 3, 9)})), kOperator),
+              IsOk());
+  EXPECT_THAT(
+      store_->CreateAllocation(
+          MakeAllocation("a2", "tenant-b", v1::ALLOCATION_STATE_PENDING, {"gpu0"}, {GpuToCpu()}),
+          kOperator),
+      StatusIs(absl::StatusCode::kFailedPrecondition, AllOf(HasSubstr("s1/3"), HasSubstr("m-3"))));
+}
+
+TEST_F(StoreTest, CircuitIdsAreUniqueAcrossManualAndAllocatedCircuits) {
+  WriteSite();
+  ASSERT_THAT(store_->CreateAllocation(MakeAllocation("a1", "tenant-a", v1::ALLOCATION_STATE_READY,
+                                                      {"h1-cpu0", "gpu0"}, {CpuToGpu()}),
+                                       kOperator),
+              IsOk());
+  ASSERT_THAT(store_->CreateManualCircuit(Manual(GpuToCpu("m-1")), kOperator), IsOk());
+  const Counts before = Count();
+  EXPECT_THAT(
+      store_->CreateManualCircuit(
+          Manual(MakeCircuit("c-up", "n-cpu", 2, "n-gpu", 2, {Xc("s1", 2, 12)})), kOperator),
+      StatusIs(absl::StatusCode::kAlreadyExists, AllOf(HasSubstr("c-up"), HasSubstr("a1"))));
+  EXPECT_THAT(
+      store_->CreateManualCircuit(
+          Manual(MakeCircuit("m-1", "n-cpu", 2, "n-gpu", 2, {Xc("s1", 2, 12)})), kOperator),
+      StatusIs(absl::StatusCode::kAlreadyExists, AllOf(HasSubstr("m-1"), HasSubstr("manual"))));
+  EXPECT_THAT(store_->CreateAllocation(
+                  MakeAllocation("a2", "tenant-b", v1::ALLOCATION_STATE_PENDING, {"h1-cpu0"},
+                                 {MakeCircuit("m-1", "n-cpu", 2, "n-gpu", 2, {Xc("s1", 2, 12)})}),
+                  kOperator),
+              StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("m-1")));
+  EXPECT_EQ(Count(), before);
+}
+
+TEST_F(StoreTest, ManualCircuitFromAnUnknownOnicPortIsRefusedAndNothingIsStored) {
+  WriteSite();
+  const Counts before = Count();
+  EXPECT_THAT(
+      store_->CreateManualCircuit(
+          Manual(MakeCircuit("m-ghost", "n-ghost", 1, "n-cpu", 2, {Xc("s1", 4, 10)})), kOperator),
+      StatusIs(absl::StatusCode::kFailedPrecondition,
+               AllOf(HasSubstr("m-ghost"), HasSubstr("n-ghost"))));
+  EXPECT_EQ(Count(), before);
+  EXPECT_EQ(Port("s1", 4).circuit_id(), "");
+}
+
+TEST_F(StoreTest, AllocationUpdatesLeaveManualCircuitsAlone) {
+  WriteSite();
+  ASSERT_THAT(store_->CreateManualCircuit(Manual(GpuToCpu("m-1")), kOperator), IsOk());
+  ASSERT_THAT(store_->CreateAllocation(MakeAllocation("a1", "tenant-a", v1::ALLOCATION_STATE_READY,
+                                                      {"h1-cpu0", "gpu0"}, {CpuToGpu()}),
+                                       kOperator),
+              IsOk());
+  AllocationUpdate other{.id = "a1"};
+  other.circuits["m-1"] = {.state = v1::CIRCUIT_STATE_REMOVING};
+  EXPECT_THAT(store_->UpdateAllocation(other, kOperator),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("m-1")));
+  ASSERT_THAT(
+      store_->UpdateAllocation(
+          {.id = "a1", .state = v1::ALLOCATION_STATE_FAILED, .remove_circuits = true}, kOperator),
+      IsOk());
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Circuit> circuits, store_->ListCircuits({}));
+  ASSERT_THAT(circuits, SizeIs(1));
+  EXPECT_EQ(circuits[0].id(), "m-1");
+  EXPECT_EQ(circuits[0].state(), v1::CIRCUIT_STATE_PLANNED);
+  EXPECT_EQ(Port("s1", 3).circuit_id(), "m-1");
+}
+
+// ---------------------------------------------------------------------------------------
+// Observed cross-connects
+
+TEST_F(StoreTest, RecordObservedCrossConnectsReplacesThatSwitchsRows) {
+  WriteSite();
+  const Counts before = Count();
+  const uint64_t last = store_->LastEventSequence();
+  // Unordered, switch ids left out or given, and a port the inventory does not know.
+  ASSERT_THAT(
+      store_->RecordObservedCrossConnects("s1", {Xc("s1", 3, 9), Xc("", 1, 11), Xc("s1", 99, 100)}),
+      IsOk());
+  ASSERT_THAT(store_->RecordObservedCrossConnects("s2", {Xc("s2", 2, 6)}), IsOk());
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::CrossConnect> s1, store_->ListObservedCrossConnects("s1"));
+  ASSERT_THAT(s1, SizeIs(3));
+  EXPECT_THAT(s1[0], EqualsProto(Xc("s1", 1, 11)));
+  EXPECT_THAT(s1[1], EqualsProto(Xc("s1", 3, 9)));
+  EXPECT_THAT(s1[2], EqualsProto(Xc("s1", 99, 100)));
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::CrossConnect> all, store_->ListObservedCrossConnects(""));
+  ASSERT_THAT(all, SizeIs(4));
+  EXPECT_THAT(all[3], EqualsProto(Xc("s2", 2, 6)));
+
+  ASSERT_THAT(store_->RecordObservedCrossConnects("s1", {Xc("s1", 4, 12)}), IsOk());
+  ASSERT_OK_AND_ASSIGN(s1, store_->ListObservedCrossConnects("s1"));
+  ASSERT_THAT(s1, SizeIs(1));
+  EXPECT_THAT(s1[0], EqualsProto(Xc("s1", 4, 12)));
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::CrossConnect> s2, store_->ListObservedCrossConnects("s2"));
+  EXPECT_THAT(s2, SizeIs(1));  // Another switch's rows are untouched.
+
+  ASSERT_THAT(store_->RecordObservedCrossConnects("s1", {}), IsOk());
+  ASSERT_OK_AND_ASSIGN(s1, store_->ListObservedCrossConnects("s1"));
+  EXPECT_THAT(s1, IsEmpty());
+
+  // Observed state is not a change of the fleet: no event, and nothing else moves.
+  EXPECT_EQ(Count(), before);
+  EXPECT_EQ(store_->LastEventSequence(), last);
+  EXPECT_EQ(Port("s1", 4).circuit_id(), "");
+}
+
+TEST_F(StoreTest, ObservedCrossConnectsOfAnUnknownSwitchAreNotFound) {
+  WriteSite();
+  EXPECT_THAT(store_->RecordObservedCrossConnects("s9", {Xc("s9", 1, 2)}),
+              StatusIs(absl::StatusCode::kNotFound, AllOf(HasSubstr("switch"), HasSubstr("s9"))));
+  EXPECT_THAT(store_->ListObservedCrossConnects("s9"),
+              StatusIs(absl::StatusCode::kNotFound, AllOf(HasSubstr("switch"), HasSubstr("s9"))));
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::CrossConnect> all, store_->ListObservedCrossConnects(""));
+  EXPECT_THAT(all, IsEmpty());
+}
+
+TEST_F(StoreTest, RefusedObservationKeepsThePreviousOne) {
+  WriteSite();
+  ASSERT_THAT(store_->RecordObservedCrossConnects("s1", {Xc("s1", 1, 11)}), IsOk());
+  EXPECT_THAT(
+      store_->RecordObservedCrossConnects("s1", {Xc("s1", 2, 10), Xc("s1", 2, 12)}),
+      StatusIs(absl::StatusCode::kInvalidArgument, AllOf(HasSubstr("s1"), HasSubstr("ingress 2"))));
+  EXPECT_THAT(
+      store_->RecordObservedCrossConnects("s1", {Xc("s2", 2, 6)}),
+      StatusIs(absl::StatusCode::kInvalidArgument, AllOf(HasSubstr("s1"), HasSubstr("s2"))));
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::CrossConnect> s1, store_->ListObservedCrossConnects("s1"));
+  ASSERT_THAT(s1, SizeIs(1));
+  EXPECT_THAT(s1[0], EqualsProto(Xc("s1", 1, 11)));
+}
+
+TEST_F(StoreTest, DeletingASwitchDeletesWhatItWasObservedToHold) {
+  WriteSite();
+  InventoryWrite add;
+  *add.objects.add_switches() = MakeSwitch("s3", 4, 4, {});
+  add.created = {"switch s3"};
+  ASSERT_THAT(store_->WriteInventory(add, kOperator), IsOk());
+  ASSERT_THAT(store_->RecordObservedCrossConnects("s3", {Xc("s3", 1, 5)}), IsOk());
+  ASSERT_THAT(store_->RecordObservedCrossConnects("s1", {Xc("s1", 1, 11)}), IsOk());
+  ASSERT_THAT(store_->DeleteObject("switch", "s3", kOperator), IsOk());
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::CrossConnect> all, store_->ListObservedCrossConnects(""));
+  ASSERT_THAT(all, SizeIs(1));
+  EXPECT_EQ(all[0].switch_id(), "s1");
+}
+
+// ---------------------------------------------------------------------------------------
+// Drain
+
+TEST_F(StoreTest, SetDrainedDrainsAndUndrainsEachKindOfTarget) {
+  WriteSite();
+  const uint64_t before = Events().back().sequence();
+  ASSERT_THAT(store_->SetDrained({.switch_id = "s1", .port = 4}, true, "dirty connector", "ops"),
+              IsOk());
+  ASSERT_THAT(store_->SetDrained({.onic = "n-gpu"}, true, "firmware update", "ops"), IsOk());
+  ASSERT_THAT(store_->SetDrained({.host = "h1"}, true, "kernel upgrade", "ops"), IsOk());
+  EXPECT_EQ(Port("s1", 4).admin_state(), v1::ADMIN_STATE_DRAINED);
+  EXPECT_EQ(Port("s1", 5).admin_state(), v1::ADMIN_STATE_ENABLED);
+  EXPECT_EQ(Port("s2", 4).admin_state(), v1::ADMIN_STATE_ENABLED);  // Same number, other switch.
+  ASSERT_OK_AND_ASSIGN(v1::Onic gpu_nic, store_->GetOnic("n-gpu"));
+  EXPECT_EQ(gpu_nic.admin_state(), v1::ADMIN_STATE_DRAINED);
+  ASSERT_OK_AND_ASSIGN(v1::Onic cpu_nic, store_->GetOnic("n-cpu"));
+  EXPECT_EQ(cpu_nic.admin_state(), v1::ADMIN_STATE_ENABLED);
+  ASSERT_OK_AND_ASSIGN(v1::Host host, store_->GetHost("h1"));
+  EXPECT_EQ(host.admin_state(), v1::ADMIN_STATE_DRAINED);
+
+  std::vector<v1::Event> events = Events({.after_sequence = before});
+  ASSERT_THAT(events, SizeIs(3));
+  const std::vector<std::pair<std::string, std::string>> objects = {
+      {"port", "s1/4"}, {"onic", "n-gpu"}, {"host", "h1"}};
+  const std::vector<std::string> reasons = {"dirty connector", "firmware update", "kernel upgrade"};
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(events[i].kind(), "drain");
+    EXPECT_EQ(events[i].object_kind(), objects[i].first);
+    EXPECT_EQ(events[i].object_id(), objects[i].second);
+    EXPECT_EQ(events[i].principal(), "ops");
+    EXPECT_THAT(events[i].message(), AllOf(HasSubstr(objects[i].second), HasSubstr(reasons[i])));
+  }
+
+  const uint64_t drained = Events().back().sequence();
+  ASSERT_THAT(store_->SetDrained({.switch_id = "s1", .port = 4}, false, "cleaned", "ops"), IsOk());
+  ASSERT_THAT(store_->SetDrained({.onic = "n-gpu"}, false, "", "ops"), IsOk());
+  ASSERT_THAT(store_->SetDrained({.host = "h1"}, false, "done", "ops"), IsOk());
+  EXPECT_EQ(Port("s1", 4).admin_state(), v1::ADMIN_STATE_ENABLED);
+  ASSERT_OK_AND_ASSIGN(gpu_nic, store_->GetOnic("n-gpu"));
+  EXPECT_EQ(gpu_nic.admin_state(), v1::ADMIN_STATE_ENABLED);
+  ASSERT_OK_AND_ASSIGN(host, store_->GetHost("h1"));
+  EXPECT_EQ(host.admin_state(), v1::ADMIN_STATE_ENABLED);
+  std::vector<v1::Event> undrains = Events({.after_sequence = drained});
+  ASSERT_THAT(undrains, SizeIs(3));
+  for (const v1::Event& e : undrains) EXPECT_EQ(e.kind(), "undrain");
+  EXPECT_THAT(undrains[0].message(), AllOf(HasSubstr("s1/4"), HasSubstr("cleaned")));
+}
+
+TEST_F(StoreTest, SetDrainedIsIdempotent) {
+  WriteSite();
+  ASSERT_THAT(store_->SetDrained({.host = "h1"}, true, "first", kOperator), IsOk());
+  ASSERT_THAT(store_->SetDrained({.host = "h1"}, true, "again", kOperator), IsOk());
+  ASSERT_OK_AND_ASSIGN(v1::Host host, store_->GetHost("h1"));
+  EXPECT_EQ(host.admin_state(), v1::ADMIN_STATE_DRAINED);
+  ASSERT_THAT(store_->SetDrained({.switch_id = "s2", .port = 3}, false, "", kOperator), IsOk());
+  EXPECT_EQ(Port("s2", 3).admin_state(), v1::ADMIN_STATE_ENABLED);
+}
+
+TEST_F(StoreTest, SetDrainedNeedsExactlyOneTarget) {
+  WriteSite();
+  const Counts before = Count();
+  const std::vector<DrainTargetRef> invalid = {
+      {},
+      {.switch_id = "s1", .port = 4, .onic = "n-cpu"},
+      {.onic = "n-cpu", .host = "h1"},
+      {.switch_id = "s1", .port = 4, .onic = "n-cpu", .host = "h1"},
+      {.switch_id = "s1"},  // A switch without a port.
+      {.port = 4},          // A port without a switch.
+  };
+  for (const DrainTargetRef& target : invalid) {
+    EXPECT_THAT(store_->SetDrained(target, true, "why", kOperator),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("switch")))
+        << "'" << target.switch_id << "' " << target.port << " '" << target.onic << "' '"
+        << target.host << "'";
+  }
+  EXPECT_EQ(Count(), before);
+  EXPECT_EQ(Port("s1", 4).admin_state(), v1::ADMIN_STATE_ENABLED);
+  ASSERT_OK_AND_ASSIGN(v1::Onic onic, store_->GetOnic("n-cpu"));
+  EXPECT_EQ(onic.admin_state(), v1::ADMIN_STATE_ENABLED);
+  ASSERT_OK_AND_ASSIGN(v1::Host host, store_->GetHost("h1"));
+  EXPECT_EQ(host.admin_state(), v1::ADMIN_STATE_ENABLED);
+}
+
+TEST_F(StoreTest, SetDrainedOfAnUnknownTargetIsNotFound) {
+  WriteSite();
+  const Counts before = Count();
+  EXPECT_THAT(store_->SetDrained({.switch_id = "s1", .port = 99}, true, "", kOperator),
+              StatusIs(absl::StatusCode::kNotFound, AllOf(HasSubstr("port"), HasSubstr("s1/99"))));
+  EXPECT_THAT(store_->SetDrained({.switch_id = "s9", .port = 1}, true, "", kOperator),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("s9/1")));
+  EXPECT_THAT(store_->SetDrained({.onic = "n-9"}, false, "", kOperator),
+              StatusIs(absl::StatusCode::kNotFound, AllOf(HasSubstr("onic"), HasSubstr("n-9"))));
+  EXPECT_THAT(store_->SetDrained({.host = "h9"}, true, "", kOperator),
+              StatusIs(absl::StatusCode::kNotFound, AllOf(HasSubstr("host"), HasSubstr("h9"))));
+  EXPECT_EQ(Count(), before);
+}
+
+TEST_F(StoreTest, DrainSurvivesAnInventoryUpdateOfTheSameObjects) {
+  WriteSite();
+  ASSERT_THAT(store_->SetDrained({.onic = "n-cpu"}, true, "", kOperator), IsOk());
+  ASSERT_THAT(store_->SetDrained({.switch_id = "s1", .port = 1}, true, "", kOperator), IsOk());
+  InventoryWrite again = SmallSite();
+  again.created.clear();
+  ASSERT_THAT(store_->WriteInventory(again, kOperator), IsOk());
+  ASSERT_OK_AND_ASSIGN(v1::Onic onic, store_->GetOnic("n-cpu"));
+  EXPECT_EQ(onic.admin_state(), v1::ADMIN_STATE_DRAINED);
+  EXPECT_EQ(Port("s1", 1).admin_state(), v1::ADMIN_STATE_DRAINED);
+}
+
+// ---------------------------------------------------------------------------------------
+// Following the event log
+
+TEST_F(StoreTest, LastEventSequenceFollowsEveryCommittedWrite) {
+  EXPECT_EQ(store_->LastEventSequence(), 0u);
+  auto newest = [this] {
+    std::vector<v1::Event> events = Events({.limit = 100'000});
+    return events.empty() ? uint64_t{0} : events.back().sequence();
+  };
+  WriteSite();
+  EXPECT_EQ(store_->LastEventSequence(), newest());
+  EXPECT_EQ(store_->LastEventSequence(), 9u);
+
+  v1::Event event;
+  event.set_kind("test.event");
+  event.set_message("x");
+  ASSERT_THAT(store_->AppendEvent(event), IsOk());
+  EXPECT_EQ(store_->LastEventSequence(), newest());
+  ASSERT_THAT(store_->CreateAllocation(MakeAllocation("a1", "tenant-a", v1::ALLOCATION_STATE_READY,
+                                                      {"h1-cpu0", "gpu0"}, {CpuToGpu()}),
+                                       kOperator),
+              IsOk());
+  EXPECT_EQ(store_->LastEventSequence(), newest());
+  ASSERT_THAT(store_->UpdateAllocation({.id = "a1", .reason = "x"}, kOperator), IsOk());
+  EXPECT_EQ(store_->LastEventSequence(), newest());
+  ASSERT_THAT(store_->CreateManualCircuit(Manual(GpuToCpu("m-1")), kOperator), IsOk());
+  EXPECT_EQ(store_->LastEventSequence(), newest());
+  ASSERT_THAT(store_->SetDrained({.host = "h1"}, true, "", kOperator), IsOk());
+  EXPECT_EQ(store_->LastEventSequence(), newest());
+  ASSERT_THAT(store_->DeleteObject("trunk", "t2", kOperator), IsOk());
+  EXPECT_EQ(store_->LastEventSequence(), newest());
+
+  // Refused writes publish nothing.
+  const uint64_t last = store_->LastEventSequence();
+  EXPECT_FALSE(store_->UpdateAllocation({.id = "a9"}, kOperator).ok());
+  EXPECT_FALSE(store_->CreateManualCircuit(Manual(CpuToGpu("m-2")), kOperator).ok());
+  EXPECT_FALSE(store_->DeleteObject("host", "h1", kOperator).ok());
+  EXPECT_FALSE(store_->SetDrained({.host = "h9"}, true, "", kOperator).ok());
+  EXPECT_EQ(store_->LastEventSequence(), last);
+  EXPECT_EQ(newest(), last);
+  EXPECT_FALSE(store_->WaitForEvent(last, absl::InfinitePast()));
+}
+
+TEST_F(StoreTest, LastEventSequenceIsReadFromTheDatabaseAtOpen) {
+  ASSERT_TRUE(dir_.ok());
+  const std::string path = dir_.File("state.db");
+  OpenStore(path);
+  WriteSite();
+  const uint64_t last = store_->LastEventSequence();
+  ASSERT_EQ(last, Events().back().sequence());
+  OpenStore(path);
+  EXPECT_EQ(store_->LastEventSequence(), last);
+  EXPECT_TRUE(store_->WaitForEvent(last - 1, absl::InfinitePast()));
+  EXPECT_FALSE(store_->WaitForEvent(last, absl::InfinitePast()));
+  // The next event continues the sequence.
+  ASSERT_THAT(store_->SetDrained({.host = "h1"}, true, "", kOperator), IsOk());
+  EXPECT_GT(store_->LastEventSequence(), last);
+}
+
+TEST_F(StoreTest, WaitForEventAnswersAtOnceWhenTheDeadlineHasPassed) {
+  // No event yet: a past deadline gives up without waiting.
+  EXPECT_FALSE(store_->WaitForEvent(0, absl::InfinitePast()));
+  EXPECT_FALSE(store_->WaitForEvent(0, absl::Now() - absl::Hours(1)));
+  WriteSite();
+  const uint64_t last = store_->LastEventSequence();
+  // An event newer than `after_sequence` is already there: no need to wait at all.
+  EXPECT_TRUE(store_->WaitForEvent(0, absl::InfinitePast()));
+  EXPECT_TRUE(store_->WaitForEvent(last - 1, absl::InfinitePast()));
+  EXPECT_FALSE(store_->WaitForEvent(last, absl::InfinitePast()));
+  EXPECT_FALSE(store_->WaitForEvent(last + 5, absl::InfinitePast()));
+}
+
+// The deadline is generous: the waits end when the write commits, long before it.
+constexpr absl::Duration kGenerous = absl::Seconds(60);
+
+TEST_F(StoreTest, WaitForEventWakesWhenAnotherThreadCommitsAnEvent) {
+  WriteSite();
+  const uint64_t last = store_->LastEventSequence();
+  std::thread writer([this] {
+    v1::Event event;
+    event.set_kind("test.wake");
+    event.set_message("wake up");
+    EXPECT_THAT(store_->AppendEvent(event), IsOk());
+  });
+  EXPECT_TRUE(store_->WaitForEvent(last, absl::Now() + kGenerous));
+  writer.join();
+  std::vector<v1::Event> events = Events({.after_sequence = last});
+  ASSERT_THAT(events, SizeIs(1));
+  EXPECT_EQ(events[0].kind(), "test.wake");
+}
+
+TEST_F(StoreTest, EveryKindOfWriteWakesWaiters) {
+  WriteSite();
+  const std::vector<std::pair<std::string, std::function<absl::Status()>>> writes = {
+      {"AppendEvent",
+       [this] {
+         v1::Event e;
+         e.set_kind("test");
+         return store_->AppendEvent(e);
+       }},
+      {"WriteInventory",
+       [this] {
+         InventoryWrite w;
+         w.objects.add_hosts()->set_name("h2");
+         w.created = {"host h2"};
+         return store_->WriteInventory(w, kOperator);
+       }},
+      {"DeleteObject", [this] { return store_->DeleteObject("host", "h2", kOperator).status(); }},
+      {"CreateAllocation",
+       [this] {
+         return store_->CreateAllocation(
+             MakeAllocation("a1", "tenant-a", v1::ALLOCATION_STATE_PENDING, {"h1-cpu0", "gpu0"},
+                            {CpuToGpu()}),
+             kOperator);
+       }},
+      {"UpdateAllocation",
+       [this] {
+         return store_
+             ->UpdateAllocation({.id = "a1", .state = v1::ALLOCATION_STATE_READY}, kOperator)
+             .status();
+       }},
+      {"CreateManualCircuit",
+       [this] { return store_->CreateManualCircuit(Manual(GpuToCpu("m-1")), kOperator); }},
+      {"SetDrained", [this] { return store_->SetDrained({.host = "h1"}, true, "", kOperator); }},
+  };
+  for (const auto& [name, write] : writes) {
+    SCOPED_TRACE(name);
+    const uint64_t last = store_->LastEventSequence();
+    bool woke = false;
+    std::thread waiter([&] { woke = store_->WaitForEvent(last, absl::Now() + kGenerous); });
+    EXPECT_THAT(write(), IsOk());
+    waiter.join();
+    EXPECT_TRUE(woke);
+    EXPECT_GT(store_->LastEventSequence(), last);
+  }
+}
+
+TEST_F(StoreTest, OneCommitWakesEveryWaiter) {
+  WriteSite();
+  const uint64_t last = store_->LastEventSequence();
+  constexpr int kWaiters = 4;
+  std::vector<int> woke(kWaiters, 0);
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < kWaiters; ++i) {
+    waiters.emplace_back(
+        [&, i] { woke[i] = store_->WaitForEvent(last, absl::Now() + kGenerous) ? 1 : 0; });
+  }
+  ASSERT_THAT(store_->SetDrained({.onic = "n-cpu"}, true, "", kOperator), IsOk());
+  for (std::thread& t : waiters) t.join();
+  EXPECT_THAT(woke, ::testing::Each(1));
 }
 
 }  // namespace
