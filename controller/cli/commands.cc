@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 #include "controller/base/flags.h"
 #include "controller/base/grpc_status.h"
 #include "controller/cli/topology_spec.h"
@@ -359,7 +360,17 @@ int DescribeAllocationVerb(const Session& s, const std::string& id) {
   });
   if (!status.ok()) return s.Failed(status);
   if (s.format != OutputFormat::kTable) return PrintMessage(s, allocation);
-  *s.out << DescribeAllocation(allocation, s.clock->Now());
+
+  v1::ListEventsRequest events_request;
+  events_request.set_object_kind("allocation");
+  events_request.set_object_id(id);
+  v1::ListEventsResponse events;
+  status = s.Call([&](grpc::ClientContext* c) {
+    return s.server->admin->ListEvents(c, events_request, &events);
+  });
+  if (!status.ok()) return s.Failed(status);
+  *s.out << DescribeAllocation(allocation, {events.events().begin(), events.events().end()},
+                               s.clock->Now());
   return kExitOk;
 }
 
@@ -367,12 +378,121 @@ constexpr KindName kDescribeKinds[] = {{"switches", "switch"}, {"hosts", "host"}
                                        {"agents", "agent"},    {"devices", "device"},
                                        {"onics", "onic"},      {"allocations", "allocation"}};
 
+// What a drain or undrain applies to (see DrainTarget).
+constexpr KindName kDrainKinds[] = {{"ports", "port"}, {"onics", "onic"}, {"hosts", "host"}};
+
 // The kinds DeleteObject accepts (see DeleteObjectRequest).
 constexpr KindName kDeleteKinds[] = {{"switches", "switch"},
                                      {"hosts", "host"},
                                      {"devices", "device"},
                                      {"onics", "onic"},
                                      {"trunks", "trunk"}};
+
+// ---------------------------------------------------------------------------------------
+// Waiting for an allocation
+
+// Where a wait's progress lines go: stdout for people; stderr with -o json|yaml, so that stdout
+// holds only the final message for a script to parse.
+std::ostream& ProgressStream(const Session& s) {
+  return s.format == OutputFormat::kTable ? *s.out : *s.err;
+}
+
+std::string StateText(const v1::Allocation& a) {
+  std::string state = v1::Name(a.state());
+  return state.empty() ? "in an unknown state" : state;
+}
+
+// kExitOk when `a` is in `done`; kExitFailed, having said why, when it can no longer get
+// there (FAILED, or RELEASED when that is not the goal); nullopt while it still may. DEGRADED
+// is not an end: the engine may retrain the link and recover.
+std::optional<int> Settled(const Session& s, const v1::Allocation& a, v1::AllocationState done) {
+  if (a.state() == done) return kExitOk;
+  if (a.state() != v1::ALLOCATION_STATE_FAILED && a.state() != v1::ALLOCATION_STATE_RELEASED) {
+    return std::nullopt;
+  }
+  *s.err << "error: allocation " << a.id()
+         << (a.state() == v1::ALLOCATION_STATE_FAILED ? " failed" : " was released");
+  if (!a.reason().empty()) *s.err << ": " << a.reason();
+  *s.err << "\n";
+  return kExitFailed;
+}
+
+// Follows `*allocation` (as last seen) with WatchAllocation until it is Settled or `deadline`
+// passes, printing a line each time its state or reason changes; leaves the last version seen
+// in `*allocation`. The stream starts with the current state, so a change between the call
+// that returned `*allocation` and the watch is not missed.
+int WaitForAllocation(const Session& s, v1::AllocationState done, absl::Time deadline,
+                      v1::Allocation* allocation) {
+  std::ostream& progress = ProgressStream(s);
+  progress << AllocationStateLine(*allocation) << "\n" << std::flush;
+  if (std::optional<int> settled = Settled(s, *allocation, done)) return *settled;
+
+  const std::string id = allocation->id();
+  grpc::ClientContext context;
+  s.Prepare(&context, deadline);
+  v1::WatchAllocationRequest request;
+  request.set_id(id);
+  std::unique_ptr<grpc::ClientReaderInterface<v1::WatchAllocationResponse>> reader =
+      s.server->topology->WatchAllocation(&context, request);
+  v1::WatchAllocationResponse update;
+  std::optional<int> settled;
+  while (!settled && reader->Read(&update)) {
+    const v1::Allocation& seen = update.allocation();
+    if (seen.state() != allocation->state() || seen.reason() != allocation->reason()) {
+      progress << AllocationStateLine(seen) << "\n" << std::flush;
+    }
+    *allocation = seen;
+    settled = Settled(s, *allocation, done);
+  }
+  if (settled) {
+    // The server may keep the stream open past the end state; nothing more is wanted from it.
+    context.TryCancel();
+    while (reader->Read(&update)) {
+    }
+    reader->Finish();
+    return *settled;
+  }
+  grpc::Status status = reader->Finish();
+  if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return s.Failed(
+        grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                     absl::StrCat("allocation ", id, " is still ", StateText(*allocation),
+                                  " after ", absl::FormatDuration(s.timeout))));
+  }
+  if (!status.ok()) return s.Failed(status);
+  return s.Failed(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                               absl::StrCat("the server ended the watch of allocation ", id,
+                                            " while it was ", StateText(*allocation))));
+}
+
+// The thing `KIND NAME` names, for drain and undrain; false, having printed a usage error for
+// `verb`, when it names none.
+bool ParseDrainTarget(const Session& s, absl::string_view verb, const std::string& kind,
+                      const std::string& name, v1::DrainTarget* target) {
+  absl::string_view singular = Singular(kDrainKinds, kind);
+  if (singular.empty()) {
+    UsageError(*s.err, verb,
+               absl::StrCat("unknown kind '", kind, "'; kinds: ", Singulars(kDrainKinds)));
+    return false;
+  }
+  if (singular == "onic") {
+    target->set_onic(name);
+  } else if (singular == "host") {
+    target->set_host(name);
+  } else {
+    const size_t slash = name.rfind('/');
+    uint32_t port = 0;
+    if (slash == std::string::npos || slash == 0 ||
+        !absl::SimpleAtoi(name.substr(slash + 1), &port) || port == 0) {
+      UsageError(*s.err, verb,
+                 absl::StrCat("a port is SWITCH/PORT, such as ocs1/5; got '", name, "'"));
+      return false;
+    }
+    target->mutable_switch_port()->set_switch_id(name.substr(0, slash));
+    target->mutable_switch_port()->set_port(port);
+  }
+  return true;
+}
 
 // ---------------------------------------------------------------------------------------
 // The command line
@@ -387,6 +507,10 @@ struct GlobalOptions {
 struct CommandLine {
   GetArgs get;
   ApplyArgs apply;
+  TopologyRequestArgs topology;
+  DrainArgs drain;
+  ReconcileArgs reconcile;
+  EventsArgs events;
   std::vector<std::string> positional;
 };
 
@@ -453,8 +577,8 @@ const std::vector<Verb>& Verbs() {
        absl::StrCat("Show one object and what belongs to it: a switch's port usage, a host's\n"
                     "devices and agent, an agent's connection, O-NICs and inventory mismatches\n"
                     "(by host name), a device's O-NICs with their ports and fibers, an O-NIC's\n"
-                    "circuits, an allocation's members, circuits and stage timings. With -o json\n"
-                    "or yaml, prints just the object.\n\nKinds: ",
+                    "circuits, an allocation's members, circuits, stage timings and events. With\n"
+                    "-o json or yaml, prints just the object.\n\nKinds: ",
                     Singulars(kDescribeKinds)),
        NoFlags,
        [](const Session& s, const CommandLine& l) {
@@ -484,25 +608,69 @@ const std::vector<Verb>& Verbs() {
          if (l.apply.file.empty()) return UsageError(*s.err, "apply", "apply needs -f FILE");
          return Apply(s, l.apply);
        }},
-      {"topology", "fleetctl topology request -f FILE [--dry-run] [flags]",
-       "Plan (and request) a topology from a file",
-       "Send a topology request file (see deploy/examples/) to fleetd and print the plan:\n"
-       "the members, and each circuit with the cross-connect that makes it. With --dry-run\n"
-       "nothing is stored or programmed. This fleetd plans links and rings; it does not\n"
-       "program allocations yet, so requests without --dry-run are refused.",
+      {"topology",
+       "fleetctl topology (request -f FILE [--dry-run] [--wait] [--lease DURATION] | release ID "
+       "[--wait] | keepalive ID) [flags]",
+       "Request, release or keep alive a topology",
+       "Hold a topology for a job: an allocation of members and the circuits between them.\n\n"
+       "  request -f FILE  Send a topology request file (see deploy/examples/). Prints the\n"
+       "                   allocation as admitted: members, and each circuit with its\n"
+       "                   cross-connects. With --dry-run, prints the plan instead and\n"
+       "                   nothing is stored or programmed. With --wait, prints a line\n"
+       "                   'ID STATE [REASON]' per state change until the allocation is\n"
+       "                   ready (exit 0, then the allocation), failed or released (exit 1),\n"
+       "                   or --timeout passes (exit 1). Degraded is waited through.\n"
+       "                   --lease DURATION (90s, 10m, 1h30m) overrides the file's lease.\n"
+       "  release ID       Remove the allocation's circuits; prints its state. With --wait,\n"
+       "                   until it is released.\n"
+       "  keepalive ID     Renew the lease; prints when it now expires.\n\n"
+       "With -o json or yaml, prints the response; the --wait lines then go to stderr.",
        [](FlagSet& f, CommandLine& l) {
-         f.String("file,f", &l.apply.file, "the topology request file (YAML)");
-         f.Bool("dry-run", &l.apply.dry_run, "plan only; change nothing");
+         f.String("file,f", &l.topology.file, "request: the topology request file (YAML)");
+         f.Bool("dry-run", &l.topology.dry_run, "request: plan only; change nothing");
+         f.Bool("wait", &l.topology.wait,
+                "request, release: follow the allocation until it is ready (released)");
+         f.String("lease", &l.topology.lease,
+                  "request: lease duration, e.g. 10m; 0 is the server's default");
        },
        [](const Session& s, const CommandLine& l) {
-         if (l.positional.size() != 1 || l.positional[0] != "request") {
+         const std::vector<std::string>& p = l.positional;
+         if (p.empty()) {
            return UsageError(*s.err, "topology",
-                             absl::StrCat("topology takes the subcommand 'request', got ",
-                                          l.positional.empty() ? "nothing" : Joined(l.positional)));
+                             "topology needs a subcommand: request -f FILE, release ID or "
+                             "keepalive ID");
          }
-         if (l.apply.file.empty())
-           return UsageError(*s.err, "topology", "topology request needs -f FILE");
-         return RequestTopology(s, l.apply);
+         const TopologyRequestArgs& args = l.topology;
+         if (p[0] == "request") {
+           if (p.size() != 1) {
+             return UsageError(
+                 *s.err, "topology",
+                 absl::StrCat("unexpected argument ", Joined(p), "; the file goes after -f"));
+           }
+           if (args.file.empty()) {
+             return UsageError(*s.err, "topology", "topology request needs -f FILE");
+           }
+           return RequestTopology(s, args);
+         }
+         if (p[0] != "release" && p[0] != "keepalive") {
+           return UsageError(*s.err, "topology",
+                             absl::StrCat("unknown topology subcommand '", p[0],
+                                          "'; subcommands: request, release, keepalive"));
+         }
+         if (p.size() != 2) {
+           return UsageError(*s.err, "topology",
+                             absl::StrCat("topology ", p[0], " needs one ID, got ", Joined(p)));
+         }
+         if (!args.file.empty() || args.dry_run || !args.lease.empty()) {
+           return UsageError(*s.err, "topology",
+                             "-f, --dry-run and --lease apply to topology request only");
+         }
+         if (p[0] == "release") return ReleaseTopology(s, p[1], args.wait);
+         if (args.wait) {
+           return UsageError(*s.err, "topology",
+                             "--wait applies to topology request and release only");
+         }
+         return KeepAlive(s, p[1]);
        }},
       {"delete", "fleetctl delete KIND NAME [flags]", "Delete one inventory object",
        absl::StrCat("Delete one object and what belongs only to it (a device's O-NICs and their\n"
@@ -516,6 +684,92 @@ const std::vector<Verb>& Verbs() {
                                           l.positional.empty() ? "nothing" : Joined(l.positional)));
          }
          return Delete(s, l.positional[0], l.positional[1]);
+       }},
+      {"drain",
+       "fleetctl drain (port SWITCH/PORT | onic ID | host NAME) [--evict] [--reason TEXT] "
+       "[flags]",
+       "Refuse new circuits on a port, O-NIC or host",
+       absl::StrCat(
+           "Drain a switch port, an O-NIC or a host: no new circuit uses it. Existing circuits\n"
+           "stay unless --evict, which moves their allocations elsewhere or, failing that,\n"
+           "fails them with the reason. Prints the allocations using it.\n\nKinds: ",
+           Singulars(kDrainKinds)),
+       [](FlagSet& f, CommandLine& l) {
+         f.Bool("evict", &l.drain.evict, "also move (or fail) the allocations using it");
+         f.String("reason", &l.drain.reason, "why, recorded in the event log");
+       },
+       [](const Session& s, const CommandLine& l) {
+         if (l.positional.size() != 2) {
+           return UsageError(*s.err, "drain",
+                             absl::StrCat("drain needs KIND and NAME (port SWITCH/PORT, onic ID "
+                                          "or host NAME), got ",
+                                          l.positional.empty() ? "nothing" : Joined(l.positional)));
+         }
+         DrainArgs args = l.drain;
+         args.kind = l.positional[0];
+         args.name = l.positional[1];
+         return Drain(s, args);
+       }},
+      {"undrain", "fleetctl undrain (port SWITCH/PORT | onic ID | host NAME) [flags]",
+       "Accept new circuits on a drained port, O-NIC or host",
+       absl::StrCat("Undo a drain: new circuits may use it again.\n\nKinds: ",
+                    Singulars(kDrainKinds)),
+       NoFlags,
+       [](const Session& s, const CommandLine& l) {
+         if (l.positional.size() != 2) {
+           return UsageError(*s.err, "undrain",
+                             absl::StrCat("undrain needs KIND and NAME (port SWITCH/PORT, onic "
+                                          "ID or host NAME), got ",
+                                          l.positional.empty() ? "nothing" : Joined(l.positional)));
+         }
+         return Undrain(s, l.positional[0], l.positional[1]);
+       }},
+      {"reconcile",
+       "fleetctl reconcile [--switch ID] [--adopt-unknown | --remove-unknown] [--dry-run] "
+       "[flags]",
+       "Compare the switches with the desired circuits and repair",
+       "Read every switch (or one), compare it with the desired circuits, resume or roll\n"
+       "back interrupted transactions and make missing cross-connects. A cross-connect\n"
+       "no circuit asked for is handled by the server's configured policy unless\n"
+       "--adopt-unknown (record it as a manual circuit) or --remove-unknown (take it off\n"
+       "the switch) says otherwise. Prints the drift (kind, switch, ingress, egress,\n"
+       "circuit, what was done) and the counts.",
+       [](FlagSet& f, CommandLine& l) {
+         f.String("switch", &l.reconcile.switch_id, "only this switch");
+         f.Bool("adopt-unknown", &l.reconcile.adopt_unknown,
+                "record unknown cross-connects as manual circuits");
+         f.Bool("remove-unknown", &l.reconcile.remove_unknown,
+                "take unknown cross-connects off the switch");
+         f.Bool("dry-run", &l.reconcile.dry_run, "report the drift; change nothing");
+       },
+       [](const Session& s, const CommandLine& l) {
+         if (!l.positional.empty()) {
+           return UsageError(*s.err, "reconcile",
+                             absl::StrCat("unexpected argument ", Joined(l.positional),
+                                          "; a switch goes after --switch"));
+         }
+         return Reconcile(s, l.reconcile);
+       }},
+      {"events", "fleetctl events [--follow] [--after N] [--object-kind K] [--object ID] [flags]",
+       "Show the event log, or follow it",
+       "Show the append-only event and audit log, as 'fleetctl get events' does. With\n"
+       "--follow, keep printing each event as it is recorded (a table row, or with -o json\n"
+       "one JSON object per line) until the server ends the stream or you interrupt;\n"
+       "--timeout does not apply then.",
+       [](FlagSet& f, CommandLine& l) {
+         f.Bool("follow", &l.events.follow, "keep printing new events as they are recorded");
+         f.Int("after", &l.events.after, "only events after this sequence number");
+         f.String("object-kind", &l.events.object_kind,
+                  "only events about this kind of object (switch, port, host, device, onic, "
+                  "allocation, circuit, agent)");
+         f.String("object", &l.events.object, "only events about this object id");
+       },
+       [](const Session& s, const CommandLine& l) {
+         if (!l.positional.empty()) {
+           return UsageError(*s.err, "events",
+                             absl::StrCat("unexpected argument ", Joined(l.positional)));
+         }
+         return Events(s, l.events);
        }},
       {"link", "fleetctl link (retrain ONIC PORT | status ONIC) [flags]",
        "Retrain an O-NIC port, or show its ports' link state",
@@ -594,20 +848,24 @@ std::string VerbList() {
 void DeclareGlobalFlags(FlagSet& flags, GlobalOptions& global) {
   flags.String("server", &global.server, "fleetd's address, HOST:PORT (env FLEET_SERVER)");
   flags.String("output,o", &global.output, "output format: table, json or yaml");
-  flags.Int("timeout", &global.timeout_seconds, "deadline of each RPC, in seconds");
+  flags.Int("timeout", &global.timeout_seconds,
+            "deadline of each RPC, in seconds; with --wait, of the whole wait");
 }
 
 std::string OverviewHelp(const Environment& env) {
   std::string description =
       "The FLEET operator's command line: inspect and change the site's inventory,\n"
       "allocations and health through fleetd's gRPC API.\n\nCommands:\n";
-  for (const Verb& verb : Verbs()) {
-    std::string name(verb.name);
-    name.resize(10, ' ');
-    absl::StrAppend(&description, "  ", name, verb.summary, "\n");
-  }
+  size_t width = 0;
+  for (const Verb& verb : Verbs()) width = std::max(width, verb.name.size() + 2);
+  auto line = [&](absl::string_view name, absl::string_view summary) {
+    std::string padded(name);
+    padded.resize(width, ' ');
+    absl::StrAppend(&description, "  ", padded, summary, "\n");
+  };
+  for (const Verb& verb : Verbs()) line(verb.name, verb.summary);
+  line("help", "Show this, or a command's help: fleetctl help COMMAND");
   absl::StrAppend(&description,
-                  "  help      Show this, or a command's help: fleetctl help COMMAND\n",
                   "\nRun 'fleetctl COMMAND --help' for a command's arguments and flags.\n"
                   "The flags below are accepted anywhere on the line.");
   FlagSet flags("fleetctl COMMAND [ARGS] [flags]", description);
@@ -652,9 +910,13 @@ ServerStubs NewServerStubs(const std::shared_ptr<grpc::ChannelInterface>& channe
 
 grpc::Status Session::Call(const std::function<grpc::Status(grpc::ClientContext*)>& rpc) const {
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
-  context.AddMetadata(kPrincipalMetadataKey, principal);
+  Prepare(&context, absl::Now() + timeout);
   return rpc(&context);
+}
+
+void Session::Prepare(grpc::ClientContext* context, absl::Time deadline) const {
+  if (deadline != absl::InfiniteFuture()) context->set_deadline(absl::ToChronoTime(deadline));
+  context->AddMetadata(kPrincipalMetadataKey, principal);
 }
 
 int Session::Failed(const grpc::Status& status) const {
@@ -732,33 +994,176 @@ int Apply(const Session& s, const ApplyArgs& args) {
   return kExitOk;
 }
 
-int RequestTopology(const Session& s, const ApplyArgs& args) {
+int RequestTopology(const Session& s, const TopologyRequestArgs& args) {
+  if (args.wait && args.dry_run) {
+    return UsageError(*s.err, "topology", "--wait has nothing to wait for with --dry-run");
+  }
+  std::optional<google::protobuf::Duration> lease;
+  if (!args.lease.empty()) {
+    absl::StatusOr<google::protobuf::Duration> parsed = ParseLease(args.lease);
+    if (!parsed.ok()) {
+      return UsageError(*s.err, "topology", absl::StrCat("--lease: ", parsed.status().message()));
+    }
+    lease = *parsed;
+  }
+  const absl::Time deadline = absl::Now() + s.timeout;
   absl::StatusOr<v1::RequestTopologyRequest> request = ReadTopologySpecFile(args.file);
   if (!request.ok()) return s.Failed(ToGrpcStatus(request.status()));
+  if (lease) *request->mutable_lease() = *lease;
   request->set_dry_run(args.dry_run);
   v1::RequestTopologyResponse response;
   grpc::Status status = s.Call([&](grpc::ClientContext* c) {
     return s.server->topology->RequestTopology(c, *request, &response);
   });
   if (!status.ok()) return s.Failed(status);
-  if (s.format != OutputFormat::kTable) return PrintMessage(s, response);
-
-  const v1::Plan& plan = response.plan();
-  *s.out << (args.dry_run ? "dry run: nothing was changed\n" : "")
-         << "members: " << absl::StrJoin(plan.members(), ", ") << "\n"
-         << plan.circuits_size() << " circuits, " << plan.add_size() << " cross-connects to make, "
-         << plan.remove_size() << " to remove, " << plan.ports_used_size() << " O-NIC ports\n";
-  Table table({"SOURCE", "DESTINATION", "CROSS-CONNECTS"});
-  for (const v1::Circuit& c : plan.circuits()) {
-    std::vector<std::string> hops;
-    for (const v1::CrossConnect& x : c.cross_connects()) {
-      hops.push_back(absl::StrCat(x.switch_id(), ":", x.ingress(), "→", x.egress()));
+  if (!args.wait) {
+    if (s.format != OutputFormat::kTable) return PrintMessage(s, response);
+    if (args.dry_run) {
+      *s.out << "dry run: nothing was changed\n" << PlanText(response.plan());
+    } else {
+      *s.out << AllocationText(response.allocation());
     }
-    table.AddRow({absl::StrCat(c.source().onic(), "/", c.source().port()),
-                  absl::StrCat(c.destination().onic(), "/", c.destination().port()),
-                  absl::StrJoin(hops, ", ")});
+    return kExitOk;
   }
-  *s.out << table.Render();
+
+  v1::Allocation allocation = response.allocation();
+  int code = WaitForAllocation(s, v1::ALLOCATION_STATE_READY, deadline, &allocation);
+  if (code != kExitOk) return code;
+  if (s.format != OutputFormat::kTable) {
+    *response.mutable_allocation() = std::move(allocation);
+    return PrintMessage(s, response);
+  }
+  *s.out << AllocationText(allocation);
+  return kExitOk;
+}
+
+int ReleaseTopology(const Session& s, const std::string& id, bool wait) {
+  const absl::Time deadline = absl::Now() + s.timeout;
+  v1::ReleaseTopologyRequest request;
+  request.set_id(id);
+  v1::ReleaseTopologyResponse response;
+  grpc::Status status = s.Call([&](grpc::ClientContext* c) {
+    return s.server->topology->ReleaseTopology(c, request, &response);
+  });
+  if (!status.ok()) return s.Failed(status);
+  v1::Allocation allocation = response.allocation();
+  if (allocation.id().empty()) allocation.set_id(id);
+  if (!wait) {
+    if (s.format != OutputFormat::kTable) return PrintMessage(s, response);
+    *s.out << AllocationStateLine(allocation) << "\n";
+    return kExitOk;
+  }
+  int code = WaitForAllocation(s, v1::ALLOCATION_STATE_RELEASED, deadline, &allocation);
+  if (code != kExitOk || s.format == OutputFormat::kTable) return code;
+  *response.mutable_allocation() = std::move(allocation);
+  return PrintMessage(s, response);
+}
+
+int KeepAlive(const Session& s, const std::string& id) {
+  v1::KeepAliveRequest request;
+  request.set_id(id);
+  v1::KeepAliveResponse response;
+  grpc::Status status = s.Call(
+      [&](grpc::ClientContext* c) { return s.server->topology->KeepAlive(c, request, &response); });
+  if (!status.ok()) return s.Failed(status);
+  if (s.format != OutputFormat::kTable) return PrintMessage(s, response);
+  *s.out << LeaseLine(id, response.lease_expires(), s.clock->Now()) << "\n";
+  return kExitOk;
+}
+
+int Drain(const Session& s, const DrainArgs& args) {
+  v1::DrainRequest request;
+  if (!ParseDrainTarget(s, "drain", args.kind, args.name, request.mutable_target())) {
+    return kExitUsage;
+  }
+  request.set_evict(args.evict);
+  request.set_reason(args.reason);
+  v1::DrainResponse response;
+  grpc::Status status =
+      s.Call([&](grpc::ClientContext* c) { return s.server->admin->Drain(c, request, &response); });
+  if (!status.ok()) return s.Failed(status);
+  if (s.format != OutputFormat::kTable) return PrintMessage(s, response);
+  *s.out << DrainText(request, response);
+  return kExitOk;
+}
+
+int Undrain(const Session& s, const std::string& kind, const std::string& name) {
+  v1::UndrainRequest request;
+  if (!ParseDrainTarget(s, "undrain", kind, name, request.mutable_target())) return kExitUsage;
+  v1::UndrainResponse response;
+  grpc::Status status = s.Call(
+      [&](grpc::ClientContext* c) { return s.server->admin->Undrain(c, request, &response); });
+  if (!status.ok()) return s.Failed(status);
+  if (s.format != OutputFormat::kTable) return PrintMessage(s, response);
+  *s.out << "undrained " << DrainTargetText(request.target()) << "\n";
+  return kExitOk;
+}
+
+int Reconcile(const Session& s, const ReconcileArgs& args) {
+  if (args.adopt_unknown && args.remove_unknown) {
+    return UsageError(*s.err, "reconcile",
+                      "--adopt-unknown and --remove-unknown exclude each other; give one at most");
+  }
+  v1::ReconcileRequest request;
+  request.set_switch_id(args.switch_id);
+  request.set_dry_run(args.dry_run);
+  if (args.adopt_unknown) request.set_unknown(v1::UNKNOWN_CROSS_CONNECT_POLICY_ADOPT);
+  if (args.remove_unknown) request.set_unknown(v1::UNKNOWN_CROSS_CONNECT_POLICY_REMOVE);
+  v1::ReconcileResponse response;
+  grpc::Status status = s.Call(
+      [&](grpc::ClientContext* c) { return s.server->admin->Reconcile(c, request, &response); });
+  if (!status.ok()) return s.Failed(status);
+  if (s.format != OutputFormat::kTable) return PrintMessage(s, response);
+  *s.out << ReconcileText(request, response);
+  return kExitOk;
+}
+
+int Events(const Session& s, const EventsArgs& args) {
+  if (args.after < 0) {
+    return UsageError(*s.err, "events",
+                      absl::StrCat("--after must be 0 or more, got ", args.after));
+  }
+  if (!args.follow) {
+    GetArgs get;
+    get.kind = "events";
+    get.kind_filter = args.object_kind;
+    get.object = args.object;
+    get.after = args.after;
+    return Get(s, get);
+  }
+  v1::WatchEventsRequest request;
+  request.set_after_sequence(static_cast<uint64_t>(args.after));
+  request.set_object_kind(args.object_kind);
+  request.set_object_id(args.object);
+  grpc::ClientContext context;
+  // No deadline: a follow runs until the server ends it or the user interrupts.
+  s.Prepare(&context, absl::InfiniteFuture());
+  std::unique_ptr<grpc::ClientReaderInterface<v1::Event>> reader =
+      s.server->admin->WatchEvents(&context, request);
+  v1::Event event;
+  bool header_printed = false;
+  while (reader->Read(&event)) {
+    if (s.format == OutputFormat::kTable) {
+      // Printed with the first row, so a refused watch leaves no stray header on stdout.
+      if (!header_printed) *s.out << EventsStreamHeader();
+      header_printed = true;
+      *s.out << EventsStreamRow(event);
+    } else {
+      absl::StatusOr<std::string> text = FormatStreamedMessage(s.format, event);
+      if (!text.ok()) {
+        context.TryCancel();
+        while (reader->Read(&event)) {
+        }
+        reader->Finish();
+        return s.Failed(ToGrpcStatus(text.status()));
+      }
+      *s.out << *text;
+    }
+    // Each event is shown when it arrives, also through a pipe.
+    s.out->flush();
+  }
+  grpc::Status status = reader->Finish();
+  if (!status.ok()) return s.Failed(status);
   return kExitOk;
 }
 

@@ -1,4 +1,5 @@
-// fleetctl's verbs: get, describe, apply, delete, link, health, version (and help).
+// fleetctl's verbs: get, describe, apply, topology, delete, drain, undrain, reconcile, events,
+// link, health, version (and help).
 //
 // Each verb takes its parsed arguments and a Session: where to write, which format, and the
 // three service stubs. The stubs are StubInterfaces so tests can hand in stubs on an
@@ -49,14 +50,18 @@ ServerStubs NewServerStubs(const std::shared_ptr<grpc::ChannelInterface>& channe
 struct Session {
   ServerStubs* server = nullptr;
   OutputFormat format = OutputFormat::kTable;
-  absl::Duration timeout = absl::Seconds(10);  // Deadline of each RPC.
-  std::string principal;                       // Sent as x-fleet-principal.
-  const Clock* clock = nullptr;                // For ages.
+  // Deadline of each RPC; for a --wait, of the whole command.
+  absl::Duration timeout = absl::Seconds(10);
+  std::string principal;         // Sent as x-fleet-principal.
+  const Clock* clock = nullptr;  // For ages.
   std::ostream* out = nullptr;
   std::ostream* err = nullptr;
 
   // Runs one RPC with the deadline and principal set: `rpc(context)` calls the stub.
   grpc::Status Call(const std::function<grpc::Status(grpc::ClientContext*)>& rpc) const;
+  // For a stream, which has no per-RPC deadline of its own: sets the principal, and the
+  // deadline unless it is absl::InfiniteFuture().
+  void Prepare(grpc::ClientContext* context, absl::Time deadline) const;
   // Prints `error: <CODE_NAME>: <message>` and returns kExitFailed.
   int Failed(const grpc::Status& status) const;
 };
@@ -75,7 +80,7 @@ struct GetArgs {
 };
 int Get(const Session& session, const GetArgs& args);
 
-// `describe KIND NAME`: one object with what belongs to it.
+// `describe KIND NAME`: one object with what belongs to it (an allocation with its events).
 int Describe(const Session& session, const std::string& kind, const std::string& name);
 
 // `apply -f FILE`: read and parse the inventory file, then ApplyInventory.
@@ -85,12 +90,62 @@ struct ApplyArgs {
 };
 int Apply(const Session& session, const ApplyArgs& args);
 
-// `topology request -f FILE [--dry-run]`: sends the request file's RequestTopology and prints
-// the plan (circuits with their cross-connects).
-int RequestTopology(const Session& session, const ApplyArgs& args);
+// `topology request -f FILE [--dry-run] [--wait] [--lease DURATION]`: sends the request file's
+// RequestTopology. With dry_run prints the plan; otherwise the allocation as admitted, or with
+// `wait` a line per state change until it is READY (exit 0; then the allocation), FAILED or
+// RELEASED (exit 1, with the reason), or the session's timeout passes (exit 1, naming the
+// state it was in). DEGRADED is printed and waited through: it may recover.
+struct TopologyRequestArgs {
+  std::string file;
+  bool dry_run = false;
+  bool wait = false;
+  std::string lease;  // absl::ParseDuration text; overrides the file's `lease:`.
+};
+int RequestTopology(const Session& session, const TopologyRequestArgs& args);
+
+// `topology release ID [--wait]`: prints the allocation's state after the release; with
+// `wait`, each change until RELEASED (exit 0) or FAILED, or the timeout (exit 1).
+int ReleaseTopology(const Session& session, const std::string& id, bool wait);
+
+// `topology keepalive ID`: renews the lease and prints when it now expires.
+int KeepAlive(const Session& session, const std::string& id);
 
 // `delete KIND NAME`.
 int Delete(const Session& session, const std::string& kind, const std::string& name);
+
+// `drain port SWITCH/PORT | onic ID | host NAME [--evict] [--reason TEXT]`: new circuits are
+// refused there; prints the allocations using it (moved or failed with `evict`).
+struct DrainArgs {
+  std::string kind;  // port, onic or host (plurals accepted).
+  std::string name;  // SWITCH/PORT for a port.
+  bool evict = false;
+  std::string reason;
+};
+int Drain(const Session& session, const DrainArgs& args);
+// `undrain port|onic|host NAME`.
+int Undrain(const Session& session, const std::string& kind, const std::string& name);
+
+// `reconcile [--switch ID] [--adopt-unknown | --remove-unknown] [--dry-run]`: prints the drift
+// found (and what was done about it) and the counts. Both policies at once is a usage error;
+// neither leaves unknown cross-connects to the server's configured policy.
+struct ReconcileArgs {
+  std::string switch_id;
+  bool adopt_unknown = false;
+  bool remove_unknown = false;
+  bool dry_run = false;
+};
+int Reconcile(const Session& session, const ReconcileArgs& args);
+
+// `events [--follow] [--after N] [--object-kind K] [--object ID]`: without `follow` the same as
+// `get events`; with it, WatchEvents, printing each event as it arrives (a table row, or one
+// JSON object per line) until the server ends the stream or the process is interrupted.
+struct EventsArgs {
+  bool follow = false;
+  int64_t after = 0;
+  std::string object_kind;
+  std::string object;
+};
+int Events(const Session& session, const EventsArgs& args);
 
 // `link retrain ONIC PORT`: the O-NIC's agent retrains one port (1 or 2; anything else is a
 // usage error); prints the port's state afterwards.

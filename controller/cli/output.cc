@@ -20,6 +20,13 @@ namespace {
 
 std::string OrDash(const std::string& text) { return text.empty() ? "-" : text; }
 
+// A table cell as shown: a newline inside would break the grid, and an empty cell would
+// shift the eye to the next column.
+std::string CellText(std::string cell) {
+  absl::StrReplaceAll({{"\r\n", " "}, {"\n", " "}, {"\t", " "}}, &cell);
+  return cell.empty() ? "-" : cell;
+}
+
 std::string PadRight(const std::string& text, size_t width) {
   size_t w = DisplayWidth(text);
   return w >= width ? text : text + std::string(width - w, ' ');
@@ -102,10 +109,7 @@ Table::Table(std::vector<std::string> columns) : columns_(std::move(columns)) {}
 
 void Table::AddRow(std::vector<std::string> cells) {
   cells.resize(columns_.size());
-  for (std::string& cell : cells) {
-    absl::StrReplaceAll({{"\r\n", " "}, {"\n", " "}, {"\t", " "}}, &cell);
-    if (cell.empty()) cell = "-";
-  }
+  for (std::string& cell : cells) cell = CellText(std::move(cell));
   rows_.push_back(std::move(cells));
 }
 
@@ -172,10 +176,12 @@ std::string Description::Render() const {
 // ---------------------------------------------------------------------------------------
 // JSON and YAML
 
-absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message) {
+namespace {
+
+absl::StatusOr<std::string> MessageToJson(const google::protobuf::Message& message, bool indented) {
   google::protobuf::util::JsonPrintOptions options;
   options.preserve_proto_field_names = true;
-  options.add_whitespace = true;
+  options.add_whitespace = indented;
   options.always_print_primitive_fields = false;
   std::string json;
   auto status = google::protobuf::util::MessageToJsonString(message, &json, options);
@@ -185,6 +191,12 @@ absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message) {
   }
   absl::StripTrailingAsciiWhitespace(&json);
   return json + "\n";
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message) {
+  return MessageToJson(message, /*indented=*/true);
 }
 
 absl::StatusOr<std::string> ToYaml(const google::protobuf::Message& message) {
@@ -206,6 +218,14 @@ absl::StatusOr<std::string> ToYaml(const google::protobuf::Message& message) {
 absl::StatusOr<std::string> FormatMessage(OutputFormat format,
                                           const google::protobuf::Message& message) {
   return format == OutputFormat::kYaml ? ToYaml(message) : ToJson(message);
+}
+
+absl::StatusOr<std::string> FormatStreamedMessage(OutputFormat format,
+                                                  const google::protobuf::Message& message) {
+  if (format != OutputFormat::kYaml) return MessageToJson(message, /*indented=*/false);
+  absl::StatusOr<std::string> yaml = ToYaml(message);
+  if (!yaml.ok()) return yaml.status();
+  return absl::StrCat("---\n", *yaml);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -297,6 +317,31 @@ std::string CircuitLine(const v1::Circuit& circuit) {
   if (circuit.manual()) absl::StrAppend(&line, "  manual");
   if (!circuit.reason().empty()) absl::StrAppend(&line, "  (", circuit.reason(), ")");
   return line;
+}
+
+std::string AllocationStateLine(const v1::Allocation& allocation) {
+  std::string line = absl::StrCat(allocation.id(), " ", OrDash(v1::Name(allocation.state())));
+  if (!allocation.reason().empty()) absl::StrAppend(&line, " ", allocation.reason());
+  return line;
+}
+
+std::string LeaseLine(absl::string_view allocation_id,
+                      const google::protobuf::Timestamp& lease_expires, absl::Time now) {
+  return absl::StrCat(allocation_id, " lease expires ", OrDash(TimeWithAge(lease_expires, now)));
+}
+
+std::string DrainTargetText(const v1::DrainTarget& target) {
+  switch (target.target_case()) {
+    case v1::DrainTarget::kSwitchPort:
+      return absl::StrCat("port ", SwitchPortText(target.switch_port()));
+    case v1::DrainTarget::kOnic:
+      return absl::StrCat("onic ", target.onic());
+    case v1::DrainTarget::kHost:
+      return absl::StrCat("host ", target.host());
+    case v1::DrainTarget::TARGET_NOT_SET:
+      break;
+  }
+  return "nothing";
 }
 
 std::string PowerText(double dbm) {
@@ -420,24 +465,84 @@ Table CircuitsTable(const v1::ListCircuitsResponse& response) {
 }
 
 Table AllocationsTable(const v1::ListAllocationsResponse& response, absl::Time now) {
-  Table table({"id", "tenant", "name", "state", "members", "circuits", "phase", "age"});
+  Table table({"id", "tenant", "name", "state", "members", "circuits", "age", "reason"});
   for (const v1::Allocation& a : response.allocations()) {
     std::string age =
         FormatTime(a.created()).empty() ? "" : FormatAge(now - ToAbslTime(a.created()));
     table.AddRow({a.id(), a.tenant(), a.name(), v1::Name(a.state()), absl::StrCat(a.members_size()),
-                  absl::StrCat(a.circuits_size()), a.active_phase(), age});
+                  absl::StrCat(a.circuits_size()), age, a.reason()});
   }
   return table;
 }
 
+namespace {
+
+const std::vector<std::string>& EventColumns() {
+  static const auto* columns =
+      new std::vector<std::string>{"seq", "time", "principal", "kind", "object", "message"};
+  return *columns;
+}
+
+std::vector<std::string> EventCells(const v1::Event& event) {
+  std::string object = event.object_id().empty()
+                           ? event.object_kind()
+                           : absl::StrCat(event.object_kind(), "/", event.object_id());
+  return {absl::StrCat(event.sequence()),
+          FormatTime(event.time()),
+          event.principal(),
+          event.kind(),
+          object,
+          event.message()};
+}
+
+// One line of a table whose column widths are fixed in advance: each cell but the last is
+// padded to its width, and always followed by at least two spaces.
+std::string FixedWidthLine(const std::vector<std::string>& cells,
+                           const std::vector<size_t>& widths) {
+  std::string line;
+  for (size_t i = 0; i < cells.size(); ++i) {
+    std::string cell = CellText(cells[i]);
+    if (i + 1 == cells.size()) {
+      absl::StrAppend(&line, cell);
+    } else {
+      absl::StrAppend(&line, PadRight(cell, std::max(widths[i], DisplayWidth(cell)) + 2));
+    }
+  }
+  return line + "\n";
+}
+
+// Wide enough for a sequence number of a busy year, an RFC 3339 time, an operator's
+// principal and the usual event kinds and objects.
+const std::vector<size_t>& EventStreamWidths() {
+  static const auto* widths = new std::vector<size_t>{6, 20, 18, 22, 24, 0};
+  return *widths;
+}
+
+}  // namespace
+
 Table EventsTable(const v1::ListEventsResponse& response) {
-  Table table({"seq", "time", "principal", "kind", "object", "message"});
-  for (const v1::Event& event : response.events()) {
-    std::string object = event.object_id().empty()
-                             ? event.object_kind()
-                             : absl::StrCat(event.object_kind(), "/", event.object_id());
-    table.AddRow({absl::StrCat(event.sequence()), FormatTime(event.time()), event.principal(),
-                  event.kind(), object, event.message()});
+  Table table(EventColumns());
+  for (const v1::Event& event : response.events()) table.AddRow(EventCells(event));
+  return table;
+}
+
+std::string EventsStreamHeader() {
+  std::vector<std::string> header;
+  for (const std::string& column : EventColumns()) header.push_back(absl::AsciiStrToUpper(column));
+  return FixedWidthLine(header, EventStreamWidths());
+}
+
+std::string EventsStreamRow(const v1::Event& event) {
+  return FixedWidthLine(EventCells(event), EventStreamWidths());
+}
+
+Table DriftTable(const v1::ReconcileResponse& response) {
+  Table table({"kind", "switch", "ingress", "egress", "circuit", "action"});
+  for (const v1::Drift& drift : response.drift()) {
+    const v1::CrossConnect& xc = drift.cross_connect();
+    table.AddRow(
+        {v1::Name(drift.kind()), xc.switch_id(), xc.ingress() ? absl::StrCat(xc.ingress()) : "",
+         xc.egress() ? absl::StrCat(xc.egress()) : "", drift.circuit_id(), drift.action()});
   }
   return table;
 }
@@ -571,13 +676,29 @@ std::string DescribeOnic(const v1::Onic& onic, const std::vector<v1::Circuit>& c
   return d.Render();
 }
 
-std::string DescribeAllocation(const v1::Allocation& a, absl::Time now) {
-  Description d;
+namespace {
+
+// What both the short and the full view of an allocation start with.
+void AddAllocationIdentity(const v1::Allocation& a, Description& d) {
   d.Field("ID", a.id());
   d.Field("Tenant", a.tenant());
   d.Field("Name", a.name());
   d.Field("State", v1::Name(a.state()));
-  if (!a.reason().empty()) d.Field("Reason", a.reason());
+  d.Field("Reason", a.reason());
+}
+
+std::vector<std::string> CircuitLines(const v1::Allocation& a) {
+  std::vector<std::string> lines;
+  for (const v1::Circuit& circuit : a.circuits()) lines.push_back(CircuitLine(circuit));
+  return lines;
+}
+
+}  // namespace
+
+std::string DescribeAllocation(const v1::Allocation& a, const std::vector<v1::Event>& events,
+                               absl::Time now) {
+  Description d;
+  AddAllocationIdentity(a, d);
   d.Field("Created", TimeWithAge(a.created(), now));
   d.Field("Updated", TimeWithAge(a.updated(), now));
   d.Field("Lease expires", TimeWithAge(a.lease_expires(), now));
@@ -591,18 +712,26 @@ std::string DescribeAllocation(const v1::Allocation& a, absl::Time now) {
   }
   if (!phases.empty()) d.List("Phases", std::move(phases));
   d.List("Members", {a.members().begin(), a.members().end()});
-  std::vector<std::string> circuits;
-  for (const v1::Circuit& circuit : a.circuits()) circuits.push_back(CircuitLine(circuit));
-  d.List("Circuits", std::move(circuits));
+  d.List("Circuits", CircuitLines(a));
   size_t stage_width = 0;
   for (const v1::StageTiming& t : a.stage_timings())
-    stage_width = std::max(stage_width, t.stage().size());
+    stage_width = std::max(stage_width, DisplayWidth(t.stage()));
   std::vector<std::string> timings;
   for (const v1::StageTiming& t : a.stage_timings()) {
-    timings.push_back(absl::StrCat(PadRight(t.stage(), stage_width), "  ",
-                                   absl::FormatDuration(ToAbslDuration(t.duration()))));
+    // Milliseconds to the microsecond: stages of a reconfiguration take from microseconds
+    // (plan) to seconds (retrain), and one unit makes them comparable at a glance.
+    timings.push_back(absl::StrCat(
+        PadRight(t.stage(), stage_width), "  ",
+        absl::StrFormat("%.3f ms", absl::ToDoubleMilliseconds(ToAbslDuration(t.duration())))));
   }
   d.List("Stage timings", std::move(timings));
+  std::vector<std::string> event_lines;
+  if (!events.empty()) {
+    v1::ListEventsResponse list;
+    for (const v1::Event& event : events) *list.add_events() = event;
+    event_lines = absl::StrSplit(EventsTable(list).Render(), '\n', absl::SkipEmpty());
+  }
+  d.List("Events", std::move(event_lines));
   return d.Render();
 }
 
@@ -618,6 +747,61 @@ std::string DescribeAgent(const v1::Agent& agent, absl::Time now) {
   d.List("Inventory mismatches",
          {agent.inventory_mismatches().begin(), agent.inventory_mismatches().end()});
   return d.Render();
+}
+
+// ---------------------------------------------------------------------------------------
+// What the verbs that change things print
+
+std::string PlanText(const v1::Plan& plan) {
+  std::string out =
+      absl::StrCat("members: ", absl::StrJoin(plan.members(), ", "), "\n", plan.circuits_size(),
+                   " circuits, ", plan.add_size(), " cross-connects to make, ", plan.remove_size(),
+                   " to remove, ", plan.ports_used_size(), " O-NIC ports\n");
+  Table table({"source", "destination", "cross-connects"});
+  for (const v1::Circuit& c : plan.circuits()) {
+    std::vector<std::string> xcs;
+    for (const v1::CrossConnect& xc : c.cross_connects()) xcs.push_back(CrossConnectText(xc));
+    table.AddRow(
+        {OnicPortText(c.source()), OnicPortText(c.destination()), absl::StrJoin(xcs, ", ")});
+  }
+  return out + table.Render();
+}
+
+std::string AllocationText(const v1::Allocation& a) {
+  Description d;
+  AddAllocationIdentity(a, d);
+  d.List("Members", {a.members().begin(), a.members().end()});
+  d.List("Circuits", CircuitLines(a));
+  return d.Render();
+}
+
+std::string DrainText(const v1::DrainRequest& request, const v1::DrainResponse& response) {
+  std::string out = absl::StrCat("drained ", DrainTargetText(request.target()));
+  if (!request.reason().empty()) absl::StrAppend(&out, ": ", request.reason());
+  out += "\n";
+  const auto& affected = response.affected_allocations();
+  if (affected.empty()) return out + "no allocation uses it\n";
+  // Without evict the circuits stay: the operator should know whom a later failure would hit.
+  return absl::StrCat(
+      out, request.evict() ? "allocations moved or failed: " : "allocations still using it: ",
+      absl::StrJoin(affected, ", "), "\n");
+}
+
+std::string ReconcileText(const v1::ReconcileRequest& request,
+                          const v1::ReconcileResponse& response) {
+  std::string out = request.dry_run() ? "dry run: nothing was changed\n" : "";
+  Table drift = DriftTable(response);
+  if (drift.empty()) {
+    absl::StrAppend(&out, "no drift",
+                    request.switch_id().empty() ? "" : absl::StrCat(" on ", request.switch_id()),
+                    "\n");
+  } else {
+    absl::StrAppend(&out, drift.Render());
+  }
+  absl::StrAppend(&out, "repaired ", response.repaired(), ", resumed ",
+                  response.resumed_transactions(), " transactions, rolled back ",
+                  response.rolled_back_transactions(), " transactions\n");
+  return out;
 }
 
 }  // namespace fleet::cli

@@ -74,6 +74,10 @@ absl::StatusOr<std::string> ToYaml(const google::protobuf::Message& message);
 // ToJson or ToYaml by `format` (kTable is not a message format and is a caller bug).
 absl::StatusOr<std::string> FormatMessage(OutputFormat format,
                                           const google::protobuf::Message& message);
+// One message of a followed stream: JSON on one line (so each line parses alone), or a YAML
+// document starting with "---".
+absl::StatusOr<std::string> FormatStreamedMessage(OutputFormat format,
+                                                  const google::protobuf::Message& message);
 
 // Number of columns `text` takes on a terminal: its UTF-8 code points.
 size_t DisplayWidth(absl::string_view text);
@@ -96,6 +100,14 @@ std::string WiringText(const v1::SwitchPort& port);
 std::string PortRanges(const std::vector<uint32_t>& ports);
 // One line per circuit: `c1  s1c0-n0/1 → gpu3-n0/1  via ocs1:1→390  active  phase dp`.
 std::string CircuitLine(const v1::Circuit& circuit);
+// An allocation's state in one line, as `topology request --wait` prints each change:
+// `a2 programming`, or `a2 degraded link gpu1-n0/1 did not train` with the reason.
+std::string AllocationStateLine(const v1::Allocation& allocation);
+// `a2 lease expires 2023-11-14T22:23:20Z (in 10m)`.
+std::string LeaseLine(absl::string_view allocation_id,
+                      const google::protobuf::Timestamp& lease_expires, absl::Time now);
+// `port ocs1/5`, `onic s1c0-n0`, `host server1`.
+std::string DrainTargetText(const v1::DrainTarget& target);
 // A link's state in one line, `onic` naming the O-NIC as the operator did:
 // `s1c0-n0 port 1: up (16000 MT/s x16, rx -1.50 dBm, peer FLT-GPU1-N0/1)` when up, else
 // `s1c0-n0 port 2: down: no light` (the status word, then the detail if any).
@@ -115,6 +127,13 @@ Table TrunksTable(const v1::ListTrunksResponse& response);
 Table CircuitsTable(const v1::ListCircuitsResponse& response);
 Table AllocationsTable(const v1::ListAllocationsResponse& response, absl::Time now);
 Table EventsTable(const v1::ListEventsResponse& response);
+// `events --follow` prints the EventsTable's header, then a row per event as it arrives. The
+// widths cannot come from events not yet seen, so the columns are fixed and a longer cell
+// pushes the rest of its row right rather than being cut.
+std::string EventsStreamHeader();
+std::string EventsStreamRow(const v1::Event& event);
+// Reconcile's drift: kind, switch, ingress, egress, circuit, action.
+Table DriftTable(const v1::ReconcileResponse& response);
 Table HealthTable(const v1::HealthResponse& response);
 Table LinkStatusTable(const v1::GetLinkStatusResponse& response);
 
@@ -124,8 +143,22 @@ std::string DescribeHost(const v1::Host& host, const std::vector<v1::Device>& de
                          const v1::Agent* agent);  // agent: nullptr when none registered.
 std::string DescribeDevice(const v1::Device& device, const std::vector<v1::Onic>& onics);
 std::string DescribeOnic(const v1::Onic& onic, const std::vector<v1::Circuit>& circuits);
-std::string DescribeAllocation(const v1::Allocation& allocation, absl::Time now);
+// `events` are the allocation's, oldest first.
+std::string DescribeAllocation(const v1::Allocation& allocation,
+                               const std::vector<v1::Event>& events, absl::Time now);
 std::string DescribeAgent(const v1::Agent& agent, absl::Time now);
+
+// What the verbs that change things print in table form.
+// `topology request --dry-run`: the members, the counts and each circuit's cross-connects.
+std::string PlanText(const v1::Plan& plan);
+// `topology request`: the allocation as admitted (or, with --wait, as it ended): its id,
+// tenant, name, state, members and circuits with their cross-connects.
+std::string AllocationText(const v1::Allocation& allocation);
+// `drain`: what was drained and the allocations using it (moved or failed with `evict`).
+std::string DrainText(const v1::DrainRequest& request, const v1::DrainResponse& response);
+// `reconcile`: the drift table (or "no drift") and the counts.
+std::string ReconcileText(const v1::ReconcileRequest& request,
+                          const v1::ReconcileResponse& response);
 
 }  // namespace fleet::cli
 

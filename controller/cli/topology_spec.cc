@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "controller/base/yaml_text.h"
 #include "fleet/v1/names.h"
 
@@ -27,6 +28,23 @@ v1::Endpoint ParseEndpoint(const std::string& text) {
 
 }  // namespace
 
+absl::StatusOr<google::protobuf::Duration> ParseLease(absl::string_view text) {
+  absl::Duration lease;
+  if (!absl::ParseDuration(text, &lease) || lease == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text, "' is not a duration such as 90s, 10m or 1h30m"));
+  }
+  if (lease < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text, "' is negative; a lease is 0 (the server's default) or more"));
+  }
+  google::protobuf::Duration proto;
+  const int64_t seconds = absl::IDivDuration(lease, absl::Seconds(1), &lease);
+  proto.set_seconds(seconds);
+  proto.set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(lease)));
+  return proto;
+}
+
 absl::StatusOr<v1::RequestTopologyRequest> ParseTopologySpec(absl::string_view text,
                                                              absl::string_view file_name) {
   absl::StatusOr<YAML::Node> loaded = LoadYaml(text, file_name);
@@ -42,13 +60,24 @@ absl::StatusOr<v1::RequestTopologyRequest> ParseTopologySpec(absl::string_view t
       return absl::InvalidArgumentError(absl::StrCat(file_name, ": must be a mapping"));
     for (const auto& entry : root) {
       const std::string key = entry.first.as<std::string>();
-      if (key != "tenant" && key != "name" && key != "topology") {
+      if (key != "tenant" && key != "name" && key != "lease" && key != "topology") {
         problem(entry.first,
-                absl::StrCat("unknown key '", key, "'; expected tenant, name, topology"));
+                absl::StrCat("unknown key '", key, "'; expected tenant, name, lease, topology"));
       }
     }
     if (root["tenant"]) request.set_tenant(root["tenant"].as<std::string>());
     if (root["name"]) request.set_name(root["name"].as<std::string>());
+    if (const YAML::Node lease_node = root["lease"]; lease_node) {
+      absl::StatusOr<google::protobuf::Duration> lease =
+          lease_node.IsScalar()
+              ? ParseLease(lease_node.Scalar())
+              : absl::InvalidArgumentError("must be a duration such as 90s, 10m or 1h30m");
+      if (lease.ok()) {
+        *request.mutable_lease() = *lease;
+      } else {
+        problem(lease_node, absl::StrCat("lease: ", lease.status().message()));
+      }
+    }
     const YAML::Node topology = root["topology"];
     if (!topology || !topology.IsMap()) {
       problem(root, "'topology' (with template: or links:) is required");

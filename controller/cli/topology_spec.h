@@ -3,6 +3,7 @@
 //
 //   tenant: team-a
 //   name: ring-of-eight            # the job's own label
+//   lease: 10m                     # optional; renew with `fleetctl topology keepalive`
 //   topology:
 //     template:                    # a ring over named devices ...
 //       kind: ring-unidirectional  # ring-unidirectional | ring-bidirectional | ...
@@ -15,6 +16,8 @@
 #ifndef FLEET_CONTROLLER_CLI_TOPOLOGY_SPEC_H_
 #define FLEET_CONTROLLER_CLI_TOPOLOGY_SPEC_H_
 
+#include <google/protobuf/duration.pb.h>
+
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -22,6 +25,11 @@
 #include "fleet/v1/topology.pb.h"
 
 namespace fleet::cli {
+
+// A lease as absl::ParseDuration reads it ("90s", "10m", "1h30m"; "0" asks for the server's
+// default). INVALID_ARGUMENT for anything else or a negative one; the message quotes the text
+// but not where it came from, which the caller adds (the file and line, or the flag).
+absl::StatusOr<google::protobuf::Duration> ParseLease(absl::string_view text);
 
 // Every problem "FILE:LINE: ..." at once, INVALID_ARGUMENT.
 absl::StatusOr<v1::RequestTopologyRequest> ParseTopologySpec(absl::string_view text,

@@ -8,8 +8,12 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <sstream>
+#include <thread>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "controller/base/clock.h"
 
@@ -17,6 +21,7 @@ namespace fleet::cli {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 google::protobuf::Timestamp At(absl::Time time) {
@@ -295,31 +300,209 @@ class FakeInventory final : public v1::InventoryService::Service {
   bool agents_unimplemented_ ABSL_GUARDED_BY(mu_) = false;
 };
 
+// Stream handlers of the fakes wait for news under a lock; a client's cancellation does not
+// wake them, so they also look at it this often.
+constexpr absl::Duration kCancelPoll = absl::Milliseconds(20);
+// How long a test waits for fleetctl to open a stream before it gives up (a bug, not a race).
+constexpr absl::Duration kStreamOpenLimit = absl::Seconds(20);
+
+v1::Circuit MakeCircuit(const std::string& id, const std::string& from, const std::string& to,
+                        uint32_t ingress, uint32_t egress) {
+  v1::Circuit circuit;
+  circuit.set_id(id);
+  circuit.mutable_source()->set_onic(from);
+  circuit.mutable_source()->set_port(1);
+  circuit.mutable_destination()->set_onic(to);
+  circuit.mutable_destination()->set_port(1);
+  v1::CrossConnect* xc = circuit.add_cross_connects();
+  xc->set_switch_id("ocs1");
+  xc->set_ingress(ingress);
+  xc->set_egress(egress);
+  return circuit;
+}
+
+// A small stateful topology service. Each allocation keeps every version it has had;
+// WatchAllocation sends the current one and then each later one, as fleetd's does. Tests move
+// allocations through their states with SetState, as the engine would.
 class FakeTopology final : public v1::TopologyService::Service {
  public:
-  explicit FakeTopology(absl::Time created) {
-    v1::Allocation* a = allocations_.add_allocations();
-    a->set_id("a1");
-    a->set_tenant("tenant-a");
-    a->set_name("train");
-    a->set_state(v1::ALLOCATION_STATE_READY);
-    a->add_members("server1-cpu0");
-    a->add_members("gpu3");
-    a->mutable_created()->set_seconds(absl::ToUnixSeconds(created));
+  explicit FakeTopology(absl::Time now) : now_(now) {
+    v1::Allocation a;
+    a.set_id("a1");
+    a.set_tenant("tenant-a");
+    a.set_name("train");
+    a.set_state(v1::ALLOCATION_STATE_READY);
+    a.add_members("server1-cpu0");
+    a.add_members("gpu3");
+    *a.mutable_created() = At(now - absl::Minutes(3));
+    *a.mutable_lease_expires() = At(now + absl::Minutes(2));
+    history_["a1"].push_back(a);
+  }
+
+  // A ring over the template's members, one circuit per member on port 1 of its first O-NIC
+  // (named MEMBER-n0). Members named gpu9 do not exist.
+  grpc::Status RequestTopology(grpc::ServerContext*, const v1::RequestTopologyRequest* request,
+                               v1::RequestTopologyResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    requests_.push_back(*request);
+    const auto& members = request->topology().template_().members().devices();
+    v1::Plan* plan = response->mutable_plan();
+    for (int i = 0; i < members.size(); ++i) {
+      if (members[i] == "gpu9") {
+        return grpc::Status(grpc::StatusCode::NOT_FOUND, "device gpu9 not found");
+      }
+      plan->add_members(members[i]);
+      const std::string& next = members[(i + 1) % members.size()];
+      v1::Circuit circuit = MakeCircuit(absl::StrCat("c", 10 + i), members[i] + "-n0", next + "-n0",
+                                        10 + i, 400 + (i + 1) % members.size());
+      *plan->add_add() = circuit.cross_connects(0);
+      *plan->add_ports_used() = circuit.source();
+      *plan->add_circuits() = std::move(circuit);
+    }
+    if (request->dry_run()) return grpc::Status::OK;
+
+    v1::Allocation a;
+    a.set_id(absl::StrCat("a", history_.size() + 1));
+    a.set_tenant(request->tenant());
+    a.set_name(request->name());
+    a.set_state(admit_state_);
+    *a.mutable_request() = *request;
+    *a.mutable_members() = plan->members();
+    for (v1::Circuit circuit : plan->circuits()) {
+      circuit.set_allocation_id(a.id());
+      circuit.set_state(v1::CIRCUIT_STATE_PLANNED);
+      *a.add_circuits() = std::move(circuit);
+    }
+    *a.mutable_created() = At(now_);
+    history_[a.id()].push_back(a);
+    *response->mutable_allocation() = std::move(a);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetAllocation(grpc::ServerContext*, const v1::GetAllocationRequest* request,
+                             v1::Allocation* response) override {
+    absl::MutexLock lock(&mu_);
+    auto it = history_.find(request->id());
+    if (it == history_.end()) return NotFound(request->id());
+    *response = it->second.back();
+    return grpc::Status::OK;
   }
 
   grpc::Status ListAllocations(grpc::ServerContext*, const v1::ListAllocationsRequest* request,
                                v1::ListAllocationsResponse* response) override {
-    for (const v1::Allocation& a : allocations_.allocations()) {
-      if (request->tenant().empty() || a.tenant() == request->tenant()) {
-        *response->add_allocations() = a;
-      }
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, versions] : history_) {
+      const v1::Allocation& a = versions.back();
+      if (!request->tenant().empty() && a.tenant() != request->tenant()) continue;
+      if (a.state() == v1::ALLOCATION_STATE_RELEASED && !request->include_released()) continue;
+      *response->add_allocations() = a;
     }
     return grpc::Status::OK;
   }
 
+  grpc::Status WatchAllocation(grpc::ServerContext* context,
+                               const v1::WatchAllocationRequest* request,
+                               grpc::ServerWriter<v1::WatchAllocationResponse>* writer) override {
+    const std::string id = request->id();
+    size_t next = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = history_.find(id);
+      if (it == history_.end()) return NotFound(id);
+      next = it->second.size() - 1;  // The current version first.
+      ++watches_started_;
+    }
+    while (true) {
+      v1::WatchAllocationResponse update;
+      {
+        absl::MutexLock lock(&mu_);
+        auto news = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return history_[id].size() > next || end_watches_;
+        };
+        while (!mu_.AwaitWithTimeout(absl::Condition(&news), kCancelPoll)) {
+          if (context->IsCancelled()) return grpc::Status::CANCELLED;
+        }
+        if (history_[id].size() <= next) return grpc::Status::OK;  // EndWatches.
+        *update.mutable_allocation() = history_[id][next++];
+      }
+      if (!writer->Write(update)) return grpc::Status::OK;
+    }
+  }
+
+  grpc::Status ReleaseTopology(grpc::ServerContext*, const v1::ReleaseTopologyRequest* request,
+                               v1::ReleaseTopologyResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    auto it = history_.find(request->id());
+    if (it == history_.end()) return NotFound(request->id());
+    v1::Allocation a = it->second.back();
+    a.set_state(v1::ALLOCATION_STATE_RELEASING);
+    a.clear_reason();
+    it->second.push_back(a);
+    *response->mutable_allocation() = std::move(a);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status KeepAlive(grpc::ServerContext*, const v1::KeepAliveRequest* request,
+                         v1::KeepAliveResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    auto it = history_.find(request->id());
+    if (it == history_.end()) return NotFound(request->id());
+    v1::Allocation a = it->second.back();
+    *a.mutable_lease_expires() = At(now_ + absl::Minutes(5));
+    it->second.push_back(a);
+    *response->mutable_lease_expires() = a.lease_expires();
+    return grpc::Status::OK;
+  }
+
+  // A new version of allocation `id` in `state`, as the engine records a transition.
+  void SetState(const std::string& id, v1::AllocationState state, const std::string& reason = "") {
+    absl::MutexLock lock(&mu_);
+    v1::Allocation a = history_.at(id).back();
+    a.set_state(state);
+    a.set_reason(reason);
+    history_[id].push_back(std::move(a));
+  }
+  // The state RequestTopology admits allocations in.
+  void set_admit_state(v1::AllocationState state) {
+    absl::MutexLock lock(&mu_);
+    admit_state_ = state;
+  }
+  // Open watches end (OK) once they have sent what they have.
+  void EndWatches() {
+    absl::MutexLock lock(&mu_);
+    end_watches_ = true;
+  }
+  // True once `n` watches have sent (or are sending) their first version.
+  bool AwaitWatches(int n) {
+    absl::MutexLock lock(&mu_);
+    auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return watches_started_ >= n; };
+    return mu_.AwaitWithTimeout(absl::Condition(&enough), kStreamOpenLimit);
+  }
+  int watches_started() {
+    absl::MutexLock lock(&mu_);
+    return watches_started_;
+  }
+  std::vector<v1::RequestTopologyRequest> requests() {
+    absl::MutexLock lock(&mu_);
+    return requests_;
+  }
+  size_t versions(const std::string& id) {
+    absl::MutexLock lock(&mu_);
+    return history_.contains(id) ? history_.at(id).size() : 0;
+  }
+
  private:
-  v1::ListAllocationsResponse allocations_;  // Read-only after construction.
+  static grpc::Status NotFound(const std::string& id) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, "allocation " + id + " not found");
+  }
+
+  const absl::Time now_;
+  absl::Mutex mu_;
+  std::map<std::string, std::vector<v1::Allocation>> history_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::RequestTopologyRequest> requests_ ABSL_GUARDED_BY(mu_);
+  v1::AllocationState admit_state_ ABSL_GUARDED_BY(mu_) = v1::ALLOCATION_STATE_PENDING;
+  bool end_watches_ ABSL_GUARDED_BY(mu_) = false;
+  int watches_started_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // s1c0-n0's ports as its agent would report them: port 1 up, port 2 dark.
@@ -352,8 +535,169 @@ grpc::Status CheckLinkOnic(const std::string& onic) {
   return grpc::Status(grpc::StatusCode::NOT_FOUND, "onic " + onic + " not found");
 }
 
+// What the fake's switch ocs1 holds and what its circuits want, ingress → (egress, circuit).
+using CrossConnects = std::map<uint32_t, std::pair<uint32_t, std::string>>;
+
+// Besides links and health: a small event log that ListEvents filters and WatchEvents replays
+// and follows; drains by target; and a reconcile of one switch's cross-connects against the
+// desired ones that really repairs, adopts and removes.
 class FakeAdmin final : public v1::AdminService::Service {
  public:
+  explicit FakeAdmin(absl::Time now) : now_(now) {
+    AppendEvent("inventory.applied", "inventory", "", "inventory applied: created 59");
+    AppendEvent("allocation.state", "allocation", "a1", "allocation a1 is ready");
+    AppendEvent("switch.connected", "switch", "ocs1", "switch ocs1 connected over TL1");
+    desired_ = {{1, {387, "c1"}}, {3, {388, "c2"}}};
+    on_switch_ = {{1, {387, ""}}, {2, {390, ""}}};
+  }
+
+  void AppendEvent(const std::string& kind, const std::string& object_kind,
+                   const std::string& object_id, const std::string& message) {
+    absl::MutexLock lock(&mu_);
+    v1::Event event;
+    event.set_sequence(events_.size() + 1);
+    *event.mutable_time() = At(now_ + absl::Seconds(events_.size()));
+    event.set_principal("fleetd");
+    event.set_kind(kind);
+    event.set_object_kind(object_kind);
+    event.set_object_id(object_id);
+    event.set_severity(v1::EVENT_SEVERITY_INFO);
+    event.set_message(message);
+    events_.push_back(std::move(event));
+  }
+
+  grpc::Status ListEvents(grpc::ServerContext*, const v1::ListEventsRequest* request,
+                          v1::ListEventsResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    for (const v1::Event& event : events_) {
+      if (Matches(event, request->after_sequence(), request->object_kind(), request->object_id())) {
+        *response->add_events() = event;
+      }
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status WatchEvents(grpc::ServerContext* context, const v1::WatchEventsRequest* request,
+                           grpc::ServerWriter<v1::Event>* writer) override {
+    size_t next = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      ++event_watches_started_;
+    }
+    while (true) {
+      v1::Event event;
+      {
+        absl::MutexLock lock(&mu_);
+        auto news = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return events_.size() > next || end_event_watches_;
+        };
+        while (!mu_.AwaitWithTimeout(absl::Condition(&news), kCancelPoll)) {
+          if (context->IsCancelled()) return grpc::Status::CANCELLED;
+        }
+        if (events_.size() <= next) return grpc::Status::OK;  // EndEventWatches.
+        event = events_[next++];
+      }
+      if (!Matches(event, request->after_sequence(), request->object_kind(),
+                   request->object_id())) {
+        continue;
+      }
+      if (!writer->Write(event)) return grpc::Status::OK;
+    }
+  }
+
+  // Open event watches end (OK) once they have sent every event so far.
+  void EndEventWatches() {
+    absl::MutexLock lock(&mu_);
+    end_event_watches_ = true;
+  }
+  // True once `n` event watches have started.
+  bool AwaitEventWatches(int n) {
+    absl::MutexLock lock(&mu_);
+    auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return event_watches_started_ >= n; };
+    return mu_.AwaitWithTimeout(absl::Condition(&enough), kStreamOpenLimit);
+  }
+
+  // a1's circuit c1 runs s1c0-n0/1 → gpu3-n0/1 through ocs1/1, on host server1.
+  grpc::Status Drain(grpc::ServerContext*, const v1::DrainRequest* request,
+                     v1::DrainResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    drains_.push_back(*request);
+    const v1::DrainTarget& t = request->target();
+    if (t.has_onic() && t.onic() != "s1c0-n0" && t.onic() != "gpu3-n0") {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "onic " + t.onic() + " not found");
+    }
+    bool used = (t.has_switch_port() && t.switch_port().switch_id() == "ocs1" &&
+                 t.switch_port().port() == 1) ||
+                t.has_onic() || (t.has_host() && t.host() == "server1");
+    if (used) response->add_affected_allocations("a1");
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Undrain(grpc::ServerContext*, const v1::UndrainRequest* request,
+                       v1::UndrainResponse*) override {
+    absl::MutexLock lock(&mu_);
+    undrains_.push_back(*request);
+    return grpc::Status::OK;
+  }
+
+  // Reconciles the one switch, ocs1: a desired cross-connect missing from it is made again, and
+  // one nobody asked for is reported, adopted or removed by the policy (REPORT by default).
+  grpc::Status Reconcile(grpc::ServerContext*, const v1::ReconcileRequest* request,
+                         v1::ReconcileResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    reconciles_.push_back(*request);
+    if (!request->switch_id().empty() && request->switch_id() != "ocs1") {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          "switch " + request->switch_id() + " not found");
+    }
+    auto add_drift = [&](v1::Drift::Kind kind, uint32_t ingress, uint32_t egress,
+                         const std::string& circuit, const std::string& action) {
+      v1::Drift* drift = response->add_drift();
+      drift->set_kind(kind);
+      drift->mutable_cross_connect()->set_switch_id("ocs1");
+      drift->mutable_cross_connect()->set_ingress(ingress);
+      drift->mutable_cross_connect()->set_egress(egress);
+      drift->set_circuit_id(circuit);
+      drift->set_action(action);
+    };
+    for (const auto& [ingress, want] : CrossConnects(desired_)) {
+      if (on_switch_.contains(ingress)) continue;
+      add_drift(v1::Drift::KIND_MISSING, ingress, want.first, want.second,
+                request->dry_run() ? "reported" : "repaired");
+      if (!request->dry_run()) {
+        on_switch_[ingress] = want;
+        response->set_repaired(response->repaired() + 1);
+      }
+    }
+    for (const auto& [ingress, held] : CrossConnects(on_switch_)) {
+      if (desired_.contains(ingress)) continue;
+      std::string action = "reported";
+      if (!request->dry_run() && request->unknown() == v1::UNKNOWN_CROSS_CONNECT_POLICY_ADOPT) {
+        action = "adopted";
+        desired_[ingress] = {held.first, "m1"};
+      } else if (!request->dry_run() &&
+                 request->unknown() == v1::UNKNOWN_CROSS_CONNECT_POLICY_REMOVE) {
+        action = "removed";
+        on_switch_.erase(ingress);
+      }
+      add_drift(v1::Drift::KIND_UNKNOWN, ingress, held.first, "", action);
+    }
+    return grpc::Status::OK;
+  }
+
+  std::vector<v1::DrainRequest> drains() {
+    absl::MutexLock lock(&mu_);
+    return drains_;
+  }
+  std::vector<v1::UndrainRequest> undrains() {
+    absl::MutexLock lock(&mu_);
+    return undrains_;
+  }
+  std::vector<v1::ReconcileRequest> reconciles() {
+    absl::MutexLock lock(&mu_);
+    return reconciles_;
+  }
+
   grpc::Status RetrainLink(grpc::ServerContext*, const v1::RetrainLinkRequest* request,
                            v1::LinkState* response) override {
     {
@@ -394,8 +738,24 @@ class FakeAdmin final : public v1::AdminService::Service {
   }
 
  private:
+  static bool Matches(const v1::Event& event, uint64_t after, const std::string& object_kind,
+                      const std::string& object_id) {
+    return event.sequence() > after &&
+           (object_kind.empty() || event.object_kind() == object_kind) &&
+           (object_id.empty() || event.object_id() == object_id);
+  }
+
+  const absl::Time now_;
   absl::Mutex mu_;
   std::vector<v1::RetrainLinkRequest> retrains_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::Event> events_ ABSL_GUARDED_BY(mu_);
+  bool end_event_watches_ ABSL_GUARDED_BY(mu_) = false;
+  int event_watches_started_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<v1::DrainRequest> drains_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::UndrainRequest> undrains_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::ReconcileRequest> reconciles_ ABSL_GUARDED_BY(mu_);
+  CrossConnects desired_ ABSL_GUARDED_BY(mu_);
+  CrossConnects on_switch_ ABSL_GUARDED_BY(mu_);
 };
 
 class FleetctlTest : public ::testing::Test {
@@ -431,13 +791,25 @@ class FleetctlTest : public ::testing::Test {
     return RunFleetctl(args, env_, connect, out_, err_);
   }
 
+  std::string WriteFile(const std::string& name, const std::string& text) {
+    std::string path = ::testing::TempDir() + "/" + name;
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  // Runs a command line on its own thread, for verbs that follow a stream the test feeds;
+  // join the thread before reading the output or the exit code.
+  std::thread RunInBackground(std::vector<std::string> args, int* exit_code) {
+    return std::thread([this, args = std::move(args), exit_code] { *exit_code = Run(args); });
+  }
+
   std::string out() const { return out_.str(); }
   std::string err() const { return err_.str(); }
 
   FakeClock clock_;
   FakeInventory inventory_{clock_.Now()};
-  FakeTopology topology_{clock_.Now() - absl::Minutes(3)};
-  FakeAdmin admin_;
+  FakeTopology topology_{clock_.Now()};
+  FakeAdmin admin_{clock_.Now()};
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
   Environment env_;
@@ -516,8 +888,8 @@ TEST_F(FleetctlTest, GetCircuitsShowsCrossConnects) {
 TEST_F(FleetctlTest, GetAllocationsShowsAgeFromTheClock) {
   EXPECT_EQ(Run({"get", "allocations", "--tenant", "tenant-a"}), kExitOk) << err();
   EXPECT_EQ(out(),
-            "ID  TENANT    NAME   STATE  MEMBERS  CIRCUITS  PHASE  AGE\n"
-            "a1  tenant-a  train  ready  2        0         -      3m\n");
+            "ID  TENANT    NAME   STATE  MEMBERS  CIRCUITS  AGE  REASON\n"
+            "a1  tenant-a  train  ready  2        0         3m   -\n");
 }
 
 TEST_F(FleetctlTest, GetUnknownKindIsUsageError) {
@@ -776,14 +1148,7 @@ TEST_F(FleetctlTest, GetAndDescribeHelpMentionAgents) {
   EXPECT_THAT(out(), HasSubstr("Kinds: switch, host, agent, device, onic, allocation"));
 }
 
-class FleetctlApplyTest : public FleetctlTest {
- protected:
-  std::string WriteFile(const std::string& name, const std::string& text) {
-    std::string path = ::testing::TempDir() + "/" + name;
-    std::ofstream(path) << text;
-    return path;
-  }
-};
+class FleetctlApplyTest : public FleetctlTest {};
 
 TEST_F(FleetctlApplyTest, SendsTheParsedFileAndPrintsCountsAndChanges) {
   std::string path =
@@ -852,8 +1217,8 @@ TEST_F(FleetctlTest, HelpListsEveryVerb) {
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"--help"}, std::vector<std::string>{"help"}}) {
     EXPECT_EQ(Run(args), kExitOk);
-    for (const char* verb :
-         {"get", "describe", "apply", "delete", "link", "health", "version", "help"}) {
+    for (const char* verb : {"get", "describe", "apply", "topology", "delete", "drain", "undrain",
+                             "reconcile", "events", "link", "health", "version", "help"}) {
       EXPECT_THAT(out(), HasSubstr(std::string("\n  ") + verb + " ")) << verb;
     }
     EXPECT_THAT(out(), HasSubstr("--server"));
@@ -881,6 +1246,487 @@ TEST_F(FleetctlTest, UnknownVerbIsUsageError) {
 TEST_F(FleetctlTest, MissingVerbIsUsageError) {
   EXPECT_EQ(Run({}), kExitUsage);
   EXPECT_THAT(err(), HasSubstr("missing command"));
+}
+
+// ---------------------------------------------------------------------------------------
+// topology
+
+class FleetctlTopologyTest : public FleetctlTest {
+ protected:
+  void SetUp() override {
+    FleetctlTest::SetUp();
+    spec_ = WriteFile("ring.yaml",
+                      "tenant: team-a\n"
+                      "name: ring\n"
+                      "lease: 30m\n"
+                      "topology:\n"
+                      "  template:\n"
+                      "    kind: ring-unidirectional\n"
+                      "    members: [gpu1, gpu2]\n");
+  }
+
+  std::string spec_;
+};
+
+// What `topology request` prints for the fake's allocation a2 over gpu1 and gpu2.
+std::string RingAllocationText(absl::string_view state, absl::string_view reason = "-",
+                               absl::string_view circuit_state = "planned") {
+  return absl::StrCat(
+      "ID:      a2\n"
+      "Tenant:  team-a\n"
+      "Name:    ring\n"
+      "State:   ",
+      state,
+      "\n"
+      "Reason:  ",
+      reason,
+      "\n"
+      "Members:\n"
+      "  gpu1\n"
+      "  gpu2\n"
+      "Circuits:\n"
+      "  c10  gpu1-n0/1 → gpu2-n0/1  via ocs1:10→401  ",
+      circuit_state,
+      "\n"
+      "  c11  gpu2-n0/1 → gpu1-n0/1  via ocs1:11→400  ",
+      circuit_state, "\n");
+}
+
+TEST_F(FleetctlTopologyTest, RequestPrintsTheAdmittedAllocation) {
+  EXPECT_EQ(Run({"topology", "request", "-f", spec_}), kExitOk) << err();
+  EXPECT_EQ(out(), RingAllocationText("pending"));
+  ASSERT_EQ(topology_.requests().size(), 1u);
+  EXPECT_FALSE(topology_.requests()[0].dry_run());
+  EXPECT_EQ(topology_.watches_started(), 0);
+}
+
+TEST_F(FleetctlTopologyTest, DryRunPrintsThePlanAndStoresNothing) {
+  EXPECT_EQ(Run({"topology", "request", "-f", spec_, "--dry-run"}), kExitOk) << err();
+  EXPECT_EQ(out(),
+            "dry run: nothing was changed\n"
+            "members: gpu1, gpu2\n"
+            "2 circuits, 2 cross-connects to make, 0 to remove, 2 O-NIC ports\n"
+            "SOURCE     DESTINATION  CROSS-CONNECTS\n"
+            "gpu1-n0/1  gpu2-n0/1    ocs1:10→401\n"
+            "gpu2-n0/1  gpu1-n0/1    ocs1:11→400\n");
+  ASSERT_EQ(topology_.requests().size(), 1u);
+  EXPECT_TRUE(topology_.requests()[0].dry_run());
+  EXPECT_EQ(topology_.versions("a2"), 0u);
+}
+
+TEST_F(FleetctlTopologyTest, LeaseComesFromTheFileUnlessTheFlagOverridesIt) {
+  ASSERT_EQ(Run({"topology", "request", "-f", spec_, "--dry-run"}), kExitOk) << err();
+  ASSERT_EQ(Run({"topology", "request", "-f", spec_, "--dry-run", "--lease", "1h30m"}), kExitOk)
+      << err();
+  ASSERT_EQ(Run({"topology", "request", "-f", spec_, "--dry-run", "--lease=0"}), kExitOk) << err();
+  std::vector<v1::RequestTopologyRequest> requests = topology_.requests();
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_EQ(requests[0].lease().seconds(), 30 * 60);
+  EXPECT_EQ(requests[1].lease().seconds(), 90 * 60);
+  EXPECT_EQ(requests[2].lease().seconds(), 0);  // The server's default.
+}
+
+TEST_F(FleetctlTopologyTest, MalformedLeaseFlagIsUsageErrorAndSendsNothing) {
+  for (const char* lease : {"ten minutes", "10", "-5m"}) {
+    EXPECT_EQ(Run({"topology", "request", "-f", spec_, "--lease", lease}), kExitUsage) << lease;
+    EXPECT_THAT(err(), HasSubstr(absl::StrCat("error: --lease: '", lease, "'")));
+    EXPECT_THAT(err(), HasSubstr("fleetctl topology --help"));
+  }
+  EXPECT_THAT(err(), HasSubstr("'-5m' is negative"));
+  EXPECT_TRUE(topology_.requests().empty());
+}
+
+TEST_F(FleetctlTopologyTest, MalformedLeaseInTheFileNamesFileAndLine) {
+  std::string path = WriteFile("bad-lease.yaml",
+                               "tenant: team-a\n"
+                               "lease: soon\n"
+                               "topology:\n"
+                               "  template: {kind: ring-unidirectional, members: [gpu1, gpu2]}\n");
+  EXPECT_EQ(Run({"topology", "request", "-f", path}), kExitFailed);
+  EXPECT_EQ(err(), absl::StrCat("error: INVALID_ARGUMENT: ", path,
+                                ":2: lease: 'soon' is not a duration such as 90s, 10m or 1h30m\n"));
+  EXPECT_TRUE(topology_.requests().empty());
+}
+
+TEST_F(FleetctlTopologyTest, RequestRefusedPrintsTheServersError) {
+  std::string path = WriteFile("gpu9.yaml",
+                               "tenant: team-a\n"
+                               "topology:\n"
+                               "  template: {kind: ring-unidirectional, members: [gpu1, gpu9]}\n");
+  EXPECT_EQ(Run({"topology", "request", "-f", path, "--wait"}), kExitFailed);
+  EXPECT_EQ(err(), "error: NOT_FOUND: device gpu9 not found\n");
+  EXPECT_EQ(out(), "");
+}
+
+TEST_F(FleetctlTopologyTest, WaitPrintsEachStateChangeUntilReady) {
+  int code = -1;
+  std::thread fleetctl = RunInBackground({"topology", "request", "-f", spec_, "--wait"}, &code);
+  ASSERT_TRUE(topology_.AwaitWatches(1));
+  topology_.SetState("a2", v1::ALLOCATION_STATE_PROGRAMMING);
+  topology_.SetState("a2", v1::ALLOCATION_STATE_TRAINING);
+  topology_.SetState("a2", v1::ALLOCATION_STATE_DEGRADED, "link gpu2-n0/1 did not train");
+  topology_.SetState("a2", v1::ALLOCATION_STATE_READY);
+  // Ready ends the wait although the server keeps the stream open: fleetctl cancels it.
+  fleetctl.join();
+  EXPECT_EQ(code, kExitOk) << err();
+  EXPECT_EQ(out(), absl::StrCat("a2 pending\n"
+                                "a2 programming\n"
+                                "a2 training\n"
+                                "a2 degraded link gpu2-n0/1 did not train\n"
+                                "a2 ready\n",
+                                RingAllocationText("ready")));
+  EXPECT_EQ(err(), "");
+}
+
+TEST_F(FleetctlTopologyTest, WaitForFailedExitsOneWithTheReason) {
+  int code = -1;
+  std::thread fleetctl = RunInBackground({"topology", "request", "-f", spec_, "--wait"}, &code);
+  ASSERT_TRUE(topology_.AwaitWatches(1));
+  topology_.SetState("a2", v1::ALLOCATION_STATE_PROGRAMMING);
+  topology_.SetState("a2", v1::ALLOCATION_STATE_FAILED, "switch ocs1 refused: port 10 is held");
+  fleetctl.join();
+  EXPECT_EQ(code, kExitFailed);
+  EXPECT_EQ(out(), "a2 pending\na2 programming\na2 failed switch ocs1 refused: port 10 is held\n");
+  EXPECT_EQ(err(), "error: allocation a2 failed: switch ocs1 refused: port 10 is held\n");
+}
+
+TEST_F(FleetctlTopologyTest, WaitForReleasedInsteadOfReadyExitsOne) {
+  int code = -1;
+  std::thread fleetctl = RunInBackground({"topology", "request", "-f", spec_, "--wait"}, &code);
+  ASSERT_TRUE(topology_.AwaitWatches(1));
+  topology_.SetState("a2", v1::ALLOCATION_STATE_RELEASED, "lease expired");
+  fleetctl.join();
+  EXPECT_EQ(code, kExitFailed);
+  EXPECT_EQ(err(), "error: allocation a2 was released: lease expired\n");
+}
+
+// The one test that waits for real time to pass: --timeout takes whole seconds.
+TEST_F(FleetctlTopologyTest, WaitPastTheTimeoutNamesTheLastState) {
+  int code = -1;
+  std::thread fleetctl =
+      RunInBackground({"topology", "request", "-f", spec_, "--wait", "--timeout", "1"}, &code);
+  ASSERT_TRUE(topology_.AwaitWatches(1));
+  topology_.SetState("a2", v1::ALLOCATION_STATE_TRAINING);
+  fleetctl.join();
+  EXPECT_EQ(code, kExitFailed);
+  EXPECT_EQ(out(), "a2 pending\na2 training\n");
+  EXPECT_EQ(err(), "error: DEADLINE_EXCEEDED: allocation a2 is still training after 1s\n");
+}
+
+TEST_F(FleetctlTopologyTest, WatchEndedByTheServerBeforeAnEndStateExitsOne) {
+  int code = -1;
+  std::thread fleetctl = RunInBackground({"topology", "request", "-f", spec_, "--wait"}, &code);
+  ASSERT_TRUE(topology_.AwaitWatches(1));
+  topology_.SetState("a2", v1::ALLOCATION_STATE_PROGRAMMING);
+  topology_.EndWatches();
+  fleetctl.join();
+  EXPECT_EQ(code, kExitFailed);
+  EXPECT_EQ(err(),
+            "error: UNAVAILABLE: the server ended the watch of allocation a2 while it was "
+            "programming\n");
+}
+
+TEST_F(FleetctlTopologyTest, WaitNeedsNoWatchWhenAdmittedReady) {
+  topology_.set_admit_state(v1::ALLOCATION_STATE_READY);
+  EXPECT_EQ(Run({"topology", "request", "-f", spec_, "--wait"}), kExitOk) << err();
+  EXPECT_EQ(out(), absl::StrCat("a2 ready\n", RingAllocationText("ready")));
+  EXPECT_EQ(topology_.watches_started(), 0);
+}
+
+TEST_F(FleetctlTopologyTest, WaitWithJsonKeepsStdoutForTheFinalResponse) {
+  int code = -1;
+  std::thread fleetctl =
+      RunInBackground({"topology", "request", "-f", spec_, "--wait", "-o", "json"}, &code);
+  ASSERT_TRUE(topology_.AwaitWatches(1));
+  topology_.SetState("a2", v1::ALLOCATION_STATE_READY);
+  fleetctl.join();
+  EXPECT_EQ(code, kExitOk) << err();
+  EXPECT_EQ(err(), "a2 pending\na2 ready\n");
+  v1::RequestTopologyResponse parsed;
+  ASSERT_TRUE(ParsesAs(out(), &parsed));
+  EXPECT_EQ(parsed.allocation().id(), "a2");
+  EXPECT_EQ(parsed.allocation().state(), v1::ALLOCATION_STATE_READY);
+  EXPECT_EQ(parsed.plan().circuits_size(), 2);
+}
+
+TEST_F(FleetctlTopologyTest, WaitWithDryRunIsUsageError) {
+  EXPECT_EQ(Run({"topology", "request", "-f", spec_, "--dry-run", "--wait"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("--wait has nothing to wait for with --dry-run"));
+  EXPECT_TRUE(topology_.requests().empty());
+}
+
+TEST_F(FleetctlTopologyTest, ReleasePrintsTheResultingState) {
+  EXPECT_EQ(Run({"topology", "release", "a1"}), kExitOk) << err();
+  EXPECT_EQ(out(), "a1 releasing\n");
+  EXPECT_EQ(topology_.watches_started(), 0);
+}
+
+TEST_F(FleetctlTopologyTest, ReleaseWaitFollowsUntilReleased) {
+  int code = -1;
+  std::thread fleetctl = RunInBackground({"topology", "release", "a1", "--wait"}, &code);
+  ASSERT_TRUE(topology_.AwaitWatches(1));
+  topology_.SetState("a1", v1::ALLOCATION_STATE_RELEASED);
+  fleetctl.join();
+  EXPECT_EQ(code, kExitOk) << err();
+  EXPECT_EQ(out(), "a1 releasing\na1 released\n");
+}
+
+TEST_F(FleetctlTopologyTest, ReleaseOfUnknownAllocationIsNotFound) {
+  EXPECT_EQ(Run({"topology", "release", "a9", "--wait"}), kExitFailed);
+  EXPECT_EQ(err(), "error: NOT_FOUND: allocation a9 not found\n");
+  EXPECT_EQ(out(), "");
+}
+
+TEST_F(FleetctlTopologyTest, KeepAlivePrintsTheNewExpiry) {
+  EXPECT_EQ(Run({"topology", "keepalive", "a1"}), kExitOk) << err();
+  EXPECT_EQ(out(), "a1 lease expires 2023-11-14T22:18:20Z (in 5m)\n");
+  EXPECT_EQ(Run({"topology", "keepalive", "a1", "-o", "json"}), kExitOk) << err();
+  v1::KeepAliveResponse parsed;
+  ASSERT_TRUE(ParsesAs(out(), &parsed));
+  EXPECT_EQ(parsed.lease_expires().seconds(), absl::ToUnixSeconds(clock_.Now() + absl::Minutes(5)));
+  EXPECT_EQ(Run({"topology", "keepalive", "a9"}), kExitFailed);
+  EXPECT_EQ(err(), "error: NOT_FOUND: allocation a9 not found\n");
+}
+
+TEST_F(FleetctlTopologyTest, SubcommandsAndTheirFlagsAreChecked) {
+  EXPECT_EQ(Run({"topology"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("topology needs a subcommand: request -f FILE, release ID or "
+                               "keepalive ID"));
+  EXPECT_EQ(Run({"topology", "renew", "a1"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("unknown topology subcommand 'renew'; subcommands: request, "
+                               "release, keepalive"));
+  EXPECT_EQ(Run({"topology", "request"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("topology request needs -f FILE"));
+  EXPECT_EQ(Run({"topology", "release"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("topology release needs one ID, got 'release'"));
+  EXPECT_EQ(Run({"topology", "release", "a1", "--lease", "5m"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("-f, --dry-run and --lease apply to topology request only"));
+  EXPECT_EQ(Run({"topology", "keepalive", "a1", "--wait"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("--wait applies to topology request and release only"));
+  EXPECT_EQ(topology_.versions("a1"), 1u);  // Nothing reached the server.
+  EXPECT_TRUE(topology_.requests().empty());
+}
+
+TEST_F(FleetctlTopologyTest, HelpShowsEverySubcommand) {
+  EXPECT_EQ(Run({"topology", "--help"}), kExitOk);
+  EXPECT_THAT(out(), HasSubstr("  request -f FILE  "));
+  EXPECT_THAT(out(), HasSubstr("  release ID  "));
+  EXPECT_THAT(out(), HasSubstr("  keepalive ID  "));
+  EXPECT_THAT(out(), HasSubstr("--lease VALUE"));
+  EXPECT_THAT(out(), HasSubstr("--wait"));
+}
+
+// ---------------------------------------------------------------------------------------
+// describe allocation
+
+TEST_F(FleetctlTest, DescribeAllocationShowsItsEvents) {
+  EXPECT_EQ(Run({"describe", "allocation", "a1"}), kExitOk) << err();
+  EXPECT_THAT(out(), StartsWith("ID:             a1\n"
+                                "Tenant:         tenant-a\n"
+                                "Name:           train\n"
+                                "State:          ready\n"
+                                "Reason:         -\n"));
+  EXPECT_THAT(out(), HasSubstr("Lease expires:  2023-11-14T22:15:20Z (in 2m)\n"));
+  EXPECT_THAT(out(), HasSubstr("Members:\n  server1-cpu0\n  gpu3\n"));
+  EXPECT_THAT(out(), HasSubstr("Events:\n"
+                               "  SEQ  TIME                  PRINCIPAL  KIND              "
+                               "OBJECT         MESSAGE\n"
+                               "  2    2023-11-14T22:13:21Z  fleetd     allocation.state  "
+                               "allocation/a1  allocation a1 is ready\n"));
+  EXPECT_THAT(out(), Not(HasSubstr("switch ocs1 connected")));
+}
+
+TEST_F(FleetctlTest, DescribeAllocationJsonPrintsTheAllocationOnly) {
+  EXPECT_EQ(Run({"describe", "allocation", "a1", "-o", "json"}), kExitOk) << err();
+  v1::Allocation parsed;
+  ASSERT_TRUE(ParsesAs(out(), &parsed));
+  EXPECT_EQ(parsed.id(), "a1");
+  EXPECT_EQ(parsed.members_size(), 2);
+  EXPECT_EQ(Run({"describe", "allocation", "a9"}), kExitFailed);
+  EXPECT_EQ(err(), "error: NOT_FOUND: allocation a9 not found\n");
+}
+
+// ---------------------------------------------------------------------------------------
+// drain, undrain
+
+TEST_F(FleetctlTest, DrainPortSendsTheTargetAndPrintsItsAllocations) {
+  EXPECT_EQ(Run({"drain", "port", "ocs1/1", "--reason", "fiber swap"}), kExitOk) << err();
+  EXPECT_EQ(out(), "drained port ocs1/1: fiber swap\nallocations still using it: a1\n");
+  std::vector<v1::DrainRequest> drains = admin_.drains();
+  ASSERT_EQ(drains.size(), 1u);
+  EXPECT_EQ(drains[0].target().switch_port().switch_id(), "ocs1");
+  EXPECT_EQ(drains[0].target().switch_port().port(), 1u);
+  EXPECT_FALSE(drains[0].evict());
+  EXPECT_EQ(drains[0].reason(), "fiber swap");
+}
+
+TEST_F(FleetctlTest, DrainWithEvictSaysTheAllocationsMoved) {
+  EXPECT_EQ(Run({"drain", "onic", "s1c0-n0", "--evict"}), kExitOk) << err();
+  EXPECT_EQ(out(), "drained onic s1c0-n0\nallocations moved or failed: a1\n");
+  ASSERT_EQ(admin_.drains().size(), 1u);
+  EXPECT_EQ(admin_.drains()[0].target().onic(), "s1c0-n0");
+  EXPECT_TRUE(admin_.drains()[0].evict());
+}
+
+TEST_F(FleetctlTest, DrainOfUnusedHostSaysSo) {
+  EXPECT_EQ(Run({"drain", "host", "server2"}), kExitOk) << err();
+  EXPECT_EQ(out(), "drained host server2\nno allocation uses it\n");
+  EXPECT_EQ(Run({"drain", "host", "server2", "-o", "json"}), kExitOk) << err();
+  EXPECT_EQ(out(), "{}\n");
+}
+
+TEST_F(FleetctlTest, DrainOfUnknownOnicExitsOne) {
+  EXPECT_EQ(Run({"drain", "onic", "s9c9-n9"}), kExitFailed);
+  EXPECT_EQ(err(), "error: NOT_FOUND: onic s9c9-n9 not found\n");
+}
+
+TEST_F(FleetctlTest, DrainArgumentsAreChecked) {
+  for (const char* port : {"ocs1", "ocs1/", "/5", "ocs1/0", "ocs1/x"}) {
+    EXPECT_EQ(Run({"drain", "port", port}), kExitUsage) << port;
+    EXPECT_THAT(err(),
+                HasSubstr(absl::StrCat("a port is SWITCH/PORT, such as ocs1/5; got '", port, "'")));
+  }
+  EXPECT_EQ(Run({"drain", "switch", "ocs1"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("unknown kind 'switch'; kinds: port, onic, host"));
+  EXPECT_EQ(Run({"drain", "port"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("drain needs KIND and NAME"));
+  EXPECT_EQ(Run({"undrain", "host", "server1", "--evict"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("unknown flag --evict"));
+  EXPECT_TRUE(admin_.drains().empty());
+  EXPECT_TRUE(admin_.undrains().empty());
+}
+
+TEST_F(FleetctlTest, UndrainSendsTheTarget) {
+  EXPECT_EQ(Run({"undrain", "ports", "ocs1/5"}), kExitOk) << err();
+  EXPECT_EQ(out(), "undrained port ocs1/5\n");
+  ASSERT_EQ(admin_.undrains().size(), 1u);
+  EXPECT_EQ(admin_.undrains()[0].target().switch_port().port(), 5u);
+}
+
+// ---------------------------------------------------------------------------------------
+// reconcile
+
+TEST_F(FleetctlTest, ReconcileDryRunReportsDriftAndChangesNothing) {
+  EXPECT_EQ(Run({"reconcile", "--dry-run", "--remove-unknown"}), kExitOk) << err();
+  const std::string report =
+      "dry run: nothing was changed\n"
+      "KIND     SWITCH  INGRESS  EGRESS  CIRCUIT  ACTION\n"
+      "missing  ocs1    3        388     c2       reported\n"
+      "unknown  ocs1    2        390     -        reported\n"
+      "repaired 0, resumed 0 transactions, rolled back 0 transactions\n";
+  EXPECT_EQ(out(), report);
+  EXPECT_EQ(Run({"reconcile", "--dry-run", "--remove-unknown"}), kExitOk) << err();
+  EXPECT_EQ(out(), report);
+  ASSERT_EQ(admin_.reconciles().size(), 2u);
+  EXPECT_TRUE(admin_.reconciles()[0].dry_run());
+  EXPECT_EQ(admin_.reconciles()[0].unknown(), v1::UNKNOWN_CROSS_CONNECT_POLICY_REMOVE);
+}
+
+TEST_F(FleetctlTest, ReconcileRepairsAndRemovesThenFindsNoDrift) {
+  EXPECT_EQ(Run({"reconcile", "--switch", "ocs1", "--remove-unknown"}), kExitOk) << err();
+  EXPECT_EQ(out(),
+            "KIND     SWITCH  INGRESS  EGRESS  CIRCUIT  ACTION\n"
+            "missing  ocs1    3        388     c2       repaired\n"
+            "unknown  ocs1    2        390     -        removed\n"
+            "repaired 1, resumed 0 transactions, rolled back 0 transactions\n");
+  EXPECT_EQ(Run({"reconcile", "--switch", "ocs1"}), kExitOk) << err();
+  EXPECT_EQ(out(),
+            "no drift on ocs1\n"
+            "repaired 0, resumed 0 transactions, rolled back 0 transactions\n");
+  EXPECT_EQ(admin_.reconciles()[1].unknown(), v1::UNKNOWN_CROSS_CONNECT_POLICY_UNSPECIFIED);
+}
+
+TEST_F(FleetctlTest, ReconcileAdoptsUnknownAsJson) {
+  EXPECT_EQ(Run({"reconcile", "--adopt-unknown", "-o", "json"}), kExitOk) << err();
+  v1::ReconcileResponse parsed;
+  ASSERT_TRUE(ParsesAs(out(), &parsed));
+  ASSERT_EQ(parsed.drift_size(), 2);
+  EXPECT_EQ(parsed.drift(1).kind(), v1::Drift::KIND_UNKNOWN);
+  EXPECT_EQ(parsed.drift(1).action(), "adopted");
+  EXPECT_EQ(parsed.repaired(), 1u);
+}
+
+TEST_F(FleetctlTest, ReconcileWithBothPoliciesIsUsageError) {
+  EXPECT_EQ(Run({"reconcile", "--adopt-unknown", "--remove-unknown"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("--adopt-unknown and --remove-unknown exclude each other"));
+  EXPECT_THAT(err(), HasSubstr("fleetctl reconcile --help"));
+  EXPECT_EQ(Run({"reconcile", "ocs1"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("unexpected argument 'ocs1'; a switch goes after --switch"));
+  EXPECT_TRUE(admin_.reconciles().empty());
+}
+
+TEST_F(FleetctlTest, ReconcileOfUnknownSwitchExitsOne) {
+  EXPECT_EQ(Run({"reconcile", "--switch", "ocs9"}), kExitFailed);
+  EXPECT_EQ(err(), "error: NOT_FOUND: switch ocs9 not found\n");
+}
+
+// ---------------------------------------------------------------------------------------
+// events
+
+TEST_F(FleetctlTest, EventsWithoutFollowIsGetEvents) {
+  ASSERT_EQ(Run({"get", "events", "--kind", "allocation", "--object", "a1"}), kExitOk) << err();
+  const std::string listed = out();
+  EXPECT_THAT(listed, HasSubstr("allocation a1 is ready"));
+  EXPECT_THAT(listed, Not(HasSubstr("ocs1")));
+  EXPECT_EQ(Run({"events", "--object-kind", "allocation", "--object", "a1"}), kExitOk) << err();
+  EXPECT_EQ(out(), listed);
+  EXPECT_EQ(Run({"events", "--after", "2"}), kExitOk) << err();
+  EXPECT_THAT(out(), HasSubstr("switch ocs1 connected"));
+  EXPECT_THAT(out(), Not(HasSubstr("allocation a1 is ready")));
+}
+
+TEST_F(FleetctlTest, EventsFollowPrintsRowsAsTheyArriveUntilTheStreamEnds) {
+  int code = -1;
+  std::thread fleetctl = RunInBackground({"events", "--follow", "--after", "1"}, &code);
+  ASSERT_TRUE(admin_.AwaitEventWatches(1));
+  admin_.AppendEvent("allocation.state", "allocation", "a2", "allocation a2 is programming");
+  admin_.EndEventWatches();
+  fleetctl.join();
+  EXPECT_EQ(code, kExitOk) << err();
+  EXPECT_EQ(out(),
+            "SEQ     TIME                  PRINCIPAL           KIND                    OBJECT    "
+            "                MESSAGE\n"
+            "2       2023-11-14T22:13:21Z  fleetd              allocation.state        "
+            "allocation/a1             allocation a1 is ready\n"
+            "3       2023-11-14T22:13:22Z  fleetd              switch.connected        "
+            "switch/ocs1               switch ocs1 connected over TL1\n"
+            "4       2023-11-14T22:13:23Z  fleetd              allocation.state        "
+            "allocation/a2             allocation a2 is programming\n");
+}
+
+TEST_F(FleetctlTest, EventsFollowJsonPrintsOneObjectPerLine) {
+  int code = -1;
+  std::thread fleetctl =
+      RunInBackground({"events", "--follow", "--object-kind", "allocation", "-o", "json"}, &code);
+  ASSERT_TRUE(admin_.AwaitEventWatches(1));
+  admin_.AppendEvent("allocation.state", "allocation", "a2", "allocation a2 is ready");
+  admin_.AppendEvent("switch.disconnected", "switch", "ocs1", "switch ocs1 disconnected");
+  admin_.EndEventWatches();
+  fleetctl.join();
+  EXPECT_EQ(code, kExitOk) << err();
+  std::vector<std::string> lines = absl::StrSplit(out(), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 2u) << out();
+  v1::Event first, second;
+  ASSERT_TRUE(ParsesAs(lines[0], &first));
+  ASSERT_TRUE(ParsesAs(lines[1], &second));
+  EXPECT_EQ(first.object_id(), "a1");
+  EXPECT_EQ(second.object_id(), "a2");
+  EXPECT_EQ(second.sequence(), 4u);
+}
+
+TEST_F(FleetctlTest, EventsRejectsNegativeAfterAndArguments) {
+  EXPECT_EQ(Run({"events", "--follow", "--after", "-1"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("--after must be 0 or more, got -1"));
+  EXPECT_THAT(err(), HasSubstr("fleetctl events --help"));
+  EXPECT_EQ(Run({"events", "a1"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("unexpected argument 'a1'"));
+}
+
+TEST_F(FleetctlTest, EventsFollowFromUnreachableServerExitsOne) {
+  std::string nowhere = "unix:" + ::testing::TempDir() + "/no-fleetd.sock";
+  EXPECT_EQ(Run({"events", "--follow", "--server", nowhere}), kExitFailed);
+  EXPECT_THAT(err(), StartsWith("error: UNAVAILABLE: "));
+  EXPECT_EQ(out(), "");
 }
 
 }  // namespace
