@@ -179,7 +179,16 @@ CommandOutcome EmulatedBackend::Quiesce(const std::string& serial, uint32_t port
   absl::StatusOr<const OnicConfig*> onic = Find(serial, port);
   if (!onic.ok()) return {onic.status(), {}};
   SetStatus(serial, port, v1::LINK_STATUS_QUIESCED, "quiesced for a circuit change");
-  return {absl::OkStatus(), Observe(**onic, port)};
+  // A quiesced port carries nothing: no light reading, which would cost the simulator a round
+  // trip per port while the controller waits to program the switch.
+  v1::LinkState link;
+  link.set_onic_serial(serial);
+  link.set_port(port);
+  link.set_status(v1::LINK_STATUS_QUIESCED);
+  link.set_detail("quiesced for a circuit change");
+  link.set_tx_power_dbm(options_.launch_power_dbm);
+  link.set_rx_power_dbm(kNoLight);
+  return {absl::OkStatus(), link};
 }
 
 CommandOutcome EmulatedBackend::Retrain(const std::string& serial, uint32_t port,

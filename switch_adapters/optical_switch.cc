@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 
 namespace fleet::switches {
 namespace {
@@ -123,6 +124,7 @@ absl::Status RunApply(const CrossConnectBatch& batch, uint32_t ingress_ports, ui
   absl::Status sent = absl::OkStatus();
   if (!plan->remove.empty()) sent = driver.remove(plan->remove);
   if (sent.ok() && !plan->add.empty()) sent = driver.add(plan->add);
+  const absl::Time verify_start = absl::Now();
   absl::StatusOr<std::vector<CrossConnect>> after = driver.read();
   if (after.ok()) {
     std::sort(after->begin(), after->end());
@@ -136,7 +138,9 @@ absl::Status RunApply(const CrossConnectBatch& batch, uint32_t ingress_ports, ui
   }
   if (!sent.ok()) return sent;
   if (!after.ok()) return after.status();
-  return VerifyBatch(batch, *after);
+  absl::Status verified = VerifyBatch(batch, *after);
+  result.verify_time = absl::Now() - verify_start;
+  return verified;
 }
 
 }  // namespace fleet::switches

@@ -37,6 +37,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace fleet::switches {
 
@@ -61,6 +62,8 @@ struct ApplyResult {
   // read (always on success).
   std::optional<std::vector<CrossConnect>> observed;
   int commands = 0;  // Protocol commands or requests sent, reads included.
+  // Time spent reading back and verifying after the changes were sent (part of the call).
+  absl::Duration verify_time;
 };
 
 struct SwitchIdentity {

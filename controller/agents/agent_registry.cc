@@ -55,13 +55,24 @@ void AgentRegistry::AppendEvent(const std::string& kind, const std::string& host
 
 std::vector<std::string> AgentRegistry::Mismatches(const v1::RegisterAgent& reg) {
   std::vector<std::string> out;
-  if (!store_->GetHost(reg.host()).ok()) {
-    out.push_back(absl::StrCat("host ", reg.host(), " is not in inventory"));
-  }
+  // An agent runs on a host (its CPUs' O-NICs) or on a device chassis's management
+  // controller (the pooled devices' O-NICs); an O-NIC belongs to its device's host, or to the
+  // device's chassis when it has no host.
+  absl::StatusOr<std::vector<v1::Device>> devices = store_->ListDevices({});
   absl::StatusOr<std::vector<v1::Onic>> all = store_->ListOnics({});
-  if (!all.ok()) {
-    out.push_back(absl::StrCat("inventory could not be read: ", all.status().message()));
+  if (!devices.ok() || !all.ok()) {
+    out.push_back(absl::StrCat("inventory could not be read: ",
+                               (devices.ok() ? all.status() : devices.status()).message()));
     return out;
+  }
+  std::map<std::string, std::string> location;  // Device id → host or chassis.
+  bool is_chassis = false;
+  for (const v1::Device& d : *devices) {
+    location[d.id()] = d.host().empty() ? d.chassis() : d.host();
+    is_chassis |= d.host().empty() && d.chassis() == reg.host();
+  }
+  if (!is_chassis && !store_->GetHost(reg.host()).ok()) {
+    out.push_back(absl::StrCat("host ", reg.host(), " is not in inventory"));
   }
   std::map<std::string, const v1::Onic*> by_serial;
   for (const v1::Onic& o : *all) by_serial[o.serial()] = &o;
@@ -74,9 +85,9 @@ std::vector<std::string> AgentRegistry::Mismatches(const v1::RegisterAgent& reg)
       continue;
     }
     const v1::Onic& known = *it->second;
-    if (known.host() != reg.host()) {
-      out.push_back(absl::StrCat("O-NIC ", known.id(), " (serial ", onic.serial(), ") is on host '",
-                                 known.host(), "' in inventory"));
+    if (location[known.device()] != reg.host()) {
+      out.push_back(absl::StrCat("O-NIC ", known.id(), " (serial ", onic.serial(), ") is on '",
+                                 location[known.device()], "' in inventory"));
     }
     if (!onic.pcie_address().empty() && !known.pcie_address().empty() &&
         onic.pcie_address() != known.pcie_address()) {
@@ -85,7 +96,7 @@ std::vector<std::string> AgentRegistry::Mismatches(const v1::RegisterAgent& reg)
     }
   }
   for (const v1::Onic& o : *all) {
-    if (o.host() == reg.host() && !reported.contains(o.serial())) {
+    if (location[o.device()] == reg.host() && !reported.contains(o.serial())) {
       out.push_back(absl::StrCat("O-NIC ", o.id(), " (serial ", o.serial(),
                                  ") is in inventory but was not reported"));
     }
@@ -191,6 +202,12 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream) 
             absl::ToInt64Milliseconds(options_.heartbeat_interval));
     Enqueue(session, std::move(registered));
   }
+  std::function<void(const std::string&)> on_connect;
+  {
+    absl::MutexLock lock(&mu_);
+    on_connect = on_connect_;
+  }
+  if (on_connect) on_connect(host);
   // The writer sends what others queue; the reader (this thread) handles what arrives.
   std::thread writer([this, stream, session_id] {
     while (true) {
@@ -309,38 +326,75 @@ void AgentRegistry::HeartbeatLoop() {
 absl::StatusOr<v1::CommandResult> AgentRegistry::SendCommand(const std::string& onic_serial,
                                                              v1::Command command,
                                                              absl::Time deadline) {
-  auto pending = std::make_shared<Pending>();
-  std::string id;
-  {
-    absl::MutexLock lock(&mu_);
-    auto owner = owner_.find(onic_serial);
+  std::vector<AddressedCommand> one;
+  one.push_back({onic_serial, std::move(command)});
+  return std::move(SendCommands(std::move(one), deadline).front());
+}
+
+std::vector<absl::StatusOr<v1::CommandResult>> AgentRegistry::SendCommands(
+    std::vector<AddressedCommand> commands, absl::Time deadline) {
+  std::vector<absl::StatusOr<v1::CommandResult>> out(commands.size(),
+                                                     absl::UnknownError("not sent"));
+  std::vector<std::shared_ptr<Pending>> waiting(commands.size());
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < commands.size(); ++i) {
+    const std::string& serial = commands[i].onic_serial;
+    v1::Command& command = commands[i].command;
+    auto owner = owner_.find(serial);
     if (owner == owner_.end()) {
-      return absl::UnavailableError(
-          absl::StrCat("no agent has reported O-NIC serial ", onic_serial));
+      out[i] = absl::UnavailableError(absl::StrCat("no agent has reported O-NIC serial ", serial));
+      continue;
     }
     auto current = current_.find(owner->second);
     if (current == current_.end()) {
-      return absl::UnavailableError(absl::StrCat("the agent of host ", owner->second, " (O-NIC ",
-                                                 onic_serial, ") is not connected"));
+      out[i] = absl::UnavailableError(absl::StrCat("the agent of host ", owner->second, " (O-NIC ",
+                                                   serial, ") is not connected"));
+      continue;
     }
     if (command.id().empty()) command.set_id(absl::StrCat("c", next_command_++));
     SetTime(deadline, command.mutable_deadline());
-    id = command.id();
+    auto pending = std::make_shared<Pending>();
     pending->host = owner->second;
     pending->command = command;
-    pending_[id] = pending;
+    pending_[command.id()] = pending;
+    waiting[i] = pending;
     v1::ControllerMessage message;
-    *message.mutable_command() = command;
+    *message.mutable_command() = std::move(command);
     Enqueue(sessions_[current->second], std::move(message));
-    while (!pending->result && pending->failure.ok() && absl::Now() < deadline) {
-      changed_.WaitWithDeadline(&mu_, deadline);
-    }
-    pending_.erase(id);
   }
-  if (pending->result) return *pending->result;
-  if (!pending->failure.ok()) return pending->failure;
-  return absl::DeadlineExceededError(absl::StrCat("command ", id, " to the agent of host ",
-                                                  pending->host, " got no answer in time"));
+  auto all_answered = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (const auto& p : waiting) {
+      if (p && !p->result && p->failure.ok()) return false;
+    }
+    return true;
+  };
+  while (!all_answered() && absl::Now() < deadline) changed_.WaitWithDeadline(&mu_, deadline);
+  for (size_t i = 0; i < commands.size(); ++i) {
+    const std::shared_ptr<Pending>& p = waiting[i];
+    if (!p) continue;
+    pending_.erase(p->command.id());
+    if (p->result) {
+      out[i] = *p->result;
+    } else if (!p->failure.ok()) {
+      out[i] = p->failure;
+    } else {
+      out[i] = absl::DeadlineExceededError(absl::StrCat("command ", p->command.id(),
+                                                        " to the agent of host ", p->host,
+                                                        " got no answer in time"));
+    }
+  }
+  return out;
+}
+
+bool AgentRegistry::HasOwner(const std::string& onic_serial) {
+  absl::MutexLock lock(&mu_);
+  auto owner = owner_.find(onic_serial);
+  return owner != owner_.end() && current_.contains(owner->second);
+}
+
+void AgentRegistry::SetConnectListener(std::function<void(const std::string& host)> listener) {
+  absl::MutexLock lock(&mu_);
+  on_connect_ = std::move(listener);
 }
 
 std::vector<v1::Agent> AgentRegistry::ListAgents() {

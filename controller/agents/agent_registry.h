@@ -19,6 +19,7 @@
 #include <grpcpp/server_context.h>
 #include <grpcpp/support/sync_stream.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -41,7 +42,25 @@ struct AgentRegistryOptions {
   size_t max_queued_messages = 1024;  // Per agent; a stuck stream is dropped past this.
 };
 
-class AgentRegistry {
+// A command for the agent owning one O-NIC.
+struct AddressedCommand {
+  std::string onic_serial;
+  v1::Command command;
+};
+
+// Sending commands to agents, as the engine sees it; AgentRegistry is the real one.
+class CommandSender {
+ public:
+  virtual ~CommandSender() = default;
+  // Sends every command at once and waits for all answers, each until `deadline`. The
+  // results are in the order of `commands`; each is what SendCommand would return.
+  virtual std::vector<absl::StatusOr<v1::CommandResult>> SendCommands(
+      std::vector<AddressedCommand> commands, absl::Time deadline) = 0;
+  // Whether a connected agent owns the O-NIC `onic_serial` now.
+  virtual bool HasOwner(const std::string& onic_serial) = 0;
+};
+
+class AgentRegistry : public CommandSender {
  public:
   using Stream = grpc::ServerReaderWriter<v1::ControllerMessage, v1::AgentMessage>;
 
@@ -60,6 +79,13 @@ class AgentRegistry {
   // caller reads code and link.
   absl::StatusOr<v1::CommandResult> SendCommand(const std::string& onic_serial, v1::Command command,
                                                 absl::Time deadline);
+  std::vector<absl::StatusOr<v1::CommandResult>> SendCommands(
+      std::vector<AddressedCommand> commands, absl::Time deadline) override;
+  bool HasOwner(const std::string& onic_serial) override;
+
+  // Called with the host's name whenever an agent registers (first time or reconnecting),
+  // after it is listed as connected. Set before agents connect; called on the stream's thread.
+  void SetConnectListener(std::function<void(const std::string& host)> listener);
 
   // Every agent seen since start, connected or not, by host.
   std::vector<v1::Agent> ListAgents();
@@ -106,6 +132,7 @@ class AgentRegistry {
   std::map<std::string, std::string> owner_ ABSL_GUARDED_BY(mu_);  // Serial → host.
   std::map<std::string, std::shared_ptr<Pending>> pending_ ABSL_GUARDED_BY(mu_);  // By id.
   std::thread heartbeats_;
+  std::function<void(const std::string&)> on_connect_;
 };
 
 }  // namespace fleet::agents

@@ -69,13 +69,24 @@ absl::StatusOr<FleetdConfig> ParseFleetdConfig(absl::string_view text,
       config.agent_heartbeat = absl::Milliseconds(ms);
     } else if (key == "log_level") {
       config.log_level = text_value;
+    } else if (key == "default_lease_seconds") {
+      int seconds = 0;
+      number(&seconds);
+      config.default_lease = absl::Seconds(seconds);
+    } else if (key == "reconcile_interval_seconds") {
+      int seconds = 0;
+      number(&seconds);
+      config.reconcile_interval = absl::Seconds(seconds);
+    } else if (key == "unknown_cross_connects") {
+      config.unknown_cross_connects = text_value;
     } else {
       problem(
           entry.first,
           absl::StrCat("unknown setting '", key,
                        "'; known: listen_address, grpc_port, metrics_port, state_dir, "
                        "inventory, switch_credentials, shutdown_grace_seconds, agent_heartbeat_ms, "
-                       "log_level"));
+                       "log_level, default_lease_seconds, reconcile_interval_seconds, "
+                       "unknown_cross_connects"));
     }
   }
   if (!problems.empty()) {
@@ -105,6 +116,15 @@ absl::Status ValidateFleetdConfig(const FleetdConfig& config) {
   }
   if (config.shutdown_grace < absl::ZeroDuration())
     problems.push_back("shutdown grace is negative");
+  if (config.default_lease <= absl::ZeroDuration())
+    problems.push_back("default lease must be positive");
+  if (config.reconcile_interval < absl::ZeroDuration())
+    problems.push_back("reconcile interval is negative");
+  if (config.unknown_cross_connects != "report" && config.unknown_cross_connects != "adopt" &&
+      config.unknown_cross_connects != "remove") {
+    problems.push_back(absl::StrCat("unknown_cross_connects '", config.unknown_cross_connects,
+                                    "' is not one of: report, adopt, remove"));
+  }
   if (!problems.empty()) return absl::InvalidArgumentError(absl::StrJoin(problems, "\n"));
   return absl::OkStatus();
 }

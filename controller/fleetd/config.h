@@ -19,8 +19,14 @@ struct FleetdConfig {
   std::string inventory;                     // Applied at start when set.
   std::string switch_credentials;            // File with switch credentials; mode 0600.
   absl::Duration shutdown_grace = absl::Seconds(10);
-  absl::Duration agent_heartbeat = absl::Seconds(1);  // Agents missing 3 in a row are dropped.
-  std::string log_level = "info";                     // debug, info, warning, error.
+  absl::Duration agent_heartbeat = absl::Seconds(1);      // Agents missing 3 in a row are dropped.
+  std::string log_level = "info";                         // debug, info, warning, error.
+  absl::Duration default_lease = absl::Hours(1);          // For requests that name none.
+  absl::Duration reconcile_interval = absl::Seconds(60);  // 0 turns periodic passes off.
+  std::string unknown_cross_connects = "report";          // report, adopt or remove.
+  // Testing only: fleetd kills itself with SIGKILL at this engine fault point (see
+  // engine::kFaultPoints), to prove crash consistency. Flag only, never in a config file.
+  std::string crash_at;
 };
 
 // Every unknown key, wrong type and out-of-range value is reported, "FILE:LINE: ...".

@@ -5,7 +5,9 @@
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 #include <prometheus/gauge.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -28,6 +30,31 @@ absl::StatusOr<std::map<std::string, polatis::Credentials>> ReadCredentials(
                        << " is readable by group or others; chmod 600 it";
   }
   return credentials;
+}
+
+absl::StatusOr<engine::EngineOptions> EngineOptionsOf(const FleetdConfig& config) {
+  engine::EngineOptions options;
+  options.default_lease = config.default_lease;
+  options.reconcile_interval = config.reconcile_interval;
+  options.unknown_policy =
+      config.unknown_cross_connects == "adopt"    ? v1::UNKNOWN_CROSS_CONNECT_POLICY_ADOPT
+      : config.unknown_cross_connects == "remove" ? v1::UNKNOWN_CROSS_CONNECT_POLICY_REMOVE
+                                                  : v1::UNKNOWN_CROSS_CONNECT_POLICY_REPORT;
+  if (!config.crash_at.empty()) {
+    const std::string point = config.crash_at;
+    bool known = false;
+    for (const char* p : engine::kFaultPoints) known |= point == p;
+    if (!known) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--crash-at: '", point, "' is not a reconfiguration point"));
+    }
+    options.fault_point = [point](const std::string& at) {
+      if (at != point) return;
+      FLEET_LOG(WARNING) << "--crash-at " << point << ": killing fleetd";
+      ::kill(::getpid(), SIGKILL);
+    };
+  }
+  return options;
 }
 
 }  // namespace
@@ -90,12 +117,18 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
   agents::AgentRegistryOptions agent_options;
   agent_options.heartbeat_interval = config.agent_heartbeat;
   d->agents_ = std::make_unique<agents::AgentRegistry>(agent_options, d->store_.get());
+  ASSIGN_OR_RETURN(engine::EngineOptions engine_options, EngineOptionsOf(config));
+  d->engine_ = std::make_unique<engine::Engine>(std::move(engine_options), d->store_.get(),
+                                                d->switches_.get(), d->agents_.get(), clock);
+  d->agents_->SetConnectListener(
+      [engine = d->engine_.get()](const std::string& host) { engine->AgentConnected(host); });
   d->agent_service_ = std::make_unique<service::AgentServiceImpl>(d->agents_.get());
   d->inventory_service_ = std::make_unique<service::InventoryServiceImpl>(
       d->store_.get(), d->applier_.get(), d->agents_.get());
-  d->topology_service_ = std::make_unique<service::TopologyServiceImpl>(d->store_.get());
+  d->topology_service_ =
+      std::make_unique<service::TopologyServiceImpl>(d->store_.get(), d->engine_.get());
   d->admin_service_ = std::make_unique<service::AdminServiceImpl>(
-      d->store_.get(), d->switches_.get(), FLEET_VERSION, d->agents_.get());
+      d->store_.get(), d->switches_.get(), FLEET_VERSION, d->agents_.get(), d->engine_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -116,13 +149,17 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
                                                config.grpc_port, " (address in use?)"));
   }
   d->grpc_address_ = absl::StrCat(config.listen_address, ":", grpc_port);
+  // After the server is up, so agents can reconnect while the switches are read.
+  RETURN_IF_ERROR(d->engine_->Start());
   return d;
 }
 
 void Fleetd::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
-  // Agent streams never end on their own: end them first so the server can drain.
+  // Transactions reach a persisted state and watch streams end; then agent streams, which
+  // never end on their own, so the server can drain.
+  if (engine_) engine_->Shutdown();
   if (agents_) agents_->Shutdown();
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoSeconds(grace));
   if (exposer_) {

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "controller/base/clock.h"
+#include "controller/engine/engine.h"
 #include "controller/fabric/switch_registry.h"
 #include "controller/fleetd/config.h"
 #include "controller/inventory/inventory.h"
@@ -44,6 +45,7 @@ class Fleetd {
   std::unique_ptr<inventory::InventoryApplier> applier_;
   std::unique_ptr<fabric::SwitchRegistry> switches_;
   std::unique_ptr<agents::AgentRegistry> agents_;
+  std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<service::AgentServiceImpl> agent_service_;
   std::unique_ptr<service::InventoryServiceImpl> inventory_service_;
   std::unique_ptr<service::TopologyServiceImpl> topology_service_;

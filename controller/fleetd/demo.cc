@@ -9,8 +9,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -92,8 +94,14 @@ absl::StatusOr<std::string> ChildProcess::WaitForLine(const std::string& prefix,
 }
 
 absl::StatusOr<std::unique_ptr<Demo>> Demo::Prepare(FleetdConfig& config,
-                                                    const std::string& binary_dir) {
+                                                    const std::string& binary_dir,
+                                                    const DemoOptions& options) {
+  if (options.protocol != "tl1" && options.protocol != "rest") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("demo protocol '", options.protocol, "' is not tl1 or rest"));
+  }
   std::unique_ptr<Demo> demo(new Demo());
+  demo->options_ = options;
   demo->binary_dir_ = binary_dir;
   if (config.state_dir.empty() || config.state_dir == FleetdConfig().state_dir) {
     char dir[] = "/tmp/fleet-demo.XXXXXX";
@@ -103,19 +111,22 @@ absl::StatusOr<std::unique_ptr<Demo>> Demo::Prepare(FleetdConfig& config,
   std::filesystem::create_directories(config.state_dir);
   demo->state_dir_ = config.state_dir;
 
-  ASSIGN_OR_RETURN(demo->emulator_,
-                   ChildProcess::Start({binary_dir + "/polatis-emu", "--size", "384x384",
-                                        "--tl1-port", "0", "--rest-port", "0", "--switch-ms", "25",
-                                        "--state", demo->state_dir_ + "/switch-state.json"},
-                                       demo->state_dir_ + "/polatis-emu.log"));
+  ASSIGN_OR_RETURN(
+      demo->emulator_,
+      ChildProcess::Start({binary_dir + "/polatis-emu", "--size", "384x384", "--tl1-port", "0",
+                           "--rest-port", "0", "--switch-ms", absl::StrCat(options.switch_ms),
+                           "--state", demo->state_dir_ + "/switch-state.json"},
+                          demo->state_dir_ + "/polatis-emu.log"));
   ASSIGN_OR_RETURN(demo->tl1_, demo->emulator_->WaitForLine("tl1: ", absl::Seconds(10)));
   ASSIGN_OR_RETURN(demo->rest_, demo->emulator_->WaitForLine("rest: ", absl::Seconds(10)));
 
-  // The shipped Gen1 site, its switch pointed at the emulator's TL1 port.
-  const size_t colon = demo->tl1_.rfind(':');
+  // The shipped Gen1 site, its switch pointed at the emulator's TL1 (or REST) port.
+  const std::string& management = options.protocol == "rest" ? demo->rest_ : demo->tl1_;
+  const size_t colon = management.rfind(':');
   std::string inventory = absl::StrReplaceAll(
-      EmbeddedGen1Inventory(), {{"address: 192.0.2.10", "address: " + demo->tl1_.substr(0, colon)},
-                                {"port: 3082", "port: " + demo->tl1_.substr(colon + 1)}});
+      EmbeddedGen1Inventory(), {{"address: 192.0.2.10", "address: " + management.substr(0, colon)},
+                                {"port: 3082", "port: " + management.substr(colon + 1)},
+                                {"protocol: tl1", "protocol: " + options.protocol}});
   demo->inventory_path_ = demo->state_dir_ + "/inventory.yaml";
   std::ofstream(demo->inventory_path_) << inventory;
   const std::string credentials = demo->state_dir_ + "/switch-credentials.yaml";
@@ -128,13 +139,23 @@ absl::StatusOr<std::unique_ptr<Demo>> Demo::Prepare(FleetdConfig& config,
 
 absl::Status Demo::StartAgents(const std::string& grpc_address) {
   ASSIGN_OR_RETURN(v1::Inventory site, inventory::ReadInventoryFile(inventory_path_));
-  for (const v1::Host& host : site.hosts()) {
-    std::string config = absl::StrCat("host: ", host.name(), "\nbackend: emulated\nonics:\n");
+  // One agent per place O-NICs live: each host (its CPUs' O-NICs) and each chassis of
+  // pooled devices (run by the chassis's management controller).
+  std::map<std::string, std::string> location;  // Device id → host or chassis.
+  std::vector<std::string> places;
+  for (const v1::Host& host : site.hosts()) places.push_back(host.name());
+  for (const v1::Device& d : site.devices()) {
+    location[d.id()] = d.host().empty() ? d.chassis() : d.host();
+    if (d.host().empty() && !d.chassis().empty() &&
+        std::find(places.begin(), places.end(), d.chassis()) == places.end()) {
+      places.push_back(d.chassis());
+    }
+  }
+  for (const std::string& place : places) {
+    std::string config = absl::StrCat(
+        "host: ", place, "\nbackend: emulated\ntraining_ms: ", options_.training_ms, "\nonics:\n");
     for (const v1::Onic& onic : site.onics()) {
-      bool mine = false;
-      for (const v1::Device& d : site.devices())
-        mine |= d.id() == onic.device() && d.host() == host.name();
-      if (!mine || onic.ports_size() != 2) continue;
+      if (location[onic.device()] != place || onic.ports_size() != 2) continue;
       absl::StrAppend(&config, "  - serial: ", onic.serial(), "\n    pcie: \"", onic.pcie_address(),
                       "\"\n    ports:\n");
       for (const v1::OnicPort& p : onic.ports()) {
@@ -142,12 +163,12 @@ absl::Status Demo::StartAgents(const std::string& grpc_address) {
                         ", rx_egress: ", p.rx().port(), "}\n");
       }
     }
-    const std::string path = absl::StrCat(state_dir_, "/agent-", host.name(), ".yaml");
+    const std::string path = absl::StrCat(state_dir_, "/agent-", place, ".yaml");
     std::ofstream(path) << config;
     ASSIGN_OR_RETURN(std::unique_ptr<ChildProcess> agent,
                      ChildProcess::Start({binary_dir_ + "/fleet-onic-agent", "--config", path,
                                           "--controller", grpc_address, "--simulator", rest_},
-                                         absl::StrCat(state_dir_, "/agent-", host.name(), ".log")));
+                                         absl::StrCat(state_dir_, "/agent-", place, ".log")));
     agents_.push_back(std::move(agent));
   }
   return absl::OkStatus();

@@ -1,7 +1,7 @@
 // `fleetd --demo`: the embedded default site. Starts polatis-emu (384x384, 25 ms switching),
 // applies the FLEET Gen1 inventory (built into the binary) with its switch pointed at the
-// emulator, and starts one emulated O-NIC agent per host; the binaries are found next to
-// fleetd's own. Everything it starts is stopped with it.
+// emulator, and starts one emulated O-NIC agent per host and per chassis of pooled devices; the
+// binaries are found next to fleetd's own. Everything it starts is stopped with it.
 #ifndef FLEET_CONTROLLER_FLEETD_DEMO_H_
 #define FLEET_CONTROLLER_FLEETD_DEMO_H_
 
@@ -35,13 +35,22 @@ class ChildProcess {
 // The Gen1 inventory file shipped in deploy/inventory/, as built into fleetd.
 const char* EmbeddedGen1Inventory();
 
+// How the demo site behaves; tests and benchmarks change the physics.
+struct DemoOptions {
+  std::string protocol = "tl1";  // How fleetd talks to the emulator: tl1 or rest.
+  int switch_ms = 25;            // The emulator's switching time per command.
+  int training_ms = 100;         // The emulated agents' link training time.
+};
+
 class Demo {
  public:
   // Starts the emulator and points `config` at a demo state directory (a fresh temp dir
   // unless one was given), the demo inventory and the emulator's credentials.
   static absl::StatusOr<std::unique_ptr<Demo>> Prepare(FleetdConfig& config,
-                                                       const std::string& binary_dir);
-  // Starts one emulated agent per host of the inventory, dialing `grpc_address`.
+                                                       const std::string& binary_dir,
+                                                       const DemoOptions& options = {});
+  // Starts one emulated agent per host and per chassis of the inventory, dialing
+  // `grpc_address`.
   absl::Status StartAgents(const std::string& grpc_address);
 
   const std::string& tl1_address() const { return tl1_; }
@@ -50,6 +59,7 @@ class Demo {
 
  private:
   Demo() = default;
+  DemoOptions options_;
   std::string binary_dir_;
   std::string state_dir_;
   std::string inventory_path_;

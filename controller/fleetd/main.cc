@@ -42,9 +42,16 @@ int Run(int argc, char** argv) {
   set.Int("agent-heartbeat-ms", &heartbeat_ms,
           "heartbeat interval with agents; three missed ones drop an agent");
   set.String("log-level", &flags.log_level, "debug, info, warning or error");
+  set.String("unknown-cross-connects", &flags.unknown_cross_connects,
+             "what reconciliation does with cross-connects nobody asked for: report, adopt or "
+             "remove");
+  set.String("crash-at", &flags.crash_at,
+             "testing only: SIGKILL fleetd itself at this reconfiguration point (persisted, "
+             "quiesced, programmed, training, trained, ready, releasing, removed)");
   set.Bool("demo", &demo_mode,
            "run the embedded default: polatis-emu, the FLEET Gen1 inventory and one emulated "
-           "agent per host (state in a fresh /tmp directory unless --state-dir is given)");
+           "agent per host and device chassis (state in a fresh /tmp directory unless --state-dir "
+           "is given)");
   set.Bool("version", &version, "print the version and exit");
 
   absl::StatusOr<std::vector<std::string>> positional =
@@ -84,6 +91,10 @@ int Run(int argc, char** argv) {
   if (set.IsSet("shutdown-grace")) config.shutdown_grace = absl::Seconds(grace_seconds);
   if (set.IsSet("agent-heartbeat-ms")) config.agent_heartbeat = absl::Milliseconds(heartbeat_ms);
   if (set.IsSet("log-level")) config.log_level = flags.log_level;
+  if (set.IsSet("unknown-cross-connects")) {
+    config.unknown_cross_connects = flags.unknown_cross_connects;
+  }
+  config.crash_at = flags.crash_at;
 
   static const std::map<std::string, fleet::LogLevel> kLevels = {
       {"debug", fleet::LogLevel::kDebug},

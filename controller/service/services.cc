@@ -1,9 +1,13 @@
 #include "controller/service/services.h"
 
+#include <google/protobuf/util/time_util.h>
+
+#include <functional>
+#include <map>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "controller/base/grpc_status.h"
-#include "scheduler/planner.h"
 
 namespace fleet::service {
 namespace {
@@ -137,46 +141,153 @@ grpc::Status InventoryServiceImpl::ListAgents(grpc::ServerContext*, const v1::Li
   return grpc::Status::OK;
 }
 
-// --- TopologyService (read side) ---
+// --- TopologyService ---
 
-grpc::Status TopologyServiceImpl::RequestTopology(grpc::ServerContext*,
-                                                  const v1::RequestTopologyRequest* request,
-                                                  v1::RequestTopologyResponse* response) {
-  if (!request->phases().empty()) {
-    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                        "phases: phased allocations are not supported by this fleetd yet");
-  }
-  if (!request->dry_run()) {
-    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                        "this fleetd plans requests (dry_run) but does not program them yet");
-  }
-  // A consistent enough picture: each read is a snapshot, and a dry run writes nothing.
-  absl::StatusOr<v1::Inventory> site = store_->LoadInventory();
-  if (!site.ok()) return ToGrpcStatus(site.status());
-  absl::StatusOr<std::vector<v1::SwitchPort>> ports = store_->ListPorts("");
-  if (!ports.ok()) return ToGrpcStatus(ports.status());
-  absl::StatusOr<std::vector<v1::Circuit>> circuits = store_->ListCircuits({});
-  if (!circuits.ok()) return ToGrpcStatus(circuits.status());
-  absl::StatusOr<std::vector<v1::Allocation>> allocations = store_->ListAllocations({});
-  if (!allocations.ok()) return ToGrpcStatus(allocations.status());
-  const scheduler::FabricSnapshot snapshot =
-      scheduler::FabricSnapshot::Build(*site, *ports, *circuits, *allocations);
-  return Assign(scheduler::PlanTopology(snapshot, {request->tenant(), request->topology()}),
-                response->mutable_plan());
+namespace {
+
+grpc::Status NoEngine() {
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE, "this fleetd has no reconfiguration engine");
 }
 
-grpc::Status TopologyServiceImpl::GetAllocation(grpc::ServerContext*,
+// Follows the event log after `after`: calls `on_event` for each committed event matching
+// the filter, in order, until it returns false, the client goes away or fleetd stops.
+void FollowEvents(store::Store* store, engine::Engine* engine, grpc::ServerContext* context,
+                  uint64_t after, const std::string& object_kind, const std::string& object_id,
+                  const std::function<bool(const v1::Event&)>& on_event) {
+  constexpr uint32_t kPage = 1000;
+  while (!context->IsCancelled() && !(engine != nullptr && engine->stopping())) {
+    const uint64_t upto = store->LastEventSequence();
+    if (upto <= after) {
+      // Woken by a commit, or every 200 ms to notice a cancelled client or a stop.
+      store->WaitForEvent(after, absl::Now() + absl::Milliseconds(200));
+      continue;
+    }
+    absl::StatusOr<std::vector<v1::Event>> events =
+        store->ListEvents({after, kPage, object_kind, object_id});
+    if (!events.ok()) return;
+    uint64_t next = upto;
+    for (const v1::Event& e : *events) {
+      if (e.sequence() > upto) break;
+      if (!on_event(e)) return;
+    }
+    if (events->size() == kPage && events->back().sequence() < upto) {
+      next = events->back().sequence();
+    }
+    after = next;
+  }
+}
+
+// What a watcher is told about: the state, the reason and each circuit's state.
+std::string WatchedPart(const v1::Allocation& a) {
+  std::string key = absl::StrCat(a.state(), "|", a.reason());
+  for (const v1::Circuit& c : a.circuits()) absl::StrAppend(&key, "|", c.state());
+  return key;
+}
+
+bool Ended(const v1::Allocation& a) {
+  return a.state() == v1::ALLOCATION_STATE_FAILED || a.state() == v1::ALLOCATION_STATE_RELEASED;
+}
+
+}  // namespace
+
+grpc::Status TopologyServiceImpl::RequestTopology(grpc::ServerContext* context,
+                                                  const v1::RequestTopologyRequest* request,
+                                                  v1::RequestTopologyResponse* response) {
+  if (engine_ == nullptr) return NoEngine();
+  return Assign(
+      engine_->RequestTopology(*request, engine::Caller::FromPrincipal(PrincipalOf(*context))),
+      response);
+}
+
+grpc::Status TopologyServiceImpl::GetAllocation(grpc::ServerContext* context,
                                                 const v1::GetAllocationRequest* request,
                                                 v1::Allocation* response) {
   if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
-  return Assign(store_->GetAllocation(request->id()), response);
+  if (engine_ == nullptr) return Assign(store_->GetAllocation(request->id()), response);
+  return Assign(
+      engine_->GetAllocation(request->id(), engine::Caller::FromPrincipal(PrincipalOf(*context))),
+      response);
 }
 
-grpc::Status TopologyServiceImpl::ListAllocations(grpc::ServerContext*,
+grpc::Status TopologyServiceImpl::ListAllocations(grpc::ServerContext* context,
                                                   const v1::ListAllocationsRequest* request,
                                                   v1::ListAllocationsResponse* response) {
-  store::AllocationFilter filter{request->tenant(), request->state(), request->include_released()};
-  return Fill(store_->ListAllocations(filter), response->mutable_allocations());
+  if (engine_ == nullptr) {
+    store::AllocationFilter filter{request->tenant(), request->state(),
+                                   request->include_released()};
+    return Fill(store_->ListAllocations(filter), response->mutable_allocations());
+  }
+  return Fill(
+      engine_->ListAllocations(*request, engine::Caller::FromPrincipal(PrincipalOf(*context))),
+      response->mutable_allocations());
+}
+
+grpc::Status TopologyServiceImpl::WatchAllocation(
+    grpc::ServerContext* context, const v1::WatchAllocationRequest* request,
+    grpc::ServerWriter<v1::WatchAllocationResponse>* writer) {
+  if (engine_ == nullptr) return NoEngine();
+  const engine::Caller caller = engine::Caller::FromPrincipal(PrincipalOf(*context));
+  if (absl::Status s = engine_->CheckWatch(request->id(), request->tenant(), caller); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  // Taken before the first read, so no change between the read and the follow is missed.
+  const uint64_t after = store_->LastEventSequence();
+  std::map<std::string, std::string> sent;  // Allocation id → WatchedPart last sent.
+  bool ended = false;
+  auto send = [&](const v1::Allocation& a) {
+    std::string part = WatchedPart(a);
+    if (sent[a.id()] == part) return true;
+    v1::WatchAllocationResponse message;
+    *message.mutable_allocation() = a;
+    if (!writer->Write(message)) return false;
+    sent[a.id()] = std::move(part);
+    ended = !request->id().empty() && Ended(a);
+    return !ended;
+  };
+  if (!request->id().empty()) {
+    absl::StatusOr<v1::Allocation> a = store_->GetAllocation(request->id());
+    if (!a.ok()) return ToGrpcStatus(a.status());
+    if (!send(*a)) return grpc::Status::OK;
+  } else {
+    absl::StatusOr<std::vector<v1::Allocation>> all =
+        store_->ListAllocations({request->tenant(), {}, false});
+    if (!all.ok()) return ToGrpcStatus(all.status());
+    for (const v1::Allocation& a : *all) {
+      if (!send(a)) return grpc::Status::OK;
+    }
+  }
+  FollowEvents(store_, engine_, context, after, "allocation", request->id(),
+               [&](const v1::Event& e) {
+                 absl::StatusOr<v1::Allocation> a = store_->GetAllocation(e.object_id());
+                 if (!a.ok()) return true;
+                 if (!request->tenant().empty() && a->tenant() != request->tenant()) return true;
+                 return send(*a);
+               });
+  if (ended || context->IsCancelled()) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE, "fleetd is stopping");
+}
+
+grpc::Status TopologyServiceImpl::ReleaseTopology(grpc::ServerContext* context,
+                                                  const v1::ReleaseTopologyRequest* request,
+                                                  v1::ReleaseTopologyResponse* response) {
+  if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
+  if (engine_ == nullptr) return NoEngine();
+  return Assign(
+      engine_->ReleaseTopology(request->id(), engine::Caller::FromPrincipal(PrincipalOf(*context))),
+      response->mutable_allocation());
+}
+
+grpc::Status TopologyServiceImpl::KeepAlive(grpc::ServerContext* context,
+                                            const v1::KeepAliveRequest* request,
+                                            v1::KeepAliveResponse* response) {
+  if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
+  if (engine_ == nullptr) return NoEngine();
+  absl::StatusOr<absl::Time> expires =
+      engine_->KeepAlive(request->id(), engine::Caller::FromPrincipal(PrincipalOf(*context)));
+  if (!expires.ok()) return ToGrpcStatus(expires.status());
+  *response->mutable_lease_expires() =
+      google::protobuf::util::TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(*expires));
+  return grpc::Status::OK;
 }
 
 // --- AdminService ---
@@ -295,6 +406,37 @@ grpc::Status AdminServiceImpl::GetLinkStatus(grpc::ServerContext* context,
     *response->add_ports() = std::move(*link);
   }
   return grpc::Status::OK;
+}
+
+grpc::Status AdminServiceImpl::Drain(grpc::ServerContext* context, const v1::DrainRequest* request,
+                                     v1::DrainResponse* response) {
+  if (engine_ == nullptr) return NoEngine();
+  return Assign(engine_->Drain(*request, engine::Caller::FromPrincipal(PrincipalOf(*context))),
+                response);
+}
+
+grpc::Status AdminServiceImpl::Undrain(grpc::ServerContext* context,
+                                       const v1::UndrainRequest* request, v1::UndrainResponse*) {
+  if (engine_ == nullptr) return NoEngine();
+  return ToGrpcStatus(
+      engine_->Undrain(*request, engine::Caller::FromPrincipal(PrincipalOf(*context))));
+}
+
+grpc::Status AdminServiceImpl::Reconcile(grpc::ServerContext* context,
+                                         const v1::ReconcileRequest* request,
+                                         v1::ReconcileResponse* response) {
+  if (engine_ == nullptr) return NoEngine();
+  return Assign(engine_->Reconcile(*request, engine::Caller::FromPrincipal(PrincipalOf(*context))),
+                response);
+}
+
+grpc::Status AdminServiceImpl::WatchEvents(grpc::ServerContext* context,
+                                           const v1::WatchEventsRequest* request,
+                                           grpc::ServerWriter<v1::Event>* writer) {
+  FollowEvents(store_, engine_, context, request->after_sequence(), request->object_kind(),
+               request->object_id(), [&](const v1::Event& e) { return writer->Write(e); });
+  if (context->IsCancelled()) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE, "fleetd is stopping");
 }
 
 }  // namespace fleet::service

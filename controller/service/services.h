@@ -1,14 +1,15 @@
 // The fleet.v1 gRPC services as fleetd serves them. Each converts absl::Status to
 // grpc::Status in one place (ToGrpcStatus) and records the caller's principal (metadata
 // `x-fleet-principal`) with every change. RPCs whose behaviour arrives with later parts of
-// the product (the reconfiguration engine, the agent registry) are not overridden, so gRPC
-// answers them UNIMPLEMENTED.
+// the product (phases, member replacement) are not overridden, so gRPC answers them
+// UNIMPLEMENTED.
 #ifndef FLEET_CONTROLLER_SERVICE_SERVICES_H_
 #define FLEET_CONTROLLER_SERVICE_SERVICES_H_
 
 #include <string>
 
 #include "controller/agents/agent_registry.h"
+#include "controller/engine/engine.h"
 #include "controller/fabric/switch_registry.h"
 #include "controller/inventory/inventory.h"
 #include "controller/store/store.h"
@@ -74,12 +75,15 @@ class AgentServiceImpl final : public v1::AgentService::Service {
   agents::AgentRegistry* agents_;
 };
 
-// The read side (GetAllocation, ListAllocations) and planning: RequestTopology with dry_run
-// returns the plan for links and rings without touching anything. Programming a request
-// (dry_run false), phases, watch, release and keep-alive answer UNIMPLEMENTED here.
+// Jobs' requests, served by the reconfiguration engine. Watches follow the event log: the
+// stream starts with the current state and sends the allocation again whenever its state,
+// reason or a circuit's state changed; a watch of one allocation ends after it is FAILED or
+// RELEASED. ActivatePhase (phases) answers UNIMPLEMENTED.
 class TopologyServiceImpl final : public v1::TopologyService::Service {
  public:
-  explicit TopologyServiceImpl(store::Store* store) : store_(store) {}
+  // Neither is owned.
+  TopologyServiceImpl(store::Store* store, engine::Engine* engine)
+      : store_(store), engine_(engine) {}
 
   grpc::Status RequestTopology(grpc::ServerContext*, const v1::RequestTopologyRequest*,
                                v1::RequestTopologyResponse*) override;
@@ -87,19 +91,31 @@ class TopologyServiceImpl final : public v1::TopologyService::Service {
                              v1::Allocation*) override;
   grpc::Status ListAllocations(grpc::ServerContext*, const v1::ListAllocationsRequest*,
                                v1::ListAllocationsResponse*) override;
+  grpc::Status WatchAllocation(grpc::ServerContext*, const v1::WatchAllocationRequest*,
+                               grpc::ServerWriter<v1::WatchAllocationResponse>*) override;
+  grpc::Status ReleaseTopology(grpc::ServerContext*, const v1::ReleaseTopologyRequest*,
+                               v1::ReleaseTopologyResponse*) override;
+  grpc::Status KeepAlive(grpc::ServerContext*, const v1::KeepAliveRequest*,
+                         v1::KeepAliveResponse*) override;
 
  private:
   store::Store* store_;
+  engine::Engine* engine_;
 };
 
-// Health and the event log; drain, reconcile and links arrive with the engine and agent.
+// Health, the event log (listed and followed), drain, reconcile and link operations.
+// ReplaceMember answers UNIMPLEMENTED (the scheduler's spare selection).
 class AdminServiceImpl final : public v1::AdminService::Service {
  public:
-  // `switches` and `agents` may be null (no switch is probed, link RPCs are UNAVAILABLE);
-  // none is owned.
+  // `switches`, `agents` and `engine` may be null (no switch is probed, link RPCs are
+  // UNAVAILABLE, drain and reconcile are UNAVAILABLE); none is owned.
   AdminServiceImpl(store::Store* store, fabric::SwitchRegistry* switches, std::string version,
-                   agents::AgentRegistry* agents = nullptr)
-      : store_(store), switches_(switches), agents_(agents), version_(std::move(version)) {}
+                   agents::AgentRegistry* agents = nullptr, engine::Engine* engine = nullptr)
+      : store_(store),
+        switches_(switches),
+        agents_(agents),
+        engine_(engine),
+        version_(std::move(version)) {}
 
   grpc::Status Health(grpc::ServerContext*, const v1::HealthRequest*, v1::HealthResponse*) override;
   grpc::Status ListEvents(grpc::ServerContext*, const v1::ListEventsRequest*,
@@ -110,6 +126,14 @@ class AdminServiceImpl final : public v1::AdminService::Service {
                            v1::LinkState*) override;
   grpc::Status GetLinkStatus(grpc::ServerContext*, const v1::GetLinkStatusRequest*,
                              v1::GetLinkStatusResponse*) override;
+  grpc::Status Drain(grpc::ServerContext*, const v1::DrainRequest*, v1::DrainResponse*) override;
+  grpc::Status Undrain(grpc::ServerContext*, const v1::UndrainRequest*,
+                       v1::UndrainResponse*) override;
+  grpc::Status Reconcile(grpc::ServerContext*, const v1::ReconcileRequest*,
+                         v1::ReconcileResponse*) override;
+  // Replays the stored events after `after_sequence`, then sends each new one as it commits.
+  grpc::Status WatchEvents(grpc::ServerContext*, const v1::WatchEventsRequest*,
+                           grpc::ServerWriter<v1::Event>*) override;
 
  private:
   // Sends one command about O-NIC `onic` (an inventory id) and returns the link state; a
@@ -120,6 +144,7 @@ class AdminServiceImpl final : public v1::AdminService::Service {
   store::Store* store_;
   fabric::SwitchRegistry* switches_;
   agents::AgentRegistry* agents_;
+  engine::Engine* engine_;
   std::string version_;
 };
 

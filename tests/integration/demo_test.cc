@@ -92,7 +92,8 @@ TEST(DemoTest, EmulatorAgentsAndInventoryComeUpAndGoDownTogether) {
     return RunCommand(args);
   };
 
-  // Four hosts, four agents, all connected and agreeing with inventory.
+  // Four hosts and three chassis (the GPU pool and two JBODs), an agent each, all connected
+  // and agreeing with inventory.
   auto connected = [&] {
     std::string out = fleetctl({"get", "agents"}).out;
     int yes = 0;
@@ -102,7 +103,7 @@ TEST(DemoTest, EmulatorAgentsAndInventoryComeUpAndGoDownTogether) {
     }
     return yes;
   };
-  ASSERT_TRUE(Eventually([&] { return connected() == 4; })) << fleetctl({"get", "agents"}).out;
+  ASSERT_TRUE(Eventually([&] { return connected() == 7; })) << fleetctl({"get", "agents"}).out;
   // Every agent agrees with inventory: no mismatch is reported.
   CommandResult json = fleetctl({"get", "agents", "-o", "json"});
   EXPECT_THAT(json.out, HasSubstr("\"onic_serials\""));
@@ -129,17 +130,24 @@ TEST(DemoTest, EmulatorAgentsAndInventoryComeUpAndGoDownTogether) {
   std::vector<pid_t> server4 =
       ChildrenRunning(fleetd->pid(), BinaryPath("fleet-onic-agent"), "agent-server4.yaml");
   ASSERT_EQ(server4.size(), 1u);
-  EXPECT_EQ(ChildrenRunning(fleetd->pid(), BinaryPath("fleet-onic-agent")).size(), 4u);
+  EXPECT_EQ(ChildrenRunning(fleetd->pid(), BinaryPath("fleet-onic-agent")).size(), 7u);
   kill(server4[0], SIGKILL);
-  ASSERT_TRUE(Eventually([&] { return connected() == 3; }));
+  ASSERT_TRUE(Eventually([&] { return connected() == 6; }));
   CommandResult gone = fleetctl({"link", "status", "s4c0-n0"});
   EXPECT_EQ(gone.exit_code, 1);
   EXPECT_THAT(gone.err, HasSubstr("UNAVAILABLE"));
   EXPECT_THAT(gone.err, HasSubstr("server4"));
 
+  // The main job: the ring of eight GPUs, requested and waited for, READY with its circuits.
+  CommandResult ring =
+      fleetctl({"topology", "request", "-f",
+                std::string(FLEET_SOURCE_DIR) + "/deploy/examples/ring-8-gpus.yaml", "--wait"});
+  ASSERT_EQ(ring.exit_code, 0) << ring.err << ring.out;
+  EXPECT_THAT(ring.out, HasSubstr("ready"));
+  EXPECT_THAT(ring.out, HasSubstr("gpu8-n0/1 → gpu1-n0/1"));
   CommandResult status = fleetctl({"link", "status", "gpu1-n0"});
-  EXPECT_EQ(status.exit_code, 1);  // GPUs have no agent in the demo: a clear error.
-  EXPECT_THAT(status.err, HasSubstr("UNAVAILABLE"));
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_THAT(status.out, HasSubstr("FLT-GPU8-N0/1"));  // Port 1 receives from gpu8.
 
   absl::StatusOr<int> code = fleetd->Stop(SIGTERM);
   ASSERT_TRUE(code.ok()) << code.status();
@@ -157,7 +165,7 @@ TEST(DemoTest, ChildrenDieWithAKilledFleetd) {
   ASSERT_TRUE(fleetd->WaitForLine("state: ").ok()) << fleetd->Stderr();
   std::vector<pid_t> children = ChildrenRunning(fleetd->pid(), BinaryPath("fleet-onic-agent"));
   std::vector<pid_t> emulator = ChildrenRunning(fleetd->pid(), BinaryPath("polatis-emu"));
-  ASSERT_EQ(children.size(), 4u);
+  ASSERT_EQ(children.size(), 7u);
   ASSERT_EQ(emulator.size(), 1u);
   children.push_back(emulator[0]);
   ASSERT_TRUE(fleetd->Stop(SIGKILL).ok());

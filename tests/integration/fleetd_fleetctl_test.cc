@@ -179,9 +179,14 @@ TEST_F(FleetdFleetctlTest, TopologyRequestsArePlannedOnDryRun) {
   CommandResult circuits = Fleetctl({"get", "circuits", "-o", "json"});
   EXPECT_THAT(circuits.out, Not(HasSubstr("gpu")));
 
-  CommandResult program = Fleetctl({"topology", "request", "-f", examples + "ring-8-gpus.yaml"});
+  // Programming needs the switch: this fleetd has no credentials for it, so the request is
+  // admitted, then fails with the reason and holds nothing.
+  CommandResult program =
+      Fleetctl({"topology", "request", "-f", examples + "ring-8-gpus.yaml", "--wait"});
   EXPECT_EQ(program.exit_code, 1);
-  EXPECT_THAT(program.err, HasSubstr("UNIMPLEMENTED"));
+  EXPECT_THAT(program.err, HasSubstr("no credentials for switch ocs1"));
+  CommandResult held = Fleetctl({"get", "circuits", "-o", "json"});
+  EXPECT_THAT(held.out, Not(HasSubstr("gpu")));
 
   const std::string bad = WriteFile("bad-spec.yaml",
                                     "tenant: a\ntopology:\n  template:\n    kind: hexagon\n"

@@ -28,7 +28,6 @@ class ServicesTest : public ::testing::Test {
     store_ = std::move(*opened);
     applier_ = std::make_unique<inventory::InventoryApplier>(store_.get());
     inventory_ = std::make_unique<InventoryServiceImpl>(store_.get(), applier_.get());
-    topology_ = std::make_unique<TopologyServiceImpl>(store_.get());
     // Switches are in-memory fakes; the test keeps a handle on the last one built.
     switches_ = std::make_unique<fabric::SwitchRegistry>(
         [this](const polatis::PolatisSwitchOptions& options) {
@@ -38,7 +37,13 @@ class ServicesTest : public ::testing::Test {
           return fake;
         },
         std::map<std::string, polatis::Credentials>{{"ocs1", {"admin", "root"}}}, "creds.yaml");
-    admin_ = std::make_unique<AdminServiceImpl>(store_.get(), switches_.get(), "9.9.9");
+    engine::EngineOptions engine_options;
+    engine_options.reconcile_interval = absl::ZeroDuration();
+    engine_ = std::make_unique<engine::Engine>(engine_options, store_.get(), switches_.get(),
+                                               /*agents=*/nullptr, &clock_);
+    topology_ = std::make_unique<TopologyServiceImpl>(store_.get(), engine_.get());
+    admin_ = std::make_unique<AdminServiceImpl>(store_.get(), switches_.get(), "9.9.9",
+                                                /*agents=*/nullptr, engine_.get());
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -54,7 +59,10 @@ class ServicesTest : public ::testing::Test {
     topology_stub_ = v1::TopologyService::NewStub(channel);
     admin_stub_ = v1::AdminService::NewStub(channel);
   }
-  void TearDown() override { server_->Shutdown(); }
+  void TearDown() override {
+    engine_->Shutdown();
+    server_->Shutdown();
+  }
 
   std::unique_ptr<grpc::ClientContext> Context(const std::string& principal = "operator:tester") {
     auto context = std::make_unique<grpc::ClientContext>();
@@ -84,6 +92,7 @@ class ServicesTest : public ::testing::Test {
   std::vector<std::string> built_for_;
   std::unique_ptr<fabric::SwitchRegistry> switches_;
   std::unique_ptr<AdminServiceImpl> admin_;
+  std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<v1::InventoryService::Stub> inventory_stub_;
   std::unique_ptr<v1::TopologyService::Stub> topology_stub_;
@@ -284,21 +293,51 @@ TEST_F(ServicesTest, DryRunPlansARingAndTouchesNothing) {
 }
 
 TEST_F(ServicesTest, RpcsOfLaterPartsAnswerUnimplemented) {
-  v1::RequestTopologyRequest program;
-  program.set_tenant("tenant-a");
+  v1::RequestTopologyRequest phased;
+  phased.set_tenant("tenant-a");
+  phased.add_phases()->set_name("dp");
   v1::RequestTopologyResponse topology;
-  grpc::Status not_dry = topology_stub_->RequestTopology(Context().get(), program, &topology);
-  EXPECT_EQ(not_dry.error_code(), grpc::StatusCode::UNIMPLEMENTED);
-  EXPECT_THAT(not_dry.error_message(), HasSubstr("does not program them yet"));
-  v1::ReleaseTopologyResponse released;
-  EXPECT_EQ(topology_stub_->ReleaseTopology(Context().get(), {}, &released).error_code(),
+  grpc::Status phases = topology_stub_->RequestTopology(Context().get(), phased, &topology);
+  EXPECT_EQ(phases.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_THAT(phases.error_message(), HasSubstr("phases"));
+  v1::ActivatePhaseResponse activated;
+  EXPECT_EQ(topology_stub_->ActivatePhase(Context().get(), {}, &activated).error_code(),
             grpc::StatusCode::UNIMPLEMENTED);
-  v1::DrainResponse drained;
-  EXPECT_EQ(admin_stub_->Drain(Context().get(), {}, &drained).error_code(),
+  v1::ReplaceMemberResponse replaced;
+  EXPECT_EQ(admin_stub_->ReplaceMember(Context().get(), {}, &replaced).error_code(),
             grpc::StatusCode::UNIMPLEMENTED);
   v1::ListAgentsResponse agents;
   EXPECT_EQ(inventory_stub_->ListAgents(Context().get(), {}, &agents).error_code(),
             grpc::StatusCode::UNIMPLEMENTED);
+}
+
+TEST_F(ServicesTest, WatchEventsReplaysTheLogThenFollowsIt) {
+  ApplyGen1();
+  const uint64_t last = store_->LastEventSequence();
+  ASSERT_GT(last, 3u);
+  v1::WatchEventsRequest request;
+  request.set_after_sequence(last - 2);
+  auto context = Context();
+  std::unique_ptr<grpc::ClientReader<v1::Event>> stream =
+      admin_stub_->WatchEvents(context.get(), request);
+  v1::Event event;
+  ASSERT_TRUE(stream->Read(&event));
+  EXPECT_EQ(event.sequence(), last - 1);
+  ASSERT_TRUE(stream->Read(&event));
+  EXPECT_EQ(event.sequence(), last);
+  // A change made now arrives on the open stream.
+  v1::DrainRequest drain;
+  drain.mutable_target()->set_host("server2");
+  drain.set_reason("firmware update");
+  v1::DrainResponse drained;
+  ASSERT_TRUE(admin_stub_->Drain(Context().get(), drain, &drained).ok());
+  ASSERT_TRUE(stream->Read(&event));
+  EXPECT_EQ(event.sequence(), last + 1);
+  EXPECT_EQ(event.object_id(), "server2");
+  EXPECT_THAT(event.message(), HasSubstr("firmware update"));
+  context->TryCancel();
+  while (stream->Read(&event)) {
+  }
 }
 
 TEST_F(ServicesTest, HealthProbesEverySwitch) {

@@ -1,0 +1,915 @@
+#include "controller/engine/engine.h"
+
+#include <google/protobuf/util/time_util.h>
+
+#include <algorithm>
+#include <thread>
+#include <utility>
+
+#include "absl/random/random.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "controller/base/log.h"
+#include "controller/base/status_macros.h"
+#include "fleet/v1/names.h"
+#include "scheduler/fabric_snapshot.h"
+#include "scheduler/planner.h"
+
+namespace fleet::engine {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+
+google::protobuf::Timestamp ToProto(absl::Time t) {
+  return TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(t));
+}
+absl::Time FromProto(const google::protobuf::Timestamp& t) {
+  return absl::FromUnixMicros(TimeUtil::TimestampToMicroseconds(t));
+}
+
+v1::StageTiming Stage(const std::string& name, absl::Time started, absl::Duration took) {
+  v1::StageTiming timing;
+  timing.set_stage(name);
+  *timing.mutable_started() = ToProto(started);
+  *timing.mutable_duration() = TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(took));
+  return timing;
+}
+
+std::string PortName(const v1::OnicPortRef& ref) {
+  return absl::StrCat(ref.onic(), "/", ref.port());
+}
+
+std::string LinkName(const v1::Circuit& c) {
+  return absl::StrCat(PortName(c.source()), " -> ", PortName(c.destination()));
+}
+
+// The circuits a transaction programs: every circuit of the active phase.
+std::vector<v1::Circuit> LiveCircuits(const v1::Allocation& a) {
+  std::vector<v1::Circuit> out;
+  for (const v1::Circuit& c : a.circuits()) {
+    if (c.state() != v1::CIRCUIT_STATE_INACTIVE) out.push_back(c);
+  }
+  return out;
+}
+
+bool InTransaction(v1::AllocationState s) {
+  return s == v1::ALLOCATION_STATE_PENDING || s == v1::ALLOCATION_STATE_PROGRAMMING ||
+         s == v1::ALLOCATION_STATE_TRAINING || s == v1::ALLOCATION_STATE_RELEASING;
+}
+
+bool Ended(v1::AllocationState s) {
+  return s == v1::ALLOCATION_STATE_FAILED || s == v1::ALLOCATION_STATE_RELEASED;
+}
+
+}  // namespace
+
+Caller Caller::FromPrincipal(const std::string& principal) {
+  Caller caller;
+  caller.principal = principal;
+  if (absl::StartsWith(principal, "job:")) caller.tenant = principal.substr(4);
+  return caller;
+}
+
+Engine::Engine(EngineOptions options, store::Store* store, fabric::SwitchRegistry* switches,
+               agents::CommandSender* agents, const Clock* clock)
+    : options_(std::move(options)),
+      store_(store),
+      switches_(switches),
+      agents_(agents),
+      clock_(clock) {}
+
+Engine::~Engine() { Shutdown(); }
+
+absl::Status Engine::Start() {
+  absl::StatusOr<v1::ReconcileResponse> reconciled =
+      ReconcileSwitches("", options_.unknown_policy, /*dry_run=*/false, "fleetd");
+  if (!reconciled.ok()) {
+    // An unreachable switch must not keep fleetd down: the periodic pass retries it.
+    FLEET_LOG(WARNING) << "start-up reconciliation incomplete: " << reconciled.status();
+  }
+  // DEGRADED allocations of an earlier run are retried at once (their agents reconnect).
+  if (absl::StatusOr<std::vector<v1::Allocation>> degraded =
+          store_->ListAllocations({"", v1::ALLOCATION_STATE_DEGRADED, false});
+      degraded.ok()) {
+    absl::MutexLock lock(&mu_);
+    for (const v1::Allocation& a : *degraded) {
+      retries_[a.id()] = Retry{clock_->Now(), options_.retry_initial};
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  started_ = true;
+  next_reconcile_ = clock_->Now() + options_.reconcile_interval;
+  background_ = std::thread([this] { BackgroundLoop(); });
+  return absl::OkStatus();
+}
+
+void Engine::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    changed_.SignalAll();
+  }
+  if (background_.joinable()) background_.join();
+  WaitIdle();
+}
+
+bool Engine::stopping() {
+  absl::MutexLock lock(&mu_);
+  return stopping_;
+}
+
+void Engine::WaitIdle() {
+  absl::MutexLock lock(&mu_);
+  while (running_ > 0) changed_.Wait(&mu_);
+}
+
+void Engine::BackgroundLoop() {
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!stopping_) changed_.WaitWithTimeout(&mu_, options_.tick);
+      if (stopping_) return;
+    }
+    ExpireLeases();
+    RunDueRetries();
+    bool reconcile = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (options_.reconcile_interval > absl::ZeroDuration() && clock_->Now() >= next_reconcile_) {
+        reconcile = true;
+        next_reconcile_ = clock_->Now() + options_.reconcile_interval;
+      }
+    }
+    if (reconcile) {
+      absl::StatusOr<v1::ReconcileResponse> r =
+          ReconcileSwitches("", options_.unknown_policy, false, "fleetd");
+      if (!r.ok()) FLEET_LOG(WARNING) << "periodic reconciliation: " << r.status();
+    }
+  }
+}
+
+// --- Claims and transaction threads ---
+
+bool Engine::Claim(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  return claimed_.insert(id).second;
+}
+
+void Engine::Unclaim(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  claimed_.erase(id);
+  changed_.SignalAll();
+}
+
+void Engine::Spawn(const std::string& id, std::function<void()> fn) {
+  {
+    absl::MutexLock lock(&mu_);
+    ++running_;
+  }
+  std::thread([this, id, fn = std::move(fn)] {
+    fn();
+    absl::MutexLock lock(&mu_);
+    claimed_.erase(id);
+    --running_;
+    changed_.SignalAll();
+  }).detach();
+}
+
+void Engine::Fault(const std::string& point) {
+  if (options_.fault_point) options_.fault_point(point);
+}
+
+absl::StatusOr<v1::Allocation> Engine::Update(const store::AllocationUpdate& update,
+                                              const std::string& principal) {
+  absl::StatusOr<v1::Allocation> a = store_->UpdateAllocation(update, principal);
+  if (!a.ok()) FLEET_LOG(ERROR) << "cannot record allocation " << update.id << ": " << a.status();
+  return a;
+}
+
+std::string Engine::NewAllocationId() {
+  static absl::Mutex mu;
+  static absl::BitGen* gen = new absl::BitGen();
+  absl::MutexLock lock(&mu);
+  return absl::StrFormat("a-%08x", absl::Uniform<uint32_t>(*gen));
+}
+
+absl::StatusOr<SwitchProgrammer*> Engine::Programmer(const std::string& switch_id) {
+  ASSIGN_OR_RETURN(v1::Switch sw, store_->GetSwitch(switch_id));
+  ASSIGN_OR_RETURN(switches::OpticalSwitch * driver, switches_->Driver(sw));
+  absl::MutexLock lock(&mu_);
+  auto& programmer = programmers_[switch_id];
+  // A rebuilt driver (the switch's address changed) gets a fresh queue.
+  if (programmer == nullptr || programmer_drivers_[switch_id] != driver) {
+    programmer = std::make_unique<SwitchProgrammer>(switch_id, driver);
+    programmer_drivers_[switch_id] = driver;
+  }
+  return programmer.get();
+}
+
+std::map<std::string, int> Engine::SwitchBatches() {
+  absl::MutexLock lock(&mu_);
+  std::map<std::string, int> out;
+  for (const auto& [id, p] : programmers_) out[id] = p->batches();
+  return out;
+}
+
+// --- Authorization ---
+
+absl::StatusOr<v1::Allocation> Engine::Authorized(const std::string& id, const Caller& caller) {
+  if (id.empty()) return absl::InvalidArgumentError("id is empty");
+  ASSIGN_OR_RETURN(v1::Allocation a, store_->GetAllocation(id));
+  if (!caller.operator_role() && a.tenant() != caller.tenant) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("allocation ", id, " does not belong to tenant ", caller.tenant));
+  }
+  return a;
+}
+
+absl::Status Engine::CheckWatch(const std::string& id, const std::string& tenant,
+                                const Caller& caller) {
+  if (id.empty() == tenant.empty()) {
+    return absl::InvalidArgumentError("name exactly one of id and tenant to watch");
+  }
+  if (!id.empty()) return Authorized(id, caller).status();
+  if (!caller.operator_role() && tenant != caller.tenant) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("tenant ", caller.tenant, " may not watch tenant ", tenant));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::Allocation> Engine::GetAllocation(const std::string& id, const Caller& caller) {
+  return Authorized(id, caller);
+}
+
+absl::StatusOr<std::vector<v1::Allocation>> Engine::ListAllocations(
+    const v1::ListAllocationsRequest& request, const Caller& caller) {
+  store::AllocationFilter filter{request.tenant(), request.state(), request.include_released()};
+  if (!caller.operator_role()) {
+    if (!filter.tenant.empty() && filter.tenant != caller.tenant) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("tenant ", caller.tenant, " may not list tenant ", filter.tenant));
+    }
+    filter.tenant = caller.tenant;
+  }
+  return store_->ListAllocations(filter);
+}
+
+// --- Admission ---
+
+absl::StatusOr<v1::RequestTopologyResponse> Engine::RequestTopology(
+    const v1::RequestTopologyRequest& original, const Caller& caller) {
+  const absl::Time plan_start = clock_->Now();
+  v1::RequestTopologyRequest request = original;
+  if (request.tenant().empty()) request.set_tenant(caller.tenant);
+  if (request.tenant().empty()) return absl::InvalidArgumentError("tenant is empty");
+  if (!caller.operator_role() && request.tenant() != caller.tenant) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "caller ", caller.principal, " may not request for tenant ", request.tenant()));
+  }
+  if (!request.phases().empty()) {
+    return absl::UnimplementedError(
+        "phases: phased allocations are not supported by this fleetd yet");
+  }
+  absl::Duration lease = options_.default_lease;
+  if (request.has_lease()) {
+    lease = absl::Nanoseconds(TimeUtil::DurationToNanoseconds(request.lease()));
+    if (lease < absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("lease: ", absl::FormatDuration(lease), " is negative"));
+    }
+    if (lease == absl::ZeroDuration()) lease = options_.default_lease;
+    if (lease > options_.max_lease) {
+      return absl::InvalidArgumentError(absl::StrCat("lease: ", absl::FormatDuration(lease),
+                                                     " is longer than the maximum ",
+                                                     absl::FormatDuration(options_.max_lease)));
+    }
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return absl::UnavailableError("fleetd is stopping");
+  }
+
+  v1::RequestTopologyResponse response;
+  std::string id;
+  {
+    // One admission at a time: the snapshot a plan is made on must still be true when its
+    // intent commits, or two requests could pick the same free port.
+    absl::MutexLock admit(&admit_mu_);
+    if (!request.request_id().empty() && !request.dry_run()) {
+      ASSIGN_OR_RETURN(std::vector<v1::Allocation> mine,
+                       store_->ListAllocations({request.tenant(), {}, true}));
+      for (v1::Allocation& a : mine) {
+        if (a.request().request_id() == request.request_id()) {
+          *response.mutable_allocation() = std::move(a);
+          return response;  // A retry of a request already admitted.
+        }
+      }
+    }
+    ASSIGN_OR_RETURN(v1::Inventory site, store_->LoadInventory());
+    ASSIGN_OR_RETURN(std::vector<v1::SwitchPort> ports, store_->ListPorts(""));
+    ASSIGN_OR_RETURN(std::vector<v1::Circuit> circuits, store_->ListCircuits({}));
+    ASSIGN_OR_RETURN(std::vector<v1::Allocation> live, store_->ListAllocations({}));
+    const scheduler::FabricSnapshot snapshot =
+        scheduler::FabricSnapshot::Build(site, ports, circuits, live);
+    ASSIGN_OR_RETURN(*response.mutable_plan(),
+                     scheduler::PlanTopology(snapshot, {request.tenant(), request.topology()}));
+    if (request.dry_run()) return response;
+    const absl::Time persist_start = clock_->Now();
+
+    v1::Allocation a;
+    a.set_tenant(request.tenant());
+    a.set_name(request.name());
+    a.set_state(v1::ALLOCATION_STATE_PENDING);
+    *a.mutable_request() = request;
+    *a.mutable_members() = response.plan().members();
+    *a.mutable_lease_expires() = ToProto(clock_->Now() + lease);
+    *a.add_stage_timings() = Stage("plan", plan_start, persist_start - plan_start);
+    for (int attempt = 0;; ++attempt) {
+      id = NewAllocationId();
+      a.set_id(id);
+      a.clear_circuits();
+      for (int i = 0; i < response.plan().circuits_size(); ++i) {
+        v1::Circuit* c = a.add_circuits();
+        *c = response.plan().circuits(i);
+        c->set_id(absl::StrCat(id, "-c", i + 1));
+        c->set_allocation_id(id);
+        c->set_state(v1::CIRCUIT_STATE_PLANNED);
+      }
+      if (!Claim(id)) continue;
+      absl::Status created = store_->CreateAllocation(a, caller.principal);
+      if (created.ok()) break;
+      Unclaim(id);
+      if (created.code() != absl::StatusCode::kAlreadyExists || attempt > 3) return created;
+    }
+    *a.add_stage_timings() = Stage("persist", persist_start, clock_->Now() - persist_start);
+    *response.mutable_allocation() = std::move(a);
+  }
+  Fault("persisted");
+  std::vector<v1::StageTiming> admitted(response.allocation().stage_timings().begin(),
+                                        response.allocation().stage_timings().end());
+  Spawn(id, [this, id, admitted = std::move(admitted)] { Reconfigure(id, admitted); });
+  return response;
+}
+
+// --- The transaction ---
+
+absl::Status Engine::Quiesce(const std::vector<v1::Circuit>& circuits, const std::string& id) {
+  if (agents_ == nullptr) return absl::OkStatus();
+  std::set<std::pair<std::string, uint32_t>> ports;
+  for (const v1::Circuit& c : circuits) {
+    ports.insert({c.source().onic(), c.source().port()});
+    ports.insert({c.destination().onic(), c.destination().port()});
+  }
+  std::vector<agents::AddressedCommand> commands;
+  std::vector<std::string> names;
+  std::vector<std::string> unmanaged;
+  for (const auto& [onic_id, port] : ports) {
+    absl::StatusOr<v1::Onic> onic = store_->GetOnic(onic_id);
+    if (!onic.ok()) return onic.status();
+    if (!agents_->HasOwner(onic->serial())) {
+      unmanaged.push_back(absl::StrCat(onic_id, "/", port));
+      continue;
+    }
+    agents::AddressedCommand& cmd = commands.emplace_back();
+    cmd.onic_serial = onic->serial();
+    cmd.command.mutable_quiesce()->set_onic_serial(onic->serial());
+    cmd.command.mutable_quiesce()->set_port(port);
+    names.push_back(absl::StrCat(onic_id, "/", port));
+  }
+  if (!unmanaged.empty()) {
+    v1::Event event;
+    event.set_kind("allocation.quiesce_skipped");
+    event.set_object_kind("allocation");
+    event.set_object_id(id);
+    event.set_severity(v1::EVENT_SEVERITY_WARNING);
+    event.set_principal("fleetd");
+    event.set_message(absl::StrCat("allocation ", id, ": no connected agent to quiesce ",
+                                   absl::StrJoin(unmanaged, ", ")));
+    (void)store_->AppendEvent(event);
+  }
+  std::vector<absl::StatusOr<v1::CommandResult>> results =
+      agents_->SendCommands(std::move(commands), clock_->Now() + options_.quiesce_timeout);
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i].ok()) {
+      // The agent went away mid-command: nothing to protect on a host we cannot reach.
+      continue;
+    }
+    if (results[i]->code() != 0) {
+      return absl::FailedPreconditionError(absl::StrCat("the agent refused to quiesce O-NIC port ",
+                                                        names[i], ": ", results[i]->message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::Program(const std::vector<v1::Circuit>& circuits, bool remove,
+                             absl::Duration* program_time, absl::Duration* verify_time) {
+  std::map<std::string, switches::CrossConnectBatch> by_switch;
+  for (const v1::Circuit& c : circuits) {
+    for (const v1::CrossConnect& x : c.cross_connects()) {
+      switches::CrossConnectBatch& b = by_switch[x.switch_id()];
+      (remove ? b.remove : b.add).push_back({x.ingress(), x.egress()});
+    }
+  }
+  std::vector<std::pair<SwitchProgrammer*, switches::CrossConnectBatch>> done;
+  absl::Status failure;
+  for (auto& [switch_id, batch] : by_switch) {
+    absl::StatusOr<SwitchProgrammer*> programmer = Programmer(switch_id);
+    if (!programmer.ok()) {
+      failure =
+          absl::Status(programmer.status().code(),
+                       absl::StrCat("switch ", switch_id, ": ", programmer.status().message()));
+      break;
+    }
+    ProgramOutcome outcome = (*programmer)->Program(batch);
+    if (program_time) *program_time += outcome.program_time;
+    if (verify_time) *verify_time += outcome.verify_time;
+    if (!outcome.status.ok()) {
+      std::string message = absl::StrCat("switch ", switch_id, ": ", outcome.status.message());
+      if (outcome.rolled_back) absl::StrAppend(&message, " (rolled back)");
+      if (!outcome.rollback_error.ok())
+        absl::StrAppend(&message, "; ", outcome.rollback_error.message());
+      failure = absl::Status(outcome.status.code(), message);
+      break;
+    }
+    done.push_back({*programmer, batch});
+  }
+  if (failure.ok()) return failure;
+  // Undo the switches that took their part, so the fabric is as it was before the request.
+  for (auto& [programmer, batch] : done) {
+    switches::CrossConnectBatch undo;
+    undo.remove = batch.add;
+    undo.add = batch.remove;
+    ProgramOutcome undone = programmer->Program(undo);
+    if (!undone.status.ok()) {
+      failure =
+          absl::Status(failure.code(),
+                       absl::StrCat(failure.message(),
+                                    "; undoing another switch failed: ", undone.status.message()));
+    }
+  }
+  return failure;
+}
+
+std::map<std::string, std::string> Engine::Retrain(const std::vector<v1::Circuit>& circuits) {
+  std::map<std::string, std::string> failed;
+  std::vector<agents::AddressedCommand> commands;
+  std::vector<const v1::Circuit*> sent;
+  std::map<std::string, std::string> serials;  // O-NIC id → serial.
+  auto serial_of = [&](const std::string& onic) -> absl::StatusOr<std::string> {
+    auto it = serials.find(onic);
+    if (it != serials.end()) return it->second;
+    ASSIGN_OR_RETURN(v1::Onic o, store_->GetOnic(onic));
+    return serials[onic] = o.serial();
+  };
+  for (const v1::Circuit& c : circuits) {
+    absl::StatusOr<std::string> dst = serial_of(c.destination().onic());
+    absl::StatusOr<std::string> src = serial_of(c.source().onic());
+    if (!dst.ok() || !src.ok()) {
+      failed[c.id()] = std::string((dst.ok() ? src.status() : dst.status()).message());
+      continue;
+    }
+    if (agents_ == nullptr || !agents_->HasOwner(*dst)) {
+      failed[c.id()] = absl::StrCat("link ", LinkName(c), ": no connected agent for O-NIC ",
+                                    c.destination().onic(), " (serial ", *dst, ")");
+      continue;
+    }
+    agents::AddressedCommand& cmd = commands.emplace_back();
+    cmd.onic_serial = *dst;
+    v1::RetrainPort* retrain = cmd.command.mutable_retrain();
+    retrain->set_onic_serial(*dst);
+    retrain->set_port(c.destination().port());
+    retrain->mutable_expected_peer()->set_onic_serial(*src);
+    retrain->mutable_expected_peer()->set_port(c.source().port());
+    sent.push_back(&c);
+  }
+  if (commands.empty()) return failed;
+  std::vector<absl::StatusOr<v1::CommandResult>> results =
+      agents_->SendCommands(std::move(commands), clock_->Now() + options_.retrain_timeout);
+  for (size_t i = 0; i < results.size(); ++i) {
+    const v1::Circuit& c = *sent[i];
+    if (!results[i].ok()) {
+      failed[c.id()] = absl::StrCat("link ", LinkName(c), ": ", results[i].status().message());
+    } else if (results[i]->code() != 0) {
+      failed[c.id()] = absl::StrCat("link ", LinkName(c), ": ", results[i]->message());
+    }
+  }
+  return failed;
+}
+
+void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> admitted) {
+  absl::StatusOr<v1::Allocation> loaded = store_->GetAllocation(id);
+  if (!loaded.ok()) {
+    FLEET_LOG(ERROR) << "allocation " << id << " vanished: " << loaded.status();
+    return;
+  }
+  const std::vector<v1::Circuit> circuits = LiveCircuits(*loaded);
+  // A resumed transaction keeps the plan's timing and times its own stages again.
+  std::vector<v1::StageTiming> timings = std::move(admitted);
+  if (timings.empty()) {
+    for (const v1::StageTiming& t : loaded->stage_timings()) {
+      if (t.stage() == "plan" || t.stage() == "persist") timings.push_back(t);
+    }
+  }
+  std::set<std::string> switch_ids;
+  for (const v1::Circuit& c : circuits) {
+    for (const v1::CrossConnect& x : c.cross_connects()) switch_ids.insert(x.switch_id());
+  }
+
+  auto fail = [&](const absl::Status& why, const std::string& stage) {
+    store::AllocationUpdate u;
+    u.id = id;
+    u.state = v1::ALLOCATION_STATE_FAILED;
+    u.reason = absl::StrCat(stage, " failed: ", why.message());
+    u.stage_timings = timings;
+    u.remove_circuits = true;
+    u.severity = v1::EVENT_SEVERITY_WARNING;
+    u.event_message = absl::StrCat("allocation ", id, " FAILED: ", *u.reason);
+    (void)Update(u, "fleetd");
+  };
+
+  store::AllocationUpdate programming;
+  programming.id = id;
+  programming.state = v1::ALLOCATION_STATE_PROGRAMMING;
+  programming.reason = "";
+  programming.event_message =
+      absl::StrCat("allocation ", id, " PROGRAMMING: quiescing ports and programming ",
+                   circuits.size(), " circuits on switch ", absl::StrJoin(switch_ids, ", "));
+  if (!Update(programming, "fleetd").ok()) return;
+
+  absl::Time start = clock_->Now();
+  if (absl::Status q = Quiesce(circuits, id); !q.ok()) {
+    timings.push_back(Stage("quiesce", start, clock_->Now() - start));
+    fail(q, "quiesce");
+    return;
+  }
+  timings.push_back(Stage("quiesce", start, clock_->Now() - start));
+  Fault("quiesced");
+
+  start = clock_->Now();
+  absl::Duration program_time, verify_time;
+  absl::Status programmed = Program(circuits, /*remove=*/false, &program_time, &verify_time);
+  timings.push_back(Stage("program", start, program_time));
+  timings.push_back(Stage("verify", start + program_time, verify_time));
+  if (!programmed.ok()) {
+    fail(programmed, "program");
+    return;
+  }
+  Fault("programmed");
+
+  store::AllocationUpdate training;
+  training.id = id;
+  training.state = v1::ALLOCATION_STATE_TRAINING;
+  training.stage_timings = timings;
+  for (const v1::Circuit& c : circuits) {
+    training.circuits[c.id()] = {v1::CIRCUIT_STATE_PROGRAMMED, ""};
+  }
+  training.event_message =
+      absl::StrCat("allocation ", id, " TRAINING: switch programmed and verified");
+  if (!Update(training, "fleetd").ok()) return;
+  Fault("training");
+
+  start = clock_->Now();
+  const std::map<std::string, std::string> failed = Retrain(circuits);
+  timings.push_back(Stage("retrain", start, clock_->Now() - start));
+  Fault("trained");
+
+  store::AllocationUpdate done;
+  done.id = id;
+  done.stage_timings = timings;
+  std::vector<std::string> reasons;
+  for (const v1::Circuit& c : circuits) {
+    auto f = failed.find(c.id());
+    if (f == failed.end()) {
+      done.circuits[c.id()] = {v1::CIRCUIT_STATE_ACTIVE, ""};
+    } else {
+      done.circuits[c.id()] = {v1::CIRCUIT_STATE_DEGRADED, f->second};
+      reasons.push_back(f->second);
+    }
+  }
+  absl::Duration total;
+  for (const v1::StageTiming& t : timings) {
+    total += absl::Nanoseconds(TimeUtil::DurationToNanoseconds(t.duration()));
+  }
+  if (reasons.empty()) {
+    done.state = v1::ALLOCATION_STATE_READY;
+    done.reason = "";
+    done.event_message =
+        absl::StrCat("allocation ", id, " READY: ", circuits.size(),
+                     " circuits active (stages took ", absl::FormatDuration(total), ")");
+  } else {
+    done.state = v1::ALLOCATION_STATE_DEGRADED;
+    done.reason = absl::StrJoin(reasons, "; ");
+    done.severity = v1::EVENT_SEVERITY_WARNING;
+    done.event_message = absl::StrCat("allocation ", id, " DEGRADED: ", *done.reason);
+  }
+  if (!Update(done, "fleetd").ok()) return;
+  if (!reasons.empty()) ScheduleRetry(id);
+  Fault("ready");
+}
+
+void Engine::ScheduleRetry(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  auto [it, fresh] = retries_.try_emplace(id, Retry{{}, options_.retry_initial});
+  if (!fresh) it->second.backoff = std::min(it->second.backoff * 2, options_.retry_max);
+  it->second.due = clock_->Now() + it->second.backoff;
+}
+
+void Engine::RunDueRetries() {
+  std::vector<std::string> due;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    const absl::Time now = clock_->Now();
+    for (const auto& [id, retry] : retries_) {
+      if (retry.due <= now && !claimed_.contains(id)) due.push_back(id);
+    }
+  }
+  for (const std::string& id : due) {
+    if (!Claim(id)) continue;
+    {
+      // Pushed out until this attempt schedules the next one (or clears it).
+      absl::MutexLock lock(&mu_);
+      retries_[id].due = absl::InfiniteFuture();
+    }
+    Spawn(id, [this, id] {
+      absl::StatusOr<v1::Allocation> a = store_->GetAllocation(id);
+      if (a.ok() && a->state() == v1::ALLOCATION_STATE_DEGRADED) {
+        RetrainDegraded(id);
+      } else if (a.ok() && a->state() == v1::ALLOCATION_STATE_RELEASING) {
+        Release(id, "fleetd", v1::ALLOCATION_STATE_RELEASED, "");
+      } else {
+        absl::MutexLock lock(&mu_);
+        retries_.erase(id);
+      }
+    });
+  }
+}
+
+void Engine::AgentConnected(const std::string& host) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  for (auto& [id, retry] : retries_) {
+    if (retry.due != absl::InfiniteFuture()) retry.due = now;
+  }
+  changed_.SignalAll();
+}
+
+void Engine::RetrainDegraded(const std::string& id) {
+  absl::StatusOr<v1::Allocation> a = store_->GetAllocation(id);
+  if (!a.ok()) return;
+  std::vector<v1::Circuit> untrained;
+  for (const v1::Circuit& c : LiveCircuits(*a)) {
+    if (c.state() != v1::CIRCUIT_STATE_ACTIVE) untrained.push_back(c);
+  }
+  const std::map<std::string, std::string> failed = Retrain(untrained);
+  store::AllocationUpdate u;
+  u.id = id;
+  std::vector<std::string> reasons;
+  for (const v1::Circuit& c : untrained) {
+    auto f = failed.find(c.id());
+    if (f == failed.end()) {
+      u.circuits[c.id()] = {v1::CIRCUIT_STATE_ACTIVE, ""};
+    } else {
+      u.circuits[c.id()] = {v1::CIRCUIT_STATE_DEGRADED, f->second};
+      reasons.push_back(f->second);
+    }
+  }
+  if (reasons.empty()) {
+    u.state = v1::ALLOCATION_STATE_READY;
+    u.reason = "";
+    u.event_message =
+        absl::StrCat("allocation ", id, " READY: ", untrained.size(), " links retrained");
+    absl::MutexLock lock(&mu_);
+    retries_.erase(id);
+  } else {
+    u.state = v1::ALLOCATION_STATE_DEGRADED;
+    u.reason = absl::StrJoin(reasons, "; ");
+    u.severity = v1::EVENT_SEVERITY_WARNING;
+    u.event_kind = "allocation.retrain_failed";
+    u.event_message = absl::StrCat("allocation ", id, " still DEGRADED: ", *u.reason);
+  }
+  if (!Update(u, "fleetd").ok()) return;
+  if (!reasons.empty()) ScheduleRetry(id);
+}
+
+// --- Release, lease, keep-alive ---
+
+void Engine::Release(const std::string& id, const std::string& principal,
+                     v1::AllocationState final_state, const std::string& final_reason) {
+  absl::StatusOr<v1::Allocation> a = store_->GetAllocation(id);
+  if (!a.ok() || a->state() == v1::ALLOCATION_STATE_RELEASED) return;
+  const std::vector<v1::Circuit> circuits = LiveCircuits(*a);
+  if (a->state() != v1::ALLOCATION_STATE_RELEASING && !circuits.empty()) {
+    store::AllocationUpdate releasing;
+    releasing.id = id;
+    releasing.state = v1::ALLOCATION_STATE_RELEASING;
+    if (!final_reason.empty()) releasing.reason = final_reason;
+    for (const v1::Circuit& c : circuits) {
+      releasing.circuits[c.id()] = {v1::CIRCUIT_STATE_REMOVING, ""};
+    }
+    releasing.event_message =
+        absl::StrCat("allocation ", id, " RELEASING: removing ", circuits.size(), " circuits");
+    if (!Update(releasing, principal).ok()) return;
+  }
+  Fault("releasing");
+  if (!circuits.empty()) {
+    if (absl::Status q = Quiesce(circuits, id); !q.ok()) {
+      // Releasing goes on: the job let go of these ports; record what the agent said.
+      v1::Event event;
+      event.set_kind("allocation.quiesce_refused");
+      event.set_object_kind("allocation");
+      event.set_object_id(id);
+      event.set_severity(v1::EVENT_SEVERITY_WARNING);
+      event.set_principal("fleetd");
+      event.set_message(absl::StrCat("allocation ", id, ": ", q.message()));
+      (void)store_->AppendEvent(event);
+    }
+    absl::Status removed = Program(circuits, /*remove=*/true, nullptr, nullptr);
+    if (!removed.ok()) {
+      store::AllocationUpdate stuck;
+      stuck.id = id;
+      stuck.reason = absl::StrCat("removal failed, retrying: ", removed.message());
+      stuck.severity = v1::EVENT_SEVERITY_WARNING;
+      stuck.event_kind = "allocation.release_failed";
+      stuck.event_message = absl::StrCat("allocation ", id, ": ", *stuck.reason);
+      (void)Update(stuck, principal);
+      ScheduleRetry(id);
+      return;
+    }
+  }
+  Fault("removed");
+  store::AllocationUpdate done;
+  done.id = id;
+  done.state = final_state;
+  done.reason = final_reason;
+  done.remove_circuits = true;
+  if (final_state == v1::ALLOCATION_STATE_FAILED) done.severity = v1::EVENT_SEVERITY_WARNING;
+  done.event_message = absl::StrCat("allocation ", id, " ", v1::Name(final_state),
+                                    final_reason.empty() ? "" : ": ", final_reason);
+  (void)Update(done, principal);
+  absl::MutexLock lock(&mu_);
+  retries_.erase(id);
+}
+
+absl::StatusOr<v1::Allocation> Engine::ReleaseTopology(const std::string& id,
+                                                       const Caller& caller) {
+  ASSIGN_OR_RETURN(v1::Allocation a, Authorized(id, caller));
+  if (a.state() == v1::ALLOCATION_STATE_RELEASED) return a;
+  {
+    // Wait for a running transaction of this allocation to reach a persisted end.
+    absl::MutexLock lock(&mu_);
+    const absl::Time give_up = absl::Now() + absl::Seconds(60);
+    while (claimed_.contains(id) && !stopping_ && absl::Now() < give_up) {
+      changed_.WaitWithDeadline(&mu_, give_up);
+    }
+    if (stopping_) return absl::UnavailableError("fleetd is stopping");
+    if (claimed_.contains(id)) {
+      return absl::UnavailableError(
+          absl::StrCat("allocation ", id, " is still being reconfigured; try again"));
+    }
+    claimed_.insert(id);
+  }
+  Release(id, caller.principal, v1::ALLOCATION_STATE_RELEASED, "");
+  Unclaim(id);
+  return store_->GetAllocation(id);
+}
+
+absl::StatusOr<absl::Time> Engine::KeepAlive(const std::string& id, const Caller& caller) {
+  ASSIGN_OR_RETURN(v1::Allocation a, Authorized(id, caller));
+  if (Ended(a.state()) || a.state() == v1::ALLOCATION_STATE_RELEASING) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "allocation ", id, " is ", v1::Name(a.state()), "; its lease cannot be renewed"));
+  }
+  absl::Duration lease = options_.default_lease;
+  if (a.request().has_lease() && TimeUtil::DurationToNanoseconds(a.request().lease()) > 0) {
+    lease = absl::Nanoseconds(TimeUtil::DurationToNanoseconds(a.request().lease()));
+  }
+  store::AllocationUpdate u;
+  u.id = id;
+  u.lease_expires = clock_->Now() + lease;
+  u.event_kind = "allocation.lease";
+  u.event_message =
+      absl::StrCat("allocation ", id, " lease renewed until ", absl::FormatTime(*u.lease_expires));
+  RETURN_IF_ERROR(store_->UpdateAllocation(u, caller.principal).status());
+  return *u.lease_expires;
+}
+
+void Engine::ExpireLeases() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+  }
+  absl::StatusOr<std::vector<v1::Allocation>> live = store_->ListAllocations({});
+  if (!live.ok()) return;
+  const absl::Time now = clock_->Now();
+  for (const v1::Allocation& a : *live) {
+    if (Ended(a.state()) || a.state() == v1::ALLOCATION_STATE_RELEASING) continue;
+    if (!a.has_lease_expires() || FromProto(a.lease_expires()) > now) continue;
+    if (!Claim(a.id())) continue;  // Mid-transaction: the next tick takes it.
+    const std::string id = a.id();
+    Spawn(id, [this, id] {
+      Release(id, "fleetd/lease", v1::ALLOCATION_STATE_RELEASED, "lease expired");
+    });
+  }
+}
+
+// --- Drain ---
+
+namespace {
+
+absl::StatusOr<store::DrainTargetRef> TargetOf(const v1::DrainTarget& target) {
+  store::DrainTargetRef ref;
+  switch (target.target_case()) {
+    case v1::DrainTarget::kSwitchPort:
+      ref.switch_id = target.switch_port().switch_id();
+      ref.port = target.switch_port().port();
+      if (ref.switch_id.empty() || ref.port == 0) {
+        return absl::InvalidArgumentError("target.switch_port needs a switch_id and a port");
+      }
+      return ref;
+    case v1::DrainTarget::kOnic:
+      ref.onic = target.onic();
+      break;
+    case v1::DrainTarget::kHost:
+      ref.host = target.host();
+      break;
+    default:
+      return absl::InvalidArgumentError("target: name a switch port, an O-NIC or a host");
+  }
+  if (ref.onic.empty() && ref.host.empty()) return absl::InvalidArgumentError("target is empty");
+  return ref;
+}
+
+std::string Describe(const store::DrainTargetRef& t) {
+  if (!t.switch_id.empty()) return absl::StrCat("switch port ", t.switch_id, "/", t.port);
+  if (!t.onic.empty()) return absl::StrCat("O-NIC ", t.onic);
+  return absl::StrCat("host ", t.host);
+}
+
+}  // namespace
+
+absl::StatusOr<v1::DrainResponse> Engine::Drain(const v1::DrainRequest& request,
+                                                const Caller& caller) {
+  if (!caller.operator_role()) {
+    return absl::PermissionDeniedError("drain is for operators, not jobs");
+  }
+  ASSIGN_OR_RETURN(store::DrainTargetRef target, TargetOf(request.target()));
+  RETURN_IF_ERROR(store_->SetDrained(target, true, request.reason(), caller.principal));
+  // Which live allocations have a circuit on the drained thing.
+  std::set<std::string> host_onics;
+  if (!target.host.empty()) {
+    ASSIGN_OR_RETURN(std::vector<v1::Onic> onics, store_->ListOnics({target.host, ""}));
+    for (const v1::Onic& o : onics) host_onics.insert(o.id());
+  }
+  ASSIGN_OR_RETURN(std::vector<v1::Circuit> circuits, store_->ListCircuits({}));
+  std::set<std::string> affected;
+  for (const v1::Circuit& c : circuits) {
+    if (c.allocation_id().empty()) continue;
+    bool hit = false;
+    for (const v1::OnicPortRef& end : {c.source(), c.destination()}) {
+      hit |= end.onic() == target.onic || host_onics.contains(end.onic());
+    }
+    for (const v1::CrossConnect& x : c.cross_connects()) {
+      hit |= x.switch_id() == target.switch_id &&
+             (x.ingress() == target.port || x.egress() == target.port);
+    }
+    if (hit) affected.insert(c.allocation_id());
+  }
+  v1::DrainResponse response;
+  for (const std::string& id : affected) response.add_affected_allocations(id);
+  if (!request.evict()) return response;
+  const std::string reason = absl::StrCat("evicted: ", Describe(target), " was drained",
+                                          request.reason().empty() ? "" : ": ", request.reason());
+  for (const std::string& id : affected) {
+    {
+      absl::MutexLock lock(&mu_);
+      const absl::Time give_up = absl::Now() + absl::Seconds(60);
+      while (claimed_.contains(id) && !stopping_ && absl::Now() < give_up) {
+        changed_.WaitWithDeadline(&mu_, give_up);
+      }
+      if (stopping_ || claimed_.contains(id)) {
+        return absl::UnavailableError(
+            absl::StrCat("allocation ", id, " is busy; drain recorded, eviction incomplete"));
+      }
+      claimed_.insert(id);
+    }
+    Release(id, caller.principal, v1::ALLOCATION_STATE_FAILED, reason);
+    Unclaim(id);
+  }
+  return response;
+}
+
+absl::Status Engine::Undrain(const v1::UndrainRequest& request, const Caller& caller) {
+  if (!caller.operator_role()) {
+    return absl::PermissionDeniedError("undrain is for operators, not jobs");
+  }
+  ASSIGN_OR_RETURN(store::DrainTargetRef target, TargetOf(request.target()));
+  return store_->SetDrained(target, false, "", caller.principal);
+}
+
+}  // namespace fleet::engine

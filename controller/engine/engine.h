@@ -1,0 +1,223 @@
+// The reconfiguration engine: turns admitted topology requests into programmed, verified and
+// trained circuits, releases them, keeps leases, and reconciles the switches with the store.
+// docs/architecture.md §4 and docs/engine.md describe the sequence; this is its contract.
+//
+// A reconfiguration (one allocation's transaction):
+//   admit + plan (the scheduler, on a snapshot of the store)  — nothing written on error
+//   persist intent: the allocation PENDING with its circuits PLANNED, one transaction
+//   PROGRAMMING; quiesce every O-NIC port whose light changes (its agent; a port whose agent
+//     is not connected is noted and skipped; an agent that refuses fails the request)
+//   program: per switch, one batch (removes, then adds), batched with concurrent requests
+//   verify: the switch read back equals the batch (part of the same switch call)
+//   TRAINING (circuits PROGRAMMED); retrain the receiving end of every circuit with its
+//     expected peer (a duplex link or a ring trains both of its ends this way)
+//   READY (circuits ACTIVE), with the time of each stage.
+// Faults:
+//   - a switch error or read-back mismatch: the switch is rolled back to its last good
+//     cross-connects, the allocation FAILED with the switch's message, its circuits deleted;
+//   - a link that does not train, or whose agent is gone: DEGRADED naming the link, circuits
+//     kept, retrained with exponential backoff (and at once when an agent reconnects) until
+//     it trains, then READY.
+// Release: RELEASING (circuits REMOVING), quiesce, remove from the switch, RELEASED with the
+//   circuits deleted. A switch error keeps the allocation RELEASING (its ports stay held) and
+//   the removal is retried with backoff.
+// Leases: every allocation has one (the request's, else the default); KeepAlive renews it;
+//   an allocation whose lease passes is released by fleetd.
+// Crash consistency: every state is persisted before the step it names starts, so a restart
+//   finds each interrupted transaction in the state it reached. Start() reconciles: it resumes
+//   PENDING/PROGRAMMING/TRAINING allocations (switch changes are idempotent), finishes
+//   RELEASING ones, and leaves READY ones alone when the switch agrees (no switch command
+//   changes a correct cross-connect).
+// Tenancy: a caller whose principal is `job:TENANT` sees and changes only TENANT's
+//   allocations (PERMISSION_DENIED otherwise, without revealing whose it is); other
+//   principals act as operators.
+//
+// Thread-safe. Transactions run on their own threads; RPC calls return after the intent is
+// persisted (RequestTopology) or the change is done (ReleaseTopology, Reconcile, Drain).
+#ifndef FLEET_CONTROLLER_ENGINE_ENGINE_H_
+#define FLEET_CONTROLLER_ENGINE_ENGINE_H_
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "controller/agents/agent_registry.h"
+#include "controller/base/clock.h"
+#include "controller/engine/switch_programmer.h"
+#include "controller/fabric/switch_registry.h"
+#include "controller/store/store.h"
+#include "fleet/v1/admin.pb.h"
+#include "fleet/v1/topology.pb.h"
+
+namespace fleet::engine {
+
+// Who is calling, from the RPC's principal.
+struct Caller {
+  std::string principal;  // As recorded in events.
+  std::string tenant;     // Set for role `job`: limited to this tenant's allocations.
+
+  static Caller FromPrincipal(const std::string& principal);
+  bool operator_role() const { return tenant.empty(); }
+};
+
+struct EngineOptions {
+  absl::Duration default_lease = absl::Hours(1);
+  absl::Duration max_lease = absl::Hours(24 * 7);
+  absl::Duration quiesce_timeout = absl::Seconds(5);
+  absl::Duration retrain_timeout = absl::Seconds(10);
+  // Backoff of retrain retries for DEGRADED allocations and of failed removals.
+  absl::Duration retry_initial = absl::Seconds(1);
+  absl::Duration retry_max = absl::Seconds(60);
+  // Periodic reconciliation (report policy unless `unknown_policy` says otherwise); 0: off.
+  absl::Duration reconcile_interval = absl::Seconds(60);
+  v1::UnknownCrossConnectPolicy unknown_policy = v1::UNKNOWN_CROSS_CONNECT_POLICY_REPORT;
+  // How often the background loop looks at leases and retries.
+  absl::Duration tick = absl::Milliseconds(100);
+  // Called at each stage boundary of a transaction with the stage's name (see
+  // kFaultPoints); tests use it to kill fleetd at a precise point.
+  std::function<void(const std::string& point)> fault_point;
+};
+
+// The points at which EngineOptions::fault_point is called, in transaction order.
+inline constexpr const char* kFaultPoints[] = {
+    "persisted",   // Intent committed (PENDING), nothing touched.
+    "quiesced",    // PROGRAMMING committed, ports quiesced, switch untouched.
+    "programmed",  // Switch programmed and verified; TRAINING not yet committed.
+    "training",    // TRAINING committed; links not yet retrained.
+    "trained",     // Links retrained; READY not yet committed.
+    "ready",       // READY committed.
+    "releasing",   // RELEASING committed; switch untouched.
+    "removed",     // Cross-connects removed from the switch; RELEASED not yet committed.
+};
+
+class Engine {
+ public:
+  // None owned; all outlive the engine. `agents` may be null (links are then never
+  // retrained: allocations stay DEGRADED naming the missing agent).
+  Engine(EngineOptions options, store::Store* store, fabric::SwitchRegistry* switches,
+         agents::CommandSender* agents, const Clock* clock);
+  ~Engine();  // Calls Shutdown.
+
+  // Reconciles every switch (resuming interrupted transactions) and starts the background
+  // loop. A switch that cannot be read is reported (alarm event) and retried by the periodic
+  // reconciliation; it does not stop fleetd from starting.
+  absl::Status Start();
+  // Stops taking new work and waits for running transactions to reach a persisted state.
+  void Shutdown();
+  // True once Shutdown has begun: long-lived streams end.
+  bool stopping();
+
+  // --- TopologyService ---
+  absl::StatusOr<v1::RequestTopologyResponse> RequestTopology(
+      const v1::RequestTopologyRequest& request, const Caller& caller);
+  absl::StatusOr<v1::Allocation> GetAllocation(const std::string& id, const Caller& caller);
+  absl::StatusOr<std::vector<v1::Allocation>> ListAllocations(
+      const v1::ListAllocationsRequest& request, const Caller& caller);
+  // Waits for a running transaction of the allocation to finish, then releases it. Returns the
+  // allocation RELEASED (or RELEASING if the switch refused; fleetd keeps retrying).
+  absl::StatusOr<v1::Allocation> ReleaseTopology(const std::string& id, const Caller& caller);
+  absl::StatusOr<absl::Time> KeepAlive(const std::string& id, const Caller& caller);
+  // Checks that `caller` may watch allocation `id` or tenant `tenant`.
+  absl::Status CheckWatch(const std::string& id, const std::string& tenant, const Caller& caller);
+
+  // --- AdminService ---
+  absl::StatusOr<v1::ReconcileResponse> Reconcile(const v1::ReconcileRequest& request,
+                                                  const Caller& caller);
+  absl::StatusOr<v1::DrainResponse> Drain(const v1::DrainRequest& request, const Caller& caller);
+  absl::Status Undrain(const v1::UndrainRequest& request, const Caller& caller);
+
+  // An agent (re)connected: retry the DEGRADED allocations now.
+  void AgentConnected(const std::string& host);
+
+  // --- For tests and the background loop ---
+  // Releases every allocation whose lease has passed by the clock's now.
+  void ExpireLeases();
+  // Runs the retries that are due (retrain of DEGRADED links, removal of RELEASING ones).
+  void RunDueRetries();
+  // Blocks until no transaction is running.
+  void WaitIdle();
+  // Batches sent to each switch so far, by switch id.
+  std::map<std::string, int> SwitchBatches();
+
+ private:
+  struct Retry {
+    absl::Time due;
+    absl::Duration backoff;
+  };
+
+  // Claims `id` for one transaction; false if another holds it.
+  bool Claim(const std::string& id);
+  void Unclaim(const std::string& id);
+  // Runs `fn` on a transaction thread holding the claim on `id`; the claim is dropped after.
+  void Spawn(const std::string& id, std::function<void()> fn);
+
+  // The transaction's stages (engine.cc). Each runs with the claim held.
+  // `admitted`: the plan and persist timings of a fresh request; empty when resuming.
+  void Reconfigure(const std::string& id, std::vector<v1::StageTiming> admitted);
+  // Takes the circuits off the switches and ends the allocation in `final_state` (RELEASED,
+  // or FAILED for an eviction) with `final_reason`.
+  void Release(const std::string& id, const std::string& principal, v1::AllocationState final_state,
+               const std::string& final_reason);
+  // Retrains the receiving ends of `circuits`; returns circuit id → failure reason.
+  std::map<std::string, std::string> Retrain(const std::vector<v1::Circuit>& circuits);
+  // Quiesces the O-NIC ports of `circuits`; an error names the port the agent refused.
+  absl::Status Quiesce(const std::vector<v1::Circuit>& circuits, const std::string& id);
+  // Programs per switch; on error the switches are rolled back and the message returned.
+  absl::Status Program(const std::vector<v1::Circuit>& circuits, bool remove,
+                       absl::Duration* program_time, absl::Duration* verify_time);
+  void RetrainDegraded(const std::string& id);
+  void ScheduleRetry(const std::string& id);
+  void Fault(const std::string& point);
+
+  absl::StatusOr<SwitchProgrammer*> Programmer(const std::string& switch_id);
+  absl::StatusOr<v1::Allocation> Update(const store::AllocationUpdate& update,
+                                        const std::string& principal);
+  absl::StatusOr<v1::Allocation> Authorized(const std::string& id, const Caller& caller);
+  std::string NewAllocationId();
+
+  // Reconciliation (reconciler.cc).
+  absl::StatusOr<v1::ReconcileResponse> ReconcileSwitches(const std::string& switch_id,
+                                                          v1::UnknownCrossConnectPolicy unknown,
+                                                          bool dry_run,
+                                                          const std::string& principal);
+  // Compares one switch, read through `driver` while the caller holds it exclusively.
+  absl::Status ReconcileOne(const v1::Switch& sw, switches::OpticalSwitch& driver,
+                            v1::UnknownCrossConnectPolicy unknown, bool dry_run,
+                            const std::string& principal, v1::ReconcileResponse& response,
+                            std::set<std::string>& affected);
+  // Claims every allocation a crash left mid-transaction (no thread of this process runs it).
+  std::vector<std::string> ClaimInterrupted();
+  // Runs the claimed interrupted transactions to their end, each on its own thread.
+  void Resume(const std::vector<std::string>& ids);
+  void BackgroundLoop();
+
+  const EngineOptions options_;
+  store::Store* const store_;
+  fabric::SwitchRegistry* const switches_;
+  agents::CommandSender* const agents_;
+  const Clock* const clock_;
+
+  absl::Mutex admit_mu_;  // Serializes snapshot → plan → persist, so plans do not collide.
+
+  absl::Mutex mu_;
+  absl::CondVar changed_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  int running_ ABSL_GUARDED_BY(mu_) = 0;                       // Transaction threads.
+  std::set<std::string> claimed_ ABSL_GUARDED_BY(mu_);         // Allocations in a transaction.
+  std::map<std::string, Retry> retries_ ABSL_GUARDED_BY(mu_);  // By allocation id.
+  std::map<std::string, std::unique_ptr<SwitchProgrammer>> programmers_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, switches::OpticalSwitch*> programmer_drivers_ ABSL_GUARDED_BY(mu_);
+  absl::Time next_reconcile_ ABSL_GUARDED_BY(mu_);
+  std::thread background_;
+};
+
+}  // namespace fleet::engine
+
+#endif  // FLEET_CONTROLLER_ENGINE_ENGINE_H_

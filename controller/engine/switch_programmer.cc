@@ -1,0 +1,112 @@
+#include "controller/engine/switch_programmer.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace fleet::engine {
+
+ProgramOutcome SwitchProgrammer::ApplyWithRollback(const switches::CrossConnectBatch& batch) {
+  ProgramOutcome outcome;
+  const absl::Time start = absl::Now();
+  switches::ApplyResult result = driver_->Apply(batch);
+  {
+    absl::MutexLock lock(&mu_);
+    ++batches_;
+  }
+  outcome.verify_time = result.verify_time;
+  outcome.program_time = absl::Now() - start - result.verify_time;
+  outcome.status = result.status;
+  if (result.status.ok() || (result.added.empty() && result.removed.empty())) return outcome;
+  // Back to the last good cross-connects: undo exactly what this call changed.
+  switches::CrossConnectBatch undo;
+  undo.remove = result.added;
+  undo.add = result.removed;
+  switches::ApplyResult undone = driver_->Apply(undo);
+  outcome.rolled_back = undone.status.ok();
+  if (!undone.status.ok()) {
+    outcome.rollback_error = absl::Status(
+        undone.status.code(),
+        absl::StrCat("rolling back switch ", name_, " failed: ", undone.status.message()));
+  }
+  return outcome;
+}
+
+void SwitchProgrammer::RunBatch(std::deque<std::shared_ptr<Ticket>> tickets) {
+  if (tickets.size() == 1) {
+    tickets.front()->outcome = ApplyWithRollback(tickets.front()->changes);
+    return;
+  }
+  switches::CrossConnectBatch combined;
+  for (const auto& t : tickets) {
+    combined.remove.insert(combined.remove.end(), t->changes.remove.begin(),
+                           t->changes.remove.end());
+    combined.add.insert(combined.add.end(), t->changes.add.begin(), t->changes.add.end());
+  }
+  ProgramOutcome together = ApplyWithRollback(combined);
+  if (together.status.ok()) {
+    for (auto& t : tickets) {
+      t->outcome = together;
+      t->outcome.batch_size = static_cast<int>(tickets.size());
+    }
+    return;
+  }
+  // Find the culprit: each change set alone. A rollback that failed leaves the switch
+  // unknown; then nobody is retried and everyone gets the error.
+  for (auto& t : tickets) {
+    if (!together.rollback_error.ok()) {
+      t->outcome = together;
+      continue;
+    }
+    t->outcome = ApplyWithRollback(t->changes);
+  }
+}
+
+ProgramOutcome SwitchProgrammer::Program(const switches::CrossConnectBatch& changes) {
+  auto ticket = std::make_shared<Ticket>();
+  ticket->changes = changes;
+  absl::MutexLock lock(&mu_);
+  queue_.push_back(ticket);
+  while (!ticket->done) {
+    if (busy_) {
+      idle_.Wait(&mu_);
+      continue;
+    }
+    // Lead: take everything queued by now, our own ticket included.
+    busy_ = true;
+    std::deque<std::shared_ptr<Ticket>> batch;
+    batch.swap(queue_);
+    mu_.Unlock();
+    RunBatch(batch);
+    mu_.Lock();
+    for (auto& t : batch) t->done = true;
+    busy_ = false;
+    idle_.SignalAll();
+  }
+  return ticket->outcome;
+}
+
+void SwitchProgrammer::Exclusive(const std::function<void(switches::OpticalSwitch&)>& fn) {
+  {
+    absl::MutexLock lock(&mu_);
+    while (busy_) idle_.Wait(&mu_);
+    busy_ = true;
+  }
+  fn(*driver_);
+  absl::MutexLock lock(&mu_);
+  busy_ = false;
+  idle_.SignalAll();
+}
+
+int SwitchProgrammer::batches() const {
+  absl::MutexLock lock(&mu_);
+  return batches_;
+}
+
+int SwitchProgrammer::queued() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(queue_.size());
+}
+
+}  // namespace fleet::engine

@@ -1,0 +1,77 @@
+// One switch's programming queue: concurrent reconfigurations hand in their cross-connect
+// changes, and changes that arrive while the switch is busy go out together as one batch
+// (group commit). The switch is never sent two batches at once, and a batch never holds two
+// changes to one port, because the store admits no port into two desired circuits.
+//
+// Contract:
+// - Program() blocks until the caller's changes were applied and verified by read-back, or
+//   failed. The first caller to find the switch idle becomes the batch's leader and applies
+//   everything queued by then, in one OpticalSwitch::Apply (removes before adds).
+// - On failure of a combined batch the switch is rolled back to what it held before the
+//   batch (the adds that landed are removed, the removes that landed are restored), and each
+//   change set is then tried alone, so one bad request cannot fail its neighbours. A change
+//   set that fails alone is rolled back too and gets the switch's error.
+// - Exclusive() runs a function with the switch to itself (reconciliation), between batches.
+#ifndef FLEET_CONTROLLER_ENGINE_SWITCH_PROGRAMMER_H_
+#define FLEET_CONTROLLER_ENGINE_SWITCH_PROGRAMMER_H_
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "switch_adapters/optical_switch.h"
+
+namespace fleet::engine {
+
+struct ProgramOutcome {
+  absl::Status status;          // The switch's error, with its message, when not OK.
+  absl::Duration program_time;  // From the batch's start to the end of its changes.
+  absl::Duration verify_time;   // The read-back and comparison.
+  int batch_size = 1;           // Change sets that went out in the same batch.
+  bool rolled_back = false;     // Changes that landed were undone after a failure.
+  absl::Status rollback_error;  // The rollback itself failed: the switch may differ (drift).
+};
+
+class SwitchProgrammer {
+ public:
+  // `name` is the switch id, for messages. `driver` is not owned.
+  SwitchProgrammer(std::string name, switches::OpticalSwitch* driver)
+      : name_(std::move(name)), driver_(driver) {}
+
+  ProgramOutcome Program(const switches::CrossConnectBatch& changes);
+
+  // Runs `fn` on the driver while no batch is in flight and none starts.
+  void Exclusive(const std::function<void(switches::OpticalSwitch&)>& fn);
+
+  // Batches applied since construction (a retry of one change set counts too).
+  int batches() const;
+  // Change sets waiting for the next batch.
+  int queued() const;
+
+ private:
+  struct Ticket {
+    switches::CrossConnectBatch changes;
+    bool done = false;
+    ProgramOutcome outcome;
+  };
+
+  // Applies `batch`, rolling back on failure. Runs with busy_ held, without mu_.
+  ProgramOutcome ApplyWithRollback(const switches::CrossConnectBatch& batch);
+  void RunBatch(std::deque<std::shared_ptr<Ticket>> tickets);
+
+  const std::string name_;
+  switches::OpticalSwitch* const driver_;
+  mutable absl::Mutex mu_;
+  absl::CondVar idle_;  // Signalled when a batch or an exclusive section ends.
+  bool busy_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<std::shared_ptr<Ticket>> queue_ ABSL_GUARDED_BY(mu_);
+  int batches_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace fleet::engine
+
+#endif  // FLEET_CONTROLLER_ENGINE_SWITCH_PROGRAMMER_H_

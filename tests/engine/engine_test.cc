@@ -1,0 +1,607 @@
+// The reconfiguration engine over the real SQLite store, the FLEET Gen1 inventory, an
+// in-memory switch (FakeOpticalSwitch) and agents that check the light: a retrain succeeds
+// only when the switch really connects the expected peer's tx to the port's rx.
+#include "controller/engine/engine.h"
+
+#include <gmock/gmock.h>
+#include <google/protobuf/util/time_util.h>
+#include <gtest/gtest.h>
+
+#include <set>
+#include <thread>
+
+#include "controller/inventory/inventory.h"
+#include "switch_adapters/fake_optical_switch.h"
+#include "tests/store/store_test_util.h"
+
+namespace fleet::engine {
+namespace {
+
+using store::testing_util::IsOk;
+using store::testing_util::StatusIs;
+using switches::CrossConnect;
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+using ::testing::SizeIs;
+
+// Agents for every O-NIC of the site. Retrain answers OK only if the switch carries light
+// from the expected peer's tx ingress to this port's rx egress.
+class LightCheckingAgents : public agents::CommandSender {
+ public:
+  LightCheckingAgents(const v1::Inventory& site, switches::FakeOpticalSwitch* sw) : sw_(sw) {
+    for (const v1::Onic& o : site.onics()) {
+      for (int p = 0; p < o.ports_size(); ++p) {
+        ports_[{o.serial(), p + 1}] = {o.ports(p).tx().port(), o.ports(p).rx().port()};
+      }
+    }
+  }
+
+  std::vector<absl::StatusOr<v1::CommandResult>> SendCommands(
+      std::vector<agents::AddressedCommand> commands, absl::Time) override {
+    absl::MutexLock lock(&mu_);
+    std::vector<absl::StatusOr<v1::CommandResult>> out;
+    for (const agents::AddressedCommand& c : commands) {
+      sent_.push_back(c.command);
+      if (gone_.contains(c.onic_serial)) {
+        out.push_back(absl::UnavailableError("agent went away"));
+        continue;
+      }
+      v1::CommandResult result;
+      if (c.command.has_quiesce() && refuse_quiesce_) {
+        result.set_code(static_cast<int>(absl::StatusCode::kFailedPrecondition));
+        result.set_message("driver busy");
+      } else if (c.command.has_retrain()) {
+        const v1::RetrainPort& r = c.command.retrain();
+        const uint32_t egress = ports_[{r.onic_serial(), r.port()}].second;
+        const uint32_t ingress =
+            ports_[{r.expected_peer().onic_serial(), r.expected_peer().port()}].first;
+        std::vector<CrossConnect> xs =
+            sw_->ReadCrossConnects().value_or(std::vector<CrossConnect>{});
+        if (std::find(xs.begin(), xs.end(), CrossConnect{ingress, egress}) == xs.end()) {
+          result.set_code(static_cast<int>(absl::StatusCode::kUnavailable));
+          result.set_message("no light");
+        }
+      }
+      out.push_back(result);
+    }
+    return out;
+  }
+  bool HasOwner(const std::string& serial) override {
+    absl::MutexLock lock(&mu_);
+    return !gone_.contains(serial);
+  }
+
+  void SetGone(const std::string& serial, bool gone) {
+    absl::MutexLock lock(&mu_);
+    if (gone) {
+      gone_.insert(serial);
+    } else {
+      gone_.erase(serial);
+    }
+  }
+  void RefuseQuiesce(bool refuse) {
+    absl::MutexLock lock(&mu_);
+    refuse_quiesce_ = refuse;
+  }
+  int Count(v1::Command::ActionCase action) {
+    absl::MutexLock lock(&mu_);
+    return static_cast<int>(std::count_if(sent_.begin(), sent_.end(), [&](const v1::Command& c) {
+      return c.action_case() == action;
+    }));
+  }
+
+ private:
+  switches::FakeOpticalSwitch* const sw_;
+  absl::Mutex mu_;
+  std::map<std::pair<std::string, int>, std::pair<uint32_t, uint32_t>> ports_;
+  std::set<std::string> gone_ ABSL_GUARDED_BY(mu_);
+  bool refuse_quiesce_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<v1::Command> sent_ ABSL_GUARDED_BY(mu_);
+};
+
+v1::RequestTopologyRequest Ring(const std::string& tenant, std::vector<std::string> members) {
+  v1::RequestTopologyRequest r;
+  r.set_tenant(tenant);
+  r.set_name("ring");
+  r.mutable_topology()->mutable_template_()->set_kind(v1::TEMPLATE_KIND_RING_UNIDIRECTIONAL);
+  for (const std::string& m : members) {
+    r.mutable_topology()->mutable_template_()->mutable_members()->add_devices(m);
+  }
+  return r;
+}
+
+v1::RequestTopologyRequest Link(const std::string& tenant, const std::string& a,
+                                const std::string& b) {
+  v1::RequestTopologyRequest r;
+  r.set_tenant(tenant);
+  v1::Link* link = r.mutable_topology()->mutable_links()->add_links();
+  link->mutable_a()->set_device(a);
+  link->mutable_b()->set_device(b);
+  link->set_duplex(true);
+  return r;
+}
+
+const std::vector<std::string> kGpus = {"gpu1", "gpu2", "gpu3", "gpu4",
+                                        "gpu5", "gpu6", "gpu7", "gpu8"};
+
+class EngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = store::OpenSqliteStore({":memory:", &clock_}).value();
+    absl::StatusOr<v1::Inventory> site = inventory::ReadInventoryFile(
+        std::string(FLEET_SOURCE_DIR) + "/deploy/inventory/fleet-gen1.yaml");
+    ASSERT_TRUE(site.ok()) << site.status();
+    site_ = *site;
+    inventory::InventoryApplier applier(store_.get());
+    ASSERT_THAT(applier.Apply(site_, false, "operator:test").status(), IsOk());
+    registry_ = std::make_unique<fabric::SwitchRegistry>(
+        [this](const polatis::PolatisSwitchOptions&) {
+          auto sw = std::make_unique<switches::FakeOpticalSwitch>(384, 384);
+          sw_ = sw.get();
+          return sw;
+        },
+        std::map<std::string, polatis::Credentials>{{"ocs1", {"admin", "root"}}}, "test");
+    // The driver is built on first use; build it now so the agents can look at it.
+    v1::Switch ocs1 = store_->GetSwitch("ocs1").value();
+    ASSERT_TRUE(registry_->Driver(ocs1).ok());
+    agents_ = std::make_unique<LightCheckingAgents>(site_, sw_);
+    StartEngine();
+  }
+
+  void StartEngine(EngineOptions options = {}) {
+    options.reconcile_interval = absl::ZeroDuration();  // Tests reconcile by hand.
+    options.tick = absl::Hours(1);                      // And drive leases and retries.
+    engine_ =
+        std::make_unique<Engine>(options, store_.get(), registry_.get(), agents_.get(), &clock_);
+    ASSERT_THAT(engine_->Start(), IsOk());
+  }
+
+  v1::Allocation Request(const v1::RequestTopologyRequest& r,
+                         const std::string& principal = "operator:test") {
+    absl::StatusOr<v1::RequestTopologyResponse> response =
+        engine_->RequestTopology(r, Caller::FromPrincipal(principal));
+    EXPECT_TRUE(response.ok()) << response.status();
+    engine_->WaitIdle();
+    return Get(response.ok() ? response->allocation().id() : "");
+  }
+  v1::Allocation Get(const std::string& id) {
+    return store_->GetAllocation(id).value_or(v1::Allocation());
+  }
+
+  // The switch's cross-connects, and those the allocation's circuits ask for.
+  std::set<CrossConnect> OnSwitch() {
+    std::vector<CrossConnect> xs = sw_->ReadCrossConnects().value();
+    return {xs.begin(), xs.end()};
+  }
+  static std::set<CrossConnect> Wanted(const v1::Allocation& a) {
+    std::set<CrossConnect> out;
+    for (const v1::Circuit& c : a.circuits()) {
+      for (const v1::CrossConnect& x : c.cross_connects()) out.insert({x.ingress(), x.egress()});
+    }
+    return out;
+  }
+  size_t EventCount() { return store_->ListEvents({0, 100000, "", ""}).value().size(); }
+  std::vector<std::string> EventKinds(const std::string& allocation) {
+    std::vector<std::string> kinds;
+    const std::vector<v1::Event> events =
+        store_->ListEvents({0, 1000, "allocation", allocation}).value();
+    for (const v1::Event& e : events) {
+      kinds.push_back(e.kind() + ":" + e.message());
+    }
+    return kinds;
+  }
+
+  FakeClock clock_;
+  std::unique_ptr<store::Store> store_;
+  v1::Inventory site_;
+  switches::FakeOpticalSwitch* sw_ = nullptr;
+  std::unique_ptr<fabric::SwitchRegistry> registry_;
+  std::unique_ptr<LightCheckingAgents> agents_;
+  std::unique_ptr<Engine> engine_;
+};
+
+TEST_F(EngineTest, RingBecomesReadyWithTheSwitchHoldingExactlyItsCircuits) {
+  v1::Allocation a = Request(Ring("team-a", kGpus));
+  EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
+  ASSERT_THAT(a.circuits(), SizeIs(8));
+  for (const v1::Circuit& c : a.circuits()) EXPECT_EQ(c.state(), v1::CIRCUIT_STATE_ACTIVE);
+  EXPECT_EQ(OnSwitch(), Wanted(a));
+  std::vector<std::string> stages;
+  for (const v1::StageTiming& t : a.stage_timings()) stages.push_back(t.stage());
+  EXPECT_THAT(stages, ElementsAre("plan", "persist", "quiesce", "program", "verify", "retrain"));
+  // 16 O-NIC ports quiesced (each GPU's port sends and receives), 8 rx ends retrained.
+  EXPECT_EQ(agents_->Count(v1::Command::kQuiesce), 8);
+  EXPECT_EQ(agents_->Count(v1::Command::kRetrain), 8);
+  std::string story;
+  for (const std::string& k : EventKinds(a.id())) story += k.substr(0, k.find(':')) + " ";
+  EXPECT_EQ(story, "allocation.created allocation.state allocation.state allocation.state ");
+  EXPECT_THAT(EventKinds(a.id()).back(), HasSubstr("READY"));
+}
+
+TEST_F(EngineTest, DryRunReturnsThePlanAndTouchesNothing) {
+  const size_t events = EventCount();
+  v1::RequestTopologyRequest r = Ring("team-a", kGpus);
+  r.set_dry_run(true);
+  absl::StatusOr<v1::RequestTopologyResponse> plan =
+      engine_->RequestTopology(r, Caller::FromPrincipal("operator:test"));
+  ASSERT_THAT(plan.status(), IsOk());
+  EXPECT_THAT(plan->plan().add(), SizeIs(8));
+  EXPECT_FALSE(plan->has_allocation());
+  EXPECT_EQ(sw_->changes(), 0);
+  EXPECT_EQ(EventCount(), events);
+  EXPECT_THAT(store_->ListAllocations({}).value(), IsEmpty());
+}
+
+TEST_F(EngineTest, AdmissionErrorsNameTheMemberAndWriteNothing) {
+  v1::Allocation held = Request(Link("team-a", "gpu1", "gpu2"));
+  ASSERT_EQ(held.state(), v1::ALLOCATION_STATE_READY);
+  ASSERT_THAT(store_->SetDrained({.onic = "gpu5-n0"}, true, "bad optics", "operator:test"), IsOk());
+  const size_t events = EventCount();
+  const int changes = sw_->changes();
+  const Caller op = Caller::FromPrincipal("operator:test");
+
+  EXPECT_THAT(engine_->RequestTopology(Ring("team-a", {"gpu3", "gpu99"}), op).status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("gpu99")));
+  v1::RequestTopologyRequest busy;
+  busy.set_tenant("team-a");
+  v1::Link* link = busy.mutable_topology()->mutable_links()->add_links();
+  link->mutable_a()->mutable_onic_port()->set_onic("gpu1-n0");
+  link->mutable_a()->mutable_onic_port()->set_port(1);
+  link->mutable_b()->set_device("gpu3");
+  EXPECT_THAT(engine_->RequestTopology(busy, op).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("gpu1-n0")));
+  EXPECT_THAT(engine_->RequestTopology(Ring("team-a", {"gpu3", "gpu5"}), op).status(),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("drained")));
+  // Another tenant's port: refused without naming whose allocation holds it.
+  v1::RequestTopologyRequest theirs = busy;
+  theirs.set_tenant("team-b");
+  absl::Status other = engine_->RequestTopology(theirs, op).status();
+  EXPECT_THAT(other, StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("gpu1-n0")));
+  EXPECT_THAT(std::string(other.message()), Not(HasSubstr(held.id())));
+  EXPECT_THAT(engine_->RequestTopology(Ring("", kGpus), op).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("tenant")));
+
+  EXPECT_EQ(EventCount(), events);
+  EXPECT_EQ(sw_->changes(), changes);
+  EXPECT_THAT(store_->ListAllocations({}).value(), SizeIs(1));
+}
+
+TEST_F(EngineTest, SwitchErrorRollsBackAndFailsWithTheSwitchMessage) {
+  sw_->FailNextApplyAfter(3);  // Three of the eight cross-connects land, then the switch errs.
+  v1::Allocation a = Request(Ring("team-a", kGpus));
+  EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_FAILED);
+  EXPECT_THAT(a.reason(), HasSubstr("switch ocs1"));
+  EXPECT_THAT(a.reason(), HasSubstr("rolled back"));
+  EXPECT_THAT(a.circuits(), IsEmpty());
+  EXPECT_THAT(OnSwitch(), IsEmpty());
+  // The ports are free again.
+  EXPECT_EQ(Request(Ring("team-a", kGpus)).state(), v1::ALLOCATION_STATE_READY);
+}
+
+TEST_F(EngineTest, UnreachableSwitchFailsTheRequest) {
+  sw_->SetUnreachable(absl::UnavailableError("connection refused"));
+  v1::Allocation a = Request(Ring("team-a", kGpus));
+  EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_FAILED);
+  EXPECT_THAT(a.reason(), HasSubstr("connection refused"));
+  sw_->SetUnreachable(absl::OkStatus());
+  EXPECT_THAT(OnSwitch(), IsEmpty());
+}
+
+TEST_F(EngineTest, QuiesceRefusedFailsBeforeTheSwitchIsTouched) {
+  agents_->RefuseQuiesce(true);
+  v1::Allocation a = Request(Ring("team-a", kGpus));
+  EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_FAILED);
+  EXPECT_THAT(a.reason(), HasSubstr("driver busy"));
+  EXPECT_EQ(sw_->changes(), 0);
+}
+
+TEST_F(EngineTest, GoneAgentDegradesNamingTheLinkAndRecoversWhenItReturns) {
+  agents_->SetGone("FLT-GPU3-N0", true);
+  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2", "gpu3", "gpu4"}));
+  EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_DEGRADED);
+  EXPECT_THAT(a.reason(), HasSubstr("gpu2-n0/1 -> gpu3-n0/1"));
+  EXPECT_EQ(OnSwitch(), Wanted(a));  // Circuits kept.
+  int degraded = 0;
+  for (const v1::Circuit& c : a.circuits()) degraded += c.state() == v1::CIRCUIT_STATE_DEGRADED;
+  EXPECT_EQ(degraded, 1);
+
+  // Still gone at the first retry: still DEGRADED, retried later.
+  clock_.Advance(absl::Seconds(2));
+  engine_->RunDueRetries();
+  engine_->WaitIdle();
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_DEGRADED);
+
+  agents_->SetGone("FLT-GPU3-N0", false);
+  engine_->AgentConnected("gpu-pool-1");
+  engine_->RunDueRetries();
+  engine_->WaitIdle();
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
+}
+
+TEST_F(EngineTest, ReleaseRemovesTheCrossConnectsAndFreesThePorts) {
+  v1::Allocation a = Request(Ring("team-a", kGpus));
+  absl::StatusOr<v1::Allocation> released =
+      engine_->ReleaseTopology(a.id(), Caller::FromPrincipal("job:team-a"));
+  ASSERT_THAT(released.status(), IsOk());
+  EXPECT_EQ(released->state(), v1::ALLOCATION_STATE_RELEASED);
+  EXPECT_THAT(released->circuits(), IsEmpty());
+  EXPECT_THAT(OnSwitch(), IsEmpty());
+  EXPECT_THAT(store_->ListCircuits({}).value(), IsEmpty());
+  // Releasing again is harmless.
+  EXPECT_THAT(engine_->ReleaseTopology(a.id(), Caller::FromPrincipal("job:team-a")).status(),
+              IsOk());
+  EXPECT_EQ(Request(Ring("team-b", kGpus)).state(), v1::ALLOCATION_STATE_READY);
+}
+
+TEST_F(EngineTest, ReleaseThatTheSwitchRefusesKeepsThePortsAndRetries) {
+  v1::Allocation a = Request(Ring("team-a", kGpus));
+  sw_->SetUnreachable(absl::UnavailableError("link down"));
+  v1::Allocation stuck =
+      engine_->ReleaseTopology(a.id(), Caller::FromPrincipal("operator:test")).value();
+  EXPECT_EQ(stuck.state(), v1::ALLOCATION_STATE_RELEASING);
+  EXPECT_THAT(stuck.reason(), HasSubstr("link down"));
+  // Its ports stay held until the light is really gone.
+  v1::RequestTopologyRequest same_port;
+  same_port.set_tenant("team-a");
+  v1::Link* link = same_port.mutable_topology()->mutable_links()->add_links();
+  link->mutable_a()->mutable_onic_port()->set_onic("gpu1-n0");
+  link->mutable_a()->mutable_onic_port()->set_port(1);
+  link->mutable_b()->set_device("gpu3");
+  EXPECT_THAT(engine_->RequestTopology(same_port, Caller::FromPrincipal("operator:x")).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("gpu1-n0")));
+  sw_->SetUnreachable(absl::OkStatus());
+  clock_.Advance(absl::Seconds(2));
+  engine_->RunDueRetries();
+  engine_->WaitIdle();
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_RELEASED);
+  EXPECT_THAT(OnSwitch(), IsEmpty());
+}
+
+TEST_F(EngineTest, LeaseExpiryReleasesAndKeepAliveRenews) {
+  v1::RequestTopologyRequest r = Ring("team-a", kGpus);
+  *r.mutable_lease() = google::protobuf::util::TimeUtil::SecondsToDuration(10);
+  v1::Allocation a = Request(r);
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
+  const Caller job = Caller::FromPrincipal("job:team-a");
+
+  clock_.Advance(absl::Seconds(8));
+  ASSERT_THAT(engine_->KeepAlive(a.id(), job).status(), IsOk());
+  clock_.Advance(absl::Seconds(8));
+  engine_->ExpireLeases();
+  engine_->WaitIdle();
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
+
+  clock_.Advance(absl::Seconds(3));
+  engine_->ExpireLeases();
+  engine_->WaitIdle();
+  v1::Allocation expired = Get(a.id());
+  EXPECT_EQ(expired.state(), v1::ALLOCATION_STATE_RELEASED);
+  EXPECT_THAT(expired.reason(), HasSubstr("lease expired"));
+  EXPECT_THAT(OnSwitch(), IsEmpty());
+  EXPECT_THAT(engine_->KeepAlive(a.id(), job).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("released")));
+}
+
+TEST_F(EngineTest, LeaseLongerThanTheMaximumIsRefused) {
+  v1::RequestTopologyRequest r = Ring("team-a", kGpus);
+  *r.mutable_lease() = google::protobuf::util::TimeUtil::SecondsToDuration(86400 * 30);
+  EXPECT_THAT(engine_->RequestTopology(r, Caller::FromPrincipal("operator:test")).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("lease")));
+}
+
+TEST_F(EngineTest, TenantsCannotTouchEachOthersAllocations) {
+  v1::RequestTopologyRequest r = Ring("", {"gpu1", "gpu2"});
+  v1::Allocation a = Request(r, "job:team-a");
+  ASSERT_EQ(a.tenant(), "team-a");
+  const Caller b = Caller::FromPrincipal("job:team-b");
+  EXPECT_THAT(engine_->GetAllocation(a.id(), b).status(),
+              StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
+  EXPECT_THAT(engine_->ReleaseTopology(a.id(), b).status(),
+              StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
+  EXPECT_THAT(engine_->KeepAlive(a.id(), b).status(),
+              StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
+  EXPECT_THAT(engine_->CheckWatch(a.id(), "", b),
+              StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
+  EXPECT_THAT(engine_->CheckWatch("", "team-a", b),
+              StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
+  EXPECT_THAT(engine_->RequestTopology(Ring("team-a", {"gpu3", "gpu4"}), b).status(),
+              StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
+  EXPECT_THAT(engine_->ListAllocations({}, b).value(), IsEmpty());
+  EXPECT_THAT(engine_->ListAllocations({}, Caller::FromPrincipal("job:team-a")).value(), SizeIs(1));
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
+  EXPECT_EQ(OnSwitch(), Wanted(a));
+}
+
+TEST_F(EngineTest, RetryWithTheSameRequestIdReturnsTheSameAllocation) {
+  v1::RequestTopologyRequest r = Ring("team-a", kGpus);
+  r.set_request_id("job-42-attempt");
+  v1::Allocation first = Request(r);
+  v1::Allocation again = Request(r);
+  EXPECT_EQ(first.id(), again.id());
+  EXPECT_THAT(store_->ListAllocations({}).value(), SizeIs(1));
+}
+
+TEST_F(EngineTest, ConcurrentDisjointRequestsAllBecomeReady) {
+  std::vector<std::thread> jobs;
+  std::vector<std::string> ids(4);
+  for (int i = 0; i < 4; ++i) {
+    jobs.emplace_back([&, i] {
+      absl::StatusOr<v1::RequestTopologyResponse> r = engine_->RequestTopology(
+          Link("team-" + std::to_string(i), kGpus[2 * i], kGpus[2 * i + 1]),
+          Caller::FromPrincipal("operator:test"));
+      if (r.ok()) ids[i] = r->allocation().id();
+    });
+  }
+  for (std::thread& t : jobs) t.join();
+  engine_->WaitIdle();
+  std::set<CrossConnect> wanted;
+  for (const std::string& id : ids) {
+    v1::Allocation a = Get(id);
+    EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << id << " " << a.reason();
+    for (const CrossConnect& x : Wanted(a)) wanted.insert(x);
+  }
+  EXPECT_EQ(OnSwitch(), wanted);
+}
+
+TEST_F(EngineTest, RestartLeavesReadyAllocationsUntouched) {
+  v1::Allocation a = Request(Ring("team-a", kGpus));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
+  const int changes = sw_->changes();
+  const int retrains = agents_->Count(v1::Command::kRetrain);
+  engine_.reset();
+  StartEngine();
+  engine_->WaitIdle();
+  EXPECT_EQ(sw_->changes(), changes);
+  EXPECT_EQ(agents_->Count(v1::Command::kRetrain), retrains);
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
+}
+
+// What a crash leaves behind at each stage, then a restart.
+class InterruptedTest : public EngineTest,
+                        public ::testing::WithParamInterface<std::pair<v1::AllocationState, int>> {
+};
+
+TEST_P(InterruptedTest, RestartResumesTheTransaction) {
+  const auto [state, landed] = GetParam();
+  // Take an allocation through, then rewind the store and the switch to the crash point.
+  v1::Allocation a = Request(Ring("team-a", kGpus));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
+  engine_.reset();
+  store::AllocationUpdate rewind;
+  rewind.id = a.id();
+  rewind.state = state;
+  for (const v1::Circuit& c : a.circuits()) {
+    rewind.circuits[c.id()] = {state == v1::ALLOCATION_STATE_RELEASING ? v1::CIRCUIT_STATE_REMOVING
+                                                                       : v1::CIRCUIT_STATE_PLANNED,
+                               ""};
+  }
+  ASSERT_THAT(store_->UpdateAllocation(rewind, "test").status(), IsOk());
+  const std::set<CrossConnect> wanted = Wanted(a);
+  std::vector<CrossConnect> all(wanted.begin(), wanted.end());
+  switches::CrossConnectBatch undo;
+  undo.remove.assign(all.begin() + landed, all.end());
+  ASSERT_THAT(sw_->Apply(undo).status, IsOk());
+
+  StartEngine();
+  engine_->WaitIdle();
+  v1::Allocation after = Get(a.id());
+  if (state == v1::ALLOCATION_STATE_RELEASING) {
+    EXPECT_EQ(after.state(), v1::ALLOCATION_STATE_RELEASED);
+    EXPECT_THAT(OnSwitch(), IsEmpty());
+  } else {
+    EXPECT_EQ(after.state(), v1::ALLOCATION_STATE_READY) << after.reason();
+    EXPECT_EQ(OnSwitch(), Wanted(after));
+  }
+  EXPECT_THAT(EventKinds(a.id()), Contains(HasSubstr("resuming")));
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, InterruptedTest,
+                         ::testing::Values(std::pair{v1::ALLOCATION_STATE_PENDING, 0},
+                                           std::pair{v1::ALLOCATION_STATE_PROGRAMMING, 0},
+                                           std::pair{v1::ALLOCATION_STATE_PROGRAMMING, 3},
+                                           std::pair{v1::ALLOCATION_STATE_TRAINING, 8},
+                                           std::pair{v1::ALLOCATION_STATE_RELEASING, 8},
+                                           std::pair{v1::ALLOCATION_STATE_RELEASING, 5}));
+
+TEST_F(EngineTest, ReconcileRepairsAMissingCrossConnectAndRetrains) {
+  v1::Allocation a = Request(Ring("team-a", kGpus));
+  const CrossConnect lost = *Wanted(a).begin();
+  switches::CrossConnectBatch behind_our_back;
+  behind_our_back.remove.push_back(lost);
+  ASSERT_THAT(sw_->Apply(behind_our_back).status, IsOk());
+
+  v1::ReconcileRequest dry;
+  dry.set_dry_run(true);
+  v1::ReconcileResponse seen = engine_->Reconcile(dry, Caller::FromPrincipal("operator:t")).value();
+  ASSERT_THAT(seen.drift(), SizeIs(1));
+  EXPECT_EQ(seen.drift(0).kind(), v1::Drift::KIND_MISSING);
+  EXPECT_EQ(OnSwitch().size(), 7u);
+
+  v1::ReconcileResponse fixed = engine_->Reconcile({}, Caller::FromPrincipal("operator:t")).value();
+  EXPECT_EQ(fixed.repaired(), 1u);
+  EXPECT_EQ(OnSwitch(), Wanted(a));
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_DEGRADED);
+  engine_->RunDueRetries();
+  engine_->WaitIdle();
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
+}
+
+TEST_F(EngineTest, ReconcileAppliesTheUnknownCrossConnectPolicy) {
+  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2"}));
+  // s1c0-n0 port 1 tx (ingress 1) to s2c0-n0 port 1 rx (egress 397): wired O-NIC ports.
+  sw_->ForceCrossConnect({1, 397});
+  sw_->ForceCrossConnect({300, 700});  // Trunk-reserved ports: no O-NIC to adopt it for.
+  const Caller op = Caller::FromPrincipal("operator:t");
+
+  v1::ReconcileResponse reported = engine_->Reconcile({}, op).value();
+  ASSERT_THAT(reported.drift(), SizeIs(2));
+  for (const v1::Drift& d : reported.drift()) {
+    EXPECT_EQ(d.kind(), v1::Drift::KIND_UNKNOWN);
+    EXPECT_EQ(d.action(), "reported");
+  }
+  EXPECT_THAT(OnSwitch(), Contains(CrossConnect{1, 397}));
+
+  v1::ReconcileRequest adopt;
+  adopt.set_unknown(v1::UNKNOWN_CROSS_CONNECT_POLICY_ADOPT);
+  v1::ReconcileResponse adopted = engine_->Reconcile(adopt, op).value();
+  std::map<uint32_t, std::string> actions;
+  for (const v1::Drift& d : adopted.drift()) actions[d.cross_connect().ingress()] = d.action();
+  EXPECT_EQ(actions[1], "adopted");
+  EXPECT_THAT(actions[300], HasSubstr("cannot adopt"));
+  std::vector<v1::Circuit> manual;
+  const std::vector<v1::Circuit> circuits = store_->ListCircuits({}).value();
+  for (const v1::Circuit& c : circuits) {
+    if (c.manual()) manual.push_back(c);
+  }
+  ASSERT_THAT(manual, SizeIs(1));
+  EXPECT_EQ(manual[0].source().onic(), "s1c0-n0");
+  EXPECT_EQ(manual[0].destination().onic(), "s2c0-n0");
+
+  v1::ReconcileRequest remove;
+  remove.set_unknown(v1::UNKNOWN_CROSS_CONNECT_POLICY_REMOVE);
+  v1::ReconcileResponse removed = engine_->Reconcile(remove, op).value();
+  ASSERT_THAT(removed.drift(), SizeIs(1));
+  EXPECT_EQ(removed.drift(0).cross_connect().ingress(), 300u);
+  EXPECT_EQ(removed.drift(0).action(), "removed");
+  std::set<CrossConnect> expected = Wanted(a);
+  expected.insert({1, 397});  // Adopted: now desired.
+  EXPECT_EQ(OnSwitch(), expected);
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
+}
+
+TEST_F(EngineTest, DrainRefusesNewCircuitsAndEvictFailsTheAllocationsOnIt) {
+  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2"}));
+  const Caller op = Caller::FromPrincipal("operator:t");
+  v1::DrainRequest drain;
+  drain.mutable_target()->set_onic("gpu2-n0");
+  drain.set_reason("dirty connector");
+  v1::DrainResponse drained = engine_->Drain(drain, op).value();
+  EXPECT_THAT(drained.affected_allocations(), ElementsAre(a.id()));
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);  // Without evict: kept.
+  EXPECT_THAT(engine_->RequestTopology(Link("team-b", "gpu2", "gpu3"), op).status(),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("drained")));
+  EXPECT_THAT(engine_->Drain(drain, Caller::FromPrincipal("job:team-a")).status(),
+              StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
+
+  drain.set_evict(true);
+  ASSERT_THAT(engine_->Drain(drain, op).status(), IsOk());
+  v1::Allocation evicted = Get(a.id());
+  EXPECT_EQ(evicted.state(), v1::ALLOCATION_STATE_FAILED);
+  EXPECT_THAT(evicted.reason(), HasSubstr("O-NIC gpu2-n0 was drained: dirty connector"));
+  EXPECT_THAT(OnSwitch(), IsEmpty());
+
+  v1::UndrainRequest undrain;
+  undrain.mutable_target()->set_onic("gpu2-n0");
+  ASSERT_THAT(engine_->Undrain(undrain, op), IsOk());
+  EXPECT_EQ(Request(Link("team-b", "gpu2", "gpu3")).state(), v1::ALLOCATION_STATE_READY);
+  v1::DrainRequest unknown;
+  unknown.mutable_target()->set_host("server9");
+  EXPECT_THAT(engine_->Drain(unknown, op).status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("server9")));
+}
+
+}  // namespace
+}  // namespace fleet::engine

@@ -1,0 +1,85 @@
+#include "controller/engine/switch_programmer.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "switch_adapters/fake_optical_switch.h"
+
+namespace fleet::engine {
+namespace {
+
+using switches::CrossConnect;
+using switches::CrossConnectBatch;
+using ::testing::HasSubstr;
+
+// A FakeOpticalSwitch whose first Apply waits until released, so a test can queue work
+// behind a batch in flight.
+class GatedSwitch : public switches::FakeOpticalSwitch {
+ public:
+  GatedSwitch() : FakeOpticalSwitch(16, 16) {}
+  switches::ApplyResult Apply(const CrossConnectBatch& batch) override {
+    applies_.fetch_add(1);
+    if (!entered_.HasBeenNotified()) {
+      entered_.Notify();
+      release_.WaitForNotification();
+    }
+    return FakeOpticalSwitch::Apply(batch);
+  }
+  absl::Notification entered_, release_;
+  std::atomic<int> applies_{0};
+};
+
+CrossConnectBatch Add(uint32_t ingress, uint32_t egress) {
+  CrossConnectBatch b;
+  b.add.push_back({ingress, egress});
+  return b;
+}
+
+TEST(SwitchProgrammerTest, ChangesArrivingDuringABatchGoOutTogether) {
+  GatedSwitch sw;
+  SwitchProgrammer programmer("ocs1", &sw);
+  std::thread first([&] { EXPECT_TRUE(programmer.Program(Add(1, 17)).status.ok()); });
+  sw.entered_.WaitForNotification();
+  std::vector<std::thread> queued;
+  std::vector<ProgramOutcome> outcomes(3);
+  for (int i = 0; i < 3; ++i) {
+    queued.emplace_back([&, i] { outcomes[i] = programmer.Program(Add(2 + i, 18 + i)); });
+  }
+  // The three wait behind the gate; once it opens they leave as one batch.
+  while (true) {
+    absl::SleepFor(absl::Milliseconds(1));  // Yield until the three are queued.
+    if (programmer.queued() == 3) break;
+  }
+  sw.release_.Notify();
+  first.join();
+  for (std::thread& t : queued) t.join();
+  for (const ProgramOutcome& o : outcomes) {
+    EXPECT_TRUE(o.status.ok()) << o.status;
+    EXPECT_EQ(o.batch_size, 3);
+  }
+  EXPECT_EQ(programmer.batches(), 2);
+  EXPECT_EQ(sw.ReadCrossConnects()->size(), 4u);
+}
+
+TEST(SwitchProgrammerTest, FailedBatchIsRolledBackAndEachChangeSetRetriedAlone) {
+  switches::FakeOpticalSwitch sw(16, 16);
+  sw.ForceCrossConnect({9, 20});  // Holds egress 20: a change set that wants it must fail.
+  SwitchProgrammer programmer("ocs1", &sw);
+  ProgramOutcome bad = programmer.Program(Add(1, 20));
+  EXPECT_FALSE(bad.status.ok());
+  EXPECT_THAT(std::string(bad.status.message()), HasSubstr("20"));
+
+  sw.FailNextApplyAfter(1);
+  CrossConnectBatch two;
+  two.add = {{2, 18}, {3, 19}};
+  ProgramOutcome partial = programmer.Program(two);
+  EXPECT_FALSE(partial.status.ok());
+  EXPECT_TRUE(partial.rolled_back);
+  EXPECT_EQ(sw.ReadCrossConnects().value(), std::vector<CrossConnect>({{9, 20}}));
+}
+
+}  // namespace
+}  // namespace fleet::engine
