@@ -1,0 +1,552 @@
+// fleet_engine_bench: the reconfiguration engine end to end over real processes. fleetd runs
+// in-process on a loopback gRPC port; polatis-emu (384x384) and one emulated fleet-onic-agent
+// per chassis of a generated 160-GPU site run as children (fleetd's demo machinery). A job
+// asks for a unidirectional ring over 8 named GPUs, through the public API; its latency runs
+// from just before RequestTopology until a WatchAllocation stream, opened right after the
+// answer, says READY. Prints:
+//   1. one job at a time, 0 ms switching and training (the control plane's own cost): median
+//      and p99, and the median of each stage the allocation reports;
+//   2. 20 jobs at once, each on its own 8 GPUs: median and p99 across all jobs;
+//   3. request → READY → release cycles per second, one after another;
+//   4. real physics (25 ms switching, 100 ms training): the latency against the physical
+//      time (the program stage plus the training time), the overhead and the ratio, next to
+//      their targets.
+// Never fails on timing; exits 1 only when the site cannot be started or a request fails.
+//
+//   fleet_engine_bench [--iterations 50] [--jobs 20] [--rounds 10] [--cycle-seconds 3]
+//                      [--physics-iterations 20] [--switch-ms 25] [--training-ms 100]
+//                      [--warmup 3] [--protocol tl1|rest]
+#include <google/protobuf/util/time_util.h>
+#include <grpcpp/client_context.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <latch>
+#include <map>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "controller/base/clock.h"
+#include "controller/base/flags.h"
+#include "controller/base/grpc_status.h"
+#include "controller/base/log.h"
+#include "controller/base/status_macros.h"
+#include "controller/fleetd/daemon.h"
+#include "controller/fleetd/demo.h"
+#include "fleet/v1/inventory.grpc.pb.h"
+#include "fleet/v1/topology.grpc.pb.h"
+
+namespace {
+
+using fleet::fleetd::Demo;
+using fleet::fleetd::DemoOptions;
+using fleet::fleetd::Fleetd;
+using fleet::fleetd::FleetdConfig;
+using google::protobuf::util::TimeUtil;
+namespace v1 = fleet::v1;
+
+constexpr int kGpus = 160;
+constexpr int kGpusPerChassis = 20;  // 8 chassis, so 8 agents.
+constexpr int kRingSize = 8;
+constexpr int kRings = kGpus / kRingSize;  // Disjoint rings the site holds at once: 20.
+constexpr int kIngressPorts = 384;
+// The stages an allocation reports, in transaction order.
+constexpr const char* kStages[] = {"plan", "persist", "quiesce", "program", "verify", "retrain"};
+
+// One 384x384 switch and 160 GPUs in chassis of 20, each GPU with one O-NIC whose two ports
+// take consecutive ingress ports and the matching egress ports. Nothing is reserved for
+// trunks. The switch's address, port and protocol are the placeholders Demo points at the
+// emulator.
+std::string BenchInventory() {
+  std::string yaml =
+      "site: engine-bench\n"
+      "switches:\n"
+      "  - id: ocs1\n"
+      "    model: polatis\n"
+      "    size: 384x384\n"
+      "    address: 192.0.2.10\n"
+      "    protocol: tl1\n"
+      "    port: 3082\n"
+      "    credentials: x\n"
+      "devices:\n";
+  for (int n = 1; n <= kGpus; ++n) {
+    absl::StrAppendFormat(&yaml,
+                          "  - id: gpu%d\n"
+                          "    kind: gpu\n"
+                          "    chassis: pool-%d\n"
+                          "    onics:\n"
+                          "      - id: gpu%d-n0\n"
+                          "        serial: FLT-GPU%d-N0\n"
+                          "        pcie: \"0000:%02x:00.0\"\n"
+                          "        ports:\n"
+                          "          - {tx: ocs1/%d, rx: ocs1/%d}\n"
+                          "          - {tx: ocs1/%d, rx: ocs1/%d}\n",
+                          n, (n - 1) / kGpusPerChassis + 1, n, n, (n - 1) % kGpusPerChassis + 1,
+                          2 * n - 1, kIngressPorts + 2 * n - 1, 2 * n, kIngressPorts + 2 * n);
+  }
+  return yaml;
+}
+
+double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
+double Ms(const google::protobuf::Duration& d) {
+  return static_cast<double>(TimeUtil::DurationToNanoseconds(d)) / 1e6;
+}
+
+// Order statistics the way the other benchmarks take them: the sample at the rank, no
+// interpolation (so with fewer than 100 samples the p99 is the maximum).
+struct Summary {
+  double median = 0, p99 = 0, max = 0;
+};
+Summary Summarize(std::vector<double> samples) {
+  if (samples.empty()) return {};
+  std::sort(samples.begin(), samples.end());
+  return {samples[samples.size() / 2], samples[samples.size() * 99 / 100], samples.back()};
+}
+double Median(std::vector<double> samples) { return Summarize(std::move(samples)).median; }
+
+// Stage name → its duration in each allocation, in ms.
+using StageSamples = std::map<std::string, std::vector<double>>;
+
+void AddStages(const v1::Allocation& a, StageSamples& stages) {
+  for (const v1::StageTiming& t : a.stage_timings()) stages[t.stage()].push_back(Ms(t.duration()));
+}
+
+double StageMs(const v1::Allocation& a, const std::string& stage) {
+  for (const v1::StageTiming& t : a.stage_timings()) {
+    if (t.stage() == stage) return Ms(t.duration());
+  }
+  return 0;
+}
+
+// The median of each stage, their sum, and what the latency holds besides them (the state
+// commits between stages, the RPCs and the watch), which no stage timing covers.
+void PrintStages(const StageSamples& stages, const std::vector<double>& latency_ms,
+                 const std::vector<double>& stage_sum_ms) {
+  std::printf("  stage medians (GetAllocation after READY):\n");
+  for (const char* stage : kStages) {
+    auto it = stages.find(stage);
+    if (it == stages.end()) {
+      std::printf("    %-24s %9s\n", stage, "absent");
+      continue;
+    }
+    std::printf("    %-24s %9.3f ms\n", stage, Median(it->second));
+  }
+  std::vector<double> outside;
+  for (size_t i = 0; i < latency_ms.size(); ++i) outside.push_back(latency_ms[i] - stage_sum_ms[i]);
+  std::printf("    %-24s %9.3f ms\n", "sum of stages", Median(stage_sum_ms));
+  std::printf("    %-24s %9.3f ms\n", "outside the stages", Median(outside));
+}
+
+// One site: the emulator and the agents (fleetd's demo machinery), fleetd in-process, and a
+// client of fleetd's public API. Stopped in that order's reverse by the destructor.
+class Site {
+ public:
+  static absl::StatusOr<std::unique_ptr<Site>> Start(const DemoOptions& options) {
+    std::unique_ptr<Site> site(new Site());
+    char dir[] = "/tmp/fleet-engine-bench.XXXXXX";
+    if (mkdtemp(dir) == nullptr) return absl::InternalError("cannot create a state directory");
+    site->state_dir_ = dir;
+    FleetdConfig config;
+    config.listen_address = "127.0.0.1";
+    config.grpc_port = 0;
+    config.metrics_port = 0;
+    config.state_dir = site->state_dir_;
+    config.agent_heartbeat = absl::Seconds(1);
+    config.shutdown_grace = absl::Seconds(2);
+    // A periodic pass holds the switch while it reads it back: an outlier that says nothing
+    // about the reconfiguration path.
+    config.reconcile_interval = absl::ZeroDuration();
+    // polatis-emu and fleet-onic-agent are built next to this executable.
+    const std::string binary_dir =
+        std::filesystem::read_symlink("/proc/self/exe").parent_path().string();
+    ASSIGN_OR_RETURN(site->demo_, Demo::Prepare(config, binary_dir, options));
+    ASSIGN_OR_RETURN(site->fleetd_, Fleetd::Start(config, &site->clock_));
+    RETURN_IF_ERROR(site->demo_->StartAgents(site->fleetd_->grpc_address()));
+    site->channel_ =
+        grpc::CreateChannel(site->fleetd_->grpc_address(), grpc::InsecureChannelCredentials());
+    site->topology_ = v1::TopologyService::NewStub(site->channel_);
+    site->inventory_ = v1::InventoryService::NewStub(site->channel_);
+    RETURN_IF_ERROR(site->WaitForAgents(absl::Seconds(30)));
+    return site;
+  }
+
+  ~Site() {
+    if (fleetd_ != nullptr) fleetd_->Shutdown(absl::Seconds(2));
+    fleetd_.reset();
+    demo_.reset();  // Stops the agents, then the emulator.
+    if (!state_dir_.empty()) {
+      std::error_code ignored;
+      std::filesystem::remove_all(state_dir_, ignored);
+    }
+  }
+
+  int agents() const { return demo_->agents(); }
+
+  struct Job {
+    std::string id;
+    absl::Duration latency;  // From just before RequestTopology to READY seen on the watch.
+  };
+
+  // Requests the ring gpu(8r+1) → … → gpu(8r+8) → gpu(8r+1) and waits until it is READY.
+  absl::StatusOr<Job> Allocate(int ring) {
+    v1::RequestTopologyRequest request;
+    request.set_tenant("bench");
+    request.set_name(absl::StrCat("ring-", ring));
+    v1::TemplateSpec* ring_spec = request.mutable_topology()->mutable_template_();
+    ring_spec->set_kind(v1::TEMPLATE_KIND_RING_UNIDIRECTIONAL);
+    for (int i = 1; i <= kRingSize; ++i) {
+      ring_spec->mutable_members()->add_devices(absl::StrCat("gpu", kRingSize * ring + i));
+    }
+    Job job;
+    const absl::Time start = absl::Now();
+    grpc::ClientContext request_context;
+    request_context.set_deadline(absl::ToChronoTime(start + absl::Seconds(30)));
+    v1::RequestTopologyResponse response;
+    if (grpc::Status s = topology_->RequestTopology(&request_context, request, &response);
+        !s.ok()) {
+      return Prefixed(absl::StrCat("RequestTopology ring ", ring), s);
+    }
+    job.id = response.allocation().id();
+
+    grpc::ClientContext watch_context;
+    watch_context.set_deadline(absl::ToChronoTime(start + absl::Seconds(30)));
+    v1::WatchAllocationRequest watch;
+    watch.set_id(job.id);
+    std::unique_ptr<grpc::ClientReader<v1::WatchAllocationResponse>> reader =
+        topology_->WatchAllocation(&watch_context, watch);
+    v1::WatchAllocationResponse update;
+    absl::Status outcome = absl::DeadlineExceededError(
+        absl::StrCat("allocation ", job.id, ": the watch ended before READY"));
+    while (reader->Read(&update)) {
+      const v1::Allocation& a = update.allocation();
+      if (a.state() == v1::ALLOCATION_STATE_READY) {
+        job.latency = absl::Now() - start;
+        outcome = absl::OkStatus();
+        break;
+      }
+      if (a.state() == v1::ALLOCATION_STATE_DEGRADED || a.state() == v1::ALLOCATION_STATE_FAILED ||
+          a.state() == v1::ALLOCATION_STATE_RELEASED) {
+        outcome =
+            absl::AbortedError(absl::StrCat("allocation ", job.id, " ring ", ring, " is ",
+                                            v1::AllocationState_Name(a.state()), ": ", a.reason()));
+        break;
+      }
+    }
+    // The stream follows the allocation until it ends; we are done with it at READY.
+    watch_context.TryCancel();
+    (void)reader->Finish();
+    if (!outcome.ok()) return outcome;
+    return job;
+  }
+
+  absl::StatusOr<v1::Allocation> Get(const std::string& id) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    v1::GetAllocationRequest request;
+    request.set_id(id);
+    v1::Allocation a;
+    if (grpc::Status s = topology_->GetAllocation(&context, request, &a); !s.ok()) {
+      return Prefixed("GetAllocation " + id, s);
+    }
+    return a;
+  }
+
+  // Returns after the circuits are off the switch and the allocation is RELEASED.
+  absl::Status Release(const std::string& id) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+    v1::ReleaseTopologyRequest request;
+    request.set_id(id);
+    v1::ReleaseTopologyResponse response;
+    if (grpc::Status s = topology_->ReleaseTopology(&context, request, &response); !s.ok()) {
+      return Prefixed("ReleaseTopology " + id, s);
+    }
+    if (response.allocation().state() != v1::ALLOCATION_STATE_RELEASED) {
+      return absl::AbortedError(absl::StrCat(
+          "allocation ", id, " is ", v1::AllocationState_Name(response.allocation().state()),
+          " after release: ", response.allocation().reason()));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  Site() = default;
+
+  static absl::Status Prefixed(const std::string& what, const grpc::Status& s) {
+    absl::Status status = fleet::FromGrpcStatus(s);
+    return absl::Status(status.code(), absl::StrCat(what, ": ", status.message()));
+  }
+
+  // Measuring before every agent is in would time retrains against missing agents.
+  absl::Status WaitForAgents(absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    int connected = 0;
+    while (absl::Now() < deadline) {
+      grpc::ClientContext context;
+      context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+      v1::ListAgentsResponse response;
+      if (inventory_->ListAgents(&context, v1::ListAgentsRequest(), &response).ok()) {
+        connected = 0;
+        for (const v1::Agent& agent : response.agents()) connected += agent.connected() ? 1 : 0;
+        if (connected == demo_->agents()) return absl::OkStatus();
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return absl::DeadlineExceededError(absl::StrCat(connected, " of ", demo_->agents(),
+                                                    " agents connected after ",
+                                                    absl::FormatDuration(timeout)));
+  }
+
+  fleet::SystemClock clock_;
+  std::string state_dir_;
+  std::unique_ptr<Demo> demo_;
+  std::unique_ptr<Fleetd> fleetd_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::TopologyService::Stub> topology_;
+  std::unique_ptr<v1::InventoryService::Stub> inventory_;
+};
+
+// Allocate-and-release cycles outside the figures: the first ones pay for connections and
+// caches warming up.
+absl::Status WarmUp(Site& site, int64_t cycles) {
+  for (int64_t i = 0; i < cycles; ++i) {
+    ASSIGN_OR_RETURN(Site::Job job, site.Allocate(static_cast<int>(i % kRings)));
+    RETURN_IF_ERROR(site.Release(job.id));
+  }
+  return absl::OkStatus();
+}
+
+// 1: one job at a time, on the site with 0 ms physics.
+absl::Status OneAtATime(Site& site, int64_t iterations) {
+  std::vector<double> latency_ms, stage_sum_ms, release_ms;
+  StageSamples stages;
+  for (int64_t i = 0; i < iterations; ++i) {
+    ASSIGN_OR_RETURN(Site::Job job, site.Allocate(static_cast<int>(i % kRings)));
+    ASSIGN_OR_RETURN(v1::Allocation a, site.Get(job.id));
+    latency_ms.push_back(Ms(job.latency));
+    AddStages(a, stages);
+    double sum = 0;
+    for (const v1::StageTiming& t : a.stage_timings()) sum += Ms(t.duration());
+    stage_sum_ms.push_back(sum);
+    const absl::Time start = absl::Now();
+    RETURN_IF_ERROR(site.Release(job.id));
+    release_ms.push_back(Ms(absl::Now() - start));
+  }
+  const Summary e2e = Summarize(latency_ms);
+  std::printf("[1] one job at a time: %lld jobs\n", static_cast<long long>(iterations));
+  std::printf("  request -> READY   median %8.3f ms   p99 %8.3f ms   max %8.3f ms\n", e2e.median,
+              e2e.p99, e2e.max);
+  PrintStages(stages, latency_ms, stage_sum_ms);
+  std::printf("  release (returns after the switch removal)   median %8.3f ms\n",
+              Median(release_ms));
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
+// 2: `jobs` jobs start together each round, each on its own ring; released after the round.
+absl::Status Concurrent(Site& site, int64_t jobs, int64_t rounds) {
+  std::vector<double> latency_ms, round_ms;
+  StageSamples stages;
+  for (int64_t r = 0; r < rounds; ++r) {
+    std::vector<absl::StatusOr<Site::Job>> results(jobs, absl::UnknownError("not run"));
+    std::vector<v1::Allocation> ready(jobs);
+    std::latch start(jobs);
+    std::latch all_ready(jobs);
+    std::vector<std::thread> threads;
+    for (int64_t j = 0; j < jobs; ++j) {
+      threads.emplace_back([&, j] {
+        start.arrive_and_wait();
+        results[j] = site.Allocate(static_cast<int>(j));
+        // Every job is READY before any looks itself up or lets go, so neither shows up in
+        // another's latency.
+        all_ready.arrive_and_wait();
+        if (!results[j].ok()) return;
+        absl::StatusOr<v1::Allocation> a = site.Get(results[j]->id);
+        if (!a.ok()) {
+          results[j] = a.status();
+          return;
+        }
+        ready[j] = *std::move(a);
+        if (absl::Status released = site.Release(results[j]->id); !released.ok()) {
+          results[j] = released;
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    absl::Duration slowest;
+    for (int64_t j = 0; j < jobs; ++j) {
+      if (!results[j].ok()) return results[j].status();
+      latency_ms.push_back(Ms(results[j]->latency));
+      slowest = std::max(slowest, results[j]->latency);
+      AddStages(ready[j], stages);
+    }
+    round_ms.push_back(Ms(slowest));
+  }
+  const Summary e2e = Summarize(latency_ms);
+  std::printf("[2] %lld jobs at once, each on its own 8 GPUs: %lld rounds, %zu jobs\n",
+              static_cast<long long>(jobs), static_cast<long long>(rounds), latency_ms.size());
+  std::printf("  request -> READY   median %8.3f ms   p99 %8.3f ms   max %8.3f ms\n", e2e.median,
+              e2e.p99, e2e.max);
+  std::printf("  slowest job of a round                        median %8.3f ms\n",
+              Median(round_ms));
+  // The engine starts an allocation's plan stage when the request arrives, so with jobs
+  // arriving together it also holds the wait for the admissions ahead of it.
+  std::printf("  stage medians (GetAllocation after READY):\n");
+  for (const char* stage : kStages) {
+    std::printf("    %-24s %9.3f ms\n", stage, Median(stages[stage]));
+  }
+  std::printf("  (switch batches are not visible over the API; not reported)\n");
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
+// 3: request → READY → release, back to back, for about `seconds`.
+absl::Status Cycles(Site& site, int64_t seconds) {
+  const absl::Time start = absl::Now();
+  const absl::Time until = start + absl::Seconds(seconds);
+  int64_t cycles = 0;
+  while (absl::Now() < until) {
+    ASSIGN_OR_RETURN(Site::Job job, site.Allocate(static_cast<int>(cycles % kRings)));
+    RETURN_IF_ERROR(site.Release(job.id));
+    ++cycles;
+  }
+  const double elapsed_s = absl::ToDoubleSeconds(absl::Now() - start);
+  std::printf("[3] allocate + release cycles, one after another: %lld cycles in %.2f s\n",
+              static_cast<long long>(cycles), elapsed_s);
+  std::printf("  %8.1f cycles/s   (%.3f ms per cycle)\n", static_cast<double>(cycles) / elapsed_s,
+              1000.0 * elapsed_s / static_cast<double>(cycles));
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
+// 4: one job at a time with real physics: how far the latency is above the physical time.
+absl::Status Physics(Site& site, int64_t iterations, int switch_ms, int training_ms) {
+  std::vector<double> latency_ms, physical_ms, overhead_ms, ratio, stage_sum_ms, release_ms;
+  StageSamples stages;
+  for (int64_t i = 0; i < iterations; ++i) {
+    ASSIGN_OR_RETURN(Site::Job job, site.Allocate(static_cast<int>(i % kRings)));
+    ASSIGN_OR_RETURN(v1::Allocation a, site.Get(job.id));
+    // The switch time actually spent (the program stage: the batch's commands, not its wait
+    // in the queue or its read-back) plus the agents' training time.
+    const double physical = StageMs(a, "program") + training_ms;
+    const double e2e = Ms(job.latency);
+    latency_ms.push_back(e2e);
+    physical_ms.push_back(physical);
+    overhead_ms.push_back(e2e - physical);
+    ratio.push_back(e2e / physical);
+    AddStages(a, stages);
+    double sum = 0;
+    for (const v1::StageTiming& t : a.stage_timings()) sum += Ms(t.duration());
+    stage_sum_ms.push_back(sum);
+    const absl::Time start = absl::Now();
+    RETURN_IF_ERROR(site.Release(job.id));
+    release_ms.push_back(Ms(absl::Now() - start));
+  }
+  const Summary e2e = Summarize(latency_ms);
+  const Summary overhead = Summarize(overhead_ms);
+  const double ratio_median = Median(ratio);
+  std::printf("[4] one job at a time, %d ms switching, %d ms training: %lld jobs\n", switch_ms,
+              training_ms, static_cast<long long>(iterations));
+  std::printf("  request -> READY   median %8.3f ms   p99 %8.3f ms   max %8.3f ms\n", e2e.median,
+              e2e.p99, e2e.max);
+  std::printf("  physical = program stage + %d ms training   median %8.3f ms   (nominal %d ms)\n",
+              training_ms, Median(physical_ms), switch_ms + training_ms);
+  std::printf(
+      "  overhead = e2e - physical   median %8.3f ms   p99 %8.3f ms"
+      "   target: < 1 ms median at 1 job (%s)\n",
+      overhead.median, overhead.p99, overhead.median < 1.0 ? "met" : "not met");
+  std::printf(
+      "  ratio = e2e / physical      median %8.4f"
+      "                    target: < 1.05 (%s)\n",
+      ratio_median, ratio_median < 1.05 ? "met" : "not met");
+  std::printf("  ratio to the nominal %d ms   median %8.4f\n", switch_ms + training_ms,
+              e2e.median / (switch_ms + training_ms));
+  PrintStages(stages, latency_ms, stage_sum_ms);
+  std::printf("  release (returns after the switch removal)   median %8.3f ms\n",
+              Median(release_ms));
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
+absl::Status Run(int64_t iterations, int64_t jobs, int64_t rounds, int64_t cycle_seconds,
+                 int64_t physics_iterations, int64_t switch_ms, int64_t training_ms, int64_t warmup,
+                 const std::string& protocol) {
+  std::printf(
+      "fleet_engine_bench: unidirectional rings of %d GPUs on a %dx%d polatis-emu (%s), "
+      "%d GPUs in chassis of %d\n",
+      kRingSize, kIngressPorts, kIngressPorts, protocol.c_str(), kGpus, kGpusPerChassis);
+  {
+    ASSIGN_OR_RETURN(std::unique_ptr<Site> site, Site::Start({.protocol = protocol,
+                                                              .switch_ms = 0,
+                                                              .training_ms = 0,
+                                                              .inventory = BenchInventory()}));
+    std::printf("site: 0 ms switching, 0 ms training, %d agents connected\n", site->agents());
+    std::fflush(stdout);
+    RETURN_IF_ERROR(WarmUp(*site, warmup));
+    RETURN_IF_ERROR(OneAtATime(*site, iterations));
+    RETURN_IF_ERROR(Concurrent(*site, jobs, rounds));
+    RETURN_IF_ERROR(Cycles(*site, cycle_seconds));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<Site> site,
+                   Site::Start({.protocol = protocol,
+                                .switch_ms = static_cast<int>(switch_ms),
+                                .training_ms = static_cast<int>(training_ms),
+                                .inventory = BenchInventory()}));
+  std::printf("site: %lld ms switching, %lld ms training, %d agents connected\n",
+              static_cast<long long>(switch_ms), static_cast<long long>(training_ms),
+              site->agents());
+  std::fflush(stdout);
+  RETURN_IF_ERROR(WarmUp(*site, std::min<int64_t>(warmup, 2)));
+  return Physics(*site, physics_iterations, static_cast<int>(switch_ms),
+                 static_cast<int>(training_ms));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t iterations = 50, jobs = kRings, rounds = 10, cycle_seconds = 3;
+  int64_t physics_iterations = 20, switch_ms = 25, training_ms = 100, warmup = 3;
+  std::string protocol = "tl1";
+  fleet::FlagSet flags(
+      "fleet_engine_bench [--iterations 50] [--jobs 20] [--rounds 10] [--cycle-seconds 3] "
+      "[--physics-iterations 20] [--switch-ms 25] [--training-ms 100]",
+      "Times ring reconfigurations end to end: fleetd in-process, polatis-emu and agents.");
+  flags.Int("iterations", &iterations, "[1] jobs timed one at a time, 0 ms physics");
+  flags.Int("jobs", &jobs, "[2] jobs at once, each on its own 8 GPUs (at most 20)");
+  flags.Int("rounds", &rounds, "[2] rounds of concurrent jobs");
+  flags.Int("cycle-seconds", &cycle_seconds, "[3] how long to run allocate+release cycles");
+  flags.Int("physics-iterations", &physics_iterations, "[4] jobs timed with real physics");
+  flags.Int("switch-ms", &switch_ms, "[4] the emulator's switching time per command");
+  flags.Int("training-ms", &training_ms, "[4] the agents' link training time");
+  flags.Int("warmup", &warmup, "untimed allocate+release cycles on each site first");
+  flags.String("protocol", &protocol, "how fleetd talks to the emulator: tl1 or rest");
+  absl::StatusOr<std::vector<std::string>> rest =
+      flags.Parse(std::vector<std::string>(argv + 1, argv + argc));
+  if (!rest.ok() || flags.help_requested()) {
+    std::cerr << (rest.ok() ? flags.Help() : std::string(rest.status().message())) << "\n";
+    return rest.ok() ? 0 : 2;
+  }
+  if (iterations < 1 || jobs < 1 || jobs > kRings || rounds < 1 || cycle_seconds < 1 ||
+      physics_iterations < 1 || switch_ms < 0 || training_ms < 0 || warmup < 0) {
+    std::cerr << "counts must be at least 1 (warmup at least 0), --jobs at most " << kRings
+              << ", times not negative\n"
+              << flags.Help() << "\n";
+    return 2;
+  }
+  // fleetd runs in this process; its per-request info lines would drown the figures.
+  fleet::SetMinLogLevel(fleet::LogLevel::kWarning);
+  absl::Status status = Run(iterations, jobs, rounds, cycle_seconds, physics_iterations, switch_ms,
+                            training_ms, warmup, protocol);
+  if (!status.ok()) {
+    std::cerr << "fleet_engine_bench: " << status << "\n";
+    return 1;
+  }
+  return 0;
+}
