@@ -85,14 +85,17 @@ absl::Duration Agent::NextBackoff(int attempt) {
 }
 
 void Agent::Run() {
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateChannel(options_.controller, grpc::InsecureChannelCredentials());
   int attempt = 0;
   while (true) {
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) break;
     }
+    // A fresh channel per attempt: a channel that lost its server waits out gRPC's own
+    // reconnect backoff (1 s, growing to minutes) on top of ours, which would keep a restarted
+    // fleetd waiting for its agents.
+    std::shared_ptr<grpc::Channel> channel =
+        grpc::CreateChannel(options_.controller, grpc::InsecureChannelCredentials());
     if (Session(channel)) attempt = 0;
     const absl::Duration wait = NextBackoff(attempt++);
     absl::MutexLock lock(&mu_);

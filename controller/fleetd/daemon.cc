@@ -160,8 +160,11 @@ void Fleetd::Shutdown(absl::Duration grace) {
   // Transactions reach a persisted state and watch streams end; then agent streams, which
   // never end on their own, so the server can drain.
   if (engine_) engine_->Shutdown();
+  FLEET_LOG(DEBUG) << "engine stopped";
   if (agents_) agents_->Shutdown();
+  FLEET_LOG(DEBUG) << "agent streams ended";
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoSeconds(grace));
+  FLEET_LOG(DEBUG) << "gRPC server stopped";
   if (exposer_) {
     // The Exposer's civetweb would otherwise take a second to notice it is being stopped.
     const size_t colon = metrics_address_.rfind(':');

@@ -120,13 +120,15 @@ absl::StatusOr<std::unique_ptr<Demo>> Demo::Prepare(FleetdConfig& config,
   ASSIGN_OR_RETURN(demo->tl1_, demo->emulator_->WaitForLine("tl1: ", absl::Seconds(10)));
   ASSIGN_OR_RETURN(demo->rest_, demo->emulator_->WaitForLine("rest: ", absl::Seconds(10)));
 
-  // The shipped Gen1 site, its switch pointed at the emulator's TL1 (or REST) port.
+  // The site (the shipped Gen1 one unless given), its switch pointed at the emulator's TL1
+  // (or REST) port.
   const std::string& management = options.protocol == "rest" ? demo->rest_ : demo->tl1_;
   const size_t colon = management.rfind(':');
   std::string inventory = absl::StrReplaceAll(
-      EmbeddedGen1Inventory(), {{"address: 192.0.2.10", "address: " + management.substr(0, colon)},
-                                {"port: 3082", "port: " + management.substr(colon + 1)},
-                                {"protocol: tl1", "protocol: " + options.protocol}});
+      options.inventory.empty() ? std::string(EmbeddedGen1Inventory()) : options.inventory,
+      {{"address: 192.0.2.10", "address: " + management.substr(0, colon)},
+       {"port: 3082", "port: " + management.substr(colon + 1)},
+       {"protocol: tl1", "protocol: " + options.protocol}});
   demo->inventory_path_ = demo->state_dir_ + "/inventory.yaml";
   std::ofstream(demo->inventory_path_) << inventory;
   const std::string credentials = demo->state_dir_ + "/switch-credentials.yaml";

@@ -40,6 +40,9 @@ struct DemoOptions {
   std::string protocol = "tl1";  // How fleetd talks to the emulator: tl1 or rest.
   int switch_ms = 25;            // The emulator's switching time per command.
   int training_ms = 100;         // The emulated agents' link training time.
+  // The site, as inventory YAML; empty: the embedded Gen1 inventory. Its one switch must say
+  // `address: 192.0.2.10`, `protocol: tl1` and `port: 3082`, which are pointed at the emulator.
+  std::string inventory;
 };
 
 class Demo {

@@ -23,18 +23,9 @@ namespace {
 using testing::BinaryPath;
 using testing::CommandResult;
 using testing::Daemon;
+using testing::Eventually;
 using ::testing::HasSubstr;
 using testing::RunCommand;
-
-template <typename F>
-bool Eventually(F done, absl::Duration timeout = absl::Seconds(20)) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (done()) return true;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return done();
-}
 
 // Children of `parent` whose command line starts with `binary` and holds `word`.
 std::vector<pid_t> ChildrenRunning(pid_t parent, const std::string& binary,
