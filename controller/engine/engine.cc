@@ -89,6 +89,10 @@ absl::Status Engine::Start() {
     // An unreachable switch must not keep fleetd down: the periodic pass retries it.
     FLEET_LOG(WARNING) << "start-up reconciliation incomplete: " << reconciled.status();
   }
+  if (absl::StatusOr<std::vector<v1::Allocation>> live = store_->ListAllocations({}); live.ok()) {
+    absl::MutexLock admit(&admit_mu_);
+    for (const v1::Allocation& a : *live) tenants_[a.id()] = a.tenant();
+  }
   // DEGRADED allocations of an earlier run are retried at once (their agents reconnect).
   if (absl::StatusOr<std::vector<v1::Allocation>> degraded =
           store_->ListAllocations({"", v1::ALLOCATION_STATE_DEGRADED, false});
@@ -133,7 +137,17 @@ void Engine::BackgroundLoop() {
       if (!stopping_) changed_.WaitWithTimeout(&mu_, options_.tick);
       if (stopping_) return;
     }
-    ExpireLeases();
+    // Leases are looked at once a second: reading every live allocation each tick would load
+    // the store for a precision no lease needs.
+    bool leases = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (clock_->Now() >= next_lease_check_) {
+        leases = true;
+        next_lease_check_ = clock_->Now() + absl::Seconds(1);
+      }
+    }
+    if (leases) ExpireLeases();
     RunDueRetries();
     bool reconcile = false;
     {
@@ -216,6 +230,32 @@ std::map<std::string, int> Engine::SwitchBatches() {
   return out;
 }
 
+absl::StatusOr<std::shared_ptr<const Engine::Fabric>> Engine::CurrentFabric() {
+  // The version is read before the inventory: a change committed meanwhile bumps it again,
+  // and the next call reloads.
+  const uint64_t version = store_->InventoryVersion();
+  {
+    absl::MutexLock lock(&mu_);
+    if (fabric_ != nullptr && fabric_->version == version) return fabric_;
+  }
+  auto fabric = std::make_shared<Fabric>();
+  fabric->version = version;
+  ASSIGN_OR_RETURN(fabric->site, store_->LoadInventory());
+  ASSIGN_OR_RETURN(fabric->ports, store_->ListPorts(""));
+  for (const v1::Onic& o : fabric->site.onics()) fabric->serials[o.id()] = o.serial();
+  absl::MutexLock lock(&mu_);
+  fabric_ = fabric;
+  return fabric_;
+}
+
+absl::StatusOr<std::string> Engine::SerialOf(const std::string& onic) {
+  ASSIGN_OR_RETURN(std::shared_ptr<const Fabric> fabric, CurrentFabric());
+  auto it = fabric->serials.find(onic);
+  if (it == fabric->serials.end())
+    return absl::NotFoundError(absl::StrCat("onic ", onic, " not found"));
+  return it->second;
+}
+
 // --- Authorization ---
 
 absl::StatusOr<v1::Allocation> Engine::Authorized(const std::string& id, const Caller& caller) {
@@ -262,7 +302,6 @@ absl::StatusOr<std::vector<v1::Allocation>> Engine::ListAllocations(
 
 absl::StatusOr<v1::RequestTopologyResponse> Engine::RequestTopology(
     const v1::RequestTopologyRequest& original, const Caller& caller) {
-  const absl::Time plan_start = clock_->Now();
   v1::RequestTopologyRequest request = original;
   if (request.tenant().empty()) request.set_tenant(caller.tenant);
   if (request.tenant().empty()) return absl::InvalidArgumentError("tenant is empty");
@@ -299,6 +338,7 @@ absl::StatusOr<v1::RequestTopologyResponse> Engine::RequestTopology(
     // One admission at a time: the snapshot a plan is made on must still be true when its
     // intent commits, or two requests could pick the same free port.
     absl::MutexLock admit(&admit_mu_);
+    const absl::Time plan_start = clock_->Now();
     if (!request.request_id().empty() && !request.dry_run()) {
       ASSIGN_OR_RETURN(std::vector<v1::Allocation> mine,
                        store_->ListAllocations({request.tenant(), {}, true}));
@@ -309,12 +349,16 @@ absl::StatusOr<v1::RequestTopologyResponse> Engine::RequestTopology(
         }
       }
     }
-    ASSIGN_OR_RETURN(v1::Inventory site, store_->LoadInventory());
-    ASSIGN_OR_RETURN(std::vector<v1::SwitchPort> ports, store_->ListPorts(""));
+    ASSIGN_OR_RETURN(std::shared_ptr<const Fabric> fabric, CurrentFabric());
     ASSIGN_OR_RETURN(std::vector<v1::Circuit> circuits, store_->ListCircuits({}));
-    ASSIGN_OR_RETURN(std::vector<v1::Allocation> live, store_->ListAllocations({}));
+    std::vector<v1::Allocation> holders;  // Only id and tenant matter to the snapshot.
+    for (const auto& [id, tenant] : tenants_) {
+      v1::Allocation& a = holders.emplace_back();
+      a.set_id(id);
+      a.set_tenant(tenant);
+    }
     const scheduler::FabricSnapshot snapshot =
-        scheduler::FabricSnapshot::Build(site, ports, circuits, live);
+        scheduler::FabricSnapshot::Build(fabric->site, fabric->ports, circuits, holders);
     ASSIGN_OR_RETURN(*response.mutable_plan(),
                      scheduler::PlanTopology(snapshot, {request.tenant(), request.topology()}));
     if (request.dry_run()) return response;
@@ -341,7 +385,10 @@ absl::StatusOr<v1::RequestTopologyResponse> Engine::RequestTopology(
       }
       if (!Claim(id)) continue;
       absl::Status created = store_->CreateAllocation(a, caller.principal);
-      if (created.ok()) break;
+      if (created.ok()) {
+        tenants_[id] = a.tenant();
+        break;
+      }
       Unclaim(id);
       if (created.code() != absl::StatusCode::kAlreadyExists || attempt > 3) return created;
     }
@@ -368,15 +415,14 @@ absl::Status Engine::Quiesce(const std::vector<v1::Circuit>& circuits, const std
   std::vector<std::string> names;
   std::vector<std::string> unmanaged;
   for (const auto& [onic_id, port] : ports) {
-    absl::StatusOr<v1::Onic> onic = store_->GetOnic(onic_id);
-    if (!onic.ok()) return onic.status();
-    if (!agents_->HasOwner(onic->serial())) {
+    ASSIGN_OR_RETURN(const std::string serial, SerialOf(onic_id));
+    if (!agents_->HasOwner(serial)) {
       unmanaged.push_back(absl::StrCat(onic_id, "/", port));
       continue;
     }
     agents::AddressedCommand& cmd = commands.emplace_back();
-    cmd.onic_serial = onic->serial();
-    cmd.command.mutable_quiesce()->set_onic_serial(onic->serial());
+    cmd.onic_serial = serial;
+    cmd.command.mutable_quiesce()->set_onic_serial(serial);
     cmd.command.mutable_quiesce()->set_port(port);
     names.push_back(absl::StrCat(onic_id, "/", port));
   }
@@ -459,16 +505,9 @@ std::map<std::string, std::string> Engine::Retrain(const std::vector<v1::Circuit
   std::map<std::string, std::string> failed;
   std::vector<agents::AddressedCommand> commands;
   std::vector<const v1::Circuit*> sent;
-  std::map<std::string, std::string> serials;  // O-NIC id → serial.
-  auto serial_of = [&](const std::string& onic) -> absl::StatusOr<std::string> {
-    auto it = serials.find(onic);
-    if (it != serials.end()) return it->second;
-    ASSIGN_OR_RETURN(v1::Onic o, store_->GetOnic(onic));
-    return serials[onic] = o.serial();
-  };
   for (const v1::Circuit& c : circuits) {
-    absl::StatusOr<std::string> dst = serial_of(c.destination().onic());
-    absl::StatusOr<std::string> src = serial_of(c.source().onic());
+    absl::StatusOr<std::string> dst = SerialOf(c.destination().onic());
+    absl::StatusOr<std::string> src = SerialOf(c.source().onic());
     if (!dst.ok() || !src.ok()) {
       failed[c.id()] = std::string((dst.ok() ? src.status() : dst.status()).message());
       continue;

@@ -150,6 +150,17 @@ class Engine {
     absl::Time due;
     absl::Duration backoff;
   };
+  // Inventory as of one InventoryVersion: read once, shared by admissions and transactions
+  // until an inventory or drain change commits.
+  struct Fabric {
+    uint64_t version = 0;
+    v1::Inventory site;
+    std::vector<v1::SwitchPort> ports;
+    std::map<std::string, std::string> serials;  // O-NIC id → serial.
+  };
+  absl::StatusOr<std::shared_ptr<const Fabric>> CurrentFabric();
+  // The serial of O-NIC `onic`, from the cached inventory.
+  absl::StatusOr<std::string> SerialOf(const std::string& onic);
 
   // Claims `id` for one transaction; false if another holds it.
   bool Claim(const std::string& id);
@@ -204,6 +215,9 @@ class Engine {
   const Clock* const clock_;
 
   absl::Mutex admit_mu_;  // Serializes snapshot → plan → persist, so plans do not collide.
+  // Tenant of every allocation admitted or found live at start: what planning needs to keep
+  // tenants apart, without reading every allocation on each request.
+  std::map<std::string, std::string> tenants_ ABSL_GUARDED_BY(admit_mu_);
 
   absl::Mutex mu_;
   absl::CondVar changed_;
@@ -215,6 +229,8 @@ class Engine {
   std::map<std::string, std::unique_ptr<SwitchProgrammer>> programmers_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, switches::OpticalSwitch*> programmer_drivers_ ABSL_GUARDED_BY(mu_);
   absl::Time next_reconcile_ ABSL_GUARDED_BY(mu_);
+  absl::Time next_lease_check_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const Fabric> fabric_ ABSL_GUARDED_BY(mu_);
   std::thread background_;
 };
 

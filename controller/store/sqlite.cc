@@ -23,7 +23,12 @@ absl::Status SqliteError(sqlite3* db, int rc, absl::string_view what) {
 }
 
 Statement::~Statement() {
-  if (stmt_) sqlite3_finalize(stmt_);
+  if (stmt_ == nullptr) return;
+  if (cache_ != nullptr) {
+    cache_->Return(stmt_);
+  } else {
+    sqlite3_finalize(stmt_);
+  }
 }
 
 Statement& Statement::Bind(int index, absl::string_view text) {
@@ -110,7 +115,16 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path
   return database;
 }
 
-Database::~Database() { sqlite3_close(db_); }
+Database::~Database() {
+  for (auto& [sql, stmt] : idle_) sqlite3_finalize(stmt);
+  sqlite3_close(db_);
+}
+
+void Database::Return(sqlite3_stmt* stmt) {
+  sqlite3_reset(stmt);
+  sqlite3_clear_bindings(stmt);
+  idle_.emplace(sql_of_.at(stmt), stmt);
+}
 
 absl::Status Database::EnableWriteAheadLog() {
   if (path_ == ":memory:") return absl::OkStatus();
@@ -118,10 +132,16 @@ absl::Status Database::EnableWriteAheadLog() {
 }
 
 absl::StatusOr<Statement> Database::Prepare(absl::string_view sql) {
+  if (auto it = idle_.find(std::string(sql)); it != idle_.end()) {
+    sqlite3_stmt* stmt = it->second;
+    idle_.erase(it);
+    return Statement(db_, stmt, this);
+  }
   sqlite3_stmt* stmt = nullptr;
   int rc = sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &stmt, nullptr);
   if (rc != SQLITE_OK) return SqliteError(db_, rc, absl::StrCat("preparing ", sql));
-  return Statement(db_, stmt);
+  sql_of_.emplace(stmt, std::string(sql));
+  return Statement(db_, stmt, this);
 }
 
 absl::Status Database::Exec(const std::string& sql) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -16,10 +17,14 @@
 
 namespace fleet::store {
 
+class Database;
+
 class Statement {
  public:
-  Statement(sqlite3* db, sqlite3_stmt* stmt) : db_(db), stmt_(stmt) {}
-  Statement(Statement&& other) noexcept : db_(other.db_), stmt_(other.stmt_) {
+  // `cache`, when set, takes the statement back for reuse instead of finalizing it.
+  Statement(sqlite3* db, sqlite3_stmt* stmt, Database* cache = nullptr)
+      : db_(db), stmt_(stmt), cache_(cache) {}
+  Statement(Statement&& other) noexcept : db_(other.db_), stmt_(other.stmt_), cache_(other.cache_) {
     other.stmt_ = nullptr;
   }
   Statement& operator=(Statement&&) = delete;
@@ -52,6 +57,7 @@ class Statement {
  private:
   sqlite3* db_;
   sqlite3_stmt* stmt_;
+  Database* cache_;
   int bind_error_ = SQLITE_OK;
 };
 
@@ -68,6 +74,8 @@ class Database {
   // A no-op for ":memory:".
   absl::Status EnableWriteAheadLog();
 
+  // Compiled statements are kept and reused by their SQL text: compiling costs more than
+  // running most of the store's statements. Not thread-safe, like the connection.
   absl::StatusOr<Statement> Prepare(absl::string_view sql);
   // Runs one or more statements without parameters (schema, pragmas).
   absl::Status Exec(const std::string& sql);
@@ -77,9 +85,13 @@ class Database {
   const std::string& path() const { return path_; }
 
  private:
+  friend class Statement;
   Database(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  void Return(sqlite3_stmt* stmt);  // A finished statement, reset, back to the cache.
   sqlite3* db_;
   std::string path_;
+  std::unordered_multimap<std::string, sqlite3_stmt*> idle_;  // By the SQL given to Prepare.
+  std::unordered_map<sqlite3_stmt*, std::string> sql_of_;
 };
 
 // Maps an SQLite result code to a canonical status: constraint violations become

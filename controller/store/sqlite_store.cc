@@ -1,6 +1,7 @@
 // SQLite implementation of Store. One connection, serialized by a mutex: SQLite in WAL mode
 // is fast enough for the controller's write rate, and one writer keeps transactions simple.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -204,7 +205,9 @@ class SqliteStore : public Store {
     for (const std::string& what : write.updated) {
       RETURN_IF_ERROR(InventoryEventLocked("inventory.updated", what, principal, "updated"));
     }
-    return CommitLocked(txn);
+    RETURN_IF_ERROR(CommitLocked(txn));
+    inventory_version_.fetch_add(1);
+    return absl::OkStatus();
   }
 
   absl::StatusOr<std::vector<std::string>> DeleteObject(const std::string& kind,
@@ -271,6 +274,7 @@ class SqliteStore : public Store {
       RETURN_IF_ERROR(InventoryEventLocked("inventory.deleted", what, principal, "deleted"));
     }
     RETURN_IF_ERROR(CommitLocked(txn));
+    inventory_version_.fetch_add(1);
     return deleted;
   }
 
@@ -373,6 +377,8 @@ class SqliteStore : public Store {
     }
     return events;
   }
+
+  uint64_t InventoryVersion() override { return inventory_version_.load(); }
 
   uint64_t LastEventSequence() override {
     absl::MutexLock lock(&sequence_mu_);
@@ -666,7 +672,9 @@ class SqliteStore : public Store {
         absl::StrCat(drained ? "drained " : "undrained ", what,
                      reason.empty() ? "" : absl::StrCat(": ", reason)),
         principal));
-    return CommitLocked(txn);
+    RETURN_IF_ERROR(CommitLocked(txn));
+    inventory_version_.fetch_add(1);
+    return absl::OkStatus();
   }
 
  private:
@@ -1311,6 +1319,8 @@ class SqliteStore : public Store {
   }
 
   absl::Mutex mu_;
+  // Bumped after every commit that changes inventory or administrative state.
+  std::atomic<uint64_t> inventory_version_{1};
   std::unique_ptr<Database> db_ ABSL_GUARDED_BY(mu_);
   const Clock* clock_;
   // The newest event appended by the open transaction: watchers learn of it only once it

@@ -154,8 +154,8 @@ class Store {
 
   // --- Observed switch state (what reconciliation last read). ---
   // Replaces the observed cross-connects of `switch_id` with `observed`.
-  virtual absl::Status RecordObservedCrossConnects(const std::string& switch_id,
-                                                   const std::vector<v1::CrossConnect>& observed) = 0;
+  virtual absl::Status RecordObservedCrossConnects(
+      const std::string& switch_id, const std::vector<v1::CrossConnect>& observed) = 0;
   virtual absl::StatusOr<std::vector<v1::CrossConnect>> ListObservedCrossConnects(
       const std::string& switch_id) = 0;
 
@@ -171,6 +171,9 @@ class Store {
   // Appends `event` with the next sequence number and the store's clock time.
   virtual absl::Status AppendEvent(const v1::Event& event) = 0;
   virtual absl::StatusOr<std::vector<v1::Event>> ListEvents(const EventFilter& filter) = 0;
+  // Changes whenever inventory or administrative state (drain) is committed, so readers can
+  // cache what LoadInventory and ListPorts return; circuits and allocations do not change it.
+  virtual uint64_t InventoryVersion() = 0;
   // The sequence number of the newest event, 0 when there is none.
   virtual uint64_t LastEventSequence() = 0;
   // Blocks until an event newer than `after_sequence` has been committed (true) or
