@@ -154,7 +154,12 @@ TEST(DemoTest, ChildrenDieWithAKilledFleetd) {
   ASSERT_TRUE(started.ok()) << started.status();
   std::unique_ptr<Daemon> fleetd = std::move(*started);
   ASSERT_TRUE(fleetd->WaitForLine("state: ").ok()) << fleetd->Stderr();
-  std::vector<pid_t> children = ChildrenRunning(fleetd->pid(), BinaryPath("fleet-onic-agent"));
+  // A child forked a moment ago may not have exec'd its binary yet.
+  std::vector<pid_t> children;
+  EXPECT_TRUE(Eventually([&] {
+    children = ChildrenRunning(fleetd->pid(), BinaryPath("fleet-onic-agent"));
+    return children.size() == 7u;
+  }));
   std::vector<pid_t> emulator = ChildrenRunning(fleetd->pid(), BinaryPath("polatis-emu"));
   ASSERT_EQ(children.size(), 7u);
   ASSERT_EQ(emulator.size(), 1u);
