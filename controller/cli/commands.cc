@@ -691,11 +691,11 @@ const std::vector<Verb>& Verbs() {
        "Refuse new circuits on a port, O-NIC or host",
        absl::StrCat(
            "Drain a switch port, an O-NIC or a host: no new circuit uses it. Existing circuits\n"
-           "stay unless --evict, which moves their allocations elsewhere or, failing that,\n"
+           "stay unless --evict, which takes their allocations' circuits off the switch and\n"
            "fails them with the reason. Prints the allocations using it.\n\nKinds: ",
            Singulars(kDrainKinds)),
        [](FlagSet& f, CommandLine& l) {
-         f.Bool("evict", &l.drain.evict, "also move (or fail) the allocations using it");
+         f.Bool("evict", &l.drain.evict, "also fail the allocations using it, freeing the switch");
          f.String("reason", &l.drain.reason, "why, recorded in the event log");
        },
        [](const Session& s, const CommandLine& l) {

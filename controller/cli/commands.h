@@ -114,7 +114,7 @@ int KeepAlive(const Session& session, const std::string& id);
 int Delete(const Session& session, const std::string& kind, const std::string& name);
 
 // `drain port SWITCH/PORT | onic ID | host NAME [--evict] [--reason TEXT]`: new circuits are
-// refused there; prints the allocations using it (moved or failed with `evict`).
+// refused there; prints the allocations using it (failed with `evict`).
 struct DrainArgs {
   std::string kind;  // port, onic or host (plurals accepted).
   std::string name;  // SWITCH/PORT for a port.

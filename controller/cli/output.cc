@@ -782,9 +782,9 @@ std::string DrainText(const v1::DrainRequest& request, const v1::DrainResponse& 
   const auto& affected = response.affected_allocations();
   if (affected.empty()) return out + "no allocation uses it\n";
   // Without evict the circuits stay: the operator should know whom a later failure would hit.
-  return absl::StrCat(
-      out, request.evict() ? "allocations moved or failed: " : "allocations still using it: ",
-      absl::StrJoin(affected, ", "), "\n");
+  return absl::StrCat(out,
+                      request.evict() ? "allocations failed: " : "allocations still using it: ",
+                      absl::StrJoin(affected, ", "), "\n");
 }
 
 std::string ReconcileText(const v1::ReconcileRequest& request,

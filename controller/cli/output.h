@@ -154,7 +154,7 @@ std::string PlanText(const v1::Plan& plan);
 // `topology request`: the allocation as admitted (or, with --wait, as it ended): its id,
 // tenant, name, state, members and circuits with their cross-connects.
 std::string AllocationText(const v1::Allocation& allocation);
-// `drain`: what was drained and the allocations using it (moved or failed with `evict`).
+// `drain`: what was drained and the allocations using it (failed with `evict`).
 std::string DrainText(const v1::DrainRequest& request, const v1::DrainResponse& response);
 // `reconcile`: the drift table (or "no drift") and the counts.
 std::string ReconcileText(const v1::ReconcileRequest& request,

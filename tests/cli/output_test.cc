@@ -412,7 +412,7 @@ TEST(DrainTextTest, NamesTheTargetAndTheAllocationsUsingIt) {
   request.set_evict(true);
   request.set_reason("fiber swap");
   EXPECT_EQ(DrainText(request, response),
-            "drained port ocs1/5: fiber swap\nallocations moved or failed: a1, a4\n");
+            "drained port ocs1/5: fiber swap\nallocations failed: a1, a4\n");
   v1::DrainTarget host;
   host.set_host("server1");
   EXPECT_EQ(DrainTargetText(host), "host server1");
