@@ -26,6 +26,9 @@ inventory: /etc/fleet/site.yaml
 switch_credentials: /etc/fleet/credentials.yaml
 shutdown_grace_seconds: 3
 log_level: debug
+default_lease_seconds: 600
+reconcile_interval_seconds: 0
+unknown_cross_connects: adopt
 )",
                                                           "fleetd.yaml");
   ASSERT_TRUE(config.ok()) << config.status();
@@ -37,6 +40,17 @@ log_level: debug
   EXPECT_EQ(config->switch_credentials, "/etc/fleet/credentials.yaml");
   EXPECT_EQ(config->shutdown_grace, absl::Seconds(3));
   EXPECT_EQ(config->log_level, "debug");
+  EXPECT_EQ(config->default_lease, absl::Minutes(10));
+  EXPECT_EQ(config->reconcile_interval, absl::ZeroDuration());
+  EXPECT_EQ(config->unknown_cross_connects, "adopt");
+}
+
+TEST(FleetdConfigTest, TheShippedConfigParses) {
+  absl::StatusOr<FleetdConfig> config =
+      ReadFleetdConfigFile(std::string(FLEET_SOURCE_DIR) + "/deploy/config/fleetd.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(ValidateFleetdConfig(*config).ok());
+  EXPECT_EQ(config->unknown_cross_connects, "report");
 }
 
 TEST(FleetdConfigTest, EmptyFileMeansDefaults) {
@@ -60,7 +74,9 @@ TEST(FleetdConfigTest, ValidationNamesTheValue) {
   FleetdConfig config;
   config.grpc_port = 70000;
   config.log_level = "loud";
+  config.unknown_cross_connects = "ignore";
   absl::Status status = ValidateFleetdConfig(config);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("unknown_cross_connects 'ignore'"));
   EXPECT_THAT(std::string(status.message()), HasSubstr("grpc_port 70000 is not in 0..65535"));
   EXPECT_THAT(std::string(status.message()), HasSubstr("log_level 'loud' is not one of"));
 }
