@@ -59,6 +59,24 @@ bool InTransaction(v1::AllocationState s) {
          s == v1::ALLOCATION_STATE_TRAINING || s == v1::ALLOCATION_STATE_RELEASING;
 }
 
+// Marks each of `circuits` ACTIVE, or DEGRADED with its reason when it is in `failed`
+// (circuit id → why); returns the reasons, in circuit order.
+std::vector<std::string> RecordRetrain(const std::vector<v1::Circuit>& circuits,
+                                       const std::map<std::string, std::string>& failed,
+                                       store::AllocationUpdate& update) {
+  std::vector<std::string> reasons;
+  for (const v1::Circuit& c : circuits) {
+    auto f = failed.find(c.id());
+    if (f == failed.end()) {
+      update.circuits[c.id()] = {v1::CIRCUIT_STATE_ACTIVE, ""};
+    } else {
+      update.circuits[c.id()] = {v1::CIRCUIT_STATE_DEGRADED, f->second};
+      reasons.push_back(f->second);
+    }
+  }
+  return reasons;
+}
+
 bool Ended(v1::AllocationState s) {
   return s == v1::ALLOCATION_STATE_FAILED || s == v1::ALLOCATION_STATE_RELEASED;
 }
@@ -620,16 +638,7 @@ void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> adm
   store::AllocationUpdate done;
   done.id = id;
   done.stage_timings = timings;
-  std::vector<std::string> reasons;
-  for (const v1::Circuit& c : circuits) {
-    auto f = failed.find(c.id());
-    if (f == failed.end()) {
-      done.circuits[c.id()] = {v1::CIRCUIT_STATE_ACTIVE, ""};
-    } else {
-      done.circuits[c.id()] = {v1::CIRCUIT_STATE_DEGRADED, f->second};
-      reasons.push_back(f->second);
-    }
-  }
+  const std::vector<std::string> reasons = RecordRetrain(circuits, failed, done);
   absl::Duration total;
   for (const v1::StageTiming& t : timings) {
     total += absl::Nanoseconds(TimeUtil::DurationToNanoseconds(t.duration()));
@@ -708,16 +717,7 @@ void Engine::RetrainDegraded(const std::string& id) {
   const std::map<std::string, std::string> failed = Retrain(untrained);
   store::AllocationUpdate u;
   u.id = id;
-  std::vector<std::string> reasons;
-  for (const v1::Circuit& c : untrained) {
-    auto f = failed.find(c.id());
-    if (f == failed.end()) {
-      u.circuits[c.id()] = {v1::CIRCUIT_STATE_ACTIVE, ""};
-    } else {
-      u.circuits[c.id()] = {v1::CIRCUIT_STATE_DEGRADED, f->second};
-      reasons.push_back(f->second);
-    }
-  }
+  const std::vector<std::string> reasons = RecordRetrain(untrained, failed, u);
   if (reasons.empty()) {
     u.state = v1::ALLOCATION_STATE_READY;
     u.reason = "";

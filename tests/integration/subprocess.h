@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "tests/eventually.h"
 
 namespace fleet::testing {
 
@@ -73,18 +74,6 @@ absl::StatusOr<std::string> HttpGet(const std::string& address, const std::strin
 
 // A fresh empty directory under the test temp dir, unique to this test.
 std::string FreshDirectory(const std::string& name);
-
-// Polls `done` until it is true or `timeout` passes; for state owned by another process,
-// which no in-process signal can wait on.
-template <typename F>
-bool Eventually(F done, absl::Duration timeout = absl::Seconds(20)) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (done()) return true;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return done();
-}
 
 }  // namespace fleet::testing
 

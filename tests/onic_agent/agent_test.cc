@@ -18,6 +18,7 @@
 #include "controller/base/clock.h"
 #include "controller/service/services.h"
 #include "controller/store/store.h"
+#include "tests/eventually.h"
 
 namespace fleet::agent {
 namespace {
@@ -108,16 +109,7 @@ class FakeBackend : public OnicBackend {
   std::vector<std::string> calls_ ABSL_GUARDED_BY(mu_);
 };
 
-// Polls `done` until it holds or `timeout` passes: waiting for another process's effect.
-template <typename F>
-bool Eventually(F done, absl::Duration timeout = absl::Seconds(10)) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (done()) return true;
-    absl::SleepFor(absl::Milliseconds(2));
-  }
-  return done();
-}
+using testing::Eventually;
 
 // fleetd's agent side, in-process: a store with one host and its O-NIC, the registry and
 // AgentService on a loopback port.
