@@ -205,7 +205,7 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream) 
   std::function<void(const std::string&)> on_connect;
   {
     absl::MutexLock lock(&mu_);
-    on_connect = on_connect_;
+    on_connect = listener_.connected;
   }
   if (on_connect) on_connect(host);
   // The writer sends what others queue; the reader (this thread) handles what arrives.
@@ -277,10 +277,7 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream) 
     absl::MutexLock lock(&mu_);
     sessions_.erase(session_id);
   }
-  if (was_current) {
-    AppendEvent("agent.disconnected", host, v1::EVENT_SEVERITY_WARNING,
-                absl::StrCat("agent on host ", host, " disconnected: ", why));
-  }
+  if (was_current) Gone(host, why);
   return grpc::Status::OK;
 }
 
@@ -316,9 +313,7 @@ void AgentRegistry::HeartbeatLoop() {
     for (const std::string& host : dropped) {
       FLEET_LOG(WARNING) << "agent on host " << host << " missed " << options_.missed_heartbeats
                          << " heartbeats; dropped it";
-      AppendEvent("agent.disconnected", host, v1::EVENT_SEVERITY_WARNING,
-                  absl::StrCat("agent on host ", host, " disconnected: missed ",
-                               options_.missed_heartbeats, " heartbeats"));
+      Gone(host, absl::StrCat("missed ", options_.missed_heartbeats, " heartbeats"));
     }
   }
 }
@@ -392,9 +387,25 @@ bool AgentRegistry::HasOwner(const std::string& onic_serial) {
   return owner != owner_.end() && current_.contains(owner->second);
 }
 
-void AgentRegistry::SetConnectListener(std::function<void(const std::string& host)> listener) {
+void AgentRegistry::SetListener(Listener listener) {
   absl::MutexLock lock(&mu_);
-  on_connect_ = std::move(listener);
+  listener_ = std::move(listener);
+}
+
+void AgentRegistry::Gone(const std::string& host, const std::string& why) {
+  AppendEvent("agent.disconnected", host, v1::EVENT_SEVERITY_WARNING,
+              absl::StrCat("agent on host ", host, " disconnected: ", why));
+  std::vector<std::string> serials;
+  Listener listener;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) return;
+    for (const auto& [serial, owner] : owner_) {
+      if (owner == host) serials.push_back(serial);
+    }
+    listener = listener_;
+  }
+  if (listener.gone) listener.gone(host, serials, why);
 }
 
 std::vector<v1::Agent> AgentRegistry::ListAgents() {

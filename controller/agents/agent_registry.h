@@ -83,9 +83,17 @@ class AgentRegistry : public CommandSender {
       std::vector<AddressedCommand> commands, absl::Time deadline) override;
   bool HasOwner(const std::string& onic_serial) override;
 
-  // Called with the host's name whenever an agent registers (first time or reconnecting),
-  // after it is listed as connected. Set before agents connect; called on the stream's thread.
-  void SetConnectListener(std::function<void(const std::string& host)> listener);
+  // Told when an agent registers (first time or reconnecting; after it is listed as
+  // connected) and when a connected agent goes away (stream ended, heartbeats missed, not
+  // replaced), with the O-NIC serials it owned. Never during Shutdown. Set before agents
+  // connect; called on the stream's or the heartbeat thread, without the registry's lock.
+  struct Listener {
+    std::function<void(const std::string& host)> connected;
+    std::function<void(const std::string& host, const std::vector<std::string>& serials,
+                       const std::string& why)>
+        gone;
+  };
+  void SetListener(Listener listener);
 
   // Every agent seen since start, connected or not, by host.
   std::vector<v1::Agent> ListAgents();
@@ -117,6 +125,8 @@ class AgentRegistry : public CommandSender {
   bool EndSession(uint64_t session_id, absl::string_view why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AppendEvent(const std::string& kind, const std::string& host, v1::EventSeverity severity,
                    const std::string& message);
+  // Records a connected agent's going away and tells the listener.
+  void Gone(const std::string& host, const std::string& why);
 
   const AgentRegistryOptions options_;
   store::Store* const store_;
@@ -132,7 +142,7 @@ class AgentRegistry : public CommandSender {
   std::map<std::string, std::string> owner_ ABSL_GUARDED_BY(mu_);  // Serial → host.
   std::map<std::string, std::shared_ptr<Pending>> pending_ ABSL_GUARDED_BY(mu_);  // By id.
   std::thread heartbeats_;
-  std::function<void(const std::string&)> on_connect_;
+  Listener listener_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace fleet::agents

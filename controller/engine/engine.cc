@@ -136,6 +136,12 @@ void Engine::Shutdown() {
   }
   if (background_.joinable()) background_.join();
   WaitIdle();
+  std::list<std::unique_ptr<Worker>> workers;
+  {
+    absl::MutexLock lock(&mu_);
+    workers.swap(workers_);
+  }
+  for (auto& w : workers) w->thread.join();
 }
 
 bool Engine::stopping() {
@@ -197,17 +203,30 @@ void Engine::Unclaim(const std::string& id) {
 }
 
 void Engine::Spawn(const std::string& id, std::function<void()> fn) {
-  {
-    absl::MutexLock lock(&mu_);
-    ++running_;
+  absl::MutexLock lock(&mu_);
+  // Finished threads are joined here; each is past its last touch of the engine.
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    if ((*it)->done.load()) {
+      (*it)->thread.join();
+      it = workers_.erase(it);
+    } else {
+      ++it;
+    }
   }
-  std::thread([this, id, fn = std::move(fn)] {
+  ++running_;
+  auto worker = std::make_unique<Worker>();
+  Worker* w = worker.get();
+  w->thread = std::thread([this, w, id, fn = std::move(fn)] {
     fn();
-    absl::MutexLock lock(&mu_);
-    claimed_.erase(id);
-    --running_;
-    changed_.SignalAll();
-  }).detach();
+    {
+      absl::MutexLock lock(&mu_);
+      claimed_.erase(id);
+      --running_;
+      changed_.SignalAll();
+    }
+    w->done.store(true);
+  });
+  workers_.push_back(std::move(worker));
 }
 
 void Engine::Fault(const std::string& point) {
@@ -519,8 +538,41 @@ absl::Status Engine::Program(const std::vector<v1::Circuit>& circuits, bool remo
   return failure;
 }
 
-std::map<std::string, std::string> Engine::Retrain(const std::vector<v1::Circuit>& circuits) {
+std::map<std::string, std::string> Engine::Retrain(const std::vector<v1::Circuit>& circuits,
+                                                   bool check_first) {
   std::map<std::string, std::string> failed;
+  if (check_first && agents_ != nullptr) {
+    // Ask before retraining: a link that is up with its expected peer carries traffic.
+    std::vector<agents::AddressedCommand> reads;
+    std::vector<const v1::Circuit*> asked;
+    std::vector<std::string> expected;
+    for (const v1::Circuit& c : circuits) {
+      absl::StatusOr<std::string> dst = SerialOf(c.destination().onic());
+      absl::StatusOr<std::string> src = SerialOf(c.source().onic());
+      if (!dst.ok() || !src.ok() || !agents_->HasOwner(*dst)) continue;
+      agents::AddressedCommand& cmd = reads.emplace_back();
+      cmd.onic_serial = *dst;
+      cmd.command.mutable_read_port()->set_onic_serial(*dst);
+      cmd.command.mutable_read_port()->set_port(c.destination().port());
+      asked.push_back(&c);
+      expected.push_back(absl::StrCat(*src, "/", c.source().port()));
+    }
+    std::vector<absl::StatusOr<v1::CommandResult>> states =
+        agents_->SendCommands(std::move(reads), clock_->Now() + options_.quiesce_timeout);
+    std::set<std::string> up;
+    for (size_t i = 0; i < states.size(); ++i) {
+      if (states[i].ok() && states[i]->code() == 0 &&
+          states[i]->link().status() == v1::LINK_STATUS_UP &&
+          states[i]->link().peer_seen() == expected[i]) {
+        up.insert(asked[i]->id());
+      }
+    }
+    std::vector<v1::Circuit> down;
+    for (const v1::Circuit& c : circuits) {
+      if (!up.contains(c.id())) down.push_back(c);
+    }
+    return Retrain(down, /*check_first=*/false);
+  }
   std::vector<agents::AddressedCommand> commands;
   std::vector<const v1::Circuit*> sent;
   for (const v1::Circuit& c : circuits) {
@@ -707,6 +759,39 @@ void Engine::AgentConnected(const std::string& host) {
   changed_.SignalAll();
 }
 
+void Engine::AgentGone(const std::string& host, const std::vector<std::string>& serials,
+                       const std::string& why) {
+  const std::set<std::string> gone(serials.begin(), serials.end());
+  absl::StatusOr<std::vector<v1::Allocation>> ready =
+      store_->ListAllocations({"", v1::ALLOCATION_STATE_READY, false});
+  if (!ready.ok()) return;
+  for (const v1::Allocation& a : *ready) {
+    const std::string reason = absl::StrCat("the agent of host ", host, " is gone (", why, ")");
+    store::AllocationUpdate u;
+    u.id = a.id();
+    for (const v1::Circuit& c : LiveCircuits(a)) {
+      absl::StatusOr<std::string> dst = SerialOf(c.destination().onic());
+      absl::StatusOr<std::string> src = SerialOf(c.source().onic());
+      if ((dst.ok() && gone.contains(*dst)) || (src.ok() && gone.contains(*src))) {
+        u.circuits[c.id()] = {v1::CIRCUIT_STATE_DEGRADED,
+                              absl::StrCat("link ", LinkName(c), ": ", reason)};
+      }
+    }
+    if (u.circuits.empty()) continue;
+    // A transaction running on it finds out for itself when it retrains.
+    if (!Claim(a.id())) continue;
+    u.state = v1::ALLOCATION_STATE_DEGRADED;
+    u.reason = reason;
+    u.severity = v1::EVENT_SEVERITY_WARNING;
+    u.event_message = absl::StrCat("allocation ", a.id(), " DEGRADED: ", reason);
+    const bool updated = Update(u, "fleetd").ok();
+    Unclaim(a.id());
+    if (!updated) continue;
+    absl::MutexLock lock(&mu_);
+    retries_[a.id()] = Retry{clock_->Now() + options_.retry_initial, options_.retry_initial};
+  }
+}
+
 void Engine::RetrainDegraded(const std::string& id) {
   absl::StatusOr<v1::Allocation> a = store_->GetAllocation(id);
   if (!a.ok()) return;
@@ -714,7 +799,7 @@ void Engine::RetrainDegraded(const std::string& id) {
   for (const v1::Circuit& c : LiveCircuits(*a)) {
     if (c.state() != v1::CIRCUIT_STATE_ACTIVE) untrained.push_back(c);
   }
-  const std::map<std::string, std::string> failed = Retrain(untrained);
+  const std::map<std::string, std::string> failed = Retrain(untrained, /*check_first=*/true);
   store::AllocationUpdate u;
   u.id = id;
   const std::vector<std::string> reasons = RecordRetrain(untrained, failed, u);

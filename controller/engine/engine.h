@@ -37,7 +37,9 @@
 #ifndef FLEET_CONTROLLER_ENGINE_ENGINE_H_
 #define FLEET_CONTROLLER_ENGINE_ENGINE_H_
 
+#include <atomic>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <set>
@@ -134,6 +136,12 @@ class Engine {
 
   // An agent (re)connected: retry the DEGRADED allocations now.
   void AgentConnected(const std::string& host);
+  // A connected agent went away: the READY allocations with a circuit ending on one of its
+  // O-NICs (`serials`) become DEGRADED, naming the host, until it returns. A retry first asks
+  // the returned agent for the link's state and retrains only a link that is not up with its
+  // expected peer, so a link that kept working is not disturbed.
+  void AgentGone(const std::string& host, const std::vector<std::string>& serials,
+                 const std::string& why);
 
   // --- For tests and the background loop ---
   // Releases every allocation whose lease has passed by the clock's now.
@@ -175,8 +183,10 @@ class Engine {
   // or FAILED for an eviction) with `final_reason`.
   void Release(const std::string& id, const std::string& principal, v1::AllocationState final_state,
                const std::string& final_reason);
-  // Retrains the receiving ends of `circuits`; returns circuit id → failure reason.
-  std::map<std::string, std::string> Retrain(const std::vector<v1::Circuit>& circuits);
+  // Retrains the receiving ends of `circuits`; returns circuit id → failure reason. With
+  // `check_first`, a link the agent reports up with its expected peer is left as it is.
+  std::map<std::string, std::string> Retrain(const std::vector<v1::Circuit>& circuits,
+                                             bool check_first = false);
   // Quiesces the O-NIC ports of `circuits`; an error names the port the agent refused.
   absl::Status Quiesce(const std::vector<v1::Circuit>& circuits, const std::string& id);
   // Programs per switch; on error the switches are rolled back and the message returned.
@@ -223,7 +233,14 @@ class Engine {
   absl::CondVar changed_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
-  int running_ ABSL_GUARDED_BY(mu_) = 0;                       // Transaction threads.
+  int running_ ABSL_GUARDED_BY(mu_) = 0;  // Transaction threads still working.
+  // Every transaction thread, joined once done (reaped by Spawn, all of them at Shutdown), so
+  // none outlives the engine.
+  struct Worker {
+    std::thread thread;
+    std::atomic<bool> done{false};
+  };
+  std::list<std::unique_ptr<Worker>> workers_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> claimed_ ABSL_GUARDED_BY(mu_);         // Allocations in a transaction.
   std::map<std::string, Retry> retries_ ABSL_GUARDED_BY(mu_);  // By allocation id.
   std::map<std::string, std::unique_ptr<SwitchProgrammer>> programmers_ ABSL_GUARDED_BY(mu_);

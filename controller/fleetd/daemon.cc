@@ -120,8 +120,14 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
   ASSIGN_OR_RETURN(engine::EngineOptions engine_options, EngineOptionsOf(config));
   d->engine_ = std::make_unique<engine::Engine>(std::move(engine_options), d->store_.get(),
                                                 d->switches_.get(), d->agents_.get(), clock);
-  d->agents_->SetConnectListener(
-      [engine = d->engine_.get()](const std::string& host) { engine->AgentConnected(host); });
+  agents::AgentRegistry::Listener listener;
+  listener.connected = [engine = d->engine_.get()](const std::string& host) {
+    engine->AgentConnected(host);
+  };
+  listener.gone = [engine = d->engine_.get()](
+                      const std::string& host, const std::vector<std::string>& serials,
+                      const std::string& why) { engine->AgentGone(host, serials, why); };
+  d->agents_->SetListener(std::move(listener));
   d->agent_service_ = std::make_unique<service::AgentServiceImpl>(d->agents_.get());
   d->inventory_service_ = std::make_unique<service::InventoryServiceImpl>(
       d->store_.get(), d->applier_.get(), d->agents_.get());

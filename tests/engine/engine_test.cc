@@ -10,6 +10,7 @@
 #include <set>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "controller/inventory/inventory.h"
 #include "switch_adapters/fake_optical_switch.h"
 #include "tests/store/store_test_util.h"
@@ -35,6 +36,7 @@ class LightCheckingAgents : public agents::CommandSender {
     for (const v1::Onic& o : site.onics()) {
       for (int p = 0; p < o.ports_size(); ++p) {
         ports_[{o.serial(), p + 1}] = {o.ports(p).tx().port(), o.ports(p).rx().port()};
+        sender_[o.ports(p).tx().port()] = absl::StrCat(o.serial(), "/", p + 1);
       }
     }
   }
@@ -53,6 +55,17 @@ class LightCheckingAgents : public agents::CommandSender {
       if (c.command.has_quiesce() && refuse_quiesce_) {
         result.set_code(static_cast<int>(absl::StatusCode::kFailedPrecondition));
         result.set_message("driver busy");
+      } else if (c.command.has_read_port()) {
+        // Up with whoever's light arrives, as a link that kept working reports.
+        const uint32_t egress =
+            ports_[{c.command.read_port().onic_serial(), c.command.read_port().port()}].second;
+        result.mutable_link()->set_status(v1::LINK_STATUS_DOWN);
+        for (const CrossConnect& x :
+             sw_->ReadCrossConnects().value_or(std::vector<CrossConnect>{})) {
+          if (x.egress != egress) continue;
+          result.mutable_link()->set_status(v1::LINK_STATUS_UP);
+          result.mutable_link()->set_peer_seen(sender_[x.ingress]);
+        }
       } else if (c.command.has_retrain()) {
         const v1::RetrainPort& r = c.command.retrain();
         const uint32_t egress = ports_[{r.onic_serial(), r.port()}].second;
@@ -97,6 +110,7 @@ class LightCheckingAgents : public agents::CommandSender {
   switches::FakeOpticalSwitch* const sw_;
   absl::Mutex mu_;
   std::map<std::pair<std::string, int>, std::pair<uint32_t, uint32_t>> ports_;
+  std::map<uint32_t, std::string> sender_;  // Ingress → the O-NIC port whose tx enters it.
   std::set<std::string> gone_ ABSL_GUARDED_BY(mu_);
   bool refuse_quiesce_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<v1::Command> sent_ ABSL_GUARDED_BY(mu_);
@@ -319,6 +333,32 @@ TEST_F(EngineTest, GoneAgentDegradesNamingTheLinkAndRecoversWhenItReturns) {
   engine_->RunDueRetries();
   engine_->WaitIdle();
   EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
+}
+
+TEST_F(EngineTest, AgentGoneDegradesAndItsReturnHealsWithoutRetrainingWorkingLinks) {
+  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2", "gpu3"}));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
+  const int retrains = agents_->Count(v1::Command::kRetrain);
+  agents_->SetGone("FLT-GPU2-N0", true);
+  engine_->AgentGone("gpu-pool-1", {"FLT-GPU2-N0"}, "missed 3 heartbeats");
+  v1::Allocation degraded = Get(a.id());
+  EXPECT_EQ(degraded.state(), v1::ALLOCATION_STATE_DEGRADED);
+  EXPECT_THAT(degraded.reason(), HasSubstr("gpu-pool-1 is gone (missed 3 heartbeats)"));
+  int affected = 0;
+  for (const v1::Circuit& c : degraded.circuits()) {
+    affected += c.state() == v1::CIRCUIT_STATE_DEGRADED;
+  }
+  EXPECT_EQ(affected, 2);  // gpu1 → gpu2 and gpu2 → gpu3.
+  EXPECT_EQ(OnSwitch(), Wanted(a));
+
+  agents_->SetGone("FLT-GPU2-N0", false);
+  engine_->AgentConnected("gpu-pool-1");
+  clock_.Advance(absl::Seconds(1));
+  engine_->RunDueRetries();
+  engine_->WaitIdle();
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
+  // The light never stopped: the returned agent reported the links up, nothing retrained.
+  EXPECT_EQ(agents_->Count(v1::Command::kRetrain), retrains);
 }
 
 TEST_F(EngineTest, ReleaseRemovesTheCrossConnectsAndFreesThePorts) {
