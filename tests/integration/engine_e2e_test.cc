@@ -317,17 +317,24 @@ TEST_P(EngineEndToEndTest, SwitchHiccupsAreRiddenOut) {
   }
 }
 
-TEST_P(EngineEndToEndTest, WeakLightDegradesNamingTheLinkUntilItIsFixed) {
-  // gpu2-n0 port 1 receives on egress 435; 30 dB of loss puts it below the agent's floor.
-  ASSERT_NO_FATAL_FAILURE(Fault("PUT", "/sim/v1/ports/435", R"({"power_drop_db":30.0})"));
-  const std::string id = RequestRing();
-  v1::Allocation degraded = WaitFor(id, v1::ALLOCATION_STATE_DEGRADED);
-  ASSERT_EQ(degraded.state(), v1::ALLOCATION_STATE_DEGRADED) << degraded.reason();
-  EXPECT_THAT(degraded.reason(), HasSubstr("gpu1-n0/1 -> gpu2-n0/1"));
-  EXPECT_EQ(OnSwitch(), Wanted({degraded}));  // The circuits are kept.
-  ASSERT_NO_FATAL_FAILURE(Fault("DELETE", "/sim/v1/faults"));
-  v1::Allocation ready = WaitFor(id, v1::ALLOCATION_STATE_READY);
-  EXPECT_EQ(ready.state(), v1::ALLOCATION_STATE_READY) << ready.reason();
+// The port faults of the emulator: weak light (30 dB of loss puts gpu2-n0 port 1's rx, egress
+// 435, below the agent's floor) and a failed port (no light at all). Either way the ring is
+// DEGRADED naming the link, keeps its circuits, and is READY once the fault is cleared.
+TEST_P(EngineEndToEndTest, PortFaultsDegradeNamingTheLinkUntilFixed) {
+  for (const std::string& fault :
+       {std::string(R"({"power_drop_db":30.0})"), std::string(R"({"failed":true})")}) {
+    SCOPED_TRACE(fault);
+    ASSERT_NO_FATAL_FAILURE(Fault("PUT", "/sim/v1/ports/435", fault));
+    const std::string id = RequestRing();
+    v1::Allocation degraded = WaitFor(id, v1::ALLOCATION_STATE_DEGRADED);
+    ASSERT_EQ(degraded.state(), v1::ALLOCATION_STATE_DEGRADED) << degraded.reason();
+    EXPECT_THAT(degraded.reason(), HasSubstr("gpu1-n0/1 -> gpu2-n0/1"));
+    EXPECT_EQ(OnSwitch(), Wanted({degraded}));  // The circuits are kept.
+    ASSERT_NO_FATAL_FAILURE(Fault("DELETE", "/sim/v1/faults"));
+    v1::Allocation ready = WaitFor(id, v1::ALLOCATION_STATE_READY);
+    EXPECT_EQ(ready.state(), v1::ALLOCATION_STATE_READY) << ready.reason();
+    ASSERT_EQ(Fleetctl({"topology", "release", id, "--wait"}).exit_code, 0);
+  }
 }
 
 TEST_P(EngineEndToEndTest, KilledAndRestartedFleetdLeavesAReadyRingUntouched) {
