@@ -281,7 +281,14 @@ void Agent::PortWorker(std::string key) {
     {
       absl::MutexLock lock(&mu_);
       PortQueue& queue = ports_[key];
-      while (!stopping_ && queue.commands.empty()) changed_.Wait(&mu_);
+      // A condition on this queue alone: a command for one port wakes its worker, not every
+      // port's (an agent of a GPU chassis has dozens).
+      struct HasWork {
+        const bool* stopping;
+        const std::deque<v1::Command>* commands;
+        bool operator()() const { return *stopping || !commands->empty(); }
+      } has_work{&stopping_, &queue.commands};
+      mu_.Await(absl::Condition(&has_work));
       if (stopping_) return;
       command = std::move(queue.commands.front());
       queue.commands.pop_front();

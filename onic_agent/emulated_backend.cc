@@ -126,7 +126,8 @@ void EmulatedBackend::SetStatus(const std::string& serial, uint32_t port, v1::Li
   status_[{serial, port}] = {status, detail};
 }
 
-v1::LinkState EmulatedBackend::Observe(const OnicConfig& onic, uint32_t port) {
+v1::LinkState EmulatedBackend::Observe(const OnicConfig& onic, uint32_t port,
+                                       const LightSimulator::Light* known) {
   v1::LinkState link;
   link.set_onic_serial(onic.serial);
   link.set_port(port);
@@ -139,7 +140,9 @@ v1::LinkState EmulatedBackend::Observe(const OnicConfig& onic, uint32_t port) {
   }
   link.set_status(last.first);
   link.set_detail(last.second);
-  absl::StatusOr<LightSimulator::Light> light = simulator_->ReadLight(onic.rx_egress[port - 1]);
+  absl::StatusOr<LightSimulator::Light> light =
+      known != nullptr ? absl::StatusOr<LightSimulator::Light>(*known)
+                       : simulator_->ReadLight(onic.rx_egress[port - 1]);
   if (!light.ok()) {
     link.set_detail(std::string(light.status().message()));
     return link;
@@ -214,13 +217,13 @@ CommandOutcome EmulatedBackend::Retrain(const std::string& serial, uint32_t port
       const std::string detail =
           absl::StrCat("wiring error: saw ", light->signal, ", expected ", want);
       SetStatus(serial, port, v1::LINK_STATUS_DOWN, detail);
-      return {absl::FailedPreconditionError(detail), Observe(**onic, port)};
+      return {absl::FailedPreconditionError(detail), Observe(**onic, port, &*light)};
     } else if (light->power_dbm < options_.min_rx_power_dbm) {
       problem = absl::StrCat("rx power ", light->power_dbm, " dBm from ", light->signal,
                              " is below ", options_.min_rx_power_dbm, " dBm");
     } else {
       SetStatus(serial, port, v1::LINK_STATUS_UP, absl::StrCat("trained with ", light->signal));
-      return {absl::OkStatus(), Observe(**onic, port)};
+      return {absl::OkStatus(), Observe(**onic, port, &*light)};
     }
     if (absl::Now() >= give_up) break;
     absl::SleepFor(std::min(options_.poll_interval, give_up - absl::Now()));

@@ -68,7 +68,9 @@ class EmulatedBackend : public OnicBackend {
   // The O-NIC's config, or NOT_FOUND naming the serial or port.
   absl::StatusOr<const OnicConfig*> Find(const std::string& serial, uint32_t port) const;
   // The port's state from the light now and the last command's outcome.
-  v1::LinkState Observe(const OnicConfig& onic, uint32_t port);
+  // The port's state; reads its light from the simulator unless `light` was just read.
+  v1::LinkState Observe(const OnicConfig& onic, uint32_t port,
+                        const LightSimulator::Light* light = nullptr);
   void SetStatus(const std::string& serial, uint32_t port, v1::LinkStatus status,
                  const std::string& detail);
 
