@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "fleet/v1/inventory.pb.h"
 #include "tests/integration/subprocess.h"
@@ -201,6 +202,32 @@ TEST_F(FleetdFleetctlTest, TopologyRequestsArePlannedOnDryRun) {
   EXPECT_EQ(unknown.exit_code, 1);
   EXPECT_THAT(unknown.err, HasSubstr("NOT_FOUND"));
   EXPECT_THAT(unknown.err, HasSubstr("device gpu42 not found"));
+}
+
+TEST_F(FleetdFleetctlTest, EventsFollowShowsChangesAsTheyHappen) {
+  StartFleetd({"--inventory", kGen1});
+  absl::StatusOr<std::unique_ptr<Daemon>> follow =
+      Daemon::Start({BinaryPath("fleetctl"), "--server", grpc_address_, "events", "--follow",
+                     "--object-kind", "host", "-o", "json"});
+  ASSERT_TRUE(follow.ok()) << follow.status();
+  // The inventory's hosts were created before the follow began: replayed first.
+  absl::StatusOr<std::string> replayed = (*follow)->WaitForLine("{");
+  ASSERT_TRUE(replayed.ok()) << replayed.status();
+  EXPECT_THAT(*replayed, HasSubstr("server1"));
+  CommandResult drained = Fleetctl({"drain", "host", "server3", "--reason", "firmware update"});
+  ASSERT_EQ(drained.exit_code, 0) << drained.err;
+  EXPECT_THAT(drained.out, HasSubstr("no allocation uses it"));
+  // Then each new event as it is recorded.
+  bool seen = false;
+  for (int i = 0; i < 10 && !seen; ++i) {
+    absl::StatusOr<std::string> line = (*follow)->WaitForLine("{");
+    ASSERT_TRUE(line.ok()) << line.status();
+    seen = absl::StrContains(*line, "firmware update");
+  }
+  EXPECT_TRUE(seen);
+  CommandResult undrained = Fleetctl({"undrain", "host", "server3"});
+  EXPECT_EQ(undrained.exit_code, 0) << undrained.err;
+  (*follow)->Stop(SIGTERM).IgnoreError();
 }
 
 TEST_F(FleetdFleetctlTest, UnreachableServerIsAClearError) {
