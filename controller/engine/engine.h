@@ -203,10 +203,13 @@ class Engine {
   std::string NewAllocationId();
 
   // Reconciliation (reconciler.cc).
+  // With `wait_for_resumed`, waits for the interrupted transactions it resumed to end and
+  // counts those rolled back (an operator's request; start-up and periodic passes do not wait).
   absl::StatusOr<v1::ReconcileResponse> ReconcileSwitches(const std::string& switch_id,
                                                           v1::UnknownCrossConnectPolicy unknown,
                                                           bool dry_run,
-                                                          const std::string& principal);
+                                                          const std::string& principal,
+                                                          bool wait_for_resumed = false);
   // Compares one switch, read through `driver` while the caller holds it exclusively.
   absl::Status ReconcileOne(const v1::Switch& sw, switches::OpticalSwitch& driver,
                             v1::UnknownCrossConnectPolicy unknown, bool dry_run,

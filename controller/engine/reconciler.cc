@@ -97,12 +97,13 @@ absl::StatusOr<v1::ReconcileResponse> Engine::Reconcile(const v1::ReconcileReque
   }
   v1::UnknownCrossConnectPolicy policy = request.unknown();
   if (policy == v1::UNKNOWN_CROSS_CONNECT_POLICY_UNSPECIFIED) policy = options_.unknown_policy;
-  return ReconcileSwitches(request.switch_id(), policy, request.dry_run(), caller.principal);
+  return ReconcileSwitches(request.switch_id(), policy, request.dry_run(), caller.principal,
+                           /*wait_for_resumed=*/true);
 }
 
 absl::StatusOr<v1::ReconcileResponse> Engine::ReconcileSwitches(
     const std::string& switch_id, v1::UnknownCrossConnectPolicy unknown, bool dry_run,
-    const std::string& principal) {
+    const std::string& principal, bool wait_for_resumed) {
   std::vector<v1::Switch> targets;
   if (switch_id.empty()) {
     ASSIGN_OR_RETURN(targets, store_->ListSwitches());
@@ -162,6 +163,29 @@ absl::StatusOr<v1::ReconcileResponse> Engine::ReconcileSwitches(
   }
   response.set_resumed_transactions(static_cast<uint32_t>(interrupted.size()));
   Resume(interrupted);
+  if (wait_for_resumed && !interrupted.empty()) {
+    // An operator's reconcile reports how the resumed transactions ended: each finishes, or
+    // is rolled back (FAILED), within its own timeouts.
+    {
+      absl::MutexLock lock(&mu_);
+      const absl::Time give_up = absl::Now() + absl::Seconds(60);
+      auto busy = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        for (const std::string& id : interrupted) {
+          if (claimed_.contains(id)) return true;
+        }
+        return false;
+      };
+      while (busy() && !stopping_ && absl::Now() < give_up) {
+        changed_.WaitWithDeadline(&mu_, give_up);
+      }
+    }
+    uint32_t rolled_back = 0;
+    for (const std::string& id : interrupted) {
+      absl::StatusOr<v1::Allocation> a = store_->GetAllocation(id);
+      rolled_back += a.ok() && a->state() == v1::ALLOCATION_STATE_FAILED;
+    }
+    response.set_rolled_back_transactions(rolled_back);
+  }
   if (!errors.empty()) return absl::UnavailableError(absl::StrJoin(errors, "; "));
   return response;
 }

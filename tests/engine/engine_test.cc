@@ -569,6 +569,31 @@ TEST_F(EngineTest, ReconcileRepairsAMissingCrossConnectAndRetrains) {
   EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
 }
 
+TEST_F(EngineTest, ReconcileReportsResumedTransactionsAndThoseRolledBack) {
+  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2"}));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
+  // As a crash would leave it: PROGRAMMING, nothing on the switch yet, and meanwhile someone
+  // patched a foreign cross-connect onto the egress its first circuit needs.
+  store::AllocationUpdate rewind;
+  rewind.id = a.id();
+  rewind.state = v1::ALLOCATION_STATE_PROGRAMMING;
+  ASSERT_THAT(store_->UpdateAllocation(rewind, "test").status(), IsOk());
+  switches::CrossConnectBatch clear;
+  for (const CrossConnect& x : Wanted(a)) clear.remove.push_back(x);
+  ASSERT_THAT(sw_->Apply(clear).status, IsOk());
+  const uint32_t egress = a.circuits(0).cross_connects(0).egress();
+  sw_->ForceCrossConnect({300, egress});
+
+  v1::ReconcileResponse r = engine_->Reconcile({}, Caller::FromPrincipal("operator:t")).value();
+  EXPECT_EQ(r.resumed_transactions(), 1u);
+  EXPECT_EQ(r.rolled_back_transactions(), 1u);
+  v1::Allocation failed = Get(a.id());
+  EXPECT_EQ(failed.state(), v1::ALLOCATION_STATE_FAILED);
+  EXPECT_THAT(failed.reason(), HasSubstr(absl::StrCat(egress)));
+  // Only the foreign cross-connect is left: the failed resume took nothing with it.
+  EXPECT_EQ(OnSwitch(), (std::set<CrossConnect>{{300, egress}}));
+}
+
 TEST_F(EngineTest, ReconcileAppliesTheUnknownCrossConnectPolicy) {
   v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2"}));
   // s1c0-n0 port 1 tx (ingress 1) to s2c0-n0 port 1 rx (egress 397): wired O-NIC ports.
