@@ -93,6 +93,8 @@ class Agent {
   std::map<std::string, v1::CommandResult> results_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> result_order_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, v1::LinkStatus> last_status_ ABSL_GUARDED_BY(mu_);  // For link_change.
+  // Every port discovered at registration (O-NIC serial, port), for the link monitor.
+  std::vector<std::pair<std::string, uint32_t>> monitored_ ABSL_GUARDED_BY(mu_);
   std::mt19937_64 random_ ABSL_GUARDED_BY(mu_);
 
   absl::Mutex write_mu_;  // One Write at a time on the stream.
