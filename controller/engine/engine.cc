@@ -54,11 +54,6 @@ std::vector<v1::Circuit> LiveCircuits(const v1::Allocation& a) {
   return out;
 }
 
-bool InTransaction(v1::AllocationState s) {
-  return s == v1::ALLOCATION_STATE_PENDING || s == v1::ALLOCATION_STATE_PROGRAMMING ||
-         s == v1::ALLOCATION_STATE_TRAINING || s == v1::ALLOCATION_STATE_RELEASING;
-}
-
 // Marks each of `circuits` ACTIVE, or DEGRADED with its reason when it is in `failed`
 // (circuit id → why); returns the reasons, in circuit order.
 std::vector<std::string> RecordRetrain(const std::vector<v1::Circuit>& circuits,
@@ -184,7 +179,9 @@ void Engine::BackgroundLoop() {
     if (reconcile) {
       absl::StatusOr<v1::ReconcileResponse> r =
           ReconcileSwitches("", options_.unknown_policy, false, "fleetd");
-      if (!r.ok()) FLEET_LOG(WARNING) << "periodic reconciliation: " << r.status();
+      if (!r.ok()) {
+        FLEET_LOG(WARNING) << "periodic reconciliation: " << r.status();
+      }
     }
   }
 }
@@ -219,7 +216,7 @@ void Engine::Spawn(const std::string& id, std::function<void()> fn) {
   w->thread = std::thread([this, w, id, fn = std::move(fn)] {
     fn();
     {
-      absl::MutexLock lock(&mu_);
+      absl::MutexLock done(&mu_);
       claimed_.erase(id);
       --running_;
       changed_.SignalAll();
@@ -233,10 +230,28 @@ void Engine::Fault(const std::string& point) {
   if (options_.fault_point) options_.fault_point(point);
 }
 
+void Engine::Record(const std::string& kind, const std::string& object_kind,
+                    const std::string& object_id, v1::EventSeverity severity,
+                    const std::string& principal, const std::string& message) {
+  v1::Event event;
+  event.set_kind(kind);
+  event.set_object_kind(object_kind);
+  event.set_object_id(object_id);
+  event.set_severity(severity);
+  event.set_principal(principal);
+  event.set_message(message);
+  if (absl::Status s = store_->AppendEvent(event); !s.ok()) {
+    FLEET_LOG(ERROR) << "cannot record event " << kind << " for " << object_kind << " " << object_id
+                     << ": " << s;
+  }
+}
+
 absl::StatusOr<v1::Allocation> Engine::Update(const store::AllocationUpdate& update,
                                               const std::string& principal) {
   absl::StatusOr<v1::Allocation> a = store_->UpdateAllocation(update, principal);
-  if (!a.ok()) FLEET_LOG(ERROR) << "cannot record allocation " << update.id << ": " << a.status();
+  if (!a.ok()) {
+    FLEET_LOG(ERROR) << "cannot record allocation " << update.id << ": " << a.status();
+  }
   return a;
 }
 
@@ -389,9 +404,9 @@ absl::StatusOr<v1::RequestTopologyResponse> Engine::RequestTopology(
     ASSIGN_OR_RETURN(std::shared_ptr<const Fabric> fabric, CurrentFabric());
     ASSIGN_OR_RETURN(std::vector<v1::Circuit> circuits, store_->ListCircuits({}));
     std::vector<v1::Allocation> holders;  // Only id and tenant matter to the snapshot.
-    for (const auto& [id, tenant] : tenants_) {
+    for (const auto& [holder, tenant] : tenants_) {
       v1::Allocation& a = holders.emplace_back();
-      a.set_id(id);
+      a.set_id(holder);
       a.set_tenant(tenant);
     }
     const scheduler::FabricSnapshot snapshot =
@@ -464,15 +479,9 @@ absl::Status Engine::Quiesce(const std::vector<v1::Circuit>& circuits, const std
     names.push_back(absl::StrCat(onic_id, "/", port));
   }
   if (!unmanaged.empty()) {
-    v1::Event event;
-    event.set_kind("allocation.quiesce_skipped");
-    event.set_object_kind("allocation");
-    event.set_object_id(id);
-    event.set_severity(v1::EVENT_SEVERITY_WARNING);
-    event.set_principal("fleetd");
-    event.set_message(absl::StrCat("allocation ", id, ": no connected agent to quiesce ",
-                                   absl::StrJoin(unmanaged, ", ")));
-    (void)store_->AppendEvent(event);
+    Record("allocation.quiesce_skipped", "allocation", id, v1::EVENT_SEVERITY_WARNING, "fleetd",
+           absl::StrCat("allocation ", id, ": no connected agent to quiesce ",
+                        absl::StrJoin(unmanaged, ", ")));
   }
   std::vector<absl::StatusOr<v1::CommandResult>> results =
       agents_->SendCommands(std::move(commands), clock_->Now() + options_.quiesce_timeout);
@@ -844,14 +853,8 @@ void Engine::Release(const std::string& id, const std::string& principal,
   if (!circuits.empty()) {
     if (absl::Status q = Quiesce(circuits, id); !q.ok()) {
       // Releasing goes on: the job let go of these ports; record what the agent said.
-      v1::Event event;
-      event.set_kind("allocation.quiesce_refused");
-      event.set_object_kind("allocation");
-      event.set_object_id(id);
-      event.set_severity(v1::EVENT_SEVERITY_WARNING);
-      event.set_principal("fleetd");
-      event.set_message(absl::StrCat("allocation ", id, ": ", q.message()));
-      (void)store_->AppendEvent(event);
+      Record("allocation.quiesce_refused", "allocation", id, v1::EVENT_SEVERITY_WARNING, "fleetd",
+             absl::StrCat("allocation ", id, ": ", q.message()));
     }
     absl::Status removed = Program(circuits, /*remove=*/true, nullptr, nullptr);
     if (!removed.ok()) {

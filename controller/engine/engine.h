@@ -195,6 +195,10 @@ class Engine {
   void RetrainDegraded(const std::string& id);
   void ScheduleRetry(const std::string& id);
   void Fault(const std::string& point);
+  // Appends an event that is not a state change of an allocation (those come with
+  // UpdateAllocation); a failure to record it is logged, not fatal.
+  void Record(const std::string& kind, const std::string& object_kind, const std::string& object_id,
+              v1::EventSeverity severity, const std::string& principal, const std::string& message);
 
   absl::StatusOr<SwitchProgrammer*> Programmer(const std::string& switch_id);
   absl::StatusOr<v1::Allocation> Update(const store::AllocationUpdate& update,

@@ -72,15 +72,9 @@ void Engine::Resume(const std::vector<std::string>& ids) {
     Spawn(id, [this, id] {
       absl::StatusOr<v1::Allocation> a = store_->GetAllocation(id);
       if (!a.ok()) return;
-      v1::Event event;
-      event.set_kind("allocation.resumed");
-      event.set_object_kind("allocation");
-      event.set_object_id(id);
-      event.set_severity(v1::EVENT_SEVERITY_INFO);
-      event.set_principal("fleetd");
-      event.set_message(absl::StrCat("allocation ", id, " was interrupted in ",
-                                     v1::Name(a->state()), "; resuming"));
-      (void)store_->AppendEvent(event);
+      Record("allocation.resumed", "allocation", id, v1::EVENT_SEVERITY_INFO, "fleetd",
+             absl::StrCat("allocation ", id, " was interrupted in ", v1::Name(a->state()),
+                          "; resuming"));
       if (a->state() == v1::ALLOCATION_STATE_RELEASING) {
         Release(id, "fleetd", v1::ALLOCATION_STATE_RELEASED, a->reason());
       } else {
@@ -129,14 +123,8 @@ absl::StatusOr<v1::ReconcileResponse> Engine::ReconcileSwitches(
     }
     if (!status.ok()) {
       errors.push_back(absl::StrCat("switch ", sw.id(), ": ", status.message()));
-      v1::Event event;
-      event.set_kind("reconcile.failed");
-      event.set_object_kind("switch");
-      event.set_object_id(sw.id());
-      event.set_severity(v1::EVENT_SEVERITY_ALARM);
-      event.set_principal(principal);
-      event.set_message(absl::StrCat("cannot reconcile switch ", sw.id(), ": ", status.message()));
-      (void)store_->AppendEvent(event);
+      Record("reconcile.failed", "switch", sw.id(), v1::EVENT_SEVERITY_ALARM, principal,
+             absl::StrCat("cannot reconcile switch ", sw.id(), ": ", status.message()));
     }
   }
   // A repaired cross-connect carried no light for a while: its links are retrained.
@@ -330,22 +318,20 @@ absl::Status Engine::ReconcileOne(const v1::Switch& sw, switches::OpticalSwitch&
     if (d.kind() != v1::Drift::KIND_UNKNOWN && !dry_run) {
       response.set_repaired(response.repaired() + 1);
     }
-    v1::Event event;
-    event.set_kind(absl::StrCat("drift.", KindWord(d.kind())));
-    event.set_object_kind("switch");
-    event.set_object_id(sw.id());
-    event.set_severity(absl::StartsWith(d.action(), "reported") ? v1::EVENT_SEVERITY_ALARM
-                                                                : v1::EVENT_SEVERITY_WARNING);
-    event.set_principal(principal);
-    event.set_message(
-        absl::StrCat("switch ", sw.id(), ": cross-connect ", d.cross_connect().ingress(), "->",
-                     d.cross_connect().egress(), " is ", KindWord(d.kind()),
-                     d.circuit_id().empty() ? "" : absl::StrCat(" (circuit ", d.circuit_id(), ")"),
-                     ": ", d.action()));
     const bool repeated =
         d.action() == "reported" &&
         seen_before.contains({d.cross_connect().ingress(), d.cross_connect().egress()});
-    if (!dry_run && !repeated) (void)store_->AppendEvent(event);
+    if (!dry_run && !repeated) {
+      Record(absl::StrCat("drift.", KindWord(d.kind())), "switch", sw.id(),
+             absl::StartsWith(d.action(), "reported") ? v1::EVENT_SEVERITY_ALARM
+                                                      : v1::EVENT_SEVERITY_WARNING,
+             principal,
+             absl::StrCat(
+                 "switch ", sw.id(), ": cross-connect ", d.cross_connect().ingress(), "->",
+                 d.cross_connect().egress(), " is ", KindWord(d.kind()),
+                 d.circuit_id().empty() ? "" : absl::StrCat(" (circuit ", d.circuit_id(), ")"),
+                 ": ", d.action()));
+    }
     *response.add_drift() = d;
   }
   return absl::OkStatus();

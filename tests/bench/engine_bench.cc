@@ -116,8 +116,14 @@ double Median(std::vector<double> samples) { return Summarize(std::move(samples)
 // Stage name → its duration in each allocation, in ms.
 using StageSamples = std::map<std::string, std::vector<double>>;
 
-void AddStages(const v1::Allocation& a, StageSamples& stages) {
-  for (const v1::StageTiming& t : a.stage_timings()) stages[t.stage()].push_back(Ms(t.duration()));
+// Records each stage's duration; returns their sum.
+double AddStages(const v1::Allocation& a, StageSamples& stages) {
+  double sum = 0;
+  for (const v1::StageTiming& t : a.stage_timings()) {
+    stages[t.stage()].push_back(Ms(t.duration()));
+    sum += Ms(t.duration());
+  }
+  return sum;
 }
 
 double StageMs(const v1::Allocation& a, const std::string& stage) {
@@ -347,10 +353,7 @@ absl::Status OneAtATime(Site& site, int64_t iterations) {
     ASSIGN_OR_RETURN(Site::Job job, site.Allocate(static_cast<int>(i % kRings)));
     ASSIGN_OR_RETURN(v1::Allocation a, site.Get(job.id));
     latency_ms.push_back(Ms(job.latency));
-    AddStages(a, stages);
-    double sum = 0;
-    for (const v1::StageTiming& t : a.stage_timings()) sum += Ms(t.duration());
-    stage_sum_ms.push_back(sum);
+    stage_sum_ms.push_back(AddStages(a, stages));
     const absl::Time start = absl::Now();
     RETURN_IF_ERROR(site.Release(job.id));
     release_ms.push_back(Ms(absl::Now() - start));
@@ -467,10 +470,7 @@ absl::Status Physics(Site& site, int64_t iterations, int switch_ms, int training
     physical_ms.push_back(physical);
     overhead_ms.push_back(e2e - physical);
     ratio.push_back(e2e / physical);
-    AddStages(a, stages);
-    double sum = 0;
-    for (const v1::StageTiming& t : a.stage_timings()) sum += Ms(t.duration());
-    stage_sum_ms.push_back(sum);
+    stage_sum_ms.push_back(AddStages(a, stages));
     const absl::Time start = absl::Now();
     RETURN_IF_ERROR(site.Release(job.id));
     release_ms.push_back(Ms(absl::Now() - start));
