@@ -6,6 +6,7 @@
 #include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <map>
@@ -791,8 +792,10 @@ class FleetctlTest : public ::testing::Test {
     return RunFleetctl(args, env_, connect, out_, err_);
   }
 
+  // Named by this process: ctest runs each test as its own process, in parallel, and a file
+  // shared between them would be rewritten under another test's feet.
   std::string WriteFile(const std::string& name, const std::string& text) {
-    std::string path = ::testing::TempDir() + "/" + name;
+    std::string path = absl::StrCat(::testing::TempDir(), "/fleetctl_test_", getpid(), "_", name);
     std::ofstream(path) << text;
     return path;
   }
