@@ -1,12 +1,12 @@
 #include "onic_agent/emulated_backend.h"
 
-#include <curl/curl.h>
-
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "controller/base/log.h"
+#include "switch_adapters/polatis/http_client.h"
 
 namespace fleet::agent {
 namespace {
@@ -17,20 +17,16 @@ std::string Identity(const std::string& serial, uint32_t port) {
   return absl::StrCat(serial, "/", port);
 }
 
-size_t Collect(char* data, size_t size, size_t count, void* out) {
-  static_cast<std::string*>(out)->append(data, size * count);
-  return size * count;
-}
-
+// Reads and writes light over HTTP on pooled keep-alive connections: port workers retrain in
+// parallel, so each request takes a connection of its own from the pool, and the monitor's
+// reads every interval do not open a TCP connection (and an emulator thread) each.
 class HttpLightSimulator : public LightSimulator {
  public:
-  explicit HttpLightSimulator(std::string address) : base_("http://" + address) {}
+  explicit HttpLightSimulator(std::string address) : base_("http://" + std::move(address)) {}
 
   absl::Status PutSignal(uint32_t ingress, const std::string& name, double power_dbm) override {
     nlohmann::json body = {{"name", name}, {"power_dbm", power_dbm}};
-    absl::StatusOr<std::string> reply =
-        Request("PUT", absl::StrCat("/sim/v1/signals/", ingress), body.dump());
-    return reply.status();
+    return Request("PUT", absl::StrCat("/sim/v1/signals/", ingress), body.dump()).status();
   }
 
   absl::StatusOr<Light> ReadLight(uint32_t egress) override {
@@ -47,41 +43,46 @@ class HttpLightSimulator : public LightSimulator {
   }
 
  private:
-  // One request on a fresh handle: the emulated optics are not a hot path.
+  // Idle connections kept: each holds one of the emulator's server threads while it waits, so
+  // an agent keeps a few, not one per port.
+  static constexpr size_t kIdleConnections = 4;
+
   absl::StatusOr<std::string> Request(const std::string& method, const std::string& path,
                                       const std::string& body) {
-    CURL* curl = curl_easy_init();
-    if (curl == nullptr) return absl::InternalError("libcurl could not be initialized");
-    std::string out;
-    const std::string url = base_ + path;
-    curl_slist* headers = curl_slist_append(nullptr, "Content-Type: application/json");
-    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 5000L);
-    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, Collect);
-    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &out);
-    if (method != "GET") {
-      curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method.c_str());
-      curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
+    std::unique_ptr<polatis::HttpClient> client;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!idle_.empty()) {
+        client = std::move(idle_.back());
+        idle_.pop_back();
+      }
     }
-    CURLcode rc = curl_easy_perform(curl);
-    long status = 0;
-    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-    curl_slist_free_all(headers);
-    curl_easy_cleanup(curl);
-    if (rc != CURLE_OK) {
+    if (client == nullptr) {
+      polatis::CurlHttpClientOptions options;
+      options.base_url = base_;
+      options.content_type = "application/json";
+      options.request_timeout = absl::Seconds(5);
+      client = polatis::NewCurlHttpClient(options);
+    }
+    absl::StatusOr<polatis::HttpResponse> reply = client->Send(method, path, body);
+    if (reply.ok()) {
+      absl::MutexLock lock(&mu_);
+      if (idle_.size() < kIdleConnections) idle_.push_back(std::move(client));
+    }
+    if (!reply.ok()) {
       return absl::UnavailableError(
-          absl::StrCat("optical simulator at ", url, ": ", curl_easy_strerror(rc)));
+          absl::StrCat("optical simulator at ", base_, ": ", reply.status().message()));
     }
-    if (status >= 300) {
-      return absl::UnavailableError(
-          absl::StrCat("optical simulator ", method, " ", path, ": HTTP ", status, " ", out));
+    if (reply->status >= 300) {
+      return absl::UnavailableError(absl::StrCat("optical simulator ", method, " ", path, ": HTTP ",
+                                                 reply->status, " ", reply->body));
     }
-    return out;
+    return std::move(reply->body);
   }
 
   const std::string base_;
+  absl::Mutex mu_;
+  std::vector<std::unique_ptr<polatis::HttpClient>> idle_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace

@@ -15,8 +15,8 @@ class CurlHttpClient : public HttpClient {
  public:
   explicit CurlHttpClient(const CurlHttpClientOptions& options)
       : options_(options), curl_(curl_easy_init()) {
-    headers_ = curl_slist_append(headers_, "Content-Type: application/yang-data+json");
-    headers_ = curl_slist_append(headers_, "Accept: application/yang-data+json");
+    headers_ = curl_slist_append(headers_, ("Content-Type: " + options.content_type).c_str());
+    headers_ = curl_slist_append(headers_, ("Accept: " + options.content_type).c_str());
   }
   ~CurlHttpClient() override {
     curl_slist_free_all(headers_);
@@ -31,9 +31,11 @@ class CurlHttpClient : public HttpClient {
     HttpResponse response;
     // Options are set afresh for every request; the handle keeps the connection cache.
     curl_easy_setopt(curl_, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(curl_, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
-    curl_easy_setopt(curl_, CURLOPT_USERNAME, options_.user.c_str());
-    curl_easy_setopt(curl_, CURLOPT_PASSWORD, options_.password.c_str());
+    if (!options_.user.empty()) {
+      curl_easy_setopt(curl_, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
+      curl_easy_setopt(curl_, CURLOPT_USERNAME, options_.user.c_str());
+      curl_easy_setopt(curl_, CURLOPT_PASSWORD, options_.password.c_str());
+    }
     curl_easy_setopt(curl_, CURLOPT_HTTPHEADER, headers_);
     curl_easy_setopt(curl_, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(curl_, CURLOPT_TCP_NODELAY, 1L);

@@ -1,4 +1,5 @@
-// HTTP as a dependency of the REST adapter: one request at a time over a reused connection.
+// HTTP as a dependency of the REST adapter and of the emulated agents' light reads: one request
+// at a time over a reused connection.
 #ifndef FLEET_SWITCH_ADAPTERS_POLATIS_HTTP_CLIENT_H_
 #define FLEET_SWITCH_ADAPTERS_POLATIS_HTTP_CLIENT_H_
 
@@ -27,14 +28,15 @@ class HttpClient {
 
 struct CurlHttpClientOptions {
   std::string base_url;  // e.g. "http://192.0.2.10:8008"
-  std::string user;
+  std::string user;      // Empty: no Authorization header.
   std::string password;
+  std::string content_type = "application/yang-data+json";  // Also sent as `Accept`.
   absl::Duration connect_timeout = absl::Seconds(5);
   absl::Duration request_timeout = absl::Seconds(10);
 };
 
 // libcurl, one easy handle kept for the client's life so the TCP connection is reused;
-// HTTP Basic auth; `Content-Type` and `Accept` are application/yang-data+json.
+// HTTP Basic auth when a user is given; `Content-Type` and `Accept` from the options.
 std::unique_ptr<HttpClient> NewCurlHttpClient(const CurlHttpClientOptions& options);
 
 }  // namespace fleet::polatis

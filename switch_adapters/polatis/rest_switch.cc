@@ -67,10 +67,12 @@ class RestSwitch : public switches::OpticalSwitch {
  public:
   explicit RestSwitch(const PolatisSwitchOptions& options)
       : options_(options),
-        http_(NewCurlHttpClient(
-            {absl::StrCat("http://", options.host, ":", options.port == 0 ? 8008 : options.port),
-             options.credentials.user, options.credentials.password, options.connect_timeout,
-             options.command_timeout})) {}
+        http_(NewCurlHttpClient({.base_url = absl::StrCat("http://", options.host, ":",
+                                                          options.port == 0 ? 8008 : options.port),
+                                 .user = options.credentials.user,
+                                 .password = options.credentials.password,
+                                 .connect_timeout = options.connect_timeout,
+                                 .request_timeout = options.command_timeout})) {}
 
   absl::StatusOr<SwitchIdentity> Identity() override {
     absl::MutexLock lock(&mu_);

@@ -23,8 +23,10 @@ struct RestServerOptions {
   std::string listen_address = "127.0.0.1";  // IPv4
   int port = 0;                              // 0: pick a free port
   // civetweb gives each open connection a worker thread for its life, idle keep-alive
-  // included: this many clients can hold connections at once.
-  int threads = 32;
+  // included: this many clients can hold connections at once. fleetd's REST driver holds one
+  // per switch session and each emulated agent up to four for light reads, so a demo site of a
+  // dozen agents fits with room for operators' tools.
+  int threads = 96;
   RestApiOptions api;
   // Called (from a worker thread, after the answer is sent) for POST
   // /sim/v1/faults/drop-connections; should drop every TL1 and REST connection. When unset,
