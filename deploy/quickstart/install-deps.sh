@@ -10,6 +10,8 @@ PACKAGES=(
   nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
+  # The deploy/ checks: promtool, systemd-analyze, and YAML for tests/deploy/check_deploy.py.
+  prometheus systemd python3-yaml
 )
 
 missing=()
