@@ -14,13 +14,20 @@ std::string Key(const v1::SwitchPortRef& ref) {
 FabricSnapshot FabricSnapshot::Build(const v1::Inventory& site,
                                      const std::vector<v1::SwitchPort>& ports,
                                      const std::vector<v1::Circuit>& circuits,
-                                     const std::vector<v1::Allocation>& allocations) {
+                                     const std::vector<v1::Allocation>& allocations,
+                                     const std::vector<PowerReading>& power) {
   FabricSnapshot s;
   std::set<std::string> drained_hosts;
   for (const v1::Host& h : site.hosts()) {
+    s.host_devices_[h.name()];
     if (h.admin_state() == v1::ADMIN_STATE_DRAINED) drained_hosts.insert(h.name());
   }
-  for (const v1::Device& d : site.devices()) s.devices_[d.id()] = d;
+  for (const v1::Device& d : site.devices()) {
+    s.devices_[d.id()] = d;
+    if (!d.host().empty()) s.host_devices_[d.host()].push_back(d.id());
+  }
+  std::map<std::string, std::string> switch_cluster;
+  for (const v1::Switch& sw : site.switches()) switch_cluster[sw.id()] = sw.cluster();
   std::map<std::string, const v1::SwitchPort*> switch_ports;
   for (const v1::SwitchPort& p : ports) switch_ports[Key(p.ref())] = &p;
   // Why a switch port cannot take a new circuit, or "".
@@ -45,6 +52,9 @@ FabricSnapshot FabricSnapshot::Build(const v1::Inventory& site,
       st.host = device ? device->host() : "";
       st.tx = p.tx();
       st.rx = p.rx();
+      if (auto it = switch_cluster.find(p.tx().switch_id()); it != switch_cluster.end()) {
+        st.cluster = it->second;
+      }
       if (device && device->admin_state() == v1::ADMIN_STATE_DRAINED) {
         st.unusable = "device " + o.device() + " is drained";
       } else if (!st.host.empty() && drained_hosts.contains(st.host)) {
@@ -75,6 +85,14 @@ FabricSnapshot FabricSnapshot::Build(const v1::Inventory& site,
     }
   }
   for (const v1::Allocation& a : allocations) s.tenants_[a.id()] = a.tenant();
+  for (const PowerReading& r : power) {
+    auto it = s.onic_ports_.find(r.onic);
+    if (it == s.onic_ports_.end()) continue;
+    for (OnicPortState& st : it->second) {
+      if (st.port == r.port) st.rx_power_dbm = r.rx_power_dbm;
+    }
+  }
+  for (auto& [host, devices] : s.host_devices_) std::sort(devices.begin(), devices.end());
   return s;
 }
 
@@ -95,6 +113,11 @@ std::vector<const OnicPortState*> FabricSnapshot::DevicePorts(const std::string&
     for (const OnicPortState& st : onic_ports_.at(onic)) out.push_back(&st);
   }
   return out;
+}
+
+std::vector<std::string> FabricSnapshot::HostDevices(const std::string& host) const {
+  auto it = host_devices_.find(host);
+  return it == host_devices_.end() ? std::vector<std::string>() : it->second;
 }
 
 std::string FabricSnapshot::TenantOf(const std::string& allocation_id) const {

@@ -5,6 +5,7 @@
 #define FLEET_SCHEDULER_FABRIC_SNAPSHOT_H_
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,15 +27,32 @@ struct OnicPortState {
   // The allocation whose desired circuit uses this port's tx / rx; empty when free.
   std::string tx_holder;
   std::string rx_holder;
+  // The cluster of the switch its tx fiber enters ("" when the switch names none).
+  std::string cluster;
+  // The light its rx last measured, when an agent reported it; member selection prefers
+  // devices whose ports read more light.
+  std::optional<double> rx_power_dbm;
+
+  // Usable, with neither side in a desired circuit.
+  bool Free() const { return unusable.empty() && tx_holder.empty() && rx_holder.empty(); }
+};
+
+// An O-NIC port's measured receive power, as the agents report it.
+struct PowerReading {
+  std::string onic;
+  uint32_t port = 0;
+  double rx_power_dbm = 0;
 };
 
 class FabricSnapshot {
  public:
   // `site` as Store::LoadInventory gives it; `ports` every switch port (ListPorts); the
-  // desired circuits; the live allocations (for their tenants).
+  // desired circuits; the live allocations (for their tenants); optionally the last power
+  // readings (readings of unknown ports are ignored).
   static FabricSnapshot Build(const v1::Inventory& site, const std::vector<v1::SwitchPort>& ports,
                               const std::vector<v1::Circuit>& circuits,
-                              const std::vector<v1::Allocation>& allocations);
+                              const std::vector<v1::Allocation>& allocations,
+                              const std::vector<PowerReading>& power = {});
 
   bool HasDevice(const std::string& id) const { return devices_.contains(id); }
   bool HasOnic(const std::string& id) const { return onic_ports_.contains(id); }
@@ -44,12 +62,18 @@ class FabricSnapshot {
   std::vector<const OnicPortState*> DevicePorts(const std::string& device) const;
   // The tenant owning `allocation_id`, or "".
   std::string TenantOf(const std::string& allocation_id) const;
+  // Every device, by id.
+  const std::map<std::string, v1::Device>& devices() const { return devices_; }
+  bool HasHost(const std::string& name) const { return host_devices_.contains(name); }
+  // The devices of a host (its CPUs), by id; empty for an unknown host.
+  std::vector<std::string> HostDevices(const std::string& host) const;
 
  private:
   std::map<std::string, v1::Device> devices_;
   std::map<std::string, std::vector<OnicPortState>> onic_ports_;  // By O-NIC id.
   std::map<std::string, std::vector<std::string>> device_onics_;  // Device → O-NIC ids.
   std::map<std::string, std::string> tenants_;                    // Allocation → tenant.
+  std::map<std::string, std::vector<std::string>> host_devices_;  // Host → device ids.
 };
 
 }  // namespace fleet::scheduler

@@ -1,11 +1,16 @@
 #include "scheduler/planner.h"
 
+#include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "controller/base/status_macros.h"
 #include "fleet/v1/names.h"
+#include "scheduler/member_selection.h"
+#include "scheduler/shapes.h"
+#include "scheduler/traffic_matching.h"
 
 namespace fleet::scheduler {
 namespace {
@@ -17,6 +22,34 @@ struct Sides {
 };
 
 std::string PortName(const OnicPortState& st) { return absl::StrCat(st.onic, "/", st.port); }
+
+const char* SidesName(Sides sides) {
+  return sides.tx && sides.rx ? "tx and rx" : sides.tx ? "tx" : "rx";
+}
+
+v1::Endpoint DeviceEndpoint(const std::string& device) {
+  v1::Endpoint e;
+  e.set_device(device);
+  return e;
+}
+
+// "field[i] (device)", how refusals name a member.
+std::string MemberField(const std::string& field, const std::vector<std::string>& names, int i) {
+  return absl::StrCat(field, "[", i, "] (", names[i], ")");
+}
+
+// At least two members; counted ones are wholly free devices, for forms that use every port.
+absl::StatusOr<std::vector<std::string>> WholeMembers(const FabricSnapshot& snapshot,
+                                                      const v1::MemberSet& members,
+                                                      const std::string& field,
+                                                      const std::string& what) {
+  const int n = MemberCount(members);
+  if (n < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": ", what, " needs at least 2 members, got ", n));
+  }
+  return PickMembers(snapshot, members, std::vector<int>(n, kWholeDevice), "", field);
+}
 
 class Planner {
  public:
@@ -32,15 +65,73 @@ class Planner {
         RETURN_IF_ERROR(Template(spec.template_()));
         break;
       case v1::TopologySpec::kAttach:
-        return absl::UnimplementedError("topology.attach is not supported by this planner yet");
+        RETURN_IF_ERROR(Attach(spec.attach()));
+        break;
       case v1::TopologySpec::kAllToAll:
-        return absl::UnimplementedError("topology.all_to_all is not supported by this planner yet");
+        return absl::UnimplementedError(
+            "topology.all_to_all: all-to-all is planned as phases round-1, round-2, ...; a "
+            "single-phase allocation cannot hold it yet");
       case v1::TopologySpec::kTraffic:
-        return absl::UnimplementedError("topology.traffic is not supported by this planner yet");
+        RETURN_IF_ERROR(Traffic(spec.traffic()));
+        break;
       default:
         return absl::InvalidArgumentError("topology: no form given (links, template, ...)");
     }
     return plan_;
+  }
+
+  v1::Plan TakePlan() { return std::move(plan_); }
+
+  // Lists `names` as the plan's members, in order, ahead of any device its ports add.
+  void AddMembers(const std::vector<std::string>& names) {
+    for (const std::string& name : names) {
+      if (members_.insert(name).second) plan_.add_members(name);
+    }
+  }
+
+  // How many of `device`'s ports this request could still use with both sides.
+  int FreePorts(const std::string& device) const {
+    int free = 0;
+    for (const OnicPortState* st : snapshot_.DevicePorts(device))
+      free += Problem(*st, {true, true}).empty();
+    return free;
+  }
+
+  // FreePorts of member i, or RESOURCE_EXHAUSTED naming it when it has none.
+  absl::StatusOr<int> FreePortsOrRefuse(const std::vector<std::string>& names, int i,
+                                        const std::string& field) const {
+    const int free = FreePorts(names[i]);
+    if (free > 0) return free;
+    return absl::ResourceExhaustedError(
+        absl::StrCat(MemberField(field, names, i), ": device ", names[i],
+                     " has no port with tx and rx free: ", PortProblems(names[i], {true, true})));
+  }
+
+  // Circuits for `arcs` between members `names`, their ports shared as MemberSlots pairs
+  // them. `what` names the shape in refusals; `field` the member list.
+  absl::Status PlaceArcs(const std::vector<std::string>& names, const std::vector<Arc>& arcs,
+                         const std::string& what, const std::string& field) {
+    const std::vector<std::vector<PortSlot>> slots = MemberSlots(names.size(), arcs);
+    std::vector<const OnicPortState*> source(arcs.size()), destination(arcs.size());
+    for (size_t i = 0; i < names.size(); ++i) {
+      const std::string member = MemberField(field, names, i);
+      const int free = FreePorts(names[i]);
+      for (const PortSlot& slot : slots[i]) {
+        absl::StatusOr<const OnicPortState*> port =
+            Take(DeviceEndpoint(names[i]), {slot.out >= 0, slot.in >= 0}, member);
+        if (port.status().code() == absl::StatusCode::kResourceExhausted) {
+          return absl::ResourceExhaustedError(
+              absl::StrCat(member, ": the ", what, " needs ", slots[i].size(), " ports of device ",
+                           names[i], " and it has ", free, " with tx and rx free (",
+                           PortProblems(names[i], {true, true}), ")"));
+        }
+        if (!port.ok()) return port.status();
+        if (slot.out >= 0) source[slot.out] = *port;
+        if (slot.in >= 0) destination[slot.in] = *port;
+      }
+    }
+    for (size_t a = 0; a < arcs.size(); ++a) RETURN_IF_ERROR(Circuit(*source[a], *destination[a]));
+    return absl::OkStatus();
   }
 
  private:
@@ -79,7 +170,7 @@ class Planner {
   // The port an endpoint resolves to, with `sides` reserved for this plan.
   absl::StatusOr<const OnicPortState*> Take(const v1::Endpoint& endpoint, Sides sides,
                                             const std::string& field) {
-    const char* needed = sides.tx && sides.rx ? "tx and rx" : sides.tx ? "tx" : "rx";
+    const char* needed = SidesName(sides);
     if (endpoint.has_onic_port()) {
       const v1::OnicPortRef& ref = endpoint.onic_port();
       if (!snapshot_.HasOnic(ref.onic())) {
@@ -105,22 +196,35 @@ class Planner {
     if (!snapshot_.HasDevice(device)) {
       return absl::NotFoundError(absl::StrCat(field, ": device ", device, " not found"));
     }
-    std::vector<std::string> why;
-    for (const OnicPortState* st : snapshot_.DevicePorts(device)) {
-      std::string problem = Problem(*st, sides);
-      if (problem.empty()) {
-        Mark(*st, sides);
-        return st;
-      }
-      why.push_back(absl::StrCat(PortName(*st), " ", problem));
-    }
-    if (why.empty()) {
+    const std::vector<const OnicPortState*> ports = snapshot_.DevicePorts(device);
+    if (ports.empty()) {
       return absl::ResourceExhaustedError(
           absl::StrCat(field, ": device ", device, " has no O-NIC"));
     }
+    // One side only: first a port whose other side is already gone, keeping whole ports whole.
+    const Sides other = {!sides.tx, !sides.rx};
+    for (bool half_used : {sides.tx != sides.rx, false}) {
+      for (const OnicPortState* st : ports) {
+        if (Problem(*st, sides).empty() && (!half_used || !Problem(*st, other).empty())) {
+          Mark(*st, sides);
+          return st;
+        }
+      }
+    }
     return absl::ResourceExhaustedError(absl::StrCat(field, ": device ", device,
                                                      " has no port with ", needed,
-                                                     " free: ", absl::StrJoin(why, "; ")));
+                                                     " free: ", PortProblems(device, sides)));
+  }
+
+  // Why each port of `device` cannot give `sides` to this request, "; "-separated.
+  std::string PortProblems(const std::string& device, Sides sides) const {
+    std::vector<std::string> why;
+    for (const OnicPortState* st : snapshot_.DevicePorts(device)) {
+      if (std::string problem = Problem(*st, sides); !problem.empty()) {
+        why.push_back(absl::StrCat(PortName(*st), " ", problem));
+      }
+    }
+    return why.empty() ? "every port free" : absl::StrJoin(why, "; ");
   }
 
   absl::Status Circuit(const OnicPortState& src, const OnicPortState& dst) {
@@ -188,60 +292,139 @@ class Planner {
   }
 
   absl::Status Template(const v1::TemplateSpec& t) {
-    const bool uni = t.kind() == v1::TEMPLATE_KIND_RING_UNIDIRECTIONAL;
-    const bool bi = t.kind() == v1::TEMPLATE_KIND_RING_BIDIRECTIONAL;
-    if (!uni && !bi) {
-      if (t.kind() == v1::TEMPLATE_KIND_UNSPECIFIED) {
-        return absl::InvalidArgumentError("topology.template.kind is not set");
-      }
-      return absl::UnimplementedError(
-          absl::StrCat("topology.template: the ", v1::Name(t.kind()),
-                       " template is not supported by this planner yet"));
-    }
-    if (!t.members().counts().empty()) {
-      return absl::UnimplementedError(
-          "topology.template.members.counts: choosing members by count is not supported by this "
-          "planner yet; name the devices");
-    }
-    const auto& names = t.members().devices();
-    if (names.size() < 2) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "topology.template.members: a ring needs at least 2 devices, got ", names.size()));
-    }
-    std::set<std::string> seen;
-    for (const std::string& name : names) {
-      if (!seen.insert(name).second) {
+    const std::string field = "topology.template.members";
+    const int n = MemberCount(t.members());
+    int hub = 0;
+    if (!t.hub().empty()) {
+      const auto& named = t.members().devices();
+      auto it = std::find(named.begin(), named.end(), t.hub());
+      if (it == named.end()) {
         return absl::InvalidArgumentError(
-            absl::StrCat("topology.template.members: device ", name, " is named twice"));
+            absl::StrCat("topology.template.hub: ", t.hub(), " is not one of the named members"));
+      }
+      hub = it - named.begin();
+    }
+    ASSIGN_OR_RETURN(const std::vector<Arc> arcs, TemplateArcs(t, n, hub));
+    std::vector<int> need;
+    for (const std::vector<PortSlot>& slots : MemberSlots(n, arcs)) need.push_back(slots.size());
+    ASSIGN_OR_RETURN(const std::vector<std::string> names,
+                     PickMembers(snapshot_, t.members(), need, "", field));
+    AddMembers(names);
+    std::string what = v1::Name(t.kind());
+    if (!t.dimensions().empty()) absl::StrAppend(&what, " ", absl::StrJoin(t.dimensions(), "x"));
+    if (t.width() > 1) absl::StrAppend(&what, " of width ", t.width());
+    return PlaceArcs(names, arcs, what, field);
+  }
+
+  absl::Status Attach(const v1::AttachSpec& a) {
+    const std::string field = "topology.attach.devices";
+    if (a.host().empty()) return absl::InvalidArgumentError("topology.attach.host is empty");
+    if (!snapshot_.HasHost(a.host())) {
+      return absl::NotFoundError(
+          absl::StrCat("topology.attach.host: host ", a.host(), " not found"));
+    }
+    // Port 1 of every O-NIC before any port 2: each device gets an O-NIC of its own while
+    // the host has enough.
+    std::vector<const OnicPortState*> host_ports;
+    for (const std::string& device : snapshot_.HostDevices(a.host())) {
+      for (const OnicPortState* st : snapshot_.DevicePorts(device)) host_ports.push_back(st);
+    }
+    std::stable_sort(
+        host_ports.begin(), host_ports.end(),
+        [](const OnicPortState* x, const OnicPortState* y) { return x->port < y->port; });
+    if (host_ports.empty()) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("topology.attach.host: host ", a.host(), " has no O-NIC"));
+    }
+    const int n = MemberCount(a.devices());
+    if (n == 0) return absl::InvalidArgumentError(absl::StrCat(field, ": no devices given"));
+    const uint32_t width = std::max(1u, a.width());
+    ASSIGN_OR_RETURN(const std::vector<std::string> names,
+                     PickMembers(snapshot_, a.devices(), std::vector<int>(n, width),
+                                 host_ports.front()->tx.switch_id(), field));
+    int host_free = 0;
+    std::vector<std::string> why;
+    for (const OnicPortState* st : host_ports) {
+      std::string problem = Problem(*st, {true, true});
+      host_free += problem.empty();
+      if (!problem.empty()) why.push_back(absl::StrCat(PortName(*st), " ", problem));
+    }
+    if (host_free < n * static_cast<int>(width)) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("topology.attach.host: host ", a.host(), " has ", host_free,
+                       " O-NIC ports with tx and rx free and attaching ", n, " devices with width ",
+                       width, " needs ", n * width, " (", absl::StrJoin(why, "; "), ")"));
+    }
+    for (int i = 0; i < n; ++i) {
+      const v1::Device& device = snapshot_.devices().at(names[i]);
+      if (!device.host().empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(MemberField(field, names, i),
+                                                       ": belongs to host ", device.host(),
+                                                       "; only pooled devices attach to a host"));
       }
     }
-    const uint32_t width = std::max(1u, t.width());
-    const int n = names.size();
-    auto member = [&](int i) {
-      v1::Endpoint e;
-      e.set_device(names[i % n]);
-      return e;
-    };
-    auto field = [&](int i) {
-      return absl::StrCat("topology.template.members[", i % n, "] (", names[i % n], ")");
-    };
-    for (uint32_t k = 0; k < width; ++k) {
-      if (bi) {
-        // A bidirectional ring of two is a double link; of n > 2, n duplex links.
-        for (int i = 0; i < (n == 2 ? 2 : n); ++i) {
-          RETURN_IF_ERROR(Duplex(member(i), member(i + 1), field(i), field(i + 1)));
+    AddMembers(names);
+    for (int i = 0; i < n; ++i) {
+      for (uint32_t k = 0; k < width; ++k) {
+        ASSIGN_OR_RETURN(const OnicPortState* port, Take(DeviceEndpoint(names[i]), {true, true},
+                                                         MemberField(field, names, i)));
+        const OnicPortState* host_port = nullptr;
+        for (const OnicPortState* st : host_ports) {
+          if (Problem(*st, {true, true}).empty()) {
+            host_port = st;
+            break;
+          }
         }
-        continue;
+        Mark(*host_port, {true, true});  // There is one: host_free counted them.
+        RETURN_IF_ERROR(Circuit(*port, *host_port));
+        RETURN_IF_ERROR(Circuit(*host_port, *port));
       }
-      // Unidirectional: each member's port sends to the next member and hears the previous.
-      std::vector<const OnicPortState*> ports;
-      for (int i = 0; i < n; ++i) {
-        absl::StatusOr<const OnicPortState*> p = Take(member(i), {true, true}, field(i));
-        if (!p.ok()) return p.status();
-        ports.push_back(*p);
-      }
-      for (int i = 0; i < n; ++i) RETURN_IF_ERROR(Circuit(*ports[i], *ports[(i + 1) % n]));
     }
+    return absl::OkStatus();
+  }
+
+  absl::Status Traffic(const v1::TrafficSpec& t) {
+    const std::string field = "topology.traffic.members";
+    ASSIGN_OR_RETURN(const std::vector<std::string> names,
+                     WholeMembers(snapshot_, t.members(), field, "traffic-aware planning"));
+    const int n = names.size();
+    std::vector<std::vector<double>> weight(n, std::vector<double>(n, 0));
+    double total = 0;
+    for (int k = 0; k < t.matrix_size(); ++k) {
+      const v1::TrafficEntry& e = t.matrix(k);
+      const std::string entry = absl::StrCat("topology.traffic.matrix[", k, "]");
+      if (e.source() >= static_cast<uint32_t>(n) || e.destination() >= static_cast<uint32_t>(n)) {
+        return absl::InvalidArgumentError(absl::StrCat(entry, ": ", e.source(), " -> ",
+                                                       e.destination(),
+                                                       " is not between members 0..", n - 1));
+      }
+      if (e.source() == e.destination()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(entry, ": source and destination are both member ", e.source()));
+      }
+      if (!std::isfinite(e.bytes()) || e.bytes() < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(entry, ".bytes: ", e.bytes(), " is not a finite count of bytes >= 0"));
+      }
+      weight[e.source()][e.destination()] += e.bytes();
+      weight[e.destination()][e.source()] += e.bytes();
+      total += e.bytes();
+    }
+    if (total <= 0) {
+      return absl::InvalidArgumentError("topology.traffic.matrix: no traffic between members");
+    }
+    std::vector<int> capacity;
+    for (int i = 0; i < n; ++i) {
+      ASSIGN_OR_RETURN(const int free, FreePortsOrRefuse(names, i, field));
+      capacity.push_back(free);
+    }
+    const Matching matching = MaxWeightBMatching(weight, capacity);
+    AddMembers(names);
+    for (auto [i, j] : matching.links) {
+      RETURN_IF_ERROR(Duplex(DeviceEndpoint(names[i]), DeviceEndpoint(names[j]),
+                             MemberField(field, names, i), MemberField(field, names, j)));
+    }
+    plan_.set_direct_traffic_share(matching.weight / total);
     return absl::OkStatus();
   }
 
@@ -257,6 +440,33 @@ class Planner {
 absl::StatusOr<v1::Plan> PlanTopology(const FabricSnapshot& snapshot, const PlanRequest& request) {
   if (request.tenant.empty()) return absl::InvalidArgumentError("tenant is empty");
   return Planner(snapshot, request.tenant).Plan(request.topology);
+}
+
+absl::StatusOr<std::vector<PlannedPhase>> PlanAllToAllRounds(const FabricSnapshot& snapshot,
+                                                             const std::string& tenant,
+                                                             const v1::AllToAllSpec& spec) {
+  if (tenant.empty()) return absl::InvalidArgumentError("tenant is empty");
+  const std::string field = "topology.all_to_all.members";
+  ASSIGN_OR_RETURN(const std::vector<std::string> names,
+                   WholeMembers(snapshot, spec.members(), field, "all-to-all"));
+  const int n = names.size();
+  // Rounds are active one at a time, so each is planned on the snapshot as it is.
+  int ports = 0;
+  for (int i = 0; i < n; ++i) {
+    ASSIGN_OR_RETURN(const int free, Planner(snapshot, tenant).FreePortsOrRefuse(names, i, field));
+    ports = i == 0 ? free : std::min(ports, free);
+  }
+  std::vector<PlannedPhase> phases;
+  for (const std::vector<Arc>& round : AllToAllRounds(n, ports)) {
+    PlannedPhase& phase = phases.emplace_back();
+    phase.name = absl::StrCat("round-", phases.size());
+    Planner planner(snapshot, tenant);
+    planner.AddMembers(names);
+    RETURN_IF_ERROR(planner.PlaceArcs(names, round, "all-to-all " + phase.name, field));
+    phase.plan = planner.TakePlan();
+    for (v1::Circuit& c : *phase.plan.mutable_circuits()) c.set_phase(phase.name);
+  }
+  return phases;
 }
 
 }  // namespace fleet::scheduler

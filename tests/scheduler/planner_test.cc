@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <tuple>
 
 #include "controller/inventory/inventory.h"
 
@@ -258,14 +259,140 @@ TEST_F(PlannerTest, MalformedRequestsNameTheField) {
   EXPECT_EQ(PlanFor(Link(Device("gpu1"), Device("gpu2"), true), "").status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(PlanFor(v1::TopologySpec()).status().code(), absl::StatusCode::kInvalidArgument);
-  absl::StatusOr<v1::Plan> star = PlanFor(Ring(v1::TEMPLATE_KIND_STAR, {"gpu1", "gpu2"}));
-  EXPECT_EQ(star.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(std::string(star.status().message()), HasSubstr("the star template"));
+  v1::TopologySpec torus = Ring(v1::TEMPLATE_KIND_TORUS_2D, {"gpu1", "gpu2", "gpu3", "gpu4"});
+  torus.mutable_template_()->add_dimensions(3);
+  torus.mutable_template_()->add_dimensions(2);
+  EXPECT_THAT(std::string(PlanFor(torus).status().message()),
+              HasSubstr("topology.template.dimensions: 3x2 is 6 positions for 4 members"));
+  v1::TopologySpec all;
+  all.mutable_all_to_all()->mutable_members()->add_devices("gpu1");
+  EXPECT_EQ(PlanFor(all).status().code(), absl::StatusCode::kUnimplemented);
 }
 
 TEST_F(PlannerTest, PlansAreDeterministic) {
   v1::TopologySpec ring = Ring(v1::TEMPLATE_KIND_RING_BIDIRECTIONAL, {"gpu5", "gpu6", "gpu7"});
   EXPECT_EQ(PlanFor(ring)->SerializeAsString(), PlanFor(ring)->SerializeAsString());
+}
+
+TEST_F(PlannerTest, FullMeshWhereDegreeAllowsElseRefusedNamingTheMember) {
+  // CPUs have 6 ports: a mesh of 7 fits; a GPU has 2: it cannot join a mesh of 4.
+  absl::StatusOr<v1::Plan> cpus = PlanFor(Ring(
+      v1::TEMPLATE_KIND_FULL_MESH, {"server1-cpu0", "server1-cpu1", "server2-cpu0", "server2-cpu1",
+                                    "server3-cpu0", "server3-cpu1", "server4-cpu0"}));
+  ASSERT_TRUE(cpus.ok()) << cpus.status();
+  EXPECT_THAT(cpus->circuits(), SizeIs(7 * 6));
+  ExpectLegal(*cpus, snapshot_);
+  absl::StatusOr<v1::Plan> gpus = PlanFor(
+      Ring(v1::TEMPLATE_KIND_FULL_MESH, {"server1-cpu0", "server2-cpu0", "gpu3", "server3-cpu0"}));
+  EXPECT_EQ(gpus.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(gpus.status().message()),
+              HasSubstr("topology.template.members[2] (gpu3): the full-mesh needs 3 ports of "
+                        "device gpu3 and it has 2 with tx and rx free"));
+}
+
+TEST_F(PlannerTest, StarOnAHubWithWidth) {
+  v1::TopologySpec star = Ring(v1::TEMPLATE_KIND_STAR, {"gpu1", "gpu2", "server1-cpu0"}, 2);
+  star.mutable_template_()->set_hub("server1-cpu0");
+  star.mutable_template_()->set_duplex(true);
+  absl::StatusOr<v1::Plan> plan = PlanFor(star);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(plan->circuits(), SizeIs(8));  // 2 leaves × width 2 × both ways.
+  EXPECT_THAT(plan->ports_used(), SizeIs(8));
+  star.mutable_template_()->set_hub("gpu9");
+  EXPECT_THAT(std::string(PlanFor(star).status().message()),
+              HasSubstr("topology.template.hub: gpu9 is not one of the named members"));
+}
+
+TEST_F(PlannerTest, AttachSpreadsDevicesOverTheHostsOnics) {
+  v1::TopologySpec spec;
+  spec.mutable_attach()->set_host("server1");
+  spec.mutable_attach()->mutable_devices()->add_devices("nvme1");
+  v1::DeviceCount* gpus = spec.mutable_attach()->mutable_devices()->add_counts();
+  gpus->set_kind(v1::DEVICE_KIND_GPU);
+  gpus->set_count(2);
+  absl::StatusOr<v1::Plan> plan = PlanFor(spec);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ExpectLegal(*plan, snapshot_);
+  EXPECT_THAT(plan->members(), ElementsAre("nvme1", "gpu1", "gpu2", "server1-cpu0"));
+  // Port 1 of three different O-NICs of the host.
+  std::set<std::string> host_onics;
+  for (const v1::Circuit& c : plan->circuits()) {
+    if (c.source().onic().starts_with("s1")) {
+      host_onics.insert(c.source().onic());
+      EXPECT_EQ(c.source().port(), 1u);
+    }
+  }
+  EXPECT_THAT(host_onics, SizeIs(3));
+  spec.mutable_attach()->set_width(3);  // A GPU has 2 ports.
+  EXPECT_THAT(std::string(PlanFor(spec).status().message()),
+              HasSubstr("topology.attach.devices.counts[0]: 2 gpu devices wanted on switch ocs1, "
+                        "but only 0 there have 3 free ports"));
+  v1::TopologySpec seven;  // 7 GPUs × width 2 > the host's 12 ports.
+  seven.mutable_attach()->set_host("server1");
+  seven.mutable_attach()->set_width(2);
+  for (int i = 1; i <= 7; ++i) {
+    seven.mutable_attach()->mutable_devices()->add_devices("gpu" + std::to_string(i));
+  }
+  absl::StatusOr<v1::Plan> wide = PlanFor(seven);
+  EXPECT_EQ(wide.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(wide.status().message()),
+              HasSubstr("host server1 has 12 O-NIC ports with tx and rx free and attaching 7 "
+                        "devices with width 2 needs 14"));
+  spec.mutable_attach()->set_width(0);
+  spec.mutable_attach()->mutable_devices()->add_devices("server2-cpu0");
+  EXPECT_THAT(std::string(PlanFor(spec).status().message()),
+              HasSubstr("belongs to host server2; only pooled devices attach"));
+  spec.mutable_attach()->set_host("server9");
+  EXPECT_EQ(PlanFor(spec).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(PlannerTest, CountsPreferHalfUsedDevicesThenBetterLight) {
+  // gpu2's port 1 is held: a unidirectional ring needs one port per member, so gpu2 is the
+  // best fit (no port stranded); among whole GPUs the ones reading more light win.
+  v1::Circuit held = HeldCircuit("alloc-1");
+  held.mutable_source()->set_onic("gpu2-n0");
+  held.mutable_destination()->set_onic("gpu2-n0");
+  FabricSnapshot busy = FabricSnapshot::Build(
+      site_, Ports(site_), {held}, {Owned("alloc-1", "b")},
+      {{"gpu7-n0", 1, -3.0}, {"gpu7-n0", 2, -2.5}, {"gpu5-n0", 1, -9.0}, {"gpu4-n0", 1, -4.0}});
+  v1::TopologySpec ring;
+  ring.mutable_template_()->set_kind(v1::TEMPLATE_KIND_RING_UNIDIRECTIONAL);
+  v1::DeviceCount* gpus = ring.mutable_template_()->mutable_members()->add_counts();
+  gpus->set_kind(v1::DEVICE_KIND_GPU);
+  gpus->set_count(4);
+  absl::StatusOr<v1::Plan> plan = PlanTopology(busy, {"a", ring});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ExpectLegal(*plan, busy);
+  EXPECT_THAT(plan->members(), ElementsAre("gpu2", "gpu7", "gpu4", "gpu5"));
+  gpus->set_count(9);
+  absl::StatusOr<v1::Plan> nine = PlanTopology(busy, {"a", ring});
+  EXPECT_EQ(nine.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(nine.status().message()),
+              HasSubstr("topology.template.members.counts[0]: 9 gpu devices wanted on switch ocs1, "
+                        "but only 8 there have 1 free port"));
+}
+
+TEST_F(PlannerTest, TrafficAwarePlanReportsItsDirectShare) {
+  v1::TopologySpec spec;
+  for (const char* gpu : {"gpu1", "gpu2", "gpu3", "gpu4"}) {
+    spec.mutable_traffic()->mutable_members()->add_devices(gpu);
+  }
+  // Each GPU has two ports; five pairs have traffic, and 0-3 carries the least.
+  for (auto [s, d, bytes] : std::vector<std::tuple<int, int, double>>{
+           {0, 1, 40}, {1, 2, 30}, {2, 3, 20}, {3, 0, 15}, {0, 2, 5}}) {
+    v1::TrafficEntry* e = spec.mutable_traffic()->add_matrix();
+    e->set_source(s);
+    e->set_destination(d);
+    e->set_bytes(bytes);
+  }
+  absl::StatusOr<v1::Plan> plan = PlanFor(spec);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ExpectLegal(*plan, snapshot_);
+  EXPECT_THAT(plan->circuits(), SizeIs(8));  // The ring 0-1-2-3-0: 105 of 110 bytes.
+  EXPECT_DOUBLE_EQ(plan->direct_traffic_share(), 105.0 / 110.0);
+  spec.mutable_traffic()->mutable_matrix(0)->set_source(7);
+  EXPECT_THAT(std::string(PlanFor(spec).status().message()),
+              HasSubstr("topology.traffic.matrix[0]: 7 -> 1 is not between members 0..3"));
 }
 
 TEST(PlannerTwoClusterTest, CircuitsAcrossSwitchesAreRefusedWithoutTrunkRouting) {

@@ -1,0 +1,181 @@
+#include "scheduler/member_selection.h"
+
+#include <algorithm>
+#include <optional>
+#include <set>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "fleet/v1/names.h"
+
+namespace fleet::scheduler {
+namespace {
+
+std::string SwitchOf(const FabricSnapshot& snapshot, const std::string& device) {
+  std::vector<const OnicPortState*> ports = snapshot.DevicePorts(device);
+  return ports.empty() ? "" : ports.front()->tx.switch_id();
+}
+
+struct Candidate {
+  std::string id;
+  std::string group;  // Chassis, or host.
+  int ports = 0;
+  int free = 0;
+  bool healthy = true;
+  std::optional<double> weakest_rx_dbm;  // Over its free ports that have a reading.
+  int group_free = 0;                    // Wholly free candidates in its group.
+
+  bool Fits(int need) const {
+    return need == kWholeDevice ? free == ports && free > 0 : free >= need;
+  }
+  int Stranded(int need) const { return need == kWholeDevice ? 0 : free - need; }
+  // Lower is better; see PickMembers.
+  auto Rank(int need) const {
+    return std::make_tuple(!healthy, Stranded(need), group_free, !weakest_rx_dbm.has_value(),
+                           -weakest_rx_dbm.value_or(0), id);
+  }
+};
+
+std::vector<Candidate> Candidates(const FabricSnapshot& snapshot, const v1::DeviceCount& count,
+                                  const std::string& on_switch) {
+  std::vector<Candidate> out;
+  std::map<std::string, int> group_free;
+  for (const auto& [id, device] : snapshot.devices()) {
+    if (device.kind() != count.kind() || device.admin_state() == v1::ADMIN_STATE_DRAINED) continue;
+    std::vector<const OnicPortState*> ports = snapshot.DevicePorts(id);
+    if (ports.empty() || ports.front()->tx.switch_id() != on_switch) continue;
+    if (!count.cluster().empty() && ports.front()->cluster != count.cluster()) continue;
+    Candidate c;
+    c.id = id;
+    c.group = !device.chassis().empty() ? device.chassis() : device.host();
+    c.ports = ports.size();
+    for (const OnicPortState* p : ports) {
+      c.healthy = c.healthy && p->unusable.empty();
+      if (!p->Free()) continue;
+      ++c.free;
+      if (p->rx_power_dbm) {
+        c.weakest_rx_dbm = std::min(c.weakest_rx_dbm.value_or(*p->rx_power_dbm), *p->rx_power_dbm);
+      }
+    }
+    if (c.free == c.ports) ++group_free[c.group];
+    out.push_back(std::move(c));
+  }
+  for (Candidate& c : out) c.group_free = group_free[c.group];
+  return out;
+}
+
+struct Picks {
+  std::vector<std::string> members;
+  int stranded = 0;
+};
+
+absl::StatusOr<Picks> PickOn(const FabricSnapshot& snapshot, const v1::MemberSet& members,
+                             const std::vector<int>& need, const std::string& on_switch,
+                             const std::string& field) {
+  Picks picks;
+  picks.members.assign(members.devices().begin(), members.devices().end());
+  std::set<std::string> taken(picks.members.begin(), picks.members.end());
+  int first = members.devices_size();
+  for (int k = 0; k < members.counts_size(); ++k) {
+    const v1::DeviceCount& count = members.counts(k);
+    std::vector<Candidate> candidates = Candidates(snapshot, count, on_switch);
+    // Positions needing more ports choose first, so that small needs do not take the only
+    // devices big enough for the large ones. A whole device is the largest need.
+    std::vector<int> positions;
+    for (int i = first; i < first + static_cast<int>(count.count()); ++i) positions.push_back(i);
+    auto size = [&](int i) { return need[i] == kWholeDevice ? 1 << 30 : need[i]; };
+    std::stable_sort(positions.begin(), positions.end(),
+                     [&](int a, int b) { return size(a) > size(b); });
+    picks.members.resize(first + count.count());
+    int found = 0;
+    for (int position : positions) {
+      const Candidate* best = nullptr;
+      for (const Candidate& c : candidates) {
+        if (taken.contains(c.id) || !c.Fits(need[position])) continue;
+        if (best == nullptr || c.Rank(need[position]) < best->Rank(need[position])) best = &c;
+      }
+      if (best == nullptr) {
+        const std::string ports =
+            need[position] == kWholeDevice
+                ? "all ports free"
+                : absl::StrCat(need[position], " free port", need[position] == 1 ? "" : "s");
+        return absl::ResourceExhaustedError(absl::StrCat(
+            field, ".counts[", k, "]: ", count.count(), " ", v1::Name(count.kind()),
+            " devices wanted", count.cluster().empty() ? "" : " in cluster " + count.cluster(),
+            " on switch ", on_switch, ", but only ", found, " there have ", ports,
+            " and are neither drained nor already members"));
+      }
+      taken.insert(best->id);
+      ++found;
+      picks.members[position] = best->id;
+      picks.stranded += best->Stranded(need[position]);
+    }
+    first += count.count();
+  }
+  return picks;
+}
+
+}  // namespace
+
+int MemberCount(const v1::MemberSet& members) {
+  int n = members.devices_size();
+  for (const v1::DeviceCount& c : members.counts()) n += c.count();
+  return n;
+}
+
+absl::StatusOr<std::vector<std::string>> PickMembers(const FabricSnapshot& snapshot,
+                                                     const v1::MemberSet& members,
+                                                     const std::vector<int>& need,
+                                                     const std::string& on_switch,
+                                                     const std::string& field) {
+  std::set<std::string> seen;
+  for (int i = 0; i < members.devices_size(); ++i) {
+    const std::string& name = members.devices(i);
+    if (!snapshot.HasDevice(name)) {
+      return absl::NotFoundError(absl::StrCat(field, "[", i, "]: device ", name, " not found"));
+    }
+    if (!seen.insert(name).second) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": device ", name, " is named twice"));
+    }
+  }
+  for (int k = 0; k < members.counts_size(); ++k) {
+    if (members.counts(k).kind() == v1::DEVICE_KIND_UNSPECIFIED) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".counts[", k, "].kind is not set"));
+    }
+    if (members.counts(k).count() == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".counts[", k, "].count is 0"));
+    }
+  }
+  if (members.counts().empty()) {
+    return std::vector<std::string>(members.devices().begin(), members.devices().end());
+  }
+  std::vector<std::string> switches;
+  if (!on_switch.empty()) {
+    switches.push_back(on_switch);
+  } else if (!members.devices().empty()) {
+    switches.push_back(SwitchOf(snapshot, members.devices(0)));
+  } else {
+    std::set<std::string> all;
+    for (const auto& [id, device] : snapshot.devices()) all.insert(SwitchOf(snapshot, id));
+    all.erase("");
+    switches.assign(all.begin(), all.end());
+  }
+  std::optional<Picks> best;
+  std::vector<std::string> refusals;
+  for (const std::string& sw : switches) {
+    absl::StatusOr<Picks> picks = PickOn(snapshot, members, need, sw, field);
+    if (!picks.ok()) {
+      refusals.push_back(std::string(picks.status().message()));
+    } else if (!best || picks->stranded < best->stranded) {
+      best = std::move(*picks);
+    }
+  }
+  if (best) return best->members;
+  if (refusals.size() == 1) return absl::ResourceExhaustedError(refusals.front());
+  return absl::ResourceExhaustedError(
+      absl::StrCat(field, ": no single switch has the devices asked for: ",
+                   refusals.empty() ? "no switch has devices" : absl::StrJoin(refusals, "; ")));
+}
+
+}  // namespace fleet::scheduler

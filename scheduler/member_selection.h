@@ -1,0 +1,54 @@
+// Resolving a MemberSet into device ids: the named devices, then devices picked for each
+// DeviceCount. Pure; deterministic for a given snapshot.
+#ifndef FLEET_SCHEDULER_MEMBER_SELECTION_H_
+#define FLEET_SCHEDULER_MEMBER_SELECTION_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "fleet/v1/topology.pb.h"
+#include "scheduler/fabric_snapshot.h"
+
+namespace fleet::scheduler {
+
+// In `need`: the member must have every port of its device free (forms that use all of a
+// member's ports, such as all-to-all and traffic-aware plans).
+inline constexpr int kWholeDevice = -1;
+
+// The number of members `members` asks for: its names plus every count.
+int MemberCount(const v1::MemberSet& members);
+
+// The member list: `members.devices` in order, then for each count in order the devices
+// picked for it. `need[i]` is how many free ports member i must have (or kWholeDevice);
+// it has MemberCount entries. A port is free when it is usable and neither of its sides is
+// in a desired circuit. `on_switch` binds the picks to one switch; when empty, the switch of
+// the first named device binds them, and with no named device every switch is tried and the
+// one leaving the fewest stranded ports wins (ties: switch id). Circuits do not cross trunks.
+//
+// A counted member is a device of the count's kind (and cluster, when given: the cluster of
+// the switch its fibers reach) that is not drained, not named and not already picked, on the
+// switch, with at least `need` free ports. Among those, positions needing more ports pick
+// first, each taking the best candidate by, in order:
+//   1. healthy: none of its ports drained or failed;
+//   2. fewest stranded ports: free ports left over after this use (best fit), so whole
+//      devices stay whole for requests that need them;
+//   3. packing: fewest free devices of its kind in its chassis (or host), so that large free
+//      groups stay intact;
+//   4. best measured light: the highest weakest rx power over its free ports; devices
+//      without a reading after those with one;
+//   5. device id.
+//
+// Errors, naming the field (`field` is e.g. "topology.template.members"):
+//   INVALID_ARGUMENT    a device named twice; a count of 0 or without a kind
+//   NOT_FOUND           an unknown named device
+//   RESOURCE_EXHAUSTED  too few candidates, naming the kind, the ports needed and the switch
+absl::StatusOr<std::vector<std::string>> PickMembers(const FabricSnapshot& snapshot,
+                                                     const v1::MemberSet& members,
+                                                     const std::vector<int>& need,
+                                                     const std::string& on_switch,
+                                                     const std::string& field);
+
+}  // namespace fleet::scheduler
+
+#endif  // FLEET_SCHEDULER_MEMBER_SELECTION_H_
