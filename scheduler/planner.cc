@@ -115,17 +115,18 @@ class Planner {
     std::vector<const OnicPortState*> source(arcs.size()), destination(arcs.size());
     for (size_t i = 0; i < names.size(); ++i) {
       const std::string member = MemberField(field, names, i);
-      const int free = FreePorts(names[i]);
+      int whole_taken = 0;  // Ports this member already gave both sides to.
       for (const PortSlot& slot : slots[i]) {
         absl::StatusOr<const OnicPortState*> port =
             Take(DeviceEndpoint(names[i]), {slot.out >= 0, slot.in >= 0}, member);
         if (port.status().code() == absl::StatusCode::kResourceExhausted) {
           return absl::ResourceExhaustedError(
               absl::StrCat(member, ": the ", what, " needs ", slots[i].size(), " ports of device ",
-                           names[i], " and it has ", free, " with tx and rx free (",
-                           PortProblems(names[i], {true, true}), ")"));
+                           names[i], " and it has ", FreePorts(names[i]) + whole_taken,
+                           " with tx and rx free (", PortProblems(names[i], {true, true}), ")"));
         }
         if (!port.ok()) return port.status();
+        whole_taken += slot.out >= 0 && slot.in >= 0;
         if (slot.out >= 0) source[slot.out] = *port;
         if (slot.in >= 0) destination[slot.in] = *port;
       }

@@ -25,6 +25,9 @@ class LinkSet {
       }
       std::stable_sort(by_weight_[i].begin(), by_weight_[i].end(),
                        [&](int a, int b) { return w_[i][a] > w_[i][b]; });
+      // A member's links in a good matching are among its heaviest pairs: the search looks
+      // at a few times its capacity of them, which keeps large member sets fast.
+      by_weight_[i].resize(std::min<size_t>(by_weight_[i].size(), 4 * capacity_[i] + 4));
     }
   }
 
@@ -32,7 +35,7 @@ class LinkSet {
   double w(int a, int b) const { return w_[a][b]; }
   // The heaviest pair member i is in, linked or not (0 for none): what linking it can gain.
   double best(int i) const { return i < 0 ? 0 : best_[i]; }
-  // The members i has traffic with, heaviest first.
+  // The members i has the most traffic with, heaviest first (the search's candidates).
   const std::vector<int>& by_weight(int i) const { return by_weight_[i]; }
   bool linked(int a, int b) const { return linked_[a * n_ + b]; }
   bool Full(int i) const { return static_cast<int>(partners_[i].size()) >= capacity_[i]; }
@@ -55,6 +58,19 @@ class LinkSet {
     }
   }
   void Commit() { journal_.clear(); }
+
+  // Links member i to its heaviest candidate that has room; the weight gained.
+  double Refill(int i) {
+    if (i < 0) return 0;
+    for (int j : by_weight_[i]) {
+      if (Full(i)) return 0;
+      if (!linked(i, j) && !Full(j)) {
+        Add(i, j);
+        return w_[i][j];
+      }
+    }
+    return 0;
+  }
 
  private:
   struct Change {
@@ -132,7 +148,10 @@ bool TryPair(LinkSet& s, int u, int v, int depth, double eps) {
       if (x >= 0) s.Remove(u, x);
       if (y >= 0) s.Remove(v, y);
       s.Add(u, v);
-      if (Extend(s, x, y, base, depth, eps)) {
+      // Without depth, each freed member just takes its heaviest pair with room.
+      const bool gained =
+          depth == 0 ? base + s.Refill(x) + s.Refill(y) > eps : Extend(s, x, y, base, depth, eps);
+      if (gained) {
         s.Commit();
         return true;
       }
@@ -198,14 +217,25 @@ Matching MaxWeightBMatching(const std::vector<std::vector<double>>& weight,
     if (!s.Full(i) && !s.Full(j)) s.Add(i, j);
   }
   s.Commit();
+  // The local search looks at pairs among either end's candidates.
+  std::vector<std::tuple<double, int, int>> candidates;
+  for (int i = 0; i < n; ++i) {
+    for (int j : s.by_weight(i)) {
+      if (i < j ||
+          std::find(s.by_weight(j).begin(), s.by_weight(j).end(), i) == s.by_weight(j).end()) {
+        candidates.push_back({-weight[i][j], std::min(i, j), std::max(i, j)});
+      }
+    }
+  }
+  std::sort(candidates.begin(), candidates.end());
   // Gains smaller than this are rounding, not improvement; it also bounds the passes.
   const double eps = total * 1e-12;
   // How many links an alternating path may take from full members: deeper finds more and
   // costs more, so large member sets search shallower.
-  const int depth = n <= 16 ? 3 : n <= 64 ? 2 : 1;
+  const int depth = n <= 16 ? 3 : n <= 24 ? 1 : 0;
   for (int pass = 0; pass < 100; ++pass) {
     bool improved = false;
-    for (auto [neg, i, j] : pairs) {
+    for (auto [neg, i, j] : candidates) {
       if (!s.linked(i, j) && TryPair(s, i, j, depth, eps)) improved = true;
     }
     if (TwoOpt(s, eps)) improved = true;
