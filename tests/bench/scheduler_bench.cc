@@ -1,0 +1,135 @@
+// Plan time of the scheduler on in-memory sites: a ring of 8, a plan that fills a switch,
+// all-to-all rounds for 64 members, traffic-aware plans for 32, 64 and 128 members.
+#include <benchmark/benchmark.h>
+
+#include <random>
+
+#include "scheduler/planner.h"
+#include "tests/scheduler/synthetic_site.h"
+
+namespace fleet::scheduler {
+namespace {
+
+using testing::AllPorts;
+using testing::SyntheticSite;
+
+struct Fabric {
+  v1::Inventory site;
+  FabricSnapshot snapshot;
+};
+
+Fabric Idle(const std::vector<testing::ClusterShape>& clusters) {
+  Fabric f;
+  f.site = SyntheticSite(clusters);
+  f.snapshot = FabricSnapshot::Build(f.site, AllPorts(f.site), {}, {});
+  return f;
+}
+
+v1::TopologySpec Template(v1::TemplateKind kind, const std::string& prefix, int n) {
+  v1::TopologySpec spec;
+  spec.mutable_template_()->set_kind(kind);
+  for (int i = 1; i <= n; ++i) {
+    spec.mutable_template_()->mutable_members()->add_devices(prefix + std::to_string(i));
+  }
+  return spec;
+}
+
+void Plan(benchmark::State& state, const FabricSnapshot& snapshot, const v1::TopologySpec& spec) {
+  size_t circuits = 0;
+  for (auto _ : state) {
+    absl::StatusOr<v1::Plan> plan = PlanTopology(snapshot, {"bench", spec});
+    if (!plan.ok()) {
+      state.SkipWithError(std::string(plan.status().message()).c_str());
+      return;
+    }
+    circuits = plan->circuits_size();
+    benchmark::DoNotOptimize(plan);
+  }
+  state.counters["circuits"] = circuits;
+}
+
+void BM_RingOfEight(benchmark::State& state) {
+  static const Fabric f = Idle({{"", 8, 8, 2, 0}});  // A Gen1 cluster.
+  Plan(state, f.snapshot, Template(v1::TEMPLATE_KIND_RING_UNIDIRECTIONAL, "gpu", 8));
+}
+BENCHMARK(BM_RingOfEight)->Unit(benchmark::kMicrosecond);
+
+// 192 GPUs, two ports each, on a 384x384 switch: a bidirectional ring is 192 duplex links,
+// 384 circuits, every ingress and egress of the switch.
+void BM_FullSwitchPlan(benchmark::State& state) {
+  static const Fabric f = Idle({{"", 0, 192, 0, 0}});
+  Plan(state, f.snapshot, Template(v1::TEMPLATE_KIND_RING_BIDIRECTIONAL, "gpu", 192));
+}
+BENCHMARK(BM_FullSwitchPlan)->Unit(benchmark::kMicrosecond);
+
+// 64 members with two ports (GPUs: 32 rounds) or six (CPUs: 11 rounds).
+void BM_AllToAllRounds(benchmark::State& state) {
+  static const Fabric f = Idle({{"", 64, 64, 0, 0}});
+  const bool cpus = state.range(0) == 6;
+  v1::AllToAllSpec spec;
+  for (int i = 0; i < 64; ++i) {
+    spec.mutable_members()->add_devices(cpus ? "server" + std::to_string(i / 2 + 1) + "-cpu" +
+                                                   std::to_string(i % 2)
+                                             : "gpu" + std::to_string(i + 1));
+  }
+  size_t rounds = 0;
+  for (auto _ : state) {
+    absl::StatusOr<std::vector<PlannedPhase>> phases =
+        PlanAllToAllRounds(f.snapshot, "bench", spec);
+    if (!phases.ok()) {
+      state.SkipWithError(std::string(phases.status().message()).c_str());
+      return;
+    }
+    rounds = phases->size();
+    benchmark::DoNotOptimize(phases);
+  }
+  state.counters["rounds"] = rounds;
+}
+BENCHMARK(BM_AllToAllRounds)->ArgName("ports")->Arg(2)->Arg(6)->Unit(benchmark::kMillisecond);
+
+// n members, a quarter CPUs (6 ports) and the rest GPUs (2 ports), every pair exchanging
+// bytes: heavy for a few pairs, light for most, as in a training step.
+void BM_TrafficAware(benchmark::State& state) {
+  static const Fabric f = Idle({{"", 32, 96, 0, 0}});
+  const int n = state.range(0);
+  std::mt19937 rng(n);
+  std::uniform_real_distribution<double> unit(0, 1);
+  v1::TopologySpec spec;
+  v1::TrafficSpec& t = *spec.mutable_traffic();
+  for (int i = 0; i < n; ++i) {
+    t.mutable_members()->add_devices(i % 4 == 0 ? "server" + std::to_string(i / 8 + 1) + "-cpu" +
+                                                      std::to_string(i / 4 % 2)
+                                                : "gpu" + std::to_string(i - i / 4));
+  }
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) {
+      if (i == j) continue;
+      v1::TrafficEntry* e = t.add_matrix();
+      e->set_source(i);
+      e->set_destination(j);
+      e->set_bytes(unit(rng) < 0.05 ? 1e9 * unit(rng) : 1e6 * unit(rng));
+    }
+  }
+  double share = 0;
+  for (auto _ : state) {
+    absl::StatusOr<v1::Plan> plan = PlanTopology(f.snapshot, {"bench", spec});
+    if (!plan.ok()) {
+      state.SkipWithError(std::string(plan.status().message()).c_str());
+      return;
+    }
+    share = plan->direct_traffic_share();
+    benchmark::DoNotOptimize(plan);
+  }
+  state.counters["direct_share"] = share;
+}
+BENCHMARK(BM_TrafficAware)
+    ->ArgName("members")
+    ->Arg(32)
+    ->Arg(64)
+    ->Arg(128)
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace fleet::scheduler
+
+BENCHMARK_MAIN();
