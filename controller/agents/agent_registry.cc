@@ -22,7 +22,11 @@ void SetTime(absl::Time t, google::protobuf::Timestamp* out) {
 }  // namespace
 
 AgentRegistry::AgentRegistry(AgentRegistryOptions options, store::Store* store)
-    : options_(options), store_(store), heartbeats_([this] { HeartbeatLoop(); }) {}
+    : options_(options),
+      store_(store),
+      metrics_(options.metrics != nullptr ? *options.metrics
+                                          : metrics::ControllerMetrics::Discarded()),
+      heartbeats_([this] { HeartbeatLoop(); }) {}
 
 AgentRegistry::~AgentRegistry() {
   Shutdown();
@@ -126,6 +130,7 @@ bool AgentRegistry::EndSession(uint64_t session_id, absl::string_view why) {
   auto current = current_.find(session.host);
   if (current == current_.end() || current->second != session_id) return false;
   current_.erase(current);
+  metrics_.SetAgentsConnected(static_cast<int>(current_.size()));
   v1::Agent& agent = agents_[session.host];
   agent.set_connected(false);
   for (auto& [id, pending] : pending_) {
@@ -180,6 +185,7 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream) 
     session.context = context;
     session.last_heartbeat = absl::Now();
     current_[host] = session_id;
+    metrics_.SetAgentsConnected(static_cast<int>(current_.size()));
 
     v1::Agent& agent = agents_[host];
     agent.set_host(host);
@@ -189,6 +195,7 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream) 
     for (const v1::AgentOnic& onic : reg.onics()) {
       agent.add_onic_serials(onic.serial());
       owner_[onic.serial()] = host;
+      for (const v1::LinkState& link : onic.ports()) ReportPower(host, link);
     }
     agent.set_connected(true);
     SetTime(absl::Now(), agent.mutable_connected_since());
@@ -235,6 +242,7 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream) 
     if (message.has_link_change()) {
       // Recorded outside the lock: it writes to the store.
       const v1::LinkState& link = message.link_change();
+      ReportPower(host, link);
       AppendEvent("agent.link_change", host,
                   link.status() == v1::LINK_STATUS_UP ? v1::EVENT_SEVERITY_INFO
                                                       : v1::EVENT_SEVERITY_WARNING,
@@ -255,6 +263,7 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream) 
         SetTime(absl::Now(), agents_[host].mutable_last_heartbeat());
         break;
       case v1::AgentMessage::kResult: {
+        if (message.result().has_link()) ReportPower(host, message.result().link());
         auto it = pending_.find(message.result().command_id());
         if (it != pending_.end() && it->second->host == host && !it->second->result) {
           it->second->result = message.result();
@@ -390,6 +399,11 @@ bool AgentRegistry::HasOwner(const std::string& onic_serial) {
 void AgentRegistry::SetListener(Listener listener) {
   absl::MutexLock lock(&mu_);
   listener_ = std::move(listener);
+}
+
+void AgentRegistry::ReportPower(const std::string& host, const v1::LinkState& link) {
+  if (link.onic_serial().empty() || link.port() == 0) return;
+  metrics_.PortRxPower(host, link.onic_serial(), link.port(), link.rx_power_dbm());
 }
 
 void AgentRegistry::Gone(const std::string& host, const std::string& why) {

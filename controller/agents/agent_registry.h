@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "controller/metrics/controller_metrics.h"
 #include "controller/store/store.h"
 #include "fleet/v1/agent.grpc.pb.h"
 #include "fleet/v1/inventory.pb.h"
@@ -40,6 +41,8 @@ struct AgentRegistryOptions {
   absl::Duration heartbeat_interval = absl::Seconds(1);
   int missed_heartbeats = 3;
   size_t max_queued_messages = 1024;  // Per agent; a stuck stream is dropped past this.
+  // Where connected agents and the rx power agents report are exported; null: nowhere.
+  metrics::ControllerMetrics* metrics = nullptr;
 };
 
 // A command for the agent owning one O-NIC.
@@ -127,9 +130,12 @@ class AgentRegistry : public CommandSender {
                    const std::string& message);
   // Records a connected agent's going away and tells the listener.
   void Gone(const std::string& host, const std::string& why);
+  // Exports the rx power in `link`, as reported by the agent on `host`.
+  void ReportPower(const std::string& host, const v1::LinkState& link);
 
   const AgentRegistryOptions options_;
   store::Store* const store_;
+  metrics::ControllerMetrics& metrics_;
 
   absl::Mutex mu_;
   absl::CondVar changed_;  // Signalled on every change a waiter may wait for.

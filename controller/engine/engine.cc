@@ -20,6 +20,9 @@
 namespace fleet::engine {
 namespace {
 
+// The reason of a release the lease ran out for; metrics tell it from requested ones by it.
+constexpr char kLeaseExpired[] = "lease expired";
+
 using google::protobuf::util::TimeUtil;
 
 google::protobuf::Timestamp ToProto(absl::Time t) {
@@ -91,13 +94,15 @@ Engine::Engine(EngineOptions options, store::Store* store, fabric::SwitchRegistr
       store_(store),
       switches_(switches),
       agents_(agents),
-      clock_(clock) {}
+      clock_(clock),
+      metrics_(options_.metrics != nullptr ? *options_.metrics
+                                           : metrics::ControllerMetrics::Discarded()) {}
 
 Engine::~Engine() { Shutdown(); }
 
 absl::Status Engine::Start() {
   absl::StatusOr<v1::ReconcileResponse> reconciled =
-      ReconcileSwitches("", options_.unknown_policy, /*dry_run=*/false, "fleetd");
+      ReconcileSwitches("", options_.unknown_policy, /*dry_run=*/false, "fleetd", "start");
   if (!reconciled.ok()) {
     // An unreachable switch must not keep fleetd down: the periodic pass retries it.
     FLEET_LOG(WARNING) << "start-up reconciliation incomplete: " << reconciled.status();
@@ -178,7 +183,7 @@ void Engine::BackgroundLoop() {
     }
     if (reconcile) {
       absl::StatusOr<v1::ReconcileResponse> r =
-          ReconcileSwitches("", options_.unknown_policy, false, "fleetd");
+          ReconcileSwitches("", options_.unknown_policy, /*dry_run=*/false, "fleetd", "periodic");
       if (!r.ok()) {
         FLEET_LOG(WARNING) << "periodic reconciliation: " << r.status();
       }
@@ -584,16 +589,19 @@ std::map<std::string, std::string> Engine::Retrain(const std::vector<v1::Circuit
   }
   std::vector<agents::AddressedCommand> commands;
   std::vector<const v1::Circuit*> sent;
+  int untrained = 0, agent_gone = 0;  // Counted for fleet_link_retrains_total.
   for (const v1::Circuit& c : circuits) {
     absl::StatusOr<std::string> dst = SerialOf(c.destination().onic());
     absl::StatusOr<std::string> src = SerialOf(c.source().onic());
     if (!dst.ok() || !src.ok()) {
       failed[c.id()] = std::string((dst.ok() ? src.status() : dst.status()).message());
+      ++untrained;
       continue;
     }
     if (agents_ == nullptr || !agents_->HasOwner(*dst)) {
       failed[c.id()] = absl::StrCat("link ", LinkName(c), ": no connected agent for O-NIC ",
                                     c.destination().onic(), " (serial ", *dst, ")");
+      ++agent_gone;
       continue;
     }
     agents::AddressedCommand& cmd = commands.emplace_back();
@@ -605,17 +613,27 @@ std::map<std::string, std::string> Engine::Retrain(const std::vector<v1::Circuit
     retrain->mutable_expected_peer()->set_port(c.source().port());
     sent.push_back(&c);
   }
-  if (commands.empty()) return failed;
-  std::vector<absl::StatusOr<v1::CommandResult>> results =
-      agents_->SendCommands(std::move(commands), clock_->Now() + options_.retrain_timeout);
+  std::vector<absl::StatusOr<v1::CommandResult>> results;
+  if (!commands.empty()) {
+    results = agents_->SendCommands(std::move(commands), clock_->Now() + options_.retrain_timeout);
+  }
+  int trained = 0;
   for (size_t i = 0; i < results.size(); ++i) {
     const v1::Circuit& c = *sent[i];
     if (!results[i].ok()) {
       failed[c.id()] = absl::StrCat("link ", LinkName(c), ": ", results[i].status().message());
+      // UNAVAILABLE: the agent went away while the link trained.
+      ++(results[i].status().code() == absl::StatusCode::kUnavailable ? agent_gone : untrained);
     } else if (results[i]->code() != 0) {
       failed[c.id()] = absl::StrCat("link ", LinkName(c), ": ", results[i]->message());
+      ++untrained;
+    } else {
+      ++trained;
     }
   }
+  metrics_.LinkRetrains("trained", trained);
+  metrics_.LinkRetrains("failed", untrained);
+  metrics_.LinkRetrains("agent_gone", agent_gone);
   return failed;
 }
 
@@ -627,12 +645,27 @@ void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> adm
   }
   const std::vector<v1::Circuit> circuits = LiveCircuits(*loaded);
   // A resumed transaction keeps the plan's timing and times its own stages again.
+  const bool resumed = admitted.empty();
   std::vector<v1::StageTiming> timings = std::move(admitted);
-  if (timings.empty()) {
+  if (resumed) {
     for (const v1::StageTiming& t : loaded->stage_timings()) {
       if (t.stage() == "plan" || t.stage() == "persist") timings.push_back(t);
     }
   }
+  // Counts the outcome and the stages this run timed (a resumed run's plan was counted by the
+  // run that made it); the duration runs from the plan's start, the request's acceptance.
+  const size_t first_timed_here = resumed ? timings.size() : 0;
+  auto count = [&](const std::string& outcome) {
+    for (size_t i = first_timed_here; i < timings.size(); ++i) {
+      metrics_.StageTook(timings[i].stage(),
+                         absl::Nanoseconds(TimeUtil::DurationToNanoseconds(timings[i].duration())));
+    }
+    const absl::Time accepted =
+        timings.empty()
+            ? clock_->Now()
+            : absl::FromUnixNanos(TimeUtil::TimestampToNanoseconds(timings[0].started()));
+    metrics_.ReconfigurationFinished(outcome, clock_->Now() - accepted);
+  };
   std::set<std::string> switch_ids;
   for (const v1::Circuit& c : circuits) {
     for (const v1::CrossConnect& x : c.cross_connects()) switch_ids.insert(x.switch_id());
@@ -647,7 +680,7 @@ void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> adm
     u.remove_circuits = true;
     u.severity = v1::EVENT_SEVERITY_WARNING;
     u.event_message = absl::StrCat("allocation ", id, " FAILED: ", *u.reason);
-    (void)Update(u, "fleetd");
+    if (Update(u, "fleetd").ok()) count("failed");
   };
 
   store::AllocationUpdate programming;
@@ -717,6 +750,7 @@ void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> adm
     done.event_message = absl::StrCat("allocation ", id, " DEGRADED: ", *done.reason);
   }
   if (!Update(done, "fleetd").ok()) return;
+  count(reasons.empty() ? "ready" : "degraded");
   if (!reasons.empty()) ScheduleRetry(id);
   Fault("ready");
 }
@@ -878,7 +912,11 @@ void Engine::Release(const std::string& id, const std::string& principal,
   if (final_state == v1::ALLOCATION_STATE_FAILED) done.severity = v1::EVENT_SEVERITY_WARNING;
   done.event_message = absl::StrCat("allocation ", id, " ", v1::Name(final_state),
                                     final_reason.empty() ? "" : ": ", final_reason);
-  (void)Update(done, principal);
+  if (Update(done, principal).ok()) {
+    metrics_.Released(final_state == v1::ALLOCATION_STATE_FAILED ? "evicted"
+                      : final_reason == kLeaseExpired            ? "lease_expired"
+                                                                 : "requested");
+  }
   absl::MutexLock lock(&mu_);
   retries_.erase(id);
 }
@@ -940,7 +978,7 @@ void Engine::ExpireLeases() {
     if (!Claim(a.id())) continue;  // Mid-transaction: the next tick takes it.
     const std::string id = a.id();
     Spawn(id, [this, id] {
-      Release(id, "fleetd/lease", v1::ALLOCATION_STATE_RELEASED, "lease expired");
+      Release(id, "fleetd/lease", v1::ALLOCATION_STATE_RELEASED, kLeaseExpired);
     });
   }
 }

@@ -53,6 +53,7 @@
 #include "controller/base/clock.h"
 #include "controller/engine/switch_programmer.h"
 #include "controller/fabric/switch_registry.h"
+#include "controller/metrics/controller_metrics.h"
 #include "controller/store/store.h"
 #include "fleet/v1/admin.pb.h"
 #include "fleet/v1/topology.pb.h"
@@ -84,6 +85,8 @@ struct EngineOptions {
   // Called at each stage boundary of a transaction with the stage's name (see
   // kFaultPoints); tests use it to kill fleetd at a precise point.
   std::function<void(const std::string& point)> fault_point;
+  // Where stage timings, outcomes, releases, retrains and drift are counted; null: nowhere.
+  metrics::ControllerMetrics* metrics = nullptr;
 };
 
 // The points at which EngineOptions::fault_point is called, in transaction order.
@@ -209,11 +212,9 @@ class Engine {
   // Reconciliation (reconciler.cc).
   // With `wait_for_resumed`, waits for the interrupted transactions it resumed to end and
   // counts those rolled back (an operator's request; start-up and periodic passes do not wait).
-  absl::StatusOr<v1::ReconcileResponse> ReconcileSwitches(const std::string& switch_id,
-                                                          v1::UnknownCrossConnectPolicy unknown,
-                                                          bool dry_run,
-                                                          const std::string& principal,
-                                                          bool wait_for_resumed = false);
+  absl::StatusOr<v1::ReconcileResponse> ReconcileSwitches(
+      const std::string& switch_id, v1::UnknownCrossConnectPolicy unknown, bool dry_run,
+      const std::string& principal, const std::string& trigger, bool wait_for_resumed = false);
   // Compares one switch, read through `driver` while the caller holds it exclusively.
   absl::Status ReconcileOne(const v1::Switch& sw, switches::OpticalSwitch& driver,
                             v1::UnknownCrossConnectPolicy unknown, bool dry_run,
@@ -230,6 +231,7 @@ class Engine {
   fabric::SwitchRegistry* const switches_;
   agents::CommandSender* const agents_;
   const Clock* const clock_;
+  metrics::ControllerMetrics& metrics_;
 
   absl::Mutex admit_mu_;  // Serializes snapshot → plan → persist, so plans do not collide.
   // Tenant of every allocation admitted or found live at start: what planning needs to keep

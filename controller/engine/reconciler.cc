@@ -92,12 +92,12 @@ absl::StatusOr<v1::ReconcileResponse> Engine::Reconcile(const v1::ReconcileReque
   v1::UnknownCrossConnectPolicy policy = request.unknown();
   if (policy == v1::UNKNOWN_CROSS_CONNECT_POLICY_UNSPECIFIED) policy = options_.unknown_policy;
   return ReconcileSwitches(request.switch_id(), policy, request.dry_run(), caller.principal,
-                           /*wait_for_resumed=*/true);
+                           "operator", /*wait_for_resumed=*/true);
 }
 
 absl::StatusOr<v1::ReconcileResponse> Engine::ReconcileSwitches(
     const std::string& switch_id, v1::UnknownCrossConnectPolicy unknown, bool dry_run,
-    const std::string& principal, bool wait_for_resumed) {
+    const std::string& principal, const std::string& trigger, bool wait_for_resumed) {
   std::vector<v1::Switch> targets;
   if (switch_id.empty()) {
     ASSIGN_OR_RETURN(targets, store_->ListSwitches());
@@ -126,6 +126,17 @@ absl::StatusOr<v1::ReconcileResponse> Engine::ReconcileSwitches(
       Record("reconcile.failed", "switch", sw.id(), v1::EVENT_SEVERITY_ALARM, principal,
              absl::StrCat("cannot reconcile switch ", sw.id(), ": ", status.message()));
     }
+  }
+  if (!dry_run) {
+    // A dry run asks what would happen; only passes that act count as having seen the drift.
+    metrics_.ReconcileRun(trigger);
+    std::map<std::string, std::pair<int, int>> drift;  // Kind → found, repaired.
+    for (const v1::Drift& d : response.drift()) {
+      auto& [found, repaired] = drift[KindWord(d.kind())];
+      ++found;
+      repaired += d.action() == "repaired" || d.action() == "removed" || d.action() == "adopted";
+    }
+    for (const auto& [kind, counts] : drift) metrics_.Drift(kind, counts.first, counts.second);
   }
   // A repaired cross-connect carried no light for a while: its links are retrained.
   for (const std::string& id : affected) {

@@ -1,13 +1,71 @@
 #include "controller/fabric/switch_registry.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace fleet::fabric {
+namespace {
+
+// A driver whose every command is counted, timed and marks its switch up or down in the
+// metrics: the one place all of fleetd's switch traffic passes.
+class MeasuredSwitch : public switches::OpticalSwitch {
+ public:
+  MeasuredSwitch(std::unique_ptr<switches::OpticalSwitch> driver, std::string switch_id,
+                 std::string protocol, metrics::ControllerMetrics& metrics)
+      : driver_(std::move(driver)),
+        switch_id_(std::move(switch_id)),
+        protocol_(std::move(protocol)),
+        metrics_(metrics) {}
+
+  absl::StatusOr<switches::SwitchIdentity> Identity() override {
+    return Measure("identity", [&] { return driver_->Identity(); });
+  }
+  absl::StatusOr<std::vector<switches::CrossConnect>> ReadCrossConnects() override {
+    return Measure("read_cross_connects", [&] { return driver_->ReadCrossConnects(); });
+  }
+  absl::StatusOr<std::vector<switches::PortState>> ReadPorts() override {
+    return Measure("read_ports", [&] { return driver_->ReadPorts(); });
+  }
+  absl::StatusOr<std::vector<switches::PortPower>> ReadPower(
+      const std::vector<uint32_t>& ports) override {
+    return Measure("read_power", [&] { return driver_->ReadPower(ports); });
+  }
+  absl::Status SetShutters(const std::vector<uint32_t>& ports, bool open) override {
+    return Measure("set_shutters", [&] { return driver_->SetShutters(ports, open); });
+  }
+  switches::ApplyResult Apply(const switches::CrossConnectBatch& batch) override {
+    return Measure("apply", [&] { return driver_->Apply(batch); });
+  }
+
+ private:
+  static absl::StatusCode CodeOf(const absl::Status& s) { return s.code(); }
+  template <typename T>
+  static absl::StatusCode CodeOf(const absl::StatusOr<T>& s) {
+    return s.status().code();
+  }
+  static absl::StatusCode CodeOf(const switches::ApplyResult& r) { return r.status.code(); }
+
+  template <typename Command>
+  auto Measure(const std::string& operation, Command command) -> decltype(command()) {
+    const absl::Time start = absl::Now();
+    auto result = command();
+    metrics_.SwitchCommand(switch_id_, protocol_, operation, absl::Now() - start, CodeOf(result));
+    return result;
+  }
+
+  const std::unique_ptr<switches::OpticalSwitch> driver_;
+  const std::string switch_id_;
+  const std::string protocol_;
+  metrics::ControllerMetrics& metrics_;
+};
+
+}  // namespace
 
 SwitchRegistry::SwitchRegistry(Factory factory,
                                std::map<std::string, polatis::Credentials> credentials,
-                               std::string credentials_source)
+                               std::string credentials_source, metrics::ControllerMetrics* metrics)
     : factory_(std::move(factory)),
+      metrics_(metrics != nullptr ? *metrics : metrics::ControllerMetrics::Discarded()),
       credentials_(std::move(credentials)),
       credentials_source_(std::move(credentials_source)) {}
 
@@ -30,7 +88,9 @@ absl::StatusOr<switches::OpticalSwitch*> SwitchRegistry::Driver(const v1::Switch
     options.host = sw.address();
     options.port = static_cast<uint16_t>(sw.management_port());
     options.credentials = creds->second;
-    owned_.push_back(factory_(options));
+    owned_.push_back(std::make_unique<MeasuredSwitch>(
+        factory_(options), sw.id(), options.protocol == polatis::Protocol::kRest ? "rest" : "tl1",
+        metrics_));
     entry = Entry{key, owned_.back().get()};
   }
   return entry.driver;

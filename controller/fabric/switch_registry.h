@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "controller/metrics/controller_metrics.h"
 #include "fleet/v1/inventory.pb.h"
 #include "switch_adapters/optical_switch.h"
 #include "switch_adapters/polatis/polatis_switch.h"
@@ -24,8 +25,9 @@ class SwitchRegistry {
       std::function<std::unique_ptr<switches::OpticalSwitch>(const polatis::PolatisSwitchOptions&)>;
 
   // `credentials` by switch id; `credentials_source` names where they came from, for errors.
+  // Every command of every driver is counted and timed in `metrics` (null: nowhere).
   SwitchRegistry(Factory factory, std::map<std::string, polatis::Credentials> credentials,
-                 std::string credentials_source);
+                 std::string credentials_source, metrics::ControllerMetrics* metrics = nullptr);
 
   // The driver for `sw`. FAILED_PRECONDITION when the switch has no credentials. The pointer
   // stays valid until the registry is destroyed (a rebuilt driver replaces the map entry but
@@ -45,6 +47,7 @@ class SwitchRegistry {
     switches::OpticalSwitch* driver = nullptr;
   };
   Factory factory_;
+  metrics::ControllerMetrics& metrics_;
   const std::map<std::string, polatis::Credentials> credentials_;
   const std::string credentials_source_;
   absl::Mutex mu_;

@@ -5,9 +5,11 @@
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 #include <prometheus/gauge.h>
+
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "controller/metrics/rpc_interceptor.h"
 
 #include <filesystem>
 
@@ -76,12 +78,34 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
   const std::string db_path = (std::filesystem::path(config.state_dir) / "fleet.db").string();
   ASSIGN_OR_RETURN(d->store_, store::OpenSqliteStore({db_path, clock}));
   FLEET_LOG(INFO) << "state database " << db_path << " open";
+  d->registry_ = std::make_shared<prometheus::Registry>();
+  prometheus::BuildGauge()
+      .Name("fleet_build_info")
+      .Help("fleetd build; the value is always 1")
+      .Register(*d->registry_)
+      .Add({{"version", FLEET_VERSION}})
+      .Set(1);
+  d->metrics_ = std::make_unique<metrics::ControllerMetrics>(*d->registry_);
+  try {
+    d->exposer_ = std::make_unique<prometheus::Exposer>(
+        absl::StrCat(config.listen_address, ":", config.metrics_port));
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", config.listen_address,
+                                               ":", config.metrics_port, ": ", e.what()));
+  }
+  d->exposer_->RegisterCollectable(d->registry_);
+  d->state_collector_ = metrics::NewStoreStateCollector(d->store_.get());
+  d->exposer_->RegisterCollectable(d->state_collector_);
+  const std::vector<int> metrics_ports = d->exposer_->GetListeningPorts();
+  d->metrics_address_ = absl::StrCat(
+      config.listen_address, ":", metrics_ports.empty() ? config.metrics_port : metrics_ports[0]);
+
   d->applier_ = std::make_unique<inventory::InventoryApplier>(d->store_.get());
   d->switches_ = std::make_unique<fabric::SwitchRegistry>(
       [](const polatis::PolatisSwitchOptions& options) {
         return polatis::NewPolatisSwitch(options);
       },
-      std::move(credentials), config.switch_credentials);
+      std::move(credentials), config.switch_credentials, d->metrics_.get());
 
   if (!config.inventory.empty()) {
     ASSIGN_OR_RETURN(v1::Inventory inventory, inventory::ReadInventoryFile(config.inventory));
@@ -95,29 +119,12 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
                     << ", updated " << applied->updated() << ", unchanged " << applied->unchanged();
   }
 
-  d->registry_ = std::make_shared<prometheus::Registry>();
-  prometheus::BuildGauge()
-      .Name("fleet_build_info")
-      .Help("fleetd build; the value is always 1")
-      .Register(*d->registry_)
-      .Add({{"version", FLEET_VERSION}})
-      .Set(1);
-  try {
-    d->exposer_ = std::make_unique<prometheus::Exposer>(
-        absl::StrCat(config.listen_address, ":", config.metrics_port));
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", config.listen_address,
-                                               ":", config.metrics_port, ": ", e.what()));
-  }
-  d->exposer_->RegisterCollectable(d->registry_);
-  const std::vector<int> metrics_ports = d->exposer_->GetListeningPorts();
-  d->metrics_address_ = absl::StrCat(
-      config.listen_address, ":", metrics_ports.empty() ? config.metrics_port : metrics_ports[0]);
-
   agents::AgentRegistryOptions agent_options;
   agent_options.heartbeat_interval = config.agent_heartbeat;
+  agent_options.metrics = d->metrics_.get();
   d->agents_ = std::make_unique<agents::AgentRegistry>(agent_options, d->store_.get());
   ASSIGN_OR_RETURN(engine::EngineOptions engine_options, EngineOptionsOf(config));
+  engine_options.metrics = d->metrics_.get();
   d->engine_ = std::make_unique<engine::Engine>(std::move(engine_options), d->store_.get(),
                                                 d->switches_.get(), d->agents_.get(), clock);
   agents::AgentRegistry::Listener listener;
@@ -149,6 +156,9 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
   builder.RegisterService(d->topology_service_.get());
   builder.RegisterService(d->admin_service_.get());
   builder.RegisterService(d->agent_service_.get());
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(metrics::NewRpcMetricsInterceptor(d->metrics_.get()));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   d->server_ = builder.BuildAndStart();
   if (d->server_ == nullptr || grpc_port == 0) {
     return absl::UnavailableError(absl::StrCat("cannot serve gRPC on ", config.listen_address, ":",

@@ -7,6 +7,8 @@
 #include <prometheus/exposer.h>
 #include <prometheus/registry.h>
 
+#include "controller/metrics/controller_metrics.h"
+
 #include <memory>
 #include <string>
 
@@ -42,6 +44,10 @@ class Fleetd {
   Fleetd() = default;
 
   std::unique_ptr<store::Store> store_;
+  // Before everything that updates them, so they are destroyed after it.
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<metrics::ControllerMetrics> metrics_;
+  std::shared_ptr<prometheus::Collectable> state_collector_;
   std::unique_ptr<inventory::InventoryApplier> applier_;
   std::unique_ptr<fabric::SwitchRegistry> switches_;
   std::unique_ptr<agents::AgentRegistry> agents_;
@@ -50,7 +56,6 @@ class Fleetd {
   std::unique_ptr<service::InventoryServiceImpl> inventory_service_;
   std::unique_ptr<service::TopologyServiceImpl> topology_service_;
   std::unique_ptr<service::AdminServiceImpl> admin_service_;
-  std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::unique_ptr<grpc::Server> server_;
   std::string grpc_address_;

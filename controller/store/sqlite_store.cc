@@ -342,6 +342,22 @@ class SqliteStore : public Store {
     return CircuitsLocked(filter);
   }
 
+  absl::StatusOr<StateCounts> CountByState() override {
+    absl::MutexLock lock(&mu_);
+    StateCounts counts;
+    for (auto [table, out] :
+         {std::pair{"allocations", &counts.allocations}, std::pair{"circuits", &counts.circuits}}) {
+      ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(absl::StrCat("SELECT state, COUNT(*) FROM ",
+                                                                 table, " GROUP BY state")));
+      while (true) {
+        ASSIGN_OR_RETURN(bool row, stmt.Step());
+        if (!row) break;
+        (*out)[stmt.Text(0)] = stmt.Int(1);
+      }
+    }
+    return counts;
+  }
+
   absl::Status AppendEvent(const v1::Event& event) override {
     absl::MutexLock lock(&mu_);
     ASSIGN_OR_RETURN(Transaction txn, BeginLocked());

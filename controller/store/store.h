@@ -167,6 +167,15 @@ class Store {
   virtual absl::Status SetDrained(const DrainTargetRef& target, bool drained,
                                   const std::string& reason, const std::string& principal) = 0;
 
+  // --- Counts, for metrics. ---
+  // Allocations and circuits by state, in the store's text form (`ready`, `active`, ...);
+  // states with none are absent. Circuits of RELEASED and FAILED allocations are gone.
+  struct StateCounts {
+    std::map<std::string, int64_t> allocations;
+    std::map<std::string, int64_t> circuits;
+  };
+  virtual absl::StatusOr<StateCounts> CountByState() = 0;
+
   // --- Events. ---
   // Appends `event` with the next sequence number and the store's clock time.
   virtual absl::Status AppendEvent(const v1::Event& event) = 0;

@@ -1,0 +1,206 @@
+#include "controller/metrics/controller_metrics.h"
+
+#include <prometheus/client_metric.h>
+#include <prometheus/metric_family.h>
+
+#include "absl/strings/str_cat.h"
+#include "controller/base/log.h"
+#include "fleet/v1/names.h"
+#include "fleet/v1/topology.pb.h"
+
+namespace fleet::metrics {
+namespace {
+
+// What agents report for a port without light.
+constexpr double kNoLightDbm = -99.0;
+
+double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
+
+template <typename Builder>
+auto& Register(Builder builder, prometheus::Registry& registry, const char* name,
+               const char* help) {
+  return builder.Name(name).Help(help).Register(registry);
+}
+
+class StoreStateCollector : public prometheus::Collectable {
+ public:
+  explicit StoreStateCollector(store::Store* store) : store_(store) {}
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    absl::StatusOr<store::Store::StateCounts> counts = store_->CountByState();
+    if (!counts.ok()) {
+      // A scrape without these series is visible in Prometheus; a wrong zero would not be.
+      FLEET_LOG(WARNING) << "metrics: counting allocations and circuits: " << counts.status();
+      return {};
+    }
+    return {Family("fleet_allocations", "Allocations by state",
+                   v1::EnumTexts(v1::AllocationState_descriptor()), counts->allocations),
+            Family("fleet_circuits", "Circuits of live allocations by state",
+                   v1::EnumTexts(v1::CircuitState_descriptor()), counts->circuits)};
+  }
+
+ private:
+  // Every state gets a series, zero included, so a state's rate and absence read the same.
+  static prometheus::MetricFamily Family(const char* name, const char* help,
+                                         const std::vector<std::string>& states,
+                                         const std::map<std::string, int64_t>& counts) {
+    prometheus::MetricFamily family;
+    family.name = name;
+    family.help = help;
+    family.type = prometheus::MetricType::Gauge;
+    for (const std::string& state : states) {
+      prometheus::ClientMetric& m = family.metric.emplace_back();
+      m.label.push_back({"state", state});
+      auto it = counts.find(state);
+      m.gauge.value = it == counts.end() ? 0 : static_cast<double>(it->second);
+    }
+    return family;
+  }
+
+  store::Store* const store_;
+};
+
+}  // namespace
+
+const prometheus::Histogram::BucketBoundaries& DurationBuckets() {
+  static const prometheus::Histogram::BucketBoundaries kBuckets = {
+      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+      0.1,    0.25,    0.5,    1,     2.5,    5,     10,   30};
+  return kBuckets;
+}
+
+ControllerMetrics::ControllerMetrics(prometheus::Registry& registry)
+    : rpc_requests_(Register(prometheus::BuildCounter(), registry, "fleet_rpc_requests_total",
+                             "gRPC calls finished, by service, method and status code")),
+      rpc_duration_(Register(prometheus::BuildHistogram(), registry, "fleet_rpc_duration_seconds",
+                             "Time from a gRPC call's arrival to its status")),
+      stage_duration_(Register(prometheus::BuildHistogram(), registry,
+                               "fleet_reconfiguration_stage_duration_seconds",
+                               "Time of one stage of a reconfiguration")),
+      reconfiguration_duration_(Register(prometheus::BuildHistogram(), registry,
+                                         "fleet_reconfiguration_duration_seconds",
+                                         "Request accepted to READY, DEGRADED or FAILED")
+                                    .Add({}, DurationBuckets())),
+      reconfigurations_(Register(prometheus::BuildCounter(), registry,
+                                 "fleet_reconfigurations_total",
+                                 "Reconfigurations finished, by outcome")),
+      releases_(Register(prometheus::BuildCounter(), registry, "fleet_releases_total",
+                         "Allocations released, by reason")),
+      switch_commands_(Register(prometheus::BuildCounter(), registry, "fleet_switch_commands_total",
+                                "Commands sent to a switch")),
+      switch_errors_(Register(prometheus::BuildCounter(), registry,
+                              "fleet_switch_command_errors_total",
+                              "Switch commands that failed: refused, timed out or unreachable")),
+      switch_duration_(Register(prometheus::BuildHistogram(), registry,
+                                "fleet_switch_command_duration_seconds",
+                                "Time a switch command took, reply included")),
+      switch_up_(Register(prometheus::BuildGauge(), registry, "fleet_switch_up",
+                          "1 when the last command reached the switch, 0 when it could not")),
+      agents_connected_(Register(prometheus::BuildGauge(), registry, "fleet_agents_connected",
+                                 "Agents with an open control stream")
+                            .Add({})),
+      link_retrains_(Register(prometheus::BuildCounter(), registry, "fleet_link_retrains_total",
+                              "Link retrains asked of agents, by outcome")),
+      port_rx_power_(Register(prometheus::BuildGauge(), registry, "fleet_port_rx_power_dbm",
+                              "Received optical power at an O-NIC port, as its agent reported")),
+      reconcile_runs_(Register(prometheus::BuildCounter(), registry, "fleet_reconcile_runs_total",
+                               "Reconciliations run, by trigger")),
+      drift_found_(Register(prometheus::BuildCounter(), registry, "fleet_drift_found_total",
+                            "Cross-connects that differed from the store, by kind")),
+      drift_repaired_(Register(prometheus::BuildCounter(), registry, "fleet_drift_repaired_total",
+                               "Drifted cross-connects repaired, by kind")) {
+  // Series that alerts and dashboards divide by exist from the start, at zero.
+  for (const char* outcome : {"ready", "degraded", "failed"}) {
+    reconfigurations_.Add({{"outcome", outcome}});
+  }
+  for (const char* outcome : {"trained", "failed", "agent_gone"}) {
+    link_retrains_.Add({{"outcome", outcome}});
+  }
+  for (const char* kind : {"missing", "wrong", "unknown"}) {
+    drift_found_.Add({{"kind", kind}});
+    drift_repaired_.Add({{"kind", kind}});
+  }
+}
+
+ControllerMetrics& ControllerMetrics::Discarded() {
+  static prometheus::Registry* registry = new prometheus::Registry();
+  static ControllerMetrics* metrics = new ControllerMetrics(*registry);
+  return *metrics;
+}
+
+void ControllerMetrics::RpcFinished(absl::string_view full_method, absl::string_view code,
+                                    absl::Duration took) {
+  // "/fleet.v1.TopologyService/RequestTopology" → service TopologyService, method RequestTopology.
+  absl::string_view service = full_method, method = full_method;
+  if (const size_t slash = full_method.rfind('/'); slash != absl::string_view::npos) {
+    method = full_method.substr(slash + 1);
+    service = full_method.substr(0, slash);
+    if (!service.empty() && service.front() == '/') service.remove_prefix(1);
+    if (const size_t dot = service.rfind('.'); dot != absl::string_view::npos) {
+      service.remove_prefix(dot + 1);
+    }
+  }
+  const std::string s(service), m(method);
+  rpc_requests_.Add({{"service", s}, {"method", m}, {"code", std::string(code)}}).Increment();
+  rpc_duration_.Add({{"service", s}, {"method", m}}, DurationBuckets()).Observe(Seconds(took));
+}
+
+void ControllerMetrics::StageTook(const std::string& stage, absl::Duration took) {
+  stage_duration_.Add({{"stage", stage}}, DurationBuckets()).Observe(Seconds(took));
+}
+
+void ControllerMetrics::ReconfigurationFinished(const std::string& outcome, absl::Duration took) {
+  reconfigurations_.Add({{"outcome", outcome}}).Increment();
+  reconfiguration_duration_.Observe(Seconds(took));
+}
+
+void ControllerMetrics::Released(const std::string& reason) {
+  releases_.Add({{"reason", reason}}).Increment();
+}
+
+void ControllerMetrics::SwitchCommand(const std::string& switch_id, const std::string& protocol,
+                                      const std::string& operation, absl::Duration took,
+                                      absl::StatusCode result) {
+  const prometheus::Labels labels = {
+      {"switch", switch_id}, {"protocol", protocol}, {"operation", operation}};
+  switch_commands_.Add(labels).Increment();
+  switch_duration_.Add(labels, DurationBuckets()).Observe(Seconds(took));
+  if (result != absl::StatusCode::kOk) switch_errors_.Add(labels).Increment();
+  const bool unreachable =
+      result == absl::StatusCode::kUnavailable || result == absl::StatusCode::kDeadlineExceeded;
+  switch_up_.Add({{"switch", switch_id}}).Set(unreachable ? 0 : 1);
+}
+
+void ControllerMetrics::SetAgentsConnected(int connected) { agents_connected_.Set(connected); }
+
+void ControllerMetrics::LinkRetrains(const std::string& outcome, int count) {
+  if (count > 0) link_retrains_.Add({{"outcome", outcome}}).Increment(count);
+}
+
+void ControllerMetrics::PortRxPower(const std::string& host, const std::string& onic_serial,
+                                    uint32_t port, double dbm) {
+  prometheus::Gauge& gauge =
+      port_rx_power_.Add({{"host", host}, {"onic", onic_serial}, {"port", absl::StrCat(port)}});
+  // A dark port (no circuit, or quiesced) has no power to show; a series at -99.99 dBm would
+  // read as a failing receiver on every idle port.
+  if (dbm <= kNoLightDbm) {
+    port_rx_power_.Remove(&gauge);
+  } else {
+    gauge.Set(dbm);
+  }
+}
+
+void ControllerMetrics::ReconcileRun(const std::string& trigger) {
+  reconcile_runs_.Add({{"trigger", trigger}}).Increment();
+}
+
+void ControllerMetrics::Drift(const std::string& kind, int found, int repaired) {
+  if (found > 0) drift_found_.Add({{"kind", kind}}).Increment(found);
+  if (repaired > 0) drift_repaired_.Add({{"kind", kind}}).Increment(repaired);
+}
+
+std::shared_ptr<prometheus::Collectable> NewStoreStateCollector(store::Store* store) {
+  return std::make_shared<StoreStateCollector>(store);
+}
+
+}  // namespace fleet::metrics

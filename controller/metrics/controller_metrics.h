@@ -1,0 +1,93 @@
+// fleetd's Prometheus metrics (docs/metrics.md is the list), registered on one registry and
+// updated by the parts that see the events: the RPC interceptor, the engine, the switch
+// registry's drivers and the agent registry. Thread-safe. Label values are bounded by the site
+// (switches, stages, outcomes, O-NIC ports), never by allocations or requests.
+#ifndef FLEET_CONTROLLER_METRICS_CONTROLLER_METRICS_H_
+#define FLEET_CONTROLLER_METRICS_CONTROLLER_METRICS_H_
+
+#include <prometheus/collectable.h>
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "controller/store/store.h"
+
+namespace fleet::metrics {
+
+// The buckets of every duration histogram, 100 µs to 30 s: sub-millisecond control work,
+// tens of milliseconds of switching and 100 ms of link training all resolve.
+const prometheus::Histogram::BucketBoundaries& DurationBuckets();
+
+class ControllerMetrics {
+ public:
+  // Registers every family on `registry`, which must outlive this object.
+  explicit ControllerMetrics(prometheus::Registry& registry);
+
+  // An instance on a registry nobody serves: for parts built without an exported one (tests,
+  // tools), so they need no null checks.
+  static ControllerMetrics& Discarded();
+
+  // A gRPC call finished. `full_method` is gRPC's "/fleet.v1.TopologyService/RequestTopology".
+  void RpcFinished(absl::string_view full_method, absl::string_view code, absl::Duration took);
+
+  // One stage of a reconfiguration (plan, persist, quiesce, program, verify, retrain).
+  void StageTook(const std::string& stage, absl::Duration took);
+  // A reconfiguration ended: outcome `ready`, `degraded` or `failed`.
+  void ReconfigurationFinished(const std::string& outcome, absl::Duration took);
+  // An allocation reached RELEASED: reason `requested`, `lease_expired` or `evicted`.
+  void Released(const std::string& reason);
+
+  // A command to a switch finished (ok or not). Marks the switch up or down: a refusal the
+  // switch answered still proves it reachable, so only UNAVAILABLE and DEADLINE_EXCEEDED
+  // mark it down.
+  void SwitchCommand(const std::string& switch_id, const std::string& protocol,
+                     const std::string& operation, absl::Duration took, absl::StatusCode result);
+
+  void SetAgentsConnected(int connected);
+  // Link retrains: outcome `trained`, `failed` or `agent_gone`.
+  void LinkRetrains(const std::string& outcome, int count);
+  // The rx power an agent reported at an O-NIC port; a port without light (-99.99 dBm) has
+  // its series removed.
+  void PortRxPower(const std::string& host, const std::string& onic_serial, uint32_t port,
+                   double dbm);
+
+  // A reconciliation ran: trigger `start`, `periodic` or `operator`.
+  void ReconcileRun(const std::string& trigger);
+  // Drift of `kind` (`missing`, `wrong`, `unknown`): found, and of those, repaired.
+  void Drift(const std::string& kind, int found, int repaired);
+
+ private:
+  prometheus::Family<prometheus::Counter>& rpc_requests_;
+  prometheus::Family<prometheus::Histogram>& rpc_duration_;
+  prometheus::Family<prometheus::Histogram>& stage_duration_;
+  prometheus::Histogram& reconfiguration_duration_;
+  prometheus::Family<prometheus::Counter>& reconfigurations_;
+  prometheus::Family<prometheus::Counter>& releases_;
+  prometheus::Family<prometheus::Counter>& switch_commands_;
+  prometheus::Family<prometheus::Counter>& switch_errors_;
+  prometheus::Family<prometheus::Histogram>& switch_duration_;
+  prometheus::Family<prometheus::Gauge>& switch_up_;
+  prometheus::Gauge& agents_connected_;
+  prometheus::Family<prometheus::Counter>& link_retrains_;
+  prometheus::Family<prometheus::Gauge>& port_rx_power_;
+  prometheus::Family<prometheus::Counter>& reconcile_runs_;
+  prometheus::Family<prometheus::Counter>& drift_found_;
+  prometheus::Family<prometheus::Counter>& drift_repaired_;
+};
+
+// `fleet_allocations` and `fleet_circuits` by state, counted in the store at scrape time so
+// they can never drift from what the store holds. Register it on the exposer.
+std::shared_ptr<prometheus::Collectable> NewStoreStateCollector(store::Store* store);
+
+}  // namespace fleet::metrics
+
+#endif  // FLEET_CONTROLLER_METRICS_CONTROLLER_METRICS_H_
