@@ -1,0 +1,49 @@
+"""FLEET client for training jobs: request an optical topology, keep it, switch its phases.
+
+::
+
+    import fleet
+
+    gpus = [f"gpu{i}" for i in range(1, 9)]
+    client = fleet.Client("127.0.0.1:50051")
+    with client.topology(ring=gpus, lease=60, tenant="team-a") as topo:
+        topo.wait_ready(timeout=60)
+        ...
+
+The generated ``fleet.v1`` messages and stubs (``fleet.v1.topology_pb2`` and friends) are
+built next to this package from ``proto/fleet/v1``; see clients/python/README.md.
+"""
+
+from fleet.client import Client, PhaseSwitch, Topology, state_name
+from fleet.errors import (
+    Aborted,
+    AllocationError,
+    AllocationFailed,
+    AlreadyExists,
+    Cancelled,
+    DataLoss,
+    DeadlineExceeded,
+    Degraded,
+    FailedPrecondition,
+    FleetError,
+    Internal,
+    InvalidArgument,
+    NotFound,
+    OutOfRange,
+    PermissionDenied,
+    Released,
+    ResourceExhausted,
+    Unauthenticated,
+    Unavailable,
+    Unimplemented,
+    Unknown,
+)
+from fleet.spec import Link, links, ring
+
+__all__ = [
+    "Client", "Topology", "PhaseSwitch", "Link", "ring", "links", "state_name",
+    "FleetError", "AllocationError", "AllocationFailed", "Degraded", "Released",
+    "Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound", "AlreadyExists",
+    "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted", "OutOfRange",
+    "Unimplemented", "Internal", "Unavailable", "DataLoss", "Unauthenticated",
+]

@@ -1,0 +1,534 @@
+"""The friendly layer over ``fleet.v1.TopologyService``: request a topology, wait for it,
+keep its lease, switch its phases and give it back.
+
+Example::
+
+    import fleet
+
+    gpus = [f"gpu{i}" for i in range(1, 9)]
+    with fleet.Client("127.0.0.1:50051").topology(ring=gpus, lease=60, tenant="team-a") as topo:
+        topo.wait_ready(timeout=60)
+        ...  # train; the lease is renewed in the background
+    # released here, also when the block raised
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import logging
+import os
+import threading
+import time
+from types import TracebackType
+from typing import Any, Callable, Iterable, List, Mapping, Optional, Tuple, Type, Union
+
+import grpc
+
+from fleet import errors, spec
+from fleet.v1 import topology_pb2, topology_pb2_grpc
+
+log = logging.getLogger("fleet")
+
+PRINCIPAL_METADATA_KEY = "x-fleet-principal"
+"""gRPC metadata key naming the caller (``job:TENANT``, ``operator:NAME``)."""
+
+Seconds = Union[float, int, datetime.timedelta]
+
+_STATE_NAMES = {v: k.removeprefix("ALLOCATION_STATE_")
+                for k, v in topology_pb2.AllocationState.items()}
+
+
+def state_name(state: int) -> str:
+    """``ALLOCATION_STATE_READY`` → ``"READY"``."""
+    return _STATE_NAMES.get(state, str(state))
+
+
+def _seconds(value: Optional[Seconds]) -> Optional[float]:
+    if value is None:
+        return None
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    return float(value)
+
+
+def _duration_seconds(d: Any) -> float:
+    return d.seconds + d.nanos / 1e9
+
+
+@dataclasses.dataclass(frozen=True)
+class PhaseSwitch:
+    """What one :meth:`Topology.phase` call took.
+
+    Attributes:
+        phase: the phase now active.
+        latency: seconds from the ActivatePhase call to the allocation READY in the new
+            phase, as the job saw it.
+        switch_seconds: the switch's part of it (the program and verify stages fleetd
+            timed); ``None`` if fleetd reported no such stages.
+        stages: every stage fleetd timed for this reconfiguration, name → seconds.
+        cross_connects_added: cross-connects the switch made.
+        cross_connects_removed: cross-connects the switch removed.
+        allocation: the allocation, READY in the new phase.
+    """
+
+    phase: str
+    latency: float
+    switch_seconds: Optional[float]
+    stages: Mapping[str, float]
+    cross_connects_added: int
+    cross_connects_removed: int
+    allocation: topology_pb2.Allocation
+
+    def __float__(self) -> float:
+        return self.latency
+
+
+class Client:
+    """A connection to fleetd's TopologyService.
+
+    Args:
+        address: ``HOST:PORT`` of fleetd's gRPC port; default ``$FLEET_SERVER``.
+        tenant: the tenant requests are made for when :meth:`topology` is not told one.
+        principal: the caller sent as ``x-fleet-principal``; by default ``job:TENANT`` for
+            the tenant of each call (so fleetd shows the job only its own tenant's
+            allocations), or nothing when there is no tenant.
+        timeout: deadline in seconds for each unary RPC.
+        channel: an existing gRPC channel to use instead of opening one to ``address``.
+    """
+
+    def __init__(self, address: Optional[str] = None, *, tenant: Optional[str] = None,
+                 principal: Optional[str] = None, timeout: float = 30.0,
+                 channel: Optional[grpc.Channel] = None) -> None:
+        if channel is None:
+            address = address or os.environ.get("FLEET_SERVER")
+            if not address:
+                raise ValueError("no fleetd address: pass one or set FLEET_SERVER")
+            channel = grpc.insecure_channel(address)
+            self._owns_channel = True
+        else:
+            self._owns_channel = False
+        self.address = address
+        self.tenant = tenant
+        self.principal = principal
+        self.timeout = timeout
+        self._channel = channel
+        self.stub = topology_pb2_grpc.TopologyServiceStub(channel)
+        """The generated stub, for RPCs this layer does not wrap."""
+
+    # --- plumbing ---
+
+    def metadata(self, tenant: Optional[str] = None) -> Tuple[Tuple[str, str], ...]:
+        """The call metadata naming the caller for ``tenant``."""
+        principal = self.principal
+        tenant = tenant or self.tenant
+        if principal is None and tenant:
+            principal = f"job:{tenant}"
+        return ((PRINCIPAL_METADATA_KEY, principal),) if principal else ()
+
+    def call(self, method: str, request: Any, *, tenant: Optional[str] = None,
+             timeout: Optional[float] = None) -> Any:
+        """Calls unary RPC ``method`` of TopologyService; a failure raises its FleetError."""
+        try:
+            return getattr(self.stub, method)(
+                request, timeout=self.timeout if timeout is None else timeout,
+                metadata=self.metadata(tenant))
+        except grpc.RpcError as e:
+            raise errors.from_rpc_error(e) from e
+
+    # --- the API ---
+
+    def topology(
+        self,
+        request: Union[topology_pb2.TopologySpec, topology_pb2.RequestTopologyRequest, None] = None,
+        *,
+        ring: Optional[spec.Members] = None,
+        links: Optional[Iterable[spec.LinkLike]] = None,
+        phases: Optional[Mapping[str, spec.TopologyLike]] = None,
+        bidirectional: bool = True,
+        duplex: bool = False,
+        width: int = 1,
+        initial_phase: Optional[str] = None,
+        lease: Optional[Seconds] = None,
+        tenant: Optional[str] = None,
+        name: Optional[str] = None,
+        request_id: Optional[str] = None,
+        keepalive: bool = True,
+        keepalive_fraction: float = 1 / 3,
+    ) -> "Topology":
+        """Requests a topology and returns its :class:`Topology`, lease kept alive.
+
+        Give the topology as exactly one of:
+
+        - ``ring=[devices]``: a ring in member order, bidirectional (duplex links, two ports
+          per member) unless ``bidirectional=False`` (one port per member); ``width``
+          parallel circuits per link;
+        - ``links=[...]``: explicit links, ``(a, b)`` pairs directed a→b unless
+          ``duplex=True``, or :class:`fleet.Link` items; ends are devices (``"gpu1"``) or
+          O-NIC ports (``"gpu1-n0/2"``);
+        - ``phases={"dp": ..., "tp": ...}``: named phases, one active at a time, each a
+          ``fleet.v1.TopologySpec`` (see :func:`fleet.ring`, :func:`fleet.links`) or a
+          mapping of these keywords (``{"ring": gpus}``); ``initial_phase`` picks the first
+          one active (default: the first);
+        - ``request``: a raw ``fleet.v1.TopologySpec``, or a whole
+          ``fleet.v1.RequestTopologyRequest`` (then the keywords given here override its
+          tenant, name, lease and request id).
+
+        Args:
+            lease: seconds (or a timedelta) the allocation lives without a renewal; default
+                fleetd's. The renewal runs every ``keepalive_fraction`` of it in a
+                background thread unless ``keepalive=False``.
+            tenant: owner; default the client's.
+            name: the job's label for the allocation.
+            request_id: idempotency key: a retry with the same key returns the same
+                allocation.
+
+        Returns once fleetd has persisted the intent (PENDING or later): call
+        :meth:`Topology.wait_ready`. Use it as a context manager to release it on exit.
+
+        Raises:
+            FleetError: the subclass of fleetd's answer, e.g. NotFound for an unknown
+                device, ResourceExhausted for no free port, InvalidArgument.
+            ValueError, TypeError: a topology given in more than one form, or malformed.
+        """
+        forms = sum(x is not None for x in (request, ring, links, phases))
+        if forms != 1:
+            raise ValueError("give exactly one of request, ring=, links= and phases=")
+        if isinstance(request, topology_pb2.RequestTopologyRequest):
+            req = topology_pb2.RequestTopologyRequest()
+            req.CopyFrom(request)
+        else:
+            req = topology_pb2.RequestTopologyRequest()
+            if isinstance(request, topology_pb2.TopologySpec):
+                req.topology.CopyFrom(request)
+            elif request is not None:
+                raise TypeError(f"request {type(request).__name__}: expected fleet.v1.TopologySpec "
+                                "or fleet.v1.RequestTopologyRequest")
+            elif ring is not None:
+                req.topology.CopyFrom(spec.ring(ring, bidirectional=bidirectional, width=width))
+            elif links is not None:
+                req.topology.CopyFrom(spec.links(links, duplex=duplex))
+            else:
+                assert phases is not None
+                if not phases:
+                    raise ValueError("phases: at least one phase is needed")
+                for phase_name, topology in phases.items():
+                    req.phases.add(name=phase_name, topology=spec.topology_spec(topology))
+        if initial_phase is not None:
+            req.initial_phase = initial_phase
+        if tenant is not None:
+            req.tenant = tenant
+        elif not req.tenant and self.tenant:
+            req.tenant = self.tenant
+        if name is not None:
+            req.name = name
+        if request_id is not None:
+            req.request_id = request_id
+        lease_s = _seconds(lease)
+        if lease_s is not None:
+            if lease_s <= 0:
+                raise ValueError(f"lease {lease_s}s: must be positive")
+            req.lease.FromNanoseconds(int(lease_s * 1e9))
+        if not 0 < keepalive_fraction < 1:
+            raise ValueError("keepalive_fraction: must be between 0 and 1")
+
+        response = self.call("RequestTopology", req, tenant=req.tenant or None)
+        return Topology(self, response.allocation, tenant=req.tenant or None,
+                        keepalive=keepalive, keepalive_fraction=keepalive_fraction)
+
+    def allocation(self, allocation_id: str, *, tenant: Optional[str] = None) -> topology_pb2.Allocation:
+        """The allocation ``allocation_id`` as fleetd has it now."""
+        return self.call("GetAllocation", topology_pb2.GetAllocationRequest(id=allocation_id),
+                         tenant=tenant)
+
+    def allocations(self, *, tenant: Optional[str] = None,
+                    include_released: bool = False) -> List[topology_pb2.Allocation]:
+        """The tenant's allocations (every tenant's for an operator with no tenant)."""
+        tenant = tenant or self.tenant
+        response = self.call("ListAllocations", topology_pb2.ListAllocationsRequest(
+            tenant=tenant or "", include_released=include_released), tenant=tenant)
+        return list(response.allocations)
+
+    def release(self, allocation_id: str, *, tenant: Optional[str] = None) -> topology_pb2.Allocation:
+        """Releases the allocation: its circuits come off the switch. Returns it, RELEASED."""
+        return self.call("ReleaseTopology", topology_pb2.ReleaseTopologyRequest(id=allocation_id),
+                         tenant=tenant).allocation
+
+    def close(self) -> None:
+        """Closes the channel if this client opened it."""
+        if self._owns_channel:
+            self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
+        self.close()
+
+
+class Topology:
+    """One allocation held by this job: wait for it, switch its phases, release it.
+
+    Made by :meth:`Client.topology`. While it is held, a background thread renews its lease;
+    :attr:`keepalive_error` is the last renewal's failure, if any. As a context manager it
+    releases the allocation on exit, also when the block raises (a failed release is then
+    logged, never hiding the block's exception).
+    """
+
+    def __init__(self, client: Client, allocation: topology_pb2.Allocation, *,
+                 tenant: Optional[str], keepalive: bool = True,
+                 keepalive_fraction: float = 1 / 3) -> None:
+        self.client = client
+        self.id: str = allocation.id
+        self.tenant = tenant or allocation.tenant or None
+        self._lock = threading.Lock()
+        self._allocation = allocation
+        self._released = False
+        self.keepalive_error: Optional[errors.FleetError] = None
+        self._lease_expires = self._expiry(allocation)
+        self.lease_seconds = self._lease_length(allocation)
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        if keepalive and self.lease_seconds is not None:
+            self._interval = max(0.05, self.lease_seconds * keepalive_fraction)
+            self._thread = threading.Thread(target=self._keepalive_loop,
+                                            name=f"fleet-keepalive-{self.id}", daemon=True)
+            self._thread.start()
+
+    # --- what is known ---
+
+    @property
+    def allocation(self) -> topology_pb2.Allocation:
+        """The allocation as last seen (see :meth:`refresh`)."""
+        with self._lock:
+            return self._allocation
+
+    @property
+    def state(self) -> str:
+        """The last seen state's short name: ``"READY"``, ``"FAILED"``, …"""
+        return state_name(self.allocation.state)
+
+    @property
+    def members(self) -> List[str]:
+        return list(self.allocation.members)
+
+    @property
+    def circuits(self) -> List[topology_pb2.Circuit]:
+        return list(self.allocation.circuits)
+
+    @property
+    def active_phase(self) -> str:
+        return self.allocation.active_phase
+
+    @property
+    def lease_expires(self) -> Optional[datetime.datetime]:
+        """When the lease runs out unless renewed, as of the last renewal (UTC)."""
+        with self._lock:
+            return self._lease_expires
+
+    def refresh(self) -> topology_pb2.Allocation:
+        """Reads the allocation from fleetd."""
+        a = self.client.allocation(self.id, tenant=self.tenant)
+        self._seen(a)
+        return a
+
+    # --- waiting ---
+
+    def wait_ready(self, timeout: Optional[Seconds] = None, *,
+                   raise_on_degraded: bool = False) -> topology_pb2.Allocation:
+        """Follows the allocation (WatchAllocation) until it is READY, and returns it.
+
+        Args:
+            timeout: seconds to wait at most; ``None`` waits as long as it takes.
+            raise_on_degraded: raise :class:`fleet.Degraded` as soon as it is DEGRADED,
+                instead of waiting for fleetd's retries to train the links.
+
+        Raises:
+            AllocationFailed: it is FAILED; ``reason`` is fleetd's.
+            Released: it was released (or its lease ran out) before becoming READY.
+            Degraded: it is DEGRADED and ``raise_on_degraded``, or still DEGRADED at the
+                timeout.
+            DeadlineExceeded: not READY within ``timeout``.
+        """
+        return self._watch(lambda a: a.state == topology_pb2.ALLOCATION_STATE_READY,
+                           _seconds(timeout), "READY", raise_on_degraded=raise_on_degraded)
+
+    def phase(self, name: str, timeout: Optional[Seconds] = 60.0) -> PhaseSwitch:
+        """Activates phase ``name`` (ActivatePhase) and waits until the allocation is READY in
+        it: every circuit of the phase ACTIVE.
+
+        Returns:
+            a :class:`PhaseSwitch`: ``latency`` (seconds, as the job saw it; also its
+            ``float()``), the switch's part ``switch_seconds``, fleetd's stage timings and
+            the cross-connects changed.
+
+        Raises:
+            Unimplemented: this fleetd does not do phases.
+            NotFound, InvalidArgument: no such phase, per fleetd.
+            AllocationFailed, Degraded, Released, DeadlineExceeded: as :meth:`wait_ready`.
+        """
+        start = time.monotonic()
+        response = self.client.call(
+            "ActivatePhase", topology_pb2.ActivatePhaseRequest(id=self.id, phase=name),
+            tenant=self.tenant)
+        if response.HasField("allocation"):
+            self._seen(response.allocation)
+
+        def ready_in_phase(a: topology_pb2.Allocation) -> bool:
+            return (a.state == topology_pb2.ALLOCATION_STATE_READY and a.active_phase == name
+                    and all(c.state == topology_pb2.CIRCUIT_STATE_ACTIVE
+                            for c in a.circuits if c.phase == name))
+
+        a = response.allocation
+        if not ready_in_phase(a):
+            a = self._watch(ready_in_phase, _seconds(timeout), f"READY in phase {name}")
+        latency = time.monotonic() - start
+        stages = {t.stage: _duration_seconds(t.duration) for t in a.stage_timings}
+        switch = [stages[s] for s in ("program", "verify") if s in stages]
+        return PhaseSwitch(phase=name, latency=latency,
+                           switch_seconds=sum(switch) if switch else None, stages=stages,
+                           cross_connects_added=len(response.plan.add),
+                           cross_connects_removed=len(response.plan.remove), allocation=a)
+
+    def _watch(self, done: Callable[[topology_pb2.Allocation], bool], timeout: Optional[float],
+               goal: str, *, raise_on_degraded: bool = False,
+               stop_at_end: bool = True) -> topology_pb2.Allocation:
+        stream = self.client.stub.WatchAllocation(
+            topology_pb2.WatchAllocationRequest(id=self.id), timeout=timeout,
+            metadata=self.client.metadata(self.tenant))
+        last: Optional[topology_pb2.Allocation] = None
+        try:
+            for message in stream:
+                a = message.allocation
+                last = a
+                self._seen(a)
+                if done(a):
+                    return a
+                if not stop_at_end:
+                    continue
+                state = a.state
+                if state == topology_pb2.ALLOCATION_STATE_FAILED:
+                    raise errors.AllocationFailed(
+                        f"allocation {self.id} FAILED: {a.reason or 'no reason given'}", a)
+                if state in (topology_pb2.ALLOCATION_STATE_RELEASING,
+                             topology_pb2.ALLOCATION_STATE_RELEASED):
+                    raise errors.Released(
+                        f"allocation {self.id} is {state_name(state)}"
+                        + (f": {a.reason}" if a.reason else ""), a)
+                if state == topology_pb2.ALLOCATION_STATE_DEGRADED and raise_on_degraded:
+                    raise errors.Degraded(f"allocation {self.id} DEGRADED: {a.reason}", a)
+        except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                if last is not None and last.state == topology_pb2.ALLOCATION_STATE_DEGRADED:
+                    raise errors.Degraded(
+                        f"allocation {self.id} still DEGRADED after {timeout:g}s: {last.reason}",
+                        last) from None
+                seen = state_name(last.state) if last is not None else "unknown"
+                raise errors.DeadlineExceeded(
+                    f"allocation {self.id} not {goal} after {timeout:g}s (state {seen})",
+                    grpc.StatusCode.DEADLINE_EXCEEDED) from None
+            raise errors.from_rpc_error(e) from e
+        finally:
+            stream.cancel()
+        raise errors.Unavailable(f"fleetd ended the watch of allocation {self.id} before it was "
+                                 f"{goal}", grpc.StatusCode.UNAVAILABLE)
+
+    # --- lease ---
+
+    def keep_alive(self) -> datetime.datetime:
+        """Renews the lease now; returns when it expires (UTC)."""
+        response = self.client.call("KeepAlive", topology_pb2.KeepAliveRequest(id=self.id),
+                                    tenant=self.tenant)
+        expires = response.lease_expires.ToDatetime(tzinfo=datetime.timezone.utc)
+        with self._lock:
+            self._lease_expires = expires
+        return expires
+
+    def _keepalive_loop(self) -> None:
+        interval = self._interval
+        while not self._stop.wait(interval):
+            try:
+                self.keep_alive()
+                self.keepalive_error = None
+                interval = self._interval
+            except errors.Unavailable as e:
+                # fleetd restarting or unreachable: try again sooner while the lease lasts.
+                self.keepalive_error = e
+                interval = max(0.05, self._interval / 3)
+                log.warning("allocation %s: lease renewal failed, retrying: %s", self.id, e)
+            except errors.FleetError as e:
+                # Ended, unknown or not ours: nothing left to renew.
+                self.keepalive_error = e
+                if not self._stop.is_set():
+                    log.warning("allocation %s: lease renewal stopped: %s", self.id, e)
+                return
+
+    def stop_keepalive(self) -> None:
+        """Stops the background renewals (the lease then runs out unless released first)."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    # --- release ---
+
+    def release(self, timeout: Optional[Seconds] = 60.0) -> topology_pb2.Allocation:
+        """Stops the renewals and releases the allocation: its circuits come off the switch.
+        Returns it RELEASED. Releasing again does nothing."""
+        self.stop_keepalive()
+        if self._released:
+            return self.allocation
+        a = self.client.release(self.id, tenant=self.tenant)
+        self._seen(a)
+        if a.state == topology_pb2.ALLOCATION_STATE_RELEASING:
+            # The switch refused a removal; fleetd retries it. Wait for the end.
+            a = self._watch(lambda x: x.state == topology_pb2.ALLOCATION_STATE_RELEASED,
+                            _seconds(timeout), "RELEASED", stop_at_end=False)
+        self._released = True
+        return a
+
+    def __enter__(self) -> "Topology":
+        return self
+
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
+        if exc_type is None:
+            self.release()
+            return
+        try:
+            self.release()
+        except errors.FleetError as e:
+            log.warning("allocation %s: release after %s failed: %s", self.id,
+                        exc_type.__name__, e)
+
+    def __repr__(self) -> str:
+        return f"<fleet.Topology {self.id} {self.state}>"
+
+    # --- helpers ---
+
+    def _seen(self, a: topology_pb2.Allocation) -> None:
+        with self._lock:
+            self._allocation = a
+            expires = self._expiry(a)
+            if expires is not None:
+                self._lease_expires = expires
+
+    @staticmethod
+    def _expiry(a: topology_pb2.Allocation) -> Optional[datetime.datetime]:
+        if not a.HasField("lease_expires"):
+            return None
+        return a.lease_expires.ToDatetime(tzinfo=datetime.timezone.utc)
+
+    @staticmethod
+    def _lease_length(a: topology_pb2.Allocation) -> Optional[float]:
+        """The lease the allocation was admitted with: the request's, or fleetd's default
+        (its expiry less its creation)."""
+        if a.request.HasField("lease"):
+            lease = _duration_seconds(a.request.lease)
+            if lease > 0:
+                return lease
+        if a.HasField("lease_expires") and a.HasField("created"):
+            lease = (a.lease_expires.ToNanoseconds() - a.created.ToNanoseconds()) / 1e9
+            if lease > 0:
+                return lease
+        return None
