@@ -32,11 +32,28 @@ std::string PortKey(const v1::Command& command) {
   }
 }
 
+// The command's name in metrics.
+const char* CommandName(const v1::Command& command) {
+  switch (command.action_case()) {
+    case v1::Command::kQuiesce:
+      return "quiesce";
+    case v1::Command::kRetrain:
+      return "retrain";
+    case v1::Command::kReadPort:
+      return "read_port";
+    case v1::Command::kBlink:
+      return "blink";
+    default:
+      return "none";
+  }
+}
+
 }  // namespace
 
 Agent::Agent(AgentOptions options, OnicBackend* backend)
     : options_(std::move(options)),
       backend_(backend),
+      metrics_(options_.metrics != nullptr ? *options_.metrics : AgentMetrics::Discarded()),
       random_(options_.seed != 0 ? options_.seed
                                  : static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()))) {}
 
@@ -162,6 +179,7 @@ bool Agent::Session(const std::shared_ptr<grpc::Channel>& channel) {
           ++registrations_;
           session = ++session_;
         }
+        metrics_.SetConnected(true);
         if (!registered) {
           registered = true;
           FLEET_LOG(INFO) << "registered with fleetd at " << options_.controller << " as host "
@@ -186,6 +204,7 @@ bool Agent::Session(const std::shared_ptr<grpc::Channel>& channel) {
     stream_ = nullptr;
     context_ = nullptr;
     ++session_;  // Ends this session's heartbeat thread.
+    metrics_.SetConnected(false);
     changed_.SignalAll();
   }
   if (heartbeats.joinable()) heartbeats.join();
@@ -308,8 +327,12 @@ void Agent::PortWorker(std::string key) {
       command = std::move(queue.commands.front());
       queue.commands.pop_front();
     }
+    const absl::Time started = absl::Now();
     v1::CommandResult result = Execute(command);
     const bool monitor = command.id().rfind(kMonitorPrefix, 0) == 0;
+    if (!monitor) metrics_.CommandFinished(CommandName(command), result.code() == 0);
+    if (command.has_retrain()) metrics_.RetrainTook(absl::Now() - started);
+    if (result.has_link()) metrics_.PortObserved(result.link());
     bool changed = false;
     {
       absl::MutexLock lock(&mu_);

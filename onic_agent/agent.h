@@ -25,6 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "fleet/v1/agent.grpc.pb.h"
+#include "onic_agent/agent_metrics.h"
 #include "onic_agent/backend.h"
 
 namespace fleet::agent {
@@ -39,6 +40,8 @@ struct AgentOptions {
   absl::Duration monitor_interval = absl::Seconds(1);
   size_t remembered_results = 1024;  // Answers kept for repeated command ids.
   uint64_t seed = 0;                 // Backoff jitter; 0 seeds from the clock.
+  // Where commands, retrain times and port states are counted; null: nowhere.
+  AgentMetrics* metrics = nullptr;
 };
 
 class Agent {
@@ -78,6 +81,7 @@ class Agent {
 
   const AgentOptions options_;
   OnicBackend* const backend_;
+  AgentMetrics& metrics_;
 
   mutable absl::Mutex mu_;
   absl::CondVar changed_;

@@ -26,9 +26,9 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(absl::string_view text, absl::strin
     problems.push_back(absl::StrCat(file_name, ":", node.Mark().line + 1, ": ", what));
   };
   try {
-    static const std::set<std::string> kKeys = {"controller",       "host",      "backend",
-                                                "sysfs_root",       "simulator", "training_ms",
-                                                "min_rx_power_dbm", "onics"};
+    static const std::set<std::string> kKeys = {
+        "controller",       "host",  "backend",         "sysfs_root",  "simulator", "training_ms",
+        "min_rx_power_dbm", "onics", "metrics_address", "metrics_port"};
     for (const auto& entry : root) {
       const std::string key = entry.first.as<std::string>();
       if (!kKeys.contains(key)) {
@@ -43,6 +43,16 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(absl::string_view text, absl::strin
     if (root["simulator"]) config.simulator = root["simulator"].as<std::string>();
     if (root["training_ms"]) config.training_ms = root["training_ms"].as<int>();
     if (root["min_rx_power_dbm"]) config.min_rx_power_dbm = root["min_rx_power_dbm"].as<double>();
+    if (root["metrics_address"]) {
+      config.metrics_address = root["metrics_address"].as<std::string>();
+    }
+    if (root["metrics_port"]) {
+      config.metrics_port = root["metrics_port"].as<int>();
+      if (config.metrics_port < -1 || config.metrics_port > 65535) {
+        problem(root["metrics_port"], absl::StrCat("metrics_port ", config.metrics_port,
+                                                   " is not a port (0 picks one, -1 serves none)"));
+      }
+    }
     if (root["onics"]) {
       for (const YAML::Node& node : root["onics"]) {
         AgentOnicConfig onic;

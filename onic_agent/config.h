@@ -8,6 +8,8 @@
 //   simulator: 127.0.0.1:8008    # emulated: polatis-emu's REST address
 //   training_ms: 100             # emulated
 //   min_rx_power_dbm: -20        # emulated
+//   metrics_address: 0.0.0.0     # Prometheus /metrics (default 127.0.0.1)
+//   metrics_port: 9465           # 0 picks a free port, -1 serves none
 //   onics:
 //     - serial: FLT-S1C0-N0
 //       pcie: "0000:17:00.0"
@@ -46,6 +48,9 @@ struct AgentConfig {
   std::string simulator;
   int training_ms = 100;
   double min_rx_power_dbm = -20.0;
+  // Prometheus /metrics: 0 picks a free port, -1 serves none.
+  std::string metrics_address = "127.0.0.1";
+  int metrics_port = 9465;
   std::vector<AgentOnicConfig> onics;
 };
 

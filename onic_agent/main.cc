@@ -8,6 +8,7 @@
 #include "controller/base/flags.h"
 #include "controller/base/log.h"
 #include "controller/base/shutdown_signals.h"
+#include "controller/metrics/endpoint.h"
 #include "onic_agent/agent.h"
 #include "onic_agent/config.h"
 #include "onic_agent/emulated_backend.h"
@@ -51,8 +52,9 @@ absl::StatusOr<std::unique_ptr<fleet::agent::OnicBackend>> MakeBackend(
 }
 
 int Run(int argc, char** argv) {
-  std::string config_file, controller, host, backend, simulator, log_level = "info";
-  int64_t training_ms = -1;
+  std::string config_file, controller, host, backend, simulator, metrics_address,
+      log_level = "info";
+  int64_t training_ms = -1, metrics_port = -2;
   fleet::FlagSet flags(
       "fleet-onic-agent --controller ADDR --host NAME --backend pcie-sysfs|emulated "
       "[--config FILE]",
@@ -64,6 +66,10 @@ int Run(int argc, char** argv) {
   flags.String("backend", &backend, "pcie-sysfs or emulated");
   flags.String("simulator", &simulator, "emulated: polatis-emu's REST address, HOST:PORT");
   flags.Int("training-ms", &training_ms, "emulated: simulated link training time");
+  flags.String("metrics-address", &metrics_address,
+               "address to serve Prometheus /metrics on (default 127.0.0.1)");
+  flags.Int("metrics-port", &metrics_port,
+            "Prometheus /metrics port (default 9465); 0 picks a free one, -1 serves none");
   flags.String("log-level", &log_level, "debug, info, warning or error");
   absl::StatusOr<std::vector<std::string>> rest =
       flags.Parse(std::vector<std::string>(argv + 1, argv + argc));
@@ -90,6 +96,15 @@ int Run(int argc, char** argv) {
   if (!backend.empty()) config.backend = backend;
   if (!simulator.empty()) config.simulator = simulator;
   if (training_ms >= 0) config.training_ms = static_cast<int>(training_ms);
+  if (!metrics_address.empty()) config.metrics_address = metrics_address;
+  if (metrics_port != -2) {
+    if (metrics_port < -1 || metrics_port > 65535) {
+      std::cerr << "fleet-onic-agent: --metrics-port " << metrics_port
+                << " is not a port (0 picks one, -1 serves none)\n";
+      return 2;
+    }
+    config.metrics_port = static_cast<int>(metrics_port);
+  }
   if (config.controller.empty() || config.host.empty() || config.backend.empty()) {
     std::cerr << "fleet-onic-agent: --controller, --host and --backend are required (flags or "
                  "config); see --help\n";
@@ -107,7 +122,24 @@ int Run(int argc, char** argv) {
     std::cerr << "fleet-onic-agent: " << made.status().message() << "\n";
     return 1;
   }
+  auto registry = std::make_shared<prometheus::Registry>();
+  fleet::agent::AgentMetrics metrics(*registry, FLEET_VERSION);
+  std::unique_ptr<fleet::metrics::MetricsEndpoint> endpoint;
+  if (config.metrics_port >= 0) {
+    absl::StatusOr<std::unique_ptr<fleet::metrics::MetricsEndpoint>> started =
+        fleet::metrics::MetricsEndpoint::Start(config.metrics_address, config.metrics_port,
+                                               {registry});
+    if (!started.ok()) {
+      std::cerr << "fleet-onic-agent: " << started.status().message() << "\n";
+      return 1;
+    }
+    endpoint = std::move(*started);
+    // On its own line, so whoever started the agent can point Prometheus at it.
+    std::cout << "metrics: " << endpoint->address() << std::endl;
+  }
+
   fleet::agent::AgentOptions options;
+  options.metrics = &metrics;
   options.controller = config.controller;
   options.host = config.host;
   options.software_version = FLEET_VERSION;
@@ -120,6 +152,7 @@ int Run(int argc, char** argv) {
   FLEET_LOG(INFO) << "signal " << signal_number << ": stopping";
   agent.Stop();
   runner.join();
+  endpoint.reset();  // Before the metrics it serves.
   return 0;
 }
 

@@ -14,7 +14,6 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
-#include "controller/base/knock_while_stopping.h"
 #include "controller/base/log.h"
 #include "controller/base/status_macros.h"
 
@@ -86,19 +85,11 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
       .Add({{"version", FLEET_VERSION}})
       .Set(1);
   d->metrics_ = std::make_unique<metrics::ControllerMetrics>(*d->registry_);
-  try {
-    d->exposer_ = std::make_unique<prometheus::Exposer>(
-        absl::StrCat(config.listen_address, ":", config.metrics_port));
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", config.listen_address,
-                                               ":", config.metrics_port, ": ", e.what()));
-  }
-  d->exposer_->RegisterCollectable(d->registry_);
-  d->state_collector_ = metrics::NewStoreStateCollector(d->store_.get());
-  d->exposer_->RegisterCollectable(d->state_collector_);
-  const std::vector<int> metrics_ports = d->exposer_->GetListeningPorts();
-  d->metrics_address_ = absl::StrCat(
-      config.listen_address, ":", metrics_ports.empty() ? config.metrics_port : metrics_ports[0]);
+  ASSIGN_OR_RETURN(d->metrics_endpoint_,
+                   metrics::MetricsEndpoint::Start(
+                       config.listen_address, config.metrics_port,
+                       {d->registry_, metrics::NewStoreStateCollector(d->store_.get())}));
+  d->metrics_address_ = d->metrics_endpoint_->address();
 
   d->applier_ = std::make_unique<inventory::InventoryApplier>(d->store_.get());
   d->switches_ = std::make_unique<fabric::SwitchRegistry>(
@@ -181,12 +172,7 @@ void Fleetd::Shutdown(absl::Duration grace) {
   FLEET_LOG(DEBUG) << "agent streams ended";
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoSeconds(grace));
   FLEET_LOG(DEBUG) << "gRPC server stopped";
-  if (exposer_) {
-    // The Exposer's civetweb would otherwise take a second to notice it is being stopped.
-    const size_t colon = metrics_address_.rfind(':');
-    StopWhileKnocking(metrics_address_.substr(0, colon),
-                      std::stoi(metrics_address_.substr(colon + 1)), [this] { exposer_.reset(); });
-  }
+  metrics_endpoint_.reset();
 }
 
 Fleetd::~Fleetd() { Shutdown(absl::ZeroDuration()); }

@@ -4,7 +4,6 @@
 #define FLEET_CONTROLLER_FLEETD_DAEMON_H_
 
 #include <grpcpp/server.h>
-#include <prometheus/exposer.h>
 #include <prometheus/registry.h>
 
 #include "controller/metrics/controller_metrics.h"
@@ -47,7 +46,6 @@ class Fleetd {
   // Before everything that updates them, so they are destroyed after it.
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<metrics::ControllerMetrics> metrics_;
-  std::shared_ptr<prometheus::Collectable> state_collector_;
   std::unique_ptr<inventory::InventoryApplier> applier_;
   std::unique_ptr<fabric::SwitchRegistry> switches_;
   std::unique_ptr<agents::AgentRegistry> agents_;
@@ -56,7 +54,7 @@ class Fleetd {
   std::unique_ptr<service::InventoryServiceImpl> inventory_service_;
   std::unique_ptr<service::TopologyServiceImpl> topology_service_;
   std::unique_ptr<service::AdminServiceImpl> admin_service_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<metrics::MetricsEndpoint> metrics_endpoint_;
   std::unique_ptr<grpc::Server> server_;
   std::string grpc_address_;
   std::string metrics_address_;

@@ -167,10 +167,17 @@ absl::Status Demo::StartAgents(const std::string& grpc_address) {
     }
     const std::string path = absl::StrCat(state_dir_, "/agent-", place, ".yaml");
     std::ofstream(path) << config;
-    ASSIGN_OR_RETURN(std::unique_ptr<ChildProcess> agent,
-                     ChildProcess::Start({binary_dir_ + "/fleet-onic-agent", "--config", path,
-                                          "--controller", grpc_address, "--simulator", rest_},
-                                         absl::StrCat(state_dir_, "/agent-", place, ".log")));
+    ASSIGN_OR_RETURN(
+        std::unique_ptr<ChildProcess> agent,
+        ChildProcess::Start({binary_dir_ + "/fleet-onic-agent", "--config", path, "--controller",
+                             grpc_address, "--simulator", rest_, "--metrics-port", "0"},
+                            absl::StrCat(state_dir_, "/agent-", place, ".log")));
+    absl::StatusOr<std::string> metrics = agent->WaitForLine("metrics: ", absl::Seconds(10));
+    if (!metrics.ok()) {
+      return absl::Status(metrics.status().code(),
+                          absl::StrCat("the agent for ", place, ": ", metrics.status().message()));
+    }
+    agent_metrics_.push_back({place, *metrics});
     agents_.push_back(std::move(agent));
   }
   return absl::OkStatus();

@@ -59,6 +59,10 @@ class Demo {
   const std::string& tl1_address() const { return tl1_; }
   const std::string& rest_address() const { return rest_; }
   int agents() const { return static_cast<int>(agents_.size()); }
+  // Each agent's host (or chassis) and the HOST:PORT of its /metrics.
+  const std::vector<std::pair<std::string, std::string>>& agent_metrics() const {
+    return agent_metrics_;
+  }
 
  private:
   Demo() = default;
@@ -69,6 +73,7 @@ class Demo {
   std::string tl1_, rest_;
   std::unique_ptr<ChildProcess> emulator_;
   std::vector<std::unique_ptr<ChildProcess>> agents_;
+  std::vector<std::pair<std::string, std::string>> agent_metrics_;
 };
 
 }  // namespace fleet::fleetd

@@ -139,6 +139,9 @@ int Run(int argc, char** argv) {
     std::cout << "tl1: " << demo->tl1_address() << "\n"
               << "rest: " << demo->rest_address() << "\n"
               << "state: " << config.state_dir << "\n";
+    for (const auto& [place, address] : demo->agent_metrics()) {
+      std::cout << "agent-metrics: " << address << " " << place << "\n";
+    }
   }
   std::cout << std::flush;
   FLEET_LOG(INFO) << "fleetd " << fleet::fleetd::FleetVersion() << " serving gRPC on "

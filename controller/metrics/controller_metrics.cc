@@ -62,13 +62,6 @@ class StoreStateCollector : public prometheus::Collectable {
 
 }  // namespace
 
-const prometheus::Histogram::BucketBoundaries& DurationBuckets() {
-  static const prometheus::Histogram::BucketBoundaries kBuckets = {
-      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-      0.1,    0.25,    0.5,    1,     2.5,    5,     10,   30};
-  return kBuckets;
-}
-
 ControllerMetrics::ControllerMetrics(prometheus::Registry& registry)
     : rpc_requests_(Register(prometheus::BuildCounter(), registry, "fleet_rpc_requests_total",
                              "gRPC calls finished, by service, method and status code")),

@@ -19,13 +19,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "controller/metrics/endpoint.h"
 #include "controller/store/store.h"
 
 namespace fleet::metrics {
-
-// The buckets of every duration histogram, 100 µs to 30 s: sub-millisecond control work,
-// tens of milliseconds of switching and 100 ms of link training all resolve.
-const prometheus::Histogram::BucketBoundaries& DurationBuckets();
 
 class ControllerMetrics {
  public:

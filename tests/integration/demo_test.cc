@@ -227,7 +227,7 @@ TEST(AgentsTest, AllComeBackWhenFleetdRestarts) {
     std::ofstream(path) << config;
     absl::StatusOr<std::unique_ptr<Daemon>> agent =
         Daemon::Start({BinaryPath("fleet-onic-agent"), "--config", path, "--host", host.name(),
-                       "--controller", *grpc, "--simulator", *rest});
+                       "--controller", *grpc, "--simulator", *rest, "--metrics-port", "0"});
     ASSERT_TRUE(agent.ok()) << agent.status();
     agents.push_back(std::move(*agent));
   }
