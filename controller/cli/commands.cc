@@ -1,5 +1,8 @@
 #include "controller/cli/commands.h"
 
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/message_differencer.h>
+
 #include <algorithm>
 #include <chrono>
 #include <limits>
@@ -43,10 +46,141 @@ int PrintMessage(const Session& s, const google::protobuf::Message& message) {
   return kExitOk;
 }
 
-// Runs a List RPC (`rpc(context, &response)`) and prints the response: as a table for
-// people, or as the whole message for scripts.
+// Ends a stream the client no longer wants: cancels it and reads what is in flight, so that
+// Finish() does not wait for the server.
+template <typename Message>
+void AbandonStream(grpc::ClientContext& context,
+                   const std::unique_ptr<grpc::ClientReaderInterface<Message>>& reader) {
+  context.TryCancel();
+  Message unused;
+  while (reader->Read(&unused)) {
+  }
+  reader->Finish();
+}
+
+// A WatchEvents stream with no deadline (a follow runs until the server ends it or the user
+// interrupts), which the session's StopSignal can end.
+class EventStream {
+ public:
+  EventStream(const Session& s, const v1::WatchEventsRequest& request)
+      : session_(s), following_(s.stop, &context_) {
+    s.Prepare(&context_, absl::InfiniteFuture());
+    reader_ = s.server->admin->WatchEvents(&context_, request);
+  }
+
+  bool Read(v1::Event* event) { return reader_->Read(event); }
+  // For a verb that gives up before the stream ends.
+  void Abandon() { AbandonStream(context_, reader_); }
+  // After Read returned false: kExitOk when the StopSignal or the server ended the stream
+  // cleanly, else kExitFailed with the server's error.
+  int Finish() {
+    grpc::Status status = reader_->Finish();
+    if (session_.stop != nullptr && session_.stop->stopped()) return kExitOk;
+    if (!status.ok()) return session_.Failed(status);
+    return kExitOk;
+  }
+
+ private:
+  const Session& session_;
+  grpc::ClientContext context_;
+  StopSignal::Following following_;
+  std::unique_ptr<grpc::ClientReaderInterface<v1::Event>> reader_;
+};
+
+// The sequence number of the newest event (0 when there is none), so that a watch can follow
+// from there without replaying the log. Asks ListEvents whether any event comes after a
+// number, doubling and then halving it: about 2·log2(length) small RPCs.
+grpc::Status LastEventSequence(const Session& s, uint64_t* last) {
+  grpc::Status status;
+  auto any_after = [&](uint64_t after) {
+    v1::ListEventsRequest request;
+    request.set_after_sequence(after);
+    request.set_limit(1);
+    v1::ListEventsResponse response;
+    status = s.Call(
+        [&](grpc::ClientContext* c) { return s.server->admin->ListEvents(c, request, &response); });
+    return status.ok() && response.events_size() > 0;
+  };
+  *last = 0;
+  if (!any_after(0)) return status;
+  // Some event comes after `low`, none after `high`.
+  uint64_t low = 0, high = 1;
+  while (any_after(high)) {
+    low = high;
+    high *= 2;
+  }
+  if (!status.ok()) return status;
+  while (high - low > 1) {
+    uint64_t middle = low + (high - low) / 2;
+    (any_after(middle) ? low : high) = middle;
+    if (!status.ok()) return status;
+  }
+  *last = high;
+  return status;
+}
+
+// One version of a watched list: a table under a header with the time, or one streamed
+// message. Flushed, so a pipe sees it at once.
+template <typename Response, typename MakeTable>
+int PrintWatchedList(const Session& s, absl::string_view kind, const Response& response,
+                     MakeTable make_table, bool first) {
+  if (s.format != OutputFormat::kTable) {
+    absl::StatusOr<std::string> text = FormatStreamedMessage(s.format, response);
+    if (!text.ok()) return s.Failed(ToGrpcStatus(text.status()));
+    *s.out << *text << std::flush;
+    return kExitOk;
+  }
+  if (!first) *s.out << "\n";
+  *s.out << WatchHeader(kind, s.clock->Now());
+  Table table = make_table(response);
+  // On stdout this time: the list going empty is a change the watcher should see there.
+  *s.out << (table.empty() ? absl::StrCat("no ", kind, " found\n") : table.Render(s.color))
+         << std::flush;
+  return kExitOk;
+}
+
+// `get KIND --watch`: prints the list, then follows the event log from its newest event and
+// asks for the list again on each event, printing it when it differs from the last one shown.
+// Ends with exit 0 when StopSignal stops it or the server ends the stream without error.
 template <typename Response, typename Rpc, typename MakeTable>
-int PrintList(const Session& s, absl::string_view kind, Rpc rpc, MakeTable make_table) {
+int WatchList(const Session& s, absl::string_view kind, Rpc rpc, MakeTable make_table) {
+  uint64_t last = 0;
+  grpc::Status status = LastEventSequence(s, &last);
+  if (!status.ok()) return s.Failed(status);
+  Response shown;
+  status = s.Call([&](grpc::ClientContext* c) { return rpc(c, &shown); });
+  if (!status.ok()) return s.Failed(status);
+  int code = PrintWatchedList(s, kind, shown, make_table, /*first=*/true);
+  if (code != kExitOk) return code;
+
+  v1::WatchEventsRequest request;
+  request.set_after_sequence(last);
+  EventStream stream(s, request);
+  v1::Event event;
+  while (stream.Read(&event)) {
+    Response now;
+    status = s.Call([&](grpc::ClientContext* c) { return rpc(c, &now); });
+    if (!status.ok()) {
+      stream.Abandon();
+      return s.Failed(status);
+    }
+    if (google::protobuf::util::MessageDifferencer::Equals(now, shown)) continue;
+    shown = std::move(now);
+    code = PrintWatchedList(s, kind, shown, make_table, /*first=*/false);
+    if (code != kExitOk) {
+      stream.Abandon();
+      return code;
+    }
+  }
+  return stream.Finish();
+}
+
+// Runs a List RPC (`rpc(context, &response)`) and prints the response: as a table for
+// people, or as the whole message for scripts. With `watch`, see WatchList.
+template <typename Response, typename Rpc, typename MakeTable>
+int PrintList(const Session& s, absl::string_view kind, Rpc rpc, MakeTable make_table,
+              bool watch = false) {
+  if (watch) return WatchList<Response>(s, kind, rpc, make_table);
   Response response;
   grpc::Status status = s.Call([&](grpc::ClientContext* c) { return rpc(c, &response); });
   if (!status.ok()) return s.Failed(status);
@@ -56,7 +190,7 @@ int PrintList(const Session& s, absl::string_view kind, Rpc rpc, MakeTable make_
   if (table.empty()) {
     *s.err << "no " << kind << " found\n";
   } else {
-    *s.out << table.Render();
+    *s.out << table.Render(s.color);
   }
   return kExitOk;
 }
@@ -77,20 +211,25 @@ absl::string_view Singular(const KindName (&kinds)[N], absl::string_view text) {
 }
 
 template <size_t N>
+std::vector<std::string> SingularWords(const KindName (&kinds)[N]) {
+  std::vector<std::string> names;
+  for (const KindName& k : kinds) names.emplace_back(k.singular);
+  return names;
+}
+
+template <size_t N>
 std::string Singulars(const KindName (&kinds)[N]) {
-  std::vector<absl::string_view> names;
-  for (const KindName& k : kinds) names.push_back(k.singular);
-  return absl::StrJoin(names, ", ");
+  return absl::StrJoin(SingularWords(kinds), ", ");
 }
 
 // ---------------------------------------------------------------------------------------
 // get
 
-int GetSwitches(const Session& s, const GetArgs&) {
+int GetSwitches(const Session& s, const GetArgs& args) {
   return PrintList<v1::ListSwitchesResponse>(
       s, "switches",
       [&](grpc::ClientContext* c, auto* r) { return s.server->inventory->ListSwitches(c, {}, r); },
-      SwitchesTable);
+      SwitchesTable, args.watch);
 }
 
 int GetPorts(const Session& s, const GetArgs& args) {
@@ -101,21 +240,21 @@ int GetPorts(const Session& s, const GetArgs& args) {
       [&](grpc::ClientContext* c, auto* r) {
         return s.server->inventory->ListPorts(c, request, r);
       },
-      PortsTable);
+      PortsTable, args.watch);
 }
 
-int GetHosts(const Session& s, const GetArgs&) {
+int GetHosts(const Session& s, const GetArgs& args) {
   return PrintList<v1::ListHostsResponse>(
       s, "hosts",
       [&](grpc::ClientContext* c, auto* r) { return s.server->inventory->ListHosts(c, {}, r); },
-      HostsTable);
+      HostsTable, args.watch);
 }
 
-int GetAgents(const Session& s, const GetArgs&) {
+int GetAgents(const Session& s, const GetArgs& args) {
   return PrintList<v1::ListAgentsResponse>(
       s, "agents",
       [&](grpc::ClientContext* c, auto* r) { return s.server->inventory->ListAgents(c, {}, r); },
-      [&](const v1::ListAgentsResponse& r) { return AgentsTable(r, s.clock->Now()); });
+      [&](const v1::ListAgentsResponse& r) { return AgentsTable(r, s.clock->Now()); }, args.watch);
 }
 
 int GetDevices(const Session& s, const GetArgs& args) {
@@ -135,7 +274,7 @@ int GetDevices(const Session& s, const GetArgs& args) {
       [&](grpc::ClientContext* c, auto* r) {
         return s.server->inventory->ListDevices(c, request, r);
       },
-      DevicesTable);
+      DevicesTable, args.watch);
 }
 
 int GetOnics(const Session& s, const GetArgs& args) {
@@ -147,14 +286,14 @@ int GetOnics(const Session& s, const GetArgs& args) {
       [&](grpc::ClientContext* c, auto* r) {
         return s.server->inventory->ListOnics(c, request, r);
       },
-      OnicsTable);
+      OnicsTable, args.watch);
 }
 
-int GetTrunks(const Session& s, const GetArgs&) {
+int GetTrunks(const Session& s, const GetArgs& args) {
   return PrintList<v1::ListTrunksResponse>(
       s, "trunks",
       [&](grpc::ClientContext* c, auto* r) { return s.server->inventory->ListTrunks(c, {}, r); },
-      TrunksTable);
+      TrunksTable, args.watch);
 }
 
 int GetCircuits(const Session& s, const GetArgs& args) {
@@ -166,7 +305,7 @@ int GetCircuits(const Session& s, const GetArgs& args) {
       [&](grpc::ClientContext* c, auto* r) {
         return s.server->inventory->ListCircuits(c, request, r);
       },
-      CircuitsTable);
+      CircuitsTable, args.watch);
 }
 
 int GetAllocations(const Session& s, const GetArgs& args) {
@@ -177,7 +316,8 @@ int GetAllocations(const Session& s, const GetArgs& args) {
       [&](grpc::ClientContext* c, auto* r) {
         return s.server->topology->ListAllocations(c, request, r);
       },
-      [&](const v1::ListAllocationsResponse& r) { return AllocationsTable(r, s.clock->Now()); });
+      [&](const v1::ListAllocationsResponse& r) { return AllocationsTable(r, s.clock->Now()); },
+      args.watch);
 }
 
 int GetEvents(const Session& s, const GetArgs& args) {
@@ -190,6 +330,20 @@ int GetEvents(const Session& s, const GetArgs& args) {
         *s.err, "get",
         absl::StrCat("--limit must be between 0 and ", kMaxLimit, ", got ", args.limit));
   }
+  if (args.watch) {
+    // The list of events changes with every event: watching it is following the log.
+    if (args.limit != 0) {
+      return UsageError(*s.err, "get",
+                        "--limit does not apply with --watch, which shows every "
+                        "new event");
+    }
+    EventsArgs follow;
+    follow.follow = true;
+    follow.after = args.after;
+    follow.object_kind = args.kind_filter;
+    follow.object = args.object;
+    return Events(s, follow);
+  }
   v1::ListEventsRequest request;
   request.set_after_sequence(args.after);
   request.set_limit(static_cast<uint32_t>(args.limit));
@@ -198,7 +352,7 @@ int GetEvents(const Session& s, const GetArgs& args) {
   return PrintList<v1::ListEventsResponse>(
       s, "events",
       [&](grpc::ClientContext* c, auto* r) { return s.server->admin->ListEvents(c, request, r); },
-      EventsTable);
+      [&](const v1::ListEventsResponse& r) { return EventsTable(r, s.clock->Now()); });
 }
 
 struct GetKind {
@@ -446,10 +600,7 @@ int WaitForAllocation(const Session& s, v1::AllocationState done, absl::Time dea
   }
   if (settled) {
     // The server may keep the stream open past the end state; nothing more is wanted from it.
-    context.TryCancel();
-    while (reader->Read(&update)) {
-    }
-    reader->Finish();
+    AbandonStream(context, reader);
     return *settled;
   }
   grpc::Status status = reader->Finish();
@@ -501,6 +652,7 @@ struct GlobalOptions {
   std::string server;
   std::string output = "table";
   int64_t timeout_seconds = 10;
+  std::string color = "auto";
 };
 
 // Every verb's arguments; each verb declares flags only for its own fields.
@@ -519,16 +671,36 @@ struct Verb {
   absl::string_view usage;
   absl::string_view summary;  // One line, for the overview.
   std::string description;
-  void (*declare)(FlagSet& flags, CommandLine& line);
+  void (*declare)(FlagTable& flags, CommandLine& line);
   // Checks the positional arguments and runs.
   int (*run)(const Session& session, const CommandLine& line);
+  // What the first argument may be, for completion; run() checks it against the same list.
+  std::vector<std::string> words;
 };
 
-void NoFlags(FlagSet&, CommandLine&) {}
+void NoFlags(FlagTable&, CommandLine&) {}
+
+// The subcommands of topology and link.
+const std::vector<std::string>& TopologySubcommands() {
+  static const auto* words = new std::vector<std::string>{"request", "release", "keepalive"};
+  return *words;
+}
+const std::vector<std::string>& LinkSubcommands() {
+  static const auto* words = new std::vector<std::string>{"retrain", "status"};
+  return *words;
+}
+
+std::vector<std::string> GetKindWords() {
+  std::vector<std::string> names;
+  for (const GetKind& k : GetKinds()) names.emplace_back(k.name.plural);
+  return names;
+}
 
 std::string Joined(const std::vector<std::string>& words) {
   return absl::StrCat("'", absl::StrJoin(words, " "), "'");
 }
+
+constexpr absl::string_view kHelpSummary = "Show this, or a command's help: fleetctl help COMMAND";
 
 const std::vector<Verb>& Verbs() {
   static const auto* verbs = new std::vector<Verb>{
@@ -545,7 +717,7 @@ const std::vector<Verb>& Verbs() {
          absl::StrAppend(&d, "The singular forms (switch, port, ...) work too.");
          return d;
        }(),
-       [](FlagSet& f, CommandLine& l) {
+       [](FlagTable& f, CommandLine& l) {
          f.String("switch", &l.get.switch_id, "only this switch's ports, O-NICs or circuits");
          f.String("host", &l.get.host, "only this host's devices or O-NICs");
          f.String("kind", &l.get.kind_filter,
@@ -557,6 +729,8 @@ const std::vector<Verb>& Verbs() {
          f.String("object", &l.get.object, "events: only those about this object id");
          f.Int("after", &l.get.after, "events: only those after this sequence number");
          f.Int("limit", &l.get.limit, "events: at most this many (0: the server's default)");
+         f.Bool("watch,w", &l.get.watch,
+                "print the list again each time it changes, until interrupted");
        },
        [](const Session& s, const CommandLine& l) {
          if (l.positional.empty()) {
@@ -572,7 +746,8 @@ const std::vector<Verb>& Verbs() {
          GetArgs args = l.get;
          args.kind = l.positional[0];
          return Get(s, args);
-       }},
+       },
+       GetKindWords()},
       {"describe", "fleetctl describe KIND NAME [flags]", "Show one object in detail",
        absl::StrCat("Show one object and what belongs to it: a switch's port usage, a host's\n"
                     "devices and agent, an agent's connection, O-NICs and inventory mismatches\n"
@@ -588,14 +763,16 @@ const std::vector<Verb>& Verbs() {
                                           l.positional.empty() ? "nothing" : Joined(l.positional)));
          }
          return Describe(s, l.positional[0], l.positional[1]);
-       }},
-      {"apply", "fleetctl apply -f FILE [--dry-run] [flags]",
+       },
+       SingularWords(kDescribeKinds)},
+      {"apply",
+       "fleetctl apply -f FILE [--dry-run] [flags]",
        "Create or update the inventory from a file",
        "Read an inventory file (see docs/inventory.md), then create what is new and\n"
        "update what changed, in one transaction. Nothing is deleted. Prints the counts\n"
        "and one line per change.",
-       [](FlagSet& f, CommandLine& l) {
-         f.String("file,f", &l.apply.file, "the inventory file (YAML)");
+       [](FlagTable& f, CommandLine& l) {
+         f.File("file,f", &l.apply.file, "the inventory file (YAML)");
          f.Bool("dry-run", &l.apply.dry_run,
                 "validate and report what would change; store nothing");
        },
@@ -607,7 +784,8 @@ const std::vector<Verb>& Verbs() {
          }
          if (l.apply.file.empty()) return UsageError(*s.err, "apply", "apply needs -f FILE");
          return Apply(s, l.apply);
-       }},
+       },
+       {}},
       {"topology",
        "fleetctl topology (request -f FILE [--dry-run] [--wait] [--lease DURATION] | release ID "
        "[--wait] | keepalive ID) [flags]",
@@ -625,8 +803,8 @@ const std::vector<Verb>& Verbs() {
        "                   until it is released.\n"
        "  keepalive ID     Renew the lease; prints when it now expires.\n\n"
        "With -o json or yaml, prints the response; the --wait lines then go to stderr.",
-       [](FlagSet& f, CommandLine& l) {
-         f.String("file,f", &l.topology.file, "request: the topology request file (YAML)");
+       [](FlagTable& f, CommandLine& l) {
+         f.File("file,f", &l.topology.file, "request: the topology request file (YAML)");
          f.Bool("dry-run", &l.topology.dry_run, "request: plan only; change nothing");
          f.Bool("wait", &l.topology.wait,
                 "request, release: follow the allocation until it is ready (released)");
@@ -640,6 +818,7 @@ const std::vector<Verb>& Verbs() {
                              "topology needs a subcommand: request -f FILE, release ID or "
                              "keepalive ID");
          }
+         const std::vector<std::string>& subcommands = TopologySubcommands();
          const TopologyRequestArgs& args = l.topology;
          if (p[0] == "request") {
            if (p.size() != 1) {
@@ -652,10 +831,10 @@ const std::vector<Verb>& Verbs() {
            }
            return RequestTopology(s, args);
          }
-         if (p[0] != "release" && p[0] != "keepalive") {
+         if (std::find(subcommands.begin(), subcommands.end(), p[0]) == subcommands.end()) {
            return UsageError(*s.err, "topology",
                              absl::StrCat("unknown topology subcommand '", p[0],
-                                          "'; subcommands: request, release, keepalive"));
+                                          "'; subcommands: ", absl::StrJoin(subcommands, ", ")));
          }
          if (p.size() != 2) {
            return UsageError(*s.err, "topology",
@@ -671,7 +850,8 @@ const std::vector<Verb>& Verbs() {
                              "--wait applies to topology request and release only");
          }
          return KeepAlive(s, p[1]);
-       }},
+       },
+       TopologySubcommands()},
       {"delete", "fleetctl delete KIND NAME [flags]", "Delete one inventory object",
        absl::StrCat("Delete one object and what belongs only to it (a device's O-NICs and their\n"
                     "fibers). Refused while it is in use.\n\nKinds: ",
@@ -684,7 +864,8 @@ const std::vector<Verb>& Verbs() {
                                           l.positional.empty() ? "nothing" : Joined(l.positional)));
          }
          return Delete(s, l.positional[0], l.positional[1]);
-       }},
+       },
+       SingularWords(kDeleteKinds)},
       {"drain",
        "fleetctl drain (port SWITCH/PORT | onic ID | host NAME) [--evict] [--reason TEXT] "
        "[flags]",
@@ -694,7 +875,7 @@ const std::vector<Verb>& Verbs() {
            "stay unless --evict, which takes their allocations' circuits off the switch and\n"
            "fails them with the reason. Prints the allocations using it.\n\nKinds: ",
            Singulars(kDrainKinds)),
-       [](FlagSet& f, CommandLine& l) {
+       [](FlagTable& f, CommandLine& l) {
          f.Bool("evict", &l.drain.evict, "also fail the allocations using it, freeing the switch");
          f.String("reason", &l.drain.reason, "why, recorded in the event log");
        },
@@ -709,7 +890,8 @@ const std::vector<Verb>& Verbs() {
          args.kind = l.positional[0];
          args.name = l.positional[1];
          return Drain(s, args);
-       }},
+       },
+       SingularWords(kDrainKinds)},
       {"undrain", "fleetctl undrain (port SWITCH/PORT | onic ID | host NAME) [flags]",
        "Accept new circuits on a drained port, O-NIC or host",
        absl::StrCat("Undo a drain: new circuits may use it again.\n\nKinds: ",
@@ -723,7 +905,8 @@ const std::vector<Verb>& Verbs() {
                                           l.positional.empty() ? "nothing" : Joined(l.positional)));
          }
          return Undrain(s, l.positional[0], l.positional[1]);
-       }},
+       },
+       SingularWords(kDrainKinds)},
       {"reconcile",
        "fleetctl reconcile [--switch ID] [--adopt-unknown | --remove-unknown] [--dry-run] "
        "[flags]",
@@ -734,7 +917,7 @@ const std::vector<Verb>& Verbs() {
        "--adopt-unknown (record it as a manual circuit) or --remove-unknown (take it off\n"
        "the switch) says otherwise. Prints the drift (kind, switch, ingress, egress,\n"
        "circuit, what was done) and the counts.",
-       [](FlagSet& f, CommandLine& l) {
+       [](FlagTable& f, CommandLine& l) {
          f.String("switch", &l.reconcile.switch_id, "only this switch");
          f.Bool("adopt-unknown", &l.reconcile.adopt_unknown,
                 "record unknown cross-connects as manual circuits");
@@ -749,14 +932,16 @@ const std::vector<Verb>& Verbs() {
                                           "; a switch goes after --switch"));
          }
          return Reconcile(s, l.reconcile);
-       }},
-      {"events", "fleetctl events [--follow] [--after N] [--object-kind K] [--object ID] [flags]",
+       },
+       {}},
+      {"events",
+       "fleetctl events [--follow] [--after N] [--object-kind K] [--object ID] [flags]",
        "Show the event log, or follow it",
        "Show the append-only event and audit log, as 'fleetctl get events' does. With\n"
        "--follow, keep printing each event as it is recorded (a table row, or with -o json\n"
        "one JSON object per line) until the server ends the stream or you interrupt;\n"
        "--timeout does not apply then.",
-       [](FlagSet& f, CommandLine& l) {
+       [](FlagTable& f, CommandLine& l) {
          f.Bool("follow", &l.events.follow, "keep printing new events as they are recorded");
          f.Int("after", &l.events.after, "only events after this sequence number");
          f.String("object-kind", &l.events.object_kind,
@@ -770,7 +955,8 @@ const std::vector<Verb>& Verbs() {
                              absl::StrCat("unexpected argument ", Joined(l.positional)));
          }
          return Events(s, l.events);
-       }},
+       },
+       {}},
       {"link", "fleetctl link (retrain ONIC PORT | status ONIC) [flags]",
        "Retrain an O-NIC port, or show its ports' link state",
        "Operate on an O-NIC's optical links through the agent on its host.\n\n"
@@ -805,28 +991,55 @@ const std::vector<Verb>& Verbs() {
            }
            return LinkStatus(s, p[1]);
          }
-         return UsageError(
-             *s.err, "link",
-             absl::StrCat("unknown link subcommand '", p[0], "'; subcommands: retrain, status"));
-       }},
-      {"health", "fleetctl health [flags]", "Show the health of fleetd and what it drives",
-       "Show each component's state (store, switches, agents) and the overall state.", NoFlags,
+         return UsageError(*s.err, "link",
+                           absl::StrCat("unknown link subcommand '", p[0], "'; subcommands: ",
+                                        absl::StrJoin(LinkSubcommands(), ", ")));
+       },
+       LinkSubcommands()},
+      {"health",
+       "fleetctl health [flags]",
+       "Show the health of fleetd and what it drives",
+       "Show each component's state (store, switches, agents) and the overall state.",
+       NoFlags,
        [](const Session& s, const CommandLine& l) {
          if (!l.positional.empty()) {
            return UsageError(*s.err, "health",
                              absl::StrCat("unexpected argument ", Joined(l.positional)));
          }
          return Health(s);
-       }},
-      {"version", "fleetctl version [flags]", "Show the client and server versions",
-       "Print fleetctl's version and, if the server answers, fleetd's.", NoFlags,
+       },
+       {}},
+      {"version",
+       "fleetctl version [flags]",
+       "Show the client and server versions",
+       "Print fleetctl's version and, if the server answers, fleetd's.",
+       NoFlags,
        [](const Session& s, const CommandLine& l) {
          if (!l.positional.empty()) {
            return UsageError(*s.err, "version",
                              absl::StrCat("unexpected argument ", Joined(l.positional)));
          }
          return Version(s);
-       }},
+       },
+       {}},
+      {"completion", "fleetctl completion (bash | zsh)", "Print a shell completion script",
+       "Print a script that completes fleetctl's commands, kinds, subcommands and flags in\n"
+       "the shell, generated from this fleetctl's own command table.\n\n"
+       "  bash  source <(fleetctl completion bash), or save it in\n"
+       "        /etc/bash_completion.d/fleetctl\n"
+       "  zsh   source <(fleetctl completion zsh), or save it as _fleetctl in a directory\n"
+       "        of $fpath (before compinit runs)",
+       NoFlags,
+       [](const Session& s, const CommandLine& l) {
+         if (l.positional.size() != 1) {
+           return UsageError(
+               *s.err, "completion",
+               absl::StrCat("completion needs one shell (", absl::StrJoin(CompletionShells(), ", "),
+                            "), got ", l.positional.empty() ? "nothing" : Joined(l.positional)));
+         }
+         return Completion(s, l.positional[0]);
+       },
+       CompletionShells()},
   };
   return *verbs;
 }
@@ -845,11 +1058,25 @@ std::string VerbList() {
   return absl::StrJoin(names, ", ");
 }
 
-void DeclareGlobalFlags(FlagSet& flags, GlobalOptions& global) {
+void DeclareGlobalFlags(FlagTable& flags, GlobalOptions& global) {
   flags.String("server", &global.server, "fleetd's address, HOST:PORT (env FLEET_SERVER)");
-  flags.String("output,o", &global.output, "output format: table, json or yaml");
+  flags.String("output,o", &global.output,
+               absl::StrCat("output format: ", absl::StrJoin(OutputFormatNames(), ", ")),
+               OutputFormatNames());
   flags.Int("timeout", &global.timeout_seconds,
             "deadline of each RPC, in seconds; with --wait, of the whole wait");
+  flags.String("color", &global.color,
+               absl::StrCat("colour states in tables: ", absl::StrJoin(ColorModeNames(), ", "),
+                            " (auto: when stdout is a terminal and NO_COLOR is not set)"),
+               ColorModeNames());
+}
+
+// The global flags as the parser sees them, for finding the verb and for completion.
+std::vector<FlagSpec> GlobalFlagSpecs() {
+  GlobalOptions global;
+  FlagTable flags(nullptr);
+  DeclareGlobalFlags(flags, global);
+  return flags.specs();
 }
 
 std::string OverviewHelp(const Environment& env) {
@@ -864,33 +1091,46 @@ std::string OverviewHelp(const Environment& env) {
     absl::StrAppend(&description, "  ", padded, summary, "\n");
   };
   for (const Verb& verb : Verbs()) line(verb.name, verb.summary);
-  line("help", "Show this, or a command's help: fleetctl help COMMAND");
+  line("help", kHelpSummary);
   absl::StrAppend(&description,
                   "\nRun 'fleetctl COMMAND --help' for a command's arguments and flags.\n"
                   "The flags below are accepted anywhere on the line.");
   FlagSet flags("fleetctl COMMAND [ARGS] [flags]", description);
+  FlagTable table(&flags);
   GlobalOptions global{env.default_server};
-  DeclareGlobalFlags(flags, global);
+  DeclareGlobalFlags(table, global);
   return flags.Help();
 }
 
 std::string VerbHelp(const Verb& verb, const Environment& env) {
   FlagSet flags(std::string(verb.usage), verb.description);
+  FlagTable table(&flags);
   CommandLine line;
   GlobalOptions global{env.default_server};
-  verb.declare(flags, line);
-  DeclareGlobalFlags(flags, global);
+  verb.declare(table, line);
+  DeclareGlobalFlags(table, global);
   return flags.Help();
 }
 
 // The verb is the first argument that is neither a flag nor the value of a global flag.
 // (A verb's own flags belong after the verb.)
 std::optional<size_t> VerbIndex(const std::vector<std::string>& args) {
+  const std::vector<FlagSpec> globals = GlobalFlagSpecs();
+  auto takes_value = [&](const std::string& arg) {
+    for (const FlagSpec& flag : globals) {
+      if (!flag.takes_value) continue;
+      if (arg == "--" + flag.name ||
+          (flag.short_name != 0 && arg == std::string{'-', flag.short_name})) {
+        return true;
+      }
+    }
+    return false;
+  };
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg == "--") return i + 1 < args.size() ? std::optional<size_t>(i + 1) : std::nullopt;
     if (arg.size() > 1 && arg[0] == '-') {
-      if (arg == "--server" || arg == "-o" || arg == "--output" || arg == "--timeout") ++i;
+      if (takes_value(arg)) ++i;
       continue;
     }
     return i;
@@ -902,6 +1142,39 @@ std::optional<size_t> VerbIndex(const std::vector<std::string>& args) {
 
 // ---------------------------------------------------------------------------------------
 // Session
+
+const std::vector<std::string>& ColorModeNames() {
+  static const auto* names = new std::vector<std::string>{"auto", "always", "never"};
+  return *names;
+}
+
+bool StopSignal::Stop() {
+  absl::MutexLock lock(&mu_);
+  stopped_ = true;
+  if (following_ == nullptr) return false;
+  following_->TryCancel();
+  return true;
+}
+
+bool StopSignal::stopped() const {
+  absl::MutexLock lock(&mu_);
+  return stopped_;
+}
+
+StopSignal::Following::Following(StopSignal* signal, grpc::ClientContext* context)
+    : signal_(signal) {
+  if (signal_ == nullptr) return;
+  absl::MutexLock lock(&signal_->mu_);
+  signal_->following_ = context;
+  // A context cancelled before its call starts cancels the call as it starts.
+  if (signal_->stopped_) context->TryCancel();
+}
+
+StopSignal::Following::~Following() {
+  if (signal_ == nullptr) return;
+  absl::MutexLock lock(&signal_->mu_);
+  signal_->following_ = nullptr;
+}
 
 ServerStubs NewServerStubs(const std::shared_ptr<grpc::ChannelInterface>& channel) {
   return {v1::InventoryService::NewStub(channel), v1::TopologyService::NewStub(channel),
@@ -1135,14 +1408,10 @@ int Events(const Session& s, const EventsArgs& args) {
   request.set_after_sequence(static_cast<uint64_t>(args.after));
   request.set_object_kind(args.object_kind);
   request.set_object_id(args.object);
-  grpc::ClientContext context;
-  // No deadline: a follow runs until the server ends it or the user interrupts.
-  s.Prepare(&context, absl::InfiniteFuture());
-  std::unique_ptr<grpc::ClientReaderInterface<v1::Event>> reader =
-      s.server->admin->WatchEvents(&context, request);
+  EventStream stream(s, request);
   v1::Event event;
   bool header_printed = false;
-  while (reader->Read(&event)) {
+  while (stream.Read(&event)) {
     if (s.format == OutputFormat::kTable) {
       // Printed with the first row, so a refused watch leaves no stray header on stdout.
       if (!header_printed) *s.out << EventsStreamHeader();
@@ -1151,10 +1420,7 @@ int Events(const Session& s, const EventsArgs& args) {
     } else {
       absl::StatusOr<std::string> text = FormatStreamedMessage(s.format, event);
       if (!text.ok()) {
-        context.TryCancel();
-        while (reader->Read(&event)) {
-        }
-        reader->Finish();
+        stream.Abandon();
         return s.Failed(ToGrpcStatus(text.status()));
       }
       *s.out << *text;
@@ -1162,9 +1428,7 @@ int Events(const Session& s, const EventsArgs& args) {
     // Each event is shown when it arrives, also through a pipe.
     s.out->flush();
   }
-  grpc::Status status = reader->Finish();
-  if (!status.ok()) return s.Failed(status);
-  return kExitOk;
+  return stream.Finish();
 }
 
 int Delete(const Session& s, const std::string& kind, const std::string& name) {
@@ -1230,17 +1494,25 @@ int Health(const Session& s) {
   if (!status.ok()) return s.Failed(status);
   if (s.format != OutputFormat::kTable) return PrintMessage(s, response);
   Table table = HealthTable(response);
-  if (!table.empty()) *s.out << table.Render();
+  if (!table.empty()) *s.out << table.Render(s.color);
   std::string overall = v1::Name(response.overall());
-  *s.out << "overall: " << (overall.empty() ? "unknown" : overall) << "\n";
+  if (overall.empty()) overall = "unknown";
+  *s.out << "overall: " << (s.color ? ColorState(overall) : overall) << "\n";
   return kExitOk;
 }
 
 int Version(const Session& s) {
-  *s.out << "fleetctl " << FLEET_VERSION << "\n";
   v1::HealthResponse response;
   grpc::Status status =
       s.Call([&](grpc::ClientContext* c) { return s.server->admin->Health(c, {}, &response); });
+  if (s.format != OutputFormat::kTable) {
+    // No proto holds both versions; a Struct prints through the same JSON mapping.
+    google::protobuf::Struct versions;
+    (*versions.mutable_fields())["client"].set_string_value(FLEET_VERSION);
+    if (status.ok()) (*versions.mutable_fields())["server"].set_string_value(response.version());
+    return PrintMessage(s, versions);
+  }
+  *s.out << "fleetctl " << FLEET_VERSION << "\n";
   if (status.ok()) {
     *s.out << "server " << (response.version().empty() ? "(no version)" : response.version())
            << "\n";
@@ -1255,8 +1527,47 @@ int Version(const Session& s) {
   return kExitOk;
 }
 
+int Completion(const Session& s, const std::string& shell) {
+  if (s.format != OutputFormat::kTable) {
+    return UsageError(*s.err, "completion",
+                      "-o applies to commands that print objects; completion prints a script");
+  }
+  if (shell == "bash") {
+    *s.out << BashCompletion(FleetctlCommandLine());
+  } else if (shell == "zsh") {
+    *s.out << ZshCompletion(FleetctlCommandLine());
+  } else {
+    return UsageError(*s.err, "completion",
+                      absl::StrCat("unknown shell '", shell,
+                                   "'; shells: ", absl::StrJoin(CompletionShells(), ", ")));
+  }
+  return kExitOk;
+}
+
 // ---------------------------------------------------------------------------------------
 // The command line
+
+CommandLineSpec FleetctlCommandLine() {
+  CommandLineSpec spec;
+  std::vector<std::string> verb_names;
+  for (const Verb& verb : Verbs()) {
+    CommandLine line;
+    FlagTable flags(nullptr);
+    verb.declare(flags, line);
+    spec.verbs.push_back(
+        {std::string(verb.name), std::string(verb.summary), verb.words, flags.specs()});
+    verb_names.emplace_back(verb.name);
+  }
+  spec.verbs.push_back({"help", std::string(kHelpSummary), verb_names, {}});
+  spec.global_flags = GlobalFlagSpecs();
+  // FlagSet declares --help on every verb itself.
+  FlagSpec help;
+  help.name = "help";
+  help.short_name = 'h';
+  help.help = "show this help";
+  spec.global_flags.push_back(std::move(help));
+  return spec;
+}
 
 int RunFleetctl(const std::vector<std::string>& args, const Environment& env,
                 const Connector& connect, std::ostream& out, std::ostream& err) {
@@ -1298,10 +1609,11 @@ int RunFleetctl(const std::vector<std::string>& args, const Environment& env,
                       absl::StrCat("unknown command '", name, "'; commands: ", VerbList()));
   }
   FlagSet flags(std::string(verb->usage), verb->description);
+  FlagTable table(&flags);
   CommandLine line;
   GlobalOptions global{env.default_server};
-  verb->declare(flags, line);
-  DeclareGlobalFlags(flags, global);
+  verb->declare(table, line);
+  DeclareGlobalFlags(table, global);
   absl::StatusOr<std::vector<std::string>> positional = flags.Parse(rest);
   if (!positional.ok()) {
     // FlagSet ends some messages with its own "see --help"; ours names the verb's help.
@@ -1316,9 +1628,19 @@ int RunFleetctl(const std::vector<std::string>& args, const Environment& env,
 
   std::optional<OutputFormat> format = ParseOutputFormat(global.output);
   if (!format) {
-    return UsageError(
-        err, verb->name,
-        absl::StrCat("unknown output format '", global.output, "'; formats: table, json, yaml"));
+    return UsageError(err, verb->name,
+                      absl::StrCat("unknown output format '", global.output,
+                                   "'; formats: ", absl::StrJoin(OutputFormatNames(), ", ")));
+  }
+  bool color = false;
+  if (global.color == "always") {
+    color = true;
+  } else if (global.color == "auto") {
+    color = env.color_terminal;
+  } else if (global.color != "never") {
+    return UsageError(err, verb->name,
+                      absl::StrCat("unknown --color '", global.color,
+                                   "'; accepted: ", absl::StrJoin(ColorModeNames(), ", ")));
   }
   if (global.timeout_seconds <= 0) {
     return UsageError(err, verb->name,
@@ -1335,7 +1657,9 @@ int RunFleetctl(const std::vector<std::string>& args, const Environment& env,
                   env.principal,
                   env.clock != nullptr ? env.clock : &system_clock,
                   &out,
-                  &err};
+                  &err,
+                  color,
+                  env.stop};
   return verb->run(session, line);
 }
 

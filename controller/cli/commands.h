@@ -1,5 +1,5 @@
 // fleetctl's verbs: get, describe, apply, topology, delete, drain, undrain, reconcile, events,
-// link, health, version (and help).
+// link, health, version, completion (and help).
 //
 // Each verb takes its parsed arguments and a Session: where to write, which format, and the
 // three service stubs. The stubs are StubInterfaces so tests can hand in stubs on an
@@ -21,8 +21,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "controller/base/clock.h"
+#include "controller/cli/completion.h"
 #include "controller/cli/output.h"
 #include "fleet/v1/admin.grpc.pb.h"
 #include "fleet/v1/inventory.grpc.pb.h"
@@ -46,6 +49,35 @@ struct ServerStubs {
 // Stubs for all three services over one channel.
 ServerStubs NewServerStubs(const std::shared_ptr<grpc::ChannelInterface>& channel);
 
+// Ctrl-C and SIGTERM for the verbs that run until interrupted (`get --watch`,
+// `events --follow`). main() calls Stop() when such a signal arrives; a verb following a
+// stream registers the stream's context meanwhile, so Stop() cancels the stream and the verb
+// ends cleanly, flushing what it printed, with exit 0. Thread-safe.
+class StopSignal {
+ public:
+  // Cancels the followed stream, if any, and returns whether there was one; when there was
+  // none the caller should let the signal end the process as it normally would.
+  bool Stop();
+  bool stopped() const;
+
+  // While one lives, Stop() cancels `context`; if Stop() came first, cancels it at once.
+  class Following {
+   public:
+    Following(StopSignal* signal, grpc::ClientContext* context);  // `signal` may be null.
+    ~Following();
+    Following(const Following&) = delete;
+    Following& operator=(const Following&) = delete;
+
+   private:
+    StopSignal* signal_;
+  };
+
+ private:
+  mutable absl::Mutex mu_;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::ClientContext* following_ ABSL_GUARDED_BY(mu_) = nullptr;  // Not owned.
+};
+
 // What a verb works with. Not owning: everything outlives the verb call.
 struct Session {
   ServerStubs* server = nullptr;
@@ -56,6 +88,8 @@ struct Session {
   const Clock* clock = nullptr;  // For ages.
   std::ostream* out = nullptr;
   std::ostream* err = nullptr;
+  bool color = false;          // Colour state words in tables (--color, or a terminal).
+  StopSignal* stop = nullptr;  // May be null: nothing stops a follow but the server.
 
   // Runs one RPC with the deadline and principal set: `rpc(context)` calls the stub.
   grpc::Status Call(const std::function<grpc::Status(grpc::ClientContext*)>& rpc) const;
@@ -77,6 +111,11 @@ struct GetArgs {
   std::string object;  // Events: object id.
   int64_t after = 0;   // Events: after this sequence number.
   int64_t limit = 0;   // Events: at most this many; 0 is the server's default.
+  // Print the list, then again each time it changes, until interrupted or the server ends
+  // the event stream. The list is asked for again on each event recorded (WatchEvents), and
+  // printed only when it differs: in a table under a WatchHeader, or as one streamed message
+  // (a JSON line, a YAML document). For events this is `events --follow`.
+  bool watch = false;
 };
 int Get(const Session& session, const GetArgs& args);
 
@@ -156,21 +195,36 @@ int LinkStatus(const Session& session, const std::string& onic);
 int Health(const Session& session);
 
 // Always prints the client version; the server's only if it answers Health. Exit 0 either way.
+// With -o json|yaml, an object {client, server} (server left out when it did not answer).
 int Version(const Session& session);
 
-// What main() takes from the process: the default server address, the caller's principal
-// and the clock.
+// `completion bash|zsh`: the shell's completion script, generated from FleetctlCommandLine().
+int Completion(const Session& session, const std::string& shell);
+
+// Every verb with its nouns and flags, and the global flags: what the parser accepts, for
+// the completion scripts.
+CommandLineSpec FleetctlCommandLine();
+
+// What main() takes from the process: the default server address, the caller's principal,
+// the clock, whether stdout is a terminal that may be coloured, and the stop signal.
 struct Environment {
   std::string default_server = "localhost:50051";
   std::string principal = "operator:unknown";
   const Clock* clock = nullptr;
+  // --color=auto colours when this is true: stdout is a terminal and NO_COLOR is not set.
+  bool color_terminal = false;
+  StopSignal* stop = nullptr;  // Not owned; may be null.
 };
+
+// The values --color accepts: auto, always, never.
+const std::vector<std::string>& ColorModeNames();
 
 // Builds the stubs for a server address; main() passes one that opens a real channel.
 using Connector = std::function<ServerStubs(const std::string& address)>;
 
 // Runs one fleetctl command line (`args` without the program name) and returns the exit
-// code. Global flags (--server, -o/--output, --timeout) are accepted anywhere on the line.
+// code. Global flags (--server, -o/--output, --timeout, --color) are accepted anywhere on the
+// line.
 // `connect` is called only for verbs that talk to the server, after the line is parsed.
 int RunFleetctl(const std::vector<std::string>& args, const Environment& env,
                 const Connector& connect, std::ostream& out, std::ostream& err);

@@ -1,10 +1,14 @@
 // fleetctl: the operators' command line for fleetd. The only place that reads argv and the
 // environment and opens the gRPC channel; everything else is in commands.cc.
 #include <grpcpp/grpcpp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +22,33 @@ std::string EnvOr(const char* name, const std::string& fallback) {
   return value != nullptr && *value != '\0' ? std::string(value) : fallback;
 }
 
+// SIGINT and SIGTERM are taken by a thread of their own: a verb following a stream is told to
+// stop (and ends cleanly, exit 0); any other verb is ended by the signal as usual. The
+// StopSignal is never freed: the thread may still hold it while the process exits.
+fleet::cli::StopSignal* HandleStopSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  // Blocked before any other thread starts, so every thread inherits the mask and only the
+  // waiting thread receives them.
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  auto* stop = new fleet::cli::StopSignal;
+  std::thread([signals, stop] {
+    int received = 0;
+    while (sigwait(&signals, &received) == 0) {
+      if (stop->Stop()) continue;
+      ::signal(received, SIG_DFL);
+      sigset_t one;
+      sigemptyset(&one);
+      sigaddset(&one, received);
+      pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+      raise(received);
+    }
+  }).detach();
+  return stop;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -26,6 +57,9 @@ int main(int argc, char** argv) {
   env.default_server = EnvOr("FLEET_SERVER", "localhost:50051");
   env.principal = absl::StrCat("operator:", EnvOr("USER", "unknown"));
   env.clock = &clock;
+  // https://no-color.org: set and not empty means no colour.
+  env.color_terminal = isatty(STDOUT_FILENO) == 1 && EnvOr("NO_COLOR", "").empty();
+  env.stop = HandleStopSignals();
 
   auto connect = [](const std::string& address) {
     return fleet::cli::NewServerStubs(

@@ -4,6 +4,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cassert>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -84,6 +86,11 @@ std::string OnicPortLine(const v1::OnicPort& port) {
                       OrDash(v1::Name(port.oper_state())));
 }
 
+// The age of `time` for a table's AGE column; "" when unset.
+std::string AgeText(const google::protobuf::Timestamp& time, absl::Time now) {
+  return FormatTime(time).empty() ? "" : FormatAge(now - ToAbslTime(time));
+}
+
 std::string TimeWithAge(const google::protobuf::Timestamp& time, absl::Time now) {
   if (FormatTime(time).empty()) return "";
   absl::Duration since = now - ToAbslTime(time);
@@ -95,17 +102,45 @@ std::string TimeWithAge(const google::protobuf::Timestamp& time, absl::Time now)
 
 }  // namespace
 
+const std::vector<std::string>& OutputFormatNames() {
+  static const auto* names = new std::vector<std::string>{"table", "json", "yaml"};
+  return *names;
+}
+
 std::optional<OutputFormat> ParseOutputFormat(absl::string_view text) {
-  if (text == "table") return OutputFormat::kTable;
-  if (text == "json") return OutputFormat::kJson;
-  if (text == "yaml") return OutputFormat::kYaml;
+  // In the order of OutputFormatNames().
+  constexpr OutputFormat kFormats[] = {OutputFormat::kTable, OutputFormat::kJson,
+                                       OutputFormat::kYaml};
+  for (size_t i = 0; i < OutputFormatNames().size(); ++i) {
+    if (text == OutputFormatNames()[i]) return kFormats[i];
+  }
   return std::nullopt;
+}
+
+std::string ColorState(absl::string_view word) {
+  constexpr absl::string_view kGreen = "\x1b[32m", kYellow = "\x1b[33m", kRed = "\x1b[31m",
+                              kReset = "\x1b[0m";
+  static constexpr std::pair<absl::string_view, absl::string_view> kPalette[] = {
+      {"ready", kGreen},     {"active", kGreen},   {"up", kGreen},   {"ok", kGreen},
+      {"degraded", kYellow}, {"drained", kYellow}, {"failed", kRed}, {"down", kRed}};
+  for (const auto& [state, color] : kPalette) {
+    if (word == state) return absl::StrCat(color, word, kReset);
+  }
+  return std::string(word);
 }
 
 // ---------------------------------------------------------------------------------------
 // Table and Description
 
-Table::Table(std::vector<std::string> columns) : columns_(std::move(columns)) {}
+Table::Table(std::vector<std::string> columns)
+    : columns_(std::move(columns)), state_columns_(columns_.size(), false) {}
+
+void Table::MarkStateColumn(absl::string_view column) {
+  auto it = std::find(columns_.begin(), columns_.end(), column);
+  // A column the table does not have is a bug in the table's code, not in its input.
+  assert(it != columns_.end());
+  if (it != columns_.end()) state_columns_[it - columns_.begin()] = true;
+}
 
 void Table::AddRow(std::vector<std::string> cells) {
   cells.resize(columns_.size());
@@ -113,7 +148,7 @@ void Table::AddRow(std::vector<std::string> cells) {
   rows_.push_back(std::move(cells));
 }
 
-std::string Table::Render() const {
+std::string Table::Render(bool color) const {
   std::vector<std::string> header;
   for (const std::string& column : columns_) header.push_back(absl::AsciiStrToUpper(column));
   std::vector<size_t> widths(columns_.size(), 0);
@@ -125,16 +160,21 @@ std::string Table::Render() const {
   for (const auto& row : rows_) measure(row);
 
   std::string out;
-  auto render = [&](const std::vector<std::string>& cells) {
+  auto render = [&](const std::vector<std::string>& cells, bool paint) {
     for (size_t i = 0; i < cells.size(); ++i) {
       // The last column is not padded, so no line ends in spaces.
       bool last = i + 1 == cells.size();
-      absl::StrAppend(&out, last ? cells[i] : PadRight(cells[i], widths[i] + 2));
+      std::string padded = last ? cells[i] : PadRight(cells[i], widths[i] + 2);
+      if (paint && state_columns_[i]) {
+        // The colour goes around the word only, so the padding after it stays plain.
+        padded = absl::StrCat(ColorState(cells[i]), padded.substr(cells[i].size()));
+      }
+      absl::StrAppend(&out, padded);
     }
     out += '\n';
   };
-  render(header);
-  for (const auto& row : rows_) render(row);
+  render(header, false);
+  for (const auto& row : rows_) render(row, color);
   return out;
 }
 
@@ -237,12 +277,30 @@ size_t DisplayWidth(absl::string_view text) {
                        [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; });
 }
 
+namespace {
+
+// `big` units then, unless zero, `small` ones: "3m12s", "5d".
+std::string TwoUnits(int64_t big, absl::string_view big_unit, int64_t small,
+                     absl::string_view small_unit) {
+  if (small == 0) return absl::StrCat(big, big_unit);
+  return absl::StrCat(big, big_unit, small, small_unit);
+}
+
+}  // namespace
+
 std::string FormatAge(absl::Duration age) {
-  int64_t seconds = std::max<int64_t>(0, absl::ToInt64Seconds(age));
-  if (seconds < 60) return absl::StrCat(seconds, "s");
-  if (seconds < 60 * 60) return absl::StrCat(seconds / 60, "m");
-  if (seconds < 24 * 60 * 60) return absl::StrCat(seconds / (60 * 60), "h");
-  return absl::StrCat(seconds / (24 * 60 * 60), "d");
+  // kubectl's steps: a second unit while it still says something at a glance.
+  constexpr int64_t kMinute = 60, kHour = 60 * kMinute, kDay = 24 * kHour, kYear = 365 * kDay;
+  const int64_t s = std::max<int64_t>(0, absl::ToInt64Seconds(age));
+  if (s < 2 * kMinute) return absl::StrCat(s, "s");
+  if (s < 10 * kMinute) return TwoUnits(s / kMinute, "m", s % kMinute, "s");
+  if (s < 3 * kHour) return absl::StrCat(s / kMinute, "m");
+  if (s < 8 * kHour) return TwoUnits(s / kHour, "h", s % kHour / kMinute, "m");
+  if (s < 2 * kDay) return absl::StrCat(s / kHour, "h");
+  if (s < 8 * kDay) return TwoUnits(s / kDay, "d", s % kDay / kHour, "h");
+  if (s < 2 * kYear) return absl::StrCat(s / kDay, "d");
+  if (s < 8 * kYear) return TwoUnits(s / kYear, "y", s % kYear / kDay, "d");
+  return absl::StrCat(s / kYear, "y");
 }
 
 absl::Time ToAbslTime(const google::protobuf::Timestamp& time) {
@@ -394,6 +452,8 @@ Table PortsTable(const v1::ListPortsResponse& response) {
                   v1::Name(port.direction()), v1::Name(port.admin_state()),
                   v1::Name(port.oper_state()), reserved, WiringText(port), port.circuit_id()});
   }
+  table.MarkStateColumn("admin");
+  table.MarkStateColumn("oper");
   return table;
 }
 
@@ -402,15 +462,14 @@ Table HostsTable(const v1::ListHostsResponse& response) {
   for (const v1::Host& host : response.hosts()) {
     table.AddRow({host.name(), host.address(), host.cluster(), v1::Name(host.admin_state())});
   }
+  table.MarkStateColumn("admin");
   return table;
 }
 
 Table AgentsTable(const v1::ListAgentsResponse& response, absl::Time now) {
   Table table({"host", "connected", "backend", "version", "onics", "last-heartbeat", "mismatches"});
   for (const v1::Agent& agent : response.agents()) {
-    std::string heartbeat = FormatTime(agent.last_heartbeat()).empty()
-                                ? ""
-                                : FormatAge(now - ToAbslTime(agent.last_heartbeat()));
+    std::string heartbeat = AgeText(agent.last_heartbeat(), now);
     std::string mismatches =
         agent.inventory_mismatches().empty() ? "" : absl::StrCat(agent.inventory_mismatches_size());
     table.AddRow({agent.host(), agent.connected() ? "yes" : "no", agent.backend(),
@@ -427,6 +486,7 @@ Table DevicesTable(const v1::ListDevicesResponse& response) {
                   device.model(), absl::StrCat(device.onics_size()),
                   v1::Name(device.admin_state())});
   }
+  table.MarkStateColumn("admin");
   return table;
 }
 
@@ -439,6 +499,7 @@ Table OnicsTable(const v1::ListOnicsResponse& response) {
                   port1 ? OnicPortFibers(*port1) : "", port2 ? OnicPortFibers(*port2) : "",
                   v1::Name(onic.admin_state())});
   }
+  table.MarkStateColumn("admin");
   return table;
 }
 
@@ -461,34 +522,33 @@ Table CircuitsTable(const v1::ListCircuitsResponse& response) {
                   OnicPortText(circuit.destination()), absl::StrJoin(xcs, ","),
                   v1::Name(circuit.state()), circuit.phase()});
   }
+  table.MarkStateColumn("state");
   return table;
 }
 
 Table AllocationsTable(const v1::ListAllocationsResponse& response, absl::Time now) {
   Table table({"id", "tenant", "name", "state", "members", "circuits", "age", "reason"});
   for (const v1::Allocation& a : response.allocations()) {
-    std::string age =
-        FormatTime(a.created()).empty() ? "" : FormatAge(now - ToAbslTime(a.created()));
     table.AddRow({a.id(), a.tenant(), a.name(), v1::Name(a.state()), absl::StrCat(a.members_size()),
-                  absl::StrCat(a.circuits_size()), age, a.reason()});
+                  absl::StrCat(a.circuits_size()), AgeText(a.created(), now), a.reason()});
   }
+  table.MarkStateColumn("state");
   return table;
 }
 
 namespace {
 
-const std::vector<std::string>& EventColumns() {
-  static const auto* columns =
-      new std::vector<std::string>{"seq", "time", "principal", "kind", "object", "message"};
-  return *columns;
+// Column 1 is the event's time: a TIME in the stream, an AGE in a table.
+std::vector<std::string> EventColumns(absl::string_view when) {
+  return {"seq", std::string(when), "principal", "kind", "object", "message"};
 }
 
-std::vector<std::string> EventCells(const v1::Event& event) {
+std::vector<std::string> EventCells(const v1::Event& event, std::string when) {
   std::string object = event.object_id().empty()
                            ? event.object_kind()
                            : absl::StrCat(event.object_kind(), "/", event.object_id());
   return {absl::StrCat(event.sequence()),
-          FormatTime(event.time()),
+          std::move(when),
           event.principal(),
           event.kind(),
           object,
@@ -520,20 +580,29 @@ const std::vector<size_t>& EventStreamWidths() {
 
 }  // namespace
 
-Table EventsTable(const v1::ListEventsResponse& response) {
-  Table table(EventColumns());
-  for (const v1::Event& event : response.events()) table.AddRow(EventCells(event));
+Table EventsTable(const v1::ListEventsResponse& response, absl::Time now) {
+  Table table(EventColumns("age"));
+  for (const v1::Event& event : response.events()) {
+    table.AddRow(EventCells(event, AgeText(event.time(), now)));
+  }
   return table;
 }
 
 std::string EventsStreamHeader() {
   std::vector<std::string> header;
-  for (const std::string& column : EventColumns()) header.push_back(absl::AsciiStrToUpper(column));
+  for (const std::string& column : EventColumns("time")) {
+    header.push_back(absl::AsciiStrToUpper(column));
+  }
   return FixedWidthLine(header, EventStreamWidths());
 }
 
 std::string EventsStreamRow(const v1::Event& event) {
-  return FixedWidthLine(EventCells(event), EventStreamWidths());
+  return FixedWidthLine(EventCells(event, FormatTime(event.time())), EventStreamWidths());
+}
+
+std::string WatchHeader(absl::string_view kind, absl::Time now) {
+  return absl::StrCat("# ", kind, " at ",
+                      absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", now, absl::UTCTimeZone()), "\n");
 }
 
 Table DriftTable(const v1::ReconcileResponse& response) {
@@ -552,6 +621,7 @@ Table HealthTable(const v1::HealthResponse& response) {
   for (const v1::ComponentHealth& component : response.components()) {
     table.AddRow({component.name(), v1::Name(component.state()), component.detail()});
   }
+  table.MarkStateColumn("state");
   return table;
 }
 
@@ -564,6 +634,7 @@ Table LinkStatusTable(const v1::GetLinkStatusResponse& response) {
                   PowerText(state.rx_power_dbm()), PowerText(state.tx_power_dbm()),
                   state.peer_seen(), state.detail()});
   }
+  table.MarkStateColumn("status");
   return table;
 }
 
@@ -729,7 +800,7 @@ std::string DescribeAllocation(const v1::Allocation& a, const std::vector<v1::Ev
   if (!events.empty()) {
     v1::ListEventsResponse list;
     for (const v1::Event& event : events) *list.add_events() = event;
-    event_lines = absl::StrSplit(EventsTable(list).Render(), '\n', absl::SkipEmpty());
+    event_lines = absl::StrSplit(EventsTable(list, now).Render(), '\n', absl::SkipEmpty());
   }
   d.List("Events", std::move(event_lines));
   return d.Render();

@@ -27,8 +27,15 @@ namespace fleet::cli {
 
 enum class OutputFormat { kTable, kJson, kYaml };
 
-// "table", "json" or "yaml"; nullopt for anything else.
+// The names -o accepts, in the order help and errors list them: "table", "json", "yaml".
+const std::vector<std::string>& OutputFormatNames();
+// One of OutputFormatNames(); nullopt for anything else.
 std::optional<OutputFormat> ParseOutputFormat(absl::string_view text);
+
+// A state word (`ready`, `degraded`, `failed`, `up`, `down`, `ok`, ...) wrapped in the ANSI
+// colour people read it by: green when all is well, yellow when it needs an eye, red when it
+// failed. Words with no colour (pending, enabled, ...) are returned as they are.
+std::string ColorState(absl::string_view word);
 
 // Columns separated by two spaces, each as wide as its widest cell, header in upper case,
 // no trailing spaces. Width counts UTF-8 code points, so cells holding '→' still line up.
@@ -39,11 +46,17 @@ class Table {
   // An empty cell is shown as "-"; missing trailing cells are empty. A newline inside a cell
   // would break the grid, so it is shown as a space.
   void AddRow(std::vector<std::string> cells);
+  // The cells of `column` (as named to the constructor) are state words, shown with
+  // ColorState when rendered in colour.
+  void MarkStateColumn(absl::string_view column);
   bool empty() const { return rows_.empty(); }
-  std::string Render() const;
+  // With `color`, state columns are coloured; the widths are those of the plain text, so the
+  // columns line up either way.
+  std::string Render(bool color = false) const;
 
  private:
   std::vector<std::string> columns_;
+  std::vector<bool> state_columns_;
   std::vector<std::vector<std::string>> rows_;
 };
 
@@ -82,7 +95,9 @@ absl::StatusOr<std::string> FormatStreamedMessage(OutputFormat format,
 // Number of columns `text` takes on a terminal: its UTF-8 code points.
 size_t DisplayWidth(absl::string_view text);
 
-// "5s", "3m", "2h", "4d": the largest whole unit, as kubectl shows ages.
+// An age or a duration as kubectl shows them: precise while small, coarser as it grows:
+// "45s", "3m12s", "42m", "2h", "5h30m", "36h", "5d", "3d4h", "90d", "2y10d". Negative (clock
+// skew between client and server) is "0s".
 std::string FormatAge(absl::Duration age);
 // RFC 3339 in UTC to the second, e.g. 2024-05-01T12:00:00Z; "" when unset.
 std::string FormatTime(const google::protobuf::Timestamp& time);
@@ -126,12 +141,16 @@ Table OnicsTable(const v1::ListOnicsResponse& response);
 Table TrunksTable(const v1::ListTrunksResponse& response);
 Table CircuitsTable(const v1::ListCircuitsResponse& response);
 Table AllocationsTable(const v1::ListAllocationsResponse& response, absl::Time now);
-Table EventsTable(const v1::ListEventsResponse& response);
-// `events --follow` prints the EventsTable's header, then a row per event as it arrives. The
-// widths cannot come from events not yet seen, so the columns are fixed and a longer cell
-// pushes the rest of its row right rather than being cut.
+// Events by age; the times themselves are in -o json|yaml.
+Table EventsTable(const v1::ListEventsResponse& response, absl::Time now);
+// `events --follow` prints a header, then a row per event as it arrives. The widths cannot
+// come from events not yet seen, so the columns are fixed and a longer cell pushes the rest
+// of its row right rather than being cut. A row stays on screen while the stream runs, so it
+// shows the event's time rather than an age that would go stale.
 std::string EventsStreamHeader();
 std::string EventsStreamRow(const v1::Event& event);
+// What `get KIND --watch` prints above each version of the list: `# allocations at TIME`.
+std::string WatchHeader(absl::string_view kind, absl::Time now);
 // Reconcile's drift: kind, switch, ingress, egress, circuit, action.
 Table DriftTable(const v1::ReconcileResponse& response);
 Table HealthTable(const v1::HealthResponse& response);

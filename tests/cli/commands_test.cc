@@ -3,6 +3,7 @@
 #include "controller/cli/commands.h"
 
 #include <gmock/gmock.h>
+#include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -571,6 +572,9 @@ class FakeAdmin final : public v1::AdminService::Service {
                           v1::ListEventsResponse* response) override {
     absl::MutexLock lock(&mu_);
     for (const v1::Event& event : events_) {
+      if (request->limit() != 0 && response->events_size() >= static_cast<int>(request->limit())) {
+        break;
+      }
       if (Matches(event, request->after_sequence(), request->object_kind(), request->object_id())) {
         *response->add_events() = event;
       }
@@ -584,6 +588,7 @@ class FakeAdmin final : public v1::AdminService::Service {
     {
       absl::MutexLock lock(&mu_);
       ++event_watches_started_;
+      last_watch_after_ = request->after_sequence();
     }
     while (true) {
       v1::Event event;
@@ -610,6 +615,11 @@ class FakeAdmin final : public v1::AdminService::Service {
   void EndEventWatches() {
     absl::MutexLock lock(&mu_);
     end_event_watches_ = true;
+  }
+  // The after_sequence of the latest event watch.
+  uint64_t last_watch_after() {
+    absl::MutexLock lock(&mu_);
+    return last_watch_after_;
   }
   // True once `n` event watches have started.
   bool AwaitEventWatches(int n) {
@@ -752,6 +762,7 @@ class FakeAdmin final : public v1::AdminService::Service {
   std::vector<v1::Event> events_ ABSL_GUARDED_BY(mu_);
   bool end_event_watches_ ABSL_GUARDED_BY(mu_) = false;
   int event_watches_started_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t last_watch_after_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<v1::DrainRequest> drains_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::UndrainRequest> undrains_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::ReconcileRequest> reconciles_ ABSL_GUARDED_BY(mu_);
@@ -775,6 +786,7 @@ class FleetctlTest : public ::testing::Test {
     env_.default_server = address_;
     env_.principal = "operator:tester";
     env_.clock = &clock_;
+    env_.stop = &stop_;
   }
 
   void TearDown() override {
@@ -810,6 +822,7 @@ class FleetctlTest : public ::testing::Test {
   std::string err() const { return err_.str(); }
 
   FakeClock clock_;
+  StopSignal stop_;
   FakeInventory inventory_{clock_.Now()};
   FakeTopology topology_{clock_.Now()};
   FakeAdmin admin_{clock_.Now()};
@@ -909,8 +922,10 @@ TEST_F(FleetctlTest, GetRejectsFilterTheKindDoesNotTake) {
 }
 
 TEST_F(FleetctlTest, UnknownOutputFormatIsUsageError) {
-  EXPECT_EQ(Run({"get", "switches", "-o", "xml"}), kExitUsage);
-  EXPECT_THAT(err(), HasSubstr("unknown output format 'xml'; formats: table, json, yaml"));
+  for (const char* verb : {"get", "describe", "health", "version", "events", "reconcile"}) {
+    EXPECT_EQ(Run({verb, "-o", "xml"}), kExitUsage) << verb;
+    EXPECT_THAT(err(), HasSubstr("unknown output format 'xml'; formats: table, json, yaml"));
+  }
 }
 
 TEST_F(FleetctlTest, UnknownFlagIsUsageError) {
@@ -1532,9 +1547,9 @@ TEST_F(FleetctlTest, DescribeAllocationShowsItsEvents) {
   EXPECT_THAT(out(), HasSubstr("Lease expires:  2023-11-14T22:15:20Z (in 2m)\n"));
   EXPECT_THAT(out(), HasSubstr("Members:\n  server1-cpu0\n  gpu3\n"));
   EXPECT_THAT(out(), HasSubstr("Events:\n"
-                               "  SEQ  TIME                  PRINCIPAL  KIND              "
+                               "  SEQ  AGE  PRINCIPAL  KIND              "
                                "OBJECT         MESSAGE\n"
-                               "  2    2023-11-14T22:13:21Z  fleetd     allocation.state  "
+                               "  2    0s   fleetd     allocation.state  "
                                "allocation/a1  allocation a1 is ready\n"));
   EXPECT_THAT(out(), Not(HasSubstr("switch ocs1 connected")));
 }
@@ -1730,6 +1745,212 @@ TEST_F(FleetctlTest, EventsFollowFromUnreachableServerExitsOne) {
   EXPECT_EQ(Run({"events", "--follow", "--server", nowhere}), kExitFailed);
   EXPECT_THAT(err(), StartsWith("error: UNAVAILABLE: "));
   EXPECT_EQ(out(), "");
+}
+
+// ---------------------------------------------------------------------------------------
+// get --watch
+
+std::vector<std::string> Lines(const std::string& text) {
+  return absl::StrSplit(text, '\n', absl::SkipEmpty());
+}
+
+TEST_F(FleetctlTest, GetWatchReprintsTheListWhenItChangesUntilTheStreamEnds) {
+  int code = -1;
+  std::thread fleetctl = RunInBackground({"get", "allocations", "--watch"}, &code);
+  ASSERT_TRUE(admin_.AwaitEventWatches(1));
+  // An event that leaves the list as it was prints nothing; the next one, after a1 degraded,
+  // prints the list again.
+  admin_.AppendEvent("switch.connected", "switch", "ocs1", "switch ocs1 connected again");
+  topology_.SetState("a1", v1::ALLOCATION_STATE_DEGRADED, "link gpu3-n0/1 did not train");
+  admin_.AppendEvent("allocation.state", "allocation", "a1", "allocation a1 is degraded");
+  admin_.EndEventWatches();
+  fleetctl.join();
+  EXPECT_EQ(code, kExitOk) << err();
+  EXPECT_EQ(
+      out(),
+      "# allocations at 2023-11-14T22:13:20Z\n"
+      "ID  TENANT    NAME   STATE  MEMBERS  CIRCUITS  AGE  REASON\n"
+      "a1  tenant-a  train  ready  2        0         3m   -\n"
+      "\n"
+      "# allocations at 2023-11-14T22:13:20Z\n"
+      "ID  TENANT    NAME   STATE     MEMBERS  CIRCUITS  AGE  REASON\n"
+      "a1  tenant-a  train  degraded  2        0         3m   link gpu3-n0/1 did not train\n");
+}
+
+TEST_F(FleetctlTest, GetWatchFollowsFromTheNewestEventWithoutReplay) {
+  int code = -1;
+  std::thread fleetctl = RunInBackground({"get", "hosts", "-w", "-o", "json"}, &code);
+  ASSERT_TRUE(admin_.AwaitEventWatches(1));
+  admin_.EndEventWatches();
+  fleetctl.join();
+  EXPECT_EQ(code, kExitOk) << err();
+  // The three events recorded before the watch are not replayed: it follows from the newest.
+  EXPECT_EQ(admin_.last_watch_after(), 3u);
+  std::vector<std::string> lines = Lines(out());
+  ASSERT_EQ(lines.size(), 1u) << out();
+  v1::ListHostsResponse parsed;
+  ASSERT_TRUE(ParsesAs(lines[0], &parsed));
+  EXPECT_EQ(parsed.hosts(0).name(), "server1");
+}
+
+TEST_F(FleetctlTest, GetWatchJsonPrintsOneListPerLine) {
+  int code = -1;
+  std::thread fleetctl = RunInBackground({"get", "allocations", "--watch", "-o", "json"}, &code);
+  ASSERT_TRUE(admin_.AwaitEventWatches(1));
+  topology_.SetState("a1", v1::ALLOCATION_STATE_FAILED, "switch ocs1 refused");
+  admin_.AppendEvent("allocation.state", "allocation", "a1", "allocation a1 failed");
+  admin_.EndEventWatches();
+  fleetctl.join();
+  EXPECT_EQ(code, kExitOk) << err();
+  std::vector<std::string> lines = Lines(out());
+  ASSERT_EQ(lines.size(), 2u) << out();
+  v1::ListAllocationsResponse first, second;
+  ASSERT_TRUE(ParsesAs(lines[0], &first));
+  ASSERT_TRUE(ParsesAs(lines[1], &second));
+  EXPECT_EQ(first.allocations(0).state(), v1::ALLOCATION_STATE_READY);
+  EXPECT_EQ(second.allocations(0).state(), v1::ALLOCATION_STATE_FAILED);
+  // Raw timestamps stay in the JSON.
+  EXPECT_THAT(lines[1], HasSubstr("\"created\":\"2023-11-14T22:10:20Z\""));
+}
+
+TEST_F(FleetctlTest, GetWatchEndsCleanlyWhenStopped) {
+  int code = -1;
+  std::thread fleetctl = RunInBackground({"get", "switches", "--watch"}, &code);
+  ASSERT_TRUE(admin_.AwaitEventWatches(1));
+  EXPECT_TRUE(stop_.Stop());
+  fleetctl.join();
+  EXPECT_EQ(code, kExitOk) << err();
+  EXPECT_EQ(err(), "");
+  EXPECT_THAT(out(), StartsWith("# switches at 2023-11-14T22:13:20Z\nID    MODEL"));
+  // Nothing left to stop: main() lets the signal end the process.
+  EXPECT_FALSE(stop_.Stop());
+}
+
+TEST_F(FleetctlTest, EventsFollowEndsCleanlyWhenStopped) {
+  int code = -1;
+  std::thread fleetctl = RunInBackground({"events", "--follow"}, &code);
+  ASSERT_TRUE(admin_.AwaitEventWatches(1));
+  EXPECT_TRUE(stop_.Stop());
+  fleetctl.join();
+  EXPECT_EQ(code, kExitOk) << err();
+  EXPECT_EQ(err(), "");
+}
+
+TEST_F(FleetctlTest, GetEventsWatchFollowsTheLog) {
+  int code = -1;
+  std::thread fleetctl =
+      RunInBackground({"get", "events", "--watch", "--kind", "allocation"}, &code);
+  ASSERT_TRUE(admin_.AwaitEventWatches(1));
+  admin_.AppendEvent("allocation.state", "allocation", "a2", "allocation a2 is programming");
+  admin_.EndEventWatches();
+  fleetctl.join();
+  EXPECT_EQ(code, kExitOk) << err();
+  EXPECT_THAT(out(), StartsWith("SEQ     TIME "));
+  EXPECT_THAT(out(), HasSubstr("allocation a1 is ready"));
+  EXPECT_THAT(out(), HasSubstr("allocation a2 is programming"));
+  EXPECT_THAT(out(), Not(HasSubstr("ocs1")));
+}
+
+TEST_F(FleetctlTest, GetWatchArgumentsAreChecked) {
+  EXPECT_EQ(Run({"get", "events", "--watch", "--limit", "5"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("--limit does not apply with --watch"));
+  EXPECT_EQ(Run({"get", "widgets", "--watch"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("unknown kind 'widgets'"));
+  EXPECT_EQ(Run({"describe", "switch", "ocs1", "--watch"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("unknown flag --watch"));
+}
+
+TEST_F(FleetctlTest, GetWatchOfUnreachableServerExitsOne) {
+  std::string nowhere = "unix:" + ::testing::TempDir() + "/no-fleetd.sock";
+  EXPECT_EQ(Run({"get", "hosts", "--watch", "--server", nowhere, "--timeout", "1"}), kExitFailed);
+  EXPECT_THAT(err(), StartsWith("error: UNAVAILABLE: "));
+  EXPECT_EQ(out(), "");
+}
+
+// ---------------------------------------------------------------------------------------
+// Colour
+
+TEST_F(FleetctlTest, ColourOnlyOnATerminalUnlessForced) {
+  const std::string green_ready = "\x1b[32mready\x1b[0m";
+  // Not a terminal (a pipe, or NO_COLOR): no escape codes at all.
+  EXPECT_EQ(Run({"get", "allocations"}), kExitOk) << err();
+  EXPECT_THAT(out(), Not(HasSubstr("\x1b")));
+  EXPECT_EQ(Run({"get", "allocations", "--color=always"}), kExitOk) << err();
+  EXPECT_THAT(out(), HasSubstr(green_ready));
+
+  env_.color_terminal = true;
+  EXPECT_EQ(Run({"get", "allocations"}), kExitOk) << err();
+  EXPECT_THAT(out(), HasSubstr(green_ready));
+  EXPECT_EQ(Run({"get", "allocations", "--color", "never"}), kExitOk) << err();
+  EXPECT_THAT(out(), Not(HasSubstr("\x1b")));
+  // JSON is for programs: never coloured.
+  EXPECT_EQ(Run({"get", "allocations", "-o", "json"}), kExitOk) << err();
+  EXPECT_THAT(out(), Not(HasSubstr("\x1b")));
+}
+
+TEST_F(FleetctlTest, HealthColoursComponentsAndOverall) {
+  EXPECT_EQ(Run({"health", "--color=always"}), kExitOk) << err();
+  EXPECT_THAT(out(), HasSubstr("store        \x1b[32mok\x1b[0m     -\n"));
+  EXPECT_THAT(out(), HasSubstr("switch/ocs1  \x1b[31mdown\x1b[0m   connection refused\n"));
+  EXPECT_THAT(out(), HasSubstr("overall: \x1b[33mdegraded\x1b[0m\n"));
+}
+
+TEST_F(FleetctlTest, UnknownColorModeIsUsageError) {
+  EXPECT_EQ(Run({"get", "switches", "--color=sometimes"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("unknown --color 'sometimes'; accepted: auto, always, never"));
+  EXPECT_TRUE(connected_to_.empty());
+}
+
+// ---------------------------------------------------------------------------------------
+// version -o, completion
+
+TEST_F(FleetctlTest, VersionJsonHasClientAndServer) {
+  EXPECT_EQ(Run({"version", "-o", "json"}), kExitOk) << err();
+  google::protobuf::Struct parsed;
+  ASSERT_TRUE(ParsesAs(out(), &parsed));
+  EXPECT_FALSE(parsed.fields().at("client").string_value().empty());
+  EXPECT_EQ(parsed.fields().at("server").string_value(), "0.1.0-test");
+  EXPECT_EQ(Run({"version", "-o", "yaml"}), kExitOk) << err();
+  EXPECT_THAT(out(), HasSubstr("server: 0.1.0-test\n"));
+}
+
+TEST_F(FleetctlTest, CompletionScriptsOfferTheParsersVerbsKindsAndFlags) {
+  const CommandLineSpec spec = FleetctlCommandLine();
+  for (const char* shell : {"bash", "zsh"}) {
+    ASSERT_EQ(Run({"completion", shell}), kExitOk) << err();
+    const std::string script = out();
+    for (const VerbSpec& verb : spec.verbs) {
+      EXPECT_THAT(script, HasSubstr(verb.name)) << shell;
+      for (const FlagSpec& flag : verb.flags) {
+        EXPECT_THAT(script, HasSubstr(" --" + flag.name + " ")) << shell << " " << verb.name;
+      }
+    }
+  }
+  // The spec is the parser's: every get kind, and each verb's flags as its help shows them.
+  const VerbSpec* get = nullptr;
+  for (const VerbSpec& verb : spec.verbs) {
+    if (verb.name == "get") get = &verb;
+  }
+  ASSERT_NE(get, nullptr);
+  EXPECT_THAT(get->words,
+              ::testing::ElementsAre("switches", "ports", "hosts", "agents", "devices", "onics",
+                                     "trunks", "circuits", "allocations", "events"));
+  ASSERT_EQ(Run({"get", "--help"}), kExitOk);
+  const std::string help = out();
+  for (const FlagSpec& flag : get->flags) EXPECT_THAT(help, HasSubstr("--" + flag.name));
+  for (const VerbSpec& verb : spec.verbs) {
+    if (verb.name == "help") continue;
+    ASSERT_EQ(Run({verb.name, "--help"}), kExitOk) << verb.name;
+  }
+}
+
+TEST_F(FleetctlTest, CompletionArgumentsAreChecked) {
+  EXPECT_EQ(Run({"completion", "fish"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("unknown shell 'fish'; shells: bash, zsh"));
+  EXPECT_EQ(Run({"completion"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("completion needs one shell (bash, zsh), got nothing"));
+  EXPECT_EQ(Run({"completion", "bash", "-o", "json"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("-o applies to commands that print objects"));
 }
 
 }  // namespace

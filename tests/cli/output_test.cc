@@ -135,12 +135,21 @@ TEST(YamlTest, EnumsAppearAsProtoJsonNames) {
   EXPECT_EQ(*yaml, "admin_state: ADMIN_STATE_DRAINED\n");
 }
 
-TEST(FormatTest, AgeUsesTheLargestWholeUnit) {
+TEST(FormatTest, AgeIsPreciseWhileSmallAndCoarserAsItGrows) {
   EXPECT_EQ(FormatAge(absl::Seconds(5)), "5s");
-  EXPECT_EQ(FormatAge(absl::Seconds(59)), "59s");
-  EXPECT_EQ(FormatAge(absl::Minutes(3) + absl::Seconds(20)), "3m");
-  EXPECT_EQ(FormatAge(absl::Hours(2) + absl::Minutes(59)), "2h");
-  EXPECT_EQ(FormatAge(absl::Hours(24 * 4 + 3)), "4d");
+  EXPECT_EQ(FormatAge(absl::Seconds(119)), "119s");
+  EXPECT_EQ(FormatAge(absl::Minutes(3) + absl::Seconds(12)), "3m12s");
+  EXPECT_EQ(FormatAge(absl::Minutes(3)), "3m");
+  EXPECT_EQ(FormatAge(absl::Minutes(42) + absl::Seconds(30)), "42m");
+  EXPECT_EQ(FormatAge(absl::Hours(2) + absl::Minutes(59)), "179m");
+  EXPECT_EQ(FormatAge(absl::Hours(5) + absl::Minutes(30)), "5h30m");
+  EXPECT_EQ(FormatAge(absl::Hours(2) + absl::Seconds(59)), "120m");
+  EXPECT_EQ(FormatAge(absl::Hours(36) + absl::Minutes(5)), "36h");
+  EXPECT_EQ(FormatAge(absl::Hours(24 * 3 + 4)), "3d4h");
+  EXPECT_EQ(FormatAge(absl::Hours(24 * 5)), "5d");
+  EXPECT_EQ(FormatAge(absl::Hours(24 * 90 + 7)), "90d");
+  EXPECT_EQ(FormatAge(absl::Hours(24 * (365 * 2 + 10))), "2y10d");
+  EXPECT_EQ(FormatAge(absl::Hours(24 * 365 * 9)), "9y");
   EXPECT_EQ(FormatAge(-absl::Seconds(3)), "0s");  // Clock skew between client and server.
 }
 
@@ -226,6 +235,31 @@ TEST(TablesTest, AllocationsShowCountsAgeAndReason) {
             "ID  TENANT    NAME  STATE   MEMBERS  CIRCUITS  AGE  REASON\n"
             "a1  tenant-a  -     ready   2        1         3m   -\n"
             "a2  tenant-b  ring  failed  0        0         -    switch ocs1 refused\n");
+  // In colour only the state words change; the columns stay where they were.
+  EXPECT_EQ(AllocationsTable(response, now).Render(/*color=*/true),
+            "ID  TENANT    NAME  STATE   MEMBERS  CIRCUITS  AGE  REASON\n"
+            "a1  tenant-a  -     \x1b[32mready\x1b[0m   2        1         3m   -\n"
+            "a2  tenant-b  ring  \x1b[31mfailed\x1b[0m  0        0         -    switch ocs1 "
+            "refused\n");
+}
+
+TEST(ColorTest, StatesAreGreenYellowOrRedByWhatTheyAsk) {
+  EXPECT_EQ(ColorState("ready"), "\x1b[32mready\x1b[0m");
+  EXPECT_EQ(ColorState("up"), "\x1b[32mup\x1b[0m");
+  EXPECT_EQ(ColorState("degraded"), "\x1b[33mdegraded\x1b[0m");
+  EXPECT_EQ(ColorState("drained"), "\x1b[33mdrained\x1b[0m");
+  EXPECT_EQ(ColorState("failed"), "\x1b[31mfailed\x1b[0m");
+  EXPECT_EQ(ColorState("down"), "\x1b[31mdown\x1b[0m");
+  EXPECT_EQ(ColorState("pending"), "pending");
+  EXPECT_EQ(ColorState("-"), "-");
+}
+
+TEST(ColorTest, OnlyStateColumnsAreColouredAndOnlyWhenAsked) {
+  Table table({"name", "state", "note"});
+  table.MarkStateColumn("state");
+  table.AddRow({"failed", "failed", "failed"});
+  EXPECT_EQ(table.Render(), "NAME    STATE   NOTE\nfailed  failed  failed\n");
+  EXPECT_EQ(table.Render(true), "NAME    STATE   NOTE\nfailed  \x1b[31mfailed\x1b[0m  failed\n");
 }
 
 TEST(DescribeTest, AllocationListsMembersCircuitsAndStageTimings) {
@@ -286,9 +320,8 @@ TEST(DescribeTest, AllocationShowsReasonLeaseAndEvents) {
   EXPECT_THAT(text, HasSubstr("Lease expires:  2023-11-14T22:23:20Z (in 10m)\n"));
   EXPECT_THAT(text, HasSubstr("  c7  - → -  via -  degraded  (no light at gpu2-n0/1)\n"));
   EXPECT_THAT(text, HasSubstr("Events:\n"
-                              "  SEQ  TIME                  PRINCIPAL  KIND              OBJECT"
-                              "         MESSAGE\n"
-                              "  41   2023-11-14T22:13:20Z  fleetd     allocation.state  "
+                              "  SEQ  AGE  PRINCIPAL  KIND              OBJECT         MESSAGE\n"
+                              "  41   0s   fleetd     allocation.state  "
                               "allocation/a2  allocation a2 is degraded\n"));
 }
 
