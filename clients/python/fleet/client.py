@@ -229,6 +229,9 @@ class Client:
             if lease_s <= 0:
                 raise ValueError(f"lease {lease_s}s: must be positive")
             req.lease.FromNanoseconds(int(lease_s * 1e9))
+        if req.dry_run:
+            raise ValueError("dry_run: a dry run returns a plan, not an allocation; call "
+                             "client.stub.RequestTopology for it")
         if not 0 < keepalive_fraction < 1:
             raise ValueError("keepalive_fraction: must be between 0 and 1")
 
