@@ -12,6 +12,8 @@ PACKAGES=(
   clang libclang-rt-14-dev
   # The deploy/ checks: promtool, systemd-analyze, and YAML for tests/deploy/check_deploy.py.
   prometheus systemd python3-yaml
+  # The Python client in clients/python: gRPC, protobuf, and grpc_tools for its stubs.
+  python3-grpcio python3-protobuf python3-grpc-tools
 )
 
 missing=()
