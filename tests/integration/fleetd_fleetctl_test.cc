@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "fleet/v1/inventory.pb.h"
 #include "tests/integration/subprocess.h"
@@ -228,6 +229,139 @@ TEST_F(FleetdFleetctlTest, EventsFollowShowsChangesAsTheyHappen) {
   CommandResult undrained = Fleetctl({"undrain", "host", "server3"});
   EXPECT_EQ(undrained.exit_code, 0) << undrained.err;
   (*follow)->Stop(SIGTERM).IgnoreError();
+}
+
+TEST_F(FleetdFleetctlTest, GetWatchReprintsTheListWhenItChanges) {
+  StartFleetd({"--inventory", kGen1});
+  absl::StatusOr<std::unique_ptr<Daemon>> watch =
+      Daemon::Start({BinaryPath("fleetctl"), "--server", grpc_address_, "get", "hosts", "--watch"});
+  ASSERT_TRUE(watch.ok()) << watch.status();
+  absl::StatusOr<std::string> header = (*watch)->WaitForLine("# hosts at ");
+  ASSERT_TRUE(header.ok()) << header.status();
+  absl::StatusOr<std::string> before = (*watch)->WaitForLine("server3 ");
+  ASSERT_TRUE(before.ok()) << before.status();
+  EXPECT_THAT(*before, HasSubstr("enabled"));
+
+  CommandResult drained = Fleetctl({"drain", "host", "server3"});
+  ASSERT_EQ(drained.exit_code, 0) << drained.err;
+  // The drain's event makes the watch ask again; the list changed, so it is printed again.
+  header = (*watch)->WaitForLine("# hosts at ");
+  ASSERT_TRUE(header.ok()) << header.status() << (*watch)->output();
+  absl::StatusOr<std::string> after = (*watch)->WaitForLine("server3 ");
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_THAT(*after, HasSubstr("drained"));
+
+  // SIGTERM (as Ctrl-C's SIGINT) ends the watch cleanly.
+  absl::StatusOr<int> code = (*watch)->Stop(SIGTERM);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0) << (*watch)->Stderr();
+  EXPECT_EQ((*watch)->Stderr(), "");
+}
+
+TEST_F(FleetdFleetctlTest, ColourOnlyWhenAskedThroughAPipe) {
+  StartFleetd({"--inventory", kGen1});
+  // RunCommand reads through a pipe: --color=auto sees no terminal.
+  CommandResult piped = Fleetctl({"health"});
+  ASSERT_EQ(piped.exit_code, 0) << piped.err;
+  EXPECT_THAT(piped.out, HasSubstr("store"));
+  EXPECT_THAT(piped.out, Not(HasSubstr("\x1b[")));
+  CommandResult forced = Fleetctl({"health", "--color=always"});
+  ASSERT_EQ(forced.exit_code, 0) << forced.err;
+  EXPECT_THAT(forced.out, HasSubstr("\x1b[32mok\x1b[0m"));
+  CommandResult bad = Fleetctl({"health", "--color=rainbow"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("unknown --color 'rainbow'; accepted: auto, always, never"));
+}
+
+TEST_F(FleetdFleetctlTest, TablesShowAgesAndJsonKeepsTimestamps) {
+  StartFleetd({"--inventory", kGen1});
+  CommandResult table = Fleetctl({"get", "events", "--limit", "1"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("SEQ  AGE "));
+  EXPECT_THAT(table.out, Not(::testing::ContainsRegex("[0-9]{4}-[0-9]{2}-[0-9]{2}T")))
+      << "no RFC 3339 time in the table";
+  CommandResult json = Fleetctl({"get", "events", "--limit", "1", "-o", "json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_THAT(json.out, HasSubstr("\"time\": \""));
+  CommandResult yaml = Fleetctl({"get", "events", "--limit", "1", "-o", "yaml"});
+  ASSERT_EQ(yaml.exit_code, 0) << yaml.err;
+  EXPECT_THAT(yaml.out, ::testing::ContainsRegex("\n    time: [0-9]{4}-[0-9]{2}-[0-9]{2}T"));
+  CommandResult xml = Fleetctl({"get", "events", "-o", "xml"});
+  EXPECT_EQ(xml.exit_code, 2);
+  EXPECT_THAT(xml.err, HasSubstr("unknown output format 'xml'; formats: table, json, yaml"));
+}
+
+// The shell's path, or "" when it is not installed. (RunCommand does not search $PATH.)
+std::string InstalledShell(const std::string& name) {
+  for (const char* dir : {"/usr/bin/", "/bin/", "/usr/local/bin/"}) {
+    if (std::filesystem::exists(dir + name)) return dir + name;
+  }
+  return "";
+}
+
+// Saves `fleetctl completion NAME` in `dir` and checks that the shell at `shell` reads it
+// (`-n`: parse only); returns its path.
+std::string SaveCompletion(const std::string& shell, const std::string& name,
+                           const std::string& dir) {
+  CommandResult script = RunCommand({BinaryPath("fleetctl"), "completion", name});
+  EXPECT_EQ(script.exit_code, 0) << script.err;
+  const std::string path = dir + "/fleetctl." + name;
+  std::ofstream(path) << script.out;
+  CommandResult syntax = RunCommand({shell, "-n", path});
+  EXPECT_EQ(syntax.exit_code, 0) << name << ": " << syntax.err;
+  return path;
+}
+
+TEST_F(FleetdFleetctlTest, BashCompletionOffersTheRealVerbsKindsAndValues) {
+  const std::string bash = InstalledShell("bash");
+  ASSERT_FALSE(bash.empty());
+  const std::string path = SaveCompletion(bash, "bash", state_dir_);
+
+  // As bash would call it on TAB: the words so far, the index of the one being completed.
+  const std::string complete =
+      "complete -p fleetctl\n"
+      "offer() { COMP_WORDS=(\"$@\"); COMP_CWORD=$(( $# - 1 )); COMPREPLY=(); _fleetctl;\n"
+      "  echo \"[$*]: ${COMPREPLY[*]}\"; }\n"
+      "offer fleetctl ''\n"
+      "offer fleetctl get ''\n"
+      "offer fleetctl --server x:1 get al\n"
+      "offer fleetctl get -o ''\n"
+      "offer fleetctl drain ''\n"
+      "offer fleetctl get hosts --w\n";
+  CommandResult offered = RunCommand({bash, "-c", absl::StrCat("source ", path, "\n", complete)});
+  ASSERT_EQ(offered.exit_code, 0) << offered.err;
+  EXPECT_THAT(offered.out, HasSubstr("complete -F _fleetctl fleetctl\n"));
+  EXPECT_THAT(offered.out, HasSubstr("[fleetctl ]: get describe apply topology delete drain "
+                                     "undrain reconcile events link health version completion "
+                                     "help\n"));
+  EXPECT_THAT(offered.out, HasSubstr("[fleetctl get ]: switches ports hosts agents devices onics "
+                                     "trunks circuits allocations events\n"));
+  EXPECT_THAT(offered.out, HasSubstr("[fleetctl --server x:1 get al]: allocations\n"));
+  EXPECT_THAT(offered.out, HasSubstr("[fleetctl get -o ]: table json yaml\n"));
+  EXPECT_THAT(offered.out, HasSubstr("[fleetctl drain ]: port onic host\n"));
+  EXPECT_THAT(offered.out, HasSubstr("[fleetctl get hosts --w]: --watch\n"));
+}
+
+TEST_F(FleetdFleetctlTest, ZshCompletionIsValidAndOffersTheRealKinds) {
+  const std::string zsh = InstalledShell("zsh");
+  if (zsh.empty()) GTEST_SKIP() << "zsh is not installed; the zsh completion script is untested";
+  const std::string path = SaveCompletion(zsh, "zsh", state_dir_);
+  // Without compinit, stand-ins for zsh's completion builtins print what would be offered.
+  const std::string complete =
+      "compadd() { [[ $1 == -- ]] && shift; print -r -- \"$@\"; }\n"
+      "_describe() { local -a pairs; pairs=(\"${(@P)${@[-1]}}\"); print -r -- "
+      "\"${pairs[@]%%:*}\"; }\n"
+      "compdef() { print -r -- \"compdef $*\"; }\n";
+  CommandResult offered =
+      RunCommand({zsh, "-f", "-c",
+                  absl::StrCat(complete, "source ", path,
+                               "\nwords=(fleetctl get ''); CURRENT=3; _fleetctl\n"
+                               "words=(fleetctl ''); CURRENT=2; _fleetctl\n")});
+  ASSERT_EQ(offered.exit_code, 0) << offered.err;
+  EXPECT_THAT(offered.out, HasSubstr("compdef _fleetctl fleetctl\n"));
+  EXPECT_THAT(offered.out, HasSubstr("switches ports hosts agents devices onics trunks circuits "
+                                     "allocations events\n"));
+  EXPECT_THAT(offered.out, HasSubstr("get describe apply topology"));
 }
 
 TEST_F(FleetdFleetctlTest, UnreachableServerIsAClearError) {
