@@ -138,10 +138,13 @@ class Demo:
             if not eventually(connected, 60):
                 raise RuntimeError(f"fewer than {count} agents connected:\n{self.stderr_tail()}")
 
-    def switch_fault(self, faults: Optional[dict]) -> None:
-        """Sets (or with None clears) the emulated switch's faults through /sim/v1."""
+    def switch_fault(self, faults: Optional[dict], path: str = "faults") -> None:
+        """Sets (or with None clears every one of) the emulated switch's faults through
+        /sim/v1: `path` "faults" for the switch's, "ports/P" for port P's."""
         method, body = ("PUT", json.dumps(faults).encode()) if faults else ("DELETE", None)
-        request = urllib.request.Request(f"http://{self.rest}/sim/v1/faults", data=body,
+        if faults is None:
+            path = "faults"
+        request = urllib.request.Request(f"http://{self.rest}/sim/v1/{path}", data=body,
                                          method=method,
                                          headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=10) as response:
@@ -327,6 +330,25 @@ class ClientTest(FleetTestCase):
         self.assertIn("Injected fault", caught.exception.reason)
         self.assertIn(caught.exception.reason, str(caught.exception))
         self.assertEqual(self.fleet.state_name(caught.exception.allocation.state), "FAILED")
+
+    def test_weak_light_raises_degraded_then_recovers(self) -> None:
+        import grpc
+        from fleet.v1 import inventory_pb2, inventory_pb2_grpc
+        with grpc.insecure_channel(self.demo.grpc) as channel:
+            onic = inventory_pb2_grpc.InventoryServiceStub(channel).GetOnic(
+                inventory_pb2.GetOnicRequest(id="gpu8-n0"), timeout=10)
+        egress = next(p.rx.port for p in onic.ports if p.index == 1)
+        self.addCleanup(self.demo.switch_fault, None)
+        self.demo.switch_fault({"power_drop_db": 30.0}, f"ports/{egress}")
+        with self.client.topology(links=[self.fleet.Link("gpu7-n0/1", "gpu8-n0/1")],
+                                  lease=60) as topo:
+            with self.assertRaises(self.fleet.Degraded) as caught:
+                topo.wait_ready(timeout=WAIT, raise_on_degraded=True)
+            self.assertIn("gpu8-n0", caught.exception.reason)
+            # fleetd retries the link; with the light back it trains and the wait ends READY.
+            self.demo.switch_fault(None)
+            a = topo.wait_ready(timeout=WAIT)
+            self.assertAllActive(a)
 
     def test_another_tenant_cannot_see_it(self) -> None:
         other = self.fleet.Client(self.demo.grpc, tenant="team-b")
