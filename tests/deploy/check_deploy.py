@@ -179,6 +179,13 @@ def all_panels(panels):
         yield from all_panels(panel.get("panels", []))
 
 
+LABEL_VALUES = re.compile(r"\s*label_values\(\s*(.+?)\s*,\s*(\w+)\s*\)\s*")
+
+
+def variable_query(var):
+    return var.get("definition") or var.get("query", {}).get("query", "")
+
+
 def cmd_dashboard(args):
     problems = Problems()
     metrics, _ = read_contract(args.metrics_md)
@@ -207,8 +214,8 @@ def cmd_dashboard(args):
     for name, var in variables.items():
         if var.get("type") != "query":
             continue
-        query = var.get("definition") or var.get("query", {}).get("query", "")
-        m = re.fullmatch(r"\s*label_values\(\s*(.+?)\s*,\s*(\w+)\s*\)\s*", query)
+        query = variable_query(var)
+        m = LABEL_VALUES.fullmatch(query)
         if not m:
             problems.add(f"variable {name}: query {query!r} is not label_values(METRIC, LABEL)")
             continue
@@ -350,6 +357,59 @@ def cmd_alerts(args):
         if name not in silent:
             problems.add(f"{args.tests}: no test of {name} not firing")
     return problems.finish("alerts")
+
+
+# --- the series the dashboard and the alerts read -------------------------------------------
+
+def dashboard_queries(dash):
+    """(where, PromQL) of every query of a dashboard: each query variable's label_values()
+    selector and each panel target's expr."""
+    for var in dash.get("templating", {}).get("list", []):
+        m = LABEL_VALUES.fullmatch(variable_query(var)) if var.get("type") == "query" else None
+        if m:
+            yield f"variable {var.get('name')}", m.group(1)
+    for panel in all_panels(dash.get("panels", [])):
+        for target in panel.get("targets", []):
+            if target.get("expr"):
+                yield f"panel '{panel.get('title', '?')}'", target["expr"]
+
+
+def alert_queries(rules):
+    """(where, PromQL) of every alerting rule."""
+    for group in rules.get("groups", []):
+        for rule in group.get("rules", []):
+            if "alert" in rule:
+                yield f"alert {rule['alert']}", " ".join(rule["expr"].split())
+
+
+def equality_matchers(expr):
+    """(metric, label, value) of every `label="value"` matcher with a literal value (no
+    Grafana variable) in a selector of `expr`."""
+    for m in SELECTOR.finditer(re.sub(r"\[[^\]]*\]", "", expr)):
+        for label, value in re.findall(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"', m.group(2) or ""):
+            if "$" not in value:
+                yield m.group(1), label, value
+
+
+def series_read(metrics_md, dashboard, alerts):
+    """What the dashboard's and the alerts' queries read: {series: [where]}, named by
+    check_promql as the contract checks name them (Prometheus' own `up` included);
+    {(series, label, value): [where]} of their literal equality matchers; and the Problems of
+    names outside docs/metrics.md."""
+    problems = Problems()
+    series = series_names(read_contract(metrics_md)[0])
+    with open(dashboard, encoding="utf-8") as f:
+        queries = list(dashboard_queries(json.load(f)))
+    queries += alert_queries(load_yaml(alerts))
+    read, matched = {}, {}
+    for where, expr in queries:
+        for name in check_promql(expr, series, problems, where, extra_series=["up"]):
+            if where not in read.setdefault(name, []):
+                read[name].append(where)
+        for key in equality_matchers(expr):
+            if where not in matched.setdefault(key, []):
+                matched[key].append(where)
+    return read, matched, problems
 
 
 # --- systemd units -----------------------------------------------------------------------
