@@ -439,10 +439,10 @@ class Topology:
 
     # --- lease ---
 
-    def keep_alive(self) -> datetime.datetime:
+    def keep_alive(self, timeout: Optional[float] = None) -> datetime.datetime:
         """Renews the lease now; returns when it expires (UTC)."""
         response = self.client.call("KeepAlive", topology_pb2.KeepAliveRequest(id=self.id),
-                                    tenant=self.tenant)
+                                    tenant=self.tenant, timeout=timeout)
         expires = response.lease_expires.ToDatetime(tzinfo=datetime.timezone.utc)
         with self._lock:
             self._lease_expires = expires
@@ -450,12 +450,14 @@ class Topology:
 
     def _keepalive_loop(self) -> None:
         interval = self._interval
+        # A renewal that takes longer than half the lease is given up and tried again.
+        call_timeout = min(self.client.timeout, max(0.5, (self.lease_seconds or 0) / 2))
         while not self._stop.wait(interval):
             try:
-                self.keep_alive()
+                self.keep_alive(timeout=call_timeout)
                 self.keepalive_error = None
                 interval = self._interval
-            except errors.Unavailable as e:
+            except (errors.Unavailable, errors.DeadlineExceeded) as e:
                 # fleetd restarting or unreachable: try again sooner while the lease lasts.
                 self.keepalive_error = e
                 interval = max(0.05, self._interval / 3)
