@@ -304,6 +304,19 @@ def cmd_deploy(args):
         if refused.returncode == 0 or "Injected fault" not in refused.stderr:
             raise Failed(f"a ring the switch refused did not fail with the switch's refusal:\n"
                          f"{refused.stdout}{refused.stderr}")
+        # What the series say of it (docs/metrics.md): one refused apply, one failed
+        # reconfiguration, and the switch still up, for it answered.
+        samples = parse_samples(demo.scrape(demo.metrics))
+        for name, labels, want in (
+                ("fleet_switch_command_errors_total", {"operation": "apply"}, 1),
+                ("fleet_switch_up", {}, 1),
+                ("fleet_reconfigurations_total", {"outcome": "failed"}, 1)):
+            got = value_of(samples, name, **labels)
+            series = name + ("{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
+                             if labels else "")
+            print(f"  after the refusal: {series} = {got}")
+            if got != want:
+                problems.add(f"after a refused ring, {series} is {got}, want {want}")
         demo.switch_faults(None)
         allocation, _ = demo.request_ring()
         demo.fleetctl("reconcile")
