@@ -3,7 +3,9 @@
 #include <google/protobuf/util/time_util.h>
 
 #include <algorithm>
+#include <set>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 #include "absl/random/random.h"
@@ -14,6 +16,7 @@
 #include "controller/base/log.h"
 #include "controller/base/status_macros.h"
 #include "fleet/v1/names.h"
+#include "scheduler/circuit_diff.h"
 #include "scheduler/fabric_snapshot.h"
 #include "scheduler/planner.h"
 
@@ -49,6 +52,91 @@ std::string LinkName(const v1::Circuit& c) {
 }
 
 // The circuits a transaction programs: every circuit of the active phase.
+// The request's phases, planned each on its own against `snapshot` (a phase is active only
+// while the others are not, so they may share the members' ports): the named phases of a
+// phased request, the rounds of an all-to-all, or the one unnamed phase of any other form.
+absl::StatusOr<std::vector<scheduler::PlannedPhase>> PlanPhases(
+    const scheduler::FabricSnapshot& snapshot, const v1::RequestTopologyRequest& request) {
+  std::vector<scheduler::PlannedPhase> phases;
+  if (request.phases().empty()) {
+    if (!request.initial_phase().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("initial_phase: '", request.initial_phase(),
+                                                     "' names a phase, but none are given"));
+    }
+    if (request.topology().has_all_to_all()) {
+      return scheduler::PlanAllToAllRounds(snapshot, request.tenant(),
+                                           request.topology().all_to_all());
+    }
+    ASSIGN_OR_RETURN(v1::Plan plan,
+                     scheduler::PlanTopology(snapshot, {request.tenant(), request.topology()}));
+    phases.push_back({"", std::move(plan)});
+    return phases;
+  }
+  if (request.topology().form_case() != v1::TopologySpec::FORM_NOT_SET) {
+    return absl::InvalidArgumentError("topology: give either one topology or phases, not both");
+  }
+  // The request's shape is checked whole before any phase is planned.
+  std::set<std::string> names;
+  for (int i = 0; i < request.phases_size(); ++i) {
+    const v1::Phase& phase = request.phases(i);
+    const std::string field = absl::StrCat("phases[", i, "]");
+    if (phase.name().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".name is empty"));
+    }
+    if (!names.insert(phase.name()).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".name: phase '", phase.name(), "' is given twice"));
+    }
+    if (phase.topology().has_all_to_all()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, " (", phase.name(),
+          "): all-to-all is itself phased (round-1, round-2, ...); request it on its own"));
+    }
+  }
+  if (!request.initial_phase().empty() && !names.contains(request.initial_phase())) {
+    return absl::InvalidArgumentError(absl::StrCat("initial_phase: no phase is named '",
+                                                   request.initial_phase(), "'; phases are ",
+                                                   absl::StrJoin(names, ", ")));
+  }
+  for (int i = 0; i < request.phases_size(); ++i) {
+    const v1::Phase& phase = request.phases(i);
+    absl::StatusOr<v1::Plan> plan =
+        scheduler::PlanTopology(snapshot, {request.tenant(), phase.topology()});
+    if (!plan.ok()) {
+      return absl::Status(plan.status().code(), absl::StrCat("phases[", i, "] (", phase.name(),
+                                                             "): ", plan.status().message()));
+    }
+    for (v1::Circuit& c : *plan->mutable_circuits()) c.set_phase(phase.name());
+    phases.push_back({phase.name(), std::move(*plan)});
+  }
+  return phases;
+}
+
+// One plan for the whole request: every phase's circuits, the members and ports of all of
+// them in first-seen order, and the cross-connects the initial phase adds.
+v1::Plan CombinePhases(const std::vector<scheduler::PlannedPhase>& phases,
+                       const std::string& initial) {
+  if (phases.size() == 1) return phases.front().plan;
+  v1::Plan combined;
+  std::set<std::string> members, ports;
+  for (const scheduler::PlannedPhase& p : phases) {
+    for (const std::string& m : p.plan.members()) {
+      if (members.insert(m).second) combined.add_members(m);
+    }
+    for (const v1::OnicPortRef& port : p.plan.ports_used()) {
+      if (ports.insert(absl::StrCat(port.onic(), "/", port.port())).second) {
+        *combined.add_ports_used() = port;
+      }
+    }
+    for (const v1::Circuit& c : p.plan.circuits()) *combined.add_circuits() = c;
+    if (p.name == initial) {
+      *combined.mutable_add() = p.plan.add();
+      combined.set_direct_traffic_share(p.plan.direct_traffic_share());
+    }
+  }
+  return combined;
+}
+
 std::vector<v1::Circuit> LiveCircuits(const v1::Allocation& a) {
   std::vector<v1::Circuit> out;
   for (const v1::Circuit& c : a.circuits()) {
@@ -366,10 +454,6 @@ absl::StatusOr<v1::RequestTopologyResponse> Engine::RequestTopology(
     return absl::PermissionDeniedError(absl::StrCat(
         "caller ", caller.principal, " may not request for tenant ", request.tenant()));
   }
-  if (!request.phases().empty()) {
-    return absl::UnimplementedError(
-        "phases: phased allocations are not supported by this fleetd yet");
-  }
   absl::Duration lease = options_.default_lease;
   if (request.has_lease()) {
     lease = absl::Nanoseconds(TimeUtil::DurationToNanoseconds(request.lease()));
@@ -416,8 +500,11 @@ absl::StatusOr<v1::RequestTopologyResponse> Engine::RequestTopology(
     }
     const scheduler::FabricSnapshot snapshot =
         scheduler::FabricSnapshot::Build(fabric->site, fabric->ports, circuits, holders);
-    ASSIGN_OR_RETURN(*response.mutable_plan(),
-                     scheduler::PlanTopology(snapshot, {request.tenant(), request.topology()}));
+    ASSIGN_OR_RETURN(const std::vector<scheduler::PlannedPhase> phases,
+                     PlanPhases(snapshot, request));
+    const std::string initial =
+        request.initial_phase().empty() ? phases.front().name : request.initial_phase();
+    *response.mutable_plan() = CombinePhases(phases, initial);
     if (request.dry_run()) return response;
     const absl::Time persist_start = clock_->Now();
 
@@ -427,6 +514,11 @@ absl::StatusOr<v1::RequestTopologyResponse> Engine::RequestTopology(
     a.set_state(v1::ALLOCATION_STATE_PENDING);
     *a.mutable_request() = request;
     *a.mutable_members() = response.plan().members();
+    a.set_direct_traffic_share(response.plan().direct_traffic_share());
+    if (phases.size() > 1 || !phases.front().name.empty()) {
+      for (const scheduler::PlannedPhase& p : phases) a.add_phases(p.name);
+      a.set_active_phase(initial);
+    }
     *a.mutable_lease_expires() = ToProto(clock_->Now() + lease);
     *a.add_stage_timings() = Stage("plan", plan_start, persist_start - plan_start);
     for (int attempt = 0;; ++attempt) {
@@ -438,7 +530,10 @@ absl::StatusOr<v1::RequestTopologyResponse> Engine::RequestTopology(
         *c = response.plan().circuits(i);
         c->set_id(absl::StrCat(id, "-c", i + 1));
         c->set_allocation_id(id);
-        c->set_state(v1::CIRCUIT_STATE_PLANNED);
+        // Every phase's circuits are stored, holding their ports; only the active phase's
+        // are desired on the switch.
+        c->set_state(c->phase() == a.active_phase() ? v1::CIRCUIT_STATE_PLANNED
+                                                    : v1::CIRCUIT_STATE_INACTIVE);
       }
       if (!Claim(id)) continue;
       absl::Status created = store_->CreateAllocation(a, caller.principal);
@@ -503,13 +598,16 @@ absl::Status Engine::Quiesce(const std::vector<v1::Circuit>& circuits, const std
   return absl::OkStatus();
 }
 
-absl::Status Engine::Program(const std::vector<v1::Circuit>& circuits, bool remove,
-                             absl::Duration* program_time, absl::Duration* verify_time) {
+absl::Status Engine::Program(const std::vector<v1::Circuit>& removes,
+                             const std::vector<v1::Circuit>& adds, absl::Duration* program_time,
+                             absl::Duration* verify_time) {
   std::map<std::string, switches::CrossConnectBatch> by_switch;
-  for (const v1::Circuit& c : circuits) {
-    for (const v1::CrossConnect& x : c.cross_connects()) {
-      switches::CrossConnectBatch& b = by_switch[x.switch_id()];
-      (remove ? b.remove : b.add).push_back({x.ingress(), x.egress()});
+  for (const auto& [circuits, remove] : {std::pair{&removes, true}, std::pair{&adds, false}}) {
+    for (const v1::Circuit& c : *circuits) {
+      for (const v1::CrossConnect& x : c.cross_connects()) {
+        switches::CrossConnectBatch& b = by_switch[x.switch_id()];
+        (remove ? b.remove : b.add).push_back({x.ingress(), x.egress()});
+      }
     }
   }
   std::vector<std::pair<SwitchProgrammer*, switches::CrossConnectBatch>> done;
@@ -637,13 +735,20 @@ std::map<std::string, std::string> Engine::Retrain(const std::vector<v1::Circuit
   return failed;
 }
 
-void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> admitted) {
+void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> admitted,
+                         PhaseSwitch phase_switch) {
   absl::StatusOr<v1::Allocation> loaded = store_->GetAllocation(id);
   if (!loaded.ok()) {
     FLEET_LOG(ERROR) << "allocation " << id << " vanished: " << loaded.status();
     return;
   }
-  const std::vector<v1::Circuit> circuits = LiveCircuits(*loaded);
+  // ACTIVE desired circuits are on the switch with trained links (kept across a phase
+  // switch): they are not touched. The rest are made and retrained.
+  std::vector<v1::Circuit> circuits;
+  for (v1::Circuit& c : LiveCircuits(*loaded)) {
+    if (c.state() != v1::CIRCUIT_STATE_ACTIVE) circuits.push_back(std::move(c));
+  }
+  const std::vector<v1::Circuit>& removes = phase_switch.removes;
   // A resumed transaction keeps the plan's timing and times its own stages again.
   const bool resumed = admitted.empty();
   std::vector<v1::StageTiming> timings = std::move(admitted);
@@ -680,6 +785,28 @@ void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> adm
     u.remove_circuits = true;
     u.severity = v1::EVENT_SEVERITY_WARNING;
     u.event_message = absl::StrCat("allocation ", id, " FAILED: ", *u.reason);
+    if (!phase_switch.from.empty()) {
+      // The switch was rolled back: the old phase's circuits are there, quiesced. Go back to
+      // that phase, DEGRADED, and let the retry retrain its links.
+      u.state = v1::ALLOCATION_STATE_DEGRADED;
+      u.reason = absl::StrCat("phase ", loaded->active_phase(), ": ", *u.reason, "; back on phase ",
+                              phase_switch.from);
+      u.remove_circuits = false;
+      u.active_phase = phase_switch.from;
+      for (const v1::Circuit& c : loaded->circuits()) {
+        u.circuits[c.id()] =
+            c.phase() == phase_switch.from
+                ? store::AllocationUpdate::CircuitChange{v1::CIRCUIT_STATE_DEGRADED,
+                                                         "phase switch failed"}
+                : store::AllocationUpdate::CircuitChange{v1::CIRCUIT_STATE_INACTIVE, ""};
+      }
+      u.event_message = absl::StrCat("allocation ", id, " DEGRADED: ", *u.reason);
+      if (Update(u, "fleetd").ok()) {
+        count("failed");
+        ScheduleRetry(id);
+      }
+      return;
+    }
     if (Update(u, "fleetd").ok()) count("failed");
   };
 
@@ -693,7 +820,9 @@ void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> adm
   if (!Update(programming, "fleetd").ok()) return;
 
   absl::Time start = clock_->Now();
-  if (absl::Status q = Quiesce(circuits, id); !q.ok()) {
+  std::vector<v1::Circuit> touched = removes;
+  touched.insert(touched.end(), circuits.begin(), circuits.end());
+  if (absl::Status q = Quiesce(touched, id); !q.ok()) {
     timings.push_back(Stage("quiesce", start, clock_->Now() - start));
     fail(q, "quiesce");
     return;
@@ -703,7 +832,7 @@ void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> adm
 
   start = clock_->Now();
   absl::Duration program_time, verify_time;
-  absl::Status programmed = Program(circuits, /*remove=*/false, &program_time, &verify_time);
+  absl::Status programmed = Program(removes, circuits, &program_time, &verify_time);
   timings.push_back(Stage("program", start, program_time));
   timings.push_back(Stage("verify", start + program_time, verify_time));
   if (!programmed.ok()) {
@@ -864,6 +993,136 @@ void Engine::RetrainDegraded(const std::string& id) {
   if (!reasons.empty()) ScheduleRetry(id);
 }
 
+// --- Phases ---
+
+absl::StatusOr<v1::ActivatePhaseResponse> Engine::ActivatePhase(
+    const v1::ActivatePhaseRequest& request, const Caller& caller) {
+  const std::string& id = request.id();
+  const std::string& phase = request.phase();
+  ASSIGN_OR_RETURN(v1::Allocation a, Authorized(id, caller));
+  if (a.phases().empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("allocation ", id, " was requested with one topology and has no phases"));
+  }
+  if (std::find(a.phases().begin(), a.phases().end(), phase) == a.phases().end()) {
+    return absl::NotFoundError(absl::StrCat("allocation ", id, " has no phase '", phase,
+                                            "'; its phases are ", absl::StrJoin(a.phases(), ", ")));
+  }
+  v1::ActivatePhaseResponse response;
+  if (a.active_phase() == phase) {
+    *response.mutable_allocation() = std::move(a);
+    return response;
+  }
+  if (!Claim(id)) {
+    return absl::AbortedError(absl::StrCat("allocation ", id,
+                                           " is in the middle of another change (",
+                                           v1::Name(a.state()), "); retry once it is READY"));
+  }
+  const absl::Time plan_start = clock_->Now();
+  absl::StatusOr<v1::Allocation> fresh = store_->GetAllocation(id);
+  if (!fresh.ok() || (fresh->state() != v1::ALLOCATION_STATE_READY &&
+                      fresh->state() != v1::ALLOCATION_STATE_DEGRADED)) {
+    Unclaim(id);
+    if (!fresh.ok()) return fresh.status();
+    return absl::FailedPreconditionError(
+        absl::StrCat("allocation ", id, " is ", v1::Name(fresh->state()),
+                     "; a phase can be activated only when it is READY or DEGRADED"));
+  }
+  a = std::move(*fresh);
+  std::vector<v1::Circuit> current, target;
+  for (const v1::Circuit& c : a.circuits()) {
+    if (c.phase() == a.active_phase()) current.push_back(c);
+    if (c.phase() == phase) target.push_back(c);
+  }
+  const scheduler::CircuitDiff diff = scheduler::DiffCircuits(current, target);
+  std::set<std::string> added;
+  for (const v1::Circuit& c : diff.add) added.insert(c.id());
+  // A kept path stays as it is when its link is up; one that was not is made and trained again.
+  std::map<std::pair<std::string, std::string>, v1::CircuitState> kept_state;
+  for (const v1::Circuit& c : diff.kept) {
+    kept_state[{absl::StrCat(c.source().onic(), "/", c.source().port()),
+                absl::StrCat(c.destination().onic(), "/", c.destination().port())}] = c.state();
+  }
+
+  store::AllocationUpdate handover;
+  handover.id = id;
+  handover.state = v1::ALLOCATION_STATE_PROGRAMMING;
+  handover.reason = "";
+  handover.active_phase = phase;
+  for (const v1::Circuit& c : current) handover.circuits[c.id()] = {v1::CIRCUIT_STATE_INACTIVE, ""};
+  for (const v1::Circuit& c : target) {
+    v1::CircuitState state = v1::CIRCUIT_STATE_PLANNED;
+    if (!added.contains(c.id())) {
+      auto it =
+          kept_state.find({absl::StrCat(c.source().onic(), "/", c.source().port()),
+                           absl::StrCat(c.destination().onic(), "/", c.destination().port())});
+      if (it != kept_state.end() && it->second == v1::CIRCUIT_STATE_ACTIVE) {
+        state = v1::CIRCUIT_STATE_ACTIVE;
+      }
+    }
+    handover.circuits[c.id()] = {state, ""};
+  }
+  handover.event_kind = "allocation.phase";
+  handover.event_message =
+      absl::StrCat("allocation ", id, " switching from phase ", a.active_phase(), " to ", phase,
+                   ": ", diff.kept.size(), " circuits kept, ", diff.remove.size(), " removed, ",
+                   diff.add.size(), " added");
+  const absl::Time persist_start = clock_->Now();
+  absl::StatusOr<v1::Allocation> switched = Update(handover, caller.principal);
+  if (!switched.ok()) {
+    Unclaim(id);
+    return switched.status();
+  }
+  std::vector<v1::StageTiming> admitted = {
+      Stage("plan", plan_start, persist_start - plan_start),
+      Stage("persist", persist_start, clock_->Now() - persist_start)};
+
+  v1::Plan& plan = *response.mutable_plan();
+  for (const v1::Circuit& c : diff.remove) {
+    for (const v1::CrossConnect& x : c.cross_connects()) *plan.add_remove() = x;
+  }
+  for (const v1::Circuit& c : diff.add) {
+    for (const v1::CrossConnect& x : c.cross_connects()) *plan.add_add() = x;
+  }
+  *plan.mutable_members() = a.members();
+  for (const v1::Circuit& c : target) *plan.add_circuits() = c;
+  *response.mutable_allocation() = std::move(*switched);
+  Spawn(id, [this, id, admitted = std::move(admitted),
+             phase_switch = PhaseSwitch{a.active_phase(), diff.remove}]() mutable {
+    Reconfigure(id, std::move(admitted), std::move(phase_switch));
+  });
+  return response;
+}
+
+std::vector<v1::Circuit> Engine::LeftBehind(const v1::Allocation& a) {
+  std::set<std::tuple<std::string, uint32_t, uint32_t>> desired, observed;
+  std::set<std::string> switch_ids;
+  for (const v1::Circuit& c : a.circuits()) {
+    for (const v1::CrossConnect& x : c.cross_connects()) {
+      switch_ids.insert(x.switch_id());
+      if (c.state() != v1::CIRCUIT_STATE_INACTIVE) {
+        desired.insert({x.switch_id(), x.ingress(), x.egress()});
+      }
+    }
+  }
+  for (const std::string& sw : switch_ids) {
+    absl::StatusOr<std::vector<v1::CrossConnect>> seen = store_->ListObservedCrossConnects(sw);
+    if (!seen.ok()) continue;
+    for (const v1::CrossConnect& x : *seen) observed.insert({sw, x.ingress(), x.egress()});
+  }
+  std::vector<v1::Circuit> left;
+  for (const v1::Circuit& c : a.circuits()) {
+    if (c.state() != v1::CIRCUIT_STATE_INACTIVE || c.cross_connects().empty()) continue;
+    bool on_switch = true;
+    for (const v1::CrossConnect& x : c.cross_connects()) {
+      const std::tuple<std::string, uint32_t, uint32_t> key{x.switch_id(), x.ingress(), x.egress()};
+      on_switch = on_switch && observed.contains(key) && !desired.contains(key);
+    }
+    if (on_switch) left.push_back(c);
+  }
+  return left;
+}
+
 // --- Release, lease, keep-alive ---
 
 void Engine::Release(const std::string& id, const std::string& principal,
@@ -890,7 +1149,7 @@ void Engine::Release(const std::string& id, const std::string& principal,
       Record("allocation.quiesce_refused", "allocation", id, v1::EVENT_SEVERITY_WARNING, "fleetd",
              absl::StrCat("allocation ", id, ": ", q.message()));
     }
-    absl::Status removed = Program(circuits, /*remove=*/true, nullptr, nullptr);
+    absl::Status removed = Program(/*removes=*/circuits, /*adds=*/{}, nullptr, nullptr);
     if (!removed.ok()) {
       store::AllocationUpdate stuck;
       stuck.id = id;

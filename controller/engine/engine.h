@@ -128,6 +128,17 @@ class Engine {
   // allocation RELEASED (or RELEASING if the switch refused; fleetd keeps retrying).
   absl::StatusOr<v1::Allocation> ReleaseTopology(const std::string& id, const Caller& caller);
   absl::StatusOr<absl::Time> KeepAlive(const std::string& id, const Caller& caller);
+  // Makes `phase` the allocation's active phase: the handover (the old phase's circuits
+  // INACTIVE, the new phase's desired) is persisted before this returns, then the circuits
+  // that differ are reconfigured in the background as a request is (quiesce, one switch batch
+  // with the old phase's removes before the new one's adds, verify, retrain the new links),
+  // and circuits on the same path in both phases are left alone. Never refused for capacity:
+  // every phase's circuits hold their ports from admission. The response's plan lists what
+  // the switch is told. Activating the active phase changes nothing.
+  // FAILED_PRECONDITION unless the allocation is READY or DEGRADED; NOT_FOUND for an unknown
+  // phase (naming the phases there are); ABORTED while another transaction of it runs.
+  absl::StatusOr<v1::ActivatePhaseResponse> ActivatePhase(const v1::ActivatePhaseRequest& request,
+                                                          const Caller& caller);
   // Checks that `caller` may watch allocation `id` or tenant `tenant`.
   absl::Status CheckWatch(const std::string& id, const std::string& tenant, const Caller& caller);
 
@@ -181,7 +192,19 @@ class Engine {
 
   // The transaction's stages (engine.cc). Each runs with the claim held.
   // `admitted`: the plan and persist timings of a fresh request; empty when resuming.
-  void Reconfigure(const std::string& id, std::vector<v1::StageTiming> admitted);
+  // Makes the desired circuits that are not ACTIVE and retrains them; takes the phase switch's
+  // `removes` (circuits of a phase no longer active) off the switch in the same batch, before
+  // the adds. A phase switch that fails at the switch goes back to phase `from`, DEGRADED
+  // until its links retrain; any other failure fails the allocation.
+  struct PhaseSwitch {
+    std::string from;  // The phase active before; empty when unknown (a resumed transaction).
+    std::vector<v1::Circuit> removes;
+  };
+  void Reconfigure(const std::string& id, std::vector<v1::StageTiming> admitted,
+                   PhaseSwitch phase_switch = {});
+  // The circuits of `a`'s inactive phases whose cross-connects reconciliation last saw on
+  // the switch and no desired circuit uses: what an interrupted phase switch left behind.
+  std::vector<v1::Circuit> LeftBehind(const v1::Allocation& a);
   // Takes the circuits off the switches and ends the allocation in `final_state` (RELEASED,
   // or FAILED for an eviction) with `final_reason`.
   void Release(const std::string& id, const std::string& principal, v1::AllocationState final_state,
@@ -193,8 +216,9 @@ class Engine {
   // Quiesces the O-NIC ports of `circuits`; an error names the port the agent refused.
   absl::Status Quiesce(const std::vector<v1::Circuit>& circuits, const std::string& id);
   // Programs per switch; on error the switches are rolled back and the message returned.
-  absl::Status Program(const std::vector<v1::Circuit>& circuits, bool remove,
-                       absl::Duration* program_time, absl::Duration* verify_time);
+  absl::Status Program(const std::vector<v1::Circuit>& removes,
+                       const std::vector<v1::Circuit>& adds, absl::Duration* program_time,
+                       absl::Duration* verify_time);
   void RetrainDegraded(const std::string& id);
   void ScheduleRetry(const std::string& id);
   void Fault(const std::string& point);

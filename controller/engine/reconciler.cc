@@ -78,7 +78,8 @@ void Engine::Resume(const std::vector<std::string>& ids) {
       if (a->state() == v1::ALLOCATION_STATE_RELEASING) {
         Release(id, "fleetd", v1::ALLOCATION_STATE_RELEASED, a->reason());
       } else {
-        Reconfigure(id, {});
+        // A phase switch a crash interrupted may have left the old phase's cross-connects.
+        Reconfigure(id, {}, {"", LeftBehind(*a)});
       }
     });
   }

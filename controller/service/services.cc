@@ -290,6 +290,17 @@ grpc::Status TopologyServiceImpl::KeepAlive(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+grpc::Status TopologyServiceImpl::ActivatePhase(grpc::ServerContext* context,
+                                                const v1::ActivatePhaseRequest* request,
+                                                v1::ActivatePhaseResponse* response) {
+  if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
+  if (grpc::Status s = RequireName(request->phase(), "phase"); !s.ok()) return s;
+  if (engine_ == nullptr) return NoEngine();
+  return Assign(
+      engine_->ActivatePhase(*request, engine::Caller::FromPrincipal(PrincipalOf(*context))),
+      response);
+}
+
 // --- AdminService ---
 
 grpc::Status AdminServiceImpl::Health(grpc::ServerContext*, const v1::HealthRequest*,

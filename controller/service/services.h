@@ -78,7 +78,7 @@ class AgentServiceImpl final : public v1::AgentService::Service {
 // Jobs' requests, served by the reconfiguration engine. Watches follow the event log: the
 // stream starts with the current state and sends the allocation again whenever its state,
 // reason or a circuit's state changed; a watch of one allocation ends after it is FAILED or
-// RELEASED. ActivatePhase (phases) answers UNIMPLEMENTED.
+// RELEASED.
 class TopologyServiceImpl final : public v1::TopologyService::Service {
  public:
   // Neither is owned.
@@ -97,6 +97,8 @@ class TopologyServiceImpl final : public v1::TopologyService::Service {
                                v1::ReleaseTopologyResponse*) override;
   grpc::Status KeepAlive(grpc::ServerContext*, const v1::KeepAliveRequest*,
                          v1::KeepAliveResponse*) override;
+  grpc::Status ActivatePhase(grpc::ServerContext*, const v1::ActivatePhaseRequest*,
+                             v1::ActivatePhaseResponse*) override;
 
  private:
   store::Store* store_;

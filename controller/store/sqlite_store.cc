@@ -466,7 +466,8 @@ class SqliteStore : public Store {
         reason = CASE WHEN ?4 THEN ?5 ELSE reason END,
         stage_timings = CASE WHEN ?6 THEN ?7 ELSE stage_timings END,
         lease_expires_us = CASE WHEN ?8 THEN ?9 ELSE lease_expires_us END,
-        updated_us = ?10
+        updated_us = ?10,
+        active_phase = CASE WHEN ?11 THEN ?12 ELSE active_phase END
       WHERE id = ?1)sql"));
     write.Bind(1, id)
         .Bind(2, int64_t{update.state.has_value()})
@@ -477,7 +478,9 @@ class SqliteStore : public Store {
         .BindBlob(7, timings.SerializeAsString())
         .Bind(8, int64_t{update.lease_expires.has_value()})
         .Bind(9, absl::ToUnixMicros(update.lease_expires.value_or(absl::UnixEpoch())))
-        .Bind(10, absl::ToUnixMicros(clock_->Now()));
+        .Bind(10, absl::ToUnixMicros(clock_->Now()))
+        .Bind(11, int64_t{update.active_phase.has_value()})
+        .Bind(12, update.active_phase.value_or(""));
     RETURN_IF_ERROR(write.Run());
 
     if (update.remove_circuits) {

@@ -75,6 +75,8 @@ struct AllocationUpdate {
   // Replaces the stored timings when set.
   std::optional<std::vector<v1::StageTiming>> stage_timings;
   std::optional<absl::Time> lease_expires;
+  // The phase whose circuits are desired now; its circuits' changes come in `circuits`.
+  std::optional<std::string> active_phase;
   // New state and reason of some of the allocation's circuits, by circuit id.
   struct CircuitChange {
     v1::CircuitState state = v1::CIRCUIT_STATE_UNSPECIFIED;

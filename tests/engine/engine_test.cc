@@ -577,6 +577,7 @@ TEST_F(EngineTest, ReconcileReportsResumedTransactionsAndThoseRolledBack) {
   store::AllocationUpdate rewind;
   rewind.id = a.id();
   rewind.state = v1::ALLOCATION_STATE_PROGRAMMING;
+  for (const v1::Circuit& c : a.circuits()) rewind.circuits[c.id()] = {v1::CIRCUIT_STATE_PLANNED};
   ASSERT_THAT(store_->UpdateAllocation(rewind, "test").status(), IsOk());
   switches::CrossConnectBatch clear;
   for (const CrossConnect& x : Wanted(a)) clear.remove.push_back(x);
@@ -666,6 +667,206 @@ TEST_F(EngineTest, DrainRefusesNewCircuitsAndEvictFailsTheAllocationsOnIt) {
   unknown.mutable_target()->set_host("server9");
   EXPECT_THAT(engine_->Drain(unknown, op).status(),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("server9")));
+}
+
+// --- Phases ---
+
+// Phases `dp` (a bidirectional ring over gpu1..gpu4) and `tp` (gpu1↔gpu2 and gpu3↔gpu4,
+// sharing two of the ring's links).
+v1::RequestTopologyRequest Phased(const std::string& tenant) {
+  v1::RequestTopologyRequest r;
+  r.set_tenant(tenant);
+  r.set_name("step");
+  v1::Phase* dp = r.add_phases();
+  dp->set_name("dp");
+  v1::TemplateSpec* ring = dp->mutable_topology()->mutable_template_();
+  ring->set_kind(v1::TEMPLATE_KIND_RING_BIDIRECTIONAL);
+  for (const char* m : {"gpu1", "gpu2", "gpu3", "gpu4"}) ring->mutable_members()->add_devices(m);
+  v1::Phase* tp = r.add_phases();
+  tp->set_name("tp");
+  for (auto [a, b] : {std::pair{"gpu1", "gpu2"}, std::pair{"gpu3", "gpu4"}}) {
+    v1::Link* link = tp->mutable_topology()->mutable_links()->add_links();
+    link->mutable_a()->set_device(a);
+    link->mutable_b()->set_device(b);
+    link->set_duplex(true);
+  }
+  return r;
+}
+
+std::set<CrossConnect> PhaseWanted(const v1::Allocation& a, const std::string& phase) {
+  std::set<CrossConnect> out;
+  for (const v1::Circuit& c : a.circuits()) {
+    if (c.phase() != phase) continue;
+    for (const v1::CrossConnect& x : c.cross_connects()) out.insert({x.ingress(), x.egress()});
+  }
+  return out;
+}
+
+TEST_F(EngineTest, PhasedRequestProgramsOnlyTheInitialPhaseAndHoldsEveryPhasesPorts) {
+  v1::Allocation a = Request(Phased("team-a"));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
+  EXPECT_THAT(a.phases(), ElementsAre("dp", "tp"));
+  EXPECT_EQ(a.active_phase(), "dp");
+  for (const v1::Circuit& c : a.circuits()) {
+    EXPECT_EQ(c.state(), c.phase() == "dp" ? v1::CIRCUIT_STATE_ACTIVE : v1::CIRCUIT_STATE_INACTIVE)
+        << c.id();
+  }
+  EXPECT_EQ(OnSwitch(), PhaseWanted(a, "dp"));
+  // The inactive phase's ports are the job's: another tenant cannot take them.
+  const Caller op = Caller::FromPrincipal("operator:test");
+  EXPECT_THAT(engine_->RequestTopology(Link("team-b", "gpu1", "gpu5"), op).status(),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("gpu1")));
+}
+
+TEST_F(EngineTest, ActivatePhaseReprogramsOnlyTheCircuitsThatDiffer) {
+  v1::Allocation a = Request(Phased("team-a"));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
+  const int changes = sw_->changes();
+  const int retrains = agents_->Count(v1::Command::kRetrain);
+  const Caller caller = Caller::FromPrincipal("job:team-a");
+
+  absl::StatusOr<v1::ActivatePhaseResponse> switched = engine_->ActivatePhase(
+      [&] {
+        v1::ActivatePhaseRequest r;
+        r.set_id(a.id());
+        r.set_phase("tp");
+        return r;
+      }(),
+      caller);
+  ASSERT_THAT(switched.status(), IsOk());
+  engine_->WaitIdle();
+  v1::Allocation now = Get(a.id());
+  EXPECT_EQ(now.state(), v1::ALLOCATION_STATE_READY) << now.reason();
+  EXPECT_EQ(now.active_phase(), "tp");
+  EXPECT_EQ(OnSwitch(), PhaseWanted(now, "tp"));
+  // The ring's gpu2↔gpu3 and gpu4↔gpu1 go (4 cross-connects), tp's own links are new only
+  // where the ring's ports differ; what both phases share stays on the switch untouched.
+  std::set<CrossConnect> shared;
+  const std::set<CrossConnect> dp = PhaseWanted(now, "dp"), tp = PhaseWanted(now, "tp");
+  std::set_intersection(dp.begin(), dp.end(), tp.begin(), tp.end(),
+                        std::inserter(shared, shared.begin()));
+  const int differing = static_cast<int>(dp.size() + tp.size() - 2 * shared.size());
+  EXPECT_EQ(sw_->changes() - changes, differing);
+  EXPECT_EQ(switched->plan().remove_size() + switched->plan().add_size(), differing);
+  EXPECT_EQ(agents_->Count(v1::Command::kRetrain) - retrains, switched->plan().add_size());
+  for (const v1::Circuit& c : now.circuits()) {
+    EXPECT_EQ(c.state(), c.phase() == "tp" ? v1::CIRCUIT_STATE_ACTIVE : v1::CIRCUIT_STATE_INACTIVE)
+        << c.id();
+  }
+
+  // And back; activating the active phase changes nothing.
+  v1::ActivatePhaseRequest back;
+  back.set_id(a.id());
+  back.set_phase("dp");
+  ASSERT_THAT(engine_->ActivatePhase(back, caller).status(), IsOk());
+  engine_->WaitIdle();
+  EXPECT_EQ(OnSwitch(), PhaseWanted(Get(a.id()), "dp"));
+  const int settled = sw_->changes();
+  ASSERT_THAT(engine_->ActivatePhase(back, caller).status(), IsOk());
+  engine_->WaitIdle();
+  EXPECT_EQ(sw_->changes(), settled);
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
+}
+
+TEST_F(EngineTest, ActivatePhaseRefusalsNameTheProblem) {
+  v1::Allocation a = Request(Phased("team-a"));
+  v1::Allocation single = Request(Link("team-a", "gpu5", "gpu6"));
+  v1::ActivatePhaseRequest r;
+  r.set_id(a.id());
+  r.set_phase("pp");
+  EXPECT_THAT(engine_->ActivatePhase(r, Caller::FromPrincipal("job:team-a")).status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("its phases are dp, tp")));
+  r.set_phase("tp");
+  EXPECT_THAT(engine_->ActivatePhase(r, Caller::FromPrincipal("job:team-b")).status(),
+              StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
+  r.set_id(single.id());
+  EXPECT_THAT(engine_->ActivatePhase(r, Caller::FromPrincipal("job:team-a")).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("no phases")));
+  EXPECT_EQ(Get(a.id()).active_phase(), "dp");
+
+  v1::RequestTopologyRequest bad = Phased("team-a");
+  bad.mutable_phases(1)->set_name("dp");
+  const Caller op = Caller::FromPrincipal("operator:test");
+  EXPECT_THAT(engine_->RequestTopology(bad, op).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'dp' is given twice")));
+  bad = Phased("team-a");
+  bad.set_initial_phase("pp");
+  EXPECT_THAT(engine_->RequestTopology(bad, op).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("initial_phase")));
+}
+
+TEST_F(EngineTest, PhaseSwitchTheSwitchRefusesGoesBackToTheOldPhaseAndHeals) {
+  v1::Allocation a = Request(Phased("team-a"));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
+  sw_->FailNextApplyAfter(1);
+  v1::ActivatePhaseRequest r;
+  r.set_id(a.id());
+  r.set_phase("tp");
+  ASSERT_THAT(engine_->ActivatePhase(r, Caller::FromPrincipal("job:team-a")).status(), IsOk());
+  engine_->WaitIdle();
+  v1::Allocation now = Get(a.id());
+  EXPECT_EQ(now.state(), v1::ALLOCATION_STATE_DEGRADED);
+  EXPECT_EQ(now.active_phase(), "dp");
+  EXPECT_THAT(now.reason(), HasSubstr("back on phase dp"));
+  EXPECT_EQ(OnSwitch(), PhaseWanted(now, "dp"));  // Rolled back.
+
+  clock_.Advance(absl::Seconds(2));
+  engine_->RunDueRetries();
+  engine_->WaitIdle();
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY) << Get(a.id()).reason();
+}
+
+TEST_F(EngineTest, APhaseSwitchACrashInterruptedFinishesAtRestart) {
+  v1::Allocation a = Request(Phased("team-a"));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
+  engine_.reset();
+  // As a crash right after the handover commit leaves it: tp desired, dp inactive, and the
+  // switch still holding dp's cross-connects.
+  store::AllocationUpdate handover;
+  handover.id = a.id();
+  handover.state = v1::ALLOCATION_STATE_PROGRAMMING;
+  handover.active_phase = "tp";
+  for (const v1::Circuit& c : a.circuits()) {
+    handover.circuits[c.id()] = {
+        c.phase() == "tp" ? v1::CIRCUIT_STATE_PLANNED : v1::CIRCUIT_STATE_INACTIVE, ""};
+  }
+  ASSERT_THAT(store_->UpdateAllocation(handover, "test").status(), IsOk());
+  ASSERT_EQ(OnSwitch(), PhaseWanted(a, "dp"));
+
+  StartEngine();
+  engine_->WaitIdle();
+  v1::Allocation after = Get(a.id());
+  EXPECT_EQ(after.state(), v1::ALLOCATION_STATE_READY) << after.reason();
+  EXPECT_EQ(after.active_phase(), "tp");
+  EXPECT_EQ(OnSwitch(), PhaseWanted(after, "tp"));
+}
+
+TEST_F(EngineTest, AllToAllBecomesRoundsAndEveryRoundCanBeActivated) {
+  v1::RequestTopologyRequest r;
+  r.set_tenant("team-a");
+  for (const char* m : {"gpu1", "gpu2", "gpu3", "gpu4"}) {
+    r.mutable_topology()->mutable_all_to_all()->mutable_members()->add_devices(m);
+  }
+  v1::Allocation a = Request(r);
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
+  // Two ports per GPU: each round sends to two others, so the three peers take two rounds.
+  EXPECT_THAT(a.phases(), ElementsAre("round-1", "round-2"));
+  std::set<std::pair<std::string, std::string>> pairs;
+  for (const std::string& round : a.phases()) {
+    v1::ActivatePhaseRequest activate;
+    activate.set_id(a.id());
+    activate.set_phase(round);
+    ASSERT_THAT(engine_->ActivatePhase(activate, Caller::FromPrincipal("job:team-a")).status(),
+                IsOk());
+    engine_->WaitIdle();
+    v1::Allocation now = Get(a.id());
+    ASSERT_EQ(now.state(), v1::ALLOCATION_STATE_READY) << round << ": " << now.reason();
+    EXPECT_EQ(OnSwitch(), PhaseWanted(now, round));
+    for (const v1::Circuit& c : now.circuits()) {
+      if (c.phase() == round) pairs.insert({c.source().onic(), c.destination().onic()});
+    }
+  }
+  EXPECT_THAT(pairs, SizeIs(12));  // Every ordered pair of the four.
 }
 
 }  // namespace

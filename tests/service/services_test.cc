@@ -292,17 +292,19 @@ TEST_F(ServicesTest, DryRunPlansARingAndTouchesNothing) {
   EXPECT_THAT(status.error_message(), HasSubstr("device gpu99 not found"));
 }
 
-TEST_F(ServicesTest, RpcsOfLaterPartsAnswerUnimplemented) {
+TEST_F(ServicesTest, PhaseRequestsAreCheckedAndLaterPartsAnswerUnimplemented) {
+  ApplyGen1();
   v1::RequestTopologyRequest phased;
   phased.set_tenant("tenant-a");
   phased.add_phases()->set_name("dp");
   v1::RequestTopologyResponse topology;
   grpc::Status phases = topology_stub_->RequestTopology(Context().get(), phased, &topology);
-  EXPECT_EQ(phases.error_code(), grpc::StatusCode::UNIMPLEMENTED);
-  EXPECT_THAT(phases.error_message(), HasSubstr("phases"));
+  EXPECT_EQ(phases.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(phases.error_message(), HasSubstr("phases[0] (dp)"));
   v1::ActivatePhaseResponse activated;
-  EXPECT_EQ(topology_stub_->ActivatePhase(Context().get(), {}, &activated).error_code(),
-            grpc::StatusCode::UNIMPLEMENTED);
+  grpc::Status no_id = topology_stub_->ActivatePhase(Context().get(), {}, &activated);
+  EXPECT_EQ(no_id.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(no_id.error_message(), HasSubstr("id is empty"));
   v1::ReplaceMemberResponse replaced;
   EXPECT_EQ(admin_stub_->ReplaceMember(Context().get(), {}, &replaced).error_code(),
             grpc::StatusCode::UNIMPLEMENTED);
