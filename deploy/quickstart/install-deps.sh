@@ -14,6 +14,8 @@ PACKAGES=(
   prometheus systemd python3-yaml
   # The Python client in clients/python: gRPC, protobuf, and grpc_tools for its stubs.
   python3-grpcio python3-protobuf python3-grpc-tools
+  # fleetctl's zsh completion is checked with zsh itself.
+  zsh
 )
 
 missing=()
