@@ -682,7 +682,8 @@ void NoFlags(FlagTable&, CommandLine&) {}
 
 // The subcommands of topology and link.
 const std::vector<std::string>& TopologySubcommands() {
-  static const auto* words = new std::vector<std::string>{"request", "release", "keepalive"};
+  static const auto* words =
+      new std::vector<std::string>{"request", "phase", "release", "keepalive"};
   return *words;
 }
 const std::vector<std::string>& LinkSubcommands() {
@@ -787,9 +788,9 @@ const std::vector<Verb>& Verbs() {
        },
        {}},
       {"topology",
-       "fleetctl topology (request -f FILE [--dry-run] [--wait] [--lease DURATION] | release ID "
-       "[--wait] | keepalive ID) [flags]",
-       "Request, release or keep alive a topology",
+       "fleetctl topology (request -f FILE [--dry-run] [--wait] [--lease DURATION] | phase ID "
+       "NAME [--wait] | release ID [--wait] | keepalive ID) [flags]",
+       "Request, switch the phase of, release or keep alive a topology",
        "Hold a topology for a job: an allocation of members and the circuits between them.\n\n"
        "  request -f FILE  Send a topology request file (see deploy/examples/). Prints the\n"
        "                   allocation as admitted: members, and each circuit with its\n"
@@ -799,6 +800,10 @@ const std::vector<Verb>& Verbs() {
        "                   ready (exit 0, then the allocation), failed or released (exit 1),\n"
        "                   or --timeout passes (exit 1). Degraded is waited through.\n"
        "                   --lease DURATION (90s, 10m, 1h30m) overrides the file's lease.\n"
+       "  phase ID NAME    Switch a phased allocation to phase NAME: only the circuits\n"
+       "                   that differ are reprogrammed. Prints the cross-connects removed\n"
+       "                   and added; with --wait, a line per state change until it is\n"
+       "                   ready on the new phase (exit 0, then the allocation).\n"
        "  release ID       Remove the allocation's circuits; prints its state. With --wait,\n"
        "                   until it is released.\n"
        "  keepalive ID     Renew the lease; prints when it now expires.\n\n"
@@ -807,7 +812,8 @@ const std::vector<Verb>& Verbs() {
          f.File("file,f", &l.topology.file, "request: the topology request file (YAML)");
          f.Bool("dry-run", &l.topology.dry_run, "request: plan only; change nothing");
          f.Bool("wait", &l.topology.wait,
-                "request, release: follow the allocation until it is ready (released)");
+                "request, phase, release: follow the allocation until it is ready "
+                "(released)");
          f.String("lease", &l.topology.lease,
                   "request: lease duration, e.g. 10m; 0 is the server's default");
        },
@@ -815,8 +821,8 @@ const std::vector<Verb>& Verbs() {
          const std::vector<std::string>& p = l.positional;
          if (p.empty()) {
            return UsageError(*s.err, "topology",
-                             "topology needs a subcommand: request -f FILE, release ID or "
-                             "keepalive ID");
+                             "topology needs a subcommand: request -f FILE, phase ID NAME, "
+                             "release ID or keepalive ID");
          }
          const std::vector<std::string>& subcommands = TopologySubcommands();
          const TopologyRequestArgs& args = l.topology;
@@ -836,18 +842,26 @@ const std::vector<Verb>& Verbs() {
                              absl::StrCat("unknown topology subcommand '", p[0],
                                           "'; subcommands: ", absl::StrJoin(subcommands, ", ")));
          }
-         if (p.size() != 2) {
-           return UsageError(*s.err, "topology",
-                             absl::StrCat("topology ", p[0], " needs one ID, got ", Joined(p)));
-         }
          if (!args.file.empty() || args.dry_run || !args.lease.empty()) {
            return UsageError(*s.err, "topology",
                              "-f, --dry-run and --lease apply to topology request only");
          }
+         if (p[0] == "phase") {
+           if (p.size() != 3) {
+             return UsageError(
+                 *s.err, "topology",
+                 absl::StrCat("topology phase needs an ID and a phase NAME, got ", Joined(p)));
+           }
+           return ActivatePhase(s, p[1], p[2], args.wait);
+         }
+         if (p.size() != 2) {
+           return UsageError(*s.err, "topology",
+                             absl::StrCat("topology ", p[0], " needs one ID, got ", Joined(p)));
+         }
          if (p[0] == "release") return ReleaseTopology(s, p[1], args.wait);
          if (args.wait) {
            return UsageError(*s.err, "topology",
-                             "--wait applies to topology request and release only");
+                             "--wait applies to topology request, phase and release only");
          }
          return KeepAlive(s, p[1]);
        },
@@ -1330,6 +1344,35 @@ int ReleaseTopology(const Session& s, const std::string& id, bool wait) {
   if (code != kExitOk || s.format == OutputFormat::kTable) return code;
   *response.mutable_allocation() = std::move(allocation);
   return PrintMessage(s, response);
+}
+
+int ActivatePhase(const Session& s, const std::string& id, const std::string& phase, bool wait) {
+  const absl::Time deadline = absl::Now() + s.timeout;
+  v1::ActivatePhaseRequest request;
+  request.set_id(id);
+  request.set_phase(phase);
+  v1::ActivatePhaseResponse response;
+  grpc::Status status = s.Call([&](grpc::ClientContext* c) {
+    return s.server->topology->ActivatePhase(c, request, &response);
+  });
+  if (!status.ok()) return s.Failed(status);
+  if (s.format == OutputFormat::kTable) {
+    *s.out << PhaseSwitchText(response.allocation(), response.plan());
+  }
+  if (!wait) {
+    if (s.format != OutputFormat::kTable) return PrintMessage(s, response);
+    *s.out << AllocationStateLine(response.allocation()) << "\n";
+    return kExitOk;
+  }
+  v1::Allocation allocation = response.allocation();
+  int code = WaitForAllocation(s, v1::ALLOCATION_STATE_READY, deadline, &allocation);
+  if (code != kExitOk) return code;
+  if (s.format != OutputFormat::kTable) {
+    *response.mutable_allocation() = std::move(allocation);
+    return PrintMessage(s, response);
+  }
+  *s.out << AllocationText(allocation);
+  return kExitOk;
 }
 
 int KeepAlive(const Session& s, const std::string& id) {

@@ -149,6 +149,12 @@ int ReleaseTopology(const Session& session, const std::string& id, bool wait);
 // `topology keepalive ID`: renews the lease and prints when it now expires.
 int KeepAlive(const Session& session, const std::string& id);
 
+// `topology phase ID NAME [--wait]`: switches the allocation to phase NAME and prints the
+// cross-connects removed and added; with `wait`, each state change until READY (exit 0, then
+// the allocation), FAILED or RELEASED, or the timeout (exit 1).
+int ActivatePhase(const Session& session, const std::string& id, const std::string& phase,
+                  bool wait);
+
 // `delete KIND NAME`.
 int Delete(const Session& session, const std::string& kind, const std::string& name);
 

@@ -758,6 +758,15 @@ void AddAllocationIdentity(const v1::Allocation& a, Description& d) {
   d.Field("Reason", a.reason());
 }
 
+// "Phases: dp (active), tp" for a phased allocation; nothing for a single topology.
+void AddPhases(const v1::Allocation& a, Description& d) {
+  std::vector<std::string> phases;
+  for (const std::string& phase : a.phases()) {
+    phases.push_back(phase == a.active_phase() ? absl::StrCat(phase, " (active)") : phase);
+  }
+  if (!phases.empty()) d.List("Phases", std::move(phases));
+}
+
 std::vector<std::string> CircuitLines(const v1::Allocation& a) {
   std::vector<std::string> lines;
   for (const v1::Circuit& circuit : a.circuits()) lines.push_back(CircuitLine(circuit));
@@ -777,11 +786,7 @@ std::string DescribeAllocation(const v1::Allocation& a, const std::vector<v1::Ev
     d.Field("Direct traffic",
             absl::StrCat(absl::StrFormat("%.1f", 100 * a.direct_traffic_share()), "%"));
   }
-  std::vector<std::string> phases;
-  for (const std::string& phase : a.phases()) {
-    phases.push_back(phase == a.active_phase() ? absl::StrCat(phase, " (active)") : phase);
-  }
-  if (!phases.empty()) d.List("Phases", std::move(phases));
+  AddPhases(a, d);
   d.List("Members", {a.members().begin(), a.members().end()});
   d.List("Circuits", CircuitLines(a));
   size_t stage_width = 0;
@@ -841,9 +846,20 @@ std::string PlanText(const v1::Plan& plan) {
 std::string AllocationText(const v1::Allocation& a) {
   Description d;
   AddAllocationIdentity(a, d);
+  AddPhases(a, d);
   d.List("Members", {a.members().begin(), a.members().end()});
   d.List("Circuits", CircuitLines(a));
   return d.Render();
+}
+
+std::string PhaseSwitchText(const v1::Allocation& a, const v1::Plan& plan) {
+  std::string out = absl::StrCat(a.id(), " phase ", a.active_phase(), ": ", plan.remove_size(),
+                                 " cross-connects removed, ", plan.add_size(), " added\n");
+  for (const v1::CrossConnect& xc : plan.remove())
+    absl::StrAppend(&out, "  removed  ", CrossConnectText(xc), "\n");
+  for (const v1::CrossConnect& xc : plan.add())
+    absl::StrAppend(&out, "  added    ", CrossConnectText(xc), "\n");
+  return out;
 }
 
 std::string DrainText(const v1::DrainRequest& request, const v1::DrainResponse& response) {

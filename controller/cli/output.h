@@ -171,8 +171,12 @@ std::string DescribeAgent(const v1::Agent& agent, absl::Time now);
 // `topology request --dry-run`: the members, the counts and each circuit's cross-connects.
 std::string PlanText(const v1::Plan& plan);
 // `topology request`: the allocation as admitted (or, with --wait, as it ended): its id,
-// tenant, name, state, members and circuits with their cross-connects.
+// tenant, name, state, phases (the active one marked), members and circuits with their
+// cross-connects and phase.
 std::string AllocationText(const v1::Allocation& allocation);
+// `topology phase ID NAME`: what the switch did, only the cross-connects that differ between
+// the phases: `a3 phase tp: 4 cross-connects removed, 4 added`, then one line each.
+std::string PhaseSwitchText(const v1::Allocation& allocation, const v1::Plan& plan);
 // `drain`: what was drained and the allocations using it (failed with `evict`).
 std::string DrainText(const v1::DrainRequest& request, const v1::DrainResponse& response);
 // `reconcile`: the drift table (or "no drift") and the counts.

@@ -444,6 +444,31 @@ class FakeTopology final : public v1::TopologyService::Service {
     return grpc::Status::OK;
   }
 
+  // Allocation a1 has phases dp (active) and tp; switching removes ocs1:1→401 and adds
+  // ocs1:2→402, and leaves a1 PROGRAMMING on the new phase.
+  grpc::Status ActivatePhase(grpc::ServerContext*, const v1::ActivatePhaseRequest* request,
+                             v1::ActivatePhaseResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    auto it = history_.find(request->id());
+    if (it == history_.end()) return NotFound(request->id());
+    if (request->phase() != "dp" && request->phase() != "tp") {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          absl::StrCat("allocation ", request->id(), " has no phase '",
+                                       request->phase(), "'; its phases are dp, tp"));
+    }
+    v1::Allocation a = it->second.back();
+    a.clear_phases();
+    a.add_phases("dp");
+    a.add_phases("tp");
+    a.set_active_phase(request->phase());
+    a.set_state(v1::ALLOCATION_STATE_PROGRAMMING);
+    it->second.push_back(a);
+    *response->mutable_plan()->add_remove() = MakeCircuit("c1", "x", "y", 1, 401).cross_connects(0);
+    *response->mutable_plan()->add_add() = MakeCircuit("c2", "x", "y", 2, 402).cross_connects(0);
+    *response->mutable_allocation() = std::move(a);
+    return grpc::Status::OK;
+  }
+
   grpc::Status KeepAlive(grpc::ServerContext*, const v1::KeepAliveRequest* request,
                          v1::KeepAliveResponse* response) override {
     absl::MutexLock lock(&mu_);
@@ -1489,6 +1514,33 @@ TEST_F(FleetctlTopologyTest, ReleaseWaitFollowsUntilReleased) {
   EXPECT_EQ(out(), "a1 releasing\na1 released\n");
 }
 
+TEST_F(FleetctlTopologyTest, PhasePrintsTheCrossConnectsThatDiffer) {
+  EXPECT_EQ(Run({"topology", "phase", "a1", "tp"}), kExitOk) << err();
+  EXPECT_EQ(out(),
+            "a1 phase tp: 1 cross-connects removed, 1 added\n"
+            "  removed  ocs1:1→401\n"
+            "  added    ocs1:2→402\n"
+            "a1 programming\n");
+  EXPECT_EQ(Run({"topology", "phase", "a1", "pp"}), kExitFailed);
+  EXPECT_EQ(err(), "error: NOT_FOUND: allocation a1 has no phase 'pp'; its phases are dp, tp\n");
+  EXPECT_EQ(Run({"topology", "phase", "a1"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("topology phase needs an ID and a phase NAME, got 'phase a1'"));
+}
+
+TEST_F(FleetctlTopologyTest, PhaseWaitFollowsUntilReadyAndShowsThePhases) {
+  int code = -1;
+  std::thread fleetctl = RunInBackground({"topology", "phase", "a1", "tp", "--wait"}, &code);
+  ASSERT_TRUE(topology_.AwaitWatches(1));
+  topology_.SetState("a1", v1::ALLOCATION_STATE_TRAINING);
+  topology_.SetState("a1", v1::ALLOCATION_STATE_READY);
+  fleetctl.join();
+  EXPECT_EQ(code, kExitOk) << err();
+  EXPECT_THAT(out(), HasSubstr("a1 phase tp: 1 cross-connects removed, 1 added\n"));
+  EXPECT_THAT(out(), HasSubstr("a1 programming\na1 training\na1 ready\n"));
+  EXPECT_THAT(out(), HasSubstr("dp\n"));
+  EXPECT_THAT(out(), HasSubstr("tp (active)"));
+}
+
 TEST_F(FleetctlTopologyTest, ReleaseOfUnknownAllocationIsNotFound) {
   EXPECT_EQ(Run({"topology", "release", "a9", "--wait"}), kExitFailed);
   EXPECT_EQ(err(), "error: NOT_FOUND: allocation a9 not found\n");
@@ -1508,11 +1560,11 @@ TEST_F(FleetctlTopologyTest, KeepAlivePrintsTheNewExpiry) {
 
 TEST_F(FleetctlTopologyTest, SubcommandsAndTheirFlagsAreChecked) {
   EXPECT_EQ(Run({"topology"}), kExitUsage);
-  EXPECT_THAT(err(), HasSubstr("topology needs a subcommand: request -f FILE, release ID or "
-                               "keepalive ID"));
+  EXPECT_THAT(err(), HasSubstr("topology needs a subcommand: request -f FILE, phase ID NAME, "
+                               "release ID or keepalive ID"));
   EXPECT_EQ(Run({"topology", "renew", "a1"}), kExitUsage);
   EXPECT_THAT(err(), HasSubstr("unknown topology subcommand 'renew'; subcommands: request, "
-                               "release, keepalive"));
+                               "phase, release, keepalive"));
   EXPECT_EQ(Run({"topology", "request"}), kExitUsage);
   EXPECT_THAT(err(), HasSubstr("topology request needs -f FILE"));
   EXPECT_EQ(Run({"topology", "release"}), kExitUsage);
@@ -1520,7 +1572,7 @@ TEST_F(FleetctlTopologyTest, SubcommandsAndTheirFlagsAreChecked) {
   EXPECT_EQ(Run({"topology", "release", "a1", "--lease", "5m"}), kExitUsage);
   EXPECT_THAT(err(), HasSubstr("-f, --dry-run and --lease apply to topology request only"));
   EXPECT_EQ(Run({"topology", "keepalive", "a1", "--wait"}), kExitUsage);
-  EXPECT_THAT(err(), HasSubstr("--wait applies to topology request and release only"));
+  EXPECT_THAT(err(), HasSubstr("--wait applies to topology request, phase and release only"));
   EXPECT_EQ(topology_.versions("a1"), 1u);  // Nothing reached the server.
   EXPECT_TRUE(topology_.requests().empty());
 }
