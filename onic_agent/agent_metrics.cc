@@ -62,6 +62,9 @@ void AgentMetrics::PortObserved(const v1::LinkState& link) {
   if (link.onic_serial().empty() || link.port() == 0) return;
   const prometheus::Labels labels = {{"onic", link.onic_serial()},
                                      {"port", absl::StrCat(link.port())}};
+  // Add and Remove of one series must not interleave: a Remove frees the gauge another
+  // caller's Add returned.
+  absl::MutexLock lock(&power_mu_);
   link_up_.Add(labels).Set(link.status() == v1::LINK_STATUS_UP ? 1 : 0);
   prometheus::Gauge& power = rx_power_.Add(labels);
   if (link.rx_power_dbm() <= kNoLightDbm) {

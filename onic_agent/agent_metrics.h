@@ -10,6 +10,7 @@
 
 #include <string>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "fleet/v1/agent.pb.h"
 
@@ -37,6 +38,7 @@ class AgentMetrics {
   prometheus::Family<prometheus::Counter>& commands_;
   prometheus::Histogram& retrain_duration_;
   prometheus::Family<prometheus::Gauge>& link_up_;
+  absl::Mutex power_mu_;  // Serializes updates of rx_power_, which removes series.
   prometheus::Family<prometheus::Gauge>& rx_power_;
 };
 

@@ -172,6 +172,9 @@ void ControllerMetrics::LinkRetrains(const std::string& outcome, int count) {
 
 void ControllerMetrics::PortRxPower(const std::string& host, const std::string& onic_serial,
                                     uint32_t port, double dbm) {
+  // Add and Remove of one series must not interleave: a Remove frees the gauge another
+  // caller's Add returned.
+  absl::MutexLock lock(&power_mu_);
   prometheus::Gauge& gauge =
       port_rx_power_.Add({{"host", host}, {"onic", onic_serial}, {"port", absl::StrCat(port)}});
   // A dark port (no circuit, or quiesced) has no power to show; a series at -99.99 dBm would

@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "controller/metrics/endpoint.h"
 #include "controller/store/store.h"
@@ -75,6 +76,7 @@ class ControllerMetrics {
   prometheus::Family<prometheus::Gauge>& switch_up_;
   prometheus::Gauge& agents_connected_;
   prometheus::Family<prometheus::Counter>& link_retrains_;
+  absl::Mutex power_mu_;  // Serializes updates of port_rx_power_, which removes series.
   prometheus::Family<prometheus::Gauge>& port_rx_power_;
   prometheus::Family<prometheus::Counter>& reconcile_runs_;
   prometheus::Family<prometheus::Counter>& drift_found_;
