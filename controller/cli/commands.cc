@@ -1281,6 +1281,21 @@ int Apply(const Session& s, const ApplyArgs& args) {
   return kExitOk;
 }
 
+// --wait of request and phase: follows the response's allocation until READY, then prints
+// the response with the allocation as it ended (-o json|yaml) or the allocation.
+template <typename Response>
+int WaitUntilReady(const Session& s, absl::Time deadline, Response& response) {
+  v1::Allocation allocation = response.allocation();
+  int code = WaitForAllocation(s, v1::ALLOCATION_STATE_READY, deadline, &allocation);
+  if (code != kExitOk) return code;
+  if (s.format != OutputFormat::kTable) {
+    *response.mutable_allocation() = std::move(allocation);
+    return PrintMessage(s, response);
+  }
+  *s.out << AllocationText(allocation);
+  return kExitOk;
+}
+
 int RequestTopology(const Session& s, const TopologyRequestArgs& args) {
   if (args.wait && args.dry_run) {
     return UsageError(*s.err, "topology", "--wait has nothing to wait for with --dry-run");
@@ -1313,15 +1328,7 @@ int RequestTopology(const Session& s, const TopologyRequestArgs& args) {
     return kExitOk;
   }
 
-  v1::Allocation allocation = response.allocation();
-  int code = WaitForAllocation(s, v1::ALLOCATION_STATE_READY, deadline, &allocation);
-  if (code != kExitOk) return code;
-  if (s.format != OutputFormat::kTable) {
-    *response.mutable_allocation() = std::move(allocation);
-    return PrintMessage(s, response);
-  }
-  *s.out << AllocationText(allocation);
-  return kExitOk;
+  return WaitUntilReady(s, deadline, response);
 }
 
 int ReleaseTopology(const Session& s, const std::string& id, bool wait) {
@@ -1364,15 +1371,7 @@ int ActivatePhase(const Session& s, const std::string& id, const std::string& ph
     *s.out << AllocationStateLine(response.allocation()) << "\n";
     return kExitOk;
   }
-  v1::Allocation allocation = response.allocation();
-  int code = WaitForAllocation(s, v1::ALLOCATION_STATE_READY, deadline, &allocation);
-  if (code != kExitOk) return code;
-  if (s.format != OutputFormat::kTable) {
-    *response.mutable_allocation() = std::move(allocation);
-    return PrintMessage(s, response);
-  }
-  *s.out << AllocationText(allocation);
-  return kExitOk;
+  return WaitUntilReady(s, deadline, response);
 }
 
 int KeepAlive(const Session& s, const std::string& id) {
