@@ -75,7 +75,8 @@ FabricSnapshot FabricSnapshot::Build(const v1::Inventory& site,
   }
   for (auto& [device, onics] : s.device_onics_) std::sort(onics.begin(), onics.end());
   for (const v1::Circuit& c : circuits) {
-    if (c.state() == v1::CIRCUIT_STATE_INACTIVE) continue;  // Not desired now.
+    // An inactive phase's circuit holds its ports too: its allocation may switch to that
+    // phase at any time, and a phase switch is never refused for capacity.
     const std::string holder = c.manual() ? "manual circuit " + c.id() : c.allocation_id();
     for (OnicPortState& st : s.onic_ports_[c.source().onic()]) {
       if (st.port == c.source().port()) st.tx_holder = holder;

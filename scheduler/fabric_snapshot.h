@@ -24,7 +24,8 @@ struct OnicPortState {
   v1::SwitchPortRef rx;  // The egress its rx fiber leaves.
   // Why no new circuit may use this port ("drained", "failed", ...); empty when it may.
   std::string unusable;
-  // The allocation whose desired circuit uses this port's tx / rx; empty when free.
+  // The allocation whose circuit (of any phase, active or not) uses this port's tx / rx;
+  // empty when free.
   std::string tx_holder;
   std::string rx_holder;
   // The cluster of the switch its tx fiber enters ("" when the switch names none).

@@ -3,6 +3,7 @@
 #include <google/protobuf/util/time_util.h>
 
 #include <algorithm>
+#include <cctype>
 #include <set>
 #include <thread>
 #include <tuple>
@@ -82,6 +83,11 @@ absl::StatusOr<std::vector<scheduler::PlannedPhase>> PlanPhases(
     const std::string field = absl::StrCat("phases[", i, "]");
     if (phase.name().empty()) {
       return absl::InvalidArgumentError(absl::StrCat(field, ".name is empty"));
+    }
+    if (std::any_of(phase.name().begin(), phase.name().end(),
+                    [](char ch) { return std::iscntrl(static_cast<unsigned char>(ch)); })) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".name has a control character; a phase name is one line"));
     }
     if (!names.insert(phase.name()).second) {
       return absl::InvalidArgumentError(
@@ -294,6 +300,13 @@ void Engine::Unclaim(const std::string& id) {
 
 void Engine::Spawn(const std::string& id, std::function<void()> fn) {
   absl::MutexLock lock(&mu_);
+  if (stopping_) {
+    // Shutdown has joined the workers: a thread started now would never be. What the caller
+    // persisted is resumed at the next start.
+    claimed_.erase(id);
+    changed_.SignalAll();
+    return;
+  }
   // Finished threads are joined here; each is past its last touch of the engine.
   for (auto it = workers_.begin(); it != workers_.end();) {
     if ((*it)->done.load()) {
@@ -1008,6 +1021,14 @@ absl::StatusOr<v1::ActivatePhaseResponse> Engine::ActivatePhase(
     return absl::NotFoundError(absl::StrCat("allocation ", id, " has no phase '", phase,
                                             "'; its phases are ", absl::StrJoin(a.phases(), ", ")));
   }
+  if (Ended(a.state()) || a.state() == v1::ALLOCATION_STATE_RELEASING) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "allocation ", id, " is ", v1::Name(a.state()), "; it has no phase to activate"));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return absl::UnavailableError("fleetd is stopping");
+  }
   v1::ActivatePhaseResponse response;
   if (a.active_phase() == phase) {
     *response.mutable_allocation() = std::move(a);
@@ -1037,11 +1058,19 @@ absl::StatusOr<v1::ActivatePhaseResponse> Engine::ActivatePhase(
   const scheduler::CircuitDiff diff = scheduler::DiffCircuits(current, target);
   std::set<std::string> added;
   for (const v1::Circuit& c : diff.add) added.insert(c.id());
-  // A kept path stays as it is when its link is up; one that was not is made and trained again.
-  std::map<std::pair<std::string, std::string>, v1::CircuitState> kept_state;
+  // Every port of a removed or added circuit is quiesced, so a kept circuit that shares one
+  // is made and trained again with them; one whose link was not up is, too. The rest stay.
+  std::set<std::string> quiesced, up;
+  for (const std::vector<v1::Circuit>* changed : {&diff.remove, &diff.add}) {
+    for (const v1::Circuit& c : *changed) {
+      quiesced.insert(PortName(c.source()));
+      quiesced.insert(PortName(c.destination()));
+    }
+  }
   for (const v1::Circuit& c : diff.kept) {
-    kept_state[{absl::StrCat(c.source().onic(), "/", c.source().port()),
-                absl::StrCat(c.destination().onic(), "/", c.destination().port())}] = c.state();
+    if (c.state() == v1::CIRCUIT_STATE_ACTIVE) {
+      up.insert(PortName(c.source()) + ">" + PortName(c.destination()));
+    }
   }
 
   store::AllocationUpdate handover;
@@ -1051,16 +1080,12 @@ absl::StatusOr<v1::ActivatePhaseResponse> Engine::ActivatePhase(
   handover.active_phase = phase;
   for (const v1::Circuit& c : current) handover.circuits[c.id()] = {v1::CIRCUIT_STATE_INACTIVE, ""};
   for (const v1::Circuit& c : target) {
-    v1::CircuitState state = v1::CIRCUIT_STATE_PLANNED;
-    if (!added.contains(c.id())) {
-      auto it =
-          kept_state.find({absl::StrCat(c.source().onic(), "/", c.source().port()),
-                           absl::StrCat(c.destination().onic(), "/", c.destination().port())});
-      if (it != kept_state.end() && it->second == v1::CIRCUIT_STATE_ACTIVE) {
-        state = v1::CIRCUIT_STATE_ACTIVE;
-      }
-    }
-    handover.circuits[c.id()] = {state, ""};
+    const bool untouched = !added.contains(c.id()) &&
+                           up.contains(PortName(c.source()) + ">" + PortName(c.destination())) &&
+                           !quiesced.contains(PortName(c.source())) &&
+                           !quiesced.contains(PortName(c.destination()));
+    handover.circuits[c.id()] = {untouched ? v1::CIRCUIT_STATE_ACTIVE : v1::CIRCUIT_STATE_PLANNED,
+                                 ""};
   }
   handover.event_kind = "allocation.phase";
   handover.event_message =
@@ -1068,6 +1093,9 @@ absl::StatusOr<v1::ActivatePhaseResponse> Engine::ActivatePhase(
                    ": ", diff.kept.size(), " circuits kept, ", diff.remove.size(), " removed, ",
                    diff.add.size(), " added");
   const absl::Time persist_start = clock_->Now();
+  // The stored timings are this transaction's from the handover on, so a resumed run does not
+  // count the previous transaction's.
+  handover.stage_timings = {Stage("plan", plan_start, persist_start - plan_start)};
   absl::StatusOr<v1::Allocation> switched = Update(handover, caller.principal);
   if (!switched.ok()) {
     Unclaim(id);

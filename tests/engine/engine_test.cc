@@ -748,7 +748,8 @@ TEST_F(EngineTest, ActivatePhaseReprogramsOnlyTheCircuitsThatDiffer) {
   const int differing = static_cast<int>(dp.size() + tp.size() - 2 * shared.size());
   EXPECT_EQ(sw_->changes() - changes, differing);
   EXPECT_EQ(switched->plan().remove_size() + switched->plan().add_size(), differing);
-  EXPECT_EQ(agents_->Count(v1::Command::kRetrain) - retrains, switched->plan().add_size());
+  // The new links retrain, and so do kept ones whose ports were quiesced with them.
+  EXPECT_GE(agents_->Count(v1::Command::kRetrain) - retrains, switched->plan().add_size());
   for (const v1::Circuit& c : now.circuits()) {
     EXPECT_EQ(c.state(), c.phase() == "tp" ? v1::CIRCUIT_STATE_ACTIVE : v1::CIRCUIT_STATE_INACTIVE)
         << c.id();
@@ -766,6 +767,71 @@ TEST_F(EngineTest, ActivatePhaseReprogramsOnlyTheCircuitsThatDiffer) {
   engine_->WaitIdle();
   EXPECT_EQ(sw_->changes(), settled);
   EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
+}
+
+TEST_F(EngineTest, AnInactivePhasesPortsAreHeldAgainstOtherTenants) {
+  v1::RequestTopologyRequest r;
+  r.set_tenant("team-a");
+  for (auto [name, a, b] : {std::tuple{"one", "gpu1", "gpu2"}, std::tuple{"two", "gpu3", "gpu4"}}) {
+    v1::Phase* phase = r.add_phases();
+    phase->set_name(name);
+    v1::Link* link = phase->mutable_topology()->mutable_links()->add_links();
+    link->mutable_a()->set_device(a);
+    link->mutable_b()->set_device(b);
+    link->set_duplex(true);
+  }
+  v1::Allocation a = Request(r);
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
+  const Caller op = Caller::FromPrincipal("operator:test");
+  // Phase `two` is not on the switch, but the port it uses at gpu3 is not anyone else's.
+  v1::RequestTopologyRequest theirs = Link("team-b", "gpu3", "gpu5");
+  v1::Endpoint* end = theirs.mutable_topology()->mutable_links()->mutable_links(0)->mutable_a();
+  end->mutable_onic_port()->set_onic("gpu3-n0");
+  end->mutable_onic_port()->set_port(1);
+  EXPECT_THAT(engine_->RequestTopology(theirs, op).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("gpu3-n0/1 cannot be used: tx belongs to another tenant")));
+  v1::ActivatePhaseRequest two;
+  two.set_id(a.id());
+  two.set_phase("two");
+  ASSERT_THAT(engine_->ActivatePhase(two, Caller::FromPrincipal("job:team-a")).status(), IsOk());
+  engine_->WaitIdle();
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
+  EXPECT_EQ(OnSwitch(), PhaseWanted(Get(a.id()), "two"));
+}
+
+TEST_F(EngineTest, KeptCircuitsOnQuiescedPortsAreRetrainedAndTheRestLeftAlone) {
+  // A one-way ring and the chain along it: switching keeps three circuits and removes 4→1,
+  // whose ports are gpu4's (the receiving end of 3→4) and gpu1's (the sender of 1→2).
+  v1::RequestTopologyRequest r;
+  r.set_tenant("team-a");
+  for (auto [name, kind] : {std::pair{"ring", v1::TEMPLATE_KIND_RING_UNIDIRECTIONAL},
+                            std::pair{"chain", v1::TEMPLATE_KIND_CHAIN}}) {
+    v1::Phase* phase = r.add_phases();
+    phase->set_name(name);
+    v1::TemplateSpec* t = phase->mutable_topology()->mutable_template_();
+    t->set_kind(kind);
+    for (const char* m : {"gpu1", "gpu2", "gpu3", "gpu4"}) t->mutable_members()->add_devices(m);
+  }
+  v1::Allocation a = Request(r);
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
+  const int changes = sw_->changes();
+  const int retrains = agents_->Count(v1::Command::kRetrain);
+  v1::ActivatePhaseRequest chain;
+  chain.set_id(a.id());
+  chain.set_phase("chain");
+  absl::StatusOr<v1::ActivatePhaseResponse> switched =
+      engine_->ActivatePhase(chain, Caller::FromPrincipal("job:team-a"));
+  ASSERT_THAT(switched.status(), IsOk());
+  EXPECT_EQ(switched->plan().remove_size(), 1);
+  EXPECT_EQ(switched->plan().add_size(), 0);
+  engine_->WaitIdle();
+  v1::Allocation now = Get(a.id());
+  EXPECT_EQ(now.state(), v1::ALLOCATION_STATE_READY) << now.reason();
+  EXPECT_EQ(OnSwitch(), PhaseWanted(now, "chain"));
+  EXPECT_EQ(sw_->changes() - changes, 1);
+  // 1→2 and 3→4 retrained; 2→3, on ports nobody quiesced, left alone.
+  EXPECT_EQ(agents_->Count(v1::Command::kRetrain) - retrains, 2);
 }
 
 TEST_F(EngineTest, ActivatePhaseRefusalsNameTheProblem) {
