@@ -129,13 +129,14 @@ int Run(int argc, char** argv) {
     absl::StatusOr<std::unique_ptr<fleet::metrics::MetricsEndpoint>> started =
         fleet::metrics::MetricsEndpoint::Start(config.metrics_address, config.metrics_port,
                                                {registry});
-    if (!started.ok()) {
-      std::cerr << "fleet-onic-agent: " << started.status().message() << "\n";
-      return 1;
+    if (started.ok()) {
+      endpoint = std::move(*started);
+      // On its own line, so whoever started the agent can point Prometheus at it.
+      std::cout << "metrics: " << endpoint->address() << std::endl;
+    } else {
+      // The links matter more than their metrics: the agent serves fleetd without them.
+      FLEET_LOG(WARNING) << started.status().message() << "; serving fleetd without metrics";
     }
-    endpoint = std::move(*started);
-    // On its own line, so whoever started the agent can point Prometheus at it.
-    std::cout << "metrics: " << endpoint->address() << std::endl;
   }
 
   fleet::agent::AgentOptions options;
