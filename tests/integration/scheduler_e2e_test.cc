@@ -1,0 +1,248 @@
+// The scheduler's request forms end to end: fleetctl sends the request files of
+// deploy/examples/ (or ones written here) to a real `fleetd --demo`, and the test reads what
+// the emulated switch holds over the emulator's REST API. One fleetd serves every test; each
+// test releases what it holds so the next finds the GPU pool free.
+#include <gmock/gmock.h>
+#include <google/protobuf/util/json_util.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "fleet/v1/topology.pb.h"
+#include "switch_adapters/polatis/polatis_switch.h"
+#include "tests/integration/subprocess.h"
+
+namespace fleet {
+namespace {
+
+using testing::BinaryPath;
+using testing::CommandResult;
+using testing::Daemon;
+using testing::Eventually;
+using ::testing::HasSubstr;
+using testing::RunCommand;
+using CrossConnectSet = std::set<std::pair<uint32_t, uint32_t>>;
+
+const std::string kExamples = std::string(FLEET_SOURCE_DIR) + "/deploy/examples/";
+
+class SchedulerEndToEndTest : public ::testing::Test {
+ public:
+  static void SetUpTestSuite() {
+    state_ = new std::string(testing::FreshDirectory("scheduler-e2e"));
+    absl::StatusOr<std::unique_ptr<Daemon>> started =
+        Daemon::Start({BinaryPath("fleetd"), "--demo", "--state-dir", *state_, "--grpc-port", "0",
+                       "--metrics-port", "0", "--agent-heartbeat-ms", "100"});
+    ASSERT_TRUE(started.ok()) << started.status();
+    fleetd_ = started->release();
+    absl::StatusOr<std::string> grpc = fleetd_->WaitForLine("grpc: ");
+    ASSERT_TRUE(grpc.ok()) << grpc.status();
+    absl::StatusOr<std::string> rest = fleetd_->WaitForLine("rest: ");
+    ASSERT_TRUE(rest.ok()) << rest.status();
+    grpc_ = new std::string(*grpc);
+    const size_t colon = rest->rfind(':');
+    switch_ = polatis::NewPolatisSwitch({"ocs1",
+                                         polatis::Protocol::kRest,
+                                         rest->substr(0, colon),
+                                         static_cast<uint16_t>(std::stoi(rest->substr(colon + 1))),
+                                         {"admin", "root"}})
+                  .release();
+    // Every agent connected, so links train.
+    ASSERT_TRUE(Eventually([] {
+      const std::string out = Fleetctl({"get", "agents"}).out;
+      int yes = 0;
+      for (size_t at = out.find("  yes  "); at != std::string::npos;
+           at = out.find("  yes  ", at + 1)) {
+        ++yes;
+      }
+      return yes == 7;
+    }));
+  }
+  static void TearDownTestSuite() {
+    delete switch_;
+    delete fleetd_;
+    switch_ = nullptr;
+    fleetd_ = nullptr;
+  }
+  void SetUp() override {
+    if (fleetd_ == nullptr || grpc_ == nullptr) GTEST_SKIP() << "fleetd did not start";
+  }
+  void TearDown() override {
+    if (HasFailure()) std::cerr << "---- fleetd stderr:\n" << fleetd_->Stderr();
+  }
+
+  static CommandResult Fleetctl(std::vector<std::string> args) {
+    args.insert(args.begin(), {BinaryPath("fleetctl"), "--server", *grpc_, "--timeout", "30"});
+    return RunCommand(args);
+  }
+
+  // Runs a fleetctl verb with -o json and parses its response.
+  template <typename Response>
+  static Response FleetctlJson(std::vector<std::string> args) {
+    args.insert(args.end(), {"-o", "json"});
+    CommandResult result = Fleetctl(args);
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    Response response;
+    google::protobuf::util::JsonParseOptions options;
+    options.ignore_unknown_fields = true;
+    EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(result.out, &response, options).ok())
+        << result.out;
+    return response;
+  }
+
+  // `topology request -f FILE --wait`: READY, or the test fails.
+  static v1::Allocation RequestReady(const std::string& file) {
+    v1::RequestTopologyResponse response =
+        FleetctlJson<v1::RequestTopologyResponse>({"topology", "request", "-f", file, "--wait"});
+    EXPECT_EQ(response.allocation().state(), v1::ALLOCATION_STATE_READY);
+    return response.allocation();
+  }
+
+  // `topology phase ID NAME --wait`: READY on that phase, or the test fails.
+  static v1::Allocation PhaseReady(const std::string& id, const std::string& phase) {
+    v1::ActivatePhaseResponse response =
+        FleetctlJson<v1::ActivatePhaseResponse>({"topology", "phase", id, phase, "--wait"});
+    EXPECT_EQ(response.allocation().state(), v1::ALLOCATION_STATE_READY);
+    EXPECT_EQ(response.allocation().active_phase(), phase);
+    return response.allocation();
+  }
+
+  static void Release(const std::string& id) {
+    CommandResult release = Fleetctl({"topology", "release", id, "--wait"});
+    EXPECT_EQ(release.exit_code, 0) << release.err;
+  }
+
+  static CrossConnectSet OnSwitch() {
+    absl::StatusOr<std::vector<switches::CrossConnect>> xs = switch_->ReadCrossConnects();
+    EXPECT_TRUE(xs.ok()) << xs.status();
+    CrossConnectSet out;
+    for (const switches::CrossConnect& x : xs.value_or(std::vector<switches::CrossConnect>{})) {
+      out.insert({x.ingress, x.egress});
+    }
+    return out;
+  }
+
+  // The cross-connects of the allocation's circuits in `phase` ("" for every circuit).
+  static CrossConnectSet Wanted(const v1::Allocation& a, const std::string& phase = "") {
+    CrossConnectSet out;
+    for (const v1::Circuit& c : a.circuits()) {
+      if (!phase.empty() && c.phase() != phase) continue;
+      for (const v1::CrossConnect& x : c.cross_connects()) out.insert({x.ingress(), x.egress()});
+    }
+    return out;
+  }
+
+  static std::string WriteSpec(const std::string& name, const std::string& text) {
+    const std::string path = testing::FreshDirectory("spec-" + name) + "/" + name + ".yaml";
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  static inline std::string* state_ = nullptr;
+  static inline std::string* grpc_ = nullptr;
+  static inline Daemon* fleetd_ = nullptr;
+  static inline switches::OpticalSwitch* switch_ = nullptr;
+};
+
+TEST_F(SchedulerEndToEndTest, PhasedJobSwitchesFromDataToTensorParallel) {
+  v1::Allocation a = RequestReady(kExamples + "phased-dp-tp.yaml");
+  ASSERT_FALSE(a.id().empty());
+  EXPECT_THAT(a.phases(), ::testing::ElementsAre("dp", "tp"));
+  EXPECT_EQ(a.active_phase(), "dp");
+  EXPECT_EQ(OnSwitch(), Wanted(a, "dp"));
+
+  // The plan summary, then each state change to READY.
+  CommandResult phase = Fleetctl({"topology", "phase", a.id(), "tp", "--wait"});
+  ASSERT_EQ(phase.exit_code, 0) << phase.err;
+  EXPECT_THAT(phase.out, HasSubstr(absl::StrCat(a.id(), " phase tp: ")));
+  EXPECT_THAT(phase.out, HasSubstr("cross-connects removed"));
+  EXPECT_THAT(phase.out, HasSubstr(absl::StrCat(a.id(), " ready")));
+  EXPECT_THAT(phase.out, HasSubstr("tp (active)"));
+
+  // Exactly tp's circuits are on the switch: four duplex links, eight cross-connects.
+  const CrossConnectSet tp = Wanted(a, "tp");
+  EXPECT_EQ(tp.size(), 8u);
+  EXPECT_EQ(OnSwitch(), tp);
+  CommandResult describe = Fleetctl({"describe", "allocation", a.id()});
+  EXPECT_THAT(describe.out, HasSubstr("tp (active)"));
+  EXPECT_THAT(describe.out, HasSubstr("phase tp"));
+
+  // And back: the ring again.
+  PhaseReady(a.id(), "dp");
+  EXPECT_EQ(OnSwitch(), Wanted(a, "dp"));
+  Release(a.id());
+  EXPECT_TRUE(OnSwitch().empty());
+}
+
+TEST_F(SchedulerEndToEndTest, AttachedGpusAreReady) {
+  v1::Allocation a = RequestReady(kExamples + "attach-gpus.yaml");
+  ASSERT_FALSE(a.id().empty());
+  // Four GPUs and a CPU of server1 among the members; a duplex circuit per GPU.
+  EXPECT_EQ(a.circuits_size(), 8);
+  EXPECT_EQ(OnSwitch(), Wanted(a));
+  Release(a.id());
+}
+
+TEST_F(SchedulerEndToEndTest, AllToAllRoundsAreEachActivatedReady) {
+  v1::Allocation a = RequestReady(kExamples + "all-to-all.yaml");
+  ASSERT_FALSE(a.id().empty());
+  ASSERT_GE(a.phases_size(), 2);
+  EXPECT_EQ(a.phases(0), "round-1");
+  EXPECT_EQ(a.active_phase(), "round-1");
+  EXPECT_EQ(OnSwitch(), Wanted(a, "round-1"));
+  for (int i = 1; i < a.phases_size(); ++i) {
+    EXPECT_EQ(a.phases(i), absl::StrCat("round-", i + 1));
+    PhaseReady(a.id(), a.phases(i));
+    EXPECT_EQ(OnSwitch(), Wanted(a, a.phases(i))) << a.phases(i);
+  }
+  // The rounds' union links every ordered pair of the four GPUs.
+  std::set<std::pair<std::string, std::string>> pairs;
+  for (const v1::Circuit& c : a.circuits()) {
+    pairs.insert({c.source().onic(), c.destination().onic()});
+  }
+  EXPECT_GE(pairs.size(), 12u);
+  Release(a.id());
+}
+
+// A template request written here is READY with `circuits` circuits, exactly those on the
+// switch; then released.
+void ExpectTemplateReady(const std::string& name, const std::string& template_yaml, int circuits) {
+  SCOPED_TRACE(name);
+  v1::Allocation a = SchedulerEndToEndTest::RequestReady(SchedulerEndToEndTest::WriteSpec(
+      name, absl::StrCat("tenant: team-a\ntopology:\n  template:\n", template_yaml)));
+  ASSERT_FALSE(a.id().empty());
+  EXPECT_EQ(a.circuits_size(), circuits);
+  EXPECT_EQ(SchedulerEndToEndTest::OnSwitch(), SchedulerEndToEndTest::Wanted(a));
+  SchedulerEndToEndTest::Release(a.id());
+}
+
+TEST_F(SchedulerEndToEndTest, RingOfFourGpusByCountIsReady) {
+  ExpectTemplateReady("count-ring",
+                      "    kind: ring-unidirectional\n"
+                      "    members:\n"
+                      "      count: [{kind: gpu, count: 4}]\n",
+                      4);
+}
+
+TEST_F(SchedulerEndToEndTest, StarAroundACpuIsReady) {
+  ExpectTemplateReady("star",
+                      "    kind: star\n"
+                      "    members: [server1-cpu0, gpu5, gpu6, gpu7]\n"
+                      "    duplex: true\n",
+                      6);
+}
+
+// Wrap-around links in both dimensions over four CPUs.
+TEST_F(SchedulerEndToEndTest, TwoByTwoTorusOfCpusIsReady) {
+  ExpectTemplateReady("torus",
+                      "    kind: torus-2d\n"
+                      "    members: [server1-cpu0, server2-cpu0, server3-cpu0, server4-cpu0]\n"
+                      "    dimensions: [2, 2]\n",
+                      8);
+}
+
+}  // namespace
+}  // namespace fleet
