@@ -1580,6 +1580,7 @@ TEST_F(FleetctlTopologyTest, SubcommandsAndTheirFlagsAreChecked) {
 TEST_F(FleetctlTopologyTest, HelpShowsEverySubcommand) {
   EXPECT_EQ(Run({"topology", "--help"}), kExitOk);
   EXPECT_THAT(out(), HasSubstr("  request -f FILE  "));
+  EXPECT_THAT(out(), HasSubstr("  phase ID NAME  "));
   EXPECT_THAT(out(), HasSubstr("  release ID  "));
   EXPECT_THAT(out(), HasSubstr("  keepalive ID  "));
   EXPECT_THAT(out(), HasSubstr("--lease VALUE"));

@@ -207,6 +207,23 @@ TEST_F(SchedulerEndToEndTest, AllToAllRoundsAreEachActivatedReady) {
   Release(a.id());
 }
 
+// Two heavy pairs and a light one among four GPUs: the plan links the heavy pairs directly.
+TEST_F(SchedulerEndToEndTest, TrafficAwareRequestIsReadyAndReportsItsDirectShare) {
+  v1::Allocation a = RequestReady(WriteSpec("traffic",
+                                            "tenant: team-a\n"
+                                            "topology:\n"
+                                            "  traffic:\n"
+                                            "    members: [gpu1, gpu2, gpu3, gpu4]\n"
+                                            "    matrix:\n"
+                                            "      - {source: 0, destination: 1, bytes: 4e9}\n"
+                                            "      - {source: 2, destination: 3, bytes: 4e9}\n"
+                                            "      - {source: 0, destination: 3, bytes: 1e6}\n"));
+  ASSERT_FALSE(a.id().empty());
+  EXPECT_GT(a.direct_traffic_share(), 0.99);
+  EXPECT_EQ(OnSwitch(), Wanted(a));
+  Release(a.id());
+}
+
 // A template request written here is READY with `circuits` circuits, exactly those on the
 // switch; then released.
 void ExpectTemplateReady(const std::string& name, const std::string& template_yaml, int circuits) {
