@@ -663,6 +663,7 @@ struct CommandLine {
   DrainArgs drain;
   ReconcileArgs reconcile;
   EventsArgs events;
+  ReplaceMemberArgs replace;
   std::vector<std::string> positional;
 };
 
@@ -684,6 +685,10 @@ void NoFlags(FlagTable&, CommandLine&) {}
 const std::vector<std::string>& TopologySubcommands() {
   static const auto* words =
       new std::vector<std::string>{"request", "phase", "release", "keepalive"};
+  return *words;
+}
+const std::vector<std::string>& AllocationSubcommands() {
+  static const auto* words = new std::vector<std::string>{"replace"};
   return *words;
 }
 const std::vector<std::string>& LinkSubcommands() {
@@ -866,6 +871,47 @@ const std::vector<Verb>& Verbs() {
          return KeepAlive(s, p[1]);
        },
        TopologySubcommands()},
+      {"allocation",
+       "fleetctl allocation replace ID MEMBER [--spare DEVICE] [--dry-run] [--wait] [flags]",
+       "Replace a failed member of an allocation",
+       "Subcommands:\n"
+       "  replace ID MEMBER  Substitute a spare for the failed device MEMBER in every phase:\n"
+       "                     a free device of the same kind on the same switch (or\n"
+       "                     --spare DEVICE). Only MEMBER's circuits change; the others stay\n"
+       "                     on the switch untouched. Prints the spare and the cross-connects\n"
+       "                     removed and added; with --dry-run nothing changes. With --wait, a\n"
+       "                     line per state change until it is ready again (exit 0, then the\n"
+       "                     allocation). For operators.\n\n"
+       "With -o json or yaml, prints the response; the --wait lines then go to stderr.",
+       [](FlagTable& f, CommandLine& l) {
+         f.String("spare", &l.replace.spare,
+                  "replace: the device to use instead of the best free one");
+         f.Bool("dry-run", &l.replace.dry_run, "replace: plan only; change nothing");
+         f.Bool("wait", &l.replace.wait, "replace: follow the allocation until it is ready");
+       },
+       [](const Session& s, const CommandLine& l) {
+         const std::vector<std::string>& p = l.positional;
+         if (p.empty() || p[0] != "replace") {
+           return UsageError(*s.err, "allocation",
+                             p.empty() ? std::string("allocation needs a subcommand: replace ID "
+                                                     "MEMBER")
+                                       : absl::StrCat("unknown allocation subcommand '", p[0],
+                                                      "'; subcommands: replace"));
+         }
+         if (p.size() != 3) {
+           return UsageError(
+               *s.err, "allocation",
+               absl::StrCat("allocation replace needs an ID and a MEMBER, got ", Joined(p)));
+         }
+         if (l.replace.dry_run && l.replace.wait) {
+           return UsageError(*s.err, "allocation", "--dry-run and --wait do not go together");
+         }
+         ReplaceMemberArgs args = l.replace;
+         args.id = p[1];
+         args.member = p[2];
+         return ReplaceMember(s, args);
+       },
+       AllocationSubcommands()},
       {"delete", "fleetctl delete KIND NAME [flags]", "Delete one inventory object",
        absl::StrCat("Delete one object and what belongs only to it (a device's O-NICs and their\n"
                     "fibers). Refused while it is in use.\n\nKinds: ",
@@ -1281,7 +1327,7 @@ int Apply(const Session& s, const ApplyArgs& args) {
   return kExitOk;
 }
 
-// --wait of request and phase: follows the response's allocation until READY, then prints
+// --wait of request, phase and replace: follows the response's allocation until READY, then prints
 // the response with the allocation as it ended (-o json|yaml) or the allocation.
 template <typename Response>
 int WaitUntilReady(const Session& s, absl::Time deadline, Response& response) {
@@ -1369,6 +1415,40 @@ int ActivatePhase(const Session& s, const std::string& id, const std::string& ph
   if (!wait) {
     if (s.format != OutputFormat::kTable) return PrintMessage(s, response);
     *s.out << AllocationStateLine(response.allocation()) << "\n";
+    return kExitOk;
+  }
+  return WaitUntilReady(s, deadline, response);
+}
+
+int ReplaceMember(const Session& s, const ReplaceMemberArgs& args) {
+  const absl::Time deadline = absl::Now() + s.timeout;
+  v1::ReplaceMemberRequest request;
+  request.set_allocation_id(args.id);
+  request.set_member(args.member);
+  request.set_spare(args.spare);
+  request.set_dry_run(args.dry_run);
+  v1::ReplaceMemberResponse response;
+  grpc::Status status = s.Call([&](grpc::ClientContext* c) {
+    return s.server->admin->ReplaceMember(c, request, &response);
+  });
+  if (!status.ok()) return s.Failed(status);
+  if (s.format == OutputFormat::kTable) {
+    // The plan lists the members with the spare in the failed member's place.
+    *s.out << absl::StrCat(args.dry_run ? "dry run: " : "", args.id, " member ", args.member,
+                           " replaced: ", response.plan().remove_size(),
+                           " cross-connects removed, ", response.plan().add_size(),
+                           " added\nmembers: ", absl::StrJoin(response.plan().members(), ", "),
+                           "\n");
+    for (const v1::CrossConnect& xc : response.plan().remove()) {
+      *s.out << "  removed  " << CrossConnectText(xc) << "\n";
+    }
+    for (const v1::CrossConnect& xc : response.plan().add()) {
+      *s.out << "  added    " << CrossConnectText(xc) << "\n";
+    }
+  }
+  if (!args.wait) {
+    if (s.format != OutputFormat::kTable) return PrintMessage(s, response);
+    if (!args.dry_run) *s.out << AllocationStateLine(response.allocation()) << "\n";
     return kExitOk;
   }
   return WaitUntilReady(s, deadline, response);

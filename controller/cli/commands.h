@@ -155,6 +155,19 @@ int KeepAlive(const Session& session, const std::string& id);
 int ActivatePhase(const Session& session, const std::string& id, const std::string& phase,
                   bool wait);
 
+// `allocation replace ID MEMBER [--spare DEVICE] [--dry-run] [--wait]`: substitutes a spare
+// for a failed member and prints the spare and the cross-connects removed and added; with
+// `wait`, each state change until READY (exit 0, then the allocation), FAILED or RELEASED, or
+// the timeout (exit 1).
+struct ReplaceMemberArgs {
+  std::string id;
+  std::string member;
+  std::string spare;  // Empty: the scheduler picks one.
+  bool dry_run = false;
+  bool wait = false;
+};
+int ReplaceMember(const Session& session, const ReplaceMemberArgs& args);
+
 // `delete KIND NAME`.
 int Delete(const Session& session, const std::string& kind, const std::string& name);
 

@@ -147,6 +147,19 @@ class Engine {
                                                   const Caller& caller);
   absl::StatusOr<v1::DrainResponse> Drain(const v1::DrainRequest& request, const Caller& caller);
   absl::Status Undrain(const v1::UndrainRequest& request, const Caller& caller);
+  // Substitutes a spare for the failed member `request.member` (operators only): the spare is
+  // the request's, else the best free device of the same kind on the member's switch
+  // (scheduler/replacement.h). Under admission, on a fresh snapshot, the circuits touching the
+  // failed member are replaced in every phase by circuits to the spare and the members list
+  // updated, in one store transaction (the allocation PROGRAMMING); then in the background the
+  // active phase's old circuits come off the switch and the new ones are made in one batch
+  // (removes first), verified and retrained, as a phase switch is. Circuits not touching the
+  // failed member are left alone. A dry run returns the plan and changes nothing.
+  // PERMISSION_DENIED for a job; FAILED_PRECONDITION unless READY or DEGRADED; NOT_FOUND for
+  // a device that is not a member; RESOURCE_EXHAUSTED when no spare is free, naming the kind
+  // and switch; ABORTED while another transaction of it runs.
+  absl::StatusOr<v1::ReplaceMemberResponse> ReplaceMember(const v1::ReplaceMemberRequest& request,
+                                                          const Caller& caller);
 
   // An agent (re)connected: retry the DEGRADED allocations now.
   void AgentConnected(const std::string& host);

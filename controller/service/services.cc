@@ -426,6 +426,15 @@ grpc::Status AdminServiceImpl::Drain(grpc::ServerContext* context, const v1::Dra
                 response);
 }
 
+grpc::Status AdminServiceImpl::ReplaceMember(grpc::ServerContext* context,
+                                             const v1::ReplaceMemberRequest* request,
+                                             v1::ReplaceMemberResponse* response) {
+  if (engine_ == nullptr) return NoEngine();
+  return Assign(
+      engine_->ReplaceMember(*request, engine::Caller::FromPrincipal(PrincipalOf(*context))),
+      response);
+}
+
 grpc::Status AdminServiceImpl::Undrain(grpc::ServerContext* context,
                                        const v1::UndrainRequest* request, v1::UndrainResponse*) {
   if (engine_ == nullptr) return NoEngine();

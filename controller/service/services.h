@@ -1,8 +1,7 @@
 // The fleet.v1 gRPC services as fleetd serves them. Each converts absl::Status to
 // grpc::Status in one place (ToGrpcStatus) and records the caller's principal (metadata
 // `x-fleet-principal`) with every change. RPCs whose behaviour arrives with later parts of
-// the product (phases, member replacement) are not overridden, so gRPC answers them
-// UNIMPLEMENTED.
+// the product are not overridden, so gRPC answers them UNIMPLEMENTED.
 #ifndef FLEET_CONTROLLER_SERVICE_SERVICES_H_
 #define FLEET_CONTROLLER_SERVICE_SERVICES_H_
 
@@ -105,8 +104,8 @@ class TopologyServiceImpl final : public v1::TopologyService::Service {
   engine::Engine* engine_;
 };
 
-// Health, the event log (listed and followed), drain, reconcile and link operations.
-// ReplaceMember answers UNIMPLEMENTED (the scheduler's spare selection).
+// Health, the event log (listed and followed), drain, reconcile, member replacement and link
+// operations.
 class AdminServiceImpl final : public v1::AdminService::Service {
  public:
   // `switches`, `agents` and `engine` may be null (no switch is probed, link RPCs are
@@ -133,6 +132,9 @@ class AdminServiceImpl final : public v1::AdminService::Service {
                        v1::UndrainResponse*) override;
   grpc::Status Reconcile(grpc::ServerContext*, const v1::ReconcileRequest*,
                          v1::ReconcileResponse*) override;
+  // Engine::ReplaceMember; UNAVAILABLE without an engine.
+  grpc::Status ReplaceMember(grpc::ServerContext*, const v1::ReplaceMemberRequest*,
+                             v1::ReplaceMemberResponse*) override;
   // Replays the stored events after `after_sequence`, then sends each new one as it commits.
   grpc::Status WatchEvents(grpc::ServerContext*, const v1::WatchEventsRequest*,
                            grpc::ServerWriter<v1::Event>*) override;

@@ -306,13 +306,7 @@ class SqliteStore : public Store {
         .Bind(12, now)
         .Bind(13, Micros(a.lease_expires()));
     RETURN_IF_ERROR(insert.Run());
-    ASSIGN_OR_RETURN(Statement member,
-                     db_->Prepare("INSERT INTO allocation_members (allocation_id, position, "
-                                  "device_id) VALUES (?1, ?2, ?3)"));
-    for (int i = 0; i < a.members_size(); ++i) {
-      RETURN_IF_ERROR(member.Bind(1, a.id()).Bind(2, int64_t{i}).Bind(3, a.members(i)).Run());
-      member.Reset();
-    }
+    RETURN_IF_ERROR(InsertMembersLocked(a.id(), {a.members().begin(), a.members().end()}));
     for (int i = 0; i < a.circuits_size(); ++i) {
       RETURN_IF_ERROR(InsertCircuitLocked(a.circuits(i), a.id(), i));
     }
@@ -426,12 +420,7 @@ class SqliteStore : public Store {
     }
     absl::MutexLock lock(&mu_);
     ASSIGN_OR_RETURN(Transaction txn, BeginLocked());
-    ASSIGN_OR_RETURN(Statement current,
-                     db_->Prepare("SELECT state FROM allocations WHERE id = ?1"));
-    ASSIGN_OR_RETURN(bool found, current.Bind(1, id).Step());
-    if (!found) return absl::NotFoundError(absl::StrCat("allocation ", id, " not found"));
-    const std::string stored_state = current.Text(0);
-    current.Reset();
+    ASSIGN_OR_RETURN(const std::string stored_state, StoredStateLocked(id));
     if (stored_state == Name(v1::ALLOCATION_STATE_RELEASED)) {
       return absl::FailedPreconditionError(absl::StrCat(
           "allocation ", id, " is released; a released allocation's history is not rewritten"));
@@ -527,6 +516,69 @@ class SqliteStore : public Store {
         "allocation", id, update.severity, message, principal));
     // Read inside the transaction: with the one connection under mu_, this is exactly what
     // the commit makes durable, and a failed read leaves nothing half-reported.
+    ASSIGN_OR_RETURN(std::vector<v1::Allocation> after, AllocationsLocked(id, {}));
+    if (after.empty()) {
+      return absl::InternalError(absl::StrCat("allocation ", id, " vanished while updated"));
+    }
+    RETURN_IF_ERROR(CommitLocked(txn));
+    return std::move(after.front());
+  }
+
+  absl::StatusOr<v1::Allocation> ReplaceCircuits(const CircuitReplacement& r,
+                                                 const std::string& principal) override {
+    const std::string& id = r.allocation_id;
+    if (r.state.has_value() && *r.state == v1::ALLOCATION_STATE_UNSPECIFIED) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("allocation ", id, ": the new state must be specified"));
+    }
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(Transaction txn, BeginLocked());
+    ASSIGN_OR_RETURN(const std::string stored_state, StoredStateLocked(id));
+    if (stored_state == Name(v1::ALLOCATION_STATE_RELEASED) ||
+        stored_state == Name(v1::ALLOCATION_STATE_FAILED)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("allocation ", id, " is ", stored_state, "; its circuits cannot change"));
+    }
+    std::set<std::string> mine;
+    int64_t position = 0;
+    ASSIGN_OR_RETURN(Statement circuits,
+                     db_->Prepare("SELECT id, position FROM circuits WHERE allocation_id = ?1"));
+    circuits.Bind(1, id);
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, circuits.Step());
+      if (!row) break;
+      mine.insert(circuits.Text(0));
+      position = std::max(position, circuits.Int(1) + 1);
+    }
+    for (const std::string& circuit_id : r.remove) {
+      if (!mine.contains(circuit_id)) {
+        return absl::NotFoundError(
+            absl::StrCat("circuit ", circuit_id, " not found in allocation ", id));
+      }
+      RETURN_IF_ERROR(RunLocked("DELETE FROM circuits WHERE id = ?1", circuit_id));
+    }
+    for (const v1::Circuit& c : r.add) {
+      RETURN_IF_ERROR(InsertCircuitLocked(c, id, static_cast<int>(position++)));
+    }
+    RETURN_IF_ERROR(RunLocked("DELETE FROM allocation_members WHERE allocation_id = ?1", id));
+    RETURN_IF_ERROR(InsertMembersLocked(id, r.members));
+    ASSIGN_OR_RETURN(Statement write, db_->Prepare(R"sql(
+      UPDATE allocations SET
+        state = CASE WHEN ?2 THEN ?3 ELSE state END,
+        reason = CASE WHEN ?2 THEN '' ELSE reason END,
+        updated_us = ?4
+      WHERE id = ?1)sql"));
+    RETURN_IF_ERROR(write.Bind(1, id)
+                        .Bind(2, int64_t{r.state.has_value()})
+                        .Bind(3, Name(r.state.value_or(v1::ALLOCATION_STATE_UNSPECIFIED)))
+                        .Bind(4, absl::ToUnixMicros(clock_->Now()))
+                        .Run());
+    RETURN_IF_ERROR(AppendEventLocked(
+        "allocation.replace", "allocation", id, v1::EVENT_SEVERITY_INFO,
+        r.event_message.empty() ? absl::StrCat("allocation ", id, ": ", r.remove.size(),
+                                               " circuits replaced by ", r.add.size())
+                                : r.event_message,
+        principal));
     ASSIGN_OR_RETURN(std::vector<v1::Allocation> after, AllocationsLocked(id, {}));
     if (after.empty()) {
       return absl::InternalError(absl::StrCat("allocation ", id, " vanished while updated"));
@@ -1154,6 +1206,30 @@ class SqliteStore : public Store {
         .Bind(4, t.to().switch_id())
         .Bind(5, static_cast<int64_t>(t.to().port()))
         .Run();
+  }
+
+  // The stored state of allocation `id`, in the store's text form; NOT_FOUND naming it.
+  absl::StatusOr<std::string> StoredStateLocked(const std::string& id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ASSIGN_OR_RETURN(Statement current,
+                     db_->Prepare("SELECT state FROM allocations WHERE id = ?1"));
+    ASSIGN_OR_RETURN(bool found, current.Bind(1, id).Step());
+    if (!found) return absl::NotFoundError(absl::StrCat("allocation ", id, " not found"));
+    return current.Text(0);
+  }
+
+  absl::Status InsertMembersLocked(const std::string& allocation_id,
+                                   const std::vector<std::string>& members)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ASSIGN_OR_RETURN(Statement member,
+                     db_->Prepare("INSERT INTO allocation_members (allocation_id, position, "
+                                  "device_id) VALUES (?1, ?2, ?3)"));
+    for (size_t i = 0; i < members.size(); ++i) {
+      RETURN_IF_ERROR(
+          member.Bind(1, allocation_id).Bind(2, static_cast<int64_t>(i)).Bind(3, members[i]).Run());
+      member.Reset();
+    }
+    return absl::OkStatus();
   }
 
   absl::Status InsertCircuitLocked(const v1::Circuit& c, const std::string& allocation_id,

@@ -92,6 +92,18 @@ struct AllocationUpdate {
   v1::EventSeverity severity = v1::EVENT_SEVERITY_INFO;
 };
 
+// A member replacement, written in one transaction: circuits of the allocation taken out of
+// the desired set (deleted, with their cross-connects) and new ones stored, the members
+// replaced, the allocation's state set and the event appended.
+struct CircuitReplacement {
+  std::string allocation_id;
+  std::vector<std::string> remove;   // Ids of the allocation's circuits to delete.
+  std::vector<v1::Circuit> add;      // New circuits with ids; ports checked as CreateAllocation's.
+  std::vector<std::string> members;  // The allocation's members after, in order.
+  std::optional<v1::AllocationState> state;
+  std::string event_message;
+};
+
 // What a drain or undrain names: exactly one of these.
 struct DrainTargetRef {
   std::string switch_id;  // With port: a switch port.
@@ -149,6 +161,13 @@ class Store {
   // rewritten).
   virtual absl::StatusOr<v1::Allocation> UpdateAllocation(const AllocationUpdate& update,
                                                           const std::string& principal) = 0;
+  // Applies `replacement` in one transaction (removes before adds, so a new circuit may take
+  // a cross-connect port a removed one held) and returns the allocation after the commit.
+  // NOT_FOUND for an unknown allocation or a circuit that is not its; FAILED_PRECONDITION
+  // for an allocation that is not live, or a new circuit on a port in another desired
+  // circuit (nothing is written); ALREADY_EXISTS for a known new circuit id.
+  virtual absl::StatusOr<v1::Allocation> ReplaceCircuits(const CircuitReplacement& replacement,
+                                                         const std::string& principal) = 0;
   // Records an operator's manual circuit (`manual` set, no allocation), e.g. a cross-connect
   // adopted by reconciliation. Same checks as CreateAllocation's circuits.
   virtual absl::Status CreateManualCircuit(const v1::Circuit& circuit,

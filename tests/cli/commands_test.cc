@@ -676,6 +676,36 @@ class FakeAdmin final : public v1::AdminService::Service {
     return grpc::Status::OK;
   }
 
+  // Replaces gpu3 of a1 by gpu5: one circuit each way off, one each way on.
+  grpc::Status ReplaceMember(grpc::ServerContext*, const v1::ReplaceMemberRequest* request,
+                             v1::ReplaceMemberResponse* response) override {
+    if (request->allocation_id() != "a1") {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          "allocation " + request->allocation_id() + " not found");
+    }
+    if (request->member() != "gpu3") {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          "member: allocation a1 has no member " + request->member());
+    }
+    v1::Allocation& a = *response->mutable_allocation();
+    a.set_id("a1");
+    a.set_state(request->dry_run() ? v1::ALLOCATION_STATE_READY : v1::ALLOCATION_STATE_PROGRAMMING);
+    for (const char* m : {"gpu1", "gpu2", "gpu5", "gpu4"}) response->mutable_plan()->add_members(m);
+    for (auto [ingress, egress] : {std::pair{2, 387}, std::pair{3, 386}}) {
+      v1::CrossConnect* x = response->mutable_plan()->add_remove();
+      x->set_switch_id("ocs1");
+      x->set_ingress(ingress);
+      x->set_egress(egress);
+    }
+    for (auto [ingress, egress] : {std::pair{2, 389}, std::pair{5, 386}}) {
+      v1::CrossConnect* x = response->mutable_plan()->add_add();
+      x->set_switch_id("ocs1");
+      x->set_ingress(ingress);
+      x->set_egress(egress);
+    }
+    return grpc::Status::OK;
+  }
+
   // Reconciles the one switch, ocs1: a desired cross-connect missing from it is made again, and
   // one nobody asked for is reported, adopted or removed by the policy (REPORT by default).
   grpc::Status Reconcile(grpc::ServerContext*, const v1::ReconcileRequest* request,
@@ -2004,6 +2034,28 @@ TEST_F(FleetctlTest, CompletionArgumentsAreChecked) {
   EXPECT_THAT(err(), HasSubstr("completion needs one shell (bash, zsh), got nothing"));
   EXPECT_EQ(Run({"completion", "bash", "-o", "json"}), kExitUsage);
   EXPECT_THAT(err(), HasSubstr("-o applies to commands that print objects"));
+}
+
+TEST_F(FleetctlTest, AllocationReplacePrintsTheSwapAndTheCrossConnectsThatChange) {
+  EXPECT_EQ(Run({"allocation", "replace", "a1", "gpu3"}), kExitOk) << err();
+  EXPECT_EQ(out(),
+            "a1 member gpu3 replaced: 2 cross-connects removed, 2 added\n"
+            "members: gpu1, gpu2, gpu5, gpu4\n"
+            "  removed  ocs1:2→387\n"
+            "  removed  ocs1:3→386\n"
+            "  added    ocs1:2→389\n"
+            "  added    ocs1:5→386\n"
+            "a1 programming\n");
+  EXPECT_EQ(Run({"allocation", "replace", "a1", "gpu3", "--dry-run"}), kExitOk) << err();
+  EXPECT_THAT(out(), HasSubstr("dry run: a1 member gpu3 replaced"));
+  EXPECT_THAT(out(), Not(HasSubstr("a1 ready")));
+  EXPECT_EQ(Run({"allocation", "replace", "a1", "gpu7"}), kExitFailed);
+  EXPECT_EQ(err(), "error: NOT_FOUND: member: allocation a1 has no member gpu7\n");
+  EXPECT_EQ(Run({"allocation", "replace", "a1"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("allocation replace needs an ID and a MEMBER"));
+  EXPECT_EQ(Run({"allocation", "swap", "a1", "gpu3"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("unknown allocation subcommand 'swap'"));
+  EXPECT_EQ(Run({"allocation", "replace", "a1", "gpu3", "--dry-run", "--wait"}), kExitUsage);
 }
 
 }  // namespace

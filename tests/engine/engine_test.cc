@@ -935,5 +935,124 @@ TEST_F(EngineTest, AllToAllBecomesRoundsAndEveryRoundCanBeActivated) {
   EXPECT_THAT(pairs, SizeIs(12));  // Every ordered pair of the four.
 }
 
+// --- Member replacement ---
+
+v1::ReplaceMemberRequest Replace(const std::string& id, const std::string& member) {
+  v1::ReplaceMemberRequest r;
+  r.set_allocation_id(id);
+  r.set_member(member);
+  return r;
+}
+
+std::map<std::string, std::string> CircuitsById(const v1::Allocation& a) {
+  std::map<std::string, std::string> out;
+  for (const v1::Circuit& c : a.circuits()) {
+    out[c.id()] =
+        absl::StrCat(c.source().ShortDebugString(), " ", c.destination().ShortDebugString(), " ",
+                     c.cross_connects(0).ShortDebugString());
+  }
+  return out;
+}
+
+TEST_F(EngineTest, ReplaceMemberSwapsInASpareAndReprogramsOnlyItsCircuits) {
+  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2", "gpu3", "gpu4"}));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
+  const int changes = sw_->changes();
+  const int retrains = agents_->Count(v1::Command::kRetrain);
+  const std::map<std::string, std::string> before = CircuitsById(a);
+  const Caller op = Caller::FromPrincipal("operator:test");
+
+  // A dry run plans and changes nothing.
+  v1::ReplaceMemberRequest dry = Replace(a.id(), "gpu3");
+  dry.set_dry_run(true);
+  absl::StatusOr<v1::ReplaceMemberResponse> planned = engine_->ReplaceMember(dry, op);
+  ASSERT_THAT(planned.status(), IsOk());
+  EXPECT_THAT(planned->plan().members(), ElementsAre("gpu1", "gpu2", "gpu5", "gpu4"));
+  EXPECT_EQ(sw_->changes(), changes);
+  EXPECT_EQ(CircuitsById(Get(a.id())), before);
+
+  absl::StatusOr<v1::ReplaceMemberResponse> replaced =
+      engine_->ReplaceMember(Replace(a.id(), "gpu3"), op);
+  ASSERT_THAT(replaced.status(), IsOk());
+  EXPECT_EQ(replaced->allocation().state(), v1::ALLOCATION_STATE_PROGRAMMING);
+  engine_->WaitIdle();
+  v1::Allocation now = Get(a.id());
+  EXPECT_EQ(now.state(), v1::ALLOCATION_STATE_READY) << now.reason();
+  // The best free GPU (healthy, same fit and pool, then by id) stands in for gpu3.
+  EXPECT_THAT(now.members(), ElementsAre("gpu1", "gpu2", "gpu5", "gpu4"));
+  EXPECT_EQ(OnSwitch(), Wanted(now));
+  for (const v1::Circuit& c : now.circuits()) {
+    EXPECT_EQ(c.state(), v1::CIRCUIT_STATE_ACTIVE) << c.id();
+    EXPECT_NE(c.source().onic(), "gpu3-n0");
+    EXPECT_NE(c.destination().onic(), "gpu3-n0");
+  }
+  // The two circuits not touching gpu3 are the same rows; gpu2→gpu3 and gpu3→gpu4 are
+  // replaced by two new ones.
+  const std::map<std::string, std::string> after = CircuitsById(now);
+  int kept = 0;
+  for (const auto& [id, circuit] : before) {
+    if (circuit.find("gpu3-n0") != std::string::npos) {
+      EXPECT_FALSE(after.contains(id)) << id;
+    } else {
+      EXPECT_EQ(after.at(id), circuit);
+      ++kept;
+    }
+  }
+  EXPECT_EQ(kept, 2);
+  EXPECT_EQ(after.size(), 4u);
+  EXPECT_EQ(replaced->plan().remove_size(), 2);
+  EXPECT_EQ(replaced->plan().add_size(), 2);
+  // The switch changed exactly the differing cross-connects; only the new links retrained.
+  EXPECT_EQ(sw_->changes() - changes, replaced->plan().remove_size() + replaced->plan().add_size());
+  EXPECT_GE(agents_->Count(v1::Command::kRetrain) - retrains, 2);
+  // gpu3 is free again: another tenant can use it.
+  EXPECT_EQ(Request(Link("team-b", "gpu3", "gpu6")).state(), v1::ALLOCATION_STATE_READY);
+  std::string story;
+  for (const std::string& k : EventKinds(a.id())) story += k.substr(0, k.find(':')) + " ";
+  EXPECT_THAT(story, HasSubstr("allocation.replace allocation.state allocation.state "
+                               "allocation.state"));
+}
+
+TEST_F(EngineTest, ReplaceMemberRefusalsNameTheProblem) {
+  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2", "gpu3", "gpu4"}));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
+  const Caller op = Caller::FromPrincipal("operator:test");
+  EXPECT_THAT(
+      engine_->ReplaceMember(Replace(a.id(), "gpu3"), Caller::FromPrincipal("job:team-a")).status(),
+      StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("operators")));
+  EXPECT_THAT(engine_->ReplaceMember(Replace(a.id(), "gpu7"), op).status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("has no member gpu7")));
+  // Every other GPU busy (gpu5..gpu7) or drained (gpu8): no spare.
+  ASSERT_EQ(Request(Ring("team-b", {"gpu5", "gpu6", "gpu7"})).state(), v1::ALLOCATION_STATE_READY);
+  v1::DrainRequest drain;
+  drain.mutable_target()->set_onic("gpu8-n0");
+  ASSERT_THAT(engine_->Drain(drain, op).status(), IsOk());
+  const int changes = sw_->changes();
+  EXPECT_THAT(engine_->ReplaceMember(Replace(a.id(), "gpu3"), op).status(),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       ::testing::AllOf(HasSubstr("no free spare of kind gpu on switch ocs1"),
+                                        HasSubstr("gpu3"))));
+  v1::Allocation now = Get(a.id());
+  EXPECT_EQ(now.state(), v1::ALLOCATION_STATE_READY);
+  EXPECT_THAT(now.members(), ElementsAre("gpu1", "gpu2", "gpu3", "gpu4"));
+  EXPECT_EQ(sw_->changes(), changes);
+  // Undrained, gpu8 is the spare.
+  v1::UndrainRequest undrain;
+  undrain.mutable_target()->set_onic("gpu8-n0");
+  ASSERT_THAT(engine_->Undrain(undrain, op), IsOk());
+  ASSERT_THAT(engine_->ReplaceMember(Replace(a.id(), "gpu3"), op).status(), IsOk());
+  engine_->WaitIdle();
+  now = Get(a.id());
+  EXPECT_EQ(now.state(), v1::ALLOCATION_STATE_READY) << now.reason();
+  EXPECT_THAT(now.members(), ElementsAre("gpu1", "gpu2", "gpu8", "gpu4"));
+  EXPECT_EQ(OnSwitch(), [&] {
+    std::set<CrossConnect> both = Wanted(now);
+    const std::set<CrossConnect> theirs = Wanted(
+        store_->ListAllocations({"team-b", v1::ALLOCATION_STATE_UNSPECIFIED, false}).value()[0]);
+    both.insert(theirs.begin(), theirs.end());
+    return both;
+  }());
+}
+
 }  // namespace
 }  // namespace fleet::engine

@@ -292,7 +292,7 @@ TEST_F(ServicesTest, DryRunPlansARingAndTouchesNothing) {
   EXPECT_THAT(status.error_message(), HasSubstr("device gpu99 not found"));
 }
 
-TEST_F(ServicesTest, PhaseRequestsAreCheckedAndLaterPartsAnswerUnimplemented) {
+TEST_F(ServicesTest, PhaseAndReplaceRequestsAreCheckedAndLaterPartsAnswerUnimplemented) {
   ApplyGen1();
   v1::RequestTopologyRequest phased;
   phased.set_tenant("tenant-a");
@@ -306,8 +306,9 @@ TEST_F(ServicesTest, PhaseRequestsAreCheckedAndLaterPartsAnswerUnimplemented) {
   EXPECT_EQ(no_id.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(no_id.error_message(), HasSubstr("id is empty"));
   v1::ReplaceMemberResponse replaced;
-  EXPECT_EQ(admin_stub_->ReplaceMember(Context().get(), {}, &replaced).error_code(),
-            grpc::StatusCode::UNIMPLEMENTED);
+  grpc::Status no_member = admin_stub_->ReplaceMember(Context().get(), {}, &replaced);
+  EXPECT_EQ(no_member.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(no_member.error_message(), HasSubstr("member is empty"));
   v1::ListAgentsResponse agents;
   EXPECT_EQ(inventory_stub_->ListAgents(Context().get(), {}, &agents).error_code(),
             grpc::StatusCode::UNIMPLEMENTED);

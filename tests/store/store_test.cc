@@ -1098,6 +1098,66 @@ TEST_F(StoreTest, DesiredCircuitMayUsePortsOfAnInactiveOne) {
   EXPECT_EQ(Port("s1", 1).circuit_id(), "c-up");
 }
 
+// Stores a1 READY with c-up and c-down on the small site and returns the replacement of
+// c-up by `add`, making a1 PROGRAMMING.
+CircuitReplacement ReplacingCUp(Store& store, const v1::Circuit& add) {
+  EXPECT_THAT(store.WriteInventory(SmallSite(), kOperator), IsOk());
+  EXPECT_THAT(store.CreateAllocation(MakeAllocation("a1", "tenant-a", v1::ALLOCATION_STATE_READY,
+                                                    {"h1-cpu0", "gpu0"}, {CpuToGpu(), GpuToCpu()}),
+                                     kOperator),
+              IsOk());
+  CircuitReplacement r;
+  r.allocation_id = "a1";
+  r.remove = {"c-up"};
+  r.add = {add};
+  r.members = {"h1-cpu0"};
+  r.state = v1::ALLOCATION_STATE_PROGRAMMING;
+  return r;
+}
+
+TEST_F(StoreTest, ReplaceCircuitsSwapsCircuitsAndMembersInOneTransaction) {
+  // c-up leaves; its ingress s1/1 goes to the new circuit in the same commit.
+  CircuitReplacement r = ReplacingCUp(
+      *store_,
+      MakeCircuit("c-new", "n-cpu", 1, "n-cpu", 2, {Xc("s1", 1, 10)}, v1::CIRCUIT_STATE_PLANNED));
+  r.members = {"h1-cpu0", "gpu0-spare"};
+  r.event_message = "a1: gpu0 replaced";
+  ASSERT_OK_AND_ASSIGN(v1::Allocation after, store_->ReplaceCircuits(r, kOperator));
+  EXPECT_EQ(after.state(), v1::ALLOCATION_STATE_PROGRAMMING);
+  EXPECT_THAT(after.members(), ElementsAre("h1-cpu0", "gpu0-spare"));
+  std::vector<std::string> ids;
+  for (const v1::Circuit& c : after.circuits()) ids.push_back(c.id());
+  EXPECT_THAT(ids, ElementsAre("c-down", "c-new"));
+  EXPECT_EQ(Port("s1", 1).circuit_id(), "c-new");
+  EXPECT_EQ(Port("s1", 11).circuit_id(), "");
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Event> events,
+                       store_->ListEvents({.object_kind = "allocation", .object_id = "a1"}));
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().kind(), "allocation.replace");
+  EXPECT_EQ(events.back().message(), "a1: gpu0 replaced");
+}
+
+TEST_F(StoreTest, RefusedReplaceCircuitsChangesNothing) {
+  // s1/3 is c-down's ingress, which stays.
+  CircuitReplacement r = ReplacingCUp(
+      *store_,
+      MakeCircuit("c-clash", "n-gpu", 1, "n-cpu", 2, {Xc("s1", 3, 10)}, v1::CIRCUIT_STATE_PLANNED));
+  EXPECT_THAT(store_->ReplaceCircuits(r, kOperator),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("c-down")));
+  r.add.clear();
+  r.remove = {"c-elsewhere"};
+  EXPECT_THAT(store_->ReplaceCircuits(r, kOperator),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("c-elsewhere")));
+  r.allocation_id = "a-none";
+  EXPECT_THAT(store_->ReplaceCircuits(r, kOperator),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("a-none")));
+  ASSERT_OK_AND_ASSIGN(v1::Allocation a, store_->GetAllocation("a1"));
+  EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
+  EXPECT_THAT(a.members(), ElementsAre("h1-cpu0", "gpu0"));
+  EXPECT_EQ(a.circuits_size(), 2);
+  EXPECT_EQ(Port("s1", 1).circuit_id(), "c-up");
+}
+
 TEST_F(StoreTest, CircuitFromAnUnknownOnicPortIsRefusedAndNothingIsStored) {
   WriteSite();
   const Counts before = Count();
