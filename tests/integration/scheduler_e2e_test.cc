@@ -6,12 +6,15 @@
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "fleet/v1/admin.pb.h"
 #include "fleet/v1/topology.pb.h"
 #include "switch_adapters/polatis/polatis_switch.h"
 #include "tests/integration/subprocess.h"
@@ -259,6 +262,41 @@ TEST_F(SchedulerEndToEndTest, TwoByTwoTorusOfCpusIsReady) {
                       "    members: [server1-cpu0, server2-cpu0, server3-cpu0, server4-cpu0]\n"
                       "    dimensions: [2, 2]\n",
                       8);
+}
+
+// A ring of four named GPUs; gpu3 fails and `allocation replace` swaps in a spare: the
+// allocation is READY again with the spare as a member, exactly its circuits on the switch, and
+// the two circuits not touching gpu3 still there as they were.
+TEST_F(SchedulerEndToEndTest, ReplacingARingMemberSwapsInASpareAndKeepsTheOtherCircuits) {
+  v1::Allocation a = RequestReady(WriteSpec("replace-ring",
+                                            "tenant: team-a\ntopology:\n  template:\n"
+                                            "    kind: ring-unidirectional\n"
+                                            "    members:\n"
+                                            "      devices: [gpu1, gpu2, gpu3, gpu4]\n"));
+  ASSERT_FALSE(a.id().empty());
+  const CrossConnectSet before = Wanted(a);
+  EXPECT_EQ(OnSwitch(), before);
+
+  // The plan, then (with --wait) the allocation once READY again.
+  v1::ReplaceMemberResponse replaced =
+      FleetctlJson<v1::ReplaceMemberResponse>({"allocation", "replace", a.id(), "gpu3", "--wait"});
+  EXPECT_EQ(replaced.plan().remove_size(), 2);
+  EXPECT_EQ(replaced.plan().add_size(), 2);
+  const v1::Allocation& after = replaced.allocation();
+  EXPECT_EQ(after.state(), v1::ALLOCATION_STATE_READY);
+  ASSERT_EQ(after.members_size(), 4);
+  EXPECT_EQ(after.members(0), "gpu1");
+  EXPECT_EQ(after.members(1), "gpu2");
+  EXPECT_NE(after.members(2), "gpu3");
+  EXPECT_EQ(after.members(3), "gpu4");
+  const CrossConnectSet wanted = Wanted(after);
+  EXPECT_EQ(OnSwitch(), wanted);
+  // gpu1→gpu2 and gpu4→gpu1 are kept.
+  CrossConnectSet kept;
+  std::set_intersection(before.begin(), before.end(), wanted.begin(), wanted.end(),
+                        std::inserter(kept, kept.begin()));
+  EXPECT_EQ(kept.size(), 2u);
+  Release(a.id());
 }
 
 }  // namespace
