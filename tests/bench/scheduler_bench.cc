@@ -1,10 +1,12 @@
 // Plan time of the scheduler on in-memory sites: a ring of 8, a plan that fills a switch,
-// all-to-all rounds for 64 members, traffic-aware plans for 32, 64 and 128 members.
+// all-to-all rounds for 64 members, traffic-aware plans for 32, 64 and 128 members, a member
+// replacement in a busy two-switch site.
 #include <benchmark/benchmark.h>
 
 #include <random>
 
 #include "scheduler/planner.h"
+#include "scheduler/replacement.h"
 #include "tests/scheduler/synthetic_site.h"
 
 namespace fleet::scheduler {
@@ -128,6 +130,60 @@ BENCHMARK(BM_TrafficAware)
     ->Arg(64)
     ->Arg(128)
     ->Unit(benchmark::kMillisecond);
+
+// Two switches of 96 GPUs each. On a-ocs, a job's ring over a-gpu1..32 and another tenant's
+// bidirectional ring over a-gpu33..92; on b-ocs, another tenant's ring over all 96. a-gpu5
+// fails; the spares are a-gpu93..96.
+void BM_MemberReplacement(benchmark::State& state) {
+  static const auto* setup = [] {
+    auto* out = new std::pair<Fabric, v1::Allocation>();
+    Fabric& f = out->first;
+    f.site = SyntheticSite({{"a-", 0, 96, 0, 0}, {"b-", 0, 96, 0, 0}});
+    const std::vector<v1::SwitchPort> ports = AllPorts(f.site);
+    std::vector<v1::Circuit> circuits;
+    std::vector<v1::Allocation> holders;
+    auto admit = [&](const std::string& id, const std::string& tenant, v1::TopologySpec spec) {
+      const FabricSnapshot now = FabricSnapshot::Build(f.site, ports, circuits, holders);
+      v1::Plan plan = PlanTopology(now, {tenant, spec}).value();
+      v1::Allocation a;
+      a.set_id(id);
+      a.set_tenant(tenant);
+      *a.mutable_members() = plan.members();
+      for (int i = 0; i < plan.circuits_size(); ++i) {
+        v1::Circuit* c = a.add_circuits();
+        *c = plan.circuits(i);
+        c->set_id(id + "-c" + std::to_string(i + 1));
+        c->set_allocation_id(id);
+        c->set_state(v1::CIRCUIT_STATE_ACTIVE);
+        circuits.push_back(*c);
+      }
+      holders.push_back(a);
+      return a;
+    };
+    out->second = admit("job", "a", Template(v1::TEMPLATE_KIND_RING_UNIDIRECTIONAL, "a-gpu", 32));
+    v1::TopologySpec theirs;
+    theirs.mutable_template_()->set_kind(v1::TEMPLATE_KIND_RING_BIDIRECTIONAL);
+    for (int i = 33; i <= 92; ++i) {
+      theirs.mutable_template_()->mutable_members()->add_devices("a-gpu" + std::to_string(i));
+    }
+    admit("theirs-a", "b", theirs);
+    admit("theirs-b", "b", Template(v1::TEMPLATE_KIND_RING_BIDIRECTIONAL, "b-gpu", 96));
+    f.snapshot = FabricSnapshot::Build(f.site, ports, circuits, holders);
+    return out;
+  }();
+  std::string spare;
+  for (auto _ : state) {
+    absl::StatusOr<Replacement> r = PlanReplacement(setup->first.snapshot, setup->second, "a-gpu5");
+    if (!r.ok()) {
+      state.SkipWithError(std::string(r.status().message()).c_str());
+      return;
+    }
+    spare = r->spare;
+    benchmark::DoNotOptimize(r);
+  }
+  state.SetLabel("spare " + spare);
+}
+BENCHMARK(BM_MemberReplacement)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace fleet::scheduler
