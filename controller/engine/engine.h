@@ -154,7 +154,9 @@ class Engine {
   // updated, in one store transaction (the allocation PROGRAMMING); then in the background the
   // active phase's old circuits come off the switch and the new ones are made in one batch
   // (removes first), verified and retrained, as a phase switch is. Circuits not touching the
-  // failed member are left alone. A dry run returns the plan and changes nothing.
+  // failed member are left alone. A refused quiesce or switch batch fails the allocation and
+  // takes the circuits from before off the switch. A dry run returns the plan and changes
+  // nothing.
   // PERMISSION_DENIED for a job; FAILED_PRECONDITION unless READY or DEGRADED; NOT_FOUND for
   // a device that is not a member; RESOURCE_EXHAUSTED when no spare is free, naming the kind
   // and switch; ABORTED while another transaction of it runs.

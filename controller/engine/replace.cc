@@ -61,7 +61,8 @@ absl::StatusOr<v1::ReplaceMemberResponse> Engine::ReplaceMember(
                                            v1::Name(a.state()), "); retry once it is READY"));
   }
   v1::ReplaceMemberResponse response;
-  std::vector<v1::Circuit> removes;  // The active phase's circuits to take off the switch.
+  std::vector<v1::Circuit> removes;    // The active phase's circuits to take off the switch.
+  std::vector<v1::Circuit> on_switch;  // Every desired circuit before the replacement.
   std::vector<v1::StageTiming> admitted;
   absl::Status admitted_ok = [&]() -> absl::Status {
     absl::MutexLock admit(&admit_mu_);
@@ -116,6 +117,9 @@ absl::StatusOr<v1::ReplaceMemberResponse> Engine::ReplaceMember(
     r.event_message =
         absl::StrCat("allocation ", id, " replacing member ", request.member(), " by ", plan.spare,
                      ": ", removed, " circuits removed, ", added, " added, the rest kept");
+    for (const v1::Circuit& c : a.circuits()) {
+      if (c.state() != v1::CIRCUIT_STATE_INACTIVE) on_switch.push_back(c);
+    }
     ASSIGN_OR_RETURN(v1::Allocation after, store_->ReplaceCircuits(r, caller.principal));
     admitted = {Timing("plan", plan_start, persist_start - plan_start),
                 Timing("persist", persist_start, clock_->Now() - persist_start)};
@@ -127,9 +131,22 @@ absl::StatusOr<v1::ReplaceMemberResponse> Engine::ReplaceMember(
     if (!admitted_ok.ok()) return admitted_ok;
     return response;
   }
-  Spawn(id, [this, id, admitted = std::move(admitted),
+  Spawn(id, [this, id, admitted = std::move(admitted), on_switch = std::move(on_switch),
              phase_switch = PhaseSwitch{"", std::move(removes)}]() mutable {
     Reconfigure(id, std::move(admitted), std::move(phase_switch));
+    // A replacement that failed before its batch stuck (quiesce refused, or the switch refused
+    // and was rolled back) leaves the circuits from before it on the switch while the
+    // allocation is FAILED and holds none: take them off, as a failed request leaves nothing.
+    absl::StatusOr<v1::Allocation> ended = store_->GetAllocation(id);
+    if (!ended.ok() || ended->state() != v1::ALLOCATION_STATE_FAILED) return;
+    absl::Duration program_time, verify_time;
+    if (absl::Status cleared = Program(on_switch, {}, &program_time, &verify_time); !cleared.ok()) {
+      Record("allocation.replace", "allocation", id, v1::EVENT_SEVERITY_WARNING, "fleetd",
+             absl::StrCat("allocation ", id,
+                          ": the circuits from before the failed replacement "
+                          "could not be taken off the switch (",
+                          cleared.message(), "); reconciliation reports them"));
+    }
   });
   return response;
 }

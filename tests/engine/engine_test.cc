@@ -1054,5 +1054,24 @@ TEST_F(EngineTest, ReplaceMemberRefusalsNameTheProblem) {
   }());
 }
 
+TEST_F(EngineTest, ReplacementTheSwitchRefusesFailsAndLeavesTheSwitchClean) {
+  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2", "gpu3", "gpu4"}));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
+  sw_->FailNextApplyAfter(1);
+  ASSERT_THAT(
+      engine_->ReplaceMember(Replace(a.id(), "gpu3"), Caller::FromPrincipal("operator:test"))
+          .status(),
+      IsOk());
+  engine_->WaitIdle();
+  v1::Allocation now = Get(a.id());
+  EXPECT_EQ(now.state(), v1::ALLOCATION_STATE_FAILED);
+  EXPECT_THAT(now.reason(), HasSubstr("program failed"));
+  EXPECT_THAT(now.circuits(), IsEmpty());
+  EXPECT_THAT(OnSwitch(), IsEmpty());
+  // Every GPU is free again.
+  EXPECT_EQ(Request(Ring("team-b", {"gpu1", "gpu2", "gpu3", "gpu4"})).state(),
+            v1::ALLOCATION_STATE_READY);
+}
+
 }  // namespace
 }  // namespace fleet::engine
