@@ -252,7 +252,9 @@ TEST_F(EngineTest, DryRunReturnsThePlanAndTouchesNothing) {
 TEST_F(EngineTest, AdmissionErrorsNameTheMemberAndWriteNothing) {
   v1::Allocation held = Request(Link("team-a", "gpu1", "gpu2"));
   ASSERT_EQ(held.state(), v1::ALLOCATION_STATE_READY);
-  ASSERT_THAT(store_->SetDrained({.onic = "gpu5-n0"}, true, "bad optics", "operator:test"), IsOk());
+  ASSERT_THAT(store_->SetDrained({.switch_id = "", .port = 0, .onic = "gpu5-n0", .host = ""}, true,
+                                 "bad optics", "operator:test"),
+              IsOk());
   const size_t events = EventCount();
   const int changes = sw_->changes();
   const Caller op = Caller::FromPrincipal("operator:test");
@@ -577,7 +579,8 @@ TEST_F(EngineTest, ReconcileReportsResumedTransactionsAndThoseRolledBack) {
   store::AllocationUpdate rewind;
   rewind.id = a.id();
   rewind.state = v1::ALLOCATION_STATE_PROGRAMMING;
-  for (const v1::Circuit& c : a.circuits()) rewind.circuits[c.id()] = {v1::CIRCUIT_STATE_PLANNED};
+  for (const v1::Circuit& c : a.circuits())
+    rewind.circuits[c.id()] = {v1::CIRCUIT_STATE_PLANNED, ""};
   ASSERT_THAT(store_->UpdateAllocation(rewind, "test").status(), IsOk());
   switches::CrossConnectBatch clear;
   for (const CrossConnect& x : Wanted(a)) clear.remove.push_back(x);

@@ -403,7 +403,7 @@ TEST_P(EngineEndToEndTest, CrashDuringAReleaseIsRecovered) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Protocols, EngineEndToEndTest, ::testing::Values("tl1", "rest"),
-                         [](const auto& info) { return info.param; });
+                         [](const auto& protocol) { return protocol.param; });
 
 }  // namespace
 }  // namespace fleet

@@ -135,12 +135,12 @@ class Controller {
     onic->set_device("h1-cpu0");
     onic->set_serial("S1");
     for (uint32_t p : {1u, 2u}) {
-      v1::OnicPort* port = onic->add_ports();
-      port->set_index(p);
-      port->mutable_tx()->set_switch_id("ocs1");
-      port->mutable_tx()->set_port(p);
-      port->mutable_rx()->set_switch_id("ocs1");
-      port->mutable_rx()->set_port(8 + p);
+      v1::OnicPort* onic_port = onic->add_ports();
+      onic_port->set_index(p);
+      onic_port->mutable_tx()->set_switch_id("ocs1");
+      onic_port->mutable_tx()->set_port(p);
+      onic_port->mutable_rx()->set_switch_id("ocs1");
+      onic_port->mutable_rx()->set_port(8 + p);
     }
     EXPECT_TRUE(store_->WriteInventory(write, "test").ok());
     agents::AgentRegistryOptions options;
