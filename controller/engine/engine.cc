@@ -900,8 +900,14 @@ void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> adm
 void Engine::ScheduleRetry(const std::string& id) {
   absl::MutexLock lock(&mu_);
   auto [it, fresh] = retries_.try_emplace(id, Retry{{}, options_.retry_initial});
-  if (!fresh) it->second.backoff = std::min(it->second.backoff * 2, options_.retry_max);
-  it->second.due = clock_->Now() + it->second.backoff;
+  Retry& retry = it->second;
+  if (retry.agent_connected_during_attempt) {
+    retry.agent_connected_during_attempt = false;
+    retry.due = clock_->Now();
+    return;
+  }
+  if (!fresh) retry.backoff = std::min(retry.backoff * 2, options_.retry_max);
+  retry.due = clock_->Now() + retry.backoff;
 }
 
 void Engine::RunDueRetries() {
@@ -939,7 +945,11 @@ void Engine::AgentConnected(const std::string& host) {
   absl::MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
   for (auto& [id, retry] : retries_) {
-    if (retry.due != absl::InfiniteFuture()) retry.due = now;
+    if (retry.due != absl::InfiniteFuture()) {
+      retry.due = now;
+    } else {
+      retry.agent_connected_during_attempt = true;  // Running now; rerun when it ends.
+    }
   }
   changed_.SignalAll();
 }

@@ -186,6 +186,9 @@ class Engine {
   struct Retry {
     absl::Time due;
     absl::Duration backoff;
+    // An agent connected while an attempt was running: the attempt may have missed it, so
+    // the next one is at once, not after a longer backoff.
+    bool agent_connected_during_attempt = false;
   };
   // Inventory as of one InventoryVersion: read once, shared by admissions and transactions
   // until an inventory or drain change commits.
