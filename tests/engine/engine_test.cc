@@ -43,6 +43,12 @@ class LightCheckingAgents : public agents::CommandSender {
 
   std::vector<absl::StatusOr<v1::CommandResult>> SendCommands(
       std::vector<agents::AddressedCommand> commands, absl::Time) override {
+    std::function<void()> hook;
+    {
+      absl::MutexLock lock(&mu_);
+      hook.swap(on_next_send_);
+    }
+    if (hook) hook();
     absl::MutexLock lock(&mu_);
     std::vector<absl::StatusOr<v1::CommandResult>> out;
     for (const agents::AddressedCommand& c : commands) {
@@ -95,6 +101,11 @@ class LightCheckingAgents : public agents::CommandSender {
       gone_.erase(serial);
     }
   }
+  // Runs once, at the start of the next SendCommands (what happens meanwhile elsewhere).
+  void OnNextSend(std::function<void()> hook) {
+    absl::MutexLock lock(&mu_);
+    on_next_send_ = std::move(hook);
+  }
   void RefuseQuiesce(bool refuse) {
     absl::MutexLock lock(&mu_);
     refuse_quiesce_ = refuse;
@@ -113,6 +124,7 @@ class LightCheckingAgents : public agents::CommandSender {
   std::map<uint32_t, std::string> sender_;  // Ingress → the O-NIC port whose tx enters it.
   std::set<std::string> gone_ ABSL_GUARDED_BY(mu_);
   bool refuse_quiesce_ ABSL_GUARDED_BY(mu_) = false;
+  std::function<void()> on_next_send_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::Command> sent_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -335,6 +347,23 @@ TEST_F(EngineTest, GoneAgentDegradesNamingTheLinkAndRecoversWhenItReturns) {
   engine_->RunDueRetries();
   engine_->WaitIdle();
   EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
+}
+
+TEST_F(EngineTest, AnAgentThatConnectsDuringARetryIsRetriedAtOnce) {
+  agents_->SetGone("FLT-GPU3-N0", true);
+  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2", "gpu3", "gpu4"}));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_DEGRADED);
+  // The agent registers while the retry is already asking: that attempt misses it.
+  agents_->OnNextSend([this] { engine_->AgentConnected("gpu-pool-1"); });
+  clock_.Advance(absl::Seconds(2));
+  engine_->RunDueRetries();
+  engine_->WaitIdle();
+  ASSERT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_DEGRADED);
+  // The next attempt is due now, not after a doubled backoff: no time passes here.
+  agents_->SetGone("FLT-GPU3-N0", false);
+  engine_->RunDueRetries();
+  engine_->WaitIdle();
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY) << Get(a.id()).reason();
 }
 
 TEST_F(EngineTest, AgentGoneDegradesAndItsReturnHealsWithoutRetrainingWorkingLinks) {
