@@ -43,12 +43,6 @@ class LightCheckingAgents : public agents::CommandSender {
 
   std::vector<absl::StatusOr<v1::CommandResult>> SendCommands(
       std::vector<agents::AddressedCommand> commands, absl::Time) override {
-    std::function<void()> hook;
-    {
-      absl::MutexLock lock(&mu_);
-      hook.swap(on_next_send_);
-    }
-    if (hook) hook();
     absl::MutexLock lock(&mu_);
     std::vector<absl::StatusOr<v1::CommandResult>> out;
     for (const agents::AddressedCommand& c : commands) {
@@ -89,8 +83,19 @@ class LightCheckingAgents : public agents::CommandSender {
     return out;
   }
   bool HasOwner(const std::string& serial) override {
-    absl::MutexLock lock(&mu_);
-    return !gone_.contains(serial);
+    std::function<void()> on_back;
+    bool owned = false;
+    {
+      absl::MutexLock lock(&mu_);
+      owned = !gone_.contains(serial);
+      if (!owned && back_.serial == serial && --back_.asked == 0) {
+        gone_.erase(serial);
+        on_back.swap(back_.on_back);
+        back_ = {};
+      }
+    }
+    if (on_back) on_back();
+    return owned;
   }
 
   void SetGone(const std::string& serial, bool gone) {
@@ -101,10 +106,11 @@ class LightCheckingAgents : public agents::CommandSender {
       gone_.erase(serial);
     }
   }
-  // Runs once, at the start of the next SendCommands (what happens meanwhile elsewhere).
-  void OnNextSend(std::function<void()> hook) {
+  // The gone agent of `serial` comes back just after the `asked`-th HasOwner(serial) has
+  // answered no: `on_back` runs then, as the registry tells the engine of a connecting agent.
+  void BackAfterAsked(const std::string& serial, int asked, std::function<void()> on_back) {
     absl::MutexLock lock(&mu_);
-    on_next_send_ = std::move(hook);
+    back_ = {serial, asked, std::move(on_back)};
   }
   void RefuseQuiesce(bool refuse) {
     absl::MutexLock lock(&mu_);
@@ -124,7 +130,11 @@ class LightCheckingAgents : public agents::CommandSender {
   std::map<uint32_t, std::string> sender_;  // Ingress → the O-NIC port whose tx enters it.
   std::set<std::string> gone_ ABSL_GUARDED_BY(mu_);
   bool refuse_quiesce_ ABSL_GUARDED_BY(mu_) = false;
-  std::function<void()> on_next_send_ ABSL_GUARDED_BY(mu_);
+  struct Back {
+    std::string serial;
+    int asked = 0;
+    std::function<void()> on_back;
+  } back_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::Command> sent_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -353,14 +363,15 @@ TEST_F(EngineTest, AnAgentThatConnectsDuringARetryIsRetriedAtOnce) {
   agents_->SetGone("FLT-GPU3-N0", true);
   v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2", "gpu3", "gpu4"}));
   ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_DEGRADED);
-  // The agent registers while the retry is already asking: that attempt misses it.
-  agents_->OnNextSend([this] { engine_->AgentConnected("gpu-pool-1"); });
+  // The agent registers while the retry is running, just after it found no agent: that attempt
+  // misses it, and the agent is there for every attempt after it.
+  // (Asked twice per attempt: before reading the links, and before retraining those down.)
+  agents_->BackAfterAsked("FLT-GPU3-N0", 2, [this] { engine_->AgentConnected("gpu-pool-1"); });
   clock_.Advance(absl::Seconds(2));
   engine_->RunDueRetries();
   engine_->WaitIdle();
-  ASSERT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_DEGRADED);
-  // The next attempt is due now, not after a doubled backoff: no time passes here.
-  agents_->SetGone("FLT-GPU3-N0", false);
+  // The next attempt is due at once, not after a doubled backoff: no time passes here. (The
+  // engine's own loop may have run it already.)
   engine_->RunDueRetries();
   engine_->WaitIdle();
   EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY) << Get(a.id()).reason();
