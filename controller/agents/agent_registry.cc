@@ -226,12 +226,8 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream) 
         if (session.closing) return;
         batch.swap(session.outbox);
       }
-      for (size_t i = 0; i < batch.size(); ++i) {
-        // Commands queued together (a transaction's ports) leave in one flush: each but the
-        // last is only buffered, instead of a round of the transport per message.
-        grpc::WriteOptions options;
-        if (i + 1 < batch.size()) options.set_buffer_hint();
-        if (!stream->Write(batch[i], options)) {
+      for (const v1::ControllerMessage& message : batch) {
+        if (!stream->Write(message)) {
           absl::MutexLock lock(&mu_);
           EndSession(session_id, "write failed");
           return;
