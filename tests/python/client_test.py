@@ -9,8 +9,7 @@ it at the end. Run by ctest (tests/python/CMakeLists.txt) as
 
 with PYTHONPATH holding the built package (build/clients/python) and FLEET_BIN_DIR the built
 binaries. Exit 77 (ctest: skipped) only when python3-grpcio, python3-protobuf or
-python3-grpc-tools is absent, or when every test of the group skipped because fleetd answers
-UNIMPLEMENTED for phases; the reason is printed.
+python3-grpc-tools is absent; the reason is printed.
 """
 
 from __future__ import annotations
@@ -367,11 +366,7 @@ class ClientTest(FleetTestCase):
 
 
 class PhaseTest(FleetTestCase):
-    """Phased allocations (python.phases). Skipped only while fleetd answers UNIMPLEMENTED."""
-
-    def skip_if_unimplemented(self, e: Exception) -> None:
-        if isinstance(e, self.fleet.Unimplemented):
-            self.skipTest(f"fleetd does not support phases yet: {e}")
+    """Phased allocations (python.phases)."""
 
     def test_phase_switches_reach_ready(self) -> None:
         from fleet.v1 import topology_pb2
@@ -380,22 +375,14 @@ class PhaseTest(FleetTestCase):
             "tp": self.fleet.links([(GPUS[i], GPUS[i + 1]) for i in range(0, 8, 2)],
                                    duplex=True),  # pairs: tensor parallel
         }
-        try:
-            topo = self.client.topology(phases=phases, lease=60, name="phased")
-        except self.fleet.FleetError as e:
-            self.skip_if_unimplemented(e)
-            raise
+        topo = self.client.topology(phases=phases, lease=60, name="phased")
         with topo:
             a = topo.wait_ready(timeout=WAIT)
             self.assertEqual(list(a.phases), ["dp", "tp"])
             self.assertEqual(a.active_phase, "dp")
             self.assertAllActive(a, "dp")
             for name, circuits in (("tp", 8), ("dp", 16), ("tp", 8)):
-                try:
-                    switch = topo.phase(name, timeout=WAIT)
-                except self.fleet.FleetError as e:
-                    self.skip_if_unimplemented(e)
-                    raise
+                switch = topo.phase(name, timeout=WAIT)
                 a = switch.allocation
                 self.assertEqual(switch.phase, name)
                 self.assertEqual(self.fleet.state_name(a.state), "READY")
@@ -413,16 +400,12 @@ class PhaseTest(FleetTestCase):
 
     def test_unknown_phase_is_refused(self) -> None:
         phases = {"dp": {"ring": GPUS}, "tp": {"links": [("gpu1", "gpu2")], "duplex": True}}
-        try:
-            topo = self.client.topology(phases=phases, lease=60)
-        except self.fleet.FleetError as e:
-            self.skip_if_unimplemented(e)
-            raise
+        topo = self.client.topology(phases=phases, lease=60)
         with topo:
             topo.wait_ready(timeout=WAIT)
             with self.assertRaises(self.fleet.FleetError) as caught:
                 topo.phase("no-such-phase")
-            self.skip_if_unimplemented(caught.exception)
+            self.assertIsInstance(caught.exception, self.fleet.NotFound)
             self.assertIn("no-such-phase", caught.exception.message)
 
 
@@ -434,8 +417,6 @@ class ExampleTest(FleetTestCase):
                                "clients/python/examples/train_step.py")
         run = subprocess.run([sys.executable, example, "--server", self.demo.grpc, "--steps", "2"],
                              capture_output=True, text=True, timeout=300)
-        if run.returncode == 3 and "UNIMPLEMENTED" in run.stderr:
-            self.skipTest(f"fleetd does not support phases yet: {run.stderr.strip()}")
         self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
         self.assertIn("READY", run.stdout)
         self.assertEqual(run.stdout.count("latency"), 4, run.stdout)  # tp and dp, two steps
@@ -468,10 +449,6 @@ def main() -> int:
         return 1
     if _demo is not None:
         _demo.remove()
-    if result.testsRun and len(result.skipped) == result.testsRun:
-        for test, reason in result.skipped:
-            print(f"SKIP: {test.id()}: {reason}")
-        return SKIP
     return 0
 
 

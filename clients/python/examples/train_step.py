@@ -10,8 +10,7 @@ switch's latency is printed. Against the demo::
     PYTHONPATH=build/clients/python python3 clients/python/examples/train_step.py \\
         --server HOST:PORT
 
-Exit status: 0 done, 1 fleetd refused or failed (its message is printed), 3 this fleetd does
-not support phases yet.
+Exit status: 0 done, 1 fleetd refused or failed (its message is printed).
 """
 
 from __future__ import annotations
@@ -71,9 +70,6 @@ def main(argv: List[str]) -> int:
                               f"/-{switch.cross_connects_removed} cross-connects)")
                         mock_compute(args.compute_ms / 1e3)
             print(f"allocation {topo.id} released")
-    except fleet.Unimplemented as e:
-        print(f"train_step: this fleetd does not support phases yet: {e}", file=sys.stderr)
-        return 3
     except fleet.FleetError as e:
         print(f"train_step: {e}", file=sys.stderr)
         return 1
