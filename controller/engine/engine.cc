@@ -1133,6 +1133,11 @@ absl::StatusOr<v1::ActivatePhaseResponse> Engine::ActivatePhase(
 }
 
 std::vector<v1::Circuit> Engine::LeftBehind(const v1::Allocation& a) {
+  // Only a phased allocation has inactive circuits; the rest need no read of the store.
+  if (std::none_of(a.circuits().begin(), a.circuits().end(),
+                   [](const v1::Circuit& c) { return c.state() == v1::CIRCUIT_STATE_INACTIVE; })) {
+    return {};
+  }
   std::set<std::tuple<std::string, uint32_t, uint32_t>> desired, observed;
   std::set<std::string> switch_ids;
   for (const v1::Circuit& c : a.circuits()) {
