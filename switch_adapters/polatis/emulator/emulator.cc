@@ -15,7 +15,7 @@ absl::StatusOr<std::unique_ptr<Emulator>> Emulator::Start(const EmulatorOptions&
                                         .switch_time = options.switch_time,
                                         .insertion_loss_db = options.insertion_loss_db,
                                         .state_file = options.state_file},
-                                       clock));
+                                       clock, &emulator->remote_light_));
 
   Tl1ServerOptions tl1;
   tl1.listen_address = options.listen_address;

@@ -1,6 +1,6 @@
 // polatis-emu assembled: one SwitchModel behind the TL1 server and the REST server (which
-// also carries the /sim/v1 side-channel). main() and in-process tests build it from
-// EmulatorOptions.
+// also carries the /sim/v1 side-channel), fetching light across trunks over HTTP. main() and
+// in-process tests build it from EmulatorOptions.
 #ifndef FLEET_SWITCH_ADAPTERS_POLATIS_EMULATOR_EMULATOR_H_
 #define FLEET_SWITCH_ADAPTERS_POLATIS_EMULATOR_EMULATOR_H_
 
@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "controller/base/clock.h"
+#include "switch_adapters/polatis/emulator/http_remote_light.h"
 #include "switch_adapters/polatis/emulator/rest_api.h"
 #include "switch_adapters/polatis/emulator/rest_server.h"
 #include "switch_adapters/polatis/emulator/switch_model.h"
@@ -54,6 +55,7 @@ class Emulator {
   explicit Emulator(const EmulatorOptions& options) : options_(options) {}
 
   const EmulatorOptions options_;
+  HttpRemoteLight remote_light_;  // before model_, which uses it
   std::unique_ptr<SwitchModel> model_;
   std::unique_ptr<Tl1Server> tl1_;
   std::unique_ptr<RestServer> rest_;

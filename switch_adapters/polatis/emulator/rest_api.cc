@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <initializer_list>
+#include <limits>
 #include <optional>
 #include <set>
 
@@ -71,6 +72,13 @@ HttpResponse NoContent() {
   HttpResponse response;
   response.status = 204;
   return response;
+}
+
+// A side-channel change: 204, or 400 with the model's reason (every refusal there is the
+// request's fault: a bad port or value, or a port set up the other way).
+HttpResponse SimulationChange(const absl::Status& status) {
+  if (!status.ok()) return Error(400, "invalid-value", status.message(), kJson);
+  return NoContent();
 }
 
 HttpResponse MethodNotAllowed(absl::string_view method, absl::string_view allowed,
@@ -401,16 +409,22 @@ HttpResponse RestApi::Simulation(const HttpRequest& request, absl::string_view p
   if (parts.size() == 2 && parts[0] == "signals") {
     const int ingress = PathNumber(parts[1], "port");
     if (method == "PUT") return PutSignal(ingress, ParseBody(request.body));
-    if (method == "DELETE") {
-      absl::Status status = model_->ClearSignal(ingress);
-      if (!status.ok()) return Error(400, "invalid-value", status.message(), kJson);
-      return NoContent();
-    }
+    if (method == "DELETE") return SimulationChange(model_->ClearSignal(ingress));
     return not_allowed("PUT, DELETE");
   }
   if (parts.size() == 2 && parts[0] == "light") {
-    if (method == "GET") return GetLight(PathNumber(parts[1], "port"));
+    if (method == "GET") return GetLight(PathNumber(parts[1], "port"), request.query);
     return not_allowed("GET");
+  }
+  if (parts.size() == 1 && parts[0] == "trunks") {
+    if (method == "GET") return GetTrunks();
+    return not_allowed("GET");
+  }
+  if (parts.size() == 2 && parts[0] == "trunks") {
+    const int ingress = PathNumber(parts[1], "port");
+    if (method == "PUT") return PutTrunk(ingress, ParseBody(request.body));
+    if (method == "DELETE") return SimulationChange(model_->ClearTrunk(ingress));
+    return not_allowed("PUT, DELETE");
   }
   if (parts.size() == 1 && parts[0] == "counters") {
     if (method == "GET") return GetCounters();
@@ -449,13 +463,57 @@ HttpResponse RestApi::PutSignal(int ingress, const json& body) {
       Refuse(400, "invalid-value", "'power_dbm' must be a number");
     power = body["power_dbm"].get<double>();
   }
-  absl::Status status = model_->SetSignal(ingress, body["name"].get<std::string>(), power);
-  if (!status.ok()) return Error(400, "invalid-value", status.message(), kJson);
-  return NoContent();
+  return SimulationChange(model_->SetSignal(ingress, body["name"].get<std::string>(), power));
 }
 
-HttpResponse RestApi::GetLight(int egress) {
-  absl::StatusOr<Light> light = model_->LightAt(egress);
+HttpResponse RestApi::PutTrunk(int ingress, const json& body) {
+  if (!body.is_object()) Refuse(400, "invalid-value", "body must be a JSON object");
+  OnlyMembers(body, {"from", "egress", "loss_db"});
+  Trunk trunk;
+  trunk.ingress = ingress;
+  if (!body.contains("from") || !body["from"].is_string()) {
+    Refuse(400, "invalid-value", "'from' must be a string HOST:PORT, the far emulator's REST port");
+  }
+  trunk.from = body["from"].get<std::string>();
+  if (!body.contains("egress") || !body["egress"].is_number_integer() ||
+      body["egress"].get<int64_t>() < 1 ||
+      body["egress"].get<int64_t>() > std::numeric_limits<int>::max()) {
+    Refuse(400, "invalid-value", "'egress' must be a positive integer, the far egress port");
+  }
+  trunk.egress = body["egress"].get<int>();
+  if (body.contains("loss_db")) {
+    if (!body["loss_db"].is_number()) Refuse(400, "invalid-value", "'loss_db' must be a number");
+    trunk.loss_db = body["loss_db"].get<double>();
+  }
+  return SimulationChange(model_->SetTrunk(std::move(trunk)));
+}
+
+HttpResponse RestApi::GetTrunks() {
+  json trunks = json::array();
+  for (const Trunk& trunk : model_->Trunks()) {
+    trunks.push_back({{"ingress", trunk.ingress},
+                      {"from", trunk.from},
+                      {"egress", trunk.egress},
+                      {"loss_db", trunk.loss_db}});
+  }
+  return Json(200, {{"trunks", trunks}}, kJson);
+}
+
+HttpResponse RestApi::GetLight(int egress, absl::string_view query) {
+  // `hops`: how many trunks the asker's light has crossed; set by a polatis-emu asking
+  // across a trunk (docs/polatis-emulator.md), absent for everyone else.
+  int hops = 0;
+  for (absl::string_view parameter : absl::StrSplit(query, '&', absl::SkipEmpty())) {
+    absl::string_view value = parameter;
+    if (!absl::ConsumePrefix(&value, "hops=")) {
+      Refuse(400, "invalid-value",
+             absl::StrCat("unknown query parameter '", parameter, "' (only hops=N)"));
+    }
+    if (!absl::SimpleAtoi(value, &hops) || hops < 0) {
+      Refuse(400, "invalid-value", absl::StrCat("hops '", value, "' must be an integer >= 0"));
+    }
+  }
+  absl::StatusOr<Light> light = model_->LightAt(egress, hops);
   if (!light.ok()) return Error(400, "invalid-value", light.status().message(), kJson);
   json signal = light->signal ? json(*light->signal) : json(nullptr);
   return Json(200, {{"egress", egress}, {"signal", signal}, {"power_dbm", light->power_dbm}},

@@ -28,6 +28,7 @@ struct RestApiOptions {
 struct HttpRequest {
   std::string method;         // "GET", "PUT", ...
   std::string path;           // URL-decoded, without the query string
+  std::string query;          // after the '?', as sent; "" if none
   std::string authorization;  // the Authorization header, "" if absent
   std::string body;
 };
@@ -68,7 +69,9 @@ class RestApi {
   HttpResponse PutFaults(const nlohmann::ordered_json& body);
   HttpResponse PutPort(int port, const nlohmann::ordered_json& body);
   HttpResponse PutSignal(int ingress, const nlohmann::ordered_json& body);
-  HttpResponse GetLight(int egress);
+  HttpResponse PutTrunk(int ingress, const nlohmann::ordered_json& body);
+  HttpResponse GetTrunks();
+  HttpResponse GetLight(int egress, absl::string_view query);
   HttpResponse GetCounters();
 
   // Answers after the cross-connects made settle (the switch answers after moving beams).

@@ -106,6 +106,7 @@ int RestServer::Serve(mg_connection* connection) {
   HttpRequest request;
   request.method = info->request_method ? info->request_method : "";
   request.path = info->local_uri ? info->local_uri : "/";
+  if (info->query_string) request.query = info->query_string;
   if (const char* auth = mg_get_header(connection, "Authorization")) request.authorization = auth;
   char chunk[8192];
   int n;

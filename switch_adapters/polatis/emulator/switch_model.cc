@@ -36,6 +36,28 @@ absl::Status PortInUse(int port) {
   return absl::FailedPreconditionError(absl::StrCat("Port in use: ", port));
 }
 
+// "HOST:PORT" with a host name or IPv4 address and a numeric port: what goes between
+// "http://" and the path of a URL, and nothing that could change the URL's meaning there.
+bool IsHostPort(absl::string_view address) {
+  const size_t colon = address.find(':');
+  if (colon == absl::string_view::npos || colon == 0) return false;
+  for (char c : address.substr(0, colon)) {
+    if (!absl::ascii_isalnum(c) && c != '.' && c != '-') return false;
+  }
+  const absl::string_view digits = address.substr(colon + 1);
+  if (digits.empty() || digits.size() > 5) return false;
+  for (char c : digits) {
+    if (!absl::ascii_isdigit(c)) return false;  // SimpleAtoi alone would take "+80" or " 80"
+  }
+  int port = 0;
+  return absl::SimpleAtoi(digits, &port) && port >= 1 && port <= 65535;
+}
+
+std::string Describe(const Trunk& trunk) {
+  return absl::StrCat("trunk from ", trunk.from, " egress ", trunk.egress, " into ingress ",
+                      trunk.ingress);
+}
+
 }  // namespace
 
 std::string SwitchSize::ToString() const { return absl::StrCat(ingress, "x", egress); }
@@ -80,7 +102,8 @@ absl::string_view PortStatusName(PortStatus status) {
 }
 
 absl::StatusOr<std::unique_ptr<SwitchModel>> SwitchModel::Create(const SwitchModelOptions& options,
-                                                                 const Clock* clock) {
+                                                                 const Clock* clock,
+                                                                 RemoteLight* remote_light) {
   if (options.size.ingress < 1 || options.size.egress < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("switch size ", options.size.ToString(), " has an empty side"));
@@ -92,7 +115,7 @@ absl::StatusOr<std::unique_ptr<SwitchModel>> SwitchModel::Create(const SwitchMod
     return absl::InvalidArgumentError(
         absl::StrCat("insertion loss ", options.insertion_loss_db, " dB must be >= 0"));
   }
-  std::unique_ptr<SwitchModel> model(new SwitchModel(options, clock));
+  std::unique_ptr<SwitchModel> model(new SwitchModel(options, clock, remote_light));
   if (!options.state_file.empty()) {
     absl::MutexLock lock(&model->mu_);
     if (absl::Status s = model->LoadState(); !s.ok()) return s;
@@ -104,6 +127,12 @@ absl::StatusOr<std::unique_ptr<SwitchModel>> SwitchModel::Create(const SwitchMod
 
 absl::Status SwitchModel::CheckPort(int64_t port) const {
   return options_.size.IsPort(port) ? absl::OkStatus() : InvalidPort(port);
+}
+
+absl::Status SwitchModel::CheckIngress(int port) const {
+  if (options_.size.IsIngress(port)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("port ", port, " is not an ingress port (1..", options_.size.ingress, ")"));
 }
 
 // --- State file ------------------------------------------------------------------------
@@ -348,17 +377,18 @@ double SwitchModel::DropOf(int port) const {
   return it == power_drops_.end() ? 0.0 : it->second;
 }
 
+bool SwitchModel::CarriesLightLocked(int ingress, int egress, absl::Time now) const {
+  return now >= config_.by_ingress.at(ingress).settled_at &&
+         !config_.closed_shutters.contains(ingress) && !config_.closed_shutters.contains(egress) &&
+         !failed_ports_.contains(ingress) && !failed_ports_.contains(egress);
+}
+
 Light SwitchModel::LightLocked(int egress, absl::Time now) const {
   auto holder = config_.by_egress.find(egress);
   if (holder == config_.by_egress.end()) return Light{};
   const int ingress = holder->second;
-  const Patch& patch = config_.by_ingress.at(ingress);
   auto signal = signals_.find(ingress);
-  if (signal == signals_.end() || now < patch.settled_at ||
-      config_.closed_shutters.contains(ingress) || config_.closed_shutters.contains(egress) ||
-      failed_ports_.contains(ingress) || failed_ports_.contains(egress)) {
-    return Light{};
-  }
+  if (signal == signals_.end() || !CarriesLightLocked(ingress, egress, now)) return Light{};
   return Light{signal->second.name,
                RoundPower(signal->second.launch_dbm - options_.insertion_loss_db - DropOf(ingress) -
                           DropOf(egress))};
@@ -404,37 +434,151 @@ std::vector<PortReading> SwitchModel::ReadAllPorts() const {
 // --- Light --------------------------------------------------------------------------------
 
 absl::Status SwitchModel::SetSignal(int ingress, std::string name, double launch_dbm) {
-  if (!options_.size.IsIngress(ingress)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("port ", ingress, " is not an ingress port (1..", options_.size.ingress, ")"));
-  }
+  if (absl::Status s = CheckIngress(ingress); !s.ok()) return s;
   if (!std::isfinite(launch_dbm)) {
     return absl::InvalidArgumentError("power_dbm must be a finite number");
   }
   absl::MutexLock lock(&mu_);
+  if (auto feed = trunks_.find(ingress); feed != trunks_.end()) {
+    const Trunk& trunk = feed->second.trunk;
+    return absl::FailedPreconditionError(
+        absl::StrCat("ingress ", ingress, " is fed by a trunk from ", trunk.from, " egress ",
+                     trunk.egress, "; remove the trunk before lighting a signal on it"));
+  }
   signals_[ingress] = Signal{std::move(name), launch_dbm};
   return absl::OkStatus();
 }
 
 absl::Status SwitchModel::ClearSignal(int ingress) {
-  if (!options_.size.IsIngress(ingress)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("port ", ingress, " is not an ingress port (1..", options_.size.ingress, ")"));
-  }
+  if (absl::Status s = CheckIngress(ingress); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   signals_.erase(ingress);
   return absl::OkStatus();
 }
 
-absl::StatusOr<Light> SwitchModel::LightAt(int egress) const {
+absl::Status SwitchModel::SetTrunk(Trunk trunk) {
+  if (absl::Status s = CheckIngress(trunk.ingress); !s.ok()) return s;
+  if (!IsHostPort(trunk.from)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("from '", trunk.from,
+                     "' must be HOST:PORT, the far emulator's REST address with a numeric port "
+                     "1..65535"));
+  }
+  if (trunk.egress < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("egress ", trunk.egress, " must be a positive integer (a far egress port)"));
+  }
+  if (!std::isfinite(trunk.loss_db) || trunk.loss_db < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("loss_db ", trunk.loss_db, " must be a finite number >= 0"));
+  }
+  if (remote_light_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "this switch model was given no way to fetch light from another emulator, so it takes "
+        "no trunks");
+  }
+  absl::MutexLock lock(&mu_);
+  if (auto signal = signals_.find(trunk.ingress); signal != signals_.end()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("ingress ", trunk.ingress, " carries the local signal '", signal->second.name,
+                     "'; delete it before feeding the port by a trunk"));
+  }
+  const int ingress = trunk.ingress;
+  trunks_[ingress] = TrunkFeed{std::move(trunk), ""};
+  return absl::OkStatus();
+}
+
+absl::Status SwitchModel::ClearTrunk(int ingress) {
+  if (absl::Status s = CheckIngress(ingress); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  trunks_.erase(ingress);
+  return absl::OkStatus();
+}
+
+std::vector<Trunk> SwitchModel::Trunks() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<Trunk> out;
+  out.reserve(trunks_.size());
+  for (const auto& [ingress, feed] : trunks_) out.push_back(feed.trunk);
+  return out;
+}
+
+SwitchModel::LightSource SwitchModel::SourceLocked(int egress, absl::Time now) const {
+  LightSource source;
+  auto holder = config_.by_egress.find(egress);
+  auto feed = holder == config_.by_egress.end() ? trunks_.end() : trunks_.find(holder->second);
+  if (feed == trunks_.end()) {
+    source.local = LightLocked(egress, now);
+    return source;
+  }
+  const int ingress = holder->second;
+  if (!CarriesLightLocked(ingress, egress, now)) {
+    source.local = Light{};
+    return source;
+  }
+  source.trunk = feed->second.trunk;
+  source.loss_db =
+      source.trunk.loss_db + options_.insertion_loss_db + DropOf(ingress) + DropOf(egress);
+  return source;
+}
+
+SwitchModel::TrunkFeed* SwitchModel::FeedLocked(const Trunk& trunk) const {
+  auto feed = trunks_.find(trunk.ingress);
+  if (feed == trunks_.end() || !(feed->second.trunk == trunk)) return nullptr;
+  return &feed->second;
+}
+
+void SwitchModel::NoteFarAnswer(const Trunk& trunk, const absl::Status& answer) const {
+  const std::string problem(answer.message());
+  absl::MutexLock lock(&mu_);
+  TrunkFeed* feed = FeedLocked(trunk);
+  if (feed == nullptr || feed->problem == problem) return;
+  if (problem.empty()) {
+    FLEET_LOG(INFO) << Describe(trunk) << " answers again";
+  } else {
+    FLEET_LOG(WARNING) << Describe(trunk) << " brings no light: " << problem;
+  }
+  feed->problem = problem;
+}
+
+void SwitchModel::NoteHopLimit(const Trunk& trunk, int hops) const {
+  absl::MutexLock lock(&mu_);
+  TrunkFeed* feed = FeedLocked(trunk);
+  if (feed == nullptr || feed->hop_limit_logged) return;
+  FLEET_LOG(WARNING) << Describe(trunk) << " brings no light: light that has crossed " << hops
+                     << " trunks would cross more than " << kMaxTrunkHops
+                     << " (a loop of trunks and cross-connects?)";
+  feed->hop_limit_logged = true;
+}
+
+absl::StatusOr<Light> SwitchModel::LightAt(int egress, int hops) const {
   if (!options_.size.IsEgress(egress)) {
     return absl::InvalidArgumentError(absl::StrCat("port ", egress, " is not an egress port (",
                                                    options_.size.ingress + 1, "..",
                                                    options_.size.ports(), ")"));
   }
+  if (hops < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("hops ", hops, " must be >= 0"));
+  }
   const absl::Time now = clock_->Now();
-  absl::MutexLock lock(&mu_);
-  return LightLocked(egress, now);
+  LightSource source;
+  {
+    absl::MutexLock lock(&mu_);
+    source = SourceLocked(egress, now);
+  }
+  if (source.local) return *source.local;
+
+  // The far emulator may be slow or may ask this one back (a loop of trunks): the mutex is
+  // not held from here on.
+  const Trunk& trunk = source.trunk;
+  if (hops + 1 > kMaxTrunkHops) {
+    NoteHopLimit(trunk, hops);
+    return Light{};
+  }
+  absl::StatusOr<Light> far = remote_light_->Fetch(trunk.from, trunk.egress, hops + 1);
+  NoteFarAnswer(trunk, far.status());
+  if (!far.ok() || !far->signal) return Light{};
+  return Light{far->signal, RoundPower(far->power_dbm - source.loss_db)};
 }
 
 // --- Port faults ----------------------------------------------------------------------------

@@ -1,11 +1,14 @@
 // The one switch model behind polatis-emu's TL1 and REST front ends and its simulation
 // side-channel (docs/polatis-emulator.md): an NxM optical cross-connect with shutters,
 // FAILED ports, injected power drops, signals on ingress fibers, settling time, counters
-// and fault settings, optionally persisted to a state file.
+// and fault settings, optionally persisted to a state file, plus trunk fibers that bring light
+// in from another emulator's egress.
 //
 // Pure logic apart from the state file: no sockets, no threads, no sleeping. Time comes from
-// a Clock so tests can move it by hand. Every method is thread-safe and atomic: a front end's
-// command is one call, so two sessions never see each other's half-made changes.
+// a Clock so tests can move it by hand, and light from across a trunk comes from a
+// RemoteLight, so tests can join two models without sockets. Every method is thread-safe and
+// atomic: a front end's command is one call, so two sessions never see each other's half-made
+// changes.
 #ifndef FLEET_SWITCH_ADAPTERS_POLATIS_EMULATOR_SWITCH_MODEL_H_
 #define FLEET_SWITCH_ADAPTERS_POLATIS_EMULATOR_SWITCH_MODEL_H_
 
@@ -101,6 +104,32 @@ struct Light {
   double power_dbm = kNoLightDbm;
 };
 
+// A trunk fiber: from egress `egress` of the emulator whose REST port is `from` to this
+// switch's ingress `ingress`, losing `loss_db` on the way. Simulation config, like a signal.
+struct Trunk {
+  int ingress = 0;
+  std::string from;  // "HOST:PORT"
+  int egress = 0;    // on the far emulator
+  double loss_db = 0.5;
+  bool operator==(const Trunk&) const = default;
+};
+
+// Light crosses at most this many trunks: a loop of trunks and cross-connects would otherwise
+// have the emulators asking each other for ever.
+inline constexpr int kMaxTrunkHops = 8;
+
+// What arrives at an egress of another emulator, asked across a trunk.
+class RemoteLight {
+ public:
+  virtual ~RemoteLight() = default;
+  // The light at `egress` of the emulator whose REST port is `from`, as that emulator's
+  // LightAt(egress, hops) answers it; `hops` counts the trunks already crossed, this one
+  // included. Thread-safe. Blocks, so it is never called with a model's mutex held; a real
+  // implementation gives up within about a second. An error (unreachable, a refusal, an
+  // answer that makes no sense) is reported as such, not as no light, so it can be logged.
+  virtual absl::StatusOr<Light> Fetch(const std::string& from, int egress, int hops) = 0;
+};
+
 struct Alarm {
   enum class Kind { kPortFailed, kLowPower };
   int port = 0;
@@ -142,9 +171,11 @@ class SwitchModel {
  public:
   // Loads `options.state_file` if it exists (its cross-connects count as settled, like the
   // real switch's RESTORE boot mode) and writes it once, so an unwritable path fails here
-  // rather than at the first change. `clock` is not owned and must outlive the model.
+  // rather than at the first change. `clock` and `remote_light` are not owned and must
+  // outlive the model; without `remote_light` no trunk can be set.
   static absl::StatusOr<std::unique_ptr<SwitchModel>> Create(const SwitchModelOptions& options,
-                                                             const Clock* clock);
+                                                             const Clock* clock,
+                                                             RemoteLight* remote_light = nullptr);
 
   const SwitchSize& size() const { return options_.size; }
   absl::Duration switch_time() const { return options_.switch_time; }
@@ -169,10 +200,23 @@ class SwitchModel {
   std::vector<PortReading> ReadPorts(const std::vector<int>& ports) const;
   std::vector<PortReading> ReadAllPorts() const;
 
-  // --- Light (the side-channel). A signal lives on an ingress fiber.
+  // --- Light (the side-channel). A signal lives on an ingress fiber, or the ingress is fed
+  // by a trunk; never both. Neither is written to the state file.
+  // FAILED_PRECONDITION when the ingress is fed by a trunk.
   absl::Status SetSignal(int ingress, std::string name, double launch_dbm);
   absl::Status ClearSignal(int ingress);
-  absl::StatusOr<Light> LightAt(int egress) const;
+  // Sets or replaces the trunk into `trunk.ingress`. INVALID_ARGUMENT for a port that is not
+  // an ingress, `from` not HOST:PORT, a far egress < 1 or a loss that is not a finite number
+  // >= 0; FAILED_PRECONDITION when the ingress carries a local signal or the model has no
+  // RemoteLight. Nothing changes on an error.
+  absl::Status SetTrunk(Trunk trunk);
+  absl::Status ClearTrunk(int ingress);  // fine when there is none
+  std::vector<Trunk> Trunks() const;     // ordered by ingress
+  // What arrives at `egress`, `hops` trunks away from whoever asks first (0 for a local
+  // reader). Light from a trunk is fetched from the far emulator outside the model's mutex;
+  // when it cannot be fetched, or would cross more than kMaxTrunkHops trunks, nothing
+  // arrives, and a warning is logged each time the trunk's problem changes.
+  absl::StatusOr<Light> LightAt(int egress, int hops = 0) const;
 
   // --- Port faults.
   absl::Status SetPortFailed(int port, bool failed);
@@ -211,9 +255,26 @@ class SwitchModel {
     std::string name;
     double launch_dbm = 0;
   };
+  struct TrunkFeed {
+    Trunk trunk;
+    // Why the last fetch across it failed ("" when the far end answered): a warning is
+    // logged when this changes, not on every read.
+    std::string problem;
+    // Logged once per trunk setting. Not a `problem`: in a loop the same trunk is crossed
+    // at several depths of one read, and answers at all but the deepest, so the problem
+    // would come and go on every read.
+    bool hop_limit_logged = false;
+  };
+  // Where the light at an egress comes from, decided under the mutex: a final answer, or a
+  // trunk whose far end must be asked (outside it), less `loss_db` in all.
+  struct LightSource {
+    std::optional<Light> local;
+    Trunk trunk;
+    double loss_db = 0;
+  };
 
-  SwitchModel(const SwitchModelOptions& options, const Clock* clock)
-      : options_(options), clock_(clock) {}
+  SwitchModel(const SwitchModelOptions& options, const Clock* clock, RemoteLight* remote_light)
+      : options_(options), clock_(clock), remote_light_(remote_light) {}
 
   absl::Status LoadState() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SaveState(const Config& config) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -222,17 +283,31 @@ class SwitchModel {
   // Makes ingress -> egress in `config`, removing what is in the way.
   static int Apply(Config& config, const CrossConnect& pair, absl::Time settled_at);
   absl::Status CheckPort(int64_t port) const;
+  absl::Status CheckIngress(int port) const;  // for the side-channel: names the range
   double PowerLocked(int port, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the cross-connect ingress -> egress passes light now: settled, both shutters
+  // open, neither port FAILED. The same for a local signal and for light from a trunk.
+  bool CarriesLightLocked(int ingress, int egress, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Light LightLocked(int egress, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  LightSource SourceLocked(int egress, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records how the far end of `trunk` answered, logging when that changed.
+  void NoteFarAnswer(const Trunk& trunk, const absl::Status& answer) const;
+  void NoteHopLimit(const Trunk& trunk, int hops) const;
+  // The record of `trunk`, or null when it has been replaced or removed since it was read.
+  TrunkFeed* FeedLocked(const Trunk& trunk) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   PortReading ReadLocked(int port, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   double DropOf(int port) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const SwitchModelOptions options_;
   const Clock* const clock_;
+  RemoteLight* const remote_light_;
 
   mutable absl::Mutex mu_;
   Config config_ ABSL_GUARDED_BY(mu_);
   std::map<int, Signal> signals_ ABSL_GUARDED_BY(mu_);  // by ingress
+  // By ingress. Mutable for the logging records of TrunkFeed, which reading light updates.
+  mutable std::map<int, TrunkFeed> trunks_ ABSL_GUARDED_BY(mu_);
   std::set<int> failed_ports_ ABSL_GUARDED_BY(mu_);
   std::map<int, double> power_drops_ ABSL_GUARDED_BY(mu_);
   FaultSettings faults_ ABSL_GUARDED_BY(mu_);

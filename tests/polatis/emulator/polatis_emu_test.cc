@@ -203,6 +203,41 @@ TEST(PolatisEmuTest, FlagsReachTheSwitch) {
             R"({"optical-switch:cross-connects":{"pairs":[{"ingress":4,"egress":10}]}})");
 }
 
+TEST(PolatisEmuTest, TrunkFiberCarriesLightBetweenTwoProcesses) {
+  Emu a = StartEmu({"--switch-ms", "0"});
+  Emu b = StartEmu({"--switch-ms", "0"});
+  ASSERT_NE(a.daemon, nullptr);
+  ASSERT_NE(b.daemon, nullptr);
+  ASSERT_EQ(raw::Http(a.rest, "PUT", "/sim/v1/signals/1", R"({"name":"FLT-S1C0-N0/1"})").status,
+            204);
+  ASSERT_EQ(raw::Http(a.rest, "PUT", absl::StrCat(kCrossConnects, "/pair=1"),
+                      R"({"pair":[{"ingress":1,"egress":673}]})")
+                .status,
+            201);
+  ASSERT_EQ(raw::Http(b.rest, "PUT", "/sim/v1/trunks/289",
+                      absl::StrCat(R"({"from":")", a.rest, R"(","egress":673,"loss_db":1})"))
+                .status,
+            204);
+  ASSERT_EQ(raw::Http(b.rest, "PUT", absl::StrCat(kCrossConnects, "/pair=289"),
+                      R"({"pair":[{"ingress":289,"egress":400}]})")
+                .status,
+            201);
+  EXPECT_EQ(raw::Http(b.rest, "GET", "/sim/v1/light/400").body,
+            R"({"egress":400,"signal":"FLT-S1C0-N0/1","power_dbm":-4.0})");
+
+  // The far process gone: no light, one warning however often the light is read.
+  absl::StatusOr<int> code = a.daemon->Stop(SIGTERM);
+  ASSERT_TRUE(code.ok() && *code == 0);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(raw::Http(b.rest, "GET", "/sim/v1/light/400").body,
+              R"({"egress":400,"signal":null,"power_dbm":-99.99})");
+  }
+  const std::string log = b.daemon->Stderr();
+  const size_t warning = log.find("into ingress 289 brings no light");
+  EXPECT_NE(warning, std::string::npos) << log;
+  EXPECT_EQ(log.find("into ingress 289 brings no light", warning + 1), std::string::npos) << log;
+}
+
 // --session-timeout-s counts real idle seconds, so this test has to be idle for one: the
 // sleep is the behaviour under test, not a wait for another thread.
 TEST(PolatisEmuTest, SessionTimeoutFlagLogsIdleSessionsOut) {
