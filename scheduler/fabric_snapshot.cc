@@ -1,5 +1,6 @@
 #include "scheduler/fabric_snapshot.h"
 
+#include <algorithm>
 #include <set>
 
 namespace fleet::scheduler {
@@ -85,6 +86,28 @@ FabricSnapshot FabricSnapshot::Build(const v1::Inventory& site,
       if (st.port == c.destination().port()) st.rx_holder = holder;
     }
   }
+  std::map<std::string, TrunkState*> trunk_by_id;
+  for (const v1::Trunk& t : site.trunks()) {
+    TrunkState st;
+    st.id = t.id();
+    st.from = t.from();
+    st.to = t.to();
+    st.unusable = switch_port_problem(t.from());
+    if (st.unusable.empty()) st.unusable = switch_port_problem(t.to());
+    s.trunks_[{t.from().switch_id(), t.to().switch_id()}].push_back(std::move(st));
+  }
+  for (auto& [group, trunks] : s.trunks_) {
+    std::sort(trunks.begin(), trunks.end(),
+              [](const TrunkState& a, const TrunkState& b) { return a.id < b.id; });
+    for (TrunkState& t : trunks) trunk_by_id[t.id] = &t;
+  }
+  for (const v1::Circuit& c : circuits) {
+    for (const std::string& id : c.trunks()) {
+      if (auto it = trunk_by_id.find(id); it != trunk_by_id.end()) {
+        it->second->holder = c.manual() ? "manual circuit " + c.id() : c.allocation_id();
+      }
+    }
+  }
   for (const v1::Allocation& a : allocations) s.tenants_[a.id()] = a.tenant();
   for (const PowerReading& r : power) {
     auto it = s.onic_ports_.find(r.onic);
@@ -119,6 +142,24 @@ std::vector<const OnicPortState*> FabricSnapshot::DevicePorts(const std::string&
 std::vector<std::string> FabricSnapshot::HostDevices(const std::string& host) const {
   auto it = host_devices_.find(host);
   return it == host_devices_.end() ? std::vector<std::string>() : it->second;
+}
+
+std::vector<const TrunkState*> FabricSnapshot::Trunks(const std::string& from,
+                                                      const std::string& to) const {
+  std::vector<const TrunkState*> out;
+  auto it = trunks_.find({from, to});
+  if (it == trunks_.end()) return out;
+  for (const TrunkState& t : it->second) out.push_back(&t);
+  return out;
+}
+
+std::vector<std::string> FabricSnapshot::TrunkNeighbours(const std::string& from) const {
+  std::vector<std::string> out;
+  for (auto it = trunks_.lower_bound({from, ""}); it != trunks_.end() && it->first.first == from;
+       ++it) {
+    out.push_back(it->first.second);
+  }
+  return out;
 }
 
 std::string FabricSnapshot::TenantOf(const std::string& allocation_id) const {

@@ -38,6 +38,18 @@ struct OnicPortState {
   bool Free() const { return unusable.empty() && tx_holder.empty() && rx_holder.empty(); }
 };
 
+// A trunk fiber from one switch's egress to another switch's ingress. It carries one circuit.
+struct TrunkState {
+  std::string id;
+  v1::SwitchPortRef from;  // The egress the fiber leaves.
+  v1::SwitchPortRef to;    // The ingress of the other switch it enters.
+  // Why no new circuit may use it (a drained or failed port at either end); empty when it may.
+  std::string unusable;
+  // The allocation (or "manual circuit ID") whose circuit, of any phase, crosses it; empty
+  // when none does.
+  std::string holder;
+};
+
 // An O-NIC port's measured receive power, as the agents report it.
 struct PowerReading {
   std::string onic;
@@ -68,6 +80,11 @@ class FabricSnapshot {
   bool HasHost(const std::string& name) const { return host_devices_.contains(name); }
   // The devices of a host (its CPUs), by id; empty for an unknown host.
   std::vector<std::string> HostDevices(const std::string& host) const;
+  // The trunk group from switch `from` to switch `to`: its trunks by id, empty when none.
+  std::vector<const TrunkState*> Trunks(const std::string& from, const std::string& to) const;
+  // The switches a trunk from `from` reaches, by id.
+  std::vector<std::string> TrunkNeighbours(const std::string& from) const;
+  bool HasTrunks() const { return !trunks_.empty(); }
 
  private:
   std::map<std::string, v1::Device> devices_;
@@ -75,6 +92,8 @@ class FabricSnapshot {
   std::map<std::string, std::vector<std::string>> device_onics_;  // Device → O-NIC ids.
   std::map<std::string, std::string> tenants_;                    // Allocation → tenant.
   std::map<std::string, std::vector<std::string>> host_devices_;  // Host → device ids.
+  // Trunk groups: (from switch, to switch) → trunks by id.
+  std::map<std::pair<std::string, std::string>, std::vector<TrunkState>> trunks_;
 };
 
 }  // namespace fleet::scheduler

@@ -25,6 +25,7 @@ struct Candidate {
   bool healthy = true;
   std::optional<double> weakest_rx_dbm;  // Over its free ports that have a reading.
   int group_free = 0;                    // Wholly free candidates in its group.
+  bool away = false;                     // Not on the home switch: its circuits need trunks.
 
   bool Fits(int need) const {
     return need == kWholeDevice ? free == ports && free > 0 : free >= need;
@@ -32,24 +33,28 @@ struct Candidate {
   int Stranded(int need) const { return need == kWholeDevice ? 0 : free - need; }
   // Lower is better; see PickMembers.
   auto Rank(int need) const {
-    return std::make_tuple(!healthy, Stranded(need), group_free, !weakest_rx_dbm.has_value(),
+    return std::make_tuple(!healthy, away, Stranded(need), group_free, !weakest_rx_dbm.has_value(),
                            -weakest_rx_dbm.value_or(0), id);
   }
 };
 
+// Devices for `count` on switch `on_switch`, or on any switch when `home` is given instead
+// (those elsewhere are `away`).
 std::vector<Candidate> Candidates(const FabricSnapshot& snapshot, const v1::DeviceCount& count,
-                                  const std::string& on_switch) {
+                                  const std::string& on_switch, const std::string& home) {
   std::vector<Candidate> out;
   std::map<std::string, int> group_free;
   for (const auto& [id, device] : snapshot.devices()) {
     if (device.kind() != count.kind() || device.admin_state() == v1::ADMIN_STATE_DRAINED) continue;
     std::vector<const OnicPortState*> ports = snapshot.DevicePorts(id);
-    if (ports.empty() || ports.front()->tx.switch_id() != on_switch) continue;
+    if (ports.empty()) continue;
+    if (home.empty() && ports.front()->tx.switch_id() != on_switch) continue;
     if (!count.cluster().empty() && ports.front()->cluster != count.cluster()) continue;
     Candidate c;
     c.id = id;
     c.group = !device.chassis().empty() ? device.chassis() : device.host();
     c.ports = ports.size();
+    c.away = !home.empty() && ports.front()->tx.switch_id() != home;
     for (const OnicPortState* p : ports) {
       c.healthy = c.healthy && p->unusable.empty();
       if (!p->Free()) continue;
@@ -70,16 +75,17 @@ struct Picks {
   int stranded = 0;
 };
 
+// Picks on switch `on_switch`; or, with `home` given instead, on any switch, preferring home.
 absl::StatusOr<Picks> PickOn(const FabricSnapshot& snapshot, const v1::MemberSet& members,
                              const std::vector<int>& need, const std::string& on_switch,
-                             const std::string& field) {
+                             const std::string& home, const std::string& field) {
   Picks picks;
   picks.members.assign(members.devices().begin(), members.devices().end());
   std::set<std::string> taken(picks.members.begin(), picks.members.end());
   int first = members.devices_size();
   for (int k = 0; k < members.counts_size(); ++k) {
     const v1::DeviceCount& count = members.counts(k);
-    std::vector<Candidate> candidates = Candidates(snapshot, count, on_switch);
+    std::vector<Candidate> candidates = Candidates(snapshot, count, on_switch, home);
     // Positions needing more ports choose first, so that small needs do not take the only
     // devices big enough for the large ones. A whole device is the largest need.
     std::vector<int> positions;
@@ -103,8 +109,8 @@ absl::StatusOr<Picks> PickOn(const FabricSnapshot& snapshot, const v1::MemberSet
         return absl::ResourceExhaustedError(absl::StrCat(
             field, ".counts[", k, "]: ", count.count(), " ", v1::Name(count.kind()),
             " devices wanted", count.cluster().empty() ? "" : " in cluster " + count.cluster(),
-            " on switch ", on_switch, ", but only ", found, " there have ", ports,
-            " and are neither drained nor already members"));
+            home.empty() ? " on switch " + on_switch : " on any switch", ", but only ", found,
+            " there have ", ports, " and are neither drained nor already members"));
       }
       taken.insert(best->id);
       ++found;
@@ -114,6 +120,22 @@ absl::StatusOr<Picks> PickOn(const FabricSnapshot& snapshot, const v1::MemberSet
     first += count.count();
   }
   return picks;
+}
+
+// The switch with the most free ports on devices of the kinds `members` counts; ties: id.
+std::string BusiestSwitch(const FabricSnapshot& snapshot, const v1::MemberSet& members) {
+  std::map<std::string, int> free;
+  for (const auto& [id, device] : snapshot.devices()) {
+    bool counted = false;
+    for (const v1::DeviceCount& c : members.counts()) counted |= c.kind() == device.kind();
+    if (!counted || device.admin_state() == v1::ADMIN_STATE_DRAINED) continue;
+    for (const OnicPortState* p : snapshot.DevicePorts(id)) free[p->tx.switch_id()] += p->Free();
+  }
+  std::string best;
+  for (const auto& [sw, n] : free) {
+    if (best.empty() || n > free[best]) best = sw;
+  }
+  return best;
 }
 
 }  // namespace
@@ -164,7 +186,7 @@ absl::StatusOr<std::vector<std::string>> PickMembers(const FabricSnapshot& snaps
   std::optional<Picks> best;
   std::vector<std::string> refusals;
   for (const std::string& sw : switches) {
-    absl::StatusOr<Picks> picks = PickOn(snapshot, members, need, sw, field);
+    absl::StatusOr<Picks> picks = PickOn(snapshot, members, need, sw, "", field);
     if (!picks.ok()) {
       refusals.push_back(std::string(picks.status().message()));
     } else if (!best || picks->stranded < best->stranded) {
@@ -172,6 +194,16 @@ absl::StatusOr<std::vector<std::string>> PickMembers(const FabricSnapshot& snaps
     }
   }
   if (best) return best->members;
+  // No one switch has them: with trunks between switches, members may span them, as few as
+  // possible away from the home switch (the bound one, or the one with the most free ports of
+  // the kinds asked for).
+  if (snapshot.HasTrunks() && !switches.empty()) {
+    const std::string home =
+        switches.size() == 1 ? switches.front() : BusiestSwitch(snapshot, members);
+    absl::StatusOr<Picks> spanning = PickOn(snapshot, members, need, "", home, field);
+    if (spanning.ok()) return spanning->members;
+    refusals.push_back(std::string(spanning.status().message()));
+  }
   if (refusals.size() == 1) return absl::ResourceExhaustedError(refusals.front());
   return absl::ResourceExhaustedError(
       absl::StrCat(field, ": no single switch has the devices asked for: ",

@@ -24,7 +24,11 @@ int MemberCount(const v1::MemberSet& members);
 // it has MemberCount entries. A port is free when it is usable and neither of its sides is
 // in a desired circuit. `on_switch` binds the picks to one switch; when empty, the switch of
 // the first named device binds them, and with no named device every switch is tried and the
-// one leaving the fewest stranded ports wins (ties: switch id). Circuits do not cross trunks.
+// one leaving the fewest stranded ports wins (ties: switch id). Only when no one switch has the
+// devices, and the site has trunks, do the picks span switches: every switch's devices are then
+// candidates, those away from the home switch (the bound one, or else the one with the most
+// free ports on devices of the kinds counted) ranked after the home switch's (after health,
+// before stranded ports below), so as few circuits as possible use trunks.
 //
 // A counted member is a device of the count's kind (and cluster, when given: the cluster of
 // the switch its fibers reach) that is not drained, not named and not already picked, on the
@@ -43,6 +47,7 @@ int MemberCount(const v1::MemberSet& members);
 //   INVALID_ARGUMENT    a device named twice; a count of 0 or without a kind
 //   NOT_FOUND           an unknown named device
 //   RESOURCE_EXHAUSTED  too few candidates, naming the kind, the ports needed and the switch
+//                       (or "any switch" when the picks could span them)
 absl::StatusOr<std::vector<std::string>> PickMembers(const FabricSnapshot& snapshot,
                                                      const v1::MemberSet& members,
                                                      const std::vector<int>& need,

@@ -11,6 +11,7 @@
 #include "scheduler/member_selection.h"
 #include "scheduler/shapes.h"
 #include "scheduler/traffic_matching.h"
+#include "scheduler/trunk_routing.h"
 
 namespace fleet::scheduler {
 namespace {
@@ -53,8 +54,8 @@ absl::StatusOr<std::vector<std::string>> WholeMembers(const FabricSnapshot& snap
 
 class Planner {
  public:
-  Planner(const FabricSnapshot& snapshot, std::string tenant)
-      : snapshot_(snapshot), tenant_(std::move(tenant)) {}
+  Planner(const FabricSnapshot& snapshot, std::string tenant, uint32_t max_switch_hops)
+      : snapshot_(snapshot), tenant_(std::move(tenant)), router_(snapshot, max_switch_hops) {}
 
   absl::StatusOr<v1::Plan> Plan(const v1::TopologySpec& spec) {
     switch (spec.form_case()) {
@@ -229,23 +230,20 @@ class Planner {
   }
 
   absl::Status Circuit(const OnicPortState& src, const OnicPortState& dst) {
-    if (src.tx.switch_id() != dst.rx.switch_id()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "circuit ", PortName(src), " -> ", PortName(dst), ": its tx fiber enters switch ",
-          src.tx.switch_id(), " and its rx fiber leaves switch ", dst.rx.switch_id(),
-          "; this planner does not route over trunks"));
-    }
+    ASSIGN_OR_RETURN(Route route, router_.RouteCircuit(src.tx, dst.rx,
+                                                       absl::StrCat("circuit ", PortName(src),
+                                                                    " -> ", PortName(dst))));
     v1::Circuit* c = plan_.add_circuits();
     c->mutable_source()->set_onic(src.onic);
     c->mutable_source()->set_port(src.port);
     c->mutable_destination()->set_onic(dst.onic);
     c->mutable_destination()->set_port(dst.port);
     c->set_state(v1::CIRCUIT_STATE_PLANNED);
-    v1::CrossConnect* x = c->add_cross_connects();
-    x->set_switch_id(src.tx.switch_id());
-    x->set_ingress(src.tx.port());
-    x->set_egress(dst.rx.port());
-    *plan_.add_add() = *x;
+    for (v1::CrossConnect& x : route.cross_connects) {
+      *plan_.add_add() = x;
+      *c->add_cross_connects() = std::move(x);
+    }
+    for (std::string& trunk : route.trunks) c->add_trunks(std::move(trunk));
     return absl::OkStatus();
   }
 
@@ -433,6 +431,7 @@ class Planner {
   const std::string tenant_;
   std::set<std::pair<std::string, uint32_t>> taken_tx_, taken_rx_, ports_used_;
   std::set<std::string> members_;
+  TrunkRouter router_;
   v1::Plan plan_;
 };
 
@@ -440,12 +439,14 @@ class Planner {
 
 absl::StatusOr<v1::Plan> PlanTopology(const FabricSnapshot& snapshot, const PlanRequest& request) {
   if (request.tenant.empty()) return absl::InvalidArgumentError("tenant is empty");
-  return Planner(snapshot, request.tenant).Plan(request.topology);
+  return Planner(snapshot, request.tenant, request.topology.max_switch_hops())
+      .Plan(request.topology);
 }
 
 absl::StatusOr<std::vector<PlannedPhase>> PlanAllToAllRounds(const FabricSnapshot& snapshot,
                                                              const std::string& tenant,
-                                                             const v1::AllToAllSpec& spec) {
+                                                             const v1::AllToAllSpec& spec,
+                                                             uint32_t max_switch_hops) {
   if (tenant.empty()) return absl::InvalidArgumentError("tenant is empty");
   const std::string field = "topology.all_to_all.members";
   ASSIGN_OR_RETURN(const std::vector<std::string> names,
@@ -454,14 +455,15 @@ absl::StatusOr<std::vector<PlannedPhase>> PlanAllToAllRounds(const FabricSnapsho
   // Rounds are active one at a time, so each is planned on the snapshot as it is.
   int ports = 0;
   for (int i = 0; i < n; ++i) {
-    ASSIGN_OR_RETURN(const int free, Planner(snapshot, tenant).FreePortsOrRefuse(names, i, field));
+    ASSIGN_OR_RETURN(const int free,
+                     Planner(snapshot, tenant, max_switch_hops).FreePortsOrRefuse(names, i, field));
     ports = i == 0 ? free : std::min(ports, free);
   }
   std::vector<PlannedPhase> phases;
   for (const std::vector<Arc>& round : AllToAllRounds(n, ports)) {
     PlannedPhase& phase = phases.emplace_back();
     phase.name = absl::StrCat("round-", phases.size());
-    Planner planner(snapshot, tenant);
+    Planner planner(snapshot, tenant, max_switch_hops);
     planner.AddMembers(names);
     RETURN_IF_ERROR(planner.PlaceArcs(names, round, "all-to-all " + phase.name, field));
     phase.plan = planner.TakePlan();

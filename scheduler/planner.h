@@ -2,7 +2,8 @@
 // request in; the circuits and cross-connects to make, or the reason why not, out.
 // docs/scheduler.md explains the algorithms and their cost.
 //
-// Forms planned by PlanTopology, all on one switch (circuits do not use trunks yet):
+// Forms planned by PlanTopology (a circuit between switches runs over trunks, routed by
+// TrunkRouter within `max_switch_hops`; see trunk_routing.h):
 //   links      between named O-NIC ports or named devices, directed or duplex, `width`
 //              parallel circuits between devices.
 //   template   every TemplateKind over a MemberSet (shapes in shapes.h), `width` parallel
@@ -35,10 +36,11 @@
 //                       dimensions that do not multiply to the member count, ...)
 //   NOT_FOUND           an unknown device, host, O-NIC or port
 //   FAILED_PRECONDITION a named port that is drained, failed, in a circuit, or another
-//                       tenant's; a circuit whose fibers are on different switches
+//                       tenant's; a circuit between switches no trunk path within the bound
+//                       joins
 //   RESOURCE_EXHAUSTED  a member without enough free ports, naming the member, the ports the
 //                       shape needs of it and why each of its other ports is not free; too few
-//                       devices for a count
+//                       devices for a count; a full trunk group, naming it and its holders
 #ifndef FLEET_SCHEDULER_PLANNER_H_
 #define FLEET_SCHEDULER_PLANNER_H_
 
@@ -77,7 +79,8 @@ struct PlannedPhase {
 // member with no free port is RESOURCE_EXHAUSTED naming it.
 absl::StatusOr<std::vector<PlannedPhase>> PlanAllToAllRounds(const FabricSnapshot& snapshot,
                                                              const std::string& tenant,
-                                                             const v1::AllToAllSpec& spec);
+                                                             const v1::AllToAllSpec& spec,
+                                                             uint32_t max_switch_hops = 0);
 
 }  // namespace fleet::scheduler
 

@@ -7,8 +7,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "controller/base/status_macros.h"
 #include "fleet/v1/names.h"
 #include "scheduler/member_selection.h"
+#include "scheduler/trunk_routing.h"
 
 namespace fleet::scheduler {
 namespace {
@@ -55,9 +57,14 @@ absl::Status CheckNamedSpare(const FabricSnapshot& snapshot, const v1::Allocatio
         absl::StrCat("spare: device ", spare, " is in use by allocation ", holder));
   }
   std::vector<const OnicPortState*> ports = snapshot.DevicePorts(spare);
-  if (ports.empty() || ports.front()->tx.switch_id() != on_switch) {
-    return absl::FailedPreconditionError(absl::StrCat("spare: device ", spare, " is not on switch ",
-                                                      on_switch, " of ", failed.id()));
+  if (ports.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("spare: device ", spare, " has no O-NIC"));
+  }
+  // On another switch, the re-made circuits need trunks; routing them says if that fails.
+  if (ports.front()->tx.switch_id() != on_switch && !snapshot.HasTrunks()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("spare: device ", spare, " is not on switch ", on_switch, " of ", failed.id(),
+                     " and the site has no trunks between switches"));
   }
   return absl::OkStatus();
 }
@@ -169,6 +176,21 @@ absl::StatusOr<Replacement> PlanReplacement(const FabricSnapshot& snapshot,
     ReplacedPhase& phase = out.phases.emplace_back();
     phase.name = name;
     std::vector<v1::Circuit> before;
+    // The phase's kept circuits keep their trunks; the re-made ones may reuse the trunks of the
+    // circuits they replace, and the bound on switches crossed is the longest the allocation
+    // already has (so a replacement never fails a bound the request met).
+    uint32_t hops = kDefaultMaxSwitchHops;
+    for (const v1::Circuit& c : allocation.circuits()) {
+      hops = std::max<uint32_t>(hops, c.cross_connects_size());
+    }
+    TrunkRouter router(snapshot, hops, allocation.id());
+    for (const v1::Circuit& c : allocation.circuits()) {
+      if (c.phase() != name || mapped.contains(KeyOf(c.source())) ||
+          mapped.contains(KeyOf(c.destination()))) {
+        continue;
+      }
+      for (const std::string& trunk : c.trunks()) router.Take(trunk);
+    }
     for (const v1::Circuit& c : allocation.circuits()) {
       if (c.phase() != name) continue;
       before.push_back(c);
@@ -188,22 +210,19 @@ absl::StatusOr<Replacement> PlanReplacement(const FabricSnapshot& snapshot,
                                                 ": its other end is not in "
                                                 "the inventory"));
       }
-      if (from->tx.switch_id() != to->rx.switch_id()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "circuit ", c.id(), " re-made as ", PortName({from->onic, from->port}), " -> ",
-            PortName({to->onic, to->port}), " would need a trunk between switches ",
-            from->tx.switch_id(), " and ", to->rx.switch_id()));
-      }
+      ASSIGN_OR_RETURN(Route route,
+                       router.RouteCircuit(from->tx, to->rx,
+                                           absl::StrCat("circuit ", c.id(), " re-made as ",
+                                                        PortName({from->onic, from->port}), " -> ",
+                                                        PortName({to->onic, to->port}))));
       v1::Circuit n;
       n.set_allocation_id(c.allocation_id());
       n.mutable_source()->set_onic(from->onic);
       n.mutable_source()->set_port(from->port);
       n.mutable_destination()->set_onic(to->onic);
       n.mutable_destination()->set_port(to->port);
-      v1::CrossConnect* x = n.add_cross_connects();
-      x->set_switch_id(from->tx.switch_id());
-      x->set_ingress(from->tx.port());
-      x->set_egress(to->rx.port());
+      for (v1::CrossConnect& x : route.cross_connects) *n.add_cross_connects() = std::move(x);
+      for (std::string& trunk : route.trunks) n.add_trunks(std::move(trunk));
       n.set_state(v1::CIRCUIT_STATE_PLANNED);
       n.set_phase(c.phase());
       phase.circuits.push_back(std::move(n));

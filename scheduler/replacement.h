@@ -39,21 +39,27 @@ struct Replacement {
 
 // Plans the substitution of `failed_member` in every phase of `allocation` (its circuits as
 // stored, every phase's). The spare is `spare` when named, else the best free device of the
-// failed member's kind on the failed member's switch by member selection's preference
-// (PickMembers: healthy, fewest stranded ports, packing, light, id) that is not a member,
+// failed member's kind on the failed member's switch (on another switch only when none is and
+// trunks join switches) by member selection's preference (PickMembers: healthy, fewest
+// stranded ports, packing, light, id) that is not a member,
 // not drained, has no port in any allocation's desired circuit (a device another job uses is
 // not a spare), and has as many free ports as the failed member uses over all phases. Each
 // port of the failed member maps to the spare's port of the same index when that one is free,
 // else to the spare's next free port; a circuit touching the failed member is re-made with the
-// mapped port(s) and a cross-connect from its source's tx ingress to its destination's rx
-// egress. Every other circuit is kept as it is.
+// mapped port(s), routed as the planner routes (TrunkRouter: over trunks when its ends are on
+// different switches, reusing the trunks of the circuits it replaces, within as many switches
+// as the allocation's longest circuit crosses, and at least the default bound). Every other
+// circuit is kept as it is.
 //
 // Errors, naming why:
 //   NOT_FOUND           the failed member is not a member of the allocation; an unknown spare
 //   INVALID_ARGUMENT    a named spare that is already a member, or of another kind
 //   RESOURCE_EXHAUSTED  no free spare of the failed member's kind on its switch (naming both);
+//                       a re-made circuit whose trunk group is full;
 //                       a named spare without enough free ports
-//   FAILED_PRECONDITION a named spare on another switch, drained, or in use by an allocation
+//   FAILED_PRECONDITION a named spare drained, in use by an allocation, or on another switch
+//                       of a site without trunks;
+//                       a re-made circuit with no trunk path within the bound
 absl::StatusOr<Replacement> PlanReplacement(const FabricSnapshot& snapshot,
                                             const v1::Allocation& allocation,
                                             const std::string& failed_member,

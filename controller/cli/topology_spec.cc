@@ -149,8 +149,12 @@ class SpecReader {
   void Topology(const YAML::Node& node, const std::string& prefix, v1::TopologySpec* spec) {
     const std::string field = prefix.empty() ? "topology" : absl::StrCat(prefix, "topology");
     if (!Mapping(node, field)) return;
-    CheckKeys(node, field, {"template", "links", "attach", "all_to_all", "traffic"});
-    if (node.size() != 1) {
+    CheckKeys(node, field,
+              {"template", "links", "attach", "all_to_all", "traffic", "max_switch_hops"});
+    if (const YAML::Node n = node["max_switch_hops"]) {
+      if (auto v = Uint(n, absl::StrCat(field, ".max_switch_hops"))) spec->set_max_switch_hops(*v);
+    }
+    if (node.size() != (node["max_switch_hops"] ? 2u : 1u)) {
       Problem(node, absl::StrCat(field,
                                  " needs exactly one of template:, links:, attach:, all_to_all: "
                                  "or traffic:"));

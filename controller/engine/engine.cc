@@ -66,7 +66,8 @@ absl::StatusOr<std::vector<scheduler::PlannedPhase>> PlanPhases(
     }
     if (request.topology().has_all_to_all()) {
       return scheduler::PlanAllToAllRounds(snapshot, request.tenant(),
-                                           request.topology().all_to_all());
+                                           request.topology().all_to_all(),
+                                           request.topology().max_switch_hops());
     }
     ASSIGN_OR_RETURN(v1::Plan plan,
                      scheduler::PlanTopology(snapshot, {request.tenant(), request.topology()}));

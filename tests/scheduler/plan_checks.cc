@@ -23,29 +23,48 @@ int IndexOf(const std::vector<std::string>& members, const std::string& device) 
 
 }  // namespace
 
-void ExpectLegal(const v1::Plan& plan, const FabricSnapshot& snapshot) {
-  std::set<std::string> ingresses, egresses, txs, rxs, ports;
+void ExpectLegal(const v1::Plan& plan, const FabricSnapshot& snapshot, uint32_t max_switch_hops) {
+  std::set<std::string> ingresses, egresses, txs, rxs, ports, trunks;
   const std::set<std::string> members(plan.members().begin(), plan.members().end());
-  ASSERT_EQ(plan.add_size(), plan.circuits_size());
+  int added = 0;
   for (int i = 0; i < plan.circuits_size(); ++i) {
     const v1::Circuit& c = plan.circuits(i);
-    ASSERT_EQ(c.cross_connects_size(), 1);
-    const v1::CrossConnect& x = c.cross_connects(0);
-    EXPECT_EQ(plan.add(i).SerializeAsString(), x.SerializeAsString());
+    ASSERT_GE(c.cross_connects_size(), 1);
+    EXPECT_LE(c.cross_connects_size(), static_cast<int>(max_switch_hops)) << "hop bound";
+    ASSERT_EQ(c.trunks_size(), c.cross_connects_size() - 1);
     EXPECT_EQ(c.state(), v1::CIRCUIT_STATE_PLANNED);
     const OnicPortState* src = snapshot.Port(c.source().onic(), c.source().port());
     const OnicPortState* dst = snapshot.Port(c.destination().onic(), c.destination().port());
     ASSERT_NE(src, nullptr);
     ASSERT_NE(dst, nullptr);
-    EXPECT_EQ(x.switch_id(), src->tx.switch_id());
-    EXPECT_EQ(x.switch_id(), dst->rx.switch_id());
-    EXPECT_EQ(x.ingress(), src->tx.port());
-    EXPECT_EQ(x.egress(), dst->rx.port());
+    const v1::CrossConnect& first = c.cross_connects(0);
+    const v1::CrossConnect& last = *c.cross_connects().rbegin();
+    EXPECT_EQ(first.switch_id(), src->tx.switch_id());
+    EXPECT_EQ(first.ingress(), src->tx.port());
+    EXPECT_EQ(last.switch_id(), dst->rx.switch_id());
+    EXPECT_EQ(last.egress(), dst->rx.port());
+    for (int k = 0; k < c.cross_connects_size(); ++k) {
+      const v1::CrossConnect& x = c.cross_connects(k);
+      ASSERT_LT(added, plan.add_size());
+      EXPECT_EQ(plan.add(added++).SerializeAsString(), x.SerializeAsString());
+      EXPECT_TRUE(ingresses.insert(absl::StrCat(x.switch_id(), "/", x.ingress())).second);
+      EXPECT_TRUE(egresses.insert(absl::StrCat(x.switch_id(), "/", x.egress())).second);
+      if (k + 1 == c.cross_connects_size()) break;
+      const v1::CrossConnect& next = c.cross_connects(k + 1);
+      const TrunkState* trunk = nullptr;
+      for (const TrunkState* t : snapshot.Trunks(x.switch_id(), next.switch_id())) {
+        if (t->id == c.trunks(k)) trunk = t;
+      }
+      ASSERT_NE(trunk, nullptr) << c.trunks(k) << " is not a trunk " << x.switch_id() << "->"
+                                << next.switch_id();
+      EXPECT_EQ(trunk->from.port(), x.egress()) << trunk->id;
+      EXPECT_EQ(trunk->to.port(), next.ingress()) << trunk->id;
+      EXPECT_TRUE(trunk->unusable.empty() && trunk->holder.empty()) << trunk->id << " not free";
+      EXPECT_TRUE(trunks.insert(trunk->id).second) << trunk->id << " used twice";
+    }
     EXPECT_NE(src->device, dst->device) << "a circuit from a device to itself";
     EXPECT_TRUE(src->unusable.empty() && src->tx_holder.empty()) << PortKey(c.source());
     EXPECT_TRUE(dst->unusable.empty() && dst->rx_holder.empty()) << PortKey(c.destination());
-    EXPECT_TRUE(ingresses.insert(absl::StrCat(x.switch_id(), "/", x.ingress())).second);
-    EXPECT_TRUE(egresses.insert(absl::StrCat(x.switch_id(), "/", x.egress())).second);
     EXPECT_TRUE(txs.insert(PortKey(c.source())).second) << "tx used twice";
     EXPECT_TRUE(rxs.insert(PortKey(c.destination())).second) << "rx used twice";
     ports.insert(PortKey(c.source()));
@@ -53,6 +72,7 @@ void ExpectLegal(const v1::Plan& plan, const FabricSnapshot& snapshot) {
     EXPECT_TRUE(members.contains(src->device)) << src->device;
     EXPECT_TRUE(members.contains(dst->device)) << dst->device;
   }
+  EXPECT_EQ(added, plan.add_size());
   std::set<std::string> listed;
   for (const v1::OnicPortRef& ref : plan.ports_used()) listed.insert(PortKey(ref));
   EXPECT_EQ(listed, ports);

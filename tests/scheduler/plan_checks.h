@@ -13,11 +13,14 @@
 
 namespace fleet::scheduler::testing {
 
-// One cross-connect per circuit, on the switch both fibers reach, from the source's tx
-// ingress to the destination's rx egress; no switch port, O-NIC tx or O-NIC rx used twice;
-// only ports that were usable and free in `snapshot`; `add` and `ports_used` consistent with
-// the circuits; every circuit's devices among `members`.
-void ExpectLegal(const v1::Plan& plan, const FabricSnapshot& snapshot);
+// Each circuit a path from the source's tx ingress to the destination's rx egress: one
+// cross-connect per switch crossed, at most `max_switch_hops`, consecutive ones joined by the
+// circuit's trunks in order (a trunk from the egress of one to the ingress of the next); no
+// switch port, trunk, O-NIC tx or O-NIC rx used twice; only ports and trunks that were usable
+// and free in `snapshot`; `add` (every circuit's cross-connects in order) and `ports_used`
+// consistent with the circuits; every circuit's devices among `members`.
+void ExpectLegal(const v1::Plan& plan, const FabricSnapshot& snapshot,
+                 uint32_t max_switch_hops = 2);
 
 // (from, to) member indices of each circuit, by the devices at its ends, sorted.
 std::vector<std::pair<int, int>> MemberArcs(const v1::Plan& plan, const FabricSnapshot& snapshot,

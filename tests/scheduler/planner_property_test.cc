@@ -443,5 +443,102 @@ TEST(PlannerPropertyTest, AllToAllRoundsCoverEveryOrderedPairOnceWithinPortLimit
   EXPECT_GT(planned, 50);
 }
 
+// Rings over members of two or three switches joined by random trunk groups, some trunks held
+// by another tenant or drained, under random hop bounds. With a bound of at most 2 a circuit
+// between two switches needs a trunk of their own group, so the outcome is known exactly:
+// walking the ring's circuits in order, the first one that needs a trunk where the bound
+// allows none or the site has none is FAILED_PRECONDITION, and the first one beyond its
+// group's free trunks is RESOURCE_EXHAUSTED. With a bound of 3, plans are checked for
+// legality (paths, trunks used once, the bound) and refusals for their codes.
+TEST(PlannerPropertyTest, CircuitsBetweenSwitchesUseFreeTrunksWithinTheHopBound) {
+  std::mt19937 rng(11);
+  int planned = 0, exhausted = 0, impossible = 0, multi_hop = 0;
+  for (int site_index = 0; site_index < 150; ++site_index) {
+    const int switches = Uniform(rng, 2, 3);
+    std::vector<ClusterShape> shapes;
+    for (int k = 0; k < switches; ++k) shapes.push_back({std::string(1, 'p' + k), 0, 6, 0, 0});
+    v1::Inventory site = SyntheticSite(shapes);
+    std::vector<std::string> ids;
+    for (const v1::Switch& sw : site.switches()) ids.push_back(sw.id());
+    std::map<std::pair<std::string, std::string>, int> group_size;
+    for (const std::string& from : ids) {
+      for (const std::string& to : ids) {
+        if (from == to || Uniform(rng, 0, 4) == 0) continue;  // Some pairs have no trunks.
+        group_size[{from, to}] = Uniform(rng, 1, 4);
+        AddTrunks(site, from, to, group_size[{from, to}]);
+      }
+    }
+    // Each trunk: held by another tenant, drained at one end, or free.
+    std::vector<v1::Circuit> held;
+    std::set<std::string> drained;
+    std::map<std::pair<std::string, std::string>, int> free_trunks;
+    for (const v1::Trunk& t : site.trunks()) {
+      const int roll = Uniform(rng, 0, 5);
+      if (roll == 0) {
+        v1::Circuit& c = held.emplace_back();
+        c.set_allocation_id("theirs");
+        c.add_trunks(t.id());
+      } else if (roll == 1) {
+        drained.insert(absl::StrCat(t.to().switch_id(), "/", t.to().port()));
+      } else {
+        ++free_trunks[{t.from().switch_id(), t.to().switch_id()}];
+      }
+    }
+    v1::Allocation theirs;
+    theirs.set_id("theirs");
+    theirs.set_tenant("b");
+    const FabricSnapshot snapshot =
+        FabricSnapshot::Build(site, AllPorts(site, drained), held, {theirs});
+    std::vector<std::string> devices;
+    for (const v1::Device& d : site.devices()) devices.push_back(d.id());
+    for (int request = 0; request < 20; ++request) {
+      const std::vector<std::string> members = Sample(rng, devices, Uniform(rng, 2, 8));
+      const uint32_t bound = Uniform(rng, 0, 3);
+      v1::TopologySpec spec;
+      spec.mutable_template_()->set_kind(v1::TEMPLATE_KIND_RING_UNIDIRECTIONAL);
+      for (const std::string& m : members)
+        spec.mutable_template_()->mutable_members()->add_devices(m);
+      spec.set_max_switch_hops(bound);
+      SCOPED_TRACE(
+          absl::StrCat("site ", site_index, " request ", request, ": ", spec.ShortDebugString()));
+      const absl::StatusOr<v1::Plan> plan = PlanTopology(snapshot, {"a", spec});
+      const uint32_t hops = bound == 0 ? 2 : bound;
+      if (hops <= 2) {
+        absl::StatusCode expected = absl::StatusCode::kOk;
+        std::map<std::pair<std::string, std::string>, int> used;
+        const int n = members.size();
+        for (int i = 0; i < n && expected == absl::StatusCode::kOk; ++i) {
+          const std::string from = snapshot.DevicePorts(members[i]).front()->tx.switch_id();
+          const std::string to = snapshot.DevicePorts(members[(i + 1) % n]).front()->rx.switch_id();
+          if (from == to) continue;
+          if (hops == 1 || !group_size.contains({from, to})) {
+            expected = absl::StatusCode::kFailedPrecondition;
+          } else if (++used[{from, to}] > free_trunks[{from, to}]) {
+            expected = absl::StatusCode::kResourceExhausted;
+          }
+        }
+        ASSERT_EQ(plan.status().code(), expected) << plan.status();
+      }
+      if (!plan.ok()) {
+        const bool full = plan.status().code() == absl::StatusCode::kResourceExhausted;
+        ASSERT_TRUE(full || plan.status().code() == absl::StatusCode::kFailedPrecondition)
+            << plan.status();
+        EXPECT_THAT(std::string(plan.status().message()),
+                    HasSubstr(full ? "trunk group" : "switch"));
+        ++(full ? exhausted : impossible);
+        continue;
+      }
+      ++planned;
+      ExpectLegal(*plan, snapshot, hops);
+      for (const v1::Circuit& c : plan->circuits()) multi_hop += c.cross_connects_size() > 2;
+    }
+  }
+  // Every outcome must be exercised, or the test proves little.
+  EXPECT_GT(planned, 500);
+  EXPECT_GT(exhausted, 100);
+  EXPECT_GT(impossible, 100);
+  EXPECT_GT(multi_hop, 10);
+}
+
 }  // namespace
 }  // namespace fleet::scheduler::testing

@@ -7,13 +7,20 @@
 #include <tuple>
 
 #include "controller/inventory/inventory.h"
+#include "tests/scheduler/plan_checks.h"
+#include "tests/scheduler/synthetic_site.h"
 
 namespace fleet::scheduler {
 namespace {
 
+using testing::AddTrunks;
+using testing::AllPorts;
+using testing::ClusterShape;
 using ::testing::ElementsAre;
+using testing::ExpectLegal;
 using ::testing::HasSubstr;
 using ::testing::SizeIs;
+using testing::SyntheticSite;
 
 v1::Inventory Site(const std::string& name) {
   absl::StatusOr<v1::Inventory> site =
@@ -88,27 +95,6 @@ v1::Allocation Owned(const std::string& id, const std::string& tenant) {
   a.set_id(id);
   a.set_tenant(tenant);
   return a;
-}
-
-// Checks the invariants every plan must hold: one circuit per switch port, ends on the
-// same switch, cross-connect from the source's tx fiber to the destination's rx fiber.
-void ExpectLegal(const v1::Plan& plan, const FabricSnapshot& snapshot) {
-  std::set<std::string> ingresses, egresses;
-  for (const v1::Circuit& c : plan.circuits()) {
-    ASSERT_THAT(c.cross_connects(), SizeIs(1));
-    const v1::CrossConnect& x = c.cross_connects(0);
-    const OnicPortState* src = snapshot.Port(c.source().onic(), c.source().port());
-    const OnicPortState* dst = snapshot.Port(c.destination().onic(), c.destination().port());
-    ASSERT_NE(src, nullptr);
-    ASSERT_NE(dst, nullptr);
-    EXPECT_EQ(x.ingress(), src->tx.port());
-    EXPECT_EQ(x.egress(), dst->rx.port());
-    EXPECT_TRUE(ingresses.insert(x.switch_id() + "/" + std::to_string(x.ingress())).second)
-        << "ingress used twice";
-    EXPECT_TRUE(egresses.insert(x.switch_id() + "/" + std::to_string(x.egress())).second)
-        << "egress used twice";
-  }
-  EXPECT_EQ(plan.add_size(), plan.circuits_size());
 }
 
 class PlannerTest : public ::testing::Test {
@@ -395,15 +381,167 @@ TEST_F(PlannerTest, TrafficAwarePlanReportsItsDirectShare) {
               HasSubstr("topology.traffic.matrix[0]: 7 -> 1 is not between members 0..3"));
 }
 
-TEST(PlannerTwoClusterTest, CircuitsAcrossSwitchesAreRefusedWithoutTrunkRouting) {
-  v1::Inventory site = Site("fleet-2cluster.yaml");
-  FabricSnapshot snapshot = FabricSnapshot::Build(site, Ports(site), {}, {});
-  absl::StatusOr<v1::Plan> across =
+// The shipped two-cluster site: ocs-a and ocs-b joined by trunks a-b-01..16 (ocs-a egress
+// 673.. -> ocs-b ingress 289..) and b-a-01..16 back.
+class PlannerTwoClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override { site_ = Site("fleet-2cluster.yaml"); }
+  FabricSnapshot Snapshot(const std::vector<v1::Circuit>& circuits = {},
+                          const std::set<std::string>& drained = {}) {
+    return FabricSnapshot::Build(site_, Ports(site_, drained), circuits,
+                                 {Owned("theirs", "b"), Owned("mine", "a")});
+  }
+  // A circuit of `allocation` over trunk `trunk`, between two ports of b-gpu8.
+  static v1::Circuit OverTrunk(const std::string& allocation, const std::string& trunk) {
+    v1::Circuit c;
+    c.set_allocation_id(allocation);
+    c.mutable_source()->set_onic("b-gpu8-n0");
+    c.mutable_destination()->set_onic("b-gpu8-n0");
+    c.add_trunks(trunk);
+    return c;
+  }
+
+  v1::Inventory site_;
+};
+
+TEST_F(PlannerTwoClusterTest, ACircuitBetweenSwitchesCrossesOneTrunk) {
+  const FabricSnapshot snapshot = Snapshot();
+  absl::StatusOr<v1::Plan> plan =
       PlanTopology(snapshot, {"a", Link(Device("a-gpu1"), Device("b-gpu1"), true)});
-  EXPECT_EQ(across.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(std::string(across.status().message()),
-              HasSubstr("its tx fiber enters switch ocs-a and its rx fiber leaves switch ocs-b"));
-  EXPECT_TRUE(PlanTopology(snapshot, {"a", Link(Device("b-gpu1"), Device("b-gpu2"), true)}).ok());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ExpectLegal(*plan, snapshot);
+  ASSERT_THAT(plan->circuits(), SizeIs(2));
+  const OnicPortState* a = snapshot.Port("a-gpu1-n0", 1);
+  const OnicPortState* b = snapshot.Port("b-gpu1-n0", 1);
+  const v1::Circuit& there = plan->circuits(0);
+  EXPECT_THAT(there.trunks(), ElementsAre("a-b-01"));
+  ASSERT_THAT(there.cross_connects(), SizeIs(2));
+  EXPECT_EQ(there.cross_connects(0).switch_id(), "ocs-a");
+  EXPECT_EQ(there.cross_connects(0).ingress(), a->tx.port());
+  EXPECT_EQ(there.cross_connects(0).egress(), 673u);
+  EXPECT_EQ(there.cross_connects(1).switch_id(), "ocs-b");
+  EXPECT_EQ(there.cross_connects(1).ingress(), 289u);
+  EXPECT_EQ(there.cross_connects(1).egress(), b->rx.port());
+  EXPECT_THAT(plan->circuits(1).trunks(), ElementsAre("b-a-01"));
+  EXPECT_THAT(plan->add(), SizeIs(4));
+  // On one switch, no trunk.
+  absl::StatusOr<v1::Plan> local =
+      PlanTopology(snapshot, {"a", Link(Device("b-gpu1"), Device("b-gpu2"), true)});
+  ASSERT_TRUE(local.ok()) << local.status();
+  EXPECT_THAT(local->circuits(0).cross_connects(), SizeIs(1));
+  EXPECT_THAT(local->circuits(0).trunks(), SizeIs(0));
+}
+
+TEST_F(PlannerTwoClusterTest, EachTrunkCarriesOneCircuitAndHeldOnesAreSkipped) {
+  // a-b-01 is theirs, a-b-02 is drained at ocs-b's ingress: the next circuits take 03, 04.
+  const FabricSnapshot snapshot = Snapshot({OverTrunk("theirs", "a-b-01")}, {"ocs-b/290"});
+  v1::TopologySpec spec = Link(Device("a-server1-cpu0"), Device("b-server1-cpu0"), false, 2);
+  absl::StatusOr<v1::Plan> plan = PlanTopology(snapshot, {"a", spec});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ExpectLegal(*plan, snapshot);
+  ASSERT_THAT(plan->circuits(), SizeIs(2));
+  EXPECT_THAT(plan->circuits(0).trunks(), ElementsAre("a-b-03"));
+  EXPECT_THAT(plan->circuits(1).trunks(), ElementsAre("a-b-04"));
+}
+
+TEST_F(PlannerTwoClusterTest, AFullTrunkGroupIsRefusedNamingTheGroupAndItsHolders) {
+  std::vector<v1::Circuit> held;
+  for (int k = 2; k <= 16; ++k) {
+    held.push_back(
+        OverTrunk(k % 2 ? "theirs" : "mine", absl::StrCat("a-b-", k < 10 ? "0" : "", k)));
+  }
+  const FabricSnapshot snapshot = Snapshot(held, {"ocs-a/673"});
+  absl::StatusOr<v1::Plan> plan =
+      PlanTopology(snapshot, {"a", Link(Device("a-gpu1"), Device("b-gpu1"), false)});
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(plan.status().message()),
+              HasSubstr("circuit a-gpu1-n0/1 -> b-gpu1-n0/1: its tx fiber enters switch ocs-a "
+                        "and its rx fiber leaves switch ocs-b: trunk group ocs-a->ocs-b is full "
+                        "(16 trunks: 8 in a circuit of mine; 7 in a circuit of theirs; 1 switch "
+                        "port ocs-a/673 is drained)"));
+  // The other direction still has room.
+  EXPECT_TRUE(PlanTopology(snapshot, {"a", Link(Device("b-gpu1"), Device("a-gpu1"), false)}).ok());
+  // Sixteen circuits fill a free group; the seventeenth is refused.
+  const FabricSnapshot empty = Snapshot();
+  v1::TopologySpec sixteen;
+  for (int g = 1; g <= 8; ++g) {
+    v1::Link* link = sixteen.mutable_links()->add_links();
+    link->mutable_a()->set_device(absl::StrCat("a-gpu", g));
+    link->mutable_b()->set_device(absl::StrCat("b-gpu", g));
+    link->set_width(2);
+  }
+  absl::StatusOr<v1::Plan> full = PlanTopology(empty, {"a", sixteen});
+  ASSERT_TRUE(full.ok()) << full.status();
+  ExpectLegal(*full, empty);
+  v1::Link* more = sixteen.mutable_links()->add_links();
+  more->mutable_a()->set_device("a-server1-cpu0");
+  more->mutable_b()->set_device("b-server1-cpu0");
+  absl::StatusOr<v1::Plan> seventeen = PlanTopology(empty, {"a", sixteen});
+  EXPECT_EQ(seventeen.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(seventeen.status().message()),
+              HasSubstr("trunk group ocs-a->ocs-b is full (16 trunks: 16 used by this request)"));
+}
+
+TEST_F(PlannerTwoClusterTest, TheHopBoundRefusesTrunksWhenItIsOne) {
+  v1::TopologySpec spec = Link(Device("a-gpu1"), Device("b-gpu1"), true);
+  spec.set_max_switch_hops(1);
+  absl::StatusOr<v1::Plan> plan = PlanTopology(Snapshot(), {"a", spec});
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(plan.status().message()),
+              HasSubstr("the shortest trunk path crosses 2 switches (ocs-a -> ocs-b) and "
+                        "max_switch_hops is 1"));
+}
+
+TEST_F(PlannerTwoClusterTest, CountsStayOnOneSwitchAndSpanTwoOnlyWhenOneIsShort) {
+  const FabricSnapshot snapshot = Snapshot();
+  v1::TopologySpec ring;
+  ring.mutable_template_()->set_kind(v1::TEMPLATE_KIND_RING_BIDIRECTIONAL);
+  v1::DeviceCount* gpus = ring.mutable_template_()->mutable_members()->add_counts();
+  gpus->set_kind(v1::DEVICE_KIND_GPU);
+  gpus->set_count(8);
+  absl::StatusOr<v1::Plan> eight = PlanTopology(snapshot, {"a", ring});
+  ASSERT_TRUE(eight.ok()) << eight.status();
+  for (const v1::Circuit& c : eight->circuits()) EXPECT_THAT(c.trunks(), SizeIs(0));
+  // Each cluster has 8 GPUs: 10 take all of one switch's and 2 of the other's.
+  gpus->set_count(10);
+  absl::StatusOr<v1::Plan> ten = PlanTopology(snapshot, {"a", ring});
+  ASSERT_TRUE(ten.ok()) << ten.status();
+  ExpectLegal(*ten, snapshot);
+  std::map<char, int> per_cluster;
+  for (const std::string& m : ten->members()) ++per_cluster[m[0]];
+  EXPECT_EQ(per_cluster, (std::map<char, int>{{'a', 8}, {'b', 2}}));
+  int over_trunks = 0;
+  for (const v1::Circuit& c : ten->circuits()) over_trunks += c.trunks_size();
+  EXPECT_GE(over_trunks, 2);  // The ring enters and leaves cluster b at least once each way.
+  // More than the site has is refused, saying where it looked.
+  gpus->set_count(17);
+  EXPECT_THAT(std::string(PlanTopology(snapshot, {"a", ring}).status().message()),
+              HasSubstr("17 gpu devices wanted on any switch, but only 16 there have"));
+}
+
+TEST(PlannerTrunkPathTest, PathsOfSeveralSwitchesNeedTheBoundRaised) {
+  // x -> y -> z, and no trunk from x to z.
+  v1::Inventory site = SyntheticSite({{"x", 0, 2, 0, 0}, {"y", 0, 2, 0, 0}, {"z", 0, 2, 0, 0}});
+  AddTrunks(site, "xocs", "yocs", 2);
+  AddTrunks(site, "yocs", "zocs", 2);
+  const FabricSnapshot snapshot = FabricSnapshot::Build(site, AllPorts(site), {}, {});
+  v1::TopologySpec spec = Link(Device("xgpu1"), Device("zgpu1"), false);
+  absl::StatusOr<v1::Plan> refused = PlanTopology(snapshot, {"a", spec});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("crosses 3 switches (xocs -> yocs -> zocs) and max_switch_hops is 2"));
+  spec.set_max_switch_hops(3);
+  absl::StatusOr<v1::Plan> plan = PlanTopology(snapshot, {"a", spec});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ExpectLegal(*plan, snapshot, 3);
+  EXPECT_THAT(plan->circuits(0).trunks(), ElementsAre("xocs-yocs-1", "yocs-zocs-1"));
+  ASSERT_THAT(plan->circuits(0).cross_connects(), SizeIs(3));
+  EXPECT_EQ(plan->circuits(0).cross_connects(1).switch_id(), "yocs");
+  // Back from z to x there is no trunk at all.
+  absl::StatusOr<v1::Plan> back =
+      PlanTopology(snapshot, {"a", Link(Device("zgpu1"), Device("xgpu1"), false)});
+  EXPECT_EQ(back.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(back.status().message()), HasSubstr("and no trunks join zocs to xocs"));
 }
 
 }  // namespace

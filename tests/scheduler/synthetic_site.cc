@@ -86,6 +86,31 @@ v1::Inventory SyntheticSite(const std::vector<ClusterShape>& clusters) {
   return site;
 }
 
+void AddTrunks(v1::Inventory& site, const std::string& from, const std::string& to, int count) {
+  auto size = [&](const std::string& id) -> uint32_t {
+    for (const v1::Switch& s : site.switches()) {
+      if (s.id() == id) return s.ingress_ports();
+    }
+    return 0;
+  };
+  // How many of each switch's top egress / ingress ports trunks use already.
+  auto used = [&](const std::string& id, bool egress) {
+    uint32_t n = 0;
+    for (const v1::Trunk& t : site.trunks()) n += (egress ? t.from() : t.to()).switch_id() == id;
+    return n;
+  };
+  const uint32_t egress_top = 2 * size(from) - used(from, true);
+  const uint32_t ingress_top = size(to) - used(to, false);
+  for (int k = 0; k < count; ++k) {
+    v1::Trunk* t = site.add_trunks();
+    t->set_id(absl::StrCat(from, "-", to, "-", k + 1));
+    t->mutable_from()->set_switch_id(from);
+    t->mutable_from()->set_port(egress_top - k);
+    t->mutable_to()->set_switch_id(to);
+    t->mutable_to()->set_port(ingress_top - k);
+  }
+}
+
 std::vector<v1::SwitchPort> AllPorts(const v1::Inventory& site,
                                      const std::set<std::string>& drained,
                                      const std::set<std::string>& failed) {

@@ -23,6 +23,11 @@ struct ClusterShape {
 // A site of the given clusters; each switch is 384x384, or larger when its O-NICs need it.
 v1::Inventory SyntheticSite(const std::vector<ClusterShape>& clusters);
 
+// Adds `count` trunks from switch `from` to switch `to` (ids "FROM-TO-k"), on the highest
+// egress ports of `from` and ingress ports of `to` that no trunk uses yet. O-NIC fibers take
+// the lowest ports, so they never meet while a switch has room.
+void AddTrunks(v1::Inventory& site, const std::string& from, const std::string& to, int count);
+
 // Every port of every switch, enabled, except `drained` ("switch/port") and `failed`.
 std::vector<v1::SwitchPort> AllPorts(const v1::Inventory& site,
                                      const std::set<std::string>& drained = {},
