@@ -14,12 +14,14 @@
 #include <fstream>
 #include <map>
 
+#include <yaml-cpp/yaml.h>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "controller/base/status_macros.h"
 #include "controller/inventory/inventory.h"
+#include "switch_adapters/polatis/http_client.h"
 
 namespace fleet::fleetd {
 
@@ -93,6 +95,41 @@ absl::StatusOr<std::string> ChildProcess::WaitForLine(const std::string& prefix,
   }
 }
 
+namespace {
+
+// Where each O-NIC of the site lives: its host, or the chassis of a pooled device.
+std::string PlaceOf(const v1::Device& device) {
+  return device.host().empty() ? device.chassis() : device.host();
+}
+
+// The one switch each place's O-NICs reach, or INVALID_ARGUMENT naming a place whose O-NICs
+// reach several: its emulated agent reads light from one emulator.
+absl::StatusOr<std::map<std::string, std::string>> PlaceSwitches(const v1::Inventory& site) {
+  std::map<std::string, std::string> device_place, out;
+  for (const v1::Device& d : site.devices()) device_place[d.id()] = PlaceOf(d);
+  for (const v1::Onic& onic : site.onics()) {
+    const std::string& place = device_place[onic.device()];
+    for (const v1::OnicPort& p : onic.ports()) {
+      for (const std::string& sw : {p.tx().switch_id(), p.rx().switch_id()}) {
+        auto [it, inserted] = out.emplace(place, sw);
+        if (!inserted && it->second != sw) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "the demo runs one emulated agent per host or chassis, and ", place,
+              "'s O-NICs reach switches ", it->second, " and ", sw, " (onic ", onic.id(), ")"));
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::pair<std::string, std::string> HostAndPort(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  return {address.substr(0, colon), address.substr(colon + 1)};
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Demo>> Demo::Prepare(FleetdConfig& config,
                                                     const std::string& binary_dir,
                                                     const DemoOptions& options) {
@@ -100,6 +137,12 @@ absl::StatusOr<std::unique_ptr<Demo>> Demo::Prepare(FleetdConfig& config,
     return absl::InvalidArgumentError(
         absl::StrCat("demo protocol '", options.protocol, "' is not tl1 or rest"));
   }
+  const std::string text =
+      options.inventory.empty() ? std::string(EmbeddedGen1Inventory()) : options.inventory;
+  ASSIGN_OR_RETURN(const v1::Inventory site, inventory::ParseInventoryYaml(text, "demo site"));
+  if (site.switches().empty()) return absl::InvalidArgumentError("the demo site has no switch");
+  RETURN_IF_ERROR(PlaceSwitches(site).status());
+
   std::unique_ptr<Demo> demo(new Demo());
   demo->options_ = options;
   demo->binary_dir_ = binary_dir;
@@ -111,28 +154,65 @@ absl::StatusOr<std::unique_ptr<Demo>> Demo::Prepare(FleetdConfig& config,
   std::filesystem::create_directories(config.state_dir);
   demo->state_dir_ = config.state_dir;
 
-  ASSIGN_OR_RETURN(
-      demo->emulator_,
-      ChildProcess::Start({binary_dir + "/polatis-emu", "--size", "384x384", "--tl1-port", "0",
-                           "--rest-port", "0", "--switch-ms", absl::StrCat(options.switch_ms),
-                           "--state", demo->state_dir_ + "/switch-state.json"},
-                          demo->state_dir_ + "/polatis-emu.log"));
-  ASSIGN_OR_RETURN(demo->tl1_, demo->emulator_->WaitForLine("tl1: ", absl::Seconds(10)));
-  ASSIGN_OR_RETURN(demo->rest_, demo->emulator_->WaitForLine("rest: ", absl::Seconds(10)));
+  // One emulator per switch; a single-switch site keeps the file names it always had.
+  const bool several = site.switches_size() > 1;
+  std::map<std::string, std::string> rest_of;  // Switch id → REST address.
+  for (const v1::Switch& sw : site.switches()) {
+    const std::string suffix = several ? "-" + sw.id() : "";
+    ASSIGN_OR_RETURN(
+        std::unique_ptr<ChildProcess> emulator,
+        ChildProcess::Start(
+            {binary_dir + "/polatis-emu", "--size",
+             absl::StrCat(sw.ingress_ports(), "x", sw.egress_ports()), "--tl1-port", "0",
+             "--rest-port", "0", "--switch-ms", absl::StrCat(options.switch_ms), "--state",
+             absl::StrCat(demo->state_dir_, "/switch-state", suffix, ".json")},
+            absl::StrCat(demo->state_dir_, "/polatis-emu", suffix, ".log")));
+    DemoSwitch& emulated = demo->switches_.emplace_back();
+    emulated.id = sw.id();
+    ASSIGN_OR_RETURN(emulated.tl1, emulator->WaitForLine("tl1: ", absl::Seconds(10)));
+    ASSIGN_OR_RETURN(emulated.rest, emulator->WaitForLine("rest: ", absl::Seconds(10)));
+    rest_of[sw.id()] = emulated.rest;
+    demo->emulators_.push_back(std::move(emulator));
+  }
+  // Each trunk fiber: the far end's emulator reads its light from the near end's.
+  for (const v1::Trunk& trunk : site.trunks()) {
+    std::unique_ptr<polatis::HttpClient> http =
+        polatis::NewCurlHttpClient({.base_url = "http://" + rest_of[trunk.to().switch_id()],
+                                    .content_type = "application/json"});
+    ASSIGN_OR_RETURN(polatis::HttpResponse response,
+                     http->Send("PUT", absl::StrCat("/sim/v1/trunks/", trunk.to().port()),
+                                absl::StrCat(R"({"from": ")", rest_of[trunk.from().switch_id()],
+                                             R"(", "egress": )", trunk.from().port(), "}")));
+    if (response.status != 204) {
+      return absl::InternalError(absl::StrCat("the emulator of ", trunk.to().switch_id(),
+                                              " refused trunk ", trunk.id(), ": ", response.body));
+    }
+  }
 
-  // The site (the shipped Gen1 one unless given), its switch pointed at the emulator's TL1
-  // (or REST) port.
-  const std::string& management = options.protocol == "rest" ? demo->rest_ : demo->tl1_;
-  const size_t colon = management.rfind(':');
-  std::string inventory = absl::StrReplaceAll(
-      options.inventory.empty() ? std::string(EmbeddedGen1Inventory()) : options.inventory,
-      {{"address: 192.0.2.10", "address: " + management.substr(0, colon)},
-       {"port: 3082", "port: " + management.substr(colon + 1)},
-       {"protocol: tl1", "protocol: " + options.protocol}});
+  // The site with each switch pointed at its emulator's TL1 (or REST) port.
+  YAML::Node root = YAML::Load(text);
+  for (YAML::Node sw : root["switches"]) {
+    for (const DemoSwitch& emulated : demo->switches_) {
+      if (emulated.id != sw["id"].as<std::string>()) continue;
+      const auto [host, port] =
+          HostAndPort(options.protocol == "rest" ? emulated.rest : emulated.tl1);
+      sw["address"] = host;
+      sw["port"] = std::stoi(port);
+      sw["protocol"] = options.protocol;
+    }
+  }
+  YAML::Emitter yaml;
+  yaml << root;
   demo->inventory_path_ = demo->state_dir_ + "/inventory.yaml";
-  std::ofstream(demo->inventory_path_) << inventory;
+  std::ofstream(demo->inventory_path_) << yaml.c_str() << "\n";
   const std::string credentials = demo->state_dir_ + "/switch-credentials.yaml";
-  std::ofstream(credentials) << "switches:\n  ocs1: {user: admin, password: root}\n";
+  {
+    std::ofstream file(credentials);
+    file << "switches:\n";
+    for (const DemoSwitch& emulated : demo->switches_) {
+      file << "  " << emulated.id << ": {user: admin, password: root}\n";
+    }
+  }
   chmod(credentials.c_str(), 0600);
   config.inventory = demo->inventory_path_;
   config.switch_credentials = credentials;
@@ -147,13 +227,20 @@ absl::Status Demo::StartAgents(const std::string& grpc_address) {
   std::vector<std::string> places;
   for (const v1::Host& host : site.hosts()) places.push_back(host.name());
   for (const v1::Device& d : site.devices()) {
-    location[d.id()] = d.host().empty() ? d.chassis() : d.host();
+    location[d.id()] = PlaceOf(d);
     if (d.host().empty() && !d.chassis().empty() &&
         std::find(places.begin(), places.end(), d.chassis()) == places.end()) {
       places.push_back(d.chassis());
     }
   }
+  ASSIGN_OR_RETURN(const auto place_switch, PlaceSwitches(site));
+  std::map<std::string, std::string> rest_of;
+  for (const DemoSwitch& emulated : switches_) rest_of[emulated.id] = emulated.rest;
   for (const std::string& place : places) {
+    // A host without O-NICs still gets an agent, on the first switch's light.
+    auto at = place_switch.find(place);
+    const std::string& simulator =
+        at == place_switch.end() ? switches_.front().rest : rest_of[at->second];
     std::string config = absl::StrCat(
         "host: ", place, "\nbackend: emulated\ntraining_ms: ", options_.training_ms, "\nonics:\n");
     for (const v1::Onic& onic : site.onics()) {
@@ -170,7 +257,7 @@ absl::Status Demo::StartAgents(const std::string& grpc_address) {
     ASSIGN_OR_RETURN(
         std::unique_ptr<ChildProcess> agent,
         ChildProcess::Start({binary_dir_ + "/fleet-onic-agent", "--config", path, "--controller",
-                             grpc_address, "--simulator", rest_, "--metrics-port", "0"},
+                             grpc_address, "--simulator", simulator, "--metrics-port", "0"},
                             absl::StrCat(state_dir_, "/agent-", place, ".log")));
     absl::StatusOr<std::string> metrics = agent->WaitForLine("metrics: ", absl::Seconds(10));
     if (!metrics.ok()) {

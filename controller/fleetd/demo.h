@@ -1,7 +1,9 @@
-// `fleetd --demo`: the embedded default site. Starts polatis-emu (384x384, 25 ms switching),
-// applies the FLEET Gen1 inventory (built into the binary) with its switch pointed at the
-// emulator, and starts one emulated O-NIC agent per host and per chassis of pooled devices; the
-// binaries are found next to fleetd's own. Everything it starts is stopped with it.
+// `fleetd --demo`: the embedded default site. Starts one polatis-emu per switch of the site
+// (the FLEET Gen1 inventory built into the binary unless another is given; 25 ms switching),
+// joins the emulators' trunk fibers so light crosses between them, applies the inventory with
+// each switch pointed at its emulator, and starts one emulated O-NIC agent per host and per
+// chassis of pooled devices; the binaries are found next to fleetd's own. Everything it starts
+// is stopped with it.
 #ifndef FLEET_CONTROLLER_FLEETD_DEMO_H_
 #define FLEET_CONTROLLER_FLEETD_DEMO_H_
 
@@ -40,15 +42,24 @@ struct DemoOptions {
   std::string protocol = "tl1";  // How fleetd talks to the emulator: tl1 or rest.
   int switch_ms = 25;            // The emulator's switching time per command.
   int training_ms = 100;         // The emulated agents' link training time.
-  // The site, as inventory YAML; empty: the embedded Gen1 inventory. Its one switch must say
-  // `address: 192.0.2.10`, `protocol: tl1` and `port: 3082`, which are pointed at the emulator.
+  // The site, as inventory YAML; empty: the embedded Gen1 inventory. Each switch's address,
+  // port and protocol are replaced by its emulator's.
   std::string inventory;
+};
+
+// One emulated switch of the demo site.
+struct DemoSwitch {
+  std::string id;
+  std::string tl1;   // HOST:PORT of its TL1 port.
+  std::string rest;  // HOST:PORT of its REST port (and /sim/v1 side channel).
 };
 
 class Demo {
  public:
-  // Starts the emulator and points `config` at a demo state directory (a fresh temp dir
-  // unless one was given), the demo inventory and the emulator's credentials.
+  // Starts the emulators, joins their trunks, and points `config` at a demo state directory
+  // (a fresh temp dir unless one was given), the demo inventory and the emulators'
+  // credentials. INVALID_ARGUMENT when the site does not parse or a place's O-NICs reach
+  // several switches (an emulated agent talks to one emulator).
   static absl::StatusOr<std::unique_ptr<Demo>> Prepare(FleetdConfig& config,
                                                        const std::string& binary_dir,
                                                        const DemoOptions& options = {});
@@ -56,8 +67,8 @@ class Demo {
   // `grpc_address`.
   absl::Status StartAgents(const std::string& grpc_address);
 
-  const std::string& tl1_address() const { return tl1_; }
-  const std::string& rest_address() const { return rest_; }
+  // In inventory order.
+  const std::vector<DemoSwitch>& switches() const { return switches_; }
   int agents() const { return static_cast<int>(agents_.size()); }
   // Each agent's host (or chassis) and the HOST:PORT of its /metrics.
   const std::vector<std::pair<std::string, std::string>>& agent_metrics() const {
@@ -70,8 +81,8 @@ class Demo {
   std::string binary_dir_;
   std::string state_dir_;
   std::string inventory_path_;
-  std::string tl1_, rest_;
-  std::unique_ptr<ChildProcess> emulator_;
+  std::vector<DemoSwitch> switches_;
+  std::vector<std::unique_ptr<ChildProcess>> emulators_;
   std::vector<std::unique_ptr<ChildProcess>> agents_;
   std::vector<std::pair<std::string, std::string>> agent_metrics_;
 };

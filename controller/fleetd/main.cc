@@ -4,7 +4,10 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 
 #include "controller/base/flags.h"
 #include "controller/base/log.h"
@@ -12,8 +15,6 @@
 #include "controller/fleetd/config.h"
 #include "controller/fleetd/daemon.h"
 #include "controller/fleetd/demo.h"
-
-#include <filesystem>
 
 namespace {
 
@@ -27,6 +28,7 @@ int Run(int argc, char** argv) {
   int64_t heartbeat_ms = absl::ToInt64Milliseconds(flags.agent_heartbeat);
   bool version = false;
   bool demo_mode = false;
+  std::string demo_site;
   fleet::FlagSet set("fleetd [--config FILE] [flags]",
                      "The FLEET controller: serves the fleet.v1 API, keeps inventory and circuits\n"
                      "in SQLite, and exports Prometheus metrics. Flags override the config file.");
@@ -52,6 +54,10 @@ int Run(int argc, char** argv) {
            "run the embedded default: polatis-emu, the FLEET Gen1 inventory and one emulated "
            "agent per host and device chassis (state in a fresh /tmp directory unless --state-dir "
            "is given)");
+  set.String("demo-site", &demo_site,
+             "with --demo: the inventory file to emulate instead of the built-in Gen1 one, one "
+             "polatis-emu per switch with their trunks joined (e.g. "
+             "deploy/inventory/fleet-2cluster.yaml)");
   set.Bool("version", &version, "print the version and exit");
 
   absl::StatusOr<std::vector<std::string>> positional =
@@ -109,12 +115,25 @@ int Run(int argc, char** argv) {
   const fleet::ShutdownSignals shutdown = fleet::ShutdownSignals::Block();
 
   std::unique_ptr<fleet::fleetd::Demo> demo;
+  if (!demo_site.empty() && !demo_mode) {
+    std::cerr << "fleetd: --demo-site needs --demo\n";
+    return 2;
+  }
   if (demo_mode) {
+    fleet::fleetd::DemoOptions demo_options;
+    if (!demo_site.empty()) {
+      std::ifstream file(demo_site);
+      if (!file) {
+        std::cerr << "fleetd: cannot read --demo-site " << demo_site << "\n";
+        return 2;
+      }
+      demo_options.inventory.assign(std::istreambuf_iterator<char>(file), {});
+    }
     if (!set.IsSet("state-dir")) config.state_dir.clear();
     const std::string binary_dir =
         std::filesystem::read_symlink("/proc/self/exe").parent_path().string();
     absl::StatusOr<std::unique_ptr<fleet::fleetd::Demo>> prepared =
-        fleet::fleetd::Demo::Prepare(config, binary_dir);
+        fleet::fleetd::Demo::Prepare(config, binary_dir, demo_options);
     if (!prepared.ok()) {
       std::cerr << "fleetd: cannot start the demo: " << prepared.status().message() << "\n";
       return 1;
@@ -136,9 +155,14 @@ int Run(int argc, char** argv) {
       std::cerr << "fleetd: cannot start the demo's agents: " << agents.message() << "\n";
       return 1;
     }
-    std::cout << "tl1: " << demo->tl1_address() << "\n"
-              << "rest: " << demo->rest_address() << "\n"
-              << "state: " << config.state_dir << "\n";
+    // One tl1: and rest: line per switch; with several, each names its switch.
+    const bool several = demo->switches().size() > 1;
+    for (const fleet::fleetd::DemoSwitch& sw : demo->switches()) {
+      const std::string which = several ? " " + sw.id : "";
+      std::cout << "tl1: " << sw.tl1 << which << "\n"
+                << "rest: " << sw.rest << which << "\n";
+    }
+    std::cout << "state: " << config.state_dir << "\n";
     for (const auto& [place, address] : demo->agent_metrics()) {
       std::cout << "agent-metrics: " << address << " " << place << "\n";
     }

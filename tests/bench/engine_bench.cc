@@ -199,7 +199,7 @@ class Site {
   // Protocol commands the emulated switch has served (reads included), from its counters.
   int64_t SwitchCommands() {
     absl::StatusOr<std::string> body =
-        fleet::testing::HttpGet(demo_->rest_address(), "/sim/v1/counters");
+        fleet::testing::HttpGet(demo_->switches().front().rest, "/sim/v1/counters");
     if (!body.ok()) return -1;
     const std::string key = "\"commands\":";
     const size_t at = body->find(key);

@@ -85,16 +85,8 @@ TEST(DemoTest, EmulatorAgentsAndInventoryComeUpAndGoDownTogether) {
 
   // Four hosts and three chassis (the GPU pool and two JBODs), an agent each, all connected
   // and agreeing with inventory.
-  auto connected = [&] {
-    std::string out = fleetctl({"get", "agents"}).out;
-    int yes = 0;
-    for (size_t at = out.find("  yes  "); at != std::string::npos;
-         at = out.find("  yes  ", at + 1)) {
-      ++yes;
-    }
-    return yes;
-  };
-  ASSERT_TRUE(Eventually([&] { return connected() == 7; })) << fleetctl({"get", "agents"}).out;
+  ASSERT_TRUE(Eventually([&] { return testing::ConnectedAgents(*grpc) == 7; }))
+      << fleetctl({"get", "agents"}).out;
   // Every agent agrees with inventory: no mismatch is reported.
   CommandResult json = fleetctl({"get", "agents", "-o", "json"});
   EXPECT_THAT(json.out, HasSubstr("\"onic_serials\""));
@@ -123,7 +115,7 @@ TEST(DemoTest, EmulatorAgentsAndInventoryComeUpAndGoDownTogether) {
   ASSERT_EQ(server4.size(), 1u);
   EXPECT_EQ(ChildrenRunning(fleetd->pid(), BinaryPath("fleet-onic-agent")).size(), 7u);
   kill(server4[0], SIGKILL);
-  ASSERT_TRUE(Eventually([&] { return connected() == 6; }));
+  ASSERT_TRUE(Eventually([&] { return testing::ConnectedAgents(*grpc) == 6; }));
   CommandResult gone = fleetctl({"link", "status", "s4c0-n0"});
   EXPECT_EQ(gone.exit_code, 1);
   EXPECT_THAT(gone.err, HasSubstr("UNAVAILABLE"));
@@ -232,22 +224,13 @@ TEST(AgentsTest, AllComeBackWhenFleetdRestarts) {
     agents.push_back(std::move(*agent));
   }
   ASSERT_EQ(agents.size(), 4u);
-  auto connected = [&] {
-    CommandResult listed = RunCommand({BinaryPath("fleetctl"), "--server", *grpc, "get", "agents"});
-    int yes = 0;
-    for (size_t at = listed.out.find("  yes  "); at != std::string::npos;
-         at = listed.out.find("  yes  ", at + 1)) {
-      ++yes;
-    }
-    return yes;
-  };
-  ASSERT_TRUE(Eventually([&] { return connected() == 4; }));
+  ASSERT_TRUE(Eventually([&] { return testing::ConnectedAgents(*grpc) == 4; }));
 
   ASSERT_TRUE(fleetd->Stop(SIGKILL).ok());
   fleetd = start_fleetd(port);
   ASSERT_NE(fleetd, nullptr);
   ASSERT_TRUE(fleetd->WaitForLine("grpc: ").ok()) << fleetd->Stderr();
-  EXPECT_TRUE(Eventually([&] { return connected() == 4; })) << fleetd->Stderr();
+  EXPECT_TRUE(Eventually([&] { return testing::ConnectedAgents(*grpc) == 4; })) << fleetd->Stderr();
   for (auto& agent : agents) EXPECT_TRUE(agent->Stop(SIGTERM).ok());
 }
 

@@ -52,7 +52,7 @@ class EngineEndToEndTest : public ::testing::TestWithParam<std::string> {
     ASSERT_NO_FATAL_FAILURE(StartFleetd());
     ASSERT_TRUE(demo_->StartAgents(grpc_).ok());
     ASSERT_TRUE(Eventually([&] { return ConnectedAgents() == 7; }));
-    const std::string& tl1 = demo_->tl1_address();
+    const std::string& tl1 = demo_->switches().front().tl1;
     const size_t colon = tl1.rfind(':');
     // The test reads the switch over TL1 whatever fleetd speaks.
     switch_ = polatis::NewPolatisSwitch({"ocs1",
@@ -173,7 +173,8 @@ class EngineEndToEndTest : public ::testing::TestWithParam<std::string> {
 
   // The emulator's counter of cross-connects made or removed.
   int64_t SwitchChanges() {
-    absl::StatusOr<std::string> body = testing::HttpGet(demo_->rest_address(), "/sim/v1/counters");
+    absl::StatusOr<std::string> body =
+        testing::HttpGet(demo_->switches().front().rest, "/sim/v1/counters");
     EXPECT_TRUE(body.ok()) << body.status();
     const std::string key = "\"cross_connects_changed\":";
     const size_t at = body.value_or("").find(key);
@@ -186,7 +187,7 @@ class EngineEndToEndTest : public ::testing::TestWithParam<std::string> {
   }
   void Fault(const std::string& method, const std::string& path, const std::string& body = "") {
     absl::StatusOr<testing::HttpReply> reply =
-        testing::HttpRequest(demo_->rest_address(), method, path, body);
+        testing::HttpRequest(demo_->switches().front().rest, method, path, body);
     ASSERT_TRUE(reply.ok()) << reply.status();
     ASSERT_LT(reply->status, 300) << reply->body;
   }
@@ -203,7 +204,7 @@ class EngineEndToEndTest : public ::testing::TestWithParam<std::string> {
       ASSERT_TRUE(inventory_->GetOnic(&c2, dst_req, &dst).ok());
       const uint32_t egress = dst.ports(static_cast<int>(c.destination().port()) - 1).rx().port();
       absl::StatusOr<std::string> light =
-          testing::HttpGet(demo_->rest_address(), absl::StrCat("/sim/v1/light/", egress));
+          testing::HttpGet(demo_->switches().front().rest, absl::StrCat("/sim/v1/light/", egress));
       ASSERT_TRUE(light.ok()) << light.status();
       EXPECT_THAT(*light, HasSubstr(absl::StrCat(src.serial(), "/", c.source().port())))
           << "circuit " << c.id();

@@ -54,15 +54,7 @@ class SchedulerEndToEndTest : public ::testing::Test {
                                          {"admin", "root"}})
                   .release();
     // Every agent connected, so links train.
-    ASSERT_TRUE(Eventually([] {
-      const std::string out = Fleetctl({"get", "agents"}).out;
-      int yes = 0;
-      for (size_t at = out.find("  yes  "); at != std::string::npos;
-           at = out.find("  yes  ", at + 1)) {
-        ++yes;
-      }
-      return yes == 7;
-    }));
+    ASSERT_TRUE(Eventually([] { return testing::ConnectedAgents(*grpc_) == 7; }));
   }
   static void TearDownTestSuite() {
     delete switch_;
@@ -78,8 +70,7 @@ class SchedulerEndToEndTest : public ::testing::Test {
   }
 
   static CommandResult Fleetctl(std::vector<std::string> args) {
-    args.insert(args.begin(), {BinaryPath("fleetctl"), "--server", *grpc_, "--timeout", "30"});
-    return RunCommand(args);
+    return testing::Fleetctl(*grpc_, std::move(args));
   }
 
   // Runs a fleetctl verb with -o json and parses its response.

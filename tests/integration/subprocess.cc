@@ -104,6 +104,20 @@ CommandResult RunCommand(const std::vector<std::string>& argv, absl::Duration ti
   return result;
 }
 
+CommandResult Fleetctl(const std::string& server, std::vector<std::string> args) {
+  args.insert(args.begin(), {BinaryPath("fleetctl"), "--server", server, "--timeout", "30"});
+  return RunCommand(args);
+}
+
+int ConnectedAgents(const std::string& server) {
+  const std::string out = Fleetctl(server, {"get", "agents"}).out;
+  int yes = 0;
+  for (size_t at = out.find("  yes  "); at != std::string::npos; at = out.find("  yes  ", at + 1)) {
+    ++yes;
+  }
+  return yes;
+}
+
 std::atomic<int> next_daemon{0};
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const std::vector<std::string>& argv) {

@@ -30,6 +30,12 @@ struct CommandResult {
 CommandResult RunCommand(const std::vector<std::string>& argv,
                          absl::Duration timeout = absl::Seconds(60));
 
+// Runs fleetctl against the fleetd at `server` (HOST:PORT) with a 30 s RPC timeout.
+CommandResult Fleetctl(const std::string& server, std::vector<std::string> args);
+
+// How many agents `fleetctl get agents` lists as connected.
+int ConnectedAgents(const std::string& server);
+
 // A long-running child whose stdout is read line by line; stderr goes to a file for
 // post-mortem messages. The destructor kills it if it still runs.
 class Daemon {
