@@ -624,28 +624,46 @@ absl::Status Engine::Program(const std::vector<v1::Circuit>& removes,
       }
     }
   }
-  std::vector<std::pair<SwitchProgrammer*, switches::CrossConnectBatch>> done;
-  absl::Status failure;
-  for (auto& [switch_id, batch] : by_switch) {
+  // Every switch is found before any is touched, then the switches program at once: a circuit
+  // across a trunk waits for the slower switch, not for the sum of both.
+  std::vector<std::pair<SwitchProgrammer*, const switches::CrossConnectBatch*>> parts;
+  for (const auto& [switch_id, batch] : by_switch) {
     absl::StatusOr<SwitchProgrammer*> programmer = Programmer(switch_id);
     if (!programmer.ok()) {
-      failure =
-          absl::Status(programmer.status().code(),
-                       absl::StrCat("switch ", switch_id, ": ", programmer.status().message()));
-      break;
+      return absl::Status(programmer.status().code(),
+                          absl::StrCat("switch ", switch_id, ": ", programmer.status().message()));
     }
-    ProgramOutcome outcome = (*programmer)->Program(batch);
-    if (program_time) *program_time += outcome.program_time;
-    if (verify_time) *verify_time += outcome.verify_time;
-    if (!outcome.status.ok()) {
-      std::string message = absl::StrCat("switch ", switch_id, ": ", outcome.status.message());
-      if (outcome.rolled_back) absl::StrAppend(&message, " (rolled back)");
-      if (!outcome.rollback_error.ok())
-        absl::StrAppend(&message, "; ", outcome.rollback_error.message());
+    parts.push_back({*programmer, &batch});
+  }
+  std::vector<ProgramOutcome> outcomes(parts.size());
+  {
+    std::vector<std::thread> others;
+    for (size_t i = 1; i < parts.size(); ++i) {
+      others.emplace_back([&, i] { outcomes[i] = parts[i].first->Program(*parts[i].second); });
+    }
+    if (!parts.empty()) outcomes[0] = parts[0].first->Program(*parts[0].second);
+    for (std::thread& t : others) t.join();
+  }
+  std::vector<std::pair<SwitchProgrammer*, switches::CrossConnectBatch>> done;
+  absl::Status failure;
+  auto switch_id = by_switch.begin();
+  for (size_t i = 0; i < parts.size(); ++i, ++switch_id) {
+    const ProgramOutcome& outcome = outcomes[i];
+    if (program_time) *program_time = std::max(*program_time, outcome.program_time);
+    if (verify_time) *verify_time = std::max(*verify_time, outcome.verify_time);
+    if (outcome.status.ok()) {
+      done.push_back({parts[i].first, *parts[i].second});
+      continue;
+    }
+    std::string message = absl::StrCat("switch ", switch_id->first, ": ", outcome.status.message());
+    if (outcome.rolled_back) absl::StrAppend(&message, " (rolled back)");
+    if (!outcome.rollback_error.ok())
+      absl::StrAppend(&message, "; ", outcome.rollback_error.message());
+    if (failure.ok()) {
       failure = absl::Status(outcome.status.code(), message);
-      break;
+    } else {
+      failure = absl::Status(failure.code(), absl::StrCat(failure.message(), "; ", message));
     }
-    done.push_back({*programmer, batch});
   }
   if (failure.ok()) return failure;
   // Undo the switches that took their part, so the fabric is as it was before the request.

@@ -233,7 +233,10 @@ class Engine {
                                              bool check_first = false);
   // Quiesces the O-NIC ports of `circuits`; an error names the port the agent refused.
   absl::Status Quiesce(const std::vector<v1::Circuit>& circuits, const std::string& id);
-  // Programs per switch; on error the switches are rolled back and the message returned.
+  // Programs each switch's part at once, one thread per switch beyond the first; on error the
+  // switches are rolled back and the message returned (every failing switch's). The times
+  // stored are the slowest switch's (the max with what the pointers hold), since the switches
+  // work at once.
   absl::Status Program(const std::vector<v1::Circuit>& removes,
                        const std::vector<v1::Circuit>& adds, absl::Duration* program_time,
                        absl::Duration* verify_time);

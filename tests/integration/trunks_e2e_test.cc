@@ -255,6 +255,29 @@ TEST_F(TrunksEndToEndTest, AFullTrunkGroupIsRefusedNamingItAndNothingChanges) {
   EXPECT_TRUE(OnSwitches().empty());
 }
 
+TEST_F(TrunksEndToEndTest, OneSwitchRefusingUndoesTheOtherAndFailsNamingIt) {
+  // ocs-b refuses its next command; ocs-a programs its part at the same time and is undone.
+  absl::StatusOr<testing::HttpReply> fault =
+      testing::HttpRequest(rest_->at("ocs-b"), "PUT", "/sim/v1/faults", R"({"deny_next":1})");
+  ASSERT_TRUE(fault.ok()) << fault.status();
+  ASSERT_EQ(fault->status, 200) << fault->body;
+  const std::string path = testing::FreshDirectory("trunk-spec") + "/spec.yaml";
+  std::ofstream(path) << "tenant: demo\ntopology:\n  template:\n    kind: ring_bidirectional\n"
+                         "    members: [a-gpu1, a-gpu2, b-gpu1, b-gpu2]\n";
+  CommandResult ring = Fleetctl({"topology", "request", "-f", path, "--wait"});
+  EXPECT_EQ(ring.exit_code, 1) << ring.out;
+  EXPECT_THAT(ring.err, HasSubstr("switch ocs-b: "));
+  EXPECT_THAT(ring.err, HasSubstr("Injected fault"));
+  ASSERT_TRUE(testing::HttpRequest(rest_->at("ocs-b"), "DELETE", "/sim/v1/faults").ok());
+  EXPECT_TRUE(OnSwitches().empty());
+  // Nothing is held: the same ring is granted next.
+  const v1::Allocation again = RequestReady(
+      "tenant: demo\ntopology:\n  template:\n    kind: ring_bidirectional\n"
+      "    members: [a-gpu1, a-gpu2, b-gpu1, b-gpu2]\n");
+  EXPECT_EQ(OnSwitches(), Wanted(again));
+  Release(again.id());
+}
+
 TEST_F(TrunksEndToEndTest, AHopBoundOfOneKeepsCircuitsOffTrunks) {
   const std::string before = Counters();
   CommandResult refused = RequestRefused(
