@@ -130,6 +130,7 @@ bool AgentRegistry::EndSession(uint64_t session_id, absl::string_view why) {
   auto current = current_.find(session.host);
   if (current == current_.end() || current->second != session_id) return false;
   current_.erase(current);
+  ForgetLinks(session.host);
   metrics_.SetAgentsConnected(static_cast<int>(current_.size()));
   v1::Agent& agent = agents_[session.host];
   agent.set_connected(false);
@@ -191,11 +192,12 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream) 
     agent.set_host(host);
     agent.set_backend(reg.backend());
     agent.set_software_version(reg.software_version());
+    ForgetLinks(host);
     agent.clear_onic_serials();
     for (const v1::AgentOnic& onic : reg.onics()) {
       agent.add_onic_serials(onic.serial());
       owner_[onic.serial()] = host;
-      for (const v1::LinkState& link : onic.ports()) ReportPower(host, link);
+      for (const v1::LinkState& link : onic.ports()) ReportLink(host, link);
     }
     agent.set_connected(true);
     SetTime(absl::Now(), agent.mutable_connected_since());
@@ -240,9 +242,12 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream) 
   std::string why = "stream ended";
   while (stream->Read(&message)) {
     if (message.has_link_change()) {
-      // Recorded outside the lock: it writes to the store.
       const v1::LinkState& link = message.link_change();
-      ReportPower(host, link);
+      {
+        absl::MutexLock lock(&mu_);
+        ReportLink(host, link);
+      }
+      // Recorded outside the lock: it writes to the store.
       AppendEvent("agent.link_change", host,
                   link.status() == v1::LINK_STATUS_UP ? v1::EVENT_SEVERITY_INFO
                                                       : v1::EVENT_SEVERITY_WARNING,
@@ -263,7 +268,7 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream) 
         SetTime(absl::Now(), agents_[host].mutable_last_heartbeat());
         break;
       case v1::AgentMessage::kResult: {
-        if (message.result().has_link()) ReportPower(host, message.result().link());
+        if (message.result().has_link()) ReportLink(host, message.result().link());
         auto it = pending_.find(message.result().command_id());
         if (it != pending_.end() && it->second->host == host && !it->second->result) {
           it->second->result = message.result();
@@ -401,9 +406,25 @@ void AgentRegistry::SetListener(Listener listener) {
   listener_ = std::move(listener);
 }
 
-void AgentRegistry::ReportPower(const std::string& host, const v1::LinkState& link) {
+void AgentRegistry::ReportLink(const std::string& host, const v1::LinkState& link) {
   if (link.onic_serial().empty() || link.port() == 0) return;
   metrics_.PortRxPower(host, link.onic_serial(), link.port(), link.rx_power_dbm());
+  link_status_[{link.onic_serial(), link.port()}] = link.status();
+}
+
+void AgentRegistry::ForgetLinks(const std::string& host) {
+  for (auto it = link_status_.begin(); it != link_status_.end();) {
+    auto owner = owner_.find(it->first.first);
+    it = owner != owner_.end() && owner->second == host ? link_status_.erase(it) : std::next(it);
+  }
+}
+
+bool AgentRegistry::KnownQuiesced(const std::string& onic_serial, uint32_t port) {
+  absl::MutexLock lock(&mu_);
+  auto owner = owner_.find(onic_serial);
+  if (owner == owner_.end() || !current_.contains(owner->second)) return false;
+  auto it = link_status_.find({onic_serial, port});
+  return it != link_status_.end() && it->second == v1::LINK_STATUS_QUIESCED;
 }
 
 void AgentRegistry::Gone(const std::string& host, const std::string& why) {

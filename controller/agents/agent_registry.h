@@ -61,6 +61,14 @@ class CommandSender {
       std::vector<AddressedCommand> commands, absl::Time deadline) = 0;
   // Whether a connected agent owns the O-NIC `onic_serial` now.
   virtual bool HasOwner(const std::string& onic_serial) = 0;
+  // Whether the agent's last word on this port, in its current connection, is that it is
+  // QUIESCED: out of service, and nobody has retrained it since. Quiescing it again would
+  // change nothing, so a reconfiguration need not wait for it.
+  virtual bool KnownQuiesced(const std::string& onic_serial, uint32_t port) {
+    (void)onic_serial;
+    (void)port;
+    return false;
+  }
 };
 
 class AgentRegistry : public CommandSender {
@@ -85,6 +93,9 @@ class AgentRegistry : public CommandSender {
   std::vector<absl::StatusOr<v1::CommandResult>> SendCommands(
       std::vector<AddressedCommand> commands, absl::Time deadline) override;
   bool HasOwner(const std::string& onic_serial) override;
+  // From the port states the agent gave at registration, in command results and in link
+  // changes, since it last connected.
+  bool KnownQuiesced(const std::string& onic_serial, uint32_t port) override;
 
   // Told when an agent registers (first time or reconnecting; after it is listed as
   // connected) and when a connected agent goes away (stream ended, heartbeats missed, not
@@ -130,8 +141,11 @@ class AgentRegistry : public CommandSender {
                    const std::string& message);
   // Records a connected agent's going away and tells the listener.
   void Gone(const std::string& host, const std::string& why);
-  // Exports the rx power in `link`, as reported by the agent on `host`.
-  void ReportPower(const std::string& host, const v1::LinkState& link);
+  // Exports the rx power in `link`, as reported by the agent on `host`, and keeps its status.
+  void ReportLink(const std::string& host, const v1::LinkState& link)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets the link states of `host`'s O-NICs: a new or ended connection knows nothing.
+  void ForgetLinks(const std::string& host) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const AgentRegistryOptions options_;
   store::Store* const store_;
@@ -147,6 +161,8 @@ class AgentRegistry : public CommandSender {
   std::map<std::string, uint64_t> current_ ABSL_GUARDED_BY(mu_);   // Host → its session.
   std::map<std::string, std::string> owner_ ABSL_GUARDED_BY(mu_);  // Serial → host.
   std::map<std::string, std::shared_ptr<Pending>> pending_ ABSL_GUARDED_BY(mu_);  // By id.
+  // The last status each agent reported per (O-NIC serial, port), in its current connection.
+  std::map<std::pair<std::string, uint32_t>, v1::LinkStatus> link_status_ ABSL_GUARDED_BY(mu_);
   std::thread heartbeats_;
   Listener listener_ ABSL_GUARDED_BY(mu_);
 };

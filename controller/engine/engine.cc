@@ -586,6 +586,8 @@ absl::Status Engine::Quiesce(const std::vector<v1::Circuit>& circuits, const std
       unmanaged.push_back(absl::StrCat(onic_id, "/", port));
       continue;
     }
+    // Out of service already (a released circuit's port stays quiesced until retrained).
+    if (agents_->KnownQuiesced(serial, port)) continue;
     agents::AddressedCommand& cmd = commands.emplace_back();
     cmd.onic_serial = serial;
     cmd.command.mutable_quiesce()->set_onic_serial(serial);
@@ -849,17 +851,19 @@ void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> adm
   programming.event_message =
       absl::StrCat("allocation ", id, " PROGRAMMING: quiescing ports and programming ",
                    circuits.size(), " circuits on switch ", absl::StrJoin(switch_ids, ", "));
-  if (!Update(programming, "fleetd").ok()) return;
-
+  // The state commit runs while the agents quiesce: quiescing twice is harmless, so a crash
+  // between the two loses nothing, and neither waits for the other.
   absl::Time start = clock_->Now();
   std::vector<v1::Circuit> touched = removes;
   touched.insert(touched.end(), circuits.begin(), circuits.end());
-  if (absl::Status q = Quiesce(touched, id); !q.ok()) {
-    timings.push_back(Stage("quiesce", start, clock_->Now() - start));
-    fail(q, "quiesce");
+  absl::Status quiesced;
+  const bool recorded = WhileDoing(programming, "", [&] { quiesced = Quiesce(touched, id); });
+  timings.push_back(Stage("quiesce", start, clock_->Now() - start));
+  if (!recorded) return;
+  if (!quiesced.ok()) {
+    fail(quiesced, "quiesce");
     return;
   }
-  timings.push_back(Stage("quiesce", start, clock_->Now() - start));
   Fault("quiesced");
 
   start = clock_->Now();
@@ -882,12 +886,13 @@ void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> adm
   }
   training.event_message =
       absl::StrCat("allocation ", id, " TRAINING: switch programmed and verified");
-  if (!Update(training, "fleetd").ok()) return;
-  Fault("training");
-
+  // Retraining starts as TRAINING is committed: a restart finds the switch programmed either
+  // way and retrains what is not up.
   start = clock_->Now();
-  const std::map<std::string, std::string> failed = Retrain(circuits);
+  std::map<std::string, std::string> failed;
+  const bool trained = WhileDoing(training, "training", [&] { failed = Retrain(circuits); });
   timings.push_back(Stage("retrain", start, clock_->Now() - start));
+  if (!trained) return;
   Fault("trained");
 
   store::AllocationUpdate done;
@@ -914,6 +919,18 @@ void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> adm
   count(reasons.empty() ? "ready" : "degraded");
   if (!reasons.empty()) ScheduleRetry(id);
   Fault("ready");
+}
+
+bool Engine::WhileDoing(const store::AllocationUpdate& update, const std::string& fault_point,
+                        const std::function<void()>& work) {
+  bool recorded = false;
+  std::thread commit([&] {
+    recorded = Update(update, "fleetd").ok();
+    if (recorded && !fault_point.empty()) Fault(fault_point);
+  });
+  work();
+  commit.join();
+  return recorded;
 }
 
 void Engine::ScheduleRetry(const std::string& id) {

@@ -240,6 +240,11 @@ class Engine {
   absl::Status Program(const std::vector<v1::Circuit>& removes,
                        const std::vector<v1::Circuit>& adds, absl::Duration* program_time,
                        absl::Duration* verify_time);
+  // Commits `update` (then passes `fault_point`, if any) on another thread while `work` runs
+  // on this one: a state change need not hold up agent I/O it does not order. False when the
+  // commit failed.
+  bool WhileDoing(const store::AllocationUpdate& update, const std::string& fault_point,
+                  const std::function<void()>& work);
   void RetrainDegraded(const std::string& id);
   void ScheduleRetry(const std::string& id);
   void Fault(const std::string& point);

@@ -55,6 +55,8 @@ class LightCheckingAgents : public agents::CommandSender {
       if (c.command.has_quiesce() && refuse_quiesce_) {
         result.set_code(static_cast<int>(absl::StatusCode::kFailedPrecondition));
         result.set_message("driver busy");
+      } else if (c.command.has_quiesce()) {
+        quiesced_.insert({c.command.quiesce().onic_serial(), c.command.quiesce().port()});
       } else if (c.command.has_read_port()) {
         // Up with whoever's light arrives, as a link that kept working reports.
         const uint32_t egress =
@@ -68,6 +70,7 @@ class LightCheckingAgents : public agents::CommandSender {
         }
       } else if (c.command.has_retrain()) {
         const v1::RetrainPort& r = c.command.retrain();
+        quiesced_.erase({r.onic_serial(), r.port()});
         const uint32_t egress = ports_[{r.onic_serial(), r.port()}].second;
         const uint32_t ingress =
             ports_[{r.expected_peer().onic_serial(), r.expected_peer().port()}].first;
@@ -98,10 +101,17 @@ class LightCheckingAgents : public agents::CommandSender {
     return owned;
   }
 
+  // As the registry: what the agent last said of the port in its current connection.
+  bool KnownQuiesced(const std::string& serial, uint32_t port) override {
+    absl::MutexLock lock(&mu_);
+    return !gone_.contains(serial) && quiesced_.contains({serial, port});
+  }
+
   void SetGone(const std::string& serial, bool gone) {
     absl::MutexLock lock(&mu_);
     if (gone) {
       gone_.insert(serial);
+      std::erase_if(quiesced_, [&](const auto& p) { return p.first == serial; });
     } else {
       gone_.erase(serial);
     }
@@ -129,6 +139,7 @@ class LightCheckingAgents : public agents::CommandSender {
   std::map<std::pair<std::string, int>, std::pair<uint32_t, uint32_t>> ports_;
   std::map<uint32_t, std::string> sender_;  // Ingress → the O-NIC port whose tx enters it.
   std::set<std::string> gone_ ABSL_GUARDED_BY(mu_);
+  std::set<std::pair<std::string, uint32_t>> quiesced_ ABSL_GUARDED_BY(mu_);
   bool refuse_quiesce_ ABSL_GUARDED_BY(mu_) = false;
   struct Back {
     std::string serial;
@@ -416,6 +427,28 @@ TEST_F(EngineTest, ReleaseRemovesTheCrossConnectsAndFreesThePorts) {
   EXPECT_THAT(engine_->ReleaseTopology(a.id(), Caller::FromPrincipal("job:team-a")).status(),
               IsOk());
   EXPECT_EQ(Request(Ring("team-b", kGpus)).state(), v1::ALLOCATION_STATE_READY);
+}
+
+TEST_F(EngineTest, PortsAReleaseLeftQuiescedAreNotQuiescedAgain) {
+  v1::Allocation a = Request(Ring("team-a", kGpus));
+  const int first = agents_->Count(v1::Command::kQuiesce);
+  EXPECT_EQ(first, 8);  // One port of each GPU.
+  ASSERT_THAT(engine_->ReleaseTopology(a.id(), Caller::FromPrincipal("job:team-a")).status(),
+              IsOk());
+  const int released = agents_->Count(v1::Command::kQuiesce);
+  EXPECT_EQ(released, 16);  // Out of service before their light goes.
+  // The same ports, still out of service: the next ring goes straight to the switch.
+  v1::Allocation b = Request(Ring("team-b", kGpus));
+  EXPECT_EQ(b.state(), v1::ALLOCATION_STATE_READY);
+  EXPECT_EQ(agents_->Count(v1::Command::kQuiesce), released);
+  // A port whose agent reconnected since is quiesced again: its state is unknown.
+  ASSERT_THAT(engine_->ReleaseTopology(b.id(), Caller::FromPrincipal("job:team-b")).status(),
+              IsOk());
+  agents_->SetGone("FLT-GPU1-N0", true);
+  agents_->SetGone("FLT-GPU1-N0", false);
+  const int before = agents_->Count(v1::Command::kQuiesce);
+  EXPECT_EQ(Request(Ring("team-b", kGpus)).state(), v1::ALLOCATION_STATE_READY);
+  EXPECT_EQ(agents_->Count(v1::Command::kQuiesce), before + 1);
 }
 
 TEST_F(EngineTest, ReleaseThatTheSwitchRefusesKeepsThePortsAndRetries) {

@@ -288,6 +288,34 @@ TEST(AgentTest, CommandsRoundTripAndARepeatedIdRunsOnce) {
   EXPECT_THAT(refused->message(), HasSubstr("wiring error"));
 }
 
+TEST(AgentTest, TheRegistryKnowsWhichPortsItsAgentsLeftQuiesced) {
+  Controller controller;
+  FakeBackend backend({"S1"});
+  auto agent = std::make_unique<RunningAgent>(controller.address(), "h1", &backend);
+  ASSERT_TRUE(
+      Eventually([&] { return controller.Agent("h1") && controller.Agent("h1")->connected(); }));
+  agents::AgentRegistry& registry = controller.registry();
+  EXPECT_FALSE(registry.KnownQuiesced("S1", 1));  // Registered DOWN.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  v1::Command quiesce;
+  quiesce.mutable_quiesce()->set_onic_serial("S1");
+  quiesce.mutable_quiesce()->set_port(1);
+  absl::StatusOr<v1::CommandResult> quiesced = registry.SendCommand("S1", quiesce, deadline);
+  ASSERT_TRUE(quiesced.ok()) << quiesced.status();
+  EXPECT_TRUE(registry.KnownQuiesced("S1", 1));
+  EXPECT_FALSE(registry.KnownQuiesced("S1", 2));
+  EXPECT_FALSE(registry.KnownQuiesced("S9", 1));
+  // Retrained, it is in service again.
+  ASSERT_TRUE(registry.SendCommand("S1", Retrain("S1", 1), deadline).ok());
+  EXPECT_FALSE(registry.KnownQuiesced("S1", 1));
+  ASSERT_TRUE(registry.SendCommand("S1", quiesce, deadline).ok());
+  EXPECT_TRUE(registry.KnownQuiesced("S1", 1));
+  // An agent that goes away takes what the registry knew with it.
+  agent.reset();
+  ASSERT_TRUE(Eventually([&] { return !controller.Agent("h1")->connected(); }));
+  EXPECT_FALSE(registry.KnownQuiesced("S1", 1));
+}
+
 TEST(AgentTest, PortsRunConcurrentlyAndOnePortInOrder) {
   Controller controller;
   FakeBackend backend({"S1"});
