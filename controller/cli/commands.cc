@@ -684,7 +684,7 @@ void NoFlags(FlagTable&, CommandLine&) {}
 // The subcommands of topology and link.
 const std::vector<std::string>& TopologySubcommands() {
   static const auto* words =
-      new std::vector<std::string>{"request", "phase", "release", "keepalive"};
+      new std::vector<std::string>{"request", "phase", "detach", "release", "keepalive"};
   return *words;
 }
 const std::vector<std::string>& AllocationSubcommands() {
@@ -794,8 +794,9 @@ const std::vector<Verb>& Verbs() {
        {}},
       {"topology",
        "fleetctl topology (request -f FILE [--dry-run] [--wait] [--lease DURATION] | phase ID "
-       "NAME [--wait] | release ID [--wait] | keepalive ID) [flags]",
-       "Request, switch the phase of, release or keep alive a topology",
+       "NAME [--wait] | detach ID DEVICE... [--dry-run] [--wait] | release ID [--wait] | "
+       "keepalive ID) [flags]",
+       "Request, switch the phase of, detach devices from, release or keep alive a topology",
        "Hold a topology for a job: an allocation of members and the circuits between them.\n\n"
        "  request -f FILE  Send a topology request file (see deploy/examples/). Prints the\n"
        "                   allocation as admitted: members, and each circuit with its\n"
@@ -809,15 +810,19 @@ const std::vector<Verb>& Verbs() {
        "                   that differ are reprogrammed. Prints the cross-connects removed\n"
        "                   and added; with --wait, a line per state change until it is\n"
        "                   ready on the new phase (exit 0, then the allocation).\n"
+       "  detach ID DEVICE...  Take pooled devices out of a virtual server (an attach\n"
+       "                   allocation): their circuits come off the switch, the host and the\n"
+       "                   other devices stay. Prints the cross-connects removed; with\n"
+       "                   --dry-run, only the plan; with --wait, until it is ready again.\n"
        "  release ID       Remove the allocation's circuits; prints its state. With --wait,\n"
        "                   until it is released.\n"
        "  keepalive ID     Renew the lease; prints when it now expires.\n\n"
        "With -o json or yaml, prints the response; the --wait lines then go to stderr.",
        [](FlagTable& f, CommandLine& l) {
          f.File("file,f", &l.topology.file, "request: the topology request file (YAML)");
-         f.Bool("dry-run", &l.topology.dry_run, "request: plan only; change nothing");
+         f.Bool("dry-run", &l.topology.dry_run, "request, detach: plan only; change nothing");
          f.Bool("wait", &l.topology.wait,
-                "request, phase, release: follow the allocation until it is ready "
+                "request, phase, detach, release: follow the allocation until it is ready "
                 "(released)");
          f.String("lease", &l.topology.lease,
                   "request: lease duration, e.g. 10m; 0 is the server's default");
@@ -827,7 +832,7 @@ const std::vector<Verb>& Verbs() {
          if (p.empty()) {
            return UsageError(*s.err, "topology",
                              "topology needs a subcommand: request -f FILE, phase ID NAME, "
-                             "release ID or keepalive ID");
+                             "detach ID DEVICE..., release ID or keepalive ID");
          }
          const std::vector<std::string>& subcommands = TopologySubcommands();
          const TopologyRequestArgs& args = l.topology;
@@ -847,9 +852,19 @@ const std::vector<Verb>& Verbs() {
                              absl::StrCat("unknown topology subcommand '", p[0],
                                           "'; subcommands: ", absl::StrJoin(subcommands, ", ")));
          }
+         if (p[0] == "detach") {
+           if (p.size() < 3 || !args.file.empty() || !args.lease.empty()) {
+             return UsageError(*s.err, "topology",
+                               absl::StrCat("topology detach needs an ID and one or more "
+                                            "DEVICEs (and no -f or --lease), got ",
+                                            Joined(p)));
+           }
+           return DetachDevices(s, p[1], {p.begin() + 2, p.end()}, args.dry_run, args.wait);
+         }
          if (!args.file.empty() || args.dry_run || !args.lease.empty()) {
            return UsageError(*s.err, "topology",
-                             "-f, --dry-run and --lease apply to topology request only");
+                             "-f and --lease apply to topology request only, --dry-run to "
+                             "request and detach");
          }
          if (p[0] == "phase") {
            if (p.size() != 3) {
@@ -866,7 +881,8 @@ const std::vector<Verb>& Verbs() {
          if (p[0] == "release") return ReleaseTopology(s, p[1], args.wait);
          if (args.wait) {
            return UsageError(*s.err, "topology",
-                             "--wait applies to topology request, phase and release only");
+                             "--wait applies to topology request, phase, detach and release "
+                             "only");
          }
          return KeepAlive(s, p[1]);
        },
@@ -1415,6 +1431,35 @@ int ActivatePhase(const Session& s, const std::string& id, const std::string& ph
   if (!wait) {
     if (s.format != OutputFormat::kTable) return PrintMessage(s, response);
     *s.out << AllocationStateLine(response.allocation()) << "\n";
+    return kExitOk;
+  }
+  return WaitUntilReady(s, deadline, response);
+}
+
+int DetachDevices(const Session& s, const std::string& id, const std::vector<std::string>& devices,
+                  bool dry_run, bool wait) {
+  const absl::Time deadline = absl::Now() + s.timeout;
+  v1::DetachDevicesRequest request;
+  request.set_id(id);
+  for (const std::string& d : devices) request.add_devices(d);
+  request.set_dry_run(dry_run);
+  v1::DetachDevicesResponse response;
+  grpc::Status status = s.Call([&](grpc::ClientContext* c) {
+    return s.server->topology->DetachDevices(c, request, &response);
+  });
+  if (!status.ok()) return s.Failed(status);
+  if (s.format == OutputFormat::kTable) {
+    *s.out << absl::StrCat(
+        dry_run ? "dry run: " : "", id, " detached ", absl::StrJoin(devices, ", "), ": ",
+        response.plan().remove_size(),
+        " cross-connects removed\nmembers: ", absl::StrJoin(response.plan().members(), ", "), "\n");
+    for (const v1::CrossConnect& xc : response.plan().remove()) {
+      *s.out << "  removed  " << CrossConnectText(xc) << "\n";
+    }
+  }
+  if (!wait || dry_run) {
+    if (s.format != OutputFormat::kTable) return PrintMessage(s, response);
+    if (!dry_run) *s.out << AllocationStateLine(response.allocation()) << "\n";
     return kExitOk;
   }
   return WaitUntilReady(s, deadline, response);

@@ -155,6 +155,12 @@ int KeepAlive(const Session& session, const std::string& id);
 int ActivatePhase(const Session& session, const std::string& id, const std::string& phase,
                   bool wait);
 
+// `topology detach ID DEVICE... [--dry-run] [--wait]`: takes pooled devices out of an attach
+// allocation and prints the cross-connects removed and the members left; with `wait`, each
+// state change until READY again (exit 0, then the allocation), FAILED, or the timeout.
+int DetachDevices(const Session& session, const std::string& id,
+                  const std::vector<std::string>& devices, bool dry_run, bool wait);
+
 // `allocation replace ID MEMBER [--spare DEVICE] [--dry-run] [--wait]`: substitutes a spare
 // for a failed member and prints the spare and the cross-connects removed and added; with
 // `wait`, each state change until READY (exit 0, then the allocation), FAILED or RELEASED, or

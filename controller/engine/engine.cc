@@ -504,16 +504,7 @@ absl::StatusOr<v1::RequestTopologyResponse> Engine::RequestTopology(
         }
       }
     }
-    ASSIGN_OR_RETURN(std::shared_ptr<const Fabric> fabric, CurrentFabric());
-    ASSIGN_OR_RETURN(std::vector<v1::Circuit> circuits, store_->ListCircuits({}));
-    std::vector<v1::Allocation> holders;  // Only id and tenant matter to the snapshot.
-    for (const auto& [holder, tenant] : tenants_) {
-      v1::Allocation& a = holders.emplace_back();
-      a.set_id(holder);
-      a.set_tenant(tenant);
-    }
-    const scheduler::FabricSnapshot snapshot =
-        scheduler::FabricSnapshot::Build(fabric->site, fabric->ports, circuits, holders);
+    ASSIGN_OR_RETURN(const scheduler::FabricSnapshot snapshot, Snapshot());
     ASSIGN_OR_RETURN(const std::vector<scheduler::PlannedPhase> phases,
                      PlanPhases(snapshot, request));
     const std::string initial =
@@ -566,6 +557,18 @@ absl::StatusOr<v1::RequestTopologyResponse> Engine::RequestTopology(
                                         response.allocation().stage_timings().end());
   Spawn(id, [this, id, admitted = std::move(admitted)] { Reconfigure(id, admitted); });
   return response;
+}
+
+absl::StatusOr<scheduler::FabricSnapshot> Engine::Snapshot() {
+  ASSIGN_OR_RETURN(std::shared_ptr<const Fabric> fabric, CurrentFabric());
+  ASSIGN_OR_RETURN(std::vector<v1::Circuit> circuits, store_->ListCircuits({}));
+  std::vector<v1::Allocation> holders;  // Only id and tenant matter to the snapshot.
+  for (const auto& [holder, tenant] : tenants_) {
+    v1::Allocation& a = holders.emplace_back();
+    a.set_id(holder);
+    a.set_tenant(tenant);
+  }
+  return scheduler::FabricSnapshot::Build(fabric->site, fabric->ports, circuits, holders);
 }
 
 // --- The transaction ---
@@ -968,7 +971,14 @@ void Engine::RunDueRetries() {
       if (a.ok() && a->state() == v1::ALLOCATION_STATE_DEGRADED) {
         RetrainDegraded(id);
       } else if (a.ok() && a->state() == v1::ALLOCATION_STATE_RELEASING) {
-        Release(id, "fleetd", v1::ALLOCATION_STATE_RELEASED, "");
+        v1::AllocationState state = v1::ALLOCATION_STATE_RELEASED;
+        std::string reason;
+        {
+          absl::MutexLock lock(&mu_);
+          state = retries_[id].release_state;
+          reason = retries_[id].release_reason;
+        }
+        Release(id, "fleetd", state, reason);
       } else {
         absl::MutexLock lock(&mu_);
         retries_.erase(id);
@@ -1054,6 +1064,36 @@ void Engine::RetrainDegraded(const std::string& id) {
 
 // --- Phases ---
 
+absl::Status Engine::PhaseUsable(const std::string& phase, const std::vector<v1::Circuit>& adds) {
+  ASSIGN_OR_RETURN(std::shared_ptr<const Fabric> fabric, CurrentFabric());
+  const scheduler::FabricSnapshot snapshot =
+      scheduler::FabricSnapshot::Build(fabric->site, fabric->ports, {}, {});
+  std::vector<std::string> problems;
+  for (const v1::Circuit& c : adds) {
+    for (const v1::OnicPortRef& end : {c.source(), c.destination()}) {
+      const scheduler::OnicPortState* port = snapshot.Port(end.onic(), end.port());
+      if (port != nullptr && !port->unusable.empty()) {
+        problems.push_back(
+            absl::StrCat("circuit ", c.id(), " (", LinkName(c), "): ", port->unusable));
+      }
+    }
+    for (size_t k = 0; k + 1 < static_cast<size_t>(c.cross_connects_size()); ++k) {
+      for (const scheduler::TrunkState* t :
+           snapshot.Trunks(c.cross_connects(k).switch_id(), c.cross_connects(k + 1).switch_id())) {
+        if (k < static_cast<size_t>(c.trunks_size()) && t->id == c.trunks(k) &&
+            !t->unusable.empty()) {
+          problems.push_back(
+              absl::StrCat("circuit ", c.id(), ": trunk ", t->id, ": ", t->unusable));
+        }
+      }
+    }
+  }
+  if (problems.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("phase ", phase, " cannot be activated: ", absl::StrJoin(problems, "; "),
+                   " (undrain or repair it, or replace the member)"));
+}
+
 absl::StatusOr<v1::ActivatePhaseResponse> Engine::ActivatePhase(
     const v1::ActivatePhaseRequest& request, const Caller& caller) {
   const std::string& id = request.id();
@@ -1102,6 +1142,12 @@ absl::StatusOr<v1::ActivatePhaseResponse> Engine::ActivatePhase(
     if (c.phase() == phase) target.push_back(c);
   }
   const scheduler::CircuitDiff diff = scheduler::DiffCircuits(current, target);
+  // The phase's ports are held, so capacity never refuses a phase switch; but a port or trunk
+  // drained or failed since admission gets no new light, as for any new circuit.
+  if (absl::Status usable = PhaseUsable(phase, diff.add); !usable.ok()) {
+    Unclaim(id);
+    return usable;
+  }
   std::set<std::string> added;
   for (const v1::Circuit& c : diff.add) added.insert(c.id());
   // Every port of a removed or added circuit is quiesced, so a kept circuit that shares one
@@ -1238,6 +1284,9 @@ void Engine::Release(const std::string& id, const std::string& principal,
       stuck.event_message = absl::StrCat("allocation ", id, ": ", *stuck.reason);
       (void)Update(stuck, principal);
       ScheduleRetry(id);
+      absl::MutexLock lock(&mu_);
+      retries_[id].release_state = final_state;
+      retries_[id].release_reason = final_reason;
       return;
     }
   }

@@ -57,6 +57,7 @@
 #include "controller/store/store.h"
 #include "fleet/v1/admin.pb.h"
 #include "fleet/v1/topology.pb.h"
+#include "scheduler/fabric_snapshot.h"
 
 namespace fleet::engine {
 
@@ -139,6 +140,18 @@ class Engine {
   // phase (naming the phases there are); ABORTED while another transaction of it runs.
   absl::StatusOr<v1::ActivatePhaseResponse> ActivatePhase(const v1::ActivatePhaseRequest& request,
                                                           const Caller& caller);
+  // Takes pooled devices out of an attach allocation (its tenant's or an operator's): under
+  // admission, every circuit touching one of them is deleted and the members updated (the host
+  // devices whose ports no circuit uses any more leave too), in one store transaction (the
+  // allocation PROGRAMMING); then in the background their ports are quiesced and the
+  // cross-connects come off the switch, and the allocation is READY again. Circuits of the
+  // other devices are not touched. A dry run returns the plan and changes nothing.
+  // INVALID_ARGUMENT for no devices, a device named twice, a device of the host, or detaching
+  // every pooled device (release the allocation instead); NOT_FOUND for a device that is not
+  // a member; FAILED_PRECONDITION for an allocation that is not an attach or not READY or
+  // DEGRADED; ABORTED while another transaction of it runs.
+  absl::StatusOr<v1::DetachDevicesResponse> DetachDevices(const v1::DetachDevicesRequest& request,
+                                                          const Caller& caller);
   // Checks that `caller` may watch allocation `id` or tenant `tenant`.
   absl::Status CheckWatch(const std::string& id, const std::string& tenant, const Caller& caller);
 
@@ -189,6 +202,10 @@ class Engine {
     // An agent connected while an attempt was running: the attempt may have missed it, so
     // the next one is at once, not after a longer backoff.
     bool agent_connected_during_attempt = false;
+    // For a release the switch refused: how it is to end once the removal succeeds (an
+    // eviction ends FAILED with its reason, a lease expiry says so).
+    v1::AllocationState release_state = v1::ALLOCATION_STATE_RELEASED;
+    std::string release_reason;
   };
   // Inventory as of one InventoryVersion: read once, shared by admissions and transactions
   // until an inventory or drain change commits.
@@ -240,6 +257,35 @@ class Engine {
   absl::Status Program(const std::vector<v1::Circuit>& removes,
                        const std::vector<v1::Circuit>& adds, absl::Duration* program_time,
                        absl::Duration* verify_time);
+  // What a member change (ReplaceMember, DetachDevices) stores and takes off the switch.
+  struct MemberChange {
+    store::CircuitReplacement replacement;  // Circuits removed and added, members after.
+    std::vector<v1::Circuit> removes;       // The active phase's circuits it deletes.
+  };
+  // The frame of a member change: claims allocation `id` (ABORTED, naming `seen`, while
+  // another change of it runs); under admission, FAILED_PRECONDITION unless it is READY or
+  // DEGRADED ("`what` only when ..."), then `plan` plans the change on the stored allocation;
+  // unless `dry_run`, the change is stored in one transaction (PROGRAMMING, `principal`'s) and
+  // ReconfigureMembers starts its switch work. `after`: the allocation as stored after it (as
+  // it was, for a dry run).
+  absl::Status ChangeMembers(
+      const std::string& id, v1::AllocationState seen, bool dry_run, const std::string& what,
+      const std::string& event, const std::string& principal,
+      const std::function<absl::Status(const v1::Allocation&, MemberChange&)>& plan,
+      v1::Allocation* after);
+  // Runs a member change's transaction (ReplaceMember, DetachDevices) in the background:
+  // `removes` (the active phase's circuits it deleted) come off the switch, the new circuits
+  // go on. If it fails, the circuits from before (`on_switch`) are taken off too; `what`
+  // names the change in events.
+  void ReconfigureMembers(const std::string& id, std::vector<v1::StageTiming> admitted,
+                          std::vector<v1::Circuit> removes, std::vector<v1::Circuit> on_switch,
+                          const std::string& what);
+  // The fabric as the planner sees it now: inventory, port states, every desired circuit and
+  // the live allocations' tenants.
+  absl::StatusOr<scheduler::FabricSnapshot> Snapshot() ABSL_EXCLUSIVE_LOCKS_REQUIRED(admit_mu_);
+  // FAILED_PRECONDITION naming each circuit of `adds` (a phase's circuits to put on the
+  // switch) whose O-NIC port or trunk is drained or failed now.
+  absl::Status PhaseUsable(const std::string& phase, const std::vector<v1::Circuit>& adds);
   // Commits `update` (then passes `fault_point`, if any) on another thread while `work` runs
   // on this one: a state change need not hold up agent I/O it does not order. False when the
   // commit failed.

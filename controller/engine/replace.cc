@@ -1,8 +1,10 @@
-// Member replacement: Engine::ReplaceMember (engine.h). Admission and the one-transaction
-// handover are here; the switch work is Reconfigure's, as for a phase switch.
+// Member changes: Engine::ReplaceMember and Engine::DetachDevices (engine.h). Admission and
+// the one-transaction handover are here; the switch work is Reconfigure's, as for a phase
+// switch.
 #include <google/protobuf/util/time_util.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -51,103 +53,195 @@ absl::StatusOr<v1::ReplaceMemberResponse> Engine::ReplaceMember(
   const std::string& id = request.allocation_id();
   if (request.member().empty()) return absl::InvalidArgumentError("member is empty");
   ASSIGN_OR_RETURN(v1::Allocation a, Authorized(id, caller));
+  v1::ReplaceMemberResponse response;
+  RETURN_IF_ERROR(ChangeMembers(
+      id, a.state(), request.dry_run(), "a member can be replaced", "replace", caller.principal,
+      [&](const v1::Allocation& stored, MemberChange& change) -> absl::Status {
+        ASSIGN_OR_RETURN(const scheduler::FabricSnapshot snapshot, Snapshot());
+        ASSIGN_OR_RETURN(
+            scheduler::Replacement plan,
+            scheduler::PlanReplacement(snapshot, stored, request.member(), request.spare()));
+        *response.mutable_plan() = plan.plan;
+        store::CircuitReplacement& r = change.replacement;
+        r.members = plan.members;
+        int next = NextCircuitNumber(stored);
+        size_t removed = 0, added = 0;
+        for (const scheduler::ReplacedPhase& phase : plan.phases) {
+          const bool active = phase.name == stored.active_phase();
+          for (const v1::Circuit& c : phase.diff.remove) {
+            r.remove.push_back(c.id());
+            if (active) change.removes.push_back(c);
+          }
+          for (v1::Circuit c : phase.diff.add) {
+            c.set_id(absl::StrCat(id, "-c", next++));
+            c.set_allocation_id(id);
+            c.set_state(active ? v1::CIRCUIT_STATE_PLANNED : v1::CIRCUIT_STATE_INACTIVE);
+            r.add.push_back(std::move(c));
+          }
+          if (active) {
+            removed = phase.diff.remove.size();
+            added = phase.diff.add.size();
+          }
+        }
+        r.event_message = absl::StrCat("allocation ", id, " replacing member ", request.member(),
+                                       " by ", plan.spare, ": ", removed, " circuits removed, ",
+                                       added, " added, the rest kept");
+        return absl::OkStatus();
+      },
+      response.mutable_allocation()));
+  return response;
+}
+
+absl::Status Engine::ChangeMembers(
+    const std::string& id, v1::AllocationState seen, bool dry_run, const std::string& what,
+    const std::string& event, const std::string& principal,
+    const std::function<absl::Status(const v1::Allocation&, MemberChange&)>& plan,
+    v1::Allocation* after) {
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) return absl::UnavailableError("fleetd is stopping");
   }
   if (!Claim(id)) {
     return absl::AbortedError(absl::StrCat("allocation ", id,
-                                           " is in the middle of another change (",
-                                           v1::Name(a.state()), "); retry once it is READY"));
+                                           " is in the middle of another change (", v1::Name(seen),
+                                           "); retry once it is READY"));
   }
-  v1::ReplaceMemberResponse response;
-  std::vector<v1::Circuit> removes;    // The active phase's circuits to take off the switch.
-  std::vector<v1::Circuit> on_switch;  // Every desired circuit before the replacement.
+  MemberChange change;
+  std::vector<v1::Circuit> on_switch;  // Every desired circuit before the change.
   std::vector<v1::StageTiming> admitted;
   absl::Status admitted_ok = [&]() -> absl::Status {
     absl::MutexLock admit(&admit_mu_);
     const absl::Time plan_start = clock_->Now();
-    ASSIGN_OR_RETURN(a, store_->GetAllocation(id));
-    if (a.state() != v1::ALLOCATION_STATE_READY && a.state() != v1::ALLOCATION_STATE_DEGRADED) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("allocation ", id, " is ", v1::Name(a.state()),
-                       "; a member can be replaced only when it is READY or DEGRADED"));
+    ASSIGN_OR_RETURN(v1::Allocation stored, store_->GetAllocation(id));
+    if (stored.state() != v1::ALLOCATION_STATE_READY &&
+        stored.state() != v1::ALLOCATION_STATE_DEGRADED) {
+      return absl::FailedPreconditionError(absl::StrCat("allocation ", id, " is ",
+                                                        v1::Name(stored.state()), "; ", what,
+                                                        " only when it is READY or DEGRADED"));
     }
-    ASSIGN_OR_RETURN(std::shared_ptr<const Fabric> fabric, CurrentFabric());
-    ASSIGN_OR_RETURN(std::vector<v1::Circuit> circuits, store_->ListCircuits({}));
-    std::vector<v1::Allocation> holders;
-    for (const auto& [holder, tenant] : tenants_) {
-      v1::Allocation& h = holders.emplace_back();
-      h.set_id(holder);
-      h.set_tenant(tenant);
-    }
-    const scheduler::FabricSnapshot snapshot =
-        scheduler::FabricSnapshot::Build(fabric->site, fabric->ports, circuits, holders);
-    ASSIGN_OR_RETURN(scheduler::Replacement plan,
-                     scheduler::PlanReplacement(snapshot, a, request.member(), request.spare()));
-    *response.mutable_plan() = plan.plan;
-    if (request.dry_run()) {
-      *response.mutable_allocation() = a;
+    RETURN_IF_ERROR(plan(stored, change));
+    if (dry_run) {
+      *after = std::move(stored);
       return absl::OkStatus();
     }
-    const absl::Time persist_start = clock_->Now();
-    store::CircuitReplacement r;
-    r.allocation_id = id;
-    r.members = plan.members;
-    r.state = v1::ALLOCATION_STATE_PROGRAMMING;
-    int next = NextCircuitNumber(a);
-    size_t removed = 0, added = 0;
-    for (const scheduler::ReplacedPhase& phase : plan.phases) {
-      const bool active = phase.name == a.active_phase();
-      for (const v1::Circuit& c : phase.diff.remove) {
-        r.remove.push_back(c.id());
-        if (active) removes.push_back(c);
-      }
-      for (v1::Circuit c : phase.diff.add) {
-        c.set_id(absl::StrCat(id, "-c", next++));
-        c.set_allocation_id(id);
-        c.set_state(active ? v1::CIRCUIT_STATE_PLANNED : v1::CIRCUIT_STATE_INACTIVE);
-        r.add.push_back(std::move(c));
-      }
-      if (active) {
-        removed = phase.diff.remove.size();
-        added = phase.diff.add.size();
-      }
-    }
-    r.event_message =
-        absl::StrCat("allocation ", id, " replacing member ", request.member(), " by ", plan.spare,
-                     ": ", removed, " circuits removed, ", added, " added, the rest kept");
-    for (const v1::Circuit& c : a.circuits()) {
+    for (const v1::Circuit& c : stored.circuits()) {
       if (c.state() != v1::CIRCUIT_STATE_INACTIVE) on_switch.push_back(c);
     }
-    ASSIGN_OR_RETURN(v1::Allocation after, store_->ReplaceCircuits(r, caller.principal));
+    const absl::Time persist_start = clock_->Now();
+    change.replacement.allocation_id = id;
+    change.replacement.state = v1::ALLOCATION_STATE_PROGRAMMING;
+    ASSIGN_OR_RETURN(*after, store_->ReplaceCircuits(change.replacement, principal));
     admitted = {Timing("plan", plan_start, persist_start - plan_start),
                 Timing("persist", persist_start, clock_->Now() - persist_start)};
-    *response.mutable_allocation() = std::move(after);
     return absl::OkStatus();
   }();
-  if (!admitted_ok.ok() || request.dry_run()) {
+  if (!admitted_ok.ok() || dry_run) {
     Unclaim(id);
-    if (!admitted_ok.ok()) return admitted_ok;
-    return response;
+    return admitted_ok;
   }
-  Spawn(id, [this, id, admitted = std::move(admitted), on_switch = std::move(on_switch),
+  ReconfigureMembers(id, std::move(admitted), std::move(change.removes), std::move(on_switch),
+                     event);
+  return absl::OkStatus();
+}
+
+void Engine::ReconfigureMembers(const std::string& id, std::vector<v1::StageTiming> admitted,
+                                std::vector<v1::Circuit> removes,
+                                std::vector<v1::Circuit> on_switch, const std::string& what) {
+  Spawn(id, [this, id, what, admitted = std::move(admitted), on_switch = std::move(on_switch),
              phase_switch = PhaseSwitch{"", std::move(removes)}]() mutable {
     Reconfigure(id, std::move(admitted), std::move(phase_switch));
-    // A replacement that failed before its batch stuck (quiesce refused, or the switch refused
-    // and was rolled back) leaves the circuits from before it on the switch while the
-    // allocation is FAILED and holds none: take them off, as a failed request leaves nothing.
+    // A change that failed before its batch stuck (quiesce refused, or the switch refused and
+    // was rolled back) leaves the circuits from before it on the switch while the allocation
+    // is FAILED and holds none: take them off, as a failed request leaves nothing.
     absl::StatusOr<v1::Allocation> ended = store_->GetAllocation(id);
     if (!ended.ok() || ended->state() != v1::ALLOCATION_STATE_FAILED) return;
     absl::Duration program_time, verify_time;
     if (absl::Status cleared = Program(on_switch, {}, &program_time, &verify_time); !cleared.ok()) {
-      Record("allocation.replace", "allocation", id, v1::EVENT_SEVERITY_WARNING, "fleetd",
-             absl::StrCat("allocation ", id,
-                          ": the circuits from before the failed replacement "
-                          "could not be taken off the switch (",
+      Record("allocation." + what, "allocation", id, v1::EVENT_SEVERITY_WARNING, "fleetd",
+             absl::StrCat("allocation ", id, ": the ", what,
+                          " failed and the circuits from before it could not be taken off the "
+                          "switch (",
                           cleared.message(), "); reconciliation reports them"));
     }
   });
+}
+
+absl::StatusOr<v1::DetachDevicesResponse> Engine::DetachDevices(
+    const v1::DetachDevicesRequest& request, const Caller& caller) {
+  const std::string& id = request.id();
+  if (request.devices().empty()) return absl::InvalidArgumentError("devices: none given");
+  const std::set<std::string> detached(request.devices().begin(), request.devices().end());
+  if (detached.size() != static_cast<size_t>(request.devices_size())) {
+    return absl::InvalidArgumentError("devices: a device is named twice");
+  }
+  ASSIGN_OR_RETURN(v1::Allocation a, Authorized(id, caller));
+  if (!a.request().topology().has_attach()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "allocation ", id, " is not an attach (a virtual server); only attached devices detach"));
+  }
+  v1::DetachDevicesResponse response;
+  RETURN_IF_ERROR(ChangeMembers(
+      id, a.state(), request.dry_run(), "devices can be detached", "detach", caller.principal,
+      [&](const v1::Allocation& stored, MemberChange& change) -> absl::Status {
+        ASSIGN_OR_RETURN(std::shared_ptr<const Fabric> fabric, CurrentFabric());
+        std::map<std::string, std::string> device_of;  // O-NIC → device.
+        std::map<std::string, std::string> host_of;    // Device → its host, "" when pooled.
+        for (const v1::Onic& o : fabric->site.onics()) device_of[o.id()] = o.device();
+        for (const v1::Device& d : fabric->site.devices()) host_of[d.id()] = d.host();
+        const std::set<std::string> members(stored.members().begin(), stored.members().end());
+        int pooled_left = 0;
+        for (const std::string& m : stored.members()) {
+          pooled_left += host_of[m].empty() && !detached.contains(m);
+        }
+        for (int i = 0; i < request.devices_size(); ++i) {
+          const std::string& d = request.devices(i);
+          if (!members.contains(d)) {
+            return absl::NotFoundError(absl::StrCat("devices[", i, "]: ", d,
+                                                    " is not a member of allocation ", id, " (",
+                                                    absl::StrJoin(stored.members(), ", "), ")"));
+          }
+          if (!host_of[d].empty()) {
+            return absl::InvalidArgumentError(
+                absl::StrCat("devices[", i, "]: ", d, " is a device of host ", host_of[d],
+                             ", not an attached one; release the allocation to take the "
+                             "virtual server apart"));
+          }
+        }
+        if (pooled_left == 0) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("detaching every attached device leaves no virtual server; release "
+                           "allocation ",
+                           id, " instead"));
+        }
+        store::CircuitReplacement& r = change.replacement;
+        std::set<std::string> still_used;  // Devices with a kept circuit.
+        std::set<std::pair<std::string, uint32_t>> freed;
+        v1::Plan& plan = *response.mutable_plan();
+        for (const v1::Circuit& c : stored.circuits()) {
+          if (detached.contains(device_of[c.source().onic()]) ||
+              detached.contains(device_of[c.destination().onic()])) {
+            r.remove.push_back(c.id());
+            change.removes.push_back(c);
+            for (const v1::CrossConnect& x : c.cross_connects()) *plan.add_remove() = x;
+            for (const v1::OnicPortRef& end : {c.source(), c.destination()}) {
+              if (freed.insert({end.onic(), end.port()}).second) *plan.add_ports_used() = end;
+            }
+            continue;
+          }
+          still_used.insert(device_of[c.source().onic()]);
+          still_used.insert(device_of[c.destination().onic()]);
+        }
+        for (const std::string& m : stored.members()) {
+          if (still_used.contains(m)) r.members.push_back(m);
+        }
+        *plan.mutable_members() = {r.members.begin(), r.members.end()};
+        r.event_kind = "allocation.detach";
+        r.event_message =
+            absl::StrCat("allocation ", id, " detaching ", absl::StrJoin(request.devices(), ", "),
+                         ": ", change.removes.size(), " circuits removed, the rest kept");
+        return absl::OkStatus();
+      },
+      response.mutable_allocation()));
   return response;
 }
 

@@ -301,6 +301,16 @@ grpc::Status TopologyServiceImpl::ActivatePhase(grpc::ServerContext* context,
       response);
 }
 
+grpc::Status TopologyServiceImpl::DetachDevices(grpc::ServerContext* context,
+                                                const v1::DetachDevicesRequest* request,
+                                                v1::DetachDevicesResponse* response) {
+  if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
+  if (engine_ == nullptr) return NoEngine();
+  return Assign(
+      engine_->DetachDevices(*request, engine::Caller::FromPrincipal(PrincipalOf(*context))),
+      response);
+}
+
 // --- AdminService ---
 
 grpc::Status AdminServiceImpl::Health(grpc::ServerContext*, const v1::HealthRequest*,

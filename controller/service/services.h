@@ -98,6 +98,8 @@ class TopologyServiceImpl final : public v1::TopologyService::Service {
                          v1::KeepAliveResponse*) override;
   grpc::Status ActivatePhase(grpc::ServerContext*, const v1::ActivatePhaseRequest*,
                              v1::ActivatePhaseResponse*) override;
+  grpc::Status DetachDevices(grpc::ServerContext*, const v1::DetachDevicesRequest*,
+                             v1::DetachDevicesResponse*) override;
 
  private:
   store::Store* store_;

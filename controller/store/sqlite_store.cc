@@ -573,12 +573,12 @@ class SqliteStore : public Store {
                         .Bind(3, Name(r.state.value_or(v1::ALLOCATION_STATE_UNSPECIFIED)))
                         .Bind(4, absl::ToUnixMicros(clock_->Now()))
                         .Run());
-    RETURN_IF_ERROR(AppendEventLocked(
-        "allocation.replace", "allocation", id, v1::EVENT_SEVERITY_INFO,
-        r.event_message.empty() ? absl::StrCat("allocation ", id, ": ", r.remove.size(),
-                                               " circuits replaced by ", r.add.size())
-                                : r.event_message,
-        principal));
+    RETURN_IF_ERROR(AppendEventLocked(r.event_kind, "allocation", id, v1::EVENT_SEVERITY_INFO,
+                                      r.event_message.empty()
+                                          ? absl::StrCat("allocation ", id, ": ", r.remove.size(),
+                                                         " circuits replaced by ", r.add.size())
+                                          : r.event_message,
+                                      principal));
     ASSIGN_OR_RETURN(std::vector<v1::Allocation> after, AllocationsLocked(id, {}));
     if (after.empty()) {
       return absl::InternalError(absl::StrCat("allocation ", id, " vanished while updated"));

@@ -101,6 +101,7 @@ struct CircuitReplacement {
   std::vector<v1::Circuit> add;      // New circuits with ids; ports checked as CreateAllocation's.
   std::vector<std::string> members;  // The allocation's members after, in order.
   std::optional<v1::AllocationState> state;
+  std::string event_kind = "allocation.replace";
   std::string event_message;
 };
 

@@ -1591,18 +1591,25 @@ TEST_F(FleetctlTopologyTest, KeepAlivePrintsTheNewExpiry) {
 TEST_F(FleetctlTopologyTest, SubcommandsAndTheirFlagsAreChecked) {
   EXPECT_EQ(Run({"topology"}), kExitUsage);
   EXPECT_THAT(err(), HasSubstr("topology needs a subcommand: request -f FILE, phase ID NAME, "
-                               "release ID or keepalive ID"));
+                               "detach ID DEVICE..., release ID or keepalive ID"));
   EXPECT_EQ(Run({"topology", "renew", "a1"}), kExitUsage);
   EXPECT_THAT(err(), HasSubstr("unknown topology subcommand 'renew'; subcommands: request, "
-                               "phase, release, keepalive"));
+                               "phase, detach, release, keepalive"));
+  EXPECT_EQ(Run({"topology", "detach", "a1"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("topology detach needs an ID and one or more DEVICEs (and no -f "
+                               "or --lease), got 'detach a1'"));
+  EXPECT_EQ(Run({"topology", "detach", "a1", "gpu1", "--lease", "5m"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("topology detach needs an ID and one or more DEVICEs"));
   EXPECT_EQ(Run({"topology", "request"}), kExitUsage);
   EXPECT_THAT(err(), HasSubstr("topology request needs -f FILE"));
   EXPECT_EQ(Run({"topology", "release"}), kExitUsage);
   EXPECT_THAT(err(), HasSubstr("topology release needs one ID, got 'release'"));
   EXPECT_EQ(Run({"topology", "release", "a1", "--lease", "5m"}), kExitUsage);
-  EXPECT_THAT(err(), HasSubstr("-f, --dry-run and --lease apply to topology request only"));
+  EXPECT_THAT(err(), HasSubstr("-f and --lease apply to topology request only, --dry-run to "
+                               "request and detach"));
   EXPECT_EQ(Run({"topology", "keepalive", "a1", "--wait"}), kExitUsage);
-  EXPECT_THAT(err(), HasSubstr("--wait applies to topology request, phase and release only"));
+  EXPECT_THAT(err(),
+              HasSubstr("--wait applies to topology request, phase, detach and release only"));
   EXPECT_EQ(topology_.versions("a1"), 1u);  // Nothing reached the server.
   EXPECT_TRUE(topology_.requests().empty());
 }

@@ -21,6 +21,7 @@ namespace {
 using store::testing_util::IsOk;
 using store::testing_util::StatusIs;
 using switches::CrossConnect;
+using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -472,6 +473,25 @@ TEST_F(EngineTest, ReleaseThatTheSwitchRefusesKeepsThePortsAndRetries) {
   engine_->RunDueRetries();
   engine_->WaitIdle();
   EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_RELEASED);
+  EXPECT_THAT(OnSwitch(), IsEmpty());
+}
+
+TEST_F(EngineTest, AnEvictionTheSwitchRefusesEndsFailedWithItsReasonOnRetry) {
+  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2"}));
+  sw_->SetUnreachable(absl::UnavailableError("link down"));
+  v1::DrainRequest drain;
+  drain.mutable_target()->set_onic("gpu2-n0");
+  drain.set_reason("dirty connector");
+  drain.set_evict(true);
+  ASSERT_THAT(engine_->Drain(drain, Caller::FromPrincipal("operator:t")).status(), IsOk());
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_RELEASING);
+  sw_->SetUnreachable(absl::OkStatus());
+  clock_.Advance(absl::Seconds(2));
+  engine_->RunDueRetries();
+  engine_->WaitIdle();
+  const v1::Allocation evicted = Get(a.id());
+  EXPECT_EQ(evicted.state(), v1::ALLOCATION_STATE_FAILED);
+  EXPECT_THAT(evicted.reason(), HasSubstr("O-NIC gpu2-n0 was drained: dirty connector"));
   EXPECT_THAT(OnSwitch(), IsEmpty());
 }
 
@@ -937,6 +957,50 @@ TEST_F(EngineTest, ActivatePhaseRefusalsNameTheProblem) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("initial_phase")));
 }
 
+TEST_F(EngineTest, APhaseWhoseNewCircuitsUseADrainedPortIsRefusedUntilUndrained) {
+  v1::Allocation a = Request(Phased("team-a"));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
+  // A tp circuit that dp does not have: switching to tp would light its ports anew.
+  std::set<std::string> dp_links;
+  for (const v1::Circuit& c : a.circuits()) {
+    if (c.phase() == "dp")
+      dp_links.insert(c.source().ShortDebugString() + c.destination().ShortDebugString());
+  }
+  const v1::Circuit* fresh = nullptr;
+  for (const v1::Circuit& c : a.circuits()) {
+    if (c.phase() == "tp" &&
+        !dp_links.contains(c.source().ShortDebugString() + c.destination().ShortDebugString())) {
+      fresh = &c;
+      break;
+    }
+  }
+  ASSERT_NE(fresh, nullptr);
+  const Caller op = Caller::FromPrincipal("operator:t");
+  v1::DrainRequest drain;
+  drain.mutable_target()->set_onic(fresh->source().onic());
+  drain.set_reason("dirty connector");
+  ASSERT_THAT(engine_->Drain(drain, op).status(), IsOk());
+  const int changes = sw_->changes();
+  v1::ActivatePhaseRequest r;
+  r.set_id(a.id());
+  r.set_phase("tp");
+  EXPECT_THAT(engine_->ActivatePhase(r, Caller::FromPrincipal("job:team-a")).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("phase tp cannot be activated: circuit " + fresh->id()),
+                             HasSubstr("onic " + fresh->source().onic() + " is drained"))));
+  // Nothing changed: still on dp, READY, the switch untouched; and it can switch once undrained.
+  EXPECT_EQ(sw_->changes(), changes);
+  EXPECT_EQ(Get(a.id()).active_phase(), "dp");
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
+  v1::UndrainRequest undrain;
+  undrain.mutable_target()->set_onic(fresh->source().onic());
+  ASSERT_THAT(engine_->Undrain(undrain, op), IsOk());
+  ASSERT_THAT(engine_->ActivatePhase(r, Caller::FromPrincipal("job:team-a")).status(), IsOk());
+  engine_->WaitIdle();
+  EXPECT_EQ(Get(a.id()).active_phase(), "tp");
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
+}
+
 TEST_F(EngineTest, PhaseSwitchTheSwitchRefusesGoesBackToTheOldPhaseAndHeals) {
   v1::Allocation a = Request(Phased("team-a"));
   ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
@@ -1087,6 +1151,94 @@ TEST_F(EngineTest, ReplaceMemberSwapsInASpareAndReprogramsOnlyItsCircuits) {
   for (const std::string& k : EventKinds(a.id())) story += k.substr(0, k.find(':')) + " ";
   EXPECT_THAT(story, HasSubstr("allocation.replace allocation.state allocation.state "
                                "allocation.state"));
+}
+
+// gpu1 and gpu2 attached to server1, one duplex link each.
+v1::RequestTopologyRequest Attach(const std::string& tenant) {
+  v1::RequestTopologyRequest r;
+  r.set_tenant(tenant);
+  r.set_name("virtual-server");
+  r.mutable_topology()->mutable_attach()->set_host("server1");
+  for (const char* gpu : {"gpu1", "gpu2"}) {
+    r.mutable_topology()->mutable_attach()->mutable_devices()->add_devices(gpu);
+  }
+  return r;
+}
+
+TEST_F(EngineTest, DetachTakesOneDeviceOffAVirtualServerAndLeavesTheRest) {
+  v1::Allocation a = Request(Attach("team-a"));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
+  ASSERT_THAT(a.circuits(), SizeIs(4));
+  std::vector<v1::Circuit> kept;
+  for (const v1::Circuit& c : a.circuits()) {
+    if (c.source().onic() != "gpu1-n0" && c.destination().onic() != "gpu1-n0") kept.push_back(c);
+  }
+  ASSERT_THAT(kept, SizeIs(2));
+  const int retrains = agents_->Count(v1::Command::kRetrain);
+  const Caller job = Caller::FromPrincipal("job:team-a");
+
+  v1::DetachDevicesRequest detach;
+  detach.set_id(a.id());
+  detach.add_devices("gpu1");
+  detach.set_dry_run(true);
+  absl::StatusOr<v1::DetachDevicesResponse> dry = engine_->DetachDevices(detach, job);
+  ASSERT_THAT(dry.status(), IsOk());
+  EXPECT_THAT(dry->plan().remove(), SizeIs(2));
+  EXPECT_THAT(dry->plan().ports_used(), SizeIs(2));  // gpu1's port and the host port it used.
+  EXPECT_THAT(dry->plan().members(), Not(Contains("gpu1")));
+  EXPECT_THAT(Get(a.id()).circuits(), SizeIs(4));  // The dry run changed nothing.
+
+  detach.set_dry_run(false);
+  ASSERT_THAT(engine_->DetachDevices(detach, job).status(), IsOk());
+  engine_->WaitIdle();
+  const v1::Allocation after = Get(a.id());
+  EXPECT_EQ(after.state(), v1::ALLOCATION_STATE_READY) << after.reason();
+  ASSERT_THAT(after.circuits(), SizeIs(2));
+  for (size_t i = 0; i < kept.size(); ++i) {
+    EXPECT_EQ(after.circuits(i).id(), kept[i].id());  // Kept as they were, not retrained.
+    EXPECT_EQ(after.circuits(i).state(), v1::CIRCUIT_STATE_ACTIVE);
+  }
+  EXPECT_EQ(agents_->Count(v1::Command::kRetrain), retrains);
+  EXPECT_THAT(after.members(), Not(Contains("gpu1")));
+  EXPECT_THAT(after.members(), Contains("gpu2"));
+  EXPECT_EQ(OnSwitch(), Wanted(after));
+  EXPECT_THAT(EventKinds(a.id()), Contains(HasSubstr("allocation.detach:")));
+  // gpu1 is free for another job.
+  EXPECT_EQ(Request(Link("team-b", "gpu1", "gpu3")).state(), v1::ALLOCATION_STATE_READY);
+}
+
+TEST_F(EngineTest, DetachRefusalsNameTheProblemAndChangeNothing) {
+  v1::Allocation a = Request(Attach("team-a"));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
+  v1::Allocation ring = Request(Ring("team-a", {"gpu5", "gpu6"}));
+  const Caller job = Caller::FromPrincipal("job:team-a");
+  auto detach = [&](const std::string& id, std::vector<std::string> devices, const Caller& caller) {
+    v1::DetachDevicesRequest r;
+    r.set_id(id);
+    for (const std::string& d : devices) r.add_devices(d);
+    return engine_->DetachDevices(r, caller).status();
+  };
+  EXPECT_THAT(detach(a.id(), {}, job),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("none given")));
+  EXPECT_THAT(detach(a.id(), {"gpu1", "gpu1"}, job),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("named twice")));
+  EXPECT_THAT(detach(a.id(), {"gpu7"}, job),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("devices[0]: gpu7 is not a member of allocation " + a.id())));
+  EXPECT_THAT(detach(a.id(), {"server1-cpu0"}, job),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("server1-cpu0 is a device of host server1")));
+  EXPECT_THAT(detach(a.id(), {"gpu1", "gpu2"}, job),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("release allocation " + a.id() + " instead")));
+  EXPECT_THAT(detach(ring.id(), {"gpu5"}, job),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("is not an attach")));
+  EXPECT_THAT(detach(a.id(), {"gpu1"}, Caller::FromPrincipal("job:team-b")),
+              StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
+  const v1::Allocation same = Get(a.id());
+  EXPECT_THAT(same.circuits(), SizeIs(4));
+  EXPECT_EQ(same.state(), v1::ALLOCATION_STATE_READY);
+  EXPECT_EQ(OnSwitch().size(), Wanted(same).size() + Wanted(ring).size());
 }
 
 TEST_F(EngineTest, ReplaceMemberRefusalsNameTheProblem) {

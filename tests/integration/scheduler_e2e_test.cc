@@ -171,12 +171,34 @@ TEST_F(SchedulerEndToEndTest, PhasedJobSwitchesFromDataToTensorParallel) {
   EXPECT_TRUE(OnSwitch().empty());
 }
 
-TEST_F(SchedulerEndToEndTest, AttachedGpusAreReady) {
+TEST_F(SchedulerEndToEndTest, AttachedGpusAreReadyAndOneDetaches) {
   v1::Allocation a = RequestReady(kExamples + "attach-gpus.yaml");
   ASSERT_FALSE(a.id().empty());
   // Four GPUs and a CPU of server1 among the members; a duplex circuit per GPU.
   EXPECT_EQ(a.circuits_size(), 8);
   EXPECT_EQ(OnSwitch(), Wanted(a));
+
+  // Detaching one GPU takes its two circuits off; the other three stay as they are.
+  const std::string gpu = a.members(0);
+  CommandResult detached = Fleetctl({"topology", "detach", a.id(), gpu, "--wait"});
+  ASSERT_EQ(detached.exit_code, 0) << detached.err;
+  EXPECT_THAT(detached.out,
+              HasSubstr(absl::StrCat(a.id(), " detached ", gpu, ": 2 cross-connects removed")));
+  EXPECT_THAT(detached.out, HasSubstr(absl::StrCat(a.id(), " ready")));
+  const v1::Allocation after = FleetctlJson<v1::Allocation>({"describe", "allocation", a.id()});
+  EXPECT_EQ(after.circuits_size(), 6);
+  EXPECT_THAT(after.members(), ::testing::Not(::testing::Contains(gpu)));
+  EXPECT_EQ(OnSwitch(), Wanted(after));
+  // Every attached GPU cannot go: that is a release.
+  std::vector<std::string> all = {"topology", "detach", a.id()};
+  for (const std::string& m : after.members()) {
+    if (m.rfind("gpu", 0) == 0) all.push_back(m);
+  }
+  CommandResult refused = Fleetctl(all);
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.err, HasSubstr("INVALID_ARGUMENT"));
+  EXPECT_THAT(refused.err, HasSubstr("release allocation"));
+  EXPECT_EQ(OnSwitch(), Wanted(after));
   Release(a.id());
 }
 

@@ -255,6 +255,23 @@ class ClientTest(FleetTestCase):
             self.assertEqual((directed[0].source.port, directed[0].destination.onic,
                               directed[0].destination.port), (1, "gpu6-n0", 2))
 
+    def test_an_attached_gpu_detaches_and_the_others_stay(self) -> None:
+        from fleet.v1 import topology_pb2
+        spec = topology_pb2.TopologySpec(attach=topology_pb2.AttachSpec(
+            host="server2", devices=topology_pb2.MemberSet(devices=["gpu7", "gpu8"])))
+        with self.client.topology(spec, lease=60) as topo:
+            a = topo.wait_ready(timeout=WAIT)
+            self.assertEqual(len(a.circuits), 4)
+            kept = sorted(c.id for c in a.circuits if "gpu8-n0" in (c.source.onic,
+                                                                       c.destination.onic))
+            after = topo.detach("gpu7", timeout=WAIT)
+            self.assertNotIn("gpu7", after.members)
+            self.assertIn("gpu8", after.members)
+            self.assertEqual(sorted(c.id for c in after.circuits), kept)
+            self.assertAllActive(after)
+            with self.assertRaises(self.fleet.InvalidArgument):
+                topo.detach("gpu8", timeout=WAIT)  # The last one: that is a release.
+
     def test_lease_is_kept_alive(self) -> None:
         # Two allocations with a 2 s lease: one renewed in the background, one not.
         kept = self.client.topology(ring=GPUS[:4], bidirectional=False, lease=2)

@@ -394,6 +394,35 @@ class Topology:
                            cross_connects_added=len(response.plan.add),
                            cross_connects_removed=len(response.plan.remove), allocation=a)
 
+    def detach(self, *devices: str, timeout: Optional[Seconds] = 60.0) -> topology_pb2.Allocation:
+        """Takes attached devices out of this virtual server (DetachDevices) and waits until it
+        is READY again without them; the other devices' circuits are not touched.
+
+        Returns:
+            the allocation, READY, without ``devices`` among its members.
+
+        Raises:
+            NotFound, InvalidArgument, FailedPrecondition: as fleetd says (not a member, a
+            device of the host, every attached device, not an attach allocation).
+            AllocationFailed, Degraded, Released, DeadlineExceeded: as :meth:`wait_ready`.
+        """
+        response = self.client.call(
+            "DetachDevices", topology_pb2.DetachDevicesRequest(id=self.id, devices=list(devices)),
+            tenant=self.tenant)
+        if response.HasField("allocation"):
+            self._seen(response.allocation)
+        gone = set(devices)
+
+        def ready_without(a: topology_pb2.Allocation) -> bool:
+            return (a.state == topology_pb2.ALLOCATION_STATE_READY
+                    and not gone.intersection(a.members))
+
+        a = response.allocation
+        if not ready_without(a):
+            a = self._watch(ready_without, _seconds(timeout),
+                            f"READY without {', '.join(devices)}")
+        return a
+
     def _watch(self, done: Callable[[topology_pb2.Allocation], bool], timeout: Optional[float],
                goal: str, *, raise_on_degraded: bool = False,
                stop_at_end: bool = True) -> topology_pb2.Allocation:
