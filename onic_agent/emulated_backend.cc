@@ -2,7 +2,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <memory>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "controller/base/log.h"
@@ -17,9 +21,9 @@ std::string Identity(const std::string& serial, uint32_t port) {
   return absl::StrCat(serial, "/", port);
 }
 
-// Reads and writes light over HTTP on pooled keep-alive connections: port workers retrain in
-// parallel, so each request takes a connection of its own from the pool, and the monitor's
-// reads every interval do not open a TCP connection (and an emulator thread) each.
+// Reads and writes light over HTTP on pooled keep-alive connections, so the monitor's reads
+// every interval do not open a TCP connection (and an emulator thread) each. Light reads of
+// ports retraining in parallel are gathered into shared requests (ReadLight).
 class HttpLightSimulator : public LightSimulator {
  public:
   explicit HttpLightSimulator(std::string address) : base_("http://" + std::move(address)) {}
@@ -29,20 +33,65 @@ class HttpLightSimulator : public LightSimulator {
     return Request("PUT", absl::StrCat("/sim/v1/signals/", ingress), body.dump()).status();
   }
 
+  // Reads that arrive together are gathered: while one request is out, the egresses asked
+  // for meanwhile wait and go as the next one (GET /sim/v1/light?egress=A,B,...), so ports
+  // that finish training together cost one or two round trips, not one each.
   absl::StatusOr<Light> ReadLight(uint32_t egress) override {
-    absl::StatusOr<std::string> reply = Request("GET", absl::StrCat("/sim/v1/light/", egress), "");
-    if (!reply.ok()) return reply.status();
-    nlohmann::json parsed = nlohmann::json::parse(*reply, nullptr, false);
-    if (!parsed.is_object()) {
-      return absl::InternalError(absl::StrCat("simulator answered light with '", *reply, "'"));
+    auto read = std::make_shared<PendingRead>();
+    read->egress = egress;
+    read_mu_.Lock();
+    waiting_.push_back(read);
+    while (!read->done) {
+      if (reading_) {
+        read_changed_.Wait(&read_mu_);
+        continue;
+      }
+      reading_ = true;  // This thread sends everything waiting now.
+      std::vector<std::shared_ptr<PendingRead>> batch;
+      batch.swap(waiting_);
+      read_mu_.Unlock();
+      Fetch(batch);
+      read_mu_.Lock();
+      for (const std::shared_ptr<PendingRead>& r : batch) r->done = true;
+      reading_ = false;
+      read_changed_.SignalAll();
     }
-    Light light;
-    if (parsed.contains("signal") && parsed["signal"].is_string()) light.signal = parsed["signal"];
-    light.power_dbm = parsed.value("power_dbm", kNoLight);
-    return light;
+    read_mu_.Unlock();
+    return read->light;
   }
 
  private:
+  struct PendingRead {
+    uint32_t egress = 0;
+    bool done = false;
+    absl::StatusOr<Light> light;
+  };
+
+  // One request for every read of `batch`; each gets its light, or the request's error.
+  void Fetch(const std::vector<std::shared_ptr<PendingRead>>& batch) {
+    std::vector<std::string> egresses;
+    for (const std::shared_ptr<PendingRead>& r : batch) egresses.push_back(absl::StrCat(r->egress));
+    auto fail = [&](const absl::Status& status) {
+      for (const std::shared_ptr<PendingRead>& r : batch) r->light = status;
+    };
+    absl::StatusOr<std::string> reply =
+        Request("GET", absl::StrCat("/sim/v1/light?egress=", absl::StrJoin(egresses, ",")), "");
+    if (!reply.ok()) return fail(reply.status());
+    nlohmann::json parsed = nlohmann::json::parse(*reply, nullptr, false);
+    if (!parsed.is_object() || !parsed["lights"].is_array() ||
+        parsed["lights"].size() != batch.size()) {
+      return fail(
+          absl::InternalError(absl::StrCat("simulator answered light with '", *reply, "'")));
+    }
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const nlohmann::json& entry = parsed["lights"][i];
+      Light light;
+      if (entry.contains("signal") && entry["signal"].is_string()) light.signal = entry["signal"];
+      light.power_dbm = entry.value("power_dbm", kNoLight);
+      batch[i]->light = std::move(light);
+    }
+  }
+
   // Idle connections kept: each holds one of the emulator's server threads while it waits, so
   // an agent keeps a few, not one per port.
   static constexpr size_t kIdleConnections = 4;
@@ -83,6 +132,10 @@ class HttpLightSimulator : public LightSimulator {
   const std::string base_;
   absl::Mutex mu_;
   std::vector<std::unique_ptr<polatis::HttpClient>> idle_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex read_mu_;
+  absl::CondVar read_changed_;
+  bool reading_ ABSL_GUARDED_BY(read_mu_) = false;  // A thread is sending a gathered read.
+  std::vector<std::shared_ptr<PendingRead>> waiting_ ABSL_GUARDED_BY(read_mu_);
 };
 
 }  // namespace

@@ -3,6 +3,11 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <thread>
+#include <tuple>
+#include <vector>
 
 #include "switch_adapters/polatis/polatis_switch.h"
 #include "tests/integration/subprocess.h"
@@ -24,6 +29,7 @@ class EmulatedBackendTest : public ::testing::Test {
     absl::StatusOr<std::string> tl1 = emu_->WaitForLine("tl1: ");
     absl::StatusOr<std::string> rest = emu_->WaitForLine("rest: ");
     ASSERT_TRUE(tl1.ok() && rest.ok());
+    rest_ = *rest;
     const size_t colon = tl1->rfind(':');
     switch_ = polatis::NewPolatisSwitch({"emu",
                                          polatis::Protocol::kTl1,
@@ -52,6 +58,7 @@ class EmulatedBackendTest : public ::testing::Test {
   absl::Time Deadline() { return absl::Now() + absl::Seconds(10); }
 
   std::unique_ptr<fleet::testing::Daemon> emu_;
+  std::string rest_;
   std::unique_ptr<switches::OpticalSwitch> switch_;
   std::unique_ptr<EmulatedBackend> backend_;
 };
@@ -67,6 +74,41 @@ TEST_F(EmulatedBackendTest, ACorrectCircuitTrains) {
   EXPECT_EQ(outcome.link.link_width(), 16u);
   // Reading it changes nothing and agrees.
   EXPECT_EQ(backend_->ReadPort("B", 1).link.status(), v1::LINK_STATUS_UP);
+}
+
+TEST_F(EmulatedBackendTest, PortsRetrainingTogetherShareTheirLightReads) {
+  // A's two ports to B's two ports and back: four receivers retrain at once, five times.
+  ASSERT_TRUE(switch_->Apply({{}, {{1, 11}, {2, 12}, {3, 9}, {4, 10}}}).status.ok());
+  auto sim_requests = [&] {
+    absl::StatusOr<std::string> counters = fleet::testing::HttpGet(rest_, "/sim/v1/counters");
+    EXPECT_TRUE(counters.ok()) << counters.status();
+    return nlohmann::json::parse(counters.value_or("{}")).value("sim_requests", -1);
+  };
+  const std::vector<std::tuple<std::string, uint32_t, std::string, uint32_t>> links = {
+      {"B", 1, "A", 1}, {"B", 2, "A", 2}, {"A", 1, "B", 1}, {"A", 2, "B", 2}};
+  constexpr int kRounds = 5;
+  const int before = sim_requests();
+  for (int round = 0; round < kRounds; ++round) {
+    std::vector<CommandOutcome> outcomes(links.size());
+    std::vector<std::thread> workers;
+    for (size_t i = 0; i < links.size(); ++i) {
+      workers.emplace_back([&, i] {
+        const auto& [serial, port, peer, peer_port] = links[i];
+        outcomes[i] = backend_->Retrain(serial, port, Peer(peer, peer_port), Deadline());
+      });
+    }
+    for (std::thread& t : workers) t.join();
+    for (size_t i = 0; i < links.size(); ++i) {
+      ASSERT_TRUE(outcomes[i].status.ok()) << i << ": " << outcomes[i].status;
+      EXPECT_EQ(outcomes[i].link.peer_seen(),
+                absl::StrCat(std::get<2>(links[i]), "/", std::get<3>(links[i])));
+    }
+  }
+  // Every receiver saw its own peer, and the 20 reads went out in fewer requests: reads that
+  // came while one was out went together in the next (the counters read is one more).
+  const int sent = sim_requests() - before - 1;
+  EXPECT_GE(sent, kRounds);
+  EXPECT_LT(sent, kRounds * static_cast<int>(links.size()));
 }
 
 TEST_F(EmulatedBackendTest, AMissingCircuitIsNoLight) {

@@ -159,6 +159,7 @@ HttpResponse RestApi::Handle(const HttpRequest& request) {
     }
   };
   if (absl::StartsWith(path, kSimPrefix)) {
+    model_->CountSimRequest();
     return guarded([&] { return Simulation(request, path.substr(kSimPrefix.size())); });
   }
   if (!absl::StartsWith(path, "/api/")) {
@@ -416,6 +417,10 @@ HttpResponse RestApi::Simulation(const HttpRequest& request, absl::string_view p
     if (method == "GET") return GetLight(PathNumber(parts[1], "port"), request.query);
     return not_allowed("GET");
   }
+  if (parts.size() == 1 && parts[0] == "light") {
+    if (method == "GET") return GetLights(request.query);
+    return not_allowed("GET");
+  }
   if (parts.size() == 1 && parts[0] == "trunks") {
     if (method == "GET") return GetTrunks();
     return not_allowed("GET");
@@ -520,11 +525,42 @@ HttpResponse RestApi::GetLight(int egress, absl::string_view query) {
               kJson);
 }
 
+HttpResponse RestApi::GetLights(absl::string_view query) {
+  absl::string_view list = query;
+  if (!absl::ConsumePrefix(&list, "egress=") || list.empty() || absl::StrContains(list, '&')) {
+    Refuse(400, "invalid-value",
+           absl::StrCat("query '", query, "' must be egress=E1,E2,... (and nothing else)"));
+  }
+  std::vector<int> egresses;
+  for (absl::string_view item : absl::StrSplit(list, ',')) {
+    int egress = 0;
+    if (!absl::SimpleAtoi(item, &egress)) {
+      Refuse(400, "invalid-value", absl::StrCat("egress '", item, "' is not a port number"));
+    }
+    egresses.push_back(egress);
+  }
+  if (egresses.size() > static_cast<size_t>(model_->size().ports())) {
+    Refuse(400, "invalid-value",
+           absl::StrCat(egresses.size(), " egresses asked for; the switch has ",
+                        model_->size().ports(), " ports"));
+  }
+  json lights = json::array();
+  for (int egress : egresses) {
+    absl::StatusOr<Light> light = model_->LightAt(egress);
+    if (!light.ok()) return Error(400, "invalid-value", light.status().message(), kJson);
+    lights.push_back({{"egress", egress},
+                      {"signal", light->signal ? json(*light->signal) : json(nullptr)},
+                      {"power_dbm", light->power_dbm}});
+  }
+  return Json(200, {{"lights", lights}}, kJson);
+}
+
 HttpResponse RestApi::GetCounters() {
   const Counters c = model_->counters();
   return Json(200,
               {{"tl1_commands", c.tl1_commands},
                {"rest_requests", c.rest_requests},
+               {"sim_requests", c.sim_requests},
                {"commands", c.commands},
                {"cross_connects_changed", c.cross_connects_changed},
                {"cross_connects", c.cross_connects},

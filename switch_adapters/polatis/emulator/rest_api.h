@@ -72,6 +72,8 @@ class RestApi {
   HttpResponse PutTrunk(int ingress, const nlohmann::ordered_json& body);
   HttpResponse GetTrunks();
   HttpResponse GetLight(int egress, absl::string_view query);
+  // Several egresses' light in one request (`egress=E1,E2,...`), in the order asked.
+  HttpResponse GetLights(absl::string_view query);
   HttpResponse GetCounters();
 
   // Answers after the cross-connects made settle (the switch answers after moving beams).

@@ -668,6 +668,11 @@ void SwitchModel::CountRestRequest() {
   ++counters_.commands;
 }
 
+void SwitchModel::CountSimRequest() {
+  absl::MutexLock lock(&mu_);
+  ++counters_.sim_requests;
+}
+
 void SwitchModel::SessionOpened() {
   absl::MutexLock lock(&mu_);
   ++counters_.sessions;

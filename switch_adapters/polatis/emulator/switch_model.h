@@ -143,7 +143,8 @@ struct Counters {
   int64_t commands = 0;  // tl1_commands + rest_requests
   int64_t cross_connects_changed = 0;
   int64_t cross_connects = 0;
-  int64_t sessions = 0;  // open TL1 connections
+  int64_t sessions = 0;      // open TL1 connections
+  int64_t sim_requests = 0;  // side-channel (/sim/v1) requests, not commands
 };
 
 struct FaultSettings {
@@ -236,6 +237,7 @@ class SwitchModel {
   // --- Counters.
   void CountTl1Command();
   void CountRestRequest();
+  void CountSimRequest();
   void SessionOpened();
   void SessionClosed();
   Counters counters() const;

@@ -105,6 +105,30 @@ TEST_F(SimTest, LightFollowsSettlingShuttersAndFaults) {
   EXPECT_EQ(json::parse(Request("GET", "/sim/v1/light/17").body)["signal"], nullptr);
 }
 
+TEST_F(SimTest, SeveralEgressesAreReadInOneRequestInTheOrderAsked) {
+  Start(absl::Milliseconds(50), &fake_clock_);
+  ASSERT_EQ(
+      Request("PUT", "/sim/v1/signals/1", R"({"name":"FLT-S1C0-N0/1","power_dbm":0.0})").status,
+      204);
+  ASSERT_EQ(Request("PUT", absl::StrCat(kCrossConnects, "/pair=1"),
+                    R"({"pair":[{"ingress":1,"egress":17}]})")
+                .status,
+            201);
+  fake_clock_.Advance(absl::Milliseconds(50));
+  EXPECT_EQ(Request("GET", "/sim/v1/light?egress=18,17").body,
+            R"({"lights":[{"egress":18,"signal":null,"power_dbm":-99.99},)"
+            R"({"egress":17,"signal":"FLT-S1C0-N0/1","power_dbm":-1.5}]})");
+  for (const char* bad : {"/sim/v1/light", "/sim/v1/light?egress=", "/sim/v1/light?egress=x",
+                          "/sim/v1/light?egress=17&hops=1", "/sim/v1/light?egress=3"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_EQ(Request("GET", bad).status, 400);
+  }
+  EXPECT_THAT(Request("GET", "/sim/v1/light?egress=x").body,
+              HasSubstr("egress 'x' is not a port number"));
+  EXPECT_THAT(Request("GET", "/sim/v1/light?egress=3").body,
+              HasSubstr("port 3 is not an egress port"));
+}
+
 TEST_F(SimTest, LightArrivesAfterTheSwitchTimeOnTheRealClock) {
   Start(absl::Milliseconds(30), &system_clock_);
   ASSERT_EQ(Request("PUT", "/sim/v1/signals/2", R"({"name":"sig","power_dbm":-1})").status, 204);
