@@ -347,9 +347,13 @@ absl::StatusOr<v1::RequestTopologyRequest> ParseTopologySpec(absl::string_view t
   try {
     if (!root.IsMap())
       return absl::InvalidArgumentError(absl::StrCat(file_name, ": must be a mapping"));
-    reader.CheckKeys(root, "", {"tenant", "name", "lease", "topology", "phases", "initial_phase"});
+    reader.CheckKeys(
+        root, "", {"tenant", "name", "request_id", "lease", "topology", "phases", "initial_phase"});
     if (const YAML::Node n = root["tenant"]) {
       if (auto v = reader.Text(n, "tenant")) request.set_tenant(*v);
+    }
+    if (const YAML::Node n = root["request_id"]) {
+      if (auto v = reader.Text(n, "request_id")) request.set_request_id(*v);
     }
     if (const YAML::Node n = root["name"]) {
       if (auto v = reader.Text(n, "name")) request.set_name(*v);

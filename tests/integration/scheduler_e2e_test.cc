@@ -46,6 +46,7 @@ class SchedulerEndToEndTest : public ::testing::Test {
     absl::StatusOr<std::string> rest = fleetd_->WaitForLine("rest: ");
     ASSERT_TRUE(rest.ok()) << rest.status();
     grpc_ = new std::string(*grpc);
+    rest_ = new std::string(*rest);
     const size_t colon = rest->rfind(':');
     switch_ = polatis::NewPolatisSwitch({"ocs1",
                                          polatis::Protocol::kRest,
@@ -137,6 +138,18 @@ class SchedulerEndToEndTest : public ::testing::Test {
 
   static inline std::string* state_ = nullptr;
   static inline std::string* grpc_ = nullptr;
+  static inline std::string* rest_ = nullptr;  // The emulator's REST port.
+
+  // Cross-connects the emulator has made or removed since it started.
+  static int64_t CrossConnectsChanged() {
+    absl::StatusOr<std::string> body = testing::HttpGet(*rest_, "/sim/v1/counters");
+    EXPECT_TRUE(body.ok()) << body.status();
+    const std::string text = body.value_or("");
+    const std::string key = "\"cross_connects_changed\":";
+    const size_t at = text.find(key);
+    EXPECT_NE(at, std::string::npos) << text;
+    return at == std::string::npos ? -1 : std::stoll(text.substr(at + key.size()));
+  }
   static inline Daemon* fleetd_ = nullptr;
   static inline switches::OpticalSwitch* switch_ = nullptr;
 };
@@ -280,6 +293,30 @@ TEST_F(SchedulerEndToEndTest, TwoByTwoTorusOfCpusIsReady) {
 // A ring of four named GPUs; gpu3 fails and `allocation replace` swaps in a spare: the
 // allocation is READY again with the spare as a member, exactly its circuits on the switch, and
 // the two circuits not touching gpu3 still there as they were.
+TEST_F(SchedulerEndToEndTest, ReplanningAnUnchangedRequestChangesNothing) {
+  // A request sent twice with the same request_id (a job's retry) is one allocation, and the
+  // switch is not touched the second time.
+  const std::string spec = WriteSpec("same-request",
+                                     "tenant: team-a\nrequest_id: step-42\ntopology:\n"
+                                     "  template:\n    kind: ring-bidirectional\n"
+                                     "    members: [gpu1, gpu2, gpu3, gpu4]\n");
+  const v1::Allocation a = RequestReady(spec);
+  ASSERT_FALSE(a.id().empty());
+  const int64_t changed = CrossConnectsChanged();
+  const v1::Allocation again = RequestReady(spec);
+  EXPECT_EQ(again.id(), a.id());
+  EXPECT_EQ(CrossConnectsChanged(), changed);
+  EXPECT_EQ(OnSwitch(), Wanted(a));
+  Release(a.id());
+
+  // Activating the phase that is already active changes nothing either.
+  const v1::Allocation phased = RequestReady(kExamples + "phased-dp-tp.yaml");
+  const int64_t before = CrossConnectsChanged();
+  PhaseReady(phased.id(), "dp");
+  EXPECT_EQ(CrossConnectsChanged(), before);
+  Release(phased.id());
+}
+
 TEST_F(SchedulerEndToEndTest, ReplacingARingMemberSwapsInASpareAndKeepsTheOtherCircuits) {
   v1::Allocation a = RequestReady(WriteSpec("replace-ring",
                                             "tenant: team-a\ntopology:\n  template:\n"
