@@ -55,7 +55,7 @@ absl::StatusOr<std::vector<std::string>> WholeMembers(const FabricSnapshot& snap
 class Planner {
  public:
   Planner(const FabricSnapshot& snapshot, std::string tenant, uint32_t max_switch_hops)
-      : snapshot_(snapshot), tenant_(std::move(tenant)), router_(snapshot, max_switch_hops) {}
+      : snapshot_(snapshot), tenant_(tenant), router_(snapshot, max_switch_hops, tenant) {}
 
   absl::StatusOr<v1::Plan> Plan(const v1::TopologySpec& spec) {
     switch (spec.form_case()) {

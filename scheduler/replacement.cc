@@ -177,13 +177,12 @@ absl::StatusOr<Replacement> PlanReplacement(const FabricSnapshot& snapshot,
     phase.name = name;
     std::vector<v1::Circuit> before;
     // The phase's kept circuits keep their trunks; the re-made ones may reuse the trunks of the
-    // circuits they replace, and the bound on switches crossed is the longest the allocation
-    // already has (so a replacement never fails a bound the request met).
-    uint32_t hops = kDefaultMaxSwitchHops;
-    for (const v1::Circuit& c : allocation.circuits()) {
-      hops = std::max<uint32_t>(hops, c.cross_connects_size());
+    // circuits they replace, within the bound on switches crossed the request gave the phase.
+    uint32_t hops = allocation.request().topology().max_switch_hops();
+    for (const v1::Phase& p : allocation.request().phases()) {
+      if (p.name() == name) hops = p.topology().max_switch_hops();
     }
-    TrunkRouter router(snapshot, hops, allocation.id());
+    TrunkRouter router(snapshot, hops, allocation.tenant(), allocation.id());
     for (const v1::Circuit& c : allocation.circuits()) {
       if (c.phase() != name || mapped.contains(KeyOf(c.source())) ||
           mapped.contains(KeyOf(c.destination()))) {

@@ -47,9 +47,8 @@ struct Replacement {
 // port of the failed member maps to the spare's port of the same index when that one is free,
 // else to the spare's next free port; a circuit touching the failed member is re-made with the
 // mapped port(s), routed as the planner routes (TrunkRouter: over trunks when its ends are on
-// different switches, reusing the trunks of the circuits it replaces, within as many switches
-// as the allocation's longest circuit crosses, and at least the default bound). Every other
-// circuit is kept as it is.
+// different switches, reusing the trunks of the circuits it replaces, within the
+// max_switch_hops the request gave the phase). Every other circuit is kept as it is.
 //
 // Errors, naming why:
 //   NOT_FOUND           the failed member is not a member of the allocation; an unknown spare

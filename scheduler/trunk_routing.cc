@@ -24,9 +24,10 @@ v1::CrossConnect MakeCrossConnect(const std::string& switch_id, uint32_t ingress
 }  // namespace
 
 TrunkRouter::TrunkRouter(const FabricSnapshot& snapshot, uint32_t max_switch_hops,
-                         std::string own_allocation)
+                         std::string tenant, std::string own_allocation)
     : snapshot_(snapshot),
       max_switch_hops_(max_switch_hops == 0 ? kDefaultMaxSwitchHops : max_switch_hops),
+      tenant_(std::move(tenant)),
       own_allocation_(std::move(own_allocation)) {}
 
 bool TrunkRouter::Free(const TrunkState& t) const { return WhyNotFree(t).empty(); }
@@ -34,8 +35,10 @@ bool TrunkRouter::Free(const TrunkState& t) const { return WhyNotFree(t).empty()
 std::string TrunkRouter::WhyNotFree(const TrunkState& t) const {
   if (!t.unusable.empty()) return t.unusable;
   if (taken_.contains(t.id)) return "used by this request";
-  if (!t.holder.empty() && t.holder != own_allocation_) return "in a circuit of " + t.holder;
-  return "";
+  if (t.holder.empty() || t.holder == own_allocation_) return "";
+  const std::string owner = snapshot_.TenantOf(t.holder);
+  if (!owner.empty() && owner != tenant_) return "in a circuit of another tenant";
+  return "in a circuit of " + t.holder;
 }
 
 template <typename Usable>

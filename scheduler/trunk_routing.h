@@ -37,9 +37,11 @@ struct Route {
 //                        any trunks crosses more switches than the bound allows
 //   RESOURCE_EXHAUSTED   a path within the bound exists, but a trunk group on it has no
 //                        free trunk; the message names the group and what holds its trunks
+//                        (the caller's own allocations by id, others' as "another tenant")
 class TrunkRouter {
  public:
-  TrunkRouter(const FabricSnapshot& snapshot, uint32_t max_switch_hops,
+  // `tenant`: who asks; a trunk another tenant's circuit holds is named only as that.
+  TrunkRouter(const FabricSnapshot& snapshot, uint32_t max_switch_hops, std::string tenant,
               std::string own_allocation = "");
 
   absl::StatusOr<Route> RouteCircuit(const v1::SwitchPortRef& ingress,
@@ -59,6 +61,7 @@ class TrunkRouter {
 
   const FabricSnapshot& snapshot_;
   const uint32_t max_switch_hops_;
+  const std::string tenant_;
   const std::string own_allocation_;
   std::set<std::string> taken_;
 };

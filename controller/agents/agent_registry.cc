@@ -26,6 +26,7 @@ AgentRegistry::AgentRegistry(AgentRegistryOptions options, store::Store* store)
       store_(store),
       metrics_(options.metrics != nullptr ? *options.metrics
                                           : metrics::ControllerMetrics::Discarded()),
+      run_(absl::StrCat("r", absl::ToUnixMicros(absl::Now()))),
       heartbeats_([this] { HeartbeatLoop(); }) {}
 
 AgentRegistry::~AgentRegistry() {
@@ -245,7 +246,9 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream) 
       const v1::LinkState& link = message.link_change();
       {
         absl::MutexLock lock(&mu_);
-        ReportLink(host, link);
+        // A replaced connection's last words say nothing about the port now.
+        auto current = current_.find(host);
+        if (current != current_.end() && current->second == session_id) ReportLink(host, link);
       }
       // Recorded outside the lock: it writes to the store.
       AppendEvent("agent.link_change", host,
@@ -268,9 +271,11 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream) 
         SetTime(absl::Now(), agents_[host].mutable_last_heartbeat());
         break;
       case v1::AgentMessage::kResult: {
-        if (message.result().has_link()) ReportLink(host, message.result().link());
         auto it = pending_.find(message.result().command_id());
         if (it != pending_.end() && it->second->host == host && !it->second->result) {
+          // Only the answer to a command of this run that is still waiting says anything
+          // about the port now.
+          if (message.result().has_link()) ReportLink(host, message.result().link());
           it->second->result = message.result();
           changed_.SignalAll();
         }
@@ -360,7 +365,12 @@ std::vector<absl::StatusOr<v1::CommandResult>> AgentRegistry::SendCommands(
                                                    serial, ") is not connected"));
       continue;
     }
-    if (command.id().empty()) command.set_id(absl::StrCat("c", next_command_++));
+    if (command.id().empty()) command.set_id(absl::StrCat(run_, "-c", next_command_++));
+    // A retrain puts the port back in service (or tries to): from now on it is not known
+    // to be quiesced, whatever its answer.
+    if (command.has_retrain()) {
+      link_status_.erase({command.retrain().onic_serial(), command.retrain().port()});
+    }
     SetTime(deadline, command.mutable_deadline());
     auto pending = std::make_shared<Pending>();
     pending->host = owner->second;
@@ -409,6 +419,9 @@ void AgentRegistry::SetListener(Listener listener) {
 void AgentRegistry::ReportLink(const std::string& host, const v1::LinkState& link) {
   if (link.onic_serial().empty() || link.port() == 0) return;
   metrics_.PortRxPower(host, link.onic_serial(), link.port(), link.rx_power_dbm());
+  // Only the O-NIC's owner speaks for its ports (two agents may claim one while it moves).
+  auto owner = owner_.find(link.onic_serial());
+  if (owner == owner_.end() || owner->second != host) return;
   link_status_[{link.onic_serial(), link.port()}] = link.status();
 }
 

@@ -156,6 +156,9 @@ class AgentRegistry : public CommandSender {
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_command_ ABSL_GUARDED_BY(mu_) = 1;
+  // Prefixes this run's command ids. Agents answer a repeated id from their cache without
+  // running it, so ids must not repeat across fleetd restarts.
+  const std::string run_;
   std::map<std::string, v1::Agent> agents_ ABSL_GUARDED_BY(mu_);   // By host.
   std::map<uint64_t, Session> sessions_ ABSL_GUARDED_BY(mu_);      // Open streams, by id.
   std::map<std::string, uint64_t> current_ ABSL_GUARDED_BY(mu_);   // Host → its session.

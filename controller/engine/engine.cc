@@ -1077,14 +1077,21 @@ absl::Status Engine::PhaseUsable(const std::string& phase, const std::vector<v1:
             absl::StrCat("circuit ", c.id(), " (", LinkName(c), "): ", port->unusable));
       }
     }
-    for (size_t k = 0; k + 1 < static_cast<size_t>(c.cross_connects_size()); ++k) {
-      for (const scheduler::TrunkState* t :
-           snapshot.Trunks(c.cross_connects(k).switch_id(), c.cross_connects(k + 1).switch_id())) {
-        if (k < static_cast<size_t>(c.trunks_size()) && t->id == c.trunks(k) &&
-            !t->unusable.empty()) {
-          problems.push_back(
-              absl::StrCat("circuit ", c.id(), ": trunk ", t->id, ": ", t->unusable));
-        }
+    for (int k = 0; k + 1 < c.cross_connects_size() && k < c.trunks_size(); ++k) {
+      const v1::CrossConnect& from = c.cross_connects(k);
+      const v1::CrossConnect& to = c.cross_connects(k + 1);
+      const scheduler::TrunkState* trunk = nullptr;
+      for (const scheduler::TrunkState* t : snapshot.Trunks(from.switch_id(), to.switch_id())) {
+        if (t->id == c.trunks(k)) trunk = t;
+      }
+      if (trunk == nullptr || trunk->from.port() != from.egress() ||
+          trunk->to.port() != to.ingress()) {
+        problems.push_back(absl::StrCat("circuit ", c.id(), ": trunk ", c.trunks(k),
+                                        " is no longer the fiber from ", from.switch_id(), "/",
+                                        from.egress(), " to ", to.switch_id(), "/", to.ingress()));
+      } else if (!trunk->unusable.empty()) {
+        problems.push_back(
+            absl::StrCat("circuit ", c.id(), ": trunk ", trunk->id, ": ", trunk->unusable));
       }
     }
   }

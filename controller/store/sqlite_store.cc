@@ -40,9 +40,10 @@ int64_t Micros(const google::protobuf::Timestamp& t) {
   return t.seconds() * 1'000'000 + t.nanos() / 1000;
 }
 
-// The first desired circuit whose cross-connects use trunk ?1's ports.
+// The first circuit, of any phase (an inactive phase's circuit will use the trunk when its
+// phase is activated), whose cross-connects use trunk ?1's ports.
 constexpr absl::string_view kTrunkCircuitSql =
-    "SELECT c.circuit_id FROM trunks t JOIN cross_connects c ON c.desired = 1 AND "
+    "SELECT c.circuit_id FROM trunks t JOIN cross_connects c ON "
     "((c.switch_id = t.from_switch AND c.egress = t.from_port) OR "
     "(c.switch_id = t.to_switch AND c.ingress = t.to_port)) WHERE t.id = ?1 LIMIT 1";
 

@@ -85,7 +85,24 @@ TEST(TopologySpecTest, UnknownKeyListsLeaseAmongTheKnownOnes) {
       ParseTopologySpec(absl::StrCat("leas: 10m\n", kRing), "ring.yaml");
   ASSERT_FALSE(request.ok());
   EXPECT_THAT(request.status().message(),
-              HasSubstr("ring.yaml:1: unknown key 'leas'; expected tenant, name, lease, topology"));
+              HasSubstr("ring.yaml:1: unknown key 'leas'; expected tenant, name, request_id, "
+                        "lease, topology"));
+}
+
+TEST(TopologySpecTest, ARequestIdAndAHopBoundAreRead) {
+  absl::StatusOr<v1::RequestTopologyRequest> request = ParseTopologySpec(
+      "tenant: a\nrequest_id: step-42\ntopology:\n  max_switch_hops: 1\n"
+      "  links:\n    - {a: gpu1, b: gpu2}\n",
+      "links.yaml");
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(request->request_id(), "step-42");
+  EXPECT_EQ(request->topology().max_switch_hops(), 1u);
+  EXPECT_TRUE(request->topology().has_links());
+  absl::StatusOr<v1::RequestTopologyRequest> bad = ParseTopologySpec(
+      "tenant: a\ntopology:\n  max_switch_hops: -1\n  links:\n    - {a: gpu1, b: gpu2}\n",
+      "links.yaml");
+  EXPECT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("topology.max_switch_hops"));
 }
 
 absl::StatusOr<v1::RequestTopologyRequest> Parse(absl::string_view text) {

@@ -391,6 +391,34 @@ TEST(AgentTest, ReconnectsAfterFleetdRestartsAndRegistersAgain) {
   EXPECT_EQ(result->code(), 0);
 }
 
+TEST(AgentTest, ARestartedFleetdsCommandsAreRunNotAnsweredFromTheLastRunsCache) {
+  auto controller = std::make_unique<Controller>();
+  const int port = controller->port();
+  FakeBackend backend({"S1"});
+  RunningAgent agent(controller->address(), "h1", &backend);
+  ASSERT_TRUE(
+      Eventually([&] { return controller->Agent("h1") && controller->Agent("h1")->connected(); }));
+  v1::Command quiesce;
+  quiesce.mutable_quiesce()->set_onic_serial("S1");
+  quiesce.mutable_quiesce()->set_port(1);
+  ASSERT_TRUE(
+      controller->registry().SendCommand("S1", quiesce, absl::Now() + absl::Seconds(10)).ok());
+  controller.reset();
+  controller = std::make_unique<Controller>(port);
+  ASSERT_NE(controller->port(), 0) << "could not listen on the same port again";
+  ASSERT_TRUE(Eventually([&] { return agent->registrations() == 2; }));
+  ASSERT_TRUE(
+      Eventually([&] { return controller->Agent("h1") && controller->Agent("h1")->connected(); }));
+  // The new run's first command has an id of its own: the agent runs the retrain rather than
+  // replaying the last run's first answer (the quiesce).
+  absl::StatusOr<v1::CommandResult> retrained =
+      controller->registry().SendCommand("S1", Retrain("S1", 1), absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(retrained.ok()) << retrained.status();
+  EXPECT_EQ(retrained->link().status(), v1::LINK_STATUS_UP);
+  EXPECT_THAT(backend.calls(), ::testing::ElementsAre("quiesce S1/1", "retrain S1/1"));
+  EXPECT_FALSE(controller->registry().KnownQuiesced("S1", 1));
+}
+
 TEST(AgentTest, AnAgentThatStopsHeartbeatingIsDropped) {
   Controller controller;
   // A raw client that registers and then says nothing more: like a hung agent.

@@ -457,8 +457,8 @@ TEST_F(PlannerTwoClusterTest, AFullTrunkGroupIsRefusedNamingTheGroupAndItsHolder
   EXPECT_THAT(std::string(plan.status().message()),
               HasSubstr("circuit a-gpu1-n0/1 -> b-gpu1-n0/1: its tx fiber enters switch ocs-a "
                         "and its rx fiber leaves switch ocs-b: trunk group ocs-a->ocs-b is full "
-                        "(16 trunks: 8 in a circuit of mine; 7 in a circuit of theirs; 1 switch "
-                        "port ocs-a/673 is drained)"));
+                        "(16 trunks: 7 in a circuit of another tenant; 8 in a circuit of mine; "
+                        "1 switch port ocs-a/673 is drained)"));
   // The other direction still has room.
   EXPECT_TRUE(PlanTopology(snapshot, {"a", Link(Device("b-gpu1"), Device("a-gpu1"), false)}).ok());
   // Sixteen circuits fill a free group; the seventeenth is refused.
