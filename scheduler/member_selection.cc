@@ -1,6 +1,7 @@
 #include "scheduler/member_selection.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -25,7 +26,7 @@ struct Candidate {
   bool healthy = true;
   std::optional<double> weakest_rx_dbm;  // Over its free ports that have a reading.
   int group_free = 0;                    // Wholly free candidates in its group.
-  bool away = false;                     // Not on the home switch: its circuits need trunks.
+  int away = 0;  // Switch hops to the home switch and back over trunks (0: on it).
 
   bool Fits(int need) const {
     return need == kWholeDevice ? free == ports && free > 0 : free >= need;
@@ -38,23 +39,47 @@ struct Candidate {
   }
 };
 
-// Devices for `count` on switch `on_switch`, or on any switch when `home` is given instead
-// (those elsewhere are `away`).
+// Trunk hops from `from` to every switch trunks reach, breadth first.
+std::map<std::string, int> TrunkHops(const FabricSnapshot& snapshot, const std::string& from) {
+  std::map<std::string, int> hops{{from, 0}};
+  std::vector<std::string> frontier{from};
+  while (!frontier.empty()) {
+    std::vector<std::string> next;
+    for (const std::string& at : frontier) {
+      for (const std::string& to : snapshot.TrunkNeighbours(at)) {
+        if (hops.emplace(to, hops[at] + 1).second) next.push_back(to);
+      }
+    }
+    frontier = std::move(next);
+  }
+  return hops;
+}
+
+// Devices for `count` on switch `on_switch`; or, when `home` is given instead, on any switch
+// trunks join to `home` both ways (`away` is the longer of the two ways, in trunk hops).
 std::vector<Candidate> Candidates(const FabricSnapshot& snapshot, const v1::DeviceCount& count,
                                   const std::string& on_switch, const std::string& home) {
+  std::map<std::string, int> away;  // Switch → hops there and back; absent when unreachable.
+  if (!home.empty()) {
+    for (const auto& [sw, there] : TrunkHops(snapshot, home)) {
+      const std::map<std::string, int> back = TrunkHops(snapshot, sw);
+      if (auto it = back.find(home); it != back.end()) away[sw] = std::max(there, it->second);
+    }
+  }
   std::vector<Candidate> out;
   std::map<std::string, int> group_free;
   for (const auto& [id, device] : snapshot.devices()) {
     if (device.kind() != count.kind() || device.admin_state() == v1::ADMIN_STATE_DRAINED) continue;
     std::vector<const OnicPortState*> ports = snapshot.DevicePorts(id);
     if (ports.empty()) continue;
-    if (home.empty() && ports.front()->tx.switch_id() != on_switch) continue;
+    const std::string& sw = ports.front()->tx.switch_id();
+    if (home.empty() ? sw != on_switch : !away.contains(sw)) continue;
     if (!count.cluster().empty() && ports.front()->cluster != count.cluster()) continue;
     Candidate c;
     c.id = id;
     c.group = !device.chassis().empty() ? device.chassis() : device.host();
     c.ports = ports.size();
-    c.away = !home.empty() && ports.front()->tx.switch_id() != home;
+    c.away = home.empty() ? 0 : away[sw];
     for (const OnicPortState* p : ports) {
       c.healthy = c.healthy && p->unusable.empty();
       if (!p->Free()) continue;
@@ -73,6 +98,7 @@ std::vector<Candidate> Candidates(const FabricSnapshot& snapshot, const v1::Devi
 struct Picks {
   std::vector<std::string> members;
   int stranded = 0;
+  int away = 0;  // Trunk hops of the picks from the home switch, summed.
 };
 
 // Picks on switch `on_switch`; or, with `home` given instead, on any switch, preferring home.
@@ -116,20 +142,27 @@ absl::StatusOr<Picks> PickOn(const FabricSnapshot& snapshot, const v1::MemberSet
       ++found;
       picks.members[position] = best->id;
       picks.stranded += best->Stranded(need[position]);
+      picks.away += best->away;
     }
     first += count.count();
   }
   return picks;
 }
 
-// The switch with the most free ports on devices of the kinds `members` counts; ties: id.
+// The switch with the most free ports on devices that `members` counts (of a kind, and in a
+// cluster when the count names one); ties: id.
 std::string BusiestSwitch(const FabricSnapshot& snapshot, const v1::MemberSet& members) {
   std::map<std::string, int> free;
   for (const auto& [id, device] : snapshot.devices()) {
+    const std::vector<const OnicPortState*> ports = snapshot.DevicePorts(id);
+    if (ports.empty() || device.admin_state() == v1::ADMIN_STATE_DRAINED) continue;
     bool counted = false;
-    for (const v1::DeviceCount& c : members.counts()) counted |= c.kind() == device.kind();
-    if (!counted || device.admin_state() == v1::ADMIN_STATE_DRAINED) continue;
-    for (const OnicPortState* p : snapshot.DevicePorts(id)) free[p->tx.switch_id()] += p->Free();
+    for (const v1::DeviceCount& c : members.counts()) {
+      counted |= c.kind() == device.kind() &&
+                 (c.cluster().empty() || c.cluster() == ports.front()->cluster);
+    }
+    if (!counted) continue;
+    for (const OnicPortState* p : ports) free[p->tx.switch_id()] += p->Free();
   }
   std::string best;
   for (const auto& [sw, n] : free) {
@@ -194,15 +227,30 @@ absl::StatusOr<std::vector<std::string>> PickMembers(const FabricSnapshot& snaps
     }
   }
   if (best) return best->members;
-  // No one switch has them: with trunks between switches, members may span them, as few as
-  // possible away from the home switch (the bound one, or the one with the most free ports of
-  // the kinds asked for).
+  // No one switch has them: with trunks between switches, members may span them, as few and
+  // as near as possible away from the home switch: the bound one, or else each switch is tried
+  // as home and the picks with the fewest trunk hops, then stranded ports, win (ties: the
+  // switch with the most free ports of the kinds asked for, then id).
   if (snapshot.HasTrunks() && !switches.empty()) {
-    const std::string home =
-        switches.size() == 1 ? switches.front() : BusiestSwitch(snapshot, members);
-    absl::StatusOr<Picks> spanning = PickOn(snapshot, members, need, "", home, field);
-    if (spanning.ok()) return spanning->members;
-    refusals.push_back(std::string(spanning.status().message()));
+    std::vector<std::string> homes = switches;
+    if (homes.size() > 1) {
+      const std::string busiest = BusiestSwitch(snapshot, members);
+      std::stable_partition(homes.begin(), homes.end(),
+                            [&](const std::string& sw) { return sw == busiest; });
+    }
+    std::optional<Picks> spanning;
+    std::string refusal;
+    for (const std::string& home : homes) {
+      absl::StatusOr<Picks> picks = PickOn(snapshot, members, need, "", home, field);
+      if (!picks.ok()) {
+        if (refusal.empty()) refusal = std::string(picks.status().message());
+      } else if (!spanning || std::tie(picks->away, picks->stranded) <
+                                  std::tie(spanning->away, spanning->stranded)) {
+        spanning = std::move(*picks);
+      }
+    }
+    if (spanning) return spanning->members;
+    refusals.push_back(refusal);
   }
   if (refusals.size() == 1) return absl::ResourceExhaustedError(refusals.front());
   return absl::ResourceExhaustedError(

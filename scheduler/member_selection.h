@@ -25,10 +25,11 @@ int MemberCount(const v1::MemberSet& members);
 // in a desired circuit. `on_switch` binds the picks to one switch; when empty, the switch of
 // the first named device binds them, and with no named device every switch is tried and the
 // one leaving the fewest stranded ports wins (ties: switch id). Only when no one switch has the
-// devices, and the site has trunks, do the picks span switches: every switch's devices are then
-// candidates, those away from the home switch (the bound one, or else the one with the most
-// free ports on devices of the kinds counted) ranked after the home switch's (after health,
-// before stranded ports below), so as few circuits as possible use trunks.
+// devices, and the site has trunks, do the picks span switches: the devices of every switch
+// trunks join to the home switch both ways (the bound one, or else the one with the most free
+// ports on devices of the kinds and clusters counted) are then candidates, ranked by how many
+// trunk hops away they are (after health, before stranded ports below), so as few circuits as
+// possible use trunks, and those as short as possible.
 //
 // A counted member is a device of the count's kind (and cluster, when given: the cluster of
 // the switch its fibers reach) that is not drained, not named and not already picked, on the

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -517,6 +518,32 @@ TEST_F(PlannerTwoClusterTest, CountsStayOnOneSwitchAndSpanTwoOnlyWhenOneIsShort)
   gpus->set_count(17);
   EXPECT_THAT(std::string(PlanTopology(snapshot, {"a", ring}).status().message()),
               HasSubstr("17 gpu devices wanted on any switch, but only 16 there have"));
+}
+
+TEST(PlannerTrunkPathTest, CountsSpanOnlySwitchesTrunksJoin) {
+  // x and y are joined both ways; z has the most GPUs but no trunk.
+  v1::Inventory site = SyntheticSite({{"x", 0, 3, 0, 0}, {"y", 0, 3, 0, 0}, {"z", 0, 4, 0, 0}});
+  AddTrunks(site, "xocs", "yocs", 4);
+  AddTrunks(site, "yocs", "xocs", 4);
+  const FabricSnapshot snapshot = FabricSnapshot::Build(site, AllPorts(site), {}, {});
+  v1::TopologySpec ring;
+  ring.mutable_template_()->set_kind(v1::TEMPLATE_KIND_RING_UNIDIRECTIONAL);
+  v1::DeviceCount* gpus = ring.mutable_template_()->mutable_members()->add_counts();
+  gpus->set_kind(v1::DEVICE_KIND_GPU);
+  gpus->set_count(4);
+  absl::StatusOr<v1::Plan> four = PlanTopology(snapshot, {"a", ring});
+  ASSERT_TRUE(four.ok()) << four.status();
+  for (const std::string& m : four->members()) EXPECT_EQ(m[0], 'z') << m;  // One switch.
+  gpus->set_count(5);
+  absl::StatusOr<v1::Plan> five = PlanTopology(snapshot, {"a", ring});
+  ASSERT_TRUE(five.ok()) << five.status();
+  ExpectLegal(*five, snapshot);
+  std::map<char, int> per_switch;
+  for (const std::string& m : five->members()) ++per_switch[m[0]];
+  EXPECT_EQ(per_switch, (std::map<char, int>{{'x', 3}, {'y', 2}}));
+  gpus->set_count(7);
+  EXPECT_EQ(PlanTopology(snapshot, {"a", ring}).status().code(),
+            absl::StatusCode::kResourceExhausted);
 }
 
 TEST(PlannerTrunkPathTest, PathsOfSeveralSwitchesNeedTheBoundRaised) {
