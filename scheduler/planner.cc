@@ -230,20 +230,33 @@ class Planner {
   }
 
   absl::Status Circuit(const OnicPortState& src, const OnicPortState& dst) {
-    ASSIGN_OR_RETURN(Route route, router_.RouteCircuit(src.tx, dst.rx,
-                                                       absl::StrCat("circuit ", PortName(src),
-                                                                    " -> ", PortName(dst))));
     v1::Circuit* c = plan_.add_circuits();
     c->mutable_source()->set_onic(src.onic);
     c->mutable_source()->set_port(src.port);
     c->mutable_destination()->set_onic(dst.onic);
     c->mutable_destination()->set_port(dst.port);
     c->set_state(v1::CIRCUIT_STATE_PLANNED);
-    for (v1::CrossConnect& x : route.cross_connects) {
+    // Most circuits stay on one switch: one cross-connect, made here without the router, so a
+    // full-switch plan stays within its time budget.
+    if (src.tx.switch_id() == dst.rx.switch_id()) {
+      v1::CrossConnect* x = c->add_cross_connects();
+      x->set_switch_id(src.tx.switch_id());
+      x->set_ingress(src.tx.port());
+      x->set_egress(dst.rx.port());
+      *plan_.add_add() = *x;
+      return absl::OkStatus();
+    }
+    absl::StatusOr<Route> route = router_.RouteCircuit(
+        src.tx, dst.rx, absl::StrCat("circuit ", PortName(src), " -> ", PortName(dst)));
+    if (!route.ok()) {
+      plan_.mutable_circuits()->RemoveLast();
+      return route.status();
+    }
+    for (v1::CrossConnect& x : route->cross_connects) {
       *plan_.add_add() = x;
       *c->add_cross_connects() = std::move(x);
     }
-    for (std::string& trunk : route.trunks) c->add_trunks(std::move(trunk));
+    for (std::string& trunk : route->trunks) c->add_trunks(std::move(trunk));
     return absl::OkStatus();
   }
 

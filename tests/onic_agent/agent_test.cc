@@ -54,7 +54,10 @@ class FakeBackend : public OnicBackend {
     absl::Notification* gate = nullptr;
     {
       absl::MutexLock lock(&mu_);
-      if (auto it = gates_.find(port); it != gates_.end()) gate = it->second;
+      if (auto it = gates_.find(port); it != gates_.end()) {
+        gate = it->second;
+        ++held_;
+      }
     }
     if (gate != nullptr) gate->WaitForNotificationWithDeadline(deadline);
     Record(absl::StrCat("retrain ", serial, "/", port));
@@ -87,6 +90,12 @@ class FakeBackend : public OnicBackend {
     status_[{serial, port}] = status;
   }
 
+  // How many retrains have reached a gate set by HoldRetrainsOn.
+  int held() {
+    absl::MutexLock lock(&mu_);
+    return held_;
+  }
+
  private:
   v1::LinkState State(const std::string& serial, uint32_t port) {
     absl::MutexLock lock(&mu_);
@@ -107,6 +116,7 @@ class FakeBackend : public OnicBackend {
   std::map<std::pair<std::string, uint32_t>, v1::LinkStatus> status_ ABSL_GUARDED_BY(mu_);
   std::map<uint32_t, absl::Notification*> gates_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> calls_ ABSL_GUARDED_BY(mu_);
+  int held_ ABSL_GUARDED_BY(mu_) = 0;  // Retrains that reached a gate.
 };
 
 using testing::Eventually;
@@ -328,7 +338,8 @@ TEST(AgentTest, PortsRunConcurrentlyAndOnePortInOrder) {
   std::thread held([&] {
     EXPECT_TRUE(controller.registry().SendCommand("S1", Retrain("S1", 1, "r1"), deadline).ok());
   });
-  ASSERT_TRUE(Eventually([&] { return agent->commands_run() == 0; }));
+  // The retrain of port 1 is in the backend, held, before anything else is sent.
+  ASSERT_TRUE(Eventually([&] { return backend.held() == 1; }));
   // Port 2 is served while port 1 is held.
   absl::StatusOr<v1::CommandResult> other =
       controller.registry().SendCommand("S1", Retrain("S1", 2, "r2"), deadline);
