@@ -212,7 +212,7 @@ absl::Status Engine::Start() {
       degraded.ok()) {
     absl::MutexLock lock(&mu_);
     for (const v1::Allocation& a : *degraded) {
-      retries_[a.id()] = Retry{clock_->Now(), options_.retry_initial};
+      retries_[a.id()] = Retry{.due = clock_->Now(), .backoff = options_.retry_initial};
     }
   }
   absl::MutexLock lock(&mu_);
@@ -402,6 +402,7 @@ absl::StatusOr<std::shared_ptr<const Engine::Fabric>> Engine::CurrentFabric() {
   ASSIGN_OR_RETURN(fabric->site, store_->LoadInventory());
   ASSIGN_OR_RETURN(fabric->ports, store_->ListPorts(""));
   for (const v1::Onic& o : fabric->site.onics()) fabric->serials[o.id()] = o.serial();
+  fabric->usability = scheduler::FabricSnapshot::Build(fabric->site, fabric->ports, {}, {});
   absl::MutexLock lock(&mu_);
   fabric_ = fabric;
   return fabric_;
@@ -938,7 +939,7 @@ bool Engine::WhileDoing(const store::AllocationUpdate& update, const std::string
 
 void Engine::ScheduleRetry(const std::string& id) {
   absl::MutexLock lock(&mu_);
-  auto [it, fresh] = retries_.try_emplace(id, Retry{{}, options_.retry_initial});
+  auto [it, fresh] = retries_.try_emplace(id, Retry{.due = {}, .backoff = options_.retry_initial});
   Retry& retry = it->second;
   if (retry.agent_connected_during_attempt) {
     retry.agent_connected_during_attempt = false;
@@ -1029,7 +1030,8 @@ void Engine::AgentGone(const std::string& host, const std::vector<std::string>& 
     Unclaim(a.id());
     if (!updated) continue;
     absl::MutexLock lock(&mu_);
-    retries_[a.id()] = Retry{clock_->Now() + options_.retry_initial, options_.retry_initial};
+    retries_[a.id()] =
+        Retry{.due = clock_->Now() + options_.retry_initial, .backoff = options_.retry_initial};
   }
 }
 
@@ -1066,8 +1068,7 @@ void Engine::RetrainDegraded(const std::string& id) {
 
 absl::Status Engine::PhaseUsable(const std::string& phase, const std::vector<v1::Circuit>& adds) {
   ASSIGN_OR_RETURN(std::shared_ptr<const Fabric> fabric, CurrentFabric());
-  const scheduler::FabricSnapshot snapshot =
-      scheduler::FabricSnapshot::Build(fabric->site, fabric->ports, {}, {});
+  const scheduler::FabricSnapshot& snapshot = fabric->usability;
   std::vector<std::string> problems;
   for (const v1::Circuit& c : adds) {
     for (const v1::OnicPortRef& end : {c.source(), c.destination()}) {

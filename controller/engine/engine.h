@@ -205,7 +205,7 @@ class Engine {
     // For a release the switch refused: how it is to end once the removal succeeds (an
     // eviction ends FAILED with its reason, a lease expiry says so).
     v1::AllocationState release_state = v1::ALLOCATION_STATE_RELEASED;
-    std::string release_reason;
+    std::string release_reason = {};
   };
   // Inventory as of one InventoryVersion: read once, shared by admissions and transactions
   // until an inventory or drain change commits.
@@ -214,6 +214,8 @@ class Engine {
     v1::Inventory site;
     std::vector<v1::SwitchPort> ports;
     std::map<std::string, std::string> serials;  // O-NIC id → serial.
+    // Ports and trunks as planning sees them, without circuits: which may take new light.
+    scheduler::FabricSnapshot usability;
   };
   absl::StatusOr<std::shared_ptr<const Fabric>> CurrentFabric();
   // The serial of O-NIC `onic`, from the cached inventory.

@@ -159,7 +159,7 @@ absl::StatusOr<v1::ReconcileResponse> Engine::ReconcileSwitches(
     u.event_message = absl::StrCat("allocation ", id, " DEGRADED: ", *u.reason);
     if (!Update(u, principal).ok()) continue;
     absl::MutexLock lock(&mu_);
-    retries_[id] = Retry{clock_->Now(), options_.retry_initial};
+    retries_[id] = Retry{.due = clock_->Now(), .backoff = options_.retry_initial};
   }
   response.set_resumed_transactions(static_cast<uint32_t>(interrupted.size()));
   Resume(interrupted);

@@ -1,7 +1,7 @@
 // The fleet.v1 gRPC services as fleetd serves them. Each converts absl::Status to
 // grpc::Status in one place (ToGrpcStatus) and records the caller's principal (metadata
-// `x-fleet-principal`) with every change. RPCs whose behaviour arrives with later parts of
-// the product are not overridden, so gRPC answers them UNIMPLEMENTED.
+// `x-fleet-principal`) with every change. Every RPC of fleet.v1 is served; a fleetd built
+// without an agent registry (some tests) answers the agent RPCs UNIMPLEMENTED.
 #ifndef FLEET_CONTROLLER_SERVICE_SERVICES_H_
 #define FLEET_CONTROLLER_SERVICE_SERVICES_H_
 

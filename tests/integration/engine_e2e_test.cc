@@ -173,18 +173,9 @@ class EngineEndToEndTest : public ::testing::TestWithParam<std::string> {
 
   // The emulator's counter of cross-connects made or removed.
   int64_t SwitchChanges() {
-    absl::StatusOr<std::string> body =
-        testing::HttpGet(demo_->switches().front().rest, "/sim/v1/counters");
-    EXPECT_TRUE(body.ok()) << body.status();
-    const std::string key = "\"cross_connects_changed\":";
-    const size_t at = body.value_or("").find(key);
-    int64_t n = -1;
-    if (at != std::string::npos) {
-      const std::string rest = body->substr(at + key.size());
-      (void)absl::SimpleAtoi(rest.substr(0, rest.find_first_of(",}")), &n);
-    }
-    return n;
+    return testing::EmulatorCounter(demo_->switches().front().rest, "cross_connects_changed");
   }
+
   void Fault(const std::string& method, const std::string& path, const std::string& body = "") {
     absl::StatusOr<testing::HttpReply> reply =
         testing::HttpRequest(demo_->switches().front().rest, method, path, body);

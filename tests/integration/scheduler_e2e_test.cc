@@ -3,11 +3,9 @@
 // the emulated switch holds over the emulator's REST API. One fleetd serves every test; each
 // test releases what it holds so the next finds the GPU pool free.
 #include <gmock/gmock.h>
-#include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <fstream>
 #include <iostream>
 #include <iterator>
 #include <set>
@@ -74,18 +72,9 @@ class SchedulerEndToEndTest : public ::testing::Test {
     return testing::Fleetctl(*grpc_, std::move(args));
   }
 
-  // Runs a fleetctl verb with -o json and parses its response.
   template <typename Response>
   static Response FleetctlJson(std::vector<std::string> args) {
-    args.insert(args.end(), {"-o", "json"});
-    CommandResult result = Fleetctl(args);
-    EXPECT_EQ(result.exit_code, 0) << result.err;
-    Response response;
-    google::protobuf::util::JsonParseOptions options;
-    options.ignore_unknown_fields = true;
-    EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(result.out, &response, options).ok())
-        << result.out;
-    return response;
+    return testing::FleetctlJson<Response>(*grpc_, std::move(args));
   }
 
   // `topology request -f FILE --wait`: READY, or the test fails.
@@ -131,9 +120,7 @@ class SchedulerEndToEndTest : public ::testing::Test {
   }
 
   static std::string WriteSpec(const std::string& name, const std::string& text) {
-    const std::string path = testing::FreshDirectory("spec-" + name) + "/" + name + ".yaml";
-    std::ofstream(path) << text;
-    return path;
+    return testing::WriteFile(name, text);
   }
 
   static inline std::string* state_ = nullptr;
@@ -142,13 +129,7 @@ class SchedulerEndToEndTest : public ::testing::Test {
 
   // Cross-connects the emulator has made or removed since it started.
   static int64_t CrossConnectsChanged() {
-    absl::StatusOr<std::string> body = testing::HttpGet(*rest_, "/sim/v1/counters");
-    EXPECT_TRUE(body.ok()) << body.status();
-    const std::string text = body.value_or("");
-    const std::string key = "\"cross_connects_changed\":";
-    const size_t at = text.find(key);
-    EXPECT_NE(at, std::string::npos) << text;
-    return at == std::string::npos ? -1 : std::stoll(text.substr(at + key.size()));
+    return testing::EmulatorCounter(*rest_, "cross_connects_changed");
   }
   static inline Daemon* fleetd_ = nullptr;
   static inline switches::OpticalSwitch* switch_ = nullptr;

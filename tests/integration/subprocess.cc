@@ -109,6 +109,27 @@ CommandResult Fleetctl(const std::string& server, std::vector<std::string> args)
   return RunCommand(args);
 }
 
+int64_t EmulatorCounter(const std::string& rest_address, const std::string& name) {
+  absl::StatusOr<std::string> body = HttpGet(rest_address, "/sim/v1/counters");
+  EXPECT_TRUE(body.ok()) << body.status();
+  const std::string text = body.value_or("");
+  const std::string key = absl::StrCat("\"", name, "\":");
+  const size_t at = text.find(key);
+  int64_t value = -1;
+  if (at == std::string::npos ||
+      !absl::SimpleAtoi(
+          text.substr(at + key.size(), text.find_first_of(",}", at) - at - key.size()), &value)) {
+    ADD_FAILURE() << "no counter " << name << " in " << text;
+  }
+  return value;
+}
+
+std::string WriteFile(const std::string& name, const std::string& text) {
+  const std::string path = FreshDirectory("file-" + name) + "/" + name + ".yaml";
+  std::ofstream(path) << text;
+  return path;
+}
+
 int ConnectedAgents(const std::string& server) {
   const std::string out = Fleetctl(server, {"get", "agents"}).out;
   int yes = 0;

@@ -10,6 +10,9 @@
 #include <string>
 #include <vector>
 
+#include <google/protobuf/util/json_util.h>
+#include <gtest/gtest.h>
+
 #include "absl/status/statusor.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -35,6 +38,28 @@ CommandResult Fleetctl(const std::string& server, std::vector<std::string> args)
 
 // How many agents `fleetctl get agents` lists as connected.
 int ConnectedAgents(const std::string& server);
+
+// Runs a fleetctl verb against `server` with `-o json` and parses its answer as `Response`;
+// a failed run or an answer that does not parse fails the test.
+template <typename Response>
+Response FleetctlJson(const std::string& server, std::vector<std::string> args) {
+  args.insert(args.end(), {"-o", "json"});
+  const CommandResult result = Fleetctl(server, std::move(args));
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  Response response;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(result.out, &response, options).ok())
+      << result.out;
+  return response;
+}
+
+// `name` from the counters of the polatis-emu whose REST port is `rest_address`
+// (GET /sim/v1/counters); -1, failing the test, when it cannot be read.
+int64_t EmulatorCounter(const std::string& rest_address, const std::string& name);
+
+// Writes `text` to a fresh file named `name`.yaml and returns its path.
+std::string WriteFile(const std::string& name, const std::string& text);
 
 // A long-running child whose stdout is read line by line; stderr goes to a file for
 // post-mortem messages. The destructor kills it if it still runs.

@@ -3,10 +3,8 @@
 // joined, emulated agents on both clusters. Requests go through fleetctl; the test reads what
 // each emulated switch holds, and the light each receiver sees, over the emulators' own APIs.
 #include <gmock/gmock.h>
-#include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <set>
@@ -89,24 +87,16 @@ class TrunksEndToEndTest : public ::testing::Test {
   }
 
   static v1::Allocation RequestReady(const std::string& spec) {
-    const std::string path = testing::FreshDirectory("trunk-spec") + "/spec.yaml";
-    std::ofstream(path) << spec;
-    CommandResult result = Fleetctl({"topology", "request", "-f", path, "--wait", "-o", "json"});
-    EXPECT_EQ(result.exit_code, 0) << result.err;
-    v1::RequestTopologyResponse response;
-    google::protobuf::util::JsonParseOptions options;
-    options.ignore_unknown_fields = true;
-    EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(result.out, &response, options).ok())
-        << result.out;
+    const v1::RequestTopologyResponse response = testing::FleetctlJson<v1::RequestTopologyResponse>(
+        *grpc_, {"topology", "request", "-f", testing::WriteFile("spec", spec), "--wait"});
     EXPECT_EQ(response.allocation().state(), v1::ALLOCATION_STATE_READY)
         << response.allocation().reason();
     return response.allocation();
   }
 
   static CommandResult RequestRefused(const std::string& spec) {
-    const std::string path = testing::FreshDirectory("trunk-spec") + "/spec.yaml";
-    std::ofstream(path) << spec;
-    CommandResult result = Fleetctl({"topology", "request", "-f", path});
+    CommandResult result =
+        Fleetctl({"topology", "request", "-f", testing::WriteFile("spec", spec)});
     EXPECT_NE(result.exit_code, 0) << result.out;
     return result;
   }
@@ -139,15 +129,11 @@ class TrunksEndToEndTest : public ::testing::Test {
     return out;
   }
 
-  // Commands each emulator has served, from its side channel.
-  static std::string Counters() {
-    std::string out;
+  // Cross-connects each emulator has made or removed, by switch.
+  static std::map<std::string, int64_t> Counters() {
+    std::map<std::string, int64_t> out;
     for (const auto& [id, address] : *rest_) {
-      absl::StatusOr<std::string> body = testing::HttpGet(address, "/sim/v1/counters");
-      EXPECT_TRUE(body.ok()) << body.status();
-      const std::string text = body.value_or("");
-      const size_t at = text.find("\"cross_connects_changed\"");
-      absl::StrAppend(&out, id, " ", text.substr(at, text.find(',', at) - at), "; ");
+      out[id] = testing::EmulatorCounter(address, "cross_connects_changed");
     }
     return out;
   }
@@ -207,11 +193,8 @@ TEST_F(TrunksEndToEndTest, ARingAcrossTwoSwitchesIsReadyWithLightOverItsTrunks) 
   CommandResult replace =
       Fleetctl({"allocation", "replace", a.id(), "b-gpu1", "--wait", "-o", "json"});
   ASSERT_EQ(replace.exit_code, 0) << replace.err;
-  const std::string listed = Fleetctl({"get", "allocations", "-o", "json"}).out;
-  v1::ListAllocationsResponse all;
-  google::protobuf::util::JsonParseOptions options;
-  options.ignore_unknown_fields = true;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(listed, &all, options).ok()) << listed;
+  const v1::ListAllocationsResponse all =
+      testing::FleetctlJson<v1::ListAllocationsResponse>(*grpc_, {"get", "allocations"});
   ASSERT_THAT(all.allocations(), SizeIs(1));
   const v1::Allocation& replaced = all.allocations(0);
   EXPECT_EQ(replaced.state(), v1::ALLOCATION_STATE_READY) << replaced.reason();
@@ -238,7 +221,7 @@ TEST_F(TrunksEndToEndTest, AFullTrunkGroupIsRefusedNamingItAndNothingChanges) {
   ExpectLightArrives(full);
 
   // One more is refused, naming the group and its holder; no switch is touched.
-  const std::string before = Counters();
+  const std::map<std::string, int64_t> before = Counters();
   CommandResult refused = RequestRefused(
       "tenant: demo\ntopology:\n  links:\n    - {a: a-server1-cpu0, b: b-server1-cpu0}\n");
   EXPECT_THAT(refused.err, HasSubstr("RESOURCE_EXHAUSTED"));
@@ -261,9 +244,10 @@ TEST_F(TrunksEndToEndTest, OneSwitchRefusingUndoesTheOtherAndFailsNamingIt) {
       testing::HttpRequest(rest_->at("ocs-b"), "PUT", "/sim/v1/faults", R"({"deny_next":1})");
   ASSERT_TRUE(fault.ok()) << fault.status();
   ASSERT_EQ(fault->status, 200) << fault->body;
-  const std::string path = testing::FreshDirectory("trunk-spec") + "/spec.yaml";
-  std::ofstream(path) << "tenant: demo\ntopology:\n  template:\n    kind: ring_bidirectional\n"
-                         "    members: [a-gpu1, a-gpu2, b-gpu1, b-gpu2]\n";
+  const std::string path =
+      testing::WriteFile("ring",
+                         "tenant: demo\ntopology:\n  template:\n    kind: ring_bidirectional\n"
+                         "    members: [a-gpu1, a-gpu2, b-gpu1, b-gpu2]\n");
   CommandResult ring = Fleetctl({"topology", "request", "-f", path, "--wait"});
   EXPECT_EQ(ring.exit_code, 1) << ring.out;
   EXPECT_THAT(ring.err, HasSubstr("switch ocs-b: "));
@@ -279,7 +263,7 @@ TEST_F(TrunksEndToEndTest, OneSwitchRefusingUndoesTheOtherAndFailsNamingIt) {
 }
 
 TEST_F(TrunksEndToEndTest, AHopBoundOfOneKeepsCircuitsOffTrunks) {
-  const std::string before = Counters();
+  const std::map<std::string, int64_t> before = Counters();
   CommandResult refused = RequestRefused(
       "tenant: demo\ntopology:\n  max_switch_hops: 1\n  links:\n"
       "    - {a: a-gpu1, b: b-gpu1, duplex: true}\n");

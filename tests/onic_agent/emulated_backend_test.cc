@@ -3,7 +3,6 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <thread>
 #include <tuple>
@@ -79,11 +78,7 @@ TEST_F(EmulatedBackendTest, ACorrectCircuitTrains) {
 TEST_F(EmulatedBackendTest, PortsRetrainingTogetherShareTheirLightReads) {
   // A's two ports to B's two ports and back: four receivers retrain at once, five times.
   ASSERT_TRUE(switch_->Apply({{}, {{1, 11}, {2, 12}, {3, 9}, {4, 10}}}).status.ok());
-  auto sim_requests = [&] {
-    absl::StatusOr<std::string> counters = fleet::testing::HttpGet(rest_, "/sim/v1/counters");
-    EXPECT_TRUE(counters.ok()) << counters.status();
-    return nlohmann::json::parse(counters.value_or("{}")).value("sim_requests", -1);
-  };
+  auto sim_requests = [&] { return fleet::testing::EmulatorCounter(rest_, "sim_requests"); };
   const std::vector<std::tuple<std::string, uint32_t, std::string, uint32_t>> links = {
       {"B", 1, "A", 1}, {"B", 2, "A", 2}, {"A", 1, "B", 1}, {"A", 2, "B", 2}};
   constexpr int kRounds = 5;

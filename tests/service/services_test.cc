@@ -292,7 +292,7 @@ TEST_F(ServicesTest, DryRunPlansARingAndTouchesNothing) {
   EXPECT_THAT(status.error_message(), HasSubstr("device gpu99 not found"));
 }
 
-TEST_F(ServicesTest, PhaseAndReplaceRequestsAreCheckedAndLaterPartsAnswerUnimplemented) {
+TEST_F(ServicesTest, PhaseAndReplaceRequestsAreCheckedAndAFleetdWithoutAgentsSaysSo) {
   ApplyGen1();
   v1::RequestTopologyRequest phased;
   phased.set_tenant("tenant-a");
