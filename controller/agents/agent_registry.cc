@@ -212,12 +212,16 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream) 
             absl::ToInt64Milliseconds(options_.heartbeat_interval));
     Enqueue(session, std::move(registered));
   }
-  std::function<void(const std::string&)> on_connect;
+  std::function<void(const std::string&, const std::vector<std::string>&)> on_connect;
   {
     absl::MutexLock lock(&mu_);
     on_connect = listener_.connected;
   }
-  if (on_connect) on_connect(host);
+  if (on_connect) {
+    std::vector<std::string> serials;
+    for (const v1::AgentOnic& onic : reg.onics()) serials.push_back(onic.serial());
+    on_connect(host, serials);
+  }
   // The writer sends what others queue; the reader (this thread) handles what arrives.
   std::thread writer([this, stream, session_id] {
     while (true) {
@@ -345,24 +349,44 @@ absl::StatusOr<v1::CommandResult> AgentRegistry::SendCommand(const std::string& 
   return std::move(SendCommands(std::move(one), deadline).front());
 }
 
-std::vector<absl::StatusOr<v1::CommandResult>> AgentRegistry::SendCommands(
-    std::vector<AddressedCommand> commands, absl::Time deadline) {
-  std::vector<absl::StatusOr<v1::CommandResult>> out(commands.size(),
-                                                     absl::UnknownError("not sent"));
-  std::vector<std::shared_ptr<Pending>> waiting(commands.size());
+// What Send handed over: the answers known at once (no owner) and the commands waiting.
+// Dropped uncollected, it takes its commands out of the waiting list.
+class AgentRegistry::Sent : public SentCommands {
+ public:
+  Sent(AgentRegistry* registry, size_t n, absl::Time deadline)
+      : registry(registry),
+        out(n, absl::UnknownError("not sent")),
+        waiting(n),
+        deadline(deadline) {}
+  ~Sent() override {
+    absl::MutexLock lock(&registry->mu_);
+    for (const std::shared_ptr<Pending>& p : waiting) {
+      if (p) registry->pending_.erase(p->command.id());
+    }
+  }
+  AgentRegistry* const registry;
+  std::vector<absl::StatusOr<v1::CommandResult>> out;
+  std::vector<std::shared_ptr<Pending>> waiting;
+  const absl::Time deadline;
+};
+
+std::unique_ptr<SentCommands> AgentRegistry::Send(std::vector<AddressedCommand> commands,
+                                                  absl::Time deadline) {
+  auto sent = std::make_unique<Sent>(this, commands.size(), deadline);
   absl::MutexLock lock(&mu_);
   for (size_t i = 0; i < commands.size(); ++i) {
     const std::string& serial = commands[i].onic_serial;
     v1::Command& command = commands[i].command;
     auto owner = owner_.find(serial);
     if (owner == owner_.end()) {
-      out[i] = absl::UnavailableError(absl::StrCat("no agent has reported O-NIC serial ", serial));
+      sent->out[i] =
+          absl::UnavailableError(absl::StrCat("no agent has reported O-NIC serial ", serial));
       continue;
     }
     auto current = current_.find(owner->second);
     if (current == current_.end()) {
-      out[i] = absl::UnavailableError(absl::StrCat("the agent of host ", owner->second, " (O-NIC ",
-                                                   serial, ") is not connected"));
+      sent->out[i] = absl::UnavailableError(absl::StrCat("the agent of host ", owner->second,
+                                                         " (O-NIC ", serial, ") is not connected"));
       continue;
     }
     if (command.id().empty()) command.set_id(absl::StrCat(run_, "-c", next_command_++));
@@ -376,32 +400,44 @@ std::vector<absl::StatusOr<v1::CommandResult>> AgentRegistry::SendCommands(
     pending->host = owner->second;
     pending->command = command;
     pending_[command.id()] = pending;
-    waiting[i] = pending;
+    sent->waiting[i] = pending;
     v1::ControllerMessage message;
     *message.mutable_command() = std::move(command);
     Enqueue(sessions_[current->second], std::move(message));
   }
-  auto all_answered = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    for (const auto& p : waiting) {
-      if (p && !p->result && p->failure.ok()) return false;
+  return sent;
+}
+
+std::vector<absl::StatusOr<v1::CommandResult>> AgentRegistry::Await(
+    std::unique_ptr<SentCommands> handed) {
+  auto* sent = static_cast<Sent*>(handed.get());
+  {
+    absl::MutexLock lock(&mu_);
+    auto all_answered = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      for (const auto& p : sent->waiting) {
+        if (p && !p->result && p->failure.ok()) return false;
+      }
+      return true;
+    };
+    while (!all_answered() && absl::Now() < sent->deadline) {
+      changed_.WaitWithDeadline(&mu_, sent->deadline);
     }
-    return true;
-  };
-  while (!all_answered() && absl::Now() < deadline) changed_.WaitWithDeadline(&mu_, deadline);
-  for (size_t i = 0; i < commands.size(); ++i) {
-    const std::shared_ptr<Pending>& p = waiting[i];
-    if (!p) continue;
-    pending_.erase(p->command.id());
-    if (p->result) {
-      out[i] = *p->result;
-    } else if (!p->failure.ok()) {
-      out[i] = p->failure;
-    } else {
-      out[i] = absl::DeadlineExceededError(absl::StrCat("command ", p->command.id(),
-                                                        " to the agent of host ", p->host,
-                                                        " got no answer in time"));
+    for (size_t i = 0; i < sent->waiting.size(); ++i) {
+      const std::shared_ptr<Pending>& p = sent->waiting[i];
+      if (!p) continue;
+      if (p->result) {
+        sent->out[i] = *p->result;
+      } else if (!p->failure.ok()) {
+        sent->out[i] = p->failure;
+      } else {
+        sent->out[i] = absl::DeadlineExceededError(absl::StrCat("command ", p->command.id(),
+                                                                " to the agent of host ", p->host,
+                                                                " got no answer in time"));
+      }
     }
   }
+  std::vector<absl::StatusOr<v1::CommandResult>> out = std::move(sent->out);
+  handed.reset();  // Takes the commands out of the waiting list.
   return out;
 }
 

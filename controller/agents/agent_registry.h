@@ -51,14 +51,39 @@ struct AddressedCommand {
   v1::Command command;
 };
 
+// Commands handed to agents whose answers have not been collected (CommandSender::Send).
+// Dropping it uncollected abandons the answers.
+class SentCommands {
+ public:
+  virtual ~SentCommands() = default;
+};
+
+// Commands a synchronous sender (a fake in tests) answered as they were handed over.
+class AnsweredCommands : public SentCommands {
+ public:
+  explicit AnsweredCommands(std::vector<absl::StatusOr<v1::CommandResult>> results)
+      : results(std::move(results)) {}
+  std::vector<absl::StatusOr<v1::CommandResult>> results;
+};
+
 // Sending commands to agents, as the engine sees it; AgentRegistry is the real one.
 class CommandSender {
  public:
   virtual ~CommandSender() = default;
-  // Sends every command at once and waits for all answers, each until `deadline`. The
-  // results are in the order of `commands`; each is what SendCommand would return.
-  virtual std::vector<absl::StatusOr<v1::CommandResult>> SendCommands(
-      std::vector<AddressedCommand> commands, absl::Time deadline) = 0;
+  // Hands every command to its agent now and returns without waiting for answers, so the
+  // caller can do other work (commit a state) while the agents run them. An agent runs the
+  // commands for one port in the order they were handed over, whoever sent them.
+  virtual std::unique_ptr<SentCommands> Send(std::vector<AddressedCommand> commands,
+                                             absl::Time deadline) = 0;
+  // Waits for every answer of `sent`, each until the deadline given to Send. The results are
+  // in the order of the commands; each is what SendCommand would return.
+  virtual std::vector<absl::StatusOr<v1::CommandResult>> Await(
+      std::unique_ptr<SentCommands> sent) = 0;
+  // Send, then Await.
+  std::vector<absl::StatusOr<v1::CommandResult>> SendCommands(
+      std::vector<AddressedCommand> commands, absl::Time deadline) {
+    return Await(Send(std::move(commands), deadline));
+  }
   // Whether a connected agent owns the O-NIC `onic_serial` now.
   virtual bool HasOwner(const std::string& onic_serial) = 0;
   // Whether the agent's last word on this port, in its current connection, is that it is
@@ -90,8 +115,9 @@ class AgentRegistry : public CommandSender {
   // caller reads code and link.
   absl::StatusOr<v1::CommandResult> SendCommand(const std::string& onic_serial, v1::Command command,
                                                 absl::Time deadline);
-  std::vector<absl::StatusOr<v1::CommandResult>> SendCommands(
-      std::vector<AddressedCommand> commands, absl::Time deadline) override;
+  std::unique_ptr<SentCommands> Send(std::vector<AddressedCommand> commands,
+                                     absl::Time deadline) override;
+  std::vector<absl::StatusOr<v1::CommandResult>> Await(std::unique_ptr<SentCommands> sent) override;
   bool HasOwner(const std::string& onic_serial) override;
   // From the port states the agent gave at registration, in command results and in link
   // changes, since it last connected.
@@ -102,7 +128,7 @@ class AgentRegistry : public CommandSender {
   // replaced), with the O-NIC serials it owned. Never during Shutdown. Set before agents
   // connect; called on the stream's or the heartbeat thread, without the registry's lock.
   struct Listener {
-    std::function<void(const std::string& host)> connected;
+    std::function<void(const std::string& host, const std::vector<std::string>& serials)> connected;
     std::function<void(const std::string& host, const std::vector<std::string>& serials,
                        const std::string& why)>
         gone;
@@ -122,6 +148,7 @@ class AgentRegistry : public CommandSender {
     std::optional<v1::CommandResult> result;
     absl::Status failure;  // Set when the agent went away.
   };
+  class Sent;  // The registry's SentCommands.
   struct Session {
     std::string host;
     grpc::ServerContext* context = nullptr;

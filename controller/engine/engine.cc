@@ -574,37 +574,54 @@ absl::StatusOr<scheduler::FabricSnapshot> Engine::Snapshot() {
 
 // --- The transaction ---
 
-absl::Status Engine::Quiesce(const std::vector<v1::Circuit>& circuits, const std::string& id) {
-  if (agents_ == nullptr) return absl::OkStatus();
-  std::set<std::pair<std::string, uint32_t>> ports;
-  for (const v1::Circuit& c : circuits) {
-    ports.insert({c.source().onic(), c.source().port()});
-    ports.insert({c.destination().onic(), c.destination().port()});
-  }
+absl::Status Engine::Quiesce(const std::vector<v1::Circuit>& circuits, const std::string& id,
+                             const std::function<void()>& meanwhile) {
   std::vector<agents::AddressedCommand> commands;
   std::vector<std::string> names;
   std::vector<std::string> unmanaged;
-  for (const auto& [onic_id, port] : ports) {
-    ASSIGN_OR_RETURN(const std::string serial, SerialOf(onic_id));
-    if (!agents_->HasOwner(serial)) {
-      unmanaged.push_back(absl::StrCat(onic_id, "/", port));
-      continue;
+  absl::Status addressed = absl::OkStatus();
+  if (agents_ != nullptr) {
+    std::set<std::pair<std::string, uint32_t>> ports;
+    for (const v1::Circuit& c : circuits) {
+      ports.insert({c.source().onic(), c.source().port()});
+      ports.insert({c.destination().onic(), c.destination().port()});
     }
-    // Out of service already (a released circuit's port stays quiesced until retrained).
-    if (agents_->KnownQuiesced(serial, port)) continue;
-    agents::AddressedCommand& cmd = commands.emplace_back();
-    cmd.onic_serial = serial;
-    cmd.command.mutable_quiesce()->set_onic_serial(serial);
-    cmd.command.mutable_quiesce()->set_port(port);
-    names.push_back(absl::StrCat(onic_id, "/", port));
+    for (const auto& [onic_id, port] : ports) {
+      absl::StatusOr<std::string> serial = SerialOf(onic_id);
+      if (!serial.ok()) {
+        addressed = serial.status();
+        break;
+      }
+      if (!agents_->HasOwner(*serial)) {
+        unmanaged.push_back(absl::StrCat(onic_id, "/", port));
+        continue;
+      }
+      // Out of service already: a port in no circuit is kept quiesced (QuiesceIdlePorts), and
+      // a released circuit's port stays quiesced until retrained.
+      if (agents_->KnownQuiesced(*serial, port)) continue;
+      agents::AddressedCommand& cmd = commands.emplace_back();
+      cmd.onic_serial = *serial;
+      cmd.command.mutable_quiesce()->set_onic_serial(*serial);
+      cmd.command.mutable_quiesce()->set_port(port);
+      names.push_back(absl::StrCat(onic_id, "/", port));
+    }
+  }
+  if (!addressed.ok() || commands.empty()) {
+    if (meanwhile) meanwhile();
+    if (!addressed.ok()) return addressed;
+  }
+  std::vector<absl::StatusOr<v1::CommandResult>> results;
+  if (!commands.empty()) {
+    std::unique_ptr<agents::SentCommands> sent =
+        agents_->Send(std::move(commands), clock_->Now() + options_.quiesce_timeout);
+    if (meanwhile) meanwhile();
+    results = agents_->Await(std::move(sent));
   }
   if (!unmanaged.empty()) {
     Record("allocation.quiesce_skipped", "allocation", id, v1::EVENT_SEVERITY_WARNING, "fleetd",
            absl::StrCat("allocation ", id, ": no connected agent to quiesce ",
                         absl::StrJoin(unmanaged, ", ")));
   }
-  std::vector<absl::StatusOr<v1::CommandResult>> results =
-      agents_->SendCommands(std::move(commands), clock_->Now() + options_.quiesce_timeout);
   for (size_t i = 0; i < results.size(); ++i) {
     if (!results[i].ok()) {
       // The agent went away mid-command: nothing to protect on a host we cannot reach.
@@ -689,7 +706,8 @@ absl::Status Engine::Program(const std::vector<v1::Circuit>& removes,
 }
 
 std::map<std::string, std::string> Engine::Retrain(const std::vector<v1::Circuit>& circuits,
-                                                   bool check_first) {
+                                                   bool check_first,
+                                                   const std::function<void()>& meanwhile) {
   std::map<std::string, std::string> failed;
   if (check_first && agents_ != nullptr) {
     // Ask before retraining: a link that is up with its expected peer carries traffic.
@@ -721,7 +739,7 @@ std::map<std::string, std::string> Engine::Retrain(const std::vector<v1::Circuit
     for (const v1::Circuit& c : circuits) {
       if (!up.contains(c.id())) down.push_back(c);
     }
-    return Retrain(down, /*check_first=*/false);
+    return Retrain(down, /*check_first=*/false, meanwhile);
   }
   std::vector<agents::AddressedCommand> commands;
   std::vector<const v1::Circuit*> sent;
@@ -750,8 +768,13 @@ std::map<std::string, std::string> Engine::Retrain(const std::vector<v1::Circuit
     sent.push_back(&c);
   }
   std::vector<absl::StatusOr<v1::CommandResult>> results;
-  if (!commands.empty()) {
-    results = agents_->SendCommands(std::move(commands), clock_->Now() + options_.retrain_timeout);
+  if (commands.empty()) {
+    if (meanwhile) meanwhile();
+  } else {
+    std::unique_ptr<agents::SentCommands> training =
+        agents_->Send(std::move(commands), clock_->Now() + options_.retrain_timeout);
+    if (meanwhile) meanwhile();
+    results = agents_->Await(std::move(training));
   }
   int trained = 0;
   for (size_t i = 0; i < results.size(); ++i) {
@@ -860,8 +883,9 @@ void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> adm
   absl::Time start = clock_->Now();
   std::vector<v1::Circuit> touched = removes;
   touched.insert(touched.end(), circuits.begin(), circuits.end());
-  absl::Status quiesced;
-  const bool recorded = WhileDoing(programming, "", [&] { quiesced = Quiesce(touched, id); });
+  bool recorded = false;
+  const absl::Status quiesced =
+      Quiesce(touched, id, [&] { recorded = Update(programming, "fleetd").ok(); });
   timings.push_back(Stage("quiesce", start, clock_->Now() - start));
   if (!recorded) return;
   if (!quiesced.ok()) {
@@ -890,11 +914,15 @@ void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> adm
   }
   training.event_message =
       absl::StrCat("allocation ", id, " TRAINING: switch programmed and verified");
-  // Retraining starts as TRAINING is committed: a restart finds the switch programmed either
-  // way and retrains what is not up.
+  // TRAINING is committed while the agents retrain (the commands go first, so the links start
+  // training at once): a restart finds the switch programmed either way and retrains what is
+  // not up.
   start = clock_->Now();
-  std::map<std::string, std::string> failed;
-  const bool trained = WhileDoing(training, "training", [&] { failed = Retrain(circuits); });
+  bool trained = false;
+  const std::map<std::string, std::string> failed = Retrain(circuits, /*check_first=*/false, [&] {
+    trained = Update(training, "fleetd").ok();
+    if (trained) Fault("training");
+  });
   timings.push_back(Stage("retrain", start, clock_->Now() - start));
   if (!trained) return;
   Fault("trained");
@@ -923,18 +951,6 @@ void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> adm
   count(reasons.empty() ? "ready" : "degraded");
   if (!reasons.empty()) ScheduleRetry(id);
   Fault("ready");
-}
-
-bool Engine::WhileDoing(const store::AllocationUpdate& update, const std::string& fault_point,
-                        const std::function<void()>& work) {
-  bool recorded = false;
-  std::thread commit([&] {
-    recorded = Update(update, "fleetd").ok();
-    if (recorded && !fault_point.empty()) Fault(fault_point);
-  });
-  work();
-  commit.join();
-  return recorded;
 }
 
 void Engine::ScheduleRetry(const std::string& id) {
@@ -988,17 +1004,75 @@ void Engine::RunDueRetries() {
   }
 }
 
-void Engine::AgentConnected(const std::string& host) {
-  absl::MutexLock lock(&mu_);
-  const absl::Time now = clock_->Now();
-  for (auto& [id, retry] : retries_) {
-    if (retry.due != absl::InfiniteFuture()) {
-      retry.due = now;
-    } else {
-      retry.agent_connected_during_attempt = true;  // Running now; rerun when it ends.
+void Engine::AgentConnected(const std::string& host, const std::vector<std::string>& serials) {
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = clock_->Now();
+    for (auto& [id, retry] : retries_) {
+      if (retry.due != absl::InfiniteFuture()) {
+        retry.due = now;
+      } else {
+        retry.agent_connected_during_attempt = true;  // Running now; rerun when it ends.
+      }
     }
+    changed_.SignalAll();
   }
-  changed_.SignalAll();
+  // Not on this thread: the registry calls from the agent's stream, which must go on reading
+  // to take the answers.
+  if (!serials.empty()) {
+    Spawn(absl::StrCat("agent ", host), [this, serials] { QuiesceIdlePorts(serials); });
+  }
+}
+
+void Engine::QuiesceIdlePorts(const std::vector<std::string>& serials) {
+  if (agents_ == nullptr) return;
+  const std::set<std::string> wanted(serials.begin(), serials.end());
+  std::vector<agents::AddressedCommand> commands;
+  std::unique_ptr<agents::SentCommands> sent;
+  {
+    absl::MutexLock admit(&admit_mu_);
+    absl::StatusOr<std::shared_ptr<const Fabric>> fabric = CurrentFabric();
+    absl::StatusOr<std::vector<v1::Circuit>> circuits = store_->ListCircuits({});
+    if (!fabric.ok() || !circuits.ok()) {
+      FLEET_LOG(WARNING) << "idle ports not quiesced: "
+                         << (fabric.ok() ? circuits.status() : fabric.status());
+      return;
+    }
+    std::set<std::pair<std::string, uint32_t>> in_use;  // (O-NIC id, port)
+    for (const v1::Circuit& c : *circuits) {
+      in_use.insert({c.source().onic(), c.source().port()});
+      in_use.insert({c.destination().onic(), c.destination().port()});
+    }
+    for (const v1::Onic& onic : (*fabric)->site.onics()) {
+      if (!wanted.contains(onic.serial())) continue;
+      for (uint32_t port = 1; port <= static_cast<uint32_t>(onic.ports_size()); ++port) {
+        if (in_use.contains({onic.id(), port}) || !agents_->HasOwner(onic.serial()) ||
+            agents_->KnownQuiesced(onic.serial(), port)) {
+          continue;
+        }
+        agents::AddressedCommand& cmd = commands.emplace_back();
+        cmd.onic_serial = onic.serial();
+        cmd.command.mutable_quiesce()->set_onic_serial(onic.serial());
+        cmd.command.mutable_quiesce()->set_port(port);
+      }
+    }
+    if (commands.empty()) return;
+    sent = agents_->Send(commands, clock_->Now() + options_.quiesce_timeout);
+  }
+  const std::vector<absl::StatusOr<v1::CommandResult>> results = agents_->Await(std::move(sent));
+  std::vector<std::string> refused;
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (results[i].ok() && results[i]->code() == 0) continue;
+    const agents::AddressedCommand& c = commands[i];
+    refused.push_back(
+        absl::StrCat(c.onic_serial, "/", c.command.quiesce().port(), " (",
+                     results[i].ok() ? results[i]->message() : results[i].status().message(), ")"));
+  }
+  if (!refused.empty()) {
+    FLEET_LOG(WARNING) << "idle O-NIC ports not quiesced (a request using them quiesces them "
+                          "first): "
+                       << absl::StrJoin(refused, ", ");
+  }
 }
 
 void Engine::AgentGone(const std::string& host, const std::vector<std::string>& serials,

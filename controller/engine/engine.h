@@ -176,8 +176,16 @@ class Engine {
   absl::StatusOr<v1::ReplaceMemberResponse> ReplaceMember(const v1::ReplaceMemberRequest& request,
                                                           const Caller& caller);
 
-  // An agent (re)connected: retry the DEGRADED allocations now.
-  void AgentConnected(const std::string& host);
+  // An agent (re)connected, owning the O-NICs `serials`: retry the DEGRADED allocations now,
+  // and quiesce its ports that are in no circuit (QuiesceIdlePorts) in the background.
+  void AgentConnected(const std::string& host, const std::vector<std::string>& serials);
+  // Takes every port of the O-NICs `serials` that is in no circuit (of any allocation or
+  // phase, or an operator's) out of service, unless its agent already said it is: a port
+  // carries no light until a circuit is made, and a reconfiguration finds its new ports
+  // already quiesced, so the switch need not wait for the agents. The commands are handed
+  // over under admission, so a request admitted later is queued behind them at the agent.
+  // Refusals are logged. Blocks until the agents answer.
+  void QuiesceIdlePorts(const std::vector<std::string>& serials);
   // A connected agent went away: the READY allocations with a circuit ending on one of its
   // O-NICs (`serials`) become DEGRADED, naming the host, until it returns. A retry first asks
   // the returned agent for the link's state and retrains only a link that is not up with its
@@ -248,10 +256,15 @@ class Engine {
                const std::string& final_reason);
   // Retrains the receiving ends of `circuits`; returns circuit id → failure reason. With
   // `check_first`, a link the agent reports up with its expected peer is left as it is.
+  // `meanwhile` (if set) runs once, as soon as the retrains are handed to the agents (or
+  // when none is needed), while they train: a state commit need not hold them up.
   std::map<std::string, std::string> Retrain(const std::vector<v1::Circuit>& circuits,
-                                             bool check_first = false);
+                                             bool check_first = false,
+                                             const std::function<void()>& meanwhile = nullptr);
   // Quiesces the O-NIC ports of `circuits`; an error names the port the agent refused.
-  absl::Status Quiesce(const std::vector<v1::Circuit>& circuits, const std::string& id);
+  // `meanwhile` as for Retrain, once the quiesce commands are handed over.
+  absl::Status Quiesce(const std::vector<v1::Circuit>& circuits, const std::string& id,
+                       const std::function<void()>& meanwhile = nullptr);
   // Programs each switch's part at once, one thread per switch beyond the first; on error the
   // switches are rolled back and the message returned (every failing switch's). The times
   // stored are the slowest switch's (the max with what the pointers hold), since the switches
@@ -288,11 +301,6 @@ class Engine {
   // FAILED_PRECONDITION naming each circuit of `adds` (a phase's circuits to put on the
   // switch) whose O-NIC port or trunk is drained or failed now.
   absl::Status PhaseUsable(const std::string& phase, const std::vector<v1::Circuit>& adds);
-  // Commits `update` (then passes `fault_point`, if any) on another thread while `work` runs
-  // on this one: a state change need not hold up agent I/O it does not order. False when the
-  // commit failed.
-  bool WhileDoing(const store::AllocationUpdate& update, const std::string& fault_point,
-                  const std::function<void()>& work);
   void RetrainDegraded(const std::string& id);
   void ScheduleRetry(const std::string& id);
   void Fault(const std::string& point);

@@ -305,11 +305,17 @@ absl::Status Engine::ReconcileOne(const v1::Switch& sw, switches::OpticalSwitch&
 
   if (!dry_run) {
     for (const v1::Circuit& c : adopt) {
-      if (absl::Status s = store_->CreateManualCircuit(c, principal); !s.ok()) {
+      absl::Status adopted;
+      {
+        // Under admission, like any new circuit: idle-port quiescing sees it, or not yet.
+        absl::MutexLock admit(&admit_mu_);
+        adopted = store_->CreateManualCircuit(c, principal);
+      }
+      if (!adopted.ok()) {
         for (v1::Drift& d : drift) {
           if (d.kind() == v1::Drift::KIND_UNKNOWN &&
               d.cross_connect().ingress() == c.cross_connects(0).ingress()) {
-            d.set_action(absl::StrCat("reported (cannot adopt: ", s.message(), ")"));
+            d.set_action(absl::StrCat("reported (cannot adopt: ", adopted.message(), ")"));
           }
         }
       }

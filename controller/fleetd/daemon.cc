@@ -119,8 +119,9 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
   d->engine_ = std::make_unique<engine::Engine>(std::move(engine_options), d->store_.get(),
                                                 d->switches_.get(), d->agents_.get(), clock);
   agents::AgentRegistry::Listener listener;
-  listener.connected = [engine = d->engine_.get()](const std::string& host) {
-    engine->AgentConnected(host);
+  listener.connected = [engine = d->engine_.get()](const std::string& host,
+                                                   const std::vector<std::string>& serials) {
+    engine->AgentConnected(host, serials);
   };
   listener.gone = [engine = d->engine_.get()](
                       const std::string& host, const std::vector<std::string>& serials,

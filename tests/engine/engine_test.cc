@@ -42,8 +42,17 @@ class LightCheckingAgents : public agents::CommandSender {
     }
   }
 
-  std::vector<absl::StatusOr<v1::CommandResult>> SendCommands(
-      std::vector<agents::AddressedCommand> commands, absl::Time) override {
+  // Answers as the commands are handed over.
+  std::unique_ptr<agents::SentCommands> Send(std::vector<agents::AddressedCommand> commands,
+                                             absl::Time) override {
+    return std::make_unique<agents::AnsweredCommands>(Answer(commands));
+  }
+  std::vector<absl::StatusOr<v1::CommandResult>> Await(
+      std::unique_ptr<agents::SentCommands> sent) override {
+    return std::move(static_cast<agents::AnsweredCommands&>(*sent).results);
+  }
+  std::vector<absl::StatusOr<v1::CommandResult>> Answer(
+      const std::vector<agents::AddressedCommand>& commands) {
     absl::MutexLock lock(&mu_);
     std::vector<absl::StatusOr<v1::CommandResult>> out;
     for (const agents::AddressedCommand& c : commands) {
@@ -132,6 +141,16 @@ class LightCheckingAgents : public agents::CommandSender {
     return static_cast<int>(std::count_if(sent_.begin(), sent_.end(), [&](const v1::Command& c) {
       return c.action_case() == action;
     }));
+  }
+  // SERIAL/PORT of each quiesce command handed over, in order.
+  std::vector<std::string> QuiescedPorts() {
+    absl::MutexLock lock(&mu_);
+    std::vector<std::string> out;
+    for (const v1::Command& c : sent_) {
+      if (c.has_quiesce())
+        out.push_back(absl::StrCat(c.quiesce().onic_serial(), "/", c.quiesce().port()));
+    }
+    return out;
   }
 
  private:
@@ -365,7 +384,7 @@ TEST_F(EngineTest, GoneAgentDegradesNamingTheLinkAndRecoversWhenItReturns) {
   EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_DEGRADED);
 
   agents_->SetGone("FLT-GPU3-N0", false);
-  engine_->AgentConnected("gpu-pool-1");
+  engine_->AgentConnected("gpu-pool-1", {"FLT-GPU3-N0"});
   engine_->RunDueRetries();
   engine_->WaitIdle();
   EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
@@ -378,7 +397,8 @@ TEST_F(EngineTest, AnAgentThatConnectsDuringARetryIsRetriedAtOnce) {
   // The agent registers while the retry is running, just after it found no agent: that attempt
   // misses it, and the agent is there for every attempt after it.
   // (Asked twice per attempt: before reading the links, and before retraining those down.)
-  agents_->BackAfterAsked("FLT-GPU3-N0", 2, [this] { engine_->AgentConnected("gpu-pool-1"); });
+  agents_->BackAfterAsked("FLT-GPU3-N0", 2,
+                          [this] { engine_->AgentConnected("gpu-pool-1", {"FLT-GPU3-N0"}); });
   clock_.Advance(absl::Seconds(2));
   engine_->RunDueRetries();
   engine_->WaitIdle();
@@ -387,6 +407,33 @@ TEST_F(EngineTest, AnAgentThatConnectsDuringARetryIsRetriedAtOnce) {
   engine_->RunDueRetries();
   engine_->WaitIdle();
   EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY) << Get(a.id()).reason();
+}
+
+TEST_F(EngineTest, AConnectingAgentsIdlePortsAreQuiescedSoARequestNeedNotWaitForThem) {
+  // gpu1 → gpu2 → gpu1 uses port 1 of each O-NIC (the first free one).
+  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2"}));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
+  const size_t before = agents_->QuiescedPorts().size();
+  engine_->AgentConnected("gpu-pool-1", {"FLT-GPU1-N0", "FLT-GPU3-N0", "FLT-GPU4-N0"});
+  engine_->WaitIdle();
+  std::vector<std::string> quiesced = agents_->QuiescedPorts();
+  quiesced.erase(quiesced.begin(), quiesced.begin() + static_cast<long>(before));
+  // Every port in no circuit of the O-NICs named, and nothing else: not gpu1's port in the
+  // ring, nor any port of gpu2, whose agent did not connect.
+  EXPECT_THAT(quiesced,
+              ::testing::UnorderedElementsAre("FLT-GPU1-N0/2", "FLT-GPU3-N0/1", "FLT-GPU3-N0/2",
+                                              "FLT-GPU4-N0/1", "FLT-GPU4-N0/2"));
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
+
+  // A ring over gpu3 and gpu4 finds its ports out of service already: no quiesce is sent.
+  v1::Allocation b = Request(Ring("team-a", {"gpu3", "gpu4"}));
+  ASSERT_EQ(b.state(), v1::ALLOCATION_STATE_READY) << b.reason();
+  EXPECT_EQ(agents_->QuiescedPorts().size(), before + quiesced.size());
+
+  // Connecting again sends nothing: its idle ports are known quiesced, the rest are in use.
+  engine_->AgentConnected("gpu-pool-1", {"FLT-GPU1-N0", "FLT-GPU3-N0", "FLT-GPU4-N0"});
+  engine_->WaitIdle();
+  EXPECT_EQ(agents_->QuiescedPorts().size(), before + quiesced.size());
 }
 
 TEST_F(EngineTest, AgentGoneDegradesAndItsReturnHealsWithoutRetrainingWorkingLinks) {
@@ -406,7 +453,7 @@ TEST_F(EngineTest, AgentGoneDegradesAndItsReturnHealsWithoutRetrainingWorkingLin
   EXPECT_EQ(OnSwitch(), Wanted(a));
 
   agents_->SetGone("FLT-GPU2-N0", false);
-  engine_->AgentConnected("gpu-pool-1");
+  engine_->AgentConnected("gpu-pool-1", {"FLT-GPU2-N0"});
   clock_.Advance(absl::Seconds(1));
   engine_->RunDueRetries();
   engine_->WaitIdle();
