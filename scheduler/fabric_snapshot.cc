@@ -75,18 +75,6 @@ FabricSnapshot FabricSnapshot::Build(const v1::Inventory& site,
     }
   }
   for (auto& [device, onics] : s.device_onics_) std::sort(onics.begin(), onics.end());
-  for (const v1::Circuit& c : circuits) {
-    // An inactive phase's circuit holds its ports too: its allocation may switch to that
-    // phase at any time, and a phase switch is never refused for capacity.
-    const std::string holder = c.manual() ? "manual circuit " + c.id() : c.allocation_id();
-    for (OnicPortState& st : s.onic_ports_[c.source().onic()]) {
-      if (st.port == c.source().port()) st.tx_holder = holder;
-    }
-    for (OnicPortState& st : s.onic_ports_[c.destination().onic()]) {
-      if (st.port == c.destination().port()) st.rx_holder = holder;
-    }
-  }
-  std::map<std::string, TrunkState*> trunk_by_id;
   for (const v1::Trunk& t : site.trunks()) {
     TrunkState st;
     st.id = t.id();
@@ -99,16 +87,8 @@ FabricSnapshot FabricSnapshot::Build(const v1::Inventory& site,
   for (auto& [group, trunks] : s.trunks_) {
     std::sort(trunks.begin(), trunks.end(),
               [](const TrunkState& a, const TrunkState& b) { return a.id < b.id; });
-    for (TrunkState& t : trunks) trunk_by_id[t.id] = &t;
   }
-  for (const v1::Circuit& c : circuits) {
-    for (const std::string& id : c.trunks()) {
-      if (auto it = trunk_by_id.find(id); it != trunk_by_id.end()) {
-        it->second->holder = c.manual() ? "manual circuit " + c.id() : c.allocation_id();
-      }
-    }
-  }
-  for (const v1::Allocation& a : allocations) s.tenants_[a.id()] = a.tenant();
+  s.AddCircuits(circuits, allocations);
   for (const PowerReading& r : power) {
     auto it = s.onic_ports_.find(r.onic);
     if (it == s.onic_ports_.end()) continue;
@@ -118,6 +98,38 @@ FabricSnapshot FabricSnapshot::Build(const v1::Inventory& site,
   }
   for (auto& [host, devices] : s.host_devices_) std::sort(devices.begin(), devices.end());
   return s;
+}
+
+FabricSnapshot FabricSnapshot::WithCircuits(const std::vector<v1::Circuit>& circuits,
+                                            const std::vector<v1::Allocation>& allocations) const {
+  FabricSnapshot s = *this;
+  s.AddCircuits(circuits, allocations);
+  return s;
+}
+
+void FabricSnapshot::AddCircuits(const std::vector<v1::Circuit>& circuits,
+                                 const std::vector<v1::Allocation>& allocations) {
+  std::map<std::string, TrunkState*> trunk_by_id;
+  for (auto& [group, trunks] : trunks_) {
+    for (TrunkState& t : trunks) trunk_by_id[t.id] = &t;
+  }
+  for (const v1::Circuit& c : circuits) {
+    // An inactive phase's circuit holds its ports too: its allocation may switch to that
+    // phase at any time, and a phase switch is never refused for capacity.
+    const std::string holder = c.manual() ? "manual circuit " + c.id() : c.allocation_id();
+    for (const auto& [end, tx] :
+         {std::pair{&c.source(), true}, std::pair{&c.destination(), false}}) {
+      auto it = onic_ports_.find(end->onic());
+      if (it == onic_ports_.end()) continue;
+      for (OnicPortState& st : it->second) {
+        if (st.port == end->port()) (tx ? st.tx_holder : st.rx_holder) = holder;
+      }
+    }
+    for (const std::string& id : c.trunks()) {
+      if (auto it = trunk_by_id.find(id); it != trunk_by_id.end()) it->second->holder = holder;
+    }
+  }
+  for (const v1::Allocation& a : allocations) tenants_[a.id()] = a.tenant();
 }
 
 const OnicPortState* FabricSnapshot::Port(const std::string& onic, uint32_t port) const {

@@ -66,6 +66,11 @@ class FabricSnapshot {
                               const std::vector<v1::Circuit>& circuits,
                               const std::vector<v1::Allocation>& allocations,
                               const std::vector<PowerReading>& power = {});
+  // This snapshot (built without circuits) with `circuits` holding their ports and trunks and
+  // `allocations`' tenants known: the same as Build with them, without going over the
+  // inventory again. Admission keeps the snapshot of the inventory and adds the circuits.
+  FabricSnapshot WithCircuits(const std::vector<v1::Circuit>& circuits,
+                              const std::vector<v1::Allocation>& allocations) const;
 
   bool HasDevice(const std::string& id) const { return devices_.contains(id); }
   bool HasOnic(const std::string& id) const { return onic_ports_.contains(id); }
@@ -87,6 +92,10 @@ class FabricSnapshot {
   bool HasTrunks() const { return !trunks_.empty(); }
 
  private:
+  // Marks the ports and trunks of `circuits` as held and records the tenants.
+  void AddCircuits(const std::vector<v1::Circuit>& circuits,
+                   const std::vector<v1::Allocation>& allocations);
+
   std::map<std::string, v1::Device> devices_;
   std::map<std::string, std::vector<OnicPortState>> onic_ports_;  // By O-NIC id.
   std::map<std::string, std::vector<std::string>> device_onics_;  // Device → O-NIC ids.

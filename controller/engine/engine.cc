@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
 #include "controller/base/log.h"
 #include "controller/base/status_macros.h"
 #include "fleet/v1/names.h"
@@ -234,6 +235,7 @@ void Engine::Shutdown() {
   std::list<std::unique_ptr<Worker>> workers;
   {
     absl::MutexLock lock(&mu_);
+    task_queued_.SignalAll();  // Idle workers leave.
     workers.swap(workers_);
   }
   for (auto& w : workers) w->thread.join();
@@ -299,16 +301,16 @@ void Engine::Unclaim(const std::string& id) {
   changed_.SignalAll();
 }
 
-void Engine::Spawn(const std::string& id, std::function<void()> fn) {
+bool Engine::Spawn(const std::string& id, std::function<void()> fn) {
   absl::MutexLock lock(&mu_);
   if (stopping_) {
-    // Shutdown has joined the workers: a thread started now would never be. What the caller
+    // Shutdown is joining the workers: a task queued now might never run. What the caller
     // persisted is resumed at the next start.
     claimed_.erase(id);
     changed_.SignalAll();
-    return;
+    return false;
   }
-  // Finished threads are joined here; each is past its last touch of the engine.
+  // Workers that lingered and left are joined here; each is past its last touch of the engine.
   for (auto it = workers_.begin(); it != workers_.end();) {
     if ((*it)->done.load()) {
       (*it)->thread.join();
@@ -318,19 +320,44 @@ void Engine::Spawn(const std::string& id, std::function<void()> fn) {
     }
   }
   ++running_;
+  tasks_.push_back({id, std::move(fn)});
+  if (static_cast<size_t>(idle_workers_) >= tasks_.size()) {
+    task_queued_.Signal();
+    return true;
+  }
   auto worker = std::make_unique<Worker>();
   Worker* w = worker.get();
-  w->thread = std::thread([this, w, id, fn = std::move(fn)] {
-    fn();
-    {
-      absl::MutexLock done(&mu_);
-      claimed_.erase(id);
-      --running_;
-      changed_.SignalAll();
-    }
+  w->thread = std::thread([this, w] {
+    WorkerLoop();
     w->done.store(true);
   });
   workers_.push_back(std::move(worker));
+  return true;
+}
+
+void Engine::WorkerLoop() {
+  // A worker idle this long leaves; a burst of transactions does not keep its threads for ever.
+  constexpr absl::Duration kLinger = absl::Seconds(10);
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    ++idle_workers_;
+    const absl::Time give_up = absl::Now() + kLinger;
+    while (tasks_.empty() && !stopping_ && absl::Now() < give_up) {
+      task_queued_.WaitWithDeadline(&mu_, give_up);
+    }
+    --idle_workers_;
+    // Queued tasks run even while stopping: Shutdown waits for them (running_).
+    if (tasks_.empty()) return;
+    Task task = std::move(tasks_.front());
+    tasks_.pop_front();
+    mu_.Unlock();
+    task.fn();
+    task.fn = nullptr;  // Its captures go before the claim is dropped.
+    mu_.Lock();
+    claimed_.erase(task.id);
+    --running_;
+    changed_.SignalAll();
+  }
 }
 
 void Engine::Fault(const std::string& point) {
@@ -556,7 +583,9 @@ absl::StatusOr<v1::RequestTopologyResponse> Engine::RequestTopology(
   Fault("persisted");
   std::vector<v1::StageTiming> admitted(response.allocation().stage_timings().begin(),
                                         response.allocation().stage_timings().end());
-  Spawn(id, [this, id, admitted = std::move(admitted)] { Reconfigure(id, admitted); });
+  Spawn(id, [this, id, admitted = std::move(admitted), stored = response.allocation()] {
+    Reconfigure(id, admitted, {}, &stored);
+  });
   return response;
 }
 
@@ -569,7 +598,7 @@ absl::StatusOr<scheduler::FabricSnapshot> Engine::Snapshot() {
     a.set_id(holder);
     a.set_tenant(tenant);
   }
-  return scheduler::FabricSnapshot::Build(fabric->site, fabric->ports, circuits, holders);
+  return fabric->usability.WithCircuits(circuits, holders);
 }
 
 // --- The transaction ---
@@ -797,8 +826,9 @@ std::map<std::string, std::string> Engine::Retrain(const std::vector<v1::Circuit
 }
 
 void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> admitted,
-                         PhaseSwitch phase_switch) {
-  absl::StatusOr<v1::Allocation> loaded = store_->GetAllocation(id);
+                         PhaseSwitch phase_switch, const v1::Allocation* stored) {
+  absl::StatusOr<v1::Allocation> loaded =
+      stored != nullptr ? absl::StatusOr<v1::Allocation>(*stored) : store_->GetAllocation(id);
   if (!loaded.ok()) {
     FLEET_LOG(ERROR) << "allocation " << id << " vanished: " << loaded.status();
     return;
@@ -878,18 +908,29 @@ void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> adm
   programming.event_message =
       absl::StrCat("allocation ", id, " PROGRAMMING: quiescing ports and programming ",
                    circuits.size(), " circuits on switch ", absl::StrJoin(switch_ids, ", "));
-  // The state commit runs while the agents quiesce: quiescing twice is harmless, so a crash
-  // between the two loses nothing, and neither waits for the other.
+  // PROGRAMMING is committed on another worker while the agents quiesce and the switch is
+  // programmed: a restart resumes PENDING and PROGRAMMING alike, and quiescing or programming
+  // again is harmless, so a crash before it lands loses nothing. Every later state waits for
+  // it, so states are never stored out of order.
+  absl::Notification programming_done;
+  bool recorded = false;
+  auto commit_programming = [&] {
+    recorded = Update(programming, "fleetd").ok();
+    programming_done.Notify();
+  };
+  auto programming_recorded = [&] {
+    programming_done.WaitForNotification();
+    return recorded;
+  };
   absl::Time start = clock_->Now();
   std::vector<v1::Circuit> touched = removes;
   touched.insert(touched.end(), circuits.begin(), circuits.end());
-  bool recorded = false;
-  const absl::Status quiesced =
-      Quiesce(touched, id, [&] { recorded = Update(programming, "fleetd").ok(); });
+  const absl::Status quiesced = Quiesce(touched, id, [&] {
+    if (!Spawn("", commit_programming)) commit_programming();
+  });
   timings.push_back(Stage("quiesce", start, clock_->Now() - start));
-  if (!recorded) return;
   if (!quiesced.ok()) {
-    fail(quiesced, "quiesce");
+    if (programming_recorded()) fail(quiesced, "quiesce");
     return;
   }
   Fault("quiesced");
@@ -899,6 +940,7 @@ void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> adm
   absl::Status programmed = Program(removes, circuits, &program_time, &verify_time);
   timings.push_back(Stage("program", start, program_time));
   timings.push_back(Stage("verify", start + program_time, verify_time));
+  if (!programming_recorded()) return;
   if (!programmed.ok()) {
     fail(programmed, "program");
     return;

@@ -23,8 +23,10 @@
 //   the removal is retried with backoff.
 // Leases: every allocation has one (the request's, else the default); KeepAlive renews it;
 //   an allocation whose lease passes is released by fleetd.
-// Crash consistency: every state is persisted before the step it names starts, so a restart
-//   finds each interrupted transaction in the state it reached. Start() reconciles: it resumes
+// Crash consistency: the intent (PENDING) is persisted before any device is touched; the
+//   states after it are committed while their step runs, in order, and every step is
+//   idempotent, so a restart resumes an interrupted transaction from any of them. Start()
+//   reconciles: it resumes
 //   PENDING/PROGRAMMING/TRAINING allocations (switch changes are idempotent), finishes
 //   RELEASING ones, and leaves READY ones alone when the switch agrees (no switch command
 //   changes a correct cross-connect).
@@ -38,6 +40,7 @@
 #define FLEET_CONTROLLER_ENGINE_ENGINE_H_
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <list>
 #include <map>
@@ -223,6 +226,7 @@ class Engine {
     std::vector<v1::SwitchPort> ports;
     std::map<std::string, std::string> serials;  // O-NIC id → serial.
     // Ports and trunks as planning sees them, without circuits: which may take new light.
+    // Admission plans on it with the circuits added (FabricSnapshot::WithCircuits).
     scheduler::FabricSnapshot usability;
   };
   absl::StatusOr<std::shared_ptr<const Fabric>> CurrentFabric();
@@ -232,8 +236,13 @@ class Engine {
   // Claims `id` for one transaction; false if another holds it.
   bool Claim(const std::string& id);
   void Unclaim(const std::string& id);
-  // Runs `fn` on a transaction thread holding the claim on `id`; the claim is dropped after.
-  void Spawn(const std::string& id, std::function<void()> fn);
+  // Runs `fn` on a worker thread holding the claim on `id` (if any); the claim is dropped
+  // after. Workers are pooled: one left idle by its last task takes the next, so a
+  // transaction does not wait for a thread to be made. False (and `fn` dropped, the claim
+  // too) once the engine is stopping.
+  bool Spawn(const std::string& id, std::function<void()> fn);
+  // A worker: runs queued tasks, and leaves after a while with none.
+  void WorkerLoop();
 
   // The transaction's stages (engine.cc). Each runs with the claim held.
   // `admitted`: the plan and persist timings of a fresh request; empty when resuming.
@@ -245,8 +254,9 @@ class Engine {
     std::string from;  // The phase active before; empty when unknown (a resumed transaction).
     std::vector<v1::Circuit> removes;
   };
+  // `stored`: the allocation as admission just stored it, which saves reading it back.
   void Reconfigure(const std::string& id, std::vector<v1::StageTiming> admitted,
-                   PhaseSwitch phase_switch = {});
+                   PhaseSwitch phase_switch = {}, const v1::Allocation* stored = nullptr);
   // The circuits of `a`'s inactive phases whose cross-connects reconciliation last saw on
   // the switch and no desired circuit uses: what an interrupted phase switch left behind.
   std::vector<v1::Circuit> LeftBehind(const v1::Allocation& a);
@@ -353,9 +363,16 @@ class Engine {
   // none outlives the engine.
   struct Worker {
     std::thread thread;
-    std::atomic<bool> done{false};
+    std::atomic<bool> done{false};  // Left WorkerLoop: ready to join.
   };
   std::list<std::unique_ptr<Worker>> workers_ ABSL_GUARDED_BY(mu_);
+  struct Task {
+    std::string id;  // The claim dropped after it; empty for none.
+    std::function<void()> fn;
+  };
+  std::deque<Task> tasks_ ABSL_GUARDED_BY(mu_);  // Spawned, not yet taken by a worker.
+  int idle_workers_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::CondVar task_queued_;
   std::set<std::string> claimed_ ABSL_GUARDED_BY(mu_);         // Allocations in a transaction.
   std::map<std::string, Retry> retries_ ABSL_GUARDED_BY(mu_);  // By allocation id.
   std::map<std::string, std::unique_ptr<SwitchProgrammer>> programmers_ ABSL_GUARDED_BY(mu_);

@@ -1233,29 +1233,48 @@ class SqliteStore : public Store {
     return absl::OkStatus();
   }
 
-  absl::Status InsertCircuitLocked(const v1::Circuit& c, const std::string& allocation_id,
-                                   int position) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    RETURN_IF_ERROR(RefuseIfAnyLocked(
-        "SELECT COALESCE('allocation ' || allocation_id, 'the manual circuits') FROM circuits "
-        "WHERE id = ?1",
-        c.id(), absl::StrCat("circuit ", c.id(), " already exists in "), "",
-        absl::StatusCode::kAlreadyExists));
-    const bool desired = c.state() != v1::CIRCUIT_STATE_INACTIVE;
-    if (desired) {
-      // Name the holder of a busy port; the unique indexes are the backstop.
-      for (const v1::CrossConnect& x : c.cross_connects()) {
-        for (const auto& [column, port] :
-             {std::pair<const char*, uint32_t>{"ingress", x.ingress()}, {"egress", x.egress()}}) {
-          RETURN_IF_ERROR(RefuseIfAnyLocked(
-              absl::StrCat("SELECT circuit_id FROM cross_connects WHERE desired = 1 AND "
-                           "switch_id = ?1 AND ",
-                           column, " = ", port, " LIMIT 1"),
-              x.switch_id(),
-              absl::StrCat("switch port ", x.switch_id(), "/", port, " is already in circuit "),
-              ""));
+  // Why circuit `c` cannot be stored, when the reason is another circuit already holding its
+  // id (unless `stored`: its own row is in) or, for a desired circuit, one of its switch
+  // ports; OK when neither.
+  absl::Status ExplainRefusedCircuitLocked(const v1::Circuit& c, bool stored)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!stored) {
+      RETURN_IF_ERROR(RefuseIfAnyLocked(
+          "SELECT COALESCE('allocation ' || allocation_id, 'the manual circuits') FROM circuits "
+          "WHERE id = ?1",
+          c.id(), absl::StrCat("circuit ", c.id(), " already exists in "), "",
+          absl::StatusCode::kAlreadyExists));
+    }
+    if (c.state() == v1::CIRCUIT_STATE_INACTIVE) return absl::OkStatus();
+    for (const v1::CrossConnect& x : c.cross_connects()) {
+      for (const auto& [sql, port] :
+           {std::pair<const char*, uint32_t>{
+                "SELECT circuit_id FROM cross_connects WHERE desired = 1 AND "
+                "switch_id = ?1 AND ingress = ?2 AND circuit_id != ?3 LIMIT 1",
+                x.ingress()},
+            {"SELECT circuit_id FROM cross_connects WHERE desired = 1 AND "
+             "switch_id = ?1 AND egress = ?2 AND circuit_id != ?3 LIMIT 1",
+             x.egress()}}) {
+        ASSIGN_OR_RETURN(Statement holder, db_->Prepare(sql));
+        ASSIGN_OR_RETURN(bool row, holder.Bind(1, x.switch_id())
+                                       .Bind(2, static_cast<int64_t>(port))
+                                       .Bind(3, c.id())
+                                       .Step());
+        if (row) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "switch port ", x.switch_id(), "/", port, " is already in circuit ", holder.Text(0)));
         }
       }
     }
+    return absl::OkStatus();
+  }
+
+  // Stores circuit `c` and its cross-connects. The constraints (the primary key, one desired
+  // circuit per O-NIC port and per switch port, the foreign keys) refuse what may not be;
+  // only then is the store asked who holds what, so the common case costs two inserts.
+  absl::Status InsertCircuitLocked(const v1::Circuit& c, const std::string& allocation_id,
+                                   int position) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const bool desired = c.state() != v1::CIRCUIT_STATE_INACTIVE;
     ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(R"sql(
       INSERT INTO circuits (id, allocation_id, manual, src_onic, src_port, dst_onic, dst_port,
                             phase, state, reason, desired, position, trunks)
@@ -1278,6 +1297,7 @@ class SqliteStore : public Store {
       stmt.Bind(2, allocation_id);
     }
     if (absl::Status s = stmt.Run(); !s.ok()) {
+      RETURN_IF_ERROR(ExplainRefusedCircuitLocked(c, /*stored=*/false));
       return absl::Status(
           s.code(), absl::StrCat("circuit ", c.id(), " from onic ", c.source().onic(), " port ",
                                  c.source().port(), " to onic ", c.destination().onic(), " port ",
@@ -1290,14 +1310,18 @@ class SqliteStore : public Store {
             "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"));
     for (int i = 0; i < c.cross_connects_size(); ++i) {
       const v1::CrossConnect& x = c.cross_connects(i);
-      RETURN_IF_ERROR(hop.Bind(1, c.id())
-                          .Bind(2, int64_t{i})
-                          .Bind(3, x.switch_id())
-                          .Bind(4, static_cast<int64_t>(x.ingress()))
-                          .Bind(5, static_cast<int64_t>(x.egress()))
-                          .Bind(6, int64_t{desired ? 1 : 0})
-                          .Run());
+      absl::Status inserted = hop.Bind(1, c.id())
+                                  .Bind(2, int64_t{i})
+                                  .Bind(3, x.switch_id())
+                                  .Bind(4, static_cast<int64_t>(x.ingress()))
+                                  .Bind(5, static_cast<int64_t>(x.egress()))
+                                  .Bind(6, int64_t{desired ? 1 : 0})
+                                  .Run();
       hop.Reset();
+      if (!inserted.ok()) {
+        RETURN_IF_ERROR(ExplainRefusedCircuitLocked(c, /*stored=*/true));
+        return inserted;
+      }
     }
     return absl::OkStatus();
   }

@@ -185,6 +185,57 @@ void BM_MemberReplacement(benchmark::State& state) {
 }
 BENCHMARK(BM_MemberReplacement)->Unit(benchmark::kMicrosecond);
 
+// What admission builds before it plans: the snapshot of a 192-GPU switch with the 96
+// circuits of twelve rings of 8.
+void BM_SnapshotBuild(benchmark::State& state) {
+  static const auto* setup = [] {
+    auto* out = new std::tuple<v1::Inventory, std::vector<v1::SwitchPort>, std::vector<v1::Circuit>,
+                               std::vector<v1::Allocation>>();
+    auto& [site, ports, circuits, holders] = *out;
+    site = SyntheticSite({{"", 0, 192, 0, 0}});
+    ports = AllPorts(site);
+    for (int ring = 0; ring < 12; ++ring) {
+      const std::string id = "ring" + std::to_string(ring);
+      v1::TopologySpec spec;
+      spec.mutable_template_()->set_kind(v1::TEMPLATE_KIND_RING_UNIDIRECTIONAL);
+      for (int i = 1; i <= 8; ++i) {
+        spec.mutable_template_()->mutable_members()->add_devices("gpu" +
+                                                                 std::to_string(8 * ring + i));
+      }
+      const FabricSnapshot now = FabricSnapshot::Build(site, ports, circuits, holders);
+      v1::Plan plan = PlanTopology(now, {"t", spec}).value();
+      v1::Allocation& a = holders.emplace_back();
+      a.set_id(id);
+      a.set_tenant("t");
+      for (int i = 0; i < plan.circuits_size(); ++i) {
+        v1::Circuit c = plan.circuits(i);
+        c.set_id(id + "-c" + std::to_string(i + 1));
+        c.set_allocation_id(id);
+        circuits.push_back(c);
+      }
+    }
+    return out;
+  }();
+  const auto& [site, ports, circuits, holders] = *setup;
+  // 0: inventory only; 1: inventory and circuits; 2: the circuits added to a kept snapshot of
+  // the inventory (what admission does).
+  const FabricSnapshot idle = FabricSnapshot::Build(site, ports, {}, {});
+  for (auto _ : state) {
+    switch (state.range(0)) {
+      case 0:
+        benchmark::DoNotOptimize(FabricSnapshot::Build(site, ports, {}, {}));
+        break;
+      case 1:
+        benchmark::DoNotOptimize(FabricSnapshot::Build(site, ports, circuits, holders));
+        break;
+      default:
+        benchmark::DoNotOptimize(idle.WithCircuits(circuits, holders));
+    }
+  }
+  state.counters["circuits"] = state.range(0) == 0 ? 0 : static_cast<double>(circuits.size());
+}
+BENCHMARK(BM_SnapshotBuild)->ArgName("from")->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond);
+
 }  // namespace
 }  // namespace fleet::scheduler
 
