@@ -143,7 +143,39 @@ RestApi::RestApi(const RestApiOptions& options, SwitchModel* model, const Clock*
       list_name_(options.yang_revision == YangRevision::kLegacy ? "pairs" : "pair"),
       model_(model),
       clock_(clock),
-      wait_(std::move(wait)) {}
+      wait_(std::move(wait)) {
+  listener_ = model_->AddLightListener([this](uint64_t generation) {
+    absl::MutexLock lock(&watch_mu_);
+    latest_generation_ = generation;
+    light_changed_.SignalAll();
+  });
+  // Read after the listener is in: a change in between is not missed.
+  const uint64_t now = model_->light_generation();
+  absl::MutexLock lock(&watch_mu_);
+  latest_generation_ = std::max(latest_generation_, now);
+}
+
+RestApi::~RestApi() { model_->RemoveLightListener(listener_); }
+
+void RestApi::Stop() {
+  absl::MutexLock lock(&watch_mu_);
+  stopping_ = true;
+  light_changed_.SignalAll();
+}
+
+void RestApi::WaitForLightChange(uint64_t seen, absl::Duration wait) {
+  const absl::Time give_up = absl::Now() + wait;
+  absl::Time until = give_up;
+  // A cross-connect settling changes light without a change to the model: the wait ends then.
+  const absl::Time now = clock_->Now();
+  if (const absl::Time settle = model_->NextSettle(now); settle != absl::InfiniteFuture()) {
+    until = std::min(until, absl::Now() + (settle - now));
+  }
+  absl::MutexLock lock(&watch_mu_);
+  while (!stopping_ && latest_generation_ == seen) {
+    if (light_changed_.WaitWithDeadline(&watch_mu_, until)) return;  // Timed out.
+  }
+}
 
 HttpResponse RestApi::Handle(const HttpRequest& request) {
   std::string path = request.path;
@@ -526,33 +558,70 @@ HttpResponse RestApi::GetLight(int egress, absl::string_view query) {
 }
 
 HttpResponse RestApi::GetLights(absl::string_view query) {
-  absl::string_view list = query;
-  if (!absl::ConsumePrefix(&list, "egress=") || list.empty() || absl::StrContains(list, '&')) {
-    Refuse(400, "invalid-value",
-           absl::StrCat("query '", query, "' must be egress=E1,E2,... (and nothing else)"));
-  }
+  constexpr int64_t kMaxWaitMs = 60000;
   std::vector<int> egresses;
-  for (absl::string_view item : absl::StrSplit(list, ',')) {
-    int egress = 0;
-    if (!absl::SimpleAtoi(item, &egress)) {
-      Refuse(400, "invalid-value", absl::StrCat("egress '", item, "' is not a port number"));
+  std::optional<uint64_t> after;
+  int64_t wait_ms = 1000;
+  for (absl::string_view parameter : absl::StrSplit(query, '&', absl::SkipEmpty())) {
+    absl::string_view value = parameter;
+    if (absl::ConsumePrefix(&value, "egress=") && egresses.empty() && !value.empty()) {
+      for (absl::string_view item : absl::StrSplit(value, ',')) {
+        int egress = 0;
+        if (!absl::SimpleAtoi(item, &egress)) {
+          Refuse(400, "invalid-value", absl::StrCat("egress '", item, "' is not a port number"));
+        }
+        egresses.push_back(egress);
+      }
+    } else if (absl::ConsumePrefix(&value, "after=") && !after) {
+      uint64_t generation = 0;
+      if (!absl::SimpleAtoi(value, &generation)) {
+        Refuse(400, "invalid-value",
+               absl::StrCat("after '", value, "' must be a light generation (an integer >= 0)"));
+      }
+      after = generation;
+    } else if (absl::ConsumePrefix(&value, "wait_ms=")) {
+      if (!absl::SimpleAtoi(value, &wait_ms) || wait_ms < 0 || wait_ms > kMaxWaitMs) {
+        Refuse(400, "invalid-value",
+               absl::StrCat("wait_ms '", value, "' must be an integer 0..", kMaxWaitMs));
+      }
+    } else {
+      Refuse(400, "invalid-value",
+             absl::StrCat("query parameter '", parameter,
+                          "' is not one of egress=E1,E2,... (once), after=G, wait_ms=N"));
     }
-    egresses.push_back(egress);
+  }
+  if (egresses.empty()) {
+    Refuse(400, "invalid-value",
+           absl::StrCat("query '", query,
+                        "' must name egress=E1,E2,... (after=G and wait_ms=N "
+                        "are optional)"));
   }
   if (egresses.size() > static_cast<size_t>(model_->size().ports())) {
     Refuse(400, "invalid-value",
            absl::StrCat(egresses.size(), " egresses asked for; the switch has ",
                         model_->size().ports(), " ports"));
   }
+  for (int egress : egresses) {
+    if (!model_->size().IsEgress(egress)) {
+      Refuse(400, "invalid-value",
+             absl::StrCat("port ", egress, " is not an egress port (", model_->size().ingress + 1,
+                          "..", model_->size().ports(), ")"));
+    }
+  }
+  if (after) WaitForLightChange(*after, absl::Milliseconds(wait_ms));
+  // Read before the light: a change after it makes the next long poll answer at once.
+  const uint64_t generation = model_->light_generation();
   json lights = json::array();
   for (int egress : egresses) {
     absl::StatusOr<Light> light = model_->LightAt(egress);
     if (!light.ok()) return Error(400, "invalid-value", light.status().message(), kJson);
-    lights.push_back({{"egress", egress},
-                      {"signal", light->signal ? json(*light->signal) : json(nullptr)},
-                      {"power_dbm", light->power_dbm}});
+    json entry = {{"egress", egress},
+                  {"signal", light->signal ? json(*light->signal) : json(nullptr)},
+                  {"power_dbm", light->power_dbm}};
+    if (light->via_trunk) entry["via_trunk"] = true;
+    lights.push_back(std::move(entry));
   }
-  return Json(200, {{"lights", lights}}, kJson);
+  return Json(200, {{"lights", lights}, {"generation", generation}}, kJson);
 }
 
 HttpResponse RestApi::GetCounters() {

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "controller/base/clock.h"
 #include "nlohmann/json.hpp"
 #include "switch_adapters/polatis/emulator/switch_model.h"
@@ -47,6 +49,13 @@ class RestApi {
  public:
   // `model` and `clock` are not owned. `wait` delays answers (settling, injected latency).
   RestApi(const RestApiOptions& options, SwitchModel* model, const Clock* clock, Waiter wait);
+  ~RestApi();
+  RestApi(const RestApi&) = delete;
+  RestApi& operator=(const RestApi&) = delete;
+
+  // Ends the long polls waiting now (GET /sim/v1/light?...&after=G) and answers later ones at
+  // once: the server is stopping.
+  void Stop();
 
   // Thread-safe: the server calls it from many worker threads.
   HttpResponse Handle(const HttpRequest& request);
@@ -72,8 +81,14 @@ class RestApi {
   HttpResponse PutTrunk(int ingress, const nlohmann::ordered_json& body);
   HttpResponse GetTrunks();
   HttpResponse GetLight(int egress, absl::string_view query);
-  // Several egresses' light in one request (`egress=E1,E2,...`), in the order asked.
+  // Several egresses' light in one request (`egress=E1,E2,...`), in the order asked, with the
+  // model's light generation. With `after=G` it is a long poll: the answer waits (up to
+  // `wait_ms`, default 1000, at most 60000) until the generation is no longer G or a
+  // cross-connect settles.
   HttpResponse GetLights(absl::string_view query);
+  // Returns when the light generation is not `seen`, a cross-connect settles, `wait` passes,
+  // or the server stops.
+  void WaitForLightChange(uint64_t seen, absl::Duration wait);
   HttpResponse GetCounters();
 
   // Answers after the cross-connects made settle (the switch answers after moving beams).
@@ -84,6 +99,13 @@ class RestApi {
   SwitchModel* const model_;
   const Clock* const clock_;
   const Waiter wait_;
+
+  // What the long polls wait on: the generation the model last reported to its listener.
+  absl::Mutex watch_mu_;
+  absl::CondVar light_changed_;
+  uint64_t latest_generation_ ABSL_GUARDED_BY(watch_mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(watch_mu_) = false;
+  int listener_ = 0;  // The model's id for our listener.
 };
 
 }  // namespace fleet::polatis_emu

@@ -173,6 +173,7 @@ void RestServer::Stop() {
   absl::MutexLock lock(&stop_mu_);
   if (context_ == nullptr) return;
   if (!stopping_.HasBeenNotified()) stopping_.Notify();
+  api_.Stop();  // Long polls answer now, so their workers let go of their connections.
   DropConnections();
   // civetweb notices mg_stop only between polls of its listener: knock so it stops at once.
   StopWhileKnocking(options_.listen_address, port_, [this] { mg_stop(context_); });

@@ -228,6 +228,7 @@ absl::Status SwitchModel::Commit(Config next, int changed) {
     return s;
   }
   config_ = std::move(next);
+  LightChangedLocked();
   counters_.cross_connects_changed += changed;
   counters_.cross_connects = static_cast<int64_t>(config_.by_ingress.size());
   return absl::OkStatus();
@@ -446,13 +447,14 @@ absl::Status SwitchModel::SetSignal(int ingress, std::string name, double launch
                      trunk.egress, "; remove the trunk before lighting a signal on it"));
   }
   signals_[ingress] = Signal{std::move(name), launch_dbm};
+  LightChangedLocked();
   return absl::OkStatus();
 }
 
 absl::Status SwitchModel::ClearSignal(int ingress) {
   if (absl::Status s = CheckIngress(ingress); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
-  signals_.erase(ingress);
+  if (signals_.erase(ingress) > 0) LightChangedLocked();
   return absl::OkStatus();
 }
 
@@ -485,13 +487,14 @@ absl::Status SwitchModel::SetTrunk(Trunk trunk) {
   }
   const int ingress = trunk.ingress;
   trunks_[ingress] = TrunkFeed{std::move(trunk), ""};
+  LightChangedLocked();
   return absl::OkStatus();
 }
 
 absl::Status SwitchModel::ClearTrunk(int ingress) {
   if (absl::Status s = CheckIngress(ingress); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
-  trunks_.erase(ingress);
+  if (trunks_.erase(ingress) > 0) LightChangedLocked();
   return absl::OkStatus();
 }
 
@@ -573,12 +576,12 @@ absl::StatusOr<Light> SwitchModel::LightAt(int egress, int hops) const {
   const Trunk& trunk = source.trunk;
   if (hops + 1 > kMaxTrunkHops) {
     NoteHopLimit(trunk, hops);
-    return Light{};
+    return Light{std::nullopt, kNoLightDbm, /*via_trunk=*/true};
   }
   absl::StatusOr<Light> far = remote_light_->Fetch(trunk.from, trunk.egress, hops + 1);
   NoteFarAnswer(trunk, far.status());
-  if (!far.ok() || !far->signal) return Light{};
-  return Light{far->signal, RoundPower(far->power_dbm - source.loss_db)};
+  if (!far.ok() || !far->signal) return Light{std::nullopt, kNoLightDbm, /*via_trunk=*/true};
+  return Light{far->signal, RoundPower(far->power_dbm - source.loss_db), /*via_trunk=*/true};
 }
 
 // --- Port faults ----------------------------------------------------------------------------
@@ -591,6 +594,7 @@ absl::Status SwitchModel::SetPortFailed(int port, bool failed) {
   } else {
     failed_ports_.erase(port);
   }
+  LightChangedLocked();
   return absl::OkStatus();
 }
 
@@ -606,6 +610,7 @@ absl::Status SwitchModel::SetPowerDrop(int port, double drop_db) {
   } else {
     power_drops_[port] = drop_db;
   }
+  LightChangedLocked();
   return absl::OkStatus();
 }
 
@@ -649,6 +654,38 @@ void SwitchModel::ClearFaults() {
   faults_ = FaultSettings{};
   failed_ports_.clear();
   power_drops_.clear();
+  LightChangedLocked();
+}
+
+void SwitchModel::LightChangedLocked() {
+  ++light_generation_;
+  for (const auto& [id, listener] : light_listeners_) listener(light_generation_);
+}
+
+uint64_t SwitchModel::light_generation() const {
+  absl::MutexLock lock(&mu_);
+  return light_generation_;
+}
+
+absl::Time SwitchModel::NextSettle(absl::Time now) const {
+  absl::MutexLock lock(&mu_);
+  absl::Time next = absl::InfiniteFuture();
+  for (const auto& [ingress, patch] : config_.by_ingress) {
+    if (patch.settled_at > now) next = std::min(next, patch.settled_at);
+  }
+  return next;
+}
+
+int SwitchModel::AddLightListener(std::function<void(uint64_t)> listener) {
+  absl::MutexLock lock(&mu_);
+  const int id = next_listener_++;
+  light_listeners_[id] = std::move(listener);
+  return id;
+}
+
+void SwitchModel::RemoveLightListener(int id) {
+  absl::MutexLock lock(&mu_);
+  light_listeners_.erase(id);
 }
 
 uint64_t SwitchModel::session_epoch() const {

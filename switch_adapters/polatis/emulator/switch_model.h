@@ -102,6 +102,9 @@ struct PortReading {
 struct Light {
   std::optional<std::string> signal;  // nullopt: no light
   double power_dbm = kNoLightDbm;
+  // It came in over a trunk: the far emulator's changes move it, and this model's light
+  // generation does not count them.
+  bool via_trunk = false;
 };
 
 // A trunk fiber: from egress `egress` of the emulator whose REST port is `from` to this
@@ -218,6 +221,18 @@ class SwitchModel {
   // when it cannot be fetched, or would cross more than kMaxTrunkHops trunks, nothing
   // arrives, and a warning is logged each time the trunk's problem changes.
   absl::StatusOr<Light> LightAt(int egress, int hops = 0) const;
+  // Counts the changes that can move light at this switch's egresses (cross-connects,
+  // shutters, signals, trunks, port faults), so a reader can tell whether what it read is
+  // still true. Light from across a trunk is not counted (Light::via_trunk), nor a
+  // cross-connect settling: see NextSettle.
+  uint64_t light_generation() const;
+  // The first time after `now` a cross-connect made earlier settles and starts carrying
+  // light; InfiniteFuture when none is settling.
+  absl::Time NextSettle(absl::Time now) const;
+  // `listener` is called with the new light_generation (and the model's mutex held: it must
+  // not call the model) after each change it counts. Returns an id for RemoveLightListener.
+  int AddLightListener(std::function<void(uint64_t)> listener);
+  void RemoveLightListener(int id);
 
   // --- Port faults.
   absl::Status SetPortFailed(int port, bool failed);
@@ -278,6 +293,8 @@ class SwitchModel {
   SwitchModel(const SwitchModelOptions& options, const Clock* clock, RemoteLight* remote_light)
       : options_(options), clock_(clock), remote_light_(remote_light) {}
 
+  // Counts a change of light and tells the listeners.
+  void LightChangedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status LoadState() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SaveState(const Config& config) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes `next` to the state file, then makes it current.
@@ -315,6 +332,9 @@ class SwitchModel {
   FaultSettings faults_ ABSL_GUARDED_BY(mu_);
   uint64_t session_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   Counters counters_ ABSL_GUARDED_BY(mu_);
+  uint64_t light_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<int, std::function<void(uint64_t)>> light_listeners_ ABSL_GUARDED_BY(mu_);  // By id.
+  int next_listener_ ABSL_GUARDED_BY(mu_) = 1;
 };
 
 }  // namespace fleet::polatis_emu

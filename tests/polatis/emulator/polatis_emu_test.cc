@@ -224,6 +224,10 @@ TEST(PolatisEmuTest, TrunkFiberCarriesLightBetweenTwoProcesses) {
             201);
   EXPECT_EQ(raw::Http(b.rest, "GET", "/sim/v1/light/400").body,
             R"({"egress":400,"signal":"FLT-S1C0-N0/1","power_dbm":-4.0})");
+  // A reader keeping a copy learns which light the far emulator's changes move.
+  EXPECT_THAT(raw::Http(b.rest, "GET", "/sim/v1/light?egress=400,401").body,
+              HasSubstr(R"({"egress":400,"signal":"FLT-S1C0-N0/1","power_dbm":-4.0,)"
+                        R"("via_trunk":true},{"egress":401,"signal":null,"power_dbm":-99.99}])"));
 
   // The far process gone: no light, one warning however often the light is read.
   absl::StatusOr<int> code = a.daemon->Stop(SIGTERM);

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "nlohmann/json.hpp"
 #include "switch_adapters/polatis/emulator/emulator.h"
 #include "tests/polatis/emulator/raw_clients.h"
@@ -115,11 +117,15 @@ TEST_F(SimTest, SeveralEgressesAreReadInOneRequestInTheOrderAsked) {
                 .status,
             201);
   fake_clock_.Advance(absl::Milliseconds(50));
+  // Two changes so far: the signal and the cross-connect.
   EXPECT_EQ(Request("GET", "/sim/v1/light?egress=18,17").body,
             R"({"lights":[{"egress":18,"signal":null,"power_dbm":-99.99},)"
-            R"({"egress":17,"signal":"FLT-S1C0-N0/1","power_dbm":-1.5}]})");
-  for (const char* bad : {"/sim/v1/light", "/sim/v1/light?egress=", "/sim/v1/light?egress=x",
-                          "/sim/v1/light?egress=17&hops=1", "/sim/v1/light?egress=3"}) {
+            R"({"egress":17,"signal":"FLT-S1C0-N0/1","power_dbm":-1.5}],"generation":2})");
+  for (const char* bad :
+       {"/sim/v1/light", "/sim/v1/light?egress=", "/sim/v1/light?egress=x",
+        "/sim/v1/light?egress=17&hops=1", "/sim/v1/light?egress=3", "/sim/v1/light?after=1",
+        "/sim/v1/light?egress=17&after=x", "/sim/v1/light?egress=17&after=1&wait_ms=60001",
+        "/sim/v1/light?egress=17&after=1&wait_ms=-1", "/sim/v1/light?egress=17&egress=18"}) {
     SCOPED_TRACE(bad);
     EXPECT_EQ(Request("GET", bad).status, 400);
   }
@@ -127,6 +133,92 @@ TEST_F(SimTest, SeveralEgressesAreReadInOneRequestInTheOrderAsked) {
               HasSubstr("egress 'x' is not a port number"));
   EXPECT_THAT(Request("GET", "/sim/v1/light?egress=3").body,
               HasSubstr("port 3 is not an egress port"));
+  EXPECT_THAT(Request("GET", "/sim/v1/light?egress=17&after=x").body,
+              HasSubstr("after 'x' must be a light generation"));
+  EXPECT_THAT(Request("GET", "/sim/v1/light?egress=17&after=1&wait_ms=60001").body,
+              HasSubstr("wait_ms '60001' must be an integer 0..60000"));
+}
+
+// A reader that keeps a copy of the light (an emulated agent) asks with the generation it
+// has: the answer waits until the light may have changed.
+TEST_F(SimTest, ALongPollAnswersWhenTheLightChanges) {
+  Start(absl::ZeroDuration(), &system_clock_);
+  json first = json::parse(Request("GET", "/sim/v1/light?egress=17").body);
+  const uint64_t generation = first["generation"];
+  // An older generation is answered at once.
+  EXPECT_EQ(json::parse(Request("GET", absl::StrCat("/sim/v1/light?egress=17&after=",
+                                                    generation - 1, "&wait_ms=60000"))
+                            .body)["generation"],
+            generation);
+  // Nothing changes: the answer comes when the wait is over, the same as before.
+  const absl::Time start = absl::Now();
+  json same = json::parse(
+      Request("GET", absl::StrCat("/sim/v1/light?egress=17&after=", generation, "&wait_ms=40"))
+          .body);
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(40));
+  EXPECT_EQ(same, first);
+
+  // A change while it waits answers it with the new light.
+  std::thread change([&] {
+    absl::SleepFor(absl::Milliseconds(20));
+    EXPECT_EQ(Request("PUT", "/sim/v1/signals/1", R"({"name":"sig","power_dbm":0})").status, 204);
+    EXPECT_EQ(Request("PUT", absl::StrCat(kCrossConnects, "/pair=1"),
+                      R"({"pair":[{"ingress":1,"egress":17}]})")
+                  .status,
+              201);
+  });
+  json changed;
+  for (uint64_t seen = generation; changed.is_null() || changed["lights"][0]["signal"].is_null();) {
+    changed = json::parse(
+        Request("GET", absl::StrCat("/sim/v1/light?egress=17&after=", seen, "&wait_ms=60000"))
+            .body);
+    ASSERT_GT(changed["generation"], seen);
+    seen = changed["generation"];
+  }
+  change.join();
+  EXPECT_EQ(changed["lights"][0]["signal"], "sig");
+  EXPECT_EQ(changed["generation"], generation + 2);
+}
+
+TEST_F(SimTest, ALongPollAnswersWhenACrossConnectSettles) {
+  Start(absl::Milliseconds(30), &system_clock_);
+  ASSERT_EQ(Request("PUT", "/sim/v1/signals/1", R"({"name":"sig","power_dbm":0})").status, 204);
+  auto tl1 = Tl1();
+  ASSERT_THAT(tl1->Command("ENT-PATCH::1,17:1:;"), HasSubstr("COMPLD"));
+  // TL1 answers once the beam has settled: make the next one without waiting for it.
+  json before = json::parse(Request("GET", "/sim/v1/light?egress=17").body);
+  ASSERT_EQ(before["lights"][0]["signal"], "sig");
+  ASSERT_EQ(Request("DELETE", absl::StrCat(kCrossConnects, "/pair=1")).status, 204);
+  std::thread make([&] { EXPECT_THAT(tl1->Command("ENT-PATCH::1,17:2:;"), HasSubstr("COMPLD")); });
+  // The generation moves when the cross-connect is made, dark, and the light comes when it
+  // settles: a reader asking with the dark generation hears of it then, not a minute later.
+  json light;
+  uint64_t seen = before["generation"];
+  const absl::Time start = absl::Now();
+  while (light.is_null() || light["lights"][0]["signal"].is_null()) {
+    light = json::parse(
+        Request("GET", absl::StrCat("/sim/v1/light?egress=17&after=", seen, "&wait_ms=60000"))
+            .body);
+    seen = light["generation"];
+  }
+  make.join();
+  EXPECT_EQ(light["lights"][0]["signal"], "sig");
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+}
+
+TEST_F(SimTest, AStoppingEmulatorEndsItsLongPolls) {
+  Start(absl::ZeroDuration(), &system_clock_);
+  const uint64_t generation =
+      json::parse(Request("GET", "/sim/v1/light?egress=17").body)["generation"];
+  std::thread poll([&, address = emulator_->rest_address()] {
+    raw::Http(address, "GET",
+              absl::StrCat("/sim/v1/light?egress=17&after=", generation, "&wait_ms=60000"), "", "");
+  });
+  absl::SleepFor(absl::Milliseconds(20));
+  const absl::Time start = absl::Now();
+  emulator_.reset();
+  poll.join();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
 }
 
 TEST_F(SimTest, LightArrivesAfterTheSwitchTimeOnTheRealClock) {
