@@ -2,7 +2,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <memory>
+#include <optional>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -27,6 +30,34 @@ std::string Identity(const std::string& serial, uint32_t port) {
 class HttpLightSimulator : public LightSimulator {
  public:
   explicit HttpLightSimulator(std::string address) : base_("http://" + std::move(address)) {}
+  ~HttpLightSimulator() override {
+    {
+      absl::MutexLock lock(&mirror_mu_);
+      stopping_ = true;
+      mirror_stopped_.SignalAll();
+    }
+    if (mirror_client_ != nullptr) mirror_client_->Abort();  // Ends a waiting long poll.
+    if (mirror_thread_.joinable()) mirror_thread_.join();
+  }
+
+  // One long poll at a time (GET /sim/v1/light?egress=...&after=G): the simulator answers
+  // when its light generation moves or a cross-connect settles, and the copy is replaced.
+  void Mirror(const std::vector<uint32_t>& egresses) override {
+    if (egresses.empty() || mirror_thread_.joinable()) return;
+    polatis::CurlHttpClientOptions options;
+    options.base_url = base_;
+    options.content_type = "application/json";
+    options.request_timeout = kMirrorWait + absl::Seconds(5);
+    mirror_client_ = polatis::NewCurlHttpClient(options);
+    mirror_thread_ = std::thread([this, egresses] { MirrorLoop(egresses); });
+  }
+
+  std::optional<Light> Mirrored(uint32_t egress) override {
+    absl::MutexLock lock(&mirror_mu_);
+    auto it = mirror_.find(egress);
+    if (it == mirror_.end()) return std::nullopt;
+    return it->second;
+  }
 
   absl::Status PutSignal(uint32_t ingress, const std::string& name, double power_dbm) override {
     nlohmann::json body = {{"name", name}, {"power_dbm", power_dbm}};
@@ -92,6 +123,53 @@ class HttpLightSimulator : public LightSimulator {
     }
   }
 
+  // How long one long poll waits for a change before it is asked again.
+  static constexpr absl::Duration kMirrorWait = absl::Seconds(10);
+
+  void MirrorLoop(const std::vector<uint32_t>& egresses) {
+    const std::string list = absl::StrJoin(egresses, ",");
+    bool copied = false;  // `generation` is that of the copy held.
+    uint64_t generation = 0;
+    while (true) {
+      {
+        absl::MutexLock lock(&mirror_mu_);
+        if (stopping_) return;
+      }
+      std::string path = absl::StrCat("/sim/v1/light?egress=", list);
+      if (copied) {
+        absl::StrAppend(&path, "&after=", generation,
+                        "&wait_ms=", absl::ToInt64Milliseconds(kMirrorWait));
+      }
+      absl::StatusOr<polatis::HttpResponse> reply = mirror_client_->Send("GET", path, "");
+      nlohmann::json parsed;
+      if (reply.ok() && reply->status == 200) {
+        parsed = nlohmann::json::parse(reply->body, nullptr, false);
+      }
+      absl::MutexLock lock(&mirror_mu_);
+      if (!parsed.is_object() || !parsed["lights"].is_array() ||
+          parsed["lights"].size() != egresses.size() || !parsed["generation"].is_number()) {
+        // No copy is better than a stale one: reads ask the simulator until this recovers.
+        mirror_.clear();
+        copied = false;
+        if (!stopping_) mirror_stopped_.WaitWithTimeout(&mirror_mu_, absl::Milliseconds(200));
+        continue;
+      }
+      generation = parsed["generation"].get<uint64_t>();
+      copied = true;
+      for (size_t i = 0; i < egresses.size(); ++i) {
+        const nlohmann::json& entry = parsed["lights"][i];
+        if (entry.value("via_trunk", false)) {
+          mirror_.erase(egresses[i]);
+          continue;
+        }
+        Light light;
+        if (entry.contains("signal") && entry["signal"].is_string()) light.signal = entry["signal"];
+        light.power_dbm = entry.value("power_dbm", kNoLight);
+        mirror_[egresses[i]] = std::move(light);
+      }
+    }
+  }
+
   // Idle connections kept: each holds one of the emulator's server threads while it waits, so
   // an agent keeps a few, not one per port.
   static constexpr size_t kIdleConnections = 4;
@@ -136,6 +214,13 @@ class HttpLightSimulator : public LightSimulator {
   absl::CondVar read_changed_;
   bool reading_ ABSL_GUARDED_BY(read_mu_) = false;  // A thread is sending a gathered read.
   std::vector<std::shared_ptr<PendingRead>> waiting_ ABSL_GUARDED_BY(read_mu_);
+
+  std::unique_ptr<polatis::HttpClient> mirror_client_;  // The long poll's own connection.
+  std::thread mirror_thread_;
+  absl::Mutex mirror_mu_;
+  absl::CondVar mirror_stopped_;
+  bool stopping_ ABSL_GUARDED_BY(mirror_mu_) = false;
+  std::map<uint32_t, Light> mirror_ ABSL_GUARDED_BY(mirror_mu_);  // By egress.
 };
 
 }  // namespace
@@ -151,14 +236,17 @@ absl::StatusOr<std::unique_ptr<EmulatedBackend>> EmulatedBackend::Create(
     Options options, std::unique_ptr<LightSimulator> simulator) {
   std::unique_ptr<EmulatedBackend> backend(
       new EmulatedBackend(std::move(options), std::move(simulator)));
+  std::vector<uint32_t> receivers;
   for (const OnicConfig& onic : backend->options_.onics) {
     for (uint32_t port : {1u, 2u}) {
       absl::Status lit =
           backend->simulator_->PutSignal(onic.tx_ingress[port - 1], Identity(onic.serial, port),
                                          backend->options_.launch_power_dbm);
       if (!lit.ok()) return lit;
+      receivers.push_back(onic.rx_egress[port - 1]);
     }
   }
+  backend->simulator_->Mirror(receivers);
   return backend;
 }
 
@@ -258,6 +346,16 @@ CommandOutcome EmulatedBackend::Retrain(const std::string& serial, uint32_t port
   // Training takes its simulated time; then the light must be there, from the right peer.
   const absl::Time trained = absl::Now() + options_.training_time;
   absl::SleepFor(std::min(trained, deadline) - absl::Now());
+  // The receiver's own reading first: when it shows the expected peer at usable power the
+  // link has trained, without asking the simulator. Anything else is asked, since the copy
+  // may not have caught up with the switch yet.
+  if (std::optional<LightSimulator::Light> seen =
+          simulator_->Mirrored((*onic)->rx_egress[port - 1]);
+      seen && !seen->signal.empty() && (want.empty() || seen->signal == want) &&
+      seen->power_dbm >= options_.min_rx_power_dbm) {
+    SetStatus(serial, port, v1::LINK_STATUS_UP, absl::StrCat("trained with ", seen->signal));
+    return {absl::OkStatus(), Observe(**onic, port, &*seen)};
+  }
   const absl::Time give_up = std::min(deadline, trained + options_.light_wait);
   std::string problem = "no light";
   while (true) {

@@ -27,7 +27,18 @@ class LightSimulator {
   };
   virtual ~LightSimulator() = default;
   virtual absl::Status PutSignal(uint32_t ingress, const std::string& name, double power_dbm) = 0;
+  // Asks the simulator: the light at `egress` now.
   virtual absl::StatusOr<Light> ReadLight(uint32_t egress) = 0;
+  // Starts keeping a copy of the light at `egresses` (this host's rx fibers), which the
+  // simulator refreshes as its light changes, as a real O-NIC's receiver reads its own power.
+  virtual void Mirror(const std::vector<uint32_t>& egresses) { (void)egresses; }
+  // The light at `egress` as the copy holds it, at most one simulator round trip old; nullopt
+  // without one (not mirrored, not fetched yet, the simulator unreachable, or light that comes
+  // over a trunk, which changes without this simulator knowing).
+  virtual std::optional<Light> Mirrored(uint32_t egress) {
+    (void)egress;
+    return std::nullopt;
+  }
 };
 
 // Over HTTP to polatis-emu's REST port ("HOST:PORT").

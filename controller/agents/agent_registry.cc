@@ -240,6 +240,14 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream) 
           return;
         }
       }
+      absl::MutexLock lock(&mu_);
+      for (const v1::ControllerMessage& message : batch) {
+        if (!message.has_command()) continue;
+        if (auto it = pending_.find(message.command().id()); it != pending_.end()) {
+          it->second->written = true;
+        }
+      }
+      changed_.SignalAll();
     }
   });
 
@@ -406,6 +414,19 @@ std::unique_ptr<SentCommands> AgentRegistry::Send(std::vector<AddressedCommand> 
     Enqueue(sessions_[current->second], std::move(message));
   }
   return sent;
+}
+
+void AgentRegistry::AwaitWritten(const SentCommands& handed, absl::Duration limit) {
+  const auto& sent = static_cast<const Sent&>(handed);
+  const absl::Time until = std::min(sent.deadline, absl::Now() + limit);
+  absl::MutexLock lock(&mu_);
+  auto all_written = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (const auto& p : sent.waiting) {
+      if (p && !p->written && !p->result && p->failure.ok()) return false;
+    }
+    return true;
+  };
+  while (!all_written() && absl::Now() < until) changed_.WaitWithDeadline(&mu_, until);
 }
 
 std::vector<absl::StatusOr<v1::CommandResult>> AgentRegistry::Await(

@@ -79,6 +79,13 @@ class CommandSender {
   // in the order of the commands; each is what SendCommand would return.
   virtual std::vector<absl::StatusOr<v1::CommandResult>> Await(
       std::unique_ptr<SentCommands> sent) = 0;
+  // Waits, at most `limit`, until every command of `sent` is written to its agent's stream
+  // (or answered, or its agent gone). A caller with work of its own to do after Send (a state
+  // commit) lets the commands leave first, so the agents start at once.
+  virtual void AwaitWritten(const SentCommands& sent, absl::Duration limit) {
+    (void)sent;
+    (void)limit;
+  }
   // Send, then Await.
   std::vector<absl::StatusOr<v1::CommandResult>> SendCommands(
       std::vector<AddressedCommand> commands, absl::Time deadline) {
@@ -118,6 +125,7 @@ class AgentRegistry : public CommandSender {
   std::unique_ptr<SentCommands> Send(std::vector<AddressedCommand> commands,
                                      absl::Time deadline) override;
   std::vector<absl::StatusOr<v1::CommandResult>> Await(std::unique_ptr<SentCommands> sent) override;
+  void AwaitWritten(const SentCommands& sent, absl::Duration limit) override;
   bool HasOwner(const std::string& onic_serial) override;
   // From the port states the agent gave at registration, in command results and in link
   // changes, since it last connected.
@@ -147,6 +155,7 @@ class AgentRegistry : public CommandSender {
     v1::Command command;
     std::optional<v1::CommandResult> result;
     absl::Status failure;  // Set when the agent went away.
+    bool written = false;  // On the agent's stream.
   };
   class Sent;  // The registry's SentCommands.
   struct Session {

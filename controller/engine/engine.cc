@@ -27,6 +27,11 @@ namespace {
 
 // The reason of a release the lease ran out for; metrics tell it from requested ones by it.
 constexpr char kLeaseExpired[] = "lease expired";
+// How long a transaction lets the commands it handed to the agents go out on their streams
+// before it commits the state they belong to: on a busy host the commit would otherwise
+// hold the CPU the streams' writers need, and the agents would start late. A stuck stream
+// costs this once.
+constexpr absl::Duration kLetCommandsLeave = absl::Milliseconds(2);
 
 using google::protobuf::util::TimeUtil;
 
@@ -643,6 +648,7 @@ absl::Status Engine::Quiesce(const std::vector<v1::Circuit>& circuits, const std
   if (!commands.empty()) {
     std::unique_ptr<agents::SentCommands> sent =
         agents_->Send(std::move(commands), clock_->Now() + options_.quiesce_timeout);
+    agents_->AwaitWritten(*sent, kLetCommandsLeave);
     if (meanwhile) meanwhile();
     results = agents_->Await(std::move(sent));
   }
@@ -802,6 +808,7 @@ std::map<std::string, std::string> Engine::Retrain(const std::vector<v1::Circuit
   } else {
     std::unique_ptr<agents::SentCommands> training =
         agents_->Send(std::move(commands), clock_->Now() + options_.retrain_timeout);
+    agents_->AwaitWritten(*training, kLetCommandsLeave);
     if (meanwhile) meanwhile();
     results = agents_->Await(std::move(training));
   }

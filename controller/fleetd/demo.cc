@@ -176,9 +176,10 @@ absl::StatusOr<std::unique_ptr<Demo>> Demo::Prepare(FleetdConfig& config,
   }
   // Each trunk fiber: the far end's emulator reads its light from the near end's.
   for (const v1::Trunk& trunk : site.trunks()) {
-    std::unique_ptr<polatis::HttpClient> http =
-        polatis::NewCurlHttpClient({.base_url = "http://" + rest_of[trunk.to().switch_id()],
-                                    .content_type = "application/json"});
+    polatis::CurlHttpClientOptions to_end;
+    to_end.base_url = "http://" + rest_of[trunk.to().switch_id()];
+    to_end.content_type = "application/json";
+    std::unique_ptr<polatis::HttpClient> http = polatis::NewCurlHttpClient(to_end);
     ASSIGN_OR_RETURN(polatis::HttpResponse response,
                      http->Send("PUT", absl::StrCat("/sim/v1/trunks/", trunk.to().port()),
                                 absl::StrCat(R"({"from": ")", rest_of[trunk.from().switch_id()],

@@ -485,7 +485,7 @@ class SqliteStore : public Store {
           const bool want = change.state != v1::CIRCUIT_STATE_INACTIVE;
           if (want != joining) continue;
           RETURN_IF_ERROR(
-              SetCircuitStateLocked(circuit_id, change, /*joins=*/want && !desired[circuit_id]));
+              SetCircuitStateLocked(circuit_id, change, /*was_desired=*/desired[circuit_id]));
         }
       }
       if (update.state == v1::ALLOCATION_STATE_FAILED ||
@@ -772,11 +772,24 @@ class SqliteStore : public Store {
 
   // Sets one circuit's state and reason, and whether it is desired. A circuit that `joins`
   // the desired set takes its ports from this commit on, so they must be free.
+  // Sets a circuit's state; `was_desired`: whether it is in the desired set now. Only a
+  // circuit joining or leaving the desired set has its cross-connects rewritten.
   absl::Status SetCircuitStateLocked(const std::string& circuit_id,
-                                     const AllocationUpdate::CircuitChange& change, bool joins)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                                     const AllocationUpdate::CircuitChange& change,
+                                     bool was_desired) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const int64_t desired = change.state != v1::CIRCUIT_STATE_INACTIVE ? 1 : 0;
-    if (joins) {
+    if (desired == was_desired) {
+      // A state change in place (PLANNED → PROGRAMMED → ACTIVE): one row.
+      ASSIGN_OR_RETURN(Statement circuit,
+                       db_->Prepare("UPDATE circuits SET state = ?2, reason = ?3 WHERE id = ?1"));
+      if (absl::Status s =
+              circuit.Bind(1, circuit_id).Bind(2, Name(change.state)).Bind(3, change.reason).Run();
+          !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat("circuit ", circuit_id, ": ", s.message()));
+      }
+      return absl::OkStatus();
+    }
+    if (desired) {  // Joining the desired set.
       // Name the holder; the unique indexes are the backstop.
       RETURN_IF_ERROR(RefuseIfAnyLocked(
           R"sql(

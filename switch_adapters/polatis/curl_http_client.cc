@@ -1,6 +1,9 @@
 #include <curl/curl.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "switch_adapters/polatis/http_client.h"
 
 namespace fleet::polatis {
@@ -26,6 +29,10 @@ class CurlHttpClient : public HttpClient {
   absl::StatusOr<HttpResponse> Send(const std::string& method, const std::string& path,
                                     const std::string& body) override {
     if (curl_ == nullptr) return absl::InternalError("libcurl could not be initialized");
+    {
+      absl::MutexLock lock(&socket_mu_);
+      if (aborted_) return absl::UnavailableError(absl::StrCat(method, " ", path, ": aborted"));
+    }
     ++requests_;
     const std::string url = options_.base_url + path;
     HttpResponse response;
@@ -54,6 +61,11 @@ class CurlHttpClient : public HttpClient {
     }
     curl_easy_setopt(curl_, CURLOPT_WRITEFUNCTION, Collect);
     curl_easy_setopt(curl_, CURLOPT_WRITEDATA, &response.body);
+    // The connection's socket is known, so Abort can shut it down under a blocked transfer.
+    curl_easy_setopt(curl_, CURLOPT_OPENSOCKETFUNCTION, OpenSocket);
+    curl_easy_setopt(curl_, CURLOPT_OPENSOCKETDATA, this);
+    curl_easy_setopt(curl_, CURLOPT_CLOSESOCKETFUNCTION, CloseSocket);
+    curl_easy_setopt(curl_, CURLOPT_CLOSESOCKETDATA, this);
     CURLcode rc = curl_easy_perform(curl_);
     if (rc != CURLE_OK) {
       return absl::UnavailableError(absl::StrCat(method, " ", url, ": ", curl_easy_strerror(rc)));
@@ -64,11 +76,35 @@ class CurlHttpClient : public HttpClient {
 
   int requests_sent() const override { return requests_; }
 
+  void Abort() override {
+    absl::MutexLock lock(&socket_mu_);
+    aborted_ = true;
+    if (socket_ >= 0) shutdown(socket_, SHUT_RDWR);
+  }
+
  private:
+  static curl_socket_t OpenSocket(void* self, curlsocktype, curl_sockaddr* address) {
+    auto* client = static_cast<CurlHttpClient*>(self);
+    absl::MutexLock lock(&client->socket_mu_);
+    if (client->aborted_) return CURL_SOCKET_BAD;
+    client->socket_ = socket(address->family, address->socktype, address->protocol);
+    return client->socket_;
+  }
+  static int CloseSocket(void* self, curl_socket_t socket) {
+    auto* client = static_cast<CurlHttpClient*>(self);
+    // Closed under the mutex: Abort never shuts down a number the kernel has given out again.
+    absl::MutexLock lock(&client->socket_mu_);
+    if (client->socket_ == socket) client->socket_ = -1;
+    return close(socket);
+  }
+
   const CurlHttpClientOptions options_;
   CURL* curl_;
   curl_slist* headers_ = nullptr;
   int requests_ = 0;
+  absl::Mutex socket_mu_;
+  curl_socket_t socket_ ABSL_GUARDED_BY(socket_mu_) = -1;  // The connection's, while open.
+  bool aborted_ ABSL_GUARDED_BY(socket_mu_) = false;
 };
 
 }  // namespace

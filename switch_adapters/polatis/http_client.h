@@ -24,6 +24,9 @@ class HttpClient {
   virtual absl::StatusOr<HttpResponse> Send(const std::string& method, const std::string& path,
                                             const std::string& body) = 0;
   virtual int requests_sent() const = 0;
+  // From any thread: the request under way, if any, ends now with UNAVAILABLE, and so does
+  // every later one. For a client waiting in a long poll that its owner wants to stop.
+  virtual void Abort() = 0;
 };
 
 struct CurlHttpClientOptions {

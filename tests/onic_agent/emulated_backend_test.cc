@@ -75,15 +75,13 @@ TEST_F(EmulatedBackendTest, ACorrectCircuitTrains) {
   EXPECT_EQ(backend_->ReadPort("B", 1).link.status(), v1::LINK_STATUS_UP);
 }
 
-TEST_F(EmulatedBackendTest, PortsRetrainingTogetherShareTheirLightReads) {
+TEST_F(EmulatedBackendTest, AReceiverThatSeesItsPeerInItsOwnReadingDoesNotAskTheSimulator) {
   // A's two ports to B's two ports and back: four receivers retrain at once, five times.
   ASSERT_TRUE(switch_->Apply({{}, {{1, 11}, {2, 12}, {3, 9}, {4, 10}}}).status.ok());
   auto sim_requests = [&] { return fleet::testing::EmulatorCounter(rest_, "sim_requests"); };
   const std::vector<std::tuple<std::string, uint32_t, std::string, uint32_t>> links = {
       {"B", 1, "A", 1}, {"B", 2, "A", 2}, {"A", 1, "B", 1}, {"A", 2, "B", 2}};
-  constexpr int kRounds = 5;
-  const int before = sim_requests();
-  for (int round = 0; round < kRounds; ++round) {
+  auto retrain_all = [&] {
     std::vector<CommandOutcome> outcomes(links.size());
     std::vector<std::thread> workers;
     for (size_t i = 0; i < links.size(); ++i) {
@@ -98,12 +96,40 @@ TEST_F(EmulatedBackendTest, PortsRetrainingTogetherShareTheirLightReads) {
       EXPECT_EQ(outcomes[i].link.peer_seen(),
                 absl::StrCat(std::get<2>(links[i]), "/", std::get<3>(links[i])));
     }
+  };
+  // The first round may ask: the copy of the light may not have caught up with the switch.
+  retrain_all();
+  const int before = sim_requests();
+  for (int round = 0; round < 5; ++round) retrain_all();
+  // Every receiver saw its own peer in its copy: no request but the counters read.
+  EXPECT_EQ(sim_requests() - before, 1);
+}
+
+TEST_F(EmulatedBackendTest, LightReadsThatArriveTogetherShareARequest) {
+  ASSERT_TRUE(switch_->Apply({{}, {{1, 11}, {2, 12}, {3, 9}, {4, 10}}}).status.ok());
+  std::unique_ptr<LightSimulator> simulator = NewHttpLightSimulator(rest_);
+  auto sim_requests = [&] { return fleet::testing::EmulatorCounter(rest_, "sim_requests"); };
+  const std::vector<std::pair<uint32_t, std::string>> reads = {
+      {11, "A/1"}, {12, "A/2"}, {9, "B/1"}, {10, "B/2"}};
+  constexpr int kRounds = 5;
+  const int before = sim_requests();
+  for (int round = 0; round < kRounds; ++round) {
+    std::vector<absl::StatusOr<LightSimulator::Light>> lights(reads.size());
+    std::vector<std::thread> readers;
+    for (size_t i = 0; i < reads.size(); ++i) {
+      readers.emplace_back([&, i] { lights[i] = simulator->ReadLight(reads[i].first); });
+    }
+    for (std::thread& t : readers) t.join();
+    for (size_t i = 0; i < reads.size(); ++i) {
+      ASSERT_TRUE(lights[i].ok()) << lights[i].status();
+      EXPECT_EQ(lights[i]->signal, reads[i].second);
+    }
   }
-  // Every receiver saw its own peer, and the 20 reads went out in fewer requests: reads that
-  // came while one was out went together in the next (the counters read is one more).
+  // 20 reads in fewer requests: reads that came while one was out went together in the next
+  // (the counters read is one more).
   const int sent = sim_requests() - before - 1;
   EXPECT_GE(sent, kRounds);
-  EXPECT_LT(sent, kRounds * static_cast<int>(links.size()));
+  EXPECT_LT(sent, kRounds * static_cast<int>(reads.size()));
 }
 
 TEST_F(EmulatedBackendTest, AMissingCircuitIsNoLight) {
