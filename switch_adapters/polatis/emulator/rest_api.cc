@@ -144,15 +144,17 @@ RestApi::RestApi(const RestApiOptions& options, SwitchModel* model, const Clock*
       model_(model),
       clock_(clock),
       wait_(std::move(wait)) {
-  listener_ = model_->AddLightListener([this](uint64_t generation) {
+  listener_ = model_->AddLightListener([this](const std::optional<std::set<int>>& moved) {
     absl::MutexLock lock(&watch_mu_);
-    latest_generation_ = generation;
-    light_changed_.SignalAll();
+    for (Watcher* w : watchers_) {
+      if (moved && std::none_of(w->egresses->begin(), w->egresses->end(),
+                                [&](int egress) { return moved->contains(egress); })) {
+        continue;
+      }
+      w->woken = true;
+      w->changed.Signal();
+    }
   });
-  // Read after the listener is in: a change in between is not missed.
-  const uint64_t now = model_->light_generation();
-  absl::MutexLock lock(&watch_mu_);
-  latest_generation_ = std::max(latest_generation_, now);
 }
 
 RestApi::~RestApi() { model_->RemoveLightListener(listener_); }
@@ -160,21 +162,34 @@ RestApi::~RestApi() { model_->RemoveLightListener(listener_); }
 void RestApi::Stop() {
   absl::MutexLock lock(&watch_mu_);
   stopping_ = true;
-  light_changed_.SignalAll();
+  for (Watcher* w : watchers_) w->changed.Signal();
 }
 
-void RestApi::WaitForLightChange(uint64_t seen, absl::Duration wait) {
-  const absl::Time give_up = absl::Now() + wait;
-  absl::Time until = give_up;
-  // A cross-connect settling changes light without a change to the model: the wait ends then.
+void RestApi::WaitForLightChange(const std::vector<int>& egresses, uint64_t seen,
+                                 absl::Duration wait) {
+  absl::Time until = absl::Now() + wait;
+  // A cross-connect settling brings light without a change to the model: the wait ends then.
   const absl::Time now = clock_->Now();
-  if (const absl::Time settle = model_->NextSettle(now); settle != absl::InfiniteFuture()) {
+  if (const absl::Time settle = model_->NextSettle(now, egresses);
+      settle != absl::InfiniteFuture()) {
     until = std::min(until, absl::Now() + (settle - now));
   }
-  absl::MutexLock lock(&watch_mu_);
-  while (!stopping_ && latest_generation_ == seen) {
-    if (light_changed_.WaitWithDeadline(&watch_mu_, until)) return;  // Timed out.
+  Watcher watcher{&egresses, {}, false};
+  {
+    absl::MutexLock lock(&watch_mu_);
+    if (stopping_) return;
+    watchers_.insert(&watcher);
   }
+  // Asked once the watcher is in (a change from here on wakes it) and without watch_mu_
+  // (the model calls the listener, which takes it, with the model's mutex held).
+  if (model_->LightGenerationOf(egresses) <= seen) {
+    absl::MutexLock lock(&watch_mu_);
+    while (!stopping_ && !watcher.woken) {
+      if (watcher.changed.WaitWithDeadline(&watch_mu_, until)) break;  // Timed out.
+    }
+  }
+  absl::MutexLock lock(&watch_mu_);
+  watchers_.erase(&watcher);
 }
 
 HttpResponse RestApi::Handle(const HttpRequest& request) {
@@ -608,7 +623,7 @@ HttpResponse RestApi::GetLights(absl::string_view query) {
                           "..", model_->size().ports(), ")"));
     }
   }
-  if (after) WaitForLightChange(*after, absl::Milliseconds(wait_ms));
+  if (after) WaitForLightChange(egresses, *after, absl::Milliseconds(wait_ms));
   // Read before the light: a change after it makes the next long poll answer at once.
   const uint64_t generation = model_->light_generation();
   json lights = json::array();

@@ -4,6 +4,7 @@
 #ifndef FLEET_SWITCH_ADAPTERS_POLATIS_EMULATOR_REST_API_H_
 #define FLEET_SWITCH_ADAPTERS_POLATIS_EMULATOR_REST_API_H_
 
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -83,12 +84,12 @@ class RestApi {
   HttpResponse GetLight(int egress, absl::string_view query);
   // Several egresses' light in one request (`egress=E1,E2,...`), in the order asked, with the
   // model's light generation. With `after=G` it is a long poll: the answer waits (up to
-  // `wait_ms`, default 1000, at most 60000) until the generation is no longer G or a
-  // cross-connect settles.
+  // `wait_ms`, default 1000, at most 60000) until a change newer than G could have moved the
+  // light at one of them, or a cross-connect to one of them settles.
   HttpResponse GetLights(absl::string_view query);
-  // Returns when the light generation is not `seen`, a cross-connect settles, `wait` passes,
-  // or the server stops.
-  void WaitForLightChange(uint64_t seen, absl::Duration wait);
+  // Returns when a change newer than generation `seen` could have moved the light at one of
+  // `egresses`, a cross-connect to one of them settles, `wait` passes, or the server stops.
+  void WaitForLightChange(const std::vector<int>& egresses, uint64_t seen, absl::Duration wait);
   HttpResponse GetCounters();
 
   // Answers after the cross-connects made settle (the switch answers after moving beams).
@@ -100,10 +101,14 @@ class RestApi {
   const Clock* const clock_;
   const Waiter wait_;
 
-  // What the long polls wait on: the generation the model last reported to its listener.
+  // A long poll waiting: a change of the model's light at one of its egresses wakes it.
+  struct Watcher {
+    const std::vector<int>* egresses;
+    absl::CondVar changed;
+    bool woken = false;
+  };
   absl::Mutex watch_mu_;
-  absl::CondVar light_changed_;
-  uint64_t latest_generation_ ABSL_GUARDED_BY(watch_mu_) = 0;
+  std::set<Watcher*> watchers_ ABSL_GUARDED_BY(watch_mu_);
   bool stopping_ ABSL_GUARDED_BY(watch_mu_) = false;
   int listener_ = 0;  // The model's id for our listener.
 };

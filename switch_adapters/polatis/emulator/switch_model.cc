@@ -1,9 +1,11 @@
 #include "switch_adapters/polatis/emulator/switch_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <system_error>
 
@@ -227,8 +229,23 @@ absl::Status SwitchModel::Commit(Config next, int changed) {
     FLEET_LOG(ERROR) << "change refused: " << s.message();
     return s;
   }
+  std::set<int> moved;  // Egresses whose cross-connect or a shutter on the path changed.
+  for (const Config* c : {&config_, &next}) {
+    for (const auto& [egress, ingress] : c->by_egress) {
+      const Config& other = c == &config_ ? next : config_;
+      auto there = other.by_egress.find(egress);
+      if (there == other.by_egress.end() || there->second != ingress) moved.insert(egress);
+    }
+  }
+  std::set<int> shutters;
+  std::set_symmetric_difference(config_.closed_shutters.begin(), config_.closed_shutters.end(),
+                                next.closed_shutters.begin(), next.closed_shutters.end(),
+                                std::inserter(shutters, shutters.end()));
+  for (int port : shutters) {
+    for (const Config* c : {&config_, &next}) moved.merge(EgressesOf(*c, port));
+  }
   config_ = std::move(next);
-  LightChangedLocked();
+  LightChangedLocked(moved);
   counters_.cross_connects_changed += changed;
   counters_.cross_connects = static_cast<int64_t>(config_.by_ingress.size());
   return absl::OkStatus();
@@ -447,14 +464,14 @@ absl::Status SwitchModel::SetSignal(int ingress, std::string name, double launch
                      trunk.egress, "; remove the trunk before lighting a signal on it"));
   }
   signals_[ingress] = Signal{std::move(name), launch_dbm};
-  LightChangedLocked();
+  LightChangedLocked(EgressesOf(config_, ingress));
   return absl::OkStatus();
 }
 
 absl::Status SwitchModel::ClearSignal(int ingress) {
   if (absl::Status s = CheckIngress(ingress); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
-  if (signals_.erase(ingress) > 0) LightChangedLocked();
+  if (signals_.erase(ingress) > 0) LightChangedLocked(EgressesOf(config_, ingress));
   return absl::OkStatus();
 }
 
@@ -487,14 +504,14 @@ absl::Status SwitchModel::SetTrunk(Trunk trunk) {
   }
   const int ingress = trunk.ingress;
   trunks_[ingress] = TrunkFeed{std::move(trunk), ""};
-  LightChangedLocked();
+  LightChangedLocked(EgressesOf(config_, ingress));
   return absl::OkStatus();
 }
 
 absl::Status SwitchModel::ClearTrunk(int ingress) {
   if (absl::Status s = CheckIngress(ingress); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
-  if (trunks_.erase(ingress) > 0) LightChangedLocked();
+  if (trunks_.erase(ingress) > 0) LightChangedLocked(EgressesOf(config_, ingress));
   return absl::OkStatus();
 }
 
@@ -594,7 +611,7 @@ absl::Status SwitchModel::SetPortFailed(int port, bool failed) {
   } else {
     failed_ports_.erase(port);
   }
-  LightChangedLocked();
+  LightChangedLocked(EgressesOf(config_, port));
   return absl::OkStatus();
 }
 
@@ -610,7 +627,7 @@ absl::Status SwitchModel::SetPowerDrop(int port, double drop_db) {
   } else {
     power_drops_[port] = drop_db;
   }
-  LightChangedLocked();
+  LightChangedLocked(EgressesOf(config_, port));
   return absl::OkStatus();
 }
 
@@ -654,12 +671,24 @@ void SwitchModel::ClearFaults() {
   faults_ = FaultSettings{};
   failed_ports_.clear();
   power_drops_.clear();
-  LightChangedLocked();
+  LightChangedLocked(std::nullopt);
 }
 
-void SwitchModel::LightChangedLocked() {
+std::set<int> SwitchModel::EgressesOf(const Config& config, int port) const {
+  if (options_.size.IsEgress(port)) return {port};
+  auto patch = config.by_ingress.find(port);
+  if (patch == config.by_ingress.end()) return {};
+  return {patch->second.egress};
+}
+
+void SwitchModel::LightChangedLocked(const std::optional<std::set<int>>& egresses) {
   ++light_generation_;
-  for (const auto& [id, listener] : light_listeners_) listener(light_generation_);
+  if (!egresses) {
+    everything_changed_ = light_generation_;
+  } else {
+    for (int egress : *egresses) egress_changed_[egress] = light_generation_;
+  }
+  for (const auto& [id, listener] : light_listeners_) listener(egresses);
 }
 
 uint64_t SwitchModel::light_generation() const {
@@ -667,16 +696,30 @@ uint64_t SwitchModel::light_generation() const {
   return light_generation_;
 }
 
-absl::Time SwitchModel::NextSettle(absl::Time now) const {
+uint64_t SwitchModel::LightGenerationOf(const std::vector<int>& egresses) const {
+  absl::MutexLock lock(&mu_);
+  uint64_t last = everything_changed_;
+  for (int egress : egresses) {
+    if (auto it = egress_changed_.find(egress); it != egress_changed_.end()) {
+      last = std::max(last, it->second);
+    }
+  }
+  return last;
+}
+
+absl::Time SwitchModel::NextSettle(absl::Time now, const std::vector<int>& egresses) const {
   absl::MutexLock lock(&mu_);
   absl::Time next = absl::InfiniteFuture();
-  for (const auto& [ingress, patch] : config_.by_ingress) {
-    if (patch.settled_at > now) next = std::min(next, patch.settled_at);
+  for (int egress : egresses) {
+    auto ingress = config_.by_egress.find(egress);
+    if (ingress == config_.by_egress.end()) continue;
+    const absl::Time settled_at = config_.by_ingress.at(ingress->second).settled_at;
+    if (settled_at > now) next = std::min(next, settled_at);
   }
   return next;
 }
 
-int SwitchModel::AddLightListener(std::function<void(uint64_t)> listener) {
+int SwitchModel::AddLightListener(LightListener listener) {
   absl::MutexLock lock(&mu_);
   const int id = next_listener_++;
   light_listeners_[id] = std::move(listener);

@@ -226,12 +226,17 @@ class SwitchModel {
   // still true. Light from across a trunk is not counted (Light::via_trunk), nor a
   // cross-connect settling: see NextSettle.
   uint64_t light_generation() const;
-  // The first time after `now` a cross-connect made earlier settles and starts carrying
-  // light; InfiniteFuture when none is settling.
-  absl::Time NextSettle(absl::Time now) const;
-  // `listener` is called with the new light_generation (and the model's mutex held: it must
-  // not call the model) after each change it counts. Returns an id for RemoveLightListener.
-  int AddLightListener(std::function<void(uint64_t)> listener);
+  // The last generation whose change could move the light at one of `egresses` (0 when
+  // none has): what a reader read at generation G there is still true unless this is > G.
+  uint64_t LightGenerationOf(const std::vector<int>& egresses) const;
+  // The first time after `now` a cross-connect to one of `egresses` settles and starts
+  // carrying light; InfiniteFuture when none is settling.
+  absl::Time NextSettle(absl::Time now, const std::vector<int>& egresses) const;
+  // Which egresses a change may have moved the light at; nullopt: any.
+  using LightListener = std::function<void(const std::optional<std::set<int>>& egresses)>;
+  // `listener` is called (with the model's mutex held: it must not call the model) after
+  // each change light_generation counts. Returns an id for RemoveLightListener.
+  int AddLightListener(LightListener listener);
   void RemoveLightListener(int id);
 
   // --- Port faults.
@@ -293,8 +298,13 @@ class SwitchModel {
   SwitchModel(const SwitchModelOptions& options, const Clock* clock, RemoteLight* remote_light)
       : options_(options), clock_(clock), remote_light_(remote_light) {}
 
-  // Counts a change of light and tells the listeners.
-  void LightChangedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts a change that may move the light at `egresses` (every egress when nullopt) and
+  // tells the listeners.
+  void LightChangedLocked(const std::optional<std::set<int>>& egresses)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The egress whose light `port` takes part in: itself, or an ingress's cross-connected
+  // egress in `config` (none when it has no cross-connect).
+  std::set<int> EgressesOf(const Config& config, int port) const;
   absl::Status LoadState() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SaveState(const Config& config) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes `next` to the state file, then makes it current.
@@ -333,7 +343,9 @@ class SwitchModel {
   uint64_t session_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   Counters counters_ ABSL_GUARDED_BY(mu_);
   uint64_t light_generation_ ABSL_GUARDED_BY(mu_) = 0;
-  std::map<int, std::function<void(uint64_t)>> light_listeners_ ABSL_GUARDED_BY(mu_);  // By id.
+  std::map<int, uint64_t> egress_changed_ ABSL_GUARDED_BY(mu_);  // Egress → generation.
+  uint64_t everything_changed_ ABSL_GUARDED_BY(mu_) = 0;         // The last change of every egress.
+  std::map<int, LightListener> light_listeners_ ABSL_GUARDED_BY(mu_);  // By id.
   int next_listener_ ABSL_GUARDED_BY(mu_) = 1;
 };
 
