@@ -1037,14 +1037,8 @@ void Engine::RunDueRetries() {
       if (a.ok() && a->state() == v1::ALLOCATION_STATE_DEGRADED) {
         RetrainDegraded(id);
       } else if (a.ok() && a->state() == v1::ALLOCATION_STATE_RELEASING) {
-        v1::AllocationState state = v1::ALLOCATION_STATE_RELEASED;
-        std::string reason;
-        {
-          absl::MutexLock lock(&mu_);
-          state = retries_[id].release_state;
-          reason = retries_[id].release_reason;
-        }
-        Release(id, "fleetd", state, reason);
+        // Ends as its stored intent says (Release reads it).
+        Release(id, "fleetd", v1::ALLOCATION_STATE_RELEASED, "");
       } else {
         absl::MutexLock lock(&mu_);
         retries_.erase(id);
@@ -1382,14 +1376,24 @@ std::vector<v1::Circuit> Engine::LeftBehind(const v1::Allocation& a) {
 // --- Release, lease, keep-alive ---
 
 void Engine::Release(const std::string& id, const std::string& principal,
-                     v1::AllocationState final_state, const std::string& final_reason) {
+                     v1::AllocationState final_state, std::string final_reason) {
   absl::StatusOr<v1::Allocation> a = store_->GetAllocation(id);
   if (!a.ok() || a->state() == v1::ALLOCATION_STATE_RELEASED) return;
   const std::vector<v1::Circuit> circuits = LiveCircuits(*a);
-  if (a->state() != v1::ALLOCATION_STATE_RELEASING && !circuits.empty()) {
+  if (a->state() == v1::ALLOCATION_STATE_RELEASING) {
+    // A release already under way ends as it was meant to when it started, whoever
+    // resumes or retries it (a restart, the retry loop, a second ReleaseTopology).
+    absl::StatusOr<std::optional<store::AllocationUpdate::ReleaseIntent>> intent =
+        store_->ReleaseIntentOf(id);
+    if (intent.ok() && intent->has_value()) {
+      final_state = (*intent)->state;
+      final_reason = (*intent)->reason;
+    }
+  } else if (!circuits.empty()) {
     store::AllocationUpdate releasing;
     releasing.id = id;
     releasing.state = v1::ALLOCATION_STATE_RELEASING;
+    releasing.release = store::AllocationUpdate::ReleaseIntent{final_state, final_reason};
     if (!final_reason.empty()) releasing.reason = final_reason;
     for (const v1::Circuit& c : circuits) {
       releasing.circuits[c.id()] = {v1::CIRCUIT_STATE_REMOVING, ""};
@@ -1415,9 +1419,6 @@ void Engine::Release(const std::string& id, const std::string& principal,
       stuck.event_message = absl::StrCat("allocation ", id, ": ", *stuck.reason);
       (void)Update(stuck, principal);
       ScheduleRetry(id);
-      absl::MutexLock lock(&mu_);
-      retries_[id].release_state = final_state;
-      retries_[id].release_reason = final_reason;
       return;
     }
   }

@@ -213,10 +213,6 @@ class Engine {
     // An agent connected while an attempt was running: the attempt may have missed it, so
     // the next one is at once, not after a longer backoff.
     bool agent_connected_during_attempt = false;
-    // For a release the switch refused: how it is to end once the removal succeeds (an
-    // eviction ends FAILED with its reason, a lease expiry says so).
-    v1::AllocationState release_state = v1::ALLOCATION_STATE_RELEASED;
-    std::string release_reason = {};
   };
   // Inventory as of one InventoryVersion: read once, shared by admissions and transactions
   // until an inventory or drain change commits.
@@ -261,9 +257,10 @@ class Engine {
   // the switch and no desired circuit uses: what an interrupted phase switch left behind.
   std::vector<v1::Circuit> LeftBehind(const v1::Allocation& a);
   // Takes the circuits off the switches and ends the allocation in `final_state` (RELEASED,
-  // or FAILED for an eviction) with `final_reason`.
+  // or FAILED for an eviction) with `final_reason`, which the RELEASING commit stores: an
+  // allocation already RELEASING ends as its stored intent says, whatever is passed.
   void Release(const std::string& id, const std::string& principal, v1::AllocationState final_state,
-               const std::string& final_reason);
+               std::string final_reason);
   // Retrains the receiving ends of `circuits`; returns circuit id → failure reason. With
   // `check_first`, a link the agent reports up with its expected peer is left as it is.
   // `meanwhile` (if set) runs once, as soon as the retrains are handed to the agents (or

@@ -76,6 +76,8 @@ void Engine::Resume(const std::vector<std::string>& ids) {
              absl::StrCat("allocation ", id, " was interrupted in ", v1::Name(a->state()),
                           "; resuming"));
       if (a->state() == v1::ALLOCATION_STATE_RELEASING) {
+        // Ends as the intent stored when it started says (Release reads it); an allocation
+        // from before intents were stored ends RELEASED with its reason.
         Release(id, "fleetd", v1::ALLOCATION_STATE_RELEASED, a->reason());
       } else {
         // A phase switch a crash interrupted may have left the old phase's cross-connects.

@@ -183,6 +183,13 @@ CREATE TRIGGER events_no_update BEFORE UPDATE ON events
 CREATE TRIGGER events_no_delete BEFORE DELETE ON events
   BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
 )sql"},
+      {2, "release intent", R"sql(
+-- How a release ends once its circuits are off the switches (RELEASED, or FAILED for an
+-- eviction) and with what reason: kept so a release a restart interrupts ends as intended.
+-- Empty until a release starts.
+ALTER TABLE allocations ADD COLUMN release_state TEXT NOT NULL DEFAULT '';
+ALTER TABLE allocations ADD COLUMN release_reason TEXT NOT NULL DEFAULT '';
+)sql"},
   };
   return kMigrations;
 }

@@ -337,6 +337,23 @@ class SqliteStore : public Store {
     return CircuitsLocked(filter);
   }
 
+  absl::StatusOr<std::optional<AllocationUpdate::ReleaseIntent>> ReleaseIntentOf(
+      const std::string& id) override {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(Statement stmt,
+                     db_->Prepare("SELECT release_state, release_reason FROM allocations "
+                                  "WHERE id = ?1"));
+    ASSIGN_OR_RETURN(bool row, stmt.Bind(1, id).Step());
+    if (!row) return absl::NotFoundError(absl::StrCat("allocation ", id, " not found"));
+    if (stmt.Text(0).empty()) return std::nullopt;
+    AllocationUpdate::ReleaseIntent intent;
+    intent.state = stmt.Text(0) == Name(v1::ALLOCATION_STATE_FAILED)
+                       ? v1::ALLOCATION_STATE_FAILED
+                       : v1::ALLOCATION_STATE_RELEASED;
+    intent.reason = stmt.Text(1);
+    return intent;
+  }
+
   absl::StatusOr<StateCounts> CountByState() override {
     absl::MutexLock lock(&mu_);
     StateCounts counts;
@@ -472,6 +489,20 @@ class SqliteStore : public Store {
         .Bind(11, int64_t{update.active_phase.has_value()})
         .Bind(12, update.active_phase.value_or(""));
     RETURN_IF_ERROR(write.Run());
+    if (update.release) {
+      if (update.release->state != v1::ALLOCATION_STATE_RELEASED &&
+          update.release->state != v1::ALLOCATION_STATE_FAILED) {
+        return absl::InvalidArgumentError(absl::StrCat("allocation ", id,
+                                                       ": a release ends RELEASED or FAILED, not ",
+                                                       Name(update.release->state)));
+      }
+      ASSIGN_OR_RETURN(Statement intent, db_->Prepare("UPDATE allocations SET release_state = ?2, "
+                                                      "release_reason = ?3 WHERE id = ?1"));
+      RETURN_IF_ERROR(intent.Bind(1, id)
+                          .Bind(2, Name(update.release->state))
+                          .Bind(3, update.release->reason)
+                          .Run());
+    }
 
     if (update.remove_circuits) {
       // The changes named in `circuits` would be deleted with the rows; they were checked

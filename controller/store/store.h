@@ -83,6 +83,12 @@ struct AllocationUpdate {
     std::string reason;
   };
   std::map<std::string, CircuitChange> circuits;
+  // Set when a release starts: how it is to end once the circuits are off the switches.
+  struct ReleaseIntent {
+    v1::AllocationState state = v1::ALLOCATION_STATE_RELEASED;  // RELEASED or FAILED.
+    std::string reason;
+  };
+  std::optional<ReleaseIntent> release;
   // Deletes every circuit of the allocation (and its cross-connects): a FAILED or RELEASED
   // allocation holds none, and its ports are free for others from this commit on.
   bool remove_circuits = false;
@@ -156,6 +162,10 @@ class Store {
   virtual absl::StatusOr<std::vector<v1::Allocation>> ListAllocations(
       const AllocationFilter& filter) = 0;
   virtual absl::StatusOr<std::vector<v1::Circuit>> ListCircuits(const CircuitFilter& filter) = 0;
+  // The release intent stored with AllocationUpdate::release; nullopt when no release of
+  // the allocation has started. NOT_FOUND for an unknown allocation.
+  virtual absl::StatusOr<std::optional<AllocationUpdate::ReleaseIntent>> ReleaseIntentOf(
+      const std::string& id) = 0;
   // Applies `update` and appends its event in one transaction; returns the allocation as it
   // is after the commit. NOT_FOUND for an unknown allocation or a circuit id that is not
   // the allocation's; FAILED_PRECONDITION for a RELEASED allocation (history is not

@@ -542,6 +542,47 @@ TEST_F(EngineTest, AnEvictionTheSwitchRefusesEndsFailedWithItsReasonOnRetry) {
   EXPECT_THAT(OnSwitch(), IsEmpty());
 }
 
+TEST_F(EngineTest, AnEvictionARestartInterruptsStillEndsFailedWithItsReason) {
+  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2"}));
+  sw_->SetUnreachable(absl::UnavailableError("link down"));
+  v1::DrainRequest drain;
+  drain.mutable_target()->set_onic("gpu2-n0");
+  drain.set_reason("dirty connector");
+  drain.set_evict(true);
+  ASSERT_THAT(engine_->Drain(drain, Caller::FromPrincipal("operator:t")).status(), IsOk());
+  ASSERT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_RELEASING);
+  // The reason shown while it is stuck is the switch's; the intent is kept apart from it.
+  EXPECT_THAT(Get(a.id()).reason(), HasSubstr("removal failed, retrying"));
+
+  // fleetd restarts; the switch is back. The resumed release ends as the eviction meant.
+  engine_.reset();
+  sw_->SetUnreachable(absl::OkStatus());
+  StartEngine();
+  engine_->WaitIdle();
+  const v1::Allocation evicted = Get(a.id());
+  EXPECT_EQ(evicted.state(), v1::ALLOCATION_STATE_FAILED);
+  EXPECT_THAT(evicted.reason(), HasSubstr("O-NIC gpu2-n0 was drained: dirty connector"));
+  EXPECT_THAT(OnSwitch(), IsEmpty());
+}
+
+TEST_F(EngineTest, ASecondReleaseOfAStuckEvictionDoesNotChangeHowItEnds) {
+  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2"}));
+  sw_->SetUnreachable(absl::UnavailableError("link down"));
+  v1::DrainRequest drain;
+  drain.mutable_target()->set_onic("gpu2-n0");
+  drain.set_reason("dirty connector");
+  drain.set_evict(true);
+  ASSERT_THAT(engine_->Drain(drain, Caller::FromPrincipal("operator:t")).status(), IsOk());
+  ASSERT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_RELEASING);
+  sw_->SetUnreachable(absl::OkStatus());
+  absl::StatusOr<v1::Allocation> released =
+      engine_->ReleaseTopology(a.id(), Caller::FromPrincipal("job:team-a"));
+  ASSERT_THAT(released.status(), IsOk());
+  EXPECT_EQ(released->state(), v1::ALLOCATION_STATE_FAILED);
+  EXPECT_THAT(released->reason(), HasSubstr("O-NIC gpu2-n0 was drained: dirty connector"));
+  EXPECT_THAT(OnSwitch(), IsEmpty());
+}
+
 TEST_F(EngineTest, LeaseExpiryReleasesAndKeepAliveRenews) {
   v1::RequestTopologyRequest r = Ring("team-a", kGpus);
   *r.mutable_lease() = google::protobuf::util::TimeUtil::SecondsToDuration(10);

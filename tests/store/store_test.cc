@@ -1626,6 +1626,40 @@ TEST_F(StoreTest, UpdateAllocationAppliesEveryFieldAndReturnsTheCommittedAllocat
               AllOf(HasSubstr("a1"), HasSubstr("degraded"), HasSubstr("did not train")));
 }
 
+TEST_F(StoreTest, AReleaseIntentIsKeptApartFromTheReasonShown) {
+  WriteSite();
+  ASSERT_THAT(store_->CreateAllocation(MakeAllocation("a1", "tenant-a", v1::ALLOCATION_STATE_READY,
+                                                      {"h1-cpu0", "gpu0"}, {CpuToGpu()}),
+                                       kOperator),
+              IsOk());
+  ASSERT_OK_AND_ASSIGN(std::optional<AllocationUpdate::ReleaseIntent> none,
+                       store_->ReleaseIntentOf("a1"));
+  EXPECT_FALSE(none.has_value());
+
+  AllocationUpdate releasing{.id = "a1", .state = v1::ALLOCATION_STATE_RELEASING};
+  releasing.release = AllocationUpdate::ReleaseIntent{v1::ALLOCATION_STATE_FAILED, "evicted"};
+  ASSERT_THAT(store_->UpdateAllocation(releasing, "e").status(), IsOk());
+  ASSERT_THAT(store_->UpdateAllocation({.id = "a1", .reason = "removal failed"}, "e").status(),
+              IsOk());
+  ASSERT_OK_AND_ASSIGN(std::optional<AllocationUpdate::ReleaseIntent> intent,
+                       store_->ReleaseIntentOf("a1"));
+  ASSERT_TRUE(intent.has_value());
+  EXPECT_EQ(intent->state, v1::ALLOCATION_STATE_FAILED);
+  EXPECT_EQ(intent->reason, "evicted");
+  ASSERT_OK_AND_ASSIGN(v1::Allocation shown, store_->GetAllocation("a1"));
+  EXPECT_EQ(shown.reason(), "removal failed");
+
+  // A release ends RELEASED or FAILED; anything else is refused and changes nothing.
+  AllocationUpdate wrong{.id = "a1"};
+  wrong.release = AllocationUpdate::ReleaseIntent{v1::ALLOCATION_STATE_READY, ""};
+  EXPECT_THAT(store_->UpdateAllocation(wrong, "e").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("RELEASED or FAILED")));
+  ASSERT_OK_AND_ASSIGN(intent, store_->ReleaseIntentOf("a1"));
+  EXPECT_EQ(intent->state, v1::ALLOCATION_STATE_FAILED);
+  EXPECT_THAT(store_->ReleaseIntentOf("nope").status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("nope")));
+}
+
 TEST_F(StoreTest, UpdateAllocationLeavesUnsetFieldsAsTheyAre) {
   WriteSite();
   v1::Allocation a = MakeAllocation("a1", "tenant-a", v1::ALLOCATION_STATE_TRAINING,
