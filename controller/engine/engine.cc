@@ -617,6 +617,7 @@ absl::Status Engine::Quiesce(const std::vector<v1::Circuit>& circuits, const std
   if (agents_ != nullptr) {
     std::set<std::pair<std::string, uint32_t>> ports;
     for (const v1::Circuit& c : circuits) {
+      if (c.source().onic().empty()) continue;  // A left-behind removal: no O-NIC ends now.
       ports.insert({c.source().onic(), c.source().port()});
       ports.insert({c.destination().onic(), c.destination().port()});
     }
@@ -948,6 +949,12 @@ void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> adm
   timings.push_back(Stage("program", start, program_time));
   timings.push_back(Stage("verify", start + program_time, verify_time));
   if (!programming_recorded()) return;
+  if (programmed.ok() && !removes.empty()) {
+    // A member change's removals are off the switch: nothing is left for a restart to undo.
+    if (absl::Status cleared = store_->ClearPendingRemovals(id); !cleared.ok()) {
+      FLEET_LOG(WARNING) << "allocation " << id << ": " << cleared;
+    }
+  }
   if (!programmed.ok()) {
     fail(programmed, "program");
     return;
@@ -1340,12 +1347,16 @@ absl::StatusOr<v1::ActivatePhaseResponse> Engine::ActivatePhase(
 }
 
 std::vector<v1::Circuit> Engine::LeftBehind(const v1::Allocation& a) {
-  // Only a phased allocation has inactive circuits; the rest need no read of the store.
-  if (std::none_of(a.circuits().begin(), a.circuits().end(),
-                   [](const v1::Circuit& c) { return c.state() == v1::CIRCUIT_STATE_INACTIVE; })) {
-    return {};
-  }
-  std::set<std::tuple<std::string, uint32_t, uint32_t>> desired, observed;
+  absl::StatusOr<std::vector<v1::CrossConnect>> pending = store_->PendingRemovals(a.id());
+  const bool phased =
+      std::any_of(a.circuits().begin(), a.circuits().end(),
+                  [](const v1::Circuit& c) { return c.state() == v1::CIRCUIT_STATE_INACTIVE; });
+  // Only a phased allocation or an interrupted member change leaves anything; the rest need
+  // no read of the observed state.
+  if (!phased && (!pending.ok() || pending->empty())) return {};
+  using Key = std::tuple<std::string, uint32_t, uint32_t>;
+  std::set<Key> desired, observed;
+  std::set<std::pair<std::string, uint32_t>> desired_ports;  // (switch, port) of any circuit.
   std::set<std::string> switch_ids;
   for (const v1::Circuit& c : a.circuits()) {
     for (const v1::CrossConnect& x : c.cross_connects()) {
@@ -1354,6 +1365,9 @@ std::vector<v1::Circuit> Engine::LeftBehind(const v1::Allocation& a) {
         desired.insert({x.switch_id(), x.ingress(), x.egress()});
       }
     }
+  }
+  if (pending.ok()) {
+    for (const v1::CrossConnect& x : *pending) switch_ids.insert(x.switch_id());
   }
   for (const std::string& sw : switch_ids) {
     absl::StatusOr<std::vector<v1::CrossConnect>> seen = store_->ListObservedCrossConnects(sw);
@@ -1365,10 +1379,35 @@ std::vector<v1::Circuit> Engine::LeftBehind(const v1::Allocation& a) {
     if (c.state() != v1::CIRCUIT_STATE_INACTIVE || c.cross_connects().empty()) continue;
     bool on_switch = true;
     for (const v1::CrossConnect& x : c.cross_connects()) {
-      const std::tuple<std::string, uint32_t, uint32_t> key{x.switch_id(), x.ingress(), x.egress()};
+      const Key key{x.switch_id(), x.ingress(), x.egress()};
       on_switch = on_switch && observed.contains(key) && !desired.contains(key);
     }
     if (on_switch) left.push_back(c);
+  }
+  if (!pending.ok() || pending->empty()) return left;
+  // A member change's removals still on the switch, unless another allocation was given
+  // their ports since (its cross-connect is not this one's to remove). This allocation's
+  // own new circuits may reuse a port: the removal goes first in the same batch.
+  absl::StatusOr<std::vector<v1::Circuit>> all = store_->ListCircuits({});
+  if (!all.ok()) return left;
+  for (const v1::Circuit& c : *all) {
+    if (c.allocation_id() == a.id() || c.state() == v1::CIRCUIT_STATE_INACTIVE) continue;
+    for (const v1::CrossConnect& x : c.cross_connects()) {
+      desired_ports.insert({x.switch_id(), x.ingress()});
+      desired_ports.insert({x.switch_id(), x.egress()});
+    }
+  }
+  for (const v1::CrossConnect& x : *pending) {
+    if (!observed.contains({x.switch_id(), x.ingress(), x.egress()}) ||
+        desired_ports.contains({x.switch_id(), x.ingress()}) ||
+        desired_ports.contains({x.switch_id(), x.egress()})) {
+      continue;
+    }
+    // No O-NIC ends: the member it belonged to has left the allocation; only the switch
+    // has something to undo.
+    v1::Circuit& removal = left.emplace_back();
+    removal.set_id(absl::StrCat("removed ", x.switch_id(), " ", x.ingress(), "->", x.egress()));
+    *removal.add_cross_connects() = x;
   }
   return left;
 }

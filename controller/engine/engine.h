@@ -253,8 +253,10 @@ class Engine {
   // `stored`: the allocation as admission just stored it, which saves reading it back.
   void Reconfigure(const std::string& id, std::vector<v1::StageTiming> admitted,
                    PhaseSwitch phase_switch = {}, const v1::Allocation* stored = nullptr);
-  // The circuits of `a`'s inactive phases whose cross-connects reconciliation last saw on
-  // the switch and no desired circuit uses: what an interrupted phase switch left behind.
+  // What an interrupted transaction of `a` left on the switch, as reconciliation last saw
+  // it: the circuits of its inactive phases no desired circuit uses (a phase switch), and
+  // the cross-connects a member change took out of it (Store::PendingRemovals) whose ports
+  // no other allocation has been given since, as circuits without O-NIC ends.
   std::vector<v1::Circuit> LeftBehind(const v1::Allocation& a);
   // Takes the circuits off the switches and ends the allocation in `final_state` (RELEASED,
   // or FAILED for an eviction) with `final_reason`, which the RELEASING commit stores: an

@@ -156,7 +156,9 @@ void Engine::ReconfigureMembers(const std::string& id, std::vector<v1::StageTimi
     absl::StatusOr<v1::Allocation> ended = store_->GetAllocation(id);
     if (!ended.ok() || ended->state() != v1::ALLOCATION_STATE_FAILED) return;
     absl::Duration program_time, verify_time;
-    if (absl::Status cleared = Program(on_switch, {}, &program_time, &verify_time); !cleared.ok()) {
+    absl::Status cleared = Program(on_switch, {}, &program_time, &verify_time);
+    if (cleared.ok()) cleared = store_->ClearPendingRemovals(id);
+    if (!cleared.ok()) {
       Record("allocation." + what, "allocation", id, v1::EVENT_SEVERITY_WARNING, "fleetd",
              absl::StrCat("allocation ", id, ": the ", what,
                           " failed and the circuits from before it could not be taken off the "

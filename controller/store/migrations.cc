@@ -190,6 +190,18 @@ CREATE TRIGGER events_no_delete BEFORE DELETE ON events
 ALTER TABLE allocations ADD COLUMN release_state TEXT NOT NULL DEFAULT '';
 ALTER TABLE allocations ADD COLUMN release_reason TEXT NOT NULL DEFAULT '';
 )sql"},
+      {3, "pending removals", R"sql(
+-- Cross-connects of circuits a member change (replace, detach) took out of an allocation,
+-- until the switch has let go of them: a restart between the change and the switch removal
+-- removes them then, instead of leaving them as drift.
+CREATE TABLE pending_removals (
+  allocation_id TEXT NOT NULL REFERENCES allocations(id) ON DELETE CASCADE,
+  switch_id TEXT NOT NULL,
+  ingress INTEGER NOT NULL,
+  egress INTEGER NOT NULL,
+  PRIMARY KEY (allocation_id, switch_id, ingress)
+) STRICT;
+)sql"},
   };
   return kMigrations;
 }

@@ -337,6 +337,29 @@ class SqliteStore : public Store {
     return CircuitsLocked(filter);
   }
 
+  absl::StatusOr<std::vector<v1::CrossConnect>> PendingRemovals(const std::string& id) override {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(Statement stmt,
+                     db_->Prepare("SELECT switch_id, ingress, egress FROM pending_removals "
+                                  "WHERE allocation_id = ?1 ORDER BY switch_id, ingress"));
+    stmt.Bind(1, id);
+    std::vector<v1::CrossConnect> out;
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, stmt.Step());
+      if (!row) break;
+      v1::CrossConnect& x = out.emplace_back();
+      x.set_switch_id(stmt.Text(0));
+      x.set_ingress(static_cast<uint32_t>(stmt.Int(1)));
+      x.set_egress(static_cast<uint32_t>(stmt.Int(2)));
+    }
+    return out;
+  }
+
+  absl::Status ClearPendingRemovals(const std::string& id) override {
+    absl::MutexLock lock(&mu_);
+    return RunLocked("DELETE FROM pending_removals WHERE allocation_id = ?1", id);
+  }
+
   absl::StatusOr<std::optional<AllocationUpdate::ReleaseIntent>> ReleaseIntentOf(
       const std::string& id) override {
     absl::MutexLock lock(&mu_);
@@ -587,6 +610,11 @@ class SqliteStore : public Store {
         return absl::NotFoundError(
             absl::StrCat("circuit ", circuit_id, " not found in allocation ", id));
       }
+      RETURN_IF_ERROR(RunLocked(
+          "INSERT OR IGNORE INTO pending_removals (allocation_id, switch_id, ingress, egress) "
+          "SELECT c.allocation_id, x.switch_id, x.ingress, x.egress FROM cross_connects x "
+          "JOIN circuits c ON c.id = x.circuit_id WHERE x.circuit_id = ?1 AND x.desired = 1",
+          circuit_id));
       RETURN_IF_ERROR(RunLocked("DELETE FROM circuits WHERE id = ?1", circuit_id));
     }
     for (const v1::Circuit& c : r.add) {

@@ -179,6 +179,12 @@ class Store {
   // circuit (nothing is written); ALREADY_EXISTS for a known new circuit id.
   virtual absl::StatusOr<v1::Allocation> ReplaceCircuits(const CircuitReplacement& replacement,
                                                          const std::string& principal) = 0;
+  // The cross-connects of the desired circuits ReplaceCircuits removed from allocation `id`,
+  // recorded in the same transaction, until ClearPendingRemovals: what the switch may still
+  // hold for it though no circuit wants it.
+  virtual absl::StatusOr<std::vector<v1::CrossConnect>> PendingRemovals(const std::string& id) = 0;
+  // The switch has let go of them.
+  virtual absl::Status ClearPendingRemovals(const std::string& id) = 0;
   // Records an operator's manual circuit (`manual` set, no allocation), e.g. a cross-connect
   // adopted by reconciliation. Same checks as CreateAllocation's circuits.
   virtual absl::Status CreateManualCircuit(const v1::Circuit& circuit,

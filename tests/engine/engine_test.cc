@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "controller/inventory/inventory.h"
+#include "scheduler/replacement.h"
 #include "switch_adapters/fake_optical_switch.h"
 #include "tests/store/store_test_util.h"
 
@@ -1182,6 +1183,47 @@ std::map<std::string, std::string> CircuitsById(const v1::Allocation& a) {
   return out;
 }
 
+// fleetd dies after a member change is stored and before the switch hears of it: the old
+// member's cross-connects are on the switch, no circuit wants them. A restart takes them off
+// in the batch that makes the new ones.
+TEST_F(EngineTest, AMemberChangeACrashInterruptsTakesTheOldCrossConnectsOffAtRestart) {
+  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2", "gpu3", "gpu4"}));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
+  engine_.reset();
+
+  // What ReplaceMember commits (the planner's replacement of gpu3), and nothing after it.
+  const std::vector<v1::Circuit> circuits = store_->ListCircuits({}).value();
+  const scheduler::FabricSnapshot snapshot =
+      scheduler::FabricSnapshot::Build(site_, store_->ListPorts("").value(), circuits, {a});
+  absl::StatusOr<scheduler::Replacement> plan = scheduler::PlanReplacement(snapshot, a, "gpu3", "");
+  ASSERT_THAT(plan.status(), IsOk());
+  store::CircuitReplacement r;
+  r.allocation_id = a.id();
+  r.state = v1::ALLOCATION_STATE_PROGRAMMING;
+  r.members = plan->members;
+  int next = a.circuits_size() + 1;
+  for (const v1::Circuit& c : plan->phases.at(0).diff.remove) r.remove.push_back(c.id());
+  for (v1::Circuit c : plan->phases.at(0).diff.add) {
+    c.set_id(absl::StrCat(a.id(), "-c", next++));
+    c.set_allocation_id(a.id());
+    c.set_state(v1::CIRCUIT_STATE_PLANNED);
+    r.add.push_back(std::move(c));
+  }
+  ASSERT_THAT(r.remove, SizeIs(2));
+  ASSERT_THAT(store_->ReplaceCircuits(r, "operator:test").status(), IsOk());
+  ASSERT_THAT(store_->PendingRemovals(a.id()).value_or(std::vector<v1::CrossConnect>{}), SizeIs(2));
+  ASSERT_EQ(OnSwitch(), Wanted(a));  // The switch still has the old member's cross-connects.
+
+  StartEngine();
+  engine_->WaitIdle();
+  const v1::Allocation after = Get(a.id());
+  EXPECT_EQ(after.state(), v1::ALLOCATION_STATE_READY) << after.reason();
+  EXPECT_THAT(after.members(), ElementsAre("gpu1", "gpu2", "gpu5", "gpu4"));
+  EXPECT_EQ(OnSwitch(), Wanted(after));
+  EXPECT_THAT(store_->PendingRemovals(a.id()).value_or(std::vector<v1::CrossConnect>{1}),
+              IsEmpty());
+}
+
 TEST_F(EngineTest, ReplaceMemberSwapsInASpareAndReprogramsOnlyItsCircuits) {
   v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2", "gpu3", "gpu4"}));
   ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
@@ -1228,6 +1270,8 @@ TEST_F(EngineTest, ReplaceMemberSwapsInASpareAndReprogramsOnlyItsCircuits) {
   }
   EXPECT_EQ(kept, 2);
   EXPECT_EQ(after.size(), 4u);
+  EXPECT_THAT(store_->PendingRemovals(a.id()).value_or(std::vector<v1::CrossConnect>{1}),
+              IsEmpty());
   EXPECT_EQ(replaced->plan().remove_size(), 2);
   EXPECT_EQ(replaced->plan().add_size(), 2);
   // The switch changed exactly the differing cross-connects; only the new links retrained.

@@ -1135,6 +1135,13 @@ TEST_F(StoreTest, ReplaceCircuitsSwapsCircuitsAndMembersInOneTransaction) {
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events.back().kind(), "allocation.replace");
   EXPECT_EQ(events.back().message(), "a1: gpu0 replaced");
+  // The switch may still hold c-up's cross-connect until the engine clears it.
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::CrossConnect> pending, store_->PendingRemovals("a1"));
+  ASSERT_THAT(pending, SizeIs(1));
+  EXPECT_THAT(pending[0], EqualsProto(CpuToGpu().cross_connects(0)));
+  ASSERT_THAT(store_->ClearPendingRemovals("a1"), IsOk());
+  ASSERT_OK_AND_ASSIGN(pending, store_->PendingRemovals("a1"));
+  EXPECT_THAT(pending, IsEmpty());
 }
 
 TEST_F(StoreTest, RefusedReplaceCircuitsChangesNothing) {
@@ -1156,6 +1163,8 @@ TEST_F(StoreTest, RefusedReplaceCircuitsChangesNothing) {
   EXPECT_THAT(a.members(), ElementsAre("h1-cpu0", "gpu0"));
   EXPECT_EQ(a.circuits_size(), 2);
   EXPECT_EQ(Port("s1", 1).circuit_id(), "c-up");
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::CrossConnect> pending, store_->PendingRemovals("a1"));
+  EXPECT_THAT(pending, IsEmpty());
 }
 
 TEST_F(StoreTest, CircuitFromAnUnknownOnicPortIsRefusedAndNothingIsStored) {
