@@ -32,9 +32,11 @@ class LightSimulator {
   // Starts keeping a copy of the light at `egresses` (this host's rx fibers), which the
   // simulator refreshes as its light changes, as a real O-NIC's receiver reads its own power.
   virtual void Mirror(const std::vector<uint32_t>& egresses) { (void)egresses; }
-  // The light at `egress` as the copy holds it, at most one simulator round trip old; nullopt
-  // without one (not mirrored, not fetched yet, the simulator unreachable, or light that comes
-  // over a trunk, which changes without this simulator knowing).
+  // The light at `egress` as the copy holds it: as of the simulator's last answer to the
+  // copy's long poll, which it gives when that light may have changed, so the copy lags a
+  // change by the time the answer takes to arrive (like a power monitor's sampling lag).
+  // nullopt without one (not mirrored, not fetched yet, the simulator unreachable, or light
+  // that comes over a trunk, which changes without this simulator knowing).
   virtual std::optional<Light> Mirrored(uint32_t egress) {
     (void)egress;
     return std::nullopt;

@@ -617,9 +617,11 @@ absl::Status Engine::Quiesce(const std::vector<v1::Circuit>& circuits, const std
   if (agents_ != nullptr) {
     std::set<std::pair<std::string, uint32_t>> ports;
     for (const v1::Circuit& c : circuits) {
-      if (c.source().onic().empty()) continue;  // A left-behind removal: no O-NIC ends now.
-      ports.insert({c.source().onic(), c.source().port()});
-      ports.insert({c.destination().onic(), c.destination().port()});
+      // A left-behind removal whose end is a trunk has no O-NIC port there.
+      if (!c.source().onic().empty()) ports.insert({c.source().onic(), c.source().port()});
+      if (!c.destination().onic().empty()) {
+        ports.insert({c.destination().onic(), c.destination().port()});
+      }
     }
     for (const auto& [onic_id, port] : ports) {
       absl::StatusOr<std::string> serial = SerialOf(onic_id);
@@ -949,8 +951,9 @@ void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> adm
   timings.push_back(Stage("program", start, program_time));
   timings.push_back(Stage("verify", start + program_time, verify_time));
   if (!programming_recorded()) return;
-  if (programmed.ok() && !removes.empty()) {
-    // A member change's removals are off the switch: nothing is left for a restart to undo.
+  if (programmed.ok() && (!removes.empty() || resumed)) {
+    // A member change's removals are off the switch (or were before a crash let a resumed
+    // run find none): nothing is left for a restart to undo.
     if (absl::Status cleared = store_->ClearPendingRemovals(id); !cleared.ok()) {
       FLEET_LOG(WARNING) << "allocation " << id << ": " << cleared;
     }
@@ -1397,17 +1400,36 @@ std::vector<v1::Circuit> Engine::LeftBehind(const v1::Allocation& a) {
       desired_ports.insert({x.switch_id(), x.egress()});
     }
   }
+  // The O-NIC ports the fibers of a removal's ends belong to, so they are quiesced before
+  // their light goes.
+  std::map<std::pair<std::string, uint32_t>, v1::OnicPortRef> wired;
+  if (absl::StatusOr<std::shared_ptr<const Fabric>> fabric = CurrentFabric(); fabric.ok()) {
+    for (const v1::SwitchPort& p : (*fabric)->ports) {
+      if (p.wiring().has_onic_port()) {
+        wired[{p.ref().switch_id(), p.ref().port()}] = p.wiring().onic_port();
+      }
+    }
+  }
   for (const v1::CrossConnect& x : *pending) {
-    if (!observed.contains({x.switch_id(), x.ingress(), x.egress()}) ||
+    const Key key{x.switch_id(), x.ingress(), x.egress()};
+    // A record the crash left after the removal is done, or one this allocation has made
+    // again since (a member replaced back), is not the switch's to undo.
+    if (!observed.contains(key) || desired.contains(key) ||
         desired_ports.contains({x.switch_id(), x.ingress()}) ||
         desired_ports.contains({x.switch_id(), x.egress()})) {
       continue;
     }
-    // No O-NIC ends: the member it belonged to has left the allocation; only the switch
-    // has something to undo.
+    // The member it belonged to has left the allocation; its fibers' O-NIC ports are known
+    // from the wiring (a trunk end has none).
     v1::Circuit& removal = left.emplace_back();
     removal.set_id(absl::StrCat("removed ", x.switch_id(), " ", x.ingress(), "->", x.egress()));
     *removal.add_cross_connects() = x;
+    if (auto tx = wired.find({x.switch_id(), x.ingress()}); tx != wired.end()) {
+      *removal.mutable_source() = tx->second;
+    }
+    if (auto rx = wired.find({x.switch_id(), x.egress()}); rx != wired.end()) {
+      *removal.mutable_destination() = rx->second;
+    }
   }
   return left;
 }

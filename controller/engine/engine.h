@@ -96,7 +96,7 @@ struct EngineOptions {
 // The points at which EngineOptions::fault_point is called, in transaction order.
 inline constexpr const char* kFaultPoints[] = {
     "persisted",   // Intent committed (PENDING), nothing touched.
-    "quiesced",    // PROGRAMMING committed, ports quiesced, switch untouched.
+    "quiesced",    // Ports quiesced, switch untouched; PROGRAMMING committed or landing.
     "programmed",  // Switch programmed and verified; TRAINING not yet committed.
     "training",    // TRAINING committed; links not yet retrained.
     "trained",     // Links retrained; READY not yet committed.
@@ -255,8 +255,8 @@ class Engine {
                    PhaseSwitch phase_switch = {}, const v1::Allocation* stored = nullptr);
   // What an interrupted transaction of `a` left on the switch, as reconciliation last saw
   // it: the circuits of its inactive phases no desired circuit uses (a phase switch), and
-  // the cross-connects a member change took out of it (Store::PendingRemovals) whose ports
-  // no other allocation has been given since, as circuits without O-NIC ends.
+  // the cross-connects a member change took out of it (Store::PendingRemovals) that nothing
+  // desires now, as circuits whose O-NIC ends come from the fibers' wiring.
   std::vector<v1::Circuit> LeftBehind(const v1::Allocation& a);
   // Takes the circuits off the switches and ends the allocation in `final_state` (RELEASED,
   // or FAILED for an eviction) with `final_reason`, which the RELEASING commit stores: an

@@ -238,6 +238,17 @@ absl::Status Engine::ReconcileOne(const v1::Switch& sw, switches::OpticalSwitch&
       desired_by_egress[x.egress()] = x.ingress();
     }
   }
+  // What a claimed member change took out of its allocation is its transaction's to remove
+  // (Engine::LeftBehind): not drift to report or adopt.
+  for (const std::string& id : claimed) {
+    absl::StatusOr<std::vector<v1::CrossConnect>> pending = store_->PendingRemovals(id);
+    if (!pending.ok()) continue;
+    for (const v1::CrossConnect& x : *pending) {
+      if (x.switch_id() != sw.id()) continue;
+      in_transaction.insert(x.ingress());
+      in_transaction.insert(x.egress());
+    }
+  }
   std::map<uint32_t, uint32_t> on_switch;  // Ingress → egress.
   for (const switches::CrossConnect& x : actual) on_switch[x.ingress] = x.egress;
 

@@ -611,7 +611,7 @@ class SqliteStore : public Store {
             absl::StrCat("circuit ", circuit_id, " not found in allocation ", id));
       }
       RETURN_IF_ERROR(RunLocked(
-          "INSERT OR IGNORE INTO pending_removals (allocation_id, switch_id, ingress, egress) "
+          "INSERT OR REPLACE INTO pending_removals (allocation_id, switch_id, ingress, egress) "
           "SELECT c.allocation_id, x.switch_id, x.ingress, x.egress FROM cross_connects x "
           "JOIN circuits c ON c.id = x.circuit_id WHERE x.circuit_id = ?1 AND x.desired = 1",
           circuit_id));

@@ -1214,8 +1214,14 @@ TEST_F(EngineTest, AMemberChangeACrashInterruptsTakesTheOldCrossConnectsOffAtRes
   ASSERT_THAT(store_->PendingRemovals(a.id()).value_or(std::vector<v1::CrossConnect>{}), SizeIs(2));
   ASSERT_EQ(OnSwitch(), Wanted(a));  // The switch still has the old member's cross-connects.
 
-  StartEngine();
+  // Even a site that adopts unknown cross-connects leaves them to the resumed transaction:
+  // they are not unknown, only not yet removed.
+  EngineOptions adopting;
+  adopting.unknown_policy = v1::UNKNOWN_CROSS_CONNECT_POLICY_ADOPT;
+  StartEngine(adopting);
   engine_->WaitIdle();
+  EXPECT_THAT(store_->ListCircuits({}).value(),
+              Not(Contains(::testing::Property(&v1::Circuit::manual, true))));
   const v1::Allocation after = Get(a.id());
   EXPECT_EQ(after.state(), v1::ALLOCATION_STATE_READY) << after.reason();
   EXPECT_THAT(after.members(), ElementsAre("gpu1", "gpu2", "gpu5", "gpu4"));
@@ -1295,6 +1301,41 @@ v1::RequestTopologyRequest Attach(const std::string& tenant) {
     r.mutable_topology()->mutable_attach()->mutable_devices()->add_devices(gpu);
   }
   return r;
+}
+
+// As for a replacement, but nothing new uses the detached device's ports: reconciliation at
+// restart must leave its cross-connects to the resumed detach, even under `adopt`.
+TEST_F(EngineTest, ADetachACrashInterruptsIsFinishedAtRestartNotAdopted) {
+  v1::Allocation a = Request(Attach("team-a"));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
+  engine_.reset();
+  store::CircuitReplacement r;  // What DetachDevices commits for gpu1, and nothing after it.
+  r.allocation_id = a.id();
+  r.state = v1::ALLOCATION_STATE_PROGRAMMING;
+  for (const std::string& m : a.members()) {
+    if (m != "gpu1") r.members.push_back(m);
+  }
+  for (const v1::Circuit& c : a.circuits()) {
+    if (c.source().onic() == "gpu1-n0" || c.destination().onic() == "gpu1-n0") {
+      r.remove.push_back(c.id());
+    }
+  }
+  ASSERT_THAT(r.remove, SizeIs(2));
+  ASSERT_THAT(store_->ReplaceCircuits(r, "job:team-a").status(), IsOk());
+  const int quiesces = agents_->Count(v1::Command::kQuiesce);
+
+  EngineOptions adopting;
+  adopting.unknown_policy = v1::UNKNOWN_CROSS_CONNECT_POLICY_ADOPT;
+  StartEngine(adopting);
+  engine_->WaitIdle();
+  const v1::Allocation after = Get(a.id());
+  EXPECT_EQ(after.state(), v1::ALLOCATION_STATE_READY) << after.reason();
+  EXPECT_THAT(after.circuits(), SizeIs(2));
+  EXPECT_EQ(OnSwitch(), Wanted(after));
+  EXPECT_THAT(store_->ListCircuits({}).value(),
+              Not(Contains(::testing::Property(&v1::Circuit::manual, true))));
+  // gpu1's port and the host port it used lost their light quiesced first.
+  EXPECT_GE(agents_->Count(v1::Command::kQuiesce) - quiesces, 2);
 }
 
 TEST_F(EngineTest, DetachTakesOneDeviceOffAVirtualServerAndLeavesTheRest) {

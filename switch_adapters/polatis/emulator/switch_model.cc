@@ -245,6 +245,13 @@ absl::Status SwitchModel::Commit(Config next, int changed) {
     for (const Config* c : {&config_, &next}) moved.merge(EgressesOf(*c, port));
   }
   config_ = std::move(next);
+  const absl::Time now = clock_->Now();
+  for (int egress : moved) {
+    auto ingress = config_.by_egress.find(egress);
+    if (ingress == config_.by_egress.end()) continue;
+    const absl::Time settled_at = config_.by_ingress.at(ingress->second).settled_at;
+    if (settled_at > now) settling_.emplace(settled_at, egress);
+  }
   LightChangedLocked(moved);
   counters_.cross_connects_changed += changed;
   counters_.cross_connects = static_cast<int64_t>(config_.by_ingress.size());
@@ -691,13 +698,23 @@ void SwitchModel::LightChangedLocked(const std::optional<std::set<int>>& egresse
   for (const auto& [id, listener] : light_listeners_) listener(egresses);
 }
 
+void SwitchModel::CountSettledLocked(absl::Time now) const {
+  // Light listeners are not told: a waiting reader wakes at NextSettle by itself.
+  while (!settling_.empty() && settling_.begin()->first <= now) {
+    egress_changed_[settling_.begin()->second] = ++light_generation_;
+    settling_.erase(settling_.begin());
+  }
+}
+
 uint64_t SwitchModel::light_generation() const {
   absl::MutexLock lock(&mu_);
+  CountSettledLocked(clock_->Now());
   return light_generation_;
 }
 
 uint64_t SwitchModel::LightGenerationOf(const std::vector<int>& egresses) const {
   absl::MutexLock lock(&mu_);
+  CountSettledLocked(clock_->Now());
   uint64_t last = everything_changed_;
   for (int egress : egresses) {
     if (auto it = egress_changed_.find(egress); it != egress_changed_.end()) {

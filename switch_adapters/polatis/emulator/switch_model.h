@@ -222,9 +222,9 @@ class SwitchModel {
   // arrives, and a warning is logged each time the trunk's problem changes.
   absl::StatusOr<Light> LightAt(int egress, int hops = 0) const;
   // Counts the changes that can move light at this switch's egresses (cross-connects,
-  // shutters, signals, trunks, port faults), so a reader can tell whether what it read is
-  // still true. Light from across a trunk is not counted (Light::via_trunk), nor a
-  // cross-connect settling: see NextSettle.
+  // shutters, signals, trunks, port faults, and a cross-connect settling, counted when
+  // first asked after it), so a reader can tell whether what it read is still true. Light
+  // from across a trunk is not counted (Light::via_trunk).
   uint64_t light_generation() const;
   // The last generation whose change could move the light at one of `egresses` (0 when
   // none has): what a reader read at generation G there is still true unless this is > G.
@@ -298,6 +298,8 @@ class SwitchModel {
   SwitchModel(const SwitchModelOptions& options, const Clock* clock, RemoteLight* remote_light)
       : options_(options), clock_(clock), remote_light_(remote_light) {}
 
+  // Counts the cross-connects whose beam has settled by `now` as changes of their egress.
+  void CountSettledLocked(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Counts a change that may move the light at `egresses` (every egress when nullopt) and
   // tells the listeners.
   void LightChangedLocked(const std::optional<std::set<int>>& egresses)
@@ -342,9 +344,12 @@ class SwitchModel {
   FaultSettings faults_ ABSL_GUARDED_BY(mu_);
   uint64_t session_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   Counters counters_ ABSL_GUARDED_BY(mu_);
-  uint64_t light_generation_ ABSL_GUARDED_BY(mu_) = 0;
-  std::map<int, uint64_t> egress_changed_ ABSL_GUARDED_BY(mu_);  // Egress → generation.
-  uint64_t everything_changed_ ABSL_GUARDED_BY(mu_) = 0;         // The last change of every egress.
+  // Mutable: a read counts the settles that happened before it (CountSettledLocked).
+  mutable uint64_t light_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  mutable std::map<int, uint64_t> egress_changed_ ABSL_GUARDED_BY(mu_);  // Egress → generation.
+  // Egresses whose cross-connect is still settling, by when; not yet counted.
+  mutable std::multimap<absl::Time, int> settling_ ABSL_GUARDED_BY(mu_);
+  uint64_t everything_changed_ ABSL_GUARDED_BY(mu_) = 0;  // The last change of every egress.
   std::map<int, LightListener> light_listeners_ ABSL_GUARDED_BY(mu_);  // By id.
   int next_listener_ ABSL_GUARDED_BY(mu_) = 1;
 };

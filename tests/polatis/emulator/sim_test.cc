@@ -117,10 +117,10 @@ TEST_F(SimTest, SeveralEgressesAreReadInOneRequestInTheOrderAsked) {
                 .status,
             201);
   fake_clock_.Advance(absl::Milliseconds(50));
-  // Two changes so far: the signal and the cross-connect.
+  // Three changes so far: the signal, the cross-connect, and its beam settling.
   EXPECT_EQ(Request("GET", "/sim/v1/light?egress=18,17").body,
             R"({"lights":[{"egress":18,"signal":null,"power_dbm":-99.99},)"
-            R"({"egress":17,"signal":"FLT-S1C0-N0/1","power_dbm":-1.5}],"generation":2})");
+            R"({"egress":17,"signal":"FLT-S1C0-N0/1","power_dbm":-1.5}],"generation":3})");
   for (const char* bad :
        {"/sim/v1/light", "/sim/v1/light?egress=", "/sim/v1/light?egress=x",
         "/sim/v1/light?egress=17&hops=1", "/sim/v1/light?egress=3", "/sim/v1/light?after=1",
@@ -209,6 +209,28 @@ TEST_F(SimTest, ALongPollAnswersWhenACrossConnectSettles) {
   }
   make.join();
   EXPECT_EQ(light["lights"][0]["signal"], "sig");
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+}
+
+// A reader that read the dark fiber while the beam moved asks again after it settled: the
+// settle counts as a change, so the answer comes at once with the light.
+TEST_F(SimTest, ALongPollAfterAnUnseenSettleAnswersAtOnce) {
+  Start(absl::Milliseconds(30), &fake_clock_);
+  ASSERT_EQ(Request("PUT", "/sim/v1/signals/1", R"({"name":"sig","power_dbm":0})").status, 204);
+  ASSERT_EQ(Request("PUT", absl::StrCat(kCrossConnects, "/pair=1"),
+                    R"({"pair":[{"ingress":1,"egress":17}]})")
+                .status,
+            201);
+  const json dark = json::parse(Request("GET", "/sim/v1/light?egress=17").body);
+  ASSERT_EQ(dark["lights"][0]["signal"], nullptr);  // The switch clock has not moved.
+  fake_clock_.Advance(absl::Milliseconds(30));
+  const absl::Time start = absl::Now();
+  const json lit =
+      json::parse(Request("GET", absl::StrCat("/sim/v1/light?egress=17&after=",
+                                              dark["generation"].get<uint64_t>(), "&wait_ms=60000"))
+                      .body);
+  EXPECT_EQ(lit["lights"][0]["signal"], "sig");
+  EXPECT_GT(lit["generation"], dark["generation"]);
   EXPECT_LT(absl::Now() - start, absl::Seconds(30));
 }
 
