@@ -41,6 +41,15 @@ class SimTest : public ::testing::Test {
 
   json Counters() { return json::parse(Request("GET", "/sim/v1/counters").body); }
 
+  // Signal "sig" on ingress 1, cross-connected to egress 17 (over REST).
+  void LightIngress1ToEgress17() {
+    ASSERT_EQ(Request("PUT", "/sim/v1/signals/1", R"({"name":"sig","power_dbm":0})").status, 204);
+    ASSERT_EQ(Request("PUT", absl::StrCat(kCrossConnects, "/pair=1"),
+                      R"({"pair":[{"ingress":1,"egress":17}]})")
+                  .status,
+              201);
+  }
+
   std::unique_ptr<Tl1Client> Tl1() {
     auto client = Tl1Client::Connect(emulator_->tl1_address());
     EXPECT_TRUE(client && client->LogIn());
@@ -143,11 +152,7 @@ TEST_F(SimTest, SeveralEgressesAreReadInOneRequestInTheOrderAsked) {
 // has: the answer waits until the light at the egresses it asked for may have changed.
 TEST_F(SimTest, ALongPollAnswersWhenTheLightItAskedForChanges) {
   Start(absl::ZeroDuration(), &system_clock_);
-  ASSERT_EQ(Request("PUT", "/sim/v1/signals/1", R"({"name":"sig","power_dbm":0})").status, 204);
-  ASSERT_EQ(Request("PUT", absl::StrCat(kCrossConnects, "/pair=1"),
-                    R"({"pair":[{"ingress":1,"egress":17}]})")
-                .status,
-            201);
+  ASSERT_NO_FATAL_FAILURE(LightIngress1ToEgress17());
   const json lit = json::parse(Request("GET", "/sim/v1/light?egress=17,18").body);
   const uint64_t generation = lit["generation"];
   EXPECT_EQ(generation, 2u);  // The signal, then the cross-connect.
@@ -216,11 +221,7 @@ TEST_F(SimTest, ALongPollAnswersWhenACrossConnectSettles) {
 // settle counts as a change, so the answer comes at once with the light.
 TEST_F(SimTest, ALongPollAfterAnUnseenSettleAnswersAtOnce) {
   Start(absl::Milliseconds(30), &fake_clock_);
-  ASSERT_EQ(Request("PUT", "/sim/v1/signals/1", R"({"name":"sig","power_dbm":0})").status, 204);
-  ASSERT_EQ(Request("PUT", absl::StrCat(kCrossConnects, "/pair=1"),
-                    R"({"pair":[{"ingress":1,"egress":17}]})")
-                .status,
-            201);
+  ASSERT_NO_FATAL_FAILURE(LightIngress1ToEgress17());
   const json dark = json::parse(Request("GET", "/sim/v1/light?egress=17").body);
   ASSERT_EQ(dark["lights"][0]["signal"], nullptr);  // The switch clock has not moved.
   fake_clock_.Advance(absl::Milliseconds(30));
