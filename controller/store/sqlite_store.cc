@@ -339,20 +339,10 @@ class SqliteStore : public Store {
 
   absl::StatusOr<std::vector<v1::CrossConnect>> PendingRemovals(const std::string& id) override {
     absl::MutexLock lock(&mu_);
-    ASSIGN_OR_RETURN(Statement stmt,
-                     db_->Prepare("SELECT switch_id, ingress, egress FROM pending_removals "
-                                  "WHERE allocation_id = ?1 ORDER BY switch_id, ingress"));
-    stmt.Bind(1, id);
-    std::vector<v1::CrossConnect> out;
-    while (true) {
-      ASSIGN_OR_RETURN(bool row, stmt.Step());
-      if (!row) break;
-      v1::CrossConnect& x = out.emplace_back();
-      x.set_switch_id(stmt.Text(0));
-      x.set_ingress(static_cast<uint32_t>(stmt.Int(1)));
-      x.set_egress(static_cast<uint32_t>(stmt.Int(2)));
-    }
-    return out;
+    return CrossConnectsLocked(
+        "SELECT switch_id, ingress, egress FROM pending_removals "
+        "WHERE allocation_id = ?1 ORDER BY switch_id, ingress",
+        id);
   }
 
   absl::Status ClearPendingRemovals(const std::string& id) override {
@@ -731,21 +721,11 @@ class SqliteStore : public Store {
       RETURN_IF_ERROR(
           RequireExistsLocked("SELECT 1 FROM switches WHERE id = ?1", "switch", switch_id));
     }
-    ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(R"sql(
+    return CrossConnectsLocked(R"sql(
       SELECT switch_id, ingress, egress FROM observed_cross_connects
       WHERE ?1 = '' OR switch_id = ?1
-      ORDER BY switch_id, ingress)sql"));
-    stmt.Bind(1, switch_id);
-    std::vector<v1::CrossConnect> out;
-    while (true) {
-      ASSIGN_OR_RETURN(bool row, stmt.Step());
-      if (!row) break;
-      v1::CrossConnect& x = out.emplace_back();
-      x.set_switch_id(stmt.Text(0));
-      x.set_ingress(static_cast<uint32_t>(stmt.Int(1)));
-      x.set_egress(static_cast<uint32_t>(stmt.Int(2)));
-    }
-    return out;
+      ORDER BY switch_id, ingress)sql",
+                               switch_id);
   }
 
   absl::Status SetDrained(const DrainTargetRef& target, bool drained, const std::string& reason,
@@ -891,6 +871,24 @@ class SqliteStore : public Store {
       return absl::Status(s.code(), absl::StrCat("circuit ", circuit_id, ": ", s.message()));
     }
     return absl::OkStatus();
+  }
+
+  // The (switch_id, ingress, egress) rows `sql` selects with `arg` bound to ?1.
+  absl::StatusOr<std::vector<v1::CrossConnect>> CrossConnectsLocked(absl::string_view sql,
+                                                                    const std::string& arg)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(sql));
+    stmt.Bind(1, arg);
+    std::vector<v1::CrossConnect> out;
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, stmt.Step());
+      if (!row) break;
+      v1::CrossConnect& x = out.emplace_back();
+      x.set_switch_id(stmt.Text(0));
+      x.set_ingress(static_cast<uint32_t>(stmt.Int(1)));
+      x.set_egress(static_cast<uint32_t>(stmt.Int(2)));
+    }
+    return out;
   }
 
   absl::Status RunLocked(absl::string_view sql, const std::string& arg)

@@ -252,6 +252,19 @@ class EngineTest : public ::testing::Test {
     return out;
   }
   size_t EventCount() { return store_->ListEvents({0, 100000, "", ""}).value().size(); }
+  // A ring over gpu1 and gpu2 evicted by draining gpu2-n0 ("dirty connector") while the
+  // switch refuses the removal: RELEASING, the switch unreachable.
+  void StuckEviction(v1::Allocation* a) {
+    *a = Request(Ring("team-a", {"gpu1", "gpu2"}));
+    sw_->SetUnreachable(absl::UnavailableError("link down"));
+    v1::DrainRequest drain;
+    drain.mutable_target()->set_onic("gpu2-n0");
+    drain.set_reason("dirty connector");
+    drain.set_evict(true);
+    ASSERT_THAT(engine_->Drain(drain, Caller::FromPrincipal("operator:t")).status(), IsOk());
+    *a = Get(a->id());
+    ASSERT_EQ(a->state(), v1::ALLOCATION_STATE_RELEASING);
+  }
   std::vector<std::string> EventKinds(const std::string& allocation) {
     std::vector<std::string> kinds;
     const std::vector<v1::Event> events =
@@ -525,14 +538,8 @@ TEST_F(EngineTest, ReleaseThatTheSwitchRefusesKeepsThePortsAndRetries) {
 }
 
 TEST_F(EngineTest, AnEvictionTheSwitchRefusesEndsFailedWithItsReasonOnRetry) {
-  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2"}));
-  sw_->SetUnreachable(absl::UnavailableError("link down"));
-  v1::DrainRequest drain;
-  drain.mutable_target()->set_onic("gpu2-n0");
-  drain.set_reason("dirty connector");
-  drain.set_evict(true);
-  ASSERT_THAT(engine_->Drain(drain, Caller::FromPrincipal("operator:t")).status(), IsOk());
-  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_RELEASING);
+  v1::Allocation a;
+  ASSERT_NO_FATAL_FAILURE(StuckEviction(&a));
   sw_->SetUnreachable(absl::OkStatus());
   clock_.Advance(absl::Seconds(2));
   engine_->RunDueRetries();
@@ -544,14 +551,8 @@ TEST_F(EngineTest, AnEvictionTheSwitchRefusesEndsFailedWithItsReasonOnRetry) {
 }
 
 TEST_F(EngineTest, AnEvictionARestartInterruptsStillEndsFailedWithItsReason) {
-  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2"}));
-  sw_->SetUnreachable(absl::UnavailableError("link down"));
-  v1::DrainRequest drain;
-  drain.mutable_target()->set_onic("gpu2-n0");
-  drain.set_reason("dirty connector");
-  drain.set_evict(true);
-  ASSERT_THAT(engine_->Drain(drain, Caller::FromPrincipal("operator:t")).status(), IsOk());
-  ASSERT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_RELEASING);
+  v1::Allocation a;
+  ASSERT_NO_FATAL_FAILURE(StuckEviction(&a));
   // The reason shown while it is stuck is the switch's; the intent is kept apart from it.
   EXPECT_THAT(Get(a.id()).reason(), HasSubstr("removal failed, retrying"));
 
@@ -567,14 +568,8 @@ TEST_F(EngineTest, AnEvictionARestartInterruptsStillEndsFailedWithItsReason) {
 }
 
 TEST_F(EngineTest, ASecondReleaseOfAStuckEvictionDoesNotChangeHowItEnds) {
-  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2"}));
-  sw_->SetUnreachable(absl::UnavailableError("link down"));
-  v1::DrainRequest drain;
-  drain.mutable_target()->set_onic("gpu2-n0");
-  drain.set_reason("dirty connector");
-  drain.set_evict(true);
-  ASSERT_THAT(engine_->Drain(drain, Caller::FromPrincipal("operator:t")).status(), IsOk());
-  ASSERT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_RELEASING);
+  v1::Allocation a;
+  ASSERT_NO_FATAL_FAILURE(StuckEviction(&a));
   sw_->SetUnreachable(absl::OkStatus());
   absl::StatusOr<v1::Allocation> released =
       engine_->ReleaseTopology(a.id(), Caller::FromPrincipal("job:team-a"));
