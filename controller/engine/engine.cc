@@ -300,6 +300,25 @@ bool Engine::Claim(const std::string& id) {
   return claimed_.insert(id).second;
 }
 
+bool Engine::ClaimSettled(const std::string& id) {
+  // A transaction holds the claim for a moment after its outcome is stored; a retry of a
+  // DEGRADED allocation holds it while its links retrain. Neither is worth a refusal.
+  constexpr absl::Duration kPatience = absl::Seconds(2);
+  const absl::Time give_up = absl::Now() + kPatience;
+  while (!Claim(id)) {
+    absl::StatusOr<v1::Allocation> a = store_->GetAllocation(id);
+    if (!a.ok() ||
+        (a->state() != v1::ALLOCATION_STATE_READY && a->state() != v1::ALLOCATION_STATE_DEGRADED)) {
+      return false;
+    }
+    absl::MutexLock lock(&mu_);
+    if (stopping_ || absl::Now() >= give_up) return false;
+    // Released claims signal changed_; the deadline bounds a wake-up for another reason.
+    if (claimed_.contains(id)) changed_.WaitWithDeadline(&mu_, give_up);
+  }
+  return true;
+}
+
 void Engine::Unclaim(const std::string& id) {
   absl::MutexLock lock(&mu_);
   claimed_.erase(id);
@@ -1255,7 +1274,7 @@ absl::StatusOr<v1::ActivatePhaseResponse> Engine::ActivatePhase(
     *response.mutable_allocation() = std::move(a);
     return response;
   }
-  if (!Claim(id)) {
+  if (!ClaimSettled(id)) {
     return absl::AbortedError(absl::StrCat("allocation ", id,
                                            " is in the middle of another change (",
                                            v1::Name(a.state()), "); retry once it is READY"));

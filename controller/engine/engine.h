@@ -231,6 +231,11 @@ class Engine {
 
   // Claims `id` for one transaction; false if another holds it.
   bool Claim(const std::string& id);
+  // Claims `id` for a change a caller asks for. While the allocation is READY or DEGRADED
+  // and the claim is held (a transaction's last steps after storing its outcome, or a
+  // retry), waits for it, up to 2 s: a caller acting on READY is not refused. False when
+  // another change holds it otherwise or for longer.
+  bool ClaimSettled(const std::string& id);
   void Unclaim(const std::string& id);
   // Runs `fn` on a worker thread holding the claim on `id` (if any); the claim is dropped
   // after. Workers are pooled: one left idle by its last task takes the next, so a

@@ -101,7 +101,7 @@ absl::Status Engine::ChangeMembers(
     absl::MutexLock lock(&mu_);
     if (stopping_) return absl::UnavailableError("fleetd is stopping");
   }
-  if (!Claim(id)) {
+  if (!ClaimSettled(id)) {
     return absl::AbortedError(absl::StrCat("allocation ", id,
                                            " is in the middle of another change (", v1::Name(seen),
                                            "); retry once it is READY"));

@@ -1225,6 +1225,41 @@ TEST_F(EngineTest, AMemberChangeACrashInterruptsTakesTheOldCrossConnectsOffAtRes
               IsEmpty());
 }
 
+// A job that acts on READY at once may find the transaction still finishing (it holds the
+// allocation for its last steps after storing READY): the change waits for it, it is not
+// refused.
+TEST_F(EngineTest, AChangeAskedForAsSoonAsReadyWaitsForTheTransactionToLetGo) {
+  absl::Mutex mu;
+  bool armed = true;
+  std::thread asker;
+  absl::Status replaced = absl::UnknownError("not asked");
+  EngineOptions options;
+  options.fault_point = [&](const std::string& point) {
+    if (point != "ready") return;
+    {
+      absl::MutexLock lock(&mu);
+      if (!armed) return;
+      armed = false;
+    }
+    const std::string id =
+        store_->ListAllocations({"", v1::ALLOCATION_STATE_READY, false}).value().at(0).id();
+    asker = std::thread([&, id] {
+      replaced = engine_->ReplaceMember(Replace(id, "gpu3"), Caller::FromPrincipal("operator:test"))
+                     .status();
+    });
+    // The transaction still holds the allocation while the change is asked for.
+    absl::SleepFor(absl::Milliseconds(50));
+  };
+  engine_.reset();
+  StartEngine(options);
+  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2", "gpu3", "gpu4"}));
+  ASSERT_TRUE(asker.joinable());
+  asker.join();
+  EXPECT_THAT(replaced, IsOk());
+  engine_->WaitIdle();
+  EXPECT_THAT(Get(a.id()).members(), ElementsAre("gpu1", "gpu2", "gpu5", "gpu4"));
+}
+
 TEST_F(EngineTest, ReplaceMemberSwapsInASpareAndReprogramsOnlyItsCircuits) {
   v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2", "gpu3", "gpu4"}));
   ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
