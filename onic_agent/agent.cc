@@ -4,6 +4,8 @@
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "controller/base/log.h"
@@ -73,7 +75,14 @@ void Agent::Stop() {
   absl::MutexLock lock(&mu_);
   stopping_ = true;
   if (context_ != nullptr) context_->TryCancel();
+  CancelArming();
   changed_.SignalAll();
+}
+
+void Agent::CancelArming() {
+  for (auto& [key, queue] : ports_) {
+    if (queue.arming) queue.cancel_arming = true;
+  }
 }
 
 int Agent::registrations() const {
@@ -144,6 +153,7 @@ bool Agent::Session(const std::shared_ptr<grpc::Channel>& channel) {
   reg->set_host(options_.host);
   reg->set_backend(backend_->name());
   reg->set_software_version(options_.software_version);
+  if (backend_->SeesLightArrive()) reg->add_capabilities("armed-retrain");
   absl::StatusOr<std::vector<v1::AgentOnic>> onics = backend_->Discover();
   if (!onics.ok()) {
     FLEET_LOG(ERROR) << "cannot discover O-NICs: " << onics.status();
@@ -204,6 +214,9 @@ bool Agent::Session(const std::shared_ptr<grpc::Channel>& channel) {
     stream_ = nullptr;
     context_ = nullptr;
     ++session_;  // Ends this session's heartbeat thread.
+    // An armed retrain's answer is for the fleetd that armed it, over this stream: it cannot
+    // collect it now, and a fleetd that restarted knows nothing of it.
+    CancelArming();
     metrics_.SetConnected(false);
     changed_.SignalAll();
   }
@@ -297,6 +310,8 @@ void Agent::Dispatch(const v1::Command& command) {
       running_.insert(command.id());
       const std::string key = PortKey(command);
       PortQueue& queue = ports_[key];
+      // Taking the port out of service ends a wait to bring it into service.
+      if (command.has_quiesce() && queue.arming) queue.cancel_arming = true;
       queue.commands.push_back(command);
       if (!queue.worker.joinable()) queue.worker = std::thread([this, key] { PortWorker(key); });
       changed_.SignalAll();
@@ -312,6 +327,7 @@ void Agent::Dispatch(const v1::Command& command) {
 void Agent::PortWorker(std::string key) {
   while (true) {
     v1::Command command;
+    const std::atomic<bool>* cancel_arming = nullptr;
     {
       absl::MutexLock lock(&mu_);
       PortQueue& queue = ports_[key];
@@ -326,9 +342,15 @@ void Agent::PortWorker(std::string key) {
       if (stopping_) return;
       command = std::move(queue.commands.front());
       queue.commands.pop_front();
+      queue.arming = command.has_retrain() && command.retrain().has_await_light();
+      // A quiesce that came in behind it, before it started, cancels it as it starts.
+      queue.cancel_arming =
+          queue.arming && std::any_of(queue.commands.begin(), queue.commands.end(),
+                                      [](const v1::Command& c) { return c.has_quiesce(); });
+      cancel_arming = &queue.cancel_arming;
     }
-    const absl::Time started = absl::Now();
-    v1::CommandResult result = Execute(command);
+    absl::Time started = absl::Now();
+    v1::CommandResult result = Execute(command, *cancel_arming, &started);
     const bool monitor = command.id().rfind(kMonitorPrefix, 0) == 0;
     if (!monitor) metrics_.CommandFinished(CommandName(command), result.code() == 0);
     if (command.has_retrain()) metrics_.RetrainTook(absl::Now() - started);
@@ -336,6 +358,7 @@ void Agent::PortWorker(std::string key) {
     bool changed = false;
     {
       absl::MutexLock lock(&mu_);
+      ports_[key].arming = false;
       running_.erase(command.id());
       const std::string port_key = PortKey(command);
       if (result.has_link()) {
@@ -364,7 +387,8 @@ void Agent::PortWorker(std::string key) {
   }
 }
 
-v1::CommandResult Agent::Execute(const v1::Command& command) {
+v1::CommandResult Agent::Execute(const v1::Command& command, const std::atomic<bool>& cancel_arming,
+                                 absl::Time* training_started) {
   v1::CommandResult result;
   result.set_command_id(command.id());
   const absl::Time deadline =
@@ -381,10 +405,26 @@ v1::CommandResult Agent::Execute(const v1::Command& command) {
         outcome =
             backend_->Quiesce(command.quiesce().onic_serial(), command.quiesce().port(), deadline);
         break;
-      case v1::Command::kRetrain:
-        outcome = backend_->Retrain(command.retrain().onic_serial(), command.retrain().port(),
-                                    command.retrain().expected_peer(), deadline);
+      case v1::Command::kRetrain: {
+        const v1::RetrainPort& retrain = command.retrain();
+        if (retrain.has_await_light()) {
+          const absl::Time until = std::min(
+              deadline, absl::Now() + absl::Nanoseconds(
+                                          TimeUtil::DurationToNanoseconds(retrain.await_light())));
+          absl::Status lit = backend_->AwaitLight(retrain.onic_serial(), retrain.port(),
+                                                  retrain.expected_peer(), until, cancel_arming);
+          if (lit.code() == absl::StatusCode::kCancelled) {
+            outcome = backend_->ReadPort(retrain.onic_serial(), retrain.port());
+            outcome.status = lit;
+            break;
+          }
+          // The light came, or the wait ran out: train now, and the retrain judges the light.
+          *training_started = absl::Now();
+        }
+        outcome = backend_->Retrain(retrain.onic_serial(), retrain.port(), retrain.expected_peer(),
+                                    deadline);
         break;
+      }
       case v1::Command::kReadPort:
         outcome = backend_->ReadPort(command.read_port().onic_serial(), command.read_port().port());
         break;

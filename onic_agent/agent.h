@@ -13,6 +13,7 @@
 
 #include <grpcpp/channel.h>
 
+#include <atomic>
 #include <deque>
 #include <map>
 #include <memory>
@@ -67,6 +68,10 @@ class Agent {
   struct PortQueue {
     std::deque<v1::Command> commands;
     std::thread worker;
+    // An armed retrain is waiting for its light (RetrainPort.await_light). A quiesce of the
+    // port, the stream's end or Stop sets `cancel_arming`, which ends the wait.
+    bool arming = false;
+    std::atomic<bool> cancel_arming{false};
   };
 
   // One connection: register, then read until the stream ends. Returns whether it ever
@@ -74,7 +79,12 @@ class Agent {
   bool Session(const std::shared_ptr<grpc::Channel>& channel);
   void Dispatch(const v1::Command& command);
   void PortWorker(std::string key);
-  v1::CommandResult Execute(const v1::Command& command);
+  // Runs `command` on the backend. `cancel_arming` ends an armed retrain's wait for light;
+  // `training_started` is set to when the backend began (after any such wait).
+  v1::CommandResult Execute(const v1::Command& command, const std::atomic<bool>& cancel_arming,
+                            absl::Time* training_started);
+  // Ends every armed retrain's wait for light.
+  void CancelArming() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Send(const v1::AgentMessage& message);
   void HeartbeatAndMonitor(absl::Duration interval, uint64_t session);
   absl::Duration NextBackoff(int attempt);

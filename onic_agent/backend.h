@@ -14,11 +14,13 @@
 #ifndef FLEET_ONIC_AGENT_BACKEND_H_
 #define FLEET_ONIC_AGENT_BACKEND_H_
 
+#include <atomic>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "fleet/v1/agent.pb.h"
 
@@ -50,6 +52,23 @@ class OnicBackend {
   // or a link that never trained, DEADLINE_EXCEEDED when the deadline passed first.
   virtual CommandOutcome Retrain(const std::string& serial, uint32_t port,
                                  const v1::PeerIdentity& expected, absl::Time deadline) = 0;
+
+  // Whether AwaitLight works: the backend sees a peer's light arrive before training, so the
+  // agent registers the `armed-retrain` capability and fleetd may send a retrain before the
+  // circuit is made. `pcie-sysfs` cannot: Linux shows no optical power.
+  virtual bool SeesLightArrive() const { return false; }
+
+  // For an armed retrain: waits until the port receives `expected`'s light (any peer's when
+  // it names none) at usable power, without touching the port. OK when it arrived;
+  // DEADLINE_EXCEEDED at `until`; CANCELLED once `cancelled` is set (seen within a poll
+  // interval). A backend that cannot see light arrive answers FAILED_PRECONDITION at once.
+  virtual absl::Status AwaitLight(const std::string& serial, uint32_t port,
+                                  const v1::PeerIdentity& expected, absl::Time until,
+                                  const std::atomic<bool>& cancelled) {
+    (void)port, (void)expected, (void)until, (void)cancelled;
+    return absl::FailedPreconditionError(
+        absl::StrCat("backend ", name(), " cannot see light arrive at O-NIC ", serial));
+  }
 
   // Reads a port's link state and optical power without changing anything.
   virtual CommandOutcome ReadPort(const std::string& serial, uint32_t port) = 0;

@@ -34,7 +34,7 @@ class HttpLightSimulator : public LightSimulator {
     {
       absl::MutexLock lock(&mirror_mu_);
       stopping_ = true;
-      mirror_stopped_.SignalAll();
+      mirror_changed_.SignalAll();
     }
     if (mirror_client_ != nullptr) mirror_client_->Abort();  // Ends a waiting long poll.
     if (mirror_thread_.joinable()) mirror_thread_.join();
@@ -57,6 +57,19 @@ class HttpLightSimulator : public LightSimulator {
     auto it = mirror_.find(egress);
     if (it == mirror_.end()) return std::nullopt;
     return it->second;
+  }
+
+  uint64_t MirrorVersion() override {
+    absl::MutexLock lock(&mirror_mu_);
+    return mirror_version_;
+  }
+
+  uint64_t AwaitMirrorChange(uint64_t seen, absl::Time until) override {
+    absl::MutexLock lock(&mirror_mu_);
+    while (!stopping_ && mirror_version_ == seen && absl::Now() < until) {
+      mirror_changed_.WaitWithDeadline(&mirror_mu_, until);
+    }
+    return mirror_version_;
   }
 
   absl::Status PutSignal(uint32_t ingress, const std::string& name, double power_dbm) override {
@@ -149,9 +162,13 @@ class HttpLightSimulator : public LightSimulator {
       if (!parsed.is_object() || !parsed["lights"].is_array() ||
           parsed["lights"].size() != egresses.size() || !parsed["generation"].is_number()) {
         // No copy is better than a stale one: reads ask the simulator until this recovers.
-        mirror_.clear();
+        if (copied) {
+          mirror_.clear();
+          ++mirror_version_;
+          mirror_changed_.SignalAll();
+        }
         copied = false;
-        if (!stopping_) mirror_stopped_.WaitWithTimeout(&mirror_mu_, absl::Milliseconds(200));
+        if (!stopping_) mirror_changed_.WaitWithTimeout(&mirror_mu_, absl::Milliseconds(200));
         continue;
       }
       generation = parsed["generation"].get<uint64_t>();
@@ -167,6 +184,8 @@ class HttpLightSimulator : public LightSimulator {
         light.power_dbm = entry.value("power_dbm", kNoLight);
         mirror_[egresses[i]] = std::move(light);
       }
+      ++mirror_version_;
+      mirror_changed_.SignalAll();
     }
   }
 
@@ -218,9 +237,10 @@ class HttpLightSimulator : public LightSimulator {
   std::unique_ptr<polatis::HttpClient> mirror_client_;  // The long poll's own connection.
   std::thread mirror_thread_;
   absl::Mutex mirror_mu_;
-  absl::CondVar mirror_stopped_;
+  absl::CondVar mirror_changed_;  // An update of the copy, or stopping.
   bool stopping_ ABSL_GUARDED_BY(mirror_mu_) = false;
   std::map<uint32_t, Light> mirror_ ABSL_GUARDED_BY(mirror_mu_);  // By egress.
+  uint64_t mirror_version_ ABSL_GUARDED_BY(mirror_mu_) = 0;       // Updates of mirror_.
 };
 
 }  // namespace
@@ -351,8 +371,7 @@ CommandOutcome EmulatedBackend::Retrain(const std::string& serial, uint32_t port
   // may not have caught up with the switch yet.
   if (std::optional<LightSimulator::Light> seen =
           simulator_->Mirrored((*onic)->rx_egress[port - 1]);
-      seen && !seen->signal.empty() && (want.empty() || seen->signal == want) &&
-      seen->power_dbm >= options_.min_rx_power_dbm) {
+      seen && Usable(*seen, want)) {
     SetStatus(serial, port, v1::LINK_STATUS_UP, absl::StrCat("trained with ", seen->signal));
     return {absl::OkStatus(), Observe(**onic, port, &*seen)};
   }
@@ -387,6 +406,51 @@ CommandOutcome EmulatedBackend::Retrain(const std::string& serial, uint32_t port
                 absl::StrCat("retrain of ", serial, "/", port, ": ", problem))
           : absl::UnavailableError(absl::StrCat("retrain of ", serial, "/", port, ": ", problem));
   return {status, Observe(**onic, port)};
+}
+
+bool EmulatedBackend::Usable(const LightSimulator::Light& light, const std::string& want) const {
+  return !light.signal.empty() && (want.empty() || light.signal == want) &&
+         light.power_dbm >= options_.min_rx_power_dbm;
+}
+
+absl::Status EmulatedBackend::AwaitLight(const std::string& serial, uint32_t port,
+                                         const v1::PeerIdentity& expected, absl::Time until,
+                                         const std::atomic<bool>& cancelled) {
+  absl::StatusOr<const OnicConfig*> onic = Find(serial, port);
+  if (!onic.ok()) return onic.status();
+  const uint32_t egress = (*onic)->rx_egress[port - 1];
+  const std::string want =
+      expected.onic_serial().empty() ? "" : Identity(expected.onic_serial(), expected.port());
+  // Another peer's light (the circuit this port had before) is waited past, not a failure:
+  // the switch may not have moved yet. The retrain that follows judges what is there.
+  uint64_t version = simulator_->MirrorVersion();
+  while (true) {
+    if (cancelled.load()) {
+      return absl::CancelledError(
+          absl::StrCat(serial, "/", port, ": stopped waiting for light; the port was quiesced"));
+    }
+    std::optional<LightSimulator::Light> light = simulator_->Mirrored(egress);
+    const bool mirrored = light.has_value();
+    if (!mirrored) {
+      absl::StatusOr<LightSimulator::Light> read = simulator_->ReadLight(egress);
+      if (read.ok()) light = *read;
+    }
+    if (light && Usable(*light, want)) return absl::OkStatus();
+    const absl::Time now = absl::Now();
+    if (now >= until) {
+      return absl::DeadlineExceededError(absl::StrCat(serial, "/", port, ": no usable light from ",
+                                                      want.empty() ? "a peer" : want,
+                                                      " by the end of the wait"));
+    }
+    // The copy wakes this at once when it changes; a cancel is seen within a poll interval.
+    const absl::Time wake = std::min(until, now + options_.poll_interval);
+    if (mirrored) {
+      version = simulator_->AwaitMirrorChange(version, wake);
+    } else {
+      absl::SleepFor(wake - now);
+      version = simulator_->MirrorVersion();
+    }
+  }
 }
 
 CommandOutcome EmulatedBackend::ReadPort(const std::string& serial, uint32_t port) {

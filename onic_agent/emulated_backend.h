@@ -41,6 +41,15 @@ class LightSimulator {
     (void)egress;
     return std::nullopt;
   }
+  // Counts the copy's updates: read it before Mirrored, then AwaitMirrorChange with it, and no
+  // update between the two is missed.
+  virtual uint64_t MirrorVersion() { return 0; }
+  // Waits until the copy's version differs from `seen` or `until` passes; returns the version.
+  // Without a copy nothing changes: it waits until `until`.
+  virtual uint64_t AwaitMirrorChange(uint64_t seen, absl::Time until) {
+    absl::SleepFor(until - absl::Now());
+    return seen;
+  }
 };
 
 // Over HTTP to polatis-emu's REST port ("HOST:PORT").
@@ -74,6 +83,12 @@ class EmulatedBackend : public OnicBackend {
   CommandOutcome Retrain(const std::string& serial, uint32_t port, const v1::PeerIdentity& expected,
                          absl::Time deadline) override;
   CommandOutcome ReadPort(const std::string& serial, uint32_t port) override;
+  // The light copy (LightSimulator::Mirror) shows the light arrive; without one, or for light
+  // over a trunk, the simulator is asked every poll interval.
+  bool SeesLightArrive() const override { return true; }
+  absl::Status AwaitLight(const std::string& serial, uint32_t port,
+                          const v1::PeerIdentity& expected, absl::Time until,
+                          const std::atomic<bool>& cancelled) override;
   absl::Status Blink(const std::string& serial, absl::Duration duration) override;
 
  private:
@@ -86,6 +101,8 @@ class EmulatedBackend : public OnicBackend {
                         const LightSimulator::Light* light = nullptr);
   void SetStatus(const std::string& serial, uint32_t port, v1::LinkStatus status,
                  const std::string& detail);
+  // Whether `light` lets a port train with `want` ("SERIAL/PORT"; empty: any peer).
+  bool Usable(const LightSimulator::Light& light, const std::string& want) const;
 
   const Options options_;
   std::unique_ptr<LightSimulator> simulator_;

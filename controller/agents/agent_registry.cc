@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -193,6 +194,7 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream) 
     agent.set_host(host);
     agent.set_backend(reg.backend());
     agent.set_software_version(reg.software_version());
+    *agent.mutable_capabilities() = reg.capabilities();
     ForgetLinks(host);
     agent.clear_onic_serials();
     for (const v1::AgentOnic& onic : reg.onics()) {
@@ -466,6 +468,14 @@ bool AgentRegistry::HasOwner(const std::string& onic_serial) {
   absl::MutexLock lock(&mu_);
   auto owner = owner_.find(onic_serial);
   return owner != owner_.end() && current_.contains(owner->second);
+}
+
+bool AgentRegistry::ArmsRetrains(const std::string& onic_serial) {
+  absl::MutexLock lock(&mu_);
+  auto owner = owner_.find(onic_serial);
+  if (owner == owner_.end() || !current_.contains(owner->second)) return false;
+  const v1::Agent& agent = agents_[owner->second];
+  return absl::c_linear_search(agent.capabilities(), kArmedRetrain);
 }
 
 void AgentRegistry::SetListener(Listener listener) {

@@ -101,7 +101,16 @@ class CommandSender {
     (void)port;
     return false;
   }
+  // Whether the connected agent owning `onic_serial` registered `armed-retrain`: it may be
+  // sent a retrain with `await_light` before the circuit is made.
+  virtual bool ArmsRetrains(const std::string& onic_serial) {
+    (void)onic_serial;
+    return false;
+  }
 };
+
+// The agent capability of RetrainPort.await_light.
+inline constexpr char kArmedRetrain[] = "armed-retrain";
 
 class AgentRegistry : public CommandSender {
  public:
@@ -130,6 +139,7 @@ class AgentRegistry : public CommandSender {
   // From the port states the agent gave at registration, in command results and in link
   // changes, since it last connected.
   bool KnownQuiesced(const std::string& onic_serial, uint32_t port) override;
+  bool ArmsRetrains(const std::string& onic_serial) override;
 
   // Told when an agent registers (first time or reconnecting; after it is listed as
   // connected) and when a connected agent goes away (stream ended, heartbeats missed, not

@@ -819,6 +819,8 @@ std::string DescribeAgent(const v1::Agent& agent, absl::Time now) {
   d.Field("Last heartbeat", TimeWithAge(agent.last_heartbeat(), now));
   d.Field("Backend", agent.backend());
   d.Field("Version", agent.software_version());
+  d.Field("Capabilities",
+          agent.capabilities().empty() ? "(none)" : absl::StrJoin(agent.capabilities(), ", "));
   d.List("O-NIC serials", {agent.onic_serials().begin(), agent.onic_serials().end()});
   d.List("Inventory mismatches",
          {agent.inventory_mismatches().begin(), agent.inventory_mismatches().end()});

@@ -765,7 +765,6 @@ absl::Status Engine::Program(const std::vector<v1::Circuit>& removes,
 std::map<std::string, std::string> Engine::Retrain(const std::vector<v1::Circuit>& circuits,
                                                    bool check_first,
                                                    const std::function<void()>& meanwhile) {
-  std::map<std::string, std::string> failed;
   if (check_first && agents_ != nullptr) {
     // Ask before retraining: a link that is up with its expected peer carries traffic.
     std::vector<agents::AddressedCommand> reads;
@@ -798,45 +797,67 @@ std::map<std::string, std::string> Engine::Retrain(const std::vector<v1::Circuit
     }
     return Retrain(down, /*check_first=*/false, meanwhile);
   }
+  std::vector<const v1::Circuit*> all;
+  for (const v1::Circuit& c : circuits) all.push_back(&c);
+  Training training = StartRetrain(all, /*armed=*/false);
+  if (training.sent != nullptr) agents_->AwaitWritten(*training.sent, kLetCommandsLeave);
+  if (meanwhile) meanwhile();
+  std::map<std::string, std::string> failed;
+  FinishRetrain(std::move(training), failed);
+  return failed;
+}
+
+Engine::Training Engine::StartRetrain(const std::vector<const v1::Circuit*>& circuits, bool armed,
+                                      std::vector<const v1::Circuit*>* unarmed) {
+  Training training;
   std::vector<agents::AddressedCommand> commands;
-  std::vector<const v1::Circuit*> sent;
-  int untrained = 0, agent_gone = 0;  // Counted for fleet_link_retrains_total.
-  for (const v1::Circuit& c : circuits) {
-    absl::StatusOr<std::string> dst = SerialOf(c.destination().onic());
-    absl::StatusOr<std::string> src = SerialOf(c.source().onic());
+  for (const v1::Circuit* c : circuits) {
+    absl::StatusOr<std::string> dst = SerialOf(c->destination().onic());
+    absl::StatusOr<std::string> src = SerialOf(c->source().onic());
+    if (armed && (!dst.ok() || !src.ok() || agents_ == nullptr || !agents_->ArmsRetrains(*dst))) {
+      if (unarmed != nullptr) unarmed->push_back(c);
+      continue;
+    }
     if (!dst.ok() || !src.ok()) {
-      failed[c.id()] = std::string((dst.ok() ? src.status() : dst.status()).message());
-      ++untrained;
+      training.failed[c->id()] = std::string((dst.ok() ? src.status() : dst.status()).message());
       continue;
     }
     if (agents_ == nullptr || !agents_->HasOwner(*dst)) {
-      failed[c.id()] = absl::StrCat("link ", LinkName(c), ": no connected agent for O-NIC ",
-                                    c.destination().onic(), " (serial ", *dst, ")");
-      ++agent_gone;
+      training.failed[c->id()] =
+          absl::StrCat("link ", LinkName(*c), ": no connected agent for O-NIC ",
+                       c->destination().onic(), " (serial ", *dst, ")");
+      ++training.agent_gone;
       continue;
     }
     agents::AddressedCommand& cmd = commands.emplace_back();
     cmd.onic_serial = *dst;
     v1::RetrainPort* retrain = cmd.command.mutable_retrain();
     retrain->set_onic_serial(*dst);
-    retrain->set_port(c.destination().port());
+    retrain->set_port(c->destination().port());
     retrain->mutable_expected_peer()->set_onic_serial(*src);
-    retrain->mutable_expected_peer()->set_port(c.source().port());
-    sent.push_back(&c);
+    retrain->mutable_expected_peer()->set_port(c->source().port());
+    if (armed) {
+      *retrain->mutable_await_light() =
+          TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(options_.armed_light_wait));
+    }
+    training.circuits.push_back(c);
   }
+  if (!commands.empty()) {
+    const absl::Time deadline = clock_->Now() + options_.retrain_timeout +
+                                (armed ? options_.armed_light_wait : absl::ZeroDuration());
+    training.sent = agents_->Send(std::move(commands), deadline);
+  }
+  return training;
+}
+
+void Engine::FinishRetrain(Training training, std::map<std::string, std::string>& failed) {
+  int untrained = static_cast<int>(training.failed.size()) - training.agent_gone;
+  int agent_gone = training.agent_gone, trained = 0;  // Counted for fleet_link_retrains_total.
+  failed.merge(training.failed);
   std::vector<absl::StatusOr<v1::CommandResult>> results;
-  if (commands.empty()) {
-    if (meanwhile) meanwhile();
-  } else {
-    std::unique_ptr<agents::SentCommands> training =
-        agents_->Send(std::move(commands), clock_->Now() + options_.retrain_timeout);
-    agents_->AwaitWritten(*training, kLetCommandsLeave);
-    if (meanwhile) meanwhile();
-    results = agents_->Await(std::move(training));
-  }
-  int trained = 0;
+  if (training.sent != nullptr) results = agents_->Await(std::move(training.sent));
   for (size_t i = 0; i < results.size(); ++i) {
-    const v1::Circuit& c = *sent[i];
+    const v1::Circuit& c = *training.circuits[i];
     if (!results[i].ok()) {
       failed[c.id()] = absl::StrCat("link ", LinkName(c), ": ", results[i].status().message());
       // UNAVAILABLE: the agent went away while the link trained.
@@ -851,7 +872,23 @@ std::map<std::string, std::string> Engine::Retrain(const std::vector<v1::Circuit
   metrics_.LinkRetrains("trained", trained);
   metrics_.LinkRetrains("failed", untrained);
   metrics_.LinkRetrains("agent_gone", agent_gone);
-  return failed;
+}
+
+void Engine::Disarm(Training training) {
+  if (training.sent == nullptr) return;
+  // Quiesced whatever the registry last heard: an armed port's last word may still be the
+  // QUIESCED from before it was armed.
+  std::vector<agents::AddressedCommand> quiesces;
+  for (const v1::Circuit* c : training.circuits) {
+    absl::StatusOr<std::string> dst = SerialOf(c->destination().onic());
+    if (!dst.ok()) continue;
+    agents::AddressedCommand& cmd = quiesces.emplace_back();
+    cmd.onic_serial = *dst;
+    cmd.command.mutable_quiesce()->set_onic_serial(*dst);
+    cmd.command.mutable_quiesce()->set_port(c->destination().port());
+  }
+  agents_->SendCommands(std::move(quiesces), clock_->Now() + options_.quiesce_timeout);
+  agents_->Await(std::move(training.sent));
 }
 
 void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> admitted,
@@ -964,11 +1001,18 @@ void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> adm
   }
   Fault("quiesced");
 
+  // Agents that can see light arrive get their retrains now, before the switch moves: each
+  // link starts training as its beam settles, while fleetd still hears from the switch and
+  // reads it back. The others retrain once the switch is verified. READY needs both.
+  std::vector<const v1::Circuit*> all, unarmed;
+  for (const v1::Circuit& c : circuits) all.push_back(&c);
+  Training armed = StartRetrain(all, /*armed=*/true, &unarmed);
   start = clock_->Now();
   absl::Duration program_time, verify_time;
   absl::Status programmed = Program(removes, circuits, &program_time, &verify_time);
   timings.push_back(Stage("program", start, program_time));
   timings.push_back(Stage("verify", start + program_time, verify_time));
+  if (!programmed.ok() || !programming_recorded()) Disarm(std::move(armed));
   if (!programming_recorded()) return;
   if (programmed.ok() && (!removes.empty() || resumed)) {
     // A member change's removals are off the switch (or were before a crash let a resumed
@@ -996,13 +1040,16 @@ void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> adm
   // training at once): a restart finds the switch programmed either way and retrains what is
   // not up.
   start = clock_->Now();
-  bool trained = false;
-  const std::map<std::string, std::string> failed = Retrain(circuits, /*check_first=*/false, [&] {
-    trained = Update(training, "fleetd").ok();
-    if (trained) Fault("training");
-  });
-  timings.push_back(Stage("retrain", start, clock_->Now() - start));
+  Training rest = StartRetrain(unarmed, /*armed=*/false);
+  if (rest.sent != nullptr) agents_->AwaitWritten(*rest.sent, kLetCommandsLeave);
+  const bool trained = Update(training, "fleetd").ok();
   if (!trained) return;
+  Fault("training");
+  std::map<std::string, std::string> failed;
+  FinishRetrain(std::move(armed), failed);
+  FinishRetrain(std::move(rest), failed);
+  // From the switch's answer: an armed link may have finished training before it.
+  timings.push_back(Stage("retrain", start, clock_->Now() - start));
   Fault("trained");
 
   store::AllocationUpdate done;

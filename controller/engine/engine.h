@@ -78,6 +78,10 @@ struct EngineOptions {
   absl::Duration max_lease = absl::Hours(24 * 7);
   absl::Duration quiesce_timeout = absl::Seconds(5);
   absl::Duration retrain_timeout = absl::Seconds(10);
+  // How long an armed retrain (sent before the switch is programmed, to agents that can see
+  // light arrive) waits for its light; past it the agent retrains anyway and reports what it
+  // sees. Longer than the switch ever takes to make a batch.
+  absl::Duration armed_light_wait = absl::Seconds(5);
   // Backoff of retrain retries for DEGRADED allocations and of failed removals.
   absl::Duration retry_initial = absl::Seconds(1);
   absl::Duration retry_max = absl::Seconds(60);
@@ -97,8 +101,9 @@ struct EngineOptions {
 inline constexpr const char* kFaultPoints[] = {
     "persisted",   // Intent committed (PENDING), nothing touched.
     "quiesced",    // Ports quiesced, switch untouched; PROGRAMMING committed or landing.
-    "programmed",  // Switch programmed and verified; TRAINING not yet committed.
-    "training",    // TRAINING committed; links not yet retrained.
+    "programmed",  // Switch programmed and verified (armed links training); TRAINING not yet
+                   // committed.
+    "training",    // TRAINING committed; links training, not yet all answered.
     "trained",     // Links retrained; READY not yet committed.
     "ready",       // READY committed.
     "releasing",   // RELEASING committed; switch untouched.
@@ -275,6 +280,24 @@ class Engine {
   std::map<std::string, std::string> Retrain(const std::vector<v1::Circuit>& circuits,
                                              bool check_first = false,
                                              const std::function<void()>& meanwhile = nullptr);
+  // Retrains handed to the agents whose answers are not collected yet (StartRetrain).
+  struct Training {
+    std::unique_ptr<agents::SentCommands> sent;  // Null when nothing was sent.
+    std::vector<const v1::Circuit*> circuits;    // Sent, in command order.
+    std::map<std::string, std::string> failed;   // Not sent (no serial, no agent), with why.
+    int agent_gone = 0;                          // Of `failed`, for lack of a connected agent.
+  };
+  // Hands the retrains of `circuits` to their agents and returns without waiting. `armed`:
+  // before the switch is programmed, and only to agents that arm retrains
+  // (CommandSender::ArmsRetrains), which train when the expected light arrives; every other
+  // circuit is put in `unarmed`, to be retrained once the switch is programmed.
+  Training StartRetrain(const std::vector<const v1::Circuit*>& circuits, bool armed,
+                        std::vector<const v1::Circuit*>* unarmed = nullptr);
+  // Collects the answers (into `failed`, circuit id → reason) and counts them.
+  void FinishRetrain(Training training, std::map<std::string, std::string>& failed);
+  // The switch was not programmed: quiesces the armed ports, which ends their wait for light
+  // and leaves them out of service, and drops the retrains' answers.
+  void Disarm(Training training);
   // Quiesces the O-NIC ports of `circuits`; an error names the port the agent refused.
   // `meanwhile` as for Retrain, once the quiesce commands are handed over.
   absl::Status Quiesce(const std::vector<v1::Circuit>& circuits, const std::string& id,

@@ -66,6 +66,7 @@ class FakeInventory final : public v1::InventoryService::Service {
     agent1->set_host("server1");
     agent1->set_backend("emulated");
     agent1->set_software_version("0.2.0");
+    agent1->add_capabilities("armed-retrain");
     agent1->add_onic_serials("FLT-S1C0-N0");
     agent1->add_onic_serials("FLT-G3-0");
     agent1->set_connected(true);
@@ -1074,6 +1075,7 @@ TEST_F(FleetctlTest, DescribeAgentShowsEachMismatchOnItsOwnLine) {
             "Last heartbeat:  2023-11-14T19:13:20Z (3h ago)\n"
             "Backend:         pcie-sysfs\n"
             "Version:         0.1.9\n"
+            "Capabilities:    (none)\n"
             "O-NIC serials:\n"
             "  FLT-S2C0-N0\n"
             "Inventory mismatches:\n"
@@ -1087,6 +1089,7 @@ TEST_F(FleetctlTest, DescribeConnectedAgentShowsSince) {
                                "Connected since:       2023-11-14T22:08:20Z (5m ago)\n"));
   EXPECT_THAT(out(), HasSubstr("O-NIC serials:\n  FLT-S1C0-N0\n  FLT-G3-0\n"));
   EXPECT_THAT(out(), HasSubstr("Inventory mismatches:  (none)\n"));
+  EXPECT_THAT(out(), HasSubstr("Capabilities:          armed-retrain\n"));
 }
 
 TEST_F(FleetctlTest, DescribeAgentJsonPrintsTheAgent) {

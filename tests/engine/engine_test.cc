@@ -43,14 +43,72 @@ class LightCheckingAgents : public agents::CommandSender {
     }
   }
 
-  // Answers as the commands are handed over.
+  // Answers as the commands are handed over, except armed retrains (await_light): those
+  // wait, as an agent waits for the light, and are answered when collected, from the switch
+  // as it is then, or CANCELLED when their port was quiesced after they were armed.
   std::unique_ptr<agents::SentCommands> Send(std::vector<agents::AddressedCommand> commands,
                                              absl::Time) override {
-    return std::make_unique<agents::AnsweredCommands>(Answer(commands));
+    auto sent = std::make_unique<Sent>();
+    std::vector<agents::AddressedCommand> now;
+    for (agents::AddressedCommand& c : commands) {
+      if (c.command.has_retrain() && c.command.retrain().has_await_light()) {
+        absl::MutexLock lock(&mu_);
+        sent_.push_back(c.command);
+        const v1::RetrainPort& r = c.command.retrain();
+        if (!Lit(r)) ++armed_in_the_dark_;
+        sent->armed.push_back({sent->results.size(), sent_.size(), std::move(c)});
+        sent->results.emplace_back(absl::InternalError("not answered"));
+      } else {
+        sent->results.push_back(Answer({c}).front());
+      }
+    }
+    return sent;
   }
   std::vector<absl::StatusOr<v1::CommandResult>> Await(
-      std::unique_ptr<agents::SentCommands> sent) override {
-    return std::move(static_cast<agents::AnsweredCommands&>(*sent).results);
+      std::unique_ptr<agents::SentCommands> handed) override {
+    Sent& sent = static_cast<Sent&>(*handed);
+    for (Sent::Armed& armed : sent.armed) {
+      const v1::RetrainPort& r = armed.command.command.retrain();
+      bool quiesced_since = false;
+      {
+        absl::MutexLock lock(&mu_);
+        for (size_t i = armed.sent_at; i < sent_.size(); ++i) {
+          quiesced_since |= sent_[i].has_quiesce() &&
+                            sent_[i].quiesce().onic_serial() == r.onic_serial() &&
+                            sent_[i].quiesce().port() == r.port();
+        }
+        if (quiesced_since) ++cancelled_;
+      }
+      if (quiesced_since) {
+        v1::CommandResult cancelled;
+        cancelled.set_code(static_cast<int>(absl::StatusCode::kCancelled));
+        cancelled.set_message("stopped waiting for light; the port was quiesced");
+        sent.results[armed.index] = cancelled;
+      } else {
+        sent.results[armed.index] = Judge(armed.command);
+      }
+    }
+    return std::move(sent.results);
+  }
+  bool ArmsRetrains(const std::string& serial) override {
+    absl::MutexLock lock(&mu_);
+    return !gone_.contains(serial) && (arm_all_ || arming_.contains(serial));
+  }
+  // Which agents arm retrains: every one, or those owning `serials`.
+  void ArmRetrains(bool all, std::set<std::string> serials = {}) {
+    absl::MutexLock lock(&mu_);
+    arm_all_ = all;
+    arming_ = std::move(serials);
+  }
+  // Armed retrains handed over while the switch had not made their circuit yet, and armed
+  // retrains cancelled by a quiesce.
+  int armed_in_the_dark() {
+    absl::MutexLock lock(&mu_);
+    return armed_in_the_dark_;
+  }
+  int cancelled() {
+    absl::MutexLock lock(&mu_);
+    return cancelled_;
   }
   std::vector<absl::StatusOr<v1::CommandResult>> Answer(
       const std::vector<agents::AddressedCommand>& commands) {
@@ -82,12 +140,7 @@ class LightCheckingAgents : public agents::CommandSender {
       } else if (c.command.has_retrain()) {
         const v1::RetrainPort& r = c.command.retrain();
         quiesced_.erase({r.onic_serial(), r.port()});
-        const uint32_t egress = ports_[{r.onic_serial(), r.port()}].second;
-        const uint32_t ingress =
-            ports_[{r.expected_peer().onic_serial(), r.expected_peer().port()}].first;
-        std::vector<CrossConnect> xs =
-            sw_->ReadCrossConnects().value_or(std::vector<CrossConnect>{});
-        if (std::find(xs.begin(), xs.end(), CrossConnect{ingress, egress}) == xs.end()) {
+        if (!Lit(r)) {
           result.set_code(static_cast<int>(absl::StatusCode::kUnavailable));
           result.set_message("no light");
         }
@@ -96,6 +149,28 @@ class LightCheckingAgents : public agents::CommandSender {
     }
     return out;
   }
+  // An armed retrain's answer once the wait is over: as a retrain handed over now.
+  absl::StatusOr<v1::CommandResult> Judge(const agents::AddressedCommand& armed) {
+    absl::MutexLock lock(&mu_);
+    if (gone_.contains(armed.onic_serial)) return absl::UnavailableError("agent went away");
+    const v1::RetrainPort& r = armed.command.retrain();
+    quiesced_.erase({r.onic_serial(), r.port()});
+    v1::CommandResult result;
+    if (!Lit(r)) {
+      result.set_code(static_cast<int>(absl::StatusCode::kUnavailable));
+      result.set_message("no light");
+    }
+    return result;
+  }
+  // Whether the switch carries the expected peer's light to the retrained port.
+  bool Lit(const v1::RetrainPort& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const uint32_t egress = ports_[{r.onic_serial(), r.port()}].second;
+    const uint32_t ingress =
+        ports_[{r.expected_peer().onic_serial(), r.expected_peer().port()}].first;
+    std::vector<CrossConnect> xs = sw_->ReadCrossConnects().value_or(std::vector<CrossConnect>{});
+    return std::find(xs.begin(), xs.end(), CrossConnect{ingress, egress}) != xs.end();
+  }
+
   bool HasOwner(const std::string& serial) override {
     std::function<void()> on_back;
     bool owned = false;
@@ -155,6 +230,16 @@ class LightCheckingAgents : public agents::CommandSender {
   }
 
  private:
+  struct Sent : agents::SentCommands {
+    struct Armed {
+      size_t index;    // In `results`.
+      size_t sent_at;  // Commands handed over before it, itself included.
+      agents::AddressedCommand command;
+    };
+    std::vector<absl::StatusOr<v1::CommandResult>> results;
+    std::vector<Armed> armed;
+  };
+
   switches::FakeOpticalSwitch* const sw_;
   absl::Mutex mu_;
   std::map<std::pair<std::string, int>, std::pair<uint32_t, uint32_t>> ports_;
@@ -168,6 +253,10 @@ class LightCheckingAgents : public agents::CommandSender {
     std::function<void()> on_back;
   } back_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::Command> sent_ ABSL_GUARDED_BY(mu_);
+  bool arm_all_ ABSL_GUARDED_BY(mu_) = false;
+  std::set<std::string> arming_ ABSL_GUARDED_BY(mu_);
+  int armed_in_the_dark_ ABSL_GUARDED_BY(mu_) = 0;
+  int cancelled_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 v1::RequestTopologyRequest Ring(const std::string& tenant, std::vector<std::string> members) {
@@ -362,6 +451,35 @@ TEST_F(EngineTest, SwitchErrorRollsBackAndFailsWithTheSwitchMessage) {
   EXPECT_THAT(OnSwitch(), IsEmpty());
   // The ports are free again.
   EXPECT_EQ(Request(Ring("team-a", kGpus)).state(), v1::ALLOCATION_STATE_READY);
+}
+
+TEST_F(EngineTest, ArmedRetrainsGoOutBeforeTheSwitchMovesAndTheOthersAfterIt) {
+  // Only gpu1's agent arms retrains: the circuit into gpu1 is retrained before the switch
+  // makes it (its agent waits for the light); the other three once the switch is verified.
+  agents_->ArmRetrains(false, {"FLT-GPU1-N0"});
+  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2", "gpu3", "gpu4"}));
+  EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
+  EXPECT_EQ(OnSwitch(), Wanted(a));
+  EXPECT_EQ(agents_->armed_in_the_dark(), 1);
+  EXPECT_EQ(agents_->Count(v1::Command::kRetrain), 4);
+  EXPECT_EQ(agents_->cancelled(), 0);
+}
+
+TEST_F(EngineTest, ArmedRetrainsAreCancelledWhenTheSwitchRefusesTheBatch) {
+  agents_->ArmRetrains(true);
+  sw_->FailNextApplyAfter(3);
+  v1::Allocation a = Request(Ring("team-a", kGpus));
+  EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_FAILED);
+  EXPECT_THAT(a.reason(), HasSubstr("rolled back"));
+  // Every armed port was quiesced again, which ended its wait for light.
+  EXPECT_EQ(agents_->armed_in_the_dark(), 8);
+  EXPECT_EQ(agents_->cancelled(), 8);
+  EXPECT_EQ(agents_->Count(v1::Command::kQuiesce), 16);
+  EXPECT_THAT(OnSwitch(), IsEmpty());
+  // The ports are free and quiesced: the same ring is made again, armed.
+  EXPECT_EQ(Request(Ring("team-a", kGpus)).state(), v1::ALLOCATION_STATE_READY);
+  EXPECT_EQ(agents_->armed_in_the_dark(), 16);
+  EXPECT_EQ(agents_->Count(v1::Command::kQuiesce), 16);
 }
 
 TEST_F(EngineTest, UnreachableSwitchFailsTheRequest) {

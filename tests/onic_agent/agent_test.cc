@@ -2,6 +2,7 @@
 #include "onic_agent/agent.h"
 
 #include <gmock/gmock.h>
+#include <google/protobuf/util/time_util.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
@@ -9,6 +10,8 @@
 #include <grpcpp/server_builder.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -76,6 +79,44 @@ class FakeBackend : public OnicBackend {
 
   absl::Status Blink(const std::string&, absl::Duration) override { return absl::OkStatus(); }
 
+  // Sees light arrive once SeeLightArrive() was called: a port's light comes with Light().
+  bool SeesLightArrive() const override { return sees_light_.load(); }
+  absl::Status AwaitLight(const std::string& serial, uint32_t port, const v1::PeerIdentity&,
+                          absl::Time until, const std::atomic<bool>& cancelled) override {
+    Record(absl::StrCat("await light ", serial, "/", port));
+    absl::MutexLock lock(&mu_);
+    ++awaiting_;
+    absl::Status outcome;
+    while (!lit_.contains({serial, port})) {
+      if (cancelled.load()) {
+        outcome = absl::CancelledError("stopped waiting for light");
+        break;
+      }
+      if (absl::Now() >= until) {
+        outcome = absl::DeadlineExceededError("no light");
+        break;
+      }
+      // The agent sets `cancelled` without telling this mutex: look again every millisecond.
+      mu_.AwaitWithTimeout(absl::Condition(
+                               +[](bool* b) { return *b; }, &light_changed_),
+                           absl::Milliseconds(1));
+      light_changed_ = false;
+    }
+    --awaiting_;
+    return outcome;
+  }
+  void SeeLightArrive() { sees_light_ = true; }
+  void Light(const std::string& serial, uint32_t port) {
+    absl::MutexLock lock(&mu_);
+    lit_.insert({serial, port});
+    light_changed_ = true;
+  }
+  // How many AwaitLight calls are waiting now.
+  int awaiting() {
+    absl::MutexLock lock(&mu_);
+    return awaiting_;
+  }
+
   void HoldRetrainsOn(uint32_t port, absl::Notification* gate) {
     absl::MutexLock lock(&mu_);
     gates_[port] = gate;
@@ -117,6 +158,10 @@ class FakeBackend : public OnicBackend {
   std::map<uint32_t, absl::Notification*> gates_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> calls_ ABSL_GUARDED_BY(mu_);
   int held_ ABSL_GUARDED_BY(mu_) = 0;  // Retrains that reached a gate.
+  std::atomic<bool> sees_light_{false};
+  std::set<std::pair<std::string, uint32_t>> lit_ ABSL_GUARDED_BY(mu_);
+  bool light_changed_ ABSL_GUARDED_BY(mu_) = false;
+  int awaiting_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 using testing::Eventually;
@@ -228,6 +273,31 @@ v1::Command Retrain(const std::string& serial, uint32_t port, const std::string&
   return command;
 }
 
+// A retrain sent before the circuit is made: it waits up to `await_light` for the light.
+v1::Command ArmedRetrain(const std::string& serial, uint32_t port, absl::Duration await_light) {
+  v1::Command command = Retrain(serial, port);
+  *command.mutable_retrain()->mutable_await_light() =
+      google::protobuf::util::TimeUtil::NanosecondsToDuration(
+          absl::ToInt64Nanoseconds(await_light));
+  return command;
+}
+
+v1::Command Quiesce(const std::string& serial, uint32_t port) {
+  v1::Command command;
+  command.mutable_quiesce()->set_onic_serial(serial);
+  command.mutable_quiesce()->set_port(port);
+  return command;
+}
+
+// One command handed over with Send, collected later.
+std::unique_ptr<agents::SentCommands> SendOne(agents::AgentRegistry& registry, v1::Command command,
+                                              absl::Time deadline) {
+  std::vector<agents::AddressedCommand> commands(1);
+  commands[0].onic_serial = command.has_retrain() ? command.retrain().onic_serial() : "";
+  commands[0].command = std::move(command);
+  return registry.Send(std::move(commands), deadline);
+}
+
 TEST(AgentTest, RegistersAndIsListed) {
   Controller controller;
   FakeBackend backend({"S1"});
@@ -241,6 +311,88 @@ TEST(AgentTest, RegistersAndIsListed) {
   EXPECT_EQ(listed.software_version(), "test");
   EXPECT_THAT(listed.onic_serials(), ::testing::ElementsAre("S1"));
   EXPECT_TRUE(listed.inventory_mismatches().empty());
+  // Its backend cannot see light arrive, so it is never sent a retrain before its circuit.
+  EXPECT_TRUE(listed.capabilities().empty());
+  EXPECT_FALSE(controller.registry().ArmsRetrains("S1"));
+}
+
+// An agent whose backend sees light arrive, connected to fleetd's registry in-process.
+class ArmedRetrainTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    backend_.SeeLightArrive();
+    agent_ = std::make_unique<RunningAgent>(controller_->address(), "h1", &backend_);
+    ASSERT_TRUE(Eventually(
+        [&] { return controller_->Agent("h1") && controller_->Agent("h1")->connected(); }));
+  }
+  agents::AgentRegistry& registry() { return controller_->registry(); }
+
+  std::unique_ptr<Controller> controller_ = std::make_unique<Controller>();
+  FakeBackend backend_{{"S1"}};
+  std::unique_ptr<RunningAgent> agent_;
+};
+
+TEST_F(ArmedRetrainTest, AnArmedRetrainWaitsForItsLightThenTrains) {
+  EXPECT_THAT(controller_->Agent("h1")->capabilities(), ::testing::ElementsAre("armed-retrain"));
+  EXPECT_TRUE(registry().ArmsRetrains("S1"));
+  std::unique_ptr<agents::SentCommands> armed = SendOne(
+      registry(), ArmedRetrain("S1", 1, absl::Seconds(30)), absl::Now() + absl::Seconds(60));
+  ASSERT_TRUE(Eventually([&] { return backend_.awaiting() == 1; }));
+  EXPECT_THAT(backend_.calls(), ::testing::ElementsAre("await light S1/1"));
+  backend_.Light("S1", 1);  // The switch made the circuit.
+  std::vector<absl::StatusOr<v1::CommandResult>> results = registry().Await(std::move(armed));
+  ASSERT_TRUE(results[0].ok()) << results[0].status();
+  EXPECT_EQ(results[0]->code(), 0) << results[0]->message();
+  EXPECT_EQ(results[0]->link().status(), v1::LINK_STATUS_UP);
+  EXPECT_THAT(backend_.calls(), ::testing::ElementsAre("await light S1/1", "retrain S1/1"));
+}
+
+TEST_F(ArmedRetrainTest, AQuiesceEndsAnArmedRetrainsWaitAndTheRetrainIsCancelled) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  std::unique_ptr<agents::SentCommands> armed =
+      SendOne(registry(), ArmedRetrain("S1", 1, absl::Seconds(60)), deadline);
+  ASSERT_TRUE(Eventually([&] { return backend_.awaiting() == 1; }));
+  // The switch refused the batch; fleetd quiesces the port. Without the cancel the quiesce
+  // would wait out the minute behind the armed retrain and miss its 10 s deadline.
+  absl::StatusOr<v1::CommandResult> quiesced =
+      registry().SendCommand("S1", Quiesce("S1", 1), absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(quiesced.ok()) << quiesced.status();
+  EXPECT_EQ(quiesced->link().status(), v1::LINK_STATUS_QUIESCED);
+  std::vector<absl::StatusOr<v1::CommandResult>> results = registry().Await(std::move(armed));
+  ASSERT_TRUE(results[0].ok()) << results[0].status();
+  EXPECT_EQ(results[0]->code(), static_cast<int>(absl::StatusCode::kCancelled));
+  EXPECT_THAT(backend_.calls(), ::testing::ElementsAre("await light S1/1", "quiesce S1/1"));
+  EXPECT_TRUE(registry().KnownQuiesced("S1", 1));
+}
+
+TEST_F(ArmedRetrainTest, AnArmedRetrainWhoseLightNeverComesRetrainsAtTheEndOfItsWait) {
+  // The retrain, not the wait, says what is wrong with the light.
+  absl::StatusOr<v1::CommandResult> result = registry().SendCommand(
+      "S1", ArmedRetrain("S1", 2, absl::Milliseconds(20)), absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->code(), 0) << result->message();
+  EXPECT_THAT(backend_.calls(), ::testing::ElementsAre("await light S1/2", "retrain S1/2"));
+}
+
+TEST_F(ArmedRetrainTest, ARestartedFleetdIsNotKeptWaitingByTheLastRunsArmedRetrain) {
+  const int port = controller_->port();
+  {
+    std::unique_ptr<agents::SentCommands> armed = SendOne(
+        registry(), ArmedRetrain("S1", 1, absl::Seconds(60)), absl::Now() + absl::Seconds(60));
+    ASSERT_TRUE(Eventually([&] { return backend_.awaiting() == 1; }));
+  }
+  controller_.reset();  // fleetd dies with the retrain armed.
+  // The stream's end cancels the wait: nobody is left to collect its answer.
+  ASSERT_TRUE(Eventually([&] { return backend_.awaiting() == 0; }));
+  controller_ = std::make_unique<Controller>(port);
+  ASSERT_NE(controller_->port(), 0) << "could not listen on the same port again";
+  ASSERT_TRUE(Eventually(
+      [&] { return controller_->Agent("h1") && controller_->Agent("h1")->connected(); }));
+  absl::StatusOr<v1::CommandResult> retrained =
+      registry().SendCommand("S1", Retrain("S1", 1), absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(retrained.ok()) << retrained.status();
+  EXPECT_EQ(retrained->code(), 0) << retrained->message();
+  EXPECT_THAT(backend_.calls(), ::testing::ElementsAre("await light S1/1", "retrain S1/1"));
 }
 
 TEST(AgentTest, DisagreementWithInventoryIsAcceptedWithAnAlarm) {

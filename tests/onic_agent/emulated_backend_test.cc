@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -137,6 +138,27 @@ TEST_F(EmulatedBackendTest, LightReadsThatArriveTogetherShareARequest) {
   const int sent = sim_requests() - before - 1;
   EXPECT_GE(sent, kRounds);
   EXPECT_LT(sent, kRounds * static_cast<int>(reads.size()));
+}
+
+TEST_F(EmulatedBackendTest, AnArmedWaitEndsWhenItsPeersLightArrivesAndNotForAnother) {
+  ASSERT_TRUE(switch_->Apply({{}, {{2, 11}}}).status.ok());  // B/1 hears A/2: the old circuit.
+  std::atomic<bool> cancelled{false};
+  absl::Status other =
+      backend_->AwaitLight("B", 1, Peer("A", 1), absl::Now() + absl::Milliseconds(50), cancelled);
+  EXPECT_EQ(other.code(), absl::StatusCode::kDeadlineExceeded) << other;
+  absl::Status arrived = absl::UnknownError("not run");
+  std::thread waiter(
+      [&] { arrived = backend_->AwaitLight("B", 1, Peer("A", 1), Deadline(), cancelled); });
+  ASSERT_TRUE(switch_->Apply({{{2, 11}}, {{1, 11}}}).status.ok());  // The new circuit.
+  waiter.join();
+  EXPECT_TRUE(arrived.ok()) << arrived;
+  // A wait for light that does not come ends when it is cancelled, not at its deadline.
+  absl::Status stopped = absl::UnknownError("not run");
+  std::thread dark(
+      [&] { stopped = backend_->AwaitLight("B", 2, Peer("A", 2), Deadline(), cancelled); });
+  cancelled = true;
+  dark.join();
+  EXPECT_EQ(stopped.code(), absl::StatusCode::kCancelled) << stopped;
 }
 
 TEST_F(EmulatedBackendTest, AMissingCircuitIsNoLight) {
