@@ -100,6 +100,13 @@ int Agent::commands_run() const {
   return commands_run_;
 }
 
+int Agent::commands_queued() const {
+  absl::MutexLock lock(&mu_);
+  int queued = 0;
+  for (const auto& [key, queue] : ports_) queued += static_cast<int>(queue.commands.size());
+  return queued;
+}
+
 absl::Duration Agent::NextBackoff(int attempt) {
   absl::Duration base = options_.min_backoff;
   for (int i = 0; i < attempt && base < options_.max_backoff; ++i) base *= 2;
@@ -188,6 +195,7 @@ bool Agent::Session(const std::shared_ptr<grpc::Channel>& channel) {
           absl::MutexLock lock(&mu_);
           ++registrations_;
           session = ++session_;
+          batch_results_ = message.registered().takes_result_batches();
         }
         metrics_.SetConnected(true);
         if (!registered) {
@@ -214,6 +222,7 @@ bool Agent::Session(const std::shared_ptr<grpc::Channel>& channel) {
     stream_ = nullptr;
     context_ = nullptr;
     ++session_;  // Ends this session's heartbeat thread.
+    batch_results_ = false;
     // An armed retrain's answer is for the fleetd that armed it, over this stream: it cannot
     // collect it now, and a fleetd that restarted knows nothing of it.
     CancelArming();
@@ -237,6 +246,40 @@ void Agent::Send(const v1::AgentMessage& message) {
   // No stream: the answer is dropped. fleetd failed the waiting command when the stream
   // broke; a retry with the same id is answered from the record.
   if (stream != nullptr) stream->Write(message);
+}
+
+void Agent::SendResult(v1::CommandResult result) {
+  {
+    absl::MutexLock lock(&mu_);
+    result_outbox_.push_back(std::move(result));
+    if (sending_results_) return;  // The thread writing now sends it next.
+    sending_results_ = true;
+  }
+  while (true) {
+    std::vector<v1::CommandResult> ready;
+    bool batch = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (result_outbox_.empty()) {
+        sending_results_ = false;
+        return;
+      }
+      batch = batch_results_;
+      if (batch) {
+        ready.swap(result_outbox_);
+      } else {
+        ready.push_back(std::move(result_outbox_.front()));
+        result_outbox_.erase(result_outbox_.begin());
+      }
+    }
+    v1::AgentMessage message;
+    if (ready.size() == 1) {
+      *message.mutable_result() = std::move(ready.front());
+    } else {
+      for (v1::CommandResult& r : ready) *message.mutable_results()->add_results() = std::move(r);
+    }
+    Send(message);
+  }
 }
 
 void Agent::HeartbeatAndMonitor(absl::Duration interval, uint64_t session) {
@@ -312,7 +355,7 @@ void Agent::Dispatch(const v1::Command& command) {
       PortQueue& queue = ports_[key];
       // Taking the port out of service ends a wait to bring it into service.
       if (command.has_quiesce() && queue.arming) queue.cancel_arming = true;
-      queue.commands.push_back(command);
+      queue.commands.push_back({command, session_});
       if (!queue.worker.joinable()) queue.worker = std::thread([this, key] { PortWorker(key); });
       changed_.SignalAll();
     }
@@ -335,18 +378,21 @@ void Agent::PortWorker(std::string key) {
       // port's (an agent of a GPU chassis has dozens).
       struct HasWork {
         const bool* stopping;
-        const std::deque<v1::Command>* commands;
+        const std::deque<Queued>* commands;
         bool operator()() const { return *stopping || !commands->empty(); }
       } has_work{&stopping_, &queue.commands};
       mu_.Await(absl::Condition(&has_work));
       if (stopping_) return;
-      command = std::move(queue.commands.front());
+      Queued next = std::move(queue.commands.front());
       queue.commands.pop_front();
+      command = std::move(next.command);
       queue.arming = command.has_retrain() && command.retrain().has_await_light();
-      // A quiesce that came in behind it, before it started, cancels it as it starts.
+      // Cancelled as it starts: its stream has ended (nobody will collect the answer), or a
+      // quiesce came in behind it.
       queue.cancel_arming =
-          queue.arming && std::any_of(queue.commands.begin(), queue.commands.end(),
-                                      [](const v1::Command& c) { return c.has_quiesce(); });
+          queue.arming && (next.session != session_ ||
+                           std::any_of(queue.commands.begin(), queue.commands.end(),
+                                       [](const Queued& q) { return q.command.has_quiesce(); }));
       cancel_arming = &queue.cancel_arming;
     }
     absl::Time started = absl::Now();
@@ -378,8 +424,7 @@ void Agent::PortWorker(std::string key) {
     }
     v1::AgentMessage message;
     if (!monitor) {
-      *message.mutable_result() = result;
-      Send(message);
+      SendResult(std::move(result));
     } else if (changed) {
       *message.mutable_link_change() = result.link();
       Send(message);
@@ -407,18 +452,30 @@ v1::CommandResult Agent::Execute(const v1::Command& command, const std::atomic<b
         break;
       case v1::Command::kRetrain: {
         const v1::RetrainPort& retrain = command.retrain();
+        if (retrain.has_await_light() && retrain.expected_peer().onic_serial().empty()) {
+          // Any light would do, the old circuit's too: the wait would end before the switch
+          // moves.
+          outcome.status = absl::InvalidArgumentError(
+              absl::StrCat("command ", command.id(), ": await_light needs an expected peer"));
+          break;
+        }
         if (retrain.has_await_light()) {
           const absl::Time until = std::min(
               deadline, absl::Now() + absl::Nanoseconds(
                                           TimeUtil::DurationToNanoseconds(retrain.await_light())));
           absl::Status lit = backend_->AwaitLight(retrain.onic_serial(), retrain.port(),
                                                   retrain.expected_peer(), until, cancel_arming);
-          if (lit.code() == absl::StatusCode::kCancelled) {
+          if (!lit.ok()) {
+            // Cancelled, or the light did not come: not trained. The port may still hear its
+            // old circuit; fleetd retrains it once the switch is verified.
             outcome = backend_->ReadPort(retrain.onic_serial(), retrain.port());
-            outcome.status = lit;
+            outcome.status = lit.code() == absl::StatusCode::kDeadlineExceeded
+                                 ? absl::UnavailableError(absl::StrCat(
+                                       lit.message(), "; not trained before the circuit is made"))
+                                 : lit;
             break;
           }
-          // The light came, or the wait ran out: train now, and the retrain judges the light.
+          // The light came: train now, and the retrain judges the light.
           *training_started = absl::Now();
         }
         outcome = backend_->Retrain(retrain.onic_serial(), retrain.port(), retrain.expected_peer(),

@@ -62,11 +62,17 @@ class Agent {
   bool connected() const;
   // How many times the backend actually ran a command (repeated ids excluded).
   int commands_run() const;
+  // Commands waiting behind another on their port.
+  int commands_queued() const;
 
  private:
   using Stream = grpc::ClientReaderWriter<v1::AgentMessage, v1::ControllerMessage>;
+  struct Queued {
+    v1::Command command;
+    uint64_t session = 0;  // session_ when it arrived: an armed retrain is its stream's.
+  };
   struct PortQueue {
-    std::deque<v1::Command> commands;
+    std::deque<Queued> commands;
     std::thread worker;
     // An armed retrain is waiting for its light (RetrainPort.await_light). A quiesce of the
     // port, the stream's end or Stop sets `cancel_arming`, which ends the wait.
@@ -86,6 +92,10 @@ class Agent {
   // Ends every armed retrain's wait for light.
   void CancelArming() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Send(const v1::AgentMessage& message);
+  // Sends a command's answer. To a fleetd that takes batches, answers that are ready while
+  // another is being written go together in the next message, so ports that finish
+  // training at once cost one message, not one each, and none waits for company.
+  void SendResult(v1::CommandResult result);
   void HeartbeatAndMonitor(absl::Duration interval, uint64_t session);
   absl::Duration NextBackoff(int attempt);
 
@@ -110,6 +120,11 @@ class Agent {
   // Every port discovered at registration (O-NIC serial, port), for the link monitor.
   std::vector<std::pair<std::string, uint32_t>> monitored_ ABSL_GUARDED_BY(mu_);
   std::mt19937_64 random_ ABSL_GUARDED_BY(mu_);
+
+  // The current stream's fleetd takes `results` batches (its `registered` said so).
+  bool batch_results_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<v1::CommandResult> result_outbox_ ABSL_GUARDED_BY(mu_);
+  bool sending_results_ ABSL_GUARDED_BY(mu_) = false;  // A thread is emptying the outbox.
 
   absl::Mutex write_mu_;  // One Write at a time on the stream.
 };

@@ -212,6 +212,7 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream) 
     *registered.mutable_registered()->mutable_heartbeat_interval() =
         google::protobuf::util::TimeUtil::MillisecondsToDuration(
             absl::ToInt64Milliseconds(options_.heartbeat_interval));
+    registered.mutable_registered()->set_takes_result_batches(true);
     Enqueue(session, std::move(registered));
   }
   std::function<void(const std::string&, const std::vector<std::string>&)> on_connect;
@@ -284,17 +285,14 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream) 
         sessions_[session_id].last_heartbeat = absl::Now();
         SetTime(absl::Now(), agents_[host].mutable_last_heartbeat());
         break;
-      case v1::AgentMessage::kResult: {
-        auto it = pending_.find(message.result().command_id());
-        if (it != pending_.end() && it->second->host == host && !it->second->result) {
-          // Only the answer to a command of this run that is still waiting says anything
-          // about the port now.
-          if (message.result().has_link()) ReportLink(host, message.result().link());
-          it->second->result = message.result();
-          changed_.SignalAll();
+      case v1::AgentMessage::kResult:
+        TakeResult(host, message.result());
+        break;
+      case v1::AgentMessage::kResults:
+        for (const v1::CommandResult& result : message.results().results()) {
+          TakeResult(host, result);
         }
         break;
-      }
       default:
         FLEET_LOG(WARNING) << "agent " << host << ": ignoring unexpected message "
                            << message.message_case();
@@ -462,6 +460,16 @@ std::vector<absl::StatusOr<v1::CommandResult>> AgentRegistry::Await(
   std::vector<absl::StatusOr<v1::CommandResult>> out = std::move(sent->out);
   handed.reset();  // Takes the commands out of the waiting list.
   return out;
+}
+
+void AgentRegistry::TakeResult(const std::string& host, const v1::CommandResult& result) {
+  auto it = pending_.find(result.command_id());
+  if (it == pending_.end() || it->second->host != host || it->second->result) return;
+  // Only the answer to a command of this run that is still waiting says anything about the
+  // port now.
+  if (result.has_link()) ReportLink(host, result.link());
+  it->second->result = result;
+  changed_.SignalAll();
 }
 
 bool AgentRegistry::HasOwner(const std::string& onic_serial) {

@@ -190,6 +190,9 @@ class AgentRegistry : public CommandSender {
   // Exports the rx power in `link`, as reported by the agent on `host`, and keeps its status.
   void ReportLink(const std::string& host, const v1::LinkState& link)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An answer from the agent on `host`'s current stream: it completes the pending command.
+  void TakeResult(const std::string& host, const v1::CommandResult& result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Forgets the link states of `host`'s O-NICs: a new or ended connection knows nothing.
   void ForgetLinks(const std::string& host) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -9,6 +9,7 @@
 #include <tuple>
 #include <utility>
 
+#include "absl/algorithm/container.h"
 #include "absl/random/random.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -156,6 +157,10 @@ std::vector<v1::Circuit> LiveCircuits(const v1::Allocation& a) {
     if (c.state() != v1::CIRCUIT_STATE_INACTIVE) out.push_back(c);
   }
   return out;
+}
+
+bool SameEnd(const v1::OnicPortRef& a, const v1::OnicPortRef& b) {
+  return a.onic() == b.onic() && a.port() == b.port();
 }
 
 // Marks each of `circuits` ACTIVE, or DEGRADED with its reason when it is in `failed`
@@ -694,7 +699,7 @@ absl::Status Engine::Quiesce(const std::vector<v1::Circuit>& circuits, const std
 
 absl::Status Engine::Program(const std::vector<v1::Circuit>& removes,
                              const std::vector<v1::Circuit>& adds, absl::Duration* program_time,
-                             absl::Duration* verify_time) {
+                             absl::Duration* verify_time, bool* retried) {
   std::map<std::string, switches::CrossConnectBatch> by_switch;
   for (const auto& [circuits, remove] : {std::pair{&removes, true}, std::pair{&adds, false}}) {
     for (const v1::Circuit& c : *circuits) {
@@ -731,6 +736,7 @@ absl::Status Engine::Program(const std::vector<v1::Circuit>& removes,
     const ProgramOutcome& outcome = outcomes[i];
     if (program_time) *program_time = std::max(*program_time, outcome.program_time);
     if (verify_time) *verify_time = std::max(*verify_time, outcome.verify_time);
+    if (retried) *retried = *retried || outcome.retried;
     if (outcome.status.ok()) {
       done.push_back({parts[i].first, *parts[i].second});
       continue;
@@ -850,7 +856,8 @@ Engine::Training Engine::StartRetrain(const std::vector<const v1::Circuit*>& cir
   return training;
 }
 
-void Engine::FinishRetrain(Training training, std::map<std::string, std::string>& failed) {
+void Engine::FinishRetrain(Training training, std::map<std::string, std::string>& failed,
+                           bool final) {
   int untrained = static_cast<int>(training.failed.size()) - training.agent_gone;
   int agent_gone = training.agent_gone, trained = 0;  // Counted for fleet_link_retrains_total.
   failed.merge(training.failed);
@@ -870,6 +877,7 @@ void Engine::FinishRetrain(Training training, std::map<std::string, std::string>
     }
   }
   metrics_.LinkRetrains("trained", trained);
+  if (!final) return;
   metrics_.LinkRetrains("failed", untrained);
   metrics_.LinkRetrains("agent_gone", agent_gone);
 }
@@ -1004,12 +1012,21 @@ void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> adm
   // Agents that can see light arrive get their retrains now, before the switch moves: each
   // link starts training as its beam settles, while fleetd still hears from the switch and
   // reads it back. The others retrain once the switch is verified. READY needs both.
-  std::vector<const v1::Circuit*> all, unarmed;
-  for (const v1::Circuit& c : circuits) all.push_back(&c);
-  Training armed = StartRetrain(all, /*armed=*/true, &unarmed);
+  // Not armed: a link whose peer reaches it now over a path this batch takes away (a phase
+  // switch between two paths of one pair), as the wait could not tell the old light from
+  // the new.
+  std::vector<const v1::Circuit*> armable, unarmed;
+  for (const v1::Circuit& c : circuits) {
+    const bool moves = absl::c_any_of(removes, [&](const v1::Circuit& r) {
+      return SameEnd(r.source(), c.source()) && SameEnd(r.destination(), c.destination());
+    });
+    (moves ? unarmed : armable).push_back(&c);
+  }
+  Training armed = StartRetrain(armable, /*armed=*/true, &unarmed);
   start = clock_->Now();
   absl::Duration program_time, verify_time;
-  absl::Status programmed = Program(removes, circuits, &program_time, &verify_time);
+  bool retried = false;
+  absl::Status programmed = Program(removes, circuits, &program_time, &verify_time, &retried);
   timings.push_back(Stage("program", start, program_time));
   timings.push_back(Stage("verify", start + program_time, verify_time));
   if (!programmed.ok() || !programming_recorded()) Disarm(std::move(armed));
@@ -1043,11 +1060,21 @@ void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> adm
   Training rest = StartRetrain(unarmed, /*armed=*/false);
   if (rest.sent != nullptr) agents_->AwaitWritten(*rest.sent, kLetCommandsLeave);
   const bool trained = Update(training, "fleetd").ok();
+  std::map<std::string, std::string> failed, armed_failed;
+  const std::vector<const v1::Circuit*> armed_circuits = armed.circuits;
+  FinishRetrain(std::move(armed), armed_failed, /*final=*/false);
+  FinishRetrain(std::move(rest), failed);
   if (!trained) return;
   Fault("training");
-  std::map<std::string, std::string> failed;
-  FinishRetrain(std::move(armed), failed);
-  FinishRetrain(std::move(rest), failed);
+  // An armed link whose wait may have judged light the switch then changed is retrained
+  // again, now that the switch is verified: its answer failed (its wait ran out before the
+  // beam settled, say), or the batch went out twice (undone after another request's part
+  // failed, so its light came and went).
+  std::vector<const v1::Circuit*> again;
+  for (const v1::Circuit* c : armed_circuits) {
+    if (retried || armed_failed.contains(c->id())) again.push_back(c);
+  }
+  if (!again.empty()) FinishRetrain(StartRetrain(again, /*armed=*/false), failed);
   // From the switch's answer: an armed link may have finished training before it.
   timings.push_back(Stage("retrain", start, clock_->Now() - start));
   Fault("trained");

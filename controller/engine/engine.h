@@ -79,8 +79,8 @@ struct EngineOptions {
   absl::Duration quiesce_timeout = absl::Seconds(5);
   absl::Duration retrain_timeout = absl::Seconds(10);
   // How long an armed retrain (sent before the switch is programmed, to agents that can see
-  // light arrive) waits for its light; past it the agent retrains anyway and reports what it
-  // sees. Longer than the switch ever takes to make a batch.
+  // light arrive) waits for its light; past it the agent answers untrained and fleetd
+  // retrains the link once the switch is verified. Longer than a batch normally takes.
   absl::Duration armed_light_wait = absl::Seconds(5);
   // Backoff of retrain retries for DEGRADED allocations and of failed removals.
   absl::Duration retry_initial = absl::Seconds(1);
@@ -293,8 +293,10 @@ class Engine {
   // circuit is put in `unarmed`, to be retrained once the switch is programmed.
   Training StartRetrain(const std::vector<const v1::Circuit*>& circuits, bool armed,
                         std::vector<const v1::Circuit*>* unarmed = nullptr);
-  // Collects the answers (into `failed`, circuit id → reason) and counts them.
-  void FinishRetrain(Training training, std::map<std::string, std::string>& failed);
+  // Collects the answers (into `failed`, circuit id → reason) and counts them; with `final`
+  // false the failures are not counted, as the caller retrains those links again.
+  void FinishRetrain(Training training, std::map<std::string, std::string>& failed,
+                     bool final = true);
   // The switch was not programmed: quiesces the armed ports, which ends their wait for light
   // and leaves them out of service, and drops the retrains' answers.
   void Disarm(Training training);
@@ -306,9 +308,11 @@ class Engine {
   // switches are rolled back and the message returned (every failing switch's). The times
   // stored are the slowest switch's (the max with what the pointers hold), since the switches
   // work at once.
+  // `retried` (if set) is told whether any switch applied the changes twice (its combined
+  // batch failed for another request's part), so the light at their ports was interrupted.
   absl::Status Program(const std::vector<v1::Circuit>& removes,
                        const std::vector<v1::Circuit>& adds, absl::Duration* program_time,
-                       absl::Duration* verify_time);
+                       absl::Duration* verify_time, bool* retried = nullptr);
   // What a member change (ReplaceMember, DetachDevices) stores and takes off the switch.
   struct MemberChange {
     store::CircuitReplacement replacement;  // Circuits removed and added, members after.

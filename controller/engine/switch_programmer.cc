@@ -60,6 +60,7 @@ void SwitchProgrammer::RunBatch(std::deque<std::shared_ptr<Ticket>> tickets) {
       continue;
     }
     t->outcome = ApplyWithRollback(t->changes);
+    t->outcome.retried = true;
   }
 }
 

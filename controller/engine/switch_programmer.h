@@ -34,6 +34,9 @@ struct ProgramOutcome {
   int batch_size = 1;           // Change sets that went out in the same batch.
   bool rolled_back = false;     // Changes that landed were undone after a failure.
   absl::Status rollback_error;  // The rollback itself failed: the switch may differ (drift).
+  // The changes went out twice: a combined batch failed and was undone, then this change set
+  // was applied alone. The light at its ports came and went before it came to stay.
+  bool retried = false;
 };
 
 class SwitchProgrammer {

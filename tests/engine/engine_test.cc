@@ -79,7 +79,17 @@ class LightCheckingAgents : public agents::CommandSender {
         }
         if (quiesced_since) ++cancelled_;
       }
-      if (quiesced_since) {
+      bool runs_out = false;
+      {
+        absl::MutexLock lock(&mu_);
+        runs_out = armed_waits_run_out_;
+      }
+      if (runs_out) {
+        v1::CommandResult untrained;
+        untrained.set_code(static_cast<int>(absl::StatusCode::kUnavailable));
+        untrained.set_message("no usable light by the end of the wait; not trained");
+        sent.results[armed.index] = untrained;
+      } else if (quiesced_since) {
         v1::CommandResult cancelled;
         cancelled.set_code(static_cast<int>(absl::StatusCode::kCancelled));
         cancelled.set_message("stopped waiting for light; the port was quiesced");
@@ -99,6 +109,12 @@ class LightCheckingAgents : public agents::CommandSender {
     absl::MutexLock lock(&mu_);
     arm_all_ = all;
     arming_ = std::move(serials);
+  }
+  // Armed retrains answer that their light did not come in time (a switch slower than the
+  // wait), untrained.
+  void ArmedWaitsRunOut(bool run_out) {
+    absl::MutexLock lock(&mu_);
+    armed_waits_run_out_ = run_out;
   }
   // Armed retrains handed over while the switch had not made their circuit yet, and armed
   // retrains cancelled by a quiesce.
@@ -256,6 +272,7 @@ class LightCheckingAgents : public agents::CommandSender {
   bool arm_all_ ABSL_GUARDED_BY(mu_) = false;
   std::set<std::string> arming_ ABSL_GUARDED_BY(mu_);
   int armed_in_the_dark_ ABSL_GUARDED_BY(mu_) = 0;
+  bool armed_waits_run_out_ ABSL_GUARDED_BY(mu_) = false;
   int cancelled_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
@@ -463,6 +480,15 @@ TEST_F(EngineTest, ArmedRetrainsGoOutBeforeTheSwitchMovesAndTheOthersAfterIt) {
   EXPECT_EQ(agents_->armed_in_the_dark(), 1);
   EXPECT_EQ(agents_->Count(v1::Command::kRetrain), 4);
   EXPECT_EQ(agents_->cancelled(), 0);
+}
+
+TEST_F(EngineTest, ArmedLinksWhoseLightCameTooLateAreRetrainedOnceTheSwitchIsVerified) {
+  agents_->ArmRetrains(true);
+  agents_->ArmedWaitsRunOut(true);
+  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2", "gpu3", "gpu4"}));
+  EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
+  EXPECT_EQ(agents_->armed_in_the_dark(), 4);
+  EXPECT_EQ(agents_->Count(v1::Command::kRetrain), 8);  // Four armed, four again after.
 }
 
 TEST_F(EngineTest, ArmedRetrainsAreCancelledWhenTheSwitchRefusesTheBatch) {

@@ -81,5 +81,26 @@ TEST(SwitchProgrammerTest, FailedBatchIsRolledBackAndEachChangeSetRetriedAlone) 
   EXPECT_EQ(sw.ReadCrossConnects().value(), std::vector<CrossConnect>({{9, 20}}));
 }
 
+TEST(SwitchProgrammerTest, AChangeSetAppliedAgainAfterAFailedBatchSaysItWasRetried) {
+  GatedSwitch sw;
+  sw.ForceCrossConnect({9, 20});  // Holds egress 20: the change set that wants it fails.
+  SwitchProgrammer programmer("ocs1", &sw);
+  std::thread first([&] { EXPECT_TRUE(programmer.Program(Add(1, 17)).status.ok()); });
+  sw.entered_.WaitForNotification();
+  ProgramOutcome good, bad;
+  std::thread queued_good([&] { good = programmer.Program(Add(2, 18)); });
+  std::thread queued_bad([&] { bad = programmer.Program(Add(3, 20)); });
+  while (programmer.queued() < 2) absl::SleepFor(absl::Milliseconds(1));
+  sw.release_.Notify();
+  first.join();
+  queued_good.join();
+  queued_bad.join();
+  // Together they failed and were undone; alone, the good one landed, its light interrupted.
+  EXPECT_TRUE(good.status.ok()) << good.status;
+  EXPECT_TRUE(good.retried);
+  EXPECT_FALSE(bad.status.ok());
+  EXPECT_EQ(sw.ReadCrossConnects()->size(), 3u);
+}
+
 }  // namespace
 }  // namespace fleet::engine

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -273,9 +274,11 @@ v1::Command Retrain(const std::string& serial, uint32_t port, const std::string&
   return command;
 }
 
-// A retrain sent before the circuit is made: it waits up to `await_light` for the light.
+// A retrain sent before the circuit is made: it waits up to `await_light` for PEER/1's light.
 v1::Command ArmedRetrain(const std::string& serial, uint32_t port, absl::Duration await_light) {
   v1::Command command = Retrain(serial, port);
+  command.mutable_retrain()->mutable_expected_peer()->set_onic_serial("PEER");
+  command.mutable_retrain()->mutable_expected_peer()->set_port(1);
   *command.mutable_retrain()->mutable_await_light() =
       google::protobuf::util::TimeUtil::NanosecondsToDuration(
           absl::ToInt64Nanoseconds(await_light));
@@ -365,13 +368,51 @@ TEST_F(ArmedRetrainTest, AQuiesceEndsAnArmedRetrainsWaitAndTheRetrainIsCancelled
   EXPECT_TRUE(registry().KnownQuiesced("S1", 1));
 }
 
-TEST_F(ArmedRetrainTest, AnArmedRetrainWhoseLightNeverComesRetrainsAtTheEndOfItsWait) {
-  // The retrain, not the wait, says what is wrong with the light.
+TEST_F(ArmedRetrainTest, AnArmedRetrainWhoseLightNeverComesIsNotTrained) {
+  // The port may still hear its old circuit: fleetd retrains it once the switch is verified.
   absl::StatusOr<v1::CommandResult> result = registry().SendCommand(
       "S1", ArmedRetrain("S1", 2, absl::Milliseconds(20)), absl::Now() + absl::Seconds(10));
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_EQ(result->code(), 0) << result->message();
-  EXPECT_THAT(backend_.calls(), ::testing::ElementsAre("await light S1/2", "retrain S1/2"));
+  EXPECT_EQ(result->code(), static_cast<int>(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(result->message(), HasSubstr("not trained"));
+  EXPECT_THAT(backend_.calls(), ::testing::ElementsAre("await light S1/2"));
+}
+
+TEST_F(ArmedRetrainTest, AnArmedRetrainWithoutAnExpectedPeerIsRefused) {
+  v1::Command any_peer = ArmedRetrain("S1", 1, absl::Seconds(30));
+  any_peer.mutable_retrain()->clear_expected_peer();
+  absl::StatusOr<v1::CommandResult> result =
+      registry().SendCommand("S1", any_peer, absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(result->message(), HasSubstr("expected peer"));
+  EXPECT_TRUE(backend_.calls().empty());
+}
+
+TEST_F(ArmedRetrainTest, AnArmedRetrainStillQueuedWhenItsStreamEndsIsCancelledAsItStarts) {
+  const int port = controller_->port();
+  absl::Notification gate;
+  backend_.HoldRetrainsOn(1, &gate);
+  std::unique_ptr<agents::SentCommands> held =
+      SendOne(registry(), Retrain("S1", 1), absl::Now() + absl::Seconds(60));
+  ASSERT_TRUE(Eventually([&] { return backend_.held() == 1; }));
+  std::unique_ptr<agents::SentCommands> armed = SendOne(
+      registry(), ArmedRetrain("S1", 1, absl::Seconds(60)), absl::Now() + absl::Seconds(60));
+  ASSERT_TRUE(Eventually([&] { return (*agent_)->commands_queued() == 1; }));
+  held.reset();
+  armed.reset();
+  controller_.reset();  // fleetd dies with the armed retrain queued behind the held one.
+  gate.Notify();
+  controller_ = std::make_unique<Controller>(port);
+  ASSERT_NE(controller_->port(), 0) << "could not listen on the same port again";
+  ASSERT_TRUE(Eventually(
+      [&] { return controller_->Agent("h1") && controller_->Agent("h1")->connected(); }));
+  // A retrain (a quiesce would cancel the wait itself) is answered within its 10 s, not
+  // after the minute the dead fleetd's armed retrain would have waited.
+  absl::StatusOr<v1::CommandResult> retrained =
+      registry().SendCommand("S1", Retrain("S1", 1), absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(retrained.ok()) << retrained.status();
+  EXPECT_EQ(retrained->code(), 0) << retrained->message();
 }
 
 TEST_F(ArmedRetrainTest, ARestartedFleetdIsNotKeptWaitingByTheLastRunsArmedRetrain) {
@@ -580,6 +621,95 @@ TEST(AgentTest, ARestartedFleetdsCommandsAreRunNotAnsweredFromTheLastRunsCache) 
   EXPECT_EQ(retrained->link().status(), v1::LINK_STATUS_UP);
   EXPECT_THAT(backend.calls(), ::testing::ElementsAre("quiesce S1/1", "retrain S1/1"));
   EXPECT_FALSE(controller->registry().KnownQuiesced("S1", 1));
+}
+
+TEST(AgentTest, AnswersSentTogetherInOneMessageEachCompleteTheirCommand) {
+  Controller controller;
+  // A raw client in the agent's place, so the batch is exactly what is sent.
+  auto stub = v1::AgentService::NewStub(
+      grpc::CreateChannel(controller.address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  auto stream = stub->Connect(&context);
+  absl::Mutex write_mu;
+  auto write = [&](const v1::AgentMessage& m) {
+    absl::MutexLock lock(&write_mu);
+    return stream->Write(m);
+  };
+  v1::AgentMessage hello;
+  hello.mutable_register_()->set_host("h1");
+  hello.mutable_register_()->add_onics()->set_serial("S1");
+  ASSERT_TRUE(write(hello));
+  v1::ControllerMessage in;
+  ASSERT_TRUE(stream->Read(&in));
+  ASSERT_TRUE(in.has_registered());
+  EXPECT_TRUE(in.registered().takes_result_batches());
+  absl::Notification done;
+  std::thread heartbeats([&] {  // Kept alive however slow the machine is.
+    v1::AgentMessage beat;
+    beat.mutable_heartbeat()->set_sequence(1);
+    while (!done.WaitForNotificationWithTimeout(absl::Milliseconds(5)) && write(beat)) {
+    }
+  });
+  std::vector<agents::AddressedCommand> commands(2);
+  for (uint32_t port : {1u, 2u}) {
+    commands[port - 1].onic_serial = "S1";
+    commands[port - 1].command = Retrain("S1", port);
+  }
+  std::unique_ptr<agents::SentCommands> sent =
+      controller.registry().Send(std::move(commands), absl::Now() + absl::Seconds(30));
+  std::map<uint32_t, std::string> ids;  // Port → command id.
+  while (ids.size() < 2 && stream->Read(&in)) {
+    if (in.has_command()) ids[in.command().retrain().port()] = in.command().id();
+  }
+  ASSERT_EQ(ids.size(), 2u);
+  v1::AgentMessage batch;
+  v1::CommandResult* second = batch.mutable_results()->add_results();
+  second->set_command_id(ids[2]);
+  second->set_code(static_cast<int>(absl::StatusCode::kFailedPrecondition));
+  second->set_message("wiring error: saw X/1, expected Y/1");
+  v1::CommandResult* first = batch.mutable_results()->add_results();
+  first->set_command_id(ids[1]);
+  first->mutable_link()->set_status(v1::LINK_STATUS_UP);
+  ASSERT_TRUE(write(batch));
+  std::vector<absl::StatusOr<v1::CommandResult>> results =
+      controller.registry().Await(std::move(sent));
+  done.Notify();
+  heartbeats.join();
+  context.TryCancel();
+  ASSERT_EQ(results.size(), 2u);
+  ASSERT_TRUE(results[0].ok()) << results[0].status();
+  EXPECT_EQ(results[0]->code(), 0);
+  EXPECT_EQ(results[0]->link().status(), v1::LINK_STATUS_UP);
+  ASSERT_TRUE(results[1].ok()) << results[1].status();
+  EXPECT_THAT(results[1]->message(), HasSubstr("wiring error"));
+}
+
+TEST(AgentTest, PortsThatFinishTogetherAreEachAnswered) {
+  Controller controller;
+  FakeBackend backend({"S1"});
+  absl::Notification release;
+  backend.HoldRetrainsOn(1, &release);
+  backend.HoldRetrainsOn(2, &release);
+  RunningAgent agent(controller.address(), "h1", &backend);
+  ASSERT_TRUE(
+      Eventually([&] { return controller.Agent("h1") && controller.Agent("h1")->connected(); }));
+  std::vector<agents::AddressedCommand> commands(2);
+  for (uint32_t port : {1u, 2u}) {
+    commands[port - 1].onic_serial = "S1";
+    commands[port - 1].command = Retrain("S1", port);
+  }
+  std::unique_ptr<agents::SentCommands> sent =
+      controller.registry().Send(std::move(commands), absl::Now() + absl::Seconds(30));
+  ASSERT_TRUE(Eventually([&] { return backend.held() == 2; }));
+  release.Notify();  // Both finish at once; their answers may share a message.
+  std::vector<absl::StatusOr<v1::CommandResult>> results =
+      controller.registry().Await(std::move(sent));
+  ASSERT_EQ(results.size(), 2u);
+  for (uint32_t port : {1u, 2u}) {
+    ASSERT_TRUE(results[port - 1].ok()) << results[port - 1].status();
+    EXPECT_EQ(results[port - 1]->link().port(), port);
+    EXPECT_EQ(results[port - 1]->link().status(), v1::LINK_STATUS_UP);
+  }
 }
 
 TEST(AgentTest, AnAgentThatStopsHeartbeatingIsDropped) {

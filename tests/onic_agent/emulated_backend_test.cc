@@ -9,6 +9,7 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "switch_adapters/polatis/polatis_switch.h"
 #include "tests/integration/subprocess.h"
 
@@ -146,16 +147,25 @@ TEST_F(EmulatedBackendTest, AnArmedWaitEndsWhenItsPeersLightArrivesAndNotForAnot
   absl::Status other =
       backend_->AwaitLight("B", 1, Peer("A", 1), absl::Now() + absl::Milliseconds(50), cancelled);
   EXPECT_EQ(other.code(), absl::StatusCode::kDeadlineExceeded) << other;
+  // Each wait below is under way (its thread about to wait) before what ends it happens.
   absl::Status arrived = absl::UnknownError("not run");
-  std::thread waiter(
-      [&] { arrived = backend_->AwaitLight("B", 1, Peer("A", 1), Deadline(), cancelled); });
+  absl::Notification waiting;
+  std::thread waiter([&] {
+    waiting.Notify();
+    arrived = backend_->AwaitLight("B", 1, Peer("A", 1), Deadline(), cancelled);
+  });
+  waiting.WaitForNotification();
   ASSERT_TRUE(switch_->Apply({{{2, 11}}, {{1, 11}}}).status.ok());  // The new circuit.
   waiter.join();
   EXPECT_TRUE(arrived.ok()) << arrived;
   // A wait for light that does not come ends when it is cancelled, not at its deadline.
   absl::Status stopped = absl::UnknownError("not run");
-  std::thread dark(
-      [&] { stopped = backend_->AwaitLight("B", 2, Peer("A", 2), Deadline(), cancelled); });
+  absl::Notification dark_waiting;
+  std::thread dark([&] {
+    dark_waiting.Notify();
+    stopped = backend_->AwaitLight("B", 2, Peer("A", 2), Deadline(), cancelled);
+  });
+  dark_waiting.WaitForNotification();
   cancelled = true;
   dark.join();
   EXPECT_EQ(stopped.code(), absl::StatusCode::kCancelled) << stopped;
