@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <set>
 #include <thread>
@@ -329,6 +330,23 @@ class ArmedRetrainTest : public ::testing::Test {
         [&] { return controller_->Agent("h1") && controller_->Agent("h1")->connected(); }));
   }
   agents::AgentRegistry& registry() { return controller_->registry(); }
+  // fleetd dies (`while_down` runs then) and comes back on its port; the agent reconnects.
+  void RestartFleetd(const std::function<void()>& while_down = nullptr) {
+    const int port = controller_->port();
+    controller_.reset();
+    if (while_down) while_down();
+    controller_ = std::make_unique<Controller>(port);
+    ASSERT_NE(controller_->port(), 0) << "could not listen on the same port again";
+    ASSERT_TRUE(Eventually(
+        [&] { return controller_->Agent("h1") && controller_->Agent("h1")->connected(); }));
+  }
+  // The new fleetd's retrain of S1/1 is answered OK within its 10 s.
+  void ExpectARetrainAnswered() {
+    absl::StatusOr<v1::CommandResult> retrained =
+        registry().SendCommand("S1", Retrain("S1", 1), absl::Now() + absl::Seconds(10));
+    ASSERT_TRUE(retrained.ok()) << retrained.status();
+    EXPECT_EQ(retrained->code(), 0) << retrained->message();
+  }
 
   std::unique_ptr<Controller> controller_ = std::make_unique<Controller>();
   FakeBackend backend_{{"S1"}};
@@ -390,7 +408,6 @@ TEST_F(ArmedRetrainTest, AnArmedRetrainWithoutAnExpectedPeerIsRefused) {
 }
 
 TEST_F(ArmedRetrainTest, AnArmedRetrainStillQueuedWhenItsStreamEndsIsCancelledAsItStarts) {
-  const int port = controller_->port();
   absl::Notification gate;
   backend_.HoldRetrainsOn(1, &gate);
   std::unique_ptr<agents::SentCommands> held =
@@ -401,38 +418,23 @@ TEST_F(ArmedRetrainTest, AnArmedRetrainStillQueuedWhenItsStreamEndsIsCancelledAs
   ASSERT_TRUE(Eventually([&] { return (*agent_)->commands_queued() == 1; }));
   held.reset();
   armed.reset();
-  controller_.reset();  // fleetd dies with the armed retrain queued behind the held one.
-  gate.Notify();
-  controller_ = std::make_unique<Controller>(port);
-  ASSERT_NE(controller_->port(), 0) << "could not listen on the same port again";
-  ASSERT_TRUE(Eventually(
-      [&] { return controller_->Agent("h1") && controller_->Agent("h1")->connected(); }));
+  // fleetd dies with the armed retrain queued behind the held one.
+  RestartFleetd([&] { gate.Notify(); });
   // A retrain (a quiesce would cancel the wait itself) is answered within its 10 s, not
   // after the minute the dead fleetd's armed retrain would have waited.
-  absl::StatusOr<v1::CommandResult> retrained =
-      registry().SendCommand("S1", Retrain("S1", 1), absl::Now() + absl::Seconds(10));
-  ASSERT_TRUE(retrained.ok()) << retrained.status();
-  EXPECT_EQ(retrained->code(), 0) << retrained->message();
+  ExpectARetrainAnswered();
 }
 
 TEST_F(ArmedRetrainTest, ARestartedFleetdIsNotKeptWaitingByTheLastRunsArmedRetrain) {
-  const int port = controller_->port();
   {
     std::unique_ptr<agents::SentCommands> armed = SendOne(
         registry(), ArmedRetrain("S1", 1, absl::Seconds(60)), absl::Now() + absl::Seconds(60));
     ASSERT_TRUE(Eventually([&] { return backend_.awaiting() == 1; }));
   }
-  controller_.reset();  // fleetd dies with the retrain armed.
-  // The stream's end cancels the wait: nobody is left to collect its answer.
-  ASSERT_TRUE(Eventually([&] { return backend_.awaiting() == 0; }));
-  controller_ = std::make_unique<Controller>(port);
-  ASSERT_NE(controller_->port(), 0) << "could not listen on the same port again";
-  ASSERT_TRUE(Eventually(
-      [&] { return controller_->Agent("h1") && controller_->Agent("h1")->connected(); }));
-  absl::StatusOr<v1::CommandResult> retrained =
-      registry().SendCommand("S1", Retrain("S1", 1), absl::Now() + absl::Seconds(10));
-  ASSERT_TRUE(retrained.ok()) << retrained.status();
-  EXPECT_EQ(retrained->code(), 0) << retrained->message();
+  // fleetd dies with the retrain armed. The stream's end cancels the wait: nobody is left to
+  // collect its answer.
+  RestartFleetd([&] { ASSERT_TRUE(Eventually([&] { return backend_.awaiting() == 0; })); });
+  ExpectARetrainAnswered();
   EXPECT_THAT(backend_.calls(), ::testing::ElementsAre("await light S1/1", "retrain S1/1"));
 }
 
