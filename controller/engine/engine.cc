@@ -820,7 +820,8 @@ Engine::Training Engine::StartRetrain(const std::vector<const v1::Circuit*>& cir
   for (const v1::Circuit* c : circuits) {
     absl::StatusOr<std::string> dst = SerialOf(c->destination().onic());
     absl::StatusOr<std::string> src = SerialOf(c->source().onic());
-    if (armed && (!dst.ok() || !src.ok() || agents_ == nullptr || !agents_->ArmsRetrains(*dst))) {
+    if (armed && (options_.armed_light_wait <= absl::ZeroDuration() || !dst.ok() || !src.ok() ||
+                  agents_ == nullptr || !agents_->ArmsRetrains(*dst))) {
       if (unarmed != nullptr) unarmed->push_back(c);
       continue;
     }

@@ -81,6 +81,7 @@ struct EngineOptions {
   // How long an armed retrain (sent before the switch is programmed, to agents that can see
   // light arrive) waits for its light; past it the agent answers untrained and fleetd
   // retrains the link once the switch is verified. Longer than a batch normally takes.
+  // 0: retrains are never armed.
   absl::Duration armed_light_wait = absl::Seconds(5);
   // Backoff of retrain retries for DEGRADED allocations and of failed removals.
   absl::Duration retry_initial = absl::Seconds(1);

@@ -79,6 +79,10 @@ absl::StatusOr<FleetdConfig> ParseFleetdConfig(absl::string_view text,
       config.reconcile_interval = absl::Seconds(seconds);
     } else if (key == "unknown_cross_connects") {
       config.unknown_cross_connects = text_value;
+    } else if (key == "armed_light_wait_ms") {
+      int ms = 0;
+      number(&ms);
+      config.armed_light_wait = absl::Milliseconds(ms);
     } else {
       problem(
           entry.first,
@@ -86,7 +90,7 @@ absl::StatusOr<FleetdConfig> ParseFleetdConfig(absl::string_view text,
                        "'; known: listen_address, grpc_port, metrics_port, state_dir, "
                        "inventory, switch_credentials, shutdown_grace_seconds, agent_heartbeat_ms, "
                        "log_level, default_lease_seconds, reconcile_interval_seconds, "
-                       "unknown_cross_connects"));
+                       "unknown_cross_connects, armed_light_wait_ms"));
     }
   }
   if (!problems.empty()) {
@@ -120,6 +124,8 @@ absl::Status ValidateFleetdConfig(const FleetdConfig& config) {
     problems.push_back("default lease must be positive");
   if (config.reconcile_interval < absl::ZeroDuration())
     problems.push_back("reconcile interval is negative");
+  if (config.armed_light_wait < absl::ZeroDuration())
+    problems.push_back("armed light wait is negative");
   if (config.unknown_cross_connects != "report" && config.unknown_cross_connects != "adopt" &&
       config.unknown_cross_connects != "remove") {
     problems.push_back(absl::StrCat("unknown_cross_connects '", config.unknown_cross_connects,

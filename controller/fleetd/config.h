@@ -24,6 +24,8 @@ struct FleetdConfig {
   absl::Duration default_lease = absl::Hours(1);          // For requests that name none.
   absl::Duration reconcile_interval = absl::Seconds(60);  // 0 turns periodic passes off.
   std::string unknown_cross_connects = "report";          // report, adopt or remove.
+  // How long an armed retrain waits for its light (engine::EngineOptions); 0: not armed.
+  absl::Duration armed_light_wait = absl::Seconds(5);
   // Testing only: fleetd kills itself with SIGKILL at this engine fault point (see
   // engine::kFaultPoints), to prove crash consistency. Flag only, never in a config file.
   std::string crash_at;

@@ -37,6 +37,7 @@ absl::StatusOr<engine::EngineOptions> EngineOptionsOf(const FleetdConfig& config
   engine::EngineOptions options;
   options.default_lease = config.default_lease;
   options.reconcile_interval = config.reconcile_interval;
+  options.armed_light_wait = config.armed_light_wait;
   options.unknown_policy =
       config.unknown_cross_connects == "adopt"    ? v1::UNKNOWN_CROSS_CONNECT_POLICY_ADOPT
       : config.unknown_cross_connects == "remove" ? v1::UNKNOWN_CROSS_CONNECT_POLICY_REMOVE

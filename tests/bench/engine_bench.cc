@@ -10,7 +10,9 @@
 //   3. request → READY → release cycles per second, one after another;
 //   4. real physics (25 ms switching, 100 ms training): the latency against the physical
 //      time (the program stage plus the training time), the overhead and the ratio, next to
-//      their targets.
+//      their targets;
+//   5. the same with retrains not armed (sent only once the switch is verified), to show
+//      what arming saves.
 // Never fails on timing; exits 1 only when the site cannot be started or a request fails.
 //
 //   fleet_engine_bench [--iterations 50] [--jobs 20] [--rounds 10] [--cycle-seconds 3]
@@ -156,7 +158,9 @@ void PrintStages(const StageSamples& stages, const std::vector<double>& latency_
 // client of fleetd's public API. Stopped in that order's reverse by the destructor.
 class Site {
  public:
-  static absl::StatusOr<std::unique_ptr<Site>> Start(const DemoOptions& options) {
+  // `armed_light_wait`: fleetd's (0: retrains are sent only after the switch is verified).
+  static absl::StatusOr<std::unique_ptr<Site>> Start(
+      const DemoOptions& options, absl::Duration armed_light_wait = absl::Seconds(5)) {
     std::unique_ptr<Site> site(new Site());
     char dir[] = "/tmp/fleet-engine-bench.XXXXXX";
     if (mkdtemp(dir) == nullptr) return absl::InternalError("cannot create a state directory");
@@ -171,6 +175,7 @@ class Site {
     // A periodic pass holds the switch while it reads it back: an outlier that says nothing
     // about the reconfiguration path.
     config.reconcile_interval = absl::ZeroDuration();
+    config.armed_light_wait = armed_light_wait;
     // polatis-emu and fleet-onic-agent are built next to this executable.
     const std::string binary_dir =
         std::filesystem::read_symlink("/proc/self/exe").parent_path().string();
@@ -460,8 +465,8 @@ absl::Status Cycles(Site& site, int64_t seconds) {
 // they are quiesced first; later passes reuse ports the last release left quiesced, as a busy
 // cluster does. Each is reported on its own.
 // `warmed`: how many rings, from the first, the warm-up already used.
-absl::Status Physics(Site& site, int64_t iterations, int64_t warmed, int switch_ms,
-                     int training_ms) {
+absl::Status Physics(Site& site, int64_t iterations, int64_t warmed, int switch_ms, int training_ms,
+                     const char* label) {
   std::vector<double> latency_ms, physical_ms, stage_sum_ms, release_ms;
   std::vector<double> overhead_ms[2], ratio[2];  // [0] first use, [1] ports reused.
   StageSamples stages;
@@ -483,8 +488,8 @@ absl::Status Physics(Site& site, int64_t iterations, int64_t warmed, int switch_
     release_ms.push_back(Ms(absl::Now() - start));
   }
   const Summary e2e = Summarize(latency_ms);
-  std::printf("[4] one job at a time, %d ms switching, %d ms training: %lld jobs\n", switch_ms,
-              training_ms, static_cast<long long>(iterations));
+  std::printf("%s one job at a time, %d ms switching, %d ms training: %lld jobs\n", label,
+              switch_ms, training_ms, static_cast<long long>(iterations));
   std::printf("  request -> READY   median %8.3f ms   p99 %8.3f ms   max %8.3f ms\n", e2e.median,
               e2e.p99, e2e.max);
   std::printf("  physical = program stage + %d ms training   median %8.3f ms   (nominal %d ms)\n",
@@ -534,19 +539,25 @@ absl::Status Run(int64_t iterations, int64_t jobs, int64_t rounds, int64_t cycle
     RETURN_IF_ERROR(Concurrent(*site, jobs, rounds));
     RETURN_IF_ERROR(Cycles(*site, cycle_seconds));
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<Site> site,
-                   Site::Start({.protocol = protocol,
-                                .switch_ms = static_cast<int>(switch_ms),
-                                .training_ms = static_cast<int>(training_ms),
-                                .inventory = BenchInventory()}));
-  std::printf("site: %lld ms switching, %lld ms training, %d agents connected\n",
-              static_cast<long long>(switch_ms), static_cast<long long>(training_ms),
-              site->agents());
-  std::fflush(stdout);
-  const int64_t warmed = std::min<int64_t>(warmup, 2);
-  RETURN_IF_ERROR(WarmUp(*site, warmed));
-  return Physics(*site, physics_iterations, warmed, static_cast<int>(switch_ms),
-                 static_cast<int>(training_ms));
+  // [4] as fleetd runs by default, then [5] with retrains sent only once the switch is
+  // verified, each on a site of its own.
+  for (const bool armed : {true, false}) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Site> site,
+                     Site::Start({.protocol = protocol,
+                                  .switch_ms = static_cast<int>(switch_ms),
+                                  .training_ms = static_cast<int>(training_ms),
+                                  .inventory = BenchInventory()},
+                                 armed ? absl::Seconds(5) : absl::ZeroDuration()));
+    std::printf("site: %lld ms switching, %lld ms training, %d agents connected, retrains %s\n",
+                static_cast<long long>(switch_ms), static_cast<long long>(training_ms),
+                site->agents(), armed ? "armed" : "not armed (armed_light_wait_ms: 0)");
+    std::fflush(stdout);
+    const int64_t warmed = std::min<int64_t>(warmup, 2);
+    RETURN_IF_ERROR(WarmUp(*site, warmed));
+    RETURN_IF_ERROR(Physics(*site, physics_iterations, warmed, static_cast<int>(switch_ms),
+                            static_cast<int>(training_ms), armed ? "[4]" : "[5]"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace

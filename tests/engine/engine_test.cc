@@ -482,6 +482,18 @@ TEST_F(EngineTest, ArmedRetrainsGoOutBeforeTheSwitchMovesAndTheOthersAfterIt) {
   EXPECT_EQ(agents_->cancelled(), 0);
 }
 
+TEST_F(EngineTest, AnArmedLightWaitOfZeroRetrainsOnlyAfterTheSwitchIsVerified) {
+  engine_.reset();
+  EngineOptions options;
+  options.armed_light_wait = absl::ZeroDuration();
+  StartEngine(options);
+  agents_->ArmRetrains(true);
+  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2", "gpu3", "gpu4"}));
+  EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
+  EXPECT_EQ(agents_->armed_in_the_dark(), 0);
+  EXPECT_EQ(agents_->Count(v1::Command::kRetrain), 4);
+}
+
 TEST_F(EngineTest, ArmedLinksWhoseLightCameTooLateAreRetrainedOnceTheSwitchIsVerified) {
   agents_->ArmRetrains(true);
   agents_->ArmedWaitsRunOut(true);

@@ -29,6 +29,7 @@ log_level: debug
 default_lease_seconds: 600
 reconcile_interval_seconds: 0
 unknown_cross_connects: adopt
+armed_light_wait_ms: 0
 )",
                                                           "fleetd.yaml");
   ASSERT_TRUE(config.ok()) << config.status();
@@ -43,6 +44,7 @@ unknown_cross_connects: adopt
   EXPECT_EQ(config->default_lease, absl::Minutes(10));
   EXPECT_EQ(config->reconcile_interval, absl::ZeroDuration());
   EXPECT_EQ(config->unknown_cross_connects, "adopt");
+  EXPECT_EQ(config->armed_light_wait, absl::ZeroDuration());
 }
 
 TEST(FleetdConfigTest, TheShippedConfigParses) {
@@ -51,6 +53,7 @@ TEST(FleetdConfigTest, TheShippedConfigParses) {
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_TRUE(ValidateFleetdConfig(*config).ok());
   EXPECT_EQ(config->unknown_cross_connects, "report");
+  EXPECT_EQ(config->armed_light_wait, absl::Seconds(5));
 }
 
 TEST(FleetdConfigTest, EmptyFileMeansDefaults) {
@@ -75,7 +78,9 @@ TEST(FleetdConfigTest, ValidationNamesTheValue) {
   config.grpc_port = 70000;
   config.log_level = "loud";
   config.unknown_cross_connects = "ignore";
+  config.armed_light_wait = absl::Milliseconds(-1);
   absl::Status status = ValidateFleetdConfig(config);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("armed light wait is negative"));
   EXPECT_THAT(std::string(status.message()), HasSubstr("unknown_cross_connects 'ignore'"));
   EXPECT_THAT(std::string(status.message()), HasSubstr("grpc_port 70000 is not in 0..65535"));
   EXPECT_THAT(std::string(status.message()), HasSubstr("log_level 'loud' is not one of"));
