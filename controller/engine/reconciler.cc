@@ -13,6 +13,7 @@
 #include <google/protobuf/util/time_util.h>
 
 #include <map>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -81,7 +82,15 @@ void Engine::Resume(const std::vector<std::string>& ids) {
         Release(id, "fleetd", v1::ALLOCATION_STATE_RELEASED, a->reason());
       } else {
         // A phase switch a crash interrupted may have left the old phase's cross-connects.
-        Reconfigure(id, {}, {"", LeftBehind(*a)});
+        // Their phase is the one it switched from: should the switch refuse the new phase,
+        // the allocation goes back to it, as an uninterrupted switch would.
+        std::vector<v1::Circuit> left = LeftBehind(*a);
+        std::set<std::string> phases;
+        for (const v1::Circuit& c : left) {
+          if (!c.phase().empty() && c.phase() != a->active_phase()) phases.insert(c.phase());
+        }
+        std::string from = phases.size() == 1 ? *phases.begin() : "";
+        Reconfigure(id, {}, {std::move(from), std::move(left)});
       }
     });
   }

@@ -371,6 +371,21 @@ class EngineTest : public ::testing::Test {
     *a = Get(a->id());
     ASSERT_EQ(a->state(), v1::ALLOCATION_STATE_RELEASING);
   }
+  // Stops the engine as a crash right after the handover of phased allocation `a` from dp
+  // to tp leaves it: tp desired, dp inactive, and the switch still holding dp's
+  // cross-connects.
+  void CrashAfterHandoverToTp(const v1::Allocation& a) {
+    engine_.reset();
+    store::AllocationUpdate handover;
+    handover.id = a.id();
+    handover.state = v1::ALLOCATION_STATE_PROGRAMMING;
+    handover.active_phase = "tp";
+    for (const v1::Circuit& c : a.circuits()) {
+      handover.circuits[c.id()] = {
+          c.phase() == "tp" ? v1::CIRCUIT_STATE_PLANNED : v1::CIRCUIT_STATE_INACTIVE, ""};
+    }
+    ASSERT_THAT(store_->UpdateAllocation(handover, "test").status(), IsOk());
+  }
   std::vector<std::string> EventKinds(const std::string& allocation) {
     std::vector<std::string> kinds;
     const std::vector<v1::Event> events =
@@ -1265,18 +1280,7 @@ TEST_F(EngineTest, PhaseSwitchTheSwitchRefusesGoesBackToTheOldPhaseAndHeals) {
 TEST_F(EngineTest, APhaseSwitchACrashInterruptedFinishesAtRestart) {
   v1::Allocation a = Request(Phased("team-a"));
   ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
-  engine_.reset();
-  // As a crash right after the handover commit leaves it: tp desired, dp inactive, and the
-  // switch still holding dp's cross-connects.
-  store::AllocationUpdate handover;
-  handover.id = a.id();
-  handover.state = v1::ALLOCATION_STATE_PROGRAMMING;
-  handover.active_phase = "tp";
-  for (const v1::Circuit& c : a.circuits()) {
-    handover.circuits[c.id()] = {
-        c.phase() == "tp" ? v1::CIRCUIT_STATE_PLANNED : v1::CIRCUIT_STATE_INACTIVE, ""};
-  }
-  ASSERT_THAT(store_->UpdateAllocation(handover, "test").status(), IsOk());
+  ASSERT_NO_FATAL_FAILURE(CrashAfterHandoverToTp(a));
   ASSERT_EQ(OnSwitch(), PhaseWanted(a, "dp"));
 
   StartEngine();
@@ -1285,6 +1289,25 @@ TEST_F(EngineTest, APhaseSwitchACrashInterruptedFinishesAtRestart) {
   EXPECT_EQ(after.state(), v1::ALLOCATION_STATE_READY) << after.reason();
   EXPECT_EQ(after.active_phase(), "tp");
   EXPECT_EQ(OnSwitch(), PhaseWanted(after, "tp"));
+}
+
+TEST_F(EngineTest, APhaseSwitchACrashInterruptedAndTheSwitchRefusesGoesBackToTheOldPhase) {
+  v1::Allocation a = Request(Phased("team-a"));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
+  ASSERT_NO_FATAL_FAILURE(CrashAfterHandoverToTp(a));
+  sw_->FailNextApplyAfter(1);  // The switch refuses the batch the restarted fleetd sends.
+  StartEngine();
+  engine_->WaitIdle();
+  v1::Allocation after = Get(a.id());
+  EXPECT_EQ(after.state(), v1::ALLOCATION_STATE_DEGRADED) << after.reason();
+  EXPECT_EQ(after.active_phase(), "dp");
+  EXPECT_THAT(after.reason(), HasSubstr("back on phase dp"));
+  EXPECT_EQ(OnSwitch(), PhaseWanted(after, "dp"));  // Rolled back.
+
+  clock_.Advance(absl::Seconds(2));
+  engine_->RunDueRetries();
+  engine_->WaitIdle();
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY) << Get(a.id()).reason();
 }
 
 TEST_F(EngineTest, AllToAllBecomesRoundsAndEveryRoundCanBeActivated) {
