@@ -147,12 +147,6 @@ bool Agent::Session(const std::shared_ptr<grpc::Channel>& channel) {
     context_ = &context;
   }
   stream = stub->Connect(&context);
-  {
-    absl::MutexLock write(&write_mu_);
-    absl::MutexLock lock(&mu_);
-    stream_ = stream.get();
-    last_heard_ = absl::Now();
-  }
 
   // Register with the full current state, every time: fleetd may have restarted.
   v1::AgentMessage hello;
@@ -175,7 +169,15 @@ bool Agent::Session(const std::shared_ptr<grpc::Channel>& channel) {
       *reg->add_onics() = std::move(onic);
     }
   }
-  Send(hello);
+  {
+    // `register` goes first: the stream is shared (answers left from the last stream wait to
+    // be sent on it) only once it is written.
+    absl::MutexLock write(&write_mu_);
+    stream->Write(hello);
+    absl::MutexLock lock(&mu_);
+    stream_ = stream.get();
+    last_heard_ = absl::Now();
+  }
 
   bool registered = false;
   std::thread heartbeats;
@@ -248,37 +250,36 @@ void Agent::Send(const v1::AgentMessage& message) {
   if (stream != nullptr) stream->Write(message);
 }
 
-void Agent::SendResult(v1::CommandResult result) {
+void Agent::SendInOrder(v1::AgentMessage message) {
   {
     absl::MutexLock lock(&mu_);
-    result_outbox_.push_back(std::move(result));
-    if (sending_results_) return;  // The thread writing now sends it next.
-    sending_results_ = true;
+    outbox_.push_back(std::move(message));
+    if (sending_) return;  // The thread writing now sends it next.
+    sending_ = true;
   }
   while (true) {
-    std::vector<v1::CommandResult> ready;
+    std::vector<v1::AgentMessage> ready;
     bool batch = false;
     {
       absl::MutexLock lock(&mu_);
-      if (result_outbox_.empty()) {
-        sending_results_ = false;
+      if (outbox_.empty()) {
+        sending_ = false;
         return;
       }
+      ready.swap(outbox_);
       batch = batch_results_;
-      if (batch) {
-        ready.swap(result_outbox_);
-      } else {
-        ready.push_back(std::move(result_outbox_.front()));
-        result_outbox_.erase(result_outbox_.begin());
+    }
+    for (size_t i = 0; i < ready.size();) {
+      if (!batch || !ready[i].has_result() || i + 1 == ready.size() || !ready[i + 1].has_result()) {
+        Send(ready[i++]);
+        continue;
       }
+      v1::AgentMessage results;  // Answers next to each other go as one message.
+      while (i < ready.size() && ready[i].has_result()) {
+        *results.mutable_results()->add_results() = std::move(*ready[i++].mutable_result());
+      }
+      Send(results);
     }
-    v1::AgentMessage message;
-    if (ready.size() == 1) {
-      *message.mutable_result() = std::move(ready.front());
-    } else {
-      for (v1::CommandResult& r : ready) *message.mutable_results()->add_results() = std::move(r);
-    }
-    Send(message);
   }
 }
 
@@ -363,7 +364,7 @@ void Agent::Dispatch(const v1::Command& command) {
   if (repeat) {
     v1::AgentMessage message;
     *message.mutable_result() = *repeat;
-    Send(message);
+    SendInOrder(std::move(message));
   }
 }
 
@@ -424,10 +425,11 @@ void Agent::PortWorker(std::string key) {
     }
     v1::AgentMessage message;
     if (!monitor) {
-      SendResult(std::move(result));
+      *message.mutable_result() = std::move(result);
+      SendInOrder(std::move(message));
     } else if (changed) {
       *message.mutable_link_change() = result.link();
-      Send(message);
+      SendInOrder(std::move(message));
     }
   }
 }

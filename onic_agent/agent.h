@@ -92,10 +92,11 @@ class Agent {
   // Ends every armed retrain's wait for light.
   void CancelArming() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Send(const v1::AgentMessage& message);
-  // Sends a command's answer. To a fleetd that takes batches, answers that are ready while
-  // another is being written go together in the next message, so ports that finish
+  // Sends an answer or a link change after every one handed over before it, so fleetd never
+  // hears a port's older state last. To a fleetd that takes batches, answers that pile up
+  // while another message is being written go together in the next, so ports that finish
   // training at once cost one message, not one each, and none waits for company.
-  void SendResult(v1::CommandResult result);
+  void SendInOrder(v1::AgentMessage message);
   void HeartbeatAndMonitor(absl::Duration interval, uint64_t session);
   absl::Duration NextBackoff(int attempt);
 
@@ -123,8 +124,8 @@ class Agent {
 
   // The current stream's fleetd takes `results` batches (its `registered` said so).
   bool batch_results_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<v1::CommandResult> result_outbox_ ABSL_GUARDED_BY(mu_);
-  bool sending_results_ ABSL_GUARDED_BY(mu_) = false;  // A thread is emptying the outbox.
+  std::vector<v1::AgentMessage> outbox_ ABSL_GUARDED_BY(mu_);  // For SendInOrder.
+  bool sending_ ABSL_GUARDED_BY(mu_) = false;                  // A thread is emptying it.
 
   absl::Mutex write_mu_;  // One Write at a time on the stream.
 };

@@ -858,7 +858,7 @@ Engine::Training Engine::StartRetrain(const std::vector<const v1::Circuit*>& cir
 }
 
 void Engine::FinishRetrain(Training training, std::map<std::string, std::string>& failed,
-                           bool final) {
+                           Counted counted) {
   int untrained = static_cast<int>(training.failed.size()) - training.agent_gone;
   int agent_gone = training.agent_gone, trained = 0;  // Counted for fleet_link_retrains_total.
   failed.merge(training.failed);
@@ -877,8 +877,9 @@ void Engine::FinishRetrain(Training training, std::map<std::string, std::string>
       ++trained;
     }
   }
+  if (counted == Counted::kNone) return;
   metrics_.LinkRetrains("trained", trained);
-  if (!final) return;
+  if (counted == Counted::kTrainedOnly) return;
   metrics_.LinkRetrains("failed", untrained);
   metrics_.LinkRetrains("agent_gone", agent_gone);
 }
@@ -1061,21 +1062,25 @@ void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> adm
   Training rest = StartRetrain(unarmed, /*armed=*/false);
   if (rest.sent != nullptr) agents_->AwaitWritten(*rest.sent, kLetCommandsLeave);
   const bool trained = Update(training, "fleetd").ok();
-  std::map<std::string, std::string> failed, armed_failed;
-  const std::vector<const v1::Circuit*> armed_circuits = armed.circuits;
-  FinishRetrain(std::move(armed), armed_failed, /*final=*/false);
-  FinishRetrain(std::move(rest), failed);
-  if (!trained) return;
-  Fault("training");
+  if (trained) Fault("training");
   // An armed link whose wait may have judged light the switch then changed is retrained
   // again, now that the switch is verified: its answer failed (its wait ran out before the
   // beam settled, say), or the batch went out twice (undone after another request's part
-  // failed, so its light came and went).
+  // failed, so its light came and went). Its first answer is not counted then.
+  std::map<std::string, std::string> failed, armed_failed;
+  const std::vector<const v1::Circuit*> armed_circuits = armed.circuits;
+  FinishRetrain(std::move(armed), armed_failed,
+                !trained  ? Counted::kEvery
+                : retried ? Counted::kNone
+                          : Counted::kTrainedOnly);
   std::vector<const v1::Circuit*> again;
   for (const v1::Circuit* c : armed_circuits) {
-    if (retried || armed_failed.contains(c->id())) again.push_back(c);
+    if (trained && (retried || armed_failed.contains(c->id()))) again.push_back(c);
   }
-  if (!again.empty()) FinishRetrain(StartRetrain(again, /*armed=*/false), failed);
+  Training redo = StartRetrain(again, /*armed=*/false);
+  FinishRetrain(std::move(rest), failed);
+  FinishRetrain(std::move(redo), failed);
+  if (!trained) return;
   // From the switch's answer: an armed link may have finished training before it.
   timings.push_back(Stage("retrain", start, clock_->Now() - start));
   Fault("trained");

@@ -258,7 +258,9 @@ class Engine {
   // the adds. A phase switch that fails at the switch goes back to phase `from`, DEGRADED
   // until its links retrain; any other failure fails the allocation.
   struct PhaseSwitch {
-    std::string from;  // The phase active before; empty when unknown (a resumed transaction).
+    // The phase active before; for a resumed transaction, the phase of the circuits it left
+    // on the switch when that is certain (InterruptedSwitchFrom), else empty.
+    std::string from;
     std::vector<v1::Circuit> removes;
   };
   // `stored`: the allocation as admission just stored it, which saves reading it back.
@@ -269,6 +271,10 @@ class Engine {
   // the cross-connects a member change took out of it (Store::PendingRemovals) that nothing
   // desires now, as circuits whose O-NIC ends come from the fibers' wiring.
   std::vector<v1::Circuit> LeftBehind(const v1::Allocation& a);
+  // The phase an interrupted phase switch of `a` was from, given what it `left` behind: the
+  // one phase of the left circuits, when the switch holds all of that phase and nothing the
+  // new phase adds, so a refusal can go back to it. Empty otherwise (a refusal then fails).
+  std::string InterruptedSwitchFrom(const v1::Allocation& a, const std::vector<v1::Circuit>& left);
   // Takes the circuits off the switches and ends the allocation in `final_state` (RELEASED,
   // or FAILED for an eviction) with `final_reason`, which the RELEASING commit stores: an
   // allocation already RELEASING ends as its stored intent says, whatever is passed.
@@ -294,10 +300,12 @@ class Engine {
   // circuit is put in `unarmed`, to be retrained once the switch is programmed.
   Training StartRetrain(const std::vector<const v1::Circuit*>& circuits, bool armed,
                         std::vector<const v1::Circuit*>* unarmed = nullptr);
-  // Collects the answers (into `failed`, circuit id → reason) and counts them; with `final`
-  // false the failures are not counted, as the caller retrains those links again.
+  // Which answers FinishRetrain counts in fleet_link_retrains_total: links the caller
+  // retrains again are counted by that retrain.
+  enum class Counted { kEvery, kTrainedOnly, kNone };
+  // Collects the answers (into `failed`, circuit id → reason) and counts them.
   void FinishRetrain(Training training, std::map<std::string, std::string>& failed,
-                     bool final = true);
+                     Counted counted = Counted::kEvery);
   // The switch was not programmed: quiesces the armed ports, which ends their wait for light
   // and leaves them out of service, and drops the retrains' answers.
   void Disarm(Training training);

@@ -82,18 +82,52 @@ void Engine::Resume(const std::vector<std::string>& ids) {
         Release(id, "fleetd", v1::ALLOCATION_STATE_RELEASED, a->reason());
       } else {
         // A phase switch a crash interrupted may have left the old phase's cross-connects.
-        // Their phase is the one it switched from: should the switch refuse the new phase,
-        // the allocation goes back to it, as an uninterrupted switch would.
         std::vector<v1::Circuit> left = LeftBehind(*a);
-        std::set<std::string> phases;
-        for (const v1::Circuit& c : left) {
-          if (!c.phase().empty() && c.phase() != a->active_phase()) phases.insert(c.phase());
-        }
-        std::string from = phases.size() == 1 ? *phases.begin() : "";
+        std::string from = InterruptedSwitchFrom(*a, left);
         Reconfigure(id, {}, {std::move(from), std::move(left)});
       }
     });
   }
+}
+
+std::string Engine::InterruptedSwitchFrom(const v1::Allocation& a,
+                                          const std::vector<v1::Circuit>& left) {
+  std::set<std::string> phases, left_ids;
+  for (const v1::Circuit& c : left) {
+    left_ids.insert(c.id());
+    if (!c.phase().empty() && c.phase() != a.active_phase()) phases.insert(c.phase());
+  }
+  if (phases.size() != 1) return "";
+  const std::string& from = *phases.begin();
+  using Key = std::tuple<std::string, uint32_t, uint32_t>;
+  std::set<Key> desired, old;
+  std::set<std::string> switch_ids;
+  for (const v1::Circuit& c : a.circuits()) {
+    for (const v1::CrossConnect& x : c.cross_connects()) {
+      switch_ids.insert(x.switch_id());
+      if (c.state() != v1::CIRCUIT_STATE_INACTIVE)
+        desired.insert({x.switch_id(), x.ingress(), x.egress()});
+      if (c.phase() == from) old.insert({x.switch_id(), x.ingress(), x.egress()});
+    }
+  }
+  // Going back is sound only if the switch is as the handover found it: every circuit of the
+  // old phase is there (those the new phase shares count as there: LeftBehind leaves them
+  // out), and nothing the new phase adds has been made.
+  for (const v1::Circuit& c : a.circuits()) {
+    if (c.phase() != from || left_ids.contains(c.id())) continue;
+    for (const v1::CrossConnect& x : c.cross_connects()) {
+      if (!desired.contains({x.switch_id(), x.ingress(), x.egress()})) return "";
+    }
+  }
+  for (const std::string& sw : switch_ids) {
+    absl::StatusOr<std::vector<v1::CrossConnect>> seen = store_->ListObservedCrossConnects(sw);
+    if (!seen.ok()) return "";
+    for (const v1::CrossConnect& x : *seen) {
+      const Key key{sw, x.ingress(), x.egress()};
+      if (desired.contains(key) && !old.contains(key)) return "";
+    }
+  }
+  return from;
 }
 
 absl::StatusOr<v1::ReconcileResponse> Engine::Reconcile(const v1::ReconcileRequest& request,

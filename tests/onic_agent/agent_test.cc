@@ -418,8 +418,12 @@ TEST_F(ArmedRetrainTest, AnArmedRetrainStillQueuedWhenItsStreamEndsIsCancelledAs
   ASSERT_TRUE(Eventually([&] { return (*agent_)->commands_queued() == 1; }));
   held.reset();
   armed.reset();
-  // fleetd dies with the armed retrain queued behind the held one.
-  RestartFleetd([&] { gate.Notify(); });
+  // fleetd dies with the armed retrain queued behind the held one, which finishes once the
+  // agent has seen the stream end: the armed retrain starts with its stream gone.
+  RestartFleetd([&] {
+    ASSERT_TRUE(Eventually([&] { return !(*agent_)->connected(); }));
+    gate.Notify();
+  });
   // A retrain (a quiesce would cancel the wait itself) is answered within its 10 s, not
   // after the minute the dead fleetd's armed retrain would have waited.
   ExpectARetrainAnswered();
