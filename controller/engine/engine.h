@@ -78,7 +78,7 @@ struct EngineOptions {
   absl::Duration max_lease = absl::Hours(24 * 7);
   absl::Duration quiesce_timeout = absl::Seconds(5);
   absl::Duration retrain_timeout = absl::Seconds(10);
-  // How long an armed retrain (sent before the switch is programmed, to agents that can see
+  // How long an armed retrain (sent as the switch is programmed, to agents that can see
   // light arrive) waits for its light; past it the agent answers untrained and fleetd
   // retrains the link once the switch is verified. Longer than a batch normally takes.
   // 0: retrains are never armed.
@@ -295,7 +295,7 @@ class Engine {
     int agent_gone = 0;                          // Of `failed`, for lack of a connected agent.
   };
   // Hands the retrains of `circuits` to their agents and returns without waiting. `armed`:
-  // before the switch is programmed, and only to agents that arm retrains
+  // as the switch is programmed, and only to agents that arm retrains
   // (CommandSender::ArmsRetrains), which train when the expected light arrives; every other
   // circuit is put in `unarmed`, to be retrained once the switch is programmed.
   Training StartRetrain(const std::vector<const v1::Circuit*>& circuits, bool armed,

@@ -55,7 +55,7 @@ class LightCheckingAgents : public agents::CommandSender {
         absl::MutexLock lock(&mu_);
         sent_.push_back(c.command);
         const v1::RetrainPort& r = c.command.retrain();
-        if (!Lit(r)) ++armed_in_the_dark_;
+        ++armed_;
         sent->armed.push_back({sent->results.size(), sent_.size(), std::move(c)});
         sent->results.emplace_back(absl::InternalError("not answered"));
       } else {
@@ -116,11 +116,10 @@ class LightCheckingAgents : public agents::CommandSender {
     absl::MutexLock lock(&mu_);
     armed_waits_run_out_ = run_out;
   }
-  // Armed retrains handed over while the switch had not made their circuit yet, and armed
-  // retrains cancelled by a quiesce.
-  int armed_in_the_dark() {
+  // Armed retrains handed over (with await_light), and armed retrains cancelled by a quiesce.
+  int armed() {
     absl::MutexLock lock(&mu_);
-    return armed_in_the_dark_;
+    return armed_;
   }
   int cancelled() {
     absl::MutexLock lock(&mu_);
@@ -271,7 +270,7 @@ class LightCheckingAgents : public agents::CommandSender {
   std::vector<v1::Command> sent_ ABSL_GUARDED_BY(mu_);
   bool arm_all_ ABSL_GUARDED_BY(mu_) = false;
   std::set<std::string> arming_ ABSL_GUARDED_BY(mu_);
-  int armed_in_the_dark_ ABSL_GUARDED_BY(mu_) = 0;
+  int armed_ ABSL_GUARDED_BY(mu_) = 0;
   bool armed_waits_run_out_ ABSL_GUARDED_BY(mu_) = false;
   int cancelled_ ABSL_GUARDED_BY(mu_) = 0;
 };
@@ -485,14 +484,15 @@ TEST_F(EngineTest, SwitchErrorRollsBackAndFailsWithTheSwitchMessage) {
   EXPECT_EQ(Request(Ring("team-a", kGpus)).state(), v1::ALLOCATION_STATE_READY);
 }
 
-TEST_F(EngineTest, ArmedRetrainsGoOutBeforeTheSwitchMovesAndTheOthersAfterIt) {
-  // Only gpu1's agent arms retrains: the circuit into gpu1 is retrained before the switch
-  // makes it (its agent waits for the light); the other three once the switch is verified.
+TEST_F(EngineTest, ArmedRetrainsGoOutWithTheBatchAndTheOthersAfterIt) {
+  // Only gpu1's agent arms retrains: the circuit into gpu1 is retrained as the switch makes
+  // it (its agent waits for the light); the other three once the switch is verified (the
+  // fake answers a retrain sent before then "no light").
   agents_->ArmRetrains(false, {"FLT-GPU1-N0"});
   v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2", "gpu3", "gpu4"}));
   EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
   EXPECT_EQ(OnSwitch(), Wanted(a));
-  EXPECT_EQ(agents_->armed_in_the_dark(), 1);
+  EXPECT_EQ(agents_->armed(), 1);
   EXPECT_EQ(agents_->Count(v1::Command::kRetrain), 4);
   EXPECT_EQ(agents_->cancelled(), 0);
 }
@@ -505,7 +505,7 @@ TEST_F(EngineTest, AnArmedLightWaitOfZeroRetrainsOnlyAfterTheSwitchIsVerified) {
   agents_->ArmRetrains(true);
   v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2", "gpu3", "gpu4"}));
   EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
-  EXPECT_EQ(agents_->armed_in_the_dark(), 0);
+  EXPECT_EQ(agents_->armed(), 0);
   EXPECT_EQ(agents_->Count(v1::Command::kRetrain), 4);
 }
 
@@ -514,7 +514,7 @@ TEST_F(EngineTest, ArmedLinksWhoseLightCameTooLateAreRetrainedOnceTheSwitchIsVer
   agents_->ArmedWaitsRunOut(true);
   v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2", "gpu3", "gpu4"}));
   EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
-  EXPECT_EQ(agents_->armed_in_the_dark(), 4);
+  EXPECT_EQ(agents_->armed(), 4);
   EXPECT_EQ(agents_->Count(v1::Command::kRetrain), 8);  // Four armed, four again after.
 }
 
@@ -525,13 +525,13 @@ TEST_F(EngineTest, ArmedRetrainsAreCancelledWhenTheSwitchRefusesTheBatch) {
   EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_FAILED);
   EXPECT_THAT(a.reason(), HasSubstr("rolled back"));
   // Every armed port was quiesced again, which ended its wait for light.
-  EXPECT_EQ(agents_->armed_in_the_dark(), 8);
+  EXPECT_EQ(agents_->armed(), 8);
   EXPECT_EQ(agents_->cancelled(), 8);
   EXPECT_EQ(agents_->Count(v1::Command::kQuiesce), 16);
   EXPECT_THAT(OnSwitch(), IsEmpty());
   // The ports are free and quiesced: the same ring is made again, armed.
   EXPECT_EQ(Request(Ring("team-a", kGpus)).state(), v1::ALLOCATION_STATE_READY);
-  EXPECT_EQ(agents_->armed_in_the_dark(), 16);
+  EXPECT_EQ(agents_->armed(), 16);
   EXPECT_EQ(agents_->Count(v1::Command::kQuiesce), 16);
 }
 
