@@ -159,6 +159,15 @@ std::vector<v1::Circuit> LiveCircuits(const v1::Allocation& a) {
   return out;
 }
 
+// The command that takes O-NIC `serial`'s port `port` out of service.
+agents::AddressedCommand QuiesceCommand(const std::string& serial, uint32_t port) {
+  agents::AddressedCommand cmd;
+  cmd.onic_serial = serial;
+  cmd.command.mutable_quiesce()->set_onic_serial(serial);
+  cmd.command.mutable_quiesce()->set_port(port);
+  return cmd;
+}
+
 bool SameEnd(const v1::OnicPortRef& a, const v1::OnicPortRef& b) {
   return a.onic() == b.onic() && a.port() == b.port();
 }
@@ -660,10 +669,7 @@ absl::Status Engine::Quiesce(const std::vector<v1::Circuit>& circuits, const std
       // Out of service already: a port in no circuit is kept quiesced (QuiesceIdlePorts), and
       // a released circuit's port stays quiesced until retrained.
       if (agents_->KnownQuiesced(*serial, port)) continue;
-      agents::AddressedCommand& cmd = commands.emplace_back();
-      cmd.onic_serial = *serial;
-      cmd.command.mutable_quiesce()->set_onic_serial(*serial);
-      cmd.command.mutable_quiesce()->set_port(port);
+      commands.push_back(QuiesceCommand(*serial, port));
       names.push_back(absl::StrCat(onic_id, "/", port));
     }
   }
@@ -769,8 +775,7 @@ absl::Status Engine::Program(const std::vector<v1::Circuit>& removes,
 }
 
 std::map<std::string, std::string> Engine::Retrain(const std::vector<v1::Circuit>& circuits,
-                                                   bool check_first,
-                                                   const std::function<void()>& meanwhile) {
+                                                   bool check_first) {
   if (check_first && agents_ != nullptr) {
     // Ask before retraining: a link that is up with its expected peer carries traffic.
     std::vector<agents::AddressedCommand> reads;
@@ -801,15 +806,12 @@ std::map<std::string, std::string> Engine::Retrain(const std::vector<v1::Circuit
     for (const v1::Circuit& c : circuits) {
       if (!up.contains(c.id())) down.push_back(c);
     }
-    return Retrain(down, /*check_first=*/false, meanwhile);
+    return Retrain(down, /*check_first=*/false);
   }
   std::vector<const v1::Circuit*> all;
   for (const v1::Circuit& c : circuits) all.push_back(&c);
-  Training training = StartRetrain(all, /*armed=*/false);
-  if (training.sent != nullptr) agents_->AwaitWritten(*training.sent, kLetCommandsLeave);
-  if (meanwhile) meanwhile();
   std::map<std::string, std::string> failed;
-  FinishRetrain(std::move(training), failed);
+  FinishRetrain(StartRetrain(all, /*armed=*/false), failed);
   return failed;
 }
 
@@ -892,10 +894,7 @@ void Engine::Disarm(Training training) {
   for (const v1::Circuit* c : training.circuits) {
     absl::StatusOr<std::string> dst = SerialOf(c->destination().onic());
     if (!dst.ok()) continue;
-    agents::AddressedCommand& cmd = quiesces.emplace_back();
-    cmd.onic_serial = *dst;
-    cmd.command.mutable_quiesce()->set_onic_serial(*dst);
-    cmd.command.mutable_quiesce()->set_port(c->destination().port());
+    quiesces.push_back(QuiesceCommand(*dst, c->destination().port()));
   }
   agents_->SendCommands(std::move(quiesces), clock_->Now() + options_.quiesce_timeout);
   agents_->Await(std::move(training.sent));
@@ -1211,10 +1210,7 @@ void Engine::QuiesceIdlePorts(const std::vector<std::string>& serials) {
             agents_->KnownQuiesced(onic.serial(), port)) {
           continue;
         }
-        agents::AddressedCommand& cmd = commands.emplace_back();
-        cmd.onic_serial = onic.serial();
-        cmd.command.mutable_quiesce()->set_onic_serial(onic.serial());
-        cmd.command.mutable_quiesce()->set_port(port);
+        commands.push_back(QuiesceCommand(onic.serial(), port));
       }
     }
     if (commands.empty()) return;

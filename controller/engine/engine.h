@@ -282,11 +282,9 @@ class Engine {
                std::string final_reason);
   // Retrains the receiving ends of `circuits`; returns circuit id → failure reason. With
   // `check_first`, a link the agent reports up with its expected peer is left as it is.
-  // `meanwhile` (if set) runs once, as soon as the retrains are handed to the agents (or
-  // when none is needed), while they train: a state commit need not hold them up.
+  // (A transaction uses StartRetrain and FinishRetrain, to work while the links train.)
   std::map<std::string, std::string> Retrain(const std::vector<v1::Circuit>& circuits,
-                                             bool check_first = false,
-                                             const std::function<void()>& meanwhile = nullptr);
+                                             bool check_first);
   // Retrains handed to the agents whose answers are not collected yet (StartRetrain).
   struct Training {
     std::unique_ptr<agents::SentCommands> sent;  // Null when nothing was sent.
@@ -310,7 +308,9 @@ class Engine {
   // and leaves them out of service, and drops the retrains' answers.
   void Disarm(Training training);
   // Quiesces the O-NIC ports of `circuits`; an error names the port the agent refused.
-  // `meanwhile` as for Retrain, once the quiesce commands are handed over.
+  // `meanwhile` (if set) runs once, as soon as the quiesce commands are written to the
+  // agents' streams (or when none is needed), while the agents work: a state commit need not
+  // hold them up.
   absl::Status Quiesce(const std::vector<v1::Circuit>& circuits, const std::string& id,
                        const std::function<void()>& meanwhile = nullptr);
   // Programs each switch's part at once, one thread per switch beyond the first; on error the

@@ -302,6 +302,37 @@ std::unique_ptr<agents::SentCommands> SendOne(agents::AgentRegistry& registry, v
   return registry.Send(std::move(commands), deadline);
 }
 
+// A client in the agent's place on fleetd's AgentService, so a test writes exactly what it
+// means to. Writes are serialized, as gRPC requires.
+class RawAgentStream {
+ public:
+  explicit RawAgentStream(const std::string& address)
+      : stub_(v1::AgentService::NewStub(
+            grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))),
+        stream_(stub_->Connect(&context_)) {}
+  ~RawAgentStream() { context_.TryCancel(); }
+
+  bool Write(const v1::AgentMessage& message) {
+    absl::MutexLock lock(&write_mu_);
+    return stream_->Write(message);
+  }
+  // Registers host h1 with O-NIC S1.
+  bool Register() {
+    v1::AgentMessage hello;
+    hello.mutable_register_()->set_host("h1");
+    hello.mutable_register_()->add_onics()->set_serial("S1");
+    return Write(hello);
+  }
+  grpc::ClientReaderWriter<v1::AgentMessage, v1::ControllerMessage>& stream() { return *stream_; }
+  void Cancel() { context_.TryCancel(); }
+
+ private:
+  std::unique_ptr<v1::AgentService::Stub> stub_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::ControllerMessage>> stream_;
+  absl::Mutex write_mu_;
+};
+
 TEST(AgentTest, RegistersAndIsListed) {
   Controller controller;
   FakeBackend backend({"S1"});
@@ -631,29 +662,17 @@ TEST(AgentTest, ARestartedFleetdsCommandsAreRunNotAnsweredFromTheLastRunsCache) 
 
 TEST(AgentTest, AnswersSentTogetherInOneMessageEachCompleteTheirCommand) {
   Controller controller;
-  // A raw client in the agent's place, so the batch is exactly what is sent.
-  auto stub = v1::AgentService::NewStub(
-      grpc::CreateChannel(controller.address(), grpc::InsecureChannelCredentials()));
-  grpc::ClientContext context;
-  auto stream = stub->Connect(&context);
-  absl::Mutex write_mu;
-  auto write = [&](const v1::AgentMessage& m) {
-    absl::MutexLock lock(&write_mu);
-    return stream->Write(m);
-  };
-  v1::AgentMessage hello;
-  hello.mutable_register_()->set_host("h1");
-  hello.mutable_register_()->add_onics()->set_serial("S1");
-  ASSERT_TRUE(write(hello));
+  RawAgentStream raw(controller.address());  // So the batch is exactly what is sent.
+  ASSERT_TRUE(raw.Register());
   v1::ControllerMessage in;
-  ASSERT_TRUE(stream->Read(&in));
+  ASSERT_TRUE(raw.stream().Read(&in));
   ASSERT_TRUE(in.has_registered());
   EXPECT_TRUE(in.registered().takes_result_batches());
   absl::Notification done;
   std::thread heartbeats([&] {  // Kept alive however slow the machine is.
     v1::AgentMessage beat;
     beat.mutable_heartbeat()->set_sequence(1);
-    while (!done.WaitForNotificationWithTimeout(absl::Milliseconds(5)) && write(beat)) {
+    while (!done.WaitForNotificationWithTimeout(absl::Milliseconds(5)) && raw.Write(beat)) {
     }
   });
   std::vector<agents::AddressedCommand> commands(2);
@@ -664,7 +683,7 @@ TEST(AgentTest, AnswersSentTogetherInOneMessageEachCompleteTheirCommand) {
   std::unique_ptr<agents::SentCommands> sent =
       controller.registry().Send(std::move(commands), absl::Now() + absl::Seconds(30));
   std::map<uint32_t, std::string> ids;  // Port → command id.
-  while (ids.size() < 2 && stream->Read(&in)) {
+  while (ids.size() < 2 && raw.stream().Read(&in)) {
     if (in.has_command()) ids[in.command().retrain().port()] = in.command().id();
   }
   ASSERT_EQ(ids.size(), 2u);
@@ -676,12 +695,11 @@ TEST(AgentTest, AnswersSentTogetherInOneMessageEachCompleteTheirCommand) {
   v1::CommandResult* first = batch.mutable_results()->add_results();
   first->set_command_id(ids[1]);
   first->mutable_link()->set_status(v1::LINK_STATUS_UP);
-  ASSERT_TRUE(write(batch));
+  ASSERT_TRUE(raw.Write(batch));
   std::vector<absl::StatusOr<v1::CommandResult>> results =
       controller.registry().Await(std::move(sent));
   done.Notify();
   heartbeats.join();
-  context.TryCancel();
   ASSERT_EQ(results.size(), 2u);
   ASSERT_TRUE(results[0].ok()) << results[0].status();
   EXPECT_EQ(results[0]->code(), 0);
@@ -721,18 +739,12 @@ TEST(AgentTest, PortsThatFinishTogetherAreEachAnswered) {
 TEST(AgentTest, AnAgentThatStopsHeartbeatingIsDropped) {
   Controller controller;
   // A raw client that registers and then says nothing more: like a hung agent.
-  auto stub = v1::AgentService::NewStub(
-      grpc::CreateChannel(controller.address(), grpc::InsecureChannelCredentials()));
-  grpc::ClientContext context;
-  auto stream = stub->Connect(&context);
-  v1::AgentMessage hello;
-  hello.mutable_register_()->set_host("h1");
-  hello.mutable_register_()->add_onics()->set_serial("S1");
-  ASSERT_TRUE(stream->Write(hello));
+  RawAgentStream raw(controller.address());
+  ASSERT_TRUE(raw.Register());
   ASSERT_TRUE(
       Eventually([&] { return controller.Agent("h1") && controller.Agent("h1")->connected(); }));
   ASSERT_TRUE(Eventually([&] { return !controller.Agent("h1")->connected(); }));
-  context.TryCancel();
+  raw.Cancel();
   EXPECT_TRUE(Eventually([&] {
     absl::StatusOr<std::vector<v1::Event>> events =
         controller.store().ListEvents({0, 100, "agent", "h1"});
@@ -769,18 +781,15 @@ TEST(AgentTest, LinkChangesNoticedByTheAgentAreReported) {
 
 TEST(AgentTest, FirstMessageMustBeRegister) {
   Controller controller;
-  auto stub = v1::AgentService::NewStub(
-      grpc::CreateChannel(controller.address(), grpc::InsecureChannelCredentials()));
-  grpc::ClientContext context;
-  auto stream = stub->Connect(&context);
+  RawAgentStream raw(controller.address());
   v1::AgentMessage beat;
   beat.mutable_heartbeat()->set_sequence(1);
-  ASSERT_TRUE(stream->Write(beat));
-  stream->WritesDone();
+  ASSERT_TRUE(raw.Write(beat));
+  raw.stream().WritesDone();
   v1::ControllerMessage ignored;
-  while (stream->Read(&ignored)) {
+  while (raw.stream().Read(&ignored)) {
   }
-  grpc::Status status = stream->Finish();
+  grpc::Status status = raw.stream().Finish();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(status.error_message(), HasSubstr("must be register"));
 }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <memory>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -147,25 +148,26 @@ TEST_F(EmulatedBackendTest, AnArmedWaitEndsWhenItsPeersLightArrivesAndNotForAnot
   absl::Status other =
       backend_->AwaitLight("B", 1, Peer("A", 1), absl::Now() + absl::Milliseconds(50), cancelled);
   EXPECT_EQ(other.code(), absl::StatusCode::kDeadlineExceeded) << other;
-  // Each wait below is under way (its thread about to wait) before what ends it happens.
+  // Waits for A/`port`'s light at B/`port` on a thread of its own, returning once that
+  // thread is about to wait: what ends the wait happens while it is under way.
+  auto start_wait = [&](uint32_t port, absl::Status* outcome) {
+    // Shared: the thread may still be inside Notify when this returns.
+    auto waiting = std::make_shared<absl::Notification>();
+    std::thread waiter([&, port, outcome, waiting] {
+      waiting->Notify();
+      *outcome = backend_->AwaitLight("B", port, Peer("A", port), Deadline(), cancelled);
+    });
+    waiting->WaitForNotification();
+    return waiter;
+  };
   absl::Status arrived = absl::UnknownError("not run");
-  absl::Notification waiting;
-  std::thread waiter([&] {
-    waiting.Notify();
-    arrived = backend_->AwaitLight("B", 1, Peer("A", 1), Deadline(), cancelled);
-  });
-  waiting.WaitForNotification();
+  std::thread waiter = start_wait(1, &arrived);
   ASSERT_TRUE(switch_->Apply({{{2, 11}}, {{1, 11}}}).status.ok());  // The new circuit.
   waiter.join();
   EXPECT_TRUE(arrived.ok()) << arrived;
   // A wait for light that does not come ends when it is cancelled, not at its deadline.
   absl::Status stopped = absl::UnknownError("not run");
-  absl::Notification dark_waiting;
-  std::thread dark([&] {
-    dark_waiting.Notify();
-    stopped = backend_->AwaitLight("B", 2, Peer("A", 2), Deadline(), cancelled);
-  });
-  dark_waiting.WaitForNotification();
+  std::thread dark = start_wait(2, &stopped);
   cancelled = true;
   dark.join();
   EXPECT_EQ(stopped.code(), absl::StatusCode::kCancelled) << stopped;
