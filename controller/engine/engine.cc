@@ -248,6 +248,7 @@ void Engine::Shutdown() {
     if (stopping_) return;
     stopping_ = true;
     changed_.SignalAll();
+    background_wake_.SignalAll();
   }
   if (background_.joinable()) background_.join();
   WaitIdle();
@@ -274,7 +275,7 @@ void Engine::BackgroundLoop() {
   while (true) {
     {
       absl::MutexLock lock(&mu_);
-      if (!stopping_) changed_.WaitWithTimeout(&mu_, options_.tick);
+      if (!stopping_) background_wake_.WaitWithTimeout(&mu_, options_.tick);
       if (stopping_) return;
     }
     // Leases are looked at once a second: reading every live allocation each tick would load
@@ -1126,6 +1127,7 @@ void Engine::ScheduleRetry(const std::string& id) {
   if (retry.agent_connected_during_attempt) {
     retry.agent_connected_during_attempt = false;
     retry.due = clock_->Now();
+    background_wake_.SignalAll();
     return;
   }
   if (!fresh) retry.backoff = std::min(retry.backoff * 2, options_.retry_max);
@@ -1175,7 +1177,7 @@ void Engine::AgentConnected(const std::string& host, const std::vector<std::stri
         retry.agent_connected_during_attempt = true;  // Running now; rerun when it ends.
       }
     }
-    changed_.SignalAll();
+    background_wake_.SignalAll();
   }
   // Not on this thread: the registry calls from the agent's stream, which must go on reading
   // to take the answers.

@@ -396,6 +396,10 @@ class Engine {
 
   absl::Mutex mu_;
   absl::CondVar changed_;
+  // Wakes the background loop before its tick: stopping, or a retry made due now. Apart from
+  // changed_, which every finished task signals: waking on those ran due retries at moments
+  // nobody chose, and a test could not see the state before its retry.
+  absl::CondVar background_wake_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   int running_ ABSL_GUARDED_BY(mu_) = 0;  // Transaction threads still working.
