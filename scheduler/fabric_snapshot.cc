@@ -1,6 +1,7 @@
 #include "scheduler/fabric_snapshot.h"
 
 #include <algorithm>
+#include <memory>
 #include <set>
 
 namespace fleet::scheduler {
@@ -17,15 +18,15 @@ FabricSnapshot FabricSnapshot::Build(const v1::Inventory& site,
                                      const std::vector<v1::Circuit>& circuits,
                                      const std::vector<v1::Allocation>& allocations,
                                      const std::vector<PowerReading>& power) {
-  FabricSnapshot s;
+  auto inventory = std::make_shared<Site>();
   std::set<std::string> drained_hosts;
   for (const v1::Host& h : site.hosts()) {
-    s.host_devices_[h.name()];
+    inventory->host_devices[h.name()];
     if (h.admin_state() == v1::ADMIN_STATE_DRAINED) drained_hosts.insert(h.name());
   }
   for (const v1::Device& d : site.devices()) {
-    s.devices_[d.id()] = d;
-    if (!d.host().empty()) s.host_devices_[d.host()].push_back(d.id());
+    inventory->devices[d.id()] = d;
+    if (!d.host().empty()) inventory->host_devices[d.host()].push_back(d.id());
   }
   std::map<std::string, std::string> switch_cluster;
   for (const v1::Switch& sw : site.switches()) switch_cluster[sw.id()] = sw.cluster();
@@ -42,9 +43,10 @@ FabricSnapshot FabricSnapshot::Build(const v1::Inventory& site,
     return "";
   };
   for (const v1::Onic& o : site.onics()) {
-    const v1::Device* device = s.HasDevice(o.device()) ? &s.devices_[o.device()] : nullptr;
-    s.device_onics_[o.device()].push_back(o.id());
-    std::vector<OnicPortState>& states = s.onic_ports_[o.id()];
+    auto found = inventory->devices.find(o.device());
+    const v1::Device* device = found != inventory->devices.end() ? &found->second : nullptr;
+    inventory->device_onics[o.device()].push_back(o.id());
+    std::vector<OnicPortState>& states = inventory->onic_ports[o.id()];
     for (const v1::OnicPort& p : o.ports()) {
       OnicPortState st;
       st.onic = o.id();
@@ -74,7 +76,17 @@ FabricSnapshot FabricSnapshot::Build(const v1::Inventory& site,
       states.push_back(std::move(st));
     }
   }
-  for (auto& [device, onics] : s.device_onics_) std::sort(onics.begin(), onics.end());
+  for (auto& [device, onics] : inventory->device_onics) std::sort(onics.begin(), onics.end());
+  for (auto& [host, devices] : inventory->host_devices) std::sort(devices.begin(), devices.end());
+  for (const PowerReading& r : power) {
+    auto it = inventory->onic_ports.find(r.onic);
+    if (it == inventory->onic_ports.end()) continue;
+    for (OnicPortState& st : it->second) {
+      if (st.port == r.port) st.rx_power_dbm = r.rx_power_dbm;
+    }
+  }
+  FabricSnapshot s;
+  s.site_ = std::move(inventory);
   for (const v1::Trunk& t : site.trunks()) {
     TrunkState st;
     st.id = t.id();
@@ -89,14 +101,6 @@ FabricSnapshot FabricSnapshot::Build(const v1::Inventory& site,
               [](const TrunkState& a, const TrunkState& b) { return a.id < b.id; });
   }
   s.AddCircuits(circuits, allocations);
-  for (const PowerReading& r : power) {
-    auto it = s.onic_ports_.find(r.onic);
-    if (it == s.onic_ports_.end()) continue;
-    for (OnicPortState& st : it->second) {
-      if (st.port == r.port) st.rx_power_dbm = r.rx_power_dbm;
-    }
-  }
-  for (auto& [host, devices] : s.host_devices_) std::sort(devices.begin(), devices.end());
   return s;
 }
 
@@ -119,11 +123,13 @@ void FabricSnapshot::AddCircuits(const std::vector<v1::Circuit>& circuits,
     const std::string holder = c.manual() ? "manual circuit " + c.id() : c.allocation_id();
     for (const auto& [end, tx] :
          {std::pair{&c.source(), true}, std::pair{&c.destination(), false}}) {
-      auto it = onic_ports_.find(end->onic());
-      if (it == onic_ports_.end()) continue;
-      for (OnicPortState& st : it->second) {
-        if (st.port == end->port()) (tx ? st.tx_holder : st.rx_holder) = holder;
+      auto held = held_.find({end->onic(), end->port()});
+      if (held == held_.end()) {
+        const OnicPortState* st = Port(end->onic(), end->port());
+        if (st == nullptr) continue;
+        held = held_.emplace(std::pair{end->onic(), end->port()}, *st).first;
       }
+      (tx ? held->second.tx_holder : held->second.rx_holder) = holder;
     }
     for (const std::string& id : c.trunks()) {
       if (auto it = trunk_by_id.find(id); it != trunk_by_id.end()) it->second->holder = holder;
@@ -133,8 +139,9 @@ void FabricSnapshot::AddCircuits(const std::vector<v1::Circuit>& circuits,
 }
 
 const OnicPortState* FabricSnapshot::Port(const std::string& onic, uint32_t port) const {
-  auto it = onic_ports_.find(onic);
-  if (it == onic_ports_.end()) return nullptr;
+  if (auto held = held_.find({onic, port}); held != held_.end()) return &held->second;
+  auto it = site_->onic_ports.find(onic);
+  if (it == site_->onic_ports.end()) return nullptr;
   for (const OnicPortState& st : it->second) {
     if (st.port == port) return &st;
   }
@@ -143,17 +150,17 @@ const OnicPortState* FabricSnapshot::Port(const std::string& onic, uint32_t port
 
 std::vector<const OnicPortState*> FabricSnapshot::DevicePorts(const std::string& device) const {
   std::vector<const OnicPortState*> out;
-  auto it = device_onics_.find(device);
-  if (it == device_onics_.end()) return out;
+  auto it = site_->device_onics.find(device);
+  if (it == site_->device_onics.end()) return out;
   for (const std::string& onic : it->second) {
-    for (const OnicPortState& st : onic_ports_.at(onic)) out.push_back(&st);
+    for (const OnicPortState& st : site_->onic_ports.at(onic)) out.push_back(Port(onic, st.port));
   }
   return out;
 }
 
 std::vector<std::string> FabricSnapshot::HostDevices(const std::string& host) const {
-  auto it = host_devices_.find(host);
-  return it == host_devices_.end() ? std::vector<std::string>() : it->second;
+  auto it = site_->host_devices.find(host);
+  return it == site_->host_devices.end() ? std::vector<std::string>() : it->second;
 }
 
 std::vector<const TrunkState*> FabricSnapshot::Trunks(const std::string& from,

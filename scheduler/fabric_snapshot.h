@@ -5,6 +5,7 @@
 #define FLEET_SCHEDULER_FABRIC_SNAPSHOT_H_
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -72,8 +73,8 @@ class FabricSnapshot {
   FabricSnapshot WithCircuits(const std::vector<v1::Circuit>& circuits,
                               const std::vector<v1::Allocation>& allocations) const;
 
-  bool HasDevice(const std::string& id) const { return devices_.contains(id); }
-  bool HasOnic(const std::string& id) const { return onic_ports_.contains(id); }
+  bool HasDevice(const std::string& id) const { return site_->devices.contains(id); }
+  bool HasOnic(const std::string& id) const { return site_->onic_ports.contains(id); }
   // Nullptr when the O-NIC or port does not exist.
   const OnicPortState* Port(const std::string& onic, uint32_t port) const;
   // Every port of a device's O-NICs, O-NICs by id, ports 1 then 2.
@@ -81,8 +82,8 @@ class FabricSnapshot {
   // The tenant owning `allocation_id`, or "".
   std::string TenantOf(const std::string& allocation_id) const;
   // Every device, by id.
-  const std::map<std::string, v1::Device>& devices() const { return devices_; }
-  bool HasHost(const std::string& name) const { return host_devices_.contains(name); }
+  const std::map<std::string, v1::Device>& devices() const { return site_->devices; }
+  bool HasHost(const std::string& name) const { return site_->host_devices.contains(name); }
   // The devices of a host (its CPUs), by id; empty for an unknown host.
   std::vector<std::string> HostDevices(const std::string& host) const;
   // The trunk group from switch `from` to switch `to`: its trunks by id, empty when none.
@@ -92,16 +93,25 @@ class FabricSnapshot {
   bool HasTrunks() const { return !trunks_.empty(); }
 
  private:
+  // What the inventory says, with no circuit: shared, never changed, by every snapshot
+  // WithCircuits makes from one Build, so that admission copies only what circuits hold.
+  struct Site {
+    std::map<std::string, v1::Device> devices;
+    std::map<std::string, std::vector<OnicPortState>> onic_ports;  // By O-NIC id.
+    std::map<std::string, std::vector<std::string>> device_onics;  // Device → O-NIC ids.
+    std::map<std::string, std::vector<std::string>> host_devices;  // Host → device ids.
+  };
+
   // Marks the ports and trunks of `circuits` as held and records the tenants.
   void AddCircuits(const std::vector<v1::Circuit>& circuits,
                    const std::vector<v1::Allocation>& allocations);
 
-  std::map<std::string, v1::Device> devices_;
-  std::map<std::string, std::vector<OnicPortState>> onic_ports_;  // By O-NIC id.
-  std::map<std::string, std::vector<std::string>> device_onics_;  // Device → O-NIC ids.
-  std::map<std::string, std::string> tenants_;                    // Allocation → tenant.
-  std::map<std::string, std::vector<std::string>> host_devices_;  // Host → device ids.
-  // Trunk groups: (from switch, to switch) → trunks by id.
+  std::shared_ptr<const Site> site_ = std::make_shared<const Site>();
+  // The ports circuits hold, with their holders set, in place of the site's entry.
+  std::map<std::pair<std::string, uint32_t>, OnicPortState> held_;
+  std::map<std::string, std::string> tenants_;  // Allocation → tenant.
+  // Trunk groups: (from switch, to switch) → trunks by id. Copied with their holders: a site
+  // has few.
   std::map<std::pair<std::string, std::string>, std::vector<TrunkState>> trunks_;
 };
 

@@ -219,6 +219,30 @@ TEST_F(PlannerTest, PortsInCircuitsAreRefusedNamingTheHolder) {
   EXPECT_EQ(skip->circuits(0).source().port(), 2u);
 }
 
+// Admission adds the circuits to one snapshot of the inventory for every request: the
+// ports they hold are held in the copy only, and the copy plans as a Build with them would.
+TEST_F(PlannerTest, CircuitsAddedToASnapshotHoldPortsInTheCopyOnly) {
+  const FabricSnapshot held =
+      snapshot_.WithCircuits({HeldCircuit("alloc-1")}, {Owned("alloc-1", "a")});
+  EXPECT_EQ(held.Port("gpu1-n0", 1)->tx_holder, "alloc-1");
+  EXPECT_EQ(held.Port("gpu2-n0", 1)->rx_holder, "alloc-1");
+  EXPECT_EQ(held.TenantOf("alloc-1"), "a");
+  std::vector<const OnicPortState*> ports = held.DevicePorts("gpu1");
+  ASSERT_THAT(ports, SizeIs(2));
+  EXPECT_EQ(ports[0]->tx_holder, "alloc-1");
+  EXPECT_TRUE(ports[1]->Free());
+  // The snapshot it was made from is unchanged, and plans on the port.
+  EXPECT_TRUE(snapshot_.Port("gpu1-n0", 1)->Free());
+  EXPECT_TRUE(snapshot_.Port("gpu2-n0", 1)->Free());
+  EXPECT_EQ(snapshot_.TenantOf("alloc-1"), "");
+  EXPECT_TRUE(
+      PlanTopology(snapshot_, {"a", Link(OnicPort("gpu1-n0", 1), Device("gpu3"), false)}).ok());
+  absl::StatusOr<v1::Plan> refused =
+      PlanTopology(held, {"a", Link(OnicPort("gpu1-n0", 1), Device("gpu3"), false)});
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("onic gpu1-n0/1 cannot be used: tx is in a circuit of alloc-1"));
+}
+
 TEST_F(PlannerTest, DrainedPortsAreRefused) {
   // gpu4-n0 port 1's tx enters ingress 55; drain that switch port.
   FabricSnapshot drained = FabricSnapshot::Build(site_, Ports(site_, {"ocs1/55"}), {}, {});
