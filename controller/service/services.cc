@@ -244,8 +244,15 @@ grpc::Status TopologyServiceImpl::WatchAllocation(
     ended = !request->id().empty() && Ended(a);
     return !ended;
   };
+  // The image the newest commit left, when the store keeps it: no database read.
+  auto current = [&](const std::string& id, uint64_t sequence) -> absl::StatusOr<v1::Allocation> {
+    if (std::optional<v1::Allocation> image = store_->CommittedAllocation(id, sequence)) {
+      return *std::move(image);
+    }
+    return store_->GetAllocation(id);
+  };
   if (!request->id().empty()) {
-    absl::StatusOr<v1::Allocation> a = store_->GetAllocation(request->id());
+    absl::StatusOr<v1::Allocation> a = current(request->id(), 0);
     if (!a.ok()) return ToGrpcStatus(a.status());
     if (!send(*a)) return grpc::Status::OK;
   } else {
@@ -258,7 +265,7 @@ grpc::Status TopologyServiceImpl::WatchAllocation(
   }
   FollowEvents(store_, engine_, context, after, "allocation", request->id(),
                [&](const v1::Event& e) {
-                 absl::StatusOr<v1::Allocation> a = store_->GetAllocation(e.object_id());
+                 absl::StatusOr<v1::Allocation> a = current(e.object_id(), e.sequence());
                  if (!a.ok()) return true;
                  if (!request->tenant().empty() && a->tenant() != request->tenant()) return true;
                  return send(*a);

@@ -421,6 +421,14 @@ class SqliteStore : public Store {
 
   uint64_t InventoryVersion() override { return inventory_version_.load(); }
 
+  std::optional<v1::Allocation> CommittedAllocation(const std::string& id,
+                                                    uint64_t sequence) override {
+    absl::MutexLock lock(&sequence_mu_);
+    auto it = images_.find(id);
+    if (it == images_.end() || it->second.sequence < sequence) return std::nullopt;
+    return it->second.allocation;
+  }
+
   uint64_t LastEventSequence() override {
     absl::MutexLock lock(&sequence_mu_);
     return last_sequence_;
@@ -561,12 +569,9 @@ class SqliteStore : public Store {
         "allocation", id, update.severity, message, principal));
     // Read inside the transaction: with the one connection under mu_, this is exactly what
     // the commit makes durable, and a failed read leaves nothing half-reported.
-    ASSIGN_OR_RETURN(std::vector<v1::Allocation> after, AllocationsLocked(id, {}));
-    if (after.empty()) {
-      return absl::InternalError(absl::StrCat("allocation ", id, " vanished while updated"));
-    }
+    ASSIGN_OR_RETURN(v1::Allocation after, ImageLocked(id));
     RETURN_IF_ERROR(CommitLocked(txn));
-    return std::move(after.front());
+    return after;
   }
 
   absl::StatusOr<v1::Allocation> ReplaceCircuits(const CircuitReplacement& r,
@@ -629,12 +634,9 @@ class SqliteStore : public Store {
                                                          " circuits replaced by ", r.add.size())
                                           : r.event_message,
                                       principal));
-    ASSIGN_OR_RETURN(std::vector<v1::Allocation> after, AllocationsLocked(id, {}));
-    if (after.empty()) {
-      return absl::InternalError(absl::StrCat("allocation ", id, " vanished while updated"));
-    }
+    ASSIGN_OR_RETURN(v1::Allocation after, ImageLocked(id));
     RETURN_IF_ERROR(CommitLocked(txn));
-    return std::move(after.front());
+    return after;
   }
 
   absl::Status CreateManualCircuit(const v1::Circuit& circuit,
@@ -795,18 +797,46 @@ class SqliteStore : public Store {
   // is never published.
   absl::StatusOr<Transaction> BeginLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     uncommitted_sequence_ = 0;
+    uncommitted_images_.clear();
     return Transaction::Begin(*db_);
   }
 
-  // Commits and then wakes watchers of the event log, if the write appended events.
+  // Commits and then wakes watchers of the event log, if the write appended events. The
+  // images of the allocations it appended events about are replaced first (or dropped, when
+  // the write read none back), so a watcher that sees an event finds the image it left.
   absl::Status CommitLocked(Transaction& txn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     RETURN_IF_ERROR(txn.Commit());
     if (uncommitted_sequence_ != 0) {
       absl::MutexLock lock(&sequence_mu_);
+      for (auto& [id, image] : uncommitted_images_) {
+        if (auto old = images_.find(id); old != images_.end()) {
+          images_by_sequence_.erase({old->second.sequence, id});
+          images_.erase(old);
+        }
+        if (!image.has_value()) continue;
+        images_[id] = {uncommitted_sequence_, *std::move(image)};
+        images_by_sequence_.insert({uncommitted_sequence_, id});
+      }
+      while (images_.size() > kKeptImages) {
+        images_.erase(images_by_sequence_.begin()->second);
+        images_by_sequence_.erase(images_by_sequence_.begin());
+      }
       last_sequence_ = std::max(last_sequence_, uncommitted_sequence_);
       uncommitted_sequence_ = 0;
     }
+    uncommitted_images_.clear();
     return absl::OkStatus();
+  }
+
+  // Allocation `id` as the open transaction leaves it, kept as its image for watchers.
+  absl::StatusOr<v1::Allocation> ImageLocked(const std::string& id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ASSIGN_OR_RETURN(std::vector<v1::Allocation> after, AllocationsLocked(id, {}));
+    if (after.empty()) {
+      return absl::InternalError(absl::StrCat("allocation ", id, " vanished while updated"));
+    }
+    uncommitted_images_[id] = after.front();
+    return std::move(after.front());
   }
 
   // Sets one circuit's state and reason, and whether it is desired. A circuit that `joins`
@@ -934,6 +964,8 @@ class SqliteStore : public Store {
             .Bind(7, message)
             .Run());
     uncommitted_sequence_ = static_cast<uint64_t>(db_->LastInsertRowId());
+    // Any image of it read before this event is out of date.
+    if (object_kind == "allocation") uncommitted_images_[object_id].reset();
     return absl::OkStatus();
   }
 
@@ -1516,9 +1548,21 @@ class SqliteStore : public Store {
   // The newest event appended by the open transaction: watchers learn of it only once it
   // has committed, since a rollback takes it back (and its sequence is reused).
   uint64_t uncommitted_sequence_ ABSL_GUARDED_BY(mu_) = 0;
+  // The allocations the open transaction appended events about, each with its image when
+  // the write read it back after its last event (ImageLocked).
+  std::map<std::string, std::optional<v1::Allocation>> uncommitted_images_ ABSL_GUARDED_BY(mu_);
   // A mutex of its own so that watchers wait without holding up writers; taken inside mu_.
   absl::Mutex sequence_mu_ ABSL_ACQUIRED_AFTER(mu_);
   uint64_t last_sequence_ ABSL_GUARDED_BY(sequence_mu_);
+  // Committed images (CommittedAllocation): the most recently changed allocations', each
+  // with the sequence of its transaction's newest event.
+  struct Image {
+    uint64_t sequence = 0;
+    v1::Allocation allocation;
+  };
+  static constexpr size_t kKeptImages = 1024;
+  std::map<std::string, Image> images_ ABSL_GUARDED_BY(sequence_mu_);
+  std::set<std::pair<uint64_t, std::string>> images_by_sequence_ ABSL_GUARDED_BY(sequence_mu_);
 };
 
 }  // namespace

@@ -214,6 +214,14 @@ class Store {
   };
   virtual absl::StatusOr<StateCounts> CountByState() = 0;
 
+  // The allocation as committed by the newest transaction that appended an event about it,
+  // when that transaction's newest event has a sequence of at least `sequence` and the store
+  // still holds the image in memory; nullopt otherwise (ask GetAllocation). UpdateAllocation
+  // and ReplaceCircuits leave images of the allocations they change, so watchers follow
+  // allocations without reading the database.
+  virtual std::optional<v1::Allocation> CommittedAllocation(const std::string& id,
+                                                            uint64_t sequence) = 0;
+
   // --- Events. ---
   // Appends `event` with the next sequence number and the store's clock time.
   virtual absl::Status AppendEvent(const v1::Event& event) = 0;

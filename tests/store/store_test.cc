@@ -1635,6 +1635,68 @@ TEST_F(StoreTest, UpdateAllocationAppliesEveryFieldAndReturnsTheCommittedAllocat
               AllOf(HasSubstr("a1"), HasSubstr("degraded"), HasSubstr("did not train")));
 }
 
+// Watchers take the allocation from the image the commit left; it must be what a read
+// returns, and is given only when it is at least as new as the event asked about.
+TEST_F(StoreTest, CommittedAllocationIsTheImageTheNewestCommitLeft) {
+  WriteSite();
+  ASSERT_THAT(
+      store_->CreateAllocation(MakeAllocation("a1", "tenant-a", v1::ALLOCATION_STATE_PROGRAMMING,
+                                              {"h1-cpu0", "gpu0"}, {CpuToGpu(), GpuToCpu()}),
+                               kOperator),
+      IsOk());
+  // CreateAllocation reads nothing back: a watcher reads the database.
+  EXPECT_EQ(store_->CommittedAllocation("a1", 0), std::nullopt);
+
+  AllocationUpdate update;
+  update.id = "a1";
+  update.state = v1::ALLOCATION_STATE_TRAINING;
+  update.circuits["c-up"] = {.state = v1::CIRCUIT_STATE_PROGRAMMED};
+  ASSERT_OK_AND_ASSIGN(v1::Allocation training, store_->UpdateAllocation(update, "engine"));
+  const uint64_t training_event = store_->LastEventSequence();
+  std::optional<v1::Allocation> image = store_->CommittedAllocation("a1", training_event);
+  ASSERT_TRUE(image.has_value());
+  ASSERT_OK_AND_ASSIGN(v1::Allocation stored, store_->GetAllocation("a1"));
+  EXPECT_THAT(*image, EqualsProto(stored));
+  EXPECT_THAT(*image, EqualsProto(training));
+  EXPECT_EQ(store_->CommittedAllocation("a1", training_event + 1), std::nullopt);
+  EXPECT_EQ(store_->CommittedAllocation("a2", 0), std::nullopt);
+
+  // A refused update changes nothing, the image included.
+  AllocationUpdate wrong;
+  wrong.id = "a1";
+  wrong.state = v1::ALLOCATION_STATE_READY;
+  wrong.circuits["c-none"] = {.state = v1::CIRCUIT_STATE_ACTIVE};
+  EXPECT_THAT(store_->UpdateAllocation(wrong, "engine"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("c-none")));
+  image = store_->CommittedAllocation("a1", training_event);
+  ASSERT_TRUE(image.has_value());
+  EXPECT_EQ(image->state(), v1::ALLOCATION_STATE_TRAINING);
+
+  // An event about the allocation written without an image (one the engine records) leaves
+  // none: the old one may not be what a read returns.
+  v1::Event note;
+  note.set_kind("allocation.quiesce_skipped");
+  note.set_object_kind("allocation");
+  note.set_object_id("a1");
+  note.set_message("no connected agent");
+  ASSERT_THAT(store_->AppendEvent(note), IsOk());
+  EXPECT_EQ(store_->CommittedAllocation("a1", training_event), std::nullopt);
+
+  // ReplaceCircuits leaves one too.
+  CircuitReplacement r;
+  r.allocation_id = "a1";
+  r.remove = {"c-up"};
+  r.add = {
+      MakeCircuit("c-new", "n-cpu", 1, "n-cpu", 2, {Xc("s1", 1, 10)}, v1::CIRCUIT_STATE_PLANNED)};
+  r.members = {"h1-cpu0"};
+  ASSERT_OK_AND_ASSIGN(v1::Allocation replaced, store_->ReplaceCircuits(r, kOperator));
+  image = store_->CommittedAllocation("a1", store_->LastEventSequence());
+  ASSERT_TRUE(image.has_value());
+  EXPECT_THAT(*image, EqualsProto(replaced));
+  ASSERT_OK_AND_ASSIGN(stored, store_->GetAllocation("a1"));
+  EXPECT_THAT(*image, EqualsProto(stored));
+}
+
 TEST_F(StoreTest, AReleaseIntentIsKeptApartFromTheReasonShown) {
   WriteSite();
   ASSERT_THAT(store_->CreateAllocation(MakeAllocation("a1", "tenant-a", v1::ALLOCATION_STATE_READY,
