@@ -434,15 +434,15 @@ std::vector<absl::StatusOr<v1::CommandResult>> AgentRegistry::Await(
   auto* sent = static_cast<Sent*>(handed.get());
   {
     absl::MutexLock lock(&mu_);
-    auto all_answered = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    // A condition, not a wait on changed_: the mutex wakes this thread once, when the last
+    // answer is in, rather than at every answer of every agent.
+    auto all_answered = [sent]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
       for (const auto& p : sent->waiting) {
         if (p && !p->result && p->failure.ok()) return false;
       }
       return true;
     };
-    while (!all_answered() && absl::Now() < sent->deadline) {
-      changed_.WaitWithDeadline(&mu_, sent->deadline);
-    }
+    mu_.AwaitWithDeadline(absl::Condition(&all_answered), sent->deadline);
     for (size_t i = 0; i < sent->waiting.size(); ++i) {
       const std::shared_ptr<Pending>& p = sent->waiting[i];
       if (!p) continue;

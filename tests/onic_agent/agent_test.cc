@@ -310,7 +310,10 @@ class RawAgentStream {
       : stub_(v1::AgentService::NewStub(
             grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))),
         stream_(stub_->Connect(&context_)) {}
-  ~RawAgentStream() { context_.TryCancel(); }
+  ~RawAgentStream() {
+    StopBeating();
+    context_.TryCancel();
+  }
 
   bool Write(const v1::AgentMessage& message) {
     absl::MutexLock lock(&write_mu_);
@@ -323,6 +326,32 @@ class RawAgentStream {
     hello.mutable_register_()->add_onics()->set_serial("S1");
     return Write(hello);
   }
+  // Registers, reads fleetd's `registered` into `registered`, and heartbeats every 5 ms
+  // from then on, so fleetd keeps the agent however slow the machine is.
+  bool RegisterAndBeat(v1::ControllerMessage& registered) {
+    if (!Register() || !stream_->Read(&registered) || !registered.has_registered()) return false;
+    heartbeats_ = std::thread([this] {
+      v1::AgentMessage beat;
+      beat.mutable_heartbeat()->set_sequence(1);
+      while (!stop_beating_.WaitForNotificationWithTimeout(absl::Milliseconds(5)) && Write(beat)) {
+      }
+    });
+    return true;
+  }
+  void StopBeating() {
+    if (!heartbeats_.joinable()) return;
+    stop_beating_.Notify();
+    heartbeats_.join();
+  }
+  // Reads commands until there is one retrain per port in `ports`; returns port → command id.
+  std::map<uint32_t, std::string> RetrainIds(size_t ports) {
+    std::map<uint32_t, std::string> ids;
+    v1::ControllerMessage in;
+    while (ids.size() < ports && stream_->Read(&in)) {
+      if (in.has_command()) ids[in.command().retrain().port()] = in.command().id();
+    }
+    return ids;
+  }
   grpc::ClientReaderWriter<v1::AgentMessage, v1::ControllerMessage>& stream() { return *stream_; }
   void Cancel() { context_.TryCancel(); }
 
@@ -331,6 +360,8 @@ class RawAgentStream {
   grpc::ClientContext context_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::ControllerMessage>> stream_;
   absl::Mutex write_mu_;
+  absl::Notification stop_beating_;
+  std::thread heartbeats_;
 };
 
 TEST(AgentTest, RegistersAndIsListed) {
@@ -663,18 +694,9 @@ TEST(AgentTest, ARestartedFleetdsCommandsAreRunNotAnsweredFromTheLastRunsCache) 
 TEST(AgentTest, AnswersSentTogetherInOneMessageEachCompleteTheirCommand) {
   Controller controller;
   RawAgentStream raw(controller.address());  // So the batch is exactly what is sent.
-  ASSERT_TRUE(raw.Register());
-  v1::ControllerMessage in;
-  ASSERT_TRUE(raw.stream().Read(&in));
-  ASSERT_TRUE(in.has_registered());
-  EXPECT_TRUE(in.registered().takes_result_batches());
-  absl::Notification done;
-  std::thread heartbeats([&] {  // Kept alive however slow the machine is.
-    v1::AgentMessage beat;
-    beat.mutable_heartbeat()->set_sequence(1);
-    while (!done.WaitForNotificationWithTimeout(absl::Milliseconds(5)) && raw.Write(beat)) {
-    }
-  });
+  v1::ControllerMessage registered;
+  ASSERT_TRUE(raw.RegisterAndBeat(registered));
+  EXPECT_TRUE(registered.registered().takes_result_batches());
   std::vector<agents::AddressedCommand> commands(2);
   for (uint32_t port : {1u, 2u}) {
     commands[port - 1].onic_serial = "S1";
@@ -682,10 +704,7 @@ TEST(AgentTest, AnswersSentTogetherInOneMessageEachCompleteTheirCommand) {
   }
   std::unique_ptr<agents::SentCommands> sent =
       controller.registry().Send(std::move(commands), absl::Now() + absl::Seconds(30));
-  std::map<uint32_t, std::string> ids;  // Port → command id.
-  while (ids.size() < 2 && raw.stream().Read(&in)) {
-    if (in.has_command()) ids[in.command().retrain().port()] = in.command().id();
-  }
+  std::map<uint32_t, std::string> ids = raw.RetrainIds(2);
   ASSERT_EQ(ids.size(), 2u);
   v1::AgentMessage batch;
   v1::CommandResult* second = batch.mutable_results()->add_results();
@@ -698,14 +717,43 @@ TEST(AgentTest, AnswersSentTogetherInOneMessageEachCompleteTheirCommand) {
   ASSERT_TRUE(raw.Write(batch));
   std::vector<absl::StatusOr<v1::CommandResult>> results =
       controller.registry().Await(std::move(sent));
-  done.Notify();
-  heartbeats.join();
   ASSERT_EQ(results.size(), 2u);
   ASSERT_TRUE(results[0].ok()) << results[0].status();
   EXPECT_EQ(results[0]->code(), 0);
   EXPECT_EQ(results[0]->link().status(), v1::LINK_STATUS_UP);
   ASSERT_TRUE(results[1].ok()) << results[1].status();
   EXPECT_THAT(results[1]->message(), HasSubstr("wiring error"));
+}
+
+// Await wakes when the last answer is in or at the deadline: a command nobody answers fails
+// then, and the answered one keeps its answer.
+TEST(AgentTest, ACommandNobodyAnswersFailsAtItsDeadline) {
+  Controller controller;
+  RawAgentStream raw(controller.address());
+  v1::ControllerMessage registered;
+  ASSERT_TRUE(raw.RegisterAndBeat(registered));
+  std::vector<agents::AddressedCommand> commands(2);
+  for (uint32_t port : {1u, 2u}) {
+    commands[port - 1].onic_serial = "S1";
+    commands[port - 1].command = Retrain("S1", port);
+  }
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(300);
+  std::unique_ptr<agents::SentCommands> sent =
+      controller.registry().Send(std::move(commands), deadline);
+  std::map<uint32_t, std::string> ids = raw.RetrainIds(2);
+  ASSERT_EQ(ids.size(), 2u);
+  v1::AgentMessage answer;  // Port 1 answers; port 2 never does.
+  answer.mutable_result()->set_command_id(ids[1]);
+  answer.mutable_result()->mutable_link()->set_status(v1::LINK_STATUS_UP);
+  ASSERT_TRUE(raw.Write(answer));
+  std::vector<absl::StatusOr<v1::CommandResult>> results =
+      controller.registry().Await(std::move(sent));
+  EXPECT_GE(absl::Now(), deadline);
+  ASSERT_EQ(results.size(), 2u);
+  ASSERT_TRUE(results[0].ok()) << results[0].status();
+  EXPECT_EQ(results[0]->link().status(), v1::LINK_STATUS_UP);
+  EXPECT_EQ(results[1].status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(results[1].status().message()), HasSubstr("got no answer in time"));
 }
 
 TEST(AgentTest, PortsThatFinishTogetherAreEachAnswered) {
