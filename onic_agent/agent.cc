@@ -465,20 +465,22 @@ v1::CommandResult Agent::Execute(const v1::Command& command, const std::atomic<b
           const absl::Time until = std::min(
               deadline, absl::Now() + absl::Nanoseconds(
                                           TimeUtil::DurationToNanoseconds(retrain.await_light())));
-          absl::Status lit = backend_->AwaitLight(retrain.onic_serial(), retrain.port(),
-                                                  retrain.expected_peer(), until, cancel_arming);
+          absl::StatusOr<absl::Time> lit = backend_->AwaitLight(
+              retrain.onic_serial(), retrain.port(), retrain.expected_peer(), until, cancel_arming);
           if (!lit.ok()) {
             // Cancelled, or the light did not come: not trained. The port may still hear its
             // old circuit; fleetd retrains it once the switch is verified.
             outcome = backend_->ReadPort(retrain.onic_serial(), retrain.port());
-            outcome.status = lit.code() == absl::StatusCode::kDeadlineExceeded
-                                 ? absl::UnavailableError(absl::StrCat(
-                                       lit.message(), "; not trained before the circuit is made"))
-                                 : lit;
+            outcome.status =
+                lit.status().code() == absl::StatusCode::kDeadlineExceeded
+                    ? absl::UnavailableError(absl::StrCat(
+                          lit.status().message(), "; not trained before the circuit is made"))
+                    : lit.status();
             break;
           }
-          // The light came: train now, and the retrain judges the light.
-          *training_started = absl::Now();
+          // The light came and the port began training on it; the retrain finishes that and
+          // judges the light.
+          *training_started = *lit;
         }
         outcome = backend_->Retrain(retrain.onic_serial(), retrain.port(), retrain.expected_peer(),
                                     deadline);

@@ -58,13 +58,16 @@ class OnicBackend {
   // circuit is made. `pcie-sysfs` cannot: Linux shows no optical power.
   virtual bool SeesLightArrive() const { return false; }
 
-  // For an armed retrain: waits until the port receives `expected`'s light (any peer's when
-  // it names none) at usable power, without touching the port. OK when it arrived;
+  // For an armed retrain: arms the port, which begins training as `expected`'s light (any
+  // peer's when it names none) arrives at usable power, as an armed O-NIC does on signal
+  // detect, however late the agent gets to run; the Retrain that follows for the port
+  // finishes that training and judges it. Returns when the light arrived (at or before now).
   // DEADLINE_EXCEEDED at `until`; CANCELLED once `cancelled` is set (seen within a poll
-  // interval). A backend that cannot see light arrive answers FAILED_PRECONDITION at once.
-  virtual absl::Status AwaitLight(const std::string& serial, uint32_t port,
-                                  const v1::PeerIdentity& expected, absl::Time until,
-                                  const std::atomic<bool>& cancelled) {
+  // interval); nothing began then. A backend that cannot see light arrive answers
+  // FAILED_PRECONDITION at once.
+  virtual absl::StatusOr<absl::Time> AwaitLight(const std::string& serial, uint32_t port,
+                                                const v1::PeerIdentity& expected, absl::Time until,
+                                                const std::atomic<bool>& cancelled) {
     (void)port, (void)expected, (void)until, (void)cancelled;
     return absl::FailedPreconditionError(
         absl::StrCat("backend ", name(), " cannot see light arrive at O-NIC ", serial));

@@ -1,5 +1,7 @@
 #include "onic_agent/emulated_backend.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include <map>
@@ -158,6 +160,7 @@ class HttpLightSimulator : public LightSimulator {
       if (reply.ok() && reply->status == 200) {
         parsed = nlohmann::json::parse(reply->body, nullptr, false);
       }
+      const absl::Time now = absl::Now();
       absl::MutexLock lock(&mirror_mu_);
       if (!parsed.is_object() || !parsed["lights"].is_array() ||
           parsed["lights"].size() != egresses.size() || !parsed["generation"].is_number()) {
@@ -182,6 +185,13 @@ class HttpLightSimulator : public LightSimulator {
         Light light;
         if (entry.contains("signal") && entry["signal"].is_string()) light.signal = entry["signal"];
         light.power_dbm = entry.value("power_dbm", kNoLight);
+        // The receiver has seen this light since the answer that first showed it.
+        light.since = now;
+        if (auto held = mirror_.find(egresses[i]); held != mirror_.end() &&
+                                                   held->second.signal == light.signal &&
+                                                   held->second.power_dbm == light.power_dbm) {
+          light.since = held->second.since;
+        }
         mirror_[egresses[i]] = std::move(light);
       }
       ++mirror_version_;
@@ -344,6 +354,10 @@ CommandOutcome EmulatedBackend::Quiesce(const std::string& serial, uint32_t port
   absl::StatusOr<const OnicConfig*> onic = Find(serial, port);
   if (!onic.ok()) return {onic.status(), {}};
   SetStatus(serial, port, v1::LINK_STATUS_QUIESCED, "quiesced for a circuit change");
+  {
+    absl::MutexLock lock(&mu_);
+    training_since_.erase({serial, port});  // Out of service: no training goes on.
+  }
   // A quiesced port carries nothing: no light reading, which would cost the simulator a round
   // trip per port while the controller waits to program the switch.
   v1::LinkState link;
@@ -363,8 +377,17 @@ CommandOutcome EmulatedBackend::Retrain(const std::string& serial, uint32_t port
   SetStatus(serial, port, v1::LINK_STATUS_TRAINING, "training");
   const std::string want =
       expected.onic_serial().empty() ? "" : Identity(expected.onic_serial(), expected.port());
-  // Training takes its simulated time; then the light must be there, from the right peer.
-  const absl::Time trained = absl::Now() + options_.training_time;
+  // Training takes its simulated time, from now or, for an armed port, from its light's
+  // arrival; then the light must be there, from the right peer.
+  absl::Time began = absl::Now();
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto armed = training_since_.find({serial, port}); armed != training_since_.end()) {
+      began = std::min(began, armed->second);
+      training_since_.erase(armed);
+    }
+  }
+  const absl::Time trained = began + options_.training_time;
   absl::SleepFor(std::min(trained, deadline) - absl::Now());
   // The receiver's own reading first: when it shows the expected peer at usable power the
   // link has trained, without asking the simulator. Anything else is asked, since the copy
@@ -413,11 +436,13 @@ bool EmulatedBackend::Usable(const LightSimulator::Light& light, const std::stri
          light.power_dbm >= options_.min_rx_power_dbm;
 }
 
-absl::Status EmulatedBackend::AwaitLight(const std::string& serial, uint32_t port,
-                                         const v1::PeerIdentity& expected, absl::Time until,
-                                         const std::atomic<bool>& cancelled) {
+absl::StatusOr<absl::Time> EmulatedBackend::AwaitLight(const std::string& serial, uint32_t port,
+                                                       const v1::PeerIdentity& expected,
+                                                       absl::Time until,
+                                                       const std::atomic<bool>& cancelled) {
   absl::StatusOr<const OnicConfig*> onic = Find(serial, port);
   if (!onic.ok()) return onic.status();
+  const absl::Time armed = absl::Now();
   const uint32_t egress = (*onic)->rx_egress[port - 1];
   const std::string want =
       expected.onic_serial().empty() ? "" : Identity(expected.onic_serial(), expected.port());
@@ -435,8 +460,17 @@ absl::Status EmulatedBackend::AwaitLight(const std::string& serial, uint32_t por
       absl::StatusOr<LightSimulator::Light> read = simulator_->ReadLight(egress);
       if (read.ok()) light = *read;
     }
-    if (light && Usable(*light, want)) return absl::OkStatus();
     const absl::Time now = absl::Now();
+    if (light && Usable(*light, want)) {
+      // The port began training when the copy first showed the light (light already there
+      // when armed: at arming), not when this thread got to run: an armed receiver trains on
+      // signal detect. Light read from the simulator arrived by now.
+      const absl::Time arrived =
+          light->since == absl::InfinitePast() ? now : std::clamp(light->since, armed, now);
+      absl::MutexLock lock(&mu_);
+      training_since_[{serial, port}] = arrived;
+      return arrived;
+    }
     if (now >= until) {
       return absl::DeadlineExceededError(absl::StrCat(serial, "/", port, ": no usable light from ",
                                                       want.empty() ? "a peer" : want,

@@ -24,6 +24,8 @@ class LightSimulator {
   struct Light {
     std::string signal;  // Empty: no light.
     double power_dbm = -99.99;
+    // Since when the copy has held this light (Mirrored); InfinitePast when unknown (read).
+    absl::Time since = absl::InfinitePast();
   };
   virtual ~LightSimulator() = default;
   virtual absl::Status PutSignal(uint32_t ingress, const std::string& name, double power_dbm) = 0;
@@ -86,9 +88,9 @@ class EmulatedBackend : public OnicBackend {
   // The light copy (LightSimulator::Mirror) shows the light arrive; without one, or for light
   // over a trunk, the simulator is asked every poll interval.
   bool SeesLightArrive() const override { return true; }
-  absl::Status AwaitLight(const std::string& serial, uint32_t port,
-                          const v1::PeerIdentity& expected, absl::Time until,
-                          const std::atomic<bool>& cancelled) override;
+  absl::StatusOr<absl::Time> AwaitLight(const std::string& serial, uint32_t port,
+                                        const v1::PeerIdentity& expected, absl::Time until,
+                                        const std::atomic<bool>& cancelled) override;
   absl::Status Blink(const std::string& serial, absl::Duration duration) override;
 
  private:
@@ -110,6 +112,9 @@ class EmulatedBackend : public OnicBackend {
   // The last command's outcome per (serial, port).
   std::map<std::pair<std::string, uint32_t>, std::pair<v1::LinkStatus, std::string>> status_
       ABSL_GUARDED_BY(mu_);
+  // Armed ports whose light has come: since when they have been training (AwaitLight), until
+  // their Retrain finishes it.
+  std::map<std::pair<std::string, uint32_t>, absl::Time> training_since_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace fleet::agent

@@ -83,12 +83,13 @@ class FakeBackend : public OnicBackend {
 
   // Sees light arrive once SeeLightArrive() was called: a port's light comes with Light().
   bool SeesLightArrive() const override { return sees_light_.load(); }
-  absl::Status AwaitLight(const std::string& serial, uint32_t port, const v1::PeerIdentity&,
-                          absl::Time until, const std::atomic<bool>& cancelled) override {
+  absl::StatusOr<absl::Time> AwaitLight(const std::string& serial, uint32_t port,
+                                        const v1::PeerIdentity&, absl::Time until,
+                                        const std::atomic<bool>& cancelled) override {
     Record(absl::StrCat("await light ", serial, "/", port));
     absl::MutexLock lock(&mu_);
     ++awaiting_;
-    absl::Status outcome;
+    absl::StatusOr<absl::Time> outcome = absl::Now();
     while (!lit_.contains({serial, port})) {
       if (cancelled.load()) {
         outcome = absl::CancelledError("stopped waiting for light");
@@ -105,6 +106,7 @@ class FakeBackend : public OnicBackend {
       light_changed_ = false;
     }
     --awaiting_;
+    if (outcome.ok()) outcome = absl::Now();
     return outcome;
   }
   void SeeLightArrive() { sees_light_ = true; }

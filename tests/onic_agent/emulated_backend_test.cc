@@ -38,16 +38,20 @@ class EmulatedBackendTest : public ::testing::Test {
                                          tl1->substr(0, colon),
                                          static_cast<uint16_t>(std::stoi(tl1->substr(colon + 1))),
                                          {"admin", "root"}});
-    // Two O-NICs: A's ports on ingress 1, 2 / egress 9, 10; B's on 3, 4 / 11, 12.
+    backend_ = NewBackend(absl::Milliseconds(10));
+  }
+
+  // Two O-NICs: A's ports on ingress 1, 2 / egress 9, 10; B's on 3, 4 / 11, 12.
+  std::unique_ptr<EmulatedBackend> NewBackend(absl::Duration training_time) {
     EmulatedBackend::Options options;
     options.onics = {{"A", "0000:17:00.0", {1, 2}, {9, 10}},
                      {"B", "0000:3a:00.0", {3, 4}, {11, 12}}};
-    options.training_time = absl::Milliseconds(10);
+    options.training_time = training_time;
     options.light_wait = absl::Milliseconds(200);
     absl::StatusOr<std::unique_ptr<EmulatedBackend>> backend =
-        EmulatedBackend::Create(options, NewHttpLightSimulator(*rest));
-    ASSERT_TRUE(backend.ok()) << backend.status();
-    backend_ = std::move(*backend);
+        EmulatedBackend::Create(options, NewHttpLightSimulator(rest_));
+    EXPECT_TRUE(backend.ok()) << backend.status();
+    return backend.ok() ? *std::move(backend) : nullptr;
   }
 
   v1::PeerIdentity Peer(const std::string& serial, uint32_t port) {
@@ -145,12 +149,12 @@ TEST_F(EmulatedBackendTest, LightReadsThatArriveTogetherShareARequest) {
 TEST_F(EmulatedBackendTest, AnArmedWaitEndsWhenItsPeersLightArrivesAndNotForAnother) {
   ASSERT_TRUE(switch_->Apply({{}, {{2, 11}}}).status.ok());  // B/1 hears A/2: the old circuit.
   std::atomic<bool> cancelled{false};
-  absl::Status other =
+  absl::StatusOr<absl::Time> other =
       backend_->AwaitLight("B", 1, Peer("A", 1), absl::Now() + absl::Milliseconds(50), cancelled);
-  EXPECT_EQ(other.code(), absl::StatusCode::kDeadlineExceeded) << other;
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kDeadlineExceeded) << other.status();
   // Waits for A/`port`'s light at B/`port` on a thread of its own, returning once that
   // thread is about to wait: what ends the wait happens while it is under way.
-  auto start_wait = [&](uint32_t port, absl::Status* outcome) {
+  auto start_wait = [&](uint32_t port, absl::StatusOr<absl::Time>* outcome) {
     // Shared: the thread may still be inside Notify when this returns.
     auto waiting = std::make_shared<absl::Notification>();
     std::thread waiter([&, port, outcome, waiting] {
@@ -160,17 +164,48 @@ TEST_F(EmulatedBackendTest, AnArmedWaitEndsWhenItsPeersLightArrivesAndNotForAnot
     waiting->WaitForNotification();
     return waiter;
   };
-  absl::Status arrived = absl::UnknownError("not run");
+  absl::StatusOr<absl::Time> arrived = absl::UnknownError("not run");
   std::thread waiter = start_wait(1, &arrived);
+  const absl::Time moved = absl::Now();
   ASSERT_TRUE(switch_->Apply({{{2, 11}}, {{1, 11}}}).status.ok());  // The new circuit.
   waiter.join();
-  EXPECT_TRUE(arrived.ok()) << arrived;
+  ASSERT_TRUE(arrived.ok()) << arrived.status();
+  EXPECT_GE(*arrived, moved);  // Not the old circuit's light.
+  EXPECT_LE(*arrived, absl::Now());
   // A wait for light that does not come ends when it is cancelled, not at its deadline.
-  absl::Status stopped = absl::UnknownError("not run");
+  absl::StatusOr<absl::Time> stopped = absl::UnknownError("not run");
   std::thread dark = start_wait(2, &stopped);
   cancelled = true;
   dark.join();
-  EXPECT_EQ(stopped.code(), absl::StatusCode::kCancelled) << stopped;
+  EXPECT_EQ(stopped.status().code(), absl::StatusCode::kCancelled) << stopped.status();
+}
+
+// An armed O-NIC trains on signal detect: the training time runs from the light's arrival,
+// however late the agent gets to its retrain, which then only judges the link.
+TEST_F(EmulatedBackendTest, AnArmedPortTrainsFromItsLightsArrivalNotFromItsRetrain) {
+  constexpr absl::Duration kTraining = absl::Milliseconds(200);
+  std::unique_ptr<EmulatedBackend> backend = NewBackend(kTraining);
+  ASSERT_NE(backend, nullptr);
+  const absl::Time armed = absl::Now();
+  ASSERT_TRUE(switch_->Apply({{}, {{1, 11}}}).status.ok());
+  std::atomic<bool> cancelled{false};
+  absl::StatusOr<absl::Time> arrived =
+      backend->AwaitLight("B", 1, Peer("A", 1), Deadline(), cancelled);
+  ASSERT_TRUE(arrived.ok()) << arrived.status();
+  EXPECT_GE(*arrived, armed);
+  EXPECT_LE(*arrived, absl::Now());
+  // The agent gets to the retrain only once the training time has passed: trained already.
+  absl::SleepFor(*arrived + kTraining - absl::Now());
+  absl::Time start = absl::Now();
+  CommandOutcome outcome = backend->Retrain("B", 1, Peer("A", 1), Deadline());
+  ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+  EXPECT_EQ(outcome.link.status(), v1::LINK_STATUS_UP);
+  EXPECT_LT(absl::Now() - start, kTraining);
+  // A retrain not armed trains for the whole time from its start.
+  start = absl::Now();
+  outcome = backend->Retrain("B", 1, Peer("A", 1), Deadline());
+  ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+  EXPECT_GE(absl::Now() - start, kTraining);
 }
 
 TEST_F(EmulatedBackendTest, AMissingCircuitIsNoLight) {
