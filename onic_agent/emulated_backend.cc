@@ -129,13 +129,19 @@ class HttpLightSimulator : public LightSimulator {
       return fail(
           absl::InternalError(absl::StrCat("simulator answered light with '", *reply, "'")));
     }
-    for (size_t i = 0; i < batch.size(); ++i) {
-      const nlohmann::json& entry = parsed["lights"][i];
-      Light light;
-      if (entry.contains("signal") && entry["signal"].is_string()) light.signal = entry["signal"];
-      light.power_dbm = entry.value("power_dbm", kNoLight);
-      batch[i]->light = std::move(light);
+    for (size_t i = 0; i < batch.size(); ++i) batch[i]->light = ParseLight(parsed["lights"][i]);
+  }
+
+  // One entry of a /sim/v1/light answer; `since_us`, when the simulator knows since when the
+  // light has been there (not for light over a trunk).
+  static Light ParseLight(const nlohmann::json& entry) {
+    Light light;
+    if (entry.contains("signal") && entry["signal"].is_string()) light.signal = entry["signal"];
+    light.power_dbm = entry.value("power_dbm", kNoLight);
+    if (entry.contains("since_us") && entry["since_us"].is_number_integer()) {
+      light.since = absl::FromUnixMicros(entry["since_us"].get<int64_t>());
     }
+    return light;
   }
 
   // How long one long poll waits for a change before it is asked again.
@@ -182,15 +188,16 @@ class HttpLightSimulator : public LightSimulator {
           mirror_.erase(egresses[i]);
           continue;
         }
-        Light light;
-        if (entry.contains("signal") && entry["signal"].is_string()) light.signal = entry["signal"];
-        light.power_dbm = entry.value("power_dbm", kNoLight);
-        // The receiver has seen this light since the answer that first showed it.
-        light.since = now;
-        if (auto held = mirror_.find(egresses[i]); held != mirror_.end() &&
-                                                   held->second.signal == light.signal &&
-                                                   held->second.power_dbm == light.power_dbm) {
-          light.since = held->second.since;
+        Light light = ParseLight(entry);
+        // Without the simulator's word, the receiver has seen this light since the answer
+        // that first showed it.
+        if (light.since == absl::InfinitePast()) {
+          light.since = now;
+          if (auto held = mirror_.find(egresses[i]); held != mirror_.end() &&
+                                                     held->second.signal == light.signal &&
+                                                     held->second.power_dbm == light.power_dbm) {
+            light.since = held->second.since;
+          }
         }
         mirror_[egresses[i]] = std::move(light);
       }

@@ -24,7 +24,8 @@ class LightSimulator {
   struct Light {
     std::string signal;  // Empty: no light.
     double power_dbm = -99.99;
-    // Since when the copy has held this light (Mirrored); InfinitePast when unknown (read).
+    // Since when the light has been there: as the simulator says, else since the copy's
+    // update that first showed it; InfinitePast when unknown.
     absl::Time since = absl::InfinitePast();
   };
   virtual ~LightSimulator() = default;

@@ -186,14 +186,23 @@ TEST_F(EmulatedBackendTest, AnArmedPortTrainsFromItsLightsArrivalNotFromItsRetra
   constexpr absl::Duration kTraining = absl::Milliseconds(200);
   std::unique_ptr<EmulatedBackend> backend = NewBackend(kTraining);
   ASSERT_NE(backend, nullptr);
-  const absl::Time armed = absl::Now();
-  ASSERT_TRUE(switch_->Apply({{}, {{1, 11}}}).status.ok());
   std::atomic<bool> cancelled{false};
-  absl::StatusOr<absl::Time> arrived =
-      backend->AwaitLight("B", 1, Peer("A", 1), Deadline(), cancelled);
+  absl::StatusOr<absl::Time> arrived = absl::UnknownError("not run");
+  absl::Notification waiting;
+  std::thread waiter([&] {
+    waiting.Notify();
+    arrived = backend->AwaitLight("B", 1, Peer("A", 1), Deadline(), cancelled);
+  });
+  waiting.WaitForNotification();
+  const absl::Time moved = absl::Now();
+  ASSERT_TRUE(switch_->Apply({{}, {{1, 11}}}).status.ok());
+  // The switch answers once the beam has settled: the light arrived by then, as the
+  // emulator says, whenever the copy and the waiting thread heard of it.
+  const absl::Time settled = absl::Now();
+  waiter.join();
   ASSERT_TRUE(arrived.ok()) << arrived.status();
-  EXPECT_GE(*arrived, armed);
-  EXPECT_LE(*arrived, absl::Now());
+  EXPECT_GE(*arrived, moved);
+  EXPECT_LE(*arrived, settled);
   // The agent gets to the retrain only once the training time has passed: trained already.
   absl::SleepFor(*arrived + kTraining - absl::Now());
   absl::Time start = absl::Now();
@@ -206,6 +215,11 @@ TEST_F(EmulatedBackendTest, AnArmedPortTrainsFromItsLightsArrivalNotFromItsRetra
   outcome = backend->Retrain("B", 1, Peer("A", 1), Deadline());
   ASSERT_TRUE(outcome.status.ok()) << outcome.status;
   EXPECT_GE(absl::Now() - start, kTraining);
+  // Armed when the light is there already: training begins at the arming.
+  const absl::Time armed = absl::Now();
+  arrived = backend->AwaitLight("B", 1, Peer("A", 1), Deadline(), cancelled);
+  ASSERT_TRUE(arrived.ok()) << arrived.status();
+  EXPECT_GE(*arrived, armed);
 }
 
 TEST_F(EmulatedBackendTest, AMissingCircuitIsNoLight) {

@@ -634,6 +634,7 @@ HttpResponse RestApi::GetLights(absl::string_view query) {
                   {"signal", light->signal ? json(*light->signal) : json(nullptr)},
                   {"power_dbm", light->power_dbm}};
     if (light->via_trunk) entry["via_trunk"] = true;
+    if (light->since != absl::InfinitePast()) entry["since_us"] = absl::ToUnixMicros(light->since);
     lights.push_back(std::move(entry));
   }
   return Json(200, {{"lights", lights}, {"generation", generation}}, kJson);

@@ -592,6 +592,13 @@ absl::StatusOr<Light> SwitchModel::LightAt(int egress, int hops) const {
   {
     absl::MutexLock lock(&mu_);
     source = SourceLocked(egress, now);
+    if (source.local) {
+      CountSettledLocked(now);
+      source.local->since = everything_changed_at_;
+      if (auto it = egress_changed_at_.find(egress); it != egress_changed_at_.end()) {
+        source.local->since = std::max(source.local->since, it->second);
+      }
+    }
   }
   if (source.local) return *source.local;
 
@@ -690,10 +697,15 @@ std::set<int> SwitchModel::EgressesOf(const Config& config, int port) const {
 
 void SwitchModel::LightChangedLocked(const std::optional<std::set<int>>& egresses) {
   ++light_generation_;
+  const absl::Time now = clock_->Now();
   if (!egresses) {
     everything_changed_ = light_generation_;
+    everything_changed_at_ = now;
   } else {
-    for (int egress : *egresses) egress_changed_[egress] = light_generation_;
+    for (int egress : *egresses) {
+      egress_changed_[egress] = light_generation_;
+      egress_changed_at_[egress] = now;
+    }
   }
   for (const auto& [id, listener] : light_listeners_) listener(egresses);
 }
@@ -701,7 +713,9 @@ void SwitchModel::LightChangedLocked(const std::optional<std::set<int>>& egresse
 void SwitchModel::CountSettledLocked(absl::Time now) const {
   // Light listeners are not told: a waiting reader wakes at NextSettle by itself.
   while (!settling_.empty() && settling_.begin()->first <= now) {
-    egress_changed_[settling_.begin()->second] = ++light_generation_;
+    const auto& [settled_at, egress] = *settling_.begin();
+    egress_changed_[egress] = ++light_generation_;
+    egress_changed_at_[egress] = settled_at;
     settling_.erase(settling_.begin());
   }
 }

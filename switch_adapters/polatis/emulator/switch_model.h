@@ -105,6 +105,9 @@ struct Light {
   // It came in over a trunk: the far emulator's changes move it, and this model's light
   // generation does not count them.
   bool via_trunk = false;
+  // When the light at the egress last changed (a cross-connect to it settled, say): since
+  // when a receiver there has seen it. InfinitePast when unknown (light over a trunk).
+  absl::Time since = absl::InfinitePast();
 };
 
 // A trunk fiber: from egress `egress` of the emulator whose REST port is `from` to this
@@ -347,6 +350,9 @@ class SwitchModel {
   // Mutable: a read counts the settles that happened before it (CountSettledLocked).
   mutable uint64_t light_generation_ ABSL_GUARDED_BY(mu_) = 0;
   mutable std::map<int, uint64_t> egress_changed_ ABSL_GUARDED_BY(mu_);  // Egress → generation.
+  // When each egress's light last changed, and every egress's (Light::since).
+  mutable std::map<int, absl::Time> egress_changed_at_ ABSL_GUARDED_BY(mu_);
+  absl::Time everything_changed_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // Egresses whose cross-connect is still settling, by when; not yet counted.
   mutable std::multimap<absl::Time, int> settling_ ABSL_GUARDED_BY(mu_);
   uint64_t everything_changed_ ABSL_GUARDED_BY(mu_) = 0;  // The last change of every egress.

@@ -126,10 +126,15 @@ TEST_F(SimTest, SeveralEgressesAreReadInOneRequestInTheOrderAsked) {
                 .status,
             201);
   fake_clock_.Advance(absl::Milliseconds(50));
-  // Three changes so far: the signal, the cross-connect, and its beam settling.
+  // Three changes so far: the signal, the cross-connect, and its beam settling. Light at 17
+  // since the beam settled, 50 ms after the fake clock's start; 18 never changed.
   EXPECT_EQ(Request("GET", "/sim/v1/light?egress=18,17").body,
             R"({"lights":[{"egress":18,"signal":null,"power_dbm":-99.99},)"
-            R"({"egress":17,"signal":"FLT-S1C0-N0/1","power_dbm":-1.5}],"generation":3})");
+            R"({"egress":17,"signal":"FLT-S1C0-N0/1","power_dbm":-1.5,)"
+            R"("since_us":1700000000050000}],"generation":3})");
+  fake_clock_.Advance(absl::Seconds(1));  // Still there: since is when it came.
+  EXPECT_EQ(json::parse(Request("GET", "/sim/v1/light?egress=17").body)["lights"][0]["since_us"],
+            1700000000050000);
   for (const char* bad :
        {"/sim/v1/light", "/sim/v1/light?egress=", "/sim/v1/light?egress=x",
         "/sim/v1/light?egress=17&hops=1", "/sim/v1/light?egress=3", "/sim/v1/light?after=1",
