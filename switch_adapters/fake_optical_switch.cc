@@ -81,6 +81,10 @@ ApplyResult FakeOpticalSwitch::Apply(const CrossConnectBatch& batch) {
   if (!result.status.ok()) return result;
   int budget = fail_after_;
   fail_after_ = -1;
+  ++held_;
+  mu_.Await(absl::Condition(
+      +[](bool* hold) { return !*hold; }, &hold_));
+  --held_;
   // Applies each change while the injected failure budget lasts.
   auto change = [&](const std::vector<CrossConnect>& xs, bool add) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     ++result.commands;
@@ -128,6 +132,16 @@ void FakeOpticalSwitch::SetPortFailed(uint32_t port, bool failed) {
   } else {
     failed_.erase(port);
   }
+}
+
+void FakeOpticalSwitch::HoldApplies(bool hold) {
+  absl::MutexLock lock(&mu_);
+  hold_ = hold;
+}
+
+int FakeOpticalSwitch::held() const {
+  absl::MutexLock lock(&mu_);
+  return held_;
 }
 
 int FakeOpticalSwitch::changes() const {

@@ -31,6 +31,11 @@ class FakeOpticalSwitch : public OpticalSwitch {
   // Makes a cross-connect behind the controller's back (drift).
   void ForceCrossConnect(CrossConnect x);
   void SetPortFailed(uint32_t port, bool failed);
+  // While held, an Apply takes its failure budget (FailNextApplyAfter) and then waits,
+  // changing nothing, until the switch is let go: so that requests queue behind it.
+  void HoldApplies(bool hold);
+  // Applies waiting because the switch is held.
+  int held() const;
   // Changes made since construction (each cross-connect made or removed counts one).
   int changes() const;
 
@@ -47,6 +52,8 @@ class FakeOpticalSwitch : public OpticalSwitch {
   absl::Status unreachable_ ABSL_GUARDED_BY(mu_);
   int fail_after_ ABSL_GUARDED_BY(mu_) = -1;
   int changes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool hold_ ABSL_GUARDED_BY(mu_) = false;
+  int held_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace fleet::switches

@@ -448,10 +448,10 @@ absl::StatusOr<SwitchProgrammer*> Engine::Programmer(const std::string& switch_i
   return programmer.get();
 }
 
-std::map<std::string, int> Engine::SwitchBatches() {
+std::map<std::string, Engine::SwitchQueue> Engine::SwitchQueues() {
   absl::MutexLock lock(&mu_);
-  std::map<std::string, int> out;
-  for (const auto& [id, p] : programmers_) out[id] = p->batches();
+  std::map<std::string, SwitchQueue> out;
+  for (const auto& [id, p] : programmers_) out[id] = {p->batches(), p->queued()};
   return out;
 }
 

@@ -209,8 +209,12 @@ class Engine {
   void RunDueRetries();
   // Blocks until no transaction is running.
   void WaitIdle();
-  // Batches sent to each switch so far, by switch id.
-  std::map<std::string, int> SwitchBatches();
+  // Each switch's programming queue, by switch id.
+  struct SwitchQueue {
+    int batches = 0;  // Sent so far.
+    int queued = 0;   // Change sets waiting for the next batch.
+  };
+  std::map<std::string, SwitchQueue> SwitchQueues();
 
  private:
   struct Retry {

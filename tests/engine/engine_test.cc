@@ -14,6 +14,7 @@
 #include "controller/inventory/inventory.h"
 #include "scheduler/replacement.h"
 #include "switch_adapters/fake_optical_switch.h"
+#include "tests/eventually.h"
 #include "tests/store/store_test_util.h"
 
 namespace fleet::engine {
@@ -533,6 +534,47 @@ TEST_F(EngineTest, ArmedRetrainsAreCancelledWhenTheSwitchRefusesTheBatch) {
   EXPECT_EQ(Request(Ring("team-a", kGpus)).state(), v1::ALLOCATION_STATE_READY);
   EXPECT_EQ(agents_->armed(), 16);
   EXPECT_EQ(agents_->Count(v1::Command::kQuiesce), 16);
+}
+
+TEST_F(EngineTest, ArmedLinksOfAChangeSetTheSwitchTookTwiceAreRetrainedAgain) {
+  agents_->ArmRetrains(true);
+  sw_->HoldApplies(true);
+  struct LetGo {  // However the test ends, the transactions can finish.
+    switches::FakeOpticalSwitch* sw;
+    ~LetGo() { sw->HoldApplies(false); }
+  } let_go{sw_};
+  const Caller op = Caller::FromPrincipal("operator:test");
+  // The first request's batch holds the switch; the next two queue behind it and go out
+  // together.
+  absl::StatusOr<v1::RequestTopologyResponse> first =
+      engine_->RequestTopology(Link("team-c", "gpu5", "gpu6"), op);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(fleet::testing::Eventually([&] { return sw_->held() == 1; }));
+  absl::StatusOr<v1::RequestTopologyResponse> a =
+      engine_->RequestTopology(Link("team-a", "gpu1", "gpu2"), op);
+  absl::StatusOr<v1::RequestTopologyResponse> b =
+      engine_->RequestTopology(Link("team-b", "gpu3", "gpu4"), op);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE(
+      fleet::testing::Eventually([&] { return engine_->SwitchQueues()["ocs1"].queued == 2; }));
+  // Their batch fails part-way and is undone, then each change set is applied alone: the
+  // light at their ports came and went before it came to stay, so an armed answer may have
+  // judged light that went away.
+  sw_->FailNextApplyAfter(1);
+  sw_->HoldApplies(false);
+  engine_->WaitIdle();
+  std::set<CrossConnect> wanted;
+  for (const auto* r : {&first, &a, &b}) {
+    const v1::Allocation done = Get((*r)->allocation().id());
+    EXPECT_EQ(done.state(), v1::ALLOCATION_STATE_READY) << done.id() << ": " << done.reason();
+    for (const CrossConnect& x : Wanted(done)) wanted.insert(x);
+  }
+  EXPECT_EQ(OnSwitch(), wanted);
+  // Three duplex links, two circuits each, all armed. The first link's circuits trained
+  // once; the four the switch took twice, armed and again once it was verified.
+  EXPECT_EQ(agents_->armed(), 6);
+  EXPECT_EQ(agents_->Count(v1::Command::kRetrain), 2 + 4 * 2);
+  EXPECT_EQ(engine_->SwitchQueues()["ocs1"].batches, 4);  // First, together, then each alone.
 }
 
 TEST_F(EngineTest, UnreachableSwitchFailsTheRequest) {
