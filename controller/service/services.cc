@@ -2,12 +2,16 @@
 
 #include <google/protobuf/util/time_util.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "controller/base/grpc_status.h"
+#include "controller/base/status_macros.h"
 
 namespace fleet::service {
 namespace {
@@ -149,31 +153,46 @@ grpc::Status NoEngine() {
   return grpc::Status(grpc::StatusCode::UNAVAILABLE, "this fleetd has no reconfiguration engine");
 }
 
+// Hands `on_event` the committed events after `after` matching the filter, in order, up to
+// `upto` or a page of them; returns the sequence read up to, or nullopt when `on_event` said
+// stop or the log could not be read.
+std::optional<uint64_t> ReadEvents(store::Store* store, uint64_t after, uint64_t upto,
+                                   const std::string& object_kind, const std::string& object_id,
+                                   const std::function<bool(const v1::Event&)>& on_event) {
+  constexpr uint32_t kPage = 1000;
+  absl::StatusOr<std::vector<v1::Event>> events =
+      store->ListEvents({after, kPage, object_kind, object_id});
+  if (!events.ok()) return std::nullopt;
+  for (const v1::Event& e : *events) {
+    if (e.sequence() > upto) break;
+    if (!on_event(e)) return std::nullopt;
+  }
+  if (events->size() == kPage && events->back().sequence() < upto) {
+    return events->back().sequence();
+  }
+  return upto;
+}
+
+// Whether a watcher should go on: its client is there and fleetd is not stopping.
+bool Following(engine::Engine* engine, grpc::ServerContext* context) {
+  return !context->IsCancelled() && !(engine != nullptr && engine->stopping());
+}
+
 // Follows the event log after `after`: calls `on_event` for each committed event matching
 // the filter, in order, until it returns false, the client goes away or fleetd stops.
 void FollowEvents(store::Store* store, engine::Engine* engine, grpc::ServerContext* context,
                   uint64_t after, const std::string& object_kind, const std::string& object_id,
                   const std::function<bool(const v1::Event&)>& on_event) {
-  constexpr uint32_t kPage = 1000;
-  while (!context->IsCancelled() && !(engine != nullptr && engine->stopping())) {
+  while (Following(engine, context)) {
     const uint64_t upto = store->LastEventSequence();
     if (upto <= after) {
       // Woken by a commit, or every 200 ms to notice a cancelled client or a stop.
       store->WaitForEvent(after, absl::Now() + absl::Milliseconds(200));
       continue;
     }
-    absl::StatusOr<std::vector<v1::Event>> events =
-        store->ListEvents({after, kPage, object_kind, object_id});
-    if (!events.ok()) return;
-    uint64_t next = upto;
-    for (const v1::Event& e : *events) {
-      if (e.sequence() > upto) break;
-      if (!on_event(e)) return;
-    }
-    if (events->size() == kPage && events->back().sequence() < upto) {
-      next = events->back().sequence();
-    }
-    after = next;
+    std::optional<uint64_t> next = ReadEvents(store, after, upto, object_kind, object_id, on_event);
+    if (!next) return;
+    after = *next;
   }
 }
 
@@ -231,10 +250,15 @@ grpc::Status TopologyServiceImpl::WatchAllocation(
     return ToGrpcStatus(s);
   }
   // Taken before the first read, so no change between the read and the follow is missed.
-  const uint64_t after = store_->LastEventSequence();
+  uint64_t after = store_->LastEventSequence();
   std::map<std::string, std::string> sent;  // Allocation id → WatchedPart last sent.
+  // Allocation id → the sequence its last state considered reflects: a commit no newer is
+  // not sent, so a state read from the database is never followed by an older one.
+  std::map<std::string, uint64_t> as_of;
   bool ended = false;
+  // False once the watch is over: the client went away or the watched allocation ended.
   auto send = [&](const v1::Allocation& a) {
+    if (!request->tenant().empty() && a.tenant() != request->tenant()) return true;
     std::string part = WatchedPart(a);
     if (sent[a.id()] == part) return true;
     v1::WatchAllocationResponse message;
@@ -244,32 +268,66 @@ grpc::Status TopologyServiceImpl::WatchAllocation(
     ended = !request->id().empty() && Ended(a);
     return !ended;
   };
-  // The image the newest commit left, when the store keeps it: no database read.
-  auto current = [&](const std::string& id, uint64_t sequence) -> absl::StatusOr<v1::Allocation> {
-    if (std::optional<v1::Allocation> image = store_->CommittedAllocation(id, sequence)) {
-      return *std::move(image);
+  // Sends the state `commit` left, read from the database when the commit did not keep it.
+  auto consider = [&](store::Store::AllocationCommit commit) -> absl::StatusOr<bool> {
+    if (auto seen = as_of.find(commit.id); seen != as_of.end() && commit.sequence <= seen->second) {
+      return true;
     }
-    return store_->GetAllocation(id);
+    if (!commit.allocation) {
+      ASSIGN_OR_RETURN(commit, store_->ReadAllocation(commit.id));
+    }
+    as_of[commit.id] = commit.sequence;
+    return send(*commit.allocation);
   };
+  std::vector<store::Store::AllocationCommit> first;
   if (!request->id().empty()) {
-    absl::StatusOr<v1::Allocation> a = current(request->id(), 0);
-    if (!a.ok()) return ToGrpcStatus(a.status());
-    if (!send(*a)) return grpc::Status::OK;
+    std::optional<store::Store::AllocationCommit> kept = store_->LastCommitted(request->id());
+    first.push_back(kept ? *std::move(kept) : store::Store::AllocationCommit{0, request->id(), {}});
   } else {
     absl::StatusOr<std::vector<v1::Allocation>> all =
         store_->ListAllocations({request->tenant(), {}, false});
     if (!all.ok()) return ToGrpcStatus(all.status());
-    for (const v1::Allocation& a : *all) {
-      if (!send(a)) return grpc::Status::OK;
-    }
+    for (const v1::Allocation& a : *all) first.push_back({0, a.id(), {}});
   }
-  FollowEvents(store_, engine_, context, after, "allocation", request->id(),
-               [&](const v1::Event& e) {
-                 absl::StatusOr<v1::Allocation> a = current(e.object_id(), e.sequence());
-                 if (!a.ok()) return true;
-                 if (!request->tenant().empty() && a->tenant() != request->tenant()) return true;
-                 return send(*a);
-               });
+  for (store::Store::AllocationCommit& commit : first) {
+    absl::StatusOr<bool> go_on = consider(std::move(commit));
+    if (!go_on.ok() && !request->id().empty()) return ToGrpcStatus(go_on.status());
+    if (go_on.ok() && !*go_on) return grpc::Status::OK;
+  }
+  auto watched = [&](const std::string& id) {
+    return request->id().empty() || id == request->id();
+  };
+  while (Following(engine_, context)) {
+    const uint64_t upto = store_->LastEventSequence();
+    if (upto <= after) {
+      store_->WaitForEvent(after, absl::Now() + absl::Milliseconds(200));
+      continue;
+    }
+    // Each committed state, in order, from the commits the store keeps.
+    if (std::optional<std::vector<store::Store::AllocationCommit>> commits =
+            store_->AllocationCommitsAfter(after)) {
+      bool go_on = true;
+      for (store::Store::AllocationCommit& commit : *commits) {
+        if (!watched(commit.id)) continue;
+        absl::StatusOr<bool> sent_it = consider(std::move(commit));
+        if (sent_it.ok() && !*sent_it) {
+          go_on = false;
+          break;
+        }
+      }
+      if (!go_on) break;
+      after = std::max(upto, commits->empty() ? 0 : commits->back().sequence);
+      continue;
+    }
+    // A watcher this far behind reads the log, and each allocation it names as it is now.
+    std::optional<uint64_t> next =
+        ReadEvents(store_, after, upto, "allocation", request->id(), [&](const v1::Event& e) {
+          absl::StatusOr<bool> go_on = consider({e.sequence(), e.object_id(), {}});
+          return !go_on.ok() || *go_on;
+        });
+    if (!next) break;
+    after = *next;
+  }
   if (ended || context->IsCancelled()) return grpc::Status::OK;
   return grpc::Status(grpc::StatusCode::UNAVAILABLE, "fleetd is stopping");
 }

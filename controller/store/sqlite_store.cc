@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -64,7 +65,10 @@ class SqliteStore : public Store {
  public:
   // `last_sequence` is the newest event already in `db`.
   SqliteStore(std::unique_ptr<Database> db, const Clock* clock, uint64_t last_sequence)
-      : db_(std::move(db)), clock_(clock), last_sequence_(last_sequence) {}
+      : db_(std::move(db)),
+        clock_(clock),
+        last_sequence_(last_sequence),
+        commits_floor_(last_sequence) {}
 
   absl::StatusOr<std::vector<v1::Switch>> ListSwitches() override {
     absl::MutexLock lock(&mu_);
@@ -421,12 +425,30 @@ class SqliteStore : public Store {
 
   uint64_t InventoryVersion() override { return inventory_version_.load(); }
 
-  std::optional<v1::Allocation> CommittedAllocation(const std::string& id,
-                                                    uint64_t sequence) override {
+  std::optional<std::vector<AllocationCommit>> AllocationCommitsAfter(uint64_t after) override {
     absl::MutexLock lock(&sequence_mu_);
-    auto it = images_.find(id);
-    if (it == images_.end() || it->second.sequence < sequence) return std::nullopt;
-    return it->second.allocation;
+    if (after < commits_floor_) return std::nullopt;
+    auto first = std::upper_bound(
+        commits_.begin(), commits_.end(), after,
+        [](uint64_t sequence, const AllocationCommit& c) { return sequence < c.sequence; });
+    return std::vector<AllocationCommit>(first, commits_.end());
+  }
+
+  std::optional<AllocationCommit> LastCommitted(const std::string& id) override {
+    absl::MutexLock lock(&sequence_mu_);
+    for (auto it = commits_.rbegin(); it != commits_.rend(); ++it) {
+      if (it->id == id) return *it;
+    }
+    return std::nullopt;
+  }
+
+  absl::StatusOr<AllocationCommit> ReadAllocation(const std::string& id) override {
+    // Under mu_ no commit is under way, so the newest sequence is exactly what the read saw.
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(std::vector<v1::Allocation> found, AllocationsLocked(id, {}));
+    if (found.empty()) return absl::NotFoundError(absl::StrCat("allocation ", id, " not found"));
+    absl::MutexLock sequence(&sequence_mu_);
+    return AllocationCommit{last_sequence_, id, std::move(found.front())};
   }
 
   uint64_t LastEventSequence() override {
@@ -801,25 +823,18 @@ class SqliteStore : public Store {
     return Transaction::Begin(*db_);
   }
 
-  // Commits and then wakes watchers of the event log, if the write appended events. The
-  // images of the allocations it appended events about are replaced first (or dropped, when
-  // the write read none back), so a watcher that sees an event finds the image it left.
+  // Commits and then wakes watchers of the event log, if the write appended events. Its
+  // allocation commits are kept first, so a watcher that sees its events finds them.
   absl::Status CommitLocked(Transaction& txn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     RETURN_IF_ERROR(txn.Commit());
     if (uncommitted_sequence_ != 0) {
       absl::MutexLock lock(&sequence_mu_);
       for (auto& [id, image] : uncommitted_images_) {
-        if (auto old = images_.find(id); old != images_.end()) {
-          images_by_sequence_.erase({old->second.sequence, id});
-          images_.erase(old);
-        }
-        if (!image.has_value()) continue;
-        images_[id] = {uncommitted_sequence_, *std::move(image)};
-        images_by_sequence_.insert({uncommitted_sequence_, id});
+        commits_.push_back({uncommitted_sequence_, id, std::move(image)});
       }
-      while (images_.size() > kKeptImages) {
-        images_.erase(images_by_sequence_.begin()->second);
-        images_by_sequence_.erase(images_by_sequence_.begin());
+      while (commits_.size() > kKeptCommits) {
+        commits_floor_ = commits_.front().sequence;
+        commits_.pop_front();
       }
       last_sequence_ = std::max(last_sequence_, uncommitted_sequence_);
       uncommitted_sequence_ = 0;
@@ -1554,15 +1569,11 @@ class SqliteStore : public Store {
   // A mutex of its own so that watchers wait without holding up writers; taken inside mu_.
   absl::Mutex sequence_mu_ ABSL_ACQUIRED_AFTER(mu_);
   uint64_t last_sequence_ ABSL_GUARDED_BY(sequence_mu_);
-  // Committed images (CommittedAllocation): the most recently changed allocations', each
-  // with the sequence of its transaction's newest event.
-  struct Image {
-    uint64_t sequence = 0;
-    v1::Allocation allocation;
-  };
-  static constexpr size_t kKeptImages = 1024;
-  std::map<std::string, Image> images_ ABSL_GUARDED_BY(sequence_mu_);
-  std::set<std::pair<uint64_t, std::string>> images_by_sequence_ ABSL_GUARDED_BY(sequence_mu_);
+  // The most recent allocation commits, by sequence (AllocationCommitsAfter), and the newest
+  // sequence of those no longer kept.
+  static constexpr size_t kKeptCommits = 1024;
+  std::deque<AllocationCommit> commits_ ABSL_GUARDED_BY(sequence_mu_);
+  uint64_t commits_floor_ ABSL_GUARDED_BY(sequence_mu_);
 };
 
 }  // namespace

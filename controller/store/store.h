@@ -214,13 +214,26 @@ class Store {
   };
   virtual absl::StatusOr<StateCounts> CountByState() = 0;
 
-  // The allocation as committed by the newest transaction that appended an event about it,
-  // when that transaction's newest event has a sequence of at least `sequence` and the store
-  // still holds the image in memory; nullopt otherwise (ask GetAllocation). UpdateAllocation
-  // and ReplaceCircuits leave images of the allocations they change, so watchers follow
-  // allocations without reading the database.
-  virtual std::optional<v1::Allocation> CommittedAllocation(const std::string& id,
-                                                            uint64_t sequence) = 0;
+  // --- Allocation commits, kept in memory for watchers. ---
+  // A committed transaction that appended events about allocation `id`: the sequence of its
+  // newest event, and the allocation as the transaction left it when it read it back
+  // (UpdateAllocation and ReplaceCircuits do; nullopt for the others: read it).
+  struct AllocationCommit {
+    uint64_t sequence = 0;
+    std::string id;
+    std::optional<v1::Allocation> allocation;
+  };
+  // Every allocation commit after event `after`, oldest first, one per allocation and
+  // transaction, so a watcher follows each committed state without reading the database.
+  // nullopt when the store no longer holds all of them (it keeps the most recent 1024): then
+  // read the events and the allocations.
+  virtual std::optional<std::vector<AllocationCommit>> AllocationCommitsAfter(uint64_t after) = 0;
+  // The newest commit about allocation `id` the store holds; nullopt when it holds none.
+  virtual std::optional<AllocationCommit> LastCommitted(const std::string& id) = 0;
+  // Allocation `id` as the database holds it now, with the sequence of the newest committed
+  // event: the state every commit up to that sequence left, and none after it. NOT_FOUND for
+  // an unknown allocation.
+  virtual absl::StatusOr<AllocationCommit> ReadAllocation(const std::string& id) = 0;
 
   // --- Events. ---
   // Appends `event` with the next sequence number and the store's clock time.

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "controller/base/clock.h"
 #include "switch_adapters/fake_optical_switch.h"
+#include "tests/eventually.h"
 
 namespace fleet::service {
 namespace {
@@ -290,6 +291,97 @@ TEST_F(ServicesTest, DryRunPlansARingAndTouchesNothing) {
   status = topology_stub_->RequestTopology(Context().get(), request, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_THAT(status.error_message(), HasSubstr("device gpu99 not found"));
+}
+
+// A ring of `gpus` GPUs from gpu`first` for `tenant`, over the API; returns its id.
+std::string RequestRing(v1::TopologyService::Stub& stub, grpc::ClientContext* context,
+                        const std::string& tenant, int first, int gpus) {
+  v1::RequestTopologyRequest request;
+  request.set_tenant(tenant);
+  v1::TemplateSpec* ring = request.mutable_topology()->mutable_template_();
+  ring->set_kind(v1::TEMPLATE_KIND_RING_UNIDIRECTIONAL);
+  for (int i = first; i < first + gpus; ++i) {
+    ring->mutable_members()->add_devices("gpu" + std::to_string(i));
+  }
+  v1::RequestTopologyResponse response;
+  grpc::Status status = stub.RequestTopology(context, request, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  return response.allocation().id();
+}
+
+// Reads a watch to its end: each message's allocation id and state.
+std::vector<std::pair<std::string, v1::AllocationState>> ReadWatch(
+    grpc::ClientReader<v1::WatchAllocationResponse>& stream, size_t at_most = 100) {
+  std::vector<std::pair<std::string, v1::AllocationState>> seen;
+  v1::WatchAllocationResponse update;
+  while (seen.size() < at_most && stream.Read(&update)) {
+    seen.push_back({update.allocation().id(), update.allocation().state()});
+  }
+  return seen;
+}
+
+// A watch of one allocation is sent every state it is committed in, in order, however fast
+// they follow each other, and ends when the allocation does; a tenant's watch sees only that
+// tenant's allocations.
+TEST_F(ServicesTest, WatchAllocationSendsEveryStateInOrderAndEndsWithTheAllocation) {
+  ApplyGen1();
+  const std::string first = RequestRing(*topology_stub_, Context().get(), "tenant-a", 1, 2);
+  engine_->WaitIdle();  // Builds the fake switch.
+  ASSERT_NE(last_fake_, nullptr);
+  auto tenant_context = Context();
+  tenant_context->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+  v1::WatchAllocationRequest tenant_watch;
+  tenant_watch.set_tenant("tenant-b");
+  std::unique_ptr<grpc::ClientReader<v1::WatchAllocationResponse>> tenant_stream =
+      topology_stub_->WatchAllocation(tenant_context.get(), tenant_watch);
+
+  // The switch holds the next request in PROGRAMMING while its watch starts.
+  last_fake_->HoldApplies(true);
+  const std::string id = RequestRing(*topology_stub_, Context().get(), "tenant-a", 3, 4);
+  ASSERT_TRUE(fleet::testing::Eventually([&] {
+    absl::StatusOr<v1::Allocation> a = store_->GetAllocation(id);
+    return last_fake_->held() == 1 && a.ok() && a->state() == v1::ALLOCATION_STATE_PROGRAMMING;
+  }));
+  auto context = Context();
+  v1::WatchAllocationRequest watch;
+  watch.set_id(id);
+  std::unique_ptr<grpc::ClientReader<v1::WatchAllocationResponse>> stream =
+      topology_stub_->WatchAllocation(context.get(), watch);
+  v1::WatchAllocationResponse update;
+  ASSERT_TRUE(stream->Read(&update));
+  EXPECT_EQ(update.allocation().state(), v1::ALLOCATION_STATE_PROGRAMMING);
+  last_fake_->HoldApplies(false);
+  engine_->WaitIdle();
+  const std::string other = RequestRing(*topology_stub_, Context().get(), "tenant-b", 7, 2);
+  engine_->WaitIdle();
+  v1::ReleaseTopologyRequest release;
+  release.set_id(id);
+  v1::ReleaseTopologyResponse released;
+  ASSERT_TRUE(topology_stub_->ReleaseTopology(Context().get(), release, &released).ok());
+
+  using Seen = std::vector<std::pair<std::string, v1::AllocationState>>;
+  // No agents here, so no link can be retrained: DEGRADED, not READY.
+  EXPECT_EQ(ReadWatch(*stream), (Seen{{id, v1::ALLOCATION_STATE_TRAINING},
+                                      {id, v1::ALLOCATION_STATE_DEGRADED},
+                                      {id, v1::ALLOCATION_STATE_RELEASING},
+                                      {id, v1::ALLOCATION_STATE_RELEASED}}));
+  EXPECT_TRUE(stream->Finish().ok());
+  // The tenant's watch: tenant-b's one allocation, up to its last state; nothing of
+  // tenant-a's, though they changed all along.
+  Seen tenant_seen;
+  while (tenant_stream->Read(&update)) {
+    tenant_seen.push_back({update.allocation().id(), update.allocation().state()});
+    if (update.allocation().state() == v1::ALLOCATION_STATE_DEGRADED) break;
+  }
+  tenant_context->TryCancel();
+  (void)tenant_stream->Finish();
+  ASSERT_FALSE(tenant_seen.empty());
+  for (const auto& [allocation, state] : tenant_seen) EXPECT_EQ(allocation, other);
+  EXPECT_EQ(tenant_seen.back().second, v1::ALLOCATION_STATE_DEGRADED);
+  for (size_t i = 1; i < tenant_seen.size(); ++i) {
+    EXPECT_LT(tenant_seen[i - 1].second, tenant_seen[i].second);  // In order.
+  }
+  EXPECT_NE(first, other);
 }
 
 TEST_F(ServicesTest, PhaseAndReplaceRequestsAreCheckedAndAFleetdWithoutAgentsSaysSo) {

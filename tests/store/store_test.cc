@@ -36,6 +36,7 @@ using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Optional;
 using ::testing::SizeIs;
 using ::testing::UnorderedElementsAre;
 
@@ -1635,17 +1636,32 @@ TEST_F(StoreTest, UpdateAllocationAppliesEveryFieldAndReturnsTheCommittedAllocat
               AllOf(HasSubstr("a1"), HasSubstr("degraded"), HasSubstr("did not train")));
 }
 
-// Watchers take the allocation from the image the commit left; it must be what a read
-// returns, and is given only when it is at least as new as the event asked about.
-TEST_F(StoreTest, CommittedAllocationIsTheImageTheNewestCommitLeft) {
+// Watchers follow allocations through the commits the store keeps: each with what a read
+// would have returned right after it, in order, and none left out while they are kept.
+TEST_F(StoreTest, AllocationCommitsAreKeptInOrderWithWhatEachLeft) {
   WriteSite();
+  const uint64_t start = store_->LastEventSequence();  // Inventory events: not allocations'.
   ASSERT_THAT(
       store_->CreateAllocation(MakeAllocation("a1", "tenant-a", v1::ALLOCATION_STATE_PROGRAMMING,
                                               {"h1-cpu0", "gpu0"}, {CpuToGpu(), GpuToCpu()}),
                                kOperator),
       IsOk());
+  std::optional<std::vector<Store::AllocationCommit>> commits =
+      store_->AllocationCommitsAfter(start);
+  ASSERT_TRUE(commits.has_value());
+  ASSERT_THAT(*commits, SizeIs(1));
+  EXPECT_EQ((*commits)[0].id, "a1");
+  EXPECT_EQ((*commits)[0].sequence, store_->LastEventSequence());
   // CreateAllocation reads nothing back: a watcher reads the database.
-  EXPECT_EQ(store_->CommittedAllocation("a1", 0), std::nullopt);
+  EXPECT_EQ((*commits)[0].allocation, std::nullopt);
+  std::optional<Store::AllocationCommit> last = store_->LastCommitted("a1");
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(last->allocation, std::nullopt);
+  // Read from the database instead, with the sequence it reflects.
+  ASSERT_OK_AND_ASSIGN(Store::AllocationCommit read, store_->ReadAllocation("a1"));
+  EXPECT_EQ(read.sequence, store_->LastEventSequence());
+  EXPECT_THAT(read.allocation, Optional(EqualsProto(*store_->GetAllocation("a1"))));
+  EXPECT_THAT(store_->ReadAllocation("a9"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("a9")));
 
   AllocationUpdate update;
   update.id = "a1";
@@ -1653,36 +1669,46 @@ TEST_F(StoreTest, CommittedAllocationIsTheImageTheNewestCommitLeft) {
   update.circuits["c-up"] = {.state = v1::CIRCUIT_STATE_PROGRAMMED};
   ASSERT_OK_AND_ASSIGN(v1::Allocation training, store_->UpdateAllocation(update, "engine"));
   const uint64_t training_event = store_->LastEventSequence();
-  std::optional<v1::Allocation> image = store_->CommittedAllocation("a1", training_event);
-  ASSERT_TRUE(image.has_value());
   ASSERT_OK_AND_ASSIGN(v1::Allocation stored, store_->GetAllocation("a1"));
-  EXPECT_THAT(*image, EqualsProto(stored));
-  EXPECT_THAT(*image, EqualsProto(training));
-  EXPECT_EQ(store_->CommittedAllocation("a1", training_event + 1), std::nullopt);
-  EXPECT_EQ(store_->CommittedAllocation("a2", 0), std::nullopt);
+  EXPECT_THAT(training, EqualsProto(stored));
+  last = store_->LastCommitted("a1");
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(last->sequence, training_event);
+  EXPECT_THAT(last->allocation, Optional(EqualsProto(stored)));
 
-  // A refused update changes nothing, the image included.
+  // A refused update commits nothing.
   AllocationUpdate wrong;
   wrong.id = "a1";
   wrong.state = v1::ALLOCATION_STATE_READY;
   wrong.circuits["c-none"] = {.state = v1::CIRCUIT_STATE_ACTIVE};
   EXPECT_THAT(store_->UpdateAllocation(wrong, "engine"),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("c-none")));
-  image = store_->CommittedAllocation("a1", training_event);
-  ASSERT_TRUE(image.has_value());
-  EXPECT_EQ(image->state(), v1::ALLOCATION_STATE_TRAINING);
+  EXPECT_THAT(store_->AllocationCommitsAfter(training_event), Optional(IsEmpty()));
 
-  // An event about the allocation written without an image (one the engine records) leaves
-  // none: the old one may not be what a read returns.
+  // An event about the allocation written without reading it back (one the engine records)
+  // is a commit without it: the last one read may not be what a read returns now.
   v1::Event note;
   note.set_kind("allocation.quiesce_skipped");
   note.set_object_kind("allocation");
   note.set_object_id("a1");
   note.set_message("no connected agent");
   ASSERT_THAT(store_->AppendEvent(note), IsOk());
-  EXPECT_EQ(store_->CommittedAllocation("a1", training_event), std::nullopt);
+  last = store_->LastCommitted("a1");
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(last->allocation, std::nullopt);
 
-  // ReplaceCircuits leaves one too.
+  update.state = v1::ALLOCATION_STATE_READY;
+  update.circuits["c-up"] = {.state = v1::CIRCUIT_STATE_ACTIVE};
+  ASSERT_OK_AND_ASSIGN(v1::Allocation ready, store_->UpdateAllocation(update, "engine"));
+  commits = store_->AllocationCommitsAfter(training_event);
+  ASSERT_TRUE(commits.has_value());
+  ASSERT_THAT(*commits, SizeIs(2));  // The note, then READY: each state, in order.
+  EXPECT_EQ((*commits)[0].allocation, std::nullopt);
+  EXPECT_LT((*commits)[0].sequence, (*commits)[1].sequence);
+  EXPECT_THAT((*commits)[1].allocation, Optional(EqualsProto(ready)));
+  EXPECT_EQ((*commits)[1].allocation->state(), v1::ALLOCATION_STATE_READY);
+
+  // ReplaceCircuits reads it back too.
   CircuitReplacement r;
   r.allocation_id = "a1";
   r.remove = {"c-up"};
@@ -1690,11 +1716,20 @@ TEST_F(StoreTest, CommittedAllocationIsTheImageTheNewestCommitLeft) {
       MakeCircuit("c-new", "n-cpu", 1, "n-cpu", 2, {Xc("s1", 1, 10)}, v1::CIRCUIT_STATE_PLANNED)};
   r.members = {"h1-cpu0"};
   ASSERT_OK_AND_ASSIGN(v1::Allocation replaced, store_->ReplaceCircuits(r, kOperator));
-  image = store_->CommittedAllocation("a1", store_->LastEventSequence());
-  ASSERT_TRUE(image.has_value());
-  EXPECT_THAT(*image, EqualsProto(replaced));
   ASSERT_OK_AND_ASSIGN(stored, store_->GetAllocation("a1"));
-  EXPECT_THAT(*image, EqualsProto(stored));
+  EXPECT_THAT(replaced, EqualsProto(stored));
+  last = store_->LastCommitted("a1");
+  ASSERT_TRUE(last.has_value());
+  EXPECT_THAT(last->allocation, Optional(EqualsProto(stored)));
+
+  // Only the most recent commits are kept: a watcher further behind is told to read.
+  const uint64_t recent = store_->LastEventSequence();
+  for (int i = 0; i < 1030; ++i) ASSERT_THAT(store_->AppendEvent(note), IsOk());
+  EXPECT_EQ(store_->AllocationCommitsAfter(start), std::nullopt);
+  EXPECT_EQ(store_->AllocationCommitsAfter(recent), std::nullopt);
+  commits = store_->AllocationCommitsAfter(store_->LastEventSequence() - 10);
+  ASSERT_TRUE(commits.has_value());
+  EXPECT_THAT(*commits, SizeIs(10));
 }
 
 TEST_F(StoreTest, AReleaseIntentIsKeptApartFromTheReasonShown) {
