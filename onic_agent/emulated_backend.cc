@@ -473,7 +473,7 @@ absl::StatusOr<absl::Time> EmulatedBackend::AwaitLight(const std::string& serial
       // when armed: at arming), not when this thread got to run: an armed receiver trains on
       // signal detect. Light read from the simulator arrived by now.
       const absl::Time arrived =
-          light->since == absl::InfinitePast() ? now : std::clamp(light->since, armed, now);
+          light->since == absl::InfinitePast() ? now : std::min(std::max(light->since, armed), now);
       absl::MutexLock lock(&mu_);
       training_since_[{serial, port}] = arrived;
       return arrived;

@@ -268,7 +268,8 @@ grpc::Status TopologyServiceImpl::WatchAllocation(
     ended = !request->id().empty() && Ended(a);
     return !ended;
   };
-  // Sends the state `commit` left, read from the database when the commit did not keep it.
+  // Sends the state `commit` left; read from the database for a watch's first state and for a
+  // watcher too far behind for the commits the store keeps.
   auto consider = [&](store::Store::AllocationCommit commit) -> absl::StatusOr<bool> {
     if (auto seen = as_of.find(commit.id); seen != as_of.end() && commit.sequence <= seen->second) {
       return true;
@@ -282,20 +283,25 @@ grpc::Status TopologyServiceImpl::WatchAllocation(
   std::vector<store::Store::AllocationCommit> first;
   if (!request->id().empty()) {
     std::optional<store::Store::AllocationCommit> kept = store_->LastCommitted(request->id());
-    first.push_back(kept ? *std::move(kept) : store::Store::AllocationCommit{0, request->id(), {}});
+    first.push_back(kept ? *std::move(kept)
+                         : store::Store::AllocationCommit{0, request->id(), nullptr});
   } else {
     absl::StatusOr<std::vector<v1::Allocation>> all =
         store_->ListAllocations({request->tenant(), {}, false});
     if (!all.ok()) return ToGrpcStatus(all.status());
-    for (const v1::Allocation& a : *all) first.push_back({0, a.id(), {}});
+    for (const v1::Allocation& a : *all) first.push_back({0, a.id(), nullptr});
   }
   for (store::Store::AllocationCommit& commit : first) {
     absl::StatusOr<bool> go_on = consider(std::move(commit));
     if (!go_on.ok() && !request->id().empty()) return ToGrpcStatus(go_on.status());
     if (go_on.ok() && !*go_on) return grpc::Status::OK;
   }
-  auto watched = [&](const std::string& id) {
-    return request->id().empty() || id == request->id();
+  // The watched allocation's commits, or the tenant's (an allocation that is gone is read,
+  // and the read says so).
+  auto watched = [&](const store::Store::AllocationCommit& c) {
+    if (!request->id().empty()) return c.id == request->id();
+    return c.allocation == nullptr || request->tenant().empty() ||
+           c.allocation->tenant() == request->tenant();
   };
   while (Following(engine_, context)) {
     const uint64_t upto = store_->LastEventSequence();
@@ -308,7 +314,7 @@ grpc::Status TopologyServiceImpl::WatchAllocation(
             store_->AllocationCommitsAfter(after)) {
       bool go_on = true;
       for (store::Store::AllocationCommit& commit : *commits) {
-        if (!watched(commit.id)) continue;
+        if (!watched(commit)) continue;
         absl::StatusOr<bool> sent_it = consider(std::move(commit));
         if (sent_it.ok() && !*sent_it) {
           go_on = false;
@@ -322,7 +328,7 @@ grpc::Status TopologyServiceImpl::WatchAllocation(
     // A watcher this far behind reads the log, and each allocation it names as it is now.
     std::optional<uint64_t> next =
         ReadEvents(store_, after, upto, "allocation", request->id(), [&](const v1::Event& e) {
-          absl::StatusOr<bool> go_on = consider({e.sequence(), e.object_id(), {}});
+          absl::StatusOr<bool> go_on = consider({e.sequence(), e.object_id(), nullptr});
           return !go_on.ok() || *go_on;
         });
     if (!next) break;

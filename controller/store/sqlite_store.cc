@@ -320,6 +320,7 @@ class SqliteStore : public Store {
         absl::StrCat("allocation ", a.id(), " of tenant ", a.tenant(), " created in state ",
                      Name(a.state()), " with ", a.circuits_size(), " circuits"),
         principal));
+    RETURN_IF_ERROR(ImageLocked(a.id()).status());
     return CommitLocked(txn);
   }
 
@@ -392,6 +393,14 @@ class SqliteStore : public Store {
     ASSIGN_OR_RETURN(Transaction txn, BeginLocked());
     RETURN_IF_ERROR(AppendEventLocked(event.kind(), event.object_kind(), event.object_id(),
                                       event.severity(), event.message(), event.principal()));
+    if (event.object_kind() == "allocation" && !event.object_id().empty()) {
+      // Its commit carries the allocation, as every allocation commit does, when it exists.
+      ASSIGN_OR_RETURN(std::vector<v1::Allocation> found, AllocationsLocked(event.object_id(), {}));
+      if (!found.empty()) {
+        uncommitted_images_[event.object_id()] =
+            std::make_shared<const v1::Allocation>(std::move(found.front()));
+      }
+    }
     return CommitLocked(txn);
   }
 
@@ -448,7 +457,8 @@ class SqliteStore : public Store {
     ASSIGN_OR_RETURN(std::vector<v1::Allocation> found, AllocationsLocked(id, {}));
     if (found.empty()) return absl::NotFoundError(absl::StrCat("allocation ", id, " not found"));
     absl::MutexLock sequence(&sequence_mu_);
-    return AllocationCommit{last_sequence_, id, std::move(found.front())};
+    return AllocationCommit{last_sequence_, id,
+                            std::make_shared<const v1::Allocation>(std::move(found.front()))};
   }
 
   uint64_t LastEventSequence() override {
@@ -850,7 +860,7 @@ class SqliteStore : public Store {
     if (after.empty()) {
       return absl::InternalError(absl::StrCat("allocation ", id, " vanished while updated"));
     }
-    uncommitted_images_[id] = after.front();
+    uncommitted_images_[id] = std::make_shared<const v1::Allocation>(after.front());
     return std::move(after.front());
   }
 
@@ -980,7 +990,7 @@ class SqliteStore : public Store {
             .Run());
     uncommitted_sequence_ = static_cast<uint64_t>(db_->LastInsertRowId());
     // Any image of it read before this event is out of date.
-    if (object_kind == "allocation") uncommitted_images_[object_id].reset();
+    if (object_kind == "allocation") uncommitted_images_[object_id] = nullptr;
     return absl::OkStatus();
   }
 
@@ -1565,7 +1575,8 @@ class SqliteStore : public Store {
   uint64_t uncommitted_sequence_ ABSL_GUARDED_BY(mu_) = 0;
   // The allocations the open transaction appended events about, each with its image when
   // the write read it back after its last event (ImageLocked).
-  std::map<std::string, std::optional<v1::Allocation>> uncommitted_images_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<const v1::Allocation>> uncommitted_images_
+      ABSL_GUARDED_BY(mu_);
   // A mutex of its own so that watchers wait without holding up writers; taken inside mu_.
   absl::Mutex sequence_mu_ ABSL_ACQUIRED_AFTER(mu_);
   uint64_t last_sequence_ ABSL_GUARDED_BY(sequence_mu_);

@@ -216,12 +216,13 @@ class Store {
 
   // --- Allocation commits, kept in memory for watchers. ---
   // A committed transaction that appended events about allocation `id`: the sequence of its
-  // newest event, and the allocation as the transaction left it when it read it back
-  // (UpdateAllocation and ReplaceCircuits do; nullopt for the others: read it).
+  // newest event, and the allocation as the transaction left it, read back inside it (null
+  // only for an event about an allocation that does not exist). Shared: watchers copy the
+  // commits, not the allocations.
   struct AllocationCommit {
     uint64_t sequence = 0;
     std::string id;
-    std::optional<v1::Allocation> allocation;
+    std::shared_ptr<const v1::Allocation> allocation;
   };
   // Every allocation commit after event `after`, oldest first, one per allocation and
   // transaction, so a watcher follows each committed state without reading the database.

@@ -350,6 +350,13 @@ TEST_F(ServicesTest, WatchAllocationSendsEveryStateInOrderAndEndsWithTheAllocati
   v1::WatchAllocationResponse update;
   ASSERT_TRUE(stream->Read(&update));
   EXPECT_EQ(update.allocation().state(), v1::ALLOCATION_STATE_PROGRAMMING);
+  // An event about it that changes nothing (as the engine records one) is not a new state.
+  v1::Event note;
+  note.set_kind("allocation.quiesce_skipped");
+  note.set_object_kind("allocation");
+  note.set_object_id(id);
+  note.set_message("no connected agent");
+  ASSERT_TRUE(store_->AppendEvent(note).ok());
   last_fake_->HoldApplies(false);
   engine_->WaitIdle();
   const std::string other = RequestRing(*topology_stub_, Context().get(), "tenant-b", 7, 2);

@@ -1638,6 +1638,7 @@ TEST_F(StoreTest, UpdateAllocationAppliesEveryFieldAndReturnsTheCommittedAllocat
 
 // Watchers follow allocations through the commits the store keeps: each with what a read
 // would have returned right after it, in order, and none left out while they are kept.
+// Every write that appends an event about an allocation is one, with the allocation.
 TEST_F(StoreTest, AllocationCommitsAreKeptInOrderWithWhatEachLeft) {
   WriteSite();
   const uint64_t start = store_->LastEventSequence();  // Inventory events: not allocations'.
@@ -1652,15 +1653,16 @@ TEST_F(StoreTest, AllocationCommitsAreKeptInOrderWithWhatEachLeft) {
   ASSERT_THAT(*commits, SizeIs(1));
   EXPECT_EQ((*commits)[0].id, "a1");
   EXPECT_EQ((*commits)[0].sequence, store_->LastEventSequence());
-  // CreateAllocation reads nothing back: a watcher reads the database.
-  EXPECT_EQ((*commits)[0].allocation, std::nullopt);
+  ASSERT_NE((*commits)[0].allocation, nullptr);
+  EXPECT_THAT(*(*commits)[0].allocation, EqualsProto(*store_->GetAllocation("a1")));
   std::optional<Store::AllocationCommit> last = store_->LastCommitted("a1");
   ASSERT_TRUE(last.has_value());
-  EXPECT_EQ(last->allocation, std::nullopt);
-  // Read from the database instead, with the sequence it reflects.
+  EXPECT_EQ(last->allocation, (*commits)[0].allocation);
+  // A read of the database says which commits it reflects.
   ASSERT_OK_AND_ASSIGN(Store::AllocationCommit read, store_->ReadAllocation("a1"));
   EXPECT_EQ(read.sequence, store_->LastEventSequence());
-  EXPECT_THAT(read.allocation, Optional(EqualsProto(*store_->GetAllocation("a1"))));
+  ASSERT_NE(read.allocation, nullptr);
+  EXPECT_THAT(*read.allocation, EqualsProto(*store_->GetAllocation("a1")));
   EXPECT_THAT(store_->ReadAllocation("a9"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("a9")));
 
   AllocationUpdate update;
@@ -1674,7 +1676,8 @@ TEST_F(StoreTest, AllocationCommitsAreKeptInOrderWithWhatEachLeft) {
   last = store_->LastCommitted("a1");
   ASSERT_TRUE(last.has_value());
   EXPECT_EQ(last->sequence, training_event);
-  EXPECT_THAT(last->allocation, Optional(EqualsProto(stored)));
+  ASSERT_NE(last->allocation, nullptr);
+  EXPECT_THAT(*last->allocation, EqualsProto(stored));
 
   // A refused update commits nothing.
   AllocationUpdate wrong;
@@ -1685,8 +1688,7 @@ TEST_F(StoreTest, AllocationCommitsAreKeptInOrderWithWhatEachLeft) {
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("c-none")));
   EXPECT_THAT(store_->AllocationCommitsAfter(training_event), Optional(IsEmpty()));
 
-  // An event about the allocation written without reading it back (one the engine records)
-  // is a commit without it: the last one read may not be what a read returns now.
+  // An event the engine records about the allocation is a commit of it too, unchanged.
   v1::Event note;
   note.set_kind("allocation.quiesce_skipped");
   note.set_object_kind("allocation");
@@ -1695,7 +1697,9 @@ TEST_F(StoreTest, AllocationCommitsAreKeptInOrderWithWhatEachLeft) {
   ASSERT_THAT(store_->AppendEvent(note), IsOk());
   last = store_->LastCommitted("a1");
   ASSERT_TRUE(last.has_value());
-  EXPECT_EQ(last->allocation, std::nullopt);
+  EXPECT_EQ(last->sequence, store_->LastEventSequence());
+  ASSERT_NE(last->allocation, nullptr);
+  EXPECT_THAT(*last->allocation, EqualsProto(training));
 
   update.state = v1::ALLOCATION_STATE_READY;
   update.circuits["c-up"] = {.state = v1::CIRCUIT_STATE_ACTIVE};
@@ -1703,10 +1707,11 @@ TEST_F(StoreTest, AllocationCommitsAreKeptInOrderWithWhatEachLeft) {
   commits = store_->AllocationCommitsAfter(training_event);
   ASSERT_TRUE(commits.has_value());
   ASSERT_THAT(*commits, SizeIs(2));  // The note, then READY: each state, in order.
-  EXPECT_EQ((*commits)[0].allocation, std::nullopt);
   EXPECT_LT((*commits)[0].sequence, (*commits)[1].sequence);
-  EXPECT_THAT((*commits)[1].allocation, Optional(EqualsProto(ready)));
-  EXPECT_EQ((*commits)[1].allocation->state(), v1::ALLOCATION_STATE_READY);
+  ASSERT_NE((*commits)[0].allocation, nullptr);
+  EXPECT_EQ((*commits)[0].allocation->state(), v1::ALLOCATION_STATE_TRAINING);
+  ASSERT_NE((*commits)[1].allocation, nullptr);
+  EXPECT_THAT(*(*commits)[1].allocation, EqualsProto(ready));
 
   // ReplaceCircuits reads it back too.
   CircuitReplacement r;
@@ -1720,7 +1725,8 @@ TEST_F(StoreTest, AllocationCommitsAreKeptInOrderWithWhatEachLeft) {
   EXPECT_THAT(replaced, EqualsProto(stored));
   last = store_->LastCommitted("a1");
   ASSERT_TRUE(last.has_value());
-  EXPECT_THAT(last->allocation, Optional(EqualsProto(stored)));
+  ASSERT_NE(last->allocation, nullptr);
+  EXPECT_THAT(*last->allocation, EqualsProto(stored));
 
   // Only the most recent commits are kept: a watcher further behind is told to read.
   const uint64_t recent = store_->LastEventSequence();

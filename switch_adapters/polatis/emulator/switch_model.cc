@@ -696,8 +696,10 @@ std::set<int> SwitchModel::EgressesOf(const Config& config, int port) const {
 }
 
 void SwitchModel::LightChangedLocked(const std::optional<std::set<int>>& egresses) {
-  ++light_generation_;
   const absl::Time now = clock_->Now();
+  // Settles before now come first: counted later, they would date this change back to them.
+  CountSettledLocked(now);
+  ++light_generation_;
   if (!egresses) {
     everything_changed_ = light_generation_;
     everything_changed_at_ = now;

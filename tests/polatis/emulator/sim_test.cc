@@ -155,6 +155,21 @@ TEST_F(SimTest, SeveralEgressesAreReadInOneRequestInTheOrderAsked) {
 
 // A reader that keeps a copy of the light (an emulated agent) asks with the generation it
 // has: the answer waits until the light at the egresses it asked for may have changed.
+// since_us is the light's last change, also when the beam's settle before it was not yet
+// counted (nobody read the light in between).
+TEST_F(SimTest, SinceIsTheLightsLastChangeEvenAfterAnUncountedSettle) {
+  Start(absl::Milliseconds(50), &fake_clock_);
+  const absl::Time made = fake_clock_.Now();
+  ASSERT_NO_FATAL_FAILURE(LightIngress1ToEgress17());  // Settles 50 ms from now.
+  fake_clock_.Advance(absl::Seconds(1));
+  ASSERT_EQ(Request("PUT", "/sim/v1/ports/17", R"({"failed":true})").status, 204);
+  fake_clock_.Advance(absl::Seconds(1));
+  ASSERT_EQ(Request("PUT", "/sim/v1/ports/17", R"({"failed":false})").status, 204);
+  const json light = json::parse(Request("GET", "/sim/v1/light?egress=17").body);
+  EXPECT_EQ(light["lights"][0]["signal"], "sig");
+  EXPECT_EQ(light["lights"][0]["since_us"], absl::ToUnixMicros(made + absl::Seconds(2)));
+}
+
 TEST_F(SimTest, ALongPollAnswersWhenTheLightItAskedForChanges) {
   Start(absl::ZeroDuration(), &system_clock_);
   ASSERT_NO_FATAL_FAILURE(LightIngress1ToEgress17());
