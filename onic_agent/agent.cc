@@ -238,7 +238,7 @@ bool Agent::Session(const std::shared_ptr<grpc::Channel>& channel) {
   return registered;
 }
 
-void Agent::Send(const v1::AgentMessage& message) {
+bool Agent::Send(const v1::AgentMessage& message) {
   absl::MutexLock write(&write_mu_);
   Stream* stream = nullptr;
   {
@@ -247,7 +247,7 @@ void Agent::Send(const v1::AgentMessage& message) {
   }
   // No stream: the answer is dropped. fleetd failed the waiting command when the stream
   // broke; a retry with the same id is answered from the record.
-  if (stream != nullptr) stream->Write(message);
+  return stream != nullptr && stream->Write(message);
 }
 
 void Agent::SendInOrder(v1::AgentMessage message) {
@@ -271,7 +271,13 @@ void Agent::SendInOrder(v1::AgentMessage message) {
     }
     for (size_t i = 0; i < ready.size();) {
       if (!batch || !ready[i].has_result() || i + 1 == ready.size() || !ready[i + 1].has_result()) {
-        Send(ready[i++]);
+        const v1::AgentMessage& message = ready[i++];
+        if (!Send(message) && message.has_link_change()) {
+          // fleetd never heard of it: told on the next stream, by the next monitor round.
+          const v1::LinkState& link = message.link_change();
+          absl::MutexLock lock(&mu_);
+          unreported_.insert(absl::StrCat(link.onic_serial(), "/", link.port()));
+        }
         continue;
       }
       v1::AgentMessage results;  // Answers next to each other go as one message.
@@ -315,10 +321,10 @@ void Agent::HeartbeatAndMonitor(absl::Duration interval, uint64_t session) {
       next_beat = absl::Now() + interval;
     }
     if (monitor) {
-      // Up links are read every interval: their light can go. A port that is not up changes
-      // only by a retrain, which reports itself; it is read every tenth interval to catch
-      // anything else. Reading every port each second cost a chassis agent dozens of
-      // simulator round trips a second for nothing.
+      // Up links are read every interval: their light can go, and so is a port whose change
+      // fleetd never heard of. A port that is not up changes only by a retrain, which
+      // reports itself; it is read every tenth interval to catch anything else. Reading every port
+      // each second cost a chassis agent dozens of simulator round trips a second for nothing.
       ++monitor_round;
       std::vector<std::pair<std::string, uint32_t>> due;
       {
@@ -326,7 +332,10 @@ void Agent::HeartbeatAndMonitor(absl::Duration interval, uint64_t session) {
         for (const auto& [serial, port] : monitored_) {
           auto last = last_status_.find(absl::StrCat(serial, "/", port));
           const bool up = last != last_status_.end() && last->second == v1::LINK_STATUS_UP;
-          if (up || monitor_round % 10 == 0) due.emplace_back(serial, port);
+          if (up || monitor_round % 10 == 0 ||
+              unreported_.contains(absl::StrCat(serial, "/", port))) {
+            due.emplace_back(serial, port);
+          }
         }
       }
       for (const auto& [serial, port] : due) {
@@ -412,6 +421,7 @@ void Agent::PortWorker(std::string key) {
         auto [it, fresh] = last_status_.emplace(port_key, result.link().status());
         changed = !fresh && it->second != result.link().status();
         it->second = result.link().status();
+        if (monitor && unreported_.erase(port_key) > 0) changed = true;
       }
       if (!monitor) {
         ++commands_run_;

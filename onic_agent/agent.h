@@ -91,7 +91,8 @@ class Agent {
                             absl::Time* training_started);
   // Ends every armed retrain's wait for light.
   void CancelArming() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Send(const v1::AgentMessage& message);
+  // Writes `message` on the stream; false when there is none or the write failed.
+  bool Send(const v1::AgentMessage& message);
   // Sends an answer or a link change after every one handed over before it, so fleetd never
   // hears a port's older state last. To a fleetd that takes batches, answers that pile up
   // while another message is being written go together in the next, so ports that finish
@@ -118,6 +119,9 @@ class Agent {
   std::map<std::string, v1::CommandResult> results_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> result_order_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, v1::LinkStatus> last_status_ ABSL_GUARDED_BY(mu_);  // For link_change.
+  // Ports ("SERIAL/PORT") whose link change could not be written (the stream had ended): the
+  // next monitor round reads them and reports what it finds, changed or not.
+  std::set<std::string> unreported_ ABSL_GUARDED_BY(mu_);
   // Every port discovered at registration (O-NIC serial, port), for the link monitor.
   std::vector<std::pair<std::string, uint32_t>> monitored_ ABSL_GUARDED_BY(mu_);
   std::mt19937_64 random_ ABSL_GUARDED_BY(mu_);

@@ -10,6 +10,7 @@
 #include <grpcpp/server_builder.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <map>
@@ -76,7 +77,22 @@ class FakeBackend : public OnicBackend {
   }
 
   CommandOutcome ReadPort(const std::string& serial, uint32_t port) override {
-    return {absl::OkStatus(), State(serial, port)};
+    absl::Notification* gate = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      if (auto it = read_gates_.find(port); it != read_gates_.end()) {
+        gate = it->second;
+        read_gates_.erase(it);  // One read is held.
+        ++reads_held_;
+      }
+    }
+    if (gate != nullptr) gate->WaitForNotification();
+    CommandOutcome outcome{absl::OkStatus(), State(serial, port)};
+    if (gate != nullptr) {
+      absl::MutexLock lock(&mu_);
+      ++reads_released_;
+    }
+    return outcome;
   }
 
   absl::Status Blink(const std::string&, absl::Duration) override { return absl::OkStatus(); }
@@ -125,6 +141,20 @@ class FakeBackend : public OnicBackend {
     absl::MutexLock lock(&mu_);
     gates_[port] = gate;
   }
+  // Holds the next read of `port` until `gate` is notified.
+  void HoldNextReadOn(uint32_t port, absl::Notification* gate) {
+    absl::MutexLock lock(&mu_);
+    read_gates_[port] = gate;
+  }
+  // Reads that reached such a gate, and those that have read the port after it opened.
+  int reads_held() {
+    absl::MutexLock lock(&mu_);
+    return reads_held_;
+  }
+  int reads_released() {
+    absl::MutexLock lock(&mu_);
+    return reads_released_;
+  }
   std::vector<std::string> calls() {
     absl::MutexLock lock(&mu_);
     return calls_;
@@ -162,6 +192,9 @@ class FakeBackend : public OnicBackend {
   std::map<uint32_t, absl::Notification*> gates_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> calls_ ABSL_GUARDED_BY(mu_);
   int held_ ABSL_GUARDED_BY(mu_) = 0;  // Retrains that reached a gate.
+  std::map<uint32_t, absl::Notification*> read_gates_ ABSL_GUARDED_BY(mu_);
+  int reads_held_ ABSL_GUARDED_BY(mu_) = 0;
+  int reads_released_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<bool> sees_light_{false};
   std::set<std::pair<std::string, uint32_t>> lit_ ABSL_GUARDED_BY(mu_);
   bool light_changed_ ABSL_GUARDED_BY(mu_) = false;
@@ -231,6 +264,10 @@ class Controller {
       if (a.host() == host) return a;
     }
     return std::nullopt;
+  }
+  bool AgentConnected(const std::string& host) {
+    std::optional<v1::Agent> a = Agent(host);
+    return a && a->connected();
   }
 
  private:
@@ -390,8 +427,7 @@ class ArmedRetrainTest : public ::testing::Test {
   void SetUp() override {
     backend_.SeeLightArrive();
     agent_ = std::make_unique<RunningAgent>(controller_->address(), "h1", &backend_);
-    ASSERT_TRUE(Eventually(
-        [&] { return controller_->Agent("h1") && controller_->Agent("h1")->connected(); }));
+    ASSERT_TRUE(Eventually([&] { return controller_->AgentConnected("h1"); }));
   }
   agents::AgentRegistry& registry() { return controller_->registry(); }
   // fleetd dies (`while_down` runs then) and comes back on its port; the agent reconnects.
@@ -401,8 +437,7 @@ class ArmedRetrainTest : public ::testing::Test {
     if (while_down) while_down();
     controller_ = std::make_unique<Controller>(port);
     ASSERT_NE(controller_->port(), 0) << "could not listen on the same port again";
-    ASSERT_TRUE(Eventually(
-        [&] { return controller_->Agent("h1") && controller_->Agent("h1")->connected(); }));
+    ASSERT_TRUE(Eventually([&] { return controller_->AgentConnected("h1"); }));
   }
   // The new fleetd's retrain of S1/1 is answered OK within its 10 s.
   void ExpectARetrainAnswered() {
@@ -535,8 +570,7 @@ TEST(AgentTest, CommandsRoundTripAndARepeatedIdRunsOnce) {
   FakeBackend backend({"S1"});
   RunningAgent agent(controller.address(), "h1", &backend);
   ASSERT_TRUE(Eventually([&] { return agent->registrations() == 1; }));
-  ASSERT_TRUE(
-      Eventually([&] { return controller.Agent("h1") && controller.Agent("h1")->connected(); }));
+  ASSERT_TRUE(Eventually([&] { return controller.AgentConnected("h1"); }));
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   absl::StatusOr<v1::CommandResult> first =
       controller.registry().SendCommand("S1", Retrain("S1", 1, "retrain-1"), deadline);
@@ -565,8 +599,7 @@ TEST(AgentTest, TheRegistryKnowsWhichPortsItsAgentsLeftQuiesced) {
   Controller controller;
   FakeBackend backend({"S1"});
   auto agent = std::make_unique<RunningAgent>(controller.address(), "h1", &backend);
-  ASSERT_TRUE(
-      Eventually([&] { return controller.Agent("h1") && controller.Agent("h1")->connected(); }));
+  ASSERT_TRUE(Eventually([&] { return controller.AgentConnected("h1"); }));
   agents::AgentRegistry& registry = controller.registry();
   EXPECT_FALSE(registry.KnownQuiesced("S1", 1));  // Registered DOWN.
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
@@ -595,8 +628,7 @@ TEST(AgentTest, PortsRunConcurrentlyAndOnePortInOrder) {
   absl::Notification release_port1;
   backend.HoldRetrainsOn(1, &release_port1);
   RunningAgent agent(controller.address(), "h1", &backend);
-  ASSERT_TRUE(
-      Eventually([&] { return controller.Agent("h1") && controller.Agent("h1")->connected(); }));
+  ASSERT_TRUE(Eventually([&] { return controller.AgentConnected("h1"); }));
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   std::thread held([&] {
     EXPECT_TRUE(controller.registry().SendCommand("S1", Retrain("S1", 1, "r1"), deadline).ok());
@@ -635,8 +667,7 @@ TEST(AgentTest, UnknownOrDeadOwnerIsUnavailableAtOnce) {
   FakeBackend backend({"S1"});
   {
     RunningAgent agent(controller.address(), "h1", &backend);
-    ASSERT_TRUE(
-        Eventually([&] { return controller.Agent("h1") && controller.Agent("h1")->connected(); }));
+    ASSERT_TRUE(Eventually([&] { return controller.AgentConnected("h1"); }));
   }  // The agent stops.
   ASSERT_TRUE(Eventually([&] { return !controller.Agent("h1")->connected(); }));
   // Waiting for the deadline would end DEADLINE_EXCEEDED; UNAVAILABLE naming the agent means
@@ -657,8 +688,7 @@ TEST(AgentTest, ReconnectsAfterFleetdRestartsAndRegistersAgain) {
   controller = std::make_unique<Controller>(port);
   ASSERT_NE(controller->port(), 0) << "could not listen on the same port again";
   ASSERT_TRUE(Eventually([&] { return agent->registrations() == 2; }));
-  ASSERT_TRUE(
-      Eventually([&] { return controller->Agent("h1") && controller->Agent("h1")->connected(); }));
+  ASSERT_TRUE(Eventually([&] { return controller->AgentConnected("h1"); }));
   absl::StatusOr<v1::CommandResult> result =
       controller->registry().SendCommand("S1", Retrain("S1", 1), absl::Now() + absl::Seconds(10));
   ASSERT_TRUE(result.ok()) << result.status();
@@ -670,8 +700,7 @@ TEST(AgentTest, ARestartedFleetdsCommandsAreRunNotAnsweredFromTheLastRunsCache) 
   const int port = controller->port();
   FakeBackend backend({"S1"});
   RunningAgent agent(controller->address(), "h1", &backend);
-  ASSERT_TRUE(
-      Eventually([&] { return controller->Agent("h1") && controller->Agent("h1")->connected(); }));
+  ASSERT_TRUE(Eventually([&] { return controller->AgentConnected("h1"); }));
   v1::Command quiesce;
   quiesce.mutable_quiesce()->set_onic_serial("S1");
   quiesce.mutable_quiesce()->set_port(1);
@@ -681,8 +710,7 @@ TEST(AgentTest, ARestartedFleetdsCommandsAreRunNotAnsweredFromTheLastRunsCache) 
   controller = std::make_unique<Controller>(port);
   ASSERT_NE(controller->port(), 0) << "could not listen on the same port again";
   ASSERT_TRUE(Eventually([&] { return agent->registrations() == 2; }));
-  ASSERT_TRUE(
-      Eventually([&] { return controller->Agent("h1") && controller->Agent("h1")->connected(); }));
+  ASSERT_TRUE(Eventually([&] { return controller->AgentConnected("h1"); }));
   // The new run's first command has an id of its own: the agent runs the retrain rather than
   // replaying the last run's first answer (the quiesce).
   absl::StatusOr<v1::CommandResult> retrained =
@@ -765,8 +793,7 @@ TEST(AgentTest, PortsThatFinishTogetherAreEachAnswered) {
   backend.HoldRetrainsOn(1, &release);
   backend.HoldRetrainsOn(2, &release);
   RunningAgent agent(controller.address(), "h1", &backend);
-  ASSERT_TRUE(
-      Eventually([&] { return controller.Agent("h1") && controller.Agent("h1")->connected(); }));
+  ASSERT_TRUE(Eventually([&] { return controller.AgentConnected("h1"); }));
   std::vector<agents::AddressedCommand> commands(2);
   for (uint32_t port : {1u, 2u}) {
     commands[port - 1].onic_serial = "S1";
@@ -791,8 +818,7 @@ TEST(AgentTest, AnAgentThatStopsHeartbeatingIsDropped) {
   // A raw client that registers and then says nothing more: like a hung agent.
   RawAgentStream raw(controller.address());
   ASSERT_TRUE(raw.Register());
-  ASSERT_TRUE(
-      Eventually([&] { return controller.Agent("h1") && controller.Agent("h1")->connected(); }));
+  ASSERT_TRUE(Eventually([&] { return controller.AgentConnected("h1"); }));
   ASSERT_TRUE(Eventually([&] { return !controller.Agent("h1")->connected(); }));
   raw.Cancel();
   EXPECT_TRUE(Eventually([&] {
@@ -803,30 +829,55 @@ TEST(AgentTest, AnAgentThatStopsHeartbeatingIsDropped) {
   }));
 }
 
+// Whether fleetd's event log says that port 1 of S1 on h1 went down, as an agent reports it.
+bool ToldPort1IsDown(Controller& controller) {
+  absl::StatusOr<std::vector<v1::Event>> events =
+      controller.store().ListEvents({0, 1000, "agent", "h1"});
+  if (!events.ok()) return false;
+  return std::any_of(events->begin(), events->end(), [](const v1::Event& e) {
+    return e.kind() == "agent.link_change" &&
+           e.message().find("S1 port 1 on host h1 is now down") != std::string::npos;
+  });
+}
+
 TEST(AgentTest, LinkChangesNoticedByTheAgentAreReported) {
   Controller controller;
   FakeBackend backend({"S1"});
   RunningAgent agent(controller.address(), "h1", &backend);
-  ASSERT_TRUE(
-      Eventually([&] { return controller.Agent("h1") && controller.Agent("h1")->connected(); }));
+  ASSERT_TRUE(Eventually([&] { return controller.AgentConnected("h1"); }));
   ASSERT_TRUE(controller.registry()
                   .SendCommand("S1", Retrain("S1", 1), absl::Now() + absl::Seconds(10))
                   .ok());
   // The link drops by itself; the agent's monitor notices and reports it unprompted, and
   // fleetd records it in the event log.
   backend.Set("S1", 1, v1::LINK_STATUS_DOWN);
-  ASSERT_TRUE(Eventually([&] {
-    absl::StatusOr<std::vector<v1::Event>> events =
-        controller.store().ListEvents({0, 1000, "agent", "h1"});
-    if (!events.ok()) return false;
-    for (const v1::Event& e : *events) {
-      if (e.kind() == "agent.link_change" &&
-          e.message().find("S1 port 1 on host h1 is now down") != std::string::npos) {
-        return true;
-      }
-    }
-    return false;
-  }));
+  ASSERT_TRUE(Eventually([&] { return ToldPort1IsDown(controller); }));
+}
+
+// A link change the monitor notices as the stream ends cannot be written; fleetd hears of it
+// on the next stream, though the port reads the same from then on.
+TEST(AgentTest, ALinkChangeNoticedAsTheStreamEndsIsReportedOnTheNextStream) {
+  auto controller = std::make_unique<Controller>();
+  const int port = controller->port();
+  FakeBackend backend({"S1"});
+  RunningAgent agent(controller->address(), "h1", &backend);
+  ASSERT_TRUE(Eventually([&] { return controller->AgentConnected("h1"); }));
+  ASSERT_TRUE(controller->registry()
+                  .SendCommand("S1", Retrain("S1", 1), absl::Now() + absl::Seconds(10))
+                  .ok());
+  // The monitor's next read of the up port is held; the link drops, and fleetd goes away
+  // while the read is under way.
+  absl::Notification release;
+  backend.HoldNextReadOn(1, &release);
+  ASSERT_TRUE(Eventually([&] { return backend.reads_held() == 1; }));
+  backend.Set("S1", 1, v1::LINK_STATUS_DOWN);
+  controller.reset();
+  ASSERT_TRUE(Eventually([&] { return !agent->connected(); }));
+  release.Notify();  // The read sees DOWN; its link change finds no stream.
+  ASSERT_TRUE(Eventually([&] { return backend.reads_released() == 1; }));
+  controller = std::make_unique<Controller>(port);
+  ASSERT_NE(controller->port(), 0) << "could not listen on the same port again";
+  ASSERT_TRUE(Eventually([&] { return ToldPort1IsDown(*controller); }));
 }
 
 TEST(AgentTest, FirstMessageMustBeRegister) {
