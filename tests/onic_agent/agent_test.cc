@@ -721,19 +721,25 @@ TEST(AgentTest, ARestartedFleetdsCommandsAreRunNotAnsweredFromTheLastRunsCache) 
   EXPECT_FALSE(controller->registry().KnownQuiesced("S1", 1));
 }
 
+// Sends retrains of both ports of S1 at once, to be answered by `deadline`.
+std::unique_ptr<agents::SentCommands> RetrainBothPorts(Controller& controller,
+                                                       absl::Time deadline) {
+  std::vector<agents::AddressedCommand> commands(2);
+  for (uint32_t port : {1u, 2u}) {
+    commands[port - 1].onic_serial = "S1";
+    commands[port - 1].command = Retrain("S1", port);
+  }
+  return controller.registry().Send(std::move(commands), deadline);
+}
+
 TEST(AgentTest, AnswersSentTogetherInOneMessageEachCompleteTheirCommand) {
   Controller controller;
   RawAgentStream raw(controller.address());  // So the batch is exactly what is sent.
   v1::ControllerMessage registered;
   ASSERT_TRUE(raw.RegisterAndBeat(registered));
   EXPECT_TRUE(registered.registered().takes_result_batches());
-  std::vector<agents::AddressedCommand> commands(2);
-  for (uint32_t port : {1u, 2u}) {
-    commands[port - 1].onic_serial = "S1";
-    commands[port - 1].command = Retrain("S1", port);
-  }
   std::unique_ptr<agents::SentCommands> sent =
-      controller.registry().Send(std::move(commands), absl::Now() + absl::Seconds(30));
+      RetrainBothPorts(controller, absl::Now() + absl::Seconds(30));
   std::map<uint32_t, std::string> ids = raw.RetrainIds(2);
   ASSERT_EQ(ids.size(), 2u);
   v1::AgentMessage batch;
@@ -762,14 +768,8 @@ TEST(AgentTest, ACommandNobodyAnswersFailsAtItsDeadline) {
   RawAgentStream raw(controller.address());
   v1::ControllerMessage registered;
   ASSERT_TRUE(raw.RegisterAndBeat(registered));
-  std::vector<agents::AddressedCommand> commands(2);
-  for (uint32_t port : {1u, 2u}) {
-    commands[port - 1].onic_serial = "S1";
-    commands[port - 1].command = Retrain("S1", port);
-  }
   const absl::Time deadline = absl::Now() + absl::Seconds(2);
-  std::unique_ptr<agents::SentCommands> sent =
-      controller.registry().Send(std::move(commands), deadline);
+  std::unique_ptr<agents::SentCommands> sent = RetrainBothPorts(controller, deadline);
   std::map<uint32_t, std::string> ids = raw.RetrainIds(2);
   ASSERT_EQ(ids.size(), 2u);
   v1::AgentMessage answer;  // Port 1 answers; port 2 never does.
@@ -794,13 +794,8 @@ TEST(AgentTest, PortsThatFinishTogetherAreEachAnswered) {
   backend.HoldRetrainsOn(2, &release);
   RunningAgent agent(controller.address(), "h1", &backend);
   ASSERT_TRUE(Eventually([&] { return controller.AgentConnected("h1"); }));
-  std::vector<agents::AddressedCommand> commands(2);
-  for (uint32_t port : {1u, 2u}) {
-    commands[port - 1].onic_serial = "S1";
-    commands[port - 1].command = Retrain("S1", port);
-  }
   std::unique_ptr<agents::SentCommands> sent =
-      controller.registry().Send(std::move(commands), absl::Now() + absl::Seconds(30));
+      RetrainBothPorts(controller, absl::Now() + absl::Seconds(30));
   ASSERT_TRUE(Eventually([&] { return backend.held() == 2; }));
   release.Notify();  // Both finish at once; their answers may share a message.
   std::vector<absl::StatusOr<v1::CommandResult>> results =
