@@ -271,10 +271,10 @@ void Agent::SendInOrder(v1::AgentMessage message) {
     }
     for (size_t i = 0; i < ready.size();) {
       if (!batch || !ready[i].has_result() || i + 1 == ready.size() || !ready[i + 1].has_result()) {
-        const v1::AgentMessage& message = ready[i++];
-        if (!Send(message) && message.has_link_change()) {
+        const v1::AgentMessage& next = ready[i++];
+        if (!Send(next) && next.has_link_change()) {
           // fleetd never heard of it: told on the next stream, by the next monitor round.
-          const v1::LinkState& link = message.link_change();
+          const v1::LinkState& link = next.link_change();
           absl::MutexLock lock(&mu_);
           unreported_.insert(absl::StrCat(link.onic_serial(), "/", link.port()));
         }
