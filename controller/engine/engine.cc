@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/algorithm/container.h"
+#include "absl/base/call_once.h"
 #include "absl/random/random.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -436,8 +437,15 @@ std::string Engine::NewAllocationId() {
 }
 
 absl::StatusOr<SwitchProgrammer*> Engine::Programmer(const std::string& switch_id) {
-  ASSIGN_OR_RETURN(v1::Switch sw, store_->GetSwitch(switch_id));
-  ASSIGN_OR_RETURN(switches::OpticalSwitch * driver, switches_->Driver(sw));
+  // From the cached inventory, not a database read on the way to the switch: a change of the
+  // switch's address is an inventory change, and reloads the cache.
+  ASSIGN_OR_RETURN(std::shared_ptr<const Fabric> fabric, CurrentFabric());
+  auto sw = absl::c_find_if(fabric->site.switches(),
+                            [&](const v1::Switch& s) { return s.id() == switch_id; });
+  if (sw == fabric->site.switches().end()) {
+    return absl::NotFoundError(absl::StrCat("switch ", switch_id, " not found"));
+  }
+  ASSIGN_OR_RETURN(switches::OpticalSwitch * driver, switches_->Driver(*sw));
   absl::MutexLock lock(&mu_);
   auto& programmer = programmers_[switch_id];
   // A rebuilt driver (the switch's address changed) gets a fresh queue.
@@ -674,10 +682,7 @@ absl::Status Engine::Quiesce(const std::vector<v1::Circuit>& circuits, const std
       names.push_back(absl::StrCat(onic_id, "/", port));
     }
   }
-  if (!addressed.ok() || commands.empty()) {
-    if (meanwhile) meanwhile();
-    if (!addressed.ok()) return addressed;
-  }
+  if (!addressed.ok()) return addressed;
   std::vector<absl::StatusOr<v1::CommandResult>> results;
   if (!commands.empty()) {
     std::unique_ptr<agents::SentCommands> sent =
@@ -706,7 +711,8 @@ absl::Status Engine::Quiesce(const std::vector<v1::Circuit>& circuits, const std
 
 absl::Status Engine::Program(const std::vector<v1::Circuit>& removes,
                              const std::vector<v1::Circuit>& adds, absl::Duration* program_time,
-                             absl::Duration* verify_time, bool* retried) {
+                             absl::Duration* verify_time, bool* retried,
+                             const std::function<void()>& going) {
   std::map<std::string, switches::CrossConnectBatch> by_switch;
   for (const auto& [circuits, remove] : {std::pair{&removes, true}, std::pair{&adds, false}}) {
     for (const v1::Circuit& c : *circuits) {
@@ -729,11 +735,16 @@ absl::Status Engine::Program(const std::vector<v1::Circuit>& removes,
   }
   std::vector<ProgramOutcome> outcomes(parts.size());
   {
+    absl::once_flag first_going;
+    auto part_going = [&] {
+      if (going) absl::call_once(first_going, going);
+    };
     std::vector<std::thread> others;
     for (size_t i = 1; i < parts.size(); ++i) {
-      others.emplace_back([&, i] { outcomes[i] = parts[i].first->Program(*parts[i].second); });
+      others.emplace_back(
+          [&, i] { outcomes[i] = parts[i].first->Program(*parts[i].second, part_going); });
     }
-    if (!parts.empty()) outcomes[0] = parts[0].first->Program(*parts[0].second);
+    if (!parts.empty()) outcomes[0] = parts[0].first->Program(*parts[0].second, part_going);
     for (std::thread& t : others) t.join();
   }
   std::vector<std::pair<SwitchProgrammer*, switches::CrossConnectBatch>> done;
@@ -984,26 +995,31 @@ void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> adm
   programming.event_message =
       absl::StrCat("allocation ", id, " PROGRAMMING: quiescing ports and programming ",
                    circuits.size(), " circuits on switch ", absl::StrJoin(switch_ids, ", "));
-  // PROGRAMMING is committed on another worker while the agents quiesce and the switch is
-  // programmed: a restart resumes PENDING and PROGRAMMING alike, and quiescing or programming
-  // again is harmless, so a crash before it lands loses nothing. Every later state waits for
-  // it, so states are never stored out of order.
+  // PROGRAMMING is committed on another worker while the agents quiesce (if any port must be)
+  // or the switch moves: a restart resumes PENDING and PROGRAMMING alike, and quiescing or
+  // programming again is harmless, so a crash before it lands loses nothing. Every later state
+  // waits for it, so states are never stored out of order.
   absl::Notification programming_done;
   bool recorded = false;
+  absl::once_flag programming_started;
   auto commit_programming = [&] {
     recorded = Update(programming, "fleetd").ok();
     programming_done.Notify();
   };
+  auto start_programming = [&] {
+    absl::call_once(programming_started, [&] {
+      if (!Spawn("", commit_programming)) commit_programming();
+    });
+  };
   auto programming_recorded = [&] {
+    start_programming();
     programming_done.WaitForNotification();
     return recorded;
   };
   absl::Time start = clock_->Now();
   std::vector<v1::Circuit> touched = removes;
   touched.insert(touched.end(), circuits.begin(), circuits.end());
-  const absl::Status quiesced = Quiesce(touched, id, [&] {
-    if (!Spawn("", commit_programming)) commit_programming();
-  });
+  const absl::Status quiesced = Quiesce(touched, id, start_programming);
   timings.push_back(Stage("quiesce", start, clock_->Now() - start));
   if (!quiesced.ok()) {
     if (programming_recorded()) fail(quiesced, "quiesce");
@@ -1024,19 +1040,35 @@ void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> adm
     });
     (moves ? unarmed : armable).push_back(&c);
   }
-  // Armed on another worker while this one sends the batch: the switch starts moving at
-  // once, and a retrain that arrives after its light (a fast switch) trains at once.
+  // Armed, and then PROGRAMMING committed, on one other worker as the batch goes to the
+  // switch: the work it wakes for does not hold up the batch (on a busy host a woken thread
+  // takes the core from the one sending), and a batch queued behind another is not armed
+  // 25 ms early. A retrain that arrives after its light (a fast switch) trains at once.
   Training armed;
   absl::Notification arming_done;
-  auto arm = [&] {
-    armed = StartRetrain(armable, /*armed=*/true, &unarmed);
-    arming_done.Notify();
+  absl::once_flag arming_started;
+  auto going = [&] {
+    absl::call_once(arming_started, [&] {
+      // Notifies last: once it has, this transaction may end, and its frame with it.
+      auto arm = [&] {
+        armed = StartRetrain(armable, /*armed=*/true, &unarmed);
+        absl::call_once(programming_started, commit_programming);
+        arming_done.Notify();
+      };
+      if (!Spawn("", arm)) arm();
+    });
   };
-  if (!Spawn("", arm)) arm();
   start = clock_->Now();
   absl::Duration program_time, verify_time;
   bool retried = false;
-  absl::Status programmed = Program(removes, circuits, &program_time, &verify_time, &retried);
+  absl::Status programmed =
+      Program(removes, circuits, &program_time, &verify_time, &retried, going);
+  // Never sent (no switch to send to): nothing was armed; the links retrain once the switch
+  // is verified, as unarmed ones do.
+  absl::call_once(arming_started, [&] {
+    for (const v1::Circuit* c : armable) unarmed.push_back(c);
+    arming_done.Notify();
+  });
   arming_done.WaitForNotification();
   timings.push_back(Stage("program", start, program_time));
   timings.push_back(Stage("verify", start + program_time, verify_time));

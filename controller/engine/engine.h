@@ -312,9 +312,9 @@ class Engine {
   // and leaves them out of service, and drops the retrains' answers.
   void Disarm(Training training);
   // Quiesces the O-NIC ports of `circuits`; an error names the port the agent refused.
-  // `meanwhile` (if set) runs once, as soon as the quiesce commands are written to the
-  // agents' streams (or when none is needed), while the agents work: a state commit need not
-  // hold them up.
+  // `meanwhile` (if set) runs once the quiesce commands are written to the agents' streams,
+  // while the agents work: a state commit need not hold them up. It does not run when no
+  // port needs quiescing.
   absl::Status Quiesce(const std::vector<v1::Circuit>& circuits, const std::string& id,
                        const std::function<void()>& meanwhile = nullptr);
   // Programs each switch's part at once, one thread per switch beyond the first; on error the
@@ -323,9 +323,12 @@ class Engine {
   // work at once.
   // `retried` (if set) is told whether any switch applied the changes twice (its combined
   // batch failed for another request's part), so the light at their ports was interrupted.
+  // `going` (if set) runs once, as the first switch's batch goes out (SwitchProgrammer), or
+  // not at all if no switch was sent the changes.
   absl::Status Program(const std::vector<v1::Circuit>& removes,
                        const std::vector<v1::Circuit>& adds, absl::Duration* program_time,
-                       absl::Duration* verify_time, bool* retried = nullptr);
+                       absl::Duration* verify_time, bool* retried = nullptr,
+                       const std::function<void()>& going = {});
   // What a member change (ReplaceMember, DetachDevices) stores and takes off the switch.
   struct MemberChange {
     store::CircuitReplacement replacement;  // Circuits removed and added, members after.

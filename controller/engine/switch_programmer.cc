@@ -34,6 +34,9 @@ ProgramOutcome SwitchProgrammer::ApplyWithRollback(const switches::CrossConnectB
 }
 
 void SwitchProgrammer::RunBatch(std::deque<std::shared_ptr<Ticket>> tickets) {
+  for (const auto& t : tickets) {
+    if (t->going) std::exchange(t->going, nullptr)();
+  }
   if (tickets.size() == 1) {
     tickets.front()->outcome = ApplyWithRollback(tickets.front()->changes);
     return;
@@ -64,9 +67,11 @@ void SwitchProgrammer::RunBatch(std::deque<std::shared_ptr<Ticket>> tickets) {
   }
 }
 
-ProgramOutcome SwitchProgrammer::Program(const switches::CrossConnectBatch& changes) {
+ProgramOutcome SwitchProgrammer::Program(const switches::CrossConnectBatch& changes,
+                                         std::function<void()> going) {
   auto ticket = std::make_shared<Ticket>();
   ticket->changes = changes;
+  ticket->going = std::move(going);
   absl::MutexLock lock(&mu_);
   queue_.push_back(ticket);
   while (!ticket->done) {

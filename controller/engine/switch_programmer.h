@@ -7,6 +7,9 @@
 // - Program() blocks until the caller's changes were applied and verified by read-back, or
 //   failed. The first caller to find the switch idle becomes the batch's leader and applies
 //   everything queued by then, in one OpticalSwitch::Apply (removes before adds).
+// - `going`, if set, runs once, just before the batch holding the caller's changes goes to
+//   the switch (on the leader's thread), or not at all if the changes never go out. Work
+//   that should start as the switch moves, and not hold up the batch behind it, goes there.
 // - On failure of a combined batch the switch is rolled back to what it held before the
 //   batch (the adds that landed are removed, the removes that landed are restored), and each
 //   change set is then tried alone, so one bad request cannot fail its neighbours. A change
@@ -45,7 +48,8 @@ class SwitchProgrammer {
   SwitchProgrammer(std::string name, switches::OpticalSwitch* driver)
       : name_(std::move(name)), driver_(driver) {}
 
-  ProgramOutcome Program(const switches::CrossConnectBatch& changes);
+  ProgramOutcome Program(const switches::CrossConnectBatch& changes,
+                         std::function<void()> going = {});
 
   // Runs `fn` on the driver while no batch is in flight and none starts.
   void Exclusive(const std::function<void(switches::OpticalSwitch&)>& fn);
@@ -58,6 +62,7 @@ class SwitchProgrammer {
  private:
   struct Ticket {
     switches::CrossConnectBatch changes;
+    std::function<void()> going;
     bool done = false;
     ProgramOutcome outcome;
   };

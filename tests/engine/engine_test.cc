@@ -55,7 +55,6 @@ class LightCheckingAgents : public agents::CommandSender {
       if (c.command.has_retrain() && c.command.retrain().has_await_light()) {
         absl::MutexLock lock(&mu_);
         sent_.push_back(c.command);
-        const v1::RetrainPort& r = c.command.retrain();
         ++armed_;
         sent->armed.push_back({sent->results.size(), sent_.size(), std::move(c)});
         sent->results.emplace_back(absl::InternalError("not answered"));
@@ -557,6 +556,10 @@ TEST_F(EngineTest, ArmedLinksOfAChangeSetTheSwitchTookTwiceAreRetrainedAgain) {
   ASSERT_TRUE(a.ok() && b.ok());
   ASSERT_TRUE(
       fleet::testing::Eventually([&] { return engine_->SwitchQueues()["ocs1"].queued == 2; }));
+  // Armed as its batch went to the switch: the first link's two circuits. The queued change
+  // sets are not armed until their batch goes.
+  ASSERT_TRUE(fleet::testing::Eventually([&] { return agents_->armed() == 2; }));
+  EXPECT_EQ(agents_->Count(v1::Command::kRetrain), 2);
   // Their batch fails part-way and is undone, then each change set is applied alone: the
   // light at their ports came and went before it came to stay, so an armed answer may have
   // judged light that went away.

@@ -64,6 +64,38 @@ TEST(SwitchProgrammerTest, ChangesArrivingDuringABatchGoOutTogether) {
   EXPECT_EQ(sw.ReadCrossConnects()->size(), 4u);
 }
 
+TEST(SwitchProgrammerTest, EachCallersGoingRunsOnceAsItsBatchGoesOut) {
+  GatedSwitch sw;
+  SwitchProgrammer programmer("ocs1", &sw);
+  std::atomic<int> first_going{0}, second_going{0};
+  std::atomic<int> applies_when_first_went{-1}, applies_when_second_went{-1};
+  std::thread first([&] {
+    programmer.Program(Add(1, 17), [&] {
+      applies_when_first_went = sw.applies_.load();
+      ++first_going;
+    });
+  });
+  sw.entered_.WaitForNotification();
+  EXPECT_EQ(first_going.load(), 1);
+  EXPECT_EQ(applies_when_first_went.load(), 0);  // Before its batch went to the switch.
+  std::thread second([&] {
+    programmer.Program(Add(2, 18), [&] {
+      applies_when_second_went = sw.applies_.load();
+      ++second_going;
+    });
+  });
+  while (programmer.queued() != 1) absl::SleepFor(absl::Milliseconds(1));
+  // Queued behind the batch in flight: its batch has not gone, so neither has it.
+  EXPECT_EQ(second_going.load(), 0);
+  sw.release_.Notify();
+  first.join();
+  second.join();
+  EXPECT_EQ(first_going.load(), 1);
+  EXPECT_EQ(second_going.load(), 1);
+  EXPECT_EQ(applies_when_second_went.load(), 1);  // After the first batch, before its own.
+  EXPECT_EQ(sw.applies_.load(), 2);
+}
+
 TEST(SwitchProgrammerTest, FailedBatchIsRolledBackAndEachChangeSetRetriedAlone) {
   switches::FakeOpticalSwitch sw(16, 16);
   sw.ForceCrossConnect({9, 20});  // Holds egress 20: a change set that wants it must fail.
