@@ -42,7 +42,6 @@ void AgentRegistry::Shutdown() {
     session.closing = true;
     session.context->TryCancel();
   }
-  changed_.SignalAll();
 }
 
 void AgentRegistry::AppendEvent(const std::string& kind, const std::string& host,
@@ -119,7 +118,6 @@ void AgentRegistry::Enqueue(Session& session, v1::ControllerMessage message) {
     return;
   }
   session.outbox.push_back(std::move(message));
-  changed_.SignalAll();
 }
 
 bool AgentRegistry::EndSession(uint64_t session_id, absl::string_view why) {
@@ -128,7 +126,6 @@ bool AgentRegistry::EndSession(uint64_t session_id, absl::string_view why) {
   Session& session = it->second;
   session.closing = true;
   session.context->TryCancel();
-  changed_.SignalAll();
   auto current = current_.find(session.host);
   if (current == current_.end() || current->second != session_id) return false;
   current_.erase(current);
@@ -232,7 +229,10 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream) 
       {
         absl::MutexLock lock(&mu_);
         Session& session = sessions_[session_id];
-        while (session.outbox.empty() && !session.closing) changed_.Wait(&mu_);
+        auto ready = [&session]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          return !session.outbox.empty() || session.closing;
+        };
+        mu_.Await(absl::Condition(&ready));
         if (session.closing) return;
         batch.swap(session.outbox);
       }
@@ -250,7 +250,6 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream) 
           it->second->written = true;
         }
       }
-      changed_.SignalAll();
     }
   });
 
@@ -319,8 +318,8 @@ void AgentRegistry::HeartbeatLoop() {
     std::vector<std::string> dropped;
     {
       absl::MutexLock lock(&mu_);
-      // The condition variable is shared: wake-ups for other reasons must not send early beats.
-      while (!shutting_down_ && absl::Now() < next) changed_.WaitWithDeadline(&mu_, next);
+      auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return shutting_down_; };
+      mu_.AwaitWithDeadline(absl::Condition(&stopping), next);
       if (shutting_down_) return;
       const absl::Time now = absl::Now();
       next = now + options_.heartbeat_interval;
@@ -420,13 +419,13 @@ void AgentRegistry::AwaitWritten(const SentCommands& handed, absl::Duration limi
   const auto& sent = static_cast<const Sent&>(handed);
   const absl::Time until = std::min(sent.deadline, absl::Now() + limit);
   absl::MutexLock lock(&mu_);
-  auto all_written = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  auto all_written = [&sent]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     for (const auto& p : sent.waiting) {
       if (p && !p->written && !p->result && p->failure.ok()) return false;
     }
     return true;
   };
-  while (!all_written() && absl::Now() < until) changed_.WaitWithDeadline(&mu_, until);
+  mu_.AwaitWithDeadline(absl::Condition(&all_written), until);
 }
 
 std::vector<absl::StatusOr<v1::CommandResult>> AgentRegistry::Await(
@@ -434,8 +433,8 @@ std::vector<absl::StatusOr<v1::CommandResult>> AgentRegistry::Await(
   auto* sent = static_cast<Sent*>(handed.get());
   {
     absl::MutexLock lock(&mu_);
-    // A condition, not a wait on changed_: the mutex wakes this thread once, when the last
-    // answer is in, rather than at every answer of every agent.
+    // A condition: the mutex wakes this thread once, when the last answer is in, rather than
+    // at every answer of every agent.
     auto all_answered = [sent]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
       for (const auto& p : sent->waiting) {
         if (p && !p->result && p->failure.ok()) return false;
@@ -469,7 +468,6 @@ void AgentRegistry::TakeResult(const std::string& host, const v1::CommandResult&
   // port now.
   if (result.has_link()) ReportLink(host, result.link());
   it->second->result = result;
-  changed_.SignalAll();
 }
 
 bool AgentRegistry::HasOwner(const std::string& onic_serial) {

@@ -200,8 +200,10 @@ class AgentRegistry : public CommandSender {
   store::Store* const store_;
   metrics::ControllerMetrics& metrics_;
 
+  // Waiters wait for conditions on mu_ (absl evaluates them as it is released), so a change
+  // wakes only the threads it concerns: a condition variable signalled at every change woke
+  // every session's writer at every answer and every queued command.
   absl::Mutex mu_;
-  absl::CondVar changed_;  // Signalled on every change a waiter may wait for.
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_command_ ABSL_GUARDED_BY(mu_) = 1;
