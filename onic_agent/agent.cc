@@ -76,7 +76,6 @@ void Agent::Stop() {
   stopping_ = true;
   if (context_ != nullptr) context_->TryCancel();
   CancelArming();
-  changed_.SignalAll();
 }
 
 void Agent::CancelArming() {
@@ -133,7 +132,8 @@ void Agent::Run() {
     const absl::Duration wait = NextBackoff(attempt++);
     absl::MutexLock lock(&mu_);
     const absl::Time until = absl::Now() + wait;
-    while (!stopping_ && absl::Now() < until) changed_.WaitWithDeadline(&mu_, until);
+    auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
+    mu_.AwaitWithDeadline(absl::Condition(&stopping), until);
   }
 }
 
@@ -229,7 +229,6 @@ bool Agent::Session(const std::shared_ptr<grpc::Channel>& channel) {
     // collect it now, and a fleetd that restarted knows nothing of it.
     CancelArming();
     metrics_.SetConnected(false);
-    changed_.SignalAll();
   }
   if (heartbeats.joinable()) heartbeats.join();
   grpc::Status status = stream->Finish();
@@ -299,9 +298,11 @@ void Agent::HeartbeatAndMonitor(absl::Duration interval, uint64_t session) {
     {
       absl::MutexLock lock(&mu_);
       const absl::Time wake = std::min(next_beat, next_monitor);
-      while (!stopping_ && session_ == session && absl::Now() < wake) {
-        changed_.WaitWithDeadline(&mu_, wake);
-      }
+      // Woken early only to stop or when the session ends, not by every command.
+      auto over = [this, session]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || session_ != session;
+      };
+      mu_.AwaitWithDeadline(absl::Condition(&over), wake);
       if (stopping_ || session_ != session) return;
       if (absl::Now() - last_heard_ > 3 * interval) {
         FLEET_LOG(WARNING) << "fleetd missed 3 heartbeats; reconnecting";
@@ -367,7 +368,6 @@ void Agent::Dispatch(const v1::Command& command) {
       if (command.has_quiesce() && queue.arming) queue.cancel_arming = true;
       queue.commands.push_back({command, session_});
       if (!queue.worker.joinable()) queue.worker = std::thread([this, key] { PortWorker(key); });
-      changed_.SignalAll();
     }
   }
   if (repeat) {

@@ -105,8 +105,9 @@ class Agent {
   OnicBackend* const backend_;
   AgentMetrics& metrics_;
 
+  // Waiters wait for conditions on mu_ (a port's worker for its queue, the heartbeat loop
+  // for its session's end), so a command wakes only the worker of its port.
   mutable absl::Mutex mu_;
-  absl::CondVar changed_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
   Stream* stream_ ABSL_GUARDED_BY(mu_) = nullptr;
