@@ -1,6 +1,9 @@
 #include "controller/store/sqlite.h"
 
+#include <thread>
+
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "controller/base/log.h"
 
 namespace fleet::store {
@@ -115,7 +118,97 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path
   return database;
 }
 
+// Runs WAL checkpoints on its own thread and connection when the writer's commits ask for
+// one (sqlite3_wal_hook, which also turns off SQLite's checkpoint inside the commit). A
+// PASSIVE checkpoint copies what no reader still needs and never blocks the writer; a log
+// it could not copy whole is finished by the next one.
+class Database::Checkpointer {
+ public:
+  static absl::StatusOr<std::unique_ptr<Checkpointer>> Start(sqlite3* writer,
+                                                            const std::string& path, int pages) {
+    sqlite3* own = nullptr;
+    const int rc = sqlite3_open_v2(path.c_str(), &own, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
+                                   nullptr);
+    if (rc != SQLITE_OK) {
+      absl::Status status =
+          SqliteError(own, rc, absl::StrCat("opening ", path, " for checkpoints"));
+      sqlite3_close(own);
+      return status;
+    }
+    sqlite3_busy_timeout(own, 5000);
+    auto checkpointer = std::unique_ptr<Checkpointer>(new Checkpointer(own, path, pages));
+    sqlite3_wal_hook(writer, &Checkpointer::Committed, checkpointer.get());
+    checkpointer->thread_ = std::thread([c = checkpointer.get()] { c->Run(); });
+    return checkpointer;
+  }
+  ~Checkpointer() {
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+    }
+    thread_.join();
+    sqlite3_close(own_);
+  }
+  // Unhooks the writer: no commit may call into this once it is gone.
+  void Detach(sqlite3* writer) { sqlite3_wal_hook(writer, nullptr, nullptr); }
+  int64_t runs() {
+    absl::MutexLock lock(&mu_);
+    return runs_;
+  }
+
+ private:
+  Checkpointer(sqlite3* own, std::string path, int pages)
+      : own_(own), path_(std::move(path)), pages_(pages) {}
+
+  // Called by SQLite on the writer's thread after each commit, with the log's size in pages.
+  static int Committed(void* self, sqlite3*, const char*, int pages) {
+    auto* c = static_cast<Checkpointer*>(self);
+    if (pages >= c->pages_) {
+      absl::MutexLock lock(&c->mu_);
+      c->wanted_ = true;
+    }
+    return SQLITE_OK;
+  }
+
+  void Run() {
+    while (true) {
+      {
+        absl::MutexLock lock(&mu_);
+        auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return wanted_ || stopping_; };
+        mu_.Await(absl::Condition(&woken));
+        if (stopping_) return;
+        wanted_ = false;
+      }
+      // A read first: a connection knows the file is in WAL mode only once it has read it.
+      sqlite3_exec(own_, "PRAGMA schema_version", nullptr, nullptr, nullptr);
+      int log = 0, copied = 0;
+      const int rc =
+          sqlite3_wal_checkpoint_v2(own_, nullptr, SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
+      if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
+        FLEET_LOG(WARNING) << "checkpoint of " << path_ << " failed: " << sqlite3_errmsg(own_);
+      }
+      absl::MutexLock lock(&mu_);
+      ++runs_;
+    }
+  }
+
+  sqlite3* const own_;
+  const std::string path_;
+  const int pages_;
+  std::thread thread_;
+  absl::Mutex mu_;
+  bool wanted_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t runs_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+Database::Database(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+
 Database::~Database() {
+  if (checkpointer_ != nullptr) {
+    checkpointer_->Detach(db_);
+    checkpointer_.reset();  // Its connection closes first; this one's close checkpoints last.
+  }
   for (auto& [sql, stmt] : idle_) sqlite3_finalize(stmt);
   sqlite3_close(db_);
 }
@@ -126,9 +219,25 @@ void Database::Return(sqlite3_stmt* stmt) {
   idle_.emplace(sql_of_.at(stmt), stmt);
 }
 
-absl::Status Database::EnableWriteAheadLog() {
+absl::Status Database::EnableWriteAheadLog(int checkpoint_pages) {
   if (path_ == ":memory:") return absl::OkStatus();
-  return Exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;");
+  if (checkpoint_pages < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint_pages must be at least 1, not ", checkpoint_pages));
+  }
+  if (absl::Status s = Exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"); !s.ok()) {
+    return s;
+  }
+  if (checkpointer_ != nullptr) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<Checkpointer>> started =
+      Checkpointer::Start(db_, path_, checkpoint_pages);
+  if (!started.ok()) return started.status();
+  checkpointer_ = std::move(*started);
+  return absl::OkStatus();
+}
+
+int64_t Database::background_checkpoints() const {
+  return checkpointer_ == nullptr ? 0 : checkpointer_->runs();
 }
 
 absl::StatusOr<Statement> Database::Prepare(absl::string_view sql) {

@@ -15,6 +15,7 @@
 #include "controller/base/clock.h"
 #include "controller/store/sqlite.h"
 #include "controller/store/store.h"
+#include "tests/eventually.h"
 #include "tests/store/store_test_util.h"
 
 namespace fleet::store {
@@ -379,6 +380,52 @@ TEST(SqliteTest, UnopenablePathFailsNamingIt) {
   EXPECT_FALSE(store.ok());
   EXPECT_THAT(store.status().message(), HasSubstr(path));
   EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+// Commits never checkpoint the write-ahead log: past `checkpoint_pages` a thread of the
+// database's own does, beside the writer. The main file grows only when a checkpoint copies
+// the log into it.
+TEST(SqliteTest, TheLogIsCheckpointedInTheBackgroundNeverByACommit) {
+  ScratchDir dir;
+  ASSERT_TRUE(dir.ok());
+  auto fill = [](Database& db, int rows) {
+    for (int i = 0; i < rows; ++i) {
+      // About a page each, one commit each.
+      ASSERT_THAT(db.Exec("INSERT INTO t VALUES (zeroblob(4000))"), IsOk());
+    }
+  };
+  {
+    const std::string path = dir.File("far.db");
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Database> db, Database::Open(path));
+    ASSERT_THAT(db->EnableWriteAheadLog(/*checkpoint_pages=*/1000000), IsOk());
+    ASSERT_THAT(db->Exec("CREATE TABLE t (x BLOB)"), IsOk());
+    const auto before = std::filesystem::file_size(path);
+    // Past SQLite's own limit of 1000 pages, at which the commit crossing it would copy the
+    // log into the main file.
+    fill(*db, 1200);
+    EXPECT_EQ(std::filesystem::file_size(path), before);
+    EXPECT_EQ(db->background_checkpoints(), 0);
+  }
+  {
+    const std::string path = dir.File("near.db");
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Database> db, Database::Open(path));
+    ASSERT_THAT(db->EnableWriteAheadLog(/*checkpoint_pages=*/16), IsOk());
+    ASSERT_THAT(db->Exec("CREATE TABLE t (x BLOB)"), IsOk());
+    const auto before = std::filesystem::file_size(path);
+    fill(*db, 40);
+    EXPECT_TRUE(fleet::testing::Eventually([&] {
+      return db->background_checkpoints() > 0 && std::filesystem::file_size(path) > before;
+    }));
+    EXPECT_EQ(QueryText(*db, "SELECT count(*) FROM t"), "40");
+  }
+}
+
+TEST(SqliteTest, ACheckpointLimitBelowOnePageIsRefused) {
+  ScratchDir dir;
+  ASSERT_TRUE(dir.ok());
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Database> db, Database::Open(dir.File("state.db")));
+  EXPECT_THAT(db->EnableWriteAheadLog(0),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("checkpoint_pages")));
 }
 
 }  // namespace
