@@ -388,36 +388,37 @@ TEST(SqliteTest, UnopenablePathFailsNamingIt) {
 TEST(SqliteTest, TheLogIsCheckpointedInTheBackgroundNeverByACommit) {
   ScratchDir dir;
   ASSERT_TRUE(dir.ok());
+  // A database with table t whose log is checkpointed past `pages`; `before` is the size of
+  // its main file then. Each fill row is about a page, in a commit of its own.
+  auto open = [&](const std::string& name, int pages, uintmax_t* before) {
+    absl::StatusOr<std::unique_ptr<Database>> db = Database::Open(dir.File(name));
+    EXPECT_THAT(db, IsOk());
+    EXPECT_THAT((*db)->EnableWriteAheadLog(pages), IsOk());
+    EXPECT_THAT((*db)->Exec("CREATE TABLE t (x BLOB)"), IsOk());
+    *before = std::filesystem::file_size(dir.File(name));
+    return std::move(*db);
+  };
   auto fill = [](Database& db, int rows) {
     for (int i = 0; i < rows; ++i) {
-      // About a page each, one commit each.
       ASSERT_THAT(db.Exec("INSERT INTO t VALUES (zeroblob(4000))"), IsOk());
     }
   };
+  uintmax_t before = 0;
   {
-    const std::string path = dir.File("far.db");
-    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Database> db, Database::Open(path));
-    ASSERT_THAT(db->EnableWriteAheadLog(/*checkpoint_pages=*/1000000), IsOk());
-    ASSERT_THAT(db->Exec("CREATE TABLE t (x BLOB)"), IsOk());
-    const auto before = std::filesystem::file_size(path);
+    std::unique_ptr<Database> db = open("far.db", 1000000, &before);
     // Past SQLite's own limit of 1000 pages, at which the commit crossing it would copy the
     // log into the main file.
     fill(*db, 1200);
-    EXPECT_EQ(std::filesystem::file_size(path), before);
+    EXPECT_EQ(std::filesystem::file_size(dir.File("far.db")), before);
     EXPECT_EQ(db->background_checkpoints(), 0);
   }
-  {
-    const std::string path = dir.File("near.db");
-    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Database> db, Database::Open(path));
-    ASSERT_THAT(db->EnableWriteAheadLog(/*checkpoint_pages=*/16), IsOk());
-    ASSERT_THAT(db->Exec("CREATE TABLE t (x BLOB)"), IsOk());
-    const auto before = std::filesystem::file_size(path);
-    fill(*db, 40);
-    EXPECT_TRUE(fleet::testing::Eventually([&] {
-      return db->background_checkpoints() > 0 && std::filesystem::file_size(path) > before;
-    }));
-    EXPECT_EQ(QueryText(*db, "SELECT count(*) FROM t"), "40");
-  }
+  std::unique_ptr<Database> db = open("near.db", 16, &before);
+  fill(*db, 40);
+  EXPECT_TRUE(fleet::testing::Eventually([&] {
+    return db->background_checkpoints() > 0 &&
+           std::filesystem::file_size(dir.File("near.db")) > before;
+  }));
+  EXPECT_EQ(QueryText(*db, "SELECT count(*) FROM t"), "40");
 }
 
 TEST(SqliteTest, ACheckpointLimitBelowOnePageIsRefused) {
