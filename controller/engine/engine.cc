@@ -450,6 +450,7 @@ absl::StatusOr<SwitchProgrammer*> Engine::Programmer(const std::string& switch_i
   auto& programmer = programmers_[switch_id];
   // A rebuilt driver (the switch's address changed) gets a fresh queue.
   if (programmer == nullptr || programmer_drivers_[switch_id] != driver) {
+    if (programmer != nullptr) retired_programmers_.push_back(std::move(programmer));
     programmer = std::make_unique<SwitchProgrammer>(switch_id, driver);
     programmer_drivers_[switch_id] = driver;
   }
@@ -1040,10 +1041,11 @@ void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> adm
     });
     (moves ? unarmed : armable).push_back(&c);
   }
-  // Armed, and then PROGRAMMING committed, on one other worker as the batch goes to the
-  // switch: the work it wakes for does not hold up the batch (on a busy host a woken thread
-  // takes the core from the one sending), and a batch queued behind another is not armed
-  // 25 ms early. A retrain that arrives after its light (a fast switch) trains at once.
+  // Armed, and then PROGRAMMING committed (unless a quiesce started that already), on one
+  // other worker as the batch goes to the switch: the work it wakes for does not hold up the
+  // batch (on a busy host a woken thread takes the core from the one sending), and a batch
+  // queued behind another is not armed 25 ms early. A retrain that arrives after its light
+  // (a fast switch) trains at once.
   Training armed;
   absl::Notification arming_done;
   absl::once_flag arming_started;

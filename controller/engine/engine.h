@@ -101,7 +101,8 @@ struct EngineOptions {
 // The points at which EngineOptions::fault_point is called, in transaction order.
 inline constexpr const char* kFaultPoints[] = {
     "persisted",   // Intent committed (PENDING), nothing touched.
-    "quiesced",    // Ports quiesced, switch untouched; PROGRAMMING committed or landing.
+    "quiesced",    // Ports quiesced, switch untouched; PROGRAMMING committed or landing if
+                   // ports had to be quiesced, else not yet started.
     "programmed",  // Switch programmed and verified (armed links training); TRAINING not yet
                    // committed.
     "training",    // TRAINING committed; links training, not yet all answered.
@@ -427,6 +428,9 @@ class Engine {
   std::set<std::string> claimed_ ABSL_GUARDED_BY(mu_);         // Allocations in a transaction.
   std::map<std::string, Retry> retries_ ABSL_GUARDED_BY(mu_);  // By allocation id.
   std::map<std::string, std::unique_ptr<SwitchProgrammer>> programmers_ ABSL_GUARDED_BY(mu_);
+  // Replaced when their switch's driver was (its address changed), and kept: a transaction
+  // may still be inside one, as the registry keeps the drivers it replaced.
+  std::vector<std::unique_ptr<SwitchProgrammer>> retired_programmers_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, switches::OpticalSwitch*> programmer_drivers_ ABSL_GUARDED_BY(mu_);
   absl::Time next_reconcile_ ABSL_GUARDED_BY(mu_);
   absl::Time next_lease_check_ ABSL_GUARDED_BY(mu_);

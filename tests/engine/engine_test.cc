@@ -300,6 +300,19 @@ v1::RequestTopologyRequest Link(const std::string& tenant, const std::string& a,
 const std::vector<std::string> kGpus = {"gpu1", "gpu2", "gpu3", "gpu4",
                                         "gpu5", "gpu6", "gpu7", "gpu8"};
 
+// Holds a fake switch's applies until it goes, so that a test can keep a batch inside the
+// switch, and its transactions can finish however the test ends.
+class HeldApplies {
+ public:
+  explicit HeldApplies(switches::FakeOpticalSwitch* sw) : sw_(sw) { sw_->HoldApplies(true); }
+  ~HeldApplies() { sw_->HoldApplies(false); }
+  HeldApplies(const HeldApplies&) = delete;
+  HeldApplies& operator=(const HeldApplies&) = delete;
+
+ private:
+  switches::FakeOpticalSwitch* const sw_;
+};
+
 class EngineTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -342,6 +355,15 @@ class EngineTest : public ::testing::Test {
   }
   v1::Allocation Get(const std::string& id) {
     return store_->GetAllocation(id).value_or(v1::Allocation());
+  }
+  // Requests `r` with the switch's applies held (HeldApplies) and returns its id once its
+  // batch is inside the switch.
+  std::string RequestHeldAtTheSwitch(const v1::RequestTopologyRequest& r) {
+    absl::StatusOr<v1::RequestTopologyResponse> response =
+        engine_->RequestTopology(r, Caller::FromPrincipal("operator:test"));
+    EXPECT_TRUE(response.ok()) << response.status();
+    EXPECT_TRUE(fleet::testing::Eventually([&] { return sw_->held() == 1; }));
+    return response.ok() ? response->allocation().id() : "";
   }
 
   // The switch's cross-connects, and those the allocation's circuits ask for.
@@ -537,18 +559,11 @@ TEST_F(EngineTest, ArmedRetrainsAreCancelledWhenTheSwitchRefusesTheBatch) {
 
 TEST_F(EngineTest, ArmedLinksOfAChangeSetTheSwitchTookTwiceAreRetrainedAgain) {
   agents_->ArmRetrains(true);
-  sw_->HoldApplies(true);
-  struct LetGo {  // However the test ends, the transactions can finish.
-    switches::FakeOpticalSwitch* sw;
-    ~LetGo() { sw->HoldApplies(false); }
-  } let_go{sw_};
+  HeldApplies held(sw_);
   const Caller op = Caller::FromPrincipal("operator:test");
   // The first request's batch holds the switch; the next two queue behind it and go out
   // together.
-  absl::StatusOr<v1::RequestTopologyResponse> first =
-      engine_->RequestTopology(Link("team-c", "gpu5", "gpu6"), op);
-  ASSERT_TRUE(first.ok()) << first.status();
-  ASSERT_TRUE(fleet::testing::Eventually([&] { return sw_->held() == 1; }));
+  const std::string first = RequestHeldAtTheSwitch(Link("team-c", "gpu5", "gpu6"));
   absl::StatusOr<v1::RequestTopologyResponse> a =
       engine_->RequestTopology(Link("team-a", "gpu1", "gpu2"), op);
   absl::StatusOr<v1::RequestTopologyResponse> b =
@@ -567,8 +582,8 @@ TEST_F(EngineTest, ArmedLinksOfAChangeSetTheSwitchTookTwiceAreRetrainedAgain) {
   sw_->HoldApplies(false);
   engine_->WaitIdle();
   std::set<CrossConnect> wanted;
-  for (const auto* r : {&first, &a, &b}) {
-    const v1::Allocation done = Get((*r)->allocation().id());
+  for (const std::string& id : {first, a->allocation().id(), b->allocation().id()}) {
+    const v1::Allocation done = Get(id);
     EXPECT_EQ(done.state(), v1::ALLOCATION_STATE_READY) << done.id() << ": " << done.reason();
     for (const CrossConnect& x : Wanted(done)) wanted.insert(x);
   }
@@ -578,6 +593,38 @@ TEST_F(EngineTest, ArmedLinksOfAChangeSetTheSwitchTookTwiceAreRetrainedAgain) {
   EXPECT_EQ(agents_->armed(), 6);
   EXPECT_EQ(agents_->Count(v1::Command::kRetrain), 2 + 4 * 2);
   EXPECT_EQ(engine_->SwitchQueues()["ocs1"].batches, 4);  // First, together, then each alone.
+}
+
+// A switch whose address changes gets a new driver and a new programming queue; a
+// transaction still inside the old queue finishes there (the old queue is kept, not freed
+// under it: the sanitizer build would see the use after free).
+TEST_F(EngineTest, ATransactionInsideASwitchsQueueFinishesWhenTheSwitchsAddressChanges) {
+  switches::FakeOpticalSwitch* const old_switch = sw_;
+  HeldApplies held(old_switch);
+  const std::string first = RequestHeldAtTheSwitch(Link("team-a", "gpu1", "gpu2"));
+
+  v1::Inventory moved = site_;
+  for (v1::Switch& sw : *moved.mutable_switches()) {
+    if (sw.id() == "ocs1") sw.set_address("192.0.2.44");
+  }
+  inventory::InventoryApplier applier(store_.get());
+  ASSERT_THAT(applier.Apply(moved, false, "operator:test").status(), IsOk());
+  // The next batch for ocs1 goes through a new driver, and so a new queue: it is not held.
+  absl::StatusOr<v1::RequestTopologyResponse> second = engine_->RequestTopology(
+      Link("team-b", "gpu3", "gpu4"), Caller::FromPrincipal("operator:test"));
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_TRUE(fleet::testing::Eventually([&] {
+    return Get(second->allocation().id()).state() != v1::ALLOCATION_STATE_PENDING &&
+           Get(second->allocation().id()).state() != v1::ALLOCATION_STATE_PROGRAMMING;
+  }));
+  EXPECT_NE(sw_, old_switch);
+  EXPECT_EQ(sw_->ReadCrossConnects()->size(), Wanted(Get(second->allocation().id())).size());
+
+  old_switch->HoldApplies(false);
+  engine_->WaitIdle();
+  const v1::Allocation done = Get(first);
+  EXPECT_EQ(done.state(), v1::ALLOCATION_STATE_READY) << done.reason();
+  EXPECT_EQ(old_switch->ReadCrossConnects()->size(), Wanted(done).size());
 }
 
 TEST_F(EngineTest, UnreachableSwitchFailsTheRequest) {
