@@ -71,12 +71,13 @@ class Database {
   Database& operator=(const Database&) = delete;
 
   // Switches a file database to WAL journaling (persistent: it rewrites the file header).
-  // A no-op for ":memory:".
+  // A no-op for ":memory:" and "" (a temporary file); `checkpoint_pages` must be at least 1.
   // Checkpoints (copying the log into the database file, with an fsync of each) run on a
-  // thread of their own, with its own connection, once a commit leaves more than
-  // `checkpoint_pages` pages in the log; no commit does one. SQLite's default would run it
-  // inside the commit that crossed 1000 pages, which then took milliseconds instead of a
-  // fraction of one: every twentieth reconfiguration or so paid for the others.
+  // thread of their own, with its own connection, once a commit leaves `checkpoint_pages`
+  // pages or more in the log; no commit does one. SQLite's default would run it inside the
+  // commit that reached 1000 pages, which then took milliseconds instead of a fraction of
+  // one: every twentieth reconfiguration or so paid for the others. If that connection cannot
+  // be opened, commits checkpoint as by default (logged). A second call changes nothing.
   absl::Status EnableWriteAheadLog(int checkpoint_pages = 1000);
   // Checkpoints the background thread has run (each may copy part of the log).
   int64_t background_checkpoints() const;

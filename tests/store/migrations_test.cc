@@ -390,13 +390,14 @@ TEST(SqliteTest, TheLogIsCheckpointedInTheBackgroundNeverByACommit) {
   ASSERT_TRUE(dir.ok());
   // A database with table t whose log is checkpointed past `pages`; `before` is the size of
   // its main file then. Each fill row is about a page, in a commit of its own.
-  auto open = [&](const std::string& name, int pages, uintmax_t* before) {
+  auto open = [&](const std::string& name, int pages,
+                  uintmax_t* before) -> absl::StatusOr<std::unique_ptr<Database>> {
     absl::StatusOr<std::unique_ptr<Database>> db = Database::Open(dir.File(name));
-    EXPECT_THAT(db, IsOk());
-    EXPECT_THAT((*db)->EnableWriteAheadLog(pages), IsOk());
-    EXPECT_THAT((*db)->Exec("CREATE TABLE t (x BLOB)"), IsOk());
+    if (!db.ok()) return db.status();
+    if (absl::Status s = (*db)->EnableWriteAheadLog(pages); !s.ok()) return s;
+    if (absl::Status s = (*db)->Exec("CREATE TABLE t (x BLOB)"); !s.ok()) return s;
     *before = std::filesystem::file_size(dir.File(name));
-    return std::move(*db);
+    return db;
   };
   auto fill = [](Database& db, int rows) {
     for (int i = 0; i < rows; ++i) {
@@ -405,14 +406,14 @@ TEST(SqliteTest, TheLogIsCheckpointedInTheBackgroundNeverByACommit) {
   };
   uintmax_t before = 0;
   {
-    std::unique_ptr<Database> db = open("far.db", 1000000, &before);
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Database> db, open("far.db", 1000000, &before));
     // Past SQLite's own limit of 1000 pages, at which the commit crossing it would copy the
     // log into the main file.
     fill(*db, 1200);
     EXPECT_EQ(std::filesystem::file_size(dir.File("far.db")), before);
     EXPECT_EQ(db->background_checkpoints(), 0);
   }
-  std::unique_ptr<Database> db = open("near.db", 16, &before);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Database> db, open("near.db", 16, &before));
   fill(*db, 40);
   EXPECT_TRUE(fleet::testing::Eventually([&] {
     return db->background_checkpoints() > 0 &&
@@ -424,9 +425,12 @@ TEST(SqliteTest, TheLogIsCheckpointedInTheBackgroundNeverByACommit) {
 TEST(SqliteTest, ACheckpointLimitBelowOnePageIsRefused) {
   ScratchDir dir;
   ASSERT_TRUE(dir.ok());
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Database> db, Database::Open(dir.File("state.db")));
-  EXPECT_THAT(db->EnableWriteAheadLog(0),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("checkpoint_pages")));
+  for (const std::string& path : {dir.File("state.db"), std::string(":memory:")}) {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Database> db, Database::Open(path));
+    EXPECT_THAT(db->EnableWriteAheadLog(0),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("checkpoint_pages")))
+        << path;
+  }
 }
 
 }  // namespace
