@@ -7,6 +7,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "switch_adapters/fake_optical_switch.h"
+#include "tests/eventually.h"
 
 namespace fleet::engine {
 namespace {
@@ -84,7 +85,7 @@ TEST(SwitchProgrammerTest, EachCallersGoingRunsOnceAsItsBatchGoesOut) {
       ++second_going;
     });
   });
-  while (programmer.queued() != 1) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_TRUE(fleet::testing::Eventually([&] { return programmer.queued() == 1; }));
   // Queued behind the batch in flight: its batch has not gone, so neither has it.
   EXPECT_EQ(second_going.load(), 0);
   sw.release_.Notify();
