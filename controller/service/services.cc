@@ -286,10 +286,10 @@ grpc::Status TopologyServiceImpl::WatchAllocation(
     first.push_back(kept ? *std::move(kept)
                          : store::Store::AllocationCommit{0, request->id(), nullptr});
   } else {
-    absl::StatusOr<std::vector<v1::Allocation>> all =
-        store_->ListAllocations({request->tenant(), {}, false});
+    absl::StatusOr<std::vector<store::Store::AllocationCommit>> all =
+        store_->ReadAllocations({request->tenant(), {}, false});
     if (!all.ok()) return ToGrpcStatus(all.status());
-    for (const v1::Allocation& a : *all) first.push_back({0, a.id(), nullptr});
+    first = *std::move(all);
   }
   for (store::Store::AllocationCommit& commit : first) {
     absl::StatusOr<bool> go_on = consider(std::move(commit));

@@ -461,6 +461,21 @@ class SqliteStore : public Store {
                             std::make_shared<const v1::Allocation>(std::move(found.front()))};
   }
 
+  absl::StatusOr<std::vector<AllocationCommit>> ReadAllocations(
+      const AllocationFilter& filter) override {
+    absl::MutexLock lock(&mu_);  // As in ReadAllocation: the sequence is what the read saw.
+    ASSIGN_OR_RETURN(std::vector<v1::Allocation> found, AllocationsLocked("", filter));
+    absl::MutexLock sequence(&sequence_mu_);
+    std::vector<AllocationCommit> out;
+    out.reserve(found.size());
+    for (v1::Allocation& a : found) {
+      std::string id = a.id();
+      out.push_back(AllocationCommit{last_sequence_, std::move(id),
+                                     std::make_shared<const v1::Allocation>(std::move(a))});
+    }
+    return out;
+  }
+
   uint64_t LastEventSequence() override {
     absl::MutexLock lock(&sequence_mu_);
     return last_sequence_;

@@ -235,6 +235,10 @@ class Store {
   // event: the state every commit up to that sequence left, and none after it. NOT_FOUND for
   // an unknown allocation.
   virtual absl::StatusOr<AllocationCommit> ReadAllocation(const std::string& id) = 0;
+  // The allocations `filter` selects as the database holds them now, each with the sequence
+  // of the newest committed event, in ListAllocations' order: one read for a watch of many.
+  virtual absl::StatusOr<std::vector<AllocationCommit>> ReadAllocations(
+      const AllocationFilter& filter) = 0;
 
   // --- Events. ---
   // Appends `event` with the next sequence number and the store's clock time.

@@ -1664,6 +1664,16 @@ TEST_F(StoreTest, AllocationCommitsAreKeptInOrderWithWhatEachLeft) {
   ASSERT_NE(read.allocation, nullptr);
   EXPECT_THAT(*read.allocation, EqualsProto(*store_->GetAllocation("a1")));
   EXPECT_THAT(store_->ReadAllocation("a9"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("a9")));
+  // So does a read of many: the filter's allocations, each with the sequence the read saw.
+  ASSERT_OK_AND_ASSIGN(std::vector<Store::AllocationCommit> many,
+                       store_->ReadAllocations({"tenant-a", {}, false}));
+  ASSERT_THAT(many, SizeIs(1));
+  EXPECT_EQ(many[0].id, "a1");
+  EXPECT_EQ(many[0].sequence, store_->LastEventSequence());
+  ASSERT_NE(many[0].allocation, nullptr);
+  EXPECT_THAT(*many[0].allocation, EqualsProto(*store_->GetAllocation("a1")));
+  ASSERT_OK_AND_ASSIGN(many, store_->ReadAllocations({"nobody", {}, false}));
+  EXPECT_THAT(many, IsEmpty());
 
   AllocationUpdate update;
   update.id = "a1";
