@@ -178,19 +178,26 @@ bool Following(engine::Engine* engine, grpc::ServerContext* context) {
   return !context->IsCancelled() && !(engine != nullptr && engine->stopping());
 }
 
+// The newest committed sequence, once it is past `after`; nullopt after up to 200 ms without
+// one, so that the caller checks again whether to go on.
+std::optional<uint64_t> NewerThan(store::Store* store, uint64_t after) {
+  const uint64_t upto = store->LastEventSequence();
+  if (upto > after) return upto;
+  // Woken by a commit, or after 200 ms to notice a cancelled client or a stop.
+  store->WaitForEvent(after, absl::Now() + absl::Milliseconds(200));
+  return std::nullopt;
+}
+
 // Follows the event log after `after`: calls `on_event` for each committed event matching
 // the filter, in order, until it returns false, the client goes away or fleetd stops.
 void FollowEvents(store::Store* store, engine::Engine* engine, grpc::ServerContext* context,
                   uint64_t after, const std::string& object_kind, const std::string& object_id,
                   const std::function<bool(const v1::Event&)>& on_event) {
   while (Following(engine, context)) {
-    const uint64_t upto = store->LastEventSequence();
-    if (upto <= after) {
-      // Woken by a commit, or every 200 ms to notice a cancelled client or a stop.
-      store->WaitForEvent(after, absl::Now() + absl::Milliseconds(200));
-      continue;
-    }
-    std::optional<uint64_t> next = ReadEvents(store, after, upto, object_kind, object_id, on_event);
+    const std::optional<uint64_t> upto = NewerThan(store, after);
+    if (!upto) continue;
+    std::optional<uint64_t> next =
+        ReadEvents(store, after, *upto, object_kind, object_id, on_event);
     if (!next) return;
     after = *next;
   }
@@ -304,11 +311,8 @@ grpc::Status TopologyServiceImpl::WatchAllocation(
            c.allocation->tenant() == request->tenant();
   };
   while (Following(engine_, context)) {
-    const uint64_t upto = store_->LastEventSequence();
-    if (upto <= after) {
-      store_->WaitForEvent(after, absl::Now() + absl::Milliseconds(200));
-      continue;
-    }
+    const std::optional<uint64_t> upto = NewerThan(store_, after);
+    if (!upto) continue;
     // Each committed state, in order, from the commits the store keeps.
     if (std::optional<std::vector<store::Store::AllocationCommit>> commits =
             store_->AllocationCommitsAfter(after)) {
@@ -322,12 +326,12 @@ grpc::Status TopologyServiceImpl::WatchAllocation(
         }
       }
       if (!go_on) break;
-      after = std::max(upto, commits->empty() ? 0 : commits->back().sequence);
+      after = std::max(*upto, commits->empty() ? 0 : commits->back().sequence);
       continue;
     }
     // A watcher this far behind reads the log, and each allocation it names as it is now.
     std::optional<uint64_t> next =
-        ReadEvents(store_, after, upto, "allocation", request->id(), [&](const v1::Event& e) {
+        ReadEvents(store_, after, *upto, "allocation", request->id(), [&](const v1::Event& e) {
           absl::StatusOr<bool> go_on = consider({e.sequence(), e.object_id(), nullptr});
           return !go_on.ok() || *go_on;
         });

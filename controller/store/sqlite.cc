@@ -125,10 +125,10 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path
 class Database::Checkpointer {
  public:
   static absl::StatusOr<std::unique_ptr<Checkpointer>> Start(sqlite3* writer,
-                                                            const std::string& path, int pages) {
+                                                             const std::string& path, int pages) {
     sqlite3* own = nullptr;
-    const int rc = sqlite3_open_v2(path.c_str(), &own, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
-                                   nullptr);
+    const int rc =
+        sqlite3_open_v2(path.c_str(), &own, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
     if (rc != SQLITE_OK) {
       absl::Status status =
           SqliteError(own, rc, absl::StrCat("opening ", path, " for checkpoints"));

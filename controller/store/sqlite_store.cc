@@ -395,11 +395,7 @@ class SqliteStore : public Store {
                                       event.severity(), event.message(), event.principal()));
     if (event.object_kind() == "allocation" && !event.object_id().empty()) {
       // Its commit carries the allocation, as every allocation commit does, when it exists.
-      ASSIGN_OR_RETURN(std::vector<v1::Allocation> found, AllocationsLocked(event.object_id(), {}));
-      if (!found.empty()) {
-        uncommitted_images_[event.object_id()] =
-            std::make_shared<const v1::Allocation>(std::move(found.front()));
-      }
+      RETURN_IF_ERROR(KeepImageLocked(event.object_id()).status());
     }
     return CommitLocked(txn);
   }
@@ -452,28 +448,16 @@ class SqliteStore : public Store {
   }
 
   absl::StatusOr<AllocationCommit> ReadAllocation(const std::string& id) override {
-    // Under mu_ no commit is under way, so the newest sequence is exactly what the read saw.
     absl::MutexLock lock(&mu_);
-    ASSIGN_OR_RETURN(std::vector<v1::Allocation> found, AllocationsLocked(id, {}));
+    ASSIGN_OR_RETURN(std::vector<AllocationCommit> found, ReadCommitsLocked(id, {}));
     if (found.empty()) return absl::NotFoundError(absl::StrCat("allocation ", id, " not found"));
-    absl::MutexLock sequence(&sequence_mu_);
-    return AllocationCommit{last_sequence_, id,
-                            std::make_shared<const v1::Allocation>(std::move(found.front()))};
+    return std::move(found.front());
   }
 
   absl::StatusOr<std::vector<AllocationCommit>> ReadAllocations(
       const AllocationFilter& filter) override {
-    absl::MutexLock lock(&mu_);  // As in ReadAllocation: the sequence is what the read saw.
-    ASSIGN_OR_RETURN(std::vector<v1::Allocation> found, AllocationsLocked("", filter));
-    absl::MutexLock sequence(&sequence_mu_);
-    std::vector<AllocationCommit> out;
-    out.reserve(found.size());
-    for (v1::Allocation& a : found) {
-      std::string id = a.id();
-      out.push_back(AllocationCommit{last_sequence_, std::move(id),
-                                     std::make_shared<const v1::Allocation>(std::move(a))});
-    }
-    return out;
+    absl::MutexLock lock(&mu_);
+    return ReadCommitsLocked("", filter);
   }
 
   uint64_t LastEventSequence() override {
@@ -868,15 +852,42 @@ class SqliteStore : public Store {
     return absl::OkStatus();
   }
 
-  // Allocation `id` as the open transaction leaves it, kept as its image for watchers.
+  // The allocations AllocationsLocked(id, filter) reads, each with the newest committed
+  // sequence: under mu_ no commit is under way, so that is exactly what the read saw.
+  absl::StatusOr<std::vector<AllocationCommit>> ReadCommitsLocked(const std::string& id,
+                                                                  const AllocationFilter& filter)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ASSIGN_OR_RETURN(std::vector<v1::Allocation> found, AllocationsLocked(id, filter));
+    absl::MutexLock sequence(&sequence_mu_);
+    std::vector<AllocationCommit> out;
+    out.reserve(found.size());
+    for (v1::Allocation& a : found) {
+      std::string read_id = a.id();
+      out.push_back(AllocationCommit{last_sequence_, std::move(read_id),
+                                     std::make_shared<const v1::Allocation>(std::move(a))});
+    }
+    return out;
+  }
+
+  // Allocation `id` as the open transaction leaves it, kept as its image for watchers; null
+  // when there is no such allocation.
+  absl::StatusOr<std::shared_ptr<const v1::Allocation>> KeepImageLocked(const std::string& id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ASSIGN_OR_RETURN(std::vector<v1::Allocation> found, AllocationsLocked(id, {}));
+    if (found.empty()) return nullptr;
+    auto image = std::make_shared<const v1::Allocation>(std::move(found.front()));
+    uncommitted_images_[id] = image;
+    return image;
+  }
+
+  // As KeepImageLocked, for a write that changed the allocation: it must still be there.
   absl::StatusOr<v1::Allocation> ImageLocked(const std::string& id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    ASSIGN_OR_RETURN(std::vector<v1::Allocation> after, AllocationsLocked(id, {}));
-    if (after.empty()) {
+    ASSIGN_OR_RETURN(std::shared_ptr<const v1::Allocation> image, KeepImageLocked(id));
+    if (image == nullptr) {
       return absl::InternalError(absl::StrCat("allocation ", id, " vanished while updated"));
     }
-    uncommitted_images_[id] = std::make_shared<const v1::Allocation>(after.front());
-    return std::move(after.front());
+    return *image;
   }
 
   // Sets one circuit's state and reason, and whether it is desired. A circuit that `joins`
