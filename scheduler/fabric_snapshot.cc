@@ -78,6 +78,17 @@ FabricSnapshot FabricSnapshot::Build(const v1::Inventory& site,
   }
   for (auto& [device, onics] : inventory->device_onics) std::sort(onics.begin(), onics.end());
   for (auto& [host, devices] : inventory->host_devices) std::sort(devices.begin(), devices.end());
+  SiteLimits& limits = inventory->limits;
+  limits.devices = inventory->devices.size();
+  limits.switches = static_cast<size_t>(site.switches_size());
+  std::map<std::string, size_t> device_ports;
+  for (const auto& [onic, states] : inventory->onic_ports) {
+    limits.onic_ports += states.size();
+    if (!states.empty()) device_ports[states.front().device] += states.size();
+  }
+  for (const auto& [device, n] : device_ports) {
+    limits.max_device_ports = std::max(limits.max_device_ports, n);
+  }
   for (const PowerReading& r : power) {
     auto it = inventory->onic_ports.find(r.onic);
     if (it == inventory->onic_ports.end()) continue;

@@ -58,6 +58,14 @@ struct PowerReading {
   double rx_power_dbm = 0;
 };
 
+// What the inventory holds, to bound requests by (limits.h).
+struct SiteLimits {
+  size_t devices = 0;
+  size_t onic_ports = 0;        // Every O-NIC port of every device.
+  size_t max_device_ports = 0;  // The most O-NIC ports one device has.
+  size_t switches = 0;
+};
+
 class FabricSnapshot {
  public:
   // `site` as Store::LoadInventory gives it; `ports` every switch port (ListPorts); the
@@ -91,6 +99,7 @@ class FabricSnapshot {
   // The switches a trunk from `from` reaches, by id.
   std::vector<std::string> TrunkNeighbours(const std::string& from) const;
   bool HasTrunks() const { return !trunks_.empty(); }
+  const SiteLimits& limits() const { return site_->limits; }
 
  private:
   // What the inventory says, with no circuit: shared, never changed, by every snapshot
@@ -100,6 +109,7 @@ class FabricSnapshot {
     std::map<std::string, std::vector<OnicPortState>> onic_ports;  // By O-NIC id.
     std::map<std::string, std::vector<std::string>> device_onics;  // Device → O-NIC ids.
     std::map<std::string, std::vector<std::string>> host_devices;  // Host → device ids.
+    SiteLimits limits;
   };
 
   // Marks the ports and trunks of `circuits` as held and records the tenants.

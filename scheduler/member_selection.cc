@@ -1,6 +1,7 @@
 #include "scheduler/member_selection.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -174,9 +175,11 @@ std::string BusiestSwitch(const FabricSnapshot& snapshot, const v1::MemberSet& m
 }  // namespace
 
 int MemberCount(const v1::MemberSet& members) {
-  int n = members.devices_size();
+  // Summed wide and saturated: limits.h bounds the counts before planning, but a wrapped
+  // sum must never read as a small or negative member count.
+  uint64_t n = static_cast<uint64_t>(members.devices_size());
   for (const v1::DeviceCount& c : members.counts()) n += c.count();
-  return n;
+  return static_cast<int>(std::min<uint64_t>(n, std::numeric_limits<int>::max()));
 }
 
 absl::StatusOr<std::vector<std::string>> PickMembers(const FabricSnapshot& snapshot,

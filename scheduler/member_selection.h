@@ -16,7 +16,8 @@ namespace fleet::scheduler {
 // member's ports, such as all-to-all and traffic-aware plans).
 inline constexpr int kWholeDevice = -1;
 
-// The number of members `members` asks for: its names plus every count.
+// The number of members `members` asks for: its names plus every count (saturated at
+// INT_MAX; limits.h refuses any count past the site's devices before planning).
 int MemberCount(const v1::MemberSet& members);
 
 // The member list: `members.devices` in order, then for each count in order the devices

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "controller/base/status_macros.h"
 #include "fleet/v1/names.h"
+#include "scheduler/limits.h"
 #include "scheduler/member_selection.h"
 #include "scheduler/shapes.h"
 #include "scheduler/traffic_matching.h"
@@ -452,6 +453,7 @@ class Planner {
 
 absl::StatusOr<v1::Plan> PlanTopology(const FabricSnapshot& snapshot, const PlanRequest& request) {
   if (request.tenant.empty()) return absl::InvalidArgumentError("tenant is empty");
+  RETURN_IF_ERROR(CheckTopologyLimits(snapshot, request.topology));
   return Planner(snapshot, request.tenant, request.topology.max_switch_hops())
       .Plan(request.topology);
 }
@@ -461,6 +463,10 @@ absl::StatusOr<std::vector<PlannedPhase>> PlanAllToAllRounds(const FabricSnapsho
                                                              const v1::AllToAllSpec& spec,
                                                              uint32_t max_switch_hops) {
   if (tenant.empty()) return absl::InvalidArgumentError("tenant is empty");
+  v1::TopologySpec topology;
+  *topology.mutable_all_to_all() = spec;
+  topology.set_max_switch_hops(max_switch_hops);
+  RETURN_IF_ERROR(CheckTopologyLimits(snapshot, topology));
   const std::string field = "topology.all_to_all.members";
   ASSIGN_OR_RETURN(const std::vector<std::string> names,
                    WholeMembers(snapshot, spec.members(), field, "all-to-all"));

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 #include <set>
 #include <thread>
 #include <tuple>
@@ -22,7 +23,9 @@
 #include "fleet/v1/names.h"
 #include "scheduler/circuit_diff.h"
 #include "scheduler/fabric_snapshot.h"
+#include "scheduler/limits.h"
 #include "scheduler/planner.h"
+#include "scheduler/request_plan.h"
 
 namespace fleet::engine {
 namespace {
@@ -58,98 +61,6 @@ std::string PortName(const v1::OnicPortRef& ref) {
 
 std::string LinkName(const v1::Circuit& c) {
   return absl::StrCat(PortName(c.source()), " -> ", PortName(c.destination()));
-}
-
-// The circuits a transaction programs: every circuit of the active phase.
-// The request's phases, planned each on its own against `snapshot` (a phase is active only
-// while the others are not, so they may share the members' ports): the named phases of a
-// phased request, the rounds of an all-to-all, or the one unnamed phase of any other form.
-absl::StatusOr<std::vector<scheduler::PlannedPhase>> PlanPhases(
-    const scheduler::FabricSnapshot& snapshot, const v1::RequestTopologyRequest& request) {
-  std::vector<scheduler::PlannedPhase> phases;
-  if (request.phases().empty()) {
-    if (!request.initial_phase().empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("initial_phase: '", request.initial_phase(),
-                                                     "' names a phase, but none are given"));
-    }
-    if (request.topology().has_all_to_all()) {
-      return scheduler::PlanAllToAllRounds(snapshot, request.tenant(),
-                                           request.topology().all_to_all(),
-                                           request.topology().max_switch_hops());
-    }
-    ASSIGN_OR_RETURN(v1::Plan plan,
-                     scheduler::PlanTopology(snapshot, {request.tenant(), request.topology()}));
-    phases.push_back({"", std::move(plan)});
-    return phases;
-  }
-  if (request.topology().form_case() != v1::TopologySpec::FORM_NOT_SET) {
-    return absl::InvalidArgumentError("topology: give either one topology or phases, not both");
-  }
-  // The request's shape is checked whole before any phase is planned.
-  std::set<std::string> names;
-  for (int i = 0; i < request.phases_size(); ++i) {
-    const v1::Phase& phase = request.phases(i);
-    const std::string field = absl::StrCat("phases[", i, "]");
-    if (phase.name().empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ".name is empty"));
-    }
-    if (std::any_of(phase.name().begin(), phase.name().end(),
-                    [](char ch) { return std::iscntrl(static_cast<unsigned char>(ch)); })) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ".name has a control character; a phase name is one line"));
-    }
-    if (!names.insert(phase.name()).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ".name: phase '", phase.name(), "' is given twice"));
-    }
-    if (phase.topology().has_all_to_all()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, " (", phase.name(),
-          "): all-to-all is itself phased (round-1, round-2, ...); request it on its own"));
-    }
-  }
-  if (!request.initial_phase().empty() && !names.contains(request.initial_phase())) {
-    return absl::InvalidArgumentError(absl::StrCat("initial_phase: no phase is named '",
-                                                   request.initial_phase(), "'; phases are ",
-                                                   absl::StrJoin(names, ", ")));
-  }
-  for (int i = 0; i < request.phases_size(); ++i) {
-    const v1::Phase& phase = request.phases(i);
-    absl::StatusOr<v1::Plan> plan =
-        scheduler::PlanTopology(snapshot, {request.tenant(), phase.topology()});
-    if (!plan.ok()) {
-      return absl::Status(plan.status().code(), absl::StrCat("phases[", i, "] (", phase.name(),
-                                                             "): ", plan.status().message()));
-    }
-    for (v1::Circuit& c : *plan->mutable_circuits()) c.set_phase(phase.name());
-    phases.push_back({phase.name(), std::move(*plan)});
-  }
-  return phases;
-}
-
-// One plan for the whole request: every phase's circuits, the members and ports of all of
-// them in first-seen order, and the cross-connects the initial phase adds.
-v1::Plan CombinePhases(const std::vector<scheduler::PlannedPhase>& phases,
-                       const std::string& initial) {
-  if (phases.size() == 1) return phases.front().plan;
-  v1::Plan combined;
-  std::set<std::string> members, ports;
-  for (const scheduler::PlannedPhase& p : phases) {
-    for (const std::string& m : p.plan.members()) {
-      if (members.insert(m).second) combined.add_members(m);
-    }
-    for (const v1::OnicPortRef& port : p.plan.ports_used()) {
-      if (ports.insert(absl::StrCat(port.onic(), "/", port.port())).second) {
-        *combined.add_ports_used() = port;
-      }
-    }
-    for (const v1::Circuit& c : p.plan.circuits()) *combined.add_circuits() = c;
-    if (p.name == initial) {
-      *combined.mutable_add() = p.plan.add();
-      combined.set_direct_traffic_share(p.plan.direct_traffic_share());
-    }
-  }
-  return combined;
 }
 
 std::vector<v1::Circuit> LiveCircuits(const v1::Allocation& a) {
@@ -317,10 +228,12 @@ bool Engine::Claim(const std::string& id) {
 }
 
 bool Engine::ClaimSettled(const std::string& id) {
-  // A transaction holds the claim for a moment after its outcome is stored; a retry of a
-  // DEGRADED allocation holds it while its links retrain. Neither is worth a refusal.
-  constexpr absl::Duration kPatience = absl::Seconds(2);
-  const absl::Time give_up = absl::Now() + kPatience;
+  // A change asked for while the allocation is READY or DEGRADED (a client acting on what it
+  // was told) is not refused for a claim it cannot see: the transaction that stored that
+  // state holds the claim for its last steps, a retry while its links retrain, a lease check
+  // or a reconciliation pass while it reads the switches. Each lets go within its own
+  // timeouts; kClaimWait only bounds a wait on something gone wrong.
+  const absl::Time give_up = absl::Now() + kClaimWait;
   while (!Claim(id)) {
     absl::StatusOr<v1::Allocation> a = store_->GetAllocation(id);
     if (!a.ok() ||
@@ -546,7 +459,9 @@ absl::StatusOr<v1::RequestTopologyResponse> Engine::RequestTopology(
   }
   absl::Duration lease = options_.default_lease;
   if (request.has_lease()) {
-    lease = absl::Nanoseconds(TimeUtil::DurationToNanoseconds(request.lease()));
+    // Not TimeUtil::DurationToNanoseconds, which overflows past 292 years: absl::Duration
+    // holds any int64 count of seconds.
+    lease = absl::Seconds(request.lease().seconds()) + absl::Nanoseconds(request.lease().nanos());
     if (lease < absl::ZeroDuration()) {
       return absl::InvalidArgumentError(
           absl::StrCat("lease: ", absl::FormatDuration(lease), " is negative"));
@@ -562,15 +477,33 @@ absl::StatusOr<v1::RequestTopologyResponse> Engine::RequestTopology(
     absl::MutexLock lock(&mu_);
     if (stopping_) return absl::UnavailableError("fleetd is stopping");
   }
+  {
+    // A request no site like this one could hold is refused before it waits for admission.
+    ASSIGN_OR_RETURN(std::shared_ptr<const Fabric> fabric, CurrentFabric());
+    RETURN_IF_ERROR(scheduler::CheckRequestLimits(fabric->usability, request));
+  }
 
   v1::RequestTopologyResponse response;
+  if (request.dry_run()) {
+    // A dry run commits nothing, so it plans outside admission and holds up no one.
+    std::optional<scheduler::FabricSnapshot> snapshot;
+    {
+      absl::MutexLock admit(&admit_mu_);
+      ASSIGN_OR_RETURN(snapshot, Snapshot());
+    }
+    ASSIGN_OR_RETURN(const std::vector<scheduler::PlannedPhase> phases,
+                     scheduler::PlanRequestPhases(*snapshot, request));
+    *response.mutable_plan() = scheduler::CombinePhases(
+        phases, request.initial_phase().empty() ? phases.front().name : request.initial_phase());
+    return response;
+  }
   std::string id;
   {
     // One admission at a time: the snapshot a plan is made on must still be true when its
     // intent commits, or two requests could pick the same free port.
     absl::MutexLock admit(&admit_mu_);
     const absl::Time plan_start = clock_->Now();
-    if (!request.request_id().empty() && !request.dry_run()) {
+    if (!request.request_id().empty()) {
       ASSIGN_OR_RETURN(std::vector<v1::Allocation> mine,
                        store_->ListAllocations({request.tenant(), {}, true}));
       for (v1::Allocation& a : mine) {
@@ -582,11 +515,10 @@ absl::StatusOr<v1::RequestTopologyResponse> Engine::RequestTopology(
     }
     ASSIGN_OR_RETURN(const scheduler::FabricSnapshot snapshot, Snapshot());
     ASSIGN_OR_RETURN(const std::vector<scheduler::PlannedPhase> phases,
-                     PlanPhases(snapshot, request));
+                     scheduler::PlanRequestPhases(snapshot, request));
     const std::string initial =
         request.initial_phase().empty() ? phases.front().name : request.initial_phase();
-    *response.mutable_plan() = CombinePhases(phases, initial);
-    if (request.dry_run()) return response;
+    *response.mutable_plan() = scheduler::CombinePhases(phases, initial);
     const absl::Time persist_start = clock_->Now();
 
     v1::Allocation a;
@@ -640,6 +572,11 @@ absl::StatusOr<v1::RequestTopologyResponse> Engine::RequestTopology(
 absl::StatusOr<scheduler::FabricSnapshot> Engine::Snapshot() {
   ASSIGN_OR_RETURN(std::shared_ptr<const Fabric> fabric, CurrentFabric());
   ASSIGN_OR_RETURN(std::vector<v1::Circuit> circuits, store_->ListCircuits({}));
+  // An allocation that holds no circuit has ended (every live one holds its circuits from
+  // its admission on): its tenant is forgotten, so the map stays the size of the live set.
+  std::set<std::string> holding;
+  for (const v1::Circuit& c : circuits) holding.insert(c.allocation_id());
+  std::erase_if(tenants_, [&](const auto& entry) { return !holding.contains(entry.first); });
   std::vector<v1::Allocation> holders;  // Only id and tenant matter to the snapshot.
   for (const auto& [holder, tenant] : tenants_) {
     v1::Allocation& a = holders.emplace_back();
@@ -1648,7 +1585,7 @@ absl::StatusOr<v1::Allocation> Engine::ReleaseTopology(const std::string& id,
   {
     // Wait for a running transaction of this allocation to reach a persisted end.
     absl::MutexLock lock(&mu_);
-    const absl::Time give_up = absl::Now() + absl::Seconds(60);
+    const absl::Time give_up = absl::Now() + kClaimWait;
     while (claimed_.contains(id) && !stopping_ && absl::Now() < give_up) {
       changed_.WaitWithDeadline(&mu_, give_up);
     }

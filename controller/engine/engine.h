@@ -243,10 +243,14 @@ class Engine {
   // Claims `id` for one transaction; false if another holds it.
   bool Claim(const std::string& id);
   // Claims `id` for a change a caller asks for. While the allocation is READY or DEGRADED
-  // and the claim is held (a transaction's last steps after storing its outcome, or a
-  // retry), waits for it, up to 2 s: a caller acting on READY is not refused. False when
-  // another change holds it otherwise or for longer.
+  // and the claim is held (a transaction's last steps after storing its outcome, a retry, a
+  // lease check, reconciliation), waits for it, up to kClaimWait: a caller acting on READY
+  // is never refused. False when the allocation is in another change (another state), when
+  // fleetd is stopping, or past kClaimWait.
   bool ClaimSettled(const std::string& id);
+  // How long a caller's change or release waits for a claim to be let go. Every holder lets
+  // go within its own timeouts, well inside it.
+  static constexpr absl::Duration kClaimWait = absl::Seconds(60);
   void Unclaim(const std::string& id);
   // Runs `fn` on a worker thread holding the claim on `id` (if any); the claim is dropped
   // after. Workers are pooled: one left idle by its last task takes the next, so a
@@ -398,8 +402,9 @@ class Engine {
   metrics::ControllerMetrics& metrics_;
 
   absl::Mutex admit_mu_;  // Serializes snapshot → plan → persist, so plans do not collide.
-  // Tenant of every allocation admitted or found live at start: what planning needs to keep
-  // tenants apart, without reading every allocation on each request.
+  // Tenant of every live allocation (admitted, or found live at start; Snapshot forgets one
+  // that holds no circuit any more): what planning needs to keep tenants apart, without
+  // reading every allocation on each request.
   std::map<std::string, std::string> tenants_ ABSL_GUARDED_BY(admit_mu_);
 
   absl::Mutex mu_;

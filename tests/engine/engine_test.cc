@@ -7,6 +7,8 @@
 #include <google/protobuf/util/time_util.h>
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <limits>
 #include <set>
 #include <thread>
 
@@ -300,6 +302,9 @@ v1::RequestTopologyRequest Link(const std::string& tenant, const std::string& a,
 const std::vector<std::string> kGpus = {"gpu1", "gpu2", "gpu3", "gpu4",
                                         "gpu5", "gpu6", "gpu7", "gpu8"};
 
+// Phases dp (a bidirectional ring over gpu1..gpu4) and tp (duplex pairs); defined below.
+v1::RequestTopologyRequest Phased(const std::string& tenant);
+
 // Holds a fake switch's applies until it goes, so that a test can keep a batch inside the
 // switch, and its transactions can finish however the test ends.
 class HeldApplies {
@@ -492,6 +497,156 @@ TEST_F(EngineTest, AdmissionErrorsNameTheMemberAndWriteNothing) {
   EXPECT_EQ(EventCount(), events);
   EXPECT_EQ(sw_->changes(), changes);
   EXPECT_THAT(store_->ListAllocations({}).value(), SizeIs(1));
+}
+
+// Numbers no site could hold are refused before planning, naming the field, the value and
+// the limit: as a request and as a dry run, nothing is written, and the next request is
+// answered as usual. (A ring of width 1,000,000 once kept the planner busy for minutes, and
+// 4,000,000,000 GPUs read as -294,967,296.)
+TEST_F(EngineTest, RequestsBeyondWhatTheSiteHoldsAreRefusedBeforePlanning) {
+  const Caller op = Caller::FromPrincipal("operator:test");
+  const size_t events = EventCount();
+  const auto ring = [](const std::function<void(v1::RequestTopologyRequest&)>& change) {
+    v1::RequestTopologyRequest r = Ring("team-a", {"gpu1", "gpu2"});
+    change(r);
+    return r;
+  };
+  const auto counted = [](v1::MemberSet* members, std::vector<uint32_t> counts) {
+    members->clear_devices();
+    for (uint32_t n : counts) {
+      v1::DeviceCount* c = members->add_counts();
+      c->set_kind(v1::DEVICE_KIND_GPU);
+      c->set_count(n);
+    }
+  };
+  const uint32_t devices = static_cast<uint32_t>(site_.devices_size());
+  struct Bad {
+    v1::RequestTopologyRequest request;
+    absl::StatusCode code;
+    std::vector<std::string> said;
+  };
+  using absl::StatusCode::kInvalidArgument;
+  using absl::StatusCode::kResourceExhausted;
+  std::vector<Bad> bad = {
+      {ring([](auto& r) { r.mutable_topology()->mutable_template_()->set_width(1000000); }),
+       kResourceExhausted,
+       {"topology.template.width: 1000000", "no device of the site has more than"}},
+      {ring([&](auto& r) {
+         counted(r.mutable_topology()->mutable_template_()->mutable_members(), {4000000000u});
+       }),
+       kResourceExhausted,
+       {"topology.template.members.counts[0].count: 4000000000 is more than the",
+        absl::StrCat(devices, " devices of the site")}},
+      {ring([&](auto& r) {
+         counted(r.mutable_topology()->mutable_template_()->mutable_members(), {devices, devices});
+       }),
+       kResourceExhausted,
+       {absl::StrCat("topology.template.members: ", 2 * devices, " members")}},
+      {ring([](auto& r) {
+         r.mutable_topology()->mutable_template_()->set_kind(v1::TEMPLATE_KIND_TREE);
+         r.mutable_topology()->mutable_template_()->set_fanout(4000000000u);
+       }),
+       kInvalidArgument,
+       {"topology.template.fanout: 4000000000"}},
+      {ring([](auto& r) {
+         v1::TemplateSpec* t = r.mutable_topology()->mutable_template_();
+         t->set_kind(v1::TEMPLATE_KIND_TORUS_2D);
+         t->add_dimensions(4000000000u);
+         t->add_dimensions(1);
+       }),
+       kResourceExhausted,
+       {"topology.template.dimensions[0]: 4000000000"}},
+      {ring([](auto& r) {
+         for (int i = 0; i < 5; ++i) r.mutable_topology()->mutable_template_()->add_dimensions(1);
+       }),
+       kInvalidArgument,
+       {"topology.template.dimensions: 5 given; a torus has 2 or 3"}},
+      {ring([](auto& r) { r.mutable_topology()->set_max_switch_hops(1000000); }),
+       kInvalidArgument,
+       {"topology.max_switch_hops: 1000000 is more than 64"}},
+      {[] {
+         v1::RequestTopologyRequest r = Link("team-a", "gpu1", "gpu2");
+         for (int i = 0; i < 5000; ++i) {
+           *r.mutable_topology()->mutable_links()->add_links() = r.topology().links().links(0);
+         }
+         return r;
+       }(),
+       kResourceExhausted,
+       {"topology.links:", "circuits or more, and the site has"}},
+      {[] {
+         v1::RequestTopologyRequest r;
+         r.set_tenant("team-a");
+         v1::TrafficSpec* t = r.mutable_topology()->mutable_traffic();
+         t->mutable_members()->add_devices("gpu1");
+         t->mutable_members()->add_devices("gpu2");
+         for (int i = 0; i < 1000; ++i) t->add_matrix()->set_destination(1);
+         return r;
+       }(),
+       kInvalidArgument,
+       {"topology.traffic.matrix: 1000 entries for 2 members; at most 2"}},
+      {[&] {
+         v1::RequestTopologyRequest r;
+         r.set_tenant("team-a");
+         counted(r.mutable_topology()->mutable_all_to_all()->mutable_members(), {4000000000u});
+         return r;
+       }(),
+       kResourceExhausted,
+       {"topology.all_to_all.members.counts[0].count: 4000000000"}},
+      {[&] {
+         v1::RequestTopologyRequest r;
+         r.set_tenant("team-a");
+         r.mutable_topology()->mutable_attach()->set_host("server1");
+         r.mutable_topology()->mutable_attach()->mutable_devices()->add_devices("gpu1");
+         r.mutable_topology()->mutable_attach()->set_width(1000000);
+         return r;
+       }(),
+       kResourceExhausted,
+       {"topology.attach.width: 1000000"}},
+      {[] {
+         v1::RequestTopologyRequest r = Phased("team-a");
+         for (int i = 0; i < 63; ++i) *r.add_phases() = r.phases(0);
+         return r;
+       }(),
+       kInvalidArgument,
+       {"phases: 65 given; a request has at most 64"}},
+      {[] {
+         v1::RequestTopologyRequest r = Phased("team-a");
+         r.mutable_phases(1)->mutable_topology()->mutable_links()->mutable_links(0)->set_width(
+             1000000);
+         return r;
+       }(),
+       kResourceExhausted,
+       {"phases[1].topology.links[0].width: 1000000"}},
+      {ring([](auto& r) { r.set_name(std::string(1000, 'x')); }),
+       kInvalidArgument,
+       {"name: 1000 bytes long; at most 128"}},
+      // The largest lease a proto Duration holds, and past it: refused, never wrapped negative.
+      {ring([](auto& r) { r.mutable_lease()->set_seconds(315576000000); }),
+       kInvalidArgument,
+       {"lease:", "is longer than the maximum"}},
+      {ring([](auto& r) { r.mutable_lease()->set_seconds(std::numeric_limits<int64_t>::max()); }),
+       kInvalidArgument,
+       {"lease:", "is longer than the maximum"}},
+  };
+  for (Bad& b : bad) {
+    for (bool dry_run : {false, true}) {
+      b.request.set_dry_run(dry_run);
+      const absl::Status refused = engine_->RequestTopology(b.request, op).status();
+      EXPECT_EQ(refused.code(), b.code) << refused;
+      for (const std::string& said : b.said) {
+        EXPECT_THAT(std::string(refused.message()), HasSubstr(said));
+      }
+      // The next request is answered as usual.
+      v1::RequestTopologyRequest fine = Ring("team-a", {"gpu1", "gpu2"});
+      fine.set_dry_run(true);
+      EXPECT_THAT(engine_->RequestTopology(fine, op).status(), IsOk());
+    }
+  }
+  EXPECT_EQ(EventCount(), events);
+  EXPECT_EQ(sw_->changes(), 0);
+  EXPECT_THAT(store_->ListAllocations({}).value(), IsEmpty());
+  // The same site still admits a real request.
+  EXPECT_EQ(Request(Ring("team-a", {"gpu1", "gpu2"})).state(), v1::ALLOCATION_STATE_READY);
 }
 
 TEST_F(EngineTest, SwitchErrorRollsBackAndFailsWithTheSwitchMessage) {
@@ -1529,6 +1684,45 @@ TEST_F(EngineTest, AChangeAskedForAsSoonAsReadyWaitsForTheTransactionToLetGo) {
   EXPECT_THAT(replaced, IsOk());
   engine_->WaitIdle();
   EXPECT_THAT(Get(a.id()).members(), ElementsAre("gpu1", "gpu2", "gpu5", "gpu4"));
+}
+
+// A job told READY switches phase at once while the transaction that stored READY still
+// holds the allocation, and holds it longer than a moment (2.5 s here, past the 2 s the
+// engine once waited before refusing ABORTED): the switch waits for it and is accepted.
+TEST_F(EngineTest, APhaseSwitchSentOnReadyIsAcceptedHoweverLongTheTransactionHoldsOn) {
+  absl::Mutex mu;
+  bool armed = true;
+  std::thread asker;
+  absl::Status switched = absl::UnknownError("not asked");
+  EngineOptions options;
+  options.fault_point = [&](const std::string& point) {
+    if (point != "ready") return;
+    {
+      absl::MutexLock lock(&mu);
+      if (!armed) return;
+      armed = false;
+    }
+    const std::string id =
+        store_->ListAllocations({"", v1::ALLOCATION_STATE_READY, false}).value().at(0).id();
+    asker = std::thread([&, id] {
+      v1::ActivatePhaseRequest r;
+      r.set_id(id);
+      r.set_phase("tp");
+      switched = engine_->ActivatePhase(r, Caller::FromPrincipal("job:team-a")).status();
+    });
+    // Not a synchronization: how long the last step holds on is what the test is about.
+    absl::SleepFor(absl::Milliseconds(2500));
+  };
+  engine_.reset();
+  StartEngine(options);
+  v1::Allocation a = Request(Phased("team-a"), "job:team-a");
+  ASSERT_TRUE(asker.joinable());
+  asker.join();
+  EXPECT_THAT(switched, IsOk());
+  engine_->WaitIdle();
+  v1::Allocation now = Get(a.id());
+  EXPECT_EQ(now.state(), v1::ALLOCATION_STATE_READY) << now.reason();
+  EXPECT_EQ(now.active_phase(), "tp");
 }
 
 TEST_F(EngineTest, ReplaceMemberSwapsInASpareAndReprogramsOnlyItsCircuits) {

@@ -179,13 +179,19 @@ TEST_F(PlannerTest, WidthGivesParallelCircuitsUntilPortsRunOut) {
   ASSERT_TRUE(three.ok()) << three.status();
   EXPECT_THAT(three->circuits(), SizeIs(6));
   ExpectLegal(*three, snapshot_);
-  // A CPU has 3 O-NICs = 6 ports: width 7 cannot fit.
+  // A GPU has 1 O-NIC = 2 ports: width 3 cannot fit.
+  absl::StatusOr<v1::Plan> three_gpus = PlanFor(Link(Device("gpu1"), Device("gpu2"), true, 3));
+  EXPECT_EQ(three_gpus.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(three_gpus.status().message()),
+              HasSubstr("device gpu1 has no port with tx and rx free"));
+  EXPECT_THAT(std::string(three_gpus.status().message()), HasSubstr("used twice by this request"));
+  // A CPU has 3 O-NICs = 6 ports, the most of any device: width 7 fits no device at all.
   absl::StatusOr<v1::Plan> seven =
       PlanFor(Link(Device("server1-cpu0"), Device("server2-cpu0"), true, 7));
   EXPECT_EQ(seven.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(seven.status().message()),
-              HasSubstr("device server1-cpu0 has no port with tx and rx free"));
-  EXPECT_THAT(std::string(seven.status().message()), HasSubstr("used twice by this request"));
+              HasSubstr("topology.links[0].width: 7 parallel circuits need as many ports of a "
+                        "device, and no device of the site has more than 6"));
 }
 
 TEST_F(PlannerTest, UnknownThingsAreNotFound) {

@@ -1,0 +1,172 @@
+#include "scheduler/limits.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "controller/base/status_macros.h"
+
+namespace fleet::scheduler {
+namespace {
+
+// Counts are summed as uint64_t: a request's uint32 fields can never overflow it, where an
+// int would wrap (4,000,000,000 members read as -294,967,296).
+absl::Status CheckMembers(const SiteLimits& site, const v1::MemberSet& members,
+                          const std::string& field) {
+  for (int i = 0; i < members.devices_size(); ++i) {
+    RETURN_IF_ERROR(CheckName(absl::StrCat(field, ".devices[", i, "]"), members.devices(i)));
+  }
+  uint64_t total = static_cast<uint64_t>(members.devices_size());
+  for (int i = 0; i < members.counts_size(); ++i) {
+    const uint64_t count = members.counts(i).count();
+    if (count > site.devices) {
+      return absl::ResourceExhaustedError(absl::StrCat(field, ".counts[", i, "].count: ", count,
+                                                       " is more than the ", site.devices,
+                                                       " devices of the site"));
+    }
+    RETURN_IF_ERROR(
+        CheckName(absl::StrCat(field, ".counts[", i, "].cluster"), members.counts(i).cluster()));
+    total += count;
+  }
+  if (total > site.devices) {
+    return absl::ResourceExhaustedError(absl::StrCat(field, ": ", total,
+                                                     " members (named plus counted) is more than "
+                                                     "the ",
+                                                     site.devices, " devices of the site"));
+  }
+  return absl::OkStatus();
+}
+
+// Parallel circuits between two devices each take a port of both: no device has more.
+absl::Status CheckWidth(const SiteLimits& site, uint32_t width, const std::string& field) {
+  if (width > 1 && width > site.max_device_ports) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(field, ": ", width, " parallel circuits need as many ports of a device, and ",
+                     "no device of the site has more than ", site.max_device_ports));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckLinks(const SiteLimits& site, const v1::LinksSpec& links,
+                        const std::string& field) {
+  // Every circuit takes the tx of its own O-NIC port.
+  uint64_t circuits = 0;
+  for (int i = 0; i < links.links_size(); ++i) {
+    const v1::Link& link = links.links(i);
+    const std::string at = absl::StrCat(field, ".links[", i, "]");
+    RETURN_IF_ERROR(CheckWidth(site, link.width(), at + ".width"));
+    for (const auto& [end, name] : {std::pair{&link.a(), ".a"}, std::pair{&link.b(), ".b"}}) {
+      RETURN_IF_ERROR(
+          CheckName(at + name, end->has_onic_port() ? end->onic_port().onic() : end->device()));
+    }
+    circuits += uint64_t{std::max(1u, link.width())} * (link.duplex() ? 2 : 1);
+    if (circuits > site.onic_ports) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(field, ".links: ", i + 1, " links need ", circuits,
+                       " circuits or more, and the site has ", site.onic_ports,
+                       " O-NIC ports to send them from"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckTemplate(const SiteLimits& site, const v1::TemplateSpec& t,
+                           const std::string& field) {
+  RETURN_IF_ERROR(CheckMembers(site, t.members(), field + ".members"));
+  RETURN_IF_ERROR(CheckWidth(site, t.width(), field + ".width"));
+  RETURN_IF_ERROR(CheckName(field + ".hub", t.hub()));
+  if (t.fanout() > site.devices) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".fanout: ", t.fanout(),
+                                                   " is more than the ", site.devices,
+                                                   " devices of the site"));
+  }
+  if (t.dimensions_size() > 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".dimensions: ", t.dimensions_size(), " given; a torus has 2 or 3"));
+  }
+  for (int i = 0; i < t.dimensions_size(); ++i) {
+    if (t.dimensions(i) > site.devices) {
+      return absl::ResourceExhaustedError(absl::StrCat(field, ".dimensions[", i,
+                                                       "]: ", t.dimensions(i), " is more than the ",
+                                                       site.devices, " devices of the site"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckTraffic(const SiteLimits& site, const v1::TrafficSpec& t,
+                          const std::string& field) {
+  RETURN_IF_ERROR(CheckMembers(site, t.members(), field + ".members"));
+  // One entry per ordered pair of members is the most a matrix needs.
+  uint64_t n = static_cast<uint64_t>(t.members().devices_size());
+  for (const v1::DeviceCount& c : t.members().counts()) n += c.count();
+  const uint64_t pairs = n * (n > 0 ? n - 1 : 0);
+  if (static_cast<uint64_t>(t.matrix_size()) > std::max<uint64_t>(pairs, 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".matrix: ", t.matrix_size(),
+                                                   " entries for ", n, " members; at most ", pairs,
+                                                   ", one per ordered pair"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckName(const std::string& field, const std::string& value) {
+  if (value.size() > kMaxNameBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": ", value.size(), " bytes long; at most ", kMaxNameBytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckTopologyLimits(const FabricSnapshot& snapshot, const v1::TopologySpec& topology,
+                                 const std::string& field) {
+  const SiteLimits& site = snapshot.limits();
+  // A bound past the site's switches only means "any path"; past this it is a mistake.
+  const uint64_t hops_limit = std::max<uint64_t>(kMaxSwitchHops, site.switches);
+  if (topology.max_switch_hops() > hops_limit) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ".max_switch_hops: ", topology.max_switch_hops(), " is more than ", hops_limit));
+  }
+  switch (topology.form_case()) {
+    case v1::TopologySpec::kLinks:
+      return CheckLinks(site, topology.links(), field);
+    case v1::TopologySpec::kTemplate:
+      return CheckTemplate(site, topology.template_(), field + ".template");
+    case v1::TopologySpec::kAttach: {
+      const std::string at = field + ".attach";
+      RETURN_IF_ERROR(CheckName(at + ".host", topology.attach().host()));
+      RETURN_IF_ERROR(CheckMembers(site, topology.attach().devices(), at + ".devices"));
+      return CheckWidth(site, topology.attach().width(), at + ".width");
+    }
+    case v1::TopologySpec::kAllToAll:
+      return CheckMembers(site, topology.all_to_all().members(), field + ".all_to_all.members");
+    case v1::TopologySpec::kTraffic:
+      return CheckTraffic(site, topology.traffic(), field + ".traffic");
+    case v1::TopologySpec::FORM_NOT_SET:
+      return absl::OkStatus();  // The planner names the missing form.
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckRequestLimits(const FabricSnapshot& snapshot,
+                                const v1::RequestTopologyRequest& request) {
+  RETURN_IF_ERROR(CheckName("tenant", request.tenant()));
+  RETURN_IF_ERROR(CheckName("name", request.name()));
+  RETURN_IF_ERROR(CheckName("request_id", request.request_id()));
+  RETURN_IF_ERROR(CheckName("initial_phase", request.initial_phase()));
+  if (static_cast<size_t>(request.phases_size()) > kMaxPhases) {
+    return absl::InvalidArgumentError(absl::StrCat("phases: ", request.phases_size(),
+                                                   " given; a request has at most ", kMaxPhases));
+  }
+  RETURN_IF_ERROR(CheckTopologyLimits(snapshot, request.topology()));
+  for (int i = 0; i < request.phases_size(); ++i) {
+    const std::string field = absl::StrCat("phases[", i, "]");
+    RETURN_IF_ERROR(CheckName(field + ".name", request.phases(i).name()));
+    RETURN_IF_ERROR(
+        CheckTopologyLimits(snapshot, request.phases(i).topology(), field + ".topology"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace fleet::scheduler

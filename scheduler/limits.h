@@ -1,0 +1,46 @@
+// Bounds on every number and name a topology request carries, from what the site's inventory
+// can possibly hold. Checked before anything is planned, so that a request no site could
+// satisfy (a ring of width 1,000,000, 4,000,000,000 GPUs, a 5-D torus) is refused in
+// microseconds naming the field, its value and the limit, and so that the planner's cost is
+// bounded by the inventory's size rather than by the caller's numbers. Pure; no I/O.
+//
+// Codes: RESOURCE_EXHAUSTED when the request asks for more than the site has (members,
+// widths, circuits, torus sizes); INVALID_ARGUMENT when a value is malformed whatever the site
+// (too many phases or dimensions, an over-long name, a switch-hop bound past
+// kMaxSwitchHops, a traffic matrix longer than its member pairs).
+#ifndef FLEET_SCHEDULER_LIMITS_H_
+#define FLEET_SCHEDULER_LIMITS_H_
+
+#include <cstddef>
+#include <string>
+
+#include "absl/status/status.h"
+#include "fleet/v1/topology.pb.h"
+#include "scheduler/fabric_snapshot.h"
+
+namespace fleet::scheduler {
+
+// A request may name at most this many phases: each holds its members' ports and is stored
+// whole at admission.
+inline constexpr size_t kMaxPhases = 64;
+// max_switch_hops may be at most this, or the site's switch count when it has more.
+inline constexpr size_t kMaxSwitchHops = 64;
+// Tenants, allocation and phase names, request ids and the names a request gives (devices,
+// hosts, O-NICs) are at most this many bytes.
+inline constexpr size_t kMaxNameBytes = 128;
+
+// `topology`'s numbers against `snapshot.limits()`. `field` prefixes every field named
+// ("topology", or "phases[2].topology").
+absl::Status CheckTopologyLimits(const FabricSnapshot& snapshot, const v1::TopologySpec& topology,
+                                 const std::string& field = "topology");
+
+// The whole request: its names, the number of phases, and every phase's topology.
+absl::Status CheckRequestLimits(const FabricSnapshot& snapshot,
+                                const v1::RequestTopologyRequest& request);
+
+// INVALID_ARGUMENT naming `field` when `value` is longer than kMaxNameBytes.
+absl::Status CheckName(const std::string& field, const std::string& value);
+
+}  // namespace fleet::scheduler
+
+#endif  // FLEET_SCHEDULER_LIMITS_H_

@@ -1,0 +1,86 @@
+#include "scheduler/limits.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "scheduler/planner.h"
+#include "tests/scheduler/synthetic_site.h"
+
+namespace fleet::scheduler {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Two CPUs (three O-NICs each: six ports, the most of any device) and four GPUs (one
+// O-NIC each: two ports) on one switch.
+FabricSnapshot Site() {
+  const v1::Inventory site = testing::SyntheticSite({{.prefix = "", .cpus = 2, .gpus = 4}});
+  return FabricSnapshot::Build(site, testing::AllPorts(site), {}, {});
+}
+
+v1::TopologySpec Ring(uint32_t width, std::vector<uint32_t> counts) {
+  v1::TopologySpec t;
+  t.mutable_template_()->set_kind(v1::TEMPLATE_KIND_RING_BIDIRECTIONAL);
+  t.mutable_template_()->set_width(width);
+  for (uint32_t n : counts) {
+    v1::DeviceCount* c = t.mutable_template_()->mutable_members()->add_counts();
+    c->set_kind(v1::DEVICE_KIND_GPU);
+    c->set_count(n);
+  }
+  return t;
+}
+
+TEST(LimitsTest, TheSiteIsMeasuredFromItsInventory) {
+  const SiteLimits& limits = Site().limits();
+  EXPECT_EQ(limits.devices, 6u);
+  EXPECT_EQ(limits.onic_ports, 2u * 6 + 4u * 2);
+  EXPECT_EQ(limits.max_device_ports, 6u);
+  EXPECT_EQ(limits.switches, 1u);
+}
+
+TEST(LimitsTest, EachBoundIsTheSitesOwnAndOneMoreIsRefused) {
+  const FabricSnapshot site = Site();
+  EXPECT_TRUE(CheckTopologyLimits(site, Ring(6, {6})).ok());
+  absl::Status wide = CheckTopologyLimits(site, Ring(7, {2}));
+  EXPECT_EQ(wide.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(wide.message()),
+              HasSubstr("topology.template.width: 7 parallel circuits need as many ports of a "
+                        "device, and no device of the site has more than 6"));
+  absl::Status many = CheckTopologyLimits(site, Ring(1, {4, 3}));
+  EXPECT_EQ(many.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(many.message()),
+              HasSubstr("topology.template.members: 7 members (named plus counted) is more than "
+                        "the 6 devices of the site"));
+  // Two counts of 2^31 each sum past any int: still counted, still refused.
+  absl::Status wrapped = CheckTopologyLimits(site, Ring(1, {2147483648u, 2147483648u}));
+  EXPECT_EQ(wrapped.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(wrapped.message()), HasSubstr("counts[0].count: 2147483648"));
+
+  v1::TopologySpec hops = Ring(1, {2});
+  hops.set_max_switch_hops(kMaxSwitchHops);  // More than the site's one switch: any path.
+  EXPECT_TRUE(CheckTopologyLimits(site, hops).ok());
+  hops.set_max_switch_hops(kMaxSwitchHops + 1);
+  EXPECT_EQ(CheckTopologyLimits(site, hops).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(LimitsTest, ThePlannerChecksTheLimitsItself) {
+  // Every caller of the planner is bounded, not only admission.
+  absl::StatusOr<v1::Plan> plan = PlanTopology(Site(), {"team-a", Ring(1000000, {2})});
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(plan.status().message()), HasSubstr("width: 1000000"));
+}
+
+TEST(LimitsTest, NamesPastTheirLengthAreRefusedNamingTheField) {
+  v1::RequestTopologyRequest r;
+  r.set_tenant("team-a");
+  *r.mutable_topology() = Ring(1, {2});
+  r.mutable_topology()->mutable_template_()->mutable_members()->add_devices(
+      std::string(kMaxNameBytes + 1, 'g'));
+  absl::Status named = CheckRequestLimits(Site(), r);
+  EXPECT_EQ(named.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(named.message()),
+              HasSubstr("topology.template.members.devices[0]: 129 bytes long; at most 128"));
+}
+
+}  // namespace
+}  // namespace fleet::scheduler
