@@ -75,6 +75,8 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
   }
 
   std::unique_ptr<Fleetd> d(new Fleetd());
+  // Before the database is opened: a second fleetd must not even migrate it.
+  ASSIGN_OR_RETURN(d->state_lock_, StateDirLock::Acquire(config.state_dir));
   const std::string db_path = (std::filesystem::path(config.state_dir) / "fleet.db").string();
   ASSIGN_OR_RETURN(d->store_, store::OpenSqliteStore({db_path, clock}));
   FLEET_LOG(INFO) << "state database " << db_path << " open";

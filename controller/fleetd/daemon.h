@@ -16,6 +16,7 @@
 #include "controller/engine/engine.h"
 #include "controller/fabric/switch_registry.h"
 #include "controller/fleetd/config.h"
+#include "controller/fleetd/state_lock.h"
 #include "controller/inventory/inventory.h"
 #include "controller/service/services.h"
 #include "controller/store/store.h"
@@ -42,6 +43,7 @@ class Fleetd {
  private:
   Fleetd() = default;
 
+  std::unique_ptr<StateDirLock> state_lock_;  // Declared first: let go last.
   std::unique_ptr<store::Store> store_;
   // Before everything that updates them, so they are destroyed after it.
   std::shared_ptr<prometheus::Registry> registry_;

@@ -162,6 +162,47 @@ TEST_F(FleetdFleetctlTest, DescribeShowsRelatedObjects) {
   EXPECT_THAT(version.out, HasSubstr("server 0.1.0"));
 }
 
+// One fleetd per state directory: a second one is refused, naming the holder, before it
+// touches the database or a switch; the lock goes with its holder, even killed.
+TEST_F(FleetdFleetctlTest, ASecondFleetdOnTheSameStateIsRefusedUntilTheFirstIsGone) {
+  StartFleetd();
+  const std::vector<std::string> argv = {BinaryPath("fleetd"), "--state-dir", state_dir_,
+                                         "--grpc-port", "0", "--metrics-port", "0"};
+  CommandResult second = RunCommand(argv);
+  EXPECT_NE(second.exit_code, 0);
+  EXPECT_THAT(second.err, HasSubstr(absl::StrCat("state directory ", state_dir_,
+                                                 " is in use by another fleetd, pid ",
+                                                 fleetd_->pid())));
+  EXPECT_THAT(second.err, HasSubstr("fleetd --state-dir"));
+  EXPECT_THAT(second.out, Not(HasSubstr("grpc: ")));
+
+  ASSERT_TRUE(fleetd_->Stop(SIGKILL).ok());
+  StartFleetd();  // Comes up: the kernel let go of the lock with the killed process.
+  EXPECT_EQ(Fleetctl({"health"}).exit_code, 0);
+}
+
+// A request no site could hold is answered at once with the field, the value and the limit,
+// and the next request is answered as usual.
+TEST_F(FleetdFleetctlTest, ARequestPastWhatTheSiteHoldsIsRefusedAndTheNextIsAnswered) {
+  StartFleetd({"--inventory", kGen1});
+  const std::string wide = WriteFile("wide.yaml",
+                                     "tenant: a\ntopology:\n  template:\n    kind: "
+                                     "ring_bidirectional\n    members: [gpu1, gpu2]\n"
+                                     "    width: 1000000\n");
+  for (bool dry_run : {true, false}) {
+    std::vector<std::string> args = {"topology", "request", "-f", wide};
+    if (dry_run) args.push_back("--dry-run");
+    CommandResult refused = Fleetctl(args);
+    EXPECT_EQ(refused.exit_code, 1);
+    EXPECT_THAT(refused.err, HasSubstr("RESOURCE_EXHAUSTED: topology.template.width: 1000000"));
+    EXPECT_THAT(refused.err, HasSubstr("no device of the site has more than"));
+  }
+  const std::string examples = std::string(FLEET_SOURCE_DIR) + "/deploy/examples/";
+  CommandResult fine =
+      Fleetctl({"topology", "request", "-f", examples + "ring-8-gpus.yaml", "--dry-run"});
+  EXPECT_EQ(fine.exit_code, 0) << fine.err;
+}
+
 TEST_F(FleetdFleetctlTest, TopologyRequestsArePlannedOnDryRun) {
   StartFleetd({"--inventory", kGen1});
   const std::string examples = std::string(FLEET_SOURCE_DIR) + "/deploy/examples/";
