@@ -112,15 +112,17 @@ absl::StatusOr<Picks> PickOn(const FabricSnapshot& snapshot, const v1::MemberSet
   int first = members.devices_size();
   for (int k = 0; k < members.counts_size(); ++k) {
     const v1::DeviceCount& count = members.counts(k);
+    // limits.h bounds every count by the site's devices before planning, so it fits an int.
+    const int wanted = static_cast<int>(count.count());
     std::vector<Candidate> candidates = Candidates(snapshot, count, on_switch, home);
     // Positions needing more ports choose first, so that small needs do not take the only
     // devices big enough for the large ones. A whole device is the largest need.
     std::vector<int> positions;
-    for (int i = first; i < first + static_cast<int>(count.count()); ++i) positions.push_back(i);
+    for (int i = first; i < first + wanted; ++i) positions.push_back(i);
     auto size = [&](int i) { return need[i] == kWholeDevice ? 1 << 30 : need[i]; };
     std::stable_sort(positions.begin(), positions.end(),
                      [&](int a, int b) { return size(a) > size(b); });
-    picks.members.resize(first + count.count());
+    picks.members.resize(static_cast<size_t>(first + wanted));
     int found = 0;
     for (int position : positions) {
       const Candidate* best = nullptr;
@@ -145,7 +147,7 @@ absl::StatusOr<Picks> PickOn(const FabricSnapshot& snapshot, const v1::MemberSet
       picks.stranded += best->Stranded(need[position]);
       picks.away += best->away;
     }
-    first += count.count();
+    first += wanted;
   }
   return picks;
 }

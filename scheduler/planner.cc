@@ -351,10 +351,11 @@ class Planner {
     }
     const int n = MemberCount(a.devices());
     if (n == 0) return absl::InvalidArgumentError(absl::StrCat(field, ": no devices given"));
-    const uint32_t width = std::max(1u, a.width());
-    ASSIGN_OR_RETURN(const std::vector<std::string> names,
-                     PickMembers(snapshot_, a.devices(), std::vector<int>(n, width),
-                                 host_ports.front()->tx.switch_id(), field));
+    const uint32_t width = std::max(1u, a.width());  // At most a device's ports (limits.h).
+    ASSIGN_OR_RETURN(
+        const std::vector<std::string> names,
+        PickMembers(snapshot_, a.devices(), std::vector<int>(n, static_cast<int>(width)),
+                    host_ports.front()->tx.switch_id(), field));
     int host_free = 0;
     std::vector<std::string> why;
     for (const OnicPortState* st : host_ports) {

@@ -576,10 +576,10 @@ absl::StatusOr<v1::ApplyInventoryResponse> InventoryApplier::Apply(const v1::Inv
   v1::ApplyInventoryResponse response;
   response.set_created(static_cast<uint32_t>(write->created.size()));
   response.set_updated(static_cast<uint32_t>(write->updated.size()));
-  const int total = incoming.switches_size() + incoming.hosts_size() + incoming.devices_size() +
-                    incoming.onics_size() + incoming.trunks_size();
-  response.set_unchanged(
-      static_cast<uint32_t>(std::max<int>(0, total - response.created() - response.updated())));
+  const int64_t total = int64_t{incoming.switches_size()} + incoming.hosts_size() +
+                        incoming.devices_size() + incoming.onics_size() + incoming.trunks_size();
+  const int64_t changed = static_cast<int64_t>(write->created.size() + write->updated.size());
+  response.set_unchanged(static_cast<uint32_t>(std::max<int64_t>(0, total - changed)));
   for (const std::string& what : write->created) response.add_changes("created " + what);
   for (const std::string& what : write->updated) response.add_changes("updated " + what);
   if (dry_run || (write->created.empty() && write->updated.empty())) return response;
