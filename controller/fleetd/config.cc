@@ -4,9 +4,11 @@
 
 #include "controller/base/yaml_text.h"
 
+#include <cstdint>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -17,6 +19,42 @@ namespace fleet::fleetd {
 namespace {
 
 const std::set<std::string> kLogLevels = {"debug", "info", "warning", "error"};
+
+// A century: an age beyond it is a typo (hours for days, say), and absl::Duration holds it.
+constexpr int64_t kMaxAgeDays = 36500;
+constexpr int kMaxBatchRows = 10000;
+
+// Problems with `retention`, each naming the config key, the value and the rule.
+void ValidateRetention(const store::RetentionPolicy& retention,
+                       std::vector<std::string>& problems) {
+  for (const auto& [kind, limits] :
+       {std::pair<const char*, const store::RetentionLimits&>{"events", retention.events},
+        {"ended_allocations", retention.ended_allocations}}) {
+    // Whole days from the config; a duration from elsewhere is shown as it is.
+    const double age_days = absl::ToDoubleHours(limits.max_age) / 24;
+    if (limits.max_age < absl::ZeroDuration() || age_days > kMaxAgeDays) {
+      problems.push_back(absl::StrCat(kind, "_max_age_days ", age_days, " is not in 0..",
+                                      kMaxAgeDays, " (0: no limit by age)"));
+    }
+    if (limits.max_count < 0) {
+      problems.push_back(absl::StrCat(kind, "_max_count ", limits.max_count,
+                                      " is negative (0: no limit by count)"));
+    }
+  }
+  if (retention.interval < absl::ZeroDuration()) {
+    problems.push_back(absl::StrCat("retention_interval_seconds ",
+                                    absl::ToInt64Seconds(retention.interval),
+                                    " is negative (0: no background pruning)"));
+  }
+  if (retention.batch_rows < 1 || retention.batch_rows > kMaxBatchRows) {
+    problems.push_back(absl::StrCat("retention_batch_rows ", retention.batch_rows, " is not in 1..",
+                                    kMaxBatchRows));
+  }
+  if (retention.pass_max_rows < retention.batch_rows) {
+    problems.push_back(absl::StrCat("retention_pass_max_rows ", retention.pass_max_rows,
+                                    " is below retention_batch_rows ", retention.batch_rows));
+  }
+}
 
 }  // namespace
 
@@ -42,11 +80,17 @@ absl::StatusOr<FleetdConfig> ParseFleetdConfig(absl::string_view text,
       continue;
     }
     const std::string& text_value = value.Scalar();
-    auto number = [&](int* out) {
+    auto number = [&](auto* out) {
       if (!absl::SimpleAtoi(text_value, out)) {
         problem(value, absl::StrCat("'", key, "' must be a whole number, not '", text_value, "'"));
       }
     };
+    auto days = [&](absl::Duration* out) {
+      int64_t n = 0;
+      number(&n);
+      *out = absl::Hours(24) * n;
+    };
+    store::RetentionPolicy& retention = config.retention;
     if (key == "listen_address") {
       config.listen_address = text_value;
     } else if (key == "grpc_port") {
@@ -83,6 +127,22 @@ absl::StatusOr<FleetdConfig> ParseFleetdConfig(absl::string_view text,
       int ms = 0;
       number(&ms);
       config.armed_light_wait = absl::Milliseconds(ms);
+    } else if (key == "events_max_age_days") {
+      days(&retention.events.max_age);
+    } else if (key == "events_max_count") {
+      number(&retention.events.max_count);
+    } else if (key == "ended_allocations_max_age_days") {
+      days(&retention.ended_allocations.max_age);
+    } else if (key == "ended_allocations_max_count") {
+      number(&retention.ended_allocations.max_count);
+    } else if (key == "retention_interval_seconds") {
+      int64_t seconds = 0;
+      number(&seconds);
+      retention.interval = absl::Seconds(seconds);
+    } else if (key == "retention_batch_rows") {
+      number(&retention.batch_rows);
+    } else if (key == "retention_pass_max_rows") {
+      number(&retention.pass_max_rows);
     } else {
       problem(
           entry.first,
@@ -90,7 +150,10 @@ absl::StatusOr<FleetdConfig> ParseFleetdConfig(absl::string_view text,
                        "'; known: listen_address, grpc_port, metrics_port, state_dir, "
                        "inventory, switch_credentials, shutdown_grace_seconds, agent_heartbeat_ms, "
                        "log_level, default_lease_seconds, reconcile_interval_seconds, "
-                       "unknown_cross_connects, armed_light_wait_ms"));
+                       "unknown_cross_connects, armed_light_wait_ms, events_max_age_days, "
+                       "events_max_count, ended_allocations_max_age_days, "
+                       "ended_allocations_max_count, retention_interval_seconds, "
+                       "retention_batch_rows, retention_pass_max_rows"));
     }
   }
   if (!problems.empty()) {
@@ -131,6 +194,7 @@ absl::Status ValidateFleetdConfig(const FleetdConfig& config) {
     problems.push_back(absl::StrCat("unknown_cross_connects '", config.unknown_cross_connects,
                                     "' is not one of: report, adopt, remove"));
   }
+  ValidateRetention(config.retention, problems);
   if (!problems.empty()) return absl::InvalidArgumentError(absl::StrJoin(problems, "\n"));
   return absl::OkStatus();
 }

@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "controller/store/retention.h"
 
 namespace fleet::fleetd {
 
@@ -26,6 +27,9 @@ struct FleetdConfig {
   std::string unknown_cross_connects = "report";          // report, adopt or remove.
   // How long an armed retrain waits for its light (engine::EngineOptions); 0: not armed.
   absl::Duration armed_light_wait = absl::Seconds(5);
+  // What the state database keeps of its history, and how pruning runs (the config's
+  // events_*, ended_allocations_* and retention_* keys).
+  store::RetentionPolicy retention;
   // Testing only: fleetd kills itself with SIGKILL at this engine fault point (see
   // engine::kFaultPoints), to prove crash consistency. Flag only, never in a config file.
   std::string crash_at;
@@ -35,7 +39,8 @@ struct FleetdConfig {
 absl::StatusOr<FleetdConfig> ParseFleetdConfig(absl::string_view text, absl::string_view file_name);
 absl::StatusOr<FleetdConfig> ReadFleetdConfigFile(const std::string& path);
 
-// Checks values that flags may also have set: ports in 0..65535, a state directory, a level.
+// Checks values that flags may also have set: ports in 0..65535, a state directory, a level,
+// the retention policy's limits.
 absl::Status ValidateFleetdConfig(const FleetdConfig& config);
 
 }  // namespace fleet::fleetd

@@ -162,12 +162,19 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
   d->grpc_address_ = absl::StrCat(config.listen_address, ":", grpc_port);
   // After the server is up, so agents can reconnect while the switches are read.
   RETURN_IF_ERROR(d->engine_->Start());
+  d->retention_ = std::make_unique<store::Retention>(
+      d->store_.get(), config.retention,
+      [metrics = d->metrics_.get()](const store::RetentionPass& p) {
+        metrics->RetentionPassed(p);
+      });
+  d->retention_->Start();
   return d;
 }
 
 void Fleetd::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
+  if (retention_) retention_->Stop();  // Its pass ends after the transaction under way.
   // Transactions reach a persisted state and watch streams end; then agent streams, which
   // never end on their own, so the server can drain.
   if (engine_) engine_->Shutdown();

@@ -19,6 +19,7 @@
 #include "controller/fleetd/state_lock.h"
 #include "controller/inventory/inventory.h"
 #include "controller/service/services.h"
+#include "controller/store/retention.h"
 #include "controller/store/store.h"
 
 namespace fleet::fleetd {
@@ -48,6 +49,7 @@ class Fleetd {
   // Before everything that updates them, so they are destroyed after it.
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<metrics::ControllerMetrics> metrics_;
+  std::unique_ptr<store::Retention> retention_;  // Prunes store_; reports to metrics_.
   std::unique_ptr<inventory::InventoryApplier> applier_;
   std::unique_ptr<fabric::SwitchRegistry> switches_;
   std::unique_ptr<agents::AgentRegistry> agents_;

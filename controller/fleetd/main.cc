@@ -26,6 +26,11 @@ int Run(int argc, char** argv) {
   int64_t metrics_port = flags.metrics_port;
   int64_t grace_seconds = absl::ToInt64Seconds(flags.shutdown_grace);
   int64_t heartbeat_ms = absl::ToInt64Milliseconds(flags.agent_heartbeat);
+  int64_t events_max_age_days = absl::ToInt64Hours(flags.retention.events.max_age) / 24;
+  int64_t events_max_count = flags.retention.events.max_count;
+  int64_t ended_max_age_days = absl::ToInt64Hours(flags.retention.ended_allocations.max_age) / 24;
+  int64_t ended_max_count = flags.retention.ended_allocations.max_count;
+  int64_t retention_interval_seconds = absl::ToInt64Seconds(flags.retention.interval);
   bool version = false;
   bool demo_mode = false;
   std::string demo_site;
@@ -47,6 +52,18 @@ int Run(int argc, char** argv) {
   set.String("unknown-cross-connects", &flags.unknown_cross_connects,
              "what reconciliation does with cross-connects nobody asked for: report, adopt or "
              "remove");
+  set.Int("events-max-age-days", &events_max_age_days,
+          "events older than this many days are pruned; 0: no limit by age");
+  set.Int("events-max-count", &events_max_count,
+          "events beyond the newest this many are pruned; 0: no limit by count");
+  set.Int(
+      "ended-allocations-max-age-days", &ended_max_age_days,
+      "released and failed allocations that ended more than this many days ago are pruned; 0: no "
+      "limit");
+  set.Int("ended-allocations-max-count", &ended_max_count,
+          "released and failed allocations beyond the newest this many are pruned; 0: no limit");
+  set.Int("retention-interval", &retention_interval_seconds,
+          "seconds between two pruning passes of the state database; 0: no pruning");
   set.String("crash-at", &flags.crash_at,
              "testing only: SIGKILL fleetd itself at this reconfiguration point (persisted, "
              "quiesced, programmed, training, trained, ready, releasing, removed)");
@@ -99,6 +116,20 @@ int Run(int argc, char** argv) {
   if (set.IsSet("log-level")) config.log_level = flags.log_level;
   if (set.IsSet("unknown-cross-connects")) {
     config.unknown_cross_connects = flags.unknown_cross_connects;
+  }
+  fleet::store::RetentionPolicy& retention = config.retention;
+  if (set.IsSet("events-max-age-days")) {
+    retention.events.max_age = absl::Hours(24) * events_max_age_days;
+  }
+  if (set.IsSet("events-max-count")) retention.events.max_count = events_max_count;
+  if (set.IsSet("ended-allocations-max-age-days")) {
+    retention.ended_allocations.max_age = absl::Hours(24) * ended_max_age_days;
+  }
+  if (set.IsSet("ended-allocations-max-count")) {
+    retention.ended_allocations.max_count = ended_max_count;
+  }
+  if (set.IsSet("retention-interval")) {
+    retention.interval = absl::Seconds(retention_interval_seconds);
   }
   config.crash_at = flags.crash_at;
 

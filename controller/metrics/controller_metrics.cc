@@ -33,13 +33,38 @@ class StoreStateCollector : public prometheus::Collectable {
       FLEET_LOG(WARNING) << "metrics: counting allocations and circuits: " << counts.status();
       return {};
     }
-    return {Family("fleet_allocations", "Allocations by state",
-                   v1::EnumTexts(v1::AllocationState_descriptor()), counts->allocations),
-            Family("fleet_circuits", "Circuits of live allocations by state",
-                   v1::EnumTexts(v1::CircuitState_descriptor()), counts->circuits)};
+    std::vector<prometheus::MetricFamily> families = {
+        Family("fleet_allocations", "Allocations by state",
+               v1::EnumTexts(v1::AllocationState_descriptor()), counts->allocations),
+        Family("fleet_circuits", "Circuits of live allocations by state",
+               v1::EnumTexts(v1::CircuitState_descriptor()), counts->circuits)};
+    absl::StatusOr<store::StorageSize> size = store_->Storage();
+    if (!size.ok()) {
+      FLEET_LOG(WARNING) << "metrics: reading the state database's size: " << size.status();
+      return families;
+    }
+    families.push_back(Bytes("fleet_store_database_bytes",
+                             "State database size: its pages times the page size, free ones "
+                             "included",
+                             size->bytes()));
+    families.push_back(Bytes("fleet_store_free_bytes",
+                             "State database pages free for reuse, not yet handed back",
+                             size->free_pages * size->page_size));
+    families.push_back(Bytes("fleet_store_wal_bytes", "State database write-ahead log file size",
+                             size->wal_bytes));
+    return families;
   }
 
  private:
+  static prometheus::MetricFamily Bytes(const char* name, const char* help, int64_t bytes) {
+    prometheus::MetricFamily family;
+    family.name = name;
+    family.help = help;
+    family.type = prometheus::MetricType::Gauge;
+    family.metric.emplace_back().gauge.value = static_cast<double>(bytes);
+    return family;
+  }
+
   // Every state gets a series, zero included, so a state's rate and absence read the same.
   static prometheus::MetricFamily Family(const char* name, const char* help,
                                          const std::vector<std::string>& states,
@@ -101,7 +126,16 @@ ControllerMetrics::ControllerMetrics(prometheus::Registry& registry)
       drift_found_(Register(prometheus::BuildCounter(), registry, "fleet_drift_found_total",
                             "Cross-connects that differed from the store, by kind")),
       drift_repaired_(Register(prometheus::BuildCounter(), registry, "fleet_drift_repaired_total",
-                               "Drifted cross-connects repaired, by kind")) {
+                               "Drifted cross-connects repaired, by kind")),
+      pruned_rows_(Register(prometheus::BuildCounter(), registry, "fleet_store_pruned_rows_total",
+                            "Rows retention pruned from the state database, by kind")),
+      retention_passes_(Register(prometheus::BuildCounter(), registry,
+                                 "fleet_store_retention_passes_total",
+                                 "Retention passes over the state database, by outcome")),
+      retention_pass_duration_(Register(prometheus::BuildGauge(), registry,
+                                        "fleet_store_retention_pass_duration_seconds",
+                                        "Time the last retention pass took")
+                                   .Add({})) {
   // Series that alerts and dashboards divide by exist from the start, at zero.
   for (const char* outcome : {"ready", "degraded", "failed"}) {
     reconfigurations_.Add({{"outcome", outcome}});
@@ -113,6 +147,8 @@ ControllerMetrics::ControllerMetrics(prometheus::Registry& registry)
     drift_found_.Add({{"kind", kind}});
     drift_repaired_.Add({{"kind", kind}});
   }
+  for (const char* kind : {"events", "allocations"}) pruned_rows_.Add({{"kind", kind}});
+  for (const char* outcome : {"ok", "failed"}) retention_passes_.Add({{"outcome", outcome}});
 }
 
 ControllerMetrics& ControllerMetrics::Discarded() {
@@ -193,6 +229,15 @@ void ControllerMetrics::ReconcileRun(const std::string& trigger) {
 void ControllerMetrics::Drift(const std::string& kind, int found, int repaired) {
   if (found > 0) drift_found_.Add({{"kind", kind}}).Increment(found);
   if (repaired > 0) drift_repaired_.Add({{"kind", kind}}).Increment(repaired);
+}
+
+void ControllerMetrics::RetentionPassed(const store::RetentionPass& pass) {
+  if (pass.events_pruned > 0) pruned_rows_.Add({{"kind", "events"}}).Increment(pass.events_pruned);
+  if (pass.allocations_pruned > 0) {
+    pruned_rows_.Add({{"kind", "allocations"}}).Increment(pass.allocations_pruned);
+  }
+  retention_passes_.Add({{"outcome", pass.status.ok() ? "ok" : "failed"}}).Increment();
+  retention_pass_duration_.Set(Seconds(pass.took));
 }
 
 std::shared_ptr<prometheus::Collectable> NewStoreStateCollector(store::Store* store) {

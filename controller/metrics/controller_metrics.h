@@ -21,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "controller/metrics/endpoint.h"
+#include "controller/store/retention.h"
 #include "controller/store/store.h"
 
 namespace fleet::metrics {
@@ -63,6 +64,9 @@ class ControllerMetrics {
   // Drift of `kind` (`missing`, `wrong`, `unknown`): found, and of those, repaired.
   void Drift(const std::string& kind, int found, int repaired);
 
+  // A retention pass of the state database ended (store::Retention's on_pass).
+  void RetentionPassed(const store::RetentionPass& pass);
+
  private:
   prometheus::Family<prometheus::Counter>& rpc_requests_;
   prometheus::Family<prometheus::Histogram>& rpc_duration_;
@@ -81,10 +85,14 @@ class ControllerMetrics {
   prometheus::Family<prometheus::Counter>& reconcile_runs_;
   prometheus::Family<prometheus::Counter>& drift_found_;
   prometheus::Family<prometheus::Counter>& drift_repaired_;
+  prometheus::Family<prometheus::Counter>& pruned_rows_;
+  prometheus::Family<prometheus::Counter>& retention_passes_;
+  prometheus::Gauge& retention_pass_duration_;
 };
 
-// `fleet_allocations` and `fleet_circuits` by state, counted in the store at scrape time so
-// they can never drift from what the store holds. Register it on the exposer.
+// `fleet_allocations` and `fleet_circuits` by state, and the state database's size
+// (`fleet_store_database_bytes`, `fleet_store_free_bytes`, `fleet_store_wal_bytes`), read
+// from the store at scrape time so they can never drift from it. Register it on the exposer.
 std::shared_ptr<prometheus::Collectable> NewStoreStateCollector(store::Store* store);
 
 }  // namespace fleet::metrics

@@ -202,6 +202,34 @@ CREATE TABLE pending_removals (
   PRIMARY KEY (allocation_id, switch_id, ingress)
 ) STRICT;
 )sql"},
+      {4, "retention", R"sql(
+-- The event log stays append-only above a cut-off: events below `prune_below` are past
+-- retention and may be deleted, oldest first; every other event, the newest always, may not.
+-- The cut-off is one row that only grows and never passes the newest event, so no DELETE,
+-- whatever its WHERE, can take an event retention keeps, nor empty the log.
+CREATE TABLE event_retention (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  prune_below INTEGER NOT NULL
+) STRICT;
+INSERT INTO event_retention (id, prune_below) VALUES (1, 0);
+CREATE TRIGGER event_retention_one_row BEFORE INSERT ON event_retention
+  BEGIN SELECT RAISE(ABORT, 'event_retention holds exactly one row'); END;
+CREATE TRIGGER event_retention_kept BEFORE DELETE ON event_retention
+  BEGIN SELECT RAISE(ABORT, 'event_retention holds exactly one row'); END;
+CREATE TRIGGER event_retention_only_grows BEFORE UPDATE ON event_retention
+  WHEN NEW.id IS NOT OLD.id OR NEW.prune_below < OLD.prune_below
+    OR NEW.prune_below > (SELECT COALESCE(MAX(sequence), 0) FROM events)
+  BEGIN
+    SELECT RAISE(ABORT, 'the event retention cut-off only grows, and never past the newest event');
+  END;
+DROP TRIGGER events_no_delete;
+CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+  WHEN OLD.sequence >= COALESCE((SELECT prune_below FROM event_retention WHERE id = 1), 0)
+  BEGIN SELECT RAISE(ABORT, 'the event log is append-only above its retention cut-off'); END;
+-- Ended allocations, oldest end first: what retention counts and prunes.
+CREATE INDEX allocations_ended ON allocations(updated_us, id)
+  WHERE state IN ('released', 'failed');
+)sql"},
   };
   return kMigrations;
 }

@@ -1,6 +1,9 @@
 #include "controller/store/sqlite.h"
 
+#include <filesystem>
+#include <system_error>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -251,6 +254,77 @@ absl::Status Database::EnableWriteAheadLog(int checkpoint_pages) {
 
 int64_t Database::background_checkpoints() const {
   return checkpointer_ == nullptr ? 0 : checkpointer_->runs();
+}
+
+absl::StatusOr<bool> Database::EnableIncrementalVacuum() {
+  constexpr int64_t kIncremental = 2;  // PRAGMA auto_vacuum's value for INCREMENTAL.
+  // On a database without pages yet this sets the mode; on one with tables it only records
+  // the wish, which the next VACUUM carries out.
+  if (absl::Status s = Exec("PRAGMA auto_vacuum = INCREMENTAL"); !s.ok()) return s;
+  auto mode = [this]() -> absl::StatusOr<int64_t> {
+    absl::StatusOr<Statement> stmt = Prepare("PRAGMA auto_vacuum");
+    if (!stmt.ok()) return stmt.status();
+    absl::StatusOr<bool> row = stmt->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) return absl::InternalError("PRAGMA auto_vacuum returned no row");
+    return stmt->Int(0);
+  };
+  absl::StatusOr<int64_t> before = mode();
+  if (!before.ok()) return before.status();
+  if (*before == kIncremental) return false;
+  FLEET_LOG(INFO) << "rewriting " << path_
+                  << " once (VACUUM) to turn on incremental vacuum; this takes a while for a "
+                     "large database";
+  if (absl::Status s = Exec("VACUUM"); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("VACUUM of ", path_,
+                                               " for incremental "
+                                               "auto-vacuum: ",
+                                               s.message()));
+  }
+  absl::StatusOr<int64_t> after = mode();
+  if (!after.ok()) return after.status();
+  if (*after != kIncremental) {
+    return absl::InternalError(absl::StrCat("auto_vacuum of ", path_, " is ", *after,
+                                            " after VACUUM, not incremental (2)"));
+  }
+  return true;
+}
+
+absl::StatusOr<int64_t> Database::IncrementalVacuum(int pages) {
+  if (pages < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("incremental vacuum pages must be at least 1, not ", pages));
+  }
+  absl::StatusOr<Pages> before = PageCounts();
+  if (!before.ok()) return before.status();
+  if (before->free_pages == 0) return 0;
+  // PRAGMA takes no bound parameters; `pages` is our own integer, not input.
+  if (absl::Status s = Exec(absl::StrCat("PRAGMA incremental_vacuum(", pages, ")")); !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<Pages> after = PageCounts();
+  if (!after.ok()) return after.status();
+  return before->pages - after->pages;
+}
+
+absl::StatusOr<Database::Pages> Database::PageCounts() {
+  Pages pages;
+  for (auto [pragma, out] : {std::pair{"PRAGMA page_size", &pages.page_size},
+                             std::pair{"PRAGMA page_count", &pages.pages},
+                             std::pair{"PRAGMA freelist_count", &pages.free_pages}}) {
+    absl::StatusOr<Statement> stmt = Prepare(pragma);
+    if (!stmt.ok()) return stmt.status();
+    absl::StatusOr<bool> row = stmt->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) return absl::InternalError(absl::StrCat(pragma, " returned no row"));
+    *out = stmt->Int(0);
+  }
+  if (path_ != ":memory:" && !path_.empty()) {
+    std::error_code absent;  // No log: not in WAL mode, or removed at the last close.
+    const uintmax_t size = std::filesystem::file_size(path_ + "-wal", absent);
+    if (!absent) pages.wal_bytes = static_cast<int64_t>(size);
+  }
+  return pages;
 }
 
 absl::StatusOr<Statement> Database::Prepare(absl::string_view sql) {

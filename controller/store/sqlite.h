@@ -82,6 +82,25 @@ class Database {
   // Checkpoints the background thread has run (each may copy part of the log).
   int64_t background_checkpoints() const;
 
+  // Turns on incremental auto-vacuum, so that IncrementalVacuum can hand free pages back to
+  // the file system. Call outside any transaction, before EnableWriteAheadLog (switching to
+  // WAL writes the header of a new file, after which the mode is fixed). A new database gets
+  // the mode before its first table; an existing one without it is rewritten once by VACUUM,
+  // which takes time and temporary disk space in proportion to its size. Returns whether that
+  // rewrite ran; a second call changes nothing.
+  absl::StatusOr<bool> EnableIncrementalVacuum();
+  // Returns up to `pages` free pages to the file system in one transaction of its own (pages
+  // at the end of the file move into free ones first); returns how many went. In WAL mode the
+  // file itself shrinks when the checkpoint that copies that transaction runs.
+  absl::StatusOr<int64_t> IncrementalVacuum(int pages);
+  struct Pages {
+    int64_t page_size = 0;
+    int64_t pages = 0;       // The database's size in pages, free ones included.
+    int64_t free_pages = 0;  // On the free list: reused by writes, or given back by a vacuum.
+    int64_t wal_bytes = 0;   // The write-ahead log file's size; 0 without one.
+  };
+  absl::StatusOr<Pages> PageCounts();
+
   // Compiled statements are kept and reused by their SQL text: compiling costs more than
   // running most of the store's statements. Not thread-safe, like the connection.
   absl::StatusOr<Statement> Prepare(absl::string_view sql);

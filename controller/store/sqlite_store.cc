@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "controller/base/status_macros.h"
 #include "controller/store/migrations.h"
+#include "controller/store/pruning.h"
 #include "controller/store/sqlite.h"
 #include "controller/store/store.h"
 #include "fleet/v1/names.h"
@@ -473,6 +474,34 @@ class SqliteStore : public Store {
       return last_sequence_ > after_sequence;
     };
     return sequence_mu_.AwaitWithDeadline(absl::Condition(&newer), deadline);
+  }
+
+  absl::StatusOr<int64_t> PruneEvents(const RetentionLimits& limits, int max_rows) override {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(Transaction txn, BeginLocked());
+    ASSIGN_OR_RETURN(int64_t pruned, PruneEventBatch(*db_, limits, clock_->Now(), max_rows));
+    RETURN_IF_ERROR(CommitLocked(txn));
+    return pruned;
+  }
+
+  absl::StatusOr<int64_t> PruneEndedAllocations(const RetentionLimits& limits,
+                                                int max_rows) override {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(Transaction txn, BeginLocked());
+    ASSIGN_OR_RETURN(int64_t pruned, PruneAllocationBatch(*db_, limits, clock_->Now(), max_rows));
+    RETURN_IF_ERROR(CommitLocked(txn));
+    return pruned;
+  }
+
+  absl::StatusOr<int64_t> ReclaimFreePages(int max_pages) override {
+    absl::MutexLock lock(&mu_);
+    return db_->IncrementalVacuum(max_pages);
+  }
+
+  absl::StatusOr<StorageSize> Storage() override {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(Database::Pages pages, db_->PageCounts());
+    return StorageSize{pages.page_size, pages.pages, pages.free_pages, pages.wal_bytes};
   }
 
   absl::StatusOr<v1::Allocation> UpdateAllocation(const AllocationUpdate& update,
@@ -1620,6 +1649,9 @@ absl::StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const SqliteStoreOptions&
   ASSIGN_OR_RETURN(std::unique_ptr<Database> db, Database::Open(options.path));
   // Refuse a newer database before anything rewrites its file, WAL's header change included.
   RETURN_IF_ERROR(CheckNotNewer(*db, Migrations()));
+  // Before the switch to WAL, which fixes the mode of a new file; retention hands pruned
+  // pages back to the file system with it.
+  RETURN_IF_ERROR(db->EnableIncrementalVacuum().status());
   RETURN_IF_ERROR(db->EnableWriteAheadLog());
   RETURN_IF_ERROR(Migrate(*db, Migrations()));
   ASSIGN_OR_RETURN(uint64_t last_sequence, NewestEventSequence(*db));

@@ -58,6 +58,25 @@ struct EventFilter {
   std::string object_id;    // Empty: any.
 };
 
+// What retention keeps of one kind of history (the event log, or ended allocations): the
+// rest may be pruned. Zero in a field means no limit of that kind.
+struct RetentionLimits {
+  // Older than this by the store's clock goes: an event by its time, an ended allocation by
+  // its last update, which is when it ended.
+  absl::Duration max_age = absl::ZeroDuration();
+  // Beyond the newest `max_count` goes.
+  int64_t max_count = 0;
+};
+
+// The database's size, for metrics and retention.
+struct StorageSize {
+  int64_t page_size = 0;
+  int64_t pages = 0;       // Free ones included.
+  int64_t free_pages = 0;  // Not yet handed back to the file system.
+  int64_t wal_bytes = 0;   // The write-ahead log file; 0 without one.
+  int64_t bytes() const { return page_size * pages; }
+};
+
 // Objects to create or replace, each keyed by its id. Produced by the inventory planner
 // (controller/inventory) after validating the whole merged site.
 struct InventoryWrite {
@@ -243,6 +262,9 @@ class Store {
   // --- Events. ---
   // Appends `event` with the next sequence number and the store's clock time.
   virtual absl::Status AppendEvent(const v1::Event& event) = 0;
+  // Events after `filter.after_sequence`, oldest first. Retention prunes the log from its
+  // oldest end only, so a reader whose next events were pruned gets the oldest kept ones:
+  // sequences still only grow, and the newest event is never pruned.
   virtual absl::StatusOr<std::vector<v1::Event>> ListEvents(const EventFilter& filter) = 0;
   // Changes whenever inventory or administrative state (drain) is committed, so readers can
   // cache what LoadInventory and ListPorts return; circuits and allocations do not change it.
@@ -252,6 +274,27 @@ class Store {
   // Blocks until an event newer than `after_sequence` has been committed (true) or
   // `deadline` passes (false). Lets watchers follow the log without polling.
   virtual bool WaitForEvent(uint64_t after_sequence, absl::Time deadline) = 0;
+
+  // --- Retention: history past its keeping (controller/store/retention.h runs these in the
+  // background). Each call is one short transaction, so that a request's commit waits for one
+  // batch at most; a call that prunes fewer than `max_rows` found nothing more to prune. ---
+  // Deletes up to `max_rows` of the oldest events `limits` no longer keeps (by count: those
+  // below the newest `max_count` sequence numbers), oldest first and only while every older
+  // one goes too, never the newest event. Raises the log's retention cut-off first: the
+  // database refuses the deletion of any event at or above it.
+  virtual absl::StatusOr<int64_t> PruneEvents(const RetentionLimits& limits, int max_rows) = 0;
+  // Deletes up to `max_rows` of the oldest ended (RELEASED or FAILED) allocations `limits` no
+  // longer keeps, oldest end first, with their rows in other tables (members, stage timings
+  // and release intent are theirs). The count is over every ended allocation. Never one that
+  // is live, nor an ended one still holding circuits or pending removals (the switch may hold
+  // those cross-connects): those stay until the engine has cleared them.
+  virtual absl::StatusOr<int64_t> PruneEndedAllocations(const RetentionLimits& limits,
+                                                        int max_rows) = 0;
+  // Hands up to `max_pages` free pages back to the file system, in a transaction of its own;
+  // returns how many went.
+  virtual absl::StatusOr<int64_t> ReclaimFreePages(int max_pages) = 0;
+  // The database's size now.
+  virtual absl::StatusOr<StorageSize> Storage() = 0;
 };
 
 struct SqliteStoreOptions {

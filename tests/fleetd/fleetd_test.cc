@@ -30,6 +30,13 @@ default_lease_seconds: 600
 reconcile_interval_seconds: 0
 unknown_cross_connects: adopt
 armed_light_wait_ms: 0
+events_max_age_days: 7
+events_max_count: 5000
+ended_allocations_max_age_days: 0
+ended_allocations_max_count: 20
+retention_interval_seconds: 30
+retention_batch_rows: 100
+retention_pass_max_rows: 1000
 )",
                                                           "fleetd.yaml");
   ASSERT_TRUE(config.ok()) << config.status();
@@ -45,6 +52,14 @@ armed_light_wait_ms: 0
   EXPECT_EQ(config->reconcile_interval, absl::ZeroDuration());
   EXPECT_EQ(config->unknown_cross_connects, "adopt");
   EXPECT_EQ(config->armed_light_wait, absl::ZeroDuration());
+  EXPECT_EQ(config->retention.events.max_age, absl::Hours(7 * 24));
+  EXPECT_EQ(config->retention.events.max_count, 5000);
+  EXPECT_EQ(config->retention.ended_allocations.max_age, absl::ZeroDuration());
+  EXPECT_EQ(config->retention.ended_allocations.max_count, 20);
+  EXPECT_EQ(config->retention.interval, absl::Seconds(30));
+  EXPECT_EQ(config->retention.batch_rows, 100);
+  EXPECT_EQ(config->retention.pass_max_rows, 1000);
+  EXPECT_TRUE(ValidateFleetdConfig(*config).ok());
 }
 
 TEST(FleetdConfigTest, TheShippedConfigParses) {
@@ -54,6 +69,11 @@ TEST(FleetdConfigTest, TheShippedConfigParses) {
   EXPECT_TRUE(ValidateFleetdConfig(*config).ok());
   EXPECT_EQ(config->unknown_cross_connects, "report");
   EXPECT_EQ(config->armed_light_wait, absl::Seconds(5));
+  EXPECT_EQ(config->retention.events.max_age, absl::Hours(30 * 24));
+  EXPECT_EQ(config->retention.events.max_count, 1'000'000);
+  EXPECT_EQ(config->retention.ended_allocations.max_age, absl::Hours(30 * 24));
+  EXPECT_EQ(config->retention.ended_allocations.max_count, 100'000);
+  EXPECT_EQ(config->retention.interval, absl::Seconds(60));
 }
 
 TEST(FleetdConfigTest, EmptyFileMeansDefaults) {
@@ -61,6 +81,14 @@ TEST(FleetdConfigTest, EmptyFileMeansDefaults) {
   ASSERT_TRUE(config.ok());
   EXPECT_EQ(config->grpc_port, 50051);
   EXPECT_EQ(config->state_dir, "/var/lib/fleet");
+  // Retention is on by default: history is bounded without any setting.
+  EXPECT_EQ(config->retention.events.max_age, absl::Hours(30 * 24));
+  EXPECT_EQ(config->retention.events.max_count, 1'000'000);
+  EXPECT_EQ(config->retention.ended_allocations.max_age, absl::Hours(30 * 24));
+  EXPECT_EQ(config->retention.ended_allocations.max_count, 100'000);
+  EXPECT_EQ(config->retention.interval, absl::Seconds(60));
+  EXPECT_EQ(config->retention.batch_rows, 500);
+  EXPECT_TRUE(ValidateFleetdConfig(*config).ok());
 }
 
 TEST(FleetdConfigTest, EveryProblemIsNamedWithItsLine) {
@@ -86,6 +114,48 @@ TEST(FleetdConfigTest, ValidationNamesTheValue) {
   EXPECT_THAT(std::string(status.message()), HasSubstr("log_level 'loud' is not one of"));
 }
 
+TEST(FleetdConfigTest, RetentionProblemsNameTheKeyTheValueAndTheRule) {
+  absl::StatusOr<FleetdConfig> parsed =
+      ParseFleetdConfig("events_max_count: lots\nretention_batch_rows: 1.5\n", "f.yaml");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_THAT(std::string(parsed.status().message()),
+              HasSubstr("f.yaml:1: 'events_max_count' must be a whole number, not 'lots'"));
+  EXPECT_THAT(std::string(parsed.status().message()),
+              HasSubstr("f.yaml:2: 'retention_batch_rows' must be a whole number, not '1.5'"));
+
+  parsed = ParseFleetdConfig(R"(
+events_max_age_days: -1
+events_max_count: -5
+ended_allocations_max_age_days: 40000
+ended_allocations_max_count: -1
+retention_interval_seconds: -60
+retention_batch_rows: 0
+retention_pass_max_rows: -1
+)",
+                             "f.yaml");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  const std::string message(ValidateFleetdConfig(*parsed).message());
+  EXPECT_THAT(message, HasSubstr("events_max_age_days -1 is not in 0..36500"));
+  EXPECT_THAT(message, HasSubstr("events_max_count -5 is negative"));
+  EXPECT_THAT(message, HasSubstr("ended_allocations_max_age_days 40000 is not in 0..36500"));
+  EXPECT_THAT(message, HasSubstr("ended_allocations_max_count -1 is negative"));
+  EXPECT_THAT(message, HasSubstr("retention_interval_seconds -60 is negative"));
+  EXPECT_THAT(message, HasSubstr("retention_batch_rows 0 is not in 1..10000"));
+  EXPECT_THAT(message, HasSubstr("retention_pass_max_rows -1 is below retention_batch_rows 0"));
+
+  FleetdConfig config;
+  config.retention.batch_rows = 800;
+  config.retention.pass_max_rows = 500;
+  EXPECT_THAT(std::string(ValidateFleetdConfig(config).message()),
+              HasSubstr("retention_pass_max_rows 500 is below retention_batch_rows 800"));
+  // Zero turns a limit, or background pruning, off: allowed.
+  config = FleetdConfig();
+  config.retention.events = {};
+  config.retention.ended_allocations = {};
+  config.retention.interval = absl::ZeroDuration();
+  EXPECT_TRUE(ValidateFleetdConfig(config).ok());
+}
+
 FleetdConfig TestConfig(const std::string& state_dir) {
   FleetdConfig config;
   config.grpc_port = 0;
@@ -107,6 +177,11 @@ TEST(FleetdTest, ServesInventoryAppliedAtStartAndKeepsItAcrossRestarts) {
         testing::HttpGet((*daemon)->metrics_address(), "/metrics");
     ASSERT_TRUE(metrics.ok()) << metrics.status();
     EXPECT_THAT(*metrics, HasSubstr("fleet_build_info{version=\""));
+    // Retention's series exist from the start; the database's size is read at the scrape.
+    EXPECT_THAT(*metrics, HasSubstr("fleet_store_pruned_rows_total{kind=\"events\"} 0"));
+    EXPECT_THAT(*metrics, HasSubstr("fleet_store_pruned_rows_total{kind=\"allocations\"} 0"));
+    EXPECT_THAT(*metrics, HasSubstr("fleet_store_retention_passes_total{outcome=\"failed\"} 0"));
+    EXPECT_THAT(*metrics, ::testing::ContainsRegex("fleet_store_database_bytes [1-9]"));
   }
   config.inventory.clear();
   absl::StatusOr<std::unique_ptr<Fleetd>> restarted = Fleetd::Start(config, &clock);

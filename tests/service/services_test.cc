@@ -442,6 +442,40 @@ TEST_F(ServicesTest, WatchEventsReplaysTheLogThenFollowsIt) {
   }
 }
 
+// A follower far behind whose events retention pruned starts at the oldest kept, then
+// follows: no error, no replay of a gap.
+TEST_F(ServicesTest, WatchEventsFromAPrunedSequenceStartsAtTheOldestKept) {
+  ApplyGen1();
+  clock_.Advance(absl::Hours(24 * 31));
+  v1::DrainRequest drain;
+  drain.mutable_target()->set_host("server2");
+  v1::DrainResponse drained;
+  ASSERT_TRUE(admin_stub_->Drain(Context().get(), drain, &drained).ok());
+  const uint64_t kept = store_->LastEventSequence();
+  absl::StatusOr<int64_t> pruned = store_->PruneEvents({absl::Hours(24 * 30), 0}, 1000);
+  ASSERT_TRUE(pruned.ok()) << pruned.status();
+  ASSERT_EQ(*pruned, static_cast<int64_t>(kept - 1));
+
+  v1::WatchEventsRequest request;
+  request.set_after_sequence(3);
+  auto context = Context();
+  std::unique_ptr<grpc::ClientReader<v1::Event>> stream =
+      admin_stub_->WatchEvents(context.get(), request);
+  v1::Event event;
+  ASSERT_TRUE(stream->Read(&event));
+  EXPECT_EQ(event.sequence(), kept);
+  EXPECT_EQ(event.object_id(), "server2");
+  v1::UndrainRequest undrain;
+  undrain.mutable_target()->set_host("server2");
+  v1::UndrainResponse undrained;
+  ASSERT_TRUE(admin_stub_->Undrain(Context().get(), undrain, &undrained).ok());
+  ASSERT_TRUE(stream->Read(&event));
+  EXPECT_EQ(event.sequence(), kept + 1);
+  context->TryCancel();
+  while (stream->Read(&event)) {
+  }
+}
+
 TEST_F(ServicesTest, HealthProbesEverySwitch) {
   ApplyGen1();
   v1::HealthResponse health;
