@@ -954,6 +954,13 @@ void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> adm
     programming_done.WaitForNotification();
     return recorded;
   };
+  // The intent must outlive a power loss of the host before any device acts on it, as it
+  // outlives a crash of fleetd: a switch holding cross-connects of an intent the database
+  // lost would hold ports that planning believes free.
+  if (absl::Status synced = store_->Sync(); !synced.ok()) {
+    fail(synced, "persist");
+    return;
+  }
   absl::Time start = clock_->Now();
   std::vector<v1::Circuit> touched = removes;
   touched.insert(touched.end(), circuits.begin(), circuits.end());

@@ -23,11 +23,11 @@
 //   the removal is retried with backoff.
 // Leases: every allocation has one (the request's, else the default); KeepAlive renews it;
 //   an allocation whose lease passes is released by fleetd.
-// Crash consistency: the intent (PENDING) is persisted before any device is touched; the
-//   states after it are committed while their step runs, in order, and every step is
-//   idempotent, so a restart resumes an interrupted transaction from any of them. Start()
-//   reconciles: it resumes
-//   PENDING/PROGRAMMING/TRAINING allocations (switch changes are idempotent), finishes
+// Crash consistency: the intent (PENDING) is persisted, and synced (Store::Sync), before any
+//   device is touched; the states after it are committed while their step runs, in order,
+//   and every step is idempotent, so a restart resumes an interrupted transaction from any
+//   of them. Start() reconciles: it resumes PENDING/PROGRAMMING/TRAINING allocations (switch
+//   changes are idempotent), finishes
 //   RELEASING ones, and leaves READY ones alone when the switch agrees (no switch command
 //   changes a correct cross-connect).
 // Tenancy: a caller whose principal is `job:TENANT` sees and changes only TENANT's

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "controller/base/grpc_status.h"
+#include "controller/base/log.h"
 #include "controller/base/status_macros.h"
 
 namespace fleet::service {
@@ -35,6 +36,22 @@ grpc::Status Assign(absl::StatusOr<T> item, T* out) {
 grpc::Status RequireName(const std::string& value, absl::string_view field) {
   if (!value.empty()) return grpc::Status::OK;
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, absl::StrCat(field, " is empty"));
+}
+
+// A change is answered only once what it committed is durable (Store::Sync), so what a
+// client was told is done survives a power loss of the host, not only a crash of fleetd. A
+// refusal is synced too: a change may have committed part of its work before it failed.
+grpc::Status Durable(store::Store* store, grpc::Status answer) {
+  if (store == nullptr) return answer;
+  if (absl::Status synced = store->Sync(); !synced.ok()) {
+    FLEET_LOG(ERROR) << "a change is committed but not durable: " << synced;
+    if (answer.ok()) {
+      return ToGrpcStatus(absl::Status(
+          synced.code(),
+          absl::StrCat("the change is stored but could not be made durable: ", synced.message())));
+    }
+  }
+  return answer;
 }
 
 }  // namespace
@@ -120,8 +137,9 @@ grpc::Status InventoryServiceImpl::ListCircuits(grpc::ServerContext*,
 grpc::Status InventoryServiceImpl::ApplyInventory(grpc::ServerContext* context,
                                                   const v1::ApplyInventoryRequest* request,
                                                   v1::ApplyInventoryResponse* response) {
-  return Assign(applier_->Apply(request->inventory(), request->dry_run(), PrincipalOf(*context)),
-                response);
+  return Durable(store_, Assign(applier_->Apply(request->inventory(), request->dry_run(),
+                                                PrincipalOf(*context)),
+                                response));
 }
 
 grpc::Status InventoryServiceImpl::DeleteObject(grpc::ServerContext* context,
@@ -133,7 +151,7 @@ grpc::Status InventoryServiceImpl::DeleteObject(grpc::ServerContext* context,
       store_->DeleteObject(request->kind(), request->name(), PrincipalOf(*context));
   if (!deleted.ok()) return ToGrpcStatus(deleted.status());
   for (std::string& what : *deleted) response->add_deleted(std::move(what));
-  return grpc::Status::OK;
+  return Durable(store_, grpc::Status::OK);
 }
 
 grpc::Status InventoryServiceImpl::ListAgents(grpc::ServerContext*, const v1::ListAgentsRequest*,
@@ -220,9 +238,9 @@ grpc::Status TopologyServiceImpl::RequestTopology(grpc::ServerContext* context,
                                                   const v1::RequestTopologyRequest* request,
                                                   v1::RequestTopologyResponse* response) {
   if (engine_ == nullptr) return NoEngine();
-  return Assign(
-      engine_->RequestTopology(*request, engine::Caller::FromPrincipal(PrincipalOf(*context))),
-      response);
+  return Durable(store_, Assign(engine_->RequestTopology(
+                                    *request, engine::Caller::FromPrincipal(PrincipalOf(*context))),
+                                response));
 }
 
 grpc::Status TopologyServiceImpl::GetAllocation(grpc::ServerContext* context,
@@ -347,9 +365,10 @@ grpc::Status TopologyServiceImpl::ReleaseTopology(grpc::ServerContext* context,
                                                   v1::ReleaseTopologyResponse* response) {
   if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
   if (engine_ == nullptr) return NoEngine();
-  return Assign(
-      engine_->ReleaseTopology(request->id(), engine::Caller::FromPrincipal(PrincipalOf(*context))),
-      response->mutable_allocation());
+  return Durable(
+      store_, Assign(engine_->ReleaseTopology(request->id(),
+                                              engine::Caller::FromPrincipal(PrincipalOf(*context))),
+                     response->mutable_allocation()));
 }
 
 grpc::Status TopologyServiceImpl::KeepAlive(grpc::ServerContext* context,
@@ -362,7 +381,7 @@ grpc::Status TopologyServiceImpl::KeepAlive(grpc::ServerContext* context,
   if (!expires.ok()) return ToGrpcStatus(expires.status());
   *response->mutable_lease_expires() =
       google::protobuf::util::TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(*expires));
-  return grpc::Status::OK;
+  return Durable(store_, grpc::Status::OK);
 }
 
 grpc::Status TopologyServiceImpl::ActivatePhase(grpc::ServerContext* context,
@@ -371,9 +390,9 @@ grpc::Status TopologyServiceImpl::ActivatePhase(grpc::ServerContext* context,
   if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
   if (grpc::Status s = RequireName(request->phase(), "phase"); !s.ok()) return s;
   if (engine_ == nullptr) return NoEngine();
-  return Assign(
-      engine_->ActivatePhase(*request, engine::Caller::FromPrincipal(PrincipalOf(*context))),
-      response);
+  return Durable(store_, Assign(engine_->ActivatePhase(
+                                    *request, engine::Caller::FromPrincipal(PrincipalOf(*context))),
+                                response));
 }
 
 grpc::Status TopologyServiceImpl::DetachDevices(grpc::ServerContext* context,
@@ -381,9 +400,9 @@ grpc::Status TopologyServiceImpl::DetachDevices(grpc::ServerContext* context,
                                                 v1::DetachDevicesResponse* response) {
   if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
   if (engine_ == nullptr) return NoEngine();
-  return Assign(
-      engine_->DetachDevices(*request, engine::Caller::FromPrincipal(PrincipalOf(*context))),
-      response);
+  return Durable(store_, Assign(engine_->DetachDevices(
+                                    *request, engine::Caller::FromPrincipal(PrincipalOf(*context))),
+                                response));
 }
 
 // --- AdminService ---
@@ -507,32 +526,34 @@ grpc::Status AdminServiceImpl::GetLinkStatus(grpc::ServerContext* context,
 grpc::Status AdminServiceImpl::Drain(grpc::ServerContext* context, const v1::DrainRequest* request,
                                      v1::DrainResponse* response) {
   if (engine_ == nullptr) return NoEngine();
-  return Assign(engine_->Drain(*request, engine::Caller::FromPrincipal(PrincipalOf(*context))),
-                response);
+  return Durable(
+      store_, Assign(engine_->Drain(*request, engine::Caller::FromPrincipal(PrincipalOf(*context))),
+                     response));
 }
 
 grpc::Status AdminServiceImpl::ReplaceMember(grpc::ServerContext* context,
                                              const v1::ReplaceMemberRequest* request,
                                              v1::ReplaceMemberResponse* response) {
   if (engine_ == nullptr) return NoEngine();
-  return Assign(
-      engine_->ReplaceMember(*request, engine::Caller::FromPrincipal(PrincipalOf(*context))),
-      response);
+  return Durable(store_, Assign(engine_->ReplaceMember(
+                                    *request, engine::Caller::FromPrincipal(PrincipalOf(*context))),
+                                response));
 }
 
 grpc::Status AdminServiceImpl::Undrain(grpc::ServerContext* context,
                                        const v1::UndrainRequest* request, v1::UndrainResponse*) {
   if (engine_ == nullptr) return NoEngine();
-  return ToGrpcStatus(
-      engine_->Undrain(*request, engine::Caller::FromPrincipal(PrincipalOf(*context))));
+  return Durable(store_, ToGrpcStatus(engine_->Undrain(
+                             *request, engine::Caller::FromPrincipal(PrincipalOf(*context)))));
 }
 
 grpc::Status AdminServiceImpl::Reconcile(grpc::ServerContext* context,
                                          const v1::ReconcileRequest* request,
                                          v1::ReconcileResponse* response) {
   if (engine_ == nullptr) return NoEngine();
-  return Assign(engine_->Reconcile(*request, engine::Caller::FromPrincipal(PrincipalOf(*context))),
-                response);
+  return Durable(store_, Assign(engine_->Reconcile(
+                                    *request, engine::Caller::FromPrincipal(PrincipalOf(*context))),
+                                response));
 }
 
 grpc::Status AdminServiceImpl::WatchEvents(grpc::ServerContext* context,

@@ -295,6 +295,13 @@ class Store {
   virtual absl::StatusOr<int64_t> ReclaimFreePages(int max_pages) = 0;
   // The database's size now.
   virtual absl::StatusOr<StorageSize> Storage() = 0;
+
+  // --- Durability. Commits survive a crash of fleetd as soon as they return, but a power
+  // loss of the host may take the last ones (synchronous=NORMAL). Sync makes every commit so
+  // far survive that too; the services call it before they answer a change, so what a client
+  // was told is done stays done (docs/engine.md, "Durability"). Cheap when nothing was
+  // committed since the last sync; concurrent calls share one sync. ---
+  virtual absl::Status Sync() = 0;
 };
 
 struct SqliteStoreOptions {

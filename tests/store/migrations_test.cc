@@ -305,6 +305,38 @@ TEST(SqliteTest, StoreLeavesItsFileInWalMode) {
   sqlite3_close(raw);
 }
 
+// A sync covers every commit before it, and one that finds nothing new does not touch the
+// disk: the services call it before every answer to a change.
+TEST(SqliteTest, SyncLogSyncsOnlyWhenSomethingWasCommittedSinceTheLastSync) {
+  ScratchDir dir;
+  ASSERT_TRUE(dir.ok());
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Database> db, Database::Open(dir.File("state.db")));
+  ASSERT_THAT(db->EnableWriteAheadLog(), IsOk());
+  ASSERT_THAT(db->Exec("CREATE TABLE t (x INTEGER)"), IsOk());
+  const auto commit = [&](int x) {
+    ASSERT_OK_AND_ASSIGN(Transaction txn, Transaction::Begin(*db));
+    ASSERT_THAT(db->Exec(absl::StrCat("INSERT INTO t VALUES (", x, ")")), IsOk());
+    ASSERT_THAT(txn.Commit(), IsOk());
+  };
+  commit(1);
+  commit(2);
+  ASSERT_THAT(db->SyncLog(), IsOk());
+  EXPECT_EQ(db->log_syncs(), 1);
+  ASSERT_THAT(db->SyncLog(), IsOk());  // Nothing new: no sync.
+  {
+    ASSERT_OK_AND_ASSIGN(Transaction rolled_back, Transaction::Begin(*db));
+    ASSERT_THAT(db->Exec("INSERT INTO t VALUES (3)"), IsOk());
+  }
+  ASSERT_THAT(db->SyncLog(), IsOk());  // A rollback commits nothing.
+  EXPECT_EQ(db->log_syncs(), 1);
+  commit(4);
+  ASSERT_THAT(db->SyncLog(), IsOk());
+  EXPECT_EQ(db->log_syncs(), 2);
+
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Database> memory, Database::Open(":memory:"));
+  EXPECT_THAT(memory->SyncLog(), IsOk());  // Nothing to sync without a file.
+}
+
 TEST(SqliteTest, ForeignKeysAreEnforced) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Database> db, Database::Open(":memory:"));
   EXPECT_EQ(QueryText(*db, "PRAGMA foreign_keys"), "1");
