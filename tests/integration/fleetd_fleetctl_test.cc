@@ -201,6 +201,10 @@ TEST_F(FleetdFleetctlTest, ARequestPastWhatTheSiteHoldsIsRefusedAndTheNextIsAnsw
   CommandResult fine =
       Fleetctl({"topology", "request", "-f", examples + "ring-8-gpus.yaml", "--dry-run"});
   EXPECT_EQ(fine.exit_code, 0) << fine.err;
+  // Nothing is left planning: SIGTERM stops fleetd cleanly (Stop fails the test past 30 s).
+  absl::StatusOr<int> stopped = fleetd_->Stop(SIGTERM);
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  EXPECT_EQ(*stopped, 0) << fleetd_->Stderr();
 }
 
 TEST_F(FleetdFleetctlTest, TopologyRequestsArePlannedOnDryRun) {
