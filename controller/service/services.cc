@@ -280,6 +280,17 @@ grpc::Status TopologyServiceImpl::WatchAllocation(
   // Allocation id → the sequence its last state considered reflects: a commit no newer is
   // not sent, so a state read from the database is never followed by an older one.
   std::map<std::string, uint64_t> as_of;
+  // A tenant-wide watch forgets an allocation once it has sent its end and followed past it
+  // (no commit or event at or before `after` is considered again), so a watch left open for
+  // months holds only the allocations that are live.
+  std::multimap<uint64_t, std::string> ended_at;  // The sequence of its end → allocation id.
+  auto forget_ended = [&] {
+    while (!ended_at.empty() && ended_at.begin()->first <= after) {
+      sent.erase(ended_at.begin()->second);
+      as_of.erase(ended_at.begin()->second);
+      ended_at.erase(ended_at.begin());
+    }
+  };
   bool ended = false;
   // False once the watch is over: the client went away or the watched allocation ended.
   auto send = [&](const v1::Allocation& a) {
@@ -303,7 +314,11 @@ grpc::Status TopologyServiceImpl::WatchAllocation(
       ASSIGN_OR_RETURN(commit, store_->ReadAllocation(commit.id));
     }
     as_of[commit.id] = commit.sequence;
-    return send(*commit.allocation);
+    const bool go_on = send(*commit.allocation);
+    if (go_on && request->id().empty() && Ended(*commit.allocation)) {
+      ended_at.emplace(commit.sequence, commit.id);
+    }
+    return go_on;
   };
   std::vector<store::Store::AllocationCommit> first;
   if (!request->id().empty()) {
@@ -345,6 +360,7 @@ grpc::Status TopologyServiceImpl::WatchAllocation(
       }
       if (!go_on) break;
       after = std::max(*upto, commits->empty() ? 0 : commits->back().sequence);
+      forget_ended();
       continue;
     }
     // A watcher this far behind reads the log, and each allocation it names as it is now.
@@ -355,6 +371,7 @@ grpc::Status TopologyServiceImpl::WatchAllocation(
         });
     if (!next) break;
     after = *next;
+    forget_ended();
   }
   if (ended || context->IsCancelled()) return grpc::Status::OK;
   return grpc::Status(grpc::StatusCode::UNAVAILABLE, "fleetd is stopping");

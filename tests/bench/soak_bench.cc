@@ -11,7 +11,8 @@
 // Cycle i starts at t0 + 3i/rate on whichever client is free; a start time at which every
 // client is still busy is skipped and counted "behind", so slow cycles never lower the rate
 // offered. The demo's eight GPUs hold four such allocations at once: the default four clients
-// never ask for more than the site has. fleetd's VmRSS is sampled from /proc once a second. Prints
+// never ask for more than the site has. A watch of the tenant's allocations stays open all
+// along, as a dashboard's would. fleetd's VmRSS is sampled from /proc once a second. Prints
 // memory (before the load, after the first 10 % of the run, at the half, at the end, its slope over
 // the second half), the database's size, throughput, errors and latency, and fleetd's fleet_store_*
 // and fleet_retention_* metrics. Never fails on a figure: exits 1 only when fleetd cannot be
@@ -354,6 +355,35 @@ class AllocationWatch {
   grpc::ClientContext context_;
   std::unique_ptr<grpc::ClientReader<v1::WatchAllocationResponse>> reader_;
   bool finished_ = false;
+};
+
+// The tenant's allocations watched for the whole run, as a dashboard or `fleetctl get
+// allocations --watch` does: fleetd's memory for such a watch must not grow with every
+// allocation it has seen. Counts the updates it reads; ends when the run cancels it.
+class TenantWatch {
+ public:
+  explicit TenantWatch(const std::string& address)
+      : stub_(v1::TopologyService::NewStub(
+            grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))),
+        thread_([this] {
+          v1::WatchAllocationRequest request;
+          request.set_tenant("soak");
+          auto reader = stub_->WatchAllocation(&context_, request);
+          v1::WatchAllocationResponse update;
+          while (reader->Read(&update)) updates_.fetch_add(1);
+          (void)reader->Finish();
+        }) {}
+  ~TenantWatch() {
+    context_.TryCancel();
+    thread_.join();
+  }
+  int64_t updates() const { return updates_.load(); }
+
+ private:
+  std::unique_ptr<v1::TopologyService::Stub> stub_;
+  grpc::ClientContext context_;
+  std::atomic<int64_t> updates_{0};
+  std::thread thread_;  // Last: starts once the rest is built.
 };
 
 struct OpRecord {
@@ -764,6 +794,8 @@ bool RunLoad(const Options& options, FleetdProcess& fleetd, const std::string& g
   std::vector<std::vector<OpRecord>> records(options.clients);
   std::thread sampler(
       [&] { SampleLoop(fleetd, state_dir, load, interrupts, samples_mu, samples); });
+  std::optional<TenantWatch> watch;
+  watch.emplace(grpc_address);
   std::vector<std::thread> clients;
   for (int64_t c = 0; c < options.clients; ++c) {
     clients.emplace_back(
@@ -771,6 +803,8 @@ bool RunLoad(const Options& options, FleetdProcess& fleetd, const std::string& g
   }
   for (std::thread& t : clients) t.join();
   const double elapsed_s = absl::ToDoubleSeconds(absl::Now() - load.t0);
+  const int64_t watched = watch->updates();
+  watch.reset();
   load.finished.store(true);
   sampler.join();
   if (!fleetd.Exited()) samples.push_back(TakeSample(fleetd, state_dir, load));
@@ -780,6 +814,8 @@ bool RunLoad(const Options& options, FleetdProcess& fleetd, const std::string& g
   Figures f;
   f.hwm_kib = ReadStatusKib(fleetd.pid(), "VmHWM:");
   PrintLoad(load, all, options.rate, elapsed_s, f);
+  std::printf("  a tenant-wide watch open for the whole run read %lld updates\n",
+              static_cast<long long>(watched));
   if (samples.empty()) {
     std::printf("[fleetd memory] no sample: fleetd was gone\n");
   } else {
