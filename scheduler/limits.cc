@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "controller/base/status_macros.h"
+#include "fleet/v1/names.h"
 
 namespace fleet::scheduler {
 namespace {
@@ -80,6 +81,41 @@ absl::Status CheckTemplate(const SiteLimits& site, const v1::TemplateSpec& t,
                                                    " is more than the ", site.devices,
                                                    " devices of the site"));
   }
+  // The circuits the shape makes: each sends from its own O-NIC port, so a shape with more
+  // than the site's ports is refused before its arcs are built (a full mesh's are quadratic
+  // in its members, and so is the port sharing at a star's hub). Within that bound the
+  // planner names the member that lacks ports. Tori are linear in their members: not counted.
+  uint64_t n = static_cast<uint64_t>(t.members().devices_size());
+  for (const v1::DeviceCount& c : t.members().counts()) n += c.count();
+  const uint64_t width = std::max(1u, t.width());
+  const uint64_t one_way = t.duplex() ? 2 : 1;
+  uint64_t links = 0;
+  if (n >= 2) {
+    switch (t.kind()) {
+      case v1::TEMPLATE_KIND_FULL_MESH:
+        links = n * (n - 1);
+        break;
+      case v1::TEMPLATE_KIND_RING_UNIDIRECTIONAL:
+        links = n;
+        break;
+      case v1::TEMPLATE_KIND_RING_BIDIRECTIONAL:
+        links = 2 * n;
+        break;
+      case v1::TEMPLATE_KIND_CHAIN:
+      case v1::TEMPLATE_KIND_STAR:
+      case v1::TEMPLATE_KIND_TREE:
+        links = (n - 1) * one_way;
+        break;
+      default:
+        break;
+    }
+  }
+  if (links * width > site.onic_ports) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(field, ": ", v1::Name(t.kind()), " over ", n, " members of width ", width,
+                     " is up to ", links * width, " circuits, and the site has ", site.onic_ports,
+                     " O-NIC ports to send them from"));
+  }
   if (t.dimensions_size() > 3) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ".dimensions: ", t.dimensions_size(), " given; a torus has 2 or 3"));
@@ -102,9 +138,9 @@ absl::Status CheckTraffic(const SiteLimits& site, const v1::TrafficSpec& t,
   for (const v1::DeviceCount& c : t.members().counts()) n += c.count();
   const uint64_t pairs = n * (n > 0 ? n - 1 : 0);
   if (static_cast<uint64_t>(t.matrix_size()) > std::max<uint64_t>(pairs, 1)) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ".matrix: ", t.matrix_size(),
-                                                   " entries for ", n, " members; at most ", pairs,
-                                                   ", one per ordered pair"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".matrix: ", t.matrix_size(), " entries for ", n, " members; at most ",
+                     std::max<uint64_t>(pairs, 1), ", one per ordered pair"));
   }
   return absl::OkStatus();
 }
@@ -139,8 +175,22 @@ absl::Status CheckTopologyLimits(const FabricSnapshot& snapshot, const v1::Topol
       RETURN_IF_ERROR(CheckMembers(site, topology.attach().devices(), at + ".devices"));
       return CheckWidth(site, topology.attach().width(), at + ".width");
     }
-    case v1::TopologySpec::kAllToAll:
-      return CheckMembers(site, topology.all_to_all().members(), field + ".all_to_all.members");
+    case v1::TopologySpec::kAllToAll: {
+      const std::string at = field + ".all_to_all.members";
+      RETURN_IF_ERROR(CheckMembers(site, topology.all_to_all().members(), at));
+      // Each round is a phase holding n circuits: the fewest rounds the site's ports allow.
+      uint64_t n = static_cast<uint64_t>(topology.all_to_all().members().devices_size());
+      for (const v1::DeviceCount& c : topology.all_to_all().members().counts()) n += c.count();
+      const uint64_t ports = std::max<uint64_t>(site.max_device_ports, 1);
+      const uint64_t rounds = n > 1 ? (n - 2) / ports + 1 : 0;
+      if (rounds > kMaxPhases) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat(at, ": all-to-all over ", n, " members takes at least ", rounds,
+                         " rounds with the site's ", site.max_device_ports,
+                         " ports per device, and a request has at most ", kMaxPhases, " phases"));
+      }
+      return absl::OkStatus();
+    }
     case v1::TopologySpec::kTraffic:
       return CheckTraffic(site, topology.traffic(), field + ".traffic");
     case v1::TopologySpec::FORM_NOT_SET:

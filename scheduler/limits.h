@@ -5,9 +5,10 @@
 // bounded by the inventory's size rather than by the caller's numbers. Pure; no I/O.
 //
 // Codes: RESOURCE_EXHAUSTED when the request asks for more than the site has (members,
-// widths, circuits, torus sizes); INVALID_ARGUMENT when a value is malformed whatever the site
-// (too many phases or dimensions, an over-long name, a switch-hop bound past
-// kMaxSwitchHops, a traffic matrix longer than its member pairs).
+// widths, circuits a shape makes, torus sizes, more all-to-all rounds than phases);
+// INVALID_ARGUMENT when a value is malformed (too many phases or dimensions, an over-long name, a
+// switch-hop bound past kMaxSwitchHops, a tree fanout past the site's devices, a traffic matrix
+// longer than its member pairs).
 #ifndef FLEET_SCHEDULER_LIMITS_H_
 #define FLEET_SCHEDULER_LIMITS_H_
 

@@ -427,6 +427,10 @@ class Planner {
     if (total <= 0) {
       return absl::InvalidArgumentError("topology.traffic.matrix: no traffic between members");
     }
+    if (!std::isfinite(total)) {
+      return absl::InvalidArgumentError(
+          "topology.traffic.matrix: the bytes add up past the largest number a double holds");
+    }
     std::vector<int> capacity;
     for (int i = 0; i < n; ++i) {
       ASSIGN_OR_RETURN(const int free, FreePortsOrRefuse(names, i, field));
@@ -479,8 +483,15 @@ absl::StatusOr<std::vector<PlannedPhase>> PlanAllToAllRounds(const FabricSnapsho
                      Planner(snapshot, tenant, max_switch_hops).FreePortsOrRefuse(names, i, field));
     ports = i == 0 ? free : std::min(ports, free);
   }
+  const std::vector<std::vector<Arc>> rounds = AllToAllRounds(n, ports);
+  if (rounds.size() > kMaxPhases) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(field, ": all-to-all over ", n, " members with ", ports, " free port",
+                     ports == 1 ? "" : "s", " on the least free member takes ", rounds.size(),
+                     " rounds, and a request has at most ", kMaxPhases, " phases"));
+  }
   std::vector<PlannedPhase> phases;
-  for (const std::vector<Arc>& round : AllToAllRounds(n, ports)) {
+  for (const std::vector<Arc>& round : rounds) {
     PlannedPhase& phase = phases.emplace_back();
     phase.name = absl::StrCat("round-", phases.size());
     Planner planner(snapshot, tenant, max_switch_hops);

@@ -227,13 +227,13 @@ bool Engine::Claim(const std::string& id) {
   return claimed_.insert(id).second;
 }
 
-bool Engine::ClaimSettled(const std::string& id) {
+bool Engine::ClaimSettled(const std::string& id, absl::Time deadline) {
   // A change asked for while the allocation is READY or DEGRADED (a client acting on what it
   // was told) is not refused for a claim it cannot see: the transaction that stored that
   // state holds the claim for its last steps, a retry while its links retrain, a lease check
   // or a reconciliation pass while it reads the switches. Each lets go within its own
   // timeouts; kClaimWait only bounds a wait on something gone wrong.
-  const absl::Time give_up = absl::Now() + kClaimWait;
+  const absl::Time give_up = std::min(absl::Now() + kClaimWait, deadline);
   while (!Claim(id)) {
     absl::StatusOr<v1::Allocation> a = store_->GetAllocation(id);
     if (!a.ok() ||
@@ -958,7 +958,11 @@ void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> adm
   // outlives a crash of fleetd: a switch holding cross-connects of an intent the database
   // lost would hold ports that planning believes free.
   if (absl::Status synced = store_->Sync(); !synced.ok()) {
-    fail(synced, "persist");
+    // Nothing was touched, and the stored state is left as it is: the disk refused the sync,
+    // which does not fix itself (Store::Sync), so the next start resumes the transaction.
+    Record("allocation.sync_failed", "allocation", id, v1::EVENT_SEVERITY_ALARM, "fleetd",
+           absl::StrCat("allocation ", id,
+                        ": not programmed, its intent is not durable: ", synced.message()));
     return;
   }
   absl::Time start = clock_->Now();
@@ -1339,7 +1343,7 @@ absl::StatusOr<v1::ActivatePhaseResponse> Engine::ActivatePhase(
     *response.mutable_allocation() = std::move(a);
     return response;
   }
-  if (!ClaimSettled(id)) {
+  if (!ClaimSettled(id, caller.deadline)) {
     return absl::AbortedError(absl::StrCat("allocation ", id,
                                            " is in the middle of another change (",
                                            v1::Name(a.state()), "); retry once it is READY"));
@@ -1547,6 +1551,14 @@ void Engine::Release(const std::string& id, const std::string& principal,
         absl::StrCat("allocation ", id, " RELEASING: removing ", circuits.size(), " circuits");
     if (!Update(releasing, principal).ok()) return;
   }
+  // As for an intent: RELEASING outlives a power loss before the circuits come off, or the
+  // allocation would come back READY without them and reconciliation would make them again.
+  if (absl::Status synced = store_->Sync(); !synced.ok()) {
+    Record("allocation.sync_failed", "allocation", id, v1::EVENT_SEVERITY_ALARM, "fleetd",
+           absl::StrCat("allocation ", id,
+                        ": not released, RELEASING is not durable: ", synced.message()));
+    return;
+  }
   Fault("releasing");
   if (!circuits.empty()) {
     if (absl::Status q = Quiesce(circuits, id); !q.ok()) {
@@ -1592,7 +1604,7 @@ absl::StatusOr<v1::Allocation> Engine::ReleaseTopology(const std::string& id,
   {
     // Wait for a running transaction of this allocation to reach a persisted end.
     absl::MutexLock lock(&mu_);
-    const absl::Time give_up = absl::Now() + kClaimWait;
+    const absl::Time give_up = std::min(absl::Now() + kClaimWait, caller.deadline);
     while (claimed_.contains(id) && !stopping_ && absl::Now() < give_up) {
       changed_.WaitWithDeadline(&mu_, give_up);
     }

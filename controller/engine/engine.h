@@ -68,6 +68,9 @@ namespace fleet::engine {
 struct Caller {
   std::string principal;  // As recorded in events.
   std::string tenant;     // Set for role `job`: limited to this tenant's allocations.
+  // When the caller stops waiting for the answer (its RPC's deadline): a change that would
+  // have to wait past it for another to finish is refused instead of done unseen.
+  absl::Time deadline = absl::InfiniteFuture();
 
   static Caller FromPrincipal(const std::string& principal);
   bool operator_role() const { return tenant.empty(); }
@@ -244,10 +247,11 @@ class Engine {
   bool Claim(const std::string& id);
   // Claims `id` for a change a caller asks for. While the allocation is READY or DEGRADED
   // and the claim is held (a transaction's last steps after storing its outcome, a retry, a
-  // lease check, reconciliation), waits for it, up to kClaimWait: a caller acting on READY
-  // is never refused. False when the allocation is in another change (another state), when
-  // fleetd is stopping, or past kClaimWait.
-  bool ClaimSettled(const std::string& id);
+  // lease check, reconciliation), waits for it, up to kClaimWait or `deadline` (the
+  // caller's), whichever comes first: a caller acting on READY is not refused for a claim it
+  // cannot see. False when the allocation is in another change (another state), when fleetd
+  // is stopping, or past the wait.
+  bool ClaimSettled(const std::string& id, absl::Time deadline);
   // How long a caller's change or release waits for a claim to be let go. Every holder lets
   // go within its own timeouts, well inside it.
   static constexpr absl::Duration kClaimWait = absl::Seconds(60);
@@ -342,12 +346,12 @@ class Engine {
   // The frame of a member change: claims allocation `id` (ABORTED, naming `seen`, while
   // another change of it runs); under admission, FAILED_PRECONDITION unless it is READY or
   // DEGRADED ("`what` only when ..."), then `plan` plans the change on the stored allocation;
-  // unless `dry_run`, the change is stored in one transaction (PROGRAMMING, `principal`'s) and
+  // unless `dry_run`, the change is stored in one transaction (PROGRAMMING, `caller`'s) and
   // ReconfigureMembers starts its switch work. `after`: the allocation as stored after it (as
   // it was, for a dry run).
   absl::Status ChangeMembers(
       const std::string& id, v1::AllocationState seen, bool dry_run, const std::string& what,
-      const std::string& event, const std::string& principal,
+      const std::string& event, const Caller& caller,
       const std::function<absl::Status(const v1::Allocation&, MemberChange&)>& plan,
       v1::Allocation* after);
   // Runs a member change's transaction (ReplaceMember, DetachDevices) in the background:

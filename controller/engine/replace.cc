@@ -55,7 +55,7 @@ absl::StatusOr<v1::ReplaceMemberResponse> Engine::ReplaceMember(
   ASSIGN_OR_RETURN(v1::Allocation a, Authorized(id, caller));
   v1::ReplaceMemberResponse response;
   RETURN_IF_ERROR(ChangeMembers(
-      id, a.state(), request.dry_run(), "a member can be replaced", "replace", caller.principal,
+      id, a.state(), request.dry_run(), "a member can be replaced", "replace", caller,
       [&](const v1::Allocation& stored, MemberChange& change) -> absl::Status {
         ASSIGN_OR_RETURN(const scheduler::FabricSnapshot snapshot, Snapshot());
         ASSIGN_OR_RETURN(
@@ -94,14 +94,15 @@ absl::StatusOr<v1::ReplaceMemberResponse> Engine::ReplaceMember(
 
 absl::Status Engine::ChangeMembers(
     const std::string& id, v1::AllocationState seen, bool dry_run, const std::string& what,
-    const std::string& event, const std::string& principal,
+    const std::string& event, const Caller& caller,
     const std::function<absl::Status(const v1::Allocation&, MemberChange&)>& plan,
     v1::Allocation* after) {
+  const std::string& principal = caller.principal;
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) return absl::UnavailableError("fleetd is stopping");
   }
-  if (!ClaimSettled(id)) {
+  if (!ClaimSettled(id, caller.deadline)) {
     return absl::AbortedError(absl::StrCat("allocation ", id,
                                            " is in the middle of another change (", v1::Name(seen),
                                            "); retry once it is READY"));
@@ -183,7 +184,7 @@ absl::StatusOr<v1::DetachDevicesResponse> Engine::DetachDevices(
   }
   v1::DetachDevicesResponse response;
   RETURN_IF_ERROR(ChangeMembers(
-      id, a.state(), request.dry_run(), "devices can be detached", "detach", caller.principal,
+      id, a.state(), request.dry_run(), "devices can be detached", "detach", caller,
       [&](const v1::Allocation& stored, MemberChange& change) -> absl::Status {
         ASSIGN_OR_RETURN(std::shared_ptr<const Fabric> fabric, CurrentFabric());
         std::map<std::string, std::string> device_of;  // O-NIC → device.

@@ -40,9 +40,10 @@ grpc::Status RequireName(const std::string& value, absl::string_view field) {
 
 // A change is answered only once what it committed is durable (Store::Sync), so what a
 // client was told is done survives a power loss of the host, not only a crash of fleetd. A
-// refusal is synced too: a change may have committed part of its work before it failed.
-grpc::Status Durable(store::Store* store, grpc::Status answer) {
-  if (store == nullptr) return answer;
+// refusal is synced too: a change may have committed part of its work before it failed. A
+// dry run commits nothing and is not synced.
+grpc::Status Durable(store::Store* store, grpc::Status answer, bool dry_run = false) {
+  if (store == nullptr || dry_run) return answer;
   if (absl::Status synced = store->Sync(); !synced.ok()) {
     FLEET_LOG(ERROR) << "a change is committed but not durable: " << synced;
     if (answer.ok()) {
@@ -61,6 +62,14 @@ std::string PrincipalOf(const grpc::ServerContext& context) {
   auto it = metadata.find("x-fleet-principal");
   if (it == metadata.end() || it->second.empty()) return "anonymous";
   return std::string(it->second.data(), it->second.size());
+}
+
+engine::Caller CallerOf(const grpc::ServerContext& context) {
+  engine::Caller caller = engine::Caller::FromPrincipal(PrincipalOf(context));
+  // gRPC gives an infinite deadline as the largest time_point, which absl::FromChrono maps
+  // to the infinite future.
+  caller.deadline = absl::FromChrono(context.deadline());
+  return caller;
 }
 
 // --- InventoryService ---
@@ -137,9 +146,11 @@ grpc::Status InventoryServiceImpl::ListCircuits(grpc::ServerContext*,
 grpc::Status InventoryServiceImpl::ApplyInventory(grpc::ServerContext* context,
                                                   const v1::ApplyInventoryRequest* request,
                                                   v1::ApplyInventoryResponse* response) {
-  return Durable(store_, Assign(applier_->Apply(request->inventory(), request->dry_run(),
-                                                PrincipalOf(*context)),
-                                response));
+  return Durable(
+      store_,
+      Assign(applier_->Apply(request->inventory(), request->dry_run(), PrincipalOf(*context)),
+             response),
+      request->dry_run());
 }
 
 grpc::Status InventoryServiceImpl::DeleteObject(grpc::ServerContext* context,
@@ -238,9 +249,8 @@ grpc::Status TopologyServiceImpl::RequestTopology(grpc::ServerContext* context,
                                                   const v1::RequestTopologyRequest* request,
                                                   v1::RequestTopologyResponse* response) {
   if (engine_ == nullptr) return NoEngine();
-  return Durable(store_, Assign(engine_->RequestTopology(
-                                    *request, engine::Caller::FromPrincipal(PrincipalOf(*context))),
-                                response));
+  return Durable(store_, Assign(engine_->RequestTopology(*request, CallerOf(*context)), response),
+                 request->dry_run());
 }
 
 grpc::Status TopologyServiceImpl::GetAllocation(grpc::ServerContext* context,
@@ -248,9 +258,7 @@ grpc::Status TopologyServiceImpl::GetAllocation(grpc::ServerContext* context,
                                                 v1::Allocation* response) {
   if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
   if (engine_ == nullptr) return Assign(store_->GetAllocation(request->id()), response);
-  return Assign(
-      engine_->GetAllocation(request->id(), engine::Caller::FromPrincipal(PrincipalOf(*context))),
-      response);
+  return Assign(engine_->GetAllocation(request->id(), CallerOf(*context)), response);
 }
 
 grpc::Status TopologyServiceImpl::ListAllocations(grpc::ServerContext* context,
@@ -261,16 +269,15 @@ grpc::Status TopologyServiceImpl::ListAllocations(grpc::ServerContext* context,
                                    request->include_released()};
     return Fill(store_->ListAllocations(filter), response->mutable_allocations());
   }
-  return Fill(
-      engine_->ListAllocations(*request, engine::Caller::FromPrincipal(PrincipalOf(*context))),
-      response->mutable_allocations());
+  return Fill(engine_->ListAllocations(*request, CallerOf(*context)),
+              response->mutable_allocations());
 }
 
 grpc::Status TopologyServiceImpl::WatchAllocation(
     grpc::ServerContext* context, const v1::WatchAllocationRequest* request,
     grpc::ServerWriter<v1::WatchAllocationResponse>* writer) {
   if (engine_ == nullptr) return NoEngine();
-  const engine::Caller caller = engine::Caller::FromPrincipal(PrincipalOf(*context));
+  const engine::Caller caller = CallerOf(*context);
   if (absl::Status s = engine_->CheckWatch(request->id(), request->tenant(), caller); !s.ok()) {
     return ToGrpcStatus(s);
   }
@@ -382,10 +389,8 @@ grpc::Status TopologyServiceImpl::ReleaseTopology(grpc::ServerContext* context,
                                                   v1::ReleaseTopologyResponse* response) {
   if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
   if (engine_ == nullptr) return NoEngine();
-  return Durable(
-      store_, Assign(engine_->ReleaseTopology(request->id(),
-                                              engine::Caller::FromPrincipal(PrincipalOf(*context))),
-                     response->mutable_allocation()));
+  return Durable(store_, Assign(engine_->ReleaseTopology(request->id(), CallerOf(*context)),
+                                response->mutable_allocation()));
 }
 
 grpc::Status TopologyServiceImpl::KeepAlive(grpc::ServerContext* context,
@@ -393,8 +398,7 @@ grpc::Status TopologyServiceImpl::KeepAlive(grpc::ServerContext* context,
                                             v1::KeepAliveResponse* response) {
   if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
   if (engine_ == nullptr) return NoEngine();
-  absl::StatusOr<absl::Time> expires =
-      engine_->KeepAlive(request->id(), engine::Caller::FromPrincipal(PrincipalOf(*context)));
+  absl::StatusOr<absl::Time> expires = engine_->KeepAlive(request->id(), CallerOf(*context));
   if (!expires.ok()) return ToGrpcStatus(expires.status());
   *response->mutable_lease_expires() =
       google::protobuf::util::TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(*expires));
@@ -407,9 +411,7 @@ grpc::Status TopologyServiceImpl::ActivatePhase(grpc::ServerContext* context,
   if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
   if (grpc::Status s = RequireName(request->phase(), "phase"); !s.ok()) return s;
   if (engine_ == nullptr) return NoEngine();
-  return Durable(store_, Assign(engine_->ActivatePhase(
-                                    *request, engine::Caller::FromPrincipal(PrincipalOf(*context))),
-                                response));
+  return Durable(store_, Assign(engine_->ActivatePhase(*request, CallerOf(*context)), response));
 }
 
 grpc::Status TopologyServiceImpl::DetachDevices(grpc::ServerContext* context,
@@ -417,9 +419,8 @@ grpc::Status TopologyServiceImpl::DetachDevices(grpc::ServerContext* context,
                                                 v1::DetachDevicesResponse* response) {
   if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
   if (engine_ == nullptr) return NoEngine();
-  return Durable(store_, Assign(engine_->DetachDevices(
-                                    *request, engine::Caller::FromPrincipal(PrincipalOf(*context))),
-                                response));
+  return Durable(store_, Assign(engine_->DetachDevices(*request, CallerOf(*context)), response),
+                 request->dry_run());
 }
 
 // --- AdminService ---
@@ -543,34 +544,29 @@ grpc::Status AdminServiceImpl::GetLinkStatus(grpc::ServerContext* context,
 grpc::Status AdminServiceImpl::Drain(grpc::ServerContext* context, const v1::DrainRequest* request,
                                      v1::DrainResponse* response) {
   if (engine_ == nullptr) return NoEngine();
-  return Durable(
-      store_, Assign(engine_->Drain(*request, engine::Caller::FromPrincipal(PrincipalOf(*context))),
-                     response));
+  return Durable(store_, Assign(engine_->Drain(*request, CallerOf(*context)), response));
 }
 
 grpc::Status AdminServiceImpl::ReplaceMember(grpc::ServerContext* context,
                                              const v1::ReplaceMemberRequest* request,
                                              v1::ReplaceMemberResponse* response) {
   if (engine_ == nullptr) return NoEngine();
-  return Durable(store_, Assign(engine_->ReplaceMember(
-                                    *request, engine::Caller::FromPrincipal(PrincipalOf(*context))),
-                                response));
+  return Durable(store_, Assign(engine_->ReplaceMember(*request, CallerOf(*context)), response),
+                 request->dry_run());
 }
 
 grpc::Status AdminServiceImpl::Undrain(grpc::ServerContext* context,
                                        const v1::UndrainRequest* request, v1::UndrainResponse*) {
   if (engine_ == nullptr) return NoEngine();
-  return Durable(store_, ToGrpcStatus(engine_->Undrain(
-                             *request, engine::Caller::FromPrincipal(PrincipalOf(*context)))));
+  return Durable(store_, ToGrpcStatus(engine_->Undrain(*request, CallerOf(*context))));
 }
 
 grpc::Status AdminServiceImpl::Reconcile(grpc::ServerContext* context,
                                          const v1::ReconcileRequest* request,
                                          v1::ReconcileResponse* response) {
   if (engine_ == nullptr) return NoEngine();
-  return Durable(store_, Assign(engine_->Reconcile(
-                                    *request, engine::Caller::FromPrincipal(PrincipalOf(*context))),
-                                response));
+  return Durable(store_, Assign(engine_->Reconcile(*request, CallerOf(*context)), response),
+                 request->dry_run());
 }
 
 grpc::Status AdminServiceImpl::WatchEvents(grpc::ServerContext* context,

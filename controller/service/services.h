@@ -21,6 +21,8 @@ namespace fleet::service {
 
 // The caller's principal from request metadata, or "anonymous".
 std::string PrincipalOf(const grpc::ServerContext& context);
+// The engine's view of the caller: its principal, and its RPC's deadline.
+engine::Caller CallerOf(const grpc::ServerContext& context);
 
 class InventoryServiceImpl final : public v1::InventoryService::Service {
  public:

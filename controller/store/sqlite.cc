@@ -381,6 +381,9 @@ absl::Status Transaction::Commit() {
 absl::Status Database::SyncLog() {
   const uint64_t wanted = commits_.load(std::memory_order_acquire);
   absl::MutexLock lock(&sync_mu_);
+  // After a failed fdatasync the kernel may have dropped the pages it could not write and
+  // marked them clean, so a later sync that succeeds would prove nothing: the failure stays.
+  if (!sync_failure_.ok()) return sync_failure_;
   if (synced_commits_ >= wanted || path_ == ":memory:" || path_.empty()) return absl::OkStatus();
   // Everything committed by now is covered by this sync, not only what this caller wanted.
   const uint64_t covered = commits_.load(std::memory_order_acquire);
@@ -392,10 +395,21 @@ absl::Status Database::SyncLog() {
       return absl::InternalError(absl::StrCat("cannot open the write-ahead log of ", path_,
                                               " to sync it: ", std::strerror(errno)));
     }
+    // The log's directory entry too, once: a new file is not found after a power loss
+    // unless its directory was synced.
+    const std::string dir = std::filesystem::path(path_).parent_path().string();
+    const int dir_fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir_fd >= 0) {
+      (void)::fsync(dir_fd);
+      ::close(dir_fd);
+    }
   }
   if (::fdatasync(log_fd_) != 0) {
-    return absl::InternalError(
-        absl::StrCat("cannot sync the write-ahead log of ", path_, ": ", std::strerror(errno)));
+    sync_failure_ = absl::InternalError(
+        absl::StrCat("cannot sync the write-ahead log of ", path_, ": ", std::strerror(errno),
+                     "; nothing more is made durable until fleetd restarts"));
+    FLEET_LOG(ERROR) << sync_failure_;
+    return sync_failure_;
   }
   synced_commits_ = covered;
   log_syncs_.fetch_add(1);

@@ -108,7 +108,8 @@ class Database {
   // synced; this fdatasyncs the log. It needs no connection, so commits go on meanwhile; a
   // call that finds no commit since the last sync returns at once, and callers at the same
   // time share one fdatasync (group commit). Thread-safe. Nothing to do without a log file
-  // (":memory:", "").
+  // (":memory:", ""). A failed sync fails every later one too, until the database is opened
+  // again: the kernel may have dropped what it could not write.
   absl::Status SyncLog();
   // The fdatasyncs SyncLog has run.
   int64_t log_syncs() const { return log_syncs_.load(); }
@@ -138,7 +139,8 @@ class Database {
   std::atomic<int64_t> log_syncs_{0};
   absl::Mutex sync_mu_;  // One fdatasync at a time; the others wait and share it.
   uint64_t synced_commits_ ABSL_GUARDED_BY(sync_mu_) = 0;
-  int log_fd_ ABSL_GUARDED_BY(sync_mu_) = -1;  // The WAL file, opened at the first sync.
+  int log_fd_ ABSL_GUARDED_BY(sync_mu_) = -1;            // The WAL file, opened at the first sync.
+  absl::Status sync_failure_ ABSL_GUARDED_BY(sync_mu_);  // Once set, every sync fails.
 };
 
 // Maps an SQLite result code to a canonical status: constraint violations become

@@ -353,7 +353,10 @@ class SqliteStore : public Store {
 
   absl::Status ClearPendingRemovals(const std::string& id) override {
     absl::MutexLock lock(&mu_);
-    return RunLocked("DELETE FROM pending_removals WHERE allocation_id = ?1", id);
+    // A transaction, as every write is, so that Sync counts it.
+    ASSIGN_OR_RETURN(Transaction txn, BeginLocked());
+    RETURN_IF_ERROR(RunLocked("DELETE FROM pending_removals WHERE allocation_id = ?1", id));
+    return CommitLocked(txn);
   }
 
   absl::StatusOr<std::optional<AllocationUpdate::ReleaseIntent>> ReleaseIntentOf(

@@ -1725,6 +1725,42 @@ TEST_F(EngineTest, APhaseSwitchSentOnReadyIsAcceptedHoweverLongTheTransactionHol
   EXPECT_EQ(now.active_phase(), "tp");
 }
 
+// A change whose caller stops waiting (its RPC's deadline passes) while another holds the
+// allocation is refused, not done after the caller was told it failed.
+TEST_F(EngineTest, AChangeWaitingPastItsCallersDeadlineIsRefusedAndNotDone) {
+  absl::Mutex mu;
+  bool armed = true;
+  std::thread asker;
+  absl::Status switched = absl::UnknownError("not asked");
+  EngineOptions options;
+  options.fault_point = [&](const std::string& point) {
+    if (point != "ready") return;
+    {
+      absl::MutexLock lock(&mu);
+      if (!armed) return;
+      armed = false;
+    }
+    const std::string id =
+        store_->ListAllocations({"", v1::ALLOCATION_STATE_READY, false}).value().at(0).id();
+    Caller caller = Caller::FromPrincipal("job:team-a");
+    caller.deadline = absl::Now() + absl::Milliseconds(100);
+    asker = std::thread([&, id, caller] {
+      v1::ActivatePhaseRequest r;
+      r.set_id(id);
+      r.set_phase("tp");
+      switched = engine_->ActivatePhase(r, caller).status();
+    });
+    asker.join();  // It gives up while the transaction still holds the allocation.
+  };
+  engine_.reset();
+  StartEngine(options);
+  v1::Allocation a = Request(Phased("team-a"), "job:team-a");
+  EXPECT_THAT(switched, StatusIs(absl::StatusCode::kAborted, HasSubstr("another change")));
+  engine_->WaitIdle();
+  EXPECT_EQ(Get(a.id()).active_phase(), "dp");
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
+}
+
 TEST_F(EngineTest, ReplaceMemberSwapsInASpareAndReprogramsOnlyItsCircuits) {
   v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2", "gpu3", "gpu4"}));
   ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();

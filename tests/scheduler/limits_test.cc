@@ -40,8 +40,8 @@ TEST(LimitsTest, TheSiteIsMeasuredFromItsInventory) {
 
 TEST(LimitsTest, EachBoundIsTheSitesOwnAndOneMoreIsRefused) {
   const FabricSnapshot site = Site();
-  EXPECT_TRUE(CheckTopologyLimits(site, Ring(6, {6})).ok());
-  absl::Status wide = CheckTopologyLimits(site, Ring(7, {2}));
+  EXPECT_TRUE(CheckTopologyLimits(site, Ring(6, {1})).ok());
+  absl::Status wide = CheckTopologyLimits(site, Ring(7, {1}));
   EXPECT_EQ(wide.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(wide.message()),
               HasSubstr("topology.template.width: 7 parallel circuits need as many ports of a "
@@ -61,6 +61,42 @@ TEST(LimitsTest, EachBoundIsTheSitesOwnAndOneMoreIsRefused) {
   EXPECT_TRUE(CheckTopologyLimits(site, hops).ok());
   hops.set_max_switch_hops(kMaxSwitchHops + 1);
   EXPECT_EQ(CheckTopologyLimits(site, hops).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(LimitsTest, AShapeWithMoreCircuitsThanTheSiteHasPortsIsRefusedBeforeItsArcsAreBuilt) {
+  const FabricSnapshot site = Site();  // 20 O-NIC ports.
+  v1::TopologySpec mesh;
+  mesh.mutable_template_()->set_kind(v1::TEMPLATE_KIND_FULL_MESH);
+  for (int i = 1; i <= 4; ++i) mesh.mutable_template_()->mutable_members()->add_devices("d");
+  EXPECT_TRUE(CheckTopologyLimits(site, mesh).ok());  // 12 circuits.
+  mesh.mutable_template_()->mutable_members()->add_devices("d");
+  absl::Status big = CheckTopologyLimits(site, mesh);  // 20 circuits: still fits.
+  EXPECT_TRUE(big.ok()) << big;
+  mesh.mutable_template_()->mutable_members()->add_devices("d");
+  big = CheckTopologyLimits(site, mesh);  // 30 circuits.
+  EXPECT_EQ(big.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(big.message()),
+              HasSubstr("topology.template: full-mesh over 6 members of width 1 is up to 30 "
+                        "circuits, and the site has 20 O-NIC ports"));
+}
+
+TEST(LimitsTest, AnAllToAllNeedingMoreRoundsThanPhasesIsRefused) {
+  // 200 GPUs of two ports each: n members need at least ceil((n-1)/2) rounds.
+  const v1::Inventory inventory = testing::SyntheticSite({{.prefix = "", .gpus = 200}});
+  const FabricSnapshot site =
+      FabricSnapshot::Build(inventory, testing::AllPorts(inventory), {}, {});
+  const auto all_to_all = [](uint32_t n) {
+    v1::TopologySpec t;
+    v1::DeviceCount* c = t.mutable_all_to_all()->mutable_members()->add_counts();
+    c->set_kind(v1::DEVICE_KIND_GPU);
+    c->set_count(n);
+    return t;
+  };
+  EXPECT_TRUE(CheckTopologyLimits(site, all_to_all(2 * kMaxPhases + 1)).ok());
+  absl::Status many = CheckTopologyLimits(site, all_to_all(2 * kMaxPhases + 2));
+  EXPECT_EQ(many.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(many.message()),
+              HasSubstr("all-to-all over 130 members takes at least 65 rounds"));
 }
 
 TEST(LimitsTest, ThePlannerChecksTheLimitsItself) {
