@@ -1,6 +1,5 @@
 #include "onic_agent/agent.h"
 
-#include <google/protobuf/util/time_util.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 
@@ -9,11 +8,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "controller/base/log.h"
+#include "controller/base/proto_time.h"
 
 namespace fleet::agent {
 namespace {
-
-using google::protobuf::util::TimeUtil;
 
 // Monitor reads ride the port queues like commands, so a port is never read while a command
 // works on it; their ids start with this and their answers become link_change reports.
@@ -189,8 +187,7 @@ bool Agent::Session(const std::shared_ptr<grpc::Channel>& channel) {
     }
     switch (message.message_case()) {
       case v1::ControllerMessage::kRegistered: {
-        absl::Duration interval = absl::Milliseconds(
-            TimeUtil::DurationToMilliseconds(message.registered().heartbeat_interval()));
+        absl::Duration interval = FromProtoDuration(message.registered().heartbeat_interval());
         if (interval <= absl::ZeroDuration()) interval = absl::Seconds(1);
         uint64_t session = 0;
         {
@@ -316,8 +313,7 @@ void Agent::HeartbeatAndMonitor(absl::Duration interval, uint64_t session) {
     if (beat) {
       v1::AgentMessage message;
       message.mutable_heartbeat()->set_sequence(++sequence);
-      *message.mutable_heartbeat()->mutable_sent() =
-          TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(absl::Now()));
+      *message.mutable_heartbeat()->mutable_sent() = ToProtoTime(absl::Now());
       Send(message);
       next_beat = absl::Now() + interval;
     }
@@ -449,9 +445,7 @@ v1::CommandResult Agent::Execute(const v1::Command& command, const std::atomic<b
   v1::CommandResult result;
   result.set_command_id(command.id());
   const absl::Time deadline =
-      command.has_deadline()
-          ? absl::FromUnixNanos(TimeUtil::TimestampToNanoseconds(command.deadline()))
-          : absl::Now() + absl::Seconds(30);
+      command.has_deadline() ? FromProtoTime(command.deadline()) : absl::Now() + absl::Seconds(30);
   CommandOutcome outcome;
   if (absl::Now() >= deadline) {
     outcome.status = absl::DeadlineExceededError(
@@ -472,9 +466,8 @@ v1::CommandResult Agent::Execute(const v1::Command& command, const std::atomic<b
           break;
         }
         if (retrain.has_await_light()) {
-          const absl::Time until = std::min(
-              deadline, absl::Now() + absl::Nanoseconds(
-                                          TimeUtil::DurationToNanoseconds(retrain.await_light())));
+          const absl::Time until =
+              std::min(deadline, absl::Now() + FromProtoDuration(retrain.await_light()));
           absl::StatusOr<absl::Time> lit = backend_->AwaitLight(
               retrain.onic_serial(), retrain.port(), retrain.expected_peer(), until, cancel_arming);
           if (!lit.ok()) {
@@ -500,9 +493,8 @@ v1::CommandResult Agent::Execute(const v1::Command& command, const std::atomic<b
         outcome = backend_->ReadPort(command.read_port().onic_serial(), command.read_port().port());
         break;
       case v1::Command::kBlink:
-        outcome.status = backend_->Blink(
-            command.blink().onic_serial(),
-            absl::Milliseconds(TimeUtil::DurationToMilliseconds(command.blink().duration())));
+        outcome.status = backend_->Blink(command.blink().onic_serial(),
+                                         FromProtoDuration(command.blink().duration()));
         break;
       default:
         outcome.status =

@@ -1,7 +1,5 @@
 #include "controller/agents/agent_registry.h"
 
-#include <google/protobuf/util/time_util.h>
-
 #include <set>
 
 #include "absl/algorithm/container.h"
@@ -9,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "controller/base/log.h"
+#include "controller/base/proto_time.h"
 #include "fleet/v1/names.h"
 
 namespace fleet::agents {
@@ -207,8 +206,7 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream) 
 
     v1::ControllerMessage registered;
     *registered.mutable_registered()->mutable_heartbeat_interval() =
-        google::protobuf::util::TimeUtil::MillisecondsToDuration(
-            absl::ToInt64Milliseconds(options_.heartbeat_interval));
+        ToProtoDuration(options_.heartbeat_interval);
     registered.mutable_registered()->set_takes_result_batches(true);
     Enqueue(session, std::move(registered));
   }

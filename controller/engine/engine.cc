@@ -1,7 +1,5 @@
 #include "controller/engine/engine.h"
 
-#include <google/protobuf/util/time_util.h>
-
 #include <algorithm>
 #include <cctype>
 #include <optional>
@@ -19,7 +17,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "controller/base/log.h"
+#include "controller/base/proto_time.h"
 #include "controller/base/status_macros.h"
+#include "controller/engine/stage_timing.h"
 #include "fleet/v1/names.h"
 #include "scheduler/circuit_diff.h"
 #include "scheduler/fabric_snapshot.h"
@@ -37,23 +37,6 @@ constexpr char kLeaseExpired[] = "lease expired";
 // hold the CPU the streams' writers need, and the agents would start late. A stuck stream
 // costs this once.
 constexpr absl::Duration kLetCommandsLeave = absl::Milliseconds(2);
-
-using google::protobuf::util::TimeUtil;
-
-google::protobuf::Timestamp ToProto(absl::Time t) {
-  return TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(t));
-}
-absl::Time FromProto(const google::protobuf::Timestamp& t) {
-  return absl::FromUnixMicros(TimeUtil::TimestampToMicroseconds(t));
-}
-
-v1::StageTiming Stage(const std::string& name, absl::Time started, absl::Duration took) {
-  v1::StageTiming timing;
-  timing.set_stage(name);
-  *timing.mutable_started() = ToProto(started);
-  *timing.mutable_duration() = TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(took));
-  return timing;
-}
 
 std::string PortName(const v1::OnicPortRef& ref) {
   return absl::StrCat(ref.onic(), "/", ref.port());
@@ -459,9 +442,7 @@ absl::StatusOr<v1::RequestTopologyResponse> Engine::RequestTopology(
   }
   absl::Duration lease = options_.default_lease;
   if (request.has_lease()) {
-    // Not TimeUtil::DurationToNanoseconds, which overflows past 292 years: absl::Duration
-    // holds any int64 count of seconds.
-    lease = absl::Seconds(request.lease().seconds()) + absl::Nanoseconds(request.lease().nanos());
+    lease = FromProtoDuration(request.lease());
     if (lease < absl::ZeroDuration()) {
       return absl::InvalidArgumentError(
           absl::StrCat("lease: ", absl::FormatDuration(lease), " is negative"));
@@ -532,8 +513,8 @@ absl::StatusOr<v1::RequestTopologyResponse> Engine::RequestTopology(
       for (const scheduler::PlannedPhase& p : phases) a.add_phases(p.name);
       a.set_active_phase(initial);
     }
-    *a.mutable_lease_expires() = ToProto(clock_->Now() + lease);
-    *a.add_stage_timings() = Stage("plan", plan_start, persist_start - plan_start);
+    *a.mutable_lease_expires() = ToProtoTime(clock_->Now() + lease);
+    *a.add_stage_timings() = StageTiming("plan", plan_start, persist_start - plan_start);
     for (int attempt = 0;; ++attempt) {
       id = NewAllocationId();
       a.set_id(id);
@@ -557,7 +538,7 @@ absl::StatusOr<v1::RequestTopologyResponse> Engine::RequestTopology(
       Unclaim(id);
       if (created.code() != absl::StatusCode::kAlreadyExists || attempt > 3) return created;
     }
-    *a.add_stage_timings() = Stage("persist", persist_start, clock_->Now() - persist_start);
+    *a.add_stage_timings() = StageTiming("persist", persist_start, clock_->Now() - persist_start);
     *response.mutable_allocation() = std::move(a);
   }
   Fault("persisted");
@@ -796,8 +777,7 @@ Engine::Training Engine::StartRetrain(const std::vector<const v1::Circuit*>& cir
     retrain->mutable_expected_peer()->set_onic_serial(*src);
     retrain->mutable_expected_peer()->set_port(c->source().port());
     if (armed) {
-      *retrain->mutable_await_light() =
-          TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(options_.armed_light_wait));
+      *retrain->mutable_await_light() = ToProtoDuration(options_.armed_light_wait);
     }
     training.circuits.push_back(c);
   }
@@ -878,13 +858,10 @@ void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> adm
   const size_t first_timed_here = resumed ? timings.size() : 0;
   auto count = [&](const std::string& outcome) {
     for (size_t i = first_timed_here; i < timings.size(); ++i) {
-      metrics_.StageTook(timings[i].stage(),
-                         absl::Nanoseconds(TimeUtil::DurationToNanoseconds(timings[i].duration())));
+      metrics_.StageTook(timings[i].stage(), FromProtoDuration(timings[i].duration()));
     }
     const absl::Time accepted =
-        timings.empty()
-            ? clock_->Now()
-            : absl::FromUnixNanos(TimeUtil::TimestampToNanoseconds(timings[0].started()));
+        timings.empty() ? clock_->Now() : FromProtoTime(timings[0].started());
     metrics_.ReconfigurationFinished(outcome, clock_->Now() - accepted);
   };
   std::set<std::string> switch_ids;
@@ -969,7 +946,7 @@ void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> adm
   std::vector<v1::Circuit> touched = removes;
   touched.insert(touched.end(), circuits.begin(), circuits.end());
   const absl::Status quiesced = Quiesce(touched, id, start_programming);
-  timings.push_back(Stage("quiesce", start, clock_->Now() - start));
+  timings.push_back(StageTiming("quiesce", start, clock_->Now() - start));
   if (!quiesced.ok()) {
     if (programming_recorded()) fail(quiesced, "quiesce");
     return;
@@ -1020,8 +997,8 @@ void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> adm
     arming_done.Notify();
   });
   arming_done.WaitForNotification();
-  timings.push_back(Stage("program", start, program_time));
-  timings.push_back(Stage("verify", start + program_time, verify_time));
+  timings.push_back(StageTiming("program", start, program_time));
+  timings.push_back(StageTiming("verify", start + program_time, verify_time));
   if (!programmed.ok() || !programming_recorded()) Disarm(std::move(armed));
   if (!programming_recorded()) return;
   if (programmed.ok() && (!removes.empty() || resumed)) {
@@ -1073,7 +1050,7 @@ void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> adm
   FinishRetrain(std::move(redo), failed);
   if (!trained) return;
   // From the switch's answer: an armed link may have finished training before it.
-  timings.push_back(Stage("retrain", start, clock_->Now() - start));
+  timings.push_back(StageTiming("retrain", start, clock_->Now() - start));
   Fault("trained");
 
   store::AllocationUpdate done;
@@ -1082,7 +1059,7 @@ void Engine::Reconfigure(const std::string& id, std::vector<v1::StageTiming> adm
   const std::vector<std::string> reasons = RecordRetrain(circuits, failed, done);
   absl::Duration total;
   for (const v1::StageTiming& t : timings) {
-    total += absl::Nanoseconds(TimeUtil::DurationToNanoseconds(t.duration()));
+    total += FromProtoDuration(t.duration());
   }
   if (reasons.empty()) {
     done.state = v1::ALLOCATION_STATE_READY;
@@ -1410,15 +1387,15 @@ absl::StatusOr<v1::ActivatePhaseResponse> Engine::ActivatePhase(
   const absl::Time persist_start = clock_->Now();
   // The stored timings are this transaction's from the handover on, so a resumed run does not
   // count the previous transaction's.
-  handover.stage_timings = {Stage("plan", plan_start, persist_start - plan_start)};
+  handover.stage_timings = {StageTiming("plan", plan_start, persist_start - plan_start)};
   absl::StatusOr<v1::Allocation> switched = Update(handover, caller.principal);
   if (!switched.ok()) {
     Unclaim(id);
     return switched.status();
   }
   std::vector<v1::StageTiming> admitted = {
-      Stage("plan", plan_start, persist_start - plan_start),
-      Stage("persist", persist_start, clock_->Now() - persist_start)};
+      StageTiming("plan", plan_start, persist_start - plan_start),
+      StageTiming("persist", persist_start, clock_->Now() - persist_start)};
 
   v1::Plan& plan = *response.mutable_plan();
   for (const v1::Circuit& c : diff.remove) {
@@ -1627,8 +1604,8 @@ absl::StatusOr<absl::Time> Engine::KeepAlive(const std::string& id, const Caller
         "allocation ", id, " is ", v1::Name(a.state()), "; its lease cannot be renewed"));
   }
   absl::Duration lease = options_.default_lease;
-  if (a.request().has_lease() && TimeUtil::DurationToNanoseconds(a.request().lease()) > 0) {
-    lease = absl::Nanoseconds(TimeUtil::DurationToNanoseconds(a.request().lease()));
+  if (a.request().has_lease() && FromProtoDuration(a.request().lease()) > absl::ZeroDuration()) {
+    lease = FromProtoDuration(a.request().lease());
   }
   store::AllocationUpdate u;
   u.id = id;
@@ -1650,7 +1627,7 @@ void Engine::ExpireLeases() {
   const absl::Time now = clock_->Now();
   for (const v1::Allocation& a : *live) {
     if (Ended(a.state()) || a.state() == v1::ALLOCATION_STATE_RELEASING) continue;
-    if (!a.has_lease_expires() || FromProto(a.lease_expires()) > now) continue;
+    if (!a.has_lease_expires() || FromProtoTime(a.lease_expires()) > now) continue;
     if (!Claim(a.id())) continue;  // Mid-transaction: the next tick takes it.
     const std::string id = a.id();
     Spawn(id, [this, id] {

@@ -1,7 +1,6 @@
 // Member changes: Engine::ReplaceMember and Engine::DetachDevices (engine.h). Admission and
 // the one-transaction handover are here; the switch work is Reconfigure's, as for a phase
 // switch.
-#include <google/protobuf/util/time_util.h>
 
 #include <algorithm>
 #include <map>
@@ -13,22 +12,13 @@
 #include "absl/strings/str_join.h"
 #include "controller/base/status_macros.h"
 #include "controller/engine/engine.h"
+#include "controller/engine/stage_timing.h"
 #include "fleet/v1/names.h"
 #include "scheduler/fabric_snapshot.h"
 #include "scheduler/replacement.h"
 
 namespace fleet::engine {
 namespace {
-
-using google::protobuf::util::TimeUtil;
-
-v1::StageTiming Timing(const std::string& name, absl::Time started, absl::Duration took) {
-  v1::StageTiming timing;
-  timing.set_stage(name);
-  *timing.mutable_started() = TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(started));
-  *timing.mutable_duration() = TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(took));
-  return timing;
-}
 
 // The next free circuit number of allocation `id`: its circuits are `id`-c1, -c2, ….
 int NextCircuitNumber(const v1::Allocation& a) {
@@ -132,8 +122,8 @@ absl::Status Engine::ChangeMembers(
     change.replacement.allocation_id = id;
     change.replacement.state = v1::ALLOCATION_STATE_PROGRAMMING;
     ASSIGN_OR_RETURN(*after, store_->ReplaceCircuits(change.replacement, principal));
-    admitted = {Timing("plan", plan_start, persist_start - plan_start),
-                Timing("persist", persist_start, clock_->Now() - persist_start)};
+    admitted = {StageTiming("plan", plan_start, persist_start - plan_start),
+                StageTiming("persist", persist_start, clock_->Now() - persist_start)};
     return absl::OkStatus();
   }();
   if (!admitted_ok.ok() || dry_run) {

@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "controller/base/grpc_status.h"
 #include "controller/base/log.h"
+#include "controller/base/proto_time.h"
 #include "controller/base/status_macros.h"
 
 namespace fleet::service {
@@ -400,8 +401,7 @@ grpc::Status TopologyServiceImpl::KeepAlive(grpc::ServerContext* context,
   if (engine_ == nullptr) return NoEngine();
   absl::StatusOr<absl::Time> expires = engine_->KeepAlive(request->id(), CallerOf(*context));
   if (!expires.ok()) return ToGrpcStatus(expires.status());
-  *response->mutable_lease_expires() =
-      google::protobuf::util::TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(*expires));
+  *response->mutable_lease_expires() = ToProtoTime(*expires);
   return Durable(store_, grpc::Status::OK);
 }
 
