@@ -7,6 +7,7 @@
 #include <google/protobuf/util/time_util.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <functional>
 #include <limits>
 #include <set>
@@ -342,6 +343,20 @@ class EngineTest : public ::testing::Test {
     StartEngine();
   }
 
+  // Restarts the engine so that the first transaction to store READY runs `while_held(id)`
+  // on its own thread before it lets go of allocation `id`: the window of a change asked for
+  // at once.
+  void HoldFirstReady(std::function<void(const std::string& id)> while_held) {
+    auto armed = std::make_shared<std::atomic<bool>>(true);
+    EngineOptions options;
+    options.fault_point = [this, armed, while_held](const std::string& point) {
+      if (point != "ready" || !armed->exchange(false)) return;
+      while_held(
+          store_->ListAllocations({"", v1::ALLOCATION_STATE_READY, false}).value().at(0).id());
+    };
+    engine_.reset();
+    StartEngine(options);
+  }
   void StartEngine(EngineOptions options = {}) {
     options.reconcile_interval = absl::ZeroDuration();  // Tests reconcile by hand.
     options.tick = absl::Hours(1);                      // And drive leases and retries.
@@ -1651,33 +1666,27 @@ TEST_F(EngineTest, AMemberChangeACrashInterruptsTakesTheOldCrossConnectsOffAtRes
               IsEmpty());
 }
 
+v1::ActivatePhaseRequest PhaseRequest(const std::string& id, const std::string& phase) {
+  v1::ActivatePhaseRequest r;
+  r.set_id(id);
+  r.set_phase(phase);
+  return r;
+}
+
 // A job that acts on READY at once may find the transaction still finishing (it holds the
 // allocation for its last steps after storing READY): the change waits for it, it is not
 // refused.
 TEST_F(EngineTest, AChangeAskedForAsSoonAsReadyWaitsForTheTransactionToLetGo) {
-  absl::Mutex mu;
-  bool armed = true;
   std::thread asker;
   absl::Status replaced = absl::UnknownError("not asked");
-  EngineOptions options;
-  options.fault_point = [&](const std::string& point) {
-    if (point != "ready") return;
-    {
-      absl::MutexLock lock(&mu);
-      if (!armed) return;
-      armed = false;
-    }
-    const std::string id =
-        store_->ListAllocations({"", v1::ALLOCATION_STATE_READY, false}).value().at(0).id();
+  HoldFirstReady([&](const std::string& id) {
     asker = std::thread([&, id] {
       replaced = engine_->ReplaceMember(Replace(id, "gpu3"), Caller::FromPrincipal("operator:test"))
                      .status();
     });
     // The transaction still holds the allocation while the change is asked for.
     absl::SleepFor(absl::Milliseconds(50));
-  };
-  engine_.reset();
-  StartEngine(options);
+  });
   v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2", "gpu3", "gpu4"}));
   ASSERT_TRUE(asker.joinable());
   asker.join();
@@ -1690,31 +1699,16 @@ TEST_F(EngineTest, AChangeAskedForAsSoonAsReadyWaitsForTheTransactionToLetGo) {
 // holds the allocation, and holds it longer than a moment (2.5 s here, past the 2 s the
 // engine once waited before refusing ABORTED): the switch waits for it and is accepted.
 TEST_F(EngineTest, APhaseSwitchSentOnReadyIsAcceptedHoweverLongTheTransactionHoldsOn) {
-  absl::Mutex mu;
-  bool armed = true;
   std::thread asker;
   absl::Status switched = absl::UnknownError("not asked");
-  EngineOptions options;
-  options.fault_point = [&](const std::string& point) {
-    if (point != "ready") return;
-    {
-      absl::MutexLock lock(&mu);
-      if (!armed) return;
-      armed = false;
-    }
-    const std::string id =
-        store_->ListAllocations({"", v1::ALLOCATION_STATE_READY, false}).value().at(0).id();
+  HoldFirstReady([&](const std::string& id) {
     asker = std::thread([&, id] {
-      v1::ActivatePhaseRequest r;
-      r.set_id(id);
-      r.set_phase("tp");
-      switched = engine_->ActivatePhase(r, Caller::FromPrincipal("job:team-a")).status();
+      switched = engine_->ActivatePhase(PhaseRequest(id, "tp"), Caller::FromPrincipal("job:team-a"))
+                     .status();
     });
     // Not a synchronization: how long the last step holds on is what the test is about.
     absl::SleepFor(absl::Milliseconds(2500));
-  };
-  engine_.reset();
-  StartEngine(options);
+  });
   v1::Allocation a = Request(Phased("team-a"), "job:team-a");
   ASSERT_TRUE(asker.joinable());
   asker.join();
@@ -1728,32 +1722,15 @@ TEST_F(EngineTest, APhaseSwitchSentOnReadyIsAcceptedHoweverLongTheTransactionHol
 // A change whose caller stops waiting (its RPC's deadline passes) while another holds the
 // allocation is refused, not done after the caller was told it failed.
 TEST_F(EngineTest, AChangeWaitingPastItsCallersDeadlineIsRefusedAndNotDone) {
-  absl::Mutex mu;
-  bool armed = true;
-  std::thread asker;
   absl::Status switched = absl::UnknownError("not asked");
-  EngineOptions options;
-  options.fault_point = [&](const std::string& point) {
-    if (point != "ready") return;
-    {
-      absl::MutexLock lock(&mu);
-      if (!armed) return;
-      armed = false;
-    }
-    const std::string id =
-        store_->ListAllocations({"", v1::ALLOCATION_STATE_READY, false}).value().at(0).id();
+  HoldFirstReady([&](const std::string& id) {
     Caller caller = Caller::FromPrincipal("job:team-a");
     caller.deadline = absl::Now() + absl::Milliseconds(100);
-    asker = std::thread([&, id, caller] {
-      v1::ActivatePhaseRequest r;
-      r.set_id(id);
-      r.set_phase("tp");
-      switched = engine_->ActivatePhase(r, caller).status();
-    });
-    asker.join();  // It gives up while the transaction still holds the allocation.
-  };
-  engine_.reset();
-  StartEngine(options);
+    // It gives up while the transaction still holds the allocation.
+    std::thread([&] {
+      switched = engine_->ActivatePhase(PhaseRequest(id, "tp"), caller).status();
+    }).join();
+  });
   v1::Allocation a = Request(Phased("team-a"), "job:team-a");
   EXPECT_THAT(switched, StatusIs(absl::StatusCode::kAborted, HasSubstr("another change")));
   engine_->WaitIdle();
