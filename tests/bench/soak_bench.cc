@@ -846,7 +846,7 @@ bool Run(const Options& options, const std::string& state_dir, Interrupts& inter
   const std::string log_path = state_dir + "/fleetd.log";
   std::printf("fleet_soak_bench: %s\n", absl::StrJoin(argv, " ").c_str());
   std::printf(
-      "one operation: request 2 GPUs by count in phases a and b -> READY -> phase b -> "
+      "one cycle, 3 operations: request 2 GPUs by count in phases a and b -> READY -> phase b -> "
       "READY -> release\n");
   absl::StatusOr<std::unique_ptr<FleetdProcess>> fleetd = FleetdProcess::Start(argv, log_path);
   if (!fleetd.ok()) {
