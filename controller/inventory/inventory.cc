@@ -138,11 +138,10 @@ class Parser {
       std::vector<std::string> nm = absl::StrSplit(size, 'x');
       uint32_t n = 0, m = 0;
       if (nm.size() != 2 || !absl::SimpleAtoi(nm[0], &n) || !absl::SimpleAtoi(nm[1], &m) ||
-          n == 0 || m == 0) {
-        Problem(node["size"], absl::StrCat(what,
-                                           ": size must be NxM with N, M > 0 (e.g. "
-                                           "384x384), not '",
-                                           size, "'"));
+          n == 0 || m == 0 || n > kMaxSwitchSide || m > kMaxSwitchSide) {
+        Problem(node["size"], absl::StrCat(what, ": size must be NxM with 0 < N, M <= ",
+                                           kMaxSwitchSide, " (e.g. 384x384), not '", size, "'"));
+        n = m = 0;
       }
       s->set_ingress_ports(n);
       s->set_egress_ports(m);
@@ -152,6 +151,9 @@ class Parser {
     s->set_management_port(Number(node, "port", what));
     s->set_credentials_ref(String(node, "credentials", what, false));
     s->set_cluster(String(node, "cluster", what, false));
+    // Ranges are expanded only inside a switch of a valid size (a bad size is reported
+    // already): a range is bounded by the switch, never by what the file says.
+    const uint32_t total = s->ingress_ports() + s->egress_ports();
     std::set<uint32_t> reserved;
     for (const YAML::Node& range : List(node, "trunk_reserved", what)) {
       const std::string text = range.IsScalar() ? range.Scalar() : "";
@@ -162,6 +164,12 @@ class Parser {
       if (!ok) {
         Problem(range, absl::StrCat(what, ": trunk_reserved entry '", text,
                                     "' must be a port or a range LOW-HIGH"));
+        continue;
+      }
+      if (total == 0) continue;
+      if (hi > total) {
+        Problem(range, absl::StrCat(what, ": trunk_reserved entry '", text,
+                                    "' is outside the switch (ports 1..", total, ")"));
         continue;
       }
       for (uint32_t p = lo; p <= hi; ++p) reserved.insert(p);
@@ -282,8 +290,10 @@ class Validator {
     for (const v1::Switch& s : site_.switches()) {
       if (!Unique(switch_ids_, "switch", s.id())) continue;
       switches_[s.id()] = &s;
-      if (s.ingress_ports() == 0 || s.egress_ports() == 0) {
-        Problem("switch ", s.id(), ": size must be NxM with N, M > 0");
+      if (s.ingress_ports() == 0 || s.egress_ports() == 0 || s.ingress_ports() > kMaxSwitchSide ||
+          s.egress_ports() > kMaxSwitchSide) {
+        Problem("switch ", s.id(), ": size ", s.ingress_ports(), "x", s.egress_ports(),
+                " must be NxM with 0 < N, M <= ", kMaxSwitchSide);
       }
       if (s.protocol() == v1::SWITCH_PROTOCOL_UNSPECIFIED) {
         Problem("switch ", s.id(), ": protocol must be one of: ",
@@ -293,7 +303,7 @@ class Validator {
       if (s.management_port() > 65535) {
         Problem("switch ", s.id(), ": management port ", s.management_port(), " is above 65535");
       }
-      const uint32_t total = s.ingress_ports() + s.egress_ports();
+      const uint64_t total = uint64_t{s.ingress_ports()} + s.egress_ports();
       for (uint32_t p : s.trunk_reserved_ports()) {
         if (p == 0 || p > total) {
           Problem("switch ", s.id(), ": trunk-reserved port ", p, " is outside the switch (1..",
@@ -335,7 +345,7 @@ class Validator {
       return;
     }
     const v1::Switch& s = *it->second;
-    const uint32_t total = s.ingress_ports() + s.egress_ports();
+    const uint64_t total = uint64_t{s.ingress_ports()} + s.egress_ports();
     if (ref.port() == 0 || ref.port() > total) {
       Problem(owner, ": port ", PortText(ref), " is outside switch ", s.id(), " (ports 1..", total,
               ")");

@@ -43,6 +43,11 @@
 
 namespace fleet::inventory {
 
+// A switch has at most this many ingress and as many egress ports. Every port is a row in the
+// store and an entry in every snapshot, so a size is bounded before anything is planned; the
+// largest Polatis is 384x384, and polatis-emu takes sides up to the same bound.
+inline constexpr uint32_t kMaxSwitchSide = 4096;
+
 // Parses an inventory file's text. Syntax errors, unknown keys, wrong types and malformed
 // port references are all reported together as one INVALID_ARGUMENT, one problem per line,
 // each prefixed "FILE:LINE: ". Cross-object rules are checked by ValidateInventory.
@@ -52,12 +57,12 @@ absl::StatusOr<v1::Inventory> ParseInventoryYaml(absl::string_view text,
 // Reads and parses a file; NOT_FOUND / PERMISSION_DENIED name the path.
 absl::StatusOr<v1::Inventory> ReadInventoryFile(const std::string& path);
 
-// Checks a whole site against the rules of the fiber plant: unique ids and serials, every
-// reference resolves, every O-NIC has exactly ports 1 and 2, tx fibers enter ingress ports
-// and rx fibers leave egress ports, every port is inside its switch, no switch port holds
-// two fibers, O-NIC fibers avoid trunk-reserved ports, trunks run from an egress to another
-// switch's ingress on reserved ports. Returns every problem found, each naming the object,
-// the value and the rule; empty when the site is valid.
+// Checks a whole site against the rules of the fiber plant: unique ids and serials, switch
+// sides of 1..kMaxSwitchSide ports, every reference resolves, every O-NIC has exactly ports 1
+// and 2, tx fibers enter ingress ports and rx fibers leave egress ports, every port is inside
+// its switch, no switch port holds two fibers, O-NIC fibers avoid trunk-reserved ports, trunks
+// run from an egress to another switch's ingress on reserved ports. Returns every problem
+// found, each naming the object, the value and the rule; empty when the site is valid.
 std::vector<std::string> ValidateInventory(const v1::Inventory& site);
 
 // Plans applying `incoming` on top of `stored`: objects are matched by id and replace the

@@ -1,7 +1,6 @@
 // OpticalSwitch over the switch's RESTCONF-style REST API.
 #include <algorithm>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -9,6 +8,7 @@
 #include "controller/base/status_macros.h"
 #include "switch_adapters/polatis/http_client.h"
 #include "switch_adapters/polatis/polatis_switch.h"
+#include "switch_adapters/polatis/rest_json.h"
 
 namespace fleet::polatis {
 namespace {
@@ -19,49 +19,9 @@ using switches::CrossConnect;
 using switches::CrossConnectBatch;
 using switches::PortPower;
 using switches::PortState;
-using switches::PortStatus;
 using switches::SwitchIdentity;
 
 constexpr char kCrossConnects[] = "/api/data/optical-switch:cross-connects";
-
-// The RFC 8040 error message of a body, or the body itself when it is not one.
-std::string ErrorMessage(const std::string& body) {
-  json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_object()) {
-    const json* errors = nullptr;
-    if (parsed.contains("ietf-restconf:errors")) errors = &parsed["ietf-restconf:errors"];
-    if (errors && errors->contains("error") && (*errors)["error"].is_array() &&
-        !(*errors)["error"].empty()) {
-      const json& e = (*errors)["error"][0];
-      std::string tag = e.value("error-tag", "");
-      std::string message = e.value("error-message", "");
-      return tag.empty() ? message : absl::StrCat(tag, ": ", message);
-    }
-  }
-  return body.substr(0, 200);
-}
-
-// RESTCONF status → canonical code, by what the caller should do.
-absl::StatusCode CodeFor(long http_status) {
-  switch (http_status) {
-    case 400:
-      return absl::StatusCode::kInvalidArgument;
-    case 401:
-    case 403:
-      return absl::StatusCode::kPermissionDenied;
-    case 404:
-      return absl::StatusCode::kNotFound;
-    case 409:
-      return absl::StatusCode::kFailedPrecondition;
-    case 500:
-    case 502:
-    case 503:
-    case 504:
-      return absl::StatusCode::kUnavailable;
-    default:
-      return absl::StatusCode::kUnknown;
-  }
-}
 
 class RestSwitch : public switches::OpticalSwitch {
  public:
@@ -87,34 +47,13 @@ class RestSwitch : public switches::OpticalSwitch {
   absl::StatusOr<std::vector<PortState>> ReadPorts() override {
     absl::MutexLock lock(&mu_);
     ASSIGN_OR_RETURN(json body, Request("GET", "/api/data/optical-switch:port-config", ""));
-    std::vector<PortState> out;
-    for (const json& port : List(body, "optical-switch:port-config", {"port"})) {
-      PortState state;
-      state.port = port.value("port-id", 0u);
-      const std::string status = port.value("status", "ENABLED");
-      state.status = status == "FAILED"     ? PortStatus::kFailed
-                     : status == "DISABLED" ? PortStatus::kDisabled
-                                            : PortStatus::kEnabled;
-      out.push_back(state);
-    }
-    std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.port < b.port; });
-    return out;
+    return NameSwitch(ParseRestPortConfig(body));
   }
 
   absl::StatusOr<std::vector<PortPower>> ReadPower(const std::vector<uint32_t>& ports) override {
     absl::MutexLock lock(&mu_);
     ASSIGN_OR_RETURN(json body, Request("GET", "/api/data/optical-switch:opm-power", ""));
-    std::vector<PortPower> out;
-    for (const json& port : List(body, "optical-switch:opm-power", {"port"})) {
-      PortPower power;
-      power.port = port.value("port-id", 0u);
-      power.dbm = port.value("power", PortPower::kNoLight);
-      if (ports.empty() || std::find(ports.begin(), ports.end(), power.port) != ports.end()) {
-        out.push_back(power);
-      }
-    }
-    std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.port < b.port; });
-    return out;
+    return NameSwitch(ParseRestOpmPower(body, ports));
   }
 
   absl::Status SetShutters(const std::vector<uint32_t>& ports, bool open) override {
@@ -147,53 +86,34 @@ class RestSwitch : public switches::OpticalSwitch {
     }
     if (response->status < 200 || response->status >= 300) {
       return absl::Status(
-          CodeFor(response->status),
+          RestErrorCode(response->status),
           absl::StrCat("switch ", options_.name, " answered ", method, " ", path, " with HTTP ",
-                       response->status, ": ", ErrorMessage(response->body)));
+                       response->status, ": ", RestErrorMessage(response->body)));
     }
-    if (response->body.empty()) return json::object();
-    json parsed = json::parse(response->body, nullptr, /*allow_exceptions=*/false);
-    if (parsed.is_discarded()) {
+    std::optional<json> parsed = ParseRestBody(response->body);
+    if (!parsed) {
       return absl::InternalError(absl::StrCat("switch ", options_.name, ": ", method, " ", path,
                                               " answered with invalid JSON"));
     }
-    return parsed;
+    return *std::move(parsed);
   }
 
-  // The list under `container` named by the first of `names` present (e.g. "pair", or the
-  // pre-2017 "pairs"); empty when absent.
-  static std::vector<json> List(const json& body, const std::string& container,
-                                std::initializer_list<const char*> names) {
-    const json* inner = &body;
-    if (body.contains(container)) inner = &body[container];
-    for (const char* name : names) {
-      if (inner->contains(name) && (*inner)[name].is_array()) {
-        return (*inner)[name].get<std::vector<json>>();
-      }
-    }
-    return {};
+  // A body the switch answered that the parser refused, named as this switch's.
+  template <typename T>
+  absl::StatusOr<T> NameSwitch(absl::StatusOr<T> parsed) const {
+    if (parsed.ok()) return parsed;
+    return absl::Status(parsed.status().code(),
+                        absl::StrCat("switch ", options_.name, ": ", parsed.status().message()));
   }
 
   absl::StatusOr<SwitchIdentity> IdentityLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (identity_) return *identity_;
     ASSIGN_OR_RETURN(json body, Request("GET", "/api/data/optical-switch:product-information", ""));
-    const json& info = body.contains("optical-switch:product-information")
-                           ? body["optical-switch:product-information"]
-                           : body;
-    SwitchIdentity id;
-    id.vendor = info.value("manufacturer", "");
-    id.model = info.value("model-name", "");
-    id.serial = info.value("serial-number", "");
-    id.software_version = info.value("software-version", "");
+    ASSIGN_OR_RETURN(SwitchIdentity id, NameSwitch(ParseRestProductInformation(body)));
     // The size is in the model name (N-VST-384x384-...); port-config is the fallback.
-    std::smatch m;
-    static const std::regex kSize("([0-9]+)x([0-9]+)");
-    if (std::regex_search(id.model, m, kSize)) {
-      id.ingress_ports = static_cast<uint32_t>(std::stoul(m[1]));
-      id.egress_ports = static_cast<uint32_t>(std::stoul(m[2]));
-    } else {
+    if (id.ingress_ports == 0 && id.egress_ports == 0) {
       ASSIGN_OR_RETURN(json ports, Request("GET", "/api/data/optical-switch:port-config", ""));
-      const size_t count = List(ports, "optical-switch:port-config", {"port"}).size();
+      const size_t count = RestPortCount(ports);
       id.ingress_ports = static_cast<uint32_t>(count / 2);
       id.egress_ports = static_cast<uint32_t>(count - count / 2);
     }
@@ -206,22 +126,9 @@ class RestSwitch : public switches::OpticalSwitch {
 
   absl::StatusOr<std::vector<CrossConnect>> ReadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     ASSIGN_OR_RETURN(json body, Request("GET", kCrossConnects, ""));
-    if (body.contains("optical-switch:cross-connects")) {
-      const json& inner = body["optical-switch:cross-connects"];
-      if (inner.contains("pairs")) list_name_ = "pairs";
-      if (inner.contains("pair")) list_name_ = "pair";
-    }
-    std::vector<CrossConnect> out;
-    for (const json& pair : List(body, "optical-switch:cross-connects", {"pair", "pairs"})) {
-      if (!pair.contains("ingress") || !pair.contains("egress") ||
-          !pair["ingress"].is_number_unsigned() || !pair["egress"].is_number_unsigned()) {
-        return absl::InternalError(
-            absl::StrCat("switch ", options_.name, ": malformed pair ", pair.dump()));
-      }
-      out.push_back({pair["ingress"].get<uint32_t>(), pair["egress"].get<uint32_t>()});
-    }
-    std::sort(out.begin(), out.end());
-    return out;
+    ASSIGN_OR_RETURN(RestCrossConnects read, NameSwitch(ParseRestCrossConnects(body)));
+    if (!read.list_name.empty()) list_name_ = read.list_name;
+    return std::move(read.pairs);
   }
 
   // Removes whose ingress the same batch connects again are left to the PATCH: a RESTCONF

@@ -89,6 +89,15 @@ TEST(TopologySpecTest, UnknownKeyListsLeaseAmongTheKnownOnes) {
                         "lease, topology"));
 }
 
+TEST(TopologySpecTest, TextThatIsNotUtf8IsRefusedWithItsLine) {
+  // A request's strings go over gRPC, where a string that is not UTF-8 is refused naming
+  // nothing; the file's line is named here instead.
+  absl::StatusOr<v1::RequestTopologyRequest> request =
+      ParseTopologySpec(absl::StrCat("tenant: a\nname: r\xe9\n", kRing), "ring.yaml");
+  EXPECT_EQ(request.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(request.status().message(), "ring.yaml:2: not UTF-8 text (byte 0xe9 at column 8)");
+}
+
 TEST(TopologySpecTest, ARequestIdAndAHopBoundAreRead) {
   absl::StatusOr<v1::RequestTopologyRequest> request = ParseTopologySpec(
       "tenant: a\nrequest_id: step-42\ntopology:\n  max_switch_hops: 1\n"

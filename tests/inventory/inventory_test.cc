@@ -106,6 +106,50 @@ TEST(ParseInventoryTest, ListsEveryShapeProblemWithLineNumbers) {
                     HasSubstr("site.yaml:8: switch ocs1:")));
 }
 
+TEST(ParseInventoryTest, TrunkReservedRangeBeyondTheSwitchIsRefusedNotExpanded) {
+  // Checked against the switch before it is expanded port by port: up to 2^32-1 the port
+  // counter would wrap and never end.
+  absl::StatusOr<v1::Inventory> parsed = ParseInventoryYaml(
+      absl::StrReplaceAll(SmallSite(), {{R"("15-16"])", R"("15-16", "1-4294967295"])"}}),
+      "site.yaml");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_THAT(std::string(parsed.status().message()),
+              HasSubstr("site.yaml:9: switch ocs1: trunk_reserved entry '1-4294967295' is "
+                        "outside the switch (ports 1..16)"));
+}
+
+TEST(ParseInventoryTest, SwitchSideAboveTheLimitIsRefused) {
+  // Every port is a store row, and a reserved range is expanded port by port.
+  absl::StatusOr<v1::Inventory> parsed = ParseInventoryYaml(
+      absl::StrReplaceAll(SmallSite(), {{"size: 8x8", "size: 4000000000x8"}}), "site.yaml");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_THAT(std::string(parsed.status().message()),
+              HasSubstr("site.yaml:6: switch ocs1: size must be NxM with 0 < N, M <= 4096 (e.g. "
+                        "384x384), not '4000000000x8'"));
+
+  v1::Inventory site = MustParse(SmallSite());
+  site.mutable_switches(0)->set_ingress_ports(4096);
+  site.mutable_switches(0)->set_egress_ports(4097);
+  EXPECT_THAT(ValidateInventory(site),
+              ::testing::Contains("switch ocs1: size 4096x4097 must be NxM with 0 < N, M <= 4096"));
+}
+
+TEST(ParseInventoryTest, TextThatIsNotUtf8IsRefusedWithItsLine) {
+  // Refused here, naming the line: in the protos' strings it would be refused on the wire,
+  // naming nothing.
+  absl::StatusOr<v1::Inventory> parsed = ParseInventoryYaml(
+      absl::StrReplaceAll(SmallSite(), {{"polatis-7000-8x8", "polatis-\xff-8x8"}}), "site.yaml");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(parsed.status().message(), "site.yaml:5: not UTF-8 text (byte 0xff at column 20)");
+  // Text that is UTF-8 goes through untouched.
+  parsed = ParseInventoryYaml(
+      absl::StrReplaceAll(SmallSite(), {{"polatis-7000-8x8", "polatis-\xc3\xa9-8x8"}}),
+      "site.yaml");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->switches(0).model(), "polatis-\xc3\xa9-8x8");
+}
+
 TEST(ParseInventoryTest, EmptyFileIsAnError) {
   absl::StatusOr<v1::Inventory> parsed = ParseInventoryYaml("", "empty.yaml");
   ASSERT_FALSE(parsed.ok());

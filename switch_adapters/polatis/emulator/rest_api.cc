@@ -37,6 +37,12 @@ struct RequestError {
   throw RequestError{status, std::string(tag), std::string(message)};
 }
 
+// A body as text. Paths and query strings come URL-decoded and may be any bytes; bytes that
+// are not UTF-8 are replaced (U+FFFD) rather than let dump() throw out of Handle.
+std::string Dump(const json& body) {
+  return body.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 HttpResponse Error(int status, absl::string_view tag, absl::string_view message,
                    const char* content_type = kYangJson) {
   json error = {{"error-type", "application"},
@@ -45,7 +51,7 @@ HttpResponse Error(int status, absl::string_view tag, absl::string_view message,
   HttpResponse response;
   response.status = status;
   response.content_type = content_type;
-  response.body = json{{"ietf-restconf:errors", {{"error", json::array({error})}}}}.dump();
+  response.body = Dump(json{{"ietf-restconf:errors", {{"error", json::array({error})}}}});
   return response;
 }
 
@@ -64,7 +70,7 @@ HttpResponse Json(int status, const json& body, const char* content_type = kYang
   HttpResponse response;
   response.status = status;
   response.content_type = content_type;
-  response.body = body.dump();
+  response.body = Dump(body);
   return response;
 }
 

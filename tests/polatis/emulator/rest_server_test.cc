@@ -251,6 +251,19 @@ TEST_F(RestServerTest, UnknownResourcesAndMethods) {
   EXPECT_THAT(method.headers["allow"], HasSubstr("PATCH"));
 }
 
+TEST_F(RestServerTest, PathsThatAreNotUtf8AreAnsweredWithJson) {
+  // The decoded path goes into the error's JSON: a byte that is not UTF-8 must not make the
+  // JSON writer throw out of the request handler (and end the emulator).
+  Start();
+  HttpReply unknown = Request("GET", "/%FF%FEx");
+  EXPECT_EQ(unknown.status, 404);
+  EXPECT_THAT(ErrorMessage(unknown), HasSubstr("Unknown resource: /"));
+  HttpReply port = Request("DELETE", "/sim/v1/signals/%FF");
+  EXPECT_EQ(port.status, 400);
+  EXPECT_TRUE(json::accept(port.body)) << port.body;
+  EXPECT_EQ(Request("GET", kCrossConnects).status, 200);
+}
+
 TEST_F(RestServerTest, LegacyRevisionNamesTheListPairs) {
   Start(YangRevision::kLegacy);
   const std::string path = absl::StrCat(kCrossConnects, "/pairs=1");
