@@ -31,7 +31,8 @@ v1::TopologySpec Ring(uint32_t width, std::vector<uint32_t> counts) {
 }
 
 TEST(LimitsTest, TheSiteIsMeasuredFromItsInventory) {
-  const SiteLimits& limits = Site().limits();
+  const FabricSnapshot site = Site();
+  const SiteLimits& limits = site.limits();
   EXPECT_EQ(limits.devices, 6u);
   EXPECT_EQ(limits.onic_ports, 2u * 6 + 4u * 2);
   EXPECT_EQ(limits.max_device_ports, 6u);
