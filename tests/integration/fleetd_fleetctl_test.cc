@@ -166,13 +166,13 @@ TEST_F(FleetdFleetctlTest, DescribeShowsRelatedObjects) {
 // touches the database or a switch; the lock goes with its holder, even killed.
 TEST_F(FleetdFleetctlTest, ASecondFleetdOnTheSameStateIsRefusedUntilTheFirstIsGone) {
   StartFleetd();
-  const std::vector<std::string> argv = {BinaryPath("fleetd"), "--state-dir", state_dir_,
-                                         "--grpc-port", "0", "--metrics-port", "0"};
+  const std::vector<std::string> argv = {
+      BinaryPath("fleetd"), "--state-dir", state_dir_, "--grpc-port", "0", "--metrics-port", "0"};
   CommandResult second = RunCommand(argv);
   EXPECT_NE(second.exit_code, 0);
-  EXPECT_THAT(second.err, HasSubstr(absl::StrCat("state directory ", state_dir_,
-                                                 " is in use by another fleetd, pid ",
-                                                 fleetd_->pid())));
+  EXPECT_THAT(second.err,
+              HasSubstr(absl::StrCat("state directory ", state_dir_,
+                                     " is in use by another fleetd, pid ", fleetd_->pid())));
   EXPECT_THAT(second.err, HasSubstr("fleetd --state-dir"));
   EXPECT_THAT(second.out, Not(HasSubstr("grpc: ")));
 

@@ -23,6 +23,7 @@ namespace {
 
 using ::fleet::store::testing_util::ByteDifference;
 using ::fleet::store::testing_util::IsOk;
+using ::fleet::store::testing_util::QueryText;
 using ::fleet::store::testing_util::ReadBytes;
 using ::fleet::store::testing_util::ScratchDir;
 using ::fleet::store::testing_util::StatusIs;
@@ -32,22 +33,6 @@ using ::testing::HasSubstr;
 using ::testing::SizeIs;
 
 int LatestVersion() { return Migrations().back().version; }
-
-// Runs a one-column, one-row query and returns the column as text ("" on any failure, which
-// the caller's expectation then reports).
-std::string QueryText(Database& db, const std::string& sql) {
-  absl::StatusOr<Statement> stmt = db.Prepare(sql);
-  if (!stmt.ok()) {
-    ADD_FAILURE() << sql << ": " << stmt.status();
-    return "";
-  }
-  absl::StatusOr<bool> row = stmt->Step();
-  if (!row.ok() || !*row) {
-    ADD_FAILURE() << sql << ": no row";
-    return "";
-  }
-  return stmt->Text(0);
-}
 
 bool TableExists(Database& db, const std::string& table) {
   absl::StatusOr<Statement> stmt =

@@ -26,6 +26,7 @@ namespace fleet::store {
 namespace {
 
 using ::fleet::store::testing_util::IsOk;
+using ::fleet::store::testing_util::QueryText;
 using ::fleet::store::testing_util::ScratchDir;
 using ::fleet::store::testing_util::StatusIs;
 using ::testing::ElementsAre;
@@ -37,21 +38,6 @@ constexpr absl::Duration kDay = absl::Hours(24);
 // Only the limits a test names; nothing else is pruned.
 RetentionLimits ByAge(absl::Duration age) { return {age, 0}; }
 RetentionLimits ByCount(int64_t count) { return {absl::ZeroDuration(), count}; }
-
-// Runs a one-row, one-column query on a connection of the test's own.
-std::string Query(Database& db, const std::string& sql) {
-  absl::StatusOr<Statement> stmt = db.Prepare(sql);
-  if (!stmt.ok()) {
-    ADD_FAILURE() << sql << ": " << stmt.status();
-    return "";
-  }
-  absl::StatusOr<bool> row = stmt->Step();
-  if (!row.ok() || !*row) {
-    ADD_FAILURE() << sql << ": no row";
-    return "";
-  }
-  return stmt->Text(0);
-}
 
 class RetentionTest : public ::testing::Test {
  protected:
@@ -218,7 +204,7 @@ TEST_F(RetentionTest, TheDatabaseRefusesToDeleteAYoungEventOrUpdateAny) {
   ASSERT_EQ(pruned, 4);
   std::unique_ptr<Database> db = Raw();
   ASSERT_NE(db, nullptr);
-  EXPECT_EQ(Query(*db, "SELECT prune_below FROM event_retention"), "5");
+  EXPECT_EQ(QueryText(*db, "SELECT prune_below FROM event_retention"), "5");
   EXPECT_THAT(db->Exec("DELETE FROM events WHERE sequence = 5"),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("append-only")));
   EXPECT_THAT(db->Exec("DELETE FROM events"),
@@ -234,7 +220,7 @@ TEST_F(RetentionTest, TheDatabaseRefusesToDeleteAYoungEventOrUpdateAny) {
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("one row")));
   EXPECT_THAT(db->Exec("INSERT OR REPLACE INTO event_retention VALUES (1, 0)"),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("one row")));
-  EXPECT_EQ(Query(*db, "SELECT prune_below FROM event_retention"), "5");
+  EXPECT_EQ(QueryText(*db, "SELECT prune_below FROM event_retention"), "5");
   EXPECT_THAT(Sequences(), ElementsAre(5, 6, 7));
 }
 
@@ -296,13 +282,13 @@ TEST_F(RetentionTest, AnEndedAllocationsRowsGoWithIt) {
   Allocation("kept", v1::ALLOCATION_STATE_READY);
   std::unique_ptr<Database> db = Raw();
   ASSERT_NE(db, nullptr);
-  ASSERT_EQ(Query(*db, "SELECT count(*) FROM allocation_members"), "2");
+  ASSERT_EQ(QueryText(*db, "SELECT count(*) FROM allocation_members"), "2");
   clock_.Advance(31 * kDay);
   ASSERT_OK_AND_ASSIGN(int64_t pruned, store_->PruneEndedAllocations(ByAge(30 * kDay), 1000));
   EXPECT_EQ(pruned, 1);
-  EXPECT_EQ(Query(*db, "SELECT group_concat(allocation_id) FROM allocation_members"), "kept");
-  EXPECT_EQ(Query(*db, "SELECT count(*) FROM allocations WHERE id = 'gone'"), "0");
-  EXPECT_EQ(Query(*db, "SELECT count(*) FROM pragma_foreign_key_check"), "0");
+  EXPECT_EQ(QueryText(*db, "SELECT group_concat(allocation_id) FROM allocation_members"), "kept");
+  EXPECT_EQ(QueryText(*db, "SELECT count(*) FROM allocations WHERE id = 'gone'"), "0");
+  EXPECT_EQ(QueryText(*db, "SELECT count(*) FROM pragma_foreign_key_check"), "0");
 }
 
 // Its cross-connects may still be on the switch: the engine clears them, then it may go.
@@ -427,8 +413,8 @@ TEST_F(RetentionTest, StartRunsPassesOnItsThreadAndStopEndsThem) {
 TEST_F(RetentionTest, AFreshDatabaseHasIncrementalVacuum) {
   std::unique_ptr<Database> db = Raw();
   ASSERT_NE(db, nullptr);
-  EXPECT_EQ(Query(*db, "PRAGMA auto_vacuum"), "2");
-  EXPECT_EQ(Query(*db, "PRAGMA journal_mode"), "wal");
+  EXPECT_EQ(QueryText(*db, "PRAGMA auto_vacuum"), "2");
+  EXPECT_EQ(QueryText(*db, "PRAGMA journal_mode"), "wal");
 }
 
 TEST_F(RetentionTest, AnExistingDatabaseIsRewrittenOnceForIncrementalVacuum) {
@@ -442,7 +428,7 @@ TEST_F(RetentionTest, AnExistingDatabaseIsRewrittenOnceForIncrementalVacuum) {
         Migrate(*db, std::vector<Migration>(Migrations().begin(), Migrations().begin() + 3)),
         IsOk());
     ASSERT_THAT(db->Exec("INSERT INTO hosts (name) VALUES ('h1')"), IsOk());
-    ASSERT_EQ(Query(*db, "PRAGMA auto_vacuum"), "0");
+    ASSERT_EQ(QueryText(*db, "PRAGMA auto_vacuum"), "0");
   }
   {
     ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store,
@@ -450,8 +436,8 @@ TEST_F(RetentionTest, AnExistingDatabaseIsRewrittenOnceForIncrementalVacuum) {
     EXPECT_THAT(store->GetHost("h1"), IsOk());
   }
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Database> db, Database::Open(old_path));
-  EXPECT_EQ(Query(*db, "PRAGMA auto_vacuum"), "2");
-  EXPECT_EQ(Query(*db, "PRAGMA journal_mode"), "wal");
+  EXPECT_EQ(QueryText(*db, "PRAGMA auto_vacuum"), "2");
+  EXPECT_EQ(QueryText(*db, "PRAGMA journal_mode"), "wal");
   ASSERT_OK_AND_ASSIGN(bool rewritten, db->EnableIncrementalVacuum());
   EXPECT_FALSE(rewritten);
 }
@@ -520,7 +506,7 @@ TEST(RetentionSqliteTest, IncrementalVacuumKeepsTheBackgroundCheckpointWorking) 
     return db->background_checkpoints() > checkpoints &&
            std::filesystem::file_size(path) == static_cast<uintmax_t>(after.pages * 4096);
   }));
-  EXPECT_EQ(Query(*db, "SELECT count(*) FROM t"), "20");
+  EXPECT_EQ(QueryText(*db, "SELECT count(*) FROM t"), "20");
 }
 
 }  // namespace

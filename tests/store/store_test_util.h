@@ -1,5 +1,5 @@
-// Helpers shared by the store tests: status matchers (Abseil 20220623 has none), a private
-// temporary directory, and file reading for byte-for-byte comparisons.
+// Helpers shared by the store tests: status matchers (Abseil 20220623 has none), a one-value
+// query, a private temporary directory, and file reading for byte-for-byte comparisons.
 #ifndef FLEET_TESTS_STORE_STORE_TEST_UTIL_H_
 #define FLEET_TESTS_STORE_STORE_TEST_UTIL_H_
 
@@ -17,8 +17,25 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "controller/store/sqlite.h"
 
 namespace fleet::store::testing_util {
+
+// Runs a one-column, one-row query and returns the column as text ("" on any failure, which
+// the caller's expectation then reports).
+inline std::string QueryText(Database& db, const std::string& sql) {
+  absl::StatusOr<Statement> stmt = db.Prepare(sql);
+  if (!stmt.ok()) {
+    ADD_FAILURE() << sql << ": " << stmt.status();
+    return "";
+  }
+  absl::StatusOr<bool> row = stmt->Step();
+  if (!row.ok() || !*row) {
+    ADD_FAILURE() << sql << ": no row";
+    return "";
+  }
+  return stmt->Text(0);
+}
 
 inline absl::Status ToStatus(const absl::Status& s) { return s; }
 template <typename T>
