@@ -17,8 +17,8 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_split.h"
-#include "controller/base/clock.h"
-#include "controller/base/log.h"
+#include "common/clock.h"
+#include "common/log.h"
 #include "nlohmann/json.hpp"
 #include "switch_adapters/polatis/emulator/rest_api.h"
 #include "switch_adapters/polatis/emulator/switch_model.h"

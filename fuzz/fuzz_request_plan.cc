@@ -19,7 +19,7 @@
 #include <tuple>
 #include <utility>
 
-#include "controller/base/clock.h"
+#include "common/clock.h"
 #include "controller/inventory/inventory.h"
 #include "controller/store/store.h"
 #include "scheduler/fabric_snapshot.h"

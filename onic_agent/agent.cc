@@ -7,8 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "controller/base/log.h"
-#include "controller/base/proto_time.h"
+#include "common/backoff.h"
+#include "common/log.h"
+#include "common/proto_time.h"
 
 namespace fleet::agent {
 namespace {
@@ -104,18 +105,8 @@ int Agent::commands_queued() const {
   return queued;
 }
 
-absl::Duration Agent::NextBackoff(int attempt) {
-  absl::Duration base = options_.min_backoff;
-  for (int i = 0; i < attempt && base < options_.max_backoff; ++i) base *= 2;
-  base = std::min(base, options_.max_backoff);
-  // Jitter in [0.5, 1.5): agents that lost fleetd together do not return together.
-  absl::MutexLock lock(&mu_);
-  std::uniform_real_distribution<double> jitter(0.5, 1.5);
-  return base * jitter(random_);
-}
-
 void Agent::Run() {
-  int attempt = 0;
+  Backoff backoff(options_.min_backoff, options_.max_backoff);
   while (true) {
     {
       absl::MutexLock lock(&mu_);
@@ -126,10 +117,10 @@ void Agent::Run() {
     // fleetd waiting for its agents.
     std::shared_ptr<grpc::Channel> channel =
         grpc::CreateChannel(options_.controller, grpc::InsecureChannelCredentials());
-    if (Session(channel)) attempt = 0;
-    const absl::Duration wait = NextBackoff(attempt++);
+    if (Session(channel)) backoff.Reset();
     absl::MutexLock lock(&mu_);
-    const absl::Time until = absl::Now() + wait;
+    // Jittered: agents that lost fleetd together do not return together.
+    const absl::Time until = absl::Now() + Jittered(backoff.Next(), random_);
     auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
     mu_.AwaitWithDeadline(absl::Condition(&stopping), until);
   }

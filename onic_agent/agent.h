@@ -99,7 +99,6 @@ class Agent {
   // training at once cost one message, not one each, and none waits for company.
   void SendInOrder(v1::AgentMessage message);
   void HeartbeatAndMonitor(absl::Duration interval, uint64_t session);
-  absl::Duration NextBackoff(int attempt);
 
   const AgentOptions options_;
   OnicBackend* const backend_;

@@ -1,7 +1,7 @@
 #include "onic_agent/agent_metrics.h"
 
 #include "absl/strings/str_cat.h"
-#include "controller/metrics/endpoint.h"
+#include "common/metrics_endpoint.h"
 
 namespace fleet::agent {
 namespace {

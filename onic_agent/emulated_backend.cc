@@ -14,8 +14,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "controller/base/log.h"
-#include "switch_adapters/polatis/http_client.h"
+#include "common/log.h"
+#include "common/http_client.h"
 
 namespace fleet::agent {
 namespace {
@@ -46,11 +46,11 @@ class HttpLightSimulator : public LightSimulator {
   // when its light generation moves or a cross-connect settles, and the copy is replaced.
   void Mirror(const std::vector<uint32_t>& egresses) override {
     if (egresses.empty() || mirror_thread_.joinable()) return;
-    polatis::CurlHttpClientOptions options;
+    CurlHttpClientOptions options;
     options.base_url = base_;
     options.content_type = "application/json";
     options.request_timeout = kMirrorWait + absl::Seconds(5);
-    mirror_client_ = polatis::NewCurlHttpClient(options);
+    mirror_client_ = NewCurlHttpClient(options);
     mirror_thread_ = std::thread([this, egresses] { MirrorLoop(egresses); });
   }
 
@@ -161,7 +161,7 @@ class HttpLightSimulator : public LightSimulator {
         absl::StrAppend(&path, "&after=", generation,
                         "&wait_ms=", absl::ToInt64Milliseconds(kMirrorWait));
       }
-      absl::StatusOr<polatis::HttpResponse> reply = mirror_client_->Send("GET", path, "");
+      absl::StatusOr<HttpResponse> reply = mirror_client_->Send("GET", path, "");
       nlohmann::json parsed;
       if (reply.ok() && reply->status == 200) {
         parsed = nlohmann::json::parse(reply->body, nullptr, false);
@@ -212,7 +212,7 @@ class HttpLightSimulator : public LightSimulator {
 
   absl::StatusOr<std::string> Request(const std::string& method, const std::string& path,
                                       const std::string& body) {
-    std::unique_ptr<polatis::HttpClient> client;
+    std::unique_ptr<HttpClient> client;
     {
       absl::MutexLock lock(&mu_);
       if (!idle_.empty()) {
@@ -221,13 +221,13 @@ class HttpLightSimulator : public LightSimulator {
       }
     }
     if (client == nullptr) {
-      polatis::CurlHttpClientOptions options;
+      CurlHttpClientOptions options;
       options.base_url = base_;
       options.content_type = "application/json";
       options.request_timeout = absl::Seconds(5);
-      client = polatis::NewCurlHttpClient(options);
+      client = NewCurlHttpClient(options);
     }
-    absl::StatusOr<polatis::HttpResponse> reply = client->Send(method, path, body);
+    absl::StatusOr<HttpResponse> reply = client->Send(method, path, body);
     if (reply.ok()) {
       absl::MutexLock lock(&mu_);
       if (idle_.size() < kIdleConnections) idle_.push_back(std::move(client));
@@ -245,13 +245,13 @@ class HttpLightSimulator : public LightSimulator {
 
   const std::string base_;
   absl::Mutex mu_;
-  std::vector<std::unique_ptr<polatis::HttpClient>> idle_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<HttpClient>> idle_ ABSL_GUARDED_BY(mu_);
   absl::Mutex read_mu_;
   absl::CondVar read_changed_;
   bool reading_ ABSL_GUARDED_BY(read_mu_) = false;  // A thread is sending a gathered read.
   std::vector<std::shared_ptr<PendingRead>> waiting_ ABSL_GUARDED_BY(read_mu_);
 
-  std::unique_ptr<polatis::HttpClient> mirror_client_;  // The long poll's own connection.
+  std::unique_ptr<HttpClient> mirror_client_;  // The long poll's own connection.
   std::thread mirror_thread_;
   absl::Mutex mirror_mu_;
   absl::CondVar mirror_changed_;  // An update of the copy, or stopping.

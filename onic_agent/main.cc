@@ -5,10 +5,11 @@
 #include <iostream>
 #include <thread>
 
-#include "controller/base/flags.h"
-#include "controller/base/log.h"
-#include "controller/base/shutdown_signals.h"
-#include "controller/metrics/endpoint.h"
+#include "common/flags.h"
+#include "common/log.h"
+#include "common/version.h"
+#include "common/shutdown_signals.h"
+#include "common/metrics_endpoint.h"
 #include "onic_agent/agent.h"
 #include "onic_agent/config.h"
 #include "onic_agent/emulated_backend.h"
@@ -123,7 +124,7 @@ int Run(int argc, char** argv) {
     return 1;
   }
   auto registry = std::make_shared<prometheus::Registry>();
-  fleet::agent::AgentMetrics metrics(*registry, FLEET_VERSION);
+  fleet::agent::AgentMetrics metrics(*registry, fleet::kVersion);
   std::unique_ptr<fleet::metrics::MetricsEndpoint> endpoint;
   if (config.metrics_port >= 0) {
     absl::StatusOr<std::unique_ptr<fleet::metrics::MetricsEndpoint>> started =
@@ -143,10 +144,10 @@ int Run(int argc, char** argv) {
   options.metrics = &metrics;
   options.controller = config.controller;
   options.host = config.host;
-  options.software_version = FLEET_VERSION;
+  options.software_version = fleet::kVersion;
   fleet::agent::Agent agent(options, made->get());
   std::thread runner([&agent] { agent.Run(); });
-  FLEET_LOG(INFO) << "fleet-onic-agent " << FLEET_VERSION << " for host " << config.host << " ("
+  FLEET_LOG(INFO) << "fleet-onic-agent " << fleet::kVersion << " for host " << config.host << " ("
                   << config.backend << ", " << config.onics.size() << " O-NICs), controller "
                   << config.controller;
   const int signal_number = shutdown.Wait();

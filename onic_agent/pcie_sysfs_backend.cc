@@ -9,8 +9,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "controller/base/log.h"
-#include "controller/base/status_macros.h"
+#include "common/log.h"
+#include "common/status_macros.h"
 #include "onic_agent/pcie_config.h"
 
 namespace fleet::agent {

@@ -35,7 +35,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "controller/base/clock.h"
+#include "common/clock.h"
 #include "onic_agent/backend.h"
 #include "onic_agent/sysfs_files.h"
 

@@ -4,12 +4,12 @@
 #include <memory>
 #include <set>
 
+#include "fleet/v1/names.h"
+
 namespace fleet::scheduler {
 namespace {
 
-std::string Key(const v1::SwitchPortRef& ref) {
-  return ref.switch_id() + "/" + std::to_string(ref.port());
-}
+std::string Key(const v1::SwitchPortRef& ref) { return v1::PortName(ref); }
 
 }  // namespace
 

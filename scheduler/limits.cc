@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
-#include "controller/base/status_macros.h"
+#include "common/status_macros.h"
 #include "fleet/v1/names.h"
 
 namespace fleet::scheduler {

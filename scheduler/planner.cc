@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "controller/base/status_macros.h"
+#include "common/status_macros.h"
 #include "fleet/v1/names.h"
 #include "scheduler/limits.h"
 #include "scheduler/member_selection.h"
@@ -23,7 +23,7 @@ struct Sides {
   bool rx = false;
 };
 
-std::string PortName(const OnicPortState& st) { return absl::StrCat(st.onic, "/", st.port); }
+std::string PortName(const OnicPortState& st) { return v1::PortName(st.onic, st.port); }
 
 const char* SidesName(Sides sides) {
   return sides.tx && sides.rx ? "tx and rx" : sides.tx ? "tx" : "rx";

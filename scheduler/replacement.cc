@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "controller/base/status_macros.h"
+#include "common/status_macros.h"
 #include "fleet/v1/names.h"
 #include "scheduler/member_selection.h"
 #include "scheduler/trunk_routing.h"
@@ -19,7 +19,7 @@ using PortKey = std::pair<std::string, uint32_t>;
 
 PortKey KeyOf(const v1::OnicPortRef& ref) { return {ref.onic(), ref.port()}; }
 
-std::string PortName(const PortKey& k) { return absl::StrCat(k.first, "/", k.second); }
+std::string PortName(const PortKey& k) { return v1::PortName(k.first, k.second); }
 
 // The allocation holding a port of `device` (either side), or "" when none does.
 std::string HeldBy(const FabricSnapshot& snapshot, const std::string& device) {

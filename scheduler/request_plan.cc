@@ -6,7 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "controller/base/status_macros.h"
+#include "common/status_macros.h"
+#include "fleet/v1/names.h"
 #include "scheduler/limits.h"
 
 namespace fleet::scheduler {
@@ -81,7 +82,7 @@ v1::Plan CombinePhases(const std::vector<PlannedPhase>& phases, const std::strin
       if (members.insert(m).second) combined.add_members(m);
     }
     for (const v1::OnicPortRef& port : p.plan.ports_used()) {
-      if (ports.insert(absl::StrCat(port.onic(), "/", port.port())).second) {
+      if (ports.insert(v1::PortName(port)).second) {
         *combined.add_ports_used() = port;
       }
     }

@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "controller/base/log.h"
-#include "controller/base/proto_time.h"
+#include "common/log.h"
+#include "common/proto_time.h"
 #include "fleet/v1/names.h"
 
 namespace fleet::agents {
@@ -21,11 +21,13 @@ void SetTime(absl::Time t, google::protobuf::Timestamp* out) {
 
 }  // namespace
 
-AgentRegistry::AgentRegistry(AgentRegistryOptions options, store::Store* store)
+AgentRegistry::AgentRegistry(AgentRegistryOptions options, store::Store* store, const Clock* clock)
     : options_(options),
       store_(store),
+      clock_(clock),
       metrics_(options.metrics != nullptr ? *options.metrics
                                           : metrics::ControllerMetrics::Discarded()),
+      // An identity unique to this run, so not from `clock`, which tests hold still.
       run_(absl::StrCat("r", absl::ToUnixMicros(absl::Now()))),
       heartbeats_([this] { HeartbeatLoop(); }) {}
 
@@ -182,7 +184,7 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream) 
     Session& session = sessions_[session_id];
     session.host = host;
     session.context = context;
-    session.last_heartbeat = absl::Now();
+    session.last_heartbeat = clock_->Now();
     current_[host] = session_id;
     metrics_.SetAgentsConnected(static_cast<int>(current_.size()));
 
@@ -199,8 +201,9 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream) 
       for (const v1::LinkState& link : onic.ports()) ReportLink(host, link);
     }
     agent.set_connected(true);
-    SetTime(absl::Now(), agent.mutable_connected_since());
-    SetTime(absl::Now(), agent.mutable_last_heartbeat());
+    const absl::Time now = clock_->Now();
+    SetTime(now, agent.mutable_connected_since());
+    SetTime(now, agent.mutable_last_heartbeat());
     agent.clear_inventory_mismatches();
     for (const std::string& m : mismatches) agent.add_inventory_mismatches(m);
 
@@ -278,10 +281,12 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream) 
       break;
     }
     switch (message.message_case()) {
-      case v1::AgentMessage::kHeartbeat:
-        sessions_[session_id].last_heartbeat = absl::Now();
-        SetTime(absl::Now(), agents_[host].mutable_last_heartbeat());
+      case v1::AgentMessage::kHeartbeat: {
+        const absl::Time now = clock_->Now();
+        sessions_[session_id].last_heartbeat = now;
+        SetTime(now, agents_[host].mutable_last_heartbeat());
         break;
+      }
       case v1::AgentMessage::kResult:
         TakeResult(host, message.result());
         break;
@@ -319,8 +324,8 @@ void AgentRegistry::HeartbeatLoop() {
       auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return shutting_down_; };
       mu_.AwaitWithDeadline(absl::Condition(&stopping), next);
       if (shutting_down_) return;
-      const absl::Time now = absl::Now();
-      next = now + options_.heartbeat_interval;
+      next = absl::Now() + options_.heartbeat_interval;
+      const absl::Time now = clock_->Now();
       const absl::Duration limit = options_.heartbeat_interval * options_.missed_heartbeats;
       std::vector<std::pair<uint64_t, std::string>> dead;
       for (auto& [host, id] : current_) {

@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "controller/metrics/controller_metrics.h"
 #include "controller/store/store.h"
 #include "fleet/v1/agent.grpc.pb.h"
@@ -116,8 +117,10 @@ class AgentRegistry : public CommandSender {
  public:
   using Stream = grpc::ServerReaderWriter<v1::ControllerMessage, v1::AgentMessage>;
 
-  // `store` (for inventory and events) is not owned.
-  AgentRegistry(AgentRegistryOptions options, store::Store* store);
+  // `store` (for inventory and events) and `clock` are not owned. Heartbeat times, liveness
+  // and connection times are read from `clock`; waits (heartbeat period, command deadlines)
+  // are on the real clock, as absl::CondVar's are.
+  AgentRegistry(AgentRegistryOptions options, store::Store* store, const Clock* clock);
   ~AgentRegistry();  // Stops the heartbeat thread; call Shutdown first to end streams.
 
   // Serves one agent's stream until it ends, is replaced, or misses heartbeats. Called from
@@ -198,6 +201,7 @@ class AgentRegistry : public CommandSender {
 
   const AgentRegistryOptions options_;
   store::Store* const store_;
+  const Clock* const clock_;
   metrics::ControllerMetrics& metrics_;
 
   // Waiters wait for conditions on mu_ (absl evaluates them as it is released), so a change

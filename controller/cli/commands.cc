@@ -15,15 +15,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "controller/base/flags.h"
-#include "controller/base/grpc_status.h"
+#include "common/flags.h"
+#include "common/grpc_status.h"
 #include "controller/cli/topology_spec.h"
 #include "controller/inventory/inventory.h"
+#include "common/version.h"
 #include "fleet/v1/names.h"
-
-#ifndef FLEET_VERSION
-#define FLEET_VERSION "unknown"
-#endif
 
 namespace fleet::cli {
 namespace {
@@ -1675,11 +1672,11 @@ int Version(const Session& s) {
   if (s.format != OutputFormat::kTable) {
     // No proto holds both versions; a Struct prints through the same JSON mapping.
     google::protobuf::Struct versions;
-    (*versions.mutable_fields())["client"].set_string_value(FLEET_VERSION);
+    (*versions.mutable_fields())["client"].set_string_value(kVersion);
     if (status.ok()) (*versions.mutable_fields())["server"].set_string_value(response.version());
     return PrintMessage(s, versions);
   }
-  *s.out << "fleetctl " << FLEET_VERSION << "\n";
+  *s.out << "fleetctl " << kVersion << "\n";
   if (status.ok()) {
     *s.out << "server " << (response.version().empty() ? "(no version)" : response.version())
            << "\n";

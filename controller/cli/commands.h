@@ -24,7 +24,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "controller/base/clock.h"
+#include "common/clock.h"
 #include "controller/cli/completion.h"
 #include "controller/cli/output.h"
 #include "fleet/v1/admin.grpc.pb.h"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "controller/base/flags.h"
+#include "common/flags.h"
 
 namespace fleet::cli {
 

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
-#include "controller/base/yaml_text.h"
+#include "common/yaml_text.h"
 #include "fleet/v1/names.h"
 
 namespace fleet::cli {

@@ -16,9 +16,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
-#include "controller/base/log.h"
-#include "controller/base/proto_time.h"
-#include "controller/base/status_macros.h"
+#include "common/log.h"
+#include "common/proto_time.h"
+#include "common/status_macros.h"
 #include "controller/engine/stage_timing.h"
 #include "fleet/v1/names.h"
 #include "scheduler/circuit_diff.h"
@@ -37,10 +37,6 @@ constexpr char kLeaseExpired[] = "lease expired";
 // hold the CPU the streams' writers need, and the agents would start late. A stuck stream
 // costs this once.
 constexpr absl::Duration kLetCommandsLeave = absl::Milliseconds(2);
-
-std::string PortName(const v1::OnicPortRef& ref) {
-  return absl::StrCat(ref.onic(), "/", ref.port());
-}
 
 std::string LinkName(const v1::Circuit& c) {
   return absl::StrCat(PortName(c.source()), " -> ", PortName(c.destination()));

@@ -53,7 +53,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "controller/agents/agent_registry.h"
-#include "controller/base/clock.h"
+#include "common/clock.h"
 #include "controller/engine/switch_programmer.h"
 #include "controller/fabric/switch_registry.h"
 #include "controller/metrics/controller_metrics.h"

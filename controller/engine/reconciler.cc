@@ -18,8 +18,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "controller/base/log.h"
-#include "controller/base/status_macros.h"
+#include "common/log.h"
+#include "common/status_macros.h"
 #include "controller/engine/engine.h"
 #include "fleet/v1/names.h"
 

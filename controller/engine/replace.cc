@@ -10,7 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "controller/base/status_macros.h"
+#include "common/status_macros.h"
 #include "controller/engine/engine.h"
 #include "controller/engine/stage_timing.h"
 #include "fleet/v1/names.h"

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "controller/base/proto_time.h"
+#include "common/proto_time.h"
 #include "fleet/v1/topology.pb.h"
 
 namespace fleet::engine {

@@ -2,7 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "controller/base/yaml_text.h"
+#include "common/yaml_text.h"
 
 #include <cstdint>
 #include <fstream>

@@ -14,8 +14,9 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
-#include "controller/base/log.h"
-#include "controller/base/status_macros.h"
+#include "common/log.h"
+#include "common/version.h"
+#include "common/status_macros.h"
 
 namespace fleet::fleetd {
 namespace {
@@ -61,7 +62,7 @@ absl::StatusOr<engine::EngineOptions> EngineOptionsOf(const FleetdConfig& config
 
 }  // namespace
 
-const char* FleetVersion() { return FLEET_VERSION; }
+const char* FleetVersion() { return kVersion; }
 
 absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config,
                                                       const Clock* clock) {
@@ -85,7 +86,7 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
       .Name("fleet_build_info")
       .Help("fleetd build; the value is always 1")
       .Register(*d->registry_)
-      .Add({{"version", FLEET_VERSION}})
+      .Add({{"version", kVersion}})
       .Set(1);
   d->metrics_ = std::make_unique<metrics::ControllerMetrics>(*d->registry_);
   ASSIGN_OR_RETURN(d->metrics_endpoint_,
@@ -116,7 +117,7 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
   agents::AgentRegistryOptions agent_options;
   agent_options.heartbeat_interval = config.agent_heartbeat;
   agent_options.metrics = d->metrics_.get();
-  d->agents_ = std::make_unique<agents::AgentRegistry>(agent_options, d->store_.get());
+  d->agents_ = std::make_unique<agents::AgentRegistry>(agent_options, d->store_.get(), clock);
   ASSIGN_OR_RETURN(engine::EngineOptions engine_options, EngineOptionsOf(config));
   engine_options.metrics = d->metrics_.get();
   d->engine_ = std::make_unique<engine::Engine>(std::move(engine_options), d->store_.get(),
@@ -136,7 +137,7 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
   d->topology_service_ =
       std::make_unique<service::TopologyServiceImpl>(d->store_.get(), d->engine_.get());
   d->admin_service_ = std::make_unique<service::AdminServiceImpl>(
-      d->store_.get(), d->switches_.get(), FLEET_VERSION, d->agents_.get(), d->engine_.get());
+      d->store_.get(), d->switches_.get(), kVersion, d->agents_.get(), d->engine_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "controller/base/clock.h"
+#include "common/clock.h"
 #include "controller/engine/engine.h"
 #include "controller/fabric/switch_registry.h"
 #include "controller/fleetd/config.h"

@@ -19,9 +19,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "controller/base/status_macros.h"
+#include "common/status_macros.h"
 #include "controller/inventory/inventory.h"
-#include "switch_adapters/polatis/http_client.h"
+#include "common/http_client.h"
 
 namespace fleet::fleetd {
 
@@ -176,11 +176,11 @@ absl::StatusOr<std::unique_ptr<Demo>> Demo::Prepare(FleetdConfig& config,
   }
   // Each trunk fiber: the far end's emulator reads its light from the near end's.
   for (const v1::Trunk& trunk : site.trunks()) {
-    polatis::CurlHttpClientOptions to_end;
+    CurlHttpClientOptions to_end;
     to_end.base_url = "http://" + rest_of[trunk.to().switch_id()];
     to_end.content_type = "application/json";
-    std::unique_ptr<polatis::HttpClient> http = polatis::NewCurlHttpClient(to_end);
-    ASSIGN_OR_RETURN(polatis::HttpResponse response,
+    std::unique_ptr<HttpClient> http = NewCurlHttpClient(to_end);
+    ASSIGN_OR_RETURN(HttpResponse response,
                      http->Send("PUT", absl::StrCat("/sim/v1/trunks/", trunk.to().port()),
                                 absl::StrCat(R"({"from": ")", rest_of[trunk.from().switch_id()],
                                              R"(", "egress": )", trunk.from().port(), "}")));

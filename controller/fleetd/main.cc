@@ -9,9 +9,9 @@
 #include <iostream>
 #include <iterator>
 
-#include "controller/base/flags.h"
-#include "controller/base/log.h"
-#include "controller/base/shutdown_signals.h"
+#include "common/flags.h"
+#include "common/log.h"
+#include "common/shutdown_signals.h"
 #include "controller/fleetd/config.h"
 #include "controller/fleetd/daemon.h"
 #include "controller/fleetd/demo.h"

@@ -2,7 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "controller/base/yaml_text.h"
+#include "common/yaml_text.h"
 
 #include <algorithm>
 #include <fstream>
@@ -250,10 +250,6 @@ class Parser {
 // ---------------------------------------------------------------------------------------
 // Validation over a whole site.
 
-std::string PortText(const v1::SwitchPortRef& ref) {
-  return absl::StrCat(ref.switch_id(), "/", ref.port());
-}
-
 class Validator {
  public:
   explicit Validator(const v1::Inventory& site) : site_(site) {}
@@ -347,29 +343,31 @@ class Validator {
     const v1::Switch& s = *it->second;
     const uint64_t total = uint64_t{s.ingress_ports()} + s.egress_ports();
     if (ref.port() == 0 || ref.port() > total) {
-      Problem(owner, ": port ", PortText(ref), " is outside switch ", s.id(), " (ports 1..", total,
-              ")");
+      Problem(owner, ": port ", v1::PortName(ref), " is outside switch ", s.id(), " (ports 1..",
+              total, ")");
       return;
     }
     const bool is_ingress = ref.port() <= s.ingress_ports();
     if (want == v1::PORT_DIRECTION_INGRESS && !is_ingress) {
-      Problem(owner, ": ", PortText(ref), " is an egress port; it must be an ingress port (1..",
+      Problem(owner, ": ", v1::PortName(ref), " is an egress port; it must be an ingress port (1..",
               s.ingress_ports(), ")");
     } else if (want == v1::PORT_DIRECTION_EGRESS && is_ingress) {
-      Problem(owner, ": ", PortText(ref), " is an ingress port; it must be an egress port (",
+      Problem(owner, ": ", v1::PortName(ref), " is an ingress port; it must be an egress port (",
               s.ingress_ports() + 1, "..", total, ")");
     }
     const bool reserved = std::binary_search(s.trunk_reserved_ports().begin(),
                                              s.trunk_reserved_ports().end(), ref.port());
     if (trunk && !reserved) {
-      Problem(owner, ": ", PortText(ref), " is not reserved for trunks (add it to ", s.id(),
+      Problem(owner, ": ", v1::PortName(ref), " is not reserved for trunks (add it to ", s.id(),
               "'s trunk_reserved)");
     } else if (!trunk && reserved) {
-      Problem(owner, ": ", PortText(ref), " is reserved for trunks; O-NIC fibers cannot use it");
+      Problem(owner, ": ", v1::PortName(ref),
+              " is reserved for trunks; O-NIC fibers cannot use it");
     }
-    auto [claim, fresh] = wired_.emplace(PortText(ref), owner);
+    auto [claim, fresh] = wired_.emplace(v1::PortName(ref), owner);
     if (!fresh)
-      Problem("switch port ", PortText(ref), " is wired twice: ", claim->second, " and ", owner);
+      Problem("switch port ", v1::PortName(ref), " is wired twice: ", claim->second, " and ",
+              owner);
   }
 
   void CheckOnics() {

@@ -4,7 +4,7 @@
 #include <prometheus/metric_family.h>
 
 #include "absl/strings/str_cat.h"
-#include "controller/base/log.h"
+#include "common/log.h"
 #include "fleet/v1/names.h"
 #include "fleet/v1/topology.pb.h"
 

@@ -20,7 +20,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "controller/metrics/endpoint.h"
+#include "common/metrics_endpoint.h"
 #include "controller/store/retention.h"
 #include "controller/store/store.h"
 

@@ -10,10 +10,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "controller/base/grpc_status.h"
-#include "controller/base/log.h"
-#include "controller/base/proto_time.h"
-#include "controller/base/status_macros.h"
+#include "common/grpc_status.h"
+#include "common/log.h"
+#include "common/proto_time.h"
+#include "common/status_macros.h"
 
 namespace fleet::service {
 namespace {

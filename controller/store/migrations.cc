@@ -1,7 +1,7 @@
 #include "controller/store/migrations.h"
 
 #include "absl/strings/str_cat.h"
-#include "controller/base/status_macros.h"
+#include "common/status_macros.h"
 
 namespace fleet::store {
 

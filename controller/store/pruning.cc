@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "controller/base/status_macros.h"
+#include "common/status_macros.h"
 
 namespace fleet::store {
 namespace {

@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "controller/base/log.h"
-#include "controller/base/status_macros.h"
+#include "common/log.h"
+#include "common/status_macros.h"
 
 namespace fleet::store {
 namespace {

@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "controller/base/log.h"
+#include "common/log.h"
 
 namespace fleet::store {
 

@@ -15,7 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
-#include "controller/base/status_macros.h"
+#include "common/status_macros.h"
 #include "controller/store/migrations.h"
 #include "controller/store/pruning.h"
 #include "controller/store/sqlite.h"

@@ -22,7 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "controller/base/clock.h"
+#include "common/clock.h"
 #include "fleet/v1/admin.pb.h"
 #include "fleet/v1/common.pb.h"
 #include "fleet/v1/inventory.pb.h"

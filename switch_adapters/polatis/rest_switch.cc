@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "controller/base/status_macros.h"
-#include "switch_adapters/polatis/http_client.h"
+#include "common/status_macros.h"
+#include "common/http_client.h"
 #include "switch_adapters/polatis/polatis_switch.h"
 #include "switch_adapters/polatis/rest_json.h"
 

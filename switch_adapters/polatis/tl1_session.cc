@@ -3,8 +3,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "controller/base/log.h"
-#include "controller/base/status_macros.h"
+#include "common/log.h"
+#include "common/status_macros.h"
 
 namespace fleet::polatis {
 

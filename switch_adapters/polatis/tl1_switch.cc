@@ -8,7 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
-#include "controller/base/status_macros.h"
+#include "common/status_macros.h"
 #include "switch_adapters/polatis/polatis_switch.h"
 #include "switch_adapters/polatis/tl1_session.h"
 

@@ -17,10 +17,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/clock.h"
+#include "common/flags.h"
+#include "common/log.h"
 #include "controller/agents/agent_registry.h"
-#include "controller/base/clock.h"
-#include "controller/base/flags.h"
-#include "controller/base/log.h"
 #include "controller/service/services.h"
 #include "onic_agent/agent.h"
 
@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   fleet::SetMinLogLevel(fleet::LogLevel::kWarning);
   fleet::FakeClock clock;
   std::unique_ptr<fleet::store::Store> store = *fleet::store::OpenSqliteStore({":memory:", &clock});
-  fleet::agents::AgentRegistry registry({}, store.get());
+  fleet::agents::AgentRegistry registry({}, store.get(), &clock);
   fleet::service::AgentServiceImpl service(&registry);
   grpc::ServerBuilder builder;
   int port = 0;

@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "controller/base/flags.h"
+#include "common/flags.h"
 #include "switch_adapters/polatis/polatis_switch.h"
 #include "tests/integration/subprocess.h"
 

@@ -51,7 +51,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "controller/base/flags.h"
+#include "common/flags.h"
 #include "fleet/v1/inventory.grpc.pb.h"
 #include "fleet/v1/topology.grpc.pb.h"
 #include "tests/bench/fleetd_child.h"

@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
-#include "controller/base/clock.h"
+#include "common/clock.h"
 
 namespace fleet::cli {
 namespace {

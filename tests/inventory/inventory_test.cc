@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "controller/base/clock.h"
+#include "common/clock.h"
 
 namespace fleet::inventory {
 namespace {

@@ -20,8 +20,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/clock.h"
 #include "controller/agents/agent_registry.h"
-#include "controller/base/clock.h"
 #include "controller/service/services.h"
 #include "controller/store/store.h"
 #include "tests/eventually.h"
@@ -237,7 +237,7 @@ class Controller {
     EXPECT_TRUE(store_->WriteInventory(write, "test").ok());
     agents::AgentRegistryOptions options;
     options.heartbeat_interval = absl::Milliseconds(20);
-    registry_ = std::make_unique<agents::AgentRegistry>(options, store_.get());
+    registry_ = std::make_unique<agents::AgentRegistry>(options, store_.get(), &clock_);
     service_ = std::make_unique<service::AgentServiceImpl>(registry_.get());
     grpc::ServerBuilder builder;
     builder.AddListeningPort(absl::StrCat("127.0.0.1:", port), grpc::InsecureServerCredentials(),
@@ -258,6 +258,7 @@ class Controller {
   int port() const { return port_; }
   agents::AgentRegistry& registry() { return *registry_; }
   store::Store& store() { return *store_; }
+  FakeClock& clock() { return clock_; }
 
   std::optional<v1::Agent> Agent(const std::string& host) {
     for (const v1::Agent& a : registry_->ListAgents()) {
@@ -814,6 +815,8 @@ TEST(AgentTest, AnAgentThatStopsHeartbeatingIsDropped) {
   RawAgentStream raw(controller.address());
   ASSERT_TRUE(raw.Register());
   ASSERT_TRUE(Eventually([&] { return controller.AgentConnected("h1"); }));
+  // Liveness is judged on the registry's clock: 3 heartbeat intervals pass without a word.
+  controller.clock().Advance(absl::Seconds(1));
   ASSERT_TRUE(Eventually([&] { return !controller.Agent("h1")->connected(); }));
   raw.Cancel();
   EXPECT_TRUE(Eventually([&] {

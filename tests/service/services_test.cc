@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "controller/base/clock.h"
+#include "common/clock.h"
 #include "switch_adapters/fake_optical_switch.h"
 #include "tests/eventually.h"
 

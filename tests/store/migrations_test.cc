@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "controller/base/clock.h"
+#include "common/clock.h"
 #include "controller/store/sqlite.h"
 #include "controller/store/store.h"
 #include "tests/eventually.h"

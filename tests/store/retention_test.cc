@@ -15,7 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "controller/base/clock.h"
+#include "common/clock.h"
 #include "controller/store/migrations.h"
 #include "controller/store/sqlite.h"
 #include "controller/store/store.h"

@@ -18,7 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "controller/base/clock.h"
+#include "common/clock.h"
 #include "controller/store/sqlite.h"
 #include "tests/store/store_test_util.h"
 

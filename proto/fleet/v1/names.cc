@@ -4,6 +4,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 
 namespace fleet::v1 {
@@ -51,5 +52,11 @@ std::vector<std::string> EnumTexts(const google::protobuf::EnumDescriptor* descr
   }
   return out;
 }
+
+std::string PortName(absl::string_view owner, int64_t port) {
+  return absl::StrCat(owner, "/", port);
+}
+std::string PortName(const OnicPortRef& ref) { return PortName(ref.onic(), ref.port()); }
+std::string PortName(const SwitchPortRef& ref) { return PortName(ref.switch_id(), ref.port()); }
 
 }  // namespace fleet::v1

@@ -1,6 +1,7 @@
 // Operator-facing names of fleet.v1 enum values, derived from the proto itself so there is
 // one vocabulary: DEVICE_KIND_GPU is "gpu", TEMPLATE_KIND_RING_UNIDIRECTIONAL is
-// "ring-unidirectional". Used by the inventory file, the store's columns and fleetctl.
+// "ring-unidirectional". Used by the inventory file, the store's columns and fleetctl. Also
+// the one way to name a port.
 #ifndef FLEET_PROTO_FLEET_V1_NAMES_H_
 #define FLEET_PROTO_FLEET_V1_NAMES_H_
 
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "fleet/v1/common.pb.h"
 
 namespace fleet::v1 {
 
@@ -38,6 +40,12 @@ template <typename E>
 std::vector<std::string> Names() {
   return EnumTexts(google::protobuf::GetEnumDescriptor<E>());
 }
+
+// A port as messages, events, logs and fleetctl name it: "OWNER/PORT", e.g. "onic-3/1" or
+// "polatis-1/17". Also the key of the maps that index ports by name.
+std::string PortName(absl::string_view owner, int64_t port);
+std::string PortName(const OnicPortRef& ref);
+std::string PortName(const SwitchPortRef& ref);
 
 }  // namespace fleet::v1
 

@@ -1,7 +1,7 @@
 #include "switch_adapters/polatis/emulator/emulator.h"
 
 #include "absl/strings/str_cat.h"
-#include "controller/base/status_macros.h"
+#include "common/status_macros.h"
 
 namespace fleet::polatis_emu {
 

@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "controller/base/clock.h"
+#include "common/clock.h"
 #include "switch_adapters/polatis/emulator/http_remote_light.h"
 #include "switch_adapters/polatis/emulator/rest_api.h"
 #include "switch_adapters/polatis/emulator/rest_server.h"

@@ -9,10 +9,10 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "controller/base/clock.h"
-#include "controller/base/flags.h"
-#include "controller/base/log.h"
-#include "controller/base/shutdown_signals.h"
+#include "common/clock.h"
+#include "common/flags.h"
+#include "common/log.h"
+#include "common/shutdown_signals.h"
 #include "switch_adapters/polatis/emulator/emulator.h"
 
 namespace {

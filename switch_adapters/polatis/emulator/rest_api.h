@@ -12,7 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "controller/base/clock.h"
+#include "common/clock.h"
 #include "nlohmann/json.hpp"
 #include "switch_adapters/polatis/emulator/switch_model.h"
 

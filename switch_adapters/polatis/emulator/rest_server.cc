@@ -17,8 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "civetweb.h"
-#include "controller/base/knock_while_stopping.h"
-#include "controller/base/log.h"
+#include "common/knock_while_stopping.h"
+#include "common/log.h"
 
 namespace fleet::polatis_emu {
 namespace {

@@ -10,7 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "controller/base/clock.h"
+#include "common/clock.h"
 #include "switch_adapters/polatis/emulator/rest_api.h"
 #include "switch_adapters/polatis/emulator/switch_model.h"
 

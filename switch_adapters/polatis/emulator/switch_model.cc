@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "controller/base/log.h"
+#include "common/log.h"
 #include "nlohmann/json.hpp"
 
 namespace fleet::polatis_emu {

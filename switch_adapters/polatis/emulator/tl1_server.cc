@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "controller/base/log.h"
+#include "common/log.h"
 #include "switch_adapters/polatis/emulator/tl1_command.h"
 
 namespace fleet::polatis_emu {

@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "controller/base/clock.h"
+#include "common/clock.h"
 #include "switch_adapters/polatis/emulator/switch_model.h"
 #include "switch_adapters/polatis/emulator/tl1_session.h"
 

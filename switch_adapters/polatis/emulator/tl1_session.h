@@ -11,7 +11,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "controller/base/clock.h"
+#include "common/clock.h"
 #include "switch_adapters/polatis/emulator/switch_model.h"
 #include "switch_adapters/polatis/emulator/tl1_command.h"
 

@@ -2,8 +2,8 @@
 // stop only between polls of its listening socket, which time out after one to two
 // seconds. A connection attempt ends the poll at once: StopWhileKnocking runs `stop` while
 // connecting to HOST:PORT every 5 ms, so stopping takes milliseconds, not seconds.
-#ifndef FLEET_CONTROLLER_BASE_KNOCK_WHILE_STOPPING_H_
-#define FLEET_CONTROLLER_BASE_KNOCK_WHILE_STOPPING_H_
+#ifndef FLEET_COMMON_KNOCK_WHILE_STOPPING_H_
+#define FLEET_COMMON_KNOCK_WHILE_STOPPING_H_
 
 #include <functional>
 #include <string>
@@ -15,4 +15,4 @@ void StopWhileKnocking(const std::string& host, int port, const std::function<vo
 
 }  // namespace fleet
 
-#endif  // FLEET_CONTROLLER_BASE_KNOCK_WHILE_STOPPING_H_
+#endif  // FLEET_COMMON_KNOCK_WHILE_STOPPING_H_

@@ -1,4 +1,4 @@
-#include "controller/base/yaml_text.h"
+#include "common/yaml_text.h"
 
 #include <algorithm>
 #include <fstream>

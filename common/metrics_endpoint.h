@@ -1,7 +1,7 @@
 // What fleetd and the agent share about serving Prometheus metrics: the duration buckets and
 // the HTTP endpoint.
-#ifndef FLEET_CONTROLLER_METRICS_ENDPOINT_H_
-#define FLEET_CONTROLLER_METRICS_ENDPOINT_H_
+#ifndef FLEET_COMMON_METRICS_ENDPOINT_H_
+#define FLEET_COMMON_METRICS_ENDPOINT_H_
 
 #include <prometheus/collectable.h>
 #include <prometheus/exposer.h>
@@ -42,4 +42,4 @@ class MetricsEndpoint {
 
 }  // namespace fleet::metrics
 
-#endif  // FLEET_CONTROLLER_METRICS_ENDPOINT_H_
+#endif  // FLEET_COMMON_METRICS_ENDPOINT_H_

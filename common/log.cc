@@ -1,4 +1,4 @@
-#include "controller/base/log.h"
+#include "common/log.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "controller/base/proto_time.h"
+#include "common/proto_time.h"
 
 #include <google/protobuf/util/time_util.h>
 

@@ -1,7 +1,7 @@
-#include "controller/metrics/endpoint.h"
+#include "common/metrics_endpoint.h"
 
 #include "absl/strings/str_cat.h"
-#include "controller/base/knock_while_stopping.h"
+#include "common/knock_while_stopping.h"
 
 namespace fleet::metrics {
 

@@ -1,4 +1,4 @@
-#include "controller/base/flags.h"
+#include "common/flags.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"

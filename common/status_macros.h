@@ -1,7 +1,7 @@
 // Early-return helpers for absl::Status / absl::StatusOr<T>. The only macros the project
 // uses for error flow.
-#ifndef FLEET_CONTROLLER_BASE_STATUS_MACROS_H_
-#define FLEET_CONTROLLER_BASE_STATUS_MACROS_H_
+#ifndef FLEET_COMMON_STATUS_MACROS_H_
+#define FLEET_COMMON_STATUS_MACROS_H_
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -26,4 +26,4 @@
   if (!statusor.ok()) return statusor.status();           \
   lhs = std::move(statusor).value()
 
-#endif  // FLEET_CONTROLLER_BASE_STATUS_MACROS_H_
+#endif  // FLEET_COMMON_STATUS_MACROS_H_

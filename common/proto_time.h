@@ -1,8 +1,8 @@
 // Time between Abseil and the protobuf well-known types, one way for the whole project.
 // Conversions saturate instead of overflowing: a Duration past what absl::Duration holds
 // becomes an infinite one, never a wrapped negative.
-#ifndef FLEET_CONTROLLER_BASE_PROTO_TIME_H_
-#define FLEET_CONTROLLER_BASE_PROTO_TIME_H_
+#ifndef FLEET_COMMON_PROTO_TIME_H_
+#define FLEET_COMMON_PROTO_TIME_H_
 
 #include <google/protobuf/duration.pb.h>
 #include <google/protobuf/timestamp.pb.h>
@@ -18,4 +18,4 @@ absl::Duration FromProtoDuration(const google::protobuf::Duration& d);
 
 }  // namespace fleet
 
-#endif  // FLEET_CONTROLLER_BASE_PROTO_TIME_H_
+#endif  // FLEET_COMMON_PROTO_TIME_H_

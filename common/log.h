@@ -3,8 +3,8 @@
 // Why not a logging library: Abseil 20220623 has no absl/log, and the daemons need only a
 // timestamped, leveled, line-atomic stderr stream (journald adds the rest under systemd).
 // A line is written with one write(2) so lines from concurrent threads never interleave.
-#ifndef FLEET_CONTROLLER_BASE_LOG_H_
-#define FLEET_CONTROLLER_BASE_LOG_H_
+#ifndef FLEET_COMMON_LOG_H_
+#define FLEET_COMMON_LOG_H_
 
 #include <sstream>
 
@@ -40,4 +40,4 @@ class LogMessage {
   } else                                                     \
     ::fleet::LogMessage(FLEET_LOG_LEVEL_##severity, __FILE__, __LINE__).stream()
 
-#endif  // FLEET_CONTROLLER_BASE_LOG_H_
+#endif  // FLEET_COMMON_LOG_H_

@@ -1,7 +1,7 @@
 // HTTP as a dependency of the REST adapter and of the emulated agents' light reads: one request
 // at a time over a reused connection.
-#ifndef FLEET_SWITCH_ADAPTERS_POLATIS_HTTP_CLIENT_H_
-#define FLEET_SWITCH_ADAPTERS_POLATIS_HTTP_CLIENT_H_
+#ifndef FLEET_COMMON_HTTP_CLIENT_H_
+#define FLEET_COMMON_HTTP_CLIENT_H_
 
 #include <memory>
 #include <string>
@@ -9,7 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
-namespace fleet::polatis {
+namespace fleet {
 
 struct HttpResponse {
   long status = 0;
@@ -42,6 +42,6 @@ struct CurlHttpClientOptions {
 // HTTP Basic auth when a user is given; `Content-Type` and `Accept` from the options.
 std::unique_ptr<HttpClient> NewCurlHttpClient(const CurlHttpClientOptions& options);
 
-}  // namespace fleet::polatis
+}  // namespace fleet
 
-#endif  // FLEET_SWITCH_ADAPTERS_POLATIS_HTTP_CLIENT_H_
+#endif  // FLEET_COMMON_HTTP_CLIENT_H_

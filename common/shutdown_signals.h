@@ -1,8 +1,8 @@
 // How the daemons stop: SIGTERM and SIGINT are blocked in every thread (call Block() in
 // main() before any thread starts; threads inherit the mask) and taken synchronously with
 // Wait(), so no work ever runs in a signal handler.
-#ifndef FLEET_CONTROLLER_BASE_SHUTDOWN_SIGNALS_H_
-#define FLEET_CONTROLLER_BASE_SHUTDOWN_SIGNALS_H_
+#ifndef FLEET_COMMON_SHUTDOWN_SIGNALS_H_
+#define FLEET_COMMON_SHUTDOWN_SIGNALS_H_
 
 #include <signal.h>
 
@@ -31,4 +31,4 @@ class ShutdownSignals {
 
 }  // namespace fleet
 
-#endif  // FLEET_CONTROLLER_BASE_SHUTDOWN_SIGNALS_H_
+#endif  // FLEET_COMMON_SHUTDOWN_SIGNALS_H_

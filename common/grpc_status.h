@@ -1,6 +1,6 @@
 // The one place absl::Status and grpc::Status are converted (gRPC 1.51 has no converter).
-#ifndef FLEET_CONTROLLER_BASE_GRPC_STATUS_H_
-#define FLEET_CONTROLLER_BASE_GRPC_STATUS_H_
+#ifndef FLEET_COMMON_GRPC_STATUS_H_
+#define FLEET_COMMON_GRPC_STATUS_H_
 
 #include <grpcpp/support/status.h>
 
@@ -14,4 +14,4 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 
 }  // namespace fleet
 
-#endif  // FLEET_CONTROLLER_BASE_GRPC_STATUS_H_
+#endif  // FLEET_COMMON_GRPC_STATUS_H_

@@ -4,9 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "switch_adapters/polatis/http_client.h"
+#include "common/http_client.h"
 
-namespace fleet::polatis {
+namespace fleet {
 namespace {
 
 size_t Collect(char* data, size_t size, size_t count, void* out) {
@@ -113,4 +113,4 @@ std::unique_ptr<HttpClient> NewCurlHttpClient(const CurlHttpClientOptions& optio
   return std::make_unique<CurlHttpClient>(options);
 }
 
-}  // namespace fleet::polatis
+}  // namespace fleet

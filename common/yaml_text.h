@@ -1,7 +1,7 @@
 // The project's YAML files (inventory, fleetd and agent configs) are read the same way:
 // whole text in, a yaml-cpp node out, and a syntax error named by file and line.
-#ifndef FLEET_CONTROLLER_BASE_YAML_TEXT_H_
-#define FLEET_CONTROLLER_BASE_YAML_TEXT_H_
+#ifndef FLEET_COMMON_YAML_TEXT_H_
+#define FLEET_COMMON_YAML_TEXT_H_
 
 #include <yaml-cpp/yaml.h>
 
@@ -13,7 +13,7 @@
 namespace fleet {
 
 // INVALID_ARGUMENT "FILE:LINE: YAML syntax error: ..." on malformed text, and
-// "FILE:LINE: not UTF-8 text (byte 0xFF at column C)" on text that is not UTF-8 (YAML's own
+// "FILE:LINE: not UTF-8 text (byte 0xff at column C)" on text that is not UTF-8 (YAML's own
 // rule, and every string read goes into a proto whose strings must be UTF-8).
 absl::StatusOr<YAML::Node> LoadYaml(absl::string_view text, absl::string_view file_name);
 
@@ -22,4 +22,4 @@ absl::StatusOr<std::string> ReadTextFile(const std::string& path, absl::string_v
 
 }  // namespace fleet
 
-#endif  // FLEET_CONTROLLER_BASE_YAML_TEXT_H_
+#endif  // FLEET_COMMON_YAML_TEXT_H_

@@ -1,6 +1,6 @@
 // Time as a dependency: code that stamps or waits takes a Clock so tests can use FakeClock.
-#ifndef FLEET_CONTROLLER_BASE_CLOCK_H_
-#define FLEET_CONTROLLER_BASE_CLOCK_H_
+#ifndef FLEET_COMMON_CLOCK_H_
+#define FLEET_COMMON_CLOCK_H_
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -39,4 +39,4 @@ class FakeClock : public Clock {
 
 }  // namespace fleet
 
-#endif  // FLEET_CONTROLLER_BASE_CLOCK_H_
+#endif  // FLEET_COMMON_CLOCK_H_

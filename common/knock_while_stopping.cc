@@ -1,4 +1,4 @@
-#include "controller/base/knock_while_stopping.h"
+#include "common/knock_while_stopping.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -4,8 +4,8 @@
 // parses. Accepted forms: `--name value`, `--name=value`, `-n value` for a declared short
 // name, `--flag` / `--flag=false` for booleans, and `--` to end flags. Flags may appear
 // before, between or after positional arguments. `--help`/`-h` is always declared.
-#ifndef FLEET_CONTROLLER_BASE_FLAGS_H_
-#define FLEET_CONTROLLER_BASE_FLAGS_H_
+#ifndef FLEET_COMMON_FLAGS_H_
+#define FLEET_COMMON_FLAGS_H_
 
 #include <cstdint>
 #include <map>
@@ -61,4 +61,4 @@ class FlagSet {
 
 }  // namespace fleet
 
-#endif  // FLEET_CONTROLLER_BASE_FLAGS_H_
+#endif  // FLEET_COMMON_FLAGS_H_

@@ -1,4 +1,4 @@
-#include "controller/base/grpc_status.h"
+#include "common/grpc_status.h"
 
 #include <string>
 
