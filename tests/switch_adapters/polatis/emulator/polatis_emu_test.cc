@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "tests/integration/subprocess.h"
-#include "tests/polatis/emulator/raw_clients.h"
+#include "tests/switch_adapters/polatis/emulator/raw_clients.h"
 
 namespace fleet::polatis_emu {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "nlohmann/json.hpp"
 #include "switch_adapters/polatis/emulator/emulator.h"
-#include "tests/polatis/emulator/raw_clients.h"
+#include "tests/switch_adapters/polatis/emulator/raw_clients.h"
 
 namespace fleet::polatis_emu {
 namespace {

@@ -10,7 +10,7 @@
 #include "absl/synchronization/notification.h"
 #include "switch_adapters/polatis/emulator/emulator.h"
 #include "switch_adapters/polatis/emulator/tl1_server.h"
-#include "tests/polatis/emulator/raw_clients.h"
+#include "tests/switch_adapters/polatis/emulator/raw_clients.h"
 
 namespace fleet::polatis_emu {
 namespace {

@@ -18,7 +18,7 @@
 #include "switch_adapters/polatis/emulator/emulator.h"
 #include "switch_adapters/polatis/emulator/switch_model.h"
 #include "tests/integration/subprocess.h"
-#include "tests/polatis/emulator/raw_clients.h"
+#include "tests/switch_adapters/polatis/emulator/raw_clients.h"
 
 namespace fleet::polatis_emu {
 namespace {
