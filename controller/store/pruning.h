@@ -1,6 +1,6 @@
 // The SQL of retention: one batch of pruning on the store's connection, inside a transaction
-// the caller (SqliteStore) holds. The contracts are Store::PruneEvents and
-// Store::PruneEndedAllocations (controller/store/store.h).
+// the caller (SqliteStore) holds. The contracts are StorageControl::PruneEvents and
+// StorageControl::PruneEndedAllocations (controller/store/storage_control.h).
 #ifndef FLEET_CONTROLLER_STORE_PRUNING_H_
 #define FLEET_CONTROLLER_STORE_PRUNING_H_
 
@@ -9,7 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "controller/store/sqlite.h"
-#include "controller/store/store.h"
+#include "controller/store/storage_control.h"
 
 namespace fleet::store {
 
