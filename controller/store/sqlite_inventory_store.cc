@@ -1,0 +1,328 @@
+// The SQLite implementation of InventoryStore (controller/store/inventory_store.h).
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "common/status_macros.h"
+#include "controller/store/inventory_rows.h"
+#include "controller/store/queries.h"
+#include "controller/store/sqlite_aggregates.h"
+#include "fleet/v1/names.h"
+
+namespace fleet::store {
+namespace {
+
+using v1::Name;
+
+class SqliteInventoryStore final : public InventoryStore {
+ public:
+  explicit SqliteInventoryStore(StoreConnection& connection) : connection_(connection) {}
+
+  absl::StatusOr<std::vector<v1::Switch>> ListSwitches() override {
+    absl::MutexLock lock(&connection_.mu());
+    return SelectSwitches(db(), "");
+  }
+
+  absl::StatusOr<v1::Switch> GetSwitch(const std::string& id) override {
+    absl::MutexLock lock(&connection_.mu());
+    ASSIGN_OR_RETURN(std::vector<v1::Switch> found, SelectSwitches(db(), id));
+    if (found.empty()) return absl::NotFoundError(absl::StrCat("switch ", id, " not found"));
+    return found.front();
+  }
+
+  absl::StatusOr<std::vector<v1::SwitchPort>> ListPorts(const std::string& switch_id) override {
+    absl::MutexLock lock(&connection_.mu());
+    if (!switch_id.empty()) {
+      ASSIGN_OR_RETURN(std::vector<v1::Switch> found, SelectSwitches(db(), switch_id));
+      if (found.empty())
+        return absl::NotFoundError(absl::StrCat("switch ", switch_id, " not found"));
+    }
+    ASSIGN_OR_RETURN(Statement stmt, db().Prepare(R"sql(
+      SELECT p.switch_id, p.port, p.direction, p.reservation, p.admin_state, p.oper_state,
+             f.onic_id, f.onic_port, COALESCE(tf.id, tt.id),
+             COALESCE(ci.circuit_id, ce.circuit_id)
+      FROM switch_ports p
+      LEFT JOIN fibers f ON f.switch_id = p.switch_id AND f.switch_port = p.port
+      LEFT JOIN trunks tf ON tf.from_switch = p.switch_id AND tf.from_port = p.port
+      LEFT JOIN trunks tt ON tt.to_switch = p.switch_id AND tt.to_port = p.port
+      LEFT JOIN cross_connects ci
+        ON ci.switch_id = p.switch_id AND ci.ingress = p.port AND ci.desired = 1
+      LEFT JOIN cross_connects ce
+        ON ce.switch_id = p.switch_id AND ce.egress = p.port AND ce.desired = 1
+      WHERE ?1 = '' OR p.switch_id = ?1
+      ORDER BY p.switch_id, p.port)sql"));
+    stmt.Bind(1, switch_id);
+    std::vector<v1::SwitchPort> ports;
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, stmt.Step());
+      if (!row) break;
+      v1::SwitchPort& port = ports.emplace_back();
+      port.mutable_ref()->set_switch_id(stmt.Text(0));
+      port.mutable_ref()->set_port(static_cast<uint32_t>(stmt.Int(1)));
+      port.set_direction(ParseColumn<v1::PortDirection>(stmt.Text(2)));
+      port.set_reservation(ParseColumn<v1::PortReservation>(stmt.Text(3)));
+      port.set_admin_state(ParseColumn<v1::AdminState>(stmt.Text(4)));
+      port.set_oper_state(ParseColumn<v1::OperState>(stmt.Text(5)));
+      if (!stmt.IsNull(6)) {
+        port.mutable_wiring()->mutable_onic_port()->set_onic(stmt.Text(6));
+        port.mutable_wiring()->mutable_onic_port()->set_port(static_cast<uint32_t>(stmt.Int(7)));
+      } else if (!stmt.IsNull(8)) {
+        port.mutable_wiring()->set_trunk(stmt.Text(8));
+      }
+      if (!stmt.IsNull(9)) port.set_circuit_id(stmt.Text(9));
+    }
+    return ports;
+  }
+
+  absl::StatusOr<std::vector<v1::Host>> ListHosts() override {
+    absl::MutexLock lock(&connection_.mu());
+    return SelectHosts(db(), "");
+  }
+
+  absl::StatusOr<v1::Host> GetHost(const std::string& name) override {
+    absl::MutexLock lock(&connection_.mu());
+    ASSIGN_OR_RETURN(std::vector<v1::Host> found, SelectHosts(db(), name));
+    if (found.empty()) return absl::NotFoundError(absl::StrCat("host ", name, " not found"));
+    return found.front();
+  }
+
+  absl::StatusOr<std::vector<v1::Device>> ListDevices(const DeviceFilter& filter) override {
+    absl::MutexLock lock(&connection_.mu());
+    return SelectDevices(db(), "", filter);
+  }
+
+  absl::StatusOr<v1::Device> GetDevice(const std::string& id) override {
+    absl::MutexLock lock(&connection_.mu());
+    ASSIGN_OR_RETURN(std::vector<v1::Device> found, SelectDevices(db(), id, {}));
+    if (found.empty()) return absl::NotFoundError(absl::StrCat("device ", id, " not found"));
+    return found.front();
+  }
+
+  absl::StatusOr<std::vector<v1::Onic>> ListOnics(const OnicFilter& filter) override {
+    absl::MutexLock lock(&connection_.mu());
+    return SelectOnics(db(), "", filter);
+  }
+
+  absl::StatusOr<v1::Onic> GetOnic(const std::string& id) override {
+    absl::MutexLock lock(&connection_.mu());
+    ASSIGN_OR_RETURN(std::vector<v1::Onic> found, SelectOnics(db(), id, {}));
+    if (found.empty()) return absl::NotFoundError(absl::StrCat("onic ", id, " not found"));
+    return found.front();
+  }
+
+  absl::StatusOr<std::vector<v1::Trunk>> ListTrunks() override {
+    absl::MutexLock lock(&connection_.mu());
+    return SelectTrunks(db());
+  }
+
+  absl::StatusOr<v1::Inventory> LoadInventory() override {
+    absl::MutexLock lock(&connection_.mu());
+    v1::Inventory inventory;
+    ASSIGN_OR_RETURN(std::vector<v1::Switch> switches, SelectSwitches(db(), ""));
+    for (auto& s : switches) *inventory.add_switches() = std::move(s);
+    ASSIGN_OR_RETURN(std::vector<v1::Host> hosts, SelectHosts(db(), ""));
+    for (auto& h : hosts) *inventory.add_hosts() = std::move(h);
+    ASSIGN_OR_RETURN(std::vector<v1::Device> devices, SelectDevices(db(), "", {}));
+    for (auto& d : devices) *inventory.add_devices() = std::move(d);
+    ASSIGN_OR_RETURN(std::vector<v1::Onic> onics, SelectOnics(db(), "", {}));
+    for (auto& o : onics) *inventory.add_onics() = std::move(o);
+    ASSIGN_OR_RETURN(std::vector<v1::Trunk> trunks, SelectTrunks(db()));
+    for (auto& t : trunks) *inventory.add_trunks() = std::move(t);
+    return inventory;
+  }
+
+  absl::Status WriteInventory(const InventoryWrite& write, const std::string& principal) override {
+    absl::MutexLock lock(&connection_.mu());
+    ASSIGN_OR_RETURN(Transaction txn, connection_.Begin());
+    const v1::Inventory& objects = write.objects;
+    for (const v1::Switch& s : objects.switches()) RETURN_IF_ERROR(UpsertSwitch(db(), s));
+    for (const v1::Host& h : objects.hosts()) RETURN_IF_ERROR(UpsertHost(db(), h));
+    for (const v1::Device& d : objects.devices()) RETURN_IF_ERROR(UpsertDevice(db(), d));
+    // Fibers and trunks being rewritten are removed first, so that a fiber may move from one
+    // O-NIC port (or trunk) to another within one apply.
+    for (const v1::Onic& o : objects.onics()) RETURN_IF_ERROR(CheckOnicRewire(db(), o));
+    for (const v1::Trunk& t : objects.trunks()) RETURN_IF_ERROR(CheckTrunkRewire(db(), t));
+    for (const v1::Onic& o : objects.onics()) {
+      ASSIGN_OR_RETURN(Statement del, db().Prepare("DELETE FROM fibers WHERE onic_id = ?1"));
+      RETURN_IF_ERROR(del.Bind(1, o.id()).Run());
+    }
+    for (const v1::Trunk& t : objects.trunks()) {
+      ASSIGN_OR_RETURN(Statement del, db().Prepare("DELETE FROM trunks WHERE id = ?1"));
+      RETURN_IF_ERROR(del.Bind(1, t.id()).Run());
+    }
+    for (const v1::Onic& o : objects.onics()) RETURN_IF_ERROR(UpsertOnic(db(), o));
+    for (const v1::Trunk& t : objects.trunks()) RETURN_IF_ERROR(InsertTrunk(db(), t));
+    for (const std::string& what : write.created) {
+      RETURN_IF_ERROR(InventoryEvent("inventory.created", what, principal, "created"));
+    }
+    for (const std::string& what : write.updated) {
+      RETURN_IF_ERROR(InventoryEvent("inventory.updated", what, principal, "updated"));
+    }
+    RETURN_IF_ERROR(connection_.Commit(txn));
+    inventory_version_.fetch_add(1);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::vector<std::string>> DeleteObject(const std::string& kind,
+                                                        const std::string& name,
+                                                        const std::string& principal) override {
+    absl::MutexLock lock(&connection_.mu());
+    ASSIGN_OR_RETURN(Transaction txn, connection_.Begin());
+    std::vector<std::string> deleted;
+    if (kind == "switch") {
+      RETURN_IF_ERROR(RequireExists(db(), "SELECT 1 FROM switches WHERE id = ?1", kind, name));
+      RETURN_IF_ERROR(RefuseIfAny(
+          db(), "SELECT onic_id || ' port ' || onic_port FROM fibers WHERE switch_id = ?1 LIMIT 1",
+          name, absl::StrCat("switch ", name, " has O-NIC fibers plugged in (first: onic "),
+          "); delete or rewire those O-NICs first"));
+      RETURN_IF_ERROR(RefuseIfAny(
+          db(), "SELECT id FROM trunks WHERE from_switch = ?1 OR to_switch = ?1 LIMIT 1", name,
+          absl::StrCat("switch ", name, " has trunk "), " plugged in; delete the trunk first"));
+      RETURN_IF_ERROR(RunWith(db(), "DELETE FROM switches WHERE id = ?1", name));
+    } else if (kind == "host") {
+      RETURN_IF_ERROR(RequireExists(db(), "SELECT 1 FROM hosts WHERE name = ?1", kind, name));
+      RETURN_IF_ERROR(RefuseIfAny(
+          db(), "SELECT group_concat(id, ', ') FROM devices WHERE host = ?1 HAVING count(*) > 0",
+          name, absl::StrCat("host ", name, " still has devices "), "; delete them first"));
+      RETURN_IF_ERROR(RunWith(db(), "DELETE FROM hosts WHERE name = ?1", name));
+    } else if (kind == "device") {
+      RETURN_IF_ERROR(RequireExists(db(), "SELECT 1 FROM devices WHERE id = ?1", kind, name));
+      RETURN_IF_ERROR(RefuseIfAny(
+          db(),
+          "SELECT a.id FROM allocation_members m JOIN allocations a ON a.id = m.allocation_id "
+          "WHERE m.device_id = ?1 AND a.state NOT IN ('released', 'failed') LIMIT 1",
+          name, absl::StrCat("device ", name, " is a member of allocation "),
+          "; release it first"));
+      RETURN_IF_ERROR(RefuseIfAny(
+          db(),
+          "SELECT c.id FROM circuits c JOIN onics o ON o.id IN (c.src_onic, c.dst_onic) "
+          "WHERE o.device_id = ?1 LIMIT 1",
+          name, absl::StrCat("device ", name, " has an O-NIC in circuit "), "; release it first"));
+      ASSIGN_OR_RETURN(Statement onics,
+                       db().Prepare("SELECT id FROM onics WHERE device_id = ?1 ORDER BY id"));
+      onics.Bind(1, name);
+      while (true) {
+        ASSIGN_OR_RETURN(bool row, onics.Step());
+        if (!row) break;
+        deleted.push_back(absl::StrCat("onic ", onics.Text(0)));
+      }
+      RETURN_IF_ERROR(RunWith(db(), "DELETE FROM onics WHERE device_id = ?1", name));
+      RETURN_IF_ERROR(RunWith(db(), "DELETE FROM devices WHERE id = ?1", name));
+    } else if (kind == "onic") {
+      RETURN_IF_ERROR(RequireExists(db(), "SELECT 1 FROM onics WHERE id = ?1", kind, name));
+      RETURN_IF_ERROR(
+          RefuseIfAny(db(), "SELECT id FROM circuits WHERE src_onic = ?1 OR dst_onic = ?1 LIMIT 1",
+                      name, absl::StrCat("onic ", name, " is in circuit "), "; release it first"));
+      RETURN_IF_ERROR(RunWith(db(), "DELETE FROM onics WHERE id = ?1", name));
+    } else if (kind == "trunk") {
+      RETURN_IF_ERROR(RequireExists(db(), "SELECT 1 FROM trunks WHERE id = ?1", kind, name));
+      RETURN_IF_ERROR(RefuseTrunkInUse(db(), name, "; release it first"));
+      RETURN_IF_ERROR(RunWith(db(), "DELETE FROM trunks WHERE id = ?1", name));
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cannot delete kind '", kind, "'; deletable kinds: switch, host, device, onic, trunk"));
+    }
+    deleted.insert(deleted.begin(), absl::StrCat(kind, " ", name));
+    for (const std::string& what : deleted) {
+      RETURN_IF_ERROR(InventoryEvent("inventory.deleted", what, principal, "deleted"));
+    }
+    RETURN_IF_ERROR(connection_.Commit(txn));
+    inventory_version_.fetch_add(1);
+    return deleted;
+  }
+
+  absl::Status SetDrained(const DrainTargetRef& target, bool drained, const std::string& reason,
+                          const std::string& principal) override {
+    const bool names_port = !target.switch_id.empty() || target.port != 0;
+    const int named = int{names_port} + int{!target.onic.empty()} + int{!target.host.empty()};
+    if (named != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a drain names exactly one of a switch port, an O-NIC or a host; this one names ",
+          named));
+    }
+    if (names_port && (target.switch_id.empty() || target.port == 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a switch port to drain needs both a switch and a port number (got '",
+                       target.switch_id, "' port ", target.port, ")"));
+    }
+    // The table, the key columns and the event's object kind are ours, never input.
+    std::string object_kind;
+    std::string object_id;
+    std::string what;
+    absl::string_view table;
+    absl::string_view key;
+    if (names_port) {
+      object_kind = "port";
+      object_id = absl::StrCat(target.switch_id, "/", target.port);
+      what = absl::StrCat("switch port ", object_id);
+      table = "switch_ports";
+      key = "switch_id = ?2 AND port = ?3";
+    } else if (!target.onic.empty()) {
+      object_kind = "onic";
+      object_id = target.onic;
+      what = absl::StrCat("onic ", object_id);
+      table = "onics";
+      key = "id = ?2";
+    } else {
+      object_kind = "host";
+      object_id = target.host;
+      what = absl::StrCat("host ", object_id);
+      table = "hosts";
+      key = "name = ?2";
+    }
+    absl::MutexLock lock(&connection_.mu());
+    ASSIGN_OR_RETURN(Transaction txn, connection_.Begin());
+    ASSIGN_OR_RETURN(Statement stmt, db().Prepare(absl::StrCat(
+                                         "UPDATE ", table, " SET admin_state = ?1 WHERE ", key)));
+    stmt.Bind(1, Name(drained ? v1::ADMIN_STATE_DRAINED : v1::ADMIN_STATE_ENABLED))
+        .Bind(2, names_port ? target.switch_id : object_id);
+    if (names_port) stmt.Bind(3, static_cast<int64_t>(target.port));
+    RETURN_IF_ERROR(stmt.Run());
+    // SQLite counts a matched row even when its value does not change, so a repeat is not
+    // mistaken for an unknown target.
+    if (db().Changes() == 0) return absl::NotFoundError(absl::StrCat(what, " not found"));
+    RETURN_IF_ERROR(connection_.AppendEvent(
+        drained ? "drain" : "undrain", object_kind, object_id, v1::EVENT_SEVERITY_INFO,
+        absl::StrCat(drained ? "drained " : "undrained ", what,
+                     reason.empty() ? "" : absl::StrCat(": ", reason)),
+        principal));
+    RETURN_IF_ERROR(connection_.Commit(txn));
+    inventory_version_.fetch_add(1);
+    return absl::OkStatus();
+  }
+
+ private:
+  // --- helpers; all require mu_ ---
+
+  uint64_t InventoryVersion() override { return inventory_version_.load(); }
+
+ private:
+  Database& db() ABSL_EXCLUSIVE_LOCKS_REQUIRED(connection_.mu()) { return connection_.db(); }
+
+  // `what` is "kind id".
+  absl::Status InventoryEvent(const std::string& kind, const std::string& what,
+                              const std::string& principal, const std::string& verb)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(connection_.mu()) {
+    std::pair<std::string, std::string> parts = absl::StrSplit(what, absl::MaxSplits(' ', 1));
+    return connection_.AppendEvent(kind, parts.first, parts.second, v1::EVENT_SEVERITY_INFO,
+                                   absl::StrCat(verb, " ", what), principal);
+  }
+
+  StoreConnection& connection_;
+  // Bumped after every commit that changes inventory or administrative state.
+  std::atomic<uint64_t> inventory_version_{1};
+};
+
+}  // namespace
+
+std::unique_ptr<InventoryStore> NewSqliteInventoryStore(StoreConnection& connection) {
+  return std::make_unique<SqliteInventoryStore>(connection);
+}
+
+}  // namespace fleet::store

@@ -1,0 +1,73 @@
+#include "controller/store/store_connection.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "controller/store/allocation_rows.h"
+#include "fleet/v1/names.h"
+
+namespace fleet::store {
+
+StoreConnection::StoreConnection(std::unique_ptr<Database> db, const Clock* clock,
+                                 uint64_t last_sequence)
+    : db_(std::move(db)), clock_(clock), recent_(last_sequence) {}
+
+absl::StatusOr<Transaction> StoreConnection::Begin() {
+  uncommitted_sequence_ = 0;
+  uncommitted_images_.clear();
+  return Transaction::Begin(*db_);
+}
+
+absl::Status StoreConnection::Commit(Transaction& txn) {
+  RETURN_IF_ERROR(txn.Commit());
+  if (uncommitted_sequence_ != 0) {
+    recent_.Publish(uncommitted_sequence_, std::move(uncommitted_images_));
+    uncommitted_sequence_ = 0;
+  }
+  uncommitted_images_.clear();
+  return absl::OkStatus();
+}
+
+absl::Status StoreConnection::AppendEvent(const std::string& kind, const std::string& object_kind,
+                                          const std::string& object_id, v1::EventSeverity severity,
+                                          const std::string& message,
+                                          const std::string& principal) {
+  ASSIGN_OR_RETURN(Statement stmt, db_->Prepare(R"sql(
+    INSERT INTO events (time_us, principal, kind, object_kind, object_id, severity, message)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7))sql"));
+  RETURN_IF_ERROR(
+      stmt.Bind(1, absl::ToUnixMicros(clock_->Now()))
+          .Bind(2, principal.empty() ? std::string("anonymous") : principal)
+          .Bind(3, kind)
+          .Bind(4, object_kind)
+          .Bind(5, object_id)
+          .Bind(6, v1::Name(severity == v1::EVENT_SEVERITY_UNSPECIFIED ? v1::EVENT_SEVERITY_INFO
+                                                                       : severity))
+          .Bind(7, message)
+          .Run());
+  uncommitted_sequence_ = static_cast<uint64_t>(db_->LastInsertRowId());
+  // Any image of it read before this event is out of date.
+  if (object_kind == "allocation") uncommitted_images_[object_id] = nullptr;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const v1::Allocation>> StoreConnection::KeepImage(
+    const std::string& id) {
+  ASSIGN_OR_RETURN(std::vector<v1::Allocation> found, SelectAllocations(*db_, id, {}));
+  if (found.empty()) return nullptr;
+  auto image = std::make_shared<const v1::Allocation>(std::move(found.front()));
+  uncommitted_images_[id] = image;
+  return image;
+}
+
+absl::StatusOr<v1::Allocation> StoreConnection::Image(const std::string& id) {
+  ASSIGN_OR_RETURN(std::shared_ptr<const v1::Allocation> image, KeepImage(id));
+  if (image == nullptr) {
+    return absl::InternalError(absl::StrCat("allocation ", id, " vanished while updated"));
+  }
+  return *image;
+}
+
+}  // namespace fleet::store

@@ -1,0 +1,74 @@
+// The one connection the SQLite store's aggregates share, serialized by one mutex: SQLite in
+// WAL mode is fast enough for the controller's write rate, and one writer keeps transactions
+// simple. It carries what spans the aggregates within a write: the events appended, the
+// allocation images read back for watchers, and their publication once the write commits.
+#ifndef FLEET_CONTROLLER_STORE_STORE_CONNECTION_H_
+#define FLEET_CONTROLLER_STORE_STORE_CONNECTION_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "controller/store/recent_commits.h"
+#include "controller/store/sqlite.h"
+#include "fleet/v1/admin.pb.h"
+#include "fleet/v1/topology.pb.h"
+
+namespace fleet::store {
+
+class StoreConnection {
+ public:
+  // `last_sequence` is the newest event already in `db`. `clock` must outlive this.
+  StoreConnection(std::unique_ptr<Database> db, const Clock* clock, uint64_t last_sequence);
+
+  absl::Mutex& mu() ABSL_LOCK_RETURNED(mu_) { return mu_; }
+  Database& db() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return *db_; }
+  absl::Time Now() const { return clock_->Now(); }
+  RecentCommits& recent() { return recent_; }
+  // Not under mu(): the sync needs no connection, and commits go on while it runs.
+  absl::Status SyncLog() ABSL_NO_THREAD_SAFETY_ANALYSIS { return db_->SyncLog(); }
+
+  // Every write begins here, so that the sequence of an event left by a rolled-back write
+  // is never published.
+  absl::StatusOr<Transaction> Begin() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Commits and then wakes watchers of the event log, if the write appended events. Its
+  // allocation commits are published first, so a watcher that sees its events finds them.
+  absl::Status Commit(Transaction& txn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Appends an event at the clock's time; an empty principal is recorded as "anonymous", an
+  // unspecified severity as INFO.
+  absl::Status AppendEvent(const std::string& kind, const std::string& object_kind,
+                           const std::string& object_id, v1::EventSeverity severity,
+                           const std::string& message, const std::string& principal)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Allocation `id` as the open transaction leaves it, kept as its image for watchers; null
+  // when there is no such allocation.
+  absl::StatusOr<std::shared_ptr<const v1::Allocation>> KeepImage(const std::string& id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // As KeepImage, for a write that changed the allocation: it must still be there.
+  absl::StatusOr<v1::Allocation> Image(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+ private:
+  absl::Mutex mu_;
+  std::unique_ptr<Database> db_ ABSL_GUARDED_BY(mu_);
+  const Clock* const clock_;
+  // The newest event appended by the open transaction: watchers learn of it only once it
+  // has committed, since a rollback takes it back (and its sequence is reused).
+  uint64_t uncommitted_sequence_ ABSL_GUARDED_BY(mu_) = 0;
+  // The allocations the open transaction appended events about, each with its image when
+  // the write read it back after its last event.
+  std::map<std::string, std::shared_ptr<const v1::Allocation>> uncommitted_images_
+      ABSL_GUARDED_BY(mu_);
+  RecentCommits recent_;  // Its mutex is taken inside mu_.
+};
+
+}  // namespace fleet::store
+
+#endif  // FLEET_CONTROLLER_STORE_STORE_CONNECTION_H_
