@@ -23,7 +23,7 @@ std::string Kept(const RetentionLimits& limits) {
 
 }  // namespace
 
-Retention::Retention(Store* store, RetentionPolicy policy,
+Retention::Retention(StorageControl* store, RetentionPolicy policy,
                      std::function<void(const RetentionPass&)> on_pass)
     : store_(store), policy_(std::move(policy)), on_pass_(std::move(on_pass)) {}
 

@@ -1,7 +1,7 @@
 // Retention keeps fleet.db bounded: history past its keeping (events, and allocations that
 // ended) is pruned in the background, in small transactions, and the freed pages are handed
 // back to the file system. What may be pruned, and what never is, is the contract of
-// Store::PruneEvents and Store::PruneEndedAllocations (controller/store/store.h);
+// StorageControl::PruneEvents and ::PruneEndedAllocations (controller/store/storage_control.h);
 // docs/architecture.md ("Retention") says why it is built this way.
 #ifndef FLEET_CONTROLLER_STORE_RETENTION_H_
 #define FLEET_CONTROLLER_STORE_RETENTION_H_
@@ -13,7 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "controller/store/store.h"
+#include "controller/store/storage_control.h"
 
 namespace fleet::store {
 
@@ -53,7 +53,7 @@ class Retention {
  public:
   // `store` is not owned and must outlive this object. `on_pass`, when set, is called after
   // every pass, on the thread that ran it.
-  Retention(Store* store, RetentionPolicy policy,
+  Retention(StorageControl* store, RetentionPolicy policy,
             std::function<void(const RetentionPass&)> on_pass = nullptr);
   ~Retention();  // Stops.
   Retention(const Retention&) = delete;
@@ -82,7 +82,7 @@ class Retention {
   bool stopping();
   void Run();
 
-  Store* const store_;
+  StorageControl* const store_;
   const RetentionPolicy policy_;
   const std::function<void(const RetentionPass&)> on_pass_;
   std::thread thread_;
