@@ -43,41 +43,7 @@ class SqliteInventoryStore final : public InventoryStore {
       if (found.empty())
         return absl::NotFoundError(absl::StrCat("switch ", switch_id, " not found"));
     }
-    ASSIGN_OR_RETURN(Statement stmt, db().Prepare(R"sql(
-      SELECT p.switch_id, p.port, p.direction, p.reservation, p.admin_state, p.oper_state,
-             f.onic_id, f.onic_port, COALESCE(tf.id, tt.id),
-             COALESCE(ci.circuit_id, ce.circuit_id)
-      FROM switch_ports p
-      LEFT JOIN fibers f ON f.switch_id = p.switch_id AND f.switch_port = p.port
-      LEFT JOIN trunks tf ON tf.from_switch = p.switch_id AND tf.from_port = p.port
-      LEFT JOIN trunks tt ON tt.to_switch = p.switch_id AND tt.to_port = p.port
-      LEFT JOIN cross_connects ci
-        ON ci.switch_id = p.switch_id AND ci.ingress = p.port AND ci.desired = 1
-      LEFT JOIN cross_connects ce
-        ON ce.switch_id = p.switch_id AND ce.egress = p.port AND ce.desired = 1
-      WHERE ?1 = '' OR p.switch_id = ?1
-      ORDER BY p.switch_id, p.port)sql"));
-    stmt.Bind(1, switch_id);
-    std::vector<v1::SwitchPort> ports;
-    while (true) {
-      ASSIGN_OR_RETURN(bool row, stmt.Step());
-      if (!row) break;
-      v1::SwitchPort& port = ports.emplace_back();
-      port.mutable_ref()->set_switch_id(stmt.Text(0));
-      port.mutable_ref()->set_port(static_cast<uint32_t>(stmt.Int(1)));
-      port.set_direction(ParseColumn<v1::PortDirection>(stmt.Text(2)));
-      port.set_reservation(ParseColumn<v1::PortReservation>(stmt.Text(3)));
-      port.set_admin_state(ParseColumn<v1::AdminState>(stmt.Text(4)));
-      port.set_oper_state(ParseColumn<v1::OperState>(stmt.Text(5)));
-      if (!stmt.IsNull(6)) {
-        port.mutable_wiring()->mutable_onic_port()->set_onic(stmt.Text(6));
-        port.mutable_wiring()->mutable_onic_port()->set_port(static_cast<uint32_t>(stmt.Int(7)));
-      } else if (!stmt.IsNull(8)) {
-        port.mutable_wiring()->set_trunk(stmt.Text(8));
-      }
-      if (!stmt.IsNull(9)) port.set_circuit_id(stmt.Text(9));
-    }
-    return ports;
+    return SelectPorts(db(), switch_id);
   }
 
   absl::StatusOr<std::vector<v1::Host>> ListHosts() override {

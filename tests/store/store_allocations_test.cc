@@ -18,25 +18,7 @@
 namespace fleet::store {
 namespace {
 
-using ::fleet::store::testing_util::CpuToGpu;
-using ::fleet::store::testing_util::EqualsProto;
-using ::fleet::store::testing_util::GpuToCpu;
-using ::fleet::store::testing_util::IsOk;
-using ::fleet::store::testing_util::kOperator;
-using ::fleet::store::testing_util::MakeAllocation;
-using ::fleet::store::testing_util::MakeCircuit;
-using ::fleet::store::testing_util::MakeSwitch;
-using ::fleet::store::testing_util::Micros;
-using ::fleet::store::testing_util::SmallSite;
-using ::fleet::store::testing_util::Stamp;
-using ::fleet::store::testing_util::StatusIs;
-using ::fleet::store::testing_util::StoreTest;
-using ::fleet::store::testing_util::Xc;
-using ::testing::AllOf;
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
-using ::testing::IsEmpty;
-using ::testing::SizeIs;
+using namespace ::fleet::store::testing_util;  // The fixture, its builders and matchers.
 
 // ---------------------------------------------------------------------------------------
 // Allocations and circuits

@@ -21,15 +21,7 @@
 namespace fleet::store {
 namespace {
 
-using ::fleet::store::testing_util::EqualsProto;
-using ::fleet::store::testing_util::IsOk;
-using ::fleet::store::testing_util::kOperator;
-using ::fleet::store::testing_util::Stamp;
-using ::fleet::store::testing_util::StatusIs;
-using ::fleet::store::testing_util::StoreTest;
-using ::testing::HasSubstr;
-using ::testing::IsEmpty;
-using ::testing::SizeIs;
+using namespace ::fleet::store::testing_util;  // The fixture, its builders and matchers.
 
 // ---------------------------------------------------------------------------------------
 // Events

@@ -16,21 +16,7 @@
 namespace fleet::store {
 namespace {
 
-using ::fleet::store::testing_util::CpuToGpu;
-using ::fleet::store::testing_util::EqualsProto;
-using ::fleet::store::testing_util::GpuToCpu;
-using ::fleet::store::testing_util::IsOk;
-using ::fleet::store::testing_util::kOperator;
-using ::fleet::store::testing_util::MakeAllocation;
-using ::fleet::store::testing_util::MakeCircuit;
-using ::fleet::store::testing_util::Manual;
-using ::fleet::store::testing_util::StatusIs;
-using ::fleet::store::testing_util::StoreTest;
-using ::fleet::store::testing_util::Xc;
-using ::testing::AllOf;
-using ::testing::HasSubstr;
-using ::testing::IsEmpty;
-using ::testing::SizeIs;
+using namespace ::fleet::store::testing_util;  // The fixture, its builders and matchers.
 
 // ---------------------------------------------------------------------------------------
 // Manual circuits

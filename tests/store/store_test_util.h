@@ -30,6 +30,16 @@
 
 namespace fleet::store::testing_util {
 
+// The matchers the store tests use, so that a test file takes everything here with one
+// using-directive.
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Optional;
+using ::testing::SizeIs;
+using ::testing::UnorderedElementsAre;
+
 // Runs a one-column, one-row query and returns the column as text ("" on any failure, which
 // the caller's expectation then reports).
 inline std::string QueryText(Database& db, const std::string& sql) {
