@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/proto_time.h"
 #include "common/status_macros.h"
 #include "controller/store/queries.h"
 #include "fleet/v1/names.h"
@@ -216,9 +217,9 @@ absl::StatusOr<std::vector<v1::Allocation>> SelectAllocations(Database& db, cons
     }
     *a.mutable_stage_timings() = timings.stage_timings();
     a.set_direct_traffic_share(stmt.Double(9));
-    SetMicros(stmt.Int(10), a.mutable_created());
-    SetMicros(stmt.Int(11), a.mutable_updated());
-    SetMicros(stmt.Int(12), a.mutable_lease_expires());
+    *a.mutable_created() = ToProtoTime(absl::FromUnixMicros(stmt.Int(10)));
+    *a.mutable_updated() = ToProtoTime(absl::FromUnixMicros(stmt.Int(11)));
+    *a.mutable_lease_expires() = ToProtoTime(absl::FromUnixMicros(stmt.Int(12)));
   }
   ASSIGN_OR_RETURN(
       Statement members,

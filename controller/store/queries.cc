@@ -5,15 +5,6 @@
 
 namespace fleet::store {
 
-void SetMicros(int64_t us, google::protobuf::Timestamp* out) {
-  out->set_seconds(us / 1'000'000);
-  out->set_nanos(static_cast<int32_t>((us % 1'000'000) * 1000));
-}
-
-int64_t Micros(const google::protobuf::Timestamp& t) {
-  return t.seconds() * 1'000'000 + t.nanos() / 1000;
-}
-
 absl::Status RunWith(Database& db, absl::string_view sql, const std::string& arg) {
   ASSIGN_OR_RETURN(Statement stmt, db.Prepare(sql));
   return stmt.Bind(1, arg).Run();

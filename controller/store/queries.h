@@ -3,8 +3,6 @@
 #ifndef FLEET_CONTROLLER_STORE_QUERIES_H_
 #define FLEET_CONTROLLER_STORE_QUERIES_H_
 
-#include <google/protobuf/timestamp.pb.h>
-
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -18,9 +16,6 @@
 #include "fleet/v1/topology.pb.h"
 
 namespace fleet::store {
-
-void SetMicros(int64_t us, google::protobuf::Timestamp* out);
-int64_t Micros(const google::protobuf::Timestamp& t);
 
 // An enum stored in its text form; 0 (unspecified) for a text it does not know.
 template <typename E>

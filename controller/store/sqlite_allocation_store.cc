@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "common/proto_time.h"
 #include "common/status_macros.h"
 #include "controller/store/allocation_lifecycle.h"
 #include "controller/store/allocation_rows.h"
@@ -83,9 +84,9 @@ class SqliteAllocationStore final : public AllocationStore {
         .Bind(8, a.active_phase())
         .BindBlob(9, timings.SerializeAsString())
         .Bind(10, a.direct_traffic_share())
-        .Bind(11, a.has_created() ? Micros(a.created()) : now)
+        .Bind(11, a.has_created() ? absl::ToUnixMicros(FromProtoTime(a.created())) : now)
         .Bind(12, now)
-        .Bind(13, Micros(a.lease_expires()));
+        .Bind(13, absl::ToUnixMicros(FromProtoTime(a.lease_expires())));
     RETURN_IF_ERROR(insert.Run());
     RETURN_IF_ERROR(InsertMembers(db(), a.id(), {a.members().begin(), a.members().end()}));
     for (int i = 0; i < a.circuits_size(); ++i) {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "common/proto_time.h"
 #include "common/status_macros.h"
 #include "controller/store/queries.h"
 #include "controller/store/sqlite_aggregates.h"
@@ -44,7 +45,7 @@ class SqliteEventLog final : public EventLog {
       if (!row) break;
       v1::Event& e = events.emplace_back();
       e.set_sequence(static_cast<uint64_t>(stmt.Int(0)));
-      SetMicros(stmt.Int(1), e.mutable_time());
+      *e.mutable_time() = ToProtoTime(absl::FromUnixMicros(stmt.Int(1)));
       e.set_principal(stmt.Text(2));
       e.set_kind(stmt.Text(3));
       e.set_object_kind(stmt.Text(4));
