@@ -241,8 +241,6 @@ absl::StatusOr<std::vector<v1::Allocation>> SelectAllocations(Database& db, cons
   return out;
 }
 
-absl::Mutex mu_;
-
 absl::Status SetCircuitState(Database& db, const std::string& circuit_id,
                              const AllocationUpdate::CircuitChange& change, bool was_desired) {
   const int64_t desired = change.state != v1::CIRCUIT_STATE_INACTIVE ? 1 : 0;

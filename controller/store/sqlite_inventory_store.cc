@@ -263,9 +263,6 @@ class SqliteInventoryStore final : public InventoryStore {
     return absl::OkStatus();
   }
 
- private:
-  // --- helpers; all require mu_ ---
-
   uint64_t InventoryVersion() override { return inventory_version_.load(); }
 
  private:
