@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/proto_time.h"
 #include "controller/store/sqlite.h"
 #include "controller/store/store.h"
 
@@ -138,16 +139,10 @@ inline std::string ByteDifference(const std::string& before, const std::string& 
 constexpr char kOperator[] = "operator:alice";
 
 inline int64_t Micros(const google::protobuf::Timestamp& t) {
-  return t.seconds() * 1'000'000 + t.nanos() / 1000;
+  return absl::ToUnixMicros(FromProtoTime(t));
 }
 
-inline google::protobuf::Timestamp Stamp(absl::Time t) {
-  google::protobuf::Timestamp out;
-  const int64_t us = absl::ToUnixMicros(t);
-  out.set_seconds(us / 1'000'000);
-  out.set_nanos(static_cast<int32_t>((us % 1'000'000) * 1000));
-  return out;
-}
+inline google::protobuf::Timestamp Stamp(absl::Time t) { return ToProtoTime(t); }
 
 // Compares protos field by field and shows both on a difference.
 MATCHER_P(EqualsProto, expected, "equals " + expected.ShortDebugString()) {
