@@ -1,5 +1,5 @@
 // fleetctl: the operators' command line for fleetd. The only place that reads argv and the
-// environment and opens the gRPC channel; everything else is in commands.cc.
+// environment and opens the gRPC channel; everything else is in the fleet::cli library.
 #include <grpcpp/grpcpp.h>
 #include <pthread.h>
 #include <signal.h>
