@@ -1,0 +1,270 @@
+#include "testing/fake_inventory_service.h"
+
+#include <cstdint>
+
+#include "common/proto_time.h"
+
+namespace fleet::testing {
+namespace {
+
+// The caller as every RPC carries it (see fleet/v1/common.proto).
+std::string Principal(const grpc::ServerContext* context) {
+  auto it = context->client_metadata().find("x-fleet-principal");
+  if (it == context->client_metadata().end()) return "";
+  return std::string(it->second.data(), it->second.size());
+}
+
+v1::OnicPort MakeOnicPort(uint32_t index, uint32_t tx, uint32_t rx) {
+  v1::OnicPort port;
+  port.set_index(index);
+  port.mutable_tx()->set_switch_id("ocs1");
+  port.mutable_tx()->set_port(tx);
+  port.mutable_rx()->set_switch_id("ocs1");
+  port.mutable_rx()->set_port(rx);
+  port.set_admin_state(v1::ADMIN_STATE_ENABLED);
+  port.set_oper_state(v1::OPER_STATE_UP);
+  return port;
+}
+
+}  // namespace
+
+FakeInventoryService::FakeInventoryService(absl::Time now) {
+  v1::Agent* agent1 = agents_.add_agents();
+  agent1->set_host("server1");
+  agent1->set_backend("emulated");
+  agent1->set_software_version("0.2.0");
+  agent1->add_capabilities("armed-retrain");
+  agent1->add_onic_serials("FLT-S1C0-N0");
+  agent1->add_onic_serials("FLT-G3-0");
+  agent1->set_connected(true);
+  *agent1->mutable_connected_since() = ToProtoTime(now - absl::Minutes(5));
+  *agent1->mutable_last_heartbeat() = ToProtoTime(now - absl::Seconds(2));
+
+  v1::Agent* agent2 = agents_.add_agents();
+  agent2->set_host("server2");
+  agent2->set_backend("pcie-sysfs");
+  agent2->set_software_version("0.1.9");
+  agent2->add_onic_serials("FLT-S2C0-N0");
+  agent2->set_connected(false);
+  *agent2->mutable_connected_since() = ToProtoTime(now - absl::Hours(30));
+  *agent2->mutable_last_heartbeat() = ToProtoTime(now - absl::Hours(3));
+  agent2->add_inventory_mismatches("onic FLT-S2C0-N1 is in the inventory, not on the host");
+  agent2->add_inventory_mismatches("onic FLT-ZZ-9 is on the host, not in the inventory");
+
+  v1::Switch* sw = site_.add_switches();
+  sw->set_id("ocs1");
+  sw->set_model("polatis-7000-384x384");
+  sw->set_ingress_ports(384);
+  sw->set_egress_ports(384);
+  sw->set_address("192.0.2.10");
+  sw->set_protocol(v1::SWITCH_PROTOCOL_TL1);
+  sw->set_cluster("gen1");
+  sw->add_trunk_reserved_ports(289);
+
+  v1::Host* host = site_.add_hosts();
+  host->set_name("server1");
+  host->set_address("192.0.2.21");
+  host->set_cluster("gen1");
+  host->set_admin_state(v1::ADMIN_STATE_ENABLED);
+
+  v1::Device* gpu = site_.add_devices();
+  gpu->set_id("gpu3");
+  gpu->set_kind(v1::DEVICE_KIND_GPU);
+  gpu->set_chassis("jbog1");
+  gpu->add_onics("gpu3-n0");
+  gpu->set_admin_state(v1::ADMIN_STATE_ENABLED);
+
+  v1::Onic* onic = site_.add_onics();
+  onic->set_id("gpu3-n0");
+  onic->set_device("gpu3");
+  onic->set_serial("FLT-G3-0");
+  onic->set_pcie_address("0000:17:00.0");
+  *onic->add_ports() = MakeOnicPort(1, 3, 387);
+  *onic->add_ports() = MakeOnicPort(2, 4, 388);
+  onic->set_admin_state(v1::ADMIN_STATE_ENABLED);
+
+  v1::Circuit* circuit = circuits_.add_circuits();
+  circuit->set_id("c1");
+  circuit->set_allocation_id("a1");
+  circuit->mutable_source()->set_onic("s1c0-n0");
+  circuit->mutable_source()->set_port(1);
+  circuit->mutable_destination()->set_onic("gpu3-n0");
+  circuit->mutable_destination()->set_port(1);
+  v1::CrossConnect* xc = circuit->add_cross_connects();
+  xc->set_switch_id("ocs1");
+  xc->set_ingress(1);
+  xc->set_egress(387);
+  circuit->set_state(v1::CIRCUIT_STATE_ACTIVE);
+
+  v1::SwitchPort* port = ports_.add_ports();
+  port->mutable_ref()->set_switch_id("ocs1");
+  port->mutable_ref()->set_port(1);
+  port->set_direction(v1::PORT_DIRECTION_INGRESS);
+  port->set_admin_state(v1::ADMIN_STATE_ENABLED);
+  port->set_oper_state(v1::OPER_STATE_UP);
+  port->set_reservation(v1::PORT_RESERVATION_NONE);
+  port->mutable_wiring()->mutable_onic_port()->set_onic("s1c0-n0");
+  port->mutable_wiring()->mutable_onic_port()->set_port(1);
+  port->set_circuit_id("c1");
+}
+
+grpc::Status FakeInventoryService::ListSwitches(grpc::ServerContext* context,
+                                                const v1::ListSwitchesRequest*,
+                                                v1::ListSwitchesResponse* response) {
+  absl::MutexLock lock(&mu_);
+  principal_ = Principal(context);
+  *response->mutable_switches() = site_.switches();
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeInventoryService::GetSwitch(grpc::ServerContext*,
+                                             const v1::GetSwitchRequest* request,
+                                             v1::Switch* response) {
+  absl::MutexLock lock(&mu_);
+  for (const v1::Switch& sw : site_.switches()) {
+    if (sw.id() == request->id()) {
+      *response = sw;
+      return grpc::Status::OK;
+    }
+  }
+  return grpc::Status(grpc::StatusCode::NOT_FOUND, "switch " + request->id() + " not found");
+}
+
+grpc::Status FakeInventoryService::ListPorts(grpc::ServerContext*,
+                                             const v1::ListPortsRequest* request,
+                                             v1::ListPortsResponse* response) {
+  absl::MutexLock lock(&mu_);
+  last_port_filter_ = request->switch_id();
+  *response = ports_;
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeInventoryService::ListHosts(grpc::ServerContext*, const v1::ListHostsRequest*,
+                                             v1::ListHostsResponse* response) {
+  absl::MutexLock lock(&mu_);
+  *response->mutable_hosts() = site_.hosts();
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeInventoryService::GetHost(grpc::ServerContext*, const v1::GetHostRequest* request,
+                                           v1::Host* response) {
+  absl::MutexLock lock(&mu_);
+  for (const v1::Host& host : site_.hosts()) {
+    if (host.name() == request->name()) {
+      *response = host;
+      return grpc::Status::OK;
+    }
+  }
+  return grpc::Status(grpc::StatusCode::NOT_FOUND, "host " + request->name() + " not found");
+}
+
+grpc::Status FakeInventoryService::ListDevices(grpc::ServerContext*,
+                                               const v1::ListDevicesRequest* request,
+                                               v1::ListDevicesResponse* response) {
+  absl::MutexLock lock(&mu_);
+  for (const v1::Device& device : site_.devices()) {
+    if (request->kind() != v1::DEVICE_KIND_UNSPECIFIED && device.kind() != request->kind()) {
+      continue;
+    }
+    *response->add_devices() = device;
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeInventoryService::GetOnic(grpc::ServerContext*, const v1::GetOnicRequest* request,
+                                           v1::Onic* response) {
+  absl::MutexLock lock(&mu_);
+  for (const v1::Onic& onic : site_.onics()) {
+    if (onic.id() == request->id()) {
+      *response = onic;
+      return grpc::Status::OK;
+    }
+  }
+  return grpc::Status(grpc::StatusCode::NOT_FOUND, "onic " + request->id() + " not found");
+}
+
+grpc::Status FakeInventoryService::ListOnics(grpc::ServerContext*, const v1::ListOnicsRequest*,
+                                             v1::ListOnicsResponse* response) {
+  absl::MutexLock lock(&mu_);
+  *response->mutable_onics() = site_.onics();
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeInventoryService::ListCircuits(grpc::ServerContext*,
+                                                const v1::ListCircuitsRequest*,
+                                                v1::ListCircuitsResponse* response) {
+  absl::MutexLock lock(&mu_);
+  *response = circuits_;
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeInventoryService::ApplyInventory(grpc::ServerContext*,
+                                                  const v1::ApplyInventoryRequest* request,
+                                                  v1::ApplyInventoryResponse* response) {
+  absl::MutexLock lock(&mu_);
+  applied_ = *request;
+  // Switches only, which is all the tests apply: new ids are created, known ones unchanged.
+  for (const v1::Switch& incoming : request->inventory().switches()) {
+    bool known = false;
+    for (const v1::Switch& sw : site_.switches()) known = known || sw.id() == incoming.id();
+    if (known) {
+      response->set_unchanged(response->unchanged() + 1);
+    } else {
+      response->set_created(response->created() + 1);
+      response->add_changes("created switch " + incoming.id());
+      if (!request->dry_run()) *site_.add_switches() = incoming;
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeInventoryService::ListAgents(grpc::ServerContext*, const v1::ListAgentsRequest*,
+                                              v1::ListAgentsResponse* response) {
+  absl::MutexLock lock(&mu_);
+  if (agents_unimplemented_) {
+    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no agent registry");
+  }
+  *response = agents_;
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeInventoryService::DeleteObject(grpc::ServerContext*,
+                                                const v1::DeleteObjectRequest* request,
+                                                v1::DeleteObjectResponse* response) {
+  absl::MutexLock lock(&mu_);
+  if (request->kind() == "host" && request->name() == "server1") {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "host server1 still has devices:\n  server1-cpu0\ndelete them first");
+  }
+  if (request->kind() == "device" && request->name() == "gpu3") {
+    site_.clear_devices();
+    site_.clear_onics();
+    response->add_deleted("device gpu3");
+    response->add_deleted("onic gpu3-n0");
+    return grpc::Status::OK;
+  }
+  return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                      request->kind() + " " + request->name() + " not found");
+}
+
+std::string FakeInventoryService::principal() {
+  absl::MutexLock lock(&mu_);
+  return principal_;
+}
+
+std::string FakeInventoryService::last_port_filter() {
+  absl::MutexLock lock(&mu_);
+  return last_port_filter_;
+}
+
+v1::ApplyInventoryRequest FakeInventoryService::applied() {
+  absl::MutexLock lock(&mu_);
+  return applied_;
+}
+
+void FakeInventoryService::set_agents_unimplemented() {
+  absl::MutexLock lock(&mu_);
+  agents_unimplemented_ = true;
+}
+
+}  // namespace fleet::testing
