@@ -10,8 +10,11 @@
 #include "absl/strings/str_join.h"
 #include "common/grpc_status.h"
 #include "common/version.h"
+#include "controller/cli/descriptions.h"
 #include "controller/cli/get_describe_verbs.h"
+#include "controller/cli/object_text.h"
 #include "controller/cli/printing.h"
+#include "controller/cli/tables.h"
 #include "fleet/v1/names.h"
 
 namespace fleet::cli {

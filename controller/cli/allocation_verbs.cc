@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "controller/cli/allocation_wait.h"
+#include "controller/cli/object_text.h"
 #include "controller/cli/printing.h"
 
 namespace fleet::cli {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "controller/cli/object_text.h"
 #include "fleet/v1/names.h"
 
 namespace fleet::cli {

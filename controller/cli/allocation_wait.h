@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/time/time.h"
+#include "controller/cli/descriptions.h"
 #include "controller/cli/output.h"
 #include "controller/cli/printing.h"
 #include "controller/cli/session.h"
@@ -20,8 +21,8 @@ namespace fleet::cli {
 int WaitForAllocation(const Session& s, v1::AllocationState done, absl::Time deadline,
                       v1::Allocation* allocation);
 
-// --wait of request, phase and replace: follows the response's allocation until READY, then prints
-// the response with the allocation as it ended (-o json|yaml) or the allocation.
+// --wait of request, phase and replace: follows the response's allocation until READY, then
+// prints the response with the allocation as it ended (-o json|yaml) or the allocation.
 template <typename Response>
 int WaitUntilReady(const Session& s, absl::Time deadline, Response& response) {
   v1::Allocation allocation = response.allocation();

@@ -9,8 +9,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "controller/cli/admin_verbs.h"
+#include "controller/cli/descriptions.h"
 #include "controller/cli/output.h"
 #include "controller/cli/printing.h"
+#include "controller/cli/tables.h"
 #include "fleet/v1/names.h"
 
 namespace fleet::cli {

@@ -17,6 +17,7 @@
 #include "common/grpc_status.h"
 #include "controller/cli/output.h"
 #include "controller/cli/session.h"
+#include "controller/cli/tables.h"
 
 namespace fleet::cli {
 

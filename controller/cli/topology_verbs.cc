@@ -8,6 +8,8 @@
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
 #include "controller/cli/allocation_wait.h"
+#include "controller/cli/descriptions.h"
+#include "controller/cli/object_text.h"
 #include "controller/cli/printing.h"
 #include "controller/cli/topology_spec.h"
 

@@ -1,4 +1,7 @@
 #include "controller/cli/output.h"
+#include "controller/cli/descriptions.h"
+#include "controller/cli/object_text.h"
+#include "controller/cli/tables.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

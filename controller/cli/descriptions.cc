@@ -1,0 +1,280 @@
+#include "controller/cli/descriptions.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/proto_time.h"
+#include "controller/cli/object_text.h"
+#include "controller/cli/output.h"
+#include "controller/cli/tables.h"
+#include "fleet/v1/names.h"
+
+namespace fleet::cli {
+namespace {
+
+std::string OnicPortLine(const v1::OnicPort& port) {
+  return absl::StrCat("port ", port.index(), "  tx ", OrDash(SwitchPortText(port.tx())), "  rx ",
+                      OrDash(SwitchPortText(port.rx())), "  admin ",
+                      OrDash(v1::Name(port.admin_state())), "  oper ",
+                      OrDash(v1::Name(port.oper_state())));
+}
+
+}  // namespace
+
+std::string DescribeSwitch(const v1::Switch& sw, const std::vector<v1::SwitchPort>& ports) {
+  Description d;
+  d.Field("ID", sw.id());
+  d.Field("Model", sw.model());
+  std::string size;
+  if (sw.ingress_ports() > 0) {
+    size = absl::StrCat(sw.ingress_ports(), "x", sw.egress_ports(), " (ingress 1-",
+                        sw.ingress_ports(), ", egress ", sw.ingress_ports() + 1, "-",
+                        sw.ingress_ports() + sw.egress_ports(), ")");
+  }
+  d.Field("Size", size);
+  d.Field("Address", sw.address());
+  d.Field("Protocol", v1::Name(sw.protocol()));
+  d.Field("Management port",
+          sw.management_port() ? absl::StrCat(sw.management_port()) : "protocol default");
+  d.Field("Credentials", sw.credentials_ref());
+  d.Field("Cluster", sw.cluster());
+  d.Field("Trunk reserved",
+          PortRanges({sw.trunk_reserved_ports().begin(), sw.trunk_reserved_ports().end()}));
+
+  int onic_fibers = 0, trunk_fibers = 0;
+  std::vector<uint32_t> in_circuits, drained, failed;
+  for (const v1::SwitchPort& port : ports) {
+    if (port.wiring().has_onic_port()) ++onic_fibers;
+    if (port.wiring().has_trunk()) ++trunk_fibers;
+    if (!port.circuit_id().empty()) in_circuits.push_back(port.ref().port());
+    if (port.admin_state() == v1::ADMIN_STATE_DRAINED) drained.push_back(port.ref().port());
+    if (port.oper_state() == v1::OPER_STATE_FAILED) failed.push_back(port.ref().port());
+  }
+  d.Field("Wired ports", absl::StrCat(onic_fibers, " to O-NICs, ", trunk_fibers, " to trunks"));
+  d.Field("In circuits", absl::StrCat(in_circuits.size(), in_circuits.empty() ? "" : ": ",
+                                      PortRanges(in_circuits)));
+  d.Field("Drained ports", PortRanges(drained));
+  d.Field("Failed ports", PortRanges(failed));
+  return d.Render();
+}
+
+std::string DescribeHost(const v1::Host& host, const std::vector<v1::Device>& devices,
+                         const v1::Agent* agent) {
+  Description d;
+  d.Field("Name", host.name());
+  d.Field("Address", host.address());
+  d.Field("Cluster", host.cluster());
+  d.Field("Admin", v1::Name(host.admin_state()));
+  if (agent == nullptr) {
+    d.Field("Agent", "never registered");
+  } else {
+    std::string state =
+        agent->connected()
+            ? absl::StrCat("connected since ", OrDash(FormatTime(agent->connected_since())))
+            : absl::StrCat("disconnected, last heartbeat ",
+                           OrDash(FormatTime(agent->last_heartbeat())));
+    d.Field("Agent", absl::StrCat(state, "; ", OrDash(agent->backend()), " backend, version ",
+                                  OrDash(agent->software_version())));
+    if (!agent->inventory_mismatches().empty()) {
+      d.List("Agent mismatches",
+             {agent->inventory_mismatches().begin(), agent->inventory_mismatches().end()});
+    }
+  }
+  std::vector<std::string> items;
+  for (const v1::Device& device : devices) {
+    items.push_back(absl::StrCat(
+        device.id(), "  ", OrDash(v1::Name(device.kind())), "  ", OrDash(device.model()),
+        "  O-NICs ", device.onics().empty() ? "-" : absl::StrJoin(device.onics(), ", ")));
+  }
+  d.List("Devices", std::move(items));
+  return d.Render();
+}
+
+std::string DescribeDevice(const v1::Device& device, const std::vector<v1::Onic>& onics) {
+  Description d;
+  d.Field("ID", device.id());
+  d.Field("Kind", v1::Name(device.kind()));
+  d.Field("Host", device.host());
+  d.Field("Chassis", device.chassis());
+  d.Field("Model", device.model());
+  d.Field("Admin", v1::Name(device.admin_state()));
+  std::vector<std::string> items;
+  for (const v1::Onic& onic : onics) {
+    std::string item =
+        absl::StrCat(onic.id(), "  serial ", OrDash(onic.serial()), "  pcie ",
+                     OrDash(onic.pcie_address()), "  admin ", OrDash(v1::Name(onic.admin_state())));
+    for (const v1::OnicPort& port : onic.ports()) absl::StrAppend(&item, "\n", OnicPortLine(port));
+    items.push_back(std::move(item));
+  }
+  d.List("O-NICs", std::move(items));
+  return d.Render();
+}
+
+std::string DescribeOnic(const v1::Onic& onic, const std::vector<v1::Circuit>& circuits) {
+  Description d;
+  d.Field("ID", onic.id());
+  d.Field("Device", onic.device());
+  d.Field("Host", onic.host());
+  d.Field("Serial", onic.serial());
+  d.Field("PCIe", onic.pcie_address());
+  d.Field("Admin", v1::Name(onic.admin_state()));
+  std::vector<std::string> ports;
+  for (const v1::OnicPort& port : onic.ports()) ports.push_back(OnicPortLine(port));
+  d.List("Ports", std::move(ports));
+  std::vector<std::string> lines;
+  for (const v1::Circuit& circuit : circuits) lines.push_back(CircuitLine(circuit));
+  d.List("Circuits", std::move(lines));
+  return d.Render();
+}
+
+namespace {
+
+// What both the short and the full view of an allocation start with.
+void AddAllocationIdentity(const v1::Allocation& a, Description& d) {
+  d.Field("ID", a.id());
+  d.Field("Tenant", a.tenant());
+  d.Field("Name", a.name());
+  d.Field("State", v1::Name(a.state()));
+  d.Field("Reason", a.reason());
+}
+
+// "Phases: dp (active), tp" for a phased allocation; nothing for a single topology.
+void AddPhases(const v1::Allocation& a, Description& d) {
+  std::vector<std::string> phases;
+  for (const std::string& phase : a.phases()) {
+    phases.push_back(phase == a.active_phase() ? absl::StrCat(phase, " (active)") : phase);
+  }
+  if (!phases.empty()) d.List("Phases", std::move(phases));
+}
+
+std::vector<std::string> CircuitLines(const v1::Allocation& a) {
+  std::vector<std::string> lines;
+  for (const v1::Circuit& circuit : a.circuits()) lines.push_back(CircuitLine(circuit));
+  return lines;
+}
+
+}  // namespace
+
+std::string DescribeAllocation(const v1::Allocation& a, const std::vector<v1::Event>& events,
+                               absl::Time now) {
+  Description d;
+  AddAllocationIdentity(a, d);
+  d.Field("Created", TimeWithAge(a.created(), now));
+  d.Field("Updated", TimeWithAge(a.updated(), now));
+  d.Field("Lease expires", TimeWithAge(a.lease_expires(), now));
+  if (a.direct_traffic_share() > 0) {
+    d.Field("Direct traffic",
+            absl::StrCat(absl::StrFormat("%.1f", 100 * a.direct_traffic_share()), "%"));
+  }
+  AddPhases(a, d);
+  d.List("Members", {a.members().begin(), a.members().end()});
+  d.List("Circuits", CircuitLines(a));
+  size_t stage_width = 0;
+  for (const v1::StageTiming& t : a.stage_timings())
+    stage_width = std::max(stage_width, DisplayWidth(t.stage()));
+  std::vector<std::string> timings;
+  for (const v1::StageTiming& t : a.stage_timings()) {
+    // Milliseconds to the microsecond: stages of a reconfiguration take from microseconds
+    // (plan) to seconds (retrain), and one unit makes them comparable at a glance.
+    timings.push_back(absl::StrCat(
+        PadRight(t.stage(), stage_width), "  ",
+        absl::StrFormat("%.3f ms", absl::ToDoubleMilliseconds(FromProtoDuration(t.duration())))));
+  }
+  d.List("Stage timings", std::move(timings));
+  std::vector<std::string> event_lines;
+  if (!events.empty()) {
+    v1::ListEventsResponse list;
+    for (const v1::Event& event : events) *list.add_events() = event;
+    event_lines = absl::StrSplit(EventsTable(list, now).Render(), '\n', absl::SkipEmpty());
+  }
+  d.List("Events", std::move(event_lines));
+  return d.Render();
+}
+
+std::string DescribeAgent(const v1::Agent& agent, absl::Time now) {
+  Description d;
+  d.Field("Host", agent.host());
+  d.Field("Connected", agent.connected() ? "yes" : "no");
+  if (agent.connected()) d.Field("Connected since", TimeWithAge(agent.connected_since(), now));
+  d.Field("Last heartbeat", TimeWithAge(agent.last_heartbeat(), now));
+  d.Field("Backend", agent.backend());
+  d.Field("Version", agent.software_version());
+  d.Field("Capabilities",
+          agent.capabilities().empty() ? "(none)" : absl::StrJoin(agent.capabilities(), ", "));
+  d.List("O-NIC serials", {agent.onic_serials().begin(), agent.onic_serials().end()});
+  d.List("Inventory mismatches",
+         {agent.inventory_mismatches().begin(), agent.inventory_mismatches().end()});
+  return d.Render();
+}
+
+// ---------------------------------------------------------------------------------------
+// What the verbs that change things print
+
+std::string PlanText(const v1::Plan& plan) {
+  std::string out =
+      absl::StrCat("members: ", absl::StrJoin(plan.members(), ", "), "\n", plan.circuits_size(),
+                   " circuits, ", plan.add_size(), " cross-connects to make, ", plan.remove_size(),
+                   " to remove, ", plan.ports_used_size(), " O-NIC ports\n");
+  Table table({"source", "destination", "cross-connects"});
+  for (const v1::Circuit& c : plan.circuits()) {
+    std::vector<std::string> xcs;
+    for (const v1::CrossConnect& xc : c.cross_connects()) xcs.push_back(CrossConnectText(xc));
+    table.AddRow(
+        {OnicPortText(c.source()), OnicPortText(c.destination()), absl::StrJoin(xcs, ", ")});
+  }
+  return out + table.Render();
+}
+
+std::string AllocationText(const v1::Allocation& a) {
+  Description d;
+  AddAllocationIdentity(a, d);
+  AddPhases(a, d);
+  d.List("Members", {a.members().begin(), a.members().end()});
+  d.List("Circuits", CircuitLines(a));
+  return d.Render();
+}
+
+std::string PhaseSwitchText(const v1::Allocation& a, const v1::Plan& plan) {
+  std::string out = absl::StrCat(a.id(), " phase ", a.active_phase(), ": ", plan.remove_size(),
+                                 " cross-connects removed, ", plan.add_size(), " added\n");
+  for (const v1::CrossConnect& xc : plan.remove())
+    absl::StrAppend(&out, "  removed  ", CrossConnectText(xc), "\n");
+  for (const v1::CrossConnect& xc : plan.add())
+    absl::StrAppend(&out, "  added    ", CrossConnectText(xc), "\n");
+  return out;
+}
+
+std::string DrainText(const v1::DrainRequest& request, const v1::DrainResponse& response) {
+  std::string out = absl::StrCat("drained ", DrainTargetText(request.target()));
+  if (!request.reason().empty()) absl::StrAppend(&out, ": ", request.reason());
+  out += "\n";
+  const auto& affected = response.affected_allocations();
+  if (affected.empty()) return out + "no allocation uses it\n";
+  // Without evict the circuits stay: the operator should know whom a later failure would hit.
+  return absl::StrCat(out,
+                      request.evict() ? "allocations failed: " : "allocations still using it: ",
+                      absl::StrJoin(affected, ", "), "\n");
+}
+
+std::string ReconcileText(const v1::ReconcileRequest& request,
+                          const v1::ReconcileResponse& response) {
+  std::string out = request.dry_run() ? "dry run: nothing was changed\n" : "";
+  Table drift = DriftTable(response);
+  if (drift.empty()) {
+    absl::StrAppend(&out, "no drift",
+                    request.switch_id().empty() ? "" : absl::StrCat(" on ", request.switch_id()),
+                    "\n");
+  } else {
+    absl::StrAppend(&out, drift.Render());
+  }
+  absl::StrAppend(&out, "repaired ", response.repaired(), ", resumed ",
+                  response.resumed_transactions(), " transactions, rolled back ",
+                  response.rolled_back_transactions(), " transactions\n");
+  return out;
+}
+
+}  // namespace fleet::cli

@@ -1,0 +1,124 @@
+#include "controller/cli/object_text.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "controller/cli/output.h"
+#include "fleet/v1/names.h"
+
+namespace fleet::cli {
+
+std::string SwitchPortText(const v1::SwitchPortRef& port) {
+  if (port.switch_id().empty() && port.port() == 0) return "";
+  return absl::StrCat(port.switch_id(), "/", port.port());
+}
+
+std::string OnicPortText(const v1::OnicPortRef& port) {
+  if (port.onic().empty() && port.port() == 0) return "";
+  return absl::StrCat(port.onic(), "/", port.port());
+}
+
+std::string CrossConnectText(const v1::CrossConnect& xc) {
+  return absl::StrCat(xc.switch_id(), ":", xc.ingress(), "→", xc.egress());
+}
+
+std::string OnicPortFibers(const v1::OnicPort& port) {
+  return absl::StrCat(OrDash(SwitchPortText(port.tx())), "→", OrDash(SwitchPortText(port.rx())));
+}
+
+std::string WiringText(const v1::SwitchPort& port) {
+  switch (port.wiring().peer_case()) {
+    case v1::PortWiring::kOnicPort: {
+      // An ingress receives the O-NIC port's tx fiber; an egress feeds its rx fiber.
+      std::string text = absl::StrCat("onic ", OnicPortText(port.wiring().onic_port()));
+      if (port.direction() == v1::PORT_DIRECTION_INGRESS) absl::StrAppend(&text, " tx");
+      if (port.direction() == v1::PORT_DIRECTION_EGRESS) absl::StrAppend(&text, " rx");
+      return text;
+    }
+    case v1::PortWiring::kTrunk:
+      return absl::StrCat("trunk ", port.wiring().trunk());
+    case v1::PortWiring::PEER_NOT_SET:
+      break;
+  }
+  return "";
+}
+
+std::string PortRanges(const std::vector<uint32_t>& ports) {
+  std::vector<std::string> ranges;
+  for (size_t i = 0; i < ports.size();) {
+    size_t j = i;
+    while (j + 1 < ports.size() && ports[j + 1] == ports[j] + 1) ++j;
+    ranges.push_back(i == j ? absl::StrCat(ports[i]) : absl::StrCat(ports[i], "-", ports[j]));
+    i = j + 1;
+  }
+  return absl::StrJoin(ranges, ", ");
+}
+
+std::string CircuitLine(const v1::Circuit& circuit) {
+  std::vector<std::string> xcs;
+  for (const v1::CrossConnect& xc : circuit.cross_connects()) xcs.push_back(CrossConnectText(xc));
+  std::string line = absl::StrCat(circuit.id(), "  ", OrDash(OnicPortText(circuit.source())), " → ",
+                                  OrDash(OnicPortText(circuit.destination())), "  via ",
+                                  xcs.empty() ? "-" : absl::StrJoin(xcs, ","));
+  if (!circuit.trunks().empty())
+    absl::StrAppend(&line, " trunks ", absl::StrJoin(circuit.trunks(), ","));
+  absl::StrAppend(&line, "  ", OrDash(v1::Name(circuit.state())));
+  if (!circuit.phase().empty()) absl::StrAppend(&line, "  phase ", circuit.phase());
+  if (circuit.manual()) absl::StrAppend(&line, "  manual");
+  if (!circuit.reason().empty()) absl::StrAppend(&line, "  (", circuit.reason(), ")");
+  return line;
+}
+
+std::string AllocationStateLine(const v1::Allocation& allocation) {
+  std::string line = absl::StrCat(allocation.id(), " ", OrDash(v1::Name(allocation.state())));
+  if (!allocation.reason().empty()) absl::StrAppend(&line, " ", allocation.reason());
+  return line;
+}
+
+std::string LeaseLine(absl::string_view allocation_id,
+                      const google::protobuf::Timestamp& lease_expires, absl::Time now) {
+  return absl::StrCat(allocation_id, " lease expires ", OrDash(TimeWithAge(lease_expires, now)));
+}
+
+std::string DrainTargetText(const v1::DrainTarget& target) {
+  switch (target.target_case()) {
+    case v1::DrainTarget::kSwitchPort:
+      return absl::StrCat("port ", SwitchPortText(target.switch_port()));
+    case v1::DrainTarget::kOnic:
+      return absl::StrCat("onic ", target.onic());
+    case v1::DrainTarget::kHost:
+      return absl::StrCat("host ", target.host());
+    case v1::DrainTarget::TARGET_NOT_SET:
+      break;
+  }
+  return "nothing";
+}
+
+std::string PowerText(double dbm) {
+  // The agent's sentinel for "no reading"; compared loosely, it is a double.
+  if (dbm <= kNoPowerReadingDbm + 0.001) return "";
+  return absl::StrFormat("%.2f", dbm);
+}
+
+std::string LinkStateLine(absl::string_view onic, const v1::LinkState& state) {
+  std::string status = v1::Name(state.status());
+  std::string line =
+      absl::StrCat(onic, " port ", state.port(), ": ", status.empty() ? "unknown" : status);
+  if (state.status() != v1::LINK_STATUS_UP) {
+    if (!state.detail().empty()) absl::StrAppend(&line, ": ", state.detail());
+    return line;
+  }
+  std::vector<std::string> facts;
+  if (state.link_speed_mts() > 0 || state.link_width() > 0) {
+    facts.push_back(absl::StrCat(state.link_speed_mts(), " MT/s x", state.link_width()));
+  }
+  if (!PowerText(state.rx_power_dbm()).empty()) {
+    facts.push_back(absl::StrCat("rx ", PowerText(state.rx_power_dbm()), " dBm"));
+  }
+  if (!state.peer_seen().empty()) facts.push_back(absl::StrCat("peer ", state.peer_seen()));
+  if (!state.detail().empty()) facts.push_back(state.detail());
+  if (!facts.empty()) absl::StrAppend(&line, " (", absl::StrJoin(facts, ", "), ")");
+  return line;
+}
+
+}  // namespace fleet::cli
