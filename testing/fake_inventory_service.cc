@@ -26,10 +26,10 @@ v1::OnicPort MakeOnicPort(uint32_t index, uint32_t tx, uint32_t rx) {
   return port;
 }
 
-}  // namespace
-
-FakeInventoryService::FakeInventoryService(absl::Time now) {
-  v1::Agent* agent1 = agents_.add_agents();
+// server1's agent, connected; server2's, gone for three hours with two mismatches.
+v1::ListAgentsResponse CannedAgents(absl::Time now) {
+  v1::ListAgentsResponse response;
+  v1::Agent* agent1 = response.add_agents();
   agent1->set_host("server1");
   agent1->set_backend("emulated");
   agent1->set_software_version("0.2.0");
@@ -40,7 +40,7 @@ FakeInventoryService::FakeInventoryService(absl::Time now) {
   *agent1->mutable_connected_since() = ToProtoTime(now - absl::Minutes(5));
   *agent1->mutable_last_heartbeat() = ToProtoTime(now - absl::Seconds(2));
 
-  v1::Agent* agent2 = agents_.add_agents();
+  v1::Agent* agent2 = response.add_agents();
   agent2->set_host("server2");
   agent2->set_backend("pcie-sysfs");
   agent2->set_software_version("0.1.9");
@@ -50,8 +50,13 @@ FakeInventoryService::FakeInventoryService(absl::Time now) {
   *agent2->mutable_last_heartbeat() = ToProtoTime(now - absl::Hours(3));
   agent2->add_inventory_mismatches("onic FLT-S2C0-N1 is in the inventory, not on the host");
   agent2->add_inventory_mismatches("onic FLT-ZZ-9 is on the host, not in the inventory");
+  return response;
+}
 
-  v1::Switch* sw = site_.add_switches();
+// Switch ocs1, host server1, GPU gpu3 and its O-NIC gpu3-n0.
+v1::Inventory CannedSite() {
+  v1::Inventory site;
+  v1::Switch* sw = site.add_switches();
   sw->set_id("ocs1");
   sw->set_model("polatis-7000-384x384");
   sw->set_ingress_ports(384);
@@ -61,20 +66,20 @@ FakeInventoryService::FakeInventoryService(absl::Time now) {
   sw->set_cluster("gen1");
   sw->add_trunk_reserved_ports(289);
 
-  v1::Host* host = site_.add_hosts();
+  v1::Host* host = site.add_hosts();
   host->set_name("server1");
   host->set_address("192.0.2.21");
   host->set_cluster("gen1");
   host->set_admin_state(v1::ADMIN_STATE_ENABLED);
 
-  v1::Device* gpu = site_.add_devices();
+  v1::Device* gpu = site.add_devices();
   gpu->set_id("gpu3");
   gpu->set_kind(v1::DEVICE_KIND_GPU);
   gpu->set_chassis("jbog1");
   gpu->add_onics("gpu3-n0");
   gpu->set_admin_state(v1::ADMIN_STATE_ENABLED);
 
-  v1::Onic* onic = site_.add_onics();
+  v1::Onic* onic = site.add_onics();
   onic->set_id("gpu3-n0");
   onic->set_device("gpu3");
   onic->set_serial("FLT-G3-0");
@@ -82,8 +87,13 @@ FakeInventoryService::FakeInventoryService(absl::Time now) {
   *onic->add_ports() = MakeOnicPort(1, 3, 387);
   *onic->add_ports() = MakeOnicPort(2, 4, 388);
   onic->set_admin_state(v1::ADMIN_STATE_ENABLED);
+  return site;
+}
 
-  v1::Circuit* circuit = circuits_.add_circuits();
+// Circuit c1 of allocation a1: s1c0-n0/1 → gpu3-n0/1 through ocs1:1→387.
+v1::ListCircuitsResponse CannedCircuits() {
+  v1::ListCircuitsResponse response;
+  v1::Circuit* circuit = response.add_circuits();
   circuit->set_id("c1");
   circuit->set_allocation_id("a1");
   circuit->mutable_source()->set_onic("s1c0-n0");
@@ -95,8 +105,13 @@ FakeInventoryService::FakeInventoryService(absl::Time now) {
   xc->set_ingress(1);
   xc->set_egress(387);
   circuit->set_state(v1::CIRCUIT_STATE_ACTIVE);
+  return response;
+}
 
-  v1::SwitchPort* port = ports_.add_ports();
+// Port ocs1/1, wired to s1c0-n0/1 and carrying c1.
+v1::ListPortsResponse CannedPorts() {
+  v1::ListPortsResponse response;
+  v1::SwitchPort* port = response.add_ports();
   port->mutable_ref()->set_switch_id("ocs1");
   port->mutable_ref()->set_port(1);
   port->set_direction(v1::PORT_DIRECTION_INGRESS);
@@ -106,6 +121,17 @@ FakeInventoryService::FakeInventoryService(absl::Time now) {
   port->mutable_wiring()->mutable_onic_port()->set_onic("s1c0-n0");
   port->mutable_wiring()->mutable_onic_port()->set_port(1);
   port->set_circuit_id("c1");
+  return response;
+}
+
+}  // namespace
+
+FakeInventoryService::FakeInventoryService(absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  agents_ = CannedAgents(now);
+  site_ = CannedSite();
+  circuits_ = CannedCircuits();
+  ports_ = CannedPorts();
 }
 
 grpc::Status FakeInventoryService::ListSwitches(grpc::ServerContext* context,
