@@ -180,6 +180,37 @@ class SpecReader {
     }
   }
 
+  // `phases:` of a request: a non-empty list of {name, topology}, each name once.
+  void Phases(const YAML::Node& phases, v1::RequestTopologyRequest* request) {
+    if (!phases.IsSequence() || phases.size() == 0) {
+      Problem(phases, "phases must be a non-empty list of {name, topology}");
+      return;
+    }
+    for (size_t i = 0; i < phases.size(); ++i) {
+      const YAML::Node p = phases[i];
+      const std::string field = absl::StrCat("phases[", i, "]");
+      if (!Mapping(p, field)) continue;
+      CheckKeys(p, field, {"name", "topology"});
+      v1::Phase* phase = request->add_phases();
+      if (const YAML::Node n = p["name"]) {
+        if (auto v = Text(n, field + ".name")) phase->set_name(*v);
+      } else {
+        Problem(p, absl::StrCat(field, ".name is required"));
+      }
+      for (int j = 0; j + 1 < request->phases_size(); ++j) {
+        if (!phase->name().empty() && request->phases(j).name() == phase->name()) {
+          Problem(p["name"], absl::StrCat(field, ".name '", phase->name(), "' is also phases[", j,
+                                          "]'s name"));
+        }
+      }
+      if (const YAML::Node t = p["topology"]) {
+        Topology(t, field + ".", phase->mutable_topology());
+      } else {
+        Problem(p, absl::StrCat(field, ".topology is required"));
+      }
+    }
+  }
+
  private:
   template <typename Read>
   void Required(const YAML::Node& map, absl::string_view key, absl::string_view field, Read read) {
@@ -376,33 +407,7 @@ absl::StatusOr<v1::RequestTopologyRequest> ParseTopologySpec(absl::string_view t
     } else if (topology) {
       reader.Topology(topology, "", request.mutable_topology());
     } else if (phases) {
-      if (!phases.IsSequence() || phases.size() == 0) {
-        reader.Problem(phases, "phases must be a non-empty list of {name, topology}");
-      } else {
-        for (size_t i = 0; i < phases.size(); ++i) {
-          const YAML::Node p = phases[i];
-          const std::string field = absl::StrCat("phases[", i, "]");
-          if (!reader.Mapping(p, field)) continue;
-          reader.CheckKeys(p, field, {"name", "topology"});
-          v1::Phase* phase = request.add_phases();
-          if (const YAML::Node n = p["name"]) {
-            if (auto v = reader.Text(n, field + ".name")) phase->set_name(*v);
-          } else {
-            reader.Problem(p, absl::StrCat(field, ".name is required"));
-          }
-          for (int j = 0; j + 1 < request.phases_size(); ++j) {
-            if (!phase->name().empty() && request.phases(j).name() == phase->name()) {
-              reader.Problem(p["name"], absl::StrCat(field, ".name '", phase->name(),
-                                                     "' is also phases[", j, "]'s name"));
-            }
-          }
-          if (const YAML::Node t = p["topology"]) {
-            reader.Topology(t, field + ".", phase->mutable_topology());
-          } else {
-            reader.Problem(p, absl::StrCat(field, ".topology is required"));
-          }
-        }
-      }
+      reader.Phases(phases, &request);
     } else {
       reader.Problem(root,
                      "'topology' (with template:, links:, attach:, all_to_all: or traffic:) or "
