@@ -36,13 +36,26 @@
 //
 // Thread-safe. Transactions run on their own threads; RPC calls return after the intent is
 // persisted (RequestTopology) or the change is done (ReleaseTopology, Reconcile, Drain).
+//
+// Engine is a facade over its parts, each with its contract in its header:
+//   admission.h         validate, plan with the scheduler, persist the intent (claims held)
+//   transaction.h       one reconfiguration's stages: load, quiesce, arm, program, train, finish
+//   link_trainer.h      the agents: quiesce ports, retrain links
+//   switch_programmers.h  one programming queue per switch; a change across switches
+//   release.h           release, eviction's release, leases
+//   drain.h             drain and undrain, eviction
+//   member_changes.h    phase switch, replace a member, detach devices
+//   reconciler.h        reconciliation and resuming interrupted transactions
+//   link_recovery.h     agents coming and going; the retries that follow
+//   worker_pool.h, retry_scheduler.h, inventory_cache.h, background_loop.h: the machinery
+// Locks, in the order they may be taken: Admission::mu() (one admission at a time), then
+// any one of the parts' own mutexes (WorkerPool's claims and tasks, RetryScheduler,
+// InventoryCache, SwitchProgrammers, BackgroundLoop, each a leaf: none is held while
+// another is taken). Shutdown stops the pool (no new task), stops and joins the background
+// loop, waits for the running tasks and joins every worker, before any part goes.
 #ifndef FLEET_CONTROLLER_ENGINE_ENGINE_H_
 #define FLEET_CONTROLLER_ENGINE_ENGINE_H_
 
-#include <atomic>
-#include <deque>
-#include <functional>
-#include <list>
 #include <map>
 #include <memory>
 #include <set>
@@ -50,11 +63,26 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "controller/agents/agent_registry.h"
 #include "common/clock.h"
+#include "controller/agents/agent_registry.h"
+#include "controller/engine/admission.h"
+#include "controller/engine/background_loop.h"
+#include "controller/engine/caller.h"
+#include "controller/engine/drain.h"
+#include "controller/engine/engine_context.h"
+#include "controller/engine/engine_options.h"
+#include "controller/engine/engine_parts.h"
+#include "controller/engine/inventory_cache.h"
+#include "controller/engine/link_recovery.h"
+#include "controller/engine/link_trainer.h"
+#include "controller/engine/member_changes.h"
+#include "controller/engine/reconciler.h"
+#include "controller/engine/release.h"
+#include "controller/engine/retry_scheduler.h"
 #include "controller/engine/switch_programmer.h"
+#include "controller/engine/switch_programmers.h"
+#include "controller/engine/worker_pool.h"
 #include "controller/fabric/switch_registry.h"
 #include "controller/metrics/controller_metrics.h"
 #include "controller/store/store.h"
@@ -63,57 +91,6 @@
 #include "scheduler/fabric_snapshot.h"
 
 namespace fleet::engine {
-
-// Who is calling, from the RPC's principal.
-struct Caller {
-  std::string principal;  // As recorded in events.
-  std::string tenant;     // Set for role `job`: limited to this tenant's allocations.
-  // When the caller stops waiting for the answer (its RPC's deadline): a change that would
-  // have to wait past it for another to finish is refused instead of done unseen.
-  absl::Time deadline = absl::InfiniteFuture();
-
-  static Caller FromPrincipal(const std::string& principal);
-  bool operator_role() const { return tenant.empty(); }
-};
-
-struct EngineOptions {
-  absl::Duration default_lease = absl::Hours(1);
-  absl::Duration max_lease = absl::Hours(24 * 7);
-  absl::Duration quiesce_timeout = absl::Seconds(5);
-  absl::Duration retrain_timeout = absl::Seconds(10);
-  // How long an armed retrain (sent as the switch is programmed, to agents that can see
-  // light arrive) waits for its light; past it the agent answers untrained and fleetd
-  // retrains the link once the switch is verified. Longer than a batch normally takes.
-  // 0: retrains are never armed.
-  absl::Duration armed_light_wait = absl::Seconds(5);
-  // Backoff of retrain retries for DEGRADED allocations and of failed removals.
-  absl::Duration retry_initial = absl::Seconds(1);
-  absl::Duration retry_max = absl::Seconds(60);
-  // Periodic reconciliation (report policy unless `unknown_policy` says otherwise); 0: off.
-  absl::Duration reconcile_interval = absl::Seconds(60);
-  v1::UnknownCrossConnectPolicy unknown_policy = v1::UNKNOWN_CROSS_CONNECT_POLICY_REPORT;
-  // How often the background loop looks at leases and retries.
-  absl::Duration tick = absl::Milliseconds(100);
-  // Called at each stage boundary of a transaction with the stage's name (see
-  // kFaultPoints); tests use it to kill fleetd at a precise point.
-  std::function<void(const std::string& point)> fault_point;
-  // Where stage timings, outcomes, releases, retrains and drift are counted; null: nowhere.
-  metrics::ControllerMetrics* metrics = nullptr;
-};
-
-// The points at which EngineOptions::fault_point is called, in transaction order.
-inline constexpr const char* kFaultPoints[] = {
-    "persisted",   // Intent committed (PENDING), nothing touched.
-    "quiesced",    // Ports quiesced, switch untouched; PROGRAMMING committed or landing if
-                   // ports had to be quiesced, else not yet started.
-    "programmed",  // Switch programmed and verified (armed links training); TRAINING not yet
-                   // committed.
-    "training",    // TRAINING committed; links training, not yet all answered.
-    "trained",     // Links retrained; READY not yet committed.
-    "ready",       // READY committed.
-    "releasing",   // RELEASING committed; switch untouched.
-    "removed",     // Cross-connects removed from the switch; RELEASED not yet committed.
-};
 
 class Engine {
  public:
@@ -214,237 +191,33 @@ class Engine {
   // Blocks until no transaction is running.
   void WaitIdle();
   // Each switch's programming queue, by switch id.
-  struct SwitchQueue {
-    int batches = 0;  // Sent so far.
-    int queued = 0;   // Change sets waiting for the next batch.
-  };
+  using SwitchQueue = SwitchProgrammers::Queue;
   std::map<std::string, SwitchQueue> SwitchQueues();
 
  private:
-  struct Retry {
-    absl::Time due;
-    absl::Duration backoff;
-    // An agent connected while an attempt was running: the attempt may have missed it, so
-    // the next one is at once, not after a longer backoff.
-    bool agent_connected_during_attempt = false;
-  };
-  // Inventory as of one InventoryVersion: read once, shared by admissions and transactions
-  // until an inventory or drain change commits.
-  struct Fabric {
-    uint64_t version = 0;
-    v1::Inventory site;
-    std::vector<v1::SwitchPort> ports;
-    std::map<std::string, std::string> serials;  // O-NIC id → serial.
-    // Ports and trunks as planning sees them, without circuits: which may take new light.
-    // Admission plans on it with the circuits added (FabricSnapshot::WithCircuits).
-    scheduler::FabricSnapshot usability;
-  };
-  absl::StatusOr<std::shared_ptr<const Fabric>> CurrentFabric();
-  // The serial of O-NIC `onic`, from the cached inventory.
-  absl::StatusOr<std::string> SerialOf(const std::string& onic);
-
-  // Claims `id` for one transaction; false if another holds it.
-  bool Claim(const std::string& id);
-  // Claims `id` for a change a caller asks for. While the allocation is READY or DEGRADED
-  // and the claim is held (a transaction's last steps after storing its outcome, a retry, a
-  // lease check, reconciliation), waits for it, up to kClaimWait or `deadline` (the
-  // caller's), whichever comes first: a caller acting on READY is not refused for a claim it
-  // cannot see. False when the allocation is in another change (another state), when fleetd
-  // is stopping, or past the wait.
-  bool ClaimSettled(const std::string& id, absl::Time deadline);
-  // How long a caller's change or release waits for a claim to be let go. Every holder lets
-  // go within its own timeouts, well inside it.
-  static constexpr absl::Duration kClaimWait = absl::Seconds(60);
-  void Unclaim(const std::string& id);
-  // Runs `fn` on a worker thread holding the claim on `id` (if any); the claim is dropped
-  // after. Workers are pooled: one left idle by its last task takes the next, so a
-  // transaction does not wait for a thread to be made. False (and `fn` dropped, the claim
-  // too) once the engine is stopping.
-  bool Spawn(const std::string& id, std::function<void()> fn);
-  // A worker: runs queued tasks, and leaves after a while with none.
-  void WorkerLoop();
-
-  // The transaction's stages (engine.cc). Each runs with the claim held.
-  // `admitted`: the plan and persist timings of a fresh request; empty when resuming.
-  // Makes the desired circuits that are not ACTIVE and retrains them; takes the phase switch's
-  // `removes` (circuits of a phase no longer active) off the switch in the same batch, before
-  // the adds. A phase switch that fails at the switch goes back to phase `from`, DEGRADED
-  // until its links retrain; any other failure fails the allocation.
-  struct PhaseSwitch {
-    // The phase active before; for a resumed transaction, the phase of the circuits it left
-    // on the switch when that is certain (InterruptedSwitchFrom), else empty.
-    std::string from;
-    std::vector<v1::Circuit> removes;
-  };
-  // `stored`: the allocation as admission just stored it, which saves reading it back.
-  void Reconfigure(const std::string& id, std::vector<v1::StageTiming> admitted,
-                   PhaseSwitch phase_switch = {}, const v1::Allocation* stored = nullptr);
-  // What an interrupted transaction of `a` left on the switch, as reconciliation last saw
-  // it: the circuits of its inactive phases no desired circuit uses (a phase switch), and
-  // the cross-connects a member change took out of it (Store::PendingRemovals) that nothing
-  // desires now, as circuits whose O-NIC ends come from the fibers' wiring.
-  std::vector<v1::Circuit> LeftBehind(const v1::Allocation& a);
-  // The phase an interrupted phase switch of `a` was from, given what it `left` behind: the
-  // one phase of the left circuits, when the switch holds all of that phase and nothing the
-  // new phase adds, so a refusal can go back to it. Empty otherwise (a refusal then fails).
-  std::string InterruptedSwitchFrom(const v1::Allocation& a, const std::vector<v1::Circuit>& left);
-  // Takes the circuits off the switches and ends the allocation in `final_state` (RELEASED,
-  // or FAILED for an eviction) with `final_reason`, which the RELEASING commit stores: an
-  // allocation already RELEASING ends as its stored intent says, whatever is passed.
-  void Release(const std::string& id, const std::string& principal, v1::AllocationState final_state,
-               std::string final_reason);
-  // Retrains the receiving ends of `circuits`; returns circuit id → failure reason. With
-  // `check_first`, a link the agent reports up with its expected peer is left as it is.
-  // (A transaction uses StartRetrain and FinishRetrain, to work while the links train.)
-  std::map<std::string, std::string> Retrain(const std::vector<v1::Circuit>& circuits,
-                                             bool check_first);
-  // Retrains handed to the agents whose answers are not collected yet (StartRetrain).
-  struct Training {
-    std::unique_ptr<agents::SentCommands> sent;  // Null when nothing was sent.
-    std::vector<const v1::Circuit*> circuits;    // Sent, in command order.
-    std::map<std::string, std::string> failed;   // Not sent (no serial, no agent), with why.
-    int agent_gone = 0;                          // Of `failed`, for lack of a connected agent.
-  };
-  // Hands the retrains of `circuits` to their agents and returns without waiting. `armed`:
-  // as the switch is programmed, and only to agents that arm retrains
-  // (CommandSender::ArmsRetrains), which train when the expected light arrives; every other
-  // circuit is put in `unarmed`, to be retrained once the switch is programmed.
-  Training StartRetrain(const std::vector<const v1::Circuit*>& circuits, bool armed,
-                        std::vector<const v1::Circuit*>* unarmed = nullptr);
-  // Which answers FinishRetrain counts in fleet_link_retrains_total: links the caller
-  // retrains again are counted by that retrain.
-  enum class Counted { kEvery, kTrainedOnly, kNone };
-  // Collects the answers (into `failed`, circuit id → reason) and counts them.
-  void FinishRetrain(Training training, std::map<std::string, std::string>& failed,
-                     Counted counted = Counted::kEvery);
-  // The switch was not programmed: quiesces the armed ports, which ends their wait for light
-  // and leaves them out of service, and drops the retrains' answers.
-  void Disarm(Training training);
-  // Quiesces the O-NIC ports of `circuits`; an error names the port the agent refused.
-  // `meanwhile` (if set) runs once the quiesce commands are written to the agents' streams,
-  // while the agents work: a state commit need not hold them up. It does not run when no
-  // port needs quiescing.
-  absl::Status Quiesce(const std::vector<v1::Circuit>& circuits, const std::string& id,
-                       const std::function<void()>& meanwhile = nullptr);
-  // Programs each switch's part at once, one thread per switch beyond the first; on error the
-  // switches are rolled back and the message returned (every failing switch's). The times
-  // stored are the slowest switch's (the max with what the pointers hold), since the switches
-  // work at once.
-  // `retried` (if set) is told whether any switch applied the changes twice (its combined
-  // batch failed for another request's part), so the light at their ports was interrupted.
-  // `going` (if set) runs once, as the first switch's batch goes out (SwitchProgrammer), or
-  // not at all if no switch was sent the changes.
-  absl::Status Program(const std::vector<v1::Circuit>& removes,
-                       const std::vector<v1::Circuit>& adds, absl::Duration* program_time,
-                       absl::Duration* verify_time, bool* retried = nullptr,
-                       const std::function<void()>& going = {});
-  // What a member change (ReplaceMember, DetachDevices) stores and takes off the switch.
-  struct MemberChange {
-    store::CircuitReplacement replacement;  // Circuits removed and added, members after.
-    std::vector<v1::Circuit> removes;       // The active phase's circuits it deletes.
-  };
-  // The frame of a member change: claims allocation `id` (ABORTED, naming `seen`, while
-  // another change of it runs); under admission, FAILED_PRECONDITION unless it is READY or
-  // DEGRADED ("`what` only when ..."), then `plan` plans the change on the stored allocation;
-  // unless `dry_run`, the change is stored in one transaction (PROGRAMMING, `caller`'s) and
-  // ReconfigureMembers starts its switch work. `after`: the allocation as stored after it (as
-  // it was, for a dry run).
-  absl::Status ChangeMembers(
-      const std::string& id, v1::AllocationState seen, bool dry_run, const std::string& what,
-      const std::string& event, const Caller& caller,
-      const std::function<absl::Status(const v1::Allocation&, MemberChange&)>& plan,
-      v1::Allocation* after);
-  // Runs a member change's transaction (ReplaceMember, DetachDevices) in the background:
-  // `removes` (the active phase's circuits it deleted) come off the switch, the new circuits
-  // go on. If it fails, the circuits from before (`on_switch`) are taken off too; `what`
-  // names the change in events.
-  void ReconfigureMembers(const std::string& id, std::vector<v1::StageTiming> admitted,
-                          std::vector<v1::Circuit> removes, std::vector<v1::Circuit> on_switch,
-                          const std::string& what);
-  // The fabric as the planner sees it now: inventory, port states, every desired circuit and
-  // the live allocations' tenants.
-  absl::StatusOr<scheduler::FabricSnapshot> Snapshot() ABSL_EXCLUSIVE_LOCKS_REQUIRED(admit_mu_);
-  // FAILED_PRECONDITION naming each circuit of `adds` (a phase's circuits to put on the
-  // switch) whose O-NIC port or trunk is drained or failed now.
-  absl::Status PhaseUsable(const std::string& phase, const std::vector<v1::Circuit>& adds);
-  void RetrainDegraded(const std::string& id);
-  void ScheduleRetry(const std::string& id);
-  void Fault(const std::string& point);
-  // Appends an event that is not a state change of an allocation (those come with
-  // UpdateAllocation); a failure to record it is logged, not fatal.
-  void Record(const std::string& kind, const std::string& object_kind, const std::string& object_id,
-              v1::EventSeverity severity, const std::string& principal, const std::string& message);
-
-  absl::StatusOr<SwitchProgrammer*> Programmer(const std::string& switch_id);
-  absl::StatusOr<v1::Allocation> Update(const store::AllocationUpdate& update,
-                                        const std::string& principal);
-  absl::StatusOr<v1::Allocation> Authorized(const std::string& id, const Caller& caller);
-  std::string NewAllocationId();
-
-  // Reconciliation (reconciler.cc).
-  // With `wait_for_resumed`, waits for the interrupted transactions it resumed to end and
-  // counts those rolled back (an operator's request; start-up and periodic passes do not wait).
-  absl::StatusOr<v1::ReconcileResponse> ReconcileSwitches(
-      const std::string& switch_id, v1::UnknownCrossConnectPolicy unknown, bool dry_run,
-      const std::string& principal, const std::string& trigger, bool wait_for_resumed = false);
-  // Compares one switch, read through `driver` while the caller holds it exclusively.
-  absl::Status ReconcileOne(const v1::Switch& sw, switches::OpticalSwitch& driver,
-                            v1::UnknownCrossConnectPolicy unknown, bool dry_run,
-                            const std::string& principal, v1::ReconcileResponse& response,
-                            std::set<std::string>& affected);
-  // Claims every allocation a crash left mid-transaction (no thread of this process runs it).
-  std::vector<std::string> ClaimInterrupted();
-  // Runs the claimed interrupted transactions to their end, each on its own thread.
-  void Resume(const std::vector<std::string>& ids);
-  void BackgroundLoop();
+  // One pass of the background loop: leases (once a second), due retries, and the periodic
+  // reconciliation when it is due.
+  void BackgroundPass();
 
   const EngineOptions options_;
   store::Store* const store_;
-  fabric::SwitchRegistry* const switches_;
-  agents::CommandSender* const agents_;
-  const Clock* const clock_;
-  metrics::ControllerMetrics& metrics_;
-
-  absl::Mutex admit_mu_;  // Serializes snapshot → plan → persist, so plans do not collide.
-  // Tenant of every live allocation (admitted, or found live at start; Snapshot forgets one
-  // that holds no circuit any more): what planning needs to keep tenants apart, without
-  // reading every allocation on each request.
-  std::map<std::string, std::string> tenants_ ABSL_GUARDED_BY(admit_mu_);
-
-  absl::Mutex mu_;
-  absl::CondVar changed_;
-  // Wakes the background loop before its tick: stopping, or a retry made due now. Apart from
-  // changed_, which every finished task signals: waking on those ran due retries at moments
-  // nobody chose, and a test could not see the state before its retry.
-  absl::CondVar background_wake_;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  bool started_ ABSL_GUARDED_BY(mu_) = false;
-  int running_ ABSL_GUARDED_BY(mu_) = 0;  // Transaction threads still working.
-  // Every transaction thread, joined once done (reaped by Spawn, all of them at Shutdown), so
-  // none outlives the engine.
-  struct Worker {
-    std::thread thread;
-    std::atomic<bool> done{false};  // Left WorkerLoop: ready to join.
-  };
-  std::list<std::unique_ptr<Worker>> workers_ ABSL_GUARDED_BY(mu_);
-  struct Task {
-    std::string id;  // The claim dropped after it; empty for none.
-    std::function<void()> fn;
-  };
-  std::deque<Task> tasks_ ABSL_GUARDED_BY(mu_);  // Spawned, not yet taken by a worker.
-  int idle_workers_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::CondVar task_queued_;
-  std::set<std::string> claimed_ ABSL_GUARDED_BY(mu_);         // Allocations in a transaction.
-  std::map<std::string, Retry> retries_ ABSL_GUARDED_BY(mu_);  // By allocation id.
-  std::map<std::string, std::unique_ptr<SwitchProgrammer>> programmers_ ABSL_GUARDED_BY(mu_);
-  // Replaced when their switch's driver was (its address changed), and kept: a transaction
-  // may still be inside one, as the registry keeps the drivers it replaced.
-  std::vector<std::unique_ptr<SwitchProgrammer>> retired_programmers_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, switches::OpticalSwitch*> programmer_drivers_ ABSL_GUARDED_BY(mu_);
-  absl::Time next_reconcile_ ABSL_GUARDED_BY(mu_);
-  absl::Time next_lease_check_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<const Fabric> fabric_ ABSL_GUARDED_BY(mu_);
-  std::thread background_;
+  const EngineContext ctx_;
+  WorkerPool pool_;
+  InventoryCache inventory_;
+  BackgroundLoop background_;
+  RetryScheduler retries_;
+  LinkTrainer trainer_;
+  SwitchProgrammers programmers_;
+  Admission admission_;
+  const EngineParts parts_;
+  Releaser releaser_;
+  Drainer drainer_;
+  MemberChanges members_;
+  Reconciler reconciler_;
+  LinkRecovery recovery_;
+  // The background loop's own (set by Start before it runs).
+  absl::Time next_reconcile_;
+  absl::Time next_lease_check_;
 };
 
 }  // namespace fleet::engine

@@ -1,27 +1,14 @@
-// Reconciliation: the switches compared with the desired circuits (docs/engine.md).
-//
-// Each switch is read with the switch to itself (no batch in flight), and compared with the
-// desired cross-connects of circuits whose allocation is not in a transaction now:
-//   MISSING  desired, absent             → made again (repaired)
-//   WRONG    the ingress goes elsewhere  → the wrong one removed, the desired one made
-//   UNKNOWN  on the switch, desired by nobody → the policy: report (alarm, left alone),
-//            adopt (recorded as an operator's manual circuit) or remove
-// An unknown cross-connect holding the egress a desired one needs is removed whatever the
-// policy, since the desired circuit wins. Cross-connects touching the ports of an allocation
-// in a transaction are left to that transaction. A switch that agrees gets no command that
-// changes anything: only the read.
-#include <google/protobuf/util/time_util.h>
+#include "controller/engine/reconciler.h"
 
 #include <map>
 #include <set>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/log.h"
 #include "common/status_macros.h"
-#include "controller/engine/engine.h"
-#include "fleet/v1/names.h"
+#include "controller/engine/circuits.h"
 
 namespace fleet::engine {
 namespace {
@@ -51,104 +38,62 @@ const char* KindWord(v1::Drift::Kind kind) {
   }
 }
 
+// The manual circuit adopting unknown cross-connect `ingress`->`egress` of `switch_id`
+// between the O-NIC ports `from` and `to` whose fibers it joins.
+v1::Circuit Adopted(const std::string& switch_id, uint32_t ingress, uint32_t egress,
+                    const v1::OnicPortRef& from, const v1::OnicPortRef& to) {
+  v1::Circuit c;
+  c.set_id(absl::StrCat("manual-", switch_id, "-", ingress, "-", egress));
+  c.set_manual(true);
+  *c.mutable_source() = from;
+  *c.mutable_destination() = to;
+  v1::CrossConnect* x = c.add_cross_connects();
+  x->set_switch_id(switch_id);
+  x->set_ingress(ingress);
+  x->set_egress(egress);
+  c.set_state(v1::CIRCUIT_STATE_ACTIVE);
+  return c;
+}
+
 }  // namespace
 
-std::vector<std::string> Engine::ClaimInterrupted() {
-  std::vector<std::string> ids;
-  absl::StatusOr<std::vector<v1::Allocation>> live = store_->ListAllocations({});
-  if (!live.ok()) return ids;
-  for (const v1::Allocation& a : *live) {
-    const v1::AllocationState s = a.state();
-    if (s != v1::ALLOCATION_STATE_PENDING && s != v1::ALLOCATION_STATE_PROGRAMMING &&
-        s != v1::ALLOCATION_STATE_TRAINING && s != v1::ALLOCATION_STATE_RELEASING) {
-      continue;
-    }
-    if (Claim(a.id())) ids.push_back(a.id());
-  }
-  return ids;
-}
+// One switch's comparison, as ReconcileOne builds it.
+struct Reconciler::Comparison {
+  std::vector<switches::CrossConnect> actual;
+  struct Want {
+    uint32_t egress;
+    std::string circuit;
+    std::string allocation;
+  };
+  std::map<uint32_t, Want> desired;                // By ingress.
+  std::map<uint32_t, uint32_t> desired_by_egress;  // Egress → ingress.
+  std::set<uint32_t> in_transaction;               // Ports of claimed allocations' circuits.
+  std::map<uint32_t, uint32_t> on_switch;          // Ingress → egress.
+  switches::CrossConnectBatch repair;
+  std::vector<v1::Drift> drift;
+  std::vector<v1::Circuit> adopt;
+};
 
-void Engine::Resume(const std::vector<std::string>& ids) {
-  for (const std::string& id : ids) {
-    Spawn(id, [this, id] {
-      absl::StatusOr<v1::Allocation> a = store_->GetAllocation(id);
-      if (!a.ok()) return;
-      Record("allocation.resumed", "allocation", id, v1::EVENT_SEVERITY_INFO, "fleetd",
-             absl::StrCat("allocation ", id, " was interrupted in ", v1::Name(a->state()),
-                          "; resuming"));
-      if (a->state() == v1::ALLOCATION_STATE_RELEASING) {
-        // Ends as the intent stored when it started says (Release reads it); an allocation
-        // from before intents were stored ends RELEASED with its reason.
-        Release(id, "fleetd", v1::ALLOCATION_STATE_RELEASED, a->reason());
-      } else {
-        // A phase switch a crash interrupted may have left the old phase's cross-connects.
-        std::vector<v1::Circuit> left = LeftBehind(*a);
-        std::string from = InterruptedSwitchFrom(*a, left);
-        Reconfigure(id, {}, {std::move(from), std::move(left)});
-      }
-    });
-  }
-}
-
-std::string Engine::InterruptedSwitchFrom(const v1::Allocation& a,
-                                          const std::vector<v1::Circuit>& left) {
-  std::set<std::string> phases, left_ids;
-  for (const v1::Circuit& c : left) {
-    left_ids.insert(c.id());
-    if (!c.phase().empty() && c.phase() != a.active_phase()) phases.insert(c.phase());
-  }
-  if (phases.size() != 1) return "";
-  const std::string& from = *phases.begin();
-  using Key = std::tuple<std::string, uint32_t, uint32_t>;
-  std::set<Key> desired, old;
-  std::set<std::string> switch_ids;
-  for (const v1::Circuit& c : a.circuits()) {
-    for (const v1::CrossConnect& x : c.cross_connects()) {
-      switch_ids.insert(x.switch_id());
-      if (c.state() != v1::CIRCUIT_STATE_INACTIVE)
-        desired.insert({x.switch_id(), x.ingress(), x.egress()});
-      if (c.phase() == from) old.insert({x.switch_id(), x.ingress(), x.egress()});
-    }
-  }
-  // Going back is sound only if the switch is as the handover found it: every circuit of the
-  // old phase is there (those the new phase shares count as there: LeftBehind leaves them
-  // out), and nothing the new phase adds has been made.
-  for (const v1::Circuit& c : a.circuits()) {
-    if (c.phase() != from || left_ids.contains(c.id())) continue;
-    for (const v1::CrossConnect& x : c.cross_connects()) {
-      if (!desired.contains({x.switch_id(), x.ingress(), x.egress()})) return "";
-    }
-  }
-  for (const std::string& sw : switch_ids) {
-    absl::StatusOr<std::vector<v1::CrossConnect>> seen = store_->ListObservedCrossConnects(sw);
-    if (!seen.ok()) return "";
-    for (const v1::CrossConnect& x : *seen) {
-      const Key key{sw, x.ingress(), x.egress()};
-      if (desired.contains(key) && !old.contains(key)) return "";
-    }
-  }
-  return from;
-}
-
-absl::StatusOr<v1::ReconcileResponse> Engine::Reconcile(const v1::ReconcileRequest& request,
-                                                        const Caller& caller) {
+absl::StatusOr<v1::ReconcileResponse> Reconciler::Reconcile(const v1::ReconcileRequest& request,
+                                                            const Caller& caller) {
   if (!caller.operator_role()) {
     return absl::PermissionDeniedError("reconcile is for operators, not jobs");
   }
   v1::UnknownCrossConnectPolicy policy = request.unknown();
-  if (policy == v1::UNKNOWN_CROSS_CONNECT_POLICY_UNSPECIFIED) policy = options_.unknown_policy;
+  if (policy == v1::UNKNOWN_CROSS_CONNECT_POLICY_UNSPECIFIED)
+    policy = p_.ctx.options.unknown_policy;
   return ReconcileSwitches(request.switch_id(), policy, request.dry_run(), caller.principal,
                            "operator", /*wait_for_resumed=*/true);
 }
 
-absl::StatusOr<v1::ReconcileResponse> Engine::ReconcileSwitches(
+absl::StatusOr<v1::ReconcileResponse> Reconciler::ReconcileSwitches(
     const std::string& switch_id, v1::UnknownCrossConnectPolicy unknown, bool dry_run,
     const std::string& principal, const std::string& trigger, bool wait_for_resumed) {
   std::vector<v1::Switch> targets;
   if (switch_id.empty()) {
-    ASSIGN_OR_RETURN(targets, store_->ListSwitches());
+    ASSIGN_OR_RETURN(targets, p_.ctx.store->ListSwitches());
   } else {
-    ASSIGN_OR_RETURN(v1::Switch sw, store_->GetSwitch(switch_id));
+    ASSIGN_OR_RETURN(v1::Switch sw, p_.ctx.store->GetSwitch(switch_id));
     targets.push_back(std::move(sw));
   }
   // Interrupted transactions are claimed first, so the comparison leaves their ports alone;
@@ -160,7 +105,7 @@ absl::StatusOr<v1::ReconcileResponse> Engine::ReconcileSwitches(
   std::set<std::string> affected;  // Allocations whose cross-connects were repaired.
   std::vector<std::string> errors;
   for (const v1::Switch& sw : targets) {
-    absl::StatusOr<SwitchProgrammer*> programmer = Programmer(sw.id());
+    absl::StatusOr<SwitchProgrammer*> programmer = p_.programmers.For(sw.id());
     absl::Status status = programmer.status();
     if (programmer.ok()) {
       (*programmer)->Exclusive([&](switches::OpticalSwitch& driver) {
@@ -169,28 +114,47 @@ absl::StatusOr<v1::ReconcileResponse> Engine::ReconcileSwitches(
     }
     if (!status.ok()) {
       errors.push_back(absl::StrCat("switch ", sw.id(), ": ", status.message()));
-      Record("reconcile.failed", "switch", sw.id(), v1::EVENT_SEVERITY_ALARM, principal,
-             absl::StrCat("cannot reconcile switch ", sw.id(), ": ", status.message()));
+      p_.ctx.Record("reconcile.failed", "switch", sw.id(), v1::EVENT_SEVERITY_ALARM, principal,
+                    absl::StrCat("cannot reconcile switch ", sw.id(), ": ", status.message()));
     }
   }
-  if (!dry_run) {
-    // A dry run asks what would happen; only passes that act count as having seen the drift.
-    metrics_.ReconcileRun(trigger);
-    std::map<std::string, std::pair<int, int>> drift;  // Kind → found, repaired.
-    for (const v1::Drift& d : response.drift()) {
-      auto& [found, repaired] = drift[KindWord(d.kind())];
-      ++found;
-      repaired += d.action() == "repaired" || d.action() == "removed" || d.action() == "adopted";
+  // A dry run asks what would happen; only passes that act count as having seen the drift.
+  if (!dry_run) CountDrift(trigger, response);
+  RetrainRepaired(affected, principal);
+  response.set_resumed_transactions(static_cast<uint32_t>(interrupted.size()));
+  Resume(interrupted);
+  if (wait_for_resumed && !interrupted.empty()) {
+    // An operator's reconcile reports how the resumed transactions ended: each finishes, or
+    // is rolled back (FAILED), within its own timeouts.
+    p_.pool.WaitUnclaimed(interrupted, absl::Now() + absl::Seconds(60));
+    uint32_t rolled_back = 0;
+    for (const std::string& id : interrupted) {
+      absl::StatusOr<v1::Allocation> a = p_.ctx.store->GetAllocation(id);
+      rolled_back += a.ok() && a->state() == v1::ALLOCATION_STATE_FAILED;
     }
-    for (const auto& [kind, counts] : drift) metrics_.Drift(kind, counts.first, counts.second);
+    response.set_rolled_back_transactions(rolled_back);
   }
+  if (!errors.empty()) return absl::UnavailableError(absl::StrJoin(errors, "; "));
+  return response;
+}
+
+void Reconciler::CountDrift(const std::string& trigger, const v1::ReconcileResponse& response) {
+  p_.ctx.metrics.ReconcileRun(trigger);
+  std::map<std::string, std::pair<int, int>> drift;  // Kind → found, repaired.
+  for (const v1::Drift& d : response.drift()) {
+    auto& [found, repaired] = drift[KindWord(d.kind())];
+    ++found;
+    repaired += d.action() == "repaired" || d.action() == "removed" || d.action() == "adopted";
+  }
+  for (const auto& [kind, counts] : drift) p_.ctx.metrics.Drift(kind, counts.first, counts.second);
+}
+
+void Reconciler::RetrainRepaired(const std::set<std::string>& affected,
+                                 const std::string& principal) {
   // A repaired cross-connect carried no light for a while: its links are retrained.
   for (const std::string& id : affected) {
-    absl::StatusOr<v1::Allocation> a = store_->GetAllocation(id);
-    if (!a.ok() ||
-        (a->state() != v1::ALLOCATION_STATE_READY && a->state() != v1::ALLOCATION_STATE_DEGRADED)) {
-      continue;
-    }
+    absl::StatusOr<v1::Allocation> a = p_.ctx.store->GetAllocation(id);
+    if (!a.ok() || !Settled(a->state())) continue;
     store::AllocationUpdate u;
     u.id = id;
     u.state = v1::ALLOCATION_STATE_DEGRADED;
@@ -202,193 +166,35 @@ absl::StatusOr<v1::ReconcileResponse> Engine::ReconcileSwitches(
       }
     }
     u.event_message = absl::StrCat("allocation ", id, " DEGRADED: ", *u.reason);
-    if (!Update(u, principal).ok()) continue;
-    absl::MutexLock lock(&mu_);
-    retries_[id] = Retry{.due = clock_->Now(), .backoff = options_.retry_initial};
+    if (!p_.ctx.Update(u, principal).ok()) continue;
+    p_.retries.ScheduleAt(id, p_.ctx.clock->Now());
   }
-  response.set_resumed_transactions(static_cast<uint32_t>(interrupted.size()));
-  Resume(interrupted);
-  if (wait_for_resumed && !interrupted.empty()) {
-    // An operator's reconcile reports how the resumed transactions ended: each finishes, or
-    // is rolled back (FAILED), within its own timeouts.
-    {
-      absl::MutexLock lock(&mu_);
-      const absl::Time give_up = absl::Now() + absl::Seconds(60);
-      auto busy = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        for (const std::string& id : interrupted) {
-          if (claimed_.contains(id)) return true;
-        }
-        return false;
-      };
-      while (busy() && !stopping_ && absl::Now() < give_up) {
-        changed_.WaitWithDeadline(&mu_, give_up);
-      }
-    }
-    uint32_t rolled_back = 0;
-    for (const std::string& id : interrupted) {
-      absl::StatusOr<v1::Allocation> a = store_->GetAllocation(id);
-      rolled_back += a.ok() && a->state() == v1::ALLOCATION_STATE_FAILED;
-    }
-    response.set_rolled_back_transactions(rolled_back);
-  }
-  if (!errors.empty()) return absl::UnavailableError(absl::StrJoin(errors, "; "));
-  return response;
 }
 
-absl::Status Engine::ReconcileOne(const v1::Switch& sw, switches::OpticalSwitch& driver,
-                                  v1::UnknownCrossConnectPolicy unknown, bool dry_run,
-                                  const std::string& principal, v1::ReconcileResponse& response,
-                                  std::set<std::string>& affected) {
-  ASSIGN_OR_RETURN(std::vector<switches::CrossConnect> actual, driver.ReadCrossConnects());
+absl::Status Reconciler::ReconcileOne(const v1::Switch& sw, switches::OpticalSwitch& driver,
+                                      v1::UnknownCrossConnectPolicy unknown, bool dry_run,
+                                      const std::string& principal, v1::ReconcileResponse& response,
+                                      std::set<std::string>& affected) {
+  store::Store& store = *p_.ctx.store;
+  Comparison cmp;
+  ASSIGN_OR_RETURN(cmp.actual, driver.ReadCrossConnects());
   // What the previous pass saw: an unknown cross-connect already reported is not alarmed again.
   std::set<std::pair<uint32_t, uint32_t>> seen_before;
   ASSIGN_OR_RETURN(std::vector<v1::CrossConnect> previous,
-                   store_->ListObservedCrossConnects(sw.id()));
+                   store.ListObservedCrossConnects(sw.id()));
   for (const v1::CrossConnect& x : previous) seen_before.insert({x.ingress(), x.egress()});
   std::vector<v1::CrossConnect> observed;
-  for (const switches::CrossConnect& x : actual) {
+  for (const switches::CrossConnect& x : cmp.actual) {
     v1::CrossConnect& o = observed.emplace_back();
     o.set_switch_id(sw.id());
     o.set_ingress(x.ingress);
     o.set_egress(x.egress);
   }
-  RETURN_IF_ERROR(store_->RecordObservedCrossConnects(sw.id(), observed));
-  ASSIGN_OR_RETURN(std::vector<v1::Circuit> circuits, store_->ListCircuits({sw.id(), ""}));
-  std::set<std::string> claimed;
-  {
-    absl::MutexLock lock(&mu_);
-    claimed = claimed_;
-  }
-
-  struct Want {
-    uint32_t egress;
-    std::string circuit;
-    std::string allocation;
-  };
-  std::map<uint32_t, Want> desired;                // By ingress.
-  std::map<uint32_t, uint32_t> desired_by_egress;  // Egress → ingress.
-  std::set<uint32_t> in_transaction;               // Ports of claimed allocations' circuits.
-  for (const v1::Circuit& c : circuits) {
-    for (const v1::CrossConnect& x : c.cross_connects()) {
-      if (x.switch_id() != sw.id()) continue;
-      if (!c.allocation_id().empty() && claimed.contains(c.allocation_id())) {
-        in_transaction.insert(x.ingress());
-        in_transaction.insert(x.egress());
-        continue;
-      }
-      if (c.state() == v1::CIRCUIT_STATE_INACTIVE) continue;
-      desired[x.ingress()] = {x.egress(), c.id(), c.allocation_id()};
-      desired_by_egress[x.egress()] = x.ingress();
-    }
-  }
-  // What a claimed member change took out of its allocation is its transaction's to remove
-  // (Engine::LeftBehind): not drift to report or adopt.
-  for (const std::string& id : claimed) {
-    absl::StatusOr<std::vector<v1::CrossConnect>> pending = store_->PendingRemovals(id);
-    if (!pending.ok()) continue;
-    for (const v1::CrossConnect& x : *pending) {
-      if (x.switch_id() != sw.id()) continue;
-      in_transaction.insert(x.ingress());
-      in_transaction.insert(x.egress());
-    }
-  }
-  std::map<uint32_t, uint32_t> on_switch;  // Ingress → egress.
-  for (const switches::CrossConnect& x : actual) on_switch[x.ingress] = x.egress;
-
-  switches::CrossConnectBatch repair;
-  std::vector<v1::Drift> drift;
-  for (const auto& [ingress, want] : desired) {
-    auto have = on_switch.find(ingress);
-    if (have != on_switch.end() && have->second == want.egress) continue;
-    const std::string action = dry_run ? "would repair" : "repaired";
-    if (have != on_switch.end()) {
-      drift.push_back(
-          MakeDrift(v1::Drift::KIND_WRONG, sw.id(), ingress, have->second, want.circuit, action));
-      repair.remove.push_back({ingress, have->second});
-    } else {
-      drift.push_back(
-          MakeDrift(v1::Drift::KIND_MISSING, sw.id(), ingress, want.egress, want.circuit, action));
-    }
-    repair.add.push_back({ingress, want.egress});
-    if (!want.allocation.empty()) affected.insert(want.allocation);
-  }
-
-  // Adoption needs the fibers: which O-NIC port's tx enters an ingress, whose rx leaves an
-  // egress.
-  std::map<uint32_t, v1::OnicPortRef> wired;
-  if (unknown == v1::UNKNOWN_CROSS_CONNECT_POLICY_ADOPT) {
-    ASSIGN_OR_RETURN(std::vector<v1::SwitchPort> ports, store_->ListPorts(sw.id()));
-    for (const v1::SwitchPort& p : ports) {
-      if (p.wiring().has_onic_port()) wired[p.ref().port()] = p.wiring().onic_port();
-    }
-  }
-  std::vector<v1::Circuit> adopt;
-  for (const auto& [ingress, egress] : on_switch) {
-    if (desired.contains(ingress)) continue;  // Handled above (right or wrong).
-    if (in_transaction.contains(ingress) || in_transaction.contains(egress)) continue;
-    std::string action;
-    auto blocking = desired_by_egress.find(egress);
-    if (blocking != desired_by_egress.end()) {
-      // Holds the egress a desired circuit needs: the circuit wins.
-      repair.remove.push_back({ingress, egress});
-      action = dry_run ? "would remove" : "removed";
-    } else if (unknown == v1::UNKNOWN_CROSS_CONNECT_POLICY_REMOVE) {
-      repair.remove.push_back({ingress, egress});
-      action = dry_run ? "would remove" : "removed";
-    } else if (unknown == v1::UNKNOWN_CROSS_CONNECT_POLICY_ADOPT) {
-      auto from = wired.find(ingress);
-      auto to = wired.find(egress);
-      if (from == wired.end() || to == wired.end()) {
-        action = "reported (not between O-NIC ports: cannot adopt)";
-      } else {
-        v1::Circuit& c = adopt.emplace_back();
-        c.set_id(absl::StrCat("manual-", sw.id(), "-", ingress, "-", egress));
-        c.set_manual(true);
-        *c.mutable_source() = from->second;
-        *c.mutable_destination() = to->second;
-        v1::CrossConnect* x = c.add_cross_connects();
-        x->set_switch_id(sw.id());
-        x->set_ingress(ingress);
-        x->set_egress(egress);
-        c.set_state(v1::CIRCUIT_STATE_ACTIVE);
-        action = dry_run ? "would adopt" : "adopted";
-      }
-    } else {
-      action = "reported";
-    }
-    drift.push_back(MakeDrift(v1::Drift::KIND_UNKNOWN, sw.id(), ingress, egress, "", action));
-  }
-
-  if (!dry_run) {
-    for (const v1::Circuit& c : adopt) {
-      absl::Status adopted;
-      {
-        // Under admission, like any new circuit: idle-port quiescing sees it, or not yet.
-        absl::MutexLock admit(&admit_mu_);
-        adopted = store_->CreateManualCircuit(c, principal);
-      }
-      if (!adopted.ok()) {
-        for (v1::Drift& d : drift) {
-          if (d.kind() == v1::Drift::KIND_UNKNOWN &&
-              d.cross_connect().ingress() == c.cross_connects(0).ingress()) {
-            d.set_action(absl::StrCat("reported (cannot adopt: ", adopted.message(), ")"));
-          }
-        }
-      }
-    }
-    if (!repair.add.empty() || !repair.remove.empty()) {
-      switches::ApplyResult result = driver.Apply(repair);
-      if (!result.status.ok()) {
-        for (v1::Drift& d : drift) {
-          if (d.action() == "repaired" || d.action() == "removed") d.set_action("repair failed");
-        }
-        for (const v1::Drift& d : drift) *response.add_drift() = d;
-        return absl::Status(result.status.code(),
-                            absl::StrCat("repair failed: ", result.status.message()));
-      }
-    }
-  }
-  for (const v1::Drift& d : drift) {
+  RETURN_IF_ERROR(store.RecordObservedCrossConnects(sw.id(), observed));
+  RETURN_IF_ERROR(Desired(sw, cmp));
+  RETURN_IF_ERROR(FindDrift(sw, unknown, dry_run, cmp, affected));
+  if (!dry_run) RETURN_IF_ERROR(Repair(driver, principal, cmp, response));
+  for (const v1::Drift& d : cmp.drift) {
     if (d.kind() != v1::Drift::KIND_UNKNOWN && !dry_run) {
       response.set_repaired(response.repaired() + 1);
     }
@@ -396,19 +202,130 @@ absl::Status Engine::ReconcileOne(const v1::Switch& sw, switches::OpticalSwitch&
         d.action() == "reported" &&
         seen_before.contains({d.cross_connect().ingress(), d.cross_connect().egress()});
     if (!dry_run && !repeated) {
-      Record(absl::StrCat("drift.", KindWord(d.kind())), "switch", sw.id(),
-             absl::StartsWith(d.action(), "reported") ? v1::EVENT_SEVERITY_ALARM
-                                                      : v1::EVENT_SEVERITY_WARNING,
-             principal,
-             absl::StrCat(
-                 "switch ", sw.id(), ": cross-connect ", d.cross_connect().ingress(), "->",
-                 d.cross_connect().egress(), " is ", KindWord(d.kind()),
-                 d.circuit_id().empty() ? "" : absl::StrCat(" (circuit ", d.circuit_id(), ")"),
-                 ": ", d.action()));
+      p_.ctx.Record(
+          absl::StrCat("drift.", KindWord(d.kind())), "switch", sw.id(),
+          absl::StartsWith(d.action(), "reported") ? v1::EVENT_SEVERITY_ALARM
+                                                   : v1::EVENT_SEVERITY_WARNING,
+          principal,
+          absl::StrCat(
+              "switch ", sw.id(), ": cross-connect ", d.cross_connect().ingress(), "->",
+              d.cross_connect().egress(), " is ", KindWord(d.kind()),
+              d.circuit_id().empty() ? "" : absl::StrCat(" (circuit ", d.circuit_id(), ")"), ": ",
+              d.action()));
     }
     *response.add_drift() = d;
   }
   return absl::OkStatus();
+}
+
+absl::Status Reconciler::Desired(const v1::Switch& sw, Comparison& cmp) {
+  ASSIGN_OR_RETURN(std::vector<v1::Circuit> circuits, p_.ctx.store->ListCircuits({sw.id(), ""}));
+  const std::set<std::string> claimed = p_.pool.Claims();
+  for (const v1::Circuit& c : circuits) {
+    for (const v1::CrossConnect& x : c.cross_connects()) {
+      if (x.switch_id() != sw.id()) continue;
+      if (!c.allocation_id().empty() && claimed.contains(c.allocation_id())) {
+        cmp.in_transaction.insert(x.ingress());
+        cmp.in_transaction.insert(x.egress());
+        continue;
+      }
+      if (c.state() == v1::CIRCUIT_STATE_INACTIVE) continue;
+      cmp.desired[x.ingress()] = {x.egress(), c.id(), c.allocation_id()};
+      cmp.desired_by_egress[x.egress()] = x.ingress();
+    }
+  }
+  // What a claimed member change took out of its allocation is its transaction's to remove
+  // (Reconciler::LeftBehind): not drift to report or adopt.
+  for (const std::string& id : claimed) {
+    absl::StatusOr<std::vector<v1::CrossConnect>> pending = p_.ctx.store->PendingRemovals(id);
+    if (!pending.ok()) continue;
+    for (const v1::CrossConnect& x : *pending) {
+      if (x.switch_id() != sw.id()) continue;
+      cmp.in_transaction.insert(x.ingress());
+      cmp.in_transaction.insert(x.egress());
+    }
+  }
+  for (const switches::CrossConnect& x : cmp.actual) cmp.on_switch[x.ingress] = x.egress;
+  return absl::OkStatus();
+}
+
+absl::Status Reconciler::FindDrift(const v1::Switch& sw, v1::UnknownCrossConnectPolicy unknown,
+                                   bool dry_run, Comparison& cmp, std::set<std::string>& affected) {
+  for (const auto& [ingress, want] : cmp.desired) {
+    auto have = cmp.on_switch.find(ingress);
+    if (have != cmp.on_switch.end() && have->second == want.egress) continue;
+    const std::string action = dry_run ? "would repair" : "repaired";
+    if (have != cmp.on_switch.end()) {
+      cmp.drift.push_back(
+          MakeDrift(v1::Drift::KIND_WRONG, sw.id(), ingress, have->second, want.circuit, action));
+      cmp.repair.remove.push_back({ingress, have->second});
+    } else {
+      cmp.drift.push_back(
+          MakeDrift(v1::Drift::KIND_MISSING, sw.id(), ingress, want.egress, want.circuit, action));
+    }
+    cmp.repair.add.push_back({ingress, want.egress});
+    if (!want.allocation.empty()) affected.insert(want.allocation);
+  }
+  // Adoption needs the fibers: which O-NIC port's tx enters an ingress, whose rx leaves an
+  // egress.
+  std::map<uint32_t, v1::OnicPortRef> wired;
+  if (unknown == v1::UNKNOWN_CROSS_CONNECT_POLICY_ADOPT) {
+    ASSIGN_OR_RETURN(std::vector<v1::SwitchPort> ports, p_.ctx.store->ListPorts(sw.id()));
+    for (const v1::SwitchPort& p : ports) {
+      if (p.wiring().has_onic_port()) wired[p.ref().port()] = p.wiring().onic_port();
+    }
+  }
+  const std::string remove = dry_run ? "would remove" : "removed";
+  for (const auto& [ingress, egress] : cmp.on_switch) {
+    if (cmp.desired.contains(ingress)) continue;  // Handled above (right or wrong).
+    if (cmp.in_transaction.contains(ingress) || cmp.in_transaction.contains(egress)) continue;
+    std::string action = "reported";
+    if (cmp.desired_by_egress.contains(egress) ||
+        unknown == v1::UNKNOWN_CROSS_CONNECT_POLICY_REMOVE) {
+      // Holding the egress a desired circuit needs: the circuit wins.
+      cmp.repair.remove.push_back({ingress, egress});
+      action = remove;
+    } else if (unknown == v1::UNKNOWN_CROSS_CONNECT_POLICY_ADOPT) {
+      auto from = wired.find(ingress);
+      auto to = wired.find(egress);
+      if (from == wired.end() || to == wired.end()) {
+        action = "reported (not between O-NIC ports: cannot adopt)";
+      } else {
+        cmp.adopt.push_back(Adopted(sw.id(), ingress, egress, from->second, to->second));
+        action = dry_run ? "would adopt" : "adopted";
+      }
+    }
+    cmp.drift.push_back(MakeDrift(v1::Drift::KIND_UNKNOWN, sw.id(), ingress, egress, "", action));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Reconciler::Repair(switches::OpticalSwitch& driver, const std::string& principal,
+                                Comparison& cmp, v1::ReconcileResponse& response) {
+  for (const v1::Circuit& c : cmp.adopt) {
+    absl::Status adopted;
+    {
+      // Under admission, like any new circuit: idle-port quiescing sees it, or not yet.
+      absl::MutexLock admit(&p_.admission.mu());
+      adopted = p_.ctx.store->CreateManualCircuit(c, principal);
+    }
+    if (adopted.ok()) continue;
+    for (v1::Drift& d : cmp.drift) {
+      if (d.kind() == v1::Drift::KIND_UNKNOWN &&
+          d.cross_connect().ingress() == c.cross_connects(0).ingress()) {
+        d.set_action(absl::StrCat("reported (cannot adopt: ", adopted.message(), ")"));
+      }
+    }
+  }
+  if (cmp.repair.add.empty() && cmp.repair.remove.empty()) return absl::OkStatus();
+  switches::ApplyResult result = driver.Apply(cmp.repair);
+  if (result.status.ok()) return absl::OkStatus();
+  for (v1::Drift& d : cmp.drift) {
+    if (d.action() == "repaired" || d.action() == "removed") d.set_action("repair failed");
+  }
+  for (const v1::Drift& d : cmp.drift) *response.add_drift() = d;
+  return absl::Status(result.status.code(),
+                      absl::StrCat("repair failed: ", result.status.message()));
 }
 
 }  // namespace fleet::engine

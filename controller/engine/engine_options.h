@@ -1,0 +1,55 @@
+// How the engine is tuned, and the fault points of a transaction (for tests).
+#ifndef FLEET_CONTROLLER_ENGINE_ENGINE_OPTIONS_H_
+#define FLEET_CONTROLLER_ENGINE_ENGINE_OPTIONS_H_
+
+#include <functional>
+#include <string>
+
+#include "absl/time/time.h"
+#include "controller/metrics/controller_metrics.h"
+#include "fleet/v1/admin.pb.h"
+
+namespace fleet::engine {
+
+struct EngineOptions {
+  absl::Duration default_lease = absl::Hours(1);
+  absl::Duration max_lease = absl::Hours(24 * 7);
+  absl::Duration quiesce_timeout = absl::Seconds(5);
+  absl::Duration retrain_timeout = absl::Seconds(10);
+  // How long an armed retrain (sent as the switch is programmed, to agents that can see
+  // light arrive) waits for its light; past it the agent answers untrained and fleetd
+  // retrains the link once the switch is verified. Longer than a batch normally takes.
+  // 0: retrains are never armed.
+  absl::Duration armed_light_wait = absl::Seconds(5);
+  // Backoff of retrain retries for DEGRADED allocations and of failed removals.
+  absl::Duration retry_initial = absl::Seconds(1);
+  absl::Duration retry_max = absl::Seconds(60);
+  // Periodic reconciliation (report policy unless `unknown_policy` says otherwise); 0: off.
+  absl::Duration reconcile_interval = absl::Seconds(60);
+  v1::UnknownCrossConnectPolicy unknown_policy = v1::UNKNOWN_CROSS_CONNECT_POLICY_REPORT;
+  // How often the background loop looks at leases and retries.
+  absl::Duration tick = absl::Milliseconds(100);
+  // Called at each stage boundary of a transaction with the stage's name (see
+  // kFaultPoints); tests use it to kill fleetd at a precise point.
+  std::function<void(const std::string& point)> fault_point;
+  // Where stage timings, outcomes, releases, retrains and drift are counted; null: nowhere.
+  metrics::ControllerMetrics* metrics = nullptr;
+};
+
+// The points at which EngineOptions::fault_point is called, in transaction order.
+inline constexpr const char* kFaultPoints[] = {
+    "persisted",   // Intent committed (PENDING), nothing touched.
+    "quiesced",    // Ports quiesced, switch untouched; PROGRAMMING committed or landing if
+                   // ports had to be quiesced, else not yet started.
+    "programmed",  // Switch programmed and verified (armed links training); TRAINING not yet
+                   // committed.
+    "training",    // TRAINING committed; links training, not yet all answered.
+    "trained",     // Links retrained; READY not yet committed.
+    "ready",       // READY committed.
+    "releasing",   // RELEASING committed; switch untouched.
+    "removed",     // Cross-connects removed from the switch; RELEASED not yet committed.
+};
+
+}  // namespace fleet::engine
+
+#endif  // FLEET_CONTROLLER_ENGINE_ENGINE_OPTIONS_H_

@@ -1,0 +1,36 @@
+#include "controller/engine/inventory_cache.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace fleet::engine {
+
+absl::StatusOr<std::shared_ptr<const CachedInventory>> InventoryCache::Current() {
+  // The version is read before the inventory: a change committed meanwhile bumps it again,
+  // and the next call reloads.
+  const uint64_t version = store_->InventoryVersion();
+  {
+    absl::MutexLock lock(&mu_);
+    if (current_ != nullptr && current_->version == version) return current_;
+  }
+  auto inventory = std::make_shared<CachedInventory>();
+  inventory->version = version;
+  ASSIGN_OR_RETURN(inventory->site, store_->LoadInventory());
+  ASSIGN_OR_RETURN(inventory->ports, store_->ListPorts(""));
+  for (const v1::Onic& o : inventory->site.onics()) inventory->serials[o.id()] = o.serial();
+  inventory->usability =
+      scheduler::FabricSnapshot::Build(inventory->site, inventory->ports, {}, {});
+  absl::MutexLock lock(&mu_);
+  current_ = inventory;
+  return current_;
+}
+
+absl::StatusOr<std::string> InventoryCache::SerialOf(const std::string& onic) {
+  ASSIGN_OR_RETURN(std::shared_ptr<const CachedInventory> inventory, Current());
+  auto it = inventory->serials.find(onic);
+  if (it == inventory->serials.end())
+    return absl::NotFoundError(absl::StrCat("onic ", onic, " not found"));
+  return it->second;
+}
+
+}  // namespace fleet::engine

@@ -1,0 +1,47 @@
+// The site's inventory as of one Store::InventoryVersion: read once, shared by admissions and
+// transactions until an inventory or drain change commits (which bumps the version).
+#ifndef FLEET_CONTROLLER_ENGINE_INVENTORY_CACHE_H_
+#define FLEET_CONTROLLER_ENGINE_INVENTORY_CACHE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "controller/store/store.h"
+#include "fleet/v1/inventory.pb.h"
+#include "scheduler/fabric_snapshot.h"
+
+namespace fleet::engine {
+
+struct CachedInventory {
+  uint64_t version = 0;
+  v1::Inventory site;
+  std::vector<v1::SwitchPort> ports;
+  std::map<std::string, std::string> serials;  // O-NIC id → serial.
+  // Ports and trunks as planning sees them, without circuits: which may take new light.
+  // Admission plans on it with the circuits added (FabricSnapshot::WithCircuits).
+  scheduler::FabricSnapshot usability;
+};
+
+class InventoryCache {
+ public:
+  explicit InventoryCache(store::Store* store) : store_(store) {}
+
+  // The inventory as of the store's version now, read again only when that changed.
+  absl::StatusOr<std::shared_ptr<const CachedInventory>> Current();
+  // The serial of O-NIC `onic`; NOT_FOUND for an unknown one.
+  absl::StatusOr<std::string> SerialOf(const std::string& onic);
+
+ private:
+  store::Store* const store_;
+  absl::Mutex mu_;
+  std::shared_ptr<const CachedInventory> current_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace fleet::engine
+
+#endif  // FLEET_CONTROLLER_ENGINE_INVENTORY_CACHE_H_

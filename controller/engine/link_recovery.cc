@@ -1,0 +1,162 @@
+#include "controller/engine/link_recovery.h"
+
+#include <map>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/log.h"
+#include "controller/engine/circuits.h"
+
+namespace fleet::engine {
+
+void LinkRecovery::RunDueRetries() {
+  if (p_.pool.stopping()) return;
+  for (const std::string& id : p_.retries.Due()) {
+    if (!p_.pool.Claim(id)) continue;
+    // Pushed out until this attempt schedules the next one (or clears it).
+    p_.retries.Running(id);
+    p_.pool.Spawn(id, [this, id] {
+      absl::StatusOr<v1::Allocation> a = p_.ctx.store->GetAllocation(id);
+      if (a.ok() && a->state() == v1::ALLOCATION_STATE_DEGRADED) {
+        RetrainDegraded(id);
+      } else if (a.ok() && a->state() == v1::ALLOCATION_STATE_RELEASING) {
+        // Ends as its stored intent says (Release reads it).
+        releaser_->Release(id, "fleetd", v1::ALLOCATION_STATE_RELEASED, "");
+      } else {
+        p_.retries.Forget(id);
+      }
+    });
+  }
+}
+
+void LinkRecovery::AgentConnected(const std::string& host,
+                                  const std::vector<std::string>& serials) {
+  p_.retries.AgentConnected();
+  // Not on this thread: the registry calls from the agent's stream, which must go on reading
+  // to take the answers.
+  if (!serials.empty()) {
+    p_.pool.Spawn(absl::StrCat("agent ", host), [this, serials] { QuiesceIdlePorts(serials); });
+  }
+}
+
+std::vector<agents::AddressedCommand> LinkRecovery::IdlePortQuiesces(
+    const std::vector<std::string>& serials) {
+  agents::CommandSender* const agents = p_.ctx.agents;
+  const std::set<std::string> wanted(serials.begin(), serials.end());
+  std::vector<agents::AddressedCommand> commands;
+  absl::StatusOr<std::shared_ptr<const CachedInventory>> inventory = p_.inventory.Current();
+  absl::StatusOr<std::vector<v1::Circuit>> circuits = p_.ctx.store->ListCircuits({});
+  if (!inventory.ok() || !circuits.ok()) {
+    FLEET_LOG(WARNING) << "idle ports not quiesced: "
+                       << (inventory.ok() ? circuits.status() : inventory.status());
+    return commands;
+  }
+  std::set<std::pair<std::string, uint32_t>> in_use;  // (O-NIC id, port)
+  for (const v1::Circuit& c : *circuits) {
+    in_use.insert({c.source().onic(), c.source().port()});
+    in_use.insert({c.destination().onic(), c.destination().port()});
+  }
+  for (const v1::Onic& onic : (*inventory)->site.onics()) {
+    if (!wanted.contains(onic.serial())) continue;
+    for (uint32_t port = 1; port <= static_cast<uint32_t>(onic.ports_size()); ++port) {
+      if (in_use.contains({onic.id(), port}) || !agents->HasOwner(onic.serial()) ||
+          agents->KnownQuiesced(onic.serial(), port)) {
+        continue;
+      }
+      commands.push_back(QuiesceCommand(onic.serial(), port));
+    }
+  }
+  return commands;
+}
+
+void LinkRecovery::QuiesceIdlePorts(const std::vector<std::string>& serials) {
+  agents::CommandSender* const agents = p_.ctx.agents;
+  if (agents == nullptr) return;
+  std::vector<agents::AddressedCommand> commands;
+  std::unique_ptr<agents::SentCommands> sent;
+  {
+    absl::MutexLock admit(&p_.admission.mu());
+    commands = IdlePortQuiesces(serials);
+    if (commands.empty()) return;
+    sent = agents->Send(commands, p_.ctx.clock->Now() + p_.ctx.options.quiesce_timeout);
+  }
+  const std::vector<absl::StatusOr<v1::CommandResult>> results = agents->Await(std::move(sent));
+  std::vector<std::string> refused;
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (results[i].ok() && results[i]->code() == 0) continue;
+    const agents::AddressedCommand& c = commands[i];
+    refused.push_back(
+        absl::StrCat(c.onic_serial, "/", c.command.quiesce().port(), " (",
+                     results[i].ok() ? results[i]->message() : results[i].status().message(), ")"));
+  }
+  if (!refused.empty()) {
+    FLEET_LOG(WARNING) << "idle O-NIC ports not quiesced (a request using them quiesces them "
+                          "first): "
+                       << absl::StrJoin(refused, ", ");
+  }
+}
+
+void LinkRecovery::AgentGone(const std::string& host, const std::vector<std::string>& serials,
+                             const std::string& why) {
+  const std::set<std::string> gone(serials.begin(), serials.end());
+  absl::StatusOr<std::vector<v1::Allocation>> ready =
+      p_.ctx.store->ListAllocations({"", v1::ALLOCATION_STATE_READY, false});
+  if (!ready.ok()) return;
+  for (const v1::Allocation& a : *ready) {
+    const std::string reason = absl::StrCat("the agent of host ", host, " is gone (", why, ")");
+    store::AllocationUpdate u;
+    u.id = a.id();
+    for (const v1::Circuit& c : LiveCircuits(a)) {
+      absl::StatusOr<std::string> dst = p_.inventory.SerialOf(c.destination().onic());
+      absl::StatusOr<std::string> src = p_.inventory.SerialOf(c.source().onic());
+      if ((dst.ok() && gone.contains(*dst)) || (src.ok() && gone.contains(*src))) {
+        u.circuits[c.id()] = {v1::CIRCUIT_STATE_DEGRADED,
+                              absl::StrCat("link ", LinkName(c), ": ", reason)};
+      }
+    }
+    if (u.circuits.empty()) continue;
+    // A transaction running on it finds out for itself when it retrains.
+    if (!p_.pool.Claim(a.id())) continue;
+    u.state = v1::ALLOCATION_STATE_DEGRADED;
+    u.reason = reason;
+    u.severity = v1::EVENT_SEVERITY_WARNING;
+    u.event_message = absl::StrCat("allocation ", a.id(), " DEGRADED: ", reason);
+    const bool updated = p_.ctx.Update(u, "fleetd").ok();
+    p_.pool.Unclaim(a.id());
+    if (!updated) continue;
+    p_.retries.ScheduleAt(a.id(), p_.ctx.clock->Now() + p_.ctx.options.retry_initial);
+  }
+}
+
+void LinkRecovery::RetrainDegraded(const std::string& id) {
+  absl::StatusOr<v1::Allocation> a = p_.ctx.store->GetAllocation(id);
+  if (!a.ok()) return;
+  std::vector<v1::Circuit> untrained;
+  for (const v1::Circuit& c : LiveCircuits(*a)) {
+    if (c.state() != v1::CIRCUIT_STATE_ACTIVE) untrained.push_back(c);
+  }
+  const std::map<std::string, std::string> failed =
+      p_.trainer.Retrain(untrained, /*check_first=*/true);
+  store::AllocationUpdate u;
+  u.id = id;
+  const std::vector<std::string> reasons = RecordRetrain(untrained, failed, u);
+  if (reasons.empty()) {
+    u.state = v1::ALLOCATION_STATE_READY;
+    u.reason = "";
+    u.event_message =
+        absl::StrCat("allocation ", id, " READY: ", untrained.size(), " links retrained");
+    p_.retries.Forget(id);
+  } else {
+    u.state = v1::ALLOCATION_STATE_DEGRADED;
+    u.reason = absl::StrJoin(reasons, "; ");
+    u.severity = v1::EVENT_SEVERITY_WARNING;
+    u.event_kind = "allocation.retrain_failed";
+    u.event_message = absl::StrCat("allocation ", id, " still DEGRADED: ", *u.reason);
+  }
+  if (!p_.ctx.Update(u, "fleetd").ok()) return;
+  if (!reasons.empty()) p_.retries.Backoff(id);
+}
+
+}  // namespace fleet::engine

@@ -1,0 +1,210 @@
+#include "controller/engine/link_trainer.h"
+
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/proto_time.h"
+#include "controller/engine/circuits.h"
+
+namespace fleet::engine {
+
+absl::Status LinkTrainer::Quiesce(const std::vector<v1::Circuit>& circuits, const std::string& id,
+                                  const std::function<void()>& meanwhile) {
+  agents::CommandSender* const agents = ctx_.agents;
+  std::vector<agents::AddressedCommand> commands;
+  std::vector<std::string> names;
+  std::vector<std::string> unmanaged;
+  absl::Status addressed = absl::OkStatus();
+  if (agents != nullptr) {
+    std::set<std::pair<std::string, uint32_t>> ports;
+    for (const v1::Circuit& c : circuits) {
+      // A left-behind removal whose end is a trunk has no O-NIC port there.
+      if (!c.source().onic().empty()) ports.insert({c.source().onic(), c.source().port()});
+      if (!c.destination().onic().empty()) {
+        ports.insert({c.destination().onic(), c.destination().port()});
+      }
+    }
+    for (const auto& [onic_id, port] : ports) {
+      absl::StatusOr<std::string> serial = inventory_->SerialOf(onic_id);
+      if (!serial.ok()) {
+        addressed = serial.status();
+        break;
+      }
+      if (!agents->HasOwner(*serial)) {
+        unmanaged.push_back(absl::StrCat(onic_id, "/", port));
+        continue;
+      }
+      // Out of service already: a port in no circuit is kept quiesced (QuiesceIdlePorts), and
+      // a released circuit's port stays quiesced until retrained.
+      if (agents->KnownQuiesced(*serial, port)) continue;
+      commands.push_back(QuiesceCommand(*serial, port));
+      names.push_back(absl::StrCat(onic_id, "/", port));
+    }
+  }
+  if (!addressed.ok()) return addressed;
+  std::vector<absl::StatusOr<v1::CommandResult>> results;
+  if (!commands.empty()) {
+    std::unique_ptr<agents::SentCommands> sent =
+        agents->Send(std::move(commands), ctx_.clock->Now() + ctx_.options.quiesce_timeout);
+    agents->AwaitWritten(*sent, kLetCommandsLeave);
+    if (meanwhile) meanwhile();
+    results = agents->Await(std::move(sent));
+  }
+  if (!unmanaged.empty()) {
+    ctx_.Record("allocation.quiesce_skipped", "allocation", id, v1::EVENT_SEVERITY_WARNING,
+                "fleetd",
+                absl::StrCat("allocation ", id, ": no connected agent to quiesce ",
+                             absl::StrJoin(unmanaged, ", ")));
+  }
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i].ok()) {
+      // The agent went away mid-command: nothing to protect on a host we cannot reach.
+      continue;
+    }
+    if (results[i]->code() != 0) {
+      return absl::FailedPreconditionError(absl::StrCat("the agent refused to quiesce O-NIC port ",
+                                                        names[i], ": ", results[i]->message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<v1::Circuit> LinkTrainer::NotUp(const std::vector<v1::Circuit>& circuits) {
+  // Ask before retraining: a link that is up with its expected peer carries traffic.
+  std::vector<agents::AddressedCommand> reads;
+  std::vector<const v1::Circuit*> asked;
+  std::vector<std::string> expected;
+  for (const v1::Circuit& c : circuits) {
+    absl::StatusOr<std::string> dst = inventory_->SerialOf(c.destination().onic());
+    absl::StatusOr<std::string> src = inventory_->SerialOf(c.source().onic());
+    if (!dst.ok() || !src.ok() || !ctx_.agents->HasOwner(*dst)) continue;
+    agents::AddressedCommand& cmd = reads.emplace_back();
+    cmd.onic_serial = *dst;
+    cmd.command.mutable_read_port()->set_onic_serial(*dst);
+    cmd.command.mutable_read_port()->set_port(c.destination().port());
+    asked.push_back(&c);
+    expected.push_back(absl::StrCat(*src, "/", c.source().port()));
+  }
+  std::vector<absl::StatusOr<v1::CommandResult>> states =
+      ctx_.agents->SendCommands(std::move(reads), ctx_.clock->Now() + ctx_.options.quiesce_timeout);
+  std::set<std::string> up;
+  for (size_t i = 0; i < states.size(); ++i) {
+    if (states[i].ok() && states[i]->code() == 0 &&
+        states[i]->link().status() == v1::LINK_STATUS_UP &&
+        states[i]->link().peer_seen() == expected[i]) {
+      up.insert(asked[i]->id());
+    }
+  }
+  std::vector<v1::Circuit> down;
+  for (const v1::Circuit& c : circuits) {
+    if (!up.contains(c.id())) down.push_back(c);
+  }
+  return down;
+}
+
+std::map<std::string, std::string> LinkTrainer::Retrain(const std::vector<v1::Circuit>& circuits,
+                                                        bool check_first) {
+  if (check_first && ctx_.agents != nullptr) {
+    return Retrain(NotUp(circuits), /*check_first=*/false);
+  }
+  std::vector<const v1::Circuit*> all;
+  for (const v1::Circuit& c : circuits) all.push_back(&c);
+  std::map<std::string, std::string> failed;
+  FinishRetrain(StartRetrain(all, /*armed=*/false), failed);
+  return failed;
+}
+
+LinkTrainer::Training LinkTrainer::StartRetrain(const std::vector<const v1::Circuit*>& circuits,
+                                                bool armed,
+                                                std::vector<const v1::Circuit*>* unarmed) {
+  agents::CommandSender* const agents = ctx_.agents;
+  const EngineOptions& options = ctx_.options;
+  Training training;
+  std::vector<agents::AddressedCommand> commands;
+  for (const v1::Circuit* c : circuits) {
+    absl::StatusOr<std::string> dst = inventory_->SerialOf(c->destination().onic());
+    absl::StatusOr<std::string> src = inventory_->SerialOf(c->source().onic());
+    if (armed && (options.armed_light_wait <= absl::ZeroDuration() || !dst.ok() || !src.ok() ||
+                  agents == nullptr || !agents->ArmsRetrains(*dst))) {
+      if (unarmed != nullptr) unarmed->push_back(c);
+      continue;
+    }
+    if (!dst.ok() || !src.ok()) {
+      training.failed[c->id()] = std::string((dst.ok() ? src.status() : dst.status()).message());
+      continue;
+    }
+    if (agents == nullptr || !agents->HasOwner(*dst)) {
+      training.failed[c->id()] =
+          absl::StrCat("link ", LinkName(*c), ": no connected agent for O-NIC ",
+                       c->destination().onic(), " (serial ", *dst, ")");
+      ++training.agent_gone;
+      continue;
+    }
+    agents::AddressedCommand& cmd = commands.emplace_back();
+    cmd.onic_serial = *dst;
+    v1::RetrainPort* retrain = cmd.command.mutable_retrain();
+    retrain->set_onic_serial(*dst);
+    retrain->set_port(c->destination().port());
+    retrain->mutable_expected_peer()->set_onic_serial(*src);
+    retrain->mutable_expected_peer()->set_port(c->source().port());
+    if (armed) {
+      *retrain->mutable_await_light() = ToProtoDuration(options.armed_light_wait);
+    }
+    training.circuits.push_back(c);
+  }
+  if (!commands.empty()) {
+    const absl::Time deadline = ctx_.clock->Now() + options.retrain_timeout +
+                                (armed ? options.armed_light_wait : absl::ZeroDuration());
+    training.sent = agents->Send(std::move(commands), deadline);
+  }
+  return training;
+}
+
+void LinkTrainer::AwaitWritten(const Training& training, absl::Duration within) {
+  if (training.sent != nullptr) ctx_.agents->AwaitWritten(*training.sent, within);
+}
+
+void LinkTrainer::FinishRetrain(Training training, std::map<std::string, std::string>& failed,
+                                Counted counted) {
+  int untrained = static_cast<int>(training.failed.size()) - training.agent_gone;
+  int agent_gone = training.agent_gone, trained = 0;  // Counted for fleet_link_retrains_total.
+  failed.merge(training.failed);
+  std::vector<absl::StatusOr<v1::CommandResult>> results;
+  if (training.sent != nullptr) results = ctx_.agents->Await(std::move(training.sent));
+  for (size_t i = 0; i < results.size(); ++i) {
+    const v1::Circuit& c = *training.circuits[i];
+    if (!results[i].ok()) {
+      failed[c.id()] = absl::StrCat("link ", LinkName(c), ": ", results[i].status().message());
+      // UNAVAILABLE: the agent went away while the link trained.
+      ++(results[i].status().code() == absl::StatusCode::kUnavailable ? agent_gone : untrained);
+    } else if (results[i]->code() != 0) {
+      failed[c.id()] = absl::StrCat("link ", LinkName(c), ": ", results[i]->message());
+      ++untrained;
+    } else {
+      ++trained;
+    }
+  }
+  if (counted == Counted::kNone) return;
+  ctx_.metrics.LinkRetrains("trained", trained);
+  if (counted == Counted::kTrainedOnly) return;
+  ctx_.metrics.LinkRetrains("failed", untrained);
+  ctx_.metrics.LinkRetrains("agent_gone", agent_gone);
+}
+
+void LinkTrainer::Disarm(Training training) {
+  if (training.sent == nullptr) return;
+  // Quiesced whatever the registry last heard: an armed port's last word may still be the
+  // QUIESCED from before it was armed.
+  std::vector<agents::AddressedCommand> quiesces;
+  for (const v1::Circuit* c : training.circuits) {
+    absl::StatusOr<std::string> dst = inventory_->SerialOf(c->destination().onic());
+    if (!dst.ok()) continue;
+    quiesces.push_back(QuiesceCommand(*dst, c->destination().port()));
+  }
+  ctx_.agents->SendCommands(std::move(quiesces), ctx_.clock->Now() + ctx_.options.quiesce_timeout);
+  ctx_.agents->Await(std::move(training.sent));
+}
+
+}  // namespace fleet::engine

@@ -1,0 +1,54 @@
+// Releases (engine.h): RELEASING (circuits REMOVING) committed and synced, the ports
+// quiesced, the cross-connects taken off the switches, then the allocation ended with its
+// circuits deleted. A switch error keeps it RELEASING (its ports stay held) and the removal
+// is retried with backoff. An allocation already RELEASING ends as its stored intent says,
+// whoever resumes or retries it. Leases: KeepAlive renews one; ExpireLeases releases the
+// allocations whose lease has passed.
+#ifndef FLEET_CONTROLLER_ENGINE_RELEASE_H_
+#define FLEET_CONTROLLER_ENGINE_RELEASE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "controller/engine/caller.h"
+#include "controller/engine/engine_parts.h"
+
+namespace fleet::engine {
+
+class Releaser {
+ public:
+  explicit Releaser(const EngineParts& parts) : p_(parts) {}
+
+  // With the claim on `id` held: takes its circuits off the switches and ends it in
+  // `final_state` (RELEASED, or FAILED for an eviction) with `final_reason`, which the
+  // RELEASING commit stores: an allocation already RELEASING ends as its stored intent says,
+  // whatever is passed.
+  void Release(const std::string& id, const std::string& principal, v1::AllocationState final_state,
+               std::string final_reason);
+  // Waits (up to the claim wait or `caller`'s deadline) for a change of `id` to let go of it,
+  // then releases it as `caller` (RELEASED, or FAILED with `reason` for an eviction).
+  // UNAVAILABLE when stopping, or when the allocation stays busy: `busy` is the message.
+  absl::Status ReleaseWhenFree(const std::string& id, const Caller& caller, absl::Time give_up,
+                               v1::AllocationState final_state, const std::string& reason,
+                               const std::string& busy, const std::string& stopping);
+
+  absl::StatusOr<absl::Time> KeepAlive(const std::string& id, const Caller& caller);
+  // Releases every allocation whose lease has passed by the clock's now, each on a worker.
+  void ExpireLeases();
+
+ private:
+  // Commits RELEASING for `circuits`; false if the store refused.
+  bool CommitReleasing(const std::string& id, const std::string& principal,
+                       const std::vector<v1::Circuit>& circuits, v1::AllocationState final_state,
+                       const std::string& final_reason);
+  // Takes `circuits` off the switches; false (RELEASING kept, retried) if a switch refused.
+  bool Remove(const std::string& id, const std::string& principal,
+              const std::vector<v1::Circuit>& circuits);
+
+  const EngineParts p_;
+};
+
+}  // namespace fleet::engine
+
+#endif  // FLEET_CONTROLLER_ENGINE_RELEASE_H_

@@ -1,0 +1,157 @@
+#include "controller/engine/worker_pool.h"
+
+#include <utility>
+
+namespace fleet::engine {
+
+WorkerPool::~WorkerPool() {
+  Stop();
+  WaitIdle();
+  JoinWorkers();
+}
+
+bool WorkerPool::Claim(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  return claimed_.insert(id).second;
+}
+
+void WorkerPool::Unclaim(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  claimed_.erase(id);
+  changed_.SignalAll();
+}
+
+bool WorkerPool::ClaimWhenFree(const std::string& id, absl::Time give_up,
+                               const std::function<bool()>& may_wait) {
+  while (!Claim(id)) {
+    if (!may_wait()) return false;
+    absl::MutexLock lock(&mu_);
+    if (stopping_ || absl::Now() >= give_up) return false;
+    // Released claims signal changed_; the deadline bounds a wake-up for another reason.
+    if (claimed_.contains(id)) changed_.WaitWithDeadline(&mu_, give_up);
+  }
+  return true;
+}
+
+WorkerPool::Claimed WorkerPool::WaitAndClaim(const std::string& id, absl::Time give_up) {
+  absl::MutexLock lock(&mu_);
+  while (claimed_.contains(id) && !stopping_ && absl::Now() < give_up) {
+    changed_.WaitWithDeadline(&mu_, give_up);
+  }
+  if (stopping_) return Claimed::kStopping;
+  if (claimed_.contains(id)) return Claimed::kBusy;
+  claimed_.insert(id);
+  return Claimed::kClaimed;
+}
+
+void WorkerPool::WaitUnclaimed(const std::vector<std::string>& ids, absl::Time give_up) {
+  absl::MutexLock lock(&mu_);
+  auto busy = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (const std::string& id : ids) {
+      if (claimed_.contains(id)) return true;
+    }
+    return false;
+  };
+  while (busy() && !stopping_ && absl::Now() < give_up) {
+    changed_.WaitWithDeadline(&mu_, give_up);
+  }
+}
+
+std::set<std::string> WorkerPool::Claims() {
+  absl::MutexLock lock(&mu_);
+  return claimed_;
+}
+
+bool WorkerPool::Spawn(const std::string& id, std::function<void()> fn) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) {
+    // JoinWorkers is coming: a task queued now might never run. What the caller persisted
+    // is resumed at the next start.
+    claimed_.erase(id);
+    changed_.SignalAll();
+    return false;
+  }
+  // Workers that lingered and left are joined here; each is past its last touch of the pool.
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    if ((*it)->done.load()) {
+      (*it)->thread.join();
+      it = workers_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  ++running_;
+  tasks_.push_back({id, std::move(fn)});
+  if (static_cast<size_t>(idle_workers_) >= tasks_.size()) {
+    task_queued_.Signal();
+    return true;
+  }
+  auto worker = std::make_unique<Worker>();
+  Worker* w = worker.get();
+  w->thread = std::thread([this, w] {
+    WorkerLoop();
+    w->done.store(true);
+  });
+  workers_.push_back(std::move(worker));
+  return true;
+}
+
+void WorkerPool::WorkerLoop() {
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    ++idle_workers_;
+    const absl::Time give_up = absl::Now() + linger_;
+    while (tasks_.empty() && !stopping_ && absl::Now() < give_up) {
+      task_queued_.WaitWithDeadline(&mu_, give_up);
+    }
+    --idle_workers_;
+    // Queued tasks run even while stopping: WaitIdle waits for them (running_).
+    if (tasks_.empty()) return;
+    Task task = std::move(tasks_.front());
+    tasks_.pop_front();
+    mu_.Unlock();
+    task.fn();
+    task.fn = nullptr;  // Its captures go before the claim is dropped.
+    mu_.Lock();
+    claimed_.erase(task.id);
+    --running_;
+    changed_.SignalAll();
+  }
+}
+
+bool WorkerPool::Stop() {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return false;
+  stopping_ = true;
+  changed_.SignalAll();
+  return true;
+}
+
+bool WorkerPool::stopping() {
+  absl::MutexLock lock(&mu_);
+  return stopping_;
+}
+
+void WorkerPool::WaitIdle() {
+  absl::MutexLock lock(&mu_);
+  while (running_ > 0) changed_.Wait(&mu_);
+}
+
+void WorkerPool::JoinWorkers() {
+  std::list<std::unique_ptr<Worker>> workers;
+  {
+    absl::MutexLock lock(&mu_);
+    task_queued_.SignalAll();  // Idle workers leave.
+    workers.swap(workers_);
+  }
+  for (auto& w : workers) w->thread.join();
+}
+
+int WorkerPool::WorkersForTest() {
+  absl::MutexLock lock(&mu_);
+  int alive = 0;
+  for (const auto& w : workers_) alive += !w->done.load();
+  return alive;
+}
+
+}  // namespace fleet::engine
