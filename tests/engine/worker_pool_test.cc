@@ -1,0 +1,135 @@
+#include "controller/engine/worker_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "tests/eventually.h"
+
+namespace fleet::engine {
+namespace {
+
+TEST(WorkerPoolTest, AClaimHasOneHolderUntilLetGo) {
+  WorkerPool pool;
+  EXPECT_TRUE(pool.Claim("a"));
+  EXPECT_FALSE(pool.Claim("a"));
+  EXPECT_TRUE(pool.Claim("b"));
+  EXPECT_EQ(pool.Claims(), (std::set<std::string>{"a", "b"}));
+  pool.Unclaim("a");
+  EXPECT_TRUE(pool.Claim("a"));
+}
+
+TEST(WorkerPoolTest, ATaskRunsHoldingItsClaimAndDropsItOnceDone) {
+  WorkerPool pool;
+  ASSERT_TRUE(pool.Claim("a"));
+  absl::Notification go;
+  std::atomic<bool> ran{false};
+  ASSERT_TRUE(pool.Spawn("a", [&] {
+    go.WaitForNotification();
+    ran = true;
+  }));
+  EXPECT_FALSE(pool.Claim("a"));
+  go.Notify();
+  pool.WaitIdle();
+  EXPECT_TRUE(ran);
+  EXPECT_TRUE(pool.Claim("a"));
+}
+
+TEST(WorkerPoolTest, AnIdleWorkerTakesTheNextTaskAndLeavesAfterItsLinger) {
+  WorkerPool pool(absl::Milliseconds(200));
+  ASSERT_TRUE(pool.Spawn("", [] {}));
+  pool.WaitIdle();
+  ASSERT_TRUE(pool.Spawn("", [] {}));
+  pool.WaitIdle();
+  EXPECT_LE(pool.WorkersForTest(), 1);
+  EXPECT_TRUE(fleet::testing::Eventually([&] { return pool.WorkersForTest() == 0; }));
+  // A task after every worker left gets a new one.
+  std::atomic<bool> ran{false};
+  ASSERT_TRUE(pool.Spawn("", [&] { ran = true; }));
+  pool.WaitIdle();
+  EXPECT_TRUE(ran);
+}
+
+TEST(WorkerPoolTest, OnceStoppingNoTaskIsTakenAndItsClaimIsDropped) {
+  WorkerPool pool;
+  ASSERT_TRUE(pool.Claim("a"));
+  EXPECT_TRUE(pool.Stop());
+  EXPECT_FALSE(pool.Stop());
+  EXPECT_TRUE(pool.stopping());
+  bool ran = false;
+  EXPECT_FALSE(pool.Spawn("a", [&] { ran = true; }));
+  EXPECT_TRUE(pool.Claims().empty());
+  pool.WaitIdle();
+  pool.JoinWorkers();
+  EXPECT_FALSE(ran);
+}
+
+TEST(WorkerPoolTest, TasksQueuedBeforeStoppingStillRun) {
+  WorkerPool pool;
+  absl::Notification go;
+  std::atomic<int> ran{0};
+  ASSERT_TRUE(pool.Spawn("a", [&] {
+    go.WaitForNotification();
+    ++ran;
+  }));
+  ASSERT_TRUE(pool.Spawn("b", [&] { ++ran; }));
+  pool.Stop();
+  go.Notify();
+  pool.WaitIdle();
+  pool.JoinWorkers();
+  EXPECT_EQ(ran, 2);
+  EXPECT_EQ(pool.WorkersForTest(), 0);
+}
+
+TEST(WorkerPoolTest, WaitAndClaimWaitsForTheHolderUpToItsDeadline) {
+  WorkerPool pool;
+  ASSERT_TRUE(pool.Claim("a"));
+  EXPECT_EQ(pool.WaitAndClaim("a", absl::Now() + absl::Milliseconds(20)),
+            WorkerPool::Claimed::kBusy);
+  std::thread holder([&] {
+    absl::SleepFor(absl::Milliseconds(20));
+    pool.Unclaim("a");
+  });
+  EXPECT_EQ(pool.WaitAndClaim("a", absl::Now() + absl::Seconds(20)), WorkerPool::Claimed::kClaimed);
+  holder.join();
+  EXPECT_FALSE(pool.Claim("a"));
+  pool.Stop();
+  EXPECT_EQ(pool.WaitAndClaim("b", absl::InfiniteFuture()), WorkerPool::Claimed::kStopping);
+}
+
+TEST(WorkerPoolTest, ClaimWhenFreeWaitsOnlyWhileAskedTo) {
+  WorkerPool pool;
+  ASSERT_TRUE(pool.Claim("a"));
+  int asked = 0;
+  EXPECT_FALSE(pool.ClaimWhenFree("a", absl::InfiniteFuture(), [&] {
+    ++asked;
+    return false;
+  }));
+  EXPECT_EQ(asked, 1);
+  EXPECT_FALSE(pool.ClaimWhenFree("a", absl::Now() + absl::Milliseconds(20), [] { return true; }));
+  std::thread holder([&] {
+    absl::SleepFor(absl::Milliseconds(20));
+    pool.Unclaim("a");
+  });
+  EXPECT_TRUE(pool.ClaimWhenFree("a", absl::Now() + absl::Seconds(20), [] { return true; }));
+  holder.join();
+}
+
+TEST(WorkerPoolTest, WaitUnclaimedReturnsOnceEveryClaimIsLetGo) {
+  WorkerPool pool;
+  ASSERT_TRUE(pool.Claim("a"));
+  ASSERT_TRUE(pool.Claim("b"));
+  std::thread holder([&] {
+    pool.Unclaim("a");
+    absl::SleepFor(absl::Milliseconds(20));
+    pool.Unclaim("b");
+  });
+  pool.WaitUnclaimed({"a", "b"}, absl::Now() + absl::Seconds(20));
+  EXPECT_TRUE(pool.Claims().empty());
+  holder.join();
+}
+
+}  // namespace
+}  // namespace fleet::engine
