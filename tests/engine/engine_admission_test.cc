@@ -1,0 +1,282 @@
+// Admission: requests planned, persisted and made; refusals; tenancy; idempotent retries.
+// The engine over the real SQLite store, the FLEET Gen1 inventory, an in-memory switch and
+// agents that check the light (engine_test_fixture.h).
+#include "tests/engine/engine_test_fixture.h"
+
+namespace fleet::engine {
+namespace {
+
+TEST_F(EngineTest, RingBecomesReadyWithTheSwitchHoldingExactlyItsCircuits) {
+  v1::Allocation a = Request(Ring("team-a", kGpus));
+  EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
+  ASSERT_THAT(a.circuits(), SizeIs(8));
+  for (const v1::Circuit& c : a.circuits()) EXPECT_EQ(c.state(), v1::CIRCUIT_STATE_ACTIVE);
+  EXPECT_EQ(OnSwitch(), Wanted(a));
+  std::vector<std::string> stages;
+  for (const v1::StageTiming& t : a.stage_timings()) stages.push_back(t.stage());
+  EXPECT_THAT(stages, ElementsAre("plan", "persist", "quiesce", "program", "verify", "retrain"));
+  // 16 O-NIC ports quiesced (each GPU's port sends and receives), 8 rx ends retrained.
+  EXPECT_EQ(agents_->Count(v1::Command::kQuiesce), 8);
+  EXPECT_EQ(agents_->Count(v1::Command::kRetrain), 8);
+  std::string story;
+  for (const std::string& k : EventKinds(a.id())) story += k.substr(0, k.find(':')) + " ";
+  EXPECT_EQ(story, "allocation.created allocation.state allocation.state allocation.state ");
+  EXPECT_THAT(EventKinds(a.id()).back(), HasSubstr("READY"));
+}
+
+TEST_F(EngineTest, DryRunReturnsThePlanAndTouchesNothing) {
+  const size_t events = EventCount();
+  v1::RequestTopologyRequest r = Ring("team-a", kGpus);
+  r.set_dry_run(true);
+  absl::StatusOr<v1::RequestTopologyResponse> plan =
+      engine_->RequestTopology(r, Caller::FromPrincipal("operator:test"));
+  ASSERT_THAT(plan.status(), IsOk());
+  EXPECT_THAT(plan->plan().add(), SizeIs(8));
+  EXPECT_FALSE(plan->has_allocation());
+  EXPECT_EQ(sw_->changes(), 0);
+  EXPECT_EQ(EventCount(), events);
+  EXPECT_THAT(store_->ListAllocations({}).value(), IsEmpty());
+}
+
+TEST_F(EngineTest, AdmissionErrorsNameTheMemberAndWriteNothing) {
+  v1::Allocation held = Request(Link("team-a", "gpu1", "gpu2"));
+  ASSERT_EQ(held.state(), v1::ALLOCATION_STATE_READY);
+  ASSERT_THAT(store_->SetDrained({.switch_id = "", .port = 0, .onic = "gpu5-n0", .host = ""}, true,
+                                 "bad optics", "operator:test"),
+              IsOk());
+  const size_t events = EventCount();
+  const int changes = sw_->changes();
+  const Caller op = Caller::FromPrincipal("operator:test");
+
+  EXPECT_THAT(engine_->RequestTopology(Ring("team-a", {"gpu3", "gpu99"}), op).status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("gpu99")));
+  v1::RequestTopologyRequest busy;
+  busy.set_tenant("team-a");
+  v1::Link* link = busy.mutable_topology()->mutable_links()->add_links();
+  link->mutable_a()->mutable_onic_port()->set_onic("gpu1-n0");
+  link->mutable_a()->mutable_onic_port()->set_port(1);
+  link->mutable_b()->set_device("gpu3");
+  EXPECT_THAT(engine_->RequestTopology(busy, op).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("gpu1-n0")));
+  EXPECT_THAT(engine_->RequestTopology(Ring("team-a", {"gpu3", "gpu5"}), op).status(),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("drained")));
+  // Another tenant's port: refused without naming whose allocation holds it.
+  v1::RequestTopologyRequest theirs = busy;
+  theirs.set_tenant("team-b");
+  absl::Status other = engine_->RequestTopology(theirs, op).status();
+  EXPECT_THAT(other, StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("gpu1-n0")));
+  EXPECT_THAT(std::string(other.message()), Not(HasSubstr(held.id())));
+  EXPECT_THAT(engine_->RequestTopology(Ring("", kGpus), op).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("tenant")));
+
+  EXPECT_EQ(EventCount(), events);
+  EXPECT_EQ(sw_->changes(), changes);
+  EXPECT_THAT(store_->ListAllocations({}).value(), SizeIs(1));
+}
+
+// Numbers no site could hold are refused before planning, naming the field, the value and
+// the limit: as a request and as a dry run, nothing is written, and the next request is
+// answered as usual. (A ring of width 1,000,000 once kept the planner busy for minutes, and
+// 4,000,000,000 GPUs read as -294,967,296.)
+TEST_F(EngineTest, RequestsBeyondWhatTheSiteHoldsAreRefusedBeforePlanning) {
+  const Caller op = Caller::FromPrincipal("operator:test");
+  const size_t events = EventCount();
+  const auto ring = [](const std::function<void(v1::RequestTopologyRequest&)>& change) {
+    v1::RequestTopologyRequest r = Ring("team-a", {"gpu1", "gpu2"});
+    change(r);
+    return r;
+  };
+  const auto counted = [](v1::MemberSet* members, std::vector<uint32_t> counts) {
+    members->clear_devices();
+    for (uint32_t n : counts) {
+      v1::DeviceCount* c = members->add_counts();
+      c->set_kind(v1::DEVICE_KIND_GPU);
+      c->set_count(n);
+    }
+  };
+  const uint32_t devices = static_cast<uint32_t>(site_.devices_size());
+  struct Bad {
+    v1::RequestTopologyRequest request;
+    absl::StatusCode code;
+    std::vector<std::string> said;
+  };
+  using absl::StatusCode::kInvalidArgument;
+  using absl::StatusCode::kResourceExhausted;
+  std::vector<Bad> bad = {
+      {ring([](auto& r) { r.mutable_topology()->mutable_template_()->set_width(1000000); }),
+       kResourceExhausted,
+       {"topology.template.width: 1000000", "no device of the site has more than"}},
+      {ring([&](auto& r) {
+         counted(r.mutable_topology()->mutable_template_()->mutable_members(), {4000000000u});
+       }),
+       kResourceExhausted,
+       {"topology.template.members.counts[0].count: 4000000000 is more than the",
+        absl::StrCat(devices, " devices of the site")}},
+      {ring([&](auto& r) {
+         counted(r.mutable_topology()->mutable_template_()->mutable_members(), {devices, devices});
+       }),
+       kResourceExhausted,
+       {absl::StrCat("topology.template.members: ", 2 * devices, " members")}},
+      {ring([](auto& r) {
+         r.mutable_topology()->mutable_template_()->set_kind(v1::TEMPLATE_KIND_TREE);
+         r.mutable_topology()->mutable_template_()->set_fanout(4000000000u);
+       }),
+       kInvalidArgument,
+       {"topology.template.fanout: 4000000000"}},
+      {ring([](auto& r) {
+         v1::TemplateSpec* t = r.mutable_topology()->mutable_template_();
+         t->set_kind(v1::TEMPLATE_KIND_TORUS_2D);
+         t->add_dimensions(4000000000u);
+         t->add_dimensions(1);
+       }),
+       kResourceExhausted,
+       {"topology.template.dimensions[0]: 4000000000"}},
+      {ring([](auto& r) {
+         for (int i = 0; i < 5; ++i) r.mutable_topology()->mutable_template_()->add_dimensions(1);
+       }),
+       kInvalidArgument,
+       {"topology.template.dimensions: 5 given; a torus has 2 or 3"}},
+      {ring([](auto& r) { r.mutable_topology()->set_max_switch_hops(1000000); }),
+       kInvalidArgument,
+       {"topology.max_switch_hops: 1000000 is more than 64"}},
+      {[] {
+         v1::RequestTopologyRequest r = Link("team-a", "gpu1", "gpu2");
+         for (int i = 0; i < 5000; ++i) {
+           *r.mutable_topology()->mutable_links()->add_links() = r.topology().links().links(0);
+         }
+         return r;
+       }(),
+       kResourceExhausted,
+       {"topology.links:", "circuits or more, and the site has"}},
+      {[] {
+         v1::RequestTopologyRequest r;
+         r.set_tenant("team-a");
+         v1::TrafficSpec* t = r.mutable_topology()->mutable_traffic();
+         t->mutable_members()->add_devices("gpu1");
+         t->mutable_members()->add_devices("gpu2");
+         for (int i = 0; i < 1000; ++i) t->add_matrix()->set_destination(1);
+         return r;
+       }(),
+       kInvalidArgument,
+       {"topology.traffic.matrix: 1000 entries for 2 members; at most 2"}},
+      {[&] {
+         v1::RequestTopologyRequest r;
+         r.set_tenant("team-a");
+         counted(r.mutable_topology()->mutable_all_to_all()->mutable_members(), {4000000000u});
+         return r;
+       }(),
+       kResourceExhausted,
+       {"topology.all_to_all.members.counts[0].count: 4000000000"}},
+      {[&] {
+         v1::RequestTopologyRequest r;
+         r.set_tenant("team-a");
+         r.mutable_topology()->mutable_attach()->set_host("server1");
+         r.mutable_topology()->mutable_attach()->mutable_devices()->add_devices("gpu1");
+         r.mutable_topology()->mutable_attach()->set_width(1000000);
+         return r;
+       }(),
+       kResourceExhausted,
+       {"topology.attach.width: 1000000"}},
+      {[] {
+         v1::RequestTopologyRequest r = Phased("team-a");
+         for (int i = 0; i < 63; ++i) *r.add_phases() = r.phases(0);
+         return r;
+       }(),
+       kInvalidArgument,
+       {"phases: 65 given; a request has at most 64"}},
+      {[] {
+         v1::RequestTopologyRequest r = Phased("team-a");
+         r.mutable_phases(1)->mutable_topology()->mutable_links()->mutable_links(0)->set_width(
+             1000000);
+         return r;
+       }(),
+       kResourceExhausted,
+       {"phases[1].topology.links[0].width: 1000000"}},
+      {ring([](auto& r) { r.set_name(std::string(1000, 'x')); }),
+       kInvalidArgument,
+       {"name: 1000 bytes long; at most 128"}},
+      // The largest lease a proto Duration holds, and past it: refused, never wrapped negative.
+      {ring([](auto& r) { r.mutable_lease()->set_seconds(315576000000); }),
+       kInvalidArgument,
+       {"lease:", "is longer than the maximum"}},
+      {ring([](auto& r) { r.mutable_lease()->set_seconds(std::numeric_limits<int64_t>::max()); }),
+       kInvalidArgument,
+       {"lease:", "is longer than the maximum"}},
+  };
+  for (Bad& b : bad) {
+    for (bool dry_run : {false, true}) {
+      b.request.set_dry_run(dry_run);
+      const absl::Status refused = engine_->RequestTopology(b.request, op).status();
+      EXPECT_EQ(refused.code(), b.code) << refused;
+      for (const std::string& said : b.said) {
+        EXPECT_THAT(std::string(refused.message()), HasSubstr(said));
+      }
+      // The next request is answered as usual.
+      v1::RequestTopologyRequest fine = Ring("team-a", {"gpu1", "gpu2"});
+      fine.set_dry_run(true);
+      EXPECT_THAT(engine_->RequestTopology(fine, op).status(), IsOk());
+    }
+  }
+  EXPECT_EQ(EventCount(), events);
+  EXPECT_EQ(sw_->changes(), 0);
+  EXPECT_THAT(store_->ListAllocations({}).value(), IsEmpty());
+  // The same site still admits a real request.
+  EXPECT_EQ(Request(Ring("team-a", {"gpu1", "gpu2"})).state(), v1::ALLOCATION_STATE_READY);
+}
+
+TEST_F(EngineTest, TenantsCannotTouchEachOthersAllocations) {
+  v1::RequestTopologyRequest r = Ring("", {"gpu1", "gpu2"});
+  v1::Allocation a = Request(r, "job:team-a");
+  ASSERT_EQ(a.tenant(), "team-a");
+  const Caller b = Caller::FromPrincipal("job:team-b");
+  EXPECT_THAT(engine_->GetAllocation(a.id(), b).status(),
+              StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
+  EXPECT_THAT(engine_->ReleaseTopology(a.id(), b).status(),
+              StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
+  EXPECT_THAT(engine_->KeepAlive(a.id(), b).status(),
+              StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
+  EXPECT_THAT(engine_->CheckWatch(a.id(), "", b),
+              StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
+  EXPECT_THAT(engine_->CheckWatch("", "team-a", b),
+              StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
+  EXPECT_THAT(engine_->RequestTopology(Ring("team-a", {"gpu3", "gpu4"}), b).status(),
+              StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
+  EXPECT_THAT(engine_->ListAllocations({}, b).value(), IsEmpty());
+  EXPECT_THAT(engine_->ListAllocations({}, Caller::FromPrincipal("job:team-a")).value(), SizeIs(1));
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
+  EXPECT_EQ(OnSwitch(), Wanted(a));
+}
+
+TEST_F(EngineTest, RetryWithTheSameRequestIdReturnsTheSameAllocation) {
+  v1::RequestTopologyRequest r = Ring("team-a", kGpus);
+  r.set_request_id("job-42-attempt");
+  v1::Allocation first = Request(r);
+  v1::Allocation again = Request(r);
+  EXPECT_EQ(first.id(), again.id());
+  EXPECT_THAT(store_->ListAllocations({}).value(), SizeIs(1));
+}
+
+TEST_F(EngineTest, ConcurrentDisjointRequestsAllBecomeReady) {
+  std::vector<std::thread> jobs;
+  std::vector<std::string> ids(4);
+  for (int i = 0; i < 4; ++i) {
+    jobs.emplace_back([&, i] {
+      absl::StatusOr<v1::RequestTopologyResponse> r = engine_->RequestTopology(
+          Link("team-" + std::to_string(i), kGpus[2 * i], kGpus[2 * i + 1]),
+          Caller::FromPrincipal("operator:test"));
+      if (r.ok()) ids[i] = r->allocation().id();
+    });
+  }
+  for (std::thread& t : jobs) t.join();
+  engine_->WaitIdle();
+  std::set<CrossConnect> wanted;
+  for (const std::string& id : ids) {
+    v1::Allocation a = Get(id);
+    EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << id << " " << a.reason();
+    for (const CrossConnect& x : Wanted(a)) wanted.insert(x);
+  }
+  EXPECT_EQ(OnSwitch(), wanted);
+}
+
+}  // namespace
+}  // namespace fleet::engine

@@ -1,0 +1,105 @@
+// Agents that go and come back: DEGRADED allocations, retries, idle ports quiesced.
+// The engine over the real SQLite store, the FLEET Gen1 inventory, an in-memory switch and
+// agents that check the light (engine_test_fixture.h).
+#include "tests/engine/engine_test_fixture.h"
+
+namespace fleet::engine {
+namespace {
+
+TEST_F(EngineTest, GoneAgentDegradesNamingTheLinkAndRecoversWhenItReturns) {
+  agents_->SetGone("FLT-GPU3-N0", true);
+  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2", "gpu3", "gpu4"}));
+  EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_DEGRADED);
+  EXPECT_THAT(a.reason(), HasSubstr("gpu2-n0/1 -> gpu3-n0/1"));
+  EXPECT_EQ(OnSwitch(), Wanted(a));  // Circuits kept.
+  int degraded = 0;
+  for (const v1::Circuit& c : a.circuits()) degraded += c.state() == v1::CIRCUIT_STATE_DEGRADED;
+  EXPECT_EQ(degraded, 1);
+
+  // Still gone at the first retry: still DEGRADED, retried later.
+  clock_.Advance(absl::Seconds(2));
+  engine_->RunDueRetries();
+  engine_->WaitIdle();
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_DEGRADED);
+
+  agents_->SetGone("FLT-GPU3-N0", false);
+  engine_->AgentConnected("gpu-pool-1", {"FLT-GPU3-N0"});
+  engine_->RunDueRetries();
+  engine_->WaitIdle();
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
+}
+
+TEST_F(EngineTest, AnAgentThatConnectsDuringARetryIsRetriedAtOnce) {
+  agents_->SetGone("FLT-GPU3-N0", true);
+  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2", "gpu3", "gpu4"}));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_DEGRADED);
+  // The agent registers while the retry is running, just after it found no agent: that attempt
+  // misses it, and the agent is there for every attempt after it.
+  // (Asked twice per attempt: before reading the links, and before retraining those down.)
+  agents_->BackAfterAsked("FLT-GPU3-N0", 2,
+                          [this] { engine_->AgentConnected("gpu-pool-1", {"FLT-GPU3-N0"}); });
+  clock_.Advance(absl::Seconds(2));
+  engine_->RunDueRetries();
+  engine_->WaitIdle();
+  // The next attempt is due at once, not after a doubled backoff: no time passes here. (The
+  // engine's own loop may have run it already.)
+  engine_->RunDueRetries();
+  engine_->WaitIdle();
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY) << Get(a.id()).reason();
+}
+
+TEST_F(EngineTest, AConnectingAgentsIdlePortsAreQuiescedSoARequestNeedNotWaitForThem) {
+  // gpu1 → gpu2 → gpu1 uses port 1 of each O-NIC (the first free one).
+  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2"}));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
+  const size_t before = agents_->QuiescedPorts().size();
+  engine_->AgentConnected("gpu-pool-1", {"FLT-GPU1-N0", "FLT-GPU3-N0", "FLT-GPU4-N0"});
+  engine_->WaitIdle();
+  std::vector<std::string> quiesced = agents_->QuiescedPorts();
+  quiesced.erase(quiesced.begin(), quiesced.begin() + static_cast<long>(before));
+  // Every port in no circuit of the O-NICs named, and nothing else: not gpu1's port in the
+  // ring, nor any port of gpu2, whose agent did not connect.
+  EXPECT_THAT(quiesced,
+              ::testing::UnorderedElementsAre("FLT-GPU1-N0/2", "FLT-GPU3-N0/1", "FLT-GPU3-N0/2",
+                                              "FLT-GPU4-N0/1", "FLT-GPU4-N0/2"));
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
+
+  // A ring over gpu3 and gpu4 finds its ports out of service already: no quiesce is sent.
+  v1::Allocation b = Request(Ring("team-a", {"gpu3", "gpu4"}));
+  ASSERT_EQ(b.state(), v1::ALLOCATION_STATE_READY) << b.reason();
+  EXPECT_EQ(agents_->QuiescedPorts().size(), before + quiesced.size());
+
+  // Connecting again sends nothing: its idle ports are known quiesced, the rest are in use.
+  engine_->AgentConnected("gpu-pool-1", {"FLT-GPU1-N0", "FLT-GPU3-N0", "FLT-GPU4-N0"});
+  engine_->WaitIdle();
+  EXPECT_EQ(agents_->QuiescedPorts().size(), before + quiesced.size());
+}
+
+TEST_F(EngineTest, AgentGoneDegradesAndItsReturnHealsWithoutRetrainingWorkingLinks) {
+  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2", "gpu3"}));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
+  const int retrains = agents_->Count(v1::Command::kRetrain);
+  agents_->SetGone("FLT-GPU2-N0", true);
+  engine_->AgentGone("gpu-pool-1", {"FLT-GPU2-N0"}, "missed 3 heartbeats");
+  v1::Allocation degraded = Get(a.id());
+  EXPECT_EQ(degraded.state(), v1::ALLOCATION_STATE_DEGRADED);
+  EXPECT_THAT(degraded.reason(), HasSubstr("gpu-pool-1 is gone (missed 3 heartbeats)"));
+  int affected = 0;
+  for (const v1::Circuit& c : degraded.circuits()) {
+    affected += c.state() == v1::CIRCUIT_STATE_DEGRADED;
+  }
+  EXPECT_EQ(affected, 2);  // gpu1 → gpu2 and gpu2 → gpu3.
+  EXPECT_EQ(OnSwitch(), Wanted(a));
+
+  agents_->SetGone("FLT-GPU2-N0", false);
+  engine_->AgentConnected("gpu-pool-1", {"FLT-GPU2-N0"});
+  clock_.Advance(absl::Seconds(1));
+  engine_->RunDueRetries();
+  engine_->WaitIdle();
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
+  // The light never stopped: the returned agent reported the links up, nothing retrained.
+  EXPECT_EQ(agents_->Count(v1::Command::kRetrain), retrains);
+}
+
+}  // namespace
+}  // namespace fleet::engine

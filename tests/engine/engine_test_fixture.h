@@ -1,0 +1,518 @@
+// The fixture of the engine's tests (engine_*_test.cc): the engine over the real SQLite
+// store, the FLEET Gen1 inventory, an in-memory switch (FakeOpticalSwitch) and agents that
+// check the light: a retrain succeeds only when the switch really connects the expected
+// peer's tx to the port's rx. And the requests the tests make.
+#ifndef FLEET_TESTS_ENGINE_ENGINE_TEST_FIXTURE_H_
+#define FLEET_TESTS_ENGINE_ENGINE_TEST_FIXTURE_H_
+
+#include <gmock/gmock.h>
+#include <google/protobuf/util/time_util.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <functional>
+#include <limits>
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "controller/engine/engine.h"
+#include "controller/inventory/inventory.h"
+#include "scheduler/replacement.h"
+#include "switch_adapters/fake_optical_switch.h"
+#include "tests/eventually.h"
+#include "tests/store/store_test_util.h"
+
+namespace fleet::engine {
+
+using store::testing_util::IsOk;
+using store::testing_util::StatusIs;
+using switches::CrossConnect;
+using ::testing::AllOf;
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+using ::testing::SizeIs;
+
+// Agents for every O-NIC of the site. Retrain answers OK only if the switch carries light
+// from the expected peer's tx ingress to this port's rx egress.
+class LightCheckingAgents : public agents::CommandSender {
+ public:
+  LightCheckingAgents(const v1::Inventory& site, switches::FakeOpticalSwitch* sw) : sw_(sw) {
+    for (const v1::Onic& o : site.onics()) {
+      for (int p = 0; p < o.ports_size(); ++p) {
+        ports_[{o.serial(), p + 1}] = {o.ports(p).tx().port(), o.ports(p).rx().port()};
+        sender_[o.ports(p).tx().port()] = absl::StrCat(o.serial(), "/", p + 1);
+      }
+    }
+  }
+
+  // Answers as the commands are handed over, except armed retrains (await_light): those
+  // wait, as an agent waits for the light, and are answered when collected, from the switch
+  // as it is then, or CANCELLED when their port was quiesced after they were armed.
+  std::unique_ptr<agents::SentCommands> Send(std::vector<agents::AddressedCommand> commands,
+                                             absl::Time) override {
+    auto sent = std::make_unique<Sent>();
+    std::vector<agents::AddressedCommand> now;
+    for (agents::AddressedCommand& c : commands) {
+      if (c.command.has_retrain() && c.command.retrain().has_await_light()) {
+        absl::MutexLock lock(&mu_);
+        sent_.push_back(c.command);
+        ++armed_;
+        sent->armed.push_back({sent->results.size(), sent_.size(), std::move(c)});
+        sent->results.emplace_back(absl::InternalError("not answered"));
+      } else {
+        sent->results.push_back(Answer({c}).front());
+      }
+    }
+    return sent;
+  }
+  std::vector<absl::StatusOr<v1::CommandResult>> Await(
+      std::unique_ptr<agents::SentCommands> handed) override {
+    Sent& sent = static_cast<Sent&>(*handed);
+    for (Sent::Armed& armed : sent.armed) {
+      const v1::RetrainPort& r = armed.command.command.retrain();
+      bool quiesced_since = false;
+      {
+        absl::MutexLock lock(&mu_);
+        for (size_t i = armed.sent_at; i < sent_.size(); ++i) {
+          quiesced_since |= sent_[i].has_quiesce() &&
+                            sent_[i].quiesce().onic_serial() == r.onic_serial() &&
+                            sent_[i].quiesce().port() == r.port();
+        }
+        if (quiesced_since) ++cancelled_;
+      }
+      bool runs_out = false;
+      {
+        absl::MutexLock lock(&mu_);
+        runs_out = armed_waits_run_out_;
+      }
+      if (runs_out) {
+        v1::CommandResult untrained;
+        untrained.set_code(static_cast<int>(absl::StatusCode::kUnavailable));
+        untrained.set_message("no usable light by the end of the wait; not trained");
+        sent.results[armed.index] = untrained;
+      } else if (quiesced_since) {
+        v1::CommandResult cancelled;
+        cancelled.set_code(static_cast<int>(absl::StatusCode::kCancelled));
+        cancelled.set_message("stopped waiting for light; the port was quiesced");
+        sent.results[armed.index] = cancelled;
+      } else {
+        sent.results[armed.index] = Judge(armed.command);
+      }
+    }
+    return std::move(sent.results);
+  }
+  bool ArmsRetrains(const std::string& serial) override {
+    absl::MutexLock lock(&mu_);
+    return !gone_.contains(serial) && (arm_all_ || arming_.contains(serial));
+  }
+  // Which agents arm retrains: every one, or those owning `serials`.
+  void ArmRetrains(bool all, std::set<std::string> serials = {}) {
+    absl::MutexLock lock(&mu_);
+    arm_all_ = all;
+    arming_ = std::move(serials);
+  }
+  // Armed retrains answer that their light did not come in time (a switch slower than the
+  // wait), untrained.
+  void ArmedWaitsRunOut(bool run_out) {
+    absl::MutexLock lock(&mu_);
+    armed_waits_run_out_ = run_out;
+  }
+  // Armed retrains handed over (with await_light), and armed retrains cancelled by a quiesce.
+  int armed() {
+    absl::MutexLock lock(&mu_);
+    return armed_;
+  }
+  int cancelled() {
+    absl::MutexLock lock(&mu_);
+    return cancelled_;
+  }
+  std::vector<absl::StatusOr<v1::CommandResult>> Answer(
+      const std::vector<agents::AddressedCommand>& commands) {
+    absl::MutexLock lock(&mu_);
+    std::vector<absl::StatusOr<v1::CommandResult>> out;
+    for (const agents::AddressedCommand& c : commands) {
+      sent_.push_back(c.command);
+      if (gone_.contains(c.onic_serial)) {
+        out.push_back(absl::UnavailableError("agent went away"));
+        continue;
+      }
+      v1::CommandResult result;
+      if (c.command.has_quiesce() && refuse_quiesce_) {
+        result.set_code(static_cast<int>(absl::StatusCode::kFailedPrecondition));
+        result.set_message("driver busy");
+      } else if (c.command.has_quiesce()) {
+        quiesced_.insert({c.command.quiesce().onic_serial(), c.command.quiesce().port()});
+      } else if (c.command.has_read_port()) {
+        // Up with whoever's light arrives, as a link that kept working reports.
+        const uint32_t egress =
+            ports_[{c.command.read_port().onic_serial(), c.command.read_port().port()}].second;
+        result.mutable_link()->set_status(v1::LINK_STATUS_DOWN);
+        for (const CrossConnect& x :
+             sw_->ReadCrossConnects().value_or(std::vector<CrossConnect>{})) {
+          if (x.egress != egress) continue;
+          result.mutable_link()->set_status(v1::LINK_STATUS_UP);
+          result.mutable_link()->set_peer_seen(sender_[x.ingress]);
+        }
+      } else if (c.command.has_retrain()) {
+        const v1::RetrainPort& r = c.command.retrain();
+        quiesced_.erase({r.onic_serial(), r.port()});
+        if (!Lit(r)) {
+          result.set_code(static_cast<int>(absl::StatusCode::kUnavailable));
+          result.set_message("no light");
+        }
+      }
+      out.push_back(result);
+    }
+    return out;
+  }
+  // An armed retrain's answer once the wait is over: as a retrain handed over now.
+  absl::StatusOr<v1::CommandResult> Judge(const agents::AddressedCommand& armed) {
+    absl::MutexLock lock(&mu_);
+    if (gone_.contains(armed.onic_serial)) return absl::UnavailableError("agent went away");
+    const v1::RetrainPort& r = armed.command.retrain();
+    quiesced_.erase({r.onic_serial(), r.port()});
+    v1::CommandResult result;
+    if (!Lit(r)) {
+      result.set_code(static_cast<int>(absl::StatusCode::kUnavailable));
+      result.set_message("no light");
+    }
+    return result;
+  }
+  // Whether the switch carries the expected peer's light to the retrained port.
+  bool Lit(const v1::RetrainPort& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const uint32_t egress = ports_[{r.onic_serial(), r.port()}].second;
+    const uint32_t ingress =
+        ports_[{r.expected_peer().onic_serial(), r.expected_peer().port()}].first;
+    std::vector<CrossConnect> xs = sw_->ReadCrossConnects().value_or(std::vector<CrossConnect>{});
+    return std::find(xs.begin(), xs.end(), CrossConnect{ingress, egress}) != xs.end();
+  }
+
+  bool HasOwner(const std::string& serial) override {
+    std::function<void()> on_back;
+    bool owned = false;
+    {
+      absl::MutexLock lock(&mu_);
+      owned = !gone_.contains(serial);
+      if (!owned && back_.serial == serial && --back_.asked == 0) {
+        gone_.erase(serial);
+        on_back.swap(back_.on_back);
+        back_ = {};
+      }
+    }
+    if (on_back) on_back();
+    return owned;
+  }
+
+  // As the registry: what the agent last said of the port in its current connection.
+  bool KnownQuiesced(const std::string& serial, uint32_t port) override {
+    absl::MutexLock lock(&mu_);
+    return !gone_.contains(serial) && quiesced_.contains({serial, port});
+  }
+
+  void SetGone(const std::string& serial, bool gone) {
+    absl::MutexLock lock(&mu_);
+    if (gone) {
+      gone_.insert(serial);
+      std::erase_if(quiesced_, [&](const auto& p) { return p.first == serial; });
+    } else {
+      gone_.erase(serial);
+    }
+  }
+  // The gone agent of `serial` comes back just after the `asked`-th HasOwner(serial) has
+  // answered no: `on_back` runs then, as the registry tells the engine of a connecting agent.
+  void BackAfterAsked(const std::string& serial, int asked, std::function<void()> on_back) {
+    absl::MutexLock lock(&mu_);
+    back_ = {serial, asked, std::move(on_back)};
+  }
+  void RefuseQuiesce(bool refuse) {
+    absl::MutexLock lock(&mu_);
+    refuse_quiesce_ = refuse;
+  }
+  int Count(v1::Command::ActionCase action) {
+    absl::MutexLock lock(&mu_);
+    return static_cast<int>(std::count_if(sent_.begin(), sent_.end(), [&](const v1::Command& c) {
+      return c.action_case() == action;
+    }));
+  }
+  // SERIAL/PORT of each quiesce command handed over, in order.
+  std::vector<std::string> QuiescedPorts() {
+    absl::MutexLock lock(&mu_);
+    std::vector<std::string> out;
+    for (const v1::Command& c : sent_) {
+      if (c.has_quiesce())
+        out.push_back(absl::StrCat(c.quiesce().onic_serial(), "/", c.quiesce().port()));
+    }
+    return out;
+  }
+
+ private:
+  struct Sent : agents::SentCommands {
+    struct Armed {
+      size_t index;    // In `results`.
+      size_t sent_at;  // Commands handed over before it, itself included.
+      agents::AddressedCommand command;
+    };
+    std::vector<absl::StatusOr<v1::CommandResult>> results;
+    std::vector<Armed> armed;
+  };
+
+  switches::FakeOpticalSwitch* const sw_;
+  absl::Mutex mu_;
+  std::map<std::pair<std::string, int>, std::pair<uint32_t, uint32_t>> ports_;
+  std::map<uint32_t, std::string> sender_;  // Ingress → the O-NIC port whose tx enters it.
+  std::set<std::string> gone_ ABSL_GUARDED_BY(mu_);
+  std::set<std::pair<std::string, uint32_t>> quiesced_ ABSL_GUARDED_BY(mu_);
+  bool refuse_quiesce_ ABSL_GUARDED_BY(mu_) = false;
+  struct Back {
+    std::string serial;
+    int asked = 0;
+    std::function<void()> on_back;
+  } back_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::Command> sent_ ABSL_GUARDED_BY(mu_);
+  bool arm_all_ ABSL_GUARDED_BY(mu_) = false;
+  std::set<std::string> arming_ ABSL_GUARDED_BY(mu_);
+  int armed_ ABSL_GUARDED_BY(mu_) = 0;
+  bool armed_waits_run_out_ ABSL_GUARDED_BY(mu_) = false;
+  int cancelled_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+inline v1::RequestTopologyRequest Ring(const std::string& tenant,
+                                       std::vector<std::string> members) {
+  v1::RequestTopologyRequest r;
+  r.set_tenant(tenant);
+  r.set_name("ring");
+  r.mutable_topology()->mutable_template_()->set_kind(v1::TEMPLATE_KIND_RING_UNIDIRECTIONAL);
+  for (const std::string& m : members) {
+    r.mutable_topology()->mutable_template_()->mutable_members()->add_devices(m);
+  }
+  return r;
+}
+
+inline v1::RequestTopologyRequest Link(const std::string& tenant, const std::string& a,
+                                       const std::string& b) {
+  v1::RequestTopologyRequest r;
+  r.set_tenant(tenant);
+  v1::Link* link = r.mutable_topology()->mutable_links()->add_links();
+  link->mutable_a()->set_device(a);
+  link->mutable_b()->set_device(b);
+  link->set_duplex(true);
+  return r;
+}
+
+inline const std::vector<std::string> kGpus = {"gpu1", "gpu2", "gpu3", "gpu4",
+                                               "gpu5", "gpu6", "gpu7", "gpu8"};
+
+// Holds a fake switch's applies until it goes, so that a test can keep a batch inside the
+// switch, and its transactions can finish however the test ends.
+class HeldApplies {
+ public:
+  explicit HeldApplies(switches::FakeOpticalSwitch* sw) : sw_(sw) { sw_->HoldApplies(true); }
+  ~HeldApplies() { sw_->HoldApplies(false); }
+  HeldApplies(const HeldApplies&) = delete;
+  HeldApplies& operator=(const HeldApplies&) = delete;
+
+ private:
+  switches::FakeOpticalSwitch* const sw_;
+};
+
+class EngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = store::OpenSqliteStore({":memory:", &clock_}).value();
+    absl::StatusOr<v1::Inventory> site = inventory::ReadInventoryFile(
+        std::string(FLEET_SOURCE_DIR) + "/deploy/inventory/fleet-gen1.yaml");
+    ASSERT_TRUE(site.ok()) << site.status();
+    site_ = *site;
+    inventory::InventoryApplier applier(store_.get());
+    ASSERT_THAT(applier.Apply(site_, false, "operator:test").status(), IsOk());
+    registry_ = std::make_unique<fabric::SwitchRegistry>(
+        [this](const polatis::PolatisSwitchOptions&) {
+          auto sw = std::make_unique<switches::FakeOpticalSwitch>(384, 384);
+          sw_ = sw.get();
+          return sw;
+        },
+        std::map<std::string, polatis::Credentials>{{"ocs1", {"admin", "root"}}}, "test");
+    // The driver is built on first use; build it now so the agents can look at it.
+    v1::Switch ocs1 = store_->GetSwitch("ocs1").value();
+    ASSERT_TRUE(registry_->Driver(ocs1).ok());
+    agents_ = std::make_unique<LightCheckingAgents>(site_, sw_);
+    StartEngine();
+  }
+
+  // Restarts the engine so that the first transaction to store READY runs `while_held(id)`
+  // on its own thread before it lets go of allocation `id`: the window of a change asked for
+  // at once.
+  void HoldFirstReady(std::function<void(const std::string& id)> while_held) {
+    auto armed = std::make_shared<std::atomic<bool>>(true);
+    EngineOptions options;
+    options.fault_point = [this, armed, while_held](const std::string& point) {
+      if (point != "ready" || !armed->exchange(false)) return;
+      while_held(
+          store_->ListAllocations({"", v1::ALLOCATION_STATE_READY, false}).value().at(0).id());
+    };
+    engine_.reset();
+    StartEngine(options);
+  }
+  void StartEngine(EngineOptions options = {}) {
+    options.reconcile_interval = absl::ZeroDuration();  // Tests reconcile by hand.
+    options.tick = absl::Hours(1);                      // And drive leases and retries.
+    engine_ =
+        std::make_unique<Engine>(options, store_.get(), registry_.get(), agents_.get(), &clock_);
+    ASSERT_THAT(engine_->Start(), IsOk());
+  }
+
+  v1::Allocation Request(const v1::RequestTopologyRequest& r,
+                         const std::string& principal = "operator:test") {
+    absl::StatusOr<v1::RequestTopologyResponse> response =
+        engine_->RequestTopology(r, Caller::FromPrincipal(principal));
+    EXPECT_TRUE(response.ok()) << response.status();
+    engine_->WaitIdle();
+    return Get(response.ok() ? response->allocation().id() : "");
+  }
+  v1::Allocation Get(const std::string& id) {
+    return store_->GetAllocation(id).value_or(v1::Allocation());
+  }
+  // Requests `r` with the switch's applies held (HeldApplies) and returns its id once its
+  // batch is inside the switch.
+  std::string RequestHeldAtTheSwitch(const v1::RequestTopologyRequest& r) {
+    absl::StatusOr<v1::RequestTopologyResponse> response =
+        engine_->RequestTopology(r, Caller::FromPrincipal("operator:test"));
+    EXPECT_TRUE(response.ok()) << response.status();
+    EXPECT_TRUE(fleet::testing::Eventually([&] { return sw_->held() == 1; }));
+    return response.ok() ? response->allocation().id() : "";
+  }
+
+  // The switch's cross-connects, and those the allocation's circuits ask for.
+  std::set<CrossConnect> OnSwitch() {
+    std::vector<CrossConnect> xs = sw_->ReadCrossConnects().value();
+    return {xs.begin(), xs.end()};
+  }
+  static std::set<CrossConnect> Wanted(const v1::Allocation& a) {
+    std::set<CrossConnect> out;
+    for (const v1::Circuit& c : a.circuits()) {
+      for (const v1::CrossConnect& x : c.cross_connects()) out.insert({x.ingress(), x.egress()});
+    }
+    return out;
+  }
+  size_t EventCount() { return store_->ListEvents({0, 100000, "", ""}).value().size(); }
+  // A ring over gpu1 and gpu2 evicted by draining gpu2-n0 ("dirty connector") while the
+  // switch refuses the removal: RELEASING, the switch unreachable.
+  void StuckEviction(v1::Allocation* a) {
+    *a = Request(Ring("team-a", {"gpu1", "gpu2"}));
+    sw_->SetUnreachable(absl::UnavailableError("link down"));
+    v1::DrainRequest drain;
+    drain.mutable_target()->set_onic("gpu2-n0");
+    drain.set_reason("dirty connector");
+    drain.set_evict(true);
+    ASSERT_THAT(engine_->Drain(drain, Caller::FromPrincipal("operator:t")).status(), IsOk());
+    *a = Get(a->id());
+    ASSERT_EQ(a->state(), v1::ALLOCATION_STATE_RELEASING);
+  }
+  // Stops the engine as a crash right after the handover of phased allocation `a` from dp
+  // to tp leaves it: tp desired, dp inactive, and the switch still holding dp's
+  // cross-connects.
+  void CrashAfterHandoverToTp(const v1::Allocation& a) {
+    engine_.reset();
+    store::AllocationUpdate handover;
+    handover.id = a.id();
+    handover.state = v1::ALLOCATION_STATE_PROGRAMMING;
+    handover.active_phase = "tp";
+    for (const v1::Circuit& c : a.circuits()) {
+      handover.circuits[c.id()] = {
+          c.phase() == "tp" ? v1::CIRCUIT_STATE_PLANNED : v1::CIRCUIT_STATE_INACTIVE, ""};
+    }
+    ASSERT_THAT(store_->UpdateAllocation(handover, "test").status(), IsOk());
+  }
+  std::vector<std::string> EventKinds(const std::string& allocation) {
+    std::vector<std::string> kinds;
+    const std::vector<v1::Event> events =
+        store_->ListEvents({0, 1000, "allocation", allocation}).value();
+    for (const v1::Event& e : events) {
+      kinds.push_back(e.kind() + ":" + e.message());
+    }
+    return kinds;
+  }
+
+  FakeClock clock_;
+  std::unique_ptr<store::Store> store_;
+  v1::Inventory site_;
+  switches::FakeOpticalSwitch* sw_ = nullptr;
+  std::unique_ptr<fabric::SwitchRegistry> registry_;
+  std::unique_ptr<LightCheckingAgents> agents_;
+  std::unique_ptr<Engine> engine_;
+};
+
+// Phases `dp` (a bidirectional ring over gpu1..gpu4) and `tp` (gpu1↔gpu2 and gpu3↔gpu4,
+// sharing two of the ring's links).
+inline v1::RequestTopologyRequest Phased(const std::string& tenant) {
+  v1::RequestTopologyRequest r;
+  r.set_tenant(tenant);
+  r.set_name("step");
+  v1::Phase* dp = r.add_phases();
+  dp->set_name("dp");
+  v1::TemplateSpec* ring = dp->mutable_topology()->mutable_template_();
+  ring->set_kind(v1::TEMPLATE_KIND_RING_BIDIRECTIONAL);
+  for (const char* m : {"gpu1", "gpu2", "gpu3", "gpu4"}) ring->mutable_members()->add_devices(m);
+  v1::Phase* tp = r.add_phases();
+  tp->set_name("tp");
+  for (auto [a, b] : {std::pair{"gpu1", "gpu2"}, std::pair{"gpu3", "gpu4"}}) {
+    v1::Link* link = tp->mutable_topology()->mutable_links()->add_links();
+    link->mutable_a()->set_device(a);
+    link->mutable_b()->set_device(b);
+    link->set_duplex(true);
+  }
+  return r;
+}
+
+inline std::set<CrossConnect> PhaseWanted(const v1::Allocation& a, const std::string& phase) {
+  std::set<CrossConnect> out;
+  for (const v1::Circuit& c : a.circuits()) {
+    if (c.phase() != phase) continue;
+    for (const v1::CrossConnect& x : c.cross_connects()) out.insert({x.ingress(), x.egress()});
+  }
+  return out;
+}
+
+inline v1::ReplaceMemberRequest Replace(const std::string& id, const std::string& member) {
+  v1::ReplaceMemberRequest r;
+  r.set_allocation_id(id);
+  r.set_member(member);
+  return r;
+}
+
+inline std::map<std::string, std::string> CircuitsById(const v1::Allocation& a) {
+  std::map<std::string, std::string> out;
+  for (const v1::Circuit& c : a.circuits()) {
+    out[c.id()] =
+        absl::StrCat(c.source().ShortDebugString(), " ", c.destination().ShortDebugString(), " ",
+                     c.cross_connects(0).ShortDebugString());
+  }
+  return out;
+}
+
+inline v1::ActivatePhaseRequest PhaseRequest(const std::string& id, const std::string& phase) {
+  v1::ActivatePhaseRequest r;
+  r.set_id(id);
+  r.set_phase(phase);
+  return r;
+}
+
+// gpu1 and gpu2 attached to server1, one duplex link each.
+inline v1::RequestTopologyRequest Attach(const std::string& tenant) {
+  v1::RequestTopologyRequest r;
+  r.set_tenant(tenant);
+  r.set_name("virtual-server");
+  r.mutable_topology()->mutable_attach()->set_host("server1");
+  for (const char* gpu : {"gpu1", "gpu2"}) {
+    r.mutable_topology()->mutable_attach()->mutable_devices()->add_devices(gpu);
+  }
+  return r;
+}
+
+}  // namespace fleet::engine
+
+#endif  // FLEET_TESTS_ENGINE_ENGINE_TEST_FIXTURE_H_
