@@ -20,6 +20,7 @@
 #include "controller/inventory/inventory.h"
 #include "scheduler/replacement.h"
 #include "switch_adapters/fake_optical_switch.h"
+#include "tests/engine/gen1_store.h"
 #include "tests/eventually.h"
 #include "tests/store/store_test_util.h"
 
@@ -322,13 +323,7 @@ class HeldApplies {
 class EngineTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    store_ = store::OpenSqliteStore({":memory:", &clock_}).value();
-    absl::StatusOr<v1::Inventory> site = inventory::ReadInventoryFile(
-        std::string(FLEET_SOURCE_DIR) + "/deploy/inventory/fleet-gen1.yaml");
-    ASSERT_TRUE(site.ok()) << site.status();
-    site_ = *site;
-    inventory::InventoryApplier applier(store_.get());
-    ASSERT_THAT(applier.Apply(site_, false, "operator:test").status(), IsOk());
+    ASSERT_NO_FATAL_FAILURE(OpenGen1Store(&clock_, &store_, &site_));
     registry_ = std::make_unique<fabric::SwitchRegistry>(
         [this](const polatis::PolatisSwitchOptions&) {
           auto sw = std::make_unique<switches::FakeOpticalSwitch>(384, 384);

@@ -3,7 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "controller/inventory/inventory.h"
+#include "tests/engine/gen1_store.h"
 #include "tests/store/store_test_util.h"
 
 namespace fleet::engine {
@@ -14,14 +14,7 @@ using store::testing_util::StatusIs;
 
 class InventoryCacheTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    store_ = store::OpenSqliteStore({":memory:", &clock_}).value();
-    absl::StatusOr<v1::Inventory> site = inventory::ReadInventoryFile(
-        std::string(FLEET_SOURCE_DIR) + "/deploy/inventory/fleet-gen1.yaml");
-    ASSERT_TRUE(site.ok()) << site.status();
-    inventory::InventoryApplier applier(store_.get());
-    ASSERT_THAT(applier.Apply(*site, false, "operator:test").status(), IsOk());
-  }
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(OpenGen1Store(&clock_, &store_)); }
 
   FakeClock clock_;
   std::unique_ptr<store::Store> store_;
