@@ -64,6 +64,7 @@ bool Engine::stopping() { return pool_.stopping(); }
 void Engine::WaitIdle() { pool_.WaitIdle(); }
 
 void Engine::BackgroundPass() {
+  if (pool_.stopping()) return;  // Shutdown stops the pool before the loop.
   // Leases are looked at once a second: reading every live allocation each tick would load
   // the store for a precision no lease needs.
   if (ctx_.clock->Now() >= next_lease_check_) {

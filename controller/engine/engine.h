@@ -1,6 +1,6 @@
 // The reconfiguration engine: turns admitted topology requests into programmed, verified and
 // trained circuits, releases them, keeps leases, and reconciles the switches with the store.
-// docs/architecture.md §4 and docs/engine.md describe the sequence; this is its contract.
+// docs/engine.md explains the sequence; this is its contract.
 //
 // A reconfiguration (one allocation's transaction):
 //   admit + plan (the scheduler, on a snapshot of the store)  — nothing written on error

@@ -1,9 +1,6 @@
-// Releases (engine.h): RELEASING (circuits REMOVING) committed and synced, the ports
-// quiesced, the cross-connects taken off the switches, then the allocation ended with its
-// circuits deleted. A switch error keeps it RELEASING (its ports stay held) and the removal
-// is retried with backoff. An allocation already RELEASING ends as its stored intent says,
-// whoever resumes or retries it. Leases: KeepAlive renews one; ExpireLeases releases the
-// allocations whose lease has passed.
+// Releases and leases, as engine.h states them ("Release", "Leases"): the sequence of one
+// release, the wait for a change to let go of the allocation first, KeepAlive and lease
+// expiry.
 #ifndef FLEET_CONTROLLER_ENGINE_RELEASE_H_
 #define FLEET_CONTROLLER_ENGINE_RELEASE_H_
 

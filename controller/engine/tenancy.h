@@ -1,6 +1,4 @@
-// Tenancy: a caller whose principal is `job:TENANT` sees and changes only TENANT's
-// allocations (PERMISSION_DENIED otherwise, without revealing whose it is); other
-// principals act as operators.
+// The tenancy rule of engine.h ("Tenancy"), in one place: what a caller may see.
 #ifndef FLEET_CONTROLLER_ENGINE_TENANCY_H_
 #define FLEET_CONTROLLER_ENGINE_TENANCY_H_
 
