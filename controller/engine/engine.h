@@ -48,11 +48,13 @@
 //   reconciler.h        reconciliation and resuming interrupted transactions
 //   link_recovery.h     agents coming and going; the retries that follow
 //   worker_pool.h, retry_scheduler.h, inventory_cache.h, background_loop.h: the machinery
-// Locks, in the order they may be taken: Admission::mu() (one admission at a time), then
-// any one of the parts' own mutexes (WorkerPool's claims and tasks, RetryScheduler,
-// InventoryCache, SwitchProgrammers, BackgroundLoop, each a leaf: none is held while
-// another is taken). Shutdown stops the pool (no new task), stops and joins the background
-// loop, waits for the running tasks and joins every worker, before any part goes.
+// Locks, in the order they may be taken: a switch held to itself (SwitchProgrammer's
+// Exclusive, by reconciliation, which adopts under admission); Admission::mu() (one admission
+// at a time; nothing holding it waits for a switch); then any one of the parts' own mutexes
+// (WorkerPool's claims and tasks, RetryScheduler, InventoryCache, SwitchProgrammers,
+// BackgroundLoop), each a leaf: none is held while another is taken, nor while calling out.
+// Shutdown stops the pool (no new task), stops and joins the background loop, waits for the
+// running tasks and joins every worker, before any part goes.
 #ifndef FLEET_CONTROLLER_ENGINE_ENGINE_H_
 #define FLEET_CONTROLLER_ENGINE_ENGINE_H_
 
