@@ -156,7 +156,7 @@ void LinkRecovery::RetrainDegraded(const std::string& id) {
     u.event_message = absl::StrCat("allocation ", id, " still DEGRADED: ", *u.reason);
   }
   if (!p_.ctx.Update(u, "fleetd").ok()) return;
-  if (!reasons.empty()) p_.retries.Backoff(id);
+  if (!reasons.empty()) p_.retries.RetryLater(id);
 }
 
 }  // namespace fleet::engine

@@ -96,7 +96,7 @@ bool Releaser::Remove(const std::string& id, const std::string& principal,
   stuck.event_kind = "allocation.release_failed";
   stuck.event_message = absl::StrCat("allocation ", id, ": ", *stuck.reason);
   (void)p_.ctx.Update(stuck, principal);
-  p_.retries.Backoff(id);
+  p_.retries.RetryLater(id);
   return false;
 }
 

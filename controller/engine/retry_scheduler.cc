@@ -1,22 +1,24 @@
 #include "controller/engine/retry_scheduler.h"
 
-#include <algorithm>
+#include <utility>
 
 namespace fleet::engine {
 
 void RetryScheduler::ScheduleAt(const std::string& id, absl::Time due) {
+  Retry retry{.due = due, .backoff = fleet::Backoff(initial_, max_)};
+  retry.backoff.Next();  // As if this were the first wait: the next one is twice it.
   absl::MutexLock lock(&mu_);
-  retries_[id] = Retry{.due = due, .backoff = initial_};
+  retries_.insert_or_assign(id, std::move(retry));
 }
 
-void RetryScheduler::Backoff(const std::string& id) {
+void RetryScheduler::RetryLater(const std::string& id) {
   {
     absl::MutexLock lock(&mu_);
-    auto [it, fresh] = retries_.try_emplace(id, Retry{.due = {}, .backoff = initial_});
-    Retry& retry = it->second;
+    Retry& retry =
+        retries_.try_emplace(id, Retry{.due = {}, .backoff = fleet::Backoff(initial_, max_)})
+            .first->second;
     if (!retry.agent_connected_during_attempt) {
-      if (!fresh) retry.backoff = std::min(retry.backoff * 2, max_);
-      retry.due = clock_->Now() + retry.backoff;
+      retry.due = clock_->Now() + retry.backoff.Next();
       return;
     }
     retry.agent_connected_during_attempt = false;
@@ -42,7 +44,8 @@ std::vector<std::string> RetryScheduler::Due() {
 
 void RetryScheduler::Running(const std::string& id) {
   absl::MutexLock lock(&mu_);
-  retries_[id].due = absl::InfiniteFuture();
+  retries_.try_emplace(id, Retry{.due = {}, .backoff = fleet::Backoff(initial_, max_)})
+      .first->second.due = absl::InfiniteFuture();
 }
 
 void RetryScheduler::AgentConnected() {

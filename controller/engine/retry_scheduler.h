@@ -1,7 +1,7 @@
 // When each allocation's next retry is due: a DEGRADED allocation's retrain, a RELEASING
-// one's removal. One entry per allocation, with exponential backoff from `initial` up to
-// `max`. The owner runs what is Due() (marking each Running while it does), and the attempt
-// then asks for the next one (Backoff) or ends the retries (Forget).
+// one's removal. One entry per allocation, with exponential backoff (common/backoff.h) from
+// `initial` up to `max`. The owner runs what is Due() (marking each Running while it does), and the
+// attempt then asks for the next one (RetryLater) or ends the retries (Forget).
 //
 // An agent that connects makes every retry due at once; one whose attempt is running then
 // is rerun as soon as that attempt asks for its next one, since it may have missed the
@@ -18,6 +18,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/backoff.h"
 #include "common/clock.h"
 
 namespace fleet::engine {
@@ -33,12 +34,12 @@ class RetryScheduler {
   // After a failed attempt: the next one after the backoff (the initial one for an id not
   // scheduled, else twice the last, at most `max`), or at once if an agent connected during
   // the attempt.
-  void Backoff(const std::string& id);
+  void RetryLater(const std::string& id);
   // No more retries for `id`.
   void Forget(const std::string& id);
   // The ids whose retry is due by the clock's now.
   std::vector<std::string> Due();
-  // An attempt of `id` runs: not due again until it calls Backoff (or Forget).
+  // An attempt of `id` runs: not due again until it calls RetryLater (or Forget).
   void Running(const std::string& id);
   // An agent connected: every retry is due now.
   void AgentConnected();
@@ -49,7 +50,7 @@ class RetryScheduler {
  private:
   struct Retry {
     absl::Time due;
-    absl::Duration backoff;
+    fleet::Backoff backoff;  // Its last wait was the one that led to `due`.
     // An agent connected while an attempt was running: the attempt may have missed it, so
     // the next one is at once, not after a longer backoff.
     bool agent_connected_during_attempt = false;

@@ -239,7 +239,7 @@ void Transaction::Finish() {
   }
   if (!p_.ctx.Update(done, "fleetd").ok()) return;
   Count(reasons.empty() ? "ready" : "degraded");
-  if (!reasons.empty()) p_.retries.Backoff(id_);
+  if (!reasons.empty()) p_.retries.RetryLater(id_);
   p_.ctx.Fault("ready");
 }
 
@@ -273,7 +273,7 @@ void Transaction::Fail(const absl::Status& why, const std::string& stage) {
   u.event_message = absl::StrCat("allocation ", id_, " DEGRADED: ", *u.reason);
   if (p_.ctx.Update(u, "fleetd").ok()) {
     Count("failed");
-    p_.retries.Backoff(id_);
+    p_.retries.RetryLater(id_);
   }
 }
 
