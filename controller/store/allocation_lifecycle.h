@@ -1,6 +1,7 @@
-// Rules of an allocation's lifecycle, not of its storage. The store still enforces them in
-// UpdateAllocation, with these texts; they belong to the engine, which decides the
-// transitions, and can call these before it writes.
+// The two lifecycle rules the store keeps, because only the store can keep them: the
+// `release_state` column holds only a release's end (RELEASED or FAILED), and an ended
+// allocation's record is checked not to be rewritten inside the writing transaction, which
+// no caller could do without a race. Every other transition rule is the engine's.
 #ifndef FLEET_CONTROLLER_STORE_ALLOCATION_LIFECYCLE_H_
 #define FLEET_CONTROLLER_STORE_ALLOCATION_LIFECYCLE_H_
 
