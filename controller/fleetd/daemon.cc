@@ -137,7 +137,7 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
   d->topology_service_ =
       std::make_unique<service::TopologyServiceImpl>(d->store_.get(), d->engine_.get());
   d->admin_service_ = std::make_unique<service::AdminServiceImpl>(
-      d->store_.get(), d->switches_.get(), kVersion, d->agents_.get(), d->engine_.get());
+      d->store_.get(), d->engine_.get(), d->switches_.get(), d->agents_.get(), kVersion);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

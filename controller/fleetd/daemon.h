@@ -18,7 +18,10 @@
 #include "controller/fleetd/config.h"
 #include "controller/fleetd/state_lock.h"
 #include "controller/inventory/inventory.h"
-#include "controller/service/services.h"
+#include "controller/service/admin_service.h"
+#include "controller/service/agent_service.h"
+#include "controller/service/inventory_service.h"
+#include "controller/service/topology_service.h"
 #include "controller/store/retention.h"
 #include "controller/store/store.h"
 

@@ -21,7 +21,7 @@
 #include "common/flags.h"
 #include "common/log.h"
 #include "controller/agents/agent_registry.h"
-#include "controller/service/services.h"
+#include "controller/service/agent_service.h"
 #include "onic_agent/agent.h"
 
 namespace {

@@ -22,7 +22,7 @@
 #include "absl/time/clock.h"
 #include "common/clock.h"
 #include "controller/agents/agent_registry.h"
-#include "controller/service/services.h"
+#include "controller/service/agent_service.h"
 #include "controller/store/store.h"
 #include "tests/eventually.h"
 

@@ -1,0 +1,162 @@
+#include "controller/service/admin_service.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "controller/agents/retrain_command.h"
+#include "controller/service/caller.h"
+#include "controller/service/event_follow.h"
+#include "controller/service/rpc.h"
+
+namespace fleet::service {
+
+grpc::Status AdminServiceImpl::Health(grpc::ServerContext*, const v1::HealthRequest*,
+                                      v1::HealthResponse* response) {
+  response->set_version(version_);
+  v1::ComponentHealth* store = response->add_components();
+  store->set_name("store");
+  // A read through the store proves the database answers.
+  absl::StatusOr<std::vector<v1::Switch>> switches = store_->ListSwitches();
+  if (switches.ok()) {
+    store->set_state(v1::ComponentHealth::STATE_OK);
+    store->set_detail(absl::StrCat(switches->size(), " switches in inventory"));
+  } else {
+    store->set_state(v1::ComponentHealth::STATE_DOWN);
+    store->set_detail(std::string(switches.status().message()));
+  }
+  // Each switch is read live: reachable, logged in, and the size inventory expects.
+  if (switches.ok()) {
+    for (const v1::Switch& sw : *switches) {
+      fabric::SwitchRegistry::Probe probe = switches_->ProbeSwitch(sw);
+      v1::ComponentHealth* c = response->add_components();
+      c->set_name(absl::StrCat("switch/", sw.id()));
+      if (probe.status.ok()) {
+        c->set_state(v1::ComponentHealth::STATE_OK);
+        c->set_detail(probe.description);
+      } else {
+        c->set_state(probe.status.code() == absl::StatusCode::kFailedPrecondition &&
+                             !probe.description.empty()
+                         ? v1::ComponentHealth::STATE_DEGRADED
+                         : v1::ComponentHealth::STATE_DOWN);
+        c->set_detail(std::string(probe.status.message()));
+      }
+    }
+  }
+  v1::ComponentHealth::State overall = v1::ComponentHealth::STATE_OK;
+  for (const v1::ComponentHealth& c : response->components())
+    overall = std::max(overall, c.state());
+  response->set_overall(overall);
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminServiceImpl::ListEvents(grpc::ServerContext*,
+                                          const v1::ListEventsRequest* request,
+                                          v1::ListEventsResponse* response) {
+  store::EventFilter filter;
+  filter.after_sequence = request->after_sequence();
+  filter.limit = request->limit() == 0 ? 1000 : std::min<uint32_t>(request->limit(), 10000);
+  filter.object_kind = request->object_kind();
+  filter.object_id = request->object_id();
+  return Fill(store_->ListEvents(filter), response->mutable_events());
+}
+
+absl::StatusOr<v1::LinkState> AdminServiceImpl::LinkCommand(grpc::ServerContext* context,
+                                                            const std::string& onic_id,
+                                                            v1::Command command) {
+  if (agents_ == nullptr) return absl::UnavailableError("this fleetd has no agent registry");
+  absl::StatusOr<v1::Onic> onic = store_->GetOnic(onic_id);
+  if (!onic.ok()) return onic.status();
+  // The caller's deadline bounds the command, at most 30 s.
+  absl::StatusOr<v1::CommandResult> result = agents_->SendCommand(
+      onic->serial(), std::move(command), CommandDeadline(*context, absl::Seconds(30)));
+  if (!result.ok()) return result.status();
+  if (result->code() != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(result->code()),
+                        absl::StrCat("O-NIC ", onic_id, ": ", result->message()));
+  }
+  return result->link();
+}
+
+grpc::Status AdminServiceImpl::RetrainLink(grpc::ServerContext* context,
+                                           const v1::RetrainLinkRequest* request,
+                                           v1::LinkState* response) {
+  if (request->port() != 1 && request->port() != 2) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("port must be 1 or 2, not ", request->port()));
+  }
+  absl::StatusOr<v1::Onic> onic = store_->GetOnic(request->onic());
+  if (!onic.ok()) return ToGrpcStatus(onic.status());
+  // The expected peer is the source of the desired circuit arriving on this port's rx.
+  std::string peer_serial;
+  uint32_t peer_port = 0;
+  absl::StatusOr<std::vector<v1::Circuit>> circuits = store_->ListCircuits({});
+  if (!circuits.ok()) return ToGrpcStatus(circuits.status());
+  for (const v1::Circuit& c : *circuits) {
+    if (c.state() == v1::CIRCUIT_STATE_INACTIVE || c.destination().onic() != request->onic() ||
+        c.destination().port() != request->port()) {
+      continue;
+    }
+    absl::StatusOr<v1::Onic> peer = store_->GetOnic(c.source().onic());
+    if (!peer.ok()) return ToGrpcStatus(peer.status());
+    peer_serial = peer->serial();
+    peer_port = c.source().port();
+  }
+  return Assign(
+      LinkCommand(context, request->onic(),
+                  agents::RetrainCommand(onic->serial(), request->port(), peer_serial, peer_port)),
+      response);
+}
+
+grpc::Status AdminServiceImpl::GetLinkStatus(grpc::ServerContext* context,
+                                             const v1::GetLinkStatusRequest* request,
+                                             v1::GetLinkStatusResponse* response) {
+  absl::StatusOr<v1::Onic> onic = store_->GetOnic(request->onic());
+  if (!onic.ok()) return ToGrpcStatus(onic.status());
+  for (uint32_t port : {1u, 2u}) {
+    v1::Command command;
+    command.mutable_read_port()->set_onic_serial(onic->serial());
+    command.mutable_read_port()->set_port(port);
+    absl::StatusOr<v1::LinkState> link = LinkCommand(context, request->onic(), std::move(command));
+    if (!link.ok()) return ToGrpcStatus(link.status());
+    *response->add_ports() = std::move(*link);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminServiceImpl::Drain(grpc::ServerContext* context, const v1::DrainRequest* request,
+                                     v1::DrainResponse* response) {
+  return Durable(*store_, Assign(engine_->Drain(*request, CallerOf(*context)), response));
+}
+
+grpc::Status AdminServiceImpl::ReplaceMember(grpc::ServerContext* context,
+                                             const v1::ReplaceMemberRequest* request,
+                                             v1::ReplaceMemberResponse* response) {
+  return Durable(*store_, Assign(engine_->ReplaceMember(*request, CallerOf(*context)), response),
+                 request->dry_run());
+}
+
+grpc::Status AdminServiceImpl::Undrain(grpc::ServerContext* context,
+                                       const v1::UndrainRequest* request, v1::UndrainResponse*) {
+  return Durable(*store_, ToGrpcStatus(engine_->Undrain(*request, CallerOf(*context))));
+}
+
+grpc::Status AdminServiceImpl::Reconcile(grpc::ServerContext* context,
+                                         const v1::ReconcileRequest* request,
+                                         v1::ReconcileResponse* response) {
+  return Durable(*store_, Assign(engine_->Reconcile(*request, CallerOf(*context)), response),
+                 request->dry_run());
+}
+
+grpc::Status AdminServiceImpl::WatchEvents(grpc::ServerContext* context,
+                                           const v1::WatchEventsRequest* request,
+                                           grpc::ServerWriter<v1::Event>* writer) {
+  FollowEvents(
+      *store_, [&] { return Following(*engine_, *context); }, request->after_sequence(),
+      request->object_kind(), request->object_id(),
+      [&](const v1::Event& e) { return writer->Write(e); });
+  if (context->IsCancelled()) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE, "fleetd is stopping");
+}
+
+}  // namespace fleet::service

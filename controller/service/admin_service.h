@@ -1,0 +1,65 @@
+// fleet.v1.AdminService: health, the event log (listed and followed), drain, reconcile,
+// member replacement and link operations.
+#ifndef FLEET_CONTROLLER_SERVICE_ADMIN_SERVICE_H_
+#define FLEET_CONTROLLER_SERVICE_ADMIN_SERVICE_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "controller/agents/agent_registry.h"
+#include "controller/engine/engine.h"
+#include "controller/fabric/switch_registry.h"
+#include "controller/store/store.h"
+#include "fleet/v1/admin.grpc.pb.h"
+
+namespace fleet::service {
+
+class AdminServiceImpl final : public v1::AdminService::Service {
+ public:
+  // None is owned; all must outlive the service. `agents` may be null (no agent registry:
+  // the link RPCs are UNAVAILABLE).
+  AdminServiceImpl(store::Store* store, engine::Engine* engine, fabric::SwitchRegistry* switches,
+                   agents::AgentRegistry* agents, std::string version)
+      : store_(store),
+        engine_(engine),
+        switches_(switches),
+        agents_(agents),
+        version_(std::move(version)) {}
+
+  // The store, and each inventory switch probed live.
+  grpc::Status Health(grpc::ServerContext*, const v1::HealthRequest*, v1::HealthResponse*) override;
+  grpc::Status ListEvents(grpc::ServerContext*, const v1::ListEventsRequest*,
+                          v1::ListEventsResponse*) override;
+  // Asks the agent owning the O-NIC to retrain a port, expecting the peer of the desired
+  // circuit that ends on that port (any peer when none does).
+  grpc::Status RetrainLink(grpc::ServerContext*, const v1::RetrainLinkRequest*,
+                           v1::LinkState*) override;
+  grpc::Status GetLinkStatus(grpc::ServerContext*, const v1::GetLinkStatusRequest*,
+                             v1::GetLinkStatusResponse*) override;
+  grpc::Status Drain(grpc::ServerContext*, const v1::DrainRequest*, v1::DrainResponse*) override;
+  grpc::Status Undrain(grpc::ServerContext*, const v1::UndrainRequest*,
+                       v1::UndrainResponse*) override;
+  grpc::Status Reconcile(grpc::ServerContext*, const v1::ReconcileRequest*,
+                         v1::ReconcileResponse*) override;
+  grpc::Status ReplaceMember(grpc::ServerContext*, const v1::ReplaceMemberRequest*,
+                             v1::ReplaceMemberResponse*) override;
+  // Replays the stored events after `after_sequence`, then sends each new one as it commits.
+  grpc::Status WatchEvents(grpc::ServerContext*, const v1::WatchEventsRequest*,
+                           grpc::ServerWriter<v1::Event>*) override;
+
+ private:
+  // Sends one command about O-NIC `onic` (an inventory id) and returns the link state; a
+  // non-OK answer from the agent becomes that status with the agent's message.
+  absl::StatusOr<v1::LinkState> LinkCommand(grpc::ServerContext* context, const std::string& onic,
+                                            v1::Command command);
+
+  store::Store* store_;
+  engine::Engine* engine_;
+  fabric::SwitchRegistry* switches_;
+  agents::AgentRegistry* agents_;
+  std::string version_;
+};
+
+}  // namespace fleet::service
+
+#endif  // FLEET_CONTROLLER_SERVICE_ADMIN_SERVICE_H_

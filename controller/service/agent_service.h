@@ -1,0 +1,25 @@
+// fleet.v1.AgentService: the agents' stream, served by the agent registry.
+#ifndef FLEET_CONTROLLER_SERVICE_AGENT_SERVICE_H_
+#define FLEET_CONTROLLER_SERVICE_AGENT_SERVICE_H_
+
+#include "controller/agents/agent_registry.h"
+#include "fleet/v1/agent.grpc.pb.h"
+
+namespace fleet::service {
+
+class AgentServiceImpl final : public v1::AgentService::Service {
+ public:
+  // `agents` is not owned.
+  explicit AgentServiceImpl(agents::AgentRegistry* agents) : agents_(agents) {}
+  grpc::Status Connect(grpc::ServerContext* context,
+                       agents::AgentRegistry::Stream* stream) override {
+    return agents_->Serve(context, stream);
+  }
+
+ private:
+  agents::AgentRegistry* agents_;
+};
+
+}  // namespace fleet::service
+
+#endif  // FLEET_CONTROLLER_SERVICE_AGENT_SERVICE_H_

@@ -1,0 +1,111 @@
+#include "controller/service/inventory_service.h"
+
+#include <string>
+#include <vector>
+
+#include "controller/service/caller.h"
+#include "controller/service/rpc.h"
+
+namespace fleet::service {
+
+grpc::Status InventoryServiceImpl::ListSwitches(grpc::ServerContext*,
+                                                const v1::ListSwitchesRequest*,
+                                                v1::ListSwitchesResponse* response) {
+  return Fill(store_->ListSwitches(), response->mutable_switches());
+}
+
+grpc::Status InventoryServiceImpl::GetSwitch(grpc::ServerContext*,
+                                             const v1::GetSwitchRequest* request,
+                                             v1::Switch* response) {
+  if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
+  return Assign(store_->GetSwitch(request->id()), response);
+}
+
+grpc::Status InventoryServiceImpl::ListPorts(grpc::ServerContext*,
+                                             const v1::ListPortsRequest* request,
+                                             v1::ListPortsResponse* response) {
+  return Fill(store_->ListPorts(request->switch_id()), response->mutable_ports());
+}
+
+grpc::Status InventoryServiceImpl::ListHosts(grpc::ServerContext*, const v1::ListHostsRequest*,
+                                             v1::ListHostsResponse* response) {
+  return Fill(store_->ListHosts(), response->mutable_hosts());
+}
+
+grpc::Status InventoryServiceImpl::GetHost(grpc::ServerContext*, const v1::GetHostRequest* request,
+                                           v1::Host* response) {
+  if (grpc::Status s = RequireName(request->name(), "name"); !s.ok()) return s;
+  return Assign(store_->GetHost(request->name()), response);
+}
+
+grpc::Status InventoryServiceImpl::ListDevices(grpc::ServerContext*,
+                                               const v1::ListDevicesRequest* request,
+                                               v1::ListDevicesResponse* response) {
+  store::DeviceFilter filter{request->host(), request->kind()};
+  return Fill(store_->ListDevices(filter), response->mutable_devices());
+}
+
+grpc::Status InventoryServiceImpl::GetDevice(grpc::ServerContext*,
+                                             const v1::GetDeviceRequest* request,
+                                             v1::Device* response) {
+  if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
+  return Assign(store_->GetDevice(request->id()), response);
+}
+
+grpc::Status InventoryServiceImpl::ListOnics(grpc::ServerContext*,
+                                             const v1::ListOnicsRequest* request,
+                                             v1::ListOnicsResponse* response) {
+  store::OnicFilter filter{request->host(), request->switch_id()};
+  return Fill(store_->ListOnics(filter), response->mutable_onics());
+}
+
+grpc::Status InventoryServiceImpl::GetOnic(grpc::ServerContext*, const v1::GetOnicRequest* request,
+                                           v1::Onic* response) {
+  if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
+  return Assign(store_->GetOnic(request->id()), response);
+}
+
+grpc::Status InventoryServiceImpl::ListTrunks(grpc::ServerContext*, const v1::ListTrunksRequest*,
+                                              v1::ListTrunksResponse* response) {
+  return Fill(store_->ListTrunks(), response->mutable_trunks());
+}
+
+grpc::Status InventoryServiceImpl::ListCircuits(grpc::ServerContext*,
+                                                const v1::ListCircuitsRequest* request,
+                                                v1::ListCircuitsResponse* response) {
+  store::CircuitFilter filter{request->switch_id(), request->allocation_id()};
+  return Fill(store_->ListCircuits(filter), response->mutable_circuits());
+}
+
+grpc::Status InventoryServiceImpl::ApplyInventory(grpc::ServerContext* context,
+                                                  const v1::ApplyInventoryRequest* request,
+                                                  v1::ApplyInventoryResponse* response) {
+  return Durable(
+      *store_,
+      Assign(applier_->Apply(request->inventory(), request->dry_run(), PrincipalOf(*context)),
+             response),
+      request->dry_run());
+}
+
+grpc::Status InventoryServiceImpl::DeleteObject(grpc::ServerContext* context,
+                                                const v1::DeleteObjectRequest* request,
+                                                v1::DeleteObjectResponse* response) {
+  if (grpc::Status s = RequireName(request->kind(), "kind"); !s.ok()) return s;
+  if (grpc::Status s = RequireName(request->name(), "name"); !s.ok()) return s;
+  absl::StatusOr<std::vector<std::string>> deleted =
+      store_->DeleteObject(request->kind(), request->name(), PrincipalOf(*context));
+  if (!deleted.ok()) return ToGrpcStatus(deleted.status());
+  for (std::string& what : *deleted) response->add_deleted(std::move(what));
+  return Durable(*store_, grpc::Status::OK);
+}
+
+grpc::Status InventoryServiceImpl::ListAgents(grpc::ServerContext*, const v1::ListAgentsRequest*,
+                                              v1::ListAgentsResponse* response) {
+  if (agents_ == nullptr) {
+    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this fleetd has no agent registry");
+  }
+  for (v1::Agent& agent : agents_->ListAgents()) *response->add_agents() = std::move(agent);
+  return grpc::Status::OK;
+}
+
+}  // namespace fleet::service

@@ -1,0 +1,55 @@
+// fleet.v1.InventoryService: the site's switches, hosts, devices, O-NICs, trunks and circuits
+// read from the store; inventory applied and deleted with the caller's principal recorded;
+// the connected agents.
+#ifndef FLEET_CONTROLLER_SERVICE_INVENTORY_SERVICE_H_
+#define FLEET_CONTROLLER_SERVICE_INVENTORY_SERVICE_H_
+
+#include "controller/agents/agent_registry.h"
+#include "controller/inventory/inventory.h"
+#include "controller/store/store.h"
+#include "fleet/v1/inventory.grpc.pb.h"
+
+namespace fleet::service {
+
+class InventoryServiceImpl final : public v1::InventoryService::Service {
+ public:
+  // None is owned; all must outlive the service. `agents` may be null (no agent registry:
+  // ListAgents answers UNIMPLEMENTED).
+  InventoryServiceImpl(store::Store* store, inventory::InventoryApplier* applier,
+                       agents::AgentRegistry* agents = nullptr)
+      : store_(store), applier_(applier), agents_(agents) {}
+
+  grpc::Status ListSwitches(grpc::ServerContext*, const v1::ListSwitchesRequest*,
+                            v1::ListSwitchesResponse*) override;
+  grpc::Status GetSwitch(grpc::ServerContext*, const v1::GetSwitchRequest*, v1::Switch*) override;
+  grpc::Status ListPorts(grpc::ServerContext*, const v1::ListPortsRequest*,
+                         v1::ListPortsResponse*) override;
+  grpc::Status ListHosts(grpc::ServerContext*, const v1::ListHostsRequest*,
+                         v1::ListHostsResponse*) override;
+  grpc::Status GetHost(grpc::ServerContext*, const v1::GetHostRequest*, v1::Host*) override;
+  grpc::Status ListDevices(grpc::ServerContext*, const v1::ListDevicesRequest*,
+                           v1::ListDevicesResponse*) override;
+  grpc::Status GetDevice(grpc::ServerContext*, const v1::GetDeviceRequest*, v1::Device*) override;
+  grpc::Status ListOnics(grpc::ServerContext*, const v1::ListOnicsRequest*,
+                         v1::ListOnicsResponse*) override;
+  grpc::Status GetOnic(grpc::ServerContext*, const v1::GetOnicRequest*, v1::Onic*) override;
+  grpc::Status ListTrunks(grpc::ServerContext*, const v1::ListTrunksRequest*,
+                          v1::ListTrunksResponse*) override;
+  grpc::Status ListCircuits(grpc::ServerContext*, const v1::ListCircuitsRequest*,
+                            v1::ListCircuitsResponse*) override;
+  grpc::Status ApplyInventory(grpc::ServerContext*, const v1::ApplyInventoryRequest*,
+                              v1::ApplyInventoryResponse*) override;
+  grpc::Status DeleteObject(grpc::ServerContext*, const v1::DeleteObjectRequest*,
+                            v1::DeleteObjectResponse*) override;
+  grpc::Status ListAgents(grpc::ServerContext*, const v1::ListAgentsRequest*,
+                          v1::ListAgentsResponse*) override;
+
+ private:
+  store::Store* store_;
+  inventory::InventoryApplier* applier_;
+  agents::AgentRegistry* agents_;
+};
+
+}  // namespace fleet::service
+
+#endif  // FLEET_CONTROLLER_SERVICE_INVENTORY_SERVICE_H_

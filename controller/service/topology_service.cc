@@ -1,0 +1,85 @@
+#include "controller/service/topology_service.h"
+
+#include "common/proto_time.h"
+#include "controller/service/allocation_watch.h"
+#include "controller/service/caller.h"
+#include "controller/service/rpc.h"
+
+namespace fleet::service {
+
+grpc::Status TopologyServiceImpl::RequestTopology(grpc::ServerContext* context,
+                                                  const v1::RequestTopologyRequest* request,
+                                                  v1::RequestTopologyResponse* response) {
+  return Durable(*store_, Assign(engine_->RequestTopology(*request, CallerOf(*context)), response),
+                 request->dry_run());
+}
+
+grpc::Status TopologyServiceImpl::GetAllocation(grpc::ServerContext* context,
+                                                const v1::GetAllocationRequest* request,
+                                                v1::Allocation* response) {
+  if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
+  return Assign(engine_->GetAllocation(request->id(), CallerOf(*context)), response);
+}
+
+grpc::Status TopologyServiceImpl::ListAllocations(grpc::ServerContext* context,
+                                                  const v1::ListAllocationsRequest* request,
+                                                  v1::ListAllocationsResponse* response) {
+  return Fill(engine_->ListAllocations(*request, CallerOf(*context)),
+              response->mutable_allocations());
+}
+
+grpc::Status TopologyServiceImpl::WatchAllocation(
+    grpc::ServerContext* context, const v1::WatchAllocationRequest* request,
+    grpc::ServerWriter<v1::WatchAllocationResponse>* writer) {
+  if (absl::Status s = engine_->CheckWatch(request->id(), request->tenant(), CallerOf(*context));
+      !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  AllocationWatch watch(store_, request->id(), request->tenant());
+  absl::StatusOr<bool> over = watch.Run(
+      [&](const v1::Allocation& a) {
+        v1::WatchAllocationResponse message;
+        *message.mutable_allocation() = a;
+        return writer->Write(message);
+      },
+      [&] { return Following(*engine_, *context); });
+  if (!over.ok()) return ToGrpcStatus(over.status());
+  if (*over || context->IsCancelled()) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE, "fleetd is stopping");
+}
+
+grpc::Status TopologyServiceImpl::ReleaseTopology(grpc::ServerContext* context,
+                                                  const v1::ReleaseTopologyRequest* request,
+                                                  v1::ReleaseTopologyResponse* response) {
+  if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
+  return Durable(*store_, Assign(engine_->ReleaseTopology(request->id(), CallerOf(*context)),
+                                 response->mutable_allocation()));
+}
+
+grpc::Status TopologyServiceImpl::KeepAlive(grpc::ServerContext* context,
+                                            const v1::KeepAliveRequest* request,
+                                            v1::KeepAliveResponse* response) {
+  if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
+  absl::StatusOr<absl::Time> expires = engine_->KeepAlive(request->id(), CallerOf(*context));
+  if (!expires.ok()) return ToGrpcStatus(expires.status());
+  *response->mutable_lease_expires() = ToProtoTime(*expires);
+  return Durable(*store_, grpc::Status::OK);
+}
+
+grpc::Status TopologyServiceImpl::ActivatePhase(grpc::ServerContext* context,
+                                                const v1::ActivatePhaseRequest* request,
+                                                v1::ActivatePhaseResponse* response) {
+  if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
+  if (grpc::Status s = RequireName(request->phase(), "phase"); !s.ok()) return s;
+  return Durable(*store_, Assign(engine_->ActivatePhase(*request, CallerOf(*context)), response));
+}
+
+grpc::Status TopologyServiceImpl::DetachDevices(grpc::ServerContext* context,
+                                                const v1::DetachDevicesRequest* request,
+                                                v1::DetachDevicesResponse* response) {
+  if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
+  return Durable(*store_, Assign(engine_->DetachDevices(*request, CallerOf(*context)), response),
+                 request->dry_run());
+}
+
+}  // namespace fleet::service

@@ -1,0 +1,113 @@
+// The fleet.v1 services served in-process over a real loopback gRPC port: the fixture the
+// service tests share.
+#ifndef FLEET_TESTS_SERVICE_SERVICES_FIXTURE_H_
+#define FLEET_TESTS_SERVICE_SERVICES_FIXTURE_H_
+
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server.h>
+#include <grpcpp/server_builder.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/clock.h"
+#include "controller/engine/engine.h"
+#include "controller/fabric/switch_registry.h"
+#include "controller/inventory/inventory.h"
+#include "controller/service/admin_service.h"
+#include "controller/service/inventory_service.h"
+#include "controller/service/topology_service.h"
+#include "controller/store/store.h"
+#include "switch_adapters/fake_optical_switch.h"
+
+namespace fleet::service {
+
+// fleetd's services over an in-memory store, the real engine and fake switches (no agents).
+class ServicesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<store::Store>> opened =
+        store::OpenSqliteStore({":memory:", &clock_});
+    ASSERT_TRUE(opened.ok()) << opened.status();
+    store_ = std::move(*opened);
+    applier_ = std::make_unique<inventory::InventoryApplier>(store_.get());
+    inventory_ = std::make_unique<InventoryServiceImpl>(store_.get(), applier_.get());
+    // Switches are in-memory fakes; the test keeps a handle on the last one built.
+    switches_ = std::make_unique<fabric::SwitchRegistry>(
+        [this](const polatis::PolatisSwitchOptions& options) {
+          auto fake = std::make_unique<switches::FakeOpticalSwitch>(fake_size_, fake_size_);
+          last_fake_ = fake.get();
+          built_for_.push_back(options.name + "@" + options.host);
+          return fake;
+        },
+        std::map<std::string, polatis::Credentials>{{"ocs1", {"admin", "root"}}}, "creds.yaml");
+    engine::EngineOptions engine_options;
+    engine_options.reconcile_interval = absl::ZeroDuration();
+    engine_ = std::make_unique<engine::Engine>(engine_options, store_.get(), switches_.get(),
+                                               /*agents=*/nullptr, &clock_);
+    topology_ = std::make_unique<TopologyServiceImpl>(store_.get(), engine_.get());
+    admin_ = std::make_unique<AdminServiceImpl>(store_.get(), engine_.get(), switches_.get(),
+                                                /*agents=*/nullptr, "9.9.9");
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(inventory_.get());
+    builder.RegisterService(topology_.get());
+    builder.RegisterService(admin_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    ASSERT_NE(port, 0);
+    auto channel =
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
+    inventory_stub_ = v1::InventoryService::NewStub(channel);
+    topology_stub_ = v1::TopologyService::NewStub(channel);
+    admin_stub_ = v1::AdminService::NewStub(channel);
+  }
+  void TearDown() override {
+    engine_->Shutdown();
+    server_->Shutdown();
+  }
+
+  std::unique_ptr<grpc::ClientContext> Context(const std::string& principal = "operator:tester") {
+    auto context = std::make_unique<grpc::ClientContext>();
+    context->AddMetadata("x-fleet-principal", principal);
+    return context;
+  }
+
+  void ApplyGen1() {
+    absl::StatusOr<v1::Inventory> gen1 = inventory::ReadInventoryFile(
+        std::string(FLEET_SOURCE_DIR) + "/deploy/inventory/fleet-gen1.yaml");
+    ASSERT_TRUE(gen1.ok()) << gen1.status();
+    v1::ApplyInventoryRequest request;
+    *request.mutable_inventory() = *gen1;
+    v1::ApplyInventoryResponse response;
+    grpc::Status status = inventory_stub_->ApplyInventory(Context().get(), request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    ASSERT_EQ(response.created(), 1u + 4u + 18u + 36u);
+  }
+
+  FakeClock clock_;
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<inventory::InventoryApplier> applier_;
+  std::unique_ptr<InventoryServiceImpl> inventory_;
+  std::unique_ptr<TopologyServiceImpl> topology_;
+  uint32_t fake_size_ = 384;
+  switches::FakeOpticalSwitch* last_fake_ = nullptr;
+  std::vector<std::string> built_for_;
+  std::unique_ptr<fabric::SwitchRegistry> switches_;
+  std::unique_ptr<AdminServiceImpl> admin_;
+  std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::InventoryService::Stub> inventory_stub_;
+  std::unique_ptr<v1::TopologyService::Stub> topology_stub_;
+  std::unique_ptr<v1::AdminService::Stub> admin_stub_;
+};
+
+}  // namespace fleet::service
+
+#endif  // FLEET_TESTS_SERVICE_SERVICES_FIXTURE_H_
