@@ -1,6 +1,8 @@
 #include "controller/fabric/switch_registry.h"
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 
 namespace fleet::fabric {
@@ -59,15 +61,24 @@ class MeasuredSwitch : public switches::OpticalSwitch {
   metrics::ControllerMetrics& metrics_;
 };
 
+// "tl1" for SWITCH_PROTOCOL_TL1: the protocol as the metrics and messages name it.
+std::string ProtocolName(v1::SwitchProtocol protocol) {
+  return absl::AsciiStrToLower(
+      absl::StripPrefix(v1::SwitchProtocol_Name(protocol), "SWITCH_PROTOCOL_"));
+}
+
 }  // namespace
 
-SwitchRegistry::SwitchRegistry(Factory factory,
-                               std::map<std::string, polatis::Credentials> credentials,
+SwitchRegistry::SwitchRegistry(std::map<std::string, SwitchCredentials> credentials,
                                std::string credentials_source, metrics::ControllerMetrics* metrics)
-    : factory_(std::move(factory)),
-      metrics_(metrics != nullptr ? *metrics : metrics::ControllerMetrics::Discarded()),
+    : metrics_(metrics != nullptr ? *metrics : metrics::ControllerMetrics::Discarded()),
       credentials_(std::move(credentials)),
       credentials_source_(std::move(credentials_source)) {}
+
+void SwitchRegistry::RegisterDriver(v1::SwitchProtocol protocol, DriverFactory factory) {
+  absl::MutexLock lock(&mu_);
+  factories_[protocol] = std::move(factory);
+}
 
 absl::StatusOr<switches::OpticalSwitch*> SwitchRegistry::Driver(const v1::Switch& sw) {
   auto creds = credentials_.find(sw.id());
@@ -81,16 +92,16 @@ absl::StatusOr<switches::OpticalSwitch*> SwitchRegistry::Driver(const v1::Switch
   absl::MutexLock lock(&mu_);
   Entry& entry = entries_[sw.id()];
   if (entry.driver == nullptr || entry.key != key) {
-    polatis::PolatisSwitchOptions options;
-    options.name = sw.id();
-    options.protocol = sw.protocol() == v1::SWITCH_PROTOCOL_REST ? polatis::Protocol::kRest
-                                                                 : polatis::Protocol::kTl1;
-    options.host = sw.address();
-    options.port = static_cast<uint16_t>(sw.management_port());
-    options.credentials = creds->second;
-    owned_.push_back(std::make_unique<MeasuredSwitch>(
-        factory_(options), sw.id(), options.protocol == polatis::Protocol::kRest ? "rest" : "tl1",
-        metrics_));
+    auto factory = factories_.find(sw.protocol());
+    if (factory == factories_.end()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "switch ", sw.id(), ": no driver for protocol ", ProtocolName(sw.protocol())));
+    }
+    absl::StatusOr<std::unique_ptr<switches::OpticalSwitch>> driver =
+        factory->second(sw, creds->second);
+    if (!driver.ok()) return driver.status();
+    owned_.push_back(std::make_unique<MeasuredSwitch>(*std::move(driver), sw.id(),
+                                                      ProtocolName(sw.protocol()), metrics_));
     entry = Entry{key, owned_.back().get()};
   }
   return entry.driver;

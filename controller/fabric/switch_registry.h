@@ -1,6 +1,8 @@
 // The drivers of the site's switches: one OpticalSwitch per inventory switch, built on first
-// use from the switch's inventory record and its credentials, rebuilt when the record's
-// address, port or protocol changes. The engine and reconciler reach switches through it.
+// use by the driver factory registered for the switch's protocol, from its inventory record
+// and its credentials; rebuilt when the record's address, port or protocol changes. The
+// engine and reconciler reach switches through it. It names no vendor: fleetd registers the
+// drivers it speaks.
 #ifndef FLEET_CONTROLLER_FABRIC_SWITCH_REGISTRY_H_
 #define FLEET_CONTROLLER_FABRIC_SWITCH_REGISTRY_H_
 
@@ -9,27 +11,38 @@
 #include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "controller/metrics/controller_metrics.h"
 #include "fleet/v1/inventory.pb.h"
 #include "switch_adapters/optical_switch.h"
-#include "switch_adapters/polatis/polatis_switch.h"
 
 namespace fleet::fabric {
 
+// The login a driver uses for one switch.
+struct SwitchCredentials {
+  std::string user;
+  std::string password;
+};
+
 class SwitchRegistry {
  public:
-  // Builds a driver for a switch; the real one is polatis::NewPolatisSwitch.
-  using Factory =
-      std::function<std::unique_ptr<switches::OpticalSwitch>(const polatis::PolatisSwitchOptions&)>;
+  // Builds a driver for inventory switch `sw`, logging in with `credentials`.
+  using DriverFactory = std::function<absl::StatusOr<std::unique_ptr<switches::OpticalSwitch>>(
+      const v1::Switch& sw, const SwitchCredentials& credentials)>;
 
   // `credentials` by switch id; `credentials_source` names where they came from, for errors.
   // Every command of every driver is counted and timed in `metrics` (null: nowhere).
-  SwitchRegistry(Factory factory, std::map<std::string, polatis::Credentials> credentials,
+  SwitchRegistry(std::map<std::string, SwitchCredentials> credentials,
                  std::string credentials_source, metrics::ControllerMetrics* metrics = nullptr);
 
-  // The driver for `sw`. FAILED_PRECONDITION when the switch has no credentials. The pointer
+  // Builds the drivers of switches speaking `protocol` from now on (replacing an earlier
+  // factory for it). Their commands are labelled with the protocol's name in the metrics.
+  void RegisterDriver(v1::SwitchProtocol protocol, DriverFactory factory);
+
+  // The driver for `sw`. FAILED_PRECONDITION when the switch has no credentials or no driver
+  // is registered for its protocol; a factory's error as it is. The pointer
   // stays valid until the registry is destroyed (a rebuilt driver replaces the map entry but
   // the old one is kept alive, since a caller may still hold it).
   absl::StatusOr<switches::OpticalSwitch*> Driver(const v1::Switch& sw);
@@ -37,7 +50,7 @@ class SwitchRegistry {
   // Identity and cross-connect count of `sw`, read live, compared with its inventory size.
   struct Probe {
     absl::Status status;      // Unreachable, refused login, or the size disagrees.
-    std::string description;  // e.g. "POLATIS N-VST-384x384 SN EMU-1, 12 cross-connects".
+    std::string description;  // "VENDOR MODEL SN SERIAL, 12 cross-connects".
   };
   Probe ProbeSwitch(const v1::Switch& sw);
 
@@ -46,11 +59,11 @@ class SwitchRegistry {
     std::string key;  // protocol|address|port: what forces a rebuild.
     switches::OpticalSwitch* driver = nullptr;
   };
-  Factory factory_;
   metrics::ControllerMetrics& metrics_;
-  const std::map<std::string, polatis::Credentials> credentials_;
+  const std::map<std::string, SwitchCredentials> credentials_;
   const std::string credentials_source_;
   absl::Mutex mu_;
+  std::map<v1::SwitchProtocol, DriverFactory> factories_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<switches::OpticalSwitch>> owned_ ABSL_GUARDED_BY(mu_);
 };

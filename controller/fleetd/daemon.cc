@@ -7,7 +7,6 @@
 #include <prometheus/gauge.h>
 
 #include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include "controller/metrics/rpc_interceptor.h"
 
@@ -15,24 +14,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
-#include "common/version.h"
 #include "common/status_macros.h"
+#include "common/version.h"
+#include "controller/fleetd/switch_drivers.h"
 
 namespace fleet::fleetd {
 namespace {
-
-// Reads the switch credentials file, warning when others may read it.
-absl::StatusOr<std::map<std::string, polatis::Credentials>> ReadCredentials(
-    const std::string& path) {
-  if (path.empty()) return std::map<std::string, polatis::Credentials>();
-  ASSIGN_OR_RETURN(auto credentials, polatis::ReadCredentialsFile(path));
-  struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO))) {
-    FLEET_LOG(WARNING) << "switch credentials file " << path
-                       << " is readable by group or others; chmod 600 it";
-  }
-  return credentials;
-}
 
 absl::StatusOr<engine::EngineOptions> EngineOptionsOf(const FleetdConfig& config) {
   engine::EngineOptions options;
@@ -67,7 +54,7 @@ const char* FleetVersion() { return kVersion; }
 absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config,
                                                       const Clock* clock) {
   RETURN_IF_ERROR(ValidateFleetdConfig(config));
-  ASSIGN_OR_RETURN(auto credentials, ReadCredentials(config.switch_credentials));
+  ASSIGN_OR_RETURN(auto credentials, ReadSwitchCredentials(config.switch_credentials));
   std::error_code error;
   std::filesystem::create_directories(config.state_dir, error);
   if (error) {
@@ -97,10 +84,8 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
 
   d->applier_ = std::make_unique<inventory::InventoryApplier>(d->store_.get());
   d->switches_ = std::make_unique<fabric::SwitchRegistry>(
-      [](const polatis::PolatisSwitchOptions& options) {
-        return polatis::NewPolatisSwitch(options);
-      },
       std::move(credentials), config.switch_credentials, d->metrics_.get());
+  RegisterSwitchDrivers(*d->switches_);
 
   if (!config.inventory.empty()) {
     ASSIGN_OR_RETURN(v1::Inventory inventory, inventory::ReadInventoryFile(config.inventory));

@@ -5,7 +5,7 @@
 //   site: fleet-gen1
 //   switches:
 //     - id: ocs1
-//       model: polatis-7000-384x384
+//       model: ocs-7000-384x384         # informational
 //       size: 384x384                 # ingress 1..384, egress 385..768
 //       address: 192.0.2.10
 //       protocol: tl1                 # tl1 | rest
@@ -44,8 +44,8 @@
 namespace fleet::inventory {
 
 // A switch has at most this many ingress and as many egress ports. Every port is a row in the
-// store and an entry in every snapshot, so a size is bounded before anything is planned; the
-// largest Polatis is 384x384, and polatis-emu takes sides up to the same bound.
+// store and an entry in every snapshot, so a size is bounded before anything is planned (the
+// largest switches today are 384x384); the switch emulator takes sides up to the same bound.
 inline constexpr uint32_t kMaxSwitchSide = 4096;
 
 // Parses an inventory file's text. Syntax errors, unknown keys, wrong types and malformed

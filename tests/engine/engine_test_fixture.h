@@ -82,12 +82,14 @@ class EngineTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(OpenGen1Store(&clock_, &store_, &site_));
     registry_ = std::make_unique<fabric::SwitchRegistry>(
-        [this](const polatis::PolatisSwitchOptions&) {
-          auto sw = std::make_unique<switches::FakeOpticalSwitch>(384, 384);
-          sw_ = sw.get();
-          return sw;
-        },
-        std::map<std::string, polatis::Credentials>{{"ocs1", {"admin", "root"}}}, "test");
+        std::map<std::string, fabric::SwitchCredentials>{{"ocs1", {"admin", "root"}}}, "test");
+    registry_->RegisterDriver(v1::SWITCH_PROTOCOL_TL1,
+                              [this](const v1::Switch&, const fabric::SwitchCredentials&)
+                                  -> absl::StatusOr<std::unique_ptr<switches::OpticalSwitch>> {
+                                auto sw = std::make_unique<switches::FakeOpticalSwitch>(384, 384);
+                                sw_ = sw.get();
+                                return sw;
+                              });
     // The driver is built on first use; build it now so the agents can look at it.
     v1::Switch ocs1 = store_->GetSwitch("ocs1").value();
     ASSERT_TRUE(registry_->Driver(ocs1).ok());

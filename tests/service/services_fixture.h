@@ -39,13 +39,17 @@ class ServicesTest : public ::testing::Test {
     inventory_ = std::make_unique<InventoryServiceImpl>(store_.get(), applier_.get());
     // Switches are in-memory fakes; the test keeps a handle on the last one built.
     switches_ = std::make_unique<fabric::SwitchRegistry>(
-        [this](const polatis::PolatisSwitchOptions& options) {
-          auto fake = std::make_unique<switches::FakeOpticalSwitch>(fake_size_, fake_size_);
-          last_fake_ = fake.get();
-          built_for_.push_back(options.name + "@" + options.host);
-          return fake;
-        },
-        std::map<std::string, polatis::Credentials>{{"ocs1", {"admin", "root"}}}, "creds.yaml");
+        std::map<std::string, fabric::SwitchCredentials>{{"ocs1", {"admin", "root"}}},
+        "creds.yaml");
+    switches_->RegisterDriver(v1::SWITCH_PROTOCOL_TL1,
+                              [this](const v1::Switch& sw, const fabric::SwitchCredentials&)
+                                  -> absl::StatusOr<std::unique_ptr<switches::OpticalSwitch>> {
+                                auto fake = std::make_unique<switches::FakeOpticalSwitch>(
+                                    fake_size_, fake_size_);
+                                last_fake_ = fake.get();
+                                built_for_.push_back(sw.id() + "@" + sw.address());
+                                return fake;
+                              });
     engine::EngineOptions engine_options;
     engine_options.reconcile_interval = absl::ZeroDuration();
     engine_ = std::make_unique<engine::Engine>(engine_options, store_.get(), switches_.get(),

@@ -1,0 +1,50 @@
+#include "controller/fleetd/switch_drivers.h"
+
+#include <sys/stat.h>
+
+#include <memory>
+
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "switch_adapters/polatis/polatis_switch.h"
+
+namespace fleet::fleetd {
+namespace {
+
+fabric::SwitchRegistry::DriverFactory PolatisDriver(polatis::Protocol protocol) {
+  return [protocol](const v1::Switch& sw, const fabric::SwitchCredentials& credentials)
+             -> absl::StatusOr<std::unique_ptr<switches::OpticalSwitch>> {
+    polatis::PolatisSwitchOptions options;
+    options.name = sw.id();
+    options.protocol = protocol;
+    options.host = sw.address();
+    options.port = static_cast<uint16_t>(sw.management_port());
+    options.credentials = {credentials.user, credentials.password};
+    return polatis::NewPolatisSwitch(options);
+  };
+}
+
+}  // namespace
+
+void RegisterSwitchDrivers(fabric::SwitchRegistry& registry) {
+  registry.RegisterDriver(v1::SWITCH_PROTOCOL_TL1, PolatisDriver(polatis::Protocol::kTl1));
+  registry.RegisterDriver(v1::SWITCH_PROTOCOL_REST, PolatisDriver(polatis::Protocol::kRest));
+}
+
+absl::StatusOr<std::map<std::string, fabric::SwitchCredentials>> ReadSwitchCredentials(
+    const std::string& path) {
+  std::map<std::string, fabric::SwitchCredentials> credentials;
+  if (path.empty()) return credentials;
+  ASSIGN_OR_RETURN(auto read, polatis::ReadCredentialsFile(path));
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO))) {
+    FLEET_LOG(WARNING) << "switch credentials file " << path
+                       << " is readable by group or others; chmod 600 it";
+  }
+  for (auto& [id, login] : read) {
+    credentials[id] = {std::move(login.user), std::move(login.password)};
+  }
+  return credentials;
+}
+
+}  // namespace fleet::fleetd
