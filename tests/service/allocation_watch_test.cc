@@ -23,12 +23,7 @@ using Seen = std::pair<std::string, v1::AllocationState>;
 
 class AllocationWatchTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<store::Store>> opened =
-        store::OpenSqliteStore({":memory:", &clock_});
-    ASSERT_TRUE(opened.ok()) << opened.status();
-    store_ = std::move(*opened);
-  }
+  void SetUp() override { store_ = store::OpenSqliteStore({":memory:", &clock_}).value(); }
   void TearDown() override {
     following_ = false;
     if (runner_.joinable()) runner_.join();
