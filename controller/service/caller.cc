@@ -16,8 +16,8 @@ std::string PrincipalOf(const grpc::ServerContext& context) {
 
 engine::Caller CallerOf(const grpc::ServerContext& context) {
   engine::Caller caller = engine::Caller::FromPrincipal(PrincipalOf(context));
-  // gRPC gives an infinite deadline as the largest time_point, which absl::FromChrono maps
-  // to the infinite future.
+  // gRPC gives no deadline as the largest time_point, which absl::FromChrono maps to a time
+  // centuries away.
   caller.deadline = absl::FromChrono(context.deadline());
   return caller;
 }
