@@ -2,6 +2,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "testing/fake_agent.h"
 #include "tests/service/services_fixture.h"
 
 namespace fleet::service {
@@ -124,6 +125,60 @@ TEST_F(ServicesTest, HealthReportsTheStoreAndVersion) {
   EXPECT_EQ(health.overall(), v1::ComponentHealth::STATE_OK);
   ASSERT_THAT(health.components(), SizeIs(1));
   EXPECT_EQ(health.components(0).name(), "store");
+}
+
+class ServicesWithAgentsTest : public ServicesTest {
+ protected:
+  ServicesWithAgentsTest() { with_agents_ = true; }
+};
+
+// RetrainLink asks the O-NIC's agent to retrain the port, expecting the source of the desired
+// circuit arriving on it (CreateLinkAllocation's), or any peer when none does; GetLinkStatus reads
+// both ports.
+TEST_F(ServicesWithAgentsTest, LinkCommandsGoToTheOnicsAgentExpectingTheCircuitsPeer) {
+  ApplyGen1();
+  const std::string gpu1 = store_->GetOnic("gpu1-n0")->serial();
+  const std::string gpu2 = store_->GetOnic("gpu2-n0")->serial();
+  CreateLinkAllocation();
+  absl::StatusOr<std::unique_ptr<fleet::testing::FakeAgent>> agent =
+      fleet::testing::FakeAgent::Connect(address_, "gpu-chassis", {gpu2});
+  ASSERT_TRUE(agent.ok()) << agent.status();
+
+  v1::RetrainLinkRequest retrain;
+  retrain.set_onic("gpu2-n0");
+  retrain.set_port(1);
+  v1::LinkState link;
+  grpc::Status status = admin_stub_->RetrainLink(Context().get(), retrain, &link);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(link.status(), v1::LINK_STATUS_UP);
+  EXPECT_EQ(link.peer_seen(), gpu1 + "/1");
+  retrain.set_port(2);  // No circuit arrives there.
+  ASSERT_TRUE(admin_stub_->RetrainLink(Context().get(), retrain, &link).ok());
+  retrain.set_port(3);
+  EXPECT_EQ(admin_stub_->RetrainLink(Context().get(), retrain, &link).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+
+  v1::GetLinkStatusRequest read;
+  read.set_onic("gpu2-n0");
+  v1::GetLinkStatusResponse ports;
+  ASSERT_TRUE(admin_stub_->GetLinkStatus(Context().get(), read, &ports).ok());
+  ASSERT_THAT(ports.ports(), SizeIs(2));
+  EXPECT_EQ(ports.ports(1).port(), 2u);
+
+  const std::vector<v1::Command> sent = (*agent)->commands();
+  ASSERT_THAT(sent, SizeIs(4));
+  EXPECT_EQ(sent[0].retrain().onic_serial(), gpu2);
+  EXPECT_EQ(sent[0].retrain().port(), 1u);
+  EXPECT_EQ(sent[0].retrain().expected_peer().onic_serial(), gpu1);
+  EXPECT_EQ(sent[0].retrain().expected_peer().port(), 1u);
+  EXPECT_EQ(sent[1].retrain().port(), 2u);
+  EXPECT_FALSE(sent[1].retrain().has_expected_peer());
+  EXPECT_EQ(sent[2].read_port().port(), 1u);
+  EXPECT_EQ(sent[3].read_port().port(), 2u);
+
+  v1::ListAgentsResponse agents;
+  ASSERT_TRUE(inventory_stub_->ListAgents(Context().get(), {}, &agents).ok());
+  EXPECT_THAT(agents.agents(), SizeIs(1));
 }
 
 }  // namespace

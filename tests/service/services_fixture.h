@@ -20,6 +20,7 @@
 #include "controller/fabric/switch_registry.h"
 #include "controller/inventory/inventory.h"
 #include "controller/service/admin_service.h"
+#include "controller/service/agent_service.h"
 #include "controller/service/inventory_service.h"
 #include "controller/service/topology_service.h"
 #include "controller/store/store.h"
@@ -27,7 +28,8 @@
 
 namespace fleet::service {
 
-// fleetd's services over an in-memory store, the real engine and fake switches (no agents).
+// fleetd's services over an in-memory store, the real engine and fake switches; without
+// agents unless a derived fixture sets with_agents_.
 class ServicesTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -36,7 +38,6 @@ class ServicesTest : public ::testing::Test {
     ASSERT_TRUE(opened.ok()) << opened.status();
     store_ = std::move(*opened);
     applier_ = std::make_unique<inventory::InventoryApplier>(store_.get());
-    inventory_ = std::make_unique<InventoryServiceImpl>(store_.get(), applier_.get());
     // Switches are in-memory fakes; the test keeps a handle on the last one built.
     switches_ = std::make_unique<fabric::SwitchRegistry>(
         std::map<std::string, fabric::SwitchCredentials>{{"ocs1", {"admin", "root"}}},
@@ -54,26 +55,36 @@ class ServicesTest : public ::testing::Test {
     engine_options.reconcile_interval = absl::ZeroDuration();
     engine_ = std::make_unique<engine::Engine>(engine_options, store_.get(), switches_.get(),
                                                /*agents=*/nullptr, &clock_);
+    if (with_agents_) {
+      agents::AgentRegistryOptions agent_options;
+      agent_options.heartbeat_interval = absl::Hours(1);
+      agents_ = std::make_unique<agents::AgentRegistry>(agent_options, store_.get(), &clock_);
+      agent_service_ = std::make_unique<AgentServiceImpl>(agents_.get());
+    }
+    inventory_ =
+        std::make_unique<InventoryServiceImpl>(store_.get(), applier_.get(), agents_.get());
     topology_ = std::make_unique<TopologyServiceImpl>(store_.get(), engine_.get());
     admin_ = std::make_unique<AdminServiceImpl>(store_.get(), engine_.get(), switches_.get(),
-                                                /*agents=*/nullptr, "9.9.9");
+                                                agents_.get(), "9.9.9");
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
     builder.RegisterService(inventory_.get());
     builder.RegisterService(topology_.get());
     builder.RegisterService(admin_.get());
+    if (agent_service_ != nullptr) builder.RegisterService(agent_service_.get());
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
     ASSERT_NE(port, 0);
-    auto channel =
-        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
+    address_ = absl::StrCat("127.0.0.1:", port);
+    auto channel = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
     inventory_stub_ = v1::InventoryService::NewStub(channel);
     topology_stub_ = v1::TopologyService::NewStub(channel);
     admin_stub_ = v1::AdminService::NewStub(channel);
   }
   void TearDown() override {
     engine_->Shutdown();
+    if (agents_ != nullptr) agents_->Shutdown();
     server_->Shutdown();
   }
 
@@ -81,6 +92,29 @@ class ServicesTest : public ::testing::Test {
     auto context = std::make_unique<grpc::ClientContext>();
     context->AddMetadata("x-fleet-principal", principal);
     return context;
+  }
+
+  // Stores allocation alloc-1 of tenant-a, READY: one ACTIVE circuit c1 from gpu1-n0 port 1
+  // to gpu2-n0 port 1 through ocs1 49 → 435.
+  void CreateLinkAllocation() {
+    v1::Allocation allocation;
+    allocation.set_id("alloc-1");
+    allocation.set_tenant("tenant-a");
+    allocation.set_state(v1::ALLOCATION_STATE_READY);
+    allocation.add_members("gpu1");
+    allocation.add_members("gpu2");
+    v1::Circuit* circuit = allocation.add_circuits();
+    circuit->set_id("c1");
+    circuit->mutable_source()->set_onic("gpu1-n0");
+    circuit->mutable_source()->set_port(1);
+    circuit->mutable_destination()->set_onic("gpu2-n0");
+    circuit->mutable_destination()->set_port(1);
+    circuit->set_state(v1::CIRCUIT_STATE_ACTIVE);
+    v1::CrossConnect* x = circuit->add_cross_connects();
+    x->set_switch_id("ocs1");
+    x->set_ingress(49);
+    x->set_egress(435);
+    ASSERT_TRUE(store_->CreateAllocation(allocation, "operator:tester").ok());
   }
 
   void ApplyGen1() {
@@ -95,8 +129,13 @@ class ServicesTest : public ::testing::Test {
     ASSERT_EQ(response.created(), 1u + 4u + 18u + 36u);
   }
 
+  // Set by a fixture whose fleetd has an agent registry (and serves AgentService); the
+  // engine has none either way.
+  bool with_agents_ = false;
   FakeClock clock_;
   std::unique_ptr<store::Store> store_;
+  std::unique_ptr<agents::AgentRegistry> agents_;
+  std::unique_ptr<AgentServiceImpl> agent_service_;
   std::unique_ptr<inventory::InventoryApplier> applier_;
   std::unique_ptr<InventoryServiceImpl> inventory_;
   std::unique_ptr<TopologyServiceImpl> topology_;
@@ -106,6 +145,7 @@ class ServicesTest : public ::testing::Test {
   std::unique_ptr<fabric::SwitchRegistry> switches_;
   std::unique_ptr<AdminServiceImpl> admin_;
   std::unique_ptr<engine::Engine> engine_;
+  std::string address_;  // The server's host:port.
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<v1::InventoryService::Stub> inventory_stub_;
   std::unique_ptr<v1::TopologyService::Stub> topology_stub_;

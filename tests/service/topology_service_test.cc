@@ -14,24 +14,7 @@ using ::testing::SizeIs;
 
 TEST_F(ServicesTest, AllocationsAndCircuitsAreReadFromTheStore) {
   ApplyGen1();
-  v1::Allocation allocation;
-  allocation.set_id("alloc-1");
-  allocation.set_tenant("tenant-a");
-  allocation.set_state(v1::ALLOCATION_STATE_READY);
-  allocation.add_members("gpu1");
-  allocation.add_members("gpu2");
-  v1::Circuit* circuit = allocation.add_circuits();
-  circuit->set_id("c1");
-  circuit->mutable_source()->set_onic("gpu1-n0");
-  circuit->mutable_source()->set_port(1);
-  circuit->mutable_destination()->set_onic("gpu2-n0");
-  circuit->mutable_destination()->set_port(1);
-  circuit->set_state(v1::CIRCUIT_STATE_ACTIVE);
-  v1::CrossConnect* x = circuit->add_cross_connects();
-  x->set_switch_id("ocs1");
-  x->set_ingress(49);
-  x->set_egress(435);
-  ASSERT_TRUE(store_->CreateAllocation(allocation, "operator:tester").ok());
+  CreateLinkAllocation();
 
   v1::GetAllocationRequest get;
   get.set_id("alloc-1");
