@@ -42,9 +42,9 @@ class SwitchRegistry {
   void RegisterDriver(v1::SwitchProtocol protocol, DriverFactory factory);
 
   // The driver for `sw`. FAILED_PRECONDITION when the switch has no credentials or no driver
-  // is registered for its protocol; a factory's error as it is. The pointer
-  // stays valid until the registry is destroyed (a rebuilt driver replaces the map entry but
-  // the old one is kept alive, since a caller may still hold it).
+  // is registered for its protocol; a factory's error as it is. The pointer stays valid until
+  // the registry is destroyed (a rebuilt driver replaces the map entry but the old one is
+  // kept alive, since a caller may still hold it).
   absl::StatusOr<switches::OpticalSwitch*> Driver(const v1::Switch& sw);
 
   // Identity and cross-connect count of `sw`, read live, compared with its inventory size.

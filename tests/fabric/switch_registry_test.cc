@@ -1,0 +1,94 @@
+// SwitchRegistry: drivers built by the factory registered for each switch's protocol.
+#include "controller/fabric/switch_registry.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "switch_adapters/fake_optical_switch.h"
+
+namespace fleet::fabric {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+v1::Switch Switch(const std::string& id, v1::SwitchProtocol protocol, const std::string& address) {
+  v1::Switch sw;
+  sw.set_id(id);
+  sw.set_protocol(protocol);
+  sw.set_address(address);
+  sw.set_ingress_ports(8);
+  sw.set_egress_ports(8);
+  return sw;
+}
+
+class SwitchRegistryTest : public ::testing::Test {
+ protected:
+  SwitchRegistryTest()
+      : registry_({{"ocs1", {"admin", "root"}}, {"ocs2", {"admin", "root"}}}, "creds.yaml") {
+    registry_.RegisterDriver(v1::SWITCH_PROTOCOL_TL1, Factory("tl1"));
+  }
+
+  // A factory building fake switches, recording "NAME:SWITCH@ADDRESS as USER" for each.
+  SwitchRegistry::DriverFactory Factory(const std::string& name) {
+    return [this, name](const v1::Switch& sw, const SwitchCredentials& login)
+               -> absl::StatusOr<std::unique_ptr<switches::OpticalSwitch>> {
+      built_.push_back(name + ":" + sw.id() + "@" + sw.address() + " as " + login.user);
+      return std::make_unique<switches::FakeOpticalSwitch>(8, 8);
+    };
+  }
+
+  std::vector<std::string> built_;
+  SwitchRegistry registry_;
+};
+
+TEST_F(SwitchRegistryTest, EachSwitchGetsTheDriverOfItsProtocolBuiltOnceUntilItsAddressChanges) {
+  registry_.RegisterDriver(v1::SWITCH_PROTOCOL_REST, Factory("rest"));
+  const v1::Switch ocs1 = Switch("ocs1", v1::SWITCH_PROTOCOL_TL1, "192.0.2.10");
+  absl::StatusOr<switches::OpticalSwitch*> first = registry_.Driver(ocs1);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(*registry_.Driver(ocs1), *first);
+  ASSERT_TRUE(registry_.Driver(Switch("ocs2", v1::SWITCH_PROTOCOL_REST, "192.0.2.11")).ok());
+  ASSERT_TRUE(registry_.Driver(Switch("ocs1", v1::SWITCH_PROTOCOL_TL1, "192.0.2.12")).ok());
+  EXPECT_THAT(built_, ElementsAre("tl1:ocs1@192.0.2.10 as admin", "rest:ocs2@192.0.2.11 as admin",
+                                  "tl1:ocs1@192.0.2.12 as admin"));
+}
+
+TEST_F(SwitchRegistryTest, NoCredentialsNoDriverAndAFailedFactoryAreErrors) {
+  absl::StatusOr<switches::OpticalSwitch*> unknown =
+      registry_.Driver(Switch("ocs9", v1::SWITCH_PROTOCOL_TL1, "192.0.2.19"));
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(unknown.status().message(),
+              HasSubstr("no credentials for switch ocs9 in creds.yaml"));
+
+  absl::StatusOr<switches::OpticalSwitch*> rest =
+      registry_.Driver(Switch("ocs2", v1::SWITCH_PROTOCOL_REST, "192.0.2.11"));
+  EXPECT_EQ(rest.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(rest.status().message(), HasSubstr("switch ocs2: no driver for protocol rest"));
+
+  registry_.RegisterDriver(
+      v1::SWITCH_PROTOCOL_REST,
+      [](const v1::Switch&,
+         const SwitchCredentials&) -> absl::StatusOr<std::unique_ptr<switches::OpticalSwitch>> {
+        return absl::InvalidArgumentError("bad address");
+      });
+  rest = registry_.Driver(Switch("ocs2", v1::SWITCH_PROTOCOL_REST, "192.0.2.11"));
+  EXPECT_EQ(rest.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(built_.empty());
+}
+
+TEST_F(SwitchRegistryTest, AProbeComparesTheSwitchWithItsInventorySize) {
+  v1::Switch ocs1 = Switch("ocs1", v1::SWITCH_PROTOCOL_TL1, "192.0.2.10");
+  SwitchRegistry::Probe probe = registry_.ProbeSwitch(ocs1);
+  EXPECT_TRUE(probe.status.ok()) << probe.status;
+  EXPECT_THAT(probe.description, HasSubstr("0 cross-connects"));
+  ocs1.set_ingress_ports(16);
+  probe = registry_.ProbeSwitch(ocs1);
+  EXPECT_EQ(probe.status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(probe.status.message(), HasSubstr("reports 8x8 ports but inventory says 16x8"));
+}
+
+}  // namespace
+}  // namespace fleet::fabric
