@@ -152,7 +152,7 @@ grpc::Status AdminServiceImpl::WatchEvents(grpc::ServerContext* context,
                                            const v1::WatchEventsRequest* request,
                                            grpc::ServerWriter<v1::Event>* writer) {
   FollowEvents(
-      *store_, [&] { return Following(*engine_, *context); }, request->after_sequence(),
+      *store_, *store_, [&] { return Following(*engine_, *context); }, request->after_sequence(),
       request->object_kind(), request->object_id(),
       [&](const v1::Event& e) { return writer->Write(e); });
   if (context->IsCancelled()) return grpc::Status::OK;

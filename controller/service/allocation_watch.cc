@@ -24,16 +24,17 @@ bool Ended(const v1::Allocation& a) {
 
 }  // namespace
 
-AllocationWatch::AllocationWatch(store::Store* store, std::string id, std::string tenant)
-    : store_(store), id_(std::move(id)), tenant_(std::move(tenant)) {}
+AllocationWatch::AllocationWatch(store::CommitFeed* feed, store::EventLog* log, std::string id,
+                                 std::string tenant)
+    : feed_(feed), log_(log), id_(std::move(id)), tenant_(std::move(tenant)) {}
 
 absl::StatusOr<bool> AllocationWatch::Run(const Write& write, const Following& following) {
   write_ = &write;
-  after_ = store_->LastEventSequence();
+  after_ = feed_->LastEventSequence();
   ASSIGN_OR_RETURN(bool go_on, SendFirst());
   if (!go_on) return true;
   while (following()) {
-    const std::optional<uint64_t> upto = NewerThan(*store_, after_);
+    const std::optional<uint64_t> upto = NewerThan(*feed_, after_);
     if (!upto) continue;
     if (!FollowOnce(*upto)) break;
   }
@@ -41,14 +42,14 @@ absl::StatusOr<bool> AllocationWatch::Run(const Write& write, const Following& f
 }
 
 absl::StatusOr<bool> AllocationWatch::SendFirst() {
-  std::vector<store::Store::AllocationCommit> first;
+  std::vector<store::AllocationCommit> first;
   if (!id_.empty()) {
-    std::optional<store::Store::AllocationCommit> kept = store_->LastCommitted(id_);
-    first.push_back(kept ? *std::move(kept) : store::Store::AllocationCommit{0, id_, nullptr});
+    std::optional<store::AllocationCommit> kept = feed_->LastCommitted(id_);
+    first.push_back(kept ? *std::move(kept) : store::AllocationCommit{0, id_, nullptr});
   } else {
-    ASSIGN_OR_RETURN(first, store_->ReadAllocations({tenant_, {}, false}));
+    ASSIGN_OR_RETURN(first, feed_->ReadAllocations({tenant_, {}, false}));
   }
-  for (store::Store::AllocationCommit& commit : first) {
+  for (store::AllocationCommit& commit : first) {
     absl::StatusOr<bool> go_on = Consider(std::move(commit));
     if (!go_on.ok() && !id_.empty()) return go_on.status();
     if (go_on.ok() && !*go_on) return false;
@@ -58,9 +59,9 @@ absl::StatusOr<bool> AllocationWatch::SendFirst() {
 
 bool AllocationWatch::FollowOnce(uint64_t upto) {
   // Each committed state, in order, from the commits the store keeps.
-  if (std::optional<std::vector<store::Store::AllocationCommit>> commits =
-          store_->AllocationCommitsAfter(after_)) {
-    for (store::Store::AllocationCommit& commit : *commits) {
+  if (std::optional<std::vector<store::AllocationCommit>> commits =
+          feed_->AllocationCommitsAfter(after_)) {
+    for (store::AllocationCommit& commit : *commits) {
       if (!Watched(commit)) continue;
       absl::StatusOr<bool> sent_it = Consider(std::move(commit));
       if (sent_it.ok() && !*sent_it) return false;
@@ -71,7 +72,7 @@ bool AllocationWatch::FollowOnce(uint64_t upto) {
   }
   // A watcher this far behind reads the log, and each allocation it names as it is now.
   std::optional<uint64_t> next =
-      ReadEvents(*store_, after_, upto, "allocation", id_, [&](const v1::Event& e) {
+      ReadEvents(*log_, after_, upto, "allocation", id_, [&](const v1::Event& e) {
         absl::StatusOr<bool> go_on = Consider({e.sequence(), e.object_id(), nullptr});
         return !go_on.ok() || *go_on;
       });
@@ -81,12 +82,12 @@ bool AllocationWatch::FollowOnce(uint64_t upto) {
   return true;
 }
 
-absl::StatusOr<bool> AllocationWatch::Consider(store::Store::AllocationCommit commit) {
+absl::StatusOr<bool> AllocationWatch::Consider(store::AllocationCommit commit) {
   if (auto seen = as_of_.find(commit.id); seen != as_of_.end() && commit.sequence <= seen->second) {
     return true;
   }
   if (!commit.allocation) {
-    ASSIGN_OR_RETURN(commit, store_->ReadAllocation(commit.id));
+    ASSIGN_OR_RETURN(commit, feed_->ReadAllocation(commit.id));
   }
   as_of_[commit.id] = commit.sequence;
   const bool go_on = Send(*commit.allocation);
@@ -106,7 +107,7 @@ bool AllocationWatch::Send(const v1::Allocation& a) {
   return !ended_;
 }
 
-bool AllocationWatch::Watched(const store::Store::AllocationCommit& commit) const {
+bool AllocationWatch::Watched(const store::AllocationCommit& commit) const {
   if (!id_.empty()) return commit.id == id_;
   return commit.allocation == nullptr || tenant_.empty() || commit.allocation->tenant() == tenant_;
 }

@@ -11,7 +11,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "controller/store/store.h"
+#include "controller/store/commit_feed.h"
+#include "controller/store/event_log.h"
 #include "fleet/v1/topology.pb.h"
 
 namespace fleet::service {
@@ -24,8 +25,10 @@ class AllocationWatch {
   using Following = std::function<bool()>;
 
   // Watches allocation `id`, or when it is empty every allocation of `tenant` (of every
-  // tenant when that is empty too). `store` is not owned.
-  AllocationWatch(store::Store* store, std::string id, std::string tenant);
+  // tenant when that is empty too), from `feed`, reading `log` when too far behind for the
+  // commits the feed keeps. Neither is owned.
+  AllocationWatch(store::CommitFeed* feed, store::EventLog* log, std::string id,
+                  std::string tenant);
 
   // Sends the current state, then follows. True: the watch is over, nothing more is to be said
   // (the watched allocation ended, or the client left while the first states were sent).
@@ -40,18 +43,19 @@ class AllocationWatch {
   bool FollowOnce(uint64_t upto);
   // Sends the state `commit` left; read from the database for a watch's first state and for
   // a watcher too far behind for the commits the store keeps. False when the watch is over.
-  absl::StatusOr<bool> Consider(store::Store::AllocationCommit commit);
+  absl::StatusOr<bool> Consider(store::AllocationCommit commit);
   // Sends `a` if what a watcher is told about it changed; false when the watch is over.
   bool Send(const v1::Allocation& a);
   // Whether `commit` is about a watched allocation (one that is gone is read, and the read
   // says so).
-  bool Watched(const store::Store::AllocationCommit& commit) const;
+  bool Watched(const store::AllocationCommit& commit) const;
   // A tenant-wide watch forgets an allocation once it has sent its end and followed past it
   // (no commit or event at or before `after_` is considered again), so a watch left open for
   // months holds only the allocations that are live.
   void ForgetEnded();
 
-  store::Store* const store_;
+  store::CommitFeed* const feed_;
+  store::EventLog* const log_;
   const std::string id_;
   const std::string tenant_;
   const Write* write_ = nullptr;

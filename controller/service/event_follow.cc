@@ -6,12 +6,12 @@
 
 namespace fleet::service {
 
-std::optional<uint64_t> ReadEvents(store::Store& store, uint64_t after, uint64_t upto,
+std::optional<uint64_t> ReadEvents(store::EventLog& log, uint64_t after, uint64_t upto,
                                    const std::string& object_kind, const std::string& object_id,
                                    const std::function<bool(const v1::Event&)>& on_event) {
   constexpr uint32_t kPage = 1000;
   absl::StatusOr<std::vector<v1::Event>> events =
-      store.ListEvents({after, kPage, object_kind, object_id});
+      log.ListEvents({after, kPage, object_kind, object_id});
   if (!events.ok()) return std::nullopt;
   for (const v1::Event& e : *events) {
     if (e.sequence() > upto) break;
@@ -23,22 +23,22 @@ std::optional<uint64_t> ReadEvents(store::Store& store, uint64_t after, uint64_t
   return upto;
 }
 
-std::optional<uint64_t> NewerThan(store::Store& store, uint64_t after) {
-  const uint64_t upto = store.LastEventSequence();
+std::optional<uint64_t> NewerThan(store::CommitFeed& feed, uint64_t after) {
+  const uint64_t upto = feed.LastEventSequence();
   if (upto > after) return upto;
   // Woken by a commit, or after 200 ms to notice a cancelled client or a stop.
-  store.WaitForEvent(after, absl::Now() + absl::Milliseconds(200));
+  feed.WaitForEvent(after, absl::Now() + absl::Milliseconds(200));
   return std::nullopt;
 }
 
-void FollowEvents(store::Store& store, const std::function<bool()>& following, uint64_t after,
+void FollowEvents(store::CommitFeed& feed, store::EventLog& log,
+                  const std::function<bool()>& following, uint64_t after,
                   const std::string& object_kind, const std::string& object_id,
                   const std::function<bool(const v1::Event&)>& on_event) {
   while (following()) {
-    const std::optional<uint64_t> upto = NewerThan(store, after);
+    const std::optional<uint64_t> upto = NewerThan(feed, after);
     if (!upto) continue;
-    std::optional<uint64_t> next =
-        ReadEvents(store, after, *upto, object_kind, object_id, on_event);
+    std::optional<uint64_t> next = ReadEvents(log, after, *upto, object_kind, object_id, on_event);
     if (!next) return;
     after = *next;
   }

@@ -10,7 +10,7 @@ grpc::Status RequireName(const std::string& value, absl::string_view field) {
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, absl::StrCat(field, " is empty"));
 }
 
-grpc::Status Durable(store::Store& store, grpc::Status answer, bool dry_run) {
+grpc::Status Durable(store::StorageControl& store, grpc::Status answer, bool dry_run) {
   if (dry_run) return answer;
   if (absl::Status synced = store.Sync(); !synced.ok()) {
     FLEET_LOG(ERROR) << "a change is committed but not durable: " << synced;

@@ -15,7 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "common/grpc_status.h"
 #include "controller/engine/engine.h"
-#include "controller/store/store.h"
+#include "controller/store/storage_control.h"
 
 namespace fleet::service {
 
@@ -43,7 +43,7 @@ grpc::Status RequireName(const std::string& value, absl::string_view field);
 // client was told is done survives a power loss of the host, not only a crash of fleetd. A
 // refusal is synced too: a change may have committed part of its work before it failed. A
 // dry run commits nothing and is not synced.
-grpc::Status Durable(store::Store& store, grpc::Status answer, bool dry_run = false);
+grpc::Status Durable(store::StorageControl& store, grpc::Status answer, bool dry_run = false);
 
 // Whether a streaming call should go on: its client is there and fleetd is not stopping.
 bool Following(engine::Engine& engine, grpc::ServerContext& context);

@@ -35,7 +35,7 @@ grpc::Status TopologyServiceImpl::WatchAllocation(
       !s.ok()) {
     return ToGrpcStatus(s);
   }
-  AllocationWatch watch(store_, request->id(), request->tenant());
+  AllocationWatch watch(store_, store_, request->id(), request->tenant());
   absl::StatusOr<bool> over = watch.Run(
       [&](const v1::Allocation& a) {
         v1::WatchAllocationResponse message;

@@ -12,6 +12,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
+#include "controller/store/store.h"
 #include "tests/eventually.h"
 
 namespace fleet::service {
@@ -46,7 +47,7 @@ class AllocationWatchTest : public ::testing::Test {
   // Runs a watch of `id` (or of `tenant`) on its own thread, recording what it sends.
   void Start(const std::string& id, const std::string& tenant) {
     runner_ = std::thread([this, id, tenant] {
-      AllocationWatch watch(store_.get(), id, tenant);
+      AllocationWatch watch(store_.get(), store_.get(), id, tenant);
       absl::StatusOr<bool> over = watch.Run(
           [this](const v1::Allocation& a) {
             absl::MutexLock lock(&mu_);
@@ -123,7 +124,7 @@ TEST_F(AllocationWatchTest, ATenantsWatchSeesOnlyItsTenantAndStopsWhenToldTo) {
 }
 
 TEST_F(AllocationWatchTest, AnUnknownAllocationIsNotFound) {
-  AllocationWatch watch(store_.get(), "nosuch", "");
+  AllocationWatch watch(store_.get(), store_.get(), "nosuch", "");
   absl::StatusOr<bool> over =
       watch.Run([](const v1::Allocation&) { return true; }, [] { return true; });
   EXPECT_EQ(over.status().code(), absl::StatusCode::kNotFound);
@@ -131,7 +132,7 @@ TEST_F(AllocationWatchTest, AnUnknownAllocationIsNotFound) {
 
 TEST_F(AllocationWatchTest, AClientGoneBeforeTheFirstStateEndsTheWatch) {
   Create("a1", "tenant-a");
-  AllocationWatch watch(store_.get(), "a1", "");
+  AllocationWatch watch(store_.get(), store_.get(), "a1", "");
   int writes = 0;
   absl::StatusOr<bool> over = watch.Run(
       [&](const v1::Allocation&) {
