@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/proto_time.h"
+#include "controller/agents/retrain_command.h"
 #include "controller/engine/circuits.h"
 
 namespace fleet::engine {
@@ -144,13 +145,10 @@ LinkTrainer::Training LinkTrainer::StartRetrain(const std::vector<const v1::Circ
     }
     agents::AddressedCommand& cmd = commands.emplace_back();
     cmd.onic_serial = *dst;
-    v1::RetrainPort* retrain = cmd.command.mutable_retrain();
-    retrain->set_onic_serial(*dst);
-    retrain->set_port(c->destination().port());
-    retrain->mutable_expected_peer()->set_onic_serial(*src);
-    retrain->mutable_expected_peer()->set_port(c->source().port());
+    cmd.command = agents::RetrainCommand(*dst, c->destination().port(), *src, c->source().port());
     if (armed) {
-      *retrain->mutable_await_light() = ToProtoDuration(options.armed_light_wait);
+      *cmd.command.mutable_retrain()->mutable_await_light() =
+          ToProtoDuration(options.armed_light_wait);
     }
     training.circuits.push_back(c);
   }

@@ -28,7 +28,7 @@ ALLOWED = {
     "controller/metrics": {"common", PROTO, "controller/store"},
     "controller/inventory": {"common", PROTO, "controller/store"},
     "controller/agents": {"common", PROTO, "controller/store", "controller/metrics"},
-    "controller/fabric": {"common", PROTO, DRIVER, POLATIS, "controller/metrics"},
+    "controller/fabric": {"common", PROTO, DRIVER, "controller/metrics"},  # Vendor-free.
     "controller/engine": {"common", PROTO, "scheduler", DRIVER, "controller/store",
                           "controller/metrics", "controller/agents", "controller/fabric"},
     "controller/service": {"common", PROTO, "scheduler", DRIVER, "controller/store",
