@@ -45,7 +45,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // Asking for some ports keeps only those, from the same readings.
     auto some = fleet::polatis::ParseRestOpmPower(*parsed, {1, 385});
     Check(some.ok() && some->size() <= power->size());
-    for (const fleet::switches::PortPower& p : *some) Check(p.port == 1 || p.port == 385);
+    for (const fleet::switch_adapters::PortPower& p : *some) Check(p.port == 1 || p.port == 385);
   }
   (void)fleet::polatis::ParseRestProductInformation(*parsed);
   (void)fleet::polatis::RestPortCount(*parsed);

@@ -17,8 +17,8 @@ void Check(bool invariant) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  absl::StatusOr<fleet::agent::AgentConfig> config =
-      fleet::agent::ParseAgentConfig(text, "fuzz.yaml");
+  absl::StatusOr<fleet::onic_agent::AgentConfig> config =
+      fleet::onic_agent::ParseAgentConfig(text, "fuzz.yaml");
   if (!config.ok()) {
     Check(config.status().code() == absl::StatusCode::kInvalidArgument);
     return 0;

@@ -11,7 +11,7 @@
 #include "common/log.h"
 #include "common/proto_time.h"
 
-namespace fleet::agent {
+namespace fleet::onic_agent {
 namespace {
 
 // Monitor reads ride the port queues like commands, so a port is never read while a command
@@ -498,4 +498,4 @@ v1::CommandResult Agent::Execute(const v1::Command& command, const std::atomic<b
   return result;
 }
 
-}  // namespace fleet::agent
+}  // namespace fleet::onic_agent

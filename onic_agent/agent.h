@@ -29,7 +29,7 @@
 #include "onic_agent/agent_metrics.h"
 #include "onic_agent/backend.h"
 
-namespace fleet::agent {
+namespace fleet::onic_agent {
 
 struct AgentOptions {
   std::string controller;  // fleetd's gRPC address, HOST:PORT.
@@ -134,6 +134,6 @@ class Agent {
   absl::Mutex write_mu_;  // One Write at a time on the stream.
 };
 
-}  // namespace fleet::agent
+}  // namespace fleet::onic_agent
 
 #endif  // FLEET_ONIC_AGENT_AGENT_H_

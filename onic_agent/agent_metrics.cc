@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/metrics_endpoint.h"
 
-namespace fleet::agent {
+namespace fleet::onic_agent {
 namespace {
 
 // What backends report for a port without light.
@@ -74,4 +74,4 @@ void AgentMetrics::PortObserved(const v1::LinkState& link) {
   }
 }
 
-}  // namespace fleet::agent
+}  // namespace fleet::onic_agent

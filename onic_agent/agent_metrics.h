@@ -14,7 +14,7 @@
 #include "absl/time/time.h"
 #include "fleet/v1/agent.pb.h"
 
-namespace fleet::agent {
+namespace fleet::onic_agent {
 
 class AgentMetrics {
  public:
@@ -42,6 +42,6 @@ class AgentMetrics {
   prometheus::Family<prometheus::Gauge>& rx_power_;
 };
 
-}  // namespace fleet::agent
+}  // namespace fleet::onic_agent
 
 #endif  // FLEET_ONIC_AGENT_AGENT_METRICS_H_

@@ -24,7 +24,7 @@
 #include "absl/time/time.h"
 #include "fleet/v1/agent.pb.h"
 
-namespace fleet::agent {
+namespace fleet::onic_agent {
 
 struct CommandOutcome {
   absl::Status status;
@@ -80,6 +80,6 @@ class OnicBackend {
   virtual absl::Status Blink(const std::string& serial, absl::Duration duration) = 0;
 };
 
-}  // namespace fleet::agent
+}  // namespace fleet::onic_agent
 
 #endif  // FLEET_ONIC_AGENT_BACKEND_H_

@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-namespace fleet::agent {
+namespace fleet::onic_agent {
 
 absl::StatusOr<AgentConfig> ParseAgentConfig(absl::string_view text, absl::string_view file_name) {
   absl::StatusOr<YAML::Node> loaded = LoadYaml(text, file_name);
@@ -88,4 +88,4 @@ absl::StatusOr<AgentConfig> ReadAgentConfigFile(const std::string& path) {
   return ParseAgentConfig(*text, path);
 }
 
-}  // namespace fleet::agent
+}  // namespace fleet::onic_agent

@@ -26,7 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace fleet::agent {
+namespace fleet::onic_agent {
 
 struct AgentPortConfig {
   std::string downstream;   // pcie-sysfs: the PCIe downstream port's BDF.
@@ -58,6 +58,6 @@ struct AgentConfig {
 absl::StatusOr<AgentConfig> ParseAgentConfig(absl::string_view text, absl::string_view file_name);
 absl::StatusOr<AgentConfig> ReadAgentConfigFile(const std::string& path);
 
-}  // namespace fleet::agent
+}  // namespace fleet::onic_agent
 
 #endif  // FLEET_ONIC_AGENT_CONFIG_H_

@@ -17,7 +17,7 @@
 #include "common/log.h"
 #include "common/http_client.h"
 
-namespace fleet::agent {
+namespace fleet::onic_agent {
 namespace {
 
 constexpr double kNoLight = -99.99;
@@ -509,4 +509,4 @@ absl::Status EmulatedBackend::Blink(const std::string& serial, absl::Duration du
   return absl::OkStatus();
 }
 
-}  // namespace fleet::agent
+}  // namespace fleet::onic_agent

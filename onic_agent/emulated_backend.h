@@ -16,7 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "onic_agent/backend.h"
 
-namespace fleet::agent {
+namespace fleet::onic_agent {
 
 // The simulator's side-channel as the backend needs it.
 class LightSimulator {
@@ -118,6 +118,6 @@ class EmulatedBackend : public OnicBackend {
   std::map<std::pair<std::string, uint32_t>, absl::Time> training_since_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace fleet::agent
+}  // namespace fleet::onic_agent
 
 #endif  // FLEET_ONIC_AGENT_EMULATED_BACKEND_H_

@@ -17,9 +17,9 @@
 
 namespace {
 
-absl::StatusOr<std::unique_ptr<fleet::agent::OnicBackend>> MakeBackend(
-    const fleet::agent::AgentConfig& config) {
-  using namespace fleet::agent;
+absl::StatusOr<std::unique_ptr<fleet::onic_agent::OnicBackend>> MakeBackend(
+    const fleet::onic_agent::AgentConfig& config) {
+  using namespace fleet::onic_agent;
   if (config.backend == "emulated") {
     if (config.simulator.empty()) {
       return absl::InvalidArgumentError("the emulated backend needs --simulator HOST:PORT");
@@ -82,10 +82,10 @@ int Run(int argc, char** argv) {
     std::cout << flags.Help();
     return 0;
   }
-  fleet::agent::AgentConfig config;
+  fleet::onic_agent::AgentConfig config;
   if (!config_file.empty()) {
-    absl::StatusOr<fleet::agent::AgentConfig> loaded =
-        fleet::agent::ReadAgentConfigFile(config_file);
+    absl::StatusOr<fleet::onic_agent::AgentConfig> loaded =
+        fleet::onic_agent::ReadAgentConfigFile(config_file);
     if (!loaded.ok()) {
       std::cerr << "fleet-onic-agent: " << loaded.status().message() << "\n";
       return 2;
@@ -118,13 +118,13 @@ int Run(int argc, char** argv) {
   // No work in signal handlers: shutdown signals are taken synchronously below.
   const fleet::ShutdownSignals shutdown = fleet::ShutdownSignals::Block();
 
-  absl::StatusOr<std::unique_ptr<fleet::agent::OnicBackend>> made = MakeBackend(config);
+  absl::StatusOr<std::unique_ptr<fleet::onic_agent::OnicBackend>> made = MakeBackend(config);
   if (!made.ok()) {
     std::cerr << "fleet-onic-agent: " << made.status().message() << "\n";
     return 1;
   }
   auto registry = std::make_shared<prometheus::Registry>();
-  fleet::agent::AgentMetrics metrics(*registry, fleet::kVersion);
+  fleet::onic_agent::AgentMetrics metrics(*registry, fleet::kVersion);
   std::unique_ptr<fleet::metrics::MetricsEndpoint> endpoint;
   if (config.metrics_port >= 0) {
     absl::StatusOr<std::unique_ptr<fleet::metrics::MetricsEndpoint>> started =
@@ -140,12 +140,12 @@ int Run(int argc, char** argv) {
     }
   }
 
-  fleet::agent::AgentOptions options;
+  fleet::onic_agent::AgentOptions options;
   options.metrics = &metrics;
   options.controller = config.controller;
   options.host = config.host;
   options.software_version = fleet::kVersion;
-  fleet::agent::Agent agent(options, made->get());
+  fleet::onic_agent::Agent agent(options, made->get());
   std::thread runner([&agent] { agent.Run(); });
   FLEET_LOG(INFO) << "fleet-onic-agent " << fleet::kVersion << " for host " << config.host << " ("
                   << config.backend << ", " << config.onics.size() << " O-NICs), controller "

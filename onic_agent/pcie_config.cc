@@ -5,7 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
-namespace fleet::agent::pcie {
+namespace fleet::onic_agent::pcie {
 namespace {
 
 // Standard capabilities live in 0x40..0xff, each at least 4 bytes: at most 48 of them, the
@@ -135,4 +135,4 @@ uint32_t LinkSpeedMts(uint8_t speed_code) {
   }
 }
 
-}  // namespace fleet::agent::pcie
+}  // namespace fleet::onic_agent::pcie

@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace fleet::agent::pcie {
+namespace fleet::onic_agent::pcie {
 
 inline constexpr size_t kConventionalConfigSize = 256;
 inline constexpr size_t kExtendedConfigSize = 4096;
@@ -72,6 +72,6 @@ LinkStatusFields DecodeLinkStatus(uint16_t link_status);
 // 1 → 2500 (2.5 GT/s) … 6 → 64000 (64 GT/s); 0 for anything else.
 uint32_t LinkSpeedMts(uint8_t speed_code);
 
-}  // namespace fleet::agent::pcie
+}  // namespace fleet::onic_agent::pcie
 
 #endif  // FLEET_ONIC_AGENT_PCIE_CONFIG_H_

@@ -13,7 +13,7 @@
 #include "common/status_macros.h"
 #include "onic_agent/pcie_config.h"
 
-namespace fleet::agent {
+namespace fleet::onic_agent {
 namespace {
 
 constexpr double kNoPowerReading = -99.99;
@@ -691,4 +691,4 @@ absl::Status PcieSysfsBackend::Blink(const std::string& serial, absl::Duration d
   return absl::NotFoundError(absl::StrCat("no O-NIC with serial \"", serial, "\" on this host"));
 }
 
-}  // namespace fleet::agent
+}  // namespace fleet::onic_agent

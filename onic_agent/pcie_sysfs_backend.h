@@ -39,7 +39,7 @@
 #include "onic_agent/backend.h"
 #include "onic_agent/sysfs_files.h"
 
-namespace fleet::agent {
+namespace fleet::onic_agent {
 
 class PcieSysfsBackend : public OnicBackend {
  public:
@@ -165,6 +165,6 @@ class PcieSysfsBackend : public OnicBackend {
 // bus (2), device (2), "." function (0-7), lowercase, e.g. "0000:18:00.0".
 bool IsPciBdf(absl::string_view name);
 
-}  // namespace fleet::agent
+}  // namespace fleet::onic_agent
 
 #endif  // FLEET_ONIC_AGENT_PCIE_SYSFS_BACKEND_H_

@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace fleet::agent {
+namespace fleet::onic_agent {
 namespace {
 
 absl::Status PathError(int error, absl::string_view what, const std::string& path) {
@@ -126,4 +126,4 @@ absl::Status PosixSysfsFiles::WriteFile(const std::string& path, absl::string_vi
   return absl::OkStatus();
 }
 
-}  // namespace fleet::agent
+}  // namespace fleet::onic_agent

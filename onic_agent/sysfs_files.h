@@ -19,7 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace fleet::agent {
+namespace fleet::onic_agent {
 
 // Errors: NOT_FOUND when the path does not exist, PERMISSION_DENIED when the agent may not
 // access it, otherwise the code absl::ErrnoToStatus gives; messages name the path.
@@ -56,6 +56,6 @@ class PosixSysfsFiles : public SysfsFiles {
   absl::Status WriteFile(const std::string& path, absl::string_view data) override;
 };
 
-}  // namespace fleet::agent
+}  // namespace fleet::onic_agent
 
 #endif  // FLEET_ONIC_AGENT_SYSFS_FILES_H_

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace fleet::switches {
+namespace fleet::switch_adapters {
 
 FakeOpticalSwitch::FakeOpticalSwitch(uint32_t ingress_ports, uint32_t egress_ports)
     : ingress_ports_(ingress_ports), egress_ports_(egress_ports) {}
@@ -149,4 +149,4 @@ int FakeOpticalSwitch::changes() const {
   return changes_;
 }
 
-}  // namespace fleet::switches
+}  // namespace fleet::switch_adapters

@@ -10,7 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "switch_adapters/optical_switch.h"
 
-namespace fleet::switches {
+namespace fleet::switch_adapters {
 
 class FakeOpticalSwitch : public OpticalSwitch {
  public:
@@ -56,6 +56,6 @@ class FakeOpticalSwitch : public OpticalSwitch {
   int held_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-}  // namespace fleet::switches
+}  // namespace fleet::switch_adapters
 
 #endif  // FLEET_SWITCH_ADAPTERS_FAKE_OPTICAL_SWITCH_H_

@@ -8,7 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 
-namespace fleet::switches {
+namespace fleet::switch_adapters {
 namespace {
 
 std::string Text(const CrossConnect& x) { return absl::StrCat(x.ingress, "->", x.egress); }
@@ -143,4 +143,4 @@ absl::Status RunApply(const CrossConnectBatch& batch, uint32_t ingress_ports, ui
   return verified;
 }
 
-}  // namespace fleet::switches
+}  // namespace fleet::switch_adapters

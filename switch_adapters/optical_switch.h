@@ -39,7 +39,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
-namespace fleet::switches {
+namespace fleet::switch_adapters {
 
 // Light entering `ingress` leaves at `egress`.
 struct CrossConnect {
@@ -138,6 +138,6 @@ struct BatchDriver {
 absl::Status RunApply(const CrossConnectBatch& batch, uint32_t ingress_ports, uint32_t egress_ports,
                       const BatchDriver& driver, ApplyResult& result);
 
-}  // namespace fleet::switches
+}  // namespace fleet::switch_adapters
 
 #endif  // FLEET_SWITCH_ADAPTERS_OPTICAL_SWITCH_H_

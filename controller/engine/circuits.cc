@@ -28,8 +28,8 @@ bool Settled(v1::AllocationState s) {
   return s == v1::ALLOCATION_STATE_READY || s == v1::ALLOCATION_STATE_DEGRADED;
 }
 
-agents::AddressedCommand QuiesceCommand(const std::string& serial, uint32_t port) {
-  agents::AddressedCommand cmd;
+agent_registry::AddressedCommand QuiesceCommand(const std::string& serial, uint32_t port) {
+  agent_registry::AddressedCommand cmd;
   cmd.onic_serial = serial;
   cmd.command.mutable_quiesce()->set_onic_serial(serial);
   cmd.command.mutable_quiesce()->set_port(port);

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "controller/agents/agent_registry.h"
+#include "controller/agent_registry/agent_registry.h"
 #include "controller/store/store.h"
 #include "fleet/v1/names.h"
 #include "fleet/v1/topology.pb.h"
@@ -24,7 +24,7 @@ bool Ended(v1::AllocationState s);
 // READY or DEGRADED: no change of the allocation under way.
 bool Settled(v1::AllocationState s);
 // The command that takes O-NIC `serial`'s port `port` out of service.
-agents::AddressedCommand QuiesceCommand(const std::string& serial, uint32_t port);
+agent_registry::AddressedCommand QuiesceCommand(const std::string& serial, uint32_t port);
 // Marks each of `circuits` ACTIVE, or DEGRADED with its reason when it is in `failed`
 // (circuit id → why); returns the reasons, in circuit order.
 std::vector<std::string> RecordRetrain(const std::vector<v1::Circuit>& circuits,

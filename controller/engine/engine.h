@@ -67,7 +67,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
-#include "controller/agents/agent_registry.h"
+#include "controller/agent_registry/agent_registry.h"
 #include "controller/engine/admission.h"
 #include "controller/engine/background_loop.h"
 #include "controller/engine/caller.h"
@@ -85,7 +85,7 @@
 #include "controller/engine/switch_programmer.h"
 #include "controller/engine/switch_programmers.h"
 #include "controller/engine/worker_pool.h"
-#include "controller/fabric/switch_registry.h"
+#include "controller/switch_registry/switch_registry.h"
 #include "controller/metrics/controller_metrics.h"
 #include "controller/store/store.h"
 #include "fleet/v1/admin.pb.h"
@@ -98,8 +98,8 @@ class Engine {
  public:
   // None owned; all outlive the engine. `agents` may be null (links are then never
   // retrained: allocations stay DEGRADED naming the missing agent).
-  Engine(EngineOptions options, store::Store* store, fabric::SwitchRegistry* switches,
-         agents::CommandSender* agents, const Clock* clock);
+  Engine(EngineOptions options, store::Store* store, switch_registry::SwitchRegistry* switches,
+         agent_registry::CommandSender* agents, const Clock* clock);
   ~Engine();  // Calls Shutdown.
 
   // Reconciles every switch (resuming interrupted transactions) and starts the background

@@ -7,7 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
-#include "controller/agents/agent_registry.h"
+#include "controller/agent_registry/agent_registry.h"
 #include "controller/engine/engine_options.h"
 #include "controller/metrics/controller_metrics.h"
 #include "controller/store/store.h"
@@ -17,7 +17,7 @@ namespace fleet::engine {
 struct EngineContext {
   const EngineOptions& options;
   store::Store* const store;
-  agents::CommandSender* const agents;  // May be null: links are then never retrained.
+  agent_registry::CommandSender* const agents;  // May be null: links are then never retrained.
   const Clock* const clock;
   metrics::ControllerMetrics& metrics;
 

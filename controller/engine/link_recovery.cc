@@ -41,11 +41,11 @@ void LinkRecovery::AgentConnected(const std::string& host,
   }
 }
 
-std::vector<agents::AddressedCommand> LinkRecovery::IdlePortQuiesces(
+std::vector<agent_registry::AddressedCommand> LinkRecovery::IdlePortQuiesces(
     const std::vector<std::string>& serials) {
-  agents::CommandSender* const agents = p_.ctx.agents;
+  agent_registry::CommandSender* const agents = p_.ctx.agents;
   const std::set<std::string> wanted(serials.begin(), serials.end());
-  std::vector<agents::AddressedCommand> commands;
+  std::vector<agent_registry::AddressedCommand> commands;
   absl::StatusOr<std::shared_ptr<const CachedInventory>> inventory = p_.inventory.Current();
   absl::StatusOr<std::vector<v1::Circuit>> circuits = p_.ctx.store->ListCircuits({});
   if (!inventory.ok() || !circuits.ok()) {
@@ -72,10 +72,10 @@ std::vector<agents::AddressedCommand> LinkRecovery::IdlePortQuiesces(
 }
 
 void LinkRecovery::QuiesceIdlePorts(const std::vector<std::string>& serials) {
-  agents::CommandSender* const agents = p_.ctx.agents;
+  agent_registry::CommandSender* const agents = p_.ctx.agents;
   if (agents == nullptr) return;
-  std::vector<agents::AddressedCommand> commands;
-  std::unique_ptr<agents::SentCommands> sent;
+  std::vector<agent_registry::AddressedCommand> commands;
+  std::unique_ptr<agent_registry::SentCommands> sent;
   {
     absl::MutexLock admit(&p_.admission.mu());
     commands = IdlePortQuiesces(serials);
@@ -86,7 +86,7 @@ void LinkRecovery::QuiesceIdlePorts(const std::vector<std::string>& serials) {
   std::vector<std::string> refused;
   for (size_t i = 0; i < results.size(); ++i) {
     if (results[i].ok() && results[i]->code() == 0) continue;
-    const agents::AddressedCommand& c = commands[i];
+    const agent_registry::AddressedCommand& c = commands[i];
     refused.push_back(
         absl::StrCat(c.onic_serial, "/", c.command.quiesce().port(), " (",
                      results[i].ok() ? results[i]->message() : results[i].status().message(), ")"));

@@ -6,15 +6,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/proto_time.h"
-#include "controller/agents/retrain_command.h"
+#include "controller/agent_registry/retrain_command.h"
 #include "controller/engine/circuits.h"
 
 namespace fleet::engine {
 
 absl::Status LinkTrainer::Quiesce(const std::vector<v1::Circuit>& circuits, const std::string& id,
                                   const std::function<void()>& meanwhile) {
-  agents::CommandSender* const agents = ctx_.agents;
-  std::vector<agents::AddressedCommand> commands;
+  agent_registry::CommandSender* const agents = ctx_.agents;
+  std::vector<agent_registry::AddressedCommand> commands;
   std::vector<std::string> names;
   std::vector<std::string> unmanaged;
   absl::Status addressed = absl::OkStatus();
@@ -47,7 +47,7 @@ absl::Status LinkTrainer::Quiesce(const std::vector<v1::Circuit>& circuits, cons
   if (!addressed.ok()) return addressed;
   std::vector<absl::StatusOr<v1::CommandResult>> results;
   if (!commands.empty()) {
-    std::unique_ptr<agents::SentCommands> sent =
+    std::unique_ptr<agent_registry::SentCommands> sent =
         agents->Send(std::move(commands), ctx_.clock->Now() + ctx_.options.quiesce_timeout);
     agents->AwaitWritten(*sent, kLetCommandsLeave);
     if (meanwhile) meanwhile();
@@ -74,14 +74,14 @@ absl::Status LinkTrainer::Quiesce(const std::vector<v1::Circuit>& circuits, cons
 
 std::vector<v1::Circuit> LinkTrainer::NotUp(const std::vector<v1::Circuit>& circuits) {
   // Ask before retraining: a link that is up with its expected peer carries traffic.
-  std::vector<agents::AddressedCommand> reads;
+  std::vector<agent_registry::AddressedCommand> reads;
   std::vector<const v1::Circuit*> asked;
   std::vector<std::string> expected;
   for (const v1::Circuit& c : circuits) {
     absl::StatusOr<std::string> dst = inventory_->SerialOf(c.destination().onic());
     absl::StatusOr<std::string> src = inventory_->SerialOf(c.source().onic());
     if (!dst.ok() || !src.ok() || !ctx_.agents->HasOwner(*dst)) continue;
-    agents::AddressedCommand& cmd = reads.emplace_back();
+    agent_registry::AddressedCommand& cmd = reads.emplace_back();
     cmd.onic_serial = *dst;
     cmd.command.mutable_read_port()->set_onic_serial(*dst);
     cmd.command.mutable_read_port()->set_port(c.destination().port());
@@ -120,10 +120,10 @@ std::map<std::string, std::string> LinkTrainer::Retrain(const std::vector<v1::Ci
 LinkTrainer::Training LinkTrainer::StartRetrain(const std::vector<const v1::Circuit*>& circuits,
                                                 bool armed,
                                                 std::vector<const v1::Circuit*>* unarmed) {
-  agents::CommandSender* const agents = ctx_.agents;
+  agent_registry::CommandSender* const agents = ctx_.agents;
   const EngineOptions& options = ctx_.options;
   Training training;
-  std::vector<agents::AddressedCommand> commands;
+  std::vector<agent_registry::AddressedCommand> commands;
   for (const v1::Circuit* c : circuits) {
     absl::StatusOr<std::string> dst = inventory_->SerialOf(c->destination().onic());
     absl::StatusOr<std::string> src = inventory_->SerialOf(c->source().onic());
@@ -143,9 +143,9 @@ LinkTrainer::Training LinkTrainer::StartRetrain(const std::vector<const v1::Circ
       ++training.agent_gone;
       continue;
     }
-    agents::AddressedCommand& cmd = commands.emplace_back();
+    agent_registry::AddressedCommand& cmd = commands.emplace_back();
     cmd.onic_serial = *dst;
-    cmd.command = agents::RetrainCommand(*dst, c->destination().port(), *src, c->source().port());
+    cmd.command = agent_registry::RetrainCommand(*dst, c->destination().port(), *src, c->source().port());
     if (armed) {
       *cmd.command.mutable_retrain()->mutable_await_light() =
           ToProtoDuration(options.armed_light_wait);
@@ -195,7 +195,7 @@ void LinkTrainer::Disarm(Training training) {
   if (training.sent == nullptr) return;
   // Quiesced whatever the registry last heard: an armed port's last word may still be the
   // QUIESCED from before it was armed.
-  std::vector<agents::AddressedCommand> quiesces;
+  std::vector<agent_registry::AddressedCommand> quiesces;
   for (const v1::Circuit* c : training.circuits) {
     absl::StatusOr<std::string> dst = inventory_->SerialOf(c->destination().onic());
     if (!dst.ok()) continue;

@@ -43,7 +43,7 @@ class LinkTrainer {
 
   // Retrains handed to the agents whose answers are not collected yet.
   struct Training {
-    std::unique_ptr<agents::SentCommands> sent;  // Null when nothing was sent.
+    std::unique_ptr<agent_registry::SentCommands> sent;  // Null when nothing was sent.
     std::vector<const v1::Circuit*> circuits;    // Sent, in command order.
     std::map<std::string, std::string> failed;   // Not sent (no serial, no agent), with why.
     int agent_gone = 0;                          // Of `failed`, for lack of a connected agent.

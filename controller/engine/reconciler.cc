@@ -59,7 +59,7 @@ v1::Circuit Adopted(const std::string& switch_id, uint32_t ingress, uint32_t egr
 
 // One switch's comparison, as ReconcileOne builds it.
 struct Reconciler::Comparison {
-  std::vector<switches::CrossConnect> actual;
+  std::vector<switch_adapters::CrossConnect> actual;
   struct Want {
     uint32_t egress;
     std::string circuit;
@@ -69,7 +69,7 @@ struct Reconciler::Comparison {
   std::map<uint32_t, uint32_t> desired_by_egress;  // Egress → ingress.
   std::set<uint32_t> in_transaction;               // Ports of claimed allocations' circuits.
   std::map<uint32_t, uint32_t> on_switch;          // Ingress → egress.
-  switches::CrossConnectBatch repair;
+  switch_adapters::CrossConnectBatch repair;
   std::vector<v1::Drift> drift;
   std::vector<v1::Circuit> adopt;
 };
@@ -108,7 +108,7 @@ absl::StatusOr<v1::ReconcileResponse> Reconciler::ReconcileSwitches(
     absl::StatusOr<SwitchProgrammer*> programmer = p_.programmers.For(sw.id());
     absl::Status status = programmer.status();
     if (programmer.ok()) {
-      (*programmer)->Exclusive([&](switches::OpticalSwitch& driver) {
+      (*programmer)->Exclusive([&](switch_adapters::OpticalSwitch& driver) {
         status = ReconcileOne(sw, driver, unknown, dry_run, principal, response, affected);
       });
     }
@@ -171,7 +171,7 @@ void Reconciler::RetrainRepaired(const std::set<std::string>& affected,
   }
 }
 
-absl::Status Reconciler::ReconcileOne(const v1::Switch& sw, switches::OpticalSwitch& driver,
+absl::Status Reconciler::ReconcileOne(const v1::Switch& sw, switch_adapters::OpticalSwitch& driver,
                                       v1::UnknownCrossConnectPolicy unknown, bool dry_run,
                                       const std::string& principal, v1::ReconcileResponse& response,
                                       std::set<std::string>& affected) {
@@ -184,7 +184,7 @@ absl::Status Reconciler::ReconcileOne(const v1::Switch& sw, switches::OpticalSwi
                    store.ListObservedCrossConnects(sw.id()));
   for (const v1::CrossConnect& x : previous) seen_before.insert({x.ingress(), x.egress()});
   std::vector<v1::CrossConnect> observed;
-  for (const switches::CrossConnect& x : cmp.actual) {
+  for (const switch_adapters::CrossConnect& x : cmp.actual) {
     v1::CrossConnect& o = observed.emplace_back();
     o.set_switch_id(sw.id());
     o.set_ingress(x.ingress);
@@ -245,7 +245,7 @@ absl::Status Reconciler::Desired(const v1::Switch& sw, Comparison& cmp) {
       cmp.in_transaction.insert(x.egress());
     }
   }
-  for (const switches::CrossConnect& x : cmp.actual) cmp.on_switch[x.ingress] = x.egress;
+  for (const switch_adapters::CrossConnect& x : cmp.actual) cmp.on_switch[x.ingress] = x.egress;
   return absl::OkStatus();
 }
 
@@ -300,7 +300,7 @@ absl::Status Reconciler::FindDrift(const v1::Switch& sw, v1::UnknownCrossConnect
   return absl::OkStatus();
 }
 
-absl::Status Reconciler::Repair(switches::OpticalSwitch& driver, const std::string& principal,
+absl::Status Reconciler::Repair(switch_adapters::OpticalSwitch& driver, const std::string& principal,
                                 Comparison& cmp, v1::ReconcileResponse& response) {
   for (const v1::Circuit& c : cmp.adopt) {
     absl::Status adopted;
@@ -318,7 +318,7 @@ absl::Status Reconciler::Repair(switches::OpticalSwitch& driver, const std::stri
     }
   }
   if (cmp.repair.add.empty() && cmp.repair.remove.empty()) return absl::OkStatus();
-  switches::ApplyResult result = driver.Apply(cmp.repair);
+  switch_adapters::ApplyResult result = driver.Apply(cmp.repair);
   if (result.status.ok()) return absl::OkStatus();
   for (v1::Drift& d : cmp.drift) {
     if (d.action() == "repaired" || d.action() == "removed") d.set_action("repair failed");

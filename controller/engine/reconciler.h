@@ -53,7 +53,7 @@ class Reconciler {
 
  private:
   // Compares one switch, read through `driver` while the caller holds it exclusively.
-  absl::Status ReconcileOne(const v1::Switch& sw, switches::OpticalSwitch& driver,
+  absl::Status ReconcileOne(const v1::Switch& sw, switch_adapters::OpticalSwitch& driver,
                             v1::UnknownCrossConnectPolicy unknown, bool dry_run,
                             const std::string& principal, v1::ReconcileResponse& response,
                             std::set<std::string>& affected);
@@ -65,7 +65,7 @@ class Reconciler {
                          Comparison& cmp, std::set<std::string>& affected);
   // Adopts and repairs as `cmp` says; on a failed repair the drift is reported and the error
   // returned.
-  absl::Status Repair(switches::OpticalSwitch& driver, const std::string& principal,
+  absl::Status Repair(switch_adapters::OpticalSwitch& driver, const std::string& principal,
                       Comparison& cmp, v1::ReconcileResponse& response);
   // Counts a pass that acted, and its drift, in the metrics.
   void CountDrift(const std::string& trigger, const v1::ReconcileResponse& response);

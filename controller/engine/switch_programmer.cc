@@ -7,10 +7,10 @@
 
 namespace fleet::engine {
 
-ProgramOutcome SwitchProgrammer::ApplyWithRollback(const switches::CrossConnectBatch& batch) {
+ProgramOutcome SwitchProgrammer::ApplyWithRollback(const switch_adapters::CrossConnectBatch& batch) {
   ProgramOutcome outcome;
   const absl::Time start = absl::Now();
-  switches::ApplyResult result = driver_->Apply(batch);
+  switch_adapters::ApplyResult result = driver_->Apply(batch);
   {
     absl::MutexLock lock(&mu_);
     ++batches_;
@@ -20,10 +20,10 @@ ProgramOutcome SwitchProgrammer::ApplyWithRollback(const switches::CrossConnectB
   outcome.status = result.status;
   if (result.status.ok() || (result.added.empty() && result.removed.empty())) return outcome;
   // Back to the last good cross-connects: undo exactly what this call changed.
-  switches::CrossConnectBatch undo;
+  switch_adapters::CrossConnectBatch undo;
   undo.remove = result.added;
   undo.add = result.removed;
-  switches::ApplyResult undone = driver_->Apply(undo);
+  switch_adapters::ApplyResult undone = driver_->Apply(undo);
   outcome.rolled_back = undone.status.ok();
   if (!undone.status.ok()) {
     outcome.rollback_error = absl::Status(
@@ -41,7 +41,7 @@ void SwitchProgrammer::RunBatch(std::deque<std::shared_ptr<Ticket>> tickets) {
     tickets.front()->outcome = ApplyWithRollback(tickets.front()->changes);
     return;
   }
-  switches::CrossConnectBatch combined;
+  switch_adapters::CrossConnectBatch combined;
   for (const auto& t : tickets) {
     combined.remove.insert(combined.remove.end(), t->changes.remove.begin(),
                            t->changes.remove.end());
@@ -67,7 +67,7 @@ void SwitchProgrammer::RunBatch(std::deque<std::shared_ptr<Ticket>> tickets) {
   }
 }
 
-ProgramOutcome SwitchProgrammer::Program(const switches::CrossConnectBatch& changes,
+ProgramOutcome SwitchProgrammer::Program(const switch_adapters::CrossConnectBatch& changes,
                                          std::function<void()> going) {
   auto ticket = std::make_shared<Ticket>();
   ticket->changes = changes;
@@ -93,7 +93,7 @@ ProgramOutcome SwitchProgrammer::Program(const switches::CrossConnectBatch& chan
   return ticket->outcome;
 }
 
-void SwitchProgrammer::Exclusive(const std::function<void(switches::OpticalSwitch&)>& fn) {
+void SwitchProgrammer::Exclusive(const std::function<void(switch_adapters::OpticalSwitch&)>& fn) {
   {
     absl::MutexLock lock(&mu_);
     while (busy_) idle_.Wait(&mu_);

@@ -45,14 +45,14 @@ struct ProgramOutcome {
 class SwitchProgrammer {
  public:
   // `name` is the switch id, for messages. `driver` is not owned.
-  SwitchProgrammer(std::string name, switches::OpticalSwitch* driver)
+  SwitchProgrammer(std::string name, switch_adapters::OpticalSwitch* driver)
       : name_(std::move(name)), driver_(driver) {}
 
-  ProgramOutcome Program(const switches::CrossConnectBatch& changes,
+  ProgramOutcome Program(const switch_adapters::CrossConnectBatch& changes,
                          std::function<void()> going = {});
 
   // Runs `fn` on the driver while no batch is in flight and none starts.
-  void Exclusive(const std::function<void(switches::OpticalSwitch&)>& fn);
+  void Exclusive(const std::function<void(switch_adapters::OpticalSwitch&)>& fn);
 
   // Batches applied since construction (a retry of one change set counts too).
   int batches() const;
@@ -61,18 +61,18 @@ class SwitchProgrammer {
 
  private:
   struct Ticket {
-    switches::CrossConnectBatch changes;
+    switch_adapters::CrossConnectBatch changes;
     std::function<void()> going;
     bool done = false;
     ProgramOutcome outcome;
   };
 
   // Applies `batch`, rolling back on failure. Runs with busy_ held, without mu_.
-  ProgramOutcome ApplyWithRollback(const switches::CrossConnectBatch& batch);
+  ProgramOutcome ApplyWithRollback(const switch_adapters::CrossConnectBatch& batch);
   void RunBatch(std::deque<std::shared_ptr<Ticket>> tickets);
 
   const std::string name_;
-  switches::OpticalSwitch* const driver_;
+  switch_adapters::OpticalSwitch* const driver_;
   mutable absl::Mutex mu_;
   absl::CondVar idle_;  // Signalled when a batch or an exclusive section ends.
   bool busy_ ABSL_GUARDED_BY(mu_) = false;

@@ -32,7 +32,7 @@ absl::StatusOr<SwitchProgrammer*> SwitchProgrammers::For(const std::string& swit
   if (sw == inventory->site.switches().end()) {
     return absl::NotFoundError(absl::StrCat("switch ", switch_id, " not found"));
   }
-  ASSIGN_OR_RETURN(switches::OpticalSwitch * driver, switches_->Driver(*sw));
+  ASSIGN_OR_RETURN(switch_adapters::OpticalSwitch * driver, switches_->Driver(*sw));
   absl::MutexLock lock(&mu_);
   auto& programmer = programmers_[switch_id];
   // A rebuilt driver (the switch's address changed) gets a fresh queue.
@@ -55,18 +55,18 @@ absl::Status SwitchProgrammers::Program(const std::vector<v1::Circuit>& removes,
                                         const std::vector<v1::Circuit>& adds,
                                         absl::Duration* program_time, absl::Duration* verify_time,
                                         bool* retried, const std::function<void()>& going) {
-  std::map<std::string, switches::CrossConnectBatch> by_switch;
+  std::map<std::string, switch_adapters::CrossConnectBatch> by_switch;
   for (const auto& [circuits, remove] : {std::pair{&removes, true}, std::pair{&adds, false}}) {
     for (const v1::Circuit& c : *circuits) {
       for (const v1::CrossConnect& x : c.cross_connects()) {
-        switches::CrossConnectBatch& b = by_switch[x.switch_id()];
+        switch_adapters::CrossConnectBatch& b = by_switch[x.switch_id()];
         (remove ? b.remove : b.add).push_back({x.ingress(), x.egress()});
       }
     }
   }
   // Every switch is found before any is touched, then the switches program at once: a circuit
   // across a trunk waits for the slower switch, not for the sum of both.
-  std::vector<std::pair<SwitchProgrammer*, const switches::CrossConnectBatch*>> parts;
+  std::vector<std::pair<SwitchProgrammer*, const switch_adapters::CrossConnectBatch*>> parts;
   for (const auto& [switch_id, batch] : by_switch) {
     absl::StatusOr<SwitchProgrammer*> programmer = For(switch_id);
     if (!programmer.ok()) {
@@ -89,7 +89,7 @@ absl::Status SwitchProgrammers::Program(const std::vector<v1::Circuit>& removes,
     if (!parts.empty()) outcomes[0] = parts[0].first->Program(*parts[0].second, part_going);
     for (std::thread& t : others) t.join();
   }
-  std::vector<std::pair<SwitchProgrammer*, switches::CrossConnectBatch>> done;
+  std::vector<std::pair<SwitchProgrammer*, switch_adapters::CrossConnectBatch>> done;
   absl::Status failure;
   auto switch_id = by_switch.begin();
   for (size_t i = 0; i < parts.size(); ++i, ++switch_id) {
@@ -111,7 +111,7 @@ absl::Status SwitchProgrammers::Program(const std::vector<v1::Circuit>& removes,
   if (failure.ok()) return failure;
   // Undo the switches that took their part, so the fabric is as it was before the request.
   for (auto& [programmer, batch] : done) {
-    switches::CrossConnectBatch undo;
+    switch_adapters::CrossConnectBatch undo;
     undo.remove = batch.add;
     undo.add = batch.remove;
     ProgramOutcome undone = programmer->Program(undo);

@@ -14,14 +14,14 @@
 #include "absl/time/time.h"
 #include "controller/engine/inventory_cache.h"
 #include "controller/engine/switch_programmer.h"
-#include "controller/fabric/switch_registry.h"
+#include "controller/switch_registry/switch_registry.h"
 #include "fleet/v1/topology.pb.h"
 
 namespace fleet::engine {
 
 class SwitchProgrammers {
  public:
-  SwitchProgrammers(InventoryCache* inventory, fabric::SwitchRegistry* switches)
+  SwitchProgrammers(InventoryCache* inventory, switch_registry::SwitchRegistry* switches)
       : inventory_(inventory), switches_(switches) {}
 
   // The programmer of switch `switch_id` (found in the cached inventory, not read from the
@@ -51,11 +51,11 @@ class SwitchProgrammers {
 
  private:
   InventoryCache* const inventory_;
-  fabric::SwitchRegistry* const switches_;
+  switch_registry::SwitchRegistry* const switches_;
   absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<SwitchProgrammer>> programmers_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<SwitchProgrammer>> retired_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, switches::OpticalSwitch*> drivers_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, switch_adapters::OpticalSwitch*> drivers_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace fleet::engine

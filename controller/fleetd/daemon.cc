@@ -83,7 +83,7 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
   d->metrics_address_ = d->metrics_endpoint_->address();
 
   d->applier_ = std::make_unique<inventory::InventoryApplier>(d->store_.get());
-  d->switches_ = std::make_unique<fabric::SwitchRegistry>(
+  d->switches_ = std::make_unique<switch_registry::SwitchRegistry>(
       std::move(credentials), config.switch_credentials, d->metrics_.get());
   RegisterSwitchDrivers(*d->switches_);
 
@@ -99,15 +99,15 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
                     << ", updated " << applied->updated() << ", unchanged " << applied->unchanged();
   }
 
-  agents::AgentRegistryOptions agent_options;
+  agent_registry::AgentRegistryOptions agent_options;
   agent_options.heartbeat_interval = config.agent_heartbeat;
   agent_options.metrics = d->metrics_.get();
-  d->agents_ = std::make_unique<agents::AgentRegistry>(agent_options, d->store_.get(), clock);
+  d->agents_ = std::make_unique<agent_registry::AgentRegistry>(agent_options, d->store_.get(), clock);
   ASSIGN_OR_RETURN(engine::EngineOptions engine_options, EngineOptionsOf(config));
   engine_options.metrics = d->metrics_.get();
   d->engine_ = std::make_unique<engine::Engine>(std::move(engine_options), d->store_.get(),
                                                 d->switches_.get(), d->agents_.get(), clock);
-  agents::AgentRegistry::Listener listener;
+  agent_registry::AgentRegistry::Listener listener;
   listener.connected = [engine = d->engine_.get()](const std::string& host,
                                                    const std::vector<std::string>& serials) {
     engine->AgentConnected(host, serials);

@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "controller/engine/engine.h"
-#include "controller/fabric/switch_registry.h"
+#include "controller/switch_registry/switch_registry.h"
 #include "controller/fleetd/config.h"
 #include "controller/fleetd/state_lock.h"
 #include "controller/inventory/inventory.h"
@@ -54,8 +54,8 @@ class Fleetd {
   std::unique_ptr<metrics::ControllerMetrics> metrics_;
   std::unique_ptr<store::Retention> retention_;  // Prunes store_; reports to metrics_.
   std::unique_ptr<inventory::InventoryApplier> applier_;
-  std::unique_ptr<fabric::SwitchRegistry> switches_;
-  std::unique_ptr<agents::AgentRegistry> agents_;
+  std::unique_ptr<switch_registry::SwitchRegistry> switches_;
+  std::unique_ptr<agent_registry::AgentRegistry> agents_;
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<service::AgentServiceImpl> agent_service_;
   std::unique_ptr<service::InventoryServiceImpl> inventory_service_;

@@ -11,9 +11,9 @@
 namespace fleet::fleetd {
 namespace {
 
-fabric::SwitchRegistry::DriverFactory PolatisDriver(polatis::Protocol protocol) {
-  return [protocol](const v1::Switch& sw, const fabric::SwitchCredentials& credentials)
-             -> absl::StatusOr<std::unique_ptr<switches::OpticalSwitch>> {
+switch_registry::SwitchRegistry::DriverFactory PolatisDriver(polatis::Protocol protocol) {
+  return [protocol](const v1::Switch& sw, const switch_registry::SwitchCredentials& credentials)
+             -> absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> {
     polatis::PolatisSwitchOptions options;
     options.name = sw.id();
     options.protocol = protocol;
@@ -26,14 +26,14 @@ fabric::SwitchRegistry::DriverFactory PolatisDriver(polatis::Protocol protocol) 
 
 }  // namespace
 
-void RegisterSwitchDrivers(fabric::SwitchRegistry& registry) {
+void RegisterSwitchDrivers(switch_registry::SwitchRegistry& registry) {
   registry.RegisterDriver(v1::SWITCH_PROTOCOL_TL1, PolatisDriver(polatis::Protocol::kTl1));
   registry.RegisterDriver(v1::SWITCH_PROTOCOL_REST, PolatisDriver(polatis::Protocol::kRest));
 }
 
-absl::StatusOr<std::map<std::string, fabric::SwitchCredentials>> ReadSwitchCredentials(
+absl::StatusOr<std::map<std::string, switch_registry::SwitchCredentials>> ReadSwitchCredentials(
     const std::string& path) {
-  std::map<std::string, fabric::SwitchCredentials> credentials;
+  std::map<std::string, switch_registry::SwitchCredentials> credentials;
   if (path.empty()) return credentials;
   ASSIGN_OR_RETURN(auto read, polatis::ReadCredentialsFile(path));
   struct stat st;

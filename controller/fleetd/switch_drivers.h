@@ -7,16 +7,16 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "controller/fabric/switch_registry.h"
+#include "controller/switch_registry/switch_registry.h"
 
 namespace fleet::fleetd {
 
 // Registers the Polatis TL1 and REST drivers with `registry`.
-void RegisterSwitchDrivers(fabric::SwitchRegistry& registry);
+void RegisterSwitchDrivers(switch_registry::SwitchRegistry& registry);
 
 // Reads the switch credentials file at `path` (none when it is empty), warning when others
 // may read it.
-absl::StatusOr<std::map<std::string, fabric::SwitchCredentials>> ReadSwitchCredentials(
+absl::StatusOr<std::map<std::string, switch_registry::SwitchCredentials>> ReadSwitchCredentials(
     const std::string& path);
 
 }  // namespace fleet::fleetd

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "controller/agents/retrain_command.h"
+#include "controller/agent_registry/retrain_command.h"
 #include "controller/service/caller.h"
 #include "controller/service/event_follow.h"
 #include "controller/service/rpc.h"
@@ -28,7 +28,7 @@ grpc::Status AdminServiceImpl::Health(grpc::ServerContext*, const v1::HealthRequ
   // Each switch is read live: reachable, logged in, and the size inventory expects.
   if (switches.ok()) {
     for (const v1::Switch& sw : *switches) {
-      fabric::SwitchRegistry::Probe probe = switches_->ProbeSwitch(sw);
+      switch_registry::SwitchRegistry::Probe probe = switches_->ProbeSwitch(sw);
       v1::ComponentHealth* c = response->add_components();
       c->set_name(absl::StrCat("switch/", sw.id()));
       if (probe.status.ok()) {
@@ -104,7 +104,7 @@ grpc::Status AdminServiceImpl::RetrainLink(grpc::ServerContext* context,
   }
   return Assign(
       LinkCommand(context, request->onic(),
-                  agents::RetrainCommand(onic->serial(), request->port(), peer_serial, peer_port)),
+                  agent_registry::RetrainCommand(onic->serial(), request->port(), peer_serial, peer_port)),
       response);
 }
 

@@ -6,9 +6,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "controller/agents/agent_registry.h"
+#include "controller/agent_registry/agent_registry.h"
 #include "controller/engine/engine.h"
-#include "controller/fabric/switch_registry.h"
+#include "controller/switch_registry/switch_registry.h"
 #include "controller/store/store.h"
 #include "fleet/v1/admin.grpc.pb.h"
 
@@ -18,8 +18,8 @@ class AdminServiceImpl final : public v1::AdminService::Service {
  public:
   // None is owned; all must outlive the service. `agents` may be null (no agent registry:
   // the link RPCs are UNAVAILABLE).
-  AdminServiceImpl(store::Store* store, engine::Engine* engine, fabric::SwitchRegistry* switches,
-                   agents::AgentRegistry* agents, std::string version)
+  AdminServiceImpl(store::Store* store, engine::Engine* engine, switch_registry::SwitchRegistry* switches,
+                   agent_registry::AgentRegistry* agents, std::string version)
       : store_(store),
         engine_(engine),
         switches_(switches),
@@ -55,8 +55,8 @@ class AdminServiceImpl final : public v1::AdminService::Service {
 
   store::Store* store_;
   engine::Engine* engine_;
-  fabric::SwitchRegistry* switches_;
-  agents::AgentRegistry* agents_;
+  switch_registry::SwitchRegistry* switches_;
+  agent_registry::AgentRegistry* agents_;
   std::string version_;
 };
 

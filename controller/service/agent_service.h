@@ -2,7 +2,7 @@
 #ifndef FLEET_CONTROLLER_SERVICE_AGENT_SERVICE_H_
 #define FLEET_CONTROLLER_SERVICE_AGENT_SERVICE_H_
 
-#include "controller/agents/agent_registry.h"
+#include "controller/agent_registry/agent_registry.h"
 #include "fleet/v1/agent.grpc.pb.h"
 
 namespace fleet::service {
@@ -10,14 +10,14 @@ namespace fleet::service {
 class AgentServiceImpl final : public v1::AgentService::Service {
  public:
   // `agents` is not owned.
-  explicit AgentServiceImpl(agents::AgentRegistry* agents) : agents_(agents) {}
+  explicit AgentServiceImpl(agent_registry::AgentRegistry* agents) : agents_(agents) {}
   grpc::Status Connect(grpc::ServerContext* context,
-                       agents::AgentRegistry::Stream* stream) override {
+                       agent_registry::AgentRegistry::Stream* stream) override {
     return agents_->Serve(context, stream);
   }
 
  private:
-  agents::AgentRegistry* agents_;
+  agent_registry::AgentRegistry* agents_;
 };
 
 }  // namespace fleet::service

@@ -4,7 +4,7 @@
 #ifndef FLEET_CONTROLLER_SERVICE_INVENTORY_SERVICE_H_
 #define FLEET_CONTROLLER_SERVICE_INVENTORY_SERVICE_H_
 
-#include "controller/agents/agent_registry.h"
+#include "controller/agent_registry/agent_registry.h"
 #include "controller/inventory/inventory.h"
 #include "controller/store/store.h"
 #include "fleet/v1/inventory.grpc.pb.h"
@@ -16,7 +16,7 @@ class InventoryServiceImpl final : public v1::InventoryService::Service {
   // None is owned; all must outlive the service. `agents` may be null (no agent registry:
   // ListAgents answers UNIMPLEMENTED).
   InventoryServiceImpl(store::Store* store, inventory::InventoryApplier* applier,
-                       agents::AgentRegistry* agents = nullptr)
+                       agent_registry::AgentRegistry* agents = nullptr)
       : store_(store), applier_(applier), agents_(agents) {}
 
   grpc::Status ListSwitches(grpc::ServerContext*, const v1::ListSwitchesRequest*,
@@ -47,7 +47,7 @@ class InventoryServiceImpl final : public v1::InventoryService::Service {
  private:
   store::Store* store_;
   inventory::InventoryApplier* applier_;
-  agents::AgentRegistry* agents_;
+  agent_registry::AgentRegistry* agents_;
 };
 
 }  // namespace fleet::service

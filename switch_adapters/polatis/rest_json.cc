@@ -14,11 +14,11 @@ namespace fleet::polatis {
 namespace {
 
 using nlohmann::json;
-using switches::CrossConnect;
-using switches::PortPower;
-using switches::PortState;
-using switches::PortStatus;
-using switches::SwitchIdentity;
+using switch_adapters::CrossConnect;
+using switch_adapters::PortPower;
+using switch_adapters::PortState;
+using switch_adapters::PortStatus;
+using switch_adapters::SwitchIdentity;
 
 // Everything here reads a body a switch sent, so nothing may throw: nlohmann's accessors that
 // throw on a type mismatch (value(), get<T>() of the wrong type, at()) are only used after the

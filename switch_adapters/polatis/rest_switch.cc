@@ -14,16 +14,16 @@ namespace fleet::polatis {
 namespace {
 
 using nlohmann::json;
-using switches::ApplyResult;
-using switches::CrossConnect;
-using switches::CrossConnectBatch;
-using switches::PortPower;
-using switches::PortState;
-using switches::SwitchIdentity;
+using switch_adapters::ApplyResult;
+using switch_adapters::CrossConnect;
+using switch_adapters::CrossConnectBatch;
+using switch_adapters::PortPower;
+using switch_adapters::PortState;
+using switch_adapters::SwitchIdentity;
 
 constexpr char kCrossConnects[] = "/api/data/optical-switch:cross-connects";
 
-class RestSwitch : public switches::OpticalSwitch {
+class RestSwitch : public switch_adapters::OpticalSwitch {
  public:
   explicit RestSwitch(const PolatisSwitchOptions& options)
       : options_(options),
@@ -198,12 +198,12 @@ class RestSwitch : public switches::OpticalSwitch {
     ASSIGN_OR_RETURN(SwitchIdentity id, IdentityLocked());
     readded_.clear();
     for (const CrossConnect& x : batch.add) readded_.insert(x.ingress);
-    switches::BatchDriver driver{[this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return ReadLocked(); },
+    switch_adapters::BatchDriver driver{[this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return ReadLocked(); },
                                  [this](const std::vector<CrossConnect>& xs)
                                      ABSL_NO_THREAD_SAFETY_ANALYSIS { return Remove(xs); },
                                  [this](const std::vector<CrossConnect>& xs)
                                      ABSL_NO_THREAD_SAFETY_ANALYSIS { return Add(xs); }};
-    return switches::RunApply(batch, id.ingress_ports, id.egress_ports, driver, result);
+    return switch_adapters::RunApply(batch, id.ingress_ports, id.egress_ports, driver, result);
   }
 
   const PolatisSwitchOptions options_;
@@ -218,7 +218,7 @@ class RestSwitch : public switches::OpticalSwitch {
 
 }  // namespace
 
-std::unique_ptr<switches::OpticalSwitch> NewRestSwitch(const PolatisSwitchOptions& options) {
+std::unique_ptr<switch_adapters::OpticalSwitch> NewRestSwitch(const PolatisSwitchOptions& options) {
   return std::make_unique<RestSwitch>(options);
 }
 

@@ -15,13 +15,13 @@
 namespace fleet::polatis {
 namespace {
 
-using switches::ApplyResult;
-using switches::CrossConnect;
-using switches::CrossConnectBatch;
-using switches::PortPower;
-using switches::PortState;
-using switches::PortStatus;
-using switches::SwitchIdentity;
+using switch_adapters::ApplyResult;
+using switch_adapters::CrossConnect;
+using switch_adapters::CrossConnectBatch;
+using switch_adapters::PortPower;
+using switch_adapters::PortState;
+using switch_adapters::PortStatus;
+using switch_adapters::SwitchIdentity;
 
 // "1&2&3&7" → "1&&3&7": runs of consecutive ports as ranges, order kept, so that an
 // ingress list and an egress list still pair up element by element.
@@ -37,7 +37,7 @@ std::string PortList(const std::vector<uint32_t>& ports) {
   return absl::StrJoin(parts, "&");
 }
 
-class Tl1Switch : public switches::OpticalSwitch {
+class Tl1Switch : public switch_adapters::OpticalSwitch {
  public:
   Tl1Switch(const PolatisSwitchOptions& options, std::unique_ptr<StreamDialer> dialer)
       : options_(options),
@@ -200,9 +200,9 @@ class Tl1Switch : public switches::OpticalSwitch {
         return absl::OkStatus();
       };
     };
-    switches::BatchDriver driver{[this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return ReadLocked(); },
+    switch_adapters::BatchDriver driver{[this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return ReadLocked(); },
                                  each(&Tl1Switch::Disconnect), each(&Tl1Switch::Connect)};
-    return switches::RunApply(batch, id.ingress_ports, id.egress_ports, driver, result);
+    return switch_adapters::RunApply(batch, id.ingress_ports, id.egress_ports, driver, result);
   }
 
   const PolatisSwitchOptions options_;
@@ -213,7 +213,7 @@ class Tl1Switch : public switches::OpticalSwitch {
 
 }  // namespace
 
-std::unique_ptr<switches::OpticalSwitch> NewTl1Switch(const PolatisSwitchOptions& options,
+std::unique_ptr<switch_adapters::OpticalSwitch> NewTl1Switch(const PolatisSwitchOptions& options,
                                                       std::unique_ptr<StreamDialer> dialer) {
   return std::make_unique<Tl1Switch>(options, std::move(dialer));
 }

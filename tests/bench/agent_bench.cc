@@ -20,14 +20,14 @@
 #include "common/clock.h"
 #include "common/flags.h"
 #include "common/log.h"
-#include "controller/agents/agent_registry.h"
+#include "controller/agent_registry/agent_registry.h"
 #include "controller/service/agent_service.h"
 #include "onic_agent/agent.h"
 
 namespace {
 
 // Answers every call at once: the benchmark measures the path, not the hardware.
-class InstantBackend : public fleet::agent::OnicBackend {
+class InstantBackend : public fleet::onic_agent::OnicBackend {
  public:
   std::string name() const override { return "instant"; }
   absl::StatusOr<std::vector<fleet::v1::AgentOnic>> Discover() override {
@@ -35,15 +35,15 @@ class InstantBackend : public fleet::agent::OnicBackend {
     onic.set_serial("S1");
     return std::vector<fleet::v1::AgentOnic>{onic};
   }
-  fleet::agent::CommandOutcome Quiesce(const std::string&, uint32_t, absl::Time) override {
+  fleet::onic_agent::CommandOutcome Quiesce(const std::string&, uint32_t, absl::Time) override {
     return {};
   }
-  fleet::agent::CommandOutcome Retrain(const std::string&, uint32_t, const fleet::v1::PeerIdentity&,
+  fleet::onic_agent::CommandOutcome Retrain(const std::string&, uint32_t, const fleet::v1::PeerIdentity&,
                                        absl::Time) override {
     return {};
   }
-  fleet::agent::CommandOutcome ReadPort(const std::string& serial, uint32_t port) override {
-    fleet::agent::CommandOutcome outcome;
+  fleet::onic_agent::CommandOutcome ReadPort(const std::string& serial, uint32_t port) override {
+    fleet::onic_agent::CommandOutcome outcome;
     outcome.link.set_onic_serial(serial);
     outcome.link.set_port(port);
     outcome.link.set_status(fleet::v1::LINK_STATUS_UP);
@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   fleet::SetMinLogLevel(fleet::LogLevel::kWarning);
   fleet::FakeClock clock;
   std::unique_ptr<fleet::store::Store> store = *fleet::store::OpenSqliteStore({":memory:", &clock});
-  fleet::agents::AgentRegistry registry({}, store.get(), &clock);
+  fleet::agent_registry::AgentRegistry registry({}, store.get(), &clock);
   fleet::service::AgentServiceImpl service(&registry);
   grpc::ServerBuilder builder;
   int port = 0;
@@ -81,11 +81,11 @@ int main(int argc, char** argv) {
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
 
   InstantBackend backend;
-  fleet::agent::AgentOptions options;
+  fleet::onic_agent::AgentOptions options;
   options.controller = absl::StrCat("127.0.0.1:", port);
   options.host = "bench";
   options.monitor_interval = absl::Hours(1);
-  fleet::agent::Agent agent(options, &backend);
+  fleet::onic_agent::Agent agent(options, &backend);
   std::thread runner([&] { agent.Run(); });
   while (registry.ListAgents().empty() || !registry.ListAgents()[0].connected()) {
     absl::SleepFor(absl::Milliseconds(1));

@@ -20,8 +20,8 @@
 namespace {
 
 using fleet::polatis::Protocol;
-using fleet::switches::CrossConnect;
-using fleet::switches::CrossConnectBatch;
+using fleet::switch_adapters::CrossConnect;
+using fleet::switch_adapters::CrossConnectBatch;
 
 // Topology `shift`: ingress i → egress 385 + (i - 1 + shift) mod 384. Shifts 0 and 1 share
 // no cross-connect, so moving between them changes all 384.
@@ -38,14 +38,14 @@ struct Figures {
 
 // Moves between topologies `shift` and `shift ^ 1` `repeat` times; `shift` is the topology
 // the switch holds, before and after.
-Figures Measure(fleet::switches::OpticalSwitch& sw, int repeat, uint32_t& shift) {
+Figures Measure(fleet::switch_adapters::OpticalSwitch& sw, int repeat, uint32_t& shift) {
   std::vector<double> ms;
   int commands = 0;
   for (int r = 0; r < repeat; ++r) {
     CrossConnectBatch batch{Topology(shift), Topology(shift ^ 1)};
     shift ^= 1;
     const absl::Time start = absl::Now();
-    fleet::switches::ApplyResult result = sw.Apply(batch);
+    fleet::switch_adapters::ApplyResult result = sw.Apply(batch);
     ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
     if (!result.status.ok()) {
       std::cerr << "apply failed: " << result.status.ToString().substr(0, 300) << "\n";

@@ -41,7 +41,7 @@ TEST_P(InterruptedTest, RestartResumesTheTransaction) {
   ASSERT_THAT(store_->UpdateAllocation(rewind, "test").status(), IsOk());
   const std::set<CrossConnect> wanted = Wanted(a);
   std::vector<CrossConnect> all(wanted.begin(), wanted.end());
-  switches::CrossConnectBatch undo;
+  switch_adapters::CrossConnectBatch undo;
   undo.remove.assign(all.begin() + landed, all.end());
   ASSERT_THAT(sw_->Apply(undo).status, IsOk());
 
@@ -69,7 +69,7 @@ INSTANTIATE_TEST_SUITE_P(Stages, InterruptedTest,
 TEST_F(EngineTest, ReconcileRepairsAMissingCrossConnectAndRetrains) {
   v1::Allocation a = Request(Ring("team-a", kGpus));
   const CrossConnect lost = *Wanted(a).begin();
-  switches::CrossConnectBatch behind_our_back;
+  switch_adapters::CrossConnectBatch behind_our_back;
   behind_our_back.remove.push_back(lost);
   ASSERT_THAT(sw_->Apply(behind_our_back).status, IsOk());
 
@@ -100,7 +100,7 @@ TEST_F(EngineTest, ReconcileReportsResumedTransactionsAndThoseRolledBack) {
   for (const v1::Circuit& c : a.circuits())
     rewind.circuits[c.id()] = {v1::CIRCUIT_STATE_PLANNED, ""};
   ASSERT_THAT(store_->UpdateAllocation(rewind, "test").status(), IsOk());
-  switches::CrossConnectBatch clear;
+  switch_adapters::CrossConnectBatch clear;
   for (const CrossConnect& x : Wanted(a)) clear.remove.push_back(x);
   ASSERT_THAT(sw_->Apply(clear).status, IsOk());
   const uint32_t egress = a.circuits(0).cross_connects(0).egress();

@@ -29,7 +29,7 @@ namespace fleet::engine {
 
 using store::testing_util::IsOk;
 using store::testing_util::StatusIs;
-using switches::CrossConnect;
+using switch_adapters::CrossConnect;
 using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::ElementsAre;
@@ -68,25 +68,25 @@ inline const std::vector<std::string> kGpus = {"gpu1", "gpu2", "gpu3", "gpu4",
 // switch, and its transactions can finish however the test ends.
 class HeldApplies {
  public:
-  explicit HeldApplies(switches::FakeOpticalSwitch* sw) : sw_(sw) { sw_->HoldApplies(true); }
+  explicit HeldApplies(switch_adapters::FakeOpticalSwitch* sw) : sw_(sw) { sw_->HoldApplies(true); }
   ~HeldApplies() { sw_->HoldApplies(false); }
   HeldApplies(const HeldApplies&) = delete;
   HeldApplies& operator=(const HeldApplies&) = delete;
 
  private:
-  switches::FakeOpticalSwitch* const sw_;
+  switch_adapters::FakeOpticalSwitch* const sw_;
 };
 
 class EngineTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(OpenGen1Store(&clock_, &store_, &site_));
-    registry_ = std::make_unique<fabric::SwitchRegistry>(
-        std::map<std::string, fabric::SwitchCredentials>{{"ocs1", {"admin", "root"}}}, "test");
+    registry_ = std::make_unique<switch_registry::SwitchRegistry>(
+        std::map<std::string, switch_registry::SwitchCredentials>{{"ocs1", {"admin", "root"}}}, "test");
     registry_->RegisterDriver(v1::SWITCH_PROTOCOL_TL1,
-                              [this](const v1::Switch&, const fabric::SwitchCredentials&)
-                                  -> absl::StatusOr<std::unique_ptr<switches::OpticalSwitch>> {
-                                auto sw = std::make_unique<switches::FakeOpticalSwitch>(384, 384);
+                              [this](const v1::Switch&, const switch_registry::SwitchCredentials&)
+                                  -> absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> {
+                                auto sw = std::make_unique<switch_adapters::FakeOpticalSwitch>(384, 384);
                                 sw_ = sw.get();
                                 return sw;
                               });
@@ -194,8 +194,8 @@ class EngineTest : public ::testing::Test {
   FakeClock clock_;
   std::unique_ptr<store::Store> store_;
   v1::Inventory site_;
-  switches::FakeOpticalSwitch* sw_ = nullptr;
-  std::unique_ptr<fabric::SwitchRegistry> registry_;
+  switch_adapters::FakeOpticalSwitch* sw_ = nullptr;
+  std::unique_ptr<switch_registry::SwitchRegistry> registry_;
   std::unique_ptr<LightCheckingAgents> agents_;
   std::unique_ptr<Engine> engine_;
 };

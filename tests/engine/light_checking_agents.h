@@ -1,4 +1,4 @@
-// Agents that check the light, for the engine's tests: a fake agents::CommandSender over a
+// Agents that check the light, for the engine's tests: a fake agent_registry::CommandSender over a
 // FakeOpticalSwitch.
 #ifndef FLEET_TESTS_ENGINE_LIGHT_CHECKING_AGENTS_H_
 #define FLEET_TESTS_ENGINE_LIGHT_CHECKING_AGENTS_H_
@@ -13,16 +13,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "controller/agents/agent_registry.h"
+#include "controller/agent_registry/agent_registry.h"
 #include "switch_adapters/fake_optical_switch.h"
 
 namespace fleet::engine {
 
 // Agents for every O-NIC of the site. Retrain answers OK only if the switch carries light
 // from the expected peer's tx ingress to this port's rx egress.
-class LightCheckingAgents : public agents::CommandSender {
+class LightCheckingAgents : public agent_registry::CommandSender {
  public:
-  LightCheckingAgents(const v1::Inventory& site, switches::FakeOpticalSwitch* sw) : sw_(sw) {
+  LightCheckingAgents(const v1::Inventory& site, switch_adapters::FakeOpticalSwitch* sw) : sw_(sw) {
     for (const v1::Onic& o : site.onics()) {
       for (int p = 0; p < o.ports_size(); ++p) {
         ports_[{o.serial(), p + 1}] = {o.ports(p).tx().port(), o.ports(p).rx().port()};
@@ -34,11 +34,11 @@ class LightCheckingAgents : public agents::CommandSender {
   // Answers as the commands are handed over, except armed retrains (await_light): those
   // wait, as an agent waits for the light, and are answered when collected, from the switch
   // as it is then, or CANCELLED when their port was quiesced after they were armed.
-  std::unique_ptr<agents::SentCommands> Send(std::vector<agents::AddressedCommand> commands,
+  std::unique_ptr<agent_registry::SentCommands> Send(std::vector<agent_registry::AddressedCommand> commands,
                                              absl::Time) override {
     auto sent = std::make_unique<Sent>();
-    std::vector<agents::AddressedCommand> now;
-    for (agents::AddressedCommand& c : commands) {
+    std::vector<agent_registry::AddressedCommand> now;
+    for (agent_registry::AddressedCommand& c : commands) {
       if (c.command.has_retrain() && c.command.retrain().has_await_light()) {
         absl::MutexLock lock(&mu_);
         sent_.push_back(c.command);
@@ -52,7 +52,7 @@ class LightCheckingAgents : public agents::CommandSender {
     return sent;
   }
   std::vector<absl::StatusOr<v1::CommandResult>> Await(
-      std::unique_ptr<agents::SentCommands> handed) override {
+      std::unique_ptr<agent_registry::SentCommands> handed) override {
     Sent& sent = static_cast<Sent&>(*handed);
     for (Sent::Armed& armed : sent.armed) {
       const v1::RetrainPort& r = armed.command.command.retrain();
@@ -113,10 +113,10 @@ class LightCheckingAgents : public agents::CommandSender {
     return cancelled_;
   }
   std::vector<absl::StatusOr<v1::CommandResult>> Answer(
-      const std::vector<agents::AddressedCommand>& commands) {
+      const std::vector<agent_registry::AddressedCommand>& commands) {
     absl::MutexLock lock(&mu_);
     std::vector<absl::StatusOr<v1::CommandResult>> out;
-    for (const agents::AddressedCommand& c : commands) {
+    for (const agent_registry::AddressedCommand& c : commands) {
       sent_.push_back(c.command);
       if (gone_.contains(c.onic_serial)) {
         out.push_back(absl::UnavailableError("agent went away"));
@@ -133,8 +133,8 @@ class LightCheckingAgents : public agents::CommandSender {
         const uint32_t egress =
             ports_[{c.command.read_port().onic_serial(), c.command.read_port().port()}].second;
         result.mutable_link()->set_status(v1::LINK_STATUS_DOWN);
-        for (const switches::CrossConnect& x :
-             sw_->ReadCrossConnects().value_or(std::vector<switches::CrossConnect>{})) {
+        for (const switch_adapters::CrossConnect& x :
+             sw_->ReadCrossConnects().value_or(std::vector<switch_adapters::CrossConnect>{})) {
           if (x.egress != egress) continue;
           result.mutable_link()->set_status(v1::LINK_STATUS_UP);
           result.mutable_link()->set_peer_seen(sender_[x.ingress]);
@@ -152,7 +152,7 @@ class LightCheckingAgents : public agents::CommandSender {
     return out;
   }
   // An armed retrain's answer once the wait is over: as a retrain handed over now.
-  absl::StatusOr<v1::CommandResult> Judge(const agents::AddressedCommand& armed) {
+  absl::StatusOr<v1::CommandResult> Judge(const agent_registry::AddressedCommand& armed) {
     absl::MutexLock lock(&mu_);
     if (gone_.contains(armed.onic_serial)) return absl::UnavailableError("agent went away");
     const v1::RetrainPort& r = armed.command.retrain();
@@ -169,9 +169,9 @@ class LightCheckingAgents : public agents::CommandSender {
     const uint32_t egress = ports_[{r.onic_serial(), r.port()}].second;
     const uint32_t ingress =
         ports_[{r.expected_peer().onic_serial(), r.expected_peer().port()}].first;
-    std::vector<switches::CrossConnect> xs =
-        sw_->ReadCrossConnects().value_or(std::vector<switches::CrossConnect>{});
-    return std::find(xs.begin(), xs.end(), switches::CrossConnect{ingress, egress}) != xs.end();
+    std::vector<switch_adapters::CrossConnect> xs =
+        sw_->ReadCrossConnects().value_or(std::vector<switch_adapters::CrossConnect>{});
+    return std::find(xs.begin(), xs.end(), switch_adapters::CrossConnect{ingress, egress}) != xs.end();
   }
 
   bool HasOwner(const std::string& serial) override {
@@ -233,17 +233,17 @@ class LightCheckingAgents : public agents::CommandSender {
   }
 
  private:
-  struct Sent : agents::SentCommands {
+  struct Sent : agent_registry::SentCommands {
     struct Armed {
       size_t index;    // In `results`.
       size_t sent_at;  // Commands handed over before it, itself included.
-      agents::AddressedCommand command;
+      agent_registry::AddressedCommand command;
     };
     std::vector<absl::StatusOr<v1::CommandResult>> results;
     std::vector<Armed> armed;
   };
 
-  switches::FakeOpticalSwitch* const sw_;
+  switch_adapters::FakeOpticalSwitch* const sw_;
   absl::Mutex mu_;
   std::map<std::pair<std::string, int>, std::pair<uint32_t, uint32_t>> ports_;
   std::map<uint32_t, std::string> sender_;  // Ingress → the O-NIC port whose tx enters it.

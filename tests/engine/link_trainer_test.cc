@@ -19,20 +19,20 @@ using ::testing::Pair;
 using ::testing::SizeIs;
 
 // Agents that answer as the commands are handed over, as `answer` says (OK by default).
-class ScriptedAgents : public agents::CommandSender {
+class ScriptedAgents : public agent_registry::CommandSender {
  public:
-  std::unique_ptr<agents::SentCommands> Send(std::vector<agents::AddressedCommand> commands,
+  std::unique_ptr<agent_registry::SentCommands> Send(std::vector<agent_registry::AddressedCommand> commands,
                                              absl::Time) override {
     std::vector<absl::StatusOr<v1::CommandResult>> results;
-    for (const agents::AddressedCommand& c : commands) {
+    for (const agent_registry::AddressedCommand& c : commands) {
       sent.push_back(c.command);
       results.push_back(answer(c.command));
     }
-    return std::make_unique<agents::AnsweredCommands>(std::move(results));
+    return std::make_unique<agent_registry::AnsweredCommands>(std::move(results));
   }
   std::vector<absl::StatusOr<v1::CommandResult>> Await(
-      std::unique_ptr<agents::SentCommands> sent) override {
-    return static_cast<agents::AnsweredCommands&>(*sent).results;
+      std::unique_ptr<agent_registry::SentCommands> sent) override {
+    return static_cast<agent_registry::AnsweredCommands&>(*sent).results;
   }
   bool HasOwner(const std::string& serial) override { return owners.contains(serial); }
   bool KnownQuiesced(const std::string& serial, uint32_t port) override {

@@ -12,16 +12,16 @@
 namespace fleet::engine {
 namespace {
 
-using switches::CrossConnect;
-using switches::CrossConnectBatch;
+using switch_adapters::CrossConnect;
+using switch_adapters::CrossConnectBatch;
 using ::testing::HasSubstr;
 
 // A FakeOpticalSwitch whose first Apply waits until released, so a test can queue work
 // behind a batch in flight.
-class GatedSwitch : public switches::FakeOpticalSwitch {
+class GatedSwitch : public switch_adapters::FakeOpticalSwitch {
  public:
   GatedSwitch() : FakeOpticalSwitch(16, 16) {}
-  switches::ApplyResult Apply(const CrossConnectBatch& batch) override {
+  switch_adapters::ApplyResult Apply(const CrossConnectBatch& batch) override {
     applies_.fetch_add(1);
     if (!entered_.HasBeenNotified()) {
       entered_.Notify();
@@ -98,7 +98,7 @@ TEST(SwitchProgrammerTest, EachCallersGoingRunsOnceAsItsBatchGoesOut) {
 }
 
 TEST(SwitchProgrammerTest, FailedBatchIsRolledBackAndEachChangeSetRetriedAlone) {
-  switches::FakeOpticalSwitch sw(16, 16);
+  switch_adapters::FakeOpticalSwitch sw(16, 16);
   sw.ForceCrossConnect({9, 20});  // Holds egress 20: a change set that wants it must fail.
   SwitchProgrammer programmer("ocs1", &sw);
   ProgramOutcome bad = programmer.Program(Add(1, 20));

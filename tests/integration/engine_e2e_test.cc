@@ -153,10 +153,10 @@ class EngineEndToEndTest : public ::testing::TestWithParam<std::string> {
   }
 
   CrossConnectSet OnSwitch() {
-    absl::StatusOr<std::vector<switches::CrossConnect>> xs = switch_->ReadCrossConnects();
+    absl::StatusOr<std::vector<switch_adapters::CrossConnect>> xs = switch_->ReadCrossConnects();
     EXPECT_TRUE(xs.ok()) << xs.status();
     CrossConnectSet out;
-    for (const switches::CrossConnect& x : xs.value_or(std::vector<switches::CrossConnect>{})) {
+    for (const switch_adapters::CrossConnect& x : xs.value_or(std::vector<switch_adapters::CrossConnect>{})) {
       out.insert({x.ingress, x.egress});
     }
     return out;
@@ -229,7 +229,7 @@ class EngineEndToEndTest : public ::testing::TestWithParam<std::string> {
   std::string grpc_;
   std::unique_ptr<v1::TopologyService::Stub> topology_;
   std::unique_ptr<v1::InventoryService::Stub> inventory_;
-  std::unique_ptr<switches::OpticalSwitch> switch_;
+  std::unique_ptr<switch_adapters::OpticalSwitch> switch_;
 };
 
 TEST_P(EngineEndToEndTest, RingBecomesReadyWithLightEverywhereAndReleaseClearsTheSwitch) {

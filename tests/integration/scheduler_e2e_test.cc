@@ -100,10 +100,10 @@ class SchedulerEndToEndTest : public ::testing::Test {
   }
 
   static CrossConnectSet OnSwitch() {
-    absl::StatusOr<std::vector<switches::CrossConnect>> xs = switch_->ReadCrossConnects();
+    absl::StatusOr<std::vector<switch_adapters::CrossConnect>> xs = switch_->ReadCrossConnects();
     EXPECT_TRUE(xs.ok()) << xs.status();
     CrossConnectSet out;
-    for (const switches::CrossConnect& x : xs.value_or(std::vector<switches::CrossConnect>{})) {
+    for (const switch_adapters::CrossConnect& x : xs.value_or(std::vector<switch_adapters::CrossConnect>{})) {
       out.insert({x.ingress, x.egress});
     }
     return out;
@@ -132,7 +132,7 @@ class SchedulerEndToEndTest : public ::testing::Test {
     return testing::EmulatorCounter(*rest_, "cross_connects_changed");
   }
   static inline Daemon* fleetd_ = nullptr;
-  static inline switches::OpticalSwitch* switch_ = nullptr;
+  static inline switch_adapters::OpticalSwitch* switch_ = nullptr;
 };
 
 TEST_F(SchedulerEndToEndTest, PhasedJobSwitchesFromDataToTensorParallel) {

@@ -110,9 +110,9 @@ class TrunksEndToEndTest : public ::testing::Test {
   static CrossConnectSet OnSwitches() {
     CrossConnectSet out;
     for (const auto& [id, sw] : switches_) {
-      absl::StatusOr<std::vector<switches::CrossConnect>> xs = sw->ReadCrossConnects();
+      absl::StatusOr<std::vector<switch_adapters::CrossConnect>> xs = sw->ReadCrossConnects();
       EXPECT_TRUE(xs.ok()) << xs.status();
-      for (const switches::CrossConnect& x : xs.value_or(std::vector<switches::CrossConnect>{})) {
+      for (const switch_adapters::CrossConnect& x : xs.value_or(std::vector<switch_adapters::CrossConnect>{})) {
         out.insert({id, x.ingress, x.egress});
       }
     }
@@ -159,7 +159,7 @@ class TrunksEndToEndTest : public ::testing::Test {
   static inline std::string* grpc_ = nullptr;
   static inline std::map<std::string, std::string>* rest_ = nullptr;  // Switch → REST address.
   static inline Daemon* fleetd_ = nullptr;
-  static inline std::map<std::string, switches::OpticalSwitch*> switches_;
+  static inline std::map<std::string, switch_adapters::OpticalSwitch*> switches_;
 };
 
 TEST_F(TrunksEndToEndTest, ARingAcrossTwoSwitchesIsReadyWithLightOverItsTrunks) {

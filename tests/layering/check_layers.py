@@ -27,18 +27,18 @@ ALLOWED = {
     "controller/store": {"common", PROTO},
     "controller/metrics": {"common", PROTO, "controller/store"},
     "controller/inventory": {"common", PROTO, "controller/store"},
-    "controller/agents": {"common", PROTO, "controller/store", "controller/metrics"},
-    "controller/fabric": {"common", PROTO, DRIVER, "controller/metrics"},  # Vendor-free.
+    "controller/agent_registry": {"common", PROTO, "controller/store", "controller/metrics"},
+    "controller/switch_registry": {"common", PROTO, DRIVER, "controller/metrics"},  # Vendor-free.
     "controller/engine": {"common", PROTO, "scheduler", DRIVER, "controller/store",
-                          "controller/metrics", "controller/agents", "controller/fabric"},
+                          "controller/metrics", "controller/agent_registry", "controller/switch_registry"},
     "controller/service": {"common", PROTO, "scheduler", DRIVER, "controller/store",
-                           "controller/metrics", "controller/agents", "controller/fabric",
+                           "controller/metrics", "controller/agent_registry", "controller/switch_registry",
                            "controller/inventory", "controller/engine"},
     # fleetctl talks to fleetd over gRPC only; it reads inventory files with fleetd's parser.
     "controller/cli": {"common", PROTO, "controller/inventory"},
     # The composition root: builds every concrete part, so it may name them all.
     "controller/fleetd": {"common", PROTO, "scheduler", DRIVER, POLATIS, "controller/store",
-                          "controller/metrics", "controller/agents", "controller/fabric",
+                          "controller/metrics", "controller/agent_registry", "controller/switch_registry",
                           "controller/inventory", "controller/engine", "controller/service"},
 }
 UNCHECKED = ("tests", "fuzz", "build", "clients", "deploy", "docs", ".git", "testing")

@@ -21,12 +21,12 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/clock.h"
-#include "controller/agents/agent_registry.h"
+#include "controller/agent_registry/agent_registry.h"
 #include "controller/service/agent_service.h"
 #include "controller/store/store.h"
 #include "tests/eventually.h"
 
-namespace fleet::agent {
+namespace fleet::onic_agent {
 namespace {
 
 using ::testing::HasSubstr;
@@ -235,9 +235,9 @@ class Controller {
       onic_port->mutable_rx()->set_port(8 + p);
     }
     EXPECT_TRUE(store_->WriteInventory(write, "test").ok());
-    agents::AgentRegistryOptions options;
+    agent_registry::AgentRegistryOptions options;
     options.heartbeat_interval = absl::Milliseconds(20);
-    registry_ = std::make_unique<agents::AgentRegistry>(options, store_.get(), &clock_);
+    registry_ = std::make_unique<agent_registry::AgentRegistry>(options, store_.get(), &clock_);
     service_ = std::make_unique<service::AgentServiceImpl>(registry_.get());
     grpc::ServerBuilder builder;
     builder.AddListeningPort(absl::StrCat("127.0.0.1:", port), grpc::InsecureServerCredentials(),
@@ -256,7 +256,7 @@ class Controller {
 
   std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
   int port() const { return port_; }
-  agents::AgentRegistry& registry() { return *registry_; }
+  agent_registry::AgentRegistry& registry() { return *registry_; }
   store::Store& store() { return *store_; }
   FakeClock& clock() { return clock_; }
 
@@ -274,7 +274,7 @@ class Controller {
  private:
   FakeClock clock_;
   std::unique_ptr<store::Store> store_;
-  std::unique_ptr<agents::AgentRegistry> registry_;
+  std::unique_ptr<agent_registry::AgentRegistry> registry_;
   std::unique_ptr<service::AgentServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
@@ -334,9 +334,9 @@ v1::Command Quiesce(const std::string& serial, uint32_t port) {
 }
 
 // One command handed over with Send, collected later.
-std::unique_ptr<agents::SentCommands> SendOne(agents::AgentRegistry& registry, v1::Command command,
+std::unique_ptr<agent_registry::SentCommands> SendOne(agent_registry::AgentRegistry& registry, v1::Command command,
                                               absl::Time deadline) {
-  std::vector<agents::AddressedCommand> commands(1);
+  std::vector<agent_registry::AddressedCommand> commands(1);
   commands[0].onic_serial = command.has_retrain() ? command.retrain().onic_serial() : "";
   commands[0].command = std::move(command);
   return registry.Send(std::move(commands), deadline);
@@ -430,7 +430,7 @@ class ArmedRetrainTest : public ::testing::Test {
     agent_ = std::make_unique<RunningAgent>(controller_->address(), "h1", &backend_);
     ASSERT_TRUE(Eventually([&] { return controller_->AgentConnected("h1"); }));
   }
-  agents::AgentRegistry& registry() { return controller_->registry(); }
+  agent_registry::AgentRegistry& registry() { return controller_->registry(); }
   // fleetd dies (`while_down` runs then) and comes back on its port; the agent reconnects.
   void RestartFleetd(const std::function<void()>& while_down = nullptr) {
     const int port = controller_->port();
@@ -456,7 +456,7 @@ class ArmedRetrainTest : public ::testing::Test {
 TEST_F(ArmedRetrainTest, AnArmedRetrainWaitsForItsLightThenTrains) {
   EXPECT_THAT(controller_->Agent("h1")->capabilities(), ::testing::ElementsAre("armed-retrain"));
   EXPECT_TRUE(registry().ArmsRetrains("S1"));
-  std::unique_ptr<agents::SentCommands> armed = SendOne(
+  std::unique_ptr<agent_registry::SentCommands> armed = SendOne(
       registry(), ArmedRetrain("S1", 1, absl::Seconds(30)), absl::Now() + absl::Seconds(60));
   ASSERT_TRUE(Eventually([&] { return backend_.awaiting() == 1; }));
   EXPECT_THAT(backend_.calls(), ::testing::ElementsAre("await light S1/1"));
@@ -470,7 +470,7 @@ TEST_F(ArmedRetrainTest, AnArmedRetrainWaitsForItsLightThenTrains) {
 
 TEST_F(ArmedRetrainTest, AQuiesceEndsAnArmedRetrainsWaitAndTheRetrainIsCancelled) {
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  std::unique_ptr<agents::SentCommands> armed =
+  std::unique_ptr<agent_registry::SentCommands> armed =
       SendOne(registry(), ArmedRetrain("S1", 1, absl::Seconds(60)), deadline);
   ASSERT_TRUE(Eventually([&] { return backend_.awaiting() == 1; }));
   // The switch refused the batch; fleetd quiesces the port. Without the cancel the quiesce
@@ -510,10 +510,10 @@ TEST_F(ArmedRetrainTest, AnArmedRetrainWithoutAnExpectedPeerIsRefused) {
 TEST_F(ArmedRetrainTest, AnArmedRetrainStillQueuedWhenItsStreamEndsIsCancelledAsItStarts) {
   absl::Notification gate;
   backend_.HoldRetrainsOn(1, &gate);
-  std::unique_ptr<agents::SentCommands> held =
+  std::unique_ptr<agent_registry::SentCommands> held =
       SendOne(registry(), Retrain("S1", 1), absl::Now() + absl::Seconds(60));
   ASSERT_TRUE(Eventually([&] { return backend_.held() == 1; }));
-  std::unique_ptr<agents::SentCommands> armed = SendOne(
+  std::unique_ptr<agent_registry::SentCommands> armed = SendOne(
       registry(), ArmedRetrain("S1", 1, absl::Seconds(60)), absl::Now() + absl::Seconds(60));
   ASSERT_TRUE(Eventually([&] { return (*agent_)->commands_queued() == 1; }));
   held.reset();
@@ -531,7 +531,7 @@ TEST_F(ArmedRetrainTest, AnArmedRetrainStillQueuedWhenItsStreamEndsIsCancelledAs
 
 TEST_F(ArmedRetrainTest, ARestartedFleetdIsNotKeptWaitingByTheLastRunsArmedRetrain) {
   {
-    std::unique_ptr<agents::SentCommands> armed = SendOne(
+    std::unique_ptr<agent_registry::SentCommands> armed = SendOne(
         registry(), ArmedRetrain("S1", 1, absl::Seconds(60)), absl::Now() + absl::Seconds(60));
     ASSERT_TRUE(Eventually([&] { return backend_.awaiting() == 1; }));
   }
@@ -601,7 +601,7 @@ TEST(AgentTest, TheRegistryKnowsWhichPortsItsAgentsLeftQuiesced) {
   FakeBackend backend({"S1"});
   auto agent = std::make_unique<RunningAgent>(controller.address(), "h1", &backend);
   ASSERT_TRUE(Eventually([&] { return controller.AgentConnected("h1"); }));
-  agents::AgentRegistry& registry = controller.registry();
+  agent_registry::AgentRegistry& registry = controller.registry();
   EXPECT_FALSE(registry.KnownQuiesced("S1", 1));  // Registered DOWN.
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   v1::Command quiesce;
@@ -723,9 +723,9 @@ TEST(AgentTest, ARestartedFleetdsCommandsAreRunNotAnsweredFromTheLastRunsCache) 
 }
 
 // Sends retrains of both ports of S1 at once, to be answered by `deadline`.
-std::unique_ptr<agents::SentCommands> RetrainBothPorts(Controller& controller,
+std::unique_ptr<agent_registry::SentCommands> RetrainBothPorts(Controller& controller,
                                                        absl::Time deadline) {
-  std::vector<agents::AddressedCommand> commands(2);
+  std::vector<agent_registry::AddressedCommand> commands(2);
   for (uint32_t port : {1u, 2u}) {
     commands[port - 1].onic_serial = "S1";
     commands[port - 1].command = Retrain("S1", port);
@@ -739,7 +739,7 @@ TEST(AgentTest, AnswersSentTogetherInOneMessageEachCompleteTheirCommand) {
   v1::ControllerMessage registered;
   ASSERT_TRUE(raw.RegisterAndBeat(registered));
   EXPECT_TRUE(registered.registered().takes_result_batches());
-  std::unique_ptr<agents::SentCommands> sent =
+  std::unique_ptr<agent_registry::SentCommands> sent =
       RetrainBothPorts(controller, absl::Now() + absl::Seconds(30));
   std::map<uint32_t, std::string> ids = raw.RetrainIds(2);
   ASSERT_EQ(ids.size(), 2u);
@@ -770,7 +770,7 @@ TEST(AgentTest, ACommandNobodyAnswersFailsAtItsDeadline) {
   v1::ControllerMessage registered;
   ASSERT_TRUE(raw.RegisterAndBeat(registered));
   const absl::Time deadline = absl::Now() + absl::Seconds(2);
-  std::unique_ptr<agents::SentCommands> sent = RetrainBothPorts(controller, deadline);
+  std::unique_ptr<agent_registry::SentCommands> sent = RetrainBothPorts(controller, deadline);
   std::map<uint32_t, std::string> ids = raw.RetrainIds(2);
   ASSERT_EQ(ids.size(), 2u);
   v1::AgentMessage answer;  // Port 1 answers; port 2 never does.
@@ -795,7 +795,7 @@ TEST(AgentTest, PortsThatFinishTogetherAreEachAnswered) {
   backend.HoldRetrainsOn(2, &release);
   RunningAgent agent(controller.address(), "h1", &backend);
   ASSERT_TRUE(Eventually([&] { return controller.AgentConnected("h1"); }));
-  std::unique_ptr<agents::SentCommands> sent =
+  std::unique_ptr<agent_registry::SentCommands> sent =
       RetrainBothPorts(controller, absl::Now() + absl::Seconds(30));
   ASSERT_TRUE(Eventually([&] { return backend.held() == 2; }));
   release.Notify();  // Both finish at once; their answers may share a message.
@@ -894,4 +894,4 @@ TEST(AgentTest, FirstMessageMustBeRegister) {
 }
 
 }  // namespace
-}  // namespace fleet::agent
+}  // namespace fleet::onic_agent

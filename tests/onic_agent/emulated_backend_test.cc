@@ -14,10 +14,10 @@
 #include "switch_adapters/polatis/polatis_switch.h"
 #include "tests/integration/subprocess.h"
 
-namespace fleet::agent {
+namespace fleet::onic_agent {
 namespace {
 
-using switches::CrossConnect;
+using switch_adapters::CrossConnect;
 using ::testing::HasSubstr;
 
 class EmulatedBackendTest : public ::testing::Test {
@@ -65,7 +65,7 @@ class EmulatedBackendTest : public ::testing::Test {
 
   std::unique_ptr<fleet::testing::Daemon> emu_;
   std::string rest_;
-  std::unique_ptr<switches::OpticalSwitch> switch_;
+  std::unique_ptr<switch_adapters::OpticalSwitch> switch_;
   std::unique_ptr<EmulatedBackend> backend_;
 };
 
@@ -280,4 +280,4 @@ TEST_F(EmulatedBackendTest, DiscoverQuiesceAndUnknownPorts) {
 }
 
 }  // namespace
-}  // namespace fleet::agent
+}  // namespace fleet::onic_agent

@@ -8,7 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
-namespace fleet::agent::testing {
+namespace fleet::onic_agent::testing {
 namespace {
 
 namespace fs = std::filesystem;
@@ -324,4 +324,4 @@ absl::Status FakePcieSysfs::WriteFile(const std::string& path, absl::string_view
   return disk_.WriteFile(path, data);
 }
 
-}  // namespace fleet::agent::testing
+}  // namespace fleet::onic_agent::testing

@@ -30,7 +30,7 @@
 #include "common/clock.h"
 #include "onic_agent/sysfs_files.h"
 
-namespace fleet::agent::testing {
+namespace fleet::onic_agent::testing {
 
 // A PCIe function (device) to put below a port.
 struct FakeFunction {
@@ -141,6 +141,6 @@ class FakePcieSysfs : public SysfsFiles {
 // at 0x60 (so Link Control is at 0x70 and Link Status at 0x72), AER at 0x100.
 inline constexpr size_t kFakePcieCap = 0x60;
 
-}  // namespace fleet::agent::testing
+}  // namespace fleet::onic_agent::testing
 
 #endif  // FLEET_TESTS_ONIC_AGENT_FAKE_PCIE_SYSFS_H_

@@ -6,7 +6,7 @@
 
 #include <string>
 
-namespace fleet::agent::pcie {
+namespace fleet::onic_agent::pcie {
 namespace {
 
 using ::testing::HasSubstr;
@@ -150,4 +150,4 @@ TEST(PcieConfigTest, DecodesLinkStatus) {
 }
 
 }  // namespace
-}  // namespace fleet::agent::pcie
+}  // namespace fleet::onic_agent::pcie

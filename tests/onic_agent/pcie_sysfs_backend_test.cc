@@ -13,14 +13,14 @@
 #include "absl/strings/str_cat.h"
 #include "tests/onic_agent/fake_pcie_sysfs.h"
 
-namespace fleet::agent {
+namespace fleet::onic_agent {
 namespace {
 
-using ::fleet::agent::testing::ConfigWrite;
-using ::fleet::agent::testing::FakeFunction;
-using ::fleet::agent::testing::FakePcieSysfs;
-using ::fleet::agent::testing::FakePortSpec;
-using ::fleet::agent::testing::kFakePcieCap;
+using ::fleet::onic_agent::testing::ConfigWrite;
+using ::fleet::onic_agent::testing::FakeFunction;
+using ::fleet::onic_agent::testing::FakePcieSysfs;
+using ::fleet::onic_agent::testing::FakePortSpec;
+using ::fleet::onic_agent::testing::kFakePcieCap;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -627,4 +627,4 @@ TEST_F(PcieSysfsBackendTest, DifferentOnicsRetrainConcurrently) {
 }
 
 }  // namespace
-}  // namespace fleet::agent
+}  // namespace fleet::onic_agent

@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "controller/engine/engine.h"
-#include "controller/fabric/switch_registry.h"
+#include "controller/switch_registry/switch_registry.h"
 #include "controller/inventory/inventory.h"
 #include "controller/service/admin_service.h"
 #include "controller/service/agent_service.h"
@@ -39,13 +39,13 @@ class ServicesTest : public ::testing::Test {
     store_ = std::move(*opened);
     applier_ = std::make_unique<inventory::InventoryApplier>(store_.get());
     // Switches are in-memory fakes; the test keeps a handle on the last one built.
-    switches_ = std::make_unique<fabric::SwitchRegistry>(
-        std::map<std::string, fabric::SwitchCredentials>{{"ocs1", {"admin", "root"}}},
+    switches_ = std::make_unique<switch_registry::SwitchRegistry>(
+        std::map<std::string, switch_registry::SwitchCredentials>{{"ocs1", {"admin", "root"}}},
         "creds.yaml");
     switches_->RegisterDriver(v1::SWITCH_PROTOCOL_TL1,
-                              [this](const v1::Switch& sw, const fabric::SwitchCredentials&)
-                                  -> absl::StatusOr<std::unique_ptr<switches::OpticalSwitch>> {
-                                auto fake = std::make_unique<switches::FakeOpticalSwitch>(
+                              [this](const v1::Switch& sw, const switch_registry::SwitchCredentials&)
+                                  -> absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> {
+                                auto fake = std::make_unique<switch_adapters::FakeOpticalSwitch>(
                                     fake_size_, fake_size_);
                                 last_fake_ = fake.get();
                                 built_for_.push_back(sw.id() + "@" + sw.address());
@@ -56,9 +56,9 @@ class ServicesTest : public ::testing::Test {
     engine_ = std::make_unique<engine::Engine>(engine_options, store_.get(), switches_.get(),
                                                /*agents=*/nullptr, &clock_);
     if (with_agents_) {
-      agents::AgentRegistryOptions agent_options;
+      agent_registry::AgentRegistryOptions agent_options;
       agent_options.heartbeat_interval = absl::Hours(1);
-      agents_ = std::make_unique<agents::AgentRegistry>(agent_options, store_.get(), &clock_);
+      agents_ = std::make_unique<agent_registry::AgentRegistry>(agent_options, store_.get(), &clock_);
       agent_service_ = std::make_unique<AgentServiceImpl>(agents_.get());
     }
     inventory_ =
@@ -134,15 +134,15 @@ class ServicesTest : public ::testing::Test {
   bool with_agents_ = false;
   FakeClock clock_;
   std::unique_ptr<store::Store> store_;
-  std::unique_ptr<agents::AgentRegistry> agents_;
+  std::unique_ptr<agent_registry::AgentRegistry> agents_;
   std::unique_ptr<AgentServiceImpl> agent_service_;
   std::unique_ptr<inventory::InventoryApplier> applier_;
   std::unique_ptr<InventoryServiceImpl> inventory_;
   std::unique_ptr<TopologyServiceImpl> topology_;
   uint32_t fake_size_ = 384;
-  switches::FakeOpticalSwitch* last_fake_ = nullptr;
+  switch_adapters::FakeOpticalSwitch* last_fake_ = nullptr;
   std::vector<std::string> built_for_;
-  std::unique_ptr<fabric::SwitchRegistry> switches_;
+  std::unique_ptr<switch_registry::SwitchRegistry> switches_;
   std::unique_ptr<AdminServiceImpl> admin_;
   std::unique_ptr<engine::Engine> engine_;
   std::string address_;  // The server's host:port.

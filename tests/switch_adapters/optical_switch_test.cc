@@ -6,7 +6,7 @@
 
 #include "switch_adapters/fake_optical_switch.h"
 
-namespace fleet::switches {
+namespace fleet::switch_adapters {
 namespace {
 
 using ::testing::ElementsAre;
@@ -123,4 +123,4 @@ TEST(FakeOpticalSwitchTest, UnreachableAndShuttersAndFailedPorts) {
 }
 
 }  // namespace
-}  // namespace fleet::switches
+}  // namespace fleet::switch_adapters

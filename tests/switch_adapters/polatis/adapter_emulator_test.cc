@@ -17,10 +17,10 @@ namespace {
 using fleet::testing::BinaryPath;
 using fleet::testing::Daemon;
 using fleet::testing::HttpRequest;
-using switches::ApplyResult;
-using switches::CrossConnect;
-using switches::CrossConnectBatch;
-using switches::PortStatus;
+using switch_adapters::ApplyResult;
+using switch_adapters::CrossConnect;
+using switch_adapters::CrossConnectBatch;
+using switch_adapters::PortStatus;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -65,7 +65,7 @@ class AdapterEmulatorTest : public ::testing::TestWithParam<Protocol> {
  protected:
   void SetUp() override { emu_ = StartEmulator(); }
 
-  std::unique_ptr<switches::OpticalSwitch> Adapter(PolatisSwitchOptions options = {}) {
+  std::unique_ptr<switch_adapters::OpticalSwitch> Adapter(PolatisSwitchOptions options = {}) {
     auto [host, port] = Split(GetParam() == Protocol::kTl1 ? emu_.tl1 : emu_.rest);
     options.name = "emu";
     options.protocol = GetParam();
@@ -95,7 +95,7 @@ class AdapterEmulatorTest : public ::testing::TestWithParam<Protocol> {
 };
 
 TEST_P(AdapterEmulatorTest, IdentityAndSize) {
-  absl::StatusOr<switches::SwitchIdentity> id = Adapter()->Identity();
+  absl::StatusOr<switch_adapters::SwitchIdentity> id = Adapter()->Identity();
   ASSERT_TRUE(id.ok()) << id.status();
   EXPECT_EQ(id->ingress_ports, 16u);
   EXPECT_EQ(id->egress_ports, 16u);
@@ -144,7 +144,7 @@ TEST_P(AdapterEmulatorTest, ShuttersAndPortState) {
   auto adapter = Adapter();
   ASSERT_TRUE(adapter->SetShutters({3, 20}, false).ok());
   Sim("PUT", "/sim/v1/ports/5", {{"failed", true}});
-  absl::StatusOr<std::vector<switches::PortState>> ports = adapter->ReadPorts();
+  absl::StatusOr<std::vector<switch_adapters::PortState>> ports = adapter->ReadPorts();
   ASSERT_TRUE(ports.ok()) << ports.status();
   ASSERT_EQ(ports->size(), 32u);
   EXPECT_EQ((*ports)[2].status, PortStatus::kDisabled);
@@ -161,15 +161,15 @@ TEST_P(AdapterEmulatorTest, PowerFollowsTheLight) {
   auto adapter = Adapter();
   ASSERT_TRUE(adapter->Apply({{}, {{4, 20}}}).status.ok());
   Sim("PUT", "/sim/v1/signals/4", {{"name", "FLT-X/1"}, {"power_dbm", 0.0}});
-  absl::StatusOr<std::vector<switches::PortPower>> power = adapter->ReadPower({4, 20, 21});
+  absl::StatusOr<std::vector<switch_adapters::PortPower>> power = adapter->ReadPower({4, 20, 21});
   ASSERT_TRUE(power.ok()) << power.status();
   ASSERT_EQ(power->size(), 3u);
   EXPECT_NEAR((*power)[0].dbm, 0.0, 0.01);
   EXPECT_LT((*power)[1].dbm, 0.0);
   EXPECT_GT((*power)[1].dbm, -5.0);
-  EXPECT_EQ((*power)[2].dbm, switches::PortPower::kNoLight);
+  EXPECT_EQ((*power)[2].dbm, switch_adapters::PortPower::kNoLight);
   Sim("PUT", "/sim/v1/ports/20", {{"power_drop_db", 6.0}});
-  absl::StatusOr<std::vector<switches::PortPower>> dropped = adapter->ReadPower({20});
+  absl::StatusOr<std::vector<switch_adapters::PortPower>> dropped = adapter->ReadPower({20});
   ASSERT_TRUE(dropped.ok());
   EXPECT_NEAR((*dropped)[0].dbm, (*power)[1].dbm - 6.0, 0.02);
 }

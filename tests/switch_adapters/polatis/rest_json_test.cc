@@ -9,9 +9,9 @@ namespace fleet::polatis {
 namespace {
 
 using nlohmann::json;
-using switches::CrossConnect;
-using switches::PortPower;
-using switches::PortStatus;
+using switch_adapters::CrossConnect;
+using switch_adapters::PortPower;
+using switch_adapters::PortStatus;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -78,7 +78,7 @@ TEST(ParseRestCrossConnectsTest, APortBeyond32BitsIsMalformedNotTruncated) {
 }
 
 TEST(ParseRestPortConfigTest, StatusesAndDefaults) {
-  absl::StatusOr<std::vector<switches::PortState>> ports = ParseRestPortConfig(
+  absl::StatusOr<std::vector<switch_adapters::PortState>> ports = ParseRestPortConfig(
       Body(R"({"optical-switch:port-config":{"port":[{"port-id":385,"status":"DISABLED"},)"
            R"({"port-id":2,"status":"FAILED"},{"port-id":1}]}})"));
   ASSERT_TRUE(ports.ok()) << ports.status();
@@ -117,7 +117,7 @@ TEST(ParseRestOpmPowerTest, FiltersAndDefaults) {
 }
 
 TEST(ParseRestProductInformationTest, SizeFromTheModelName) {
-  absl::StatusOr<switches::SwitchIdentity> id = ParseRestProductInformation(
+  absl::StatusOr<switch_adapters::SwitchIdentity> id = ParseRestProductInformation(
       Body(R"({"optical-switch:product-information":{"manufacturer":"Polatis",)"
            R"("model-name":"N-VST-384x192-EMU","serial-number":"1","software-version":"8"}})"));
   ASSERT_TRUE(id.ok()) << id.status();
@@ -145,7 +145,7 @@ TEST(ParseRestProductInformationTest, MalformedIsInternalNotAThrow) {
 TEST(ParseRestProductInformationTest, ALongModelNameIsScannedWithoutRecursion) {
   // A regex matcher that recurses per character would overflow the stack here.
   const std::string digits(200000, '7');
-  absl::StatusOr<switches::SwitchIdentity> id =
+  absl::StatusOr<switch_adapters::SwitchIdentity> id =
       ParseRestProductInformation(json{{"model-name", digits}});
   ASSERT_TRUE(id.ok()) << id.status();
   EXPECT_EQ(id->ingress_ports, 0u);

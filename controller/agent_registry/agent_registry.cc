@@ -1,4 +1,4 @@
-#include "controller/agents/agent_registry.h"
+#include "controller/agent_registry/agent_registry.h"
 
 #include <set>
 
@@ -10,7 +10,7 @@
 #include "common/proto_time.h"
 #include "fleet/v1/names.h"
 
-namespace fleet::agents {
+namespace fleet::agent_registry {
 namespace {
 
 void SetTime(absl::Time t, google::protobuf::Timestamp* out) {
@@ -539,4 +539,4 @@ std::vector<v1::Agent> AgentRegistry::ListAgents() {
   return out;
 }
 
-}  // namespace fleet::agents
+}  // namespace fleet::agent_registry

@@ -13,8 +13,8 @@
 //   answer until the command's deadline. No connected owner, or an owner that goes away
 //   while the command waits → UNAVAILABLE at once. A caller that retries may reuse the
 //   command id: the agent runs each id once and answers a repeat from its record.
-#ifndef FLEET_CONTROLLER_AGENTS_AGENT_REGISTRY_H_
-#define FLEET_CONTROLLER_AGENTS_AGENT_REGISTRY_H_
+#ifndef FLEET_CONTROLLER_AGENT_REGISTRY_AGENT_REGISTRY_H_
+#define FLEET_CONTROLLER_AGENT_REGISTRY_AGENT_REGISTRY_H_
 
 #include <grpcpp/server_context.h>
 #include <grpcpp/support/sync_stream.h>
@@ -36,7 +36,7 @@
 #include "fleet/v1/agent.grpc.pb.h"
 #include "fleet/v1/inventory.pb.h"
 
-namespace fleet::agents {
+namespace fleet::agent_registry {
 
 struct AgentRegistryOptions {
   absl::Duration heartbeat_interval = absl::Seconds(1);
@@ -225,6 +225,6 @@ class AgentRegistry : public CommandSender {
   Listener listener_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace fleet::agents
+}  // namespace fleet::agent_registry
 
-#endif  // FLEET_CONTROLLER_AGENTS_AGENT_REGISTRY_H_
+#endif  // FLEET_CONTROLLER_AGENT_REGISTRY_AGENT_REGISTRY_H_

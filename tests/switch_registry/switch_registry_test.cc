@@ -1,5 +1,5 @@
 // SwitchRegistry: drivers built by the factory registered for each switch's protocol.
-#include "controller/fabric/switch_registry.h"
+#include "controller/switch_registry/switch_registry.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 
 #include "switch_adapters/fake_optical_switch.h"
 
-namespace fleet::fabric {
+namespace fleet::switch_registry {
 namespace {
 
 using ::testing::ElementsAre;
@@ -34,9 +34,9 @@ class SwitchRegistryTest : public ::testing::Test {
   // A factory building fake switches, recording "NAME:SWITCH@ADDRESS as USER" for each.
   SwitchRegistry::DriverFactory Factory(const std::string& name) {
     return [this, name](const v1::Switch& sw, const SwitchCredentials& login)
-               -> absl::StatusOr<std::unique_ptr<switches::OpticalSwitch>> {
+               -> absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> {
       built_.push_back(name + ":" + sw.id() + "@" + sw.address() + " as " + login.user);
-      return std::make_unique<switches::FakeOpticalSwitch>(8, 8);
+      return std::make_unique<switch_adapters::FakeOpticalSwitch>(8, 8);
     };
   }
 
@@ -47,7 +47,7 @@ class SwitchRegistryTest : public ::testing::Test {
 TEST_F(SwitchRegistryTest, EachSwitchGetsTheDriverOfItsProtocolBuiltOnceUntilItsAddressChanges) {
   registry_.RegisterDriver(v1::SWITCH_PROTOCOL_REST, Factory("rest"));
   const v1::Switch ocs1 = Switch("ocs1", v1::SWITCH_PROTOCOL_TL1, "192.0.2.10");
-  absl::StatusOr<switches::OpticalSwitch*> first = registry_.Driver(ocs1);
+  absl::StatusOr<switch_adapters::OpticalSwitch*> first = registry_.Driver(ocs1);
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(*registry_.Driver(ocs1), *first);
   ASSERT_TRUE(registry_.Driver(Switch("ocs2", v1::SWITCH_PROTOCOL_REST, "192.0.2.11")).ok());
@@ -57,13 +57,13 @@ TEST_F(SwitchRegistryTest, EachSwitchGetsTheDriverOfItsProtocolBuiltOnceUntilIts
 }
 
 TEST_F(SwitchRegistryTest, NoCredentialsNoDriverAndAFailedFactoryAreErrors) {
-  absl::StatusOr<switches::OpticalSwitch*> unknown =
+  absl::StatusOr<switch_adapters::OpticalSwitch*> unknown =
       registry_.Driver(Switch("ocs9", v1::SWITCH_PROTOCOL_TL1, "192.0.2.19"));
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(unknown.status().message(),
               HasSubstr("no credentials for switch ocs9 in creds.yaml"));
 
-  absl::StatusOr<switches::OpticalSwitch*> rest =
+  absl::StatusOr<switch_adapters::OpticalSwitch*> rest =
       registry_.Driver(Switch("ocs2", v1::SWITCH_PROTOCOL_REST, "192.0.2.11"));
   EXPECT_EQ(rest.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(rest.status().message(), HasSubstr("switch ocs2: no driver for protocol rest"));
@@ -71,7 +71,7 @@ TEST_F(SwitchRegistryTest, NoCredentialsNoDriverAndAFailedFactoryAreErrors) {
   registry_.RegisterDriver(
       v1::SWITCH_PROTOCOL_REST,
       [](const v1::Switch&,
-         const SwitchCredentials&) -> absl::StatusOr<std::unique_ptr<switches::OpticalSwitch>> {
+         const SwitchCredentials&) -> absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> {
         return absl::InvalidArgumentError("bad address");
       });
   rest = registry_.Driver(Switch("ocs2", v1::SWITCH_PROTOCOL_REST, "192.0.2.11"));
@@ -91,4 +91,4 @@ TEST_F(SwitchRegistryTest, AProbeComparesTheSwitchWithItsInventorySize) {
 }
 
 }  // namespace
-}  // namespace fleet::fabric
+}  // namespace fleet::switch_registry

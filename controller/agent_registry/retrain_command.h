@@ -1,13 +1,13 @@
 // The command asking an agent to retrain one O-NIC port: the one way fleetd builds it.
-#ifndef FLEET_CONTROLLER_AGENTS_RETRAIN_COMMAND_H_
-#define FLEET_CONTROLLER_AGENTS_RETRAIN_COMMAND_H_
+#ifndef FLEET_CONTROLLER_AGENT_REGISTRY_RETRAIN_COMMAND_H_
+#define FLEET_CONTROLLER_AGENT_REGISTRY_RETRAIN_COMMAND_H_
 
 #include <cstdint>
 #include <string>
 
 #include "fleet/v1/agent.pb.h"
 
-namespace fleet::agents {
+namespace fleet::agent_registry {
 
 // Retrains port `port` of the O-NIC with serial `onic_serial`, expecting the light of port
 // `peer_port` of the O-NIC with serial `peer_serial`: the source of the circuit arriving on
@@ -25,6 +25,6 @@ inline v1::Command RetrainCommand(const std::string& onic_serial, uint32_t port,
   return command;
 }
 
-}  // namespace fleet::agents
+}  // namespace fleet::agent_registry
 
-#endif  // FLEET_CONTROLLER_AGENTS_RETRAIN_COMMAND_H_
+#endif  // FLEET_CONTROLLER_AGENT_REGISTRY_RETRAIN_COMMAND_H_

@@ -1,41 +1,41 @@
-#include "controller/fabric/switch_registry.h"
+#include "controller/switch_registry/switch_registry.h"
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 
-namespace fleet::fabric {
+namespace fleet::switch_registry {
 namespace {
 
 // A driver whose every command is counted, timed and marks its switch up or down in the
 // metrics: the one place all of fleetd's switch traffic passes.
-class MeasuredSwitch : public switches::OpticalSwitch {
+class MeasuredSwitch : public switch_adapters::OpticalSwitch {
  public:
-  MeasuredSwitch(std::unique_ptr<switches::OpticalSwitch> driver, std::string switch_id,
+  MeasuredSwitch(std::unique_ptr<switch_adapters::OpticalSwitch> driver, std::string switch_id,
                  std::string protocol, metrics::ControllerMetrics& metrics)
       : driver_(std::move(driver)),
         switch_id_(std::move(switch_id)),
         protocol_(std::move(protocol)),
         metrics_(metrics) {}
 
-  absl::StatusOr<switches::SwitchIdentity> Identity() override {
+  absl::StatusOr<switch_adapters::SwitchIdentity> Identity() override {
     return Measure("identity", [&] { return driver_->Identity(); });
   }
-  absl::StatusOr<std::vector<switches::CrossConnect>> ReadCrossConnects() override {
+  absl::StatusOr<std::vector<switch_adapters::CrossConnect>> ReadCrossConnects() override {
     return Measure("read_cross_connects", [&] { return driver_->ReadCrossConnects(); });
   }
-  absl::StatusOr<std::vector<switches::PortState>> ReadPorts() override {
+  absl::StatusOr<std::vector<switch_adapters::PortState>> ReadPorts() override {
     return Measure("read_ports", [&] { return driver_->ReadPorts(); });
   }
-  absl::StatusOr<std::vector<switches::PortPower>> ReadPower(
+  absl::StatusOr<std::vector<switch_adapters::PortPower>> ReadPower(
       const std::vector<uint32_t>& ports) override {
     return Measure("read_power", [&] { return driver_->ReadPower(ports); });
   }
   absl::Status SetShutters(const std::vector<uint32_t>& ports, bool open) override {
     return Measure("set_shutters", [&] { return driver_->SetShutters(ports, open); });
   }
-  switches::ApplyResult Apply(const switches::CrossConnectBatch& batch) override {
+  switch_adapters::ApplyResult Apply(const switch_adapters::CrossConnectBatch& batch) override {
     return Measure("apply", [&] { return driver_->Apply(batch); });
   }
 
@@ -45,7 +45,7 @@ class MeasuredSwitch : public switches::OpticalSwitch {
   static absl::StatusCode CodeOf(const absl::StatusOr<T>& s) {
     return s.status().code();
   }
-  static absl::StatusCode CodeOf(const switches::ApplyResult& r) { return r.status.code(); }
+  static absl::StatusCode CodeOf(const switch_adapters::ApplyResult& r) { return r.status.code(); }
 
   template <typename Command>
   auto Measure(const std::string& operation, Command command) -> decltype(command()) {
@@ -55,7 +55,7 @@ class MeasuredSwitch : public switches::OpticalSwitch {
     return result;
   }
 
-  const std::unique_ptr<switches::OpticalSwitch> driver_;
+  const std::unique_ptr<switch_adapters::OpticalSwitch> driver_;
   const std::string switch_id_;
   const std::string protocol_;
   metrics::ControllerMetrics& metrics_;
@@ -80,7 +80,7 @@ void SwitchRegistry::RegisterDriver(v1::SwitchProtocol protocol, DriverFactory f
   factories_[protocol] = std::move(factory);
 }
 
-absl::StatusOr<switches::OpticalSwitch*> SwitchRegistry::Driver(const v1::Switch& sw) {
+absl::StatusOr<switch_adapters::OpticalSwitch*> SwitchRegistry::Driver(const v1::Switch& sw) {
   auto creds = credentials_.find(sw.id());
   if (creds == credentials_.end()) {
     return absl::FailedPreconditionError(
@@ -97,7 +97,7 @@ absl::StatusOr<switches::OpticalSwitch*> SwitchRegistry::Driver(const v1::Switch
       return absl::FailedPreconditionError(absl::StrCat(
           "switch ", sw.id(), ": no driver for protocol ", ProtocolName(sw.protocol())));
     }
-    absl::StatusOr<std::unique_ptr<switches::OpticalSwitch>> driver =
+    absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> driver =
         factory->second(sw, creds->second);
     if (!driver.ok()) return driver.status();
     owned_.push_back(std::make_unique<MeasuredSwitch>(*std::move(driver), sw.id(),
@@ -109,17 +109,17 @@ absl::StatusOr<switches::OpticalSwitch*> SwitchRegistry::Driver(const v1::Switch
 
 SwitchRegistry::Probe SwitchRegistry::ProbeSwitch(const v1::Switch& sw) {
   Probe probe;
-  absl::StatusOr<switches::OpticalSwitch*> driver = Driver(sw);
+  absl::StatusOr<switch_adapters::OpticalSwitch*> driver = Driver(sw);
   if (!driver.ok()) {
     probe.status = driver.status();
     return probe;
   }
-  absl::StatusOr<switches::SwitchIdentity> id = (*driver)->Identity();
+  absl::StatusOr<switch_adapters::SwitchIdentity> id = (*driver)->Identity();
   if (!id.ok()) {
     probe.status = id.status();
     return probe;
   }
-  absl::StatusOr<std::vector<switches::CrossConnect>> xs = (*driver)->ReadCrossConnects();
+  absl::StatusOr<std::vector<switch_adapters::CrossConnect>> xs = (*driver)->ReadCrossConnects();
   if (!xs.ok()) {
     probe.status = xs.status();
     return probe;
@@ -134,4 +134,4 @@ SwitchRegistry::Probe SwitchRegistry::ProbeSwitch(const v1::Switch& sw) {
   return probe;
 }
 
-}  // namespace fleet::fabric
+}  // namespace fleet::switch_registry

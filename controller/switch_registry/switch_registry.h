@@ -3,8 +3,8 @@
 // and its credentials; rebuilt when the record's address, port or protocol changes. The
 // engine and reconciler reach switches through it. It names no vendor: fleetd registers the
 // drivers it speaks.
-#ifndef FLEET_CONTROLLER_FABRIC_SWITCH_REGISTRY_H_
-#define FLEET_CONTROLLER_FABRIC_SWITCH_REGISTRY_H_
+#ifndef FLEET_CONTROLLER_SWITCH_REGISTRY_SWITCH_REGISTRY_H_
+#define FLEET_CONTROLLER_SWITCH_REGISTRY_SWITCH_REGISTRY_H_
 
 #include <functional>
 #include <map>
@@ -18,7 +18,7 @@
 #include "fleet/v1/inventory.pb.h"
 #include "switch_adapters/optical_switch.h"
 
-namespace fleet::fabric {
+namespace fleet::switch_registry {
 
 // The login a driver uses for one switch.
 struct SwitchCredentials {
@@ -29,7 +29,7 @@ struct SwitchCredentials {
 class SwitchRegistry {
  public:
   // Builds a driver for inventory switch `sw`, logging in with `credentials`.
-  using DriverFactory = std::function<absl::StatusOr<std::unique_ptr<switches::OpticalSwitch>>(
+  using DriverFactory = std::function<absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>>(
       const v1::Switch& sw, const SwitchCredentials& credentials)>;
 
   // `credentials` by switch id; `credentials_source` names where they came from, for errors.
@@ -45,7 +45,7 @@ class SwitchRegistry {
   // is registered for its protocol; a factory's error as it is. The pointer stays valid until
   // the registry is destroyed (a rebuilt driver replaces the map entry but the old one is
   // kept alive, since a caller may still hold it).
-  absl::StatusOr<switches::OpticalSwitch*> Driver(const v1::Switch& sw);
+  absl::StatusOr<switch_adapters::OpticalSwitch*> Driver(const v1::Switch& sw);
 
   // Identity and cross-connect count of `sw`, read live, compared with its inventory size.
   struct Probe {
@@ -57,7 +57,7 @@ class SwitchRegistry {
  private:
   struct Entry {
     std::string key;  // protocol|address|port: what forces a rebuild.
-    switches::OpticalSwitch* driver = nullptr;
+    switch_adapters::OpticalSwitch* driver = nullptr;
   };
   metrics::ControllerMetrics& metrics_;
   const std::map<std::string, SwitchCredentials> credentials_;
@@ -65,9 +65,9 @@ class SwitchRegistry {
   absl::Mutex mu_;
   std::map<v1::SwitchProtocol, DriverFactory> factories_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::unique_ptr<switches::OpticalSwitch>> owned_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<switch_adapters::OpticalSwitch>> owned_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace fleet::fabric
+}  // namespace fleet::switch_registry
 
-#endif  // FLEET_CONTROLLER_FABRIC_SWITCH_REGISTRY_H_
+#endif  // FLEET_CONTROLLER_SWITCH_REGISTRY_SWITCH_REGISTRY_H_
