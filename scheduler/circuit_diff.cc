@@ -5,13 +5,13 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "fleet/v1/names.h"
 
 namespace fleet::scheduler {
 namespace {
 
 std::string PathKey(const v1::Circuit& c) {
-  std::string key = absl::StrCat(c.source().onic(), "/", c.source().port(), ">",
-                                 c.destination().onic(), "/", c.destination().port());
+  std::string key = absl::StrCat(v1::PortName(c.source()), ">", v1::PortName(c.destination()));
   for (const v1::CrossConnect& x : c.cross_connects()) {
     absl::StrAppend(&key, "|", x.switch_id(), ":", x.ingress(), ">", x.egress());
   }

@@ -10,12 +10,12 @@ namespace fleet::cli {
 
 std::string SwitchPortText(const v1::SwitchPortRef& port) {
   if (port.switch_id().empty() && port.port() == 0) return "";
-  return absl::StrCat(port.switch_id(), "/", port.port());
+  return v1::PortName(port);
 }
 
 std::string OnicPortText(const v1::OnicPortRef& port) {
   if (port.onic().empty() && port.port() == 0) return "";
-  return absl::StrCat(port.onic(), "/", port.port());
+  return v1::PortName(port);
 }
 
 std::string CrossConnectText(const v1::CrossConnect& xc) {

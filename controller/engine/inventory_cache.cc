@@ -21,8 +21,9 @@ absl::StatusOr<std::shared_ptr<const CachedInventory>> InventoryCache::Current()
   inventory->usability =
       scheduler::FabricSnapshot::Build(inventory->site, inventory->ports, {}, {});
   absl::MutexLock lock(&mu_);
-  current_ = inventory;
-  return current_;
+  // A slower load of an older version must not replace a newer one cached meanwhile.
+  if (current_ == nullptr || current_->version <= inventory->version) current_ = inventory;
+  return inventory;
 }
 
 absl::StatusOr<std::string> InventoryCache::SerialOf(const std::string& onic) {

@@ -8,6 +8,7 @@
 #include "common/proto_time.h"
 #include "controller/agent_registry/retrain_command.h"
 #include "controller/engine/circuits.h"
+#include "fleet/v1/names.h"
 
 namespace fleet::engine {
 
@@ -34,14 +35,14 @@ absl::Status LinkTrainer::Quiesce(const std::vector<v1::Circuit>& circuits, cons
         break;
       }
       if (!agents->HasOwner(*serial)) {
-        unmanaged.push_back(absl::StrCat(onic_id, "/", port));
+        unmanaged.push_back(v1::PortName(onic_id, port));
         continue;
       }
       // Out of service already: a port in no circuit is kept quiesced (QuiesceIdlePorts), and
       // a released circuit's port stays quiesced until retrained.
       if (agents->KnownQuiesced(*serial, port)) continue;
       commands.push_back(QuiesceCommand(*serial, port));
-      names.push_back(absl::StrCat(onic_id, "/", port));
+      names.push_back(v1::PortName(onic_id, port));
     }
   }
   if (!addressed.ok()) return addressed;
@@ -145,7 +146,8 @@ LinkTrainer::Training LinkTrainer::StartRetrain(const std::vector<const v1::Circ
     }
     agent_registry::AddressedCommand& cmd = commands.emplace_back();
     cmd.onic_serial = *dst;
-    cmd.command = agent_registry::RetrainCommand(*dst, c->destination().port(), *src, c->source().port());
+    cmd.command =
+        agent_registry::RetrainCommand(*dst, c->destination().port(), {{*src, c->source().port()}});
     if (armed) {
       *cmd.command.mutable_retrain()->mutable_await_light() =
           ToProtoDuration(options.armed_light_wait);

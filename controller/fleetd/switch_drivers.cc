@@ -28,6 +28,9 @@ switch_registry::SwitchRegistry::DriverFactory PolatisDriver(polatis::Protocol p
 
 void RegisterSwitchDrivers(switch_registry::SwitchRegistry& registry) {
   registry.RegisterDriver(v1::SWITCH_PROTOCOL_TL1, PolatisDriver(polatis::Protocol::kTl1));
+  // A stored switch whose protocol is unknown (an older or hand-edited row) speaks TL1, as
+  // it always has.
+  registry.RegisterDriver(v1::SWITCH_PROTOCOL_UNSPECIFIED, PolatisDriver(polatis::Protocol::kTl1));
   registry.RegisterDriver(v1::SWITCH_PROTOCOL_REST, PolatisDriver(polatis::Protocol::kRest));
 }
 

@@ -88,8 +88,7 @@ grpc::Status AdminServiceImpl::RetrainLink(grpc::ServerContext* context,
   absl::StatusOr<v1::Onic> onic = store_->GetOnic(request->onic());
   if (!onic.ok()) return ToGrpcStatus(onic.status());
   // The expected peer is the source of the desired circuit arriving on this port's rx.
-  std::string peer_serial;
-  uint32_t peer_port = 0;
+  std::optional<agent_registry::ExpectedPeer> expected;
   absl::StatusOr<std::vector<v1::Circuit>> circuits = store_->ListCircuits({});
   if (!circuits.ok()) return ToGrpcStatus(circuits.status());
   for (const v1::Circuit& c : *circuits) {
@@ -99,12 +98,11 @@ grpc::Status AdminServiceImpl::RetrainLink(grpc::ServerContext* context,
     }
     absl::StatusOr<v1::Onic> peer = store_->GetOnic(c.source().onic());
     if (!peer.ok()) return ToGrpcStatus(peer.status());
-    peer_serial = peer->serial();
-    peer_port = c.source().port();
+    expected = agent_registry::ExpectedPeer{peer->serial(), c.source().port()};
   }
   return Assign(
       LinkCommand(context, request->onic(),
-                  agent_registry::RetrainCommand(onic->serial(), request->port(), peer_serial, peer_port)),
+                  agent_registry::RetrainCommand(onic->serial(), request->port(), expected)),
       response);
 }
 

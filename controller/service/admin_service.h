@@ -16,7 +16,7 @@ namespace fleet::service {
 
 class AdminServiceImpl final : public v1::AdminService::Service {
  public:
-  // None is owned; all must outlive the service. `agents` may be null (no agent registry:
+  // None is owned; all must outlive the service. Only `agents` may be null (no agent registry:
   // the link RPCs are UNAVAILABLE).
   AdminServiceImpl(store::Store* store, engine::Engine* engine, switch_registry::SwitchRegistry* switches,
                    agent_registry::AgentRegistry* agents, std::string version)

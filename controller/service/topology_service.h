@@ -11,7 +11,7 @@ namespace fleet::service {
 
 class TopologyServiceImpl final : public v1::TopologyService::Service {
  public:
-  // Neither is owned; both must outlive the service.
+  // Neither is owned; both are non-null and must outlive the service.
   TopologyServiceImpl(store::Store* store, engine::Engine* engine)
       : store_(store), engine_(engine) {}
 

@@ -225,7 +225,7 @@ class SqliteInventoryStore final : public InventoryStore {
     absl::string_view key;
     if (names_port) {
       object_kind = "port";
-      object_id = absl::StrCat(target.switch_id, "/", target.port);
+      object_id = v1::PortName(target.switch_id, target.port);
       what = absl::StrCat("switch port ", object_id);
       table = "switch_ports";
       key = "switch_id = ?2 AND port = ?3";
