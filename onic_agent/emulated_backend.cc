@@ -14,8 +14,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "common/log.h"
 #include "common/http_client.h"
+#include "common/log.h"
 
 namespace fleet::onic_agent {
 namespace {

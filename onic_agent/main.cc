@@ -7,9 +7,9 @@
 
 #include "common/flags.h"
 #include "common/log.h"
-#include "common/version.h"
-#include "common/shutdown_signals.h"
 #include "common/metrics_endpoint.h"
+#include "common/shutdown_signals.h"
+#include "common/version.h"
 #include "onic_agent/agent.h"
 #include "onic_agent/config.h"
 #include "onic_agent/emulated_backend.h"

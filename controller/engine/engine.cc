@@ -10,8 +10,9 @@
 
 namespace fleet::engine {
 
-Engine::Engine(EngineOptions options, store::Store* store, switch_registry::SwitchRegistry* switches,
-               agent_registry::CommandSender* agents, const Clock* clock)
+Engine::Engine(EngineOptions options, store::Store* store,
+               switch_registry::SwitchRegistry* switches, agent_registry::CommandSender* agents,
+               const Clock* clock)
     : options_(std::move(options)),
       store_(store),
       ctx_{options_, store, agents, clock,

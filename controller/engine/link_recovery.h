@@ -28,7 +28,8 @@ class LinkRecovery {
 
  private:
   // The quiesce commands for `serials`' ports in no circuit; under admission.
-  std::vector<agent_registry::AddressedCommand> IdlePortQuiesces(const std::vector<std::string>& serials);
+  std::vector<agent_registry::AddressedCommand> IdlePortQuiesces(
+      const std::vector<std::string>& serials);
   void RetrainDegraded(const std::string& id);
 
   const EngineParts p_;

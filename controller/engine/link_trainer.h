@@ -44,9 +44,9 @@ class LinkTrainer {
   // Retrains handed to the agents whose answers are not collected yet.
   struct Training {
     std::unique_ptr<agent_registry::SentCommands> sent;  // Null when nothing was sent.
-    std::vector<const v1::Circuit*> circuits;    // Sent, in command order.
-    std::map<std::string, std::string> failed;   // Not sent (no serial, no agent), with why.
-    int agent_gone = 0;                          // Of `failed`, for lack of a connected agent.
+    std::vector<const v1::Circuit*> circuits;            // Sent, in command order.
+    std::map<std::string, std::string> failed;  // Not sent (no serial, no agent), with why.
+    int agent_gone = 0;                         // Of `failed`, for lack of a connected agent.
   };
   // Hands the retrains of `circuits` to their agents and returns without waiting. `armed`:
   // as the switch is programmed, and only to agents that arm retrains

@@ -300,8 +300,9 @@ absl::Status Reconciler::FindDrift(const v1::Switch& sw, v1::UnknownCrossConnect
   return absl::OkStatus();
 }
 
-absl::Status Reconciler::Repair(switch_adapters::OpticalSwitch& driver, const std::string& principal,
-                                Comparison& cmp, v1::ReconcileResponse& response) {
+absl::Status Reconciler::Repair(switch_adapters::OpticalSwitch& driver,
+                                const std::string& principal, Comparison& cmp,
+                                v1::ReconcileResponse& response) {
   for (const v1::Circuit& c : cmp.adopt) {
     absl::Status adopted;
     {

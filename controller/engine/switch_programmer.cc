@@ -7,7 +7,8 @@
 
 namespace fleet::engine {
 
-ProgramOutcome SwitchProgrammer::ApplyWithRollback(const switch_adapters::CrossConnectBatch& batch) {
+ProgramOutcome SwitchProgrammer::ApplyWithRollback(
+    const switch_adapters::CrossConnectBatch& batch) {
   ProgramOutcome outcome;
   const absl::Time start = absl::Now();
   switch_adapters::ApplyResult result = driver_->Apply(batch);

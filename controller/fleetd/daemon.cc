@@ -102,7 +102,8 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
   agent_registry::AgentRegistryOptions agent_options;
   agent_options.heartbeat_interval = config.agent_heartbeat;
   agent_options.metrics = d->metrics_.get();
-  d->agents_ = std::make_unique<agent_registry::AgentRegistry>(agent_options, d->store_.get(), clock);
+  d->agents_ =
+      std::make_unique<agent_registry::AgentRegistry>(agent_options, d->store_.get(), clock);
   ASSIGN_OR_RETURN(engine::EngineOptions engine_options, EngineOptionsOf(config));
   engine_options.metrics = d->metrics_.get();
   d->engine_ = std::make_unique<engine::Engine>(std::move(engine_options), d->store_.get(),

@@ -14,7 +14,6 @@
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "controller/engine/engine.h"
-#include "controller/switch_registry/switch_registry.h"
 #include "controller/fleetd/config.h"
 #include "controller/fleetd/state_lock.h"
 #include "controller/inventory/inventory.h"
@@ -24,6 +23,7 @@
 #include "controller/service/topology_service.h"
 #include "controller/store/retention.h"
 #include "controller/store/store.h"
+#include "controller/switch_registry/switch_registry.h"
 
 namespace fleet::fleetd {
 

@@ -19,9 +19,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/http_client.h"
 #include "common/status_macros.h"
 #include "controller/inventory/inventory.h"
-#include "common/http_client.h"
 
 namespace fleet::fleetd {
 

@@ -8,8 +8,8 @@
 #include "absl/status/statusor.h"
 #include "controller/agent_registry/agent_registry.h"
 #include "controller/engine/engine.h"
-#include "controller/switch_registry/switch_registry.h"
 #include "controller/store/store.h"
+#include "controller/switch_registry/switch_registry.h"
 #include "fleet/v1/admin.grpc.pb.h"
 
 namespace fleet::service {
@@ -18,8 +18,9 @@ class AdminServiceImpl final : public v1::AdminService::Service {
  public:
   // None is owned; all must outlive the service. Only `agents` may be null (no agent registry:
   // the link RPCs are UNAVAILABLE).
-  AdminServiceImpl(store::Store* store, engine::Engine* engine, switch_registry::SwitchRegistry* switches,
-                   agent_registry::AgentRegistry* agents, std::string version)
+  AdminServiceImpl(store::Store* store, engine::Engine* engine,
+                   switch_registry::SwitchRegistry* switches, agent_registry::AgentRegistry* agents,
+                   std::string version)
       : store_(store),
         engine_(engine),
         switches_(switches),

@@ -29,8 +29,9 @@ struct SwitchCredentials {
 class SwitchRegistry {
  public:
   // Builds a driver for inventory switch `sw`, logging in with `credentials`.
-  using DriverFactory = std::function<absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>>(
-      const v1::Switch& sw, const SwitchCredentials& credentials)>;
+  using DriverFactory =
+      std::function<absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>>(
+          const v1::Switch& sw, const SwitchCredentials& credentials)>;
 
   // `credentials` by switch id; `credentials_source` names where they came from, for errors.
   // Every command of every driver is counted and timed in `metrics` (null: nowhere).

@@ -7,7 +7,8 @@
 
 namespace fleet::polatis {
 
-std::unique_ptr<switch_adapters::OpticalSwitch> NewPolatisSwitch(const PolatisSwitchOptions& options) {
+std::unique_ptr<switch_adapters::OpticalSwitch> NewPolatisSwitch(
+    const PolatisSwitchOptions& options) {
   if (options.protocol == Protocol::kRest) return NewRestSwitch(options);
   return NewTl1Switch(options, NewTcpDialer());
 }

@@ -36,10 +36,11 @@ struct PolatisSwitchOptions {
 };
 
 std::unique_ptr<switch_adapters::OpticalSwitch> NewTl1Switch(const PolatisSwitchOptions& options,
-                                                      std::unique_ptr<StreamDialer> dialer);
+                                                             std::unique_ptr<StreamDialer> dialer);
 std::unique_ptr<switch_adapters::OpticalSwitch> NewRestSwitch(const PolatisSwitchOptions& options);
 // By options.protocol, over real TCP / libcurl.
-std::unique_ptr<switch_adapters::OpticalSwitch> NewPolatisSwitch(const PolatisSwitchOptions& options);
+std::unique_ptr<switch_adapters::OpticalSwitch> NewPolatisSwitch(
+    const PolatisSwitchOptions& options);
 
 // Reads a switch credentials file (YAML, mode 0600; see
 // deploy/config/switch-credentials.example.yaml): `switches: {ID: {user: U, password: P}}`.

@@ -45,7 +45,8 @@ absl::StatusOr<RestCrossConnects> ParseRestCrossConnects(const nlohmann::json& b
 // GET .../optical-switch:port-config: every port listed, sorted by port; a port without a
 // status is ENABLED. INTERNAL for an entry without a port number or with a status that is
 // not a string.
-absl::StatusOr<std::vector<switch_adapters::PortState>> ParseRestPortConfig(const nlohmann::json& body);
+absl::StatusOr<std::vector<switch_adapters::PortState>> ParseRestPortConfig(
+    const nlohmann::json& body);
 
 // GET .../optical-switch:opm-power: the readings of `ports` (every port listed when empty),
 // sorted by port; a port without a power reads PortPower::kNoLight. INTERNAL for an entry
@@ -57,7 +58,8 @@ absl::StatusOr<std::vector<switch_adapters::PortPower>> ParseRestOpmPower(
 // from the first NxM in the model name (N-VST-384x384-...); 0x0 when the name carries none,
 // and the caller counts port-config. INTERNAL when a field is not a string or the size does
 // not fit a port number.
-absl::StatusOr<switch_adapters::SwitchIdentity> ParseRestProductInformation(const nlohmann::json& body);
+absl::StatusOr<switch_adapters::SwitchIdentity> ParseRestProductInformation(
+    const nlohmann::json& body);
 
 // How many ports a port-config body lists; 0 when it lists none or is malformed.
 size_t RestPortCount(const nlohmann::json& body);

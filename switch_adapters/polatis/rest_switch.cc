@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "common/status_macros.h"
 #include "common/http_client.h"
+#include "common/status_macros.h"
 #include "switch_adapters/polatis/polatis_switch.h"
 #include "switch_adapters/polatis/rest_json.h"
 
@@ -198,11 +198,12 @@ class RestSwitch : public switch_adapters::OpticalSwitch {
     ASSIGN_OR_RETURN(SwitchIdentity id, IdentityLocked());
     readded_.clear();
     for (const CrossConnect& x : batch.add) readded_.insert(x.ingress);
-    switch_adapters::BatchDriver driver{[this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return ReadLocked(); },
-                                 [this](const std::vector<CrossConnect>& xs)
-                                     ABSL_NO_THREAD_SAFETY_ANALYSIS { return Remove(xs); },
-                                 [this](const std::vector<CrossConnect>& xs)
-                                     ABSL_NO_THREAD_SAFETY_ANALYSIS { return Add(xs); }};
+    switch_adapters::BatchDriver driver{[this]()
+                                            ABSL_NO_THREAD_SAFETY_ANALYSIS { return ReadLocked(); },
+                                        [this](const std::vector<CrossConnect>& xs)
+                                            ABSL_NO_THREAD_SAFETY_ANALYSIS { return Remove(xs); },
+                                        [this](const std::vector<CrossConnect>& xs)
+                                            ABSL_NO_THREAD_SAFETY_ANALYSIS { return Add(xs); }};
     return switch_adapters::RunApply(batch, id.ingress_ports, id.egress_ports, driver, result);
   }
 

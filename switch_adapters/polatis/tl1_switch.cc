@@ -200,8 +200,9 @@ class Tl1Switch : public switch_adapters::OpticalSwitch {
         return absl::OkStatus();
       };
     };
-    switch_adapters::BatchDriver driver{[this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return ReadLocked(); },
-                                 each(&Tl1Switch::Disconnect), each(&Tl1Switch::Connect)};
+    switch_adapters::BatchDriver driver{[this]()
+                                            ABSL_NO_THREAD_SAFETY_ANALYSIS { return ReadLocked(); },
+                                        each(&Tl1Switch::Disconnect), each(&Tl1Switch::Connect)};
     return switch_adapters::RunApply(batch, id.ingress_ports, id.egress_ports, driver, result);
   }
 
@@ -214,7 +215,7 @@ class Tl1Switch : public switch_adapters::OpticalSwitch {
 }  // namespace
 
 std::unique_ptr<switch_adapters::OpticalSwitch> NewTl1Switch(const PolatisSwitchOptions& options,
-                                                      std::unique_ptr<StreamDialer> dialer) {
+                                                             std::unique_ptr<StreamDialer> dialer) {
   return std::make_unique<Tl1Switch>(options, std::move(dialer));
 }
 

@@ -38,8 +38,8 @@ class InstantBackend : public fleet::onic_agent::OnicBackend {
   fleet::onic_agent::CommandOutcome Quiesce(const std::string&, uint32_t, absl::Time) override {
     return {};
   }
-  fleet::onic_agent::CommandOutcome Retrain(const std::string&, uint32_t, const fleet::v1::PeerIdentity&,
-                                       absl::Time) override {
+  fleet::onic_agent::CommandOutcome Retrain(const std::string&, uint32_t,
+                                            const fleet::v1::PeerIdentity&, absl::Time) override {
     return {};
   }
   fleet::onic_agent::CommandOutcome ReadPort(const std::string& serial, uint32_t port) override {

@@ -82,14 +82,16 @@ class EngineTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(OpenGen1Store(&clock_, &store_, &site_));
     registry_ = std::make_unique<switch_registry::SwitchRegistry>(
-        std::map<std::string, switch_registry::SwitchCredentials>{{"ocs1", {"admin", "root"}}}, "test");
-    registry_->RegisterDriver(v1::SWITCH_PROTOCOL_TL1,
-                              [this](const v1::Switch&, const switch_registry::SwitchCredentials&)
-                                  -> absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> {
-                                auto sw = std::make_unique<switch_adapters::FakeOpticalSwitch>(384, 384);
-                                sw_ = sw.get();
-                                return sw;
-                              });
+        std::map<std::string, switch_registry::SwitchCredentials>{{"ocs1", {"admin", "root"}}},
+        "test");
+    registry_->RegisterDriver(
+        v1::SWITCH_PROTOCOL_TL1,
+        [this](const v1::Switch&, const switch_registry::SwitchCredentials&)
+            -> absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> {
+          auto sw = std::make_unique<switch_adapters::FakeOpticalSwitch>(384, 384);
+          sw_ = sw.get();
+          return sw;
+        });
     // The driver is built on first use; build it now so the agents can look at it.
     v1::Switch ocs1 = store_->GetSwitch("ocs1").value();
     ASSERT_TRUE(registry_->Driver(ocs1).ok());

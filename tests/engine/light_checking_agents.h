@@ -34,8 +34,8 @@ class LightCheckingAgents : public agent_registry::CommandSender {
   // Answers as the commands are handed over, except armed retrains (await_light): those
   // wait, as an agent waits for the light, and are answered when collected, from the switch
   // as it is then, or CANCELLED when their port was quiesced after they were armed.
-  std::unique_ptr<agent_registry::SentCommands> Send(std::vector<agent_registry::AddressedCommand> commands,
-                                             absl::Time) override {
+  std::unique_ptr<agent_registry::SentCommands> Send(
+      std::vector<agent_registry::AddressedCommand> commands, absl::Time) override {
     auto sent = std::make_unique<Sent>();
     std::vector<agent_registry::AddressedCommand> now;
     for (agent_registry::AddressedCommand& c : commands) {
@@ -171,7 +171,8 @@ class LightCheckingAgents : public agent_registry::CommandSender {
         ports_[{r.expected_peer().onic_serial(), r.expected_peer().port()}].first;
     std::vector<switch_adapters::CrossConnect> xs =
         sw_->ReadCrossConnects().value_or(std::vector<switch_adapters::CrossConnect>{});
-    return std::find(xs.begin(), xs.end(), switch_adapters::CrossConnect{ingress, egress}) != xs.end();
+    return std::find(xs.begin(), xs.end(), switch_adapters::CrossConnect{ingress, egress}) !=
+           xs.end();
   }
 
   bool HasOwner(const std::string& serial) override {

@@ -21,8 +21,8 @@ using ::testing::SizeIs;
 // Agents that answer as the commands are handed over, as `answer` says (OK by default).
 class ScriptedAgents : public agent_registry::CommandSender {
  public:
-  std::unique_ptr<agent_registry::SentCommands> Send(std::vector<agent_registry::AddressedCommand> commands,
-                                             absl::Time) override {
+  std::unique_ptr<agent_registry::SentCommands> Send(
+      std::vector<agent_registry::AddressedCommand> commands, absl::Time) override {
     std::vector<absl::StatusOr<v1::CommandResult>> results;
     for (const agent_registry::AddressedCommand& c : commands) {
       sent.push_back(c.command);

@@ -103,7 +103,8 @@ class SchedulerEndToEndTest : public ::testing::Test {
     absl::StatusOr<std::vector<switch_adapters::CrossConnect>> xs = switch_->ReadCrossConnects();
     EXPECT_TRUE(xs.ok()) << xs.status();
     CrossConnectSet out;
-    for (const switch_adapters::CrossConnect& x : xs.value_or(std::vector<switch_adapters::CrossConnect>{})) {
+    for (const switch_adapters::CrossConnect& x :
+         xs.value_or(std::vector<switch_adapters::CrossConnect>{})) {
       out.insert({x.ingress, x.egress});
     }
     return out;

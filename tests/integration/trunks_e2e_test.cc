@@ -112,7 +112,8 @@ class TrunksEndToEndTest : public ::testing::Test {
     for (const auto& [id, sw] : switches_) {
       absl::StatusOr<std::vector<switch_adapters::CrossConnect>> xs = sw->ReadCrossConnects();
       EXPECT_TRUE(xs.ok()) << xs.status();
-      for (const switch_adapters::CrossConnect& x : xs.value_or(std::vector<switch_adapters::CrossConnect>{})) {
+      for (const switch_adapters::CrossConnect& x :
+           xs.value_or(std::vector<switch_adapters::CrossConnect>{})) {
         out.insert({id, x.ingress, x.egress});
       }
     }

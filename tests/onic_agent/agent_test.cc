@@ -334,8 +334,8 @@ v1::Command Quiesce(const std::string& serial, uint32_t port) {
 }
 
 // One command handed over with Send, collected later.
-std::unique_ptr<agent_registry::SentCommands> SendOne(agent_registry::AgentRegistry& registry, v1::Command command,
-                                              absl::Time deadline) {
+std::unique_ptr<agent_registry::SentCommands> SendOne(agent_registry::AgentRegistry& registry,
+                                                      v1::Command command, absl::Time deadline) {
   std::vector<agent_registry::AddressedCommand> commands(1);
   commands[0].onic_serial = command.has_retrain() ? command.retrain().onic_serial() : "";
   commands[0].command = std::move(command);
@@ -724,7 +724,7 @@ TEST(AgentTest, ARestartedFleetdsCommandsAreRunNotAnsweredFromTheLastRunsCache) 
 
 // Sends retrains of both ports of S1 at once, to be answered by `deadline`.
 std::unique_ptr<agent_registry::SentCommands> RetrainBothPorts(Controller& controller,
-                                                       absl::Time deadline) {
+                                                               absl::Time deadline) {
   std::vector<agent_registry::AddressedCommand> commands(2);
   for (uint32_t port : {1u, 2u}) {
     commands[port - 1].onic_serial = "S1";

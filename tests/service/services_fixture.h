@@ -17,13 +17,13 @@
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "controller/engine/engine.h"
-#include "controller/switch_registry/switch_registry.h"
 #include "controller/inventory/inventory.h"
 #include "controller/service/admin_service.h"
 #include "controller/service/agent_service.h"
 #include "controller/service/inventory_service.h"
 #include "controller/service/topology_service.h"
 #include "controller/store/store.h"
+#include "controller/switch_registry/switch_registry.h"
 #include "switch_adapters/fake_optical_switch.h"
 
 namespace fleet::service {
@@ -42,15 +42,15 @@ class ServicesTest : public ::testing::Test {
     switches_ = std::make_unique<switch_registry::SwitchRegistry>(
         std::map<std::string, switch_registry::SwitchCredentials>{{"ocs1", {"admin", "root"}}},
         "creds.yaml");
-    switches_->RegisterDriver(v1::SWITCH_PROTOCOL_TL1,
-                              [this](const v1::Switch& sw, const switch_registry::SwitchCredentials&)
-                                  -> absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> {
-                                auto fake = std::make_unique<switch_adapters::FakeOpticalSwitch>(
-                                    fake_size_, fake_size_);
-                                last_fake_ = fake.get();
-                                built_for_.push_back(sw.id() + "@" + sw.address());
-                                return fake;
-                              });
+    switches_->RegisterDriver(
+        v1::SWITCH_PROTOCOL_TL1,
+        [this](const v1::Switch& sw, const switch_registry::SwitchCredentials&)
+            -> absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> {
+          auto fake = std::make_unique<switch_adapters::FakeOpticalSwitch>(fake_size_, fake_size_);
+          last_fake_ = fake.get();
+          built_for_.push_back(sw.id() + "@" + sw.address());
+          return fake;
+        });
     engine::EngineOptions engine_options;
     engine_options.reconcile_interval = absl::ZeroDuration();
     engine_ = std::make_unique<engine::Engine>(engine_options, store_.get(), switches_.get(),
@@ -58,7 +58,8 @@ class ServicesTest : public ::testing::Test {
     if (with_agents_) {
       agent_registry::AgentRegistryOptions agent_options;
       agent_options.heartbeat_interval = absl::Hours(1);
-      agents_ = std::make_unique<agent_registry::AgentRegistry>(agent_options, store_.get(), &clock_);
+      agents_ =
+          std::make_unique<agent_registry::AgentRegistry>(agent_options, store_.get(), &clock_);
       agent_service_ = std::make_unique<AgentServiceImpl>(agents_.get());
     }
     inventory_ =

@@ -68,12 +68,11 @@ TEST_F(SwitchRegistryTest, NoCredentialsNoDriverAndAFailedFactoryAreErrors) {
   EXPECT_EQ(rest.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(rest.status().message(), HasSubstr("switch ocs2: no driver for protocol rest"));
 
-  registry_.RegisterDriver(
-      v1::SWITCH_PROTOCOL_REST,
-      [](const v1::Switch&,
-         const SwitchCredentials&) -> absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> {
-        return absl::InvalidArgumentError("bad address");
-      });
+  registry_.RegisterDriver(v1::SWITCH_PROTOCOL_REST,
+                           [](const v1::Switch&, const SwitchCredentials&)
+                               -> absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> {
+                             return absl::InvalidArgumentError("bad address");
+                           });
   rest = registry_.Driver(Switch("ocs2", v1::SWITCH_PROTOCOL_REST, "192.0.2.11"));
   EXPECT_EQ(rest.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(built_.empty());
