@@ -43,6 +43,18 @@ size_t FirstNonUtf8(absl::string_view text) {
   return absl::string_view::npos;
 }
 
+// INVALID_ARGUMENT "FILE:LINE: WHAT (byte 0xNN at column C)" for the byte at `offset`.
+absl::Status BadByte(absl::string_view text, size_t offset, absl::string_view file_name,
+                     absl::string_view what) {
+  const absl::string_view before = text.substr(0, offset);
+  const size_t line_start = before.rfind('\n');
+  const size_t column = line_start == absl::string_view::npos ? offset + 1 : offset - line_start;
+  return absl::InvalidArgumentError(absl::StrCat(
+      file_name, ":", std::count(before.begin(), before.end(), '\n') + 1, ": ", what, " (byte 0x",
+      absl::Hex(static_cast<unsigned char>(text[offset]), absl::kZeroPad2), " at column ", column,
+      ")"));
+}
+
 }  // namespace
 
 absl::StatusOr<YAML::Node> LoadYaml(absl::string_view text, absl::string_view file_name) {
@@ -50,14 +62,14 @@ absl::StatusOr<YAML::Node> LoadYaml(absl::string_view text, absl::string_view fi
   // whose receiving side refuses a string that is not UTF-8 with no word of which: refused
   // here instead, where the file and line can be named.
   if (const size_t bad = FirstNonUtf8(text); bad != absl::string_view::npos) {
-    const absl::string_view before = text.substr(0, bad);
-    const size_t line_start = before.rfind('\n');
-    const size_t column = line_start == absl::string_view::npos ? bad + 1 : bad - line_start;
-    return absl::InvalidArgumentError(
-        absl::StrCat(file_name, ":", std::count(before.begin(), before.end(), '\n') + 1,
-                     ": not UTF-8 text (byte 0x",
-                     absl::Hex(static_cast<unsigned char>(text[bad]), absl::kZeroPad2),
-                     " at column ", column, ")"));
+    return BadByte(text, bad, file_name, "not UTF-8 text");
+  }
+  // A NUL byte is not YAML text (YAML 1.2, c-printable). It is also how yaml-cpp guesses
+  // UTF-16 or UTF-32 without a byte-order mark, and its decoding of those lets lone surrogates
+  // through as invalid UTF-8: so a NUL anywhere is refused, and the text is always read as the
+  // UTF-8 just checked.
+  if (const size_t nul = text.find('\0'); nul != absl::string_view::npos) {
+    return BadByte(text, nul, file_name, "a NUL byte is not YAML text");
   }
   try {
     return YAML::Load(std::string(text));

@@ -14,7 +14,8 @@ namespace fleet {
 
 // INVALID_ARGUMENT "FILE:LINE: YAML syntax error: ..." on malformed text, and
 // "FILE:LINE: not UTF-8 text (byte 0xff at column C)" on text that is not UTF-8 (YAML's own
-// rule, and every string read goes into a proto whose strings must be UTF-8).
+// rule, and every string read goes into a proto whose strings must be UTF-8), and
+// "FILE:LINE: a NUL byte is not YAML text (...)" on a NUL byte, so every string read is UTF-8.
 absl::StatusOr<YAML::Node> LoadYaml(absl::string_view text, absl::string_view file_name);
 
 // The file's whole text; NOT_FOUND "cannot read WHAT PATH".
