@@ -25,7 +25,7 @@ struct KeyAndCertificate {
 };
 
 struct CaRequest {
-  std::string common_name;  // e.g. "FLEET site CA demo.fleet".
+  std::string common_name;                                 // e.g. "FLEET site CA demo.fleet".
   absl::Time not_before = absl::Now() - absl::Minutes(5);  // Some slack for clock skew.
   absl::Time not_after = absl::Now() + absl::Hours(24 * 3650);
 };
@@ -45,9 +45,10 @@ struct CertificateRequest {
 };
 
 // A certificate for `request` with a fresh key, signed by `ca` (not a CA itself). A random
-// 128-bit serial. INVALID_ARGUMENT naming the field and value for a bad IP address, no name at
-// all, or not_after <= not_before; INVALID_ARGUMENT when `ca` does not parse or its key does
-// not match its certificate.
+// 128-bit serial. INVALID_ARGUMENT naming the field and value for a bad IP address, an empty
+// DNS name, a URI without a scheme, no name at all, or not_after <= not_before;
+// INVALID_ARGUMENT when `ca` does not parse, its key does not match its certificate, or its
+// certificate is not a CA.
 absl::StatusOr<KeyAndCertificate> Issue(const KeyAndCertificate& ca,
                                         const CertificateRequest& request);
 
@@ -85,7 +86,8 @@ struct Verification {
 // The CAs fleetd trusts for client certificates. Immutable once built; Verify is thread-safe.
 class TrustBundle {
  public:
-  // One or more PEM CA certificates. INVALID_ARGUMENT "WHAT: ..." when none parses.
+  // One or more PEM CA certificates. INVALID_ARGUMENT "WHAT: ..." when there is none, or when
+  // one of them does not parse (a bundle is trusted whole or not at all).
   static absl::StatusOr<TrustBundle> FromPem(const std::string& ca_bundle_pem,
                                              const std::string& what);
   ~TrustBundle();

@@ -6,7 +6,7 @@ set -euo pipefail
 PACKAGES=(
   cmake ninja-build ccache g++ pkg-config
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev libabsl-dev
-  libsqlite3-dev libyaml-cpp-dev prometheus-cpp-dev libcurl4-openssl-dev libcivetweb-dev
+  libsqlite3-dev libyaml-cpp-dev prometheus-cpp-dev libcurl4-openssl-dev libssl-dev libcivetweb-dev
   nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
