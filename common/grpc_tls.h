@@ -15,16 +15,18 @@ namespace fleet {
 
 // Paths of the PEM files a client presents and trusts.
 struct ClientTlsFiles {
-  std::string ca;    // The site CA bundle fleetd's certificate must chain to.
-  std::string cert;  // The client's certificate (chain).
-  std::string key;   // Its private key.
+  std::string ca;         // The site CA bundle fleetd's certificate must chain to.
+  std::string cert;       // The client's certificate (chain).
+  std::string key;        // Its private key.
   bool insecure = false;  // Plaintext: no TLS, no identity (fleetd --insecure only).
 };
 
 // Credentials for a channel to fleetd. With `insecure`, plaintext (the files must be empty).
 // Otherwise all three files must be given and readable: INVALID_ARGUMENT naming the missing
 // one ("no client certificate: give --cert or FLEET_CERT ..." is the caller's to add), or
-// NOT_FOUND "cannot read WHAT PATH". The files are read once, now.
+// NOT_FOUND "cannot read WHAT PATH", or INVALID_ARGUMENT "WHAT PATH is empty". The files are
+// read once, now; their PEM is parsed by gRPC when the channel connects (a bad one fails the
+// handshake: UNAVAILABLE).
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ClientCredentials(
     const ClientTlsFiles& files);
 
