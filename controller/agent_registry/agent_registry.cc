@@ -59,7 +59,8 @@ void AgentRegistry::AppendEvent(const std::string& kind, const std::string& host
   }
 }
 
-std::vector<std::string> AgentRegistry::Mismatches(const v1::RegisterAgent& reg) {
+std::vector<std::string> AgentRegistry::Mismatches(const v1::RegisterAgent& reg,
+                                                   std::set<std::string>& elsewhere) {
   std::vector<std::string> out;
   // An agent runs on a host (its CPUs' O-NICs) or on a device chassis's management
   // controller (the pooled devices' O-NICs); an O-NIC belongs to its device's host, or to the
@@ -92,6 +93,7 @@ std::vector<std::string> AgentRegistry::Mismatches(const v1::RegisterAgent& reg)
     }
     const v1::Onic& known = *it->second;
     if (location[known.device()] != reg.host()) {
+      elsewhere.insert(onic.serial());
       out.push_back(absl::StrCat("O-NIC ", known.id(), " (serial ", onic.serial(), ") is on '",
                                  location[known.device()], "' in inventory"));
     }
@@ -108,6 +110,16 @@ std::vector<std::string> AgentRegistry::Mismatches(const v1::RegisterAgent& reg)
     }
   }
   return out;
+}
+
+grpc::Status AgentRegistry::MayReplace(const std::string& host, const std::string& identity) {
+  auto current = current_.find(host);
+  if (current == current_.end()) return grpc::Status::OK;
+  const std::string& holder = sessions_[current->second].identity;
+  if (holder == identity) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                      absl::StrCat("host ", host, " is connected as ", holder, "; ", identity,
+                                   " may not replace its stream"));
 }
 
 void AgentRegistry::Enqueue(Session& session, v1::ControllerMessage message) {
@@ -143,7 +155,8 @@ bool AgentRegistry::EndSession(uint64_t session_id, absl::string_view why) {
   return true;
 }
 
-grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream) {
+grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream,
+                                  const AgentPeer& peer) {
   v1::AgentMessage first;
   if (!stream->Read(&first)) {
     return grpc::Status(grpc::StatusCode::CANCELLED, "stream closed before register");
@@ -157,16 +170,29 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream) 
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "register.host is empty");
   }
   const std::string host = reg.host();
-  const std::vector<std::string> mismatches = Mismatches(reg);
+  if (peer.authenticated && host != peer.host) {
+    return grpc::Status(
+        grpc::StatusCode::PERMISSION_DENIED,
+        peer.host.empty()
+            ? absl::StrCat("identity ", peer.identity, " is not the agent of any host")
+            : absl::StrCat("agent identity ", peer.identity, " may register as host ", peer.host,
+                           " only, not ", host));
+  }
+  std::set<std::string> elsewhere;
+  const std::vector<std::string> mismatches = Mismatches(reg, elsewhere);
 
   {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "fleetd is stopping");
+    // Checked again when the session is made; here so that a refused stream records nothing.
+    if (grpc::Status taken = MayReplace(host, peer.identity); !taken.ok()) return taken;
   }
   // Recorded before the agent is listed, so whoever sees it connected also finds the alarm.
   AppendEvent("agent.connected", host, v1::EVENT_SEVERITY_INFO,
-              absl::StrCat("agent on host ", host, " connected (", reg.backend(), " backend, ",
-                           reg.onics_size(), " O-NICs, version ", reg.software_version(), ")"));
+              absl::StrCat("agent on host ", host, " connected as ",
+                           peer.identity.empty() ? "anonymous" : peer.identity, " (", reg.backend(),
+                           " backend, ", reg.onics_size(), " O-NICs, version ",
+                           reg.software_version(), ")"));
   if (!mismatches.empty()) {
     AppendEvent("agent.inventory_mismatch", host, v1::EVENT_SEVERITY_ALARM,
                 absl::StrCat("agent on host ", host,
@@ -177,12 +203,14 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream) 
   {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "fleetd is stopping");
+    if (grpc::Status taken = MayReplace(host, peer.identity); !taken.ok()) return taken;
     if (auto old = current_.find(host); old != current_.end()) {
       EndSession(old->second, "replaced by a new connection");
     }
     session_id = next_session_++;
     Session& session = sessions_[session_id];
     session.host = host;
+    session.identity = peer.identity;
     session.context = context;
     session.last_heartbeat = clock_->Now();
     current_[host] = session_id;
@@ -197,7 +225,8 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream) 
     agent.clear_onic_serials();
     for (const v1::AgentOnic& onic : reg.onics()) {
       agent.add_onic_serials(onic.serial());
-      owner_[onic.serial()] = host;
+      // An authenticated agent is sent commands for its own host's O-NICs only.
+      if (!peer.authenticated || !elsewhere.contains(onic.serial())) owner_[onic.serial()] = host;
       for (const v1::LinkState& link : onic.ports()) ReportLink(host, link);
     }
     agent.set_connected(true);

@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,6 +45,16 @@ struct AgentRegistryOptions {
   size_t max_queued_messages = 1024;  // Per agent; a stuck stream is dropped past this.
   // Where connected agents and the rx power agents report are exported; null: nowhere.
   metrics::ControllerMetrics* metrics = nullptr;
+};
+
+// Who opened an agent stream (service/caller's AgentPeerOf).
+struct AgentPeer {
+  std::string identity;  // Recorded in the connect event; compared when a stream is replaced.
+  // When authenticated, the stream may register only as `host` (empty: as no host), may
+  // replace only a stream of the same identity, and owns only the O-NICs that inventory
+  // places on its host. Unauthenticated (fleetd --insecure), it is believed.
+  std::string host;
+  bool authenticated = false;
 };
 
 // A command for the agent owning one O-NIC.
@@ -124,8 +135,10 @@ class AgentRegistry : public CommandSender {
   ~AgentRegistry();  // Stops the heartbeat thread; call Shutdown first to end streams.
 
   // Serves one agent's stream until it ends, is replaced, or misses heartbeats. Called from
-  // AgentService.Connect; blocks that RPC's thread, as the sync API intends.
-  grpc::Status Serve(grpc::ServerContext* context, Stream* stream);
+  // AgentService.Connect; blocks that RPC's thread, as the sync API intends. PERMISSION_DENIED
+  // when `peer` may not register as the host its register message names, or may not replace
+  // that host's current stream (AgentPeer).
+  grpc::Status Serve(grpc::ServerContext* context, Stream* stream, const AgentPeer& peer = {});
 
   // Sends `command` to the agent that owns O-NIC
   // `onic_serial` and waits for the answer. An empty id is filled in; the deadline is set.
@@ -173,6 +186,7 @@ class AgentRegistry : public CommandSender {
   class Sent;  // The registry's SentCommands.
   struct Session {
     std::string host;
+    std::string identity;  // AgentPeer::identity.
     grpc::ServerContext* context = nullptr;
     std::vector<v1::ControllerMessage> outbox;
     bool closing = false;  // Replaced, dead or shutting down: the writer stops.
@@ -180,8 +194,14 @@ class AgentRegistry : public CommandSender {
   };
 
   void HeartbeatLoop();
-  // What an agent reports that disagrees with inventory; empty when it agrees.
-  std::vector<std::string> Mismatches(const v1::RegisterAgent& reg);
+  // What an agent reports that disagrees with inventory; empty when it agrees. `elsewhere`
+  // gets the reported serials that inventory places on another host or chassis.
+  std::vector<std::string> Mismatches(const v1::RegisterAgent& reg,
+                                      std::set<std::string>& elsewhere);
+  // OK unless `host` has a current stream of an identity other than `identity`: an agent
+  // that reconnects is the same identity, and another may not take its links over.
+  grpc::Status MayReplace(const std::string& host, const std::string& identity)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Enqueue(Session& session, v1::ControllerMessage message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Closes a session; if it is its host's current one, the agent is marked disconnected and
   // its waiting commands fail. Returns true when it was current.

@@ -51,11 +51,23 @@ absl::StatusOr<absl::Duration> Admission::LeaseOf(const v1::RequestTopologyReque
 absl::StatusOr<Admission::Admitted> Admission::Admit(const v1::RequestTopologyRequest& original,
                                                      const Caller& caller) {
   v1::RequestTopologyRequest request = original;
-  if (request.tenant().empty()) request.set_tenant(caller.tenant);
-  if (request.tenant().empty()) return absl::InvalidArgumentError("tenant is empty");
-  if (!caller.operator_role() && request.tenant() != caller.tenant) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "caller ", caller.principal, " may not request for tenant ", request.tenant()));
+  if (!caller.operator_role() && !caller.tenant_scoped()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(caller.Describe(), " may not request topologies"));
+  }
+  // A job acting for one tenant need not name it.
+  if (request.tenant().empty() && caller.tenants.size() == 1) {
+    request.set_tenant(caller.tenants.front());
+  }
+  if (request.tenant().empty()) {
+    return absl::InvalidArgumentError(
+        caller.tenants.empty()
+            ? "tenant is empty"
+            : absl::StrCat("tenant is empty: ", caller.Describe(), "; name one"));
+  }
+  if (!caller.ActsFor(request.tenant())) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(caller.Describe(), " may not request for tenant ", request.tenant()));
   }
   ASSIGN_OR_RETURN(const absl::Duration lease, LeaseOf(request));
   if (pool_->stopping()) return absl::UnavailableError("fleetd is stopping");

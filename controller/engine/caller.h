@@ -1,22 +1,41 @@
-// Who is calling an engine RPC, from its principal.
+// Who is calling an engine RPC: an authenticated identity's role and, for a job, the tenants
+// it acts for (service/caller builds it from the call; docs/security.md).
 #ifndef FLEET_CONTROLLER_ENGINE_CALLER_H_
 #define FLEET_CONTROLLER_ENGINE_CALLER_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/time/time.h"
+#include "controller/auth/permissions.h"
 
 namespace fleet::engine {
 
 struct Caller {
-  std::string principal;  // As recorded in events.
-  std::string tenant;     // Set for role `job`: limited to this tenant's allocations.
+  std::string principal;  // The identity, as recorded in events.
+  auth::Role role = auth::Role::kOperator;
+  std::vector<std::string> tenants;  // Role job: the only tenants whose allocations it sees.
   // When the caller stops waiting for the answer (its RPC's deadline): a change that would
   // have to wait past it for another to finish is refused instead of done unseen.
   absl::Time deadline = absl::InfiniteFuture();
 
-  static Caller FromPrincipal(const std::string& principal);
-  bool operator_role() const { return tenant.empty(); }
+  static Caller Operator(std::string principal) {
+    return Caller{std::move(principal), auth::Role::kOperator, {}};
+  }
+  static Caller Viewer(std::string principal) {
+    return Caller{std::move(principal), auth::Role::kViewer, {}};
+  }
+  static Caller Job(std::string principal, std::vector<std::string> tenants) {
+    return Caller{std::move(principal), auth::Role::kJob, std::move(tenants)};
+  }
+
+  bool operator_role() const { return role == auth::Role::kOperator; }
+  // A job sees its tenants' allocations only; the other roles see every tenant's (what they
+  // may do with them is the permission table's business).
+  bool tenant_scoped() const { return role == auth::Role::kJob; }
+  bool ActsFor(const std::string& tenant) const;
+  // "role job (PRINCIPAL), acting for [a, b]": for refusals.
+  std::string Describe() const;
 };
 
 }  // namespace fleet::engine

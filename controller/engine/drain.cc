@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "controller/engine/tenancy.h"
 
 namespace fleet::engine {
 namespace {
@@ -64,9 +65,7 @@ absl::StatusOr<std::set<std::string>> Drainer::Affected(const store::DrainTarget
 
 absl::StatusOr<v1::DrainResponse> Drainer::Drain(const v1::DrainRequest& request,
                                                  const Caller& caller) {
-  if (!caller.operator_role()) {
-    return absl::PermissionDeniedError("drain is for operators, not jobs");
-  }
+  RETURN_IF_ERROR(RequireOperator(caller, "drain"));
   ASSIGN_OR_RETURN(store::DrainTargetRef target, TargetOf(request.target()));
   RETURN_IF_ERROR(store_->SetDrained(target, true, request.reason(), caller.principal));
   ASSIGN_OR_RETURN(const std::set<std::string> affected, Affected(target));
@@ -85,9 +84,7 @@ absl::StatusOr<v1::DrainResponse> Drainer::Drain(const v1::DrainRequest& request
 }
 
 absl::Status Drainer::Undrain(const v1::UndrainRequest& request, const Caller& caller) {
-  if (!caller.operator_role()) {
-    return absl::PermissionDeniedError("undrain is for operators, not jobs");
-  }
+  RETURN_IF_ERROR(RequireOperator(caller, "undrain"));
   ASSIGN_OR_RETURN(store::DrainTargetRef target, TargetOf(request.target()));
   return store_->SetDrained(target, false, "", caller.principal);
 }

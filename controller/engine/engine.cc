@@ -108,7 +108,9 @@ absl::StatusOr<v1::Allocation> Engine::GetAllocation(const std::string& id, cons
 absl::StatusOr<std::vector<v1::Allocation>> Engine::ListAllocations(
     const v1::ListAllocationsRequest& request, const Caller& caller) {
   ASSIGN_OR_RETURN(const store::AllocationFilter filter, ListFilter(request, caller));
-  return store_->ListAllocations(filter);
+  ASSIGN_OR_RETURN(std::vector<v1::Allocation> all, store_->ListAllocations(filter));
+  std::erase_if(all, [&](const v1::Allocation& a) { return !caller.ActsFor(a.tenant()); });
+  return all;
 }
 
 absl::StatusOr<v1::Allocation> Engine::ReleaseTopology(const std::string& id,

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "controller/engine/circuits.h"
+#include "controller/engine/tenancy.h"
 
 namespace fleet::engine {
 namespace {
@@ -76,9 +77,7 @@ struct Reconciler::Comparison {
 
 absl::StatusOr<v1::ReconcileResponse> Reconciler::Reconcile(const v1::ReconcileRequest& request,
                                                             const Caller& caller) {
-  if (!caller.operator_role()) {
-    return absl::PermissionDeniedError("reconcile is for operators, not jobs");
-  }
+  RETURN_IF_ERROR(RequireOperator(caller, "reconcile"));
   v1::UnknownCrossConnectPolicy policy = request.unknown();
   if (policy == v1::UNKNOWN_CROSS_CONNECT_POLICY_UNSPECIFIED)
     policy = p_.ctx.options.unknown_policy;

@@ -1,25 +1,32 @@
 #include "controller/engine/tenancy.h"
 
-#include "absl/strings/match.h"
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 
 namespace fleet::engine {
 
-Caller Caller::FromPrincipal(const std::string& principal) {
-  Caller caller;
-  caller.principal = principal;
-  if (absl::StartsWith(principal, "job:")) caller.tenant = principal.substr(4);
-  return caller;
+bool Caller::ActsFor(const std::string& tenant) const {
+  return !tenant_scoped() || std::find(tenants.begin(), tenants.end(), tenant) != tenants.end();
+}
+
+std::string Caller::Describe() const {
+  std::string text = absl::StrCat("role ", auth::RoleName(role), " (", principal, ")");
+  if (tenant_scoped()) absl::StrAppend(&text, ", acting for [", absl::StrJoin(tenants, ", "), "]");
+  return text;
 }
 
 absl::StatusOr<v1::Allocation> Authorized(store::Store& store, const std::string& id,
                                           const Caller& caller) {
   if (id.empty()) return absl::InvalidArgumentError("id is empty");
-  ASSIGN_OR_RETURN(v1::Allocation a, store.GetAllocation(id));
-  if (!caller.operator_role() && a.tenant() != caller.tenant) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("allocation ", id, " does not belong to tenant ", caller.tenant));
+  absl::StatusOr<v1::Allocation> a = store.GetAllocation(id);
+  // Another tenant's allocation is answered exactly as a missing one: a job learns nothing
+  // of what it may not see, not even that it exists.
+  if (caller.tenant_scoped() && ((!a.ok() && a.status().code() == absl::StatusCode::kNotFound) ||
+                                 (a.ok() && !caller.ActsFor(a->tenant())))) {
+    return absl::NotFoundError(absl::StrCat("allocation ", id, " not found"));
   }
   return a;
 }
@@ -27,14 +34,23 @@ absl::StatusOr<v1::Allocation> Authorized(store::Store& store, const std::string
 absl::StatusOr<store::AllocationFilter> ListFilter(const v1::ListAllocationsRequest& request,
                                                    const Caller& caller) {
   store::AllocationFilter filter{request.tenant(), request.state(), request.include_released()};
-  if (!caller.operator_role()) {
-    if (!filter.tenant.empty() && filter.tenant != caller.tenant) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("tenant ", caller.tenant, " may not list tenant ", filter.tenant));
-    }
-    filter.tenant = caller.tenant;
+  if (!caller.ActsFor(filter.tenant) && !filter.tenant.empty()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(caller.Describe(), " may not list tenant ", filter.tenant));
+  }
+  // A job acting for one tenant lists it in the store; for several, the engine keeps only
+  // theirs from the listing (ListAllocations).
+  if (caller.tenant_scoped() && filter.tenant.empty() && caller.tenants.size() == 1) {
+    filter.tenant = caller.tenants.front();
   }
   return filter;
+}
+
+absl::Status RequireOperator(const Caller& caller, absl::string_view what) {
+  if (caller.operator_role()) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat(
+      caller.Describe(), " lacks permission ",
+      auth::PermissionName(auth::Permission::kOperateFabric), ": ", what, " is for operators"));
 }
 
 absl::Status CheckWatch(store::Store& store, const std::string& id, const std::string& tenant,
@@ -43,9 +59,9 @@ absl::Status CheckWatch(store::Store& store, const std::string& id, const std::s
     return absl::InvalidArgumentError("name exactly one of id and tenant to watch");
   }
   if (!id.empty()) return Authorized(store, id, caller).status();
-  if (!caller.operator_role() && tenant != caller.tenant) {
+  if (!caller.ActsFor(tenant)) {
     return absl::PermissionDeniedError(
-        absl::StrCat("tenant ", caller.tenant, " may not watch tenant ", tenant));
+        absl::StrCat(caller.Describe(), " may not watch tenant ", tenant));
   }
   return absl::OkStatus();
 }

@@ -93,6 +93,20 @@ absl::StatusOr<FleetdConfig> ParseFleetdConfig(absl::string_view text,
     store::RetentionPolicy& retention = config.retention;
     if (key == "listen_address") {
       config.listen_address = text_value;
+    } else if (key == "metrics_listen_address") {
+      config.metrics_listen_address = text_value;
+    } else if (key == "tls_ca_file") {
+      config.tls_ca_file = text_value;
+    } else if (key == "tls_cert_file") {
+      config.tls_cert_file = text_value;
+    } else if (key == "tls_key_file") {
+      config.tls_key_file = text_value;
+    } else if (key == "policy_file") {
+      config.policy_file = text_value;
+    } else if (key == "tls_reload_interval_seconds") {
+      int seconds = 0;
+      number(&seconds);
+      config.tls_reload_interval = absl::Seconds(seconds);
     } else if (key == "grpc_port") {
       number(&config.grpc_port);
     } else if (key == "metrics_port") {
@@ -147,7 +161,9 @@ absl::StatusOr<FleetdConfig> ParseFleetdConfig(absl::string_view text,
       problem(
           entry.first,
           absl::StrCat("unknown setting '", key,
-                       "'; known: listen_address, grpc_port, metrics_port, state_dir, "
+                       "'; known: listen_address, metrics_listen_address, grpc_port, "
+                       "metrics_port, tls_ca_file, tls_cert_file, tls_key_file, policy_file, "
+                       "tls_reload_interval_seconds, state_dir, "
                        "inventory, switch_credentials, shutdown_grace_seconds, agent_heartbeat_ms, "
                        "log_level, default_lease_seconds, reconcile_interval_seconds, "
                        "unknown_cross_connects, armed_light_wait_ms, events_max_age_days, "
@@ -177,6 +193,27 @@ absl::Status ValidateFleetdConfig(const FleetdConfig& config) {
   }
   if (config.state_dir.empty()) problems.push_back("state_dir is empty");
   if (config.listen_address.empty()) problems.push_back("listen_address is empty");
+  if (config.metrics_listen_address.empty()) problems.push_back("metrics_listen_address is empty");
+  const std::vector<std::pair<const char*, const std::string*>> tls = {
+      {"tls_ca_file", &config.tls_ca_file},
+      {"tls_cert_file", &config.tls_cert_file},
+      {"tls_key_file", &config.tls_key_file},
+      {"policy_file", &config.policy_file}};
+  std::vector<std::string> set, unset;
+  for (const auto& [name, value] : tls) (value->empty() ? unset : set).push_back(name);
+  if (config.insecure && !set.empty()) {
+    problems.push_back(absl::StrCat("--insecure serves plaintext, yet ", absl::StrJoin(set, ", "),
+                                    " is set: choose one"));
+  } else if (!config.insecure && !unset.empty()) {
+    problems.push_back(absl::StrCat(
+        "mutual TLS needs ", absl::StrJoin(unset, ", "),
+        " (flags --tls-ca, --tls-cert, --tls-key, --policy); or --insecure for plaintext"));
+  }
+  if (config.tls_reload_interval <= absl::ZeroDuration()) {
+    problems.push_back(absl::StrCat("tls_reload_interval_seconds ",
+                                    absl::ToInt64Seconds(config.tls_reload_interval),
+                                    " must be positive"));
+  }
   if (!kLogLevels.contains(config.log_level)) {
     problems.push_back(absl::StrCat("log_level '", config.log_level,
                                     "' is not one of: ", absl::StrJoin(kLogLevels, ", ")));

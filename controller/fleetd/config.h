@@ -13,7 +13,9 @@
 namespace fleet::fleetd {
 
 struct FleetdConfig {
-  std::string listen_address = "127.0.0.1";  // For both the gRPC and the metrics port.
+  std::string listen_address = "127.0.0.1";  // For the gRPC port.
+  // For the Prometheus port, which serves without authentication (docs/security.md).
+  std::string metrics_listen_address = "127.0.0.1";
   int grpc_port = 50051;                     // 0 picks a free port.
   int metrics_port = 9464;                   // 0 picks a free port.
   std::string state_dir = "/var/lib/fleet";  // Holds fleet.db (SQLite, WAL).
@@ -27,6 +29,18 @@ struct FleetdConfig {
   std::string unknown_cross_connects = "report";          // report, adopt or remove.
   // How long an armed retrain waits for its light (engine::EngineOptions); 0: not armed.
   absl::Duration armed_light_wait = absl::Seconds(5);
+  // Mutual TLS (docs/security.md): the CA bundle client certificates must chain to, fleetd's
+  // certificate and key, and the access policy. The certificate and key are re-read when
+  // they change (checked every `tls_reload_interval`); the bundle and the policy then too,
+  // and at once on SIGHUP.
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string policy_file;
+  absl::Duration tls_reload_interval = absl::Seconds(60);
+  // Plaintext gRPC, callers named by metadata: anyone who reaches the port may do anything.
+  // Flag only (--insecure), never in a config file; exclusive with the tls_* settings.
+  bool insecure = false;
   // What the state database keeps of its history, and how pruning runs (the config's
   // events_*, ended_allocations_* and retention_* keys).
   store::RetentionPolicy retention;
@@ -40,7 +54,7 @@ absl::StatusOr<FleetdConfig> ParseFleetdConfig(absl::string_view text, absl::str
 absl::StatusOr<FleetdConfig> ReadFleetdConfigFile(const std::string& path);
 
 // Checks values that flags may also have set: ports in 0..65535, a state directory, a level,
-// the retention policy's limits.
+// the retention policy's limits, and either all four TLS files or --insecure.
 absl::Status ValidateFleetdConfig(const FleetdConfig& config);
 
 }  // namespace fleet::fleetd

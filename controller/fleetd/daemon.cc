@@ -78,7 +78,7 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
   d->metrics_ = std::make_unique<metrics::ControllerMetrics>(*d->registry_);
   ASSIGN_OR_RETURN(d->metrics_endpoint_,
                    metrics::MetricsEndpoint::Start(
-                       config.listen_address, config.metrics_port,
+                       config.metrics_listen_address, config.metrics_port,
                        {d->registry_, metrics::NewStoreStateCollector(d->store_.get())}));
   d->metrics_address_ = d->metrics_endpoint_->address();
 
@@ -122,8 +122,15 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
       d->store_.get(), d->applier_.get(), d->agents_.get());
   d->topology_service_ =
       std::make_unique<service::TopologyServiceImpl>(d->store_.get(), d->engine_.get());
+  ASSIGN_OR_RETURN(d->security_, ServerSecurity::Start(config, d->metrics_.get(), clock));
+  if (config.insecure) {
+    FLEET_LOG(WARNING) << "--insecure: plaintext gRPC on " << config.listen_address
+                       << "; callers name themselves in x-fleet-principal, and anyone who "
+                          "reaches the port may rewire the fabric";
+  }
   d->admin_service_ = std::make_unique<service::AdminServiceImpl>(
-      d->store_.get(), d->engine_.get(), d->switches_.get(), d->agents_.get(), kVersion);
+      d->store_.get(), d->engine_.get(), d->switches_.get(), d->agents_.get(), kVersion,
+      [security = d->security_.get()] { return security->Health(); });
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -133,7 +140,7 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::CQ_TIMEOUT_MSEC, 50);
   int grpc_port = 0;
   builder.AddListeningPort(absl::StrCat(config.listen_address, ":", config.grpc_port),
-                           grpc::InsecureServerCredentials(), &grpc_port);
+                           d->security_->credentials(), &grpc_port);
   builder.RegisterService(d->inventory_service_.get());
   builder.RegisterService(d->topology_service_.get());
   builder.RegisterService(d->admin_service_.get());
@@ -172,6 +179,8 @@ void Fleetd::Shutdown(absl::Duration grace) {
   FLEET_LOG(DEBUG) << "gRPC server stopped";
   metrics_endpoint_.reset();
 }
+
+absl::Status Fleetd::ReloadSecurity() { return security_->Reload(); }
 
 Fleetd::~Fleetd() { Shutdown(absl::ZeroDuration()); }
 

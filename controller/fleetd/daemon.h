@@ -15,6 +15,7 @@
 #include "common/clock.h"
 #include "controller/engine/engine.h"
 #include "controller/fleetd/config.h"
+#include "controller/fleetd/server_security.h"
 #include "controller/fleetd/state_lock.h"
 #include "controller/inventory/inventory.h"
 #include "controller/service/admin_service.h"
@@ -40,6 +41,10 @@ class Fleetd {
   const std::string& grpc_address() const { return grpc_address_; }
   const std::string& metrics_address() const { return metrics_address_; }
 
+  // Re-reads the CA bundle and the access policy (SIGHUP); what is in force stays when they
+  // cannot be used, and the error says why.
+  absl::Status ReloadSecurity();
+
   // Stops accepting RPCs, lets running ones finish until `grace` has passed, then cancels
   // the rest. Idempotent.
   void Shutdown(absl::Duration grace);
@@ -62,6 +67,7 @@ class Fleetd {
   std::unique_ptr<service::TopologyServiceImpl> topology_service_;
   std::unique_ptr<service::AdminServiceImpl> admin_service_;
   std::unique_ptr<metrics::MetricsEndpoint> metrics_endpoint_;
+  std::unique_ptr<ServerSecurity> security_;  // Outlives server_, whose calls it decides.
   std::unique_ptr<grpc::Server> server_;
   std::string grpc_address_;
   std::string metrics_address_;

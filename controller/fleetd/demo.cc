@@ -153,6 +153,9 @@ absl::StatusOr<std::unique_ptr<Demo>> Demo::Prepare(FleetdConfig& config,
   }
   std::filesystem::create_directories(config.state_dir);
   demo->state_dir_ = config.state_dir;
+  if (!config.insecure) {
+    ASSIGN_OR_RETURN(demo->pki_, DemoPki::Make(config));
+  }
 
   // One emulator per switch; a single-switch site keeps the file names it always had.
   const bool several = site.switches_size() > 1;
@@ -253,6 +256,13 @@ absl::Status Demo::StartAgents(const std::string& grpc_address) {
                         ", rx_egress: ", p.rx().port(), "}\n");
       }
     }
+    if (pki_) {
+      ASSIGN_OR_RETURN(const std::string prefix, pki_->IssueAgent(place));
+      absl::StrAppend(&config, "tls_ca_file: ", pki_->ca_file(), "\ntls_cert_file: ", prefix,
+                      ".pem\ntls_key_file: ", prefix, ".key\n");
+    } else {
+      absl::StrAppend(&config, "insecure: true\n");
+    }
     const std::string path = absl::StrCat(state_dir_, "/agent-", place, ".yaml");
     std::ofstream(path) << config;
     ASSIGN_OR_RETURN(
@@ -269,6 +279,11 @@ absl::Status Demo::StartAgents(const std::string& grpc_address) {
     agents_.push_back(std::move(agent));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Demo::WriteFleetctlConfig(const std::string& grpc_address) {
+  if (!pki_) return std::string();
+  return pki_->WriteFleetctlConfig(grpc_address);
 }
 
 }  // namespace fleet::fleetd

@@ -3,18 +3,21 @@
 // joins the emulators' trunk fibers so light crosses between them, applies the inventory with
 // each switch pointed at its emulator, and starts one emulated O-NIC agent per host and per
 // chassis of pooled devices; the binaries are found next to fleetd's own. Everything it starts
-// is stopped with it.
+// is stopped with it. Unless fleetd runs --insecure, it runs with mutual TLS on a throwaway
+// PKI made in the state directory (demo_pki.h).
 #ifndef FLEET_CONTROLLER_FLEETD_DEMO_H_
 #define FLEET_CONTROLLER_FLEETD_DEMO_H_
 
 #include <sys/types.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "controller/fleetd/config.h"
+#include "controller/fleetd/demo_pki.h"
 
 namespace fleet::fleetd {
 
@@ -64,8 +67,11 @@ class Demo {
                                                        const std::string& binary_dir,
                                                        const DemoOptions& options = {});
   // Starts one emulated agent per host and per chassis of the inventory, dialing
-  // `grpc_address`.
+  // `grpc_address` with a certificate of its own (plaintext under --insecure).
   absl::Status StartAgents(const std::string& grpc_address);
+  // Writes the fleetctl config file whose contexts reach `grpc_address` with the demo's
+  // certificates (demo_pki.h) and returns its path; empty under --insecure.
+  absl::StatusOr<std::string> WriteFleetctlConfig(const std::string& grpc_address);
 
   // In inventory order.
   const std::vector<DemoSwitch>& switches() const { return switches_; }
@@ -82,6 +88,7 @@ class Demo {
   std::string state_dir_;
   std::string inventory_path_;
   std::vector<DemoSwitch> switches_;
+  std::optional<DemoPki> pki_;  // Unset under --insecure.
   std::vector<std::unique_ptr<ChildProcess>> emulators_;
   std::vector<std::unique_ptr<ChildProcess>> agents_;
   std::vector<std::pair<std::string, std::string>> agent_metrics_;

@@ -1,6 +1,7 @@
 // fleetd: the FLEET controller daemon. Reads flags and the config file, starts the daemon,
 // prints the addresses it serves (one per line: `grpc: HOST:PORT`, `metrics: HOST:PORT`) and
-// runs until SIGTERM or SIGINT, then shuts down within the grace period.
+// runs until SIGTERM or SIGINT, then shuts down within the grace period. SIGHUP re-reads the
+// CA bundle and the access policy.
 #include <signal.h>
 
 #include <cstdio>
@@ -38,7 +39,18 @@ int Run(int argc, char** argv) {
                      "The FLEET controller: serves the fleet.v1 API, keeps inventory and circuits\n"
                      "in SQLite, and exports Prometheus metrics. Flags override the config file.");
   set.String("config", &config_file, "YAML config file (see deploy/config/fleetd.yaml)");
-  set.String("listen-address", &flags.listen_address, "address to serve gRPC and metrics on");
+  set.String("listen-address", &flags.listen_address, "address to serve gRPC on");
+  set.String("metrics-address", &flags.metrics_listen_address,
+             "address to serve Prometheus /metrics on (unauthenticated; default loopback)");
+  set.String("tls-ca", &flags.tls_ca_file,
+             "CA bundle that client certificates must chain to (mutual TLS)");
+  set.String("tls-cert", &flags.tls_cert_file, "fleetd's certificate (PEM, may hold a chain)");
+  set.String("tls-key", &flags.tls_key_file, "fleetd's private key (PEM)");
+  set.String("policy", &flags.policy_file,
+             "access policy: identities to roles and tenants (see deploy/config/policy.yaml)");
+  set.Bool("insecure", &flags.insecure,
+           "serve plaintext gRPC and believe the x-fleet-principal metadata: for development "
+           "only, anyone who reaches the port may do anything");
   set.Int("grpc-port", &grpc_port, "gRPC port; 0 picks a free one");
   set.Int("metrics-port", &metrics_port, "Prometheus /metrics port; 0 picks a free one");
   set.String("state-dir", &flags.state_dir, "directory of the state database fleet.db");
@@ -106,6 +118,12 @@ int Run(int argc, char** argv) {
     config = *loaded;
   }
   if (set.IsSet("listen-address")) config.listen_address = flags.listen_address;
+  if (set.IsSet("metrics-address")) config.metrics_listen_address = flags.metrics_listen_address;
+  if (set.IsSet("tls-ca")) config.tls_ca_file = flags.tls_ca_file;
+  if (set.IsSet("tls-cert")) config.tls_cert_file = flags.tls_cert_file;
+  if (set.IsSet("tls-key")) config.tls_key_file = flags.tls_key_file;
+  if (set.IsSet("policy")) config.policy_file = flags.policy_file;
+  config.insecure = flags.insecure;
   if (set.IsSet("grpc-port")) config.grpc_port = static_cast<int>(grpc_port);
   if (set.IsSet("metrics-port")) config.metrics_port = static_cast<int>(metrics_port);
   if (set.IsSet("state-dir")) config.state_dir = flags.state_dir;
@@ -193,6 +211,15 @@ int Run(int argc, char** argv) {
       std::cout << "tl1: " << sw.tl1 << which << "\n"
                 << "rest: " << sw.rest << which << "\n";
     }
+    absl::StatusOr<std::string> fleetctl_config =
+        demo->WriteFleetctlConfig((*daemon)->grpc_address());
+    if (!fleetctl_config.ok()) {
+      std::cerr << "fleetd: cannot write the demo's fleetctl config: "
+                << fleetctl_config.status().message() << "\n";
+      return 1;
+    }
+    // fleetctl and the Python client find the demo's certificates through it.
+    if (!fleetctl_config->empty()) std::cout << "fleetctl-config: " << *fleetctl_config << "\n";
     std::cout << "state: " << config.state_dir << "\n";
     for (const auto& [place, address] : demo->agent_metrics()) {
       std::cout << "agent-metrics: " << address << " " << place << "\n";
@@ -202,7 +229,11 @@ int Run(int argc, char** argv) {
   FLEET_LOG(INFO) << "fleetd " << fleet::fleetd::FleetVersion() << " serving gRPC on "
                   << (*daemon)->grpc_address() << ", metrics on " << (*daemon)->metrics_address();
 
-  const int signal_number = shutdown.Wait();
+  int signal_number = shutdown.Wait();
+  for (; signal_number == SIGHUP; signal_number = shutdown.Wait()) {
+    FLEET_LOG(INFO) << "SIGHUP: reloading the CA bundle and the access policy";
+    (void)(*daemon)->ReloadSecurity();
+  }
   FLEET_LOG(INFO) << "signal " << signal_number << ": shutting down (grace "
                   << absl::FormatDuration(config.shutdown_grace) << ")";
   demo.reset();  // Agents and the emulator first: nothing left to reconnect.

@@ -123,6 +123,12 @@ ControllerMetrics::ControllerMetrics(prometheus::Registry& registry)
                               "Received optical power at an O-NIC port, as its agent reported")),
       reconcile_runs_(Register(prometheus::BuildCounter(), registry, "fleet_reconcile_runs_total",
                                "Reconciliations run, by trigger")),
+      auth_refused_(Register(prometheus::BuildCounter(), registry, "fleet_auth_refused_total",
+                             "Calls refused UNAUTHENTICATED, by reason (missing, expired, ...)")),
+      auth_denied_(Register(prometheus::BuildCounter(), registry, "fleet_auth_denied_total",
+                            "Calls refused PERMISSION_DENIED, by role and missing permission")),
+      auth_reloads_(Register(prometheus::BuildCounter(), registry, "fleet_auth_reloads_total",
+                             "Reloads of the CA bundle and the access policy, by result")),
       drift_found_(Register(prometheus::BuildCounter(), registry, "fleet_drift_found_total",
                             "Cross-connects that differed from the store, by kind")),
       drift_repaired_(Register(prometheus::BuildCounter(), registry, "fleet_drift_repaired_total",
@@ -224,6 +230,18 @@ void ControllerMetrics::PortRxPower(const std::string& host, const std::string& 
 
 void ControllerMetrics::ReconcileRun(const std::string& trigger) {
   reconcile_runs_.Add({{"trigger", trigger}}).Increment();
+}
+
+void ControllerMetrics::AuthRefused(const std::string& reason) {
+  auth_refused_.Add({{"reason", reason}}).Increment();
+}
+
+void ControllerMetrics::AuthDenied(const std::string& role, const std::string& permission) {
+  auth_denied_.Add({{"role", role}, {"permission", permission}}).Increment();
+}
+
+void ControllerMetrics::AuthReloaded(const std::string& result) {
+  auth_reloads_.Add({{"result", result}}).Increment();
 }
 
 void ControllerMetrics::Drift(const std::string& kind, int found, int repaired) {

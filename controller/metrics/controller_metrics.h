@@ -66,6 +66,13 @@ class ControllerMetrics {
 
   // A retention pass of the state database ended (store::Retention's on_pass).
   void RetentionPassed(const store::RetentionPass& pass);
+  // A call refused UNAUTHENTICATED (`reason`: missing, malformed, expired, not_yet_valid,
+  // untrusted, no_identity), or PERMISSION_DENIED for lack of `permission` (role "none" when
+  // the policy grants the identity nothing).
+  void AuthRefused(const std::string& reason);
+  void AuthDenied(const std::string& role, const std::string& permission);
+  // A reload of the CA bundle and the policy: "ok" or "failed" (the old ones stay).
+  void AuthReloaded(const std::string& result);
 
  private:
   prometheus::Family<prometheus::Counter>& rpc_requests_;
@@ -83,6 +90,9 @@ class ControllerMetrics {
   absl::Mutex power_mu_;  // Serializes updates of port_rx_power_, which removes series.
   prometheus::Family<prometheus::Gauge>& port_rx_power_;
   prometheus::Family<prometheus::Counter>& reconcile_runs_;
+  prometheus::Family<prometheus::Counter>& auth_refused_;
+  prometheus::Family<prometheus::Counter>& auth_denied_;
+  prometheus::Family<prometheus::Counter>& auth_reloads_;
   prometheus::Family<prometheus::Counter>& drift_found_;
   prometheus::Family<prometheus::Counter>& drift_repaired_;
   prometheus::Family<prometheus::Counter>& pruned_rows_;

@@ -7,6 +7,7 @@
 #include "controller/agent_registry/retrain_command.h"
 #include "controller/service/caller.h"
 #include "controller/service/event_follow.h"
+#include "controller/service/event_visibility.h"
 #include "controller/service/rpc.h"
 
 namespace fleet::service {
@@ -43,6 +44,7 @@ grpc::Status AdminServiceImpl::Health(grpc::ServerContext*, const v1::HealthRequ
       }
     }
   }
+  if (security_) *response->add_components() = security_();
   v1::ComponentHealth::State overall = v1::ComponentHealth::STATE_OK;
   for (const v1::ComponentHealth& c : response->components())
     overall = std::max(overall, c.state());
@@ -50,15 +52,32 @@ grpc::Status AdminServiceImpl::Health(grpc::ServerContext*, const v1::HealthRequ
   return grpc::Status::OK;
 }
 
-grpc::Status AdminServiceImpl::ListEvents(grpc::ServerContext*,
+grpc::Status AdminServiceImpl::ListEvents(grpc::ServerContext* context,
                                           const v1::ListEventsRequest* request,
                                           v1::ListEventsResponse* response) {
+  absl::StatusOr<EventVisibility> visibility =
+      EventVisibility::For(CallerOf(*context), *store_, request->object_kind());
+  if (!visibility.ok()) return ToGrpcStatus(visibility.status());
   store::EventFilter filter;
   filter.after_sequence = request->after_sequence();
-  filter.limit = request->limit() == 0 ? 1000 : std::min<uint32_t>(request->limit(), 10000);
-  filter.object_kind = request->object_kind();
+  const uint32_t limit = request->limit() == 0 ? 1000 : std::min<uint32_t>(request->limit(), 10000);
+  filter.limit = limit;
+  filter.object_kind = visibility->object_kind();
   filter.object_id = request->object_id();
-  return Fill(store_->ListEvents(filter), response->mutable_events());
+  // A job's events are among everyone's: read on until the page is full, the log ends, or a
+  // bounded number of events was read (the page is then short; the next starts after it).
+  for (uint32_t read = 0; read < 100 * limit;) {
+    absl::StatusOr<std::vector<v1::Event>> page = store_->ListEvents(filter);
+    if (!page.ok()) return ToGrpcStatus(page.status());
+    for (v1::Event& e : *page) {
+      if (visibility->Visible(e)) *response->add_events() = std::move(e);
+      if (response->events_size() == static_cast<int>(limit)) return grpc::Status::OK;
+    }
+    if (page->size() < filter.limit) break;
+    read += page->size();
+    filter.after_sequence = page->back().sequence();
+  }
+  return grpc::Status::OK;
 }
 
 absl::StatusOr<v1::LinkState> AdminServiceImpl::LinkCommand(grpc::ServerContext* context,
@@ -149,10 +168,13 @@ grpc::Status AdminServiceImpl::Reconcile(grpc::ServerContext* context,
 grpc::Status AdminServiceImpl::WatchEvents(grpc::ServerContext* context,
                                            const v1::WatchEventsRequest* request,
                                            grpc::ServerWriter<v1::Event>* writer) {
+  absl::StatusOr<EventVisibility> visibility =
+      EventVisibility::For(CallerOf(*context), *store_, request->object_kind());
+  if (!visibility.ok()) return ToGrpcStatus(visibility.status());
   FollowEvents(
       *store_, *store_, [&] { return Following(*engine_, *context); }, request->after_sequence(),
-      request->object_kind(), request->object_id(),
-      [&](const v1::Event& e) { return writer->Write(e); });
+      visibility->object_kind(), request->object_id(),
+      [&](const v1::Event& e) { return !visibility->Visible(e) || writer->Write(e); });
   if (context->IsCancelled()) return grpc::Status::OK;
   return grpc::Status(grpc::StatusCode::UNAVAILABLE, "fleetd is stopping");
 }

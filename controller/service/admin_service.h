@@ -3,6 +3,7 @@
 #ifndef FLEET_CONTROLLER_SERVICE_ADMIN_SERVICE_H_
 #define FLEET_CONTROLLER_SERVICE_ADMIN_SERVICE_H_
 
+#include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -18,14 +19,16 @@ class AdminServiceImpl final : public v1::AdminService::Service {
  public:
   // None is owned; all must outlive the service. Only `agents` may be null (no agent registry:
   // the link RPCs are UNAVAILABLE).
+  // `security`, when set, reports how callers are authenticated, as a component of Health.
   AdminServiceImpl(store::Store* store, engine::Engine* engine,
                    switch_registry::SwitchRegistry* switches, agent_registry::AgentRegistry* agents,
-                   std::string version)
+                   std::string version, std::function<v1::ComponentHealth()> security = nullptr)
       : store_(store),
         engine_(engine),
         switches_(switches),
         agents_(agents),
-        version_(std::move(version)) {}
+        version_(std::move(version)),
+        security_(std::move(security)) {}
 
   // The store, and each inventory switch probed live.
   grpc::Status Health(grpc::ServerContext*, const v1::HealthRequest*, v1::HealthResponse*) override;
@@ -59,6 +62,7 @@ class AdminServiceImpl final : public v1::AdminService::Service {
   switch_registry::SwitchRegistry* switches_;
   agent_registry::AgentRegistry* agents_;
   std::string version_;
+  std::function<v1::ComponentHealth()> security_;
 };
 
 }  // namespace fleet::service

@@ -3,6 +3,7 @@
 #define FLEET_CONTROLLER_SERVICE_AGENT_SERVICE_H_
 
 #include "controller/agent_registry/agent_registry.h"
+#include "controller/service/caller.h"
 #include "fleet/v1/agent.grpc.pb.h"
 
 namespace fleet::service {
@@ -13,7 +14,7 @@ class AgentServiceImpl final : public v1::AgentService::Service {
   explicit AgentServiceImpl(agent_registry::AgentRegistry* agents) : agents_(agents) {}
   grpc::Status Connect(grpc::ServerContext* context,
                        agent_registry::AgentRegistry::Stream* stream) override {
-    return agents_->Serve(context, stream);
+    return agents_->Serve(context, stream, AgentPeerOf(*context));
   }
 
  private:

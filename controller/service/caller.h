@@ -1,5 +1,12 @@
 // Who is calling an RPC, read from its request: the one place fleetd's services learn the
 // caller's identity and how long it waits.
+//
+// Under mutual TLS the gatekeeper (auth/authenticator.h) has already checked the call and
+// put the identity and its grant in the call's AuthContext: that is all that is read, and
+// request metadata is ignored. Only on a plaintext server (fleetd --insecure) does the
+// caller name itself, in the `x-fleet-principal` metadata: `job:TENANT` is a job acting for
+// TENANT, `viewer:NAME` a viewer, `agent:HOST` the agent of HOST, anything else (or nothing)
+// an operator, as before there was authentication.
 #ifndef FLEET_CONTROLLER_SERVICE_CALLER_H_
 #define FLEET_CONTROLLER_SERVICE_CALLER_H_
 
@@ -8,18 +15,26 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "controller/engine/engine.h"
+#include "controller/agent_registry/agent_registry.h"
+#include "controller/engine/caller.h"
 
 namespace fleet::service {
 
-// The request metadata naming the caller, e.g. `operator:alice` or `job:TENANT`.
+// The request metadata naming the caller on a plaintext server, e.g. `operator:alice`.
 inline constexpr char kPrincipalMetadata[] = "x-fleet-principal";
 
-// The caller's principal from request metadata, or "anonymous"; recorded with every change.
+// The caller's identity, recorded with every change: the certificate's identity under mutual
+// TLS (e.g. spiffe://site/operator/alice); on a plaintext server the principal from metadata,
+// or "anonymous".
 std::string PrincipalOf(const grpc::ServerContext& context);
 
-// The engine's view of the caller: its principal (and so its tenant), and its RPC's deadline.
+// The engine's view of the caller: identity, role, tenants, and its RPC's deadline. A TLS call
+// that somehow carries no grant is a job of no tenant: it can see and change nothing.
 engine::Caller CallerOf(const grpc::ServerContext& context);
+
+// The agent stream's caller: its identity and, when authenticated, the one host it may
+// register as.
+agent_registry::AgentPeer AgentPeerOf(const grpc::ServerContext& context);
 
 // When a command done for the caller must be answered: its RPC's deadline, at most `at_most`
 // from now.

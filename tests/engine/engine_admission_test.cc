@@ -29,7 +29,7 @@ TEST_F(EngineTest, DryRunReturnsThePlanAndTouchesNothing) {
   v1::RequestTopologyRequest r = Ring("team-a", kGpus);
   r.set_dry_run(true);
   absl::StatusOr<v1::RequestTopologyResponse> plan =
-      engine_->RequestTopology(r, Caller::FromPrincipal("operator:test"));
+      engine_->RequestTopology(r, Caller::Operator("operator:test"));
   ASSERT_THAT(plan.status(), IsOk());
   EXPECT_THAT(plan->plan().add(), SizeIs(8));
   EXPECT_FALSE(plan->has_allocation());
@@ -46,7 +46,7 @@ TEST_F(EngineTest, AdmissionErrorsNameTheMemberAndWriteNothing) {
               IsOk());
   const size_t events = EventCount();
   const int changes = sw_->changes();
-  const Caller op = Caller::FromPrincipal("operator:test");
+  const Caller op = Caller::Operator("operator:test");
 
   EXPECT_THAT(engine_->RequestTopology(Ring("team-a", {"gpu3", "gpu99"}), op).status(),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("gpu99")));
@@ -79,7 +79,7 @@ TEST_F(EngineTest, AdmissionErrorsNameTheMemberAndWriteNothing) {
 // answered as usual. (A ring of width 1,000,000 once kept the planner busy for minutes, and
 // 4,000,000,000 GPUs read as -294,967,296.)
 TEST_F(EngineTest, RequestsBeyondWhatTheSiteHoldsAreRefusedBeforePlanning) {
-  const Caller op = Caller::FromPrincipal("operator:test");
+  const Caller op = Caller::Operator("operator:test");
   const size_t events = EventCount();
   const auto ring = [](const std::function<void(v1::RequestTopologyRequest&)>& change) {
     v1::RequestTopologyRequest r = Ring("team-a", {"gpu1", "gpu2"});
@@ -226,23 +226,35 @@ TEST_F(EngineTest, RequestsBeyondWhatTheSiteHoldsAreRefusedBeforePlanning) {
 
 TEST_F(EngineTest, TenantsCannotTouchEachOthersAllocations) {
   v1::RequestTopologyRequest r = Ring("", {"gpu1", "gpu2"});
-  v1::Allocation a = Request(r, "job:team-a");
+  v1::Allocation a = Request(r, Caller::Job("job:team-a", {"team-a"}));
   ASSERT_EQ(a.tenant(), "team-a");
-  const Caller b = Caller::FromPrincipal("job:team-b");
-  EXPECT_THAT(engine_->GetAllocation(a.id(), b).status(),
-              StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
-  EXPECT_THAT(engine_->ReleaseTopology(a.id(), b).status(),
-              StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
-  EXPECT_THAT(engine_->KeepAlive(a.id(), b).status(),
-              StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
-  EXPECT_THAT(engine_->CheckWatch(a.id(), "", b),
-              StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
+  const Caller b = Caller::Job("job:team-b", {"team-b"});
+  // Another tenant's allocation is answered word for word as one that does not exist.
+  const absl::Status missing = engine_->GetAllocation("a-none", b).status();
+  EXPECT_THAT(missing, StatusIs(absl::StatusCode::kNotFound, "allocation a-none not found"));
+  const auto as_missing =
+      StatusIs(absl::StatusCode::kNotFound, "allocation " + a.id() + " not found");
+  EXPECT_THAT(engine_->GetAllocation(a.id(), b).status(), as_missing);
+  EXPECT_THAT(engine_->ReleaseTopology(a.id(), b).status(), as_missing);
+  EXPECT_THAT(engine_->KeepAlive(a.id(), b).status(), as_missing);
+  EXPECT_THAT(engine_->CheckWatch(a.id(), "", b), as_missing);
   EXPECT_THAT(engine_->CheckWatch("", "team-a", b),
-              StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       "role job (job:team-b), acting for [team-b] may not watch tenant team-a"));
   EXPECT_THAT(engine_->RequestTopology(Ring("team-a", {"gpu3", "gpu4"}), b).status(),
-              StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       HasSubstr("acting for [team-b] may not request for tenant team-a")));
+  // A job acting for several tenants names the one it requests for, and lists all of its own.
+  const Caller ab = Caller::Job("job:ml", {"team-a", "team-b"});
+  EXPECT_THAT(engine_->RequestTopology(Ring("", {"gpu3", "gpu4"}), ab).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("tenant is empty")));
+  EXPECT_THAT(engine_->ListAllocations({}, ab).value(), SizeIs(1));
+  EXPECT_THAT(
+      engine_->RequestTopology(Ring("team-a", {"gpu1"}), Caller::Viewer("viewer:v")).status(),
+      StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("role viewer")));
   EXPECT_THAT(engine_->ListAllocations({}, b).value(), IsEmpty());
-  EXPECT_THAT(engine_->ListAllocations({}, Caller::FromPrincipal("job:team-a")).value(), SizeIs(1));
+  EXPECT_THAT(engine_->ListAllocations({}, Caller::Job("job:team-a", {"team-a"})).value(),
+              SizeIs(1));
   EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
   EXPECT_EQ(OnSwitch(), Wanted(a));
 }
@@ -263,7 +275,7 @@ TEST_F(EngineTest, ConcurrentDisjointRequestsAllBecomeReady) {
     jobs.emplace_back([&, i] {
       absl::StatusOr<v1::RequestTopologyResponse> r = engine_->RequestTopology(
           Link("team-" + std::to_string(i), kGpus[2 * i], kGpus[2 * i + 1]),
-          Caller::FromPrincipal("operator:test"));
+          Caller::Operator("operator:test"));
       if (r.ok()) ids[i] = r->allocation().id();
     });
   }

@@ -75,12 +75,12 @@ TEST_F(EngineTest, ReconcileRepairsAMissingCrossConnectAndRetrains) {
 
   v1::ReconcileRequest dry;
   dry.set_dry_run(true);
-  v1::ReconcileResponse seen = engine_->Reconcile(dry, Caller::FromPrincipal("operator:t")).value();
+  v1::ReconcileResponse seen = engine_->Reconcile(dry, Caller::Operator("operator:t")).value();
   ASSERT_THAT(seen.drift(), SizeIs(1));
   EXPECT_EQ(seen.drift(0).kind(), v1::Drift::KIND_MISSING);
   EXPECT_EQ(OnSwitch().size(), 7u);
 
-  v1::ReconcileResponse fixed = engine_->Reconcile({}, Caller::FromPrincipal("operator:t")).value();
+  v1::ReconcileResponse fixed = engine_->Reconcile({}, Caller::Operator("operator:t")).value();
   EXPECT_EQ(fixed.repaired(), 1u);
   EXPECT_EQ(OnSwitch(), Wanted(a));
   EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_DEGRADED);
@@ -106,7 +106,7 @@ TEST_F(EngineTest, ReconcileReportsResumedTransactionsAndThoseRolledBack) {
   const uint32_t egress = a.circuits(0).cross_connects(0).egress();
   sw_->ForceCrossConnect({300, egress});
 
-  v1::ReconcileResponse r = engine_->Reconcile({}, Caller::FromPrincipal("operator:t")).value();
+  v1::ReconcileResponse r = engine_->Reconcile({}, Caller::Operator("operator:t")).value();
   EXPECT_EQ(r.resumed_transactions(), 1u);
   EXPECT_EQ(r.rolled_back_transactions(), 1u);
   v1::Allocation failed = Get(a.id());
@@ -121,7 +121,7 @@ TEST_F(EngineTest, ReconcileAppliesTheUnknownCrossConnectPolicy) {
   // s1c0-n0 port 1 tx (ingress 1) to s2c0-n0 port 1 rx (egress 397): wired O-NIC ports.
   sw_->ForceCrossConnect({1, 397});
   sw_->ForceCrossConnect({300, 700});  // Trunk-reserved ports: no O-NIC to adopt it for.
-  const Caller op = Caller::FromPrincipal("operator:t");
+  const Caller op = Caller::Operator("operator:t");
 
   v1::ReconcileResponse reported = engine_->Reconcile({}, op).value();
   ASSERT_THAT(reported.drift(), SizeIs(2));

@@ -9,14 +9,14 @@ namespace {
 TEST_F(EngineTest, ReleaseRemovesTheCrossConnectsAndFreesThePorts) {
   v1::Allocation a = Request(Ring("team-a", kGpus));
   absl::StatusOr<v1::Allocation> released =
-      engine_->ReleaseTopology(a.id(), Caller::FromPrincipal("job:team-a"));
+      engine_->ReleaseTopology(a.id(), Caller::Job("job:team-a", {"team-a"}));
   ASSERT_THAT(released.status(), IsOk());
   EXPECT_EQ(released->state(), v1::ALLOCATION_STATE_RELEASED);
   EXPECT_THAT(released->circuits(), IsEmpty());
   EXPECT_THAT(OnSwitch(), IsEmpty());
   EXPECT_THAT(store_->ListCircuits({}).value(), IsEmpty());
   // Releasing again is harmless.
-  EXPECT_THAT(engine_->ReleaseTopology(a.id(), Caller::FromPrincipal("job:team-a")).status(),
+  EXPECT_THAT(engine_->ReleaseTopology(a.id(), Caller::Job("job:team-a", {"team-a"})).status(),
               IsOk());
   EXPECT_EQ(Request(Ring("team-b", kGpus)).state(), v1::ALLOCATION_STATE_READY);
 }
@@ -25,7 +25,7 @@ TEST_F(EngineTest, PortsAReleaseLeftQuiescedAreNotQuiescedAgain) {
   v1::Allocation a = Request(Ring("team-a", kGpus));
   const int first = agents_->Count(v1::Command::kQuiesce);
   EXPECT_EQ(first, 8);  // One port of each GPU.
-  ASSERT_THAT(engine_->ReleaseTopology(a.id(), Caller::FromPrincipal("job:team-a")).status(),
+  ASSERT_THAT(engine_->ReleaseTopology(a.id(), Caller::Job("job:team-a", {"team-a"})).status(),
               IsOk());
   const int released = agents_->Count(v1::Command::kQuiesce);
   EXPECT_EQ(released, 16);  // Out of service before their light goes.
@@ -34,7 +34,7 @@ TEST_F(EngineTest, PortsAReleaseLeftQuiescedAreNotQuiescedAgain) {
   EXPECT_EQ(b.state(), v1::ALLOCATION_STATE_READY);
   EXPECT_EQ(agents_->Count(v1::Command::kQuiesce), released);
   // A port whose agent reconnected since is quiesced again: its state is unknown.
-  ASSERT_THAT(engine_->ReleaseTopology(b.id(), Caller::FromPrincipal("job:team-b")).status(),
+  ASSERT_THAT(engine_->ReleaseTopology(b.id(), Caller::Job("job:team-b", {"team-b"})).status(),
               IsOk());
   agents_->SetGone("FLT-GPU1-N0", true);
   agents_->SetGone("FLT-GPU1-N0", false);
@@ -47,7 +47,7 @@ TEST_F(EngineTest, ReleaseThatTheSwitchRefusesKeepsThePortsAndRetries) {
   v1::Allocation a = Request(Ring("team-a", kGpus));
   sw_->SetUnreachable(absl::UnavailableError("link down"));
   v1::Allocation stuck =
-      engine_->ReleaseTopology(a.id(), Caller::FromPrincipal("operator:test")).value();
+      engine_->ReleaseTopology(a.id(), Caller::Operator("operator:test")).value();
   EXPECT_EQ(stuck.state(), v1::ALLOCATION_STATE_RELEASING);
   EXPECT_THAT(stuck.reason(), HasSubstr("link down"));
   // Its ports stay held until the light is really gone.
@@ -57,7 +57,7 @@ TEST_F(EngineTest, ReleaseThatTheSwitchRefusesKeepsThePortsAndRetries) {
   link->mutable_a()->mutable_onic_port()->set_onic("gpu1-n0");
   link->mutable_a()->mutable_onic_port()->set_port(1);
   link->mutable_b()->set_device("gpu3");
-  EXPECT_THAT(engine_->RequestTopology(same_port, Caller::FromPrincipal("operator:x")).status(),
+  EXPECT_THAT(engine_->RequestTopology(same_port, Caller::Operator("operator:x")).status(),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("gpu1-n0")));
   sw_->SetUnreachable(absl::OkStatus());
   clock_.Advance(absl::Seconds(2));
@@ -102,7 +102,7 @@ TEST_F(EngineTest, ASecondReleaseOfAStuckEvictionDoesNotChangeHowItEnds) {
   ASSERT_NO_FATAL_FAILURE(StuckEviction(&a));
   sw_->SetUnreachable(absl::OkStatus());
   absl::StatusOr<v1::Allocation> released =
-      engine_->ReleaseTopology(a.id(), Caller::FromPrincipal("job:team-a"));
+      engine_->ReleaseTopology(a.id(), Caller::Job("job:team-a", {"team-a"}));
   ASSERT_THAT(released.status(), IsOk());
   EXPECT_EQ(released->state(), v1::ALLOCATION_STATE_FAILED);
   EXPECT_THAT(released->reason(), HasSubstr("O-NIC gpu2-n0 was drained: dirty connector"));
@@ -114,7 +114,7 @@ TEST_F(EngineTest, LeaseExpiryReleasesAndKeepAliveRenews) {
   *r.mutable_lease() = google::protobuf::util::TimeUtil::SecondsToDuration(10);
   v1::Allocation a = Request(r);
   ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
-  const Caller job = Caller::FromPrincipal("job:team-a");
+  const Caller job = Caller::Job("job:team-a", {"team-a"});
 
   clock_.Advance(absl::Seconds(8));
   ASSERT_THAT(engine_->KeepAlive(a.id(), job).status(), IsOk());
@@ -137,13 +137,13 @@ TEST_F(EngineTest, LeaseExpiryReleasesAndKeepAliveRenews) {
 TEST_F(EngineTest, LeaseLongerThanTheMaximumIsRefused) {
   v1::RequestTopologyRequest r = Ring("team-a", kGpus);
   *r.mutable_lease() = google::protobuf::util::TimeUtil::SecondsToDuration(86400 * 30);
-  EXPECT_THAT(engine_->RequestTopology(r, Caller::FromPrincipal("operator:test")).status(),
+  EXPECT_THAT(engine_->RequestTopology(r, Caller::Operator("operator:test")).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("lease")));
 }
 
 TEST_F(EngineTest, DrainRefusesNewCircuitsAndEvictFailsTheAllocationsOnIt) {
   v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2"}));
-  const Caller op = Caller::FromPrincipal("operator:t");
+  const Caller op = Caller::Operator("operator:t");
   v1::DrainRequest drain;
   drain.mutable_target()->set_onic("gpu2-n0");
   drain.set_reason("dirty connector");
@@ -152,7 +152,7 @@ TEST_F(EngineTest, DrainRefusesNewCircuitsAndEvictFailsTheAllocationsOnIt) {
   EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);  // Without evict: kept.
   EXPECT_THAT(engine_->RequestTopology(Link("team-b", "gpu2", "gpu3"), op).status(),
               StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("drained")));
-  EXPECT_THAT(engine_->Drain(drain, Caller::FromPrincipal("job:team-a")).status(),
+  EXPECT_THAT(engine_->Drain(drain, Caller::Job("job:team-a", {"team-a"})).status(),
               StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
 
   drain.set_evict(true);

@@ -122,9 +122,8 @@ class EngineTest : public ::testing::Test {
   }
 
   v1::Allocation Request(const v1::RequestTopologyRequest& r,
-                         const std::string& principal = "operator:test") {
-    absl::StatusOr<v1::RequestTopologyResponse> response =
-        engine_->RequestTopology(r, Caller::FromPrincipal(principal));
+                         const Caller& caller = Caller::Operator("operator:test")) {
+    absl::StatusOr<v1::RequestTopologyResponse> response = engine_->RequestTopology(r, caller);
     EXPECT_TRUE(response.ok()) << response.status();
     engine_->WaitIdle();
     return Get(response.ok() ? response->allocation().id() : "");
@@ -136,7 +135,7 @@ class EngineTest : public ::testing::Test {
   // batch is inside the switch.
   std::string RequestHeldAtTheSwitch(const v1::RequestTopologyRequest& r) {
     absl::StatusOr<v1::RequestTopologyResponse> response =
-        engine_->RequestTopology(r, Caller::FromPrincipal("operator:test"));
+        engine_->RequestTopology(r, Caller::Operator("operator:test"));
     EXPECT_TRUE(response.ok()) << response.status();
     EXPECT_TRUE(fleet::testing::Eventually([&] { return sw_->held() == 1; }));
     return response.ok() ? response->allocation().id() : "";
@@ -164,7 +163,7 @@ class EngineTest : public ::testing::Test {
     drain.mutable_target()->set_onic("gpu2-n0");
     drain.set_reason("dirty connector");
     drain.set_evict(true);
-    ASSERT_THAT(engine_->Drain(drain, Caller::FromPrincipal("operator:t")).status(), IsOk());
+    ASSERT_THAT(engine_->Drain(drain, Caller::Operator("operator:t")).status(), IsOk());
     *a = Get(a->id());
     ASSERT_EQ(a->state(), v1::ALLOCATION_STATE_RELEASING);
   }

@@ -72,7 +72,7 @@ TEST_F(EngineTest, ArmedRetrainsAreCancelledWhenTheSwitchRefusesTheBatch) {
 TEST_F(EngineTest, ArmedLinksOfAChangeSetTheSwitchTookTwiceAreRetrainedAgain) {
   agents_->ArmRetrains(true);
   HeldApplies held(sw_);
-  const Caller op = Caller::FromPrincipal("operator:test");
+  const Caller op = Caller::Operator("operator:test");
   // The first request's batch holds the switch; the next two queue behind it and go out
   // together.
   const std::string first = RequestHeldAtTheSwitch(Link("team-c", "gpu5", "gpu6"));
@@ -122,8 +122,8 @@ TEST_F(EngineTest, ATransactionInsideASwitchsQueueFinishesWhenTheSwitchsAddressC
   inventory::InventoryApplier applier(store_.get());
   ASSERT_THAT(applier.Apply(moved, false, "operator:test").status(), IsOk());
   // The next batch for ocs1 goes through a new driver, and so a new queue: it is not held.
-  absl::StatusOr<v1::RequestTopologyResponse> second = engine_->RequestTopology(
-      Link("team-b", "gpu3", "gpu4"), Caller::FromPrincipal("operator:test"));
+  absl::StatusOr<v1::RequestTopologyResponse> second =
+      engine_->RequestTopology(Link("team-b", "gpu3", "gpu4"), Caller::Operator("operator:test"));
   ASSERT_TRUE(second.ok()) << second.status();
   ASSERT_TRUE(fleet::testing::Eventually([&] {
     return Get(second->allocation().id()).state() != v1::ALLOCATION_STATE_PENDING &&

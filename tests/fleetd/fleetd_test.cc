@@ -161,6 +161,7 @@ FleetdConfig TestConfig(const std::string& state_dir) {
   config.grpc_port = 0;
   config.metrics_port = 0;
   config.state_dir = state_dir;
+  config.insecure = true;
   return config;
 }
 

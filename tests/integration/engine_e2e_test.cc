@@ -41,6 +41,7 @@ class EngineEndToEndTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     config_.state_dir = testing::FreshDirectory("engine-" + GetParam());
+    config_.insecure = true;
     fleetd::DemoOptions options;
     options.protocol = GetParam();
     options.switch_ms = 0;
@@ -67,19 +68,13 @@ class EngineEndToEndTest : public ::testing::TestWithParam<std::string> {
 
   // Starts fleetd on the port it had before (agents redial it), or a free one the first time.
   void StartFleetd(std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv = {BinaryPath("fleetd"),
-                                     "--state-dir",
-                                     config_.state_dir,
-                                     "--inventory",
-                                     config_.inventory,
-                                     "--switch-credentials",
-                                     config_.switch_credentials,
-                                     "--grpc-port",
-                                     port_,
-                                     "--metrics-port",
-                                     "0",
-                                     "--agent-heartbeat-ms",
-                                     "100"};
+    std::vector<std::string> argv = {BinaryPath("fleetd"),   "--insecure",
+                                     "--state-dir",          config_.state_dir,
+                                     "--inventory",          config_.inventory,
+                                     "--switch-credentials", config_.switch_credentials,
+                                     "--grpc-port",          port_,
+                                     "--metrics-port",       "0",
+                                     "--agent-heartbeat-ms", "100"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     absl::StatusOr<std::unique_ptr<Daemon>> started = Daemon::Start(argv);
     ASSERT_TRUE(started.ok()) << started.status();

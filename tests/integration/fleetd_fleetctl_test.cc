@@ -32,7 +32,8 @@ class FleetdFleetctlTest : public ::testing::Test {
   // Starts fleetd on free ports with `extra` flags and learns its addresses.
   void StartFleetd(std::vector<std::string> extra = {}) {
     std::vector<std::string> argv = {
-        BinaryPath("fleetd"), "--state-dir", state_dir_, "--grpc-port", "0", "--metrics-port", "0"};
+        BinaryPath("fleetd"), "--insecure", "--state-dir",    state_dir_,
+        "--grpc-port",        "0",          "--metrics-port", "0"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     absl::StatusOr<std::unique_ptr<Daemon>> started = Daemon::Start(argv);
     ASSERT_TRUE(started.ok()) << started.status();
@@ -167,7 +168,8 @@ TEST_F(FleetdFleetctlTest, DescribeShowsRelatedObjects) {
 TEST_F(FleetdFleetctlTest, ASecondFleetdOnTheSameStateIsRefusedUntilTheFirstIsGone) {
   StartFleetd();
   const std::vector<std::string> argv = {
-      BinaryPath("fleetd"), "--state-dir", state_dir_, "--grpc-port", "0", "--metrics-port", "0"};
+      BinaryPath("fleetd"), "--insecure", "--state-dir",    state_dir_,
+      "--grpc-port",        "0",          "--metrics-port", "0"};
   CommandResult second = RunCommand(argv);
   EXPECT_NE(second.exit_code, 0);
   EXPECT_THAT(second.err,
@@ -440,8 +442,8 @@ TEST_F(FleetdFleetctlTest, ConfigFileIsReadAndFlagsOverrideIt) {
       WriteFile("fleetd.yaml", "state_dir: " + elsewhere + "\ngrpc_port: 1\nlog_level: warning\n");
   // The config's port 1 would fail; the flags' port 0 wins. The config's state dir is used.
   absl::StatusOr<std::unique_ptr<Daemon>> started =
-      Daemon::Start({BinaryPath("fleetd"), "--config", config, "--grpc-port", "0", "--metrics-port",
-                     "0", "--inventory", kGen1});
+      Daemon::Start({BinaryPath("fleetd"), "--insecure", "--config", config, "--grpc-port", "0",
+                     "--metrics-port", "0", "--inventory", kGen1});
   ASSERT_TRUE(started.ok());
   fleetd_ = std::move(*started);
   absl::StatusOr<std::string> grpc = fleetd_->WaitForLine("grpc: ");
@@ -457,7 +459,7 @@ TEST_F(FleetdFleetctlTest, BadStartsFailWithTheReason) {
 
   const std::string broken = WriteFile("dup.yaml", "hosts:\n  - {name: a}\n  - {name: a}\n");
   CommandResult bad_inventory =
-      RunCommand({BinaryPath("fleetd"), "--state-dir", state_dir_, "--grpc-port", "0",
+      RunCommand({BinaryPath("fleetd"), "--insecure", "--state-dir", state_dir_, "--grpc-port", "0",
                   "--metrics-port", "0", "--inventory", broken});
   EXPECT_EQ(bad_inventory.exit_code, 1);
   EXPECT_THAT(bad_inventory.err, HasSubstr("duplicate host id 'a'"));

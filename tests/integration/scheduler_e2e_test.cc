@@ -35,8 +35,8 @@ class SchedulerEndToEndTest : public ::testing::Test {
   static void SetUpTestSuite() {
     state_ = new std::string(testing::FreshDirectory("scheduler-e2e"));
     absl::StatusOr<std::unique_ptr<Daemon>> started =
-        Daemon::Start({BinaryPath("fleetd"), "--demo", "--state-dir", *state_, "--grpc-port", "0",
-                       "--metrics-port", "0", "--agent-heartbeat-ms", "100"});
+        Daemon::Start({BinaryPath("fleetd"), "--insecure", "--demo", "--state-dir", *state_,
+                       "--grpc-port", "0", "--metrics-port", "0", "--agent-heartbeat-ms", "100"});
     ASSERT_TRUE(started.ok()) << started.status();
     fleetd_ = started->release();
     absl::StatusOr<std::string> grpc = fleetd_->WaitForLine("grpc: ");

@@ -37,9 +37,9 @@ class TrunksEndToEndTest : public ::testing::Test {
     ASSERT_TRUE(site.ok()) << site.status();
     site_ = new v1::Inventory(*site);
     absl::StatusOr<std::unique_ptr<Daemon>> started =
-        Daemon::Start({BinaryPath("fleetd"), "--demo", "--demo-site", kSite, "--state-dir",
-                       testing::FreshDirectory("trunks-e2e"), "--grpc-port", "0", "--metrics-port",
-                       "0", "--agent-heartbeat-ms", "100"});
+        Daemon::Start({BinaryPath("fleetd"), "--insecure", "--demo", "--demo-site", kSite,
+                       "--state-dir", testing::FreshDirectory("trunks-e2e"), "--grpc-port", "0",
+                       "--metrics-port", "0", "--agent-heartbeat-ms", "100"});
     ASSERT_TRUE(started.ok()) << started.status();
     fleetd_ = started->release();
     absl::StatusOr<std::string> grpc = fleetd_->WaitForLine("grpc: ");

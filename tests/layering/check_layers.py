@@ -27,17 +27,19 @@ ALLOWED = {
     "controller/store": {"common", PROTO},
     "controller/metrics": {"common", PROTO, "controller/store"},
     "controller/inventory": {"common", PROTO, "controller/store"},
+    # Who may call what; the gatekeeper counts its refusals in fleetd's metrics.
+    "controller/auth": {"common", PROTO, "controller/store", "controller/metrics"},
     "controller/agent_registry": {"common", PROTO, "controller/store", "controller/metrics"},
     "controller/switch_registry": {"common", PROTO, DRIVER, "controller/metrics"},  # Vendor-free.
-    "controller/engine": {"common", PROTO, "scheduler", DRIVER, "controller/store",
+    "controller/engine": {"common", PROTO, "scheduler", DRIVER, "controller/store", "controller/auth",
                           "controller/metrics", "controller/agent_registry", "controller/switch_registry"},
-    "controller/service": {"common", PROTO, "scheduler", DRIVER, "controller/store",
+    "controller/service": {"common", PROTO, "scheduler", DRIVER, "controller/store", "controller/auth",
                            "controller/metrics", "controller/agent_registry", "controller/switch_registry",
                            "controller/inventory", "controller/engine"},
     # fleetctl talks to fleetd over gRPC only; it reads inventory files with fleetd's parser.
     "controller/cli": {"common", PROTO, "controller/inventory"},
     # The composition root: builds every concrete part, so it may name them all.
-    "controller/fleetd": {"common", PROTO, "scheduler", DRIVER, POLATIS, "controller/store",
+    "controller/fleetd": {"common", PROTO, "scheduler", DRIVER, POLATIS, "controller/store", "controller/auth",
                           "controller/metrics", "controller/agent_registry", "controller/switch_registry",
                           "controller/inventory", "controller/engine", "controller/service"},
 }

@@ -33,7 +33,7 @@ TEST(CallerTest, AJobIsLimitedToItsTenant) {
   spouse.AddClientMetadata(kPrincipalMetadata, "job:team-a");
   const engine::Caller caller = CallerOf(context);
   EXPECT_EQ(caller.principal, "job:team-a");
-  EXPECT_EQ(caller.tenant, "team-a");
+  EXPECT_EQ(caller.tenants, std::vector<std::string>{"team-a"});
   EXPECT_FALSE(caller.operator_role());
 }
 

@@ -1,0 +1,48 @@
+// The demo's throwaway site PKI, so `fleetd --demo` runs with mutual TLS and no extra step: a
+// CA made afresh in the state directory, fleetd's server certificate, one client certificate
+// per identity (an operator, a viewer, the job tenant team-a of deploy/examples, each agent),
+// the policy that grants them their roles, and a fleetctl config file whose contexts use them.
+// Everything is under STATE/pki/ except the fleetctl config, STATE/fleetctl.yaml.
+#ifndef FLEET_CONTROLLER_FLEETD_DEMO_PKI_H_
+#define FLEET_CONTROLLER_FLEETD_DEMO_PKI_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/pki.h"
+#include "controller/fleetd/config.h"
+
+namespace fleet::fleetd {
+
+// The demo's trust domain: identities are spiffe://demo.fleet/ROLE/NAME.
+inline constexpr char kDemoSite[] = "demo.fleet";
+
+class DemoPki {
+ public:
+  // Makes the CA, fleetd's certificate (localhost, 127.0.0.1, ::1 and config.listen_address),
+  // the operator's, viewer's and job's certificates and the policy under STATE/pki/, and
+  // points `config`'s TLS files and policy at them.
+  static absl::StatusOr<DemoPki> Make(FleetdConfig& config);
+
+  // An agent's certificate for `place` (a host or chassis): PREFIX.pem and PREFIX.key under
+  // pki/, returned as the PREFIX path.
+  absl::StatusOr<std::string> IssueAgent(const std::string& place) const;
+  // Writes STATE/fleetctl.yaml with contexts demo (operator, current), demo-job (tenant
+  // team-a) and demo-viewer, all on `grpc_address`; returns its path.
+  absl::StatusOr<std::string> WriteFleetctlConfig(const std::string& grpc_address) const;
+
+  const std::string& ca_file() const { return ca_file_; }
+
+ private:
+  // Issues a client certificate for spiffe://demo.fleet/IDENTITY into pki/NAME.{pem,key}.
+  absl::Status IssueClient(const std::string& identity, const std::string& name) const;
+
+  std::string state_dir_;
+  std::string pki_dir_;
+  std::string ca_file_;
+  pki::KeyAndCertificate ca_;
+};
+
+}  // namespace fleet::fleetd
+
+#endif  // FLEET_CONTROLLER_FLEETD_DEMO_PKI_H_

@@ -1,0 +1,135 @@
+// The gatekeeper's decisions, without a network: certificates made with fleet::pki, the
+// policy and the CA bundle in files, a fake clock for validity.
+#include "controller/auth/authenticator.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/time/clock.h"
+#include "common/pki.h"
+
+namespace fleet::auth {
+namespace {
+
+using ::testing::HasSubstr;
+
+class AuthenticatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    ca_ = pki::MakeCa({.common_name = "site CA"}).value();
+    Write("ca.pem", ca_.certificate_pem);
+    Write("policy.yaml", R"(grants:
+  - {identity: spiffe://site/operator/*, role: operator}
+  - {identity: spiffe://site/viewer/*, role: viewer}
+  - {identity: spiffe://site/job/*, role: job}
+  - {identity: spiffe://site/agent/*, role: agent}
+)");
+    authenticator_ =
+        Authenticator::Create({Path("ca.pem"), Path("policy.yaml")}, nullptr, &clock_).value();
+  }
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+  void Write(const std::string& name, const std::string& text) {
+    std::ofstream(Path(name)) << text;
+  }
+  std::string Cert(const std::string& uri, const pki::KeyAndCertificate* ca = nullptr,
+                   absl::Time not_before = absl::Now() - absl::Hours(1),
+                   absl::Time not_after = absl::Now() + absl::Hours(24)) {
+    pki::CertificateRequest r;
+    r.uris = {uri};
+    r.not_before = not_before;
+    r.not_after = not_after;
+    return pki::Issue(ca != nullptr ? *ca : ca_, r).value().certificate_pem;
+  }
+  Authenticator::Decision Decide(const std::string& method, const std::string& leaf) {
+    return authenticator_->Decide(method, leaf, "");
+  }
+
+  std::filesystem::path dir_;
+  FakeClock clock_{absl::Now()};
+  pki::KeyAndCertificate ca_;
+  std::shared_ptr<Authenticator> authenticator_;
+};
+
+constexpr char kApply[] = "/fleet.v1.InventoryService/ApplyInventory";
+constexpr char kGet[] = "/fleet.v1.TopologyService/GetAllocation";
+
+TEST_F(AuthenticatorTest, ARoleHoldingThePermissionPassesWithItsGrant) {
+  Authenticator::Decision d = Decide(kApply, Cert("spiffe://site/operator/alice"));
+  EXPECT_TRUE(d.status.ok()) << d.status.error_message();
+  EXPECT_EQ(d.identity, "spiffe://site/operator/alice");
+  EXPECT_EQ(d.grant.role, Role::kOperator);
+  d = Decide(kGet, Cert("spiffe://site/job/team-a"));
+  EXPECT_TRUE(d.status.ok());
+  EXPECT_EQ(d.grant.tenants, std::vector<std::string>{"team-a"});
+}
+
+TEST_F(AuthenticatorTest, RefusalsNameTheRoleAndThePermissionMissing) {
+  Authenticator::Decision d = Decide(kApply, Cert("spiffe://site/viewer/grafana"));
+  EXPECT_EQ(d.status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(d.status.error_message(),
+            "role viewer (spiffe://site/viewer/grafana) lacks permission inventory.write needed "
+            "by /fleet.v1.InventoryService/ApplyInventory");
+  d = Decide(kGet, Cert("spiffe://elsewhere/operator/mallory"));
+  EXPECT_EQ(d.status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(d.status.error_message(), HasSubstr("holds no role in fleetd's policy"));
+  // A method missing from the table is refused to everyone, operators too.
+  d = Decide("/fleet.v1.AdminService/Future", Cert("spiffe://site/operator/alice"));
+  EXPECT_EQ(d.status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+}
+
+TEST_F(AuthenticatorTest, BadCertificatesAreUnauthenticatedNamingWhy) {
+  const absl::Time now = absl::Now();
+  struct Case {
+    std::string leaf;
+    std::string says;
+  };
+  pki::KeyAndCertificate other = pki::MakeCa({.common_name = "other CA"}).value();
+  const std::vector<Case> cases = {
+      {"", "no client certificate"},
+      {"-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n", ""},
+      {Cert("spiffe://site/operator/alice", nullptr, now - absl::Hours(48), now - absl::Hours(1)),
+       "expired"},
+      {Cert("spiffe://site/operator/alice", nullptr, now + absl::Hours(1), now + absl::Hours(48)),
+       "not yet valid"},
+      {Cert("spiffe://site/operator/alice", &other), ""},
+  };
+  for (const Case& c : cases) {
+    Authenticator::Decision d = Decide(kGet, c.leaf);
+    EXPECT_EQ(d.status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << c.says;
+    EXPECT_THAT(d.status.error_message(), HasSubstr(c.says));
+  }
+  // Public methods need no certificate.
+  EXPECT_TRUE(Decide("/grpc.health.v1.Health/Check", "").status.ok());
+}
+
+TEST_F(AuthenticatorTest, ACachedCertificateStillExpiresAndAReloadDropsTheOldCa) {
+  const std::string leaf = Cert("spiffe://site/operator/alice", nullptr,
+                                absl::Now() - absl::Hours(1), absl::Now() + absl::Hours(2));
+  ASSERT_TRUE(Decide(kGet, leaf).status.ok());
+  clock_.Advance(absl::Hours(3));
+  EXPECT_EQ(Decide(kGet, leaf).status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  clock_.Advance(-absl::Hours(3));
+  ASSERT_TRUE(Decide(kGet, leaf).status.ok());
+
+  // The site moves to a new CA: the old one's certificates stop working on reload.
+  pki::KeyAndCertificate next = pki::MakeCa({.common_name = "site CA 2"}).value();
+  Write("ca.pem", next.certificate_pem);
+  ASSERT_TRUE(authenticator_->Reload().ok());
+  EXPECT_EQ(Decide(kGet, leaf).status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(Decide(kGet, Cert("spiffe://site/operator/alice", &next)).status.ok());
+
+  // A broken policy is not taken: what is in force stays.
+  Write("policy.yaml", "grants: [{identity: x, role: admin}]\n");
+  EXPECT_EQ(authenticator_->Reload().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Decide(kGet, Cert("spiffe://site/operator/alice", &next)).status.ok());
+}
+
+}  // namespace
+}  // namespace fleet::auth
