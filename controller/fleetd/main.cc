@@ -48,6 +48,9 @@ int Run(int argc, char** argv) {
   set.String("tls-key", &flags.tls_key_file, "fleetd's private key (PEM)");
   set.String("policy", &flags.policy_file,
              "access policy: identities to roles and tenants (see deploy/config/policy.yaml)");
+  int64_t tls_reload_seconds = absl::ToInt64Seconds(flags.tls_reload_interval);
+  set.Int("tls-reload-interval-seconds", &tls_reload_seconds,
+          "how often the TLS files and the policy are checked for a change");
   set.Bool("insecure", &flags.insecure,
            "serve plaintext gRPC and believe the x-fleet-principal metadata: for development "
            "only, anyone who reaches the port may do anything");
@@ -124,6 +127,9 @@ int Run(int argc, char** argv) {
   if (set.IsSet("tls-key")) config.tls_key_file = flags.tls_key_file;
   if (set.IsSet("policy")) config.policy_file = flags.policy_file;
   config.insecure = flags.insecure;
+  if (set.IsSet("tls-reload-interval-seconds")) {
+    config.tls_reload_interval = absl::Seconds(tls_reload_seconds);
+  }
   if (set.IsSet("grpc-port")) config.grpc_port = static_cast<int>(grpc_port);
   if (set.IsSet("metrics-port")) config.metrics_port = static_cast<int>(metrics_port);
   if (set.IsSet("state-dir")) config.state_dir = flags.state_dir;

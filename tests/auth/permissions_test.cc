@@ -6,7 +6,9 @@
 #include <google/protobuf/descriptor.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <set>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "fleet/v1/admin.pb.h"
@@ -75,6 +77,17 @@ TEST(PermissionsTest, RolesHoldWhatTheDocsSay) {
     EXPECT_EQ(RoleHas(Role::kAgent, m.permission),
               m.permission == P::kAgentStream || m.permission == P::kPublic)
         << m.method;
+  }
+}
+
+TEST(PermissionsTest, TheDocsTableIsTheCodesTable) {
+  std::ifstream file(std::string(FLEET_SOURCE_DIR) + "/docs/security.md");
+  std::stringstream text;
+  text << file.rdbuf();
+  for (const MethodPermission& m : MethodTable()) {
+    const std::string row = absl::StrCat("| `", std::string(m.method).substr(1), "` | `",
+                                         PermissionName(m.permission), "` |");
+    EXPECT_THAT(text.str(), ::testing::HasSubstr(row)) << "docs/security.md lacks " << row;
   }
 }
 

@@ -1,0 +1,438 @@
+// fleetd's security over real processes and real TLS on loopback: `fleetd --demo` runs with
+// mutual TLS on its throwaway PKI (STATE/pki), and this test issues more certificates from
+// that CA (another tenant, an expired one, a second agent identity) and from a foreign CA.
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "common/grpc_tls.h"
+#include "common/pki.h"
+#include "controller/auth/permissions.h"
+#include "fleet/v1/admin.grpc.pb.h"
+#include "fleet/v1/agent.grpc.pb.h"
+#include "fleet/v1/inventory.grpc.pb.h"
+#include "fleet/v1/topology.grpc.pb.h"
+#include "tests/integration/subprocess.h"
+
+namespace fleet {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::BinaryPath;
+using testing::Eventually;
+using testing::Daemon;
+
+class SecurityTest : public ::testing::Test {
+ public:
+  static void SetUpTestSuite() {
+    state_ = new std::string(testing::FreshDirectory("security"));
+    absl::StatusOr<std::unique_ptr<Daemon>> started = Daemon::Start(
+        {BinaryPath("fleetd"), "--demo", "--state-dir", *state_, "--grpc-port", "0",
+         "--metrics-port", "0", "--agent-heartbeat-ms", "100", "--tls-reload-interval-seconds",
+         "1"});
+    ASSERT_TRUE(started.ok()) << started.status();
+    fleetd_ = started->release();
+    absl::StatusOr<std::string> grpc = fleetd_->WaitForLine("grpc: ");
+    ASSERT_TRUE(grpc.ok()) << grpc.status() << fleetd_->Stderr();
+    grpc_ = new std::string(*grpc);
+    absl::StatusOr<std::string> metrics = fleetd_->WaitForLine("metrics: ");
+    ASSERT_TRUE(metrics.ok());
+    metrics_ = new std::string(*metrics);
+    ASSERT_TRUE(fleetd_->WaitForLine("state: ").ok()) << fleetd_->Stderr();
+
+    // More identities from the demo's CA, and one CA nobody trusts.
+    const std::string pki = *state_ + "/pki/";
+    ca_ = new pki::KeyAndCertificate{pki::ReadPemFile(pki + "ca.pem", "ca").value(),
+                                     pki::ReadPemFile(pki + "ca.key", "ca key").value()};
+    const absl::Time now = absl::Now();
+    Issue(*ca_, "job-team-b", {"spiffe://demo.fleet/job/team-b"});
+    Issue(*ca_, "expired", {"spiffe://demo.fleet/operator/old"}, now - absl::Hours(48),
+          now - absl::Hours(1));
+    Issue(*ca_, "future", {"spiffe://demo.fleet/operator/soon"}, now + absl::Hours(1),
+          now + absl::Hours(48));
+    Issue(*ca_, "agent-x-server1", {"spiffe://demo.fleet/agent/x/server1"});
+    Issue(*ca_, "two-uris", {"spiffe://demo.fleet/operator/a", "spiffe://demo.fleet/operator/b"});
+    const pki::KeyAndCertificate foreign = pki::MakeCa({.common_name = "foreign CA"}).value();
+    Issue(foreign, "foreign", {"spiffe://demo.fleet/operator/alice"});
+    // The agents dial in with their certificates.
+    ASSERT_TRUE(Eventually([] {
+      v1::ListAgentsResponse agents;
+      grpc::ClientContext context;
+      if (!v1::InventoryService::NewStub(Channel("operator"))
+               ->ListAgents(&context, {}, &agents)
+               .ok()) {
+        return false;
+      }
+      int connected = 0;
+      for (const v1::Agent& a : agents.agents()) connected += a.connected();
+      return connected == 7;
+    })) << fleetd_->Stderr();
+  }
+  static void TearDownTestSuite() {
+    delete fleetd_;  // Stops fleetd and the demo's processes.
+    fleetd_ = nullptr;
+  }
+
+  // A certificate and key for `uris` at pki/NAME.{pem,key}.
+  static void Issue(const pki::KeyAndCertificate& ca, const std::string& name,
+                    std::vector<std::string> uris, absl::Time not_before = absl::Now(),
+                    absl::Time not_after = absl::Now() + absl::Hours(24)) {
+    pki::CertificateRequest r;
+    r.uris = std::move(uris);
+    r.not_before = not_before - absl::Minutes(1);
+    r.not_after = not_after;
+    pki::KeyAndCertificate pair = pki::Issue(ca, r).value();
+    ASSERT_TRUE(pki::WritePemFile(Pki(name + ".pem"), pair.certificate_pem, 0644).ok());
+    ASSERT_TRUE(pki::WritePemFile(Pki(name + ".key"), pair.private_key_pem, 0600).ok());
+  }
+  static std::string Pki(const std::string& file) { return *state_ + "/pki/" + file; }
+
+  // A channel of its own (no connection shared with another identity) presenting
+  // pki/WHO.pem; with an empty `who`, no client certificate at all.
+  static std::shared_ptr<grpc::Channel> Channel(const std::string& who) {
+    std::shared_ptr<grpc::ChannelCredentials> credentials;
+    if (who.empty()) {
+      grpc::SslCredentialsOptions options;
+      options.pem_root_certs = pki::ReadPemFile(Pki("ca.pem"), "ca").value();
+      credentials = grpc::SslCredentials(options);
+    } else {
+      credentials = ClientCredentials({Pki("ca.pem"), Pki(who + ".pem"), Pki(who + ".key")}).value();
+    }
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    return grpc::CreateCustomChannel(*grpc_, credentials, args);
+  }
+
+  static grpc::Status Health(const std::string& who, v1::HealthResponse* health = nullptr) {
+    v1::HealthResponse unused;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    return v1::AdminService::NewStub(Channel(who))->Health(&context, {},
+                                                           health ? health : &unused);
+  }
+
+  // One call of `method` by raw bytes: `request` sent, the first answer read, the status
+  // returned. Streams that stay open end at the 2 s deadline.
+  static grpc::Status RawCall(const std::shared_ptr<grpc::Channel>& channel,
+                              const std::string& method, const std::string& request) {
+    grpc::GenericStub stub(channel);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    grpc::CompletionQueue cq;
+    std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call =
+        stub.PrepareCall(&context, method, &cq);
+    void* tag = nullptr;
+    bool ok = false;
+    call->StartCall(reinterpret_cast<void*>(1));
+    cq.Next(&tag, &ok);
+    grpc::Slice slice(request);
+    grpc::ByteBuffer out(&slice, 1);
+    call->WriteLast(out, grpc::WriteOptions(), reinterpret_cast<void*>(2));
+    cq.Next(&tag, &ok);
+    grpc::ByteBuffer in;
+    call->Read(&in, reinterpret_cast<void*>(3));
+    cq.Next(&tag, &ok);
+    grpc::Status status;
+    call->Finish(&status, reinterpret_cast<void*>(4));
+    cq.Next(&tag, &ok);
+    cq.Shutdown();
+    while (cq.Next(&tag, &ok)) {
+    }
+    return status;
+  }
+
+  // A counter from fleetd's /metrics, 0 when absent.
+  static double Metric(const std::string& series) {
+    absl::StatusOr<std::string> body = testing::HttpGet(*metrics_, "/metrics");
+    if (!body.ok()) return -1;
+    for (absl::string_view line : absl::StrSplit(*body, '\n')) {
+      if (absl::StartsWith(line, series + " ")) return std::stod(std::string(line.substr(series.size() + 1)));
+    }
+    return 0;
+  }
+
+  static std::string* state_;
+  static std::string* grpc_;
+  static std::string* metrics_;
+  static pki::KeyAndCertificate* ca_;
+  static Daemon* fleetd_;
+};
+
+std::string* SecurityTest::state_ = nullptr;
+std::string* SecurityTest::grpc_ = nullptr;
+std::string* SecurityTest::metrics_ = nullptr;
+pki::KeyAndCertificate* SecurityTest::ca_ = nullptr;
+Daemon* SecurityTest::fleetd_ = nullptr;
+
+TEST_F(SecurityTest, NoForeignExpiredOrFutureCertificateGetsInAndEachIsCounted) {
+  const struct {
+    std::string who;
+    std::string reason;
+    std::string says;
+  } cases[] = {
+      {"", "missing", "no client certificate was presented"},
+      {"foreign", "untrusted", "client certificate is untrusted"},
+      {"expired", "expired", "client certificate expired at"},
+      {"future", "not_yet_valid", "client certificate is not yet valid"},
+      {"two-uris", "no_identity", "names no identity"},
+  };
+  for (const auto& c : cases) {
+    const std::string series = absl::StrCat("fleet_auth_refused_total{reason=\"", c.reason, "\"}");
+    const double before = Metric(series);
+    grpc::Status status = Health(c.who);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << c.who;
+    EXPECT_THAT(status.error_message(), HasSubstr(c.says)) << c.who;
+    EXPECT_EQ(Metric(series), before + 1) << series;
+  }
+  // gRPC's health check is open to probes without a certificate.
+  EXPECT_EQ(RawCall(Channel(""), "/grpc.health.v1.Health/Check", "").error_code(),
+            grpc::StatusCode::OK);
+  v1::HealthResponse health;
+  ASSERT_TRUE(Health("operator", &health).ok());
+  bool shown = false;
+  for (const v1::ComponentHealth& c : health.components()) {
+    if (c.name() != "security") continue;
+    shown = true;
+    EXPECT_EQ(c.state(), v1::ComponentHealth::STATE_OK);
+    EXPECT_THAT(c.detail(), HasSubstr("mutual TLS"));
+  }
+  EXPECT_TRUE(shown);
+}
+
+TEST_F(SecurityTest, MetadataNamingAnotherCallerIsIgnored) {
+  grpc::ClientContext context;
+  context.AddMetadata("x-fleet-principal", "operator:mallory");
+  v1::ApplyInventoryRequest apply;
+  apply.set_dry_run(true);
+  v1::ApplyInventoryResponse applied;
+  grpc::Status status =
+      v1::InventoryService::NewStub(Channel("job-team-a"))->ApplyInventory(&context, apply, &applied);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(status.error_message(),
+            "role job (spiffe://demo.fleet/job/team-a) lacks permission inventory.write needed by "
+            "/fleet.v1.InventoryService/ApplyInventory");
+}
+
+// The permission table, role by role, against the running fleetd: a role lacking a
+// method's permission is refused naming both; a role holding it gets past the gatekeeper
+// (whatever the service then says of an empty request).
+TEST_F(SecurityTest, EveryRoleAgainstEveryRpc) {
+  v1::ApplyInventoryRequest apply;
+  apply.set_dry_run(true);
+  v1::ReconcileRequest reconcile;
+  reconcile.set_dry_run(true);
+  const std::map<std::string, std::string> requests = {
+      {"/fleet.v1.InventoryService/ApplyInventory", apply.SerializeAsString()},
+      {"/fleet.v1.AdminService/Reconcile", reconcile.SerializeAsString()}};
+  for (const auto& [who, role] : {std::pair<std::string, auth::Role>{"viewer", auth::Role::kViewer},
+                                  {"job-team-a", auth::Role::kJob},
+                                  {"operator", auth::Role::kOperator},
+                                  {"agent-server2", auth::Role::kAgent}}) {
+    std::shared_ptr<grpc::Channel> channel = Channel(who);
+    for (const auth::MethodPermission& m : auth::MethodTable()) {
+      auto request = requests.find(m.method);
+      const grpc::Status status =
+          RawCall(channel, m.method, request == requests.end() ? "" : request->second);
+      if (auth::RoleHas(role, m.permission)) {
+        EXPECT_NE(status.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+            << who << " " << m.method << ": " << status.error_message();
+        EXPECT_NE(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << who << " " << m.method;
+      } else {
+        EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << who << " " << m.method;
+        EXPECT_THAT(status.error_message(),
+                    HasSubstr(absl::StrCat("role ", auth::RoleName(role), " (")));
+        EXPECT_THAT(status.error_message(),
+                    HasSubstr(absl::StrCat("lacks permission ", auth::PermissionName(m.permission),
+                                           " needed by ", m.method)));
+      }
+    }
+  }
+}
+
+TEST_F(SecurityTest, ATenantSeesNothingOfAnothersAllocations) {
+  auto team_a = v1::TopologyService::NewStub(Channel("job-team-a"));
+  auto team_b = v1::TopologyService::NewStub(Channel("job-team-b"));
+  v1::RequestTopologyRequest request;
+  request.set_name("secret-ring");
+  v1::TemplateSpec* ring = request.mutable_topology()->mutable_template_();
+  ring->set_kind(v1::TEMPLATE_KIND_RING_UNIDIRECTIONAL);
+  for (const char* gpu : {"gpu1", "gpu2"}) ring->mutable_members()->add_devices(gpu);
+  v1::RequestTopologyResponse requested;
+  {
+    grpc::ClientContext context;
+    grpc::Status status = team_a->RequestTopology(&context, request, &requested);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  const std::string id = requested.allocation().id();
+  EXPECT_EQ(requested.allocation().tenant(), "team-a");
+
+  // Another tenant's allocation is answered word for word as one that does not exist.
+  const std::string missing = "allocation a-none not found";
+  auto get = [&](const std::string& which) {
+    v1::GetAllocationRequest r;
+    r.set_id(which);
+    v1::Allocation a;
+    grpc::ClientContext context;
+    return team_b->GetAllocation(&context, r, &a);
+  };
+  EXPECT_EQ(get("a-none").error_message(), missing);
+  grpc::Status other = get(id);
+  EXPECT_EQ(other.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(other.error_message(), absl::StrCat("allocation ", id, " not found"));
+  {
+    v1::ReleaseTopologyRequest r;
+    r.set_id(id);
+    v1::ReleaseTopologyResponse released;
+    grpc::ClientContext context;
+    EXPECT_EQ(team_b->ReleaseTopology(&context, r, &released).error_code(),
+              grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    v1::KeepAliveRequest r;
+    r.set_id(id);
+    v1::KeepAliveResponse kept;
+    grpc::ClientContext context;
+    EXPECT_EQ(team_b->KeepAlive(&context, r, &kept).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    v1::ActivatePhaseRequest r;
+    r.set_id(id);
+    r.set_phase("x");
+    v1::ActivatePhaseResponse activated;
+    grpc::ClientContext context;
+    EXPECT_EQ(team_b->ActivatePhase(&context, r, &activated).error_code(),
+              grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    v1::WatchAllocationRequest r;
+    r.set_id(id);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    auto reader = team_b->WatchAllocation(&context, r);
+    v1::WatchAllocationResponse change;
+    EXPECT_FALSE(reader->Read(&change));
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    v1::ListAllocationsRequest r;
+    v1::ListAllocationsResponse listed;
+    grpc::ClientContext context;
+    ASSERT_TRUE(team_b->ListAllocations(&context, r, &listed).ok());
+    for (const v1::Allocation& a : listed.allocations()) EXPECT_EQ(a.tenant(), "team-b");
+    r.set_tenant("team-a");
+    grpc::ClientContext again;
+    grpc::Status status = team_b->ListAllocations(&again, r, &listed);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+    EXPECT_THAT(status.error_message(), HasSubstr("may not list tenant team-a"));
+  }
+  // Events: team-b reads none of team-a's, and no event of another kind; team-a reads its
+  // own, recorded under its certificate's identity.
+  auto events = [&](const std::string& who, const std::string& kind, v1::ListEventsResponse* out) {
+    v1::ListEventsRequest r;
+    r.set_object_kind(kind);
+    grpc::ClientContext context;
+    return v1::AdminService::NewStub(Channel(who))->ListEvents(&context, r, out);
+  };
+  v1::ListEventsResponse seen;
+  ASSERT_TRUE(events("job-team-b", "", &seen).ok());
+  for (const v1::Event& e : seen.events()) EXPECT_NE(e.object_id(), id) << e.message();
+  EXPECT_EQ(events("job-team-b", "switch", &seen).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  ASSERT_TRUE(Eventually([&] {
+    v1::ListEventsResponse own;
+    if (!events("job-team-a", "", &own).ok()) return false;
+    for (const v1::Event& e : own.events()) {
+      if (e.object_id() == id && e.principal() == "spiffe://demo.fleet/job/team-a") return true;
+    }
+    return false;
+  }));
+  // The owner releases it.
+  v1::ReleaseTopologyRequest release;
+  release.set_id(id);
+  v1::ReleaseTopologyResponse released;
+  grpc::ClientContext context;
+  EXPECT_TRUE(team_a->ReleaseTopology(&context, release, &released).ok());
+}
+
+TEST_F(SecurityTest, AnAgentSpeaksOnlyForItsOwnHost) {
+  auto connect = [](const std::string& who, const std::string& host) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    auto stream = v1::AgentService::NewStub(Channel(who))->Connect(&context);
+    v1::AgentMessage hello;
+    hello.mutable_register_()->set_host(host);
+    stream->Write(hello);
+    stream->WritesDone();
+    v1::ControllerMessage reply;
+    while (stream->Read(&reply)) {
+    }
+    return stream->Finish();
+  };
+  grpc::Status status = connect("agent-server2", "server1");
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(status.error_message(),
+            "agent identity spiffe://demo.fleet/agent/server2 may register as host server2 only, "
+            "not server1");
+  // Another identity of server1 may not take over the stream server1's agent holds.
+  status = connect("agent-x-server1", "server1");
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("host server1 is connected as spiffe://demo.fleet/agent/server1"));
+  // An operator is not an agent.
+  status = connect("operator", "server1");
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(status.error_message(), HasSubstr("lacks permission agent.stream"));
+}
+
+// Last: it changes the demo's files. fleetd's certificate is replaced and served to new
+// connections without a restart; a policy change takes effect on SIGHUP.
+TEST_F(SecurityTest, CertificatesAndThePolicyRotateWithoutRestart) {
+  auto served = [] {
+    grpc::ClientContext context;
+    v1::HealthResponse health;
+    grpc::Status status =
+        v1::AdminService::NewStub(Channel("operator"))->Health(&context, {}, &health);
+    if (!status.ok()) return std::string();
+    std::vector<grpc::string_ref> pem = context.auth_context()->FindPropertyValues("x509_pem_cert");
+    return pem.empty() ? std::string() : std::string(pem.front().data(), pem.front().size());
+  };
+  const std::string before = served();
+  ASSERT_FALSE(before.empty());
+  pki::CertificateRequest r;
+  r.common_name = "fleetd";
+  r.dns_names = {"localhost"};
+  r.ip_addresses = {"127.0.0.1", "::1"};
+  r.server = true;
+  pki::KeyAndCertificate next = pki::Issue(*ca_, r).value();
+  ASSERT_TRUE(pki::WritePemFile(Pki("fleetd.key"), next.private_key_pem, 0600).ok());
+  ASSERT_TRUE(pki::WritePemFile(Pki("fleetd.pem"), next.certificate_pem, 0644).ok());
+  EXPECT_TRUE(Eventually([&] { return served() == next.certificate_pem; },
+                                  absl::Seconds(20)));
+
+  const std::string policy = pki::ReadPemFile(Pki("policy.yaml"), "policy").value();
+  ASSERT_TRUE(pki::WritePemFile(Pki("policy.yaml"),
+                                "grants:\n  - {identity: spiffe://demo.fleet/operator/*, role: "
+                                "operator}\n",
+                                0644)
+                  .ok());
+  ASSERT_EQ(::kill(fleetd_->pid(), SIGHUP), 0);
+  EXPECT_TRUE(Eventually(
+      [] { return Health("viewer").error_code() == grpc::StatusCode::PERMISSION_DENIED; }));
+  EXPECT_TRUE(Health("operator").ok());
+  ASSERT_TRUE(pki::WritePemFile(Pki("policy.yaml"), policy, 0644).ok());
+  ASSERT_EQ(::kill(fleetd_->pid(), SIGHUP), 0);
+  EXPECT_TRUE(Eventually([] { return Health("viewer").ok(); }));
+}
+
+}  // namespace
+}  // namespace fleet
