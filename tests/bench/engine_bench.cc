@@ -37,6 +37,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/clock.h"
+#include "common/grpc_tls.h"
 #include "common/flags.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
@@ -159,8 +160,10 @@ void PrintStages(const StageSamples& stages, const std::vector<double>& latency_
 class Site {
  public:
   // `armed_light_wait`: fleetd's (0: retrains are sent only after the switch is verified).
+  // `tls`: mutual TLS on the demo's PKI, the bench calling as its operator; else plaintext.
   static absl::StatusOr<std::unique_ptr<Site>> Start(
-      const DemoOptions& options, absl::Duration armed_light_wait = absl::Seconds(5)) {
+      const DemoOptions& options, absl::Duration armed_light_wait = absl::Seconds(5),
+      bool tls = false) {
     std::unique_ptr<Site> site(new Site());
     char dir[] = "/tmp/fleet-engine-bench.XXXXXX";
     if (mkdtemp(dir) == nullptr) return absl::InternalError("cannot create a state directory");
@@ -176,14 +179,19 @@ class Site {
     // about the reconfiguration path.
     config.reconcile_interval = absl::ZeroDuration();
     config.armed_light_wait = armed_light_wait;
+    config.insecure = !tls;
     // polatis-emu and fleet-onic-agent are built next to this executable.
     const std::string binary_dir =
         std::filesystem::read_symlink("/proc/self/exe").parent_path().string();
     ASSIGN_OR_RETURN(site->demo_, Demo::Prepare(config, binary_dir, options));
     ASSIGN_OR_RETURN(site->fleetd_, Fleetd::Start(config, &site->clock_));
     RETURN_IF_ERROR(site->demo_->StartAgents(site->fleetd_->grpc_address()));
-    site->channel_ =
-        grpc::CreateChannel(site->fleetd_->grpc_address(), grpc::InsecureChannelCredentials());
+    const std::string pki = site->state_dir_ + "/pki/";
+    ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
+                     tls ? fleet::ClientCredentials({config.tls_ca_file, pki + "operator.pem",
+                                              pki + "operator.key"})
+                         : fleet::ClientCredentials({.insecure = true}));
+    site->channel_ = grpc::CreateChannel(site->fleetd_->grpc_address(), credentials);
     site->topology_ = v1::TopologyService::NewStub(site->channel_);
     site->inventory_ = v1::InventoryService::NewStub(site->channel_);
     RETURN_IF_ERROR(site->WaitForAgents(absl::Seconds(30)));
@@ -520,6 +528,37 @@ absl::Status Physics(Site& site, int64_t iterations, int64_t warmed, int switch_
   return absl::OkStatus();
 }
 
+// 6: the cost of mutual TLS: the same jobs, one at a time with 0 ms physics, on a plaintext
+// site and on one with mutual TLS, and a read (GetAllocation) timed alone on each.
+absl::Status TlsCost(const std::string& protocol, int64_t iterations, int64_t warmup) {
+  std::printf("[6] mutual TLS against plaintext, one job at a time, 0 ms physics: %lld jobs each\n",
+              static_cast<long long>(iterations));
+  for (const bool tls : {false, true}) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Site> site,
+                     Site::Start({.protocol = protocol,
+                                  .switch_ms = 0,
+                                  .training_ms = 0,
+                                  .inventory = BenchInventory()},
+                                 absl::Seconds(5), tls));
+    RETURN_IF_ERROR(WarmUp(*site, warmup));
+    std::vector<double> latency_ms, read_ms;
+    for (int64_t i = 0; i < iterations; ++i) {
+      ASSIGN_OR_RETURN(Site::Job job, site->Allocate(static_cast<int>(i % kRings)));
+      latency_ms.push_back(Ms(job.latency));
+      const absl::Time start = absl::Now();
+      RETURN_IF_ERROR(site->Get(job.id).status());
+      read_ms.push_back(Ms(absl::Now() - start));
+      RETURN_IF_ERROR(site->Release(job.id));
+    }
+    const Summary e2e = Summarize(latency_ms);
+    std::printf("  %-10s request -> READY median %8.3f ms   p99 %8.3f ms   GetAllocation median "
+                "%7.3f ms\n",
+                tls ? "mutual TLS" : "plaintext", e2e.median, e2e.p99, Median(read_ms));
+    std::fflush(stdout);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Run(int64_t iterations, int64_t jobs, int64_t rounds, int64_t cycle_seconds,
                  int64_t physics_iterations, int64_t switch_ms, int64_t training_ms, int64_t warmup,
                  const std::string& protocol) {
@@ -557,7 +596,7 @@ absl::Status Run(int64_t iterations, int64_t jobs, int64_t rounds, int64_t cycle
     RETURN_IF_ERROR(Physics(*site, physics_iterations, warmed, static_cast<int>(switch_ms),
                             static_cast<int>(training_ms), armed ? "[4]" : "[5]"));
   }
-  return absl::OkStatus();
+  return TlsCost(protocol, iterations, warmup);
 }
 
 }  // namespace
