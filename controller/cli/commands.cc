@@ -9,10 +9,13 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "common/flags.h"
+#include "common/grpc_status.h"
 #include "controller/cli/admin_verbs.h"
 #include "controller/cli/allocation_verbs.h"
 #include "controller/cli/apply_delete_verbs.h"
+#include "controller/cli/client_config.h"
 #include "controller/cli/completion_verb.h"
+#include "controller/cli/config_verbs.h"
 #include "controller/cli/get_describe_verbs.h"
 #include "controller/cli/topology_verbs.h"
 #include "controller/cli/verb.h"
@@ -21,7 +24,8 @@ namespace fleet::cli {
 namespace {
 
 struct GlobalOptions {
-  std::string server;
+  ConnectionFlags connection;  // --insecure is `insecure` until the line is parsed.
+  bool insecure = false;
   std::string output = "table";
   int64_t timeout_seconds = 10;
   std::string color = "auto";
@@ -35,7 +39,7 @@ const VerbRegistry& Verbs() {
     // In the order `fleetctl --help` lists them.
     for (Verb (*verb)() : {GetVerb, DescribeVerb, ApplyVerb, TopologyVerb, AllocationVerb,
                            DeleteVerb, DrainVerb, UndrainVerb, ReconcileVerb, EventsVerb, LinkVerb,
-                           HealthVerb, VersionVerb, CompletionVerb}) {
+                           HealthVerb, VersionVerb, ConfigVerb, CompletionVerb}) {
       verbs->Add(verb());
     }
     return verbs;
@@ -51,7 +55,21 @@ std::string VerbList() {
 }
 
 void DeclareGlobalFlags(FlagTable& flags, GlobalOptions& global) {
-  flags.String("server", &global.server, "fleetd's address, HOST:PORT (env FLEET_SERVER)");
+  flags.String("server", &global.connection.server,
+               "fleetd's address, HOST:PORT (env FLEET_SERVER; else the context's; else "
+               "localhost:50051)");
+  flags.File("ca", &global.connection.ca,
+             "the site CA bundle fleetd's certificate must chain to, PEM (env FLEET_CA)");
+  flags.File("cert", &global.connection.cert,
+             "this client's certificate, PEM, signed by the site CA (env FLEET_CERT)");
+  flags.File("key", &global.connection.key, "its private key, PEM (env FLEET_KEY)");
+  flags.Bool("insecure", &global.insecure,
+             "plaintext, no TLS: only for a fleetd started with --insecure (env FLEET_INSECURE=1)");
+  flags.String("context", &global.connection.context,
+               "the config file's context to use (env FLEET_CONTEXT; else its current-context)");
+  flags.File("config", &global.connection.config,
+             "the client config file (env FLEET_CONFIG; else $XDG_CONFIG_HOME/fleet/config.yaml, "
+             "else ~/.config/fleet/config.yaml)");
   flags.String("output,o", &global.output,
                absl::StrCat("output format: ", absl::StrJoin(OutputFormatNames(), ", ")),
                OutputFormatNames());
@@ -89,7 +107,7 @@ std::string OverviewHelp(const Environment& env) {
                   "The flags below are accepted anywhere on the line.");
   FlagSet flags("fleetctl COMMAND [ARGS] [flags]", description);
   FlagTable table(&flags);
-  GlobalOptions global{env.default_server};
+  GlobalOptions global;
   DeclareGlobalFlags(table, global);
   return flags.Help();
 }
@@ -97,7 +115,7 @@ std::string OverviewHelp(const Environment& env) {
 std::string VerbHelp(const Verb& verb, const Environment& env) {
   FlagSet flags(std::string(verb.usage), verb.description);
   FlagTable table(&flags);
-  GlobalOptions global{env.default_server};
+  GlobalOptions global;
   verb.flags(table);
   DeclareGlobalFlags(table, global);
   return flags.Help();
@@ -177,10 +195,6 @@ bool ApplyGlobalFlags(absl::string_view verb, const GlobalOptions& global, const
                             global.timeout_seconds));
     return false;
   }
-  if (global.server.empty()) {
-    UsageError(err, verb, "--server must not be empty");
-    return false;
-  }
   session->timeout = absl::Seconds(global.timeout_seconds);
   return true;
 }
@@ -191,7 +205,7 @@ int RunVerb(const Verb& verb, const std::vector<std::string>& rest, const Enviro
             const Connector& connect, std::ostream& out, std::ostream& err) {
   FlagSet flags(std::string(verb.usage), verb.description);
   FlagTable table(&flags);
-  GlobalOptions global{env.default_server};
+  GlobalOptions global;
   VerbRun run = verb.flags(table);
   DeclareGlobalFlags(table, global);
   absl::StatusOr<std::vector<std::string>> positional = flags.Parse(rest);
@@ -206,15 +220,34 @@ int RunVerb(const Verb& verb, const std::vector<std::string>& rest, const Enviro
   }
   Session session;
   if (!ApplyGlobalFlags(verb.name, global, env, err, &session)) return kExitUsage;
+  if (flags.IsSet("server") && global.connection.server.empty()) {
+    return UsageError(err, verb.name, "--server must not be empty");
+  }
+  if (flags.IsSet("insecure")) global.connection.insecure = global.insecure;
 
   SystemClock system_clock;
-  ServerStubs stubs = connect(global.server);
-  session.server = &stubs;
-  session.principal = env.principal;
   session.clock = env.clock != nullptr ? env.clock : &system_clock;
   session.out = &out;
   session.err = &err;
   session.stop = env.stop;
+  session.config_file = ClientConfigPath(global.connection, env.variables);
+  session.line = global.connection;
+  if (!verb.dials) return run(session, *positional);
+
+  absl::StatusOr<ClientConfig> config = ReadClientConfig(session.config_file);
+  if (!config.ok()) return session.Failed(ToGrpcStatus(config.status()));
+  absl::StatusOr<Connection> connection =
+      ResolveConnection(global.connection, env.variables, *config, env.default_server);
+  if (!connection.ok()) {
+    err << "fleetctl: " << connection.status().message() << "\n";
+    return kExitUsage;
+  }
+  absl::StatusOr<ServerStubs> stubs = connect(connection->server, connection->tls);
+  if (!stubs.ok()) return session.Failed(ToGrpcStatus(stubs.status()));
+  session.server = &*stubs;
+  // Over TLS fleetd knows the caller by its certificate; a principal sent along would only
+  // be ignored, or worse, believed by a proxy.
+  if (connection->tls.insecure) session.principal = env.principal;
   return run(session, *positional);
 }
 

@@ -12,7 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "common/clock.h"
+#include "common/grpc_tls.h"
+#include "controller/cli/client_config.h"
 #include "controller/cli/completion.h"
 #include "controller/cli/session.h"
 
@@ -22,10 +25,13 @@ namespace fleet::cli {
 // the completion scripts.
 CommandLineSpec FleetctlCommandLine();
 
-// What main() takes from the process: the default server address, the caller's principal,
-// the clock, whether stdout is a terminal that may be coloured, and the stop signal.
+// What main() takes from the process: the FLEET_* variables, the caller's principal, the clock,
+// whether stdout is a terminal that may be coloured, and the stop signal.
 struct Environment {
+  // The server when neither --server, FLEET_SERVER nor the context names one.
   std::string default_server = "localhost:50051";
+  ClientEnvironment variables;
+  // operator:$USER; sent only over plaintext (--insecure).
   std::string principal = "operator:unknown";
   const Clock* clock = nullptr;
   // --color=auto colours when this is true: stdout is a terminal and NO_COLOR is not set.
@@ -36,13 +42,17 @@ struct Environment {
 // The values --color accepts: auto, always, never.
 const std::vector<std::string>& ColorModeNames();
 
-// Builds the stubs for a server address; main() passes one that opens a real channel.
-using Connector = std::function<ServerStubs(const std::string& address)>;
+// Builds the stubs for a server address and credentials (client_config.h resolves both);
+// main() passes one that opens a real channel. An error (an unreadable file) is printed as
+// `error: CODE: message`.
+using Connector =
+    std::function<absl::StatusOr<ServerStubs>(const std::string& address, const ClientTlsFiles&)>;
 
 // Runs one fleetctl command line (`args` without the program name) and returns the exit
-// code. Global flags (--server, -o/--output, --timeout, --color) are accepted anywhere on the
-// line.
-// `connect` is called only for verbs that talk to the server, after the line is parsed.
+// code. Global flags (--server, --ca, --cert, --key, --insecure, --context, --config,
+// -o/--output, --timeout, --color) are accepted anywhere on the line.
+// `connect` is called only for verbs that talk to the server, after the line is parsed and the
+// connection resolved (no credentials and not --insecure: exit 2, naming what to give).
 int RunFleetctl(const std::vector<std::string>& args, const Environment& env,
                 const Connector& connect, std::ostream& out, std::ostream& err);
 

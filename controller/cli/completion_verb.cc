@@ -48,7 +48,8 @@ Verb CompletionVerb() {
           "  zsh   source <(fleetctl completion zsh), or save it as _fleetctl in a directory\n"
           "        of $fpath (before compinit runs)",
           WithoutFlags(RunCompletion),
-          CompletionShells()};
+          CompletionShells(),
+          /*dials=*/false};
 }
 
 }  // namespace fleet::cli

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "common/grpc_tls.h"
 #include "controller/cli/commands.h"
 
 namespace {
@@ -54,16 +55,27 @@ fleet::cli::StopSignal* HandleStopSignals() {
 int main(int argc, char** argv) {
   fleet::SystemClock clock;
   fleet::cli::Environment env;
-  env.default_server = EnvOr("FLEET_SERVER", "localhost:50051");
+  env.variables.server = EnvOr("FLEET_SERVER", "");
+  env.variables.ca = EnvOr("FLEET_CA", "");
+  env.variables.cert = EnvOr("FLEET_CERT", "");
+  env.variables.key = EnvOr("FLEET_KEY", "");
+  env.variables.context = EnvOr("FLEET_CONTEXT", "");
+  env.variables.config = EnvOr("FLEET_CONFIG", "");
+  env.variables.insecure = EnvOr("FLEET_INSECURE", "");
+  env.variables.xdg_config_home = EnvOr("XDG_CONFIG_HOME", "");
+  env.variables.home = EnvOr("HOME", "");
   env.principal = absl::StrCat("operator:", EnvOr("USER", "unknown"));
   env.clock = &clock;
   // https://no-color.org: set and not empty means no colour.
   env.color_terminal = isatty(STDOUT_FILENO) == 1 && EnvOr("NO_COLOR", "").empty();
   env.stop = HandleStopSignals();
 
-  auto connect = [](const std::string& address) {
-    return fleet::cli::NewServerStubs(
-        grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  auto connect = [](const std::string& address,
+                    const fleet::ClientTlsFiles& tls) -> absl::StatusOr<fleet::cli::ServerStubs> {
+    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+        fleet::ClientCredentials(tls);
+    if (!credentials.ok()) return credentials.status();
+    return fleet::cli::NewServerStubs(grpc::CreateChannel(address, *credentials));
   };
   return fleet::cli::RunFleetctl(std::vector<std::string>(argv + 1, argv + argc), env, connect,
                                  std::cout, std::cerr);

@@ -47,7 +47,7 @@ grpc::Status Session::Call(const std::function<grpc::Status(grpc::ClientContext*
 
 void Session::Prepare(grpc::ClientContext* context, absl::Time deadline) const {
   if (deadline != absl::InfiniteFuture()) context->set_deadline(absl::ToChronoTime(deadline));
-  context->AddMetadata(kPrincipalMetadataKey, principal);
+  if (!principal.empty()) context->AddMetadata(kPrincipalMetadataKey, principal);
 }
 
 int Session::Failed(const grpc::Status& status) const {

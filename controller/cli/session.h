@@ -1,6 +1,6 @@
 // What every fleetctl verb works with: the connection to fleetd (the three service stubs over
-// one channel, the caller's principal in each RPC's metadata, deadlines), where to write, and
-// the exit codes.
+// one channel, over plaintext the caller's principal in each RPC's metadata, deadlines), where
+// to write, and the exit codes.
 //
 // The stubs are StubInterfaces so tests can hand in stubs on an in-process server or mocks;
 // only fleetctl_main.cc builds the real channel.
@@ -22,6 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "controller/cli/client_config.h"
 #include "controller/cli/output.h"
 #include "fleet/v1/admin.grpc.pb.h"
 #include "fleet/v1/inventory.grpc.pb.h"
@@ -76,16 +77,22 @@ class StopSignal {
 
 // What a verb works with. Not owning: everything outlives the verb call.
 struct Session {
-  ServerStubs* server = nullptr;
+  ServerStubs* server = nullptr;  // Null for the verbs that never dial (Verb::dials false).
   OutputFormat format = OutputFormat::kTable;
   // Deadline of each RPC; for a --wait, of the whole command.
   absl::Duration timeout = absl::Seconds(10);
-  std::string principal;         // Sent as x-fleet-principal.
+  // Sent as x-fleet-principal over plaintext; empty over TLS, where fleetd takes the identity
+  // from the client certificate, so none is sent.
+  std::string principal;
   const Clock* clock = nullptr;  // For ages.
   std::ostream* out = nullptr;
   std::ostream* err = nullptr;
   bool color = false;          // Colour state words in tables (--color, or a terminal).
   StopSignal* stop = nullptr;  // May be null: nothing stops a follow but the server.
+  // For the config verbs: the client config file (client_config.h; "" when there is none) and
+  // what this line's --server, --ca, --cert, --key and --insecure said.
+  std::string config_file;
+  ConnectionFlags line;
 
   // Runs one RPC with the deadline and principal set: `rpc(context)` calls the stub.
   grpc::Status Call(const std::function<grpc::Status(grpc::ClientContext*)>& rpc) const;

@@ -35,6 +35,9 @@ struct Verb {
   VerbFlags flags;
   // What the first argument may be, for completion; the verb checks it against the same list.
   std::vector<std::string> words;
+  // False for the verbs that only work locally (completion, config, certs): they are run
+  // without credentials and without a connection.
+  bool dials = true;
 };
 
 // A verb with no flags of its own.

@@ -24,7 +24,7 @@ for _ in $(seq 100); do grep -q '^state: ' "$out" && break; kill -0 $fleetd || b
 if ! grep -q '^grpc: ' "$out"; then cat "$state/fleetd.log"; exit 1; fi
 cat "$out"
 server=$(sed -n 's/^grpc: //p' "$out")
-fleetctl() { build/bin/fleetctl --server "$server" "$@"; }
+fleetctl() { build/bin/fleetctl --insecure --server "$server" "$@"; }
 
 run() { echo; echo "\$ fleetctl $*"; fleetctl "$@"; }
 # The agents (four servers, the GPU pool, two JBODs) dial in within a moment of starting.
@@ -46,7 +46,7 @@ run events --object-kind allocation
 
 if [ $keep = 1 ]; then
   echo; echo "fleetd is serving on $server (state in $state); the ring $ring stays READY."
-  echo "Release it with: build/bin/fleetctl --server $server topology release $ring"
+  echo "Release it with: build/bin/fleetctl --insecure --server $server topology release $ring"
   echo "Ctrl-C stops fleetd."
   wait $fleetd
 else

@@ -29,6 +29,8 @@ void FleetctlTest::SetUp() {
   address_ = "127.0.0.1:" + std::to_string(port);
   env_.default_server = address_;
   env_.principal = "operator:tester";
+  // The fakes serve plaintext; the tests of TLS and of the config file set their own.
+  env_.variables.insecure = "1";
   env_.clock = &clock_;
   env_.stop = &stop_;
 }
@@ -40,9 +42,13 @@ void FleetctlTest::TearDown() {
 int FleetctlTest::Run(std::vector<std::string> args) {
   out_.str("");
   err_.str("");
-  auto connect = [this](const std::string& address) {
+  auto connect = [this](const std::string& address,
+                        const ClientTlsFiles& tls) -> absl::StatusOr<ServerStubs> {
     connected_to_ = address;
-    return NewServerStubs(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    connected_with_ = tls;
+    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials = ClientCredentials(tls);
+    if (!credentials.ok()) return credentials.status();
+    return NewServerStubs(grpc::CreateChannel(address, *credentials));
   };
   return RunFleetctl(args, env_, connect, out_, err_);
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/grpc_tls.h"
 #include "controller/cli/commands.h"
 #include "testing/fake_admin_service.h"
 #include "testing/fake_inventory_service.h"
@@ -52,6 +53,7 @@ class FleetctlTest : public ::testing::Test {
   std::string address_;
   Environment env_;
   std::string connected_to_;
+  ClientTlsFiles connected_with_;
   std::ostringstream out_;
   std::ostringstream err_;
 };

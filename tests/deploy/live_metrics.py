@@ -189,7 +189,7 @@ class Demo:
                          f"{self.stderr_tail()}")
 
     def fleetctl(self, *argv, ok=True):
-        result = subprocess.run([self.args.fleetctl, "--server", self.grpc] + list(argv),
+        result = subprocess.run([self.args.fleetctl, "--insecure", "--server", self.grpc] + list(argv),
                                 capture_output=True, text=True, timeout=60)
         if ok and result.returncode != 0:
             raise Failed(f"fleetctl {' '.join(argv)}: exit {result.returncode}\n"

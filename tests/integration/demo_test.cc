@@ -79,7 +79,7 @@ TEST(DemoTest, EmulatorAgentsAndInventoryComeUpAndGoDownTogether) {
   ASSERT_TRUE(tl1.ok()) << tl1.status();
   ASSERT_TRUE(fleetd->WaitForLine("rest: ").ok());
   auto fleetctl = [&](std::vector<std::string> args) {
-    args.insert(args.begin(), {BinaryPath("fleetctl"), "--server", *grpc});
+    args.insert(args.begin(), {BinaryPath("fleetctl"), "--insecure", "--server", *grpc});
     return RunCommand(args);
   };
 

@@ -99,7 +99,7 @@ class EngineEndToEndTest : public ::testing::TestWithParam<std::string> {
   }
 
   CommandResult Fleetctl(std::vector<std::string> args) {
-    args.insert(args.begin(), {BinaryPath("fleetctl"), "--server", grpc_});
+    args.insert(args.begin(), {BinaryPath("fleetctl"), "--insecure", "--server", grpc_});
     return RunCommand(args);
   }
 

@@ -47,7 +47,8 @@ class FleetdFleetctlTest : public ::testing::Test {
   }
 
   CommandResult Fleetctl(std::vector<std::string> args) {
-    std::vector<std::string> argv = {BinaryPath("fleetctl"), "--server", grpc_address_};
+    std::vector<std::string> argv = {BinaryPath("fleetctl"), "--insecure", "--server",
+                                     grpc_address_};
     argv.insert(argv.end(), args.begin(), args.end());
     return RunCommand(argv);
   }
@@ -255,8 +256,8 @@ TEST_F(FleetdFleetctlTest, TopologyRequestsArePlannedOnDryRun) {
 TEST_F(FleetdFleetctlTest, EventsFollowShowsChangesAsTheyHappen) {
   StartFleetd({"--inventory", kGen1});
   absl::StatusOr<std::unique_ptr<Daemon>> follow =
-      Daemon::Start({BinaryPath("fleetctl"), "--server", grpc_address_, "events", "--follow",
-                     "--object-kind", "host", "-o", "json"});
+      Daemon::Start({BinaryPath("fleetctl"), "--insecure", "--server", grpc_address_, "events",
+                     "--follow", "--object-kind", "host", "-o", "json"});
   ASSERT_TRUE(follow.ok()) << follow.status();
   // The inventory's hosts were created before the follow began: replayed first.
   absl::StatusOr<std::string> replayed = (*follow)->WaitForLine("{");
@@ -280,8 +281,8 @@ TEST_F(FleetdFleetctlTest, EventsFollowShowsChangesAsTheyHappen) {
 
 TEST_F(FleetdFleetctlTest, GetWatchReprintsTheListWhenItChanges) {
   StartFleetd({"--inventory", kGen1});
-  absl::StatusOr<std::unique_ptr<Daemon>> watch =
-      Daemon::Start({BinaryPath("fleetctl"), "--server", grpc_address_, "get", "hosts", "--watch"});
+  absl::StatusOr<std::unique_ptr<Daemon>> watch = Daemon::Start(
+      {BinaryPath("fleetctl"), "--insecure", "--server", grpc_address_, "get", "hosts", "--watch"});
   ASSERT_TRUE(watch.ok()) << watch.status();
   absl::StatusOr<std::string> header = (*watch)->WaitForLine("# hosts at ");
   ASSERT_TRUE(header.ok()) << header.status();
@@ -374,13 +375,14 @@ TEST_F(FleetdFleetctlTest, BashCompletionOffersTheRealVerbsKindsAndValues) {
       "offer fleetctl --server x:1 get al\n"
       "offer fleetctl get -o ''\n"
       "offer fleetctl drain ''\n"
-      "offer fleetctl get hosts --w\n";
+      "offer fleetctl get hosts --w\n"
+      "offer fleetctl config ''\n";
   CommandResult offered = RunCommand({bash, "-c", absl::StrCat("source ", path, "\n", complete)});
   ASSERT_EQ(offered.exit_code, 0) << offered.err;
   EXPECT_THAT(offered.out, HasSubstr("complete -F _fleetctl fleetctl\n"));
   EXPECT_THAT(offered.out,
               HasSubstr("[fleetctl ]: get describe apply topology allocation delete drain "
-                        "undrain reconcile events link health version completion "
+                        "undrain reconcile events link health version config completion "
                         "help\n"));
   EXPECT_THAT(offered.out, HasSubstr("[fleetctl get ]: switches ports hosts agents devices onics "
                                      "trunks circuits allocations events\n"));
@@ -388,6 +390,8 @@ TEST_F(FleetdFleetctlTest, BashCompletionOffersTheRealVerbsKindsAndValues) {
   EXPECT_THAT(offered.out, HasSubstr("[fleetctl get -o ]: table json yaml\n"));
   EXPECT_THAT(offered.out, HasSubstr("[fleetctl drain ]: port onic host\n"));
   EXPECT_THAT(offered.out, HasSubstr("[fleetctl get hosts --w]: --watch\n"));
+  EXPECT_THAT(offered.out,
+              HasSubstr("[fleetctl config ]: view get-contexts use-context set-context\n"));
 }
 
 TEST_F(FleetdFleetctlTest, ZshCompletionIsValidAndOffersTheRealKinds) {

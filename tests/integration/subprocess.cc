@@ -105,7 +105,8 @@ CommandResult RunCommand(const std::vector<std::string>& argv, absl::Duration ti
 }
 
 CommandResult Fleetctl(const std::string& server, std::vector<std::string> args) {
-  args.insert(args.begin(), {BinaryPath("fleetctl"), "--server", server, "--timeout", "30"});
+  args.insert(args.begin(),
+              {BinaryPath("fleetctl"), "--insecure", "--server", server, "--timeout", "30"});
   return RunCommand(args);
 }
 
