@@ -115,9 +115,14 @@ void Agent::Run() {
     // A fresh channel per attempt: a channel that lost its server waits out gRPC's own
     // reconnect backoff (1 s, growing to minutes) on top of ours, which would keep a restarted
     // fleetd waiting for its agents.
-    std::shared_ptr<grpc::Channel> channel =
-        grpc::CreateChannel(options_.controller, grpc::InsecureChannelCredentials());
-    if (Session(channel)) backoff.Reset();
+    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+        ClientCredentials(options_.tls);
+    if (!credentials.ok()) {
+      FLEET_LOG(ERROR) << "cannot dial fleetd at " << options_.controller << ": "
+                       << credentials.status().message();
+    } else if (Session(grpc::CreateChannel(options_.controller, *credentials))) {
+      backoff.Reset();
+    }
     absl::MutexLock lock(&mu_);
     // Jittered: agents that lost fleetd together do not return together.
     const absl::Time until = absl::Now() + Jittered(backoff.Next(), random_);

@@ -25,6 +25,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/grpc_tls.h"
 #include "fleet/v1/agent.grpc.pb.h"
 #include "onic_agent/agent_metrics.h"
 #include "onic_agent/backend.h"
@@ -33,6 +34,9 @@ namespace fleet::onic_agent {
 
 struct AgentOptions {
   std::string controller;  // fleetd's gRPC address, HOST:PORT.
+  // How to dial it: mutual TLS, or plaintext with `tls.insecure`. The files are read again on
+  // every connection attempt, so a renewed certificate is picked up at the next reconnect.
+  ClientTlsFiles tls;
   std::string host;
   std::string software_version;
   absl::Duration min_backoff = absl::Milliseconds(100);

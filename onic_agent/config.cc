@@ -4,6 +4,7 @@
 
 #include "common/yaml_text.h"
 
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -12,6 +13,13 @@
 #include "absl/strings/str_join.h"
 
 namespace fleet::onic_agent {
+namespace {
+
+int TlsFilesGiven(const AgentConfig& config) {
+  return !config.tls_ca_file.empty() + !config.tls_cert_file.empty() + !config.tls_key_file.empty();
+}
+
+}  // namespace
 
 absl::StatusOr<AgentConfig> ParseAgentConfig(absl::string_view text, absl::string_view file_name) {
   absl::StatusOr<YAML::Node> loaded = LoadYaml(text, file_name);
@@ -27,8 +35,10 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(absl::string_view text, absl::strin
   };
   try {
     static const std::set<std::string> kKeys = {
-        "controller",       "host",  "backend",         "sysfs_root",  "simulator", "training_ms",
-        "min_rx_power_dbm", "onics", "metrics_address", "metrics_port"};
+        "controller",      "host",         "backend",          "sysfs_root",
+        "simulator",       "training_ms",  "min_rx_power_dbm", "onics",
+        "metrics_address", "metrics_port", "tls_ca_file",      "tls_cert_file",
+        "tls_key_file",    "insecure"};
     for (const auto& entry : root) {
       const std::string key = entry.first.as<std::string>();
       if (!kKeys.contains(key)) {
@@ -37,6 +47,16 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(absl::string_view text, absl::strin
       }
     }
     if (root["controller"]) config.controller = root["controller"].as<std::string>();
+    if (root["tls_ca_file"]) config.tls_ca_file = root["tls_ca_file"].as<std::string>();
+    if (root["tls_cert_file"]) config.tls_cert_file = root["tls_cert_file"].as<std::string>();
+    if (root["tls_key_file"]) config.tls_key_file = root["tls_key_file"].as<std::string>();
+    if (root["insecure"]) {
+      const YAML::Node& node = root["insecure"];
+      if (!node.IsScalar() || !YAML::convert<bool>::decode(node, config.insecure)) {
+        problem(node, absl::StrCat("insecure must be true or false, got '",
+                                   node.IsScalar() ? node.Scalar() : "a collection", "'"));
+      }
+    }
     if (root["host"]) config.host = root["host"].as<std::string>();
     if (root["backend"]) config.backend = root["backend"].as<std::string>();
     if (root["sysfs_root"]) config.sysfs_root = root["sysfs_root"].as<std::string>();
@@ -78,6 +98,15 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(absl::string_view text, absl::strin
   } catch (const YAML::Exception& e) {
     problems.push_back(absl::StrCat(file_name, ":", e.mark.line + 1, ": ", e.msg));
   }
+  if (problems.empty() && (config.insecure || TlsFilesGiven(config) > 0)) {
+    if (absl::Status tls = CheckAgentTls(config); !tls.ok()) {
+      YAML::Node at = root["insecure"];
+      for (const char* key : {"tls_key_file", "tls_cert_file", "tls_ca_file"}) {
+        if (!config.insecure && root[key]) at = root[key];
+      }
+      problem(at, tls.message());
+    }
+  }
   if (!problems.empty()) return absl::InvalidArgumentError(absl::StrJoin(problems, "\n"));
   return config;
 }
@@ -85,7 +114,38 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(absl::string_view text, absl::strin
 absl::StatusOr<AgentConfig> ReadAgentConfigFile(const std::string& path) {
   absl::StatusOr<std::string> text = ReadTextFile(path, "agent config file");
   if (!text.ok()) return text.status();
-  return ParseAgentConfig(*text, path);
+  absl::StatusOr<AgentConfig> config = ParseAgentConfig(*text, path);
+  if (!config.ok()) return config.status();
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  for (std::string* file : {&config->tls_ca_file, &config->tls_cert_file, &config->tls_key_file}) {
+    if (!file->empty() && std::filesystem::path(*file).is_relative()) {
+      *file = (folder / *file).string();
+    }
+  }
+  return config;
+}
+
+absl::Status CheckAgentTls(const AgentConfig& config) {
+  const int files = TlsFilesGiven(config);
+  if (config.insecure && files > 0) {
+    return absl::InvalidArgumentError(
+        "insecure: true with tls_ca_file/tls_cert_file/tls_key_file: the agent dials fleetd "
+        "either in plaintext (insecure) or with mutual TLS (the three files), not both");
+  }
+  if (config.insecure || files == 3) return absl::OkStatus();
+  if (files == 0) {
+    return absl::InvalidArgumentError(
+        "no TLS credentials to dial fleetd: set tls_ca_file, tls_cert_file and tls_key_file "
+        "(or --tls-ca-file, --tls-cert-file, --tls-key-file), or insecure: true (--insecure) "
+        "for a fleetd started with --insecure");
+  }
+  std::vector<std::string> missing;
+  if (config.tls_ca_file.empty()) missing.push_back("tls_ca_file");
+  if (config.tls_cert_file.empty()) missing.push_back("tls_cert_file");
+  if (config.tls_key_file.empty()) missing.push_back("tls_key_file");
+  return absl::InvalidArgumentError(absl::StrCat(
+      "no ", absl::StrJoin(missing, " and "),
+      ": tls_ca_file, tls_cert_file and tls_key_file go together (mutual TLS to fleetd)"));
 }
 
 }  // namespace fleet::onic_agent

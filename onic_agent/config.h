@@ -1,7 +1,11 @@
 // The agent's config file (YAML; deploy/config/fleet-onic-agent.yaml is the annotated
-// example). Flags given to fleet-onic-agent override `controller`, `host` and `backend`.
+// example). Flags given to fleet-onic-agent override the settings they name.
 //
 //   controller: 10.0.0.5:50051
+//   tls_ca_file: /etc/fleet/pki/ca.pem       # mutual TLS to fleetd: the site CA,
+//   tls_cert_file: /etc/fleet/pki/agent.pem  # this agent's certificate
+//   tls_key_file: /etc/fleet/pki/agent.key   # (spiffe://SITE/agent/HOST) and its key;
+//   # insecure: true                         # or plaintext, for a fleetd started with --insecure
 //   host: server1
 //   backend: pcie-sysfs          # or emulated
 //   sysfs_root: /sys             # pcie-sysfs
@@ -42,6 +46,11 @@ struct AgentOnicConfig {
 
 struct AgentConfig {
   std::string controller;
+  // Relative paths are relative to the config file's folder.
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  bool insecure = false;
   std::string host;
   std::string backend;
   std::string sysfs_root = "/sys";
@@ -54,9 +63,16 @@ struct AgentConfig {
   std::vector<AgentOnicConfig> onics;
 };
 
-// Every problem is listed, "FILE:LINE: ...".
+// Every problem is listed, "FILE:LINE: ...": among them `insecure: true` with a tls_* file, and
+// some but not all of the three tls_* files (a file without either is left to CheckAgentTls,
+// as flags may complete it).
 absl::StatusOr<AgentConfig> ParseAgentConfig(absl::string_view text, absl::string_view file_name);
+// Also resolves the tls_* files against the file's folder.
 absl::StatusOr<AgentConfig> ReadAgentConfigFile(const std::string& path);
+
+// The config (flags applied) says how to dial fleetd: `insecure` and no tls_* file, or all three
+// tls_* files. INVALID_ARGUMENT naming the keys and the rule.
+absl::Status CheckAgentTls(const AgentConfig& config);
 
 }  // namespace fleet::onic_agent
 

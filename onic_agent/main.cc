@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "common/flags.h"
+#include "common/grpc_tls.h"
 #include "common/log.h"
 #include "common/metrics_endpoint.h"
 #include "common/shutdown_signals.h"
@@ -53,8 +54,9 @@ absl::StatusOr<std::unique_ptr<fleet::onic_agent::OnicBackend>> MakeBackend(
 }
 
 int Run(int argc, char** argv) {
-  std::string config_file, controller, host, backend, simulator, metrics_address,
-      log_level = "info";
+  std::string config_file, controller, host, backend, simulator, metrics_address, tls_ca_file,
+      tls_cert_file, tls_key_file, log_level = "info";
+  bool insecure = false;
   int64_t training_ms = -1, metrics_port = -2;
   fleet::FlagSet flags(
       "fleet-onic-agent --controller ADDR --host NAME --backend pcie-sysfs|emulated "
@@ -63,6 +65,12 @@ int Run(int argc, char** argv) {
       "this host's optical links on its command. Flags override the config file.");
   flags.String("config", &config_file, "YAML config file with this host's O-NICs");
   flags.String("controller", &controller, "fleetd's gRPC address, HOST:PORT");
+  flags.String("tls-ca-file", &tls_ca_file, "the site CA fleetd's certificate must chain to, PEM");
+  flags.String("tls-cert-file", &tls_cert_file,
+               "this agent's certificate (spiffe://SITE/agent/HOST), PEM");
+  flags.String("tls-key-file", &tls_key_file, "its private key, PEM");
+  flags.Bool("insecure", &insecure,
+             "dial fleetd in plaintext, without TLS: only for a fleetd started with --insecure");
   flags.String("host", &host, "this host's name in inventory");
   flags.String("backend", &backend, "pcie-sysfs or emulated");
   flags.String("simulator", &simulator, "emulated: polatis-emu's REST address, HOST:PORT");
@@ -93,6 +101,22 @@ int Run(int argc, char** argv) {
     config = *loaded;
   }
   if (!controller.empty()) config.controller = controller;
+  // Flags override the file's way of dialing as a whole: a file's TLS and a flag's plaintext (or
+  // the other way round) do not mix.
+  if (!tls_ca_file.empty() || !tls_cert_file.empty() || !tls_key_file.empty()) {
+    config.insecure = false;
+    if (!tls_ca_file.empty()) config.tls_ca_file = tls_ca_file;
+    if (!tls_cert_file.empty()) config.tls_cert_file = tls_cert_file;
+    if (!tls_key_file.empty()) config.tls_key_file = tls_key_file;
+  }
+  if (flags.IsSet("insecure")) {
+    if (insecure && (!tls_ca_file.empty() || !tls_cert_file.empty() || !tls_key_file.empty())) {
+      std::cerr << "fleet-onic-agent: --insecure with --tls-*-file: plaintext or TLS, not both\n";
+      return 2;
+    }
+    config.insecure = insecure;
+    if (insecure) config.tls_ca_file = config.tls_cert_file = config.tls_key_file = "";
+  }
   if (!host.empty()) config.host = host;
   if (!backend.empty()) config.backend = backend;
   if (!simulator.empty()) config.simulator = simulator;
@@ -109,6 +133,17 @@ int Run(int argc, char** argv) {
   if (config.controller.empty() || config.host.empty() || config.backend.empty()) {
     std::cerr << "fleet-onic-agent: --controller, --host and --backend are required (flags or "
                  "config); see --help\n";
+    return 2;
+  }
+  if (absl::Status tls = fleet::onic_agent::CheckAgentTls(config); !tls.ok()) {
+    std::cerr << "fleet-onic-agent: " << tls.message() << "\n";
+    return 2;
+  }
+  fleet::ClientTlsFiles tls{config.tls_ca_file, config.tls_cert_file, config.tls_key_file,
+                            config.insecure};
+  // Read once now, so a missing file stops the agent at start instead of in a retry loop.
+  if (absl::Status readable = fleet::ClientCredentials(tls).status(); !readable.ok()) {
+    std::cerr << "fleet-onic-agent: " << readable.message() << "\n";
     return 2;
   }
   if (log_level == "debug") fleet::SetMinLogLevel(fleet::LogLevel::kDebug);
@@ -143,13 +178,14 @@ int Run(int argc, char** argv) {
   fleet::onic_agent::AgentOptions options;
   options.metrics = &metrics;
   options.controller = config.controller;
+  options.tls = tls;
   options.host = config.host;
   options.software_version = fleet::kVersion;
   fleet::onic_agent::Agent agent(options, made->get());
   std::thread runner([&agent] { agent.Run(); });
   FLEET_LOG(INFO) << "fleet-onic-agent " << fleet::kVersion << " for host " << config.host << " ("
                   << config.backend << ", " << config.onics.size() << " O-NICs), controller "
-                  << config.controller;
+                  << config.controller << (config.insecure ? " (plaintext)" : " (mutual TLS)");
   const int signal_number = shutdown.Wait();
   FLEET_LOG(INFO) << "signal " << signal_number << ": stopping";
   agent.Stop();

@@ -84,6 +84,7 @@ int main(int argc, char** argv) {
   fleet::onic_agent::AgentOptions options;
   options.controller = absl::StrCat("127.0.0.1:", port);
   options.host = "bench";
+  options.tls.insecure = true;  // The bench's server is plaintext.
   options.monitor_interval = absl::Hours(1);
   fleet::onic_agent::Agent agent(options, &backend);
   std::thread runner([&] { agent.Run(); });

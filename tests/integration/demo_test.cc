@@ -205,7 +205,7 @@ TEST(AgentsTest, AllComeBackWhenFleetdRestarts) {
   ASSERT_TRUE(site.ok()) << site.status();
   std::vector<std::unique_ptr<Daemon>> agents;
   for (const v1::Host& host : site->hosts()) {
-    std::string config = "backend: emulated\nonics:\n";
+    std::string config = "backend: emulated\ninsecure: true\nonics:\n";
     for (const v1::Onic& onic : site->onics()) {
       if (onic.device().rfind(host.name() + "-", 0) != 0) continue;  // serverN-cpuM
       absl::StrAppend(&config, "  - serial: ", onic.serial(), "\n    pcie: \"", onic.pcie_address(),

@@ -286,6 +286,7 @@ class RunningAgent {
   RunningAgent(const std::string& controller, const std::string& host, OnicBackend* backend) {
     AgentOptions options;
     options.controller = controller;
+    options.tls.insecure = true;  // The in-process fleetd serves plaintext.
     options.host = host;
     options.software_version = "test";
     options.min_backoff = absl::Milliseconds(10);

@@ -1,0 +1,85 @@
+// The agent's config file: how it dials fleetd (mutual TLS files or insecure).
+#include "onic_agent/config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace fleet::onic_agent {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string Problem(const std::string& text) {
+  absl::StatusOr<AgentConfig> config = ParseAgentConfig(text, "agent.yaml");
+  EXPECT_FALSE(config.ok()) << text;
+  return config.ok() ? "" : std::string(config.status().message());
+}
+
+TEST(AgentConfigTest, ReadsTheTlsFilesResolvedAgainstItsFolder) {
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/agent_config_test_", getpid());
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/agent.yaml";
+  std::ofstream(path) << "controller: fleetd:50051\ntls_ca_file: pki/ca.pem\n"
+                         "tls_cert_file: pki/agent.pem\ntls_key_file: /abs/agent.key\n";
+  absl::StatusOr<AgentConfig> config = ReadAgentConfigFile(path);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->tls_ca_file, dir + "/pki/ca.pem");
+  EXPECT_EQ(config->tls_cert_file, dir + "/pki/agent.pem");
+  EXPECT_EQ(config->tls_key_file, "/abs/agent.key");
+  EXPECT_FALSE(config->insecure);
+  EXPECT_TRUE(CheckAgentTls(*config).ok());
+}
+
+TEST(AgentConfigTest, InsecureIsABoolean) {
+  absl::StatusOr<AgentConfig> config = ParseAgentConfig("insecure: true\n", "agent.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->insecure);
+  EXPECT_TRUE(CheckAgentTls(*config).ok());
+  EXPECT_THAT(Problem("host: a\ninsecure: perhaps\n"),
+              HasSubstr("agent.yaml:2: insecure must be true or false, got 'perhaps'"));
+}
+
+TEST(AgentConfigTest, InsecureWithFilesIsRefusedByKey) {
+  EXPECT_THAT(Problem("insecure: true\ntls_cert_file: a.pem\n"),
+              HasSubstr("agent.yaml:1: insecure: true with tls_ca_file/tls_cert_file/"
+                        "tls_key_file: the agent dials fleetd either in plaintext"));
+}
+
+TEST(AgentConfigTest, SomeButNotAllFilesNamesTheMissing) {
+  EXPECT_THAT(Problem("host: a\ntls_cert_file: a.pem\n"),
+              HasSubstr("agent.yaml:2: no tls_ca_file and tls_key_file: tls_ca_file, "
+                        "tls_cert_file and tls_key_file go together"));
+}
+
+TEST(AgentConfigTest, NeitherIsLeftToCheckAgentTls) {
+  absl::StatusOr<AgentConfig> config = ParseAgentConfig("host: a\n", "agent.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  absl::Status tls = CheckAgentTls(*config);
+  EXPECT_EQ(tls.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(tls.message(), HasSubstr("no TLS credentials to dial fleetd: set tls_ca_file, "
+                                       "tls_cert_file and tls_key_file"));
+  EXPECT_THAT(tls.message(), HasSubstr("insecure: true (--insecure)"));
+}
+
+TEST(AgentConfigTest, UnknownKeysListTheTlsOnes) {
+  EXPECT_THAT(Problem("tls_ca: x\n"), HasSubstr("tls_ca_file"));
+}
+
+TEST(AgentConfigTest, DeployExampleIsValid) {
+  absl::StatusOr<AgentConfig> config =
+      ReadAgentConfigFile(std::string(FLEET_SOURCE_DIR) + "/deploy/config/fleet-onic-agent.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(CheckAgentTls(*config).ok());
+  EXPECT_FALSE(config->insecure);
+  EXPECT_EQ(config->tls_cert_file, "/etc/fleet/pki/agent.pem");
+}
+
+}  // namespace
+}  // namespace fleet::onic_agent
