@@ -125,7 +125,7 @@ class Demo:
         self.cv = threading.Condition()
         with open(self.stderr_path, "wb") as stderr:
             self.proc = subprocess.Popen(
-                [args.fleetd, "--demo", "--state-dir", self.state, "--grpc-port", "0",
+                [args.fleetd, "--insecure", "--demo", "--state-dir", self.state, "--grpc-port", "0",
                  "--metrics-port", "0", "--agent-heartbeat-ms", "100"],
                 stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL, text=True)
         # Drained while fleetd runs, so it never blocks on a full pipe.

@@ -19,8 +19,14 @@ using ::testing::HasSubstr;
 TEST(FleetdConfigTest, ParsesEverySetting) {
   absl::StatusOr<FleetdConfig> config = ParseFleetdConfig(R"(
 listen_address: 0.0.0.0
+metrics_listen_address: 10.0.0.5
 grpc_port: 7000
 metrics_port: 7001
+tls_ca_file: /etc/fleet/tls/ca.pem
+tls_cert_file: /etc/fleet/tls/fleetd.pem
+tls_key_file: /etc/fleet/tls/fleetd.key
+policy_file: /etc/fleet/policy.yaml
+tls_reload_interval_seconds: 5
 state_dir: /srv/fleet
 inventory: /etc/fleet/site.yaml
 switch_credentials: /etc/fleet/credentials.yaml
@@ -41,6 +47,13 @@ retention_pass_max_rows: 1000
                                                           "fleetd.yaml");
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->listen_address, "0.0.0.0");
+  EXPECT_EQ(config->metrics_listen_address, "10.0.0.5");
+  EXPECT_EQ(config->tls_ca_file, "/etc/fleet/tls/ca.pem");
+  EXPECT_EQ(config->tls_cert_file, "/etc/fleet/tls/fleetd.pem");
+  EXPECT_EQ(config->tls_key_file, "/etc/fleet/tls/fleetd.key");
+  EXPECT_EQ(config->policy_file, "/etc/fleet/policy.yaml");
+  EXPECT_EQ(config->tls_reload_interval, absl::Seconds(5));
+  EXPECT_FALSE(config->insecure);
   EXPECT_EQ(config->grpc_port, 7000);
   EXPECT_EQ(config->metrics_port, 7001);
   EXPECT_EQ(config->state_dir, "/srv/fleet");
@@ -88,7 +101,16 @@ TEST(FleetdConfigTest, EmptyFileMeansDefaults) {
   EXPECT_EQ(config->retention.ended_allocations.max_count, 100'000);
   EXPECT_EQ(config->retention.interval, absl::Seconds(60));
   EXPECT_EQ(config->retention.batch_rows, 500);
+  EXPECT_EQ(config->metrics_listen_address, "127.0.0.1");
+  // There is no default for the TLS files: without them, only --insecure starts.
+  EXPECT_EQ(ValidateFleetdConfig(*config).message(),
+            "mutual TLS needs tls_ca_file, tls_cert_file, tls_key_file, policy_file (flags "
+            "--tls-ca, --tls-cert, --tls-key, --policy); or --insecure for plaintext");
+  config->insecure = true;
   EXPECT_TRUE(ValidateFleetdConfig(*config).ok());
+  config->policy_file = "/etc/fleet/policy.yaml";
+  EXPECT_EQ(ValidateFleetdConfig(*config).message(),
+            "--insecure serves plaintext, yet policy_file is set: choose one");
 }
 
 TEST(FleetdConfigTest, EveryProblemIsNamedWithItsLine) {
@@ -150,6 +172,7 @@ retention_pass_max_rows: -1
               HasSubstr("retention_pass_max_rows 500 is below retention_batch_rows 800"));
   // Zero turns a limit, or background pruning, off: allowed.
   config = FleetdConfig();
+  config.insecure = true;
   config.retention.events = {};
   config.retention.ended_allocations = {};
   config.retention.interval = absl::ZeroDuration();

@@ -78,14 +78,20 @@ TEST(DemoTest, EmulatorAgentsAndInventoryComeUpAndGoDownTogether) {
   absl::StatusOr<std::string> tl1 = fleetd->WaitForLine("tl1: ");
   ASSERT_TRUE(tl1.ok()) << tl1.status();
   ASSERT_TRUE(fleetd->WaitForLine("rest: ").ok());
-  auto fleetctl = [&](std::vector<std::string> args) {
-    args.insert(args.begin(), {BinaryPath("fleetctl"), "--insecure", "--server", *grpc});
-    return RunCommand(args);
-  };
+  // The demo runs with mutual TLS on a PKI of its own; fleetctl uses the contexts it wrote.
+  absl::StatusOr<std::string> config = fleetd->WaitForLine("fleetctl-config: ");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(*config, state + "/fleetctl.yaml");
+  const testing::FleetdAt demo = testing::FleetdAt::WithConfig(*config);
+  auto fleetctl = [&](std::vector<std::string> args) { return testing::Fleetctl(demo, args); };
+  // Plaintext is refused: the demo is not --insecure.
+  CommandResult plaintext = testing::Fleetctl(*grpc, {"health"});
+  EXPECT_EQ(plaintext.exit_code, 1);
+  EXPECT_THAT(plaintext.err, HasSubstr("UNAVAILABLE"));
 
   // Four hosts and three chassis (the GPU pool and two JBODs), an agent each, all connected
   // and agreeing with inventory.
-  ASSERT_TRUE(Eventually([&] { return testing::ConnectedAgents(*grpc) == 7; }))
+  ASSERT_TRUE(Eventually([&] { return testing::ConnectedAgents(demo) == 7; }))
       << fleetctl({"get", "agents"}).out;
   // Every agent agrees with inventory: no mismatch is reported.
   CommandResult json = fleetctl({"get", "agents", "-o", "json"});
@@ -93,6 +99,7 @@ TEST(DemoTest, EmulatorAgentsAndInventoryComeUpAndGoDownTogether) {
   EXPECT_THAT(json.out, ::testing::Not(HasSubstr("inventory_mismatches")));
   CommandResult health = fleetctl({"health"});
   EXPECT_THAT(health.out, HasSubstr("switch/ocs1"));
+  EXPECT_THAT(health.out, HasSubstr("mutual TLS"));
   EXPECT_THAT(health.out, HasSubstr("overall: ok"));
 
   // Operators retrain a link through its agent: s1c0-n0 port 1's tx (ingress 1) is patched
@@ -115,7 +122,7 @@ TEST(DemoTest, EmulatorAgentsAndInventoryComeUpAndGoDownTogether) {
   ASSERT_EQ(server4.size(), 1u);
   EXPECT_EQ(ChildrenRunning(fleetd->pid(), BinaryPath("fleet-onic-agent")).size(), 7u);
   kill(server4[0], SIGKILL);
-  ASSERT_TRUE(Eventually([&] { return testing::ConnectedAgents(*grpc) == 6; }));
+  ASSERT_TRUE(Eventually([&] { return testing::ConnectedAgents(demo) == 6; }));
   CommandResult gone = fleetctl({"link", "status", "s4c0-n0"});
   EXPECT_EQ(gone.exit_code, 1);
   EXPECT_THAT(gone.err, HasSubstr("UNAVAILABLE"));
@@ -188,9 +195,9 @@ TEST(AgentsTest, AllComeBackWhenFleetdRestarts) {
   ASSERT_TRUE(rest.ok()) << rest.status();
 
   auto start_fleetd = [&](const std::string& port) {
-    absl::StatusOr<std::unique_ptr<Daemon>> d =
-        Daemon::Start({BinaryPath("fleetd"), "--state-dir", dir + "/state", "--grpc-port", port,
-                       "--metrics-port", "0", "--inventory", gen1, "--agent-heartbeat-ms", "100"});
+    absl::StatusOr<std::unique_ptr<Daemon>> d = Daemon::Start(
+        {BinaryPath("fleetd"), "--insecure", "--state-dir", dir + "/state", "--grpc-port", port,
+         "--metrics-port", "0", "--inventory", gen1, "--agent-heartbeat-ms", "100"});
     EXPECT_TRUE(d.ok()) << d.status();
     return d.ok() ? std::move(*d) : nullptr;
   };

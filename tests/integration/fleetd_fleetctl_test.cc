@@ -176,7 +176,7 @@ TEST_F(FleetdFleetctlTest, ASecondFleetdOnTheSameStateIsRefusedUntilTheFirstIsGo
   EXPECT_THAT(second.err,
               HasSubstr(absl::StrCat("state directory ", state_dir_,
                                      " is in use by another fleetd, pid ", fleetd_->pid())));
-  EXPECT_THAT(second.err, HasSubstr("fleetd --state-dir"));
+  EXPECT_THAT(second.err, HasSubstr("fleetd --insecure --state-dir"));
   EXPECT_THAT(second.out, Not(HasSubstr("grpc: ")));
 
   ASSERT_TRUE(fleetd_->Stop(SIGKILL).ok());

@@ -104,9 +104,13 @@ CommandResult RunCommand(const std::vector<std::string>& argv, absl::Duration ti
   return result;
 }
 
-CommandResult Fleetctl(const std::string& server, std::vector<std::string> args) {
-  args.insert(args.begin(),
-              {BinaryPath("fleetctl"), "--insecure", "--server", server, "--timeout", "30"});
+CommandResult Fleetctl(const FleetdAt& at, std::vector<std::string> args) {
+  if (at.fleetctl_config.empty()) {
+    args.insert(args.begin(), {"--insecure", "--server", at.server});
+  } else {
+    args.insert(args.begin(), {"--config", at.fleetctl_config});
+  }
+  args.insert(args.begin(), {BinaryPath("fleetctl"), "--timeout", "30"});
   return RunCommand(args);
 }
 
@@ -131,8 +135,8 @@ std::string WriteFile(const std::string& name, const std::string& text) {
   return path;
 }
 
-int ConnectedAgents(const std::string& server) {
-  const std::string out = Fleetctl(server, {"get", "agents"}).out;
+int ConnectedAgents(const FleetdAt& at) {
+  const std::string out = Fleetctl(at, {"get", "agents"}).out;
   int yes = 0;
   for (size_t at = out.find("  yes  "); at != std::string::npos; at = out.find("  yes  ", at + 1)) {
     ++yes;

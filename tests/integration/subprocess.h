@@ -33,18 +33,33 @@ struct CommandResult {
 CommandResult RunCommand(const std::vector<std::string>& argv,
                          absl::Duration timeout = absl::Seconds(60));
 
-// Runs fleetctl against the fleetd at `server` (HOST:PORT) with a 30 s RPC timeout.
-CommandResult Fleetctl(const std::string& server, std::vector<std::string> args);
+// How a test's fleetctl reaches fleetd: plaintext to HOST:PORT (a fleetd run --insecure), or,
+// given a fleetctl config file, with its current context (the mutual-TLS demo's
+// STATE/fleetctl.yaml, which `fleetd --demo` prints as `fleetctl-config:`).
+struct FleetdAt {
+  FleetdAt(std::string server) : server(std::move(server)) {}  // NOLINT: a plain address.
+  FleetdAt(const char* server) : server(server) {}             // NOLINT
+  static FleetdAt WithConfig(std::string fleetctl_config) {
+    FleetdAt at("");
+    at.fleetctl_config = std::move(fleetctl_config);
+    return at;
+  }
+  std::string server;
+  std::string fleetctl_config;
+};
+
+// Runs fleetctl against fleetd `at` with a 30 s RPC timeout.
+CommandResult Fleetctl(const FleetdAt& at, std::vector<std::string> args);
 
 // How many agents `fleetctl get agents` lists as connected.
-int ConnectedAgents(const std::string& server);
+int ConnectedAgents(const FleetdAt& at);
 
 // Runs a fleetctl verb against `server` with `-o json` and parses its answer as `Response`;
 // a failed run or an answer that does not parse fails the test.
 template <typename Response>
-Response FleetctlJson(const std::string& server, std::vector<std::string> args) {
+Response FleetctlJson(const FleetdAt& at, std::vector<std::string> args) {
   args.insert(args.end(), {"-o", "json"});
-  const CommandResult result = Fleetctl(server, std::move(args));
+  const CommandResult result = Fleetctl(at, std::move(args));
   EXPECT_EQ(result.exit_code, 0) << result.err;
   Response response;
   google::protobuf::util::JsonParseOptions options;
