@@ -2,6 +2,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/http_client.h"
@@ -33,11 +34,28 @@ class CurlHttpClient : public HttpClient {
       absl::MutexLock lock(&socket_mu_);
       if (aborted_) return absl::UnavailableError(absl::StrCat(method, " ", path, ": aborted"));
     }
-    ++requests_;
     const std::string url = options_.base_url + path;
+    const bool tls = absl::StartsWithIgnoreCase(url, "https://");
+    if (!options_.user.empty() && !tls && !options_.basic_auth_over_http) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(method, " ", url, ": refusing to send credentials over plain HTTP"));
+    }
+    ++requests_;
     HttpResponse response;
     // Options are set afresh for every request; the handle keeps the connection cache.
     curl_easy_setopt(curl_, CURLOPT_URL, url.c_str());
+    // Only HTTP(S), and no redirects: a Location cannot carry credentials elsewhere.
+    curl_easy_setopt(curl_, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(curl_, CURLOPT_FOLLOWLOCATION, 0L);
+    if (tls) {
+      curl_easy_setopt(curl_, CURLOPT_SSL_VERIFYPEER, 1L);
+      curl_easy_setopt(curl_, CURLOPT_SSL_VERIFYHOST, 2L);
+      if (!options_.ca_file.empty())
+        curl_easy_setopt(curl_, CURLOPT_CAINFO, options_.ca_file.c_str());
+    }
+    // curl's own reason ("SSL certificate problem: ..."), more telling than its code's text.
+    char reason[CURL_ERROR_SIZE] = "";
+    curl_easy_setopt(curl_, CURLOPT_ERRORBUFFER, reason);
     if (!options_.user.empty()) {
       curl_easy_setopt(curl_, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
       curl_easy_setopt(curl_, CURLOPT_USERNAME, options_.user.c_str());
@@ -67,8 +85,10 @@ class CurlHttpClient : public HttpClient {
     curl_easy_setopt(curl_, CURLOPT_CLOSESOCKETFUNCTION, CloseSocket);
     curl_easy_setopt(curl_, CURLOPT_CLOSESOCKETDATA, this);
     CURLcode rc = curl_easy_perform(curl_);
+    curl_easy_setopt(curl_, CURLOPT_ERRORBUFFER, nullptr);  // `reason` goes out of scope.
     if (rc != CURLE_OK) {
-      return absl::UnavailableError(absl::StrCat(method, " ", url, ": ", curl_easy_strerror(rc)));
+      return absl::UnavailableError(absl::StrCat(
+          method, " ", url, ": ", reason[0] != '\0' ? reason : curl_easy_strerror(rc)));
     }
     curl_easy_getinfo(curl_, CURLINFO_RESPONSE_CODE, &response.status);
     return response;

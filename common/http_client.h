@@ -19,8 +19,9 @@ struct HttpResponse {
 class HttpClient {
  public:
   virtual ~HttpClient() = default;
-  // `path` is appended to the base URL. Transport failures and timeouts are UNAVAILABLE;
-  // any HTTP status is returned as a response.
+  // `path` is appended to the base URL. Transport failures, TLS failures (the message names
+  // the URL and curl's reason) and timeouts are UNAVAILABLE; any HTTP status is returned as a
+  // response. FAILED_PRECONDITION, nothing sent, for credentials the options keep off http://.
   virtual absl::StatusOr<HttpResponse> Send(const std::string& method, const std::string& path,
                                             const std::string& body) = 0;
   virtual int requests_sent() const = 0;
@@ -30,16 +31,22 @@ class HttpClient {
 };
 
 struct CurlHttpClientOptions {
-  std::string base_url;  // e.g. "http://192.0.2.10:8008"
+  std::string base_url;  // e.g. "https://192.0.2.10:8008"
   std::string user;      // Empty: no Authorization header.
   std::string password;
+  // For https:// URLs, the server's certificate is always verified, its name included; this is
+  // the PEM CA bundle it must chain to. Empty: the system's CAs.
+  std::string ca_file;
+  // The user and password go over plain http:// only with this set (an operator's explicit
+  // choice, for labs); otherwise such a request is refused before anything is sent.
+  bool basic_auth_over_http = false;
   std::string content_type = "application/yang-data+json";  // Also sent as `Accept`.
   absl::Duration connect_timeout = absl::Seconds(5);
   absl::Duration request_timeout = absl::Seconds(10);
 };
 
-// libcurl, one easy handle kept for the client's life so the TCP connection is reused;
-// HTTP Basic auth when a user is given; `Content-Type` and `Accept` from the options.
+// libcurl, one easy handle kept for the client's life so the connection is reused; HTTP
+// Basic auth when a user is given; `Content-Type` and `Accept` from the options.
 std::unique_ptr<HttpClient> NewCurlHttpClient(const CurlHttpClientOptions& options);
 
 }  // namespace fleet

@@ -33,6 +33,13 @@ struct PolatisSwitchOptions {
   // True: one bulk command per batch (ENT-PATCH with lists, REST PATCH). False: one command
   // per cross-connect, as the ONOS driver and many scripts do; kept for comparison.
   bool bulk = true;
+  // REST: HTTPS, the switch's certificate verified (its name included) against this PEM CA
+  // bundle; empty = the system's CAs. TL1 ignores both: it is plain TCP, for an isolated
+  // management network.
+  std::string ca_bundle = {};
+  // REST over plain HTTP with Basic credentials in clear: the operator's explicit choice, for
+  // labs and the emulator. Warned about once, when the driver is made.
+  bool insecure_http = false;
 };
 
 std::unique_ptr<switch_adapters::OpticalSwitch> NewTl1Switch(const PolatisSwitchOptions& options,

@@ -3,9 +3,11 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/http_client.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "switch_adapters/polatis/polatis_switch.h"
 #include "switch_adapters/polatis/rest_json.h"
@@ -26,13 +28,13 @@ constexpr char kCrossConnects[] = "/api/data/optical-switch:cross-connects";
 class RestSwitch : public switch_adapters::OpticalSwitch {
  public:
   explicit RestSwitch(const PolatisSwitchOptions& options)
-      : options_(options),
-        http_(NewCurlHttpClient({.base_url = absl::StrCat("http://", options.host, ":",
-                                                          options.port == 0 ? 8008 : options.port),
-                                 .user = options.credentials.user,
-                                 .password = options.credentials.password,
-                                 .connect_timeout = options.connect_timeout,
-                                 .request_timeout = options.command_timeout})) {}
+      : options_(options), http_(NewCurlHttpClient(HttpOptions(options))) {
+    if (options.insecure_http) {
+      FLEET_LOG(WARNING) << "switch " << options.name
+                         << ": REST over plain HTTP (insecure_http): its credentials and "
+                            "commands cross the network in clear";
+    }
+  }
 
   absl::StatusOr<SwitchIdentity> Identity() override {
     absl::MutexLock lock(&mu_);
@@ -76,13 +78,33 @@ class RestSwitch : public switch_adapters::OpticalSwitch {
   }
 
  private:
+  // HTTPS unless the operator chose plain HTTP; the HTTP client keeps credentials off http://
+  // unless that choice was made.
+  static CurlHttpClientOptions HttpOptions(const PolatisSwitchOptions& options) {
+    // A bare IPv6 address needs brackets in a URL.
+    const std::string host = absl::StrContains(options.host, ':') && options.host[0] != '['
+                                 ? absl::StrCat("[", options.host, "]")
+                                 : options.host;
+    CurlHttpClientOptions http;
+    http.base_url = absl::StrCat(options.insecure_http ? "http://" : "https://", host, ":",
+                                 options.port == 0 ? 8008 : options.port);
+    http.user = options.credentials.user;
+    http.password = options.credentials.password;
+    if (!options.insecure_http) http.ca_file = options.ca_bundle;
+    http.basic_auth_over_http = options.insecure_http;
+    http.connect_timeout = options.connect_timeout;
+    http.request_timeout = options.command_timeout;
+    return http;
+  }
+
   // Sends a request; a non-2xx answer becomes a status carrying the switch's message.
   absl::StatusOr<json> Request(const std::string& method, const std::string& path,
                                const std::string& body) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     absl::StatusOr<HttpResponse> response = http_->Send(method, path, body);
     if (!response.ok()) {
-      return absl::UnavailableError(
-          absl::StrCat("switch ", options_.name, ": ", response.status().message()));
+      // Transport and TLS failures are UNAVAILABLE already; a refusal to send keeps its code.
+      return absl::Status(response.status().code(), absl::StrCat("switch ", options_.name, ": ",
+                                                                 response.status().message()));
     }
     if (response->status < 200 || response->status >= 300) {
       return absl::Status(

@@ -101,6 +101,7 @@ int main(int argc, char** argv) {
       options.host = address.substr(0, colon);
       options.port = static_cast<uint16_t>(std::stoi(address.substr(colon + 1)));
       options.credentials = {"admin", "root"};
+      options.insecure_http = true;  // The emulator here serves plain HTTP.
       options.command_timeout = absl::Seconds(120);
       const char* name = protocol == Protocol::kTl1 ? "tl1" : "rest";
 

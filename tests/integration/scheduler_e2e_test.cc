@@ -46,12 +46,14 @@ class SchedulerEndToEndTest : public ::testing::Test {
     grpc_ = new std::string(*grpc);
     rest_ = new std::string(*rest);
     const size_t colon = rest->rfind(':');
-    switch_ = polatis::NewPolatisSwitch({"ocs1",
-                                         polatis::Protocol::kRest,
-                                         rest->substr(0, colon),
-                                         static_cast<uint16_t>(std::stoi(rest->substr(colon + 1))),
-                                         {"admin", "root"}})
-                  .release();
+    polatis::PolatisSwitchOptions options;
+    options.name = "ocs1";
+    options.protocol = polatis::Protocol::kRest;
+    options.host = rest->substr(0, colon);
+    options.port = static_cast<uint16_t>(std::stoi(rest->substr(colon + 1)));
+    options.credentials = {"admin", "root"};
+    options.insecure_http = true;  // The demo's emulators serve plain HTTP.
+    switch_ = polatis::NewPolatisSwitch(options).release();
     // Every agent connected, so links train.
     ASSERT_TRUE(Eventually([] { return testing::ConnectedAgents(*grpc_) == 7; }));
   }

@@ -55,13 +55,14 @@ class TrunksEndToEndTest : public ::testing::Test {
       const std::string address = line->substr(0, space), id = line->substr(space + 1);
       (*rest_)[id] = address;
       const size_t colon = address.rfind(':');
-      switches_[id] =
-          polatis::NewPolatisSwitch({id,
-                                     polatis::Protocol::kRest,
-                                     address.substr(0, colon),
-                                     static_cast<uint16_t>(std::stoi(address.substr(colon + 1))),
-                                     {"admin", "root"}})
-              .release();
+      polatis::PolatisSwitchOptions options;
+      options.name = id;
+      options.protocol = polatis::Protocol::kRest;
+      options.host = address.substr(0, colon);
+      options.port = static_cast<uint16_t>(std::stoi(address.substr(colon + 1)));
+      options.credentials = {"admin", "root"};
+      options.insecure_http = true;  // The demo's emulators serve plain HTTP.
+      switches_[id] = polatis::NewPolatisSwitch(options).release();
     }
     ASSERT_EQ(rest_->size(), 2u);
     // Every agent of both clusters connected, so links train.

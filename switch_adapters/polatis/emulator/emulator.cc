@@ -34,6 +34,8 @@ absl::StatusOr<std::unique_ptr<Emulator>> Emulator::Start(const EmulatorOptions&
               .password = options.password,
               .yang_revision = options.yang_revision,
               .identity = identity};
+  rest.tls_certificate_file = options.tls_certificate_file;
+  rest.tls_key_file = options.tls_key_file;
   rest.drop_connections = [e = emulator.get()] { e->DropConnections(); };
   ASSIGN_OR_RETURN(emulator->rest_, RestServer::Start(rest, emulator->model_.get(), clock));
   return emulator;

@@ -32,6 +32,9 @@ struct EmulatorOptions {
   double insertion_loss_db = 1.5;
   std::string sid = "POLATIS-EMU";
   YangRevision yang_revision = YangRevision::kCurrent;
+  // Both set: the REST port (and /sim/v1 on it) serves HTTPS only.
+  std::string tls_certificate_file;
+  std::string tls_key_file;
 };
 
 class Emulator {

@@ -84,13 +84,16 @@ int Run(int argc, char** argv) {
   std::string insertion_loss = "1.5";
   std::string sid = defaults.sid;
   std::string yang_revision = "current";
+  std::string tls_cert;
+  std::string tls_key;
 
   fleet::FlagSet flags(
       "polatis-emu [flags]",
       "Emulates a Polatis Series 7000 optical switch: TL1 over TCP and the REST API over\n"
       "HTTP on one switch model, plus a /sim/v1 side-channel on the REST port for emulated\n"
       "light and fault injection. Prints `tl1: HOST:PORT` and `rest: HOST:PORT`, then serves\n"
-      "until SIGTERM or SIGINT. See docs/polatis-emulator.md.");
+      "until SIGTERM or SIGINT. With --tls-cert and --tls-key the REST port (and /sim/v1 on\n"
+      "it) serves HTTPS only. See docs/polatis-emulator.md.");
   flags.String("size", &size, "switch size NxM: ingress ports 1..N, egress N+1..N+M");
   flags.Int("tl1-port", &tl1_port, "TL1 port; 0 picks a free one");
   flags.Int("rest-port", &rest_port, "REST (and /sim/v1) port; 0 picks a free one");
@@ -105,6 +108,9 @@ int Run(int argc, char** argv) {
   flags.String("sid", &sid, "system identifier shown in TL1 responses");
   flags.String("yang-revision", &yang_revision,
                "current, or legacy (the cross-connect list is named `pairs`)");
+  flags.String("tls-cert", &tls_cert,
+               "PEM certificate (chain) for HTTPS on the REST port; needs --tls-key");
+  flags.String("tls-key", &tls_key, "PEM private key of --tls-cert");
 
   absl::StatusOr<std::vector<std::string>> positional =
       flags.Parse(std::vector<std::string>(argv + 1, argv + argc));
@@ -135,6 +141,12 @@ int Run(int argc, char** argv) {
   options->password = password;
   options->state_file = state;
   options->sid = sid;
+  if (tls_cert.empty() != tls_key.empty()) {
+    std::cerr << "polatis-emu: --tls-cert and --tls-key go together\n";
+    return 2;
+  }
+  options->tls_certificate_file = tls_cert;
+  options->tls_key_file = tls_key;
 
   // No work in signal handlers: shutdown signals are taken synchronously below.
   const fleet::ShutdownSignals shutdown = fleet::ShutdownSignals::Block();

@@ -59,8 +59,15 @@ absl::StatusOr<std::unique_ptr<RestServer>> RestServer::Start(const RestServerOp
   static absl::once_flag library_once;
   absl::call_once(library_once, [] { mg_init_library(0); });
 
+  const bool tls = !options.tls_certificate_file.empty() || !options.tls_key_file.empty();
+  if (tls && (options.tls_certificate_file.empty() || options.tls_key_file.empty())) {
+    return absl::InvalidArgumentError(
+        "HTTPS needs both a certificate file and a key file, not one of them");
+  }
   std::unique_ptr<RestServer> server(new RestServer(options, model, clock));
-  const std::string listening = absl::StrCat(options.listen_address, ":", options.port);
+  // With TLS, civetweb serves plain HTTP on a loopback port of its own behind the TLS front.
+  server->http_address_ = tls ? "127.0.0.1" : options.listen_address;
+  const std::string listening = absl::StrCat(server->http_address_, ":", tls ? 0 : options.port);
   const std::string threads = absl::StrCat(options.threads);
   // Name/value pairs, as civetweb takes them.
   const char* config[] = {"listening_ports", listening.c_str(),  //
@@ -92,6 +99,16 @@ absl::StatusOr<std::unique_ptr<RestServer>> RestServer::Start(const RestServerOp
     return absl::InternalError("civetweb reports no listening port");
   }
   server->port_ = ports[0].port;
+  if (tls) {
+    absl::StatusOr<std::unique_ptr<TlsFront>> front =
+        TlsFront::Start({.listen_address = options.listen_address,
+                         .port = options.port,
+                         .certificate_file = options.tls_certificate_file,
+                         .key_file = options.tls_key_file,
+                         .backend_port = server->port_});
+    if (!front.ok()) return front.status();
+    server->tls_ = *std::move(front);
+  }
   return server;
 }
 
@@ -176,7 +193,9 @@ void RestServer::Stop() {
   api_.Stop();  // Long polls answer now, so their workers let go of their connections.
   DropConnections();
   // civetweb notices mg_stop only between polls of its listener: knock so it stops at once.
-  StopWhileKnocking(options_.listen_address, port_, [this] { mg_stop(context_); });
+  // The TLS front first: its relays end when their HTTP connections are dropped.
+  if (tls_) tls_->Stop();
+  StopWhileKnocking(http_address_, port_, [this] { mg_stop(context_); });
   context_ = nullptr;
 }
 

@@ -1,5 +1,6 @@
 // polatis-emu's HTTP front end: civetweb serving RestApi (the REST API and the /sim/v1
-// side-channel) on one port, with keep-alive, since clients reuse connections.
+// side-channel) on one port, with keep-alive, since clients reuse connections; HTTPS only
+// when given a certificate and key.
 #ifndef FLEET_SWITCH_ADAPTERS_POLATIS_EMULATOR_REST_SERVER_H_
 #define FLEET_SWITCH_ADAPTERS_POLATIS_EMULATOR_REST_SERVER_H_
 
@@ -13,6 +14,7 @@
 #include "common/clock.h"
 #include "switch_adapters/polatis/emulator/rest_api.h"
 #include "switch_adapters/polatis/emulator/switch_model.h"
+#include "switch_adapters/polatis/emulator/tls_front.h"
 
 struct mg_context;
 struct mg_connection;
@@ -28,6 +30,10 @@ struct RestServerOptions {
   // dozen agents fits with room for operators' tools.
   int threads = 96;
   RestApiOptions api;
+  // Both set: HTTPS only, with this PEM certificate (chain) and its PEM private key; both
+  // empty: plain HTTP.
+  std::string tls_certificate_file;
+  std::string tls_key_file;
   // Called (from a worker thread, after the answer is sent) for POST
   // /sim/v1/faults/drop-connections; should drop every TL1 and REST connection. When unset,
   // only this server's connections are dropped.
@@ -41,7 +47,7 @@ class RestServer {
                                                            SwitchModel* model, const Clock* clock);
   ~RestServer();  // Stop()
 
-  int port() const { return port_; }
+  int port() const { return tls_ ? tls_->port() : port_; }
 
   // Closes every open HTTP connection now; the listener stays open.
   //
@@ -65,7 +71,9 @@ class RestServer {
   absl::Notification stopping_;
   RestApi api_;
   mg_context* context_ = nullptr;
-  int port_ = 0;
+  std::string http_address_;       // Where civetweb listens: the options', or loopback behind TLS.
+  int port_ = 0;                   // civetweb's port.
+  std::unique_ptr<TlsFront> tls_;  // With a certificate: the port clients reach.
   absl::Mutex stop_mu_;
 };
 

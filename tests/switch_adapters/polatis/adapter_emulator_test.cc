@@ -8,6 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/http_client.h"
+#include "common/pki.h"
 #include "switch_adapters/polatis/polatis_switch.h"
 #include "tests/integration/subprocess.h"
 
@@ -15,8 +17,11 @@ namespace fleet::polatis {
 namespace {
 
 using fleet::testing::BinaryPath;
+using fleet::testing::CommandResult;
 using fleet::testing::Daemon;
+using fleet::testing::FreshDirectory;
 using fleet::testing::HttpRequest;
+using fleet::testing::RunCommand;
 using switch_adapters::ApplyResult;
 using switch_adapters::CrossConnect;
 using switch_adapters::CrossConnectBatch;
@@ -61,6 +66,24 @@ std::pair<std::string, uint16_t> Split(const std::string& address) {
   return {address.substr(0, colon), static_cast<uint16_t>(std::stoi(address.substr(colon + 1)))};
 }
 
+// A REST driver for the emulator at `address` (HOST:PORT), over plain HTTP unless a CA bundle
+// is given.
+std::unique_ptr<switch_adapters::OpticalSwitch> RestDriver(const std::string& address,
+                                                           const std::string& ca_bundle = "",
+                                                           bool insecure_http = true) {
+  auto [host, port] = Split(address);
+  PolatisSwitchOptions options;
+  options.name = "emu";
+  options.protocol = Protocol::kRest;
+  options.host = host;
+  options.port = port;
+  options.credentials = {"admin", "root"};
+  options.connect_timeout = absl::Seconds(5);
+  options.ca_bundle = ca_bundle;
+  options.insecure_http = insecure_http;
+  return NewPolatisSwitch(options);
+}
+
 class AdapterEmulatorTest : public ::testing::TestWithParam<Protocol> {
  protected:
   void SetUp() override { emu_ = StartEmulator(); }
@@ -72,6 +95,7 @@ class AdapterEmulatorTest : public ::testing::TestWithParam<Protocol> {
     options.host = host;
     options.port = port;
     if (options.credentials.user.empty()) options.credentials = {"admin", "root"};
+    options.insecure_http = true;  // The emulator serves plain HTTP unless given a certificate.
     return NewPolatisSwitch(options);
   }
 
@@ -254,9 +278,8 @@ INSTANTIATE_TEST_SUITE_P(BothProtocols, AdapterEmulatorTest,
 TEST(CrossProtocolTest, WrittenOverTl1ReadOverRestAndBack) {
   Emulator emu = StartEmulator();
   auto [tl1_host, tl1_port] = Split(emu.tl1);
-  auto [rest_host, rest_port] = Split(emu.rest);
   auto tl1 = NewPolatisSwitch({"emu", Protocol::kTl1, tl1_host, tl1_port, {"admin", "root"}});
-  auto rest = NewPolatisSwitch({"emu", Protocol::kRest, rest_host, rest_port, {"admin", "root"}});
+  auto rest = RestDriver(emu.rest);
   ASSERT_TRUE(tl1->Apply({{}, {{7, 23}}}).status.ok());
   absl::StatusOr<std::vector<CrossConnect>> seen = rest->ReadCrossConnects();
   ASSERT_TRUE(seen.ok()) << seen.status();
@@ -269,13 +292,168 @@ TEST(CrossProtocolTest, WrittenOverTl1ReadOverRestAndBack) {
 
 TEST(LegacyYangTest, RestReadsTheOlderPairsName) {
   Emulator emu = StartEmulator({"--yang-revision", "legacy"});
-  auto [host, port] = Split(emu.rest);
-  auto rest = NewPolatisSwitch({"emu", Protocol::kRest, host, port, {"admin", "root"}});
+  auto rest = RestDriver(emu.rest);
   ApplyResult result = rest->Apply({{}, {{2, 30}}});
   ASSERT_TRUE(result.status.ok()) << result.status;
   absl::StatusOr<std::vector<CrossConnect>> seen = rest->ReadCrossConnects();
   ASSERT_TRUE(seen.ok()) << seen.status();
   EXPECT_THAT(*seen, ElementsAre(CrossConnect{2, 30}));
+}
+
+// The REST driver over HTTPS: the emulator's certificate comes from a CA made here with
+// fleet::pki, and the driver trusts that CA, another one, or plain HTTP by choice.
+class RestTlsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = FreshDirectory("rest-tls");
+    ca_ = MakeCaFile("site-ca.pem", "FLEET site CA test");
+    other_ca_ = MakeCaFile("other-ca.pem", "Another CA");
+  }
+
+  // A CA written to `name` in the test's directory; returns its key and certificate.
+  pki::KeyAndCertificate MakeCaFile(const std::string& name, const std::string& common_name) {
+    pki::CaRequest request;
+    request.common_name = common_name;
+    absl::StatusOr<pki::KeyAndCertificate> ca = pki::MakeCa(request);
+    EXPECT_TRUE(ca.ok()) << ca.status();
+    EXPECT_TRUE(pki::WritePemFile(Path(name), ca->certificate_pem, 0644).ok());
+    return *ca;
+  }
+
+  // The emulator's certificate and key, issued by `ca` for `dns` and `ips`, written to files;
+  // returns the flags that make polatis-emu serve HTTPS with them.
+  std::vector<std::string> ServerFlags(const pki::KeyAndCertificate& ca,
+                                       std::vector<std::string> dns, std::vector<std::string> ips) {
+    pki::CertificateRequest request;
+    request.common_name = "polatis-emu";
+    request.dns_names = std::move(dns);
+    request.ip_addresses = std::move(ips);
+    request.server = true;
+    absl::StatusOr<pki::KeyAndCertificate> server = pki::Issue(ca, request);
+    EXPECT_TRUE(server.ok()) << server.status();
+    EXPECT_TRUE(pki::WritePemFile(Path("emu.pem"), server->certificate_pem, 0644).ok());
+    EXPECT_TRUE(pki::WritePemFile(Path("emu.key"), server->private_key_pem, 0600).ok());
+    return {"--tls-cert", Path("emu.pem"), "--tls-key", Path("emu.key")};
+  }
+
+  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+
+  // `name` from the emulator's /sim/v1/counters, read over HTTPS trusting the site CA.
+  int64_t HttpsCounter(const Emulator& emu, const std::string& name) {
+    CurlHttpClientOptions options;
+    options.base_url = "https://" + emu.rest;
+    options.ca_file = Path("site-ca.pem");
+    options.content_type = "application/json";
+    absl::StatusOr<HttpResponse> reply =
+        NewCurlHttpClient(options)->Send("GET", "/sim/v1/counters", "");
+    EXPECT_TRUE(reply.ok()) << reply.status();
+    if (!reply.ok()) return -1;
+    EXPECT_EQ(reply->status, 200) << reply->body;
+    return nlohmann::json::parse(reply->body, nullptr, false).value(name, int64_t{-1});
+  }
+
+  std::string dir_;
+  pki::KeyAndCertificate ca_, other_ca_;
+};
+
+TEST_F(RestTlsTest, TrustedCertificateWorksForAConnectRoundTrip) {
+  Emulator emu = StartEmulator(ServerFlags(ca_, {"localhost"}, {"127.0.0.1"}));
+  ASSERT_NE(emu.process, nullptr);
+  auto rest = RestDriver(emu.rest, Path("site-ca.pem"), /*insecure_http=*/false);
+  absl::StatusOr<switch_adapters::SwitchIdentity> id = rest->Identity();
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(id->ingress_ports, 16u);
+  ApplyResult made = rest->Apply({{}, {{3, 19}}});
+  ASSERT_TRUE(made.status.ok()) << made.status;
+  absl::StatusOr<std::vector<CrossConnect>> read = rest->ReadCrossConnects();
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_THAT(*read, ElementsAre(CrossConnect{3, 19}));
+  ASSERT_TRUE(rest->Apply({{{3, 19}}, {}}).status.ok());
+  read = rest->ReadCrossConnects();
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_THAT(*read, IsEmpty());
+  // The /sim/v1 side-channel is on the same HTTPS port.
+  EXPECT_GT(HttpsCounter(emu, "rest_requests"), 0);
+
+  // Connections dropped under the driver (behind TLS) are made again.
+  CurlHttpClientOptions options;
+  options.base_url = "https://" + emu.rest;
+  options.ca_file = Path("site-ca.pem");
+  absl::StatusOr<HttpResponse> dropped =
+      NewCurlHttpClient(options)->Send("POST", "/sim/v1/faults/drop-connections", "");
+  ASSERT_TRUE(dropped.ok()) << dropped.status();
+  EXPECT_EQ(dropped->status, 204);
+  read = rest->ReadCrossConnects();
+  EXPECT_TRUE(read.ok()) << read.status();
+}
+
+TEST_F(RestTlsTest, CertificateFromAnotherCaIsUnavailableAndNoRequestIsSent) {
+  Emulator emu = StartEmulator(ServerFlags(other_ca_, {"localhost"}, {"127.0.0.1"}));
+  ASSERT_NE(emu.process, nullptr);
+  auto rest = RestDriver(emu.rest, Path("site-ca.pem"), /*insecure_http=*/false);
+  absl::StatusOr<std::vector<CrossConnect>> read = rest->ReadCrossConnects();
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kUnavailable) << read.status();
+  EXPECT_THAT(std::string(read.status().message()),
+              HasSubstr("https://" + emu.rest + "/api/data/optical-switch:cross-connects"));
+  EXPECT_THAT(std::string(read.status().message()),
+              HasSubstr("SSL certificate problem: unable to get local issuer certificate"));
+  // The handshake failed before any HTTP: the emulator never saw a request, so never the
+  // Basic credentials. (Read over HTTPS trusting the CA that did sign it.)
+  CurlHttpClientOptions options;
+  options.base_url = "https://" + emu.rest;
+  options.ca_file = Path("other-ca.pem");
+  absl::StatusOr<HttpResponse> counters =
+      NewCurlHttpClient(options)->Send("GET", "/sim/v1/counters", "");
+  ASSERT_TRUE(counters.ok()) << counters.status();
+  EXPECT_EQ(nlohmann::json::parse(counters->body, nullptr, false).value("rest_requests", -1), 0);
+}
+
+TEST_F(RestTlsTest, CertificateForAnotherNameIsUnavailable) {
+  // Issued for 127.0.0.1 only; the driver dials the emulator by the name localhost.
+  Emulator emu = StartEmulator(ServerFlags(ca_, {}, {"127.0.0.1"}));
+  ASSERT_NE(emu.process, nullptr);
+  const std::string by_name = "localhost:" + std::to_string(Split(emu.rest).second);
+  absl::StatusOr<std::vector<CrossConnect>> read =
+      RestDriver(by_name, Path("site-ca.pem"), /*insecure_http=*/false)->ReadCrossConnects();
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kUnavailable) << read.status();
+  EXPECT_THAT(std::string(read.status().message()),
+              HasSubstr("no alternative certificate subject name matches target host name "
+                        "'localhost'"));
+  EXPECT_EQ(HttpsCounter(emu, "rest_requests"), 0);
+}
+
+TEST_F(RestTlsTest, HttpsEmulatorRefusesPlainHttp) {
+  Emulator emu = StartEmulator(ServerFlags(ca_, {"localhost"}, {"127.0.0.1"}));
+  ASSERT_NE(emu.process, nullptr);
+  absl::StatusOr<std::vector<CrossConnect>> read = RestDriver(emu.rest)->ReadCrossConnects();
+  EXPECT_FALSE(read.ok());
+  EXPECT_EQ(HttpsCounter(emu, "rest_requests"), 0);
+}
+
+TEST_F(RestTlsTest, HttpsAgainstAPlainHttpEmulatorFailsCleanlyBeforeAnyRequest) {
+  Emulator emu = StartEmulator();
+  auto rest = RestDriver(emu.rest, Path("site-ca.pem"), /*insecure_http=*/false);
+  absl::StatusOr<std::vector<CrossConnect>> read = rest->ReadCrossConnects();
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kUnavailable) << read.status();
+  EXPECT_THAT(std::string(read.status().message()), HasSubstr("https://" + emu.rest));
+  EXPECT_EQ(fleet::testing::EmulatorCounter(emu.rest, "rest_requests"), 0);
+  // Chosen plainly, plain HTTP works.
+  EXPECT_TRUE(RestDriver(emu.rest)->ReadCrossConnects().ok());
+}
+
+TEST_F(RestTlsTest, EmulatorTlsFlagsAreCheckedAtStart) {
+  CommandResult half = RunCommand({BinaryPath("polatis-emu"), "--tl1-port", "0", "--rest-port", "0",
+                                   "--tls-cert", Path("site-ca.pem")});
+  EXPECT_EQ(half.exit_code, 2);
+  EXPECT_THAT(half.err, HasSubstr("--tls-cert and --tls-key go together"));
+  CommandResult missing =
+      RunCommand({BinaryPath("polatis-emu"), "--tl1-port", "0", "--rest-port", "0", "--tls-cert",
+                  Path("nope.pem"), "--tls-key", Path("nope.key")});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.err, HasSubstr("cannot load TLS certificate " + Path("nope.pem")));
+  CommandResult help = RunCommand({BinaryPath("polatis-emu"), "--help"});
+  EXPECT_THAT(help.out, HasSubstr("--tls-cert"));
+  EXPECT_THAT(help.out, HasSubstr("HTTPS"));
 }
 
 TEST(UnreachableSwitchTest, IsUnavailable) {
