@@ -41,6 +41,13 @@ std::string DescribeSwitch(const v1::Switch& sw, const std::vector<v1::SwitchPor
   d.Field("Management port",
           sw.management_port() ? absl::StrCat(sw.management_port()) : "protocol default");
   d.Field("Credentials", sw.credentials_ref());
+  if (sw.protocol() == v1::SWITCH_PROTOCOL_REST) {
+    d.Field("Transport",
+            sw.insecure_http()
+                ? "plain HTTP (insecure_http: credentials in clear)"
+                : absl::StrCat("HTTPS, verified against ",
+                               sw.ca_bundle().empty() ? "the system's CAs" : sw.ca_bundle()));
+  }
   d.Field("Cluster", sw.cluster());
   d.Field("Trunk reserved",
           PortRanges({sw.trunk_reserved_ports().begin(), sw.trunk_reserved_ports().end()}));

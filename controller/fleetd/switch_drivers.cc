@@ -20,6 +20,8 @@ switch_registry::SwitchRegistry::DriverFactory PolatisDriver(polatis::Protocol p
     options.host = sw.address();
     options.port = static_cast<uint16_t>(sw.management_port());
     options.credentials = {credentials.user, credentials.password};
+    options.ca_bundle = sw.ca_bundle();
+    options.insecure_http = sw.insecure_http();
     return polatis::NewPolatisSwitch(options);
   };
 }

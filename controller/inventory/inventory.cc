@@ -83,6 +83,17 @@ class Parser {
     return value;
   }
 
+  // true or false (absent is false).
+  bool Bool(const YAML::Node& map, const std::string& key, absl::string_view what) {
+    const std::string text = String(map, key, what, false);
+    if (text == "true") return true;
+    if (!text.empty() && text != "false") {
+      Problem(map[key],
+              absl::StrCat(what, ": '", key, "' must be true or false, not '", text, "'"));
+    }
+    return false;
+  }
+
   // "ocs1/17" → {ocs1, 17}.
   bool PortRef(const YAML::Node& map, const std::string& key, absl::string_view what,
                v1::SwitchPortRef* out) {
@@ -127,7 +138,7 @@ class Parser {
   void ParseSwitch(const YAML::Node& node, v1::Switch* s) {
     if (!ExpectMap(node, Label(node, "switch", "id"),
                    {"id", "model", "size", "address", "protocol", "port", "credentials", "cluster",
-                    "trunk_reserved"})) {
+                    "trunk_reserved", "ca_bundle", "insecure_http"})) {
       return;
     }
     s->set_id(String(node, "id", "switch", true));
@@ -151,6 +162,8 @@ class Parser {
     s->set_management_port(Number(node, "port", what));
     s->set_credentials_ref(String(node, "credentials", what, false));
     s->set_cluster(String(node, "cluster", what, false));
+    s->set_ca_bundle(String(node, "ca_bundle", what, false));
+    s->set_insecure_http(Bool(node, "insecure_http", what));
     // Ranges are expanded only inside a switch of a valid size (a bad size is reported
     // already): a range is bounded by the switch, never by what the file says.
     const uint32_t total = s->ingress_ports() + s->egress_ports();
@@ -296,6 +309,20 @@ class Validator {
                 absl::StrJoin(v1::Names<v1::SwitchProtocol>(), ", "));
       }
       if (s.address().empty()) Problem("switch ", s.id(), ": address is empty");
+      // TLS settings of the REST transport; TL1 is plain TCP whatever they say.
+      if (s.protocol() != v1::SWITCH_PROTOCOL_REST) {
+        if (!s.ca_bundle().empty()) {
+          Problem("switch ", s.id(), ": ca_bundle '", s.ca_bundle(),
+                  "' is for protocol rest only, not ", v1::Name(s.protocol()));
+        }
+        if (s.insecure_http()) {
+          Problem("switch ", s.id(), ": insecure_http true is for protocol rest only, not ",
+                  v1::Name(s.protocol()));
+        }
+      } else if (s.insecure_http() && !s.ca_bundle().empty()) {
+        Problem("switch ", s.id(), ": ca_bundle '", s.ca_bundle(),
+                "' is unused with insecure_http true (plain HTTP); drop one of them");
+      }
       if (s.management_port() > 65535) {
         Problem("switch ", s.id(), ": management port ", s.management_port(), " is above 65535");
       }

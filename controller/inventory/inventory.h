@@ -13,6 +13,8 @@
 //       credentials: /etc/fleet/credentials/ocs1   # a file reference, never the secret
 //       cluster: gen1
 //       trunk_reserved: ["289-384", "673-768"]     # ports or ranges kept for trunks/WAN
+//       ca_bundle: /etc/fleet/ocs1-ca.pem   # rest only: CA of its HTTPS certificate
+//       insecure_http: false                # rest only: plain HTTP (labs, the emulator)
 //   hosts:
 //     - {name: server1, address: 192.0.2.21, cluster: gen1}
 //   devices:

@@ -32,7 +32,7 @@ absl::Status RefuseTrunkInUse(Database& db, const std::string& trunk_id, const s
 absl::StatusOr<std::vector<v1::Switch>> SelectSwitches(Database& db, const std::string& id) {
   ASSIGN_OR_RETURN(Statement stmt, db.Prepare(R"sql(
     SELECT id, model, ingress_ports, egress_ports, address, protocol, management_port,
-           credentials_ref, cluster
+           credentials_ref, cluster, ca_bundle, insecure_http
     FROM switches WHERE ?1 = '' OR id = ?1 ORDER BY id)sql"));
   stmt.Bind(1, id);
   std::vector<v1::Switch> out;
@@ -49,6 +49,8 @@ absl::StatusOr<std::vector<v1::Switch>> SelectSwitches(Database& db, const std::
     s.set_management_port(static_cast<uint32_t>(stmt.Int(6)));
     s.set_credentials_ref(stmt.Text(7));
     s.set_cluster(stmt.Text(8));
+    s.set_ca_bundle(stmt.Text(9));
+    s.set_insecure_http(stmt.Int(10) != 0);
   }
   ASSIGN_OR_RETURN(
       Statement reserved,
@@ -238,13 +240,14 @@ absl::Status UpsertSwitch(Database& db, const v1::Switch& s) {
       " uses a port that would move or vanish"));
   ASSIGN_OR_RETURN(Statement stmt, db.Prepare(R"sql(
     INSERT INTO switches (id, model, ingress_ports, egress_ports, address, protocol,
-                          management_port, credentials_ref, cluster)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                          management_port, credentials_ref, cluster, ca_bundle, insecure_http)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
     ON CONFLICT (id) DO UPDATE SET
       model = excluded.model, ingress_ports = excluded.ingress_ports,
       egress_ports = excluded.egress_ports, address = excluded.address,
       protocol = excluded.protocol, management_port = excluded.management_port,
-      credentials_ref = excluded.credentials_ref, cluster = excluded.cluster)sql"));
+      credentials_ref = excluded.credentials_ref, cluster = excluded.cluster,
+      ca_bundle = excluded.ca_bundle, insecure_http = excluded.insecure_http)sql"));
   RETURN_IF_ERROR(stmt.Bind(1, s.id())
                       .Bind(2, s.model())
                       .Bind(3, ingress)
@@ -254,6 +257,8 @@ absl::Status UpsertSwitch(Database& db, const v1::Switch& s) {
                       .Bind(7, static_cast<int64_t>(s.management_port()))
                       .Bind(8, s.credentials_ref())
                       .Bind(9, s.cluster())
+                      .Bind(10, s.ca_bundle())
+                      .Bind(11, static_cast<int64_t>(s.insecure_http() ? 1 : 0))
                       .Run());
   ASSIGN_OR_RETURN(Statement shrink,
                    db.Prepare("DELETE FROM switch_ports WHERE switch_id = ?1 AND port > ?2"));

@@ -230,6 +230,12 @@ CREATE TRIGGER events_no_delete BEFORE DELETE ON events
 CREATE INDEX allocations_ended ON allocations(updated_us, id)
   WHERE state IN ('released', 'failed');
 )sql"},
+      {5, "switch tls", R"sql(
+-- How fleetd reaches a REST switch: the CA bundle its HTTPS certificate must chain to (empty:
+-- the system's CAs), or plain HTTP by the operator's explicit choice (1).
+ALTER TABLE switches ADD COLUMN ca_bundle TEXT NOT NULL DEFAULT '';
+ALTER TABLE switches ADD COLUMN insecure_http INTEGER NOT NULL DEFAULT 0 CHECK (insecure_http IN (0, 1));
+)sql"},
   };
   return kMigrations;
 }

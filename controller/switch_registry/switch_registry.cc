@@ -88,7 +88,9 @@ absl::StatusOr<switch_adapters::OpticalSwitch*> SwitchRegistry::Driver(const v1:
                      credentials_source_.empty() ? "(no switch credentials file configured)"
                                                  : credentials_source_));
   }
-  const std::string key = absl::StrCat(sw.protocol(), "|", sw.address(), "|", sw.management_port());
+  // Whatever changes how the switch is reached gets a new driver.
+  const std::string key = absl::StrCat(sw.protocol(), "|", sw.address(), "|", sw.management_port(),
+                                       "|", sw.ca_bundle(), "|", sw.insecure_http());
   absl::MutexLock lock(&mu_);
   Entry& entry = entries_[sw.id()];
   if (entry.driver == nullptr || entry.key != key) {

@@ -162,6 +162,52 @@ TEST(ParseInventoryTest, MissingFileIsNotFound) {
   EXPECT_THAT(parsed.status().message(), HasSubstr("/nonexistent/inventory.yaml"));
 }
 
+TEST(ParseInventoryTest, RestSwitchTlsKeys) {
+  v1::Inventory site = MustParse(absl::StrReplaceAll(
+      SmallSite(), {{"protocol: tl1", "protocol: rest\n    ca_bundle: /etc/fleet/ocs1-ca.pem"}}));
+  EXPECT_EQ(site.switches(0).ca_bundle(), "/etc/fleet/ocs1-ca.pem");
+  EXPECT_FALSE(site.switches(0).insecure_http());
+  EXPECT_THAT(ValidateInventory(site), IsEmpty());
+
+  site = MustParse(absl::StrReplaceAll(
+      SmallSite(), {{"protocol: tl1", "protocol: rest\n    insecure_http: true"}}));
+  EXPECT_TRUE(site.switches(0).insecure_http());
+  EXPECT_EQ(site.switches(0).ca_bundle(), "");
+  EXPECT_THAT(ValidateInventory(site), IsEmpty());
+
+  // Absent is HTTPS against the system's CAs.
+  site = MustParse(absl::StrReplaceAll(SmallSite(), {{"protocol: tl1", "protocol: rest"}}));
+  EXPECT_FALSE(site.switches(0).insecure_http());
+  EXPECT_EQ(site.switches(0).ca_bundle(), "");
+}
+
+TEST(ParseInventoryTest, InsecureHttpIsTrueOrFalse) {
+  absl::StatusOr<v1::Inventory> parsed = ParseInventoryYaml(
+      absl::StrReplaceAll(SmallSite(),
+                          {{"protocol: tl1", "protocol: rest\n    insecure_http: yes"}}),
+      "site.yaml");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_THAT(
+      std::string(parsed.status().message()),
+      HasSubstr("site.yaml:9: switch ocs1: 'insecure_http' must be true or false, not 'yes'"));
+}
+
+TEST(ValidateInventoryTest, TlsKeysAreForRestSwitchesOnly) {
+  EXPECT_THAT(ProblemsWith("protocol: tl1", "protocol: tl1\n    ca_bundle: /etc/fleet/ca.pem"),
+              ::testing::ElementsAre(
+                  "switch ocs1: ca_bundle '/etc/fleet/ca.pem' is for protocol rest only, not tl1"));
+  EXPECT_THAT(
+      ProblemsWith("protocol: tl1", "protocol: tl1\n    insecure_http: true"),
+      ::testing::ElementsAre("switch ocs1: insecure_http true is for protocol rest only, not tl1"));
+  EXPECT_THAT(ProblemsWith("protocol: tl1",
+                           "protocol: rest\n    insecure_http: true\n"
+                           "    ca_bundle: /etc/fleet/ca.pem"),
+              ::testing::ElementsAre("switch ocs1: ca_bundle '/etc/fleet/ca.pem' is unused with "
+                                     "insecure_http true (plain HTTP); drop one of them"));
+  // false is the default, and says nothing about the protocol.
+  EXPECT_THAT(ProblemsWith("protocol: tl1", "protocol: tl1\n    insecure_http: false"), IsEmpty());
+}
+
 TEST(ValidateInventoryTest, DuplicateIds) {
   EXPECT_THAT(ProblemsWith("- id: gpu1", "- id: h1-cpu0"),
               ::testing::Contains(HasSubstr("duplicate device id 'h1-cpu0'")));
@@ -404,6 +450,32 @@ TEST_F(ApplierTest, ReapplyingTheSameFileChangesNothing) {
   EXPECT_EQ(second->unchanged(), 6u);
   EXPECT_EQ(DatabaseBytes(), bytes_before);
   EXPECT_THAT(*store_->ListEvents({}), SizeIs(events_before->size()));
+}
+
+TEST_F(ApplierTest, TlsKeysAreStoredAndAChangeIsAnUpdate) {
+  const std::string https = absl::StrReplaceAll(
+      SmallSite(), {{"protocol: tl1", "protocol: rest\n    ca_bundle: /etc/fleet/ocs1-ca.pem"}});
+  ASSERT_TRUE(applier_->Apply(MustParse(https), false, "operator:test").ok());
+  absl::StatusOr<std::vector<v1::Switch>> stored = store_->ListSwitches();
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  ASSERT_THAT(*stored, SizeIs(1));
+  EXPECT_EQ((*stored)[0].ca_bundle(), "/etc/fleet/ocs1-ca.pem");
+  EXPECT_FALSE((*stored)[0].insecure_http());
+  absl::StatusOr<v1::ApplyInventoryResponse> again =
+      applier_->Apply(MustParse(https), false, "operator:test");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->updated(), 0u);
+
+  absl::StatusOr<v1::ApplyInventoryResponse> plain = applier_->Apply(
+      MustParse(absl::StrReplaceAll(
+          SmallSite(), {{"protocol: tl1", "protocol: rest\n    insecure_http: true"}})),
+      false, "operator:test");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->updated(), 1u);
+  stored = store_->ListSwitches();
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ((*stored)[0].ca_bundle(), "");
+  EXPECT_TRUE((*stored)[0].insecure_http());
 }
 
 TEST_F(ApplierTest, BrokenInventoryLeavesTheStoreByteForByte) {

@@ -56,6 +56,19 @@ TEST_F(SwitchRegistryTest, EachSwitchGetsTheDriverOfItsProtocolBuiltOnceUntilIts
                                   "tl1:ocs1@192.0.2.12 as admin"));
 }
 
+TEST_F(SwitchRegistryTest, ChangingHowARestSwitchIsReachedBuildsANewDriver) {
+  registry_.RegisterDriver(v1::SWITCH_PROTOCOL_REST, Factory("rest"));
+  v1::Switch ocs2 = Switch("ocs2", v1::SWITCH_PROTOCOL_REST, "192.0.2.11");
+  ASSERT_TRUE(registry_.Driver(ocs2).ok());
+  ocs2.set_ca_bundle("/etc/fleet/ocs2-ca.pem");
+  ASSERT_TRUE(registry_.Driver(ocs2).ok());
+  ASSERT_TRUE(registry_.Driver(ocs2).ok());
+  ocs2.clear_ca_bundle();
+  ocs2.set_insecure_http(true);
+  ASSERT_TRUE(registry_.Driver(ocs2).ok());
+  EXPECT_EQ(built_.size(), 3u);
+}
+
 TEST_F(SwitchRegistryTest, NoCredentialsNoDriverAndAFailedFactoryAreErrors) {
   absl::StatusOr<switch_adapters::OpticalSwitch*> unknown =
       registry_.Driver(Switch("ocs9", v1::SWITCH_PROTOCOL_TL1, "192.0.2.19"));
