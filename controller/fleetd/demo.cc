@@ -203,6 +203,11 @@ absl::StatusOr<std::unique_ptr<Demo>> Demo::Prepare(FleetdConfig& config,
       sw["address"] = host;
       sw["port"] = std::stoi(port);
       sw["protocol"] = options.protocol;
+      // The demo's emulators serve plain HTTP (trunked emulators read each other's light
+      // over it): a REST switch says so by name; a TL1 one may carry neither key.
+      sw.remove("ca_bundle");
+      sw.remove("insecure_http");
+      if (options.protocol == "rest") sw["insecure_http"] = true;
     }
   }
   YAML::Emitter yaml;
