@@ -1,5 +1,6 @@
 #include "common/pki.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <openssl/bio.h>
 #include <openssl/bn.h>
@@ -260,6 +261,29 @@ std::string Utf8(const ASN1_STRING* text) {
   return out;
 }
 
+// An IP SAN's octets as text ("127.0.0.1", "::1"); "" for a length that is neither family's.
+std::string IpText(const ASN1_OCTET_STRING* octets) {
+  const int length = ASN1_STRING_length(octets);
+  const int family = length == 4 ? AF_INET : length == 16 ? AF_INET6 : -1;
+  char text[INET6_ADDRSTRLEN] = {};
+  if (family < 0 ||
+      inet_ntop(family, ASN1_STRING_get0_data(octets), text, sizeof text) == nullptr) {
+    return "";
+  }
+  return text;
+}
+
+// A name's CN, else the whole name in RFC 2253 form.
+std::string NameText(const X509_NAME* name) {
+  const int cn = X509_NAME_get_index_by_NID(name, NID_commonName, -1);
+  if (cn >= 0) return Utf8(X509_NAME_ENTRY_get_data(X509_NAME_get_entry(name, cn)));
+  BioPtr bio(BIO_new(BIO_s_mem()));
+  if (bio == nullptr || X509_NAME_print_ex(bio.get(), name, 0, XN_FLAG_RFC2253) < 0) return "";
+  char* data = nullptr;
+  const long size = BIO_get_mem_data(bio.get(), &data);
+  return std::string(data, static_cast<size_t>(size));
+}
+
 PeerCertificate Describe(X509* certificate) {
   PeerCertificate peer;
   const X509_NAME* subject = X509_get_subject_name(certificate);
@@ -273,7 +297,10 @@ PeerCertificate Describe(X509* certificate) {
     const GENERAL_NAME* name = sk_GENERAL_NAME_value(names.get(), i);
     if (name->type == GEN_URI) peer.uris.push_back(Utf8(name->d.uniformResourceIdentifier));
     if (name->type == GEN_DNS) peer.dns_names.push_back(Utf8(name->d.dNSName));
+    if (name->type == GEN_IPADD) peer.ip_addresses.push_back(IpText(name->d.iPAddress));
   }
+  peer.issuer = NameText(X509_get_issuer_name(certificate));
+  peer.ca = X509_check_ca(certificate) != 0;
   peer.not_before = FromAsn1(X509_get0_notBefore(certificate));
   peer.not_after = FromAsn1(X509_get0_notAfter(certificate));
   unsigned char digest[EVP_MAX_MD_SIZE];
@@ -319,6 +346,16 @@ const char* ProblemName(CertificateProblem problem) {
       return "untrusted";
   }
   return "unknown";
+}
+
+absl::StatusOr<PeerCertificate> ReadCertificate(const std::string& pem, const std::string& what) {
+  ERR_clear_error();
+  X509Ptr certificate = ParseCertificate(pem);
+  if (certificate == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": no PEM certificate: ", OpenSslErrors("no CERTIFICATE block")));
+  }
+  return Describe(certificate.get());
 }
 
 absl::StatusOr<KeyAndCertificate> MakeCa(const CaRequest& request) {

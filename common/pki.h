@@ -55,12 +55,19 @@ absl::StatusOr<KeyAndCertificate> Issue(const KeyAndCertificate& ca,
 // What fleetd learns from a client certificate that verified.
 struct PeerCertificate {
   std::string common_name;
-  std::vector<std::string> uris;       // URI SANs, in certificate order.
-  std::vector<std::string> dns_names;  // DNS SANs.
+  std::vector<std::string> uris;          // URI SANs, in certificate order.
+  std::vector<std::string> dns_names;     // DNS SANs.
+  std::vector<std::string> ip_addresses;  // IP SANs, as text.
+  std::string issuer;                     // The issuer's CN, else its whole name (RFC 2253).
+  bool ca = false;                        // basicConstraints CA:TRUE.
   absl::Time not_before;
   absl::Time not_after;
   std::string sha256;  // Fingerprint of the DER certificate, lower-case hex.
 };
+
+// The first certificate of `pem`, read without verifying anything (for `fleetctl certs show`).
+// INVALID_ARGUMENT "WHAT: ..." when there is none or it does not parse.
+absl::StatusOr<PeerCertificate> ReadCertificate(const std::string& pem, const std::string& what);
 
 // Why a client certificate was refused; the name is a metric label.
 enum class CertificateProblem {

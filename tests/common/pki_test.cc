@@ -202,6 +202,34 @@ TEST(PkiTest, GarbageIsMalformedAndNothingIsMissing) {
   EXPECT_STREQ(ProblemName(CertificateProblem::kNone), "none");
 }
 
+TEST(PkiTest, ReadCertificateSaysWhatACertificateHoldsWithoutVerifying) {
+  const KeyAndCertificate ca = Ca("FLEET site CA read.fleet");
+  absl::StatusOr<PeerCertificate> ca_read = ReadCertificate(ca.certificate_pem, "ca.pem");
+  ASSERT_TRUE(ca_read.ok()) << ca_read.status();
+  EXPECT_TRUE(ca_read->ca);
+  EXPECT_EQ(ca_read->issuer, "FLEET site CA read.fleet");
+
+  CertificateRequest server = Client("fleetd");
+  server.server = true;
+  server.dns_names = {"localhost"};
+  server.ip_addresses = {"127.0.0.1", "::1"};
+  const KeyAndCertificate leaf = MustIssue(ca, server);
+  absl::StatusOr<PeerCertificate> read = ReadCertificate(leaf.certificate_pem, "fleetd.pem");
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_FALSE(read->ca);
+  EXPECT_EQ(read->common_name, "fleetd");
+  EXPECT_EQ(read->issuer, "FLEET site CA read.fleet");
+  EXPECT_THAT(read->uris, ElementsAre("spiffe://test.fleet/fleetd"));
+  EXPECT_THAT(read->dns_names, ElementsAre("localhost"));
+  EXPECT_THAT(read->ip_addresses, ElementsAre("127.0.0.1", "::1"));
+  EXPECT_EQ(read->not_after, absl::FromUnixSeconds(absl::ToUnixSeconds(server.not_after)));
+  EXPECT_EQ(read->sha256.size(), 64u);
+
+  absl::StatusOr<PeerCertificate> garbage = ReadCertificate("not a certificate", "x.pem");
+  EXPECT_EQ(garbage.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(garbage.status().message(), HasSubstr("x.pem: no PEM certificate"));
+}
+
 TEST(PkiTest, BundleOfTwoCasTrustsBothAndTakesAChain) {
   const KeyAndCertificate old_ca = Ca("old CA");
   const KeyAndCertificate new_ca = Ca("new CA");
