@@ -13,6 +13,7 @@
 #include "controller/cli/admin_verbs.h"
 #include "controller/cli/allocation_verbs.h"
 #include "controller/cli/apply_delete_verbs.h"
+#include "controller/cli/certs_verbs.h"
 #include "controller/cli/client_config.h"
 #include "controller/cli/completion_verb.h"
 #include "controller/cli/config_verbs.h"
@@ -39,7 +40,7 @@ const VerbRegistry& Verbs() {
     // In the order `fleetctl --help` lists them.
     for (Verb (*verb)() : {GetVerb, DescribeVerb, ApplyVerb, TopologyVerb, AllocationVerb,
                            DeleteVerb, DrainVerb, UndrainVerb, ReconcileVerb, EventsVerb, LinkVerb,
-                           HealthVerb, VersionVerb, ConfigVerb, CompletionVerb}) {
+                           HealthVerb, VersionVerb, ConfigVerb, CertsVerb, CompletionVerb}) {
       verbs->Add(verb());
     }
     return verbs;
