@@ -21,10 +21,13 @@ build/bin/fleetd --demo --state-dir "$state" --grpc-port 0 --metrics-port 0 \
 fleetd=$!
 trap 'kill $fleetd 2>/dev/null; wait $fleetd 2>/dev/null || true' EXIT
 for _ in $(seq 100); do grep -q '^state: ' "$out" && break; kill -0 $fleetd || break; sleep 0.1; done
-if ! grep -q '^grpc: ' "$out"; then cat "$state/fleetd.log"; exit 1; fi
+if ! grep -q '^fleetctl-config: ' "$out"; then cat "$state/fleetd.log"; exit 1; fi
 cat "$out"
 server=$(sed -n 's/^grpc: //p' "$out")
-fleetctl() { build/bin/fleetctl --insecure --server "$server" "$@"; }
+# fleetd serves mutual TLS; the demo wrote a throwaway CA, certificates and fleetctl contexts
+# (the current one an operator) into its state directory.
+export FLEET_CONFIG=$(sed -n 's/^fleetctl-config: //p' "$out")
+fleetctl() { build/bin/fleetctl "$@"; }
 
 run() { echo; echo "\$ fleetctl $*"; fleetctl "$@"; }
 # The agents (four servers, the GPU pool, two JBODs) dial in within a moment of starting.
@@ -46,7 +49,7 @@ run events --object-kind allocation
 
 if [ $keep = 1 ]; then
   echo; echo "fleetd is serving on $server (state in $state); the ring $ring stays READY."
-  echo "Release it with: build/bin/fleetctl --insecure --server $server topology release $ring"
+  echo "Release it with: FLEET_CONFIG=$FLEET_CONFIG build/bin/fleetctl topology release $ring"
   echo "Ctrl-C stops fleetd."
   wait $fleetd
 else

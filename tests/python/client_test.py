@@ -3,7 +3,8 @@
 
 Each run starts one fleetd --demo (the emulated Polatis switch, the Gen1 inventory, an
 emulated agent per host) on ports chosen at run time, in a fresh state directory, and stops
-it at the end. Run by ctest (tests/python/CMakeLists.txt) as
+it at the end. The demo serves mutual TLS: the client dials with the certificates and the
+fleetctl contexts it writes (job/team-a for the job, the operator for inventory reads). Run by ctest (tests/python/CMakeLists.txt) as
 
     python3 client_test.py --group client|phases [unittest arguments]
 
@@ -31,6 +32,7 @@ from typing import Callable, List, Optional
 SKIP = 77
 GPUS = [f"gpu{i}" for i in range(1, 9)]
 TENANT = "team-a"
+JOB_CONTEXT = "demo-job"  # The demo's contexts: demo (operator), demo-job, demo-viewer.
 WAIT = 60.0  # Seconds a topology may take to become READY on a loaded machine.
 
 
@@ -72,6 +74,10 @@ def eventually(condition: Callable[[], bool], timeout: float = 30.0) -> bool:
         delay = min(delay * 2, 0.2)
 
 
+def fleetctl() -> str:
+    return os.path.join(os.environ.get("FLEET_BIN_DIR", ""), "fleetctl")
+
+
 class Demo:
     """`fleetd --demo` on ports chosen at run time, with the addresses it printed."""
 
@@ -95,6 +101,26 @@ class Demo:
         self._reader.start()
         self.grpc = self.wait_for_line("grpc: ")
         self.rest = self.wait_for_line("rest: ")
+        self.config = self.wait_for_line("fleetctl-config: ")
+        self.pki = os.path.join(self.state, "pki")
+
+    def channel(self, context: str = "demo"):
+        """A channel with the credentials of one of the demo's fleetctl contexts."""
+        from fleet import credentials
+        return credentials.resolve(self.grpc, config=self.config, context=context,
+                                   environ={}).channel()
+
+    def issue_job(self, tenant: str) -> dict:
+        """A job certificate spiffe://demo.fleet/job/TENANT from the demo's CA, made with
+        `fleetctl certs issue`; the Client arguments that dial with it."""
+        prefix = os.path.join(self.dir, f"job-{tenant}")
+        run = subprocess.run([fleetctl(), "certs", "issue", "--ca-dir", self.pki, "--identity",
+                              f"spiffe://demo.fleet/job/{tenant}", "--out", prefix, "--force"],
+                             capture_output=True, text=True, timeout=60)
+        if run.returncode != 0:
+            raise RuntimeError(f"fleetctl certs issue failed: {run.stdout}{run.stderr}")
+        return {"ca": os.path.join(self.pki, "ca.pem"), "cert": prefix + ".pem",
+                "key": prefix + ".key"}
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -125,9 +151,8 @@ class Demo:
 
     def wait_for_agents(self, count: int = 7) -> None:
         """Until `count` agents are connected, so links train at the first try."""
-        import grpc
         from fleet.v1 import inventory_pb2, inventory_pb2_grpc
-        with grpc.insecure_channel(self.grpc) as channel:
+        with self.channel() as channel:
             stub = inventory_pb2_grpc.InventoryServiceStub(channel)
 
             def connected() -> bool:
@@ -194,7 +219,8 @@ class FleetTestCase(unittest.TestCase):
         import fleet
         self.fleet = fleet
         self.demo = demo()
-        self.client = fleet.Client(self.demo.grpc, tenant=TENANT)
+        self.client = fleet.Client(self.demo.grpc, tenant=TENANT, config=self.demo.config,
+                                   context=JOB_CONTEXT)
         self.addCleanup(self.client.close)
 
     def assertAllActive(self, allocation, phase: Optional[str] = None) -> None:
@@ -348,9 +374,8 @@ class ClientTest(FleetTestCase):
         self.assertEqual(self.fleet.state_name(caught.exception.allocation.state), "FAILED")
 
     def test_weak_light_raises_degraded_then_recovers(self) -> None:
-        import grpc
         from fleet.v1 import inventory_pb2, inventory_pb2_grpc
-        with grpc.insecure_channel(self.demo.grpc) as channel:
+        with self.demo.channel() as channel:
             onic = inventory_pb2_grpc.InventoryServiceStub(channel).GetOnic(
                 inventory_pb2.GetOnicRequest(id="gpu8-n0"), timeout=10)
         egress = next(p.rx.port for p in onic.ports if p.index == 1)
@@ -367,19 +392,100 @@ class ClientTest(FleetTestCase):
             self.assertAllActive(a)
 
     def test_another_tenant_cannot_see_it(self) -> None:
-        other = self.fleet.Client(self.demo.grpc, tenant="team-b")
+        # team-b's own certificate: fleetd knows the caller by it, whatever tenant it names.
+        other = self.fleet.Client(self.demo.grpc, tenant="team-b", **self.demo.issue_job("team-b"))
         self.addCleanup(other.close)
         with self.client.topology(ring=GPUS[:4], bidirectional=False, lease=60) as topo:
             topo.wait_ready(timeout=WAIT)
-            with self.assertRaises(self.fleet.PermissionDenied) as caught:
+            # Answered as a missing allocation: team-b learns nothing of team-a's.
+            with self.assertRaises(self.fleet.NotFound) as caught:
                 other.allocation(topo.id)
-            self.assertIn(topo.id, caught.exception.message)
+            self.assertEqual(caught.exception.message, f"allocation {topo.id} not found")
             self.assertNotIn(topo.id, [a.id for a in other.allocations()])
-            with self.assertRaises(self.fleet.PermissionDenied):
+            with self.assertRaises(self.fleet.NotFound):
                 other.release(topo.id)
+            # Naming team-a as its tenant does not make team-b's certificate act for it.
+            with self.assertRaises(self.fleet.PermissionDenied) as caught:
+                other.topology(ring=GPUS[4:], lease=60, tenant=TENANT)
+            self.assertIn("team-a", caught.exception.message)
             # Its owner still sees it, READY.
             self.assertIn(topo.id, [a.id for a in self.client.allocations()])
             self.assertEqual(self.fleet.state_name(topo.refresh().state), "READY")
+
+
+class CredentialsTest(FleetTestCase):
+    """Dialling with certificates, and what happens without them (python.client)."""
+
+    def test_without_credentials_the_client_says_what_to_give(self) -> None:
+        empty = os.path.join(self.demo.dir, "no-such-config.yaml")
+        with self.assertRaises(self.fleet.CredentialsError) as caught:
+            self.fleet.Client(self.demo.grpc, config=empty)
+        self.assertIn(f"no credentials for {self.demo.grpc}", str(caught.exception))
+        with self.assertRaises(self.fleet.CredentialsError) as caught:
+            self.fleet.Client(self.demo.grpc, config=self.demo.config, context="nope")
+        self.assertIn("context 'nope' (context) is not in", str(caught.exception))
+        self.assertIn("contexts: demo, demo-job, demo-viewer", str(caught.exception))
+        with self.assertRaises(self.fleet.CredentialsError) as caught:
+            self.fleet.Client(self.demo.grpc, ca=os.path.join(self.demo.pki, "ca.pem"),
+                              config=empty)
+        self.assertIn("no client certificate", str(caught.exception))
+
+    def test_plaintext_and_a_foreign_ca_are_refused(self) -> None:
+        plain = self.fleet.Client(self.demo.grpc, tenant=TENANT, insecure=True,
+                                  principal="operator:x", timeout=10)
+        self.addCleanup(plain.close)
+        with self.assertRaises(self.fleet.Unavailable):
+            plain.allocations()
+        # A CA of its own: fleetd's certificate does not verify, the handshake fails.
+        foreign = os.path.join(self.demo.dir, "foreign")
+        if not os.path.exists(os.path.join(foreign, "ca.pem")):
+            subprocess.run([fleetctl(), "certs", "init-ca", "--out", foreign, "--site",
+                            "demo.fleet"], check=True, capture_output=True, timeout=60)
+        job = self.demo.issue_job(TENANT)
+        job["ca"] = os.path.join(foreign, "ca.pem")
+        stranger = self.fleet.Client(self.demo.grpc, tenant=TENANT, timeout=10, **job)
+        self.addCleanup(stranger.close)
+        with self.assertRaises(self.fleet.Unavailable):
+            stranger.allocations()
+
+    def test_a_viewer_reads_but_may_not_request(self) -> None:
+        viewer = self.fleet.Client(self.demo.grpc, tenant=TENANT, config=self.demo.config,
+                                   context="demo-viewer")
+        self.addCleanup(viewer.close)
+        viewer.allocations()
+        with self.assertRaises(self.fleet.PermissionDenied) as caught:
+            viewer.topology(ring=GPUS[:2], lease=60)
+        self.assertIn("viewer", caught.exception.message)
+
+    def test_environment_and_context_are_read_as_fleetctl_reads_them(self) -> None:
+        from fleet import credentials
+        c = credentials.resolve(environ={"FLEET_CONFIG": self.demo.config,
+                                         "FLEET_CONTEXT": JOB_CONTEXT})
+        self.assertEqual(c.server, self.demo.grpc)
+        self.assertEqual(c.cert, os.path.join(self.demo.state, "pki/job-team-a.pem"))
+        self.assertFalse(c.insecure)
+        # An argument beats the environment, which beats the context.
+        c = credentials.resolve("h:1", environ={"FLEET_CONFIG": self.demo.config,
+                                                "FLEET_SERVER": "h:2", "FLEET_INSECURE": "1"})
+        self.assertEqual((c.server, c.insecure, c.context), ("h:1", True, "demo"))
+        with self.assertRaises(credentials.CredentialsError) as caught:
+            credentials.resolve(environ={"FLEET_INSECURE": "maybe"})
+        self.assertIn("FLEET_INSECURE='maybe' is not a boolean", str(caught.exception))
+        bad = os.path.join(self.demo.dir, "bad.yaml")
+        with open(bad, "w") as f:
+            f.write("current-context: x\ncontexts:\n  - name: x\n    ca: a.pem\n"
+                    "    colour: red\n")
+        with self.assertRaises(credentials.CredentialsError) as caught:
+            credentials.resolve(config=bad, environ={})
+        self.assertIn("unknown key 'colour'", str(caught.exception))
+        self.assertIn("ca, cert and key go together; only ca given", str(caught.exception))
+        # The job's client works from the environment alone, as a launched job's would.
+        os.environ["FLEET_CONFIG"], os.environ["FLEET_CONTEXT"] = self.demo.config, JOB_CONTEXT
+        try:
+            with self.fleet.Client(tenant=TENANT) as from_env:
+                self.assertIsNotNone(from_env.allocations())
+        finally:
+            del os.environ["FLEET_CONFIG"], os.environ["FLEET_CONTEXT"]
 
 
 class PhaseTest(FleetTestCase):
@@ -432,7 +538,8 @@ class ExampleTest(FleetTestCase):
     def test_train_step_switches_phases(self) -> None:
         example = os.path.join(os.environ.get("FLEET_SOURCE_DIR", ""),
                                "clients/python/examples/train_step.py")
-        run = subprocess.run([sys.executable, example, "--server", self.demo.grpc, "--steps", "2"],
+        env = dict(os.environ, FLEET_CONFIG=self.demo.config, FLEET_CONTEXT=JOB_CONTEXT)
+        run = subprocess.run([sys.executable, example, "--steps", "2"], env=env,
                              capture_output=True, text=True, timeout=300)
         self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
         self.assertIn("READY", run.stdout)
@@ -440,7 +547,7 @@ class ExampleTest(FleetTestCase):
         self.assertIn("released", run.stdout)
 
 
-GROUPS = {"client": [ClientTest], "phases": [PhaseTest, ExampleTest]}
+GROUPS = {"client": [ClientTest, CredentialsTest], "phases": [PhaseTest, ExampleTest]}
 
 
 def main() -> int:

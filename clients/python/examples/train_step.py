@@ -6,9 +6,9 @@ and then a data-parallel all-reduce over a ring of all the GPUs (phase ``dp``: a
 bidirectional ring); the fabric is switched between the two phases every step, and the
 switch's latency is printed. Against the demo::
 
-    build/bin/fleetd --demo --grpc-port 0 --metrics-port 0     # prints grpc: HOST:PORT
-    PYTHONPATH=build/clients/python python3 clients/python/examples/train_step.py \\
-        --server HOST:PORT
+    build/bin/fleetd --demo --grpc-port 0 --metrics-port 0   # prints fleetctl-config: FILE
+    export FLEET_CONFIG=FILE FLEET_CONTEXT=demo-job            # mutual TLS as job/team-a
+    PYTHONPATH=build/clients/python python3 clients/python/examples/train_step.py
 
 Exit status: 0 done, 1 fleetd refused or failed (its message is printed).
 """
@@ -16,7 +16,6 @@ Exit status: 0 done, 1 fleetd refused or failed (its message is printed).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -32,8 +31,10 @@ def mock_compute(seconds: float) -> None:
 
 def main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--server", default=os.environ.get("FLEET_SERVER"),
-                        help="fleetd's gRPC address HOST:PORT (default $FLEET_SERVER)")
+    parser.add_argument("--server", default=None,
+                        help="fleetd's gRPC address HOST:PORT (default $FLEET_SERVER, else the "
+                             "config context's); credentials as fleetctl's (FLEET_CONFIG, "
+                             "FLEET_CONTEXT, FLEET_CA/CERT/KEY)")
     parser.add_argument("--tenant", default="team-a")
     parser.add_argument("--gpus", type=int, default=8, help="use gpu1..gpuN (even, default 8)")
     parser.add_argument("--steps", type=int, default=5)
@@ -41,8 +42,6 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--compute-ms", type=float, default=20,
                         help="mock compute time per phase, in milliseconds")
     args = parser.parse_args(argv)
-    if not args.server:
-        parser.error("--server HOST:PORT (or FLEET_SERVER) is required")
     if args.gpus < 2 or args.gpus % 2:
         parser.error("--gpus must be even and at least 2")
 
@@ -70,7 +69,7 @@ def main(argv: List[str]) -> int:
                               f"/-{switch.cross_connects_removed} cross-connects)")
                         mock_compute(args.compute_ms / 1e3)
             print(f"allocation {topo.id} released")
-    except fleet.FleetError as e:
+    except (fleet.FleetError, fleet.CredentialsError) as e:
         print(f"train_step: {e}", file=sys.stderr)
         return 1
     if latencies:

@@ -5,7 +5,7 @@
     import fleet
 
     gpus = [f"gpu{i}" for i in range(1, 9)]
-    client = fleet.Client("127.0.0.1:50051")
+    client = fleet.Client("127.0.0.1:50051")  # credentials as fleetctl's: FLEET_CONFIG, ...
     with client.topology(ring=gpus, lease=60, tenant="team-a") as topo:
         topo.wait_ready(timeout=60)
         ...
@@ -15,6 +15,7 @@ built next to this package from ``proto/fleet/v1``; see clients/python/README.md
 """
 
 from fleet.client import Client, PhaseSwitch, Topology, state_name
+from fleet.credentials import Connection, CredentialsError
 from fleet.errors import (
     Aborted,
     AllocationError,
@@ -42,6 +43,7 @@ from fleet.spec import Link, links, ring
 
 __all__ = [
     "Client", "Topology", "PhaseSwitch", "Link", "ring", "links", "state_name",
+    "Connection", "CredentialsError",
     "FleetError", "AllocationError", "AllocationFailed", "Degraded", "Released",
     "Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound", "AlreadyExists",
     "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted", "OutOfRange",

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, List, Mapping, Optional, Tuple, Type
 
 import grpc
 
-from fleet import errors, spec
+from fleet import credentials, errors, spec
 from fleet.v1 import topology_pb2, topology_pb2_grpc
 
 log = logging.getLogger("fleet")
@@ -87,26 +87,49 @@ class PhaseSwitch:
 class Client:
     """A connection to fleetd's TopologyService.
 
+    fleetd takes the caller's identity from its client certificate (mutual TLS). The address
+    and credentials are found as fleetctl finds them (:mod:`fleet.credentials`): the
+    arguments, then ``FLEET_SERVER``/``FLEET_CA``/``FLEET_CERT``/``FLEET_KEY``/
+    ``FLEET_INSECURE``/``FLEET_CONTEXT``, then a context of fleetctl's config file
+    (``$FLEET_CONFIG`` or ``~/.config/fleet/config.yaml``).
+
     Args:
-        address: ``HOST:PORT`` of fleetd's gRPC port; default ``$FLEET_SERVER``.
-        tenant: the tenant requests are made for when :meth:`topology` is not told one.
-        principal: the caller sent as ``x-fleet-principal``; by default ``job:TENANT`` for
-            the tenant of each call (so fleetd shows the job only its own tenant's
-            allocations), or nothing when there is no tenant.
+        address: ``HOST:PORT`` of fleetd's gRPC port; default ``$FLEET_SERVER``, else the
+            context's server, else ``localhost:50051``.
+        tenant: the tenant requests are made for when :meth:`topology` is not told one; a job
+            certificate may act only for the tenants fleetd's policy gives it.
+        principal: over plaintext only (a fleetd started with ``--insecure``), the caller sent
+            as ``x-fleet-principal``; by default ``job:TENANT`` for the tenant of each call, or
+            nothing when there is no tenant. Over TLS nothing is sent.
         timeout: deadline in seconds for each unary RPC.
-        channel: an existing gRPC channel to use instead of opening one to ``address``.
+        channel: an existing gRPC channel to use instead of opening one; the credentials
+            arguments are then not used.
+        ca, cert, key: PEM files: the site CA bundle that verifies fleetd, and this caller's
+            certificate and key.
+        insecure: True to dial in plaintext (only a fleetd started with ``--insecure``).
+        context: the config file's context to use instead of its ``current-context``.
+        config: the config file instead of ``$FLEET_CONFIG`` or the default.
+
+    Raises:
+        fleet.CredentialsError: no credentials, some of ca/cert/key only, a context that is
+            not in the file, or an unreadable file; the message says what to give.
     """
 
     def __init__(self, address: Optional[str] = None, *, tenant: Optional[str] = None,
                  principal: Optional[str] = None, timeout: float = 30.0,
-                 channel: Optional[grpc.Channel] = None) -> None:
+                 channel: Optional[grpc.Channel] = None, ca: Optional[str] = None,
+                 cert: Optional[str] = None, key: Optional[str] = None,
+                 insecure: Optional[bool] = None, context: Optional[str] = None,
+                 config: Optional[str] = None) -> None:
         if channel is None:
-            address = address or os.environ.get("FLEET_SERVER")
-            if not address:
-                raise ValueError("no fleetd address: pass one or set FLEET_SERVER")
-            channel = grpc.insecure_channel(address)
+            self.connection: Optional[credentials.Connection] = credentials.resolve(
+                address, ca=ca, cert=cert, key=key, insecure=insecure, context=context,
+                config=config)
+            address = self.connection.server
+            channel = self.connection.channel()
             self._owns_channel = True
         else:
+            self.connection = None
             self._owns_channel = False
         self.address = address
         self.tenant = tenant
@@ -119,7 +142,10 @@ class Client:
     # --- plumbing ---
 
     def metadata(self, tenant: Optional[str] = None) -> Tuple[Tuple[str, str], ...]:
-        """The call metadata naming the caller for ``tenant``."""
+        """The call metadata naming the caller for ``tenant``: none over TLS, where fleetd
+        knows the caller by its certificate."""
+        if self.connection is not None and not self.connection.insecure:
+            return ()
         principal = self.principal
         tenant = tenant or self.tenant
         if principal is None and tenant:

@@ -1,0 +1,263 @@
+"""Where the client dials fleetd and with what credentials, read as fleetctl reads them.
+
+fleetd requires mutual TLS: the site CA that signed its certificate, and a certificate and
+key of the caller's own (docs/security.md). Each setting comes from the first of:
+
+1. the argument (``server``, ``ca``, ``cert``, ``key``, ``insecure``, ``context``);
+2. the environment: ``FLEET_SERVER``, ``FLEET_CA``, ``FLEET_CERT``, ``FLEET_KEY``,
+   ``FLEET_INSECURE``, ``FLEET_CONTEXT``;
+3. a context of the client config file (``config``, else ``$FLEET_CONFIG``, else
+   ``$XDG_CONFIG_HOME/fleet/config.yaml``, else ``~/.config/fleet/config.yaml``): the one
+   named by ``context`` / ``FLEET_CONTEXT``, else the file's ``current-context``;
+4. the default server ``localhost:50051``, and TLS.
+
+Whether to dial with TLS or in plaintext is decided by the first of those that says anything
+about it (``insecure``, or any of the three files), so files given as arguments override an
+insecure context and ``insecure=True`` ignores a context's files. Plaintext is only for a
+fleetd started with ``--insecure``; there the caller is named by the ``x-fleet-principal``
+metadata instead of a certificate. The file's format is fleetctl's (``fleetctl config view``);
+relative paths in it are relative to its folder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+import grpc
+
+DEFAULT_SERVER = "localhost:50051"
+
+_CONTEXT_KEYS = ("name", "server", "ca", "cert", "key", "insecure")
+
+
+class CredentialsError(ValueError):
+    """The credentials are missing, contradictory, or a file cannot be read; the message says
+    which setting, where it came from and what to give."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Connection:
+    """How to dial fleetd: TLS with the three PEM files, or plaintext when ``insecure``."""
+
+    server: str
+    ca: str = ""
+    cert: str = ""
+    key: str = ""
+    insecure: bool = False
+    context: str = ""  # The config context used, "" for none.
+
+    def credentials(self) -> grpc.ChannelCredentials:
+        """The channel credentials for TLS; raises CredentialsError naming an unreadable file."""
+        if self.insecure:
+            raise CredentialsError("a plaintext connection has no channel credentials")
+        return grpc.ssl_channel_credentials(
+            root_certificates=_read(self.ca, "CA bundle"),
+            private_key=_read(self.key, "client key"),
+            certificate_chain=_read(self.cert, "client certificate"))
+
+    def channel(self) -> grpc.Channel:
+        """A new channel to ``server``."""
+        if self.insecure:
+            return grpc.insecure_channel(self.server)
+        return grpc.secure_channel(self.server, self.credentials())
+
+
+@dataclasses.dataclass
+class Config:
+    """The client config file as read: ``exists`` is False for a missing file."""
+
+    path: str
+    exists: bool = False
+    current_context: str = ""
+    contexts: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
+
+    def find(self, name: str) -> Optional[Dict[str, Any]]:
+        return next((c for c in self.contexts if c.get("name") == name), None)
+
+    def names(self) -> str:
+        return ", ".join(str(c.get("name")) for c in self.contexts) or "(none)"
+
+    def resolve(self, file: str) -> str:
+        """``file`` as the context means it: relative to the config file's folder."""
+        if not file or os.path.isabs(file):
+            return file
+        return os.path.join(os.path.dirname(self.path), file)
+
+
+def config_path(config: Optional[str] = None,
+                environ: Optional[Mapping[str, str]] = None) -> str:
+    """The client config file's path, or "" when nothing says where it is."""
+    env = os.environ if environ is None else environ
+    if config:
+        return config
+    if env.get("FLEET_CONFIG"):
+        return env["FLEET_CONFIG"]
+    if env.get("XDG_CONFIG_HOME"):
+        return os.path.join(env["XDG_CONFIG_HOME"], "fleet", "config.yaml")
+    if env.get("HOME"):
+        return os.path.join(env["HOME"], ".config", "fleet", "config.yaml")
+    return ""
+
+
+def read_config(path: str) -> Config:
+    """Reads and checks the config file; a missing file is an empty config. Every problem
+    is listed in one CredentialsError, each naming the key, the value and the rule."""
+    if not path or not os.path.exists(path):
+        return Config(path=path)
+    try:
+        import yaml
+    except ImportError as e:
+        raise CredentialsError(f"reading {path} needs PyYAML (Debian's python3-yaml): {e}") from e
+    try:
+        with open(path, encoding="utf-8") as f:
+            document = yaml.safe_load(f)
+    except OSError as e:
+        raise CredentialsError(f"cannot read client config file {path}: {e.strerror}") from e
+    except yaml.YAMLError as e:
+        raise CredentialsError(f"{path}: not YAML: {e}") from e
+    document = {} if document is None else document
+    if not isinstance(document, dict):
+        raise CredentialsError(f"{path}: the top level must be a map with current-context and "
+                               "contexts")
+    problems: List[str] = []
+    for key in document:
+        if key not in ("current-context", "contexts"):
+            problems.append(f"{path}: unknown key '{key}'; known: current-context, contexts")
+    contexts = document.get("contexts") or []
+    if not isinstance(contexts, list):
+        problems.append(f"{path}: contexts must be a list")
+        contexts = []
+    seen = set()
+    checked: List[Dict[str, Any]] = []
+    for i, context in enumerate(contexts):
+        where = f"{path}: contexts[{i}]"
+        if not isinstance(context, dict):
+            problems.append(f"{where} must be a map")
+            continue
+        for key, value in context.items():
+            if key not in _CONTEXT_KEYS:
+                problems.append(f"{where}: unknown key '{key}'; known: {', '.join(_CONTEXT_KEYS)}")
+            elif key == "insecure" and not isinstance(value, bool):
+                problems.append(f"{where}: insecure: '{value}' is not true or false")
+            elif key != "insecure" and not isinstance(value, str):
+                problems.append(f"{where}: {key}: '{value}' is not a string")
+        name = context.get("name")
+        if not name:
+            problems.append(f"{where}: a context needs a name")
+        elif name in seen:
+            problems.append(f"{where}: context '{name}' is named twice")
+        seen.add(name)
+        files = [k for k in ("ca", "cert", "key") if context.get(k)]
+        if context.get("insecure") is True and files:
+            problems.append(f"{where} ({name}): insecure: true and {'/'.join(files)}: "
+                            "plaintext or TLS, not both")
+        elif 0 < len(files) < 3:
+            problems.append(f"{where} ({name}): ca, cert and key go together; "
+                            f"only {', '.join(files)} given")
+        checked.append(context)
+    current = document.get("current-context") or ""
+    if not isinstance(current, str):
+        problems.append(f"{path}: current-context: '{current}' is not a string")
+        current = ""
+    elif current and current not in seen:
+        problems.append(f"{path}: current-context '{current}' is not a context; contexts: "
+                        f"{', '.join(str(n) for n in seen) or '(none)'}")
+    if problems:
+        raise CredentialsError("\n".join(problems))
+    return Config(path=path, exists=True, current_context=current, contexts=checked)
+
+
+def _boolean(text: str, name: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "true", "yes"):
+        return True
+    if value in ("0", "false", "no"):
+        return False
+    raise CredentialsError(f"{name}='{text}' is not a boolean: 1 (plaintext) or 0 (TLS)")
+
+
+def resolve(server: Optional[str] = None, *, ca: Optional[str] = None,
+            cert: Optional[str] = None, key: Optional[str] = None,
+            insecure: Optional[bool] = None, context: Optional[str] = None,
+            config: Optional[str] = None, environ: Optional[Mapping[str, str]] = None,
+            default_server: str = DEFAULT_SERVER) -> Connection:
+    """Applies the precedence in this module's docstring; raises CredentialsError as fleetctl
+    refuses (a named context not in the file, FLEET_INSECURE not a boolean, plaintext and
+    files from one source, some of ca/cert/key missing, or no credentials at all)."""
+    env = os.environ if environ is None else environ
+    cfg = read_config(config_path(config, env))
+    if context:
+        name, named_by = context, "context"
+    elif env.get("FLEET_CONTEXT"):
+        name, named_by = env["FLEET_CONTEXT"], "FLEET_CONTEXT"
+    else:
+        name, named_by = cfg.current_context, "current-context"
+    chosen: Optional[Dict[str, Any]] = None
+    if name:
+        chosen = cfg.find(name)
+        if chosen is None:
+            where = cfg.path or "any config file (no FLEET_CONFIG, XDG_CONFIG_HOME or HOME)"
+            known = f"; contexts: {cfg.names()}" if cfg.exists else " (no such file)"
+            raise CredentialsError(f"context '{name}' ({named_by}) is not in {where}{known}")
+
+    address = (server or env.get("FLEET_SERVER") or (chosen or {}).get("server")
+               or default_server)
+
+    # (where, ca, cert, key, insecure, how plaintext is asked, how files are given)
+    Source = Tuple[str, str, str, str, Optional[bool], str, str]
+    sources: List[Source] = [
+        ("the arguments", ca or "", cert or "", key or "", insecure, "insecure=True",
+         "ca/cert/key"),
+        ("the environment", env.get("FLEET_CA", ""), env.get("FLEET_CERT", ""),
+         env.get("FLEET_KEY", ""),
+         _boolean(env["FLEET_INSECURE"], "FLEET_INSECURE") if env.get("FLEET_INSECURE") else None,
+         "FLEET_INSECURE", "FLEET_CA/FLEET_CERT/FLEET_KEY"),
+    ]
+    if chosen is not None:
+        sources.append((f"context {name}", cfg.resolve(chosen.get("ca", "")),
+                        cfg.resolve(chosen.get("cert", "")), cfg.resolve(chosen.get("key", "")),
+                        True if chosen.get("insecure") is True else None, "insecure: true",
+                        "ca/cert/key"))
+
+    plaintext: Optional[bool] = None
+    for where, s_ca, s_cert, s_key, s_insecure, insecure_by, files_by in sources:
+        has_files = bool(s_ca or s_cert or s_key)
+        if s_insecure is True and has_files:
+            raise CredentialsError(f"{insecure_by} and {files_by} both come from {where}: "
+                                   "plaintext or TLS, not both")
+        if s_insecure is not None or has_files:
+            plaintext = bool(s_insecure)
+            break
+    if plaintext:
+        return Connection(server=address, insecure=True, context=name)
+
+    files = {"ca": "", "cert": "", "key": ""}
+    for _, s_ca, s_cert, s_key, _, _, _ in sources:
+        for field, value in (("ca", s_ca), ("cert", s_cert), ("key", s_key)):
+            files[field] = files[field] or value
+    if not any(files.values()):
+        raise CredentialsError(
+            f"no credentials for {address}: give ca, cert and key (or FLEET_CA, FLEET_CERT, "
+            "FLEET_KEY), or a context (fleetctl config use-context NAME); insecure=True for a "
+            "fleetd started with --insecure")
+    for field, what, variable in (("ca", "CA bundle", "FLEET_CA"),
+                                  ("cert", "client certificate", "FLEET_CERT"),
+                                  ("key", "client key", "FLEET_KEY")):
+        if not files[field]:
+            raise CredentialsError(f"no {what} for {address}: give {field} or {variable} "
+                                   "(TLS needs ca, cert and key)")
+    return Connection(server=address, ca=files["ca"], cert=files["cert"], key=files["key"],
+                      context=name)
+
+
+def _read(path: str, what: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise CredentialsError(f"cannot read {what} {path}: {e.strerror}") from e
+    if not data:
+        raise CredentialsError(f"{what} {path} is empty")
+    return data
