@@ -30,9 +30,10 @@
 //   changes are idempotent), finishes
 //   RELEASING ones, and leaves READY ones alone when the switch agrees (no switch command
 //   changes a correct cross-connect).
-// Tenancy: a caller whose principal is `job:TENANT` sees and changes only TENANT's
-//   allocations (PERMISSION_DENIED otherwise, without revealing whose it is); other
-//   principals act as operators.
+// Tenancy: a caller in the job role (service/caller.h) sees and changes only the allocations
+//   of the tenants it acts for: another tenant's is answered as a missing one (NOT_FOUND), a
+//   request, list or watch for another tenant is PERMISSION_DENIED. Viewers read everything;
+//   operators may do everything.
 //
 // Thread-safe. Transactions run on their own threads; RPC calls return after the intent is
 // persisted (RequestTopology) or the change is done (ReleaseTopology, Reconcile, Drain).
