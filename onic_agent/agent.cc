@@ -10,6 +10,7 @@
 #include "common/backoff.h"
 #include "common/log.h"
 #include "common/proto_time.h"
+#include "fleet/v1/names.h"
 
 namespace fleet::onic_agent {
 namespace {
@@ -21,11 +22,11 @@ constexpr char kMonitorPrefix[] = "monitor:";
 std::string PortKey(const v1::Command& command) {
   switch (command.action_case()) {
     case v1::Command::kQuiesce:
-      return absl::StrCat(command.quiesce().onic_serial(), "/", command.quiesce().port());
+      return v1::PortName(command.quiesce().onic_serial(), command.quiesce().port());
     case v1::Command::kRetrain:
-      return absl::StrCat(command.retrain().onic_serial(), "/", command.retrain().port());
+      return v1::PortName(command.retrain().onic_serial(), command.retrain().port());
     case v1::Command::kReadPort:
-      return absl::StrCat(command.read_port().onic_serial(), "/", command.read_port().port());
+      return v1::PortName(command.read_port().onic_serial(), command.read_port().port());
     case v1::Command::kBlink:
       return absl::StrCat(command.blink().onic_serial(), "/blink");
     default:
@@ -158,7 +159,7 @@ bool Agent::Session(const std::shared_ptr<grpc::Channel>& channel) {
     for (v1::AgentOnic& onic : *onics) {
       for (const v1::LinkState& port : onic.ports()) {
         monitored_.emplace_back(onic.serial(), port.port());
-        last_status_[absl::StrCat(onic.serial(), "/", port.port())] = port.status();
+        last_status_[v1::PortName(onic.serial(), port.port())] = port.status();
       }
       *reg->add_onics() = std::move(onic);
     }
@@ -268,7 +269,7 @@ void Agent::SendInOrder(v1::AgentMessage message) {
           // fleetd never heard of it: told on the next stream, by the next monitor round.
           const v1::LinkState& link = next.link_change();
           absl::MutexLock lock(&mu_);
-          unreported_.insert(absl::StrCat(link.onic_serial(), "/", link.port()));
+          unreported_.insert(v1::PortName(link.onic_serial(), link.port()));
         }
         continue;
       }
@@ -323,17 +324,16 @@ void Agent::HeartbeatAndMonitor(absl::Duration interval, uint64_t session) {
       {
         absl::MutexLock lock(&mu_);
         for (const auto& [serial, port] : monitored_) {
-          auto last = last_status_.find(absl::StrCat(serial, "/", port));
+          auto last = last_status_.find(v1::PortName(serial, port));
           const bool up = last != last_status_.end() && last->second == v1::LINK_STATUS_UP;
-          if (up || monitor_round % 10 == 0 ||
-              unreported_.contains(absl::StrCat(serial, "/", port))) {
+          if (up || monitor_round % 10 == 0 || unreported_.contains(v1::PortName(serial, port))) {
             due.emplace_back(serial, port);
           }
         }
       }
       for (const auto& [serial, port] : due) {
         v1::Command read;
-        read.set_id(absl::StrCat(kMonitorPrefix, monitor_round, ":", serial, "/", port));
+        read.set_id(absl::StrCat(kMonitorPrefix, monitor_round, ":", v1::PortName(serial, port)));
         read.mutable_read_port()->set_onic_serial(serial);
         read.mutable_read_port()->set_port(port);
         Dispatch(read);

@@ -16,15 +16,12 @@
 #include "absl/time/clock.h"
 #include "common/http_client.h"
 #include "common/log.h"
+#include "fleet/v1/names.h"
 
 namespace fleet::onic_agent {
 namespace {
 
 constexpr double kNoLight = -99.99;
-
-std::string Identity(const std::string& serial, uint32_t port) {
-  return absl::StrCat(serial, "/", port);
-}
 
 // Reads and writes light over HTTP on pooled keep-alive connections, so the monitor's reads
 // every interval do not open a TCP connection (and an emulator thread) each. Light reads of
@@ -277,7 +274,7 @@ absl::StatusOr<std::unique_ptr<EmulatedBackend>> EmulatedBackend::Create(
   for (const OnicConfig& onic : backend->options_.onics) {
     for (uint32_t port : {1u, 2u}) {
       absl::Status lit =
-          backend->simulator_->PutSignal(onic.tx_ingress[port - 1], Identity(onic.serial, port),
+          backend->simulator_->PutSignal(onic.tx_ingress[port - 1], v1::PortName(onic.serial, port),
                                          backend->options_.launch_power_dbm);
       if (!lit.ok()) return lit;
       receivers.push_back(onic.rx_egress[port - 1]);
@@ -383,7 +380,7 @@ CommandOutcome EmulatedBackend::Retrain(const std::string& serial, uint32_t port
   if (!onic.ok()) return {onic.status(), {}};
   SetStatus(serial, port, v1::LINK_STATUS_TRAINING, "training");
   const std::string want =
-      expected.onic_serial().empty() ? "" : Identity(expected.onic_serial(), expected.port());
+      expected.onic_serial().empty() ? "" : v1::PortName(expected.onic_serial(), expected.port());
   // Training takes its simulated time, from now or, for an armed port, from its light's
   // arrival; then the light must be there, from the right peer.
   absl::Time began = absl::Now();
@@ -430,11 +427,11 @@ CommandOutcome EmulatedBackend::Retrain(const std::string& serial, uint32_t port
     absl::SleepFor(std::min(options_.poll_interval, give_up - absl::Now()));
   }
   SetStatus(serial, port, v1::LINK_STATUS_DOWN, problem);
-  absl::Status status =
-      absl::Now() >= deadline
-          ? absl::DeadlineExceededError(
-                absl::StrCat("retrain of ", serial, "/", port, ": ", problem))
-          : absl::UnavailableError(absl::StrCat("retrain of ", serial, "/", port, ": ", problem));
+  absl::Status status = absl::Now() >= deadline
+                            ? absl::DeadlineExceededError(absl::StrCat(
+                                  "retrain of ", v1::PortName(serial, port), ": ", problem))
+                            : absl::UnavailableError(absl::StrCat(
+                                  "retrain of ", v1::PortName(serial, port), ": ", problem));
   return {status, Observe(**onic, port)};
 }
 
@@ -452,14 +449,14 @@ absl::StatusOr<absl::Time> EmulatedBackend::AwaitLight(const std::string& serial
   const absl::Time armed = absl::Now();
   const uint32_t egress = (*onic)->rx_egress[port - 1];
   const std::string want =
-      expected.onic_serial().empty() ? "" : Identity(expected.onic_serial(), expected.port());
+      expected.onic_serial().empty() ? "" : v1::PortName(expected.onic_serial(), expected.port());
   // Another peer's light (the circuit this port had before) is waited past, not a failure:
   // the switch may not have moved yet. The retrain that follows judges what is there.
   uint64_t version = simulator_->MirrorVersion();
   while (true) {
     if (cancelled.load()) {
-      return absl::CancelledError(
-          absl::StrCat(serial, "/", port, ": stopped waiting for light; the port was quiesced"));
+      return absl::CancelledError(absl::StrCat(
+          v1::PortName(serial, port), ": stopped waiting for light; the port was quiesced"));
     }
     std::optional<LightSimulator::Light> light = simulator_->Mirrored(egress);
     const bool mirrored = light.has_value();
@@ -479,9 +476,9 @@ absl::StatusOr<absl::Time> EmulatedBackend::AwaitLight(const std::string& serial
       return arrived;
     }
     if (now >= until) {
-      return absl::DeadlineExceededError(absl::StrCat(serial, "/", port, ": no usable light from ",
-                                                      want.empty() ? "a peer" : want,
-                                                      " by the end of the wait"));
+      return absl::DeadlineExceededError(
+          absl::StrCat(v1::PortName(serial, port), ": no usable light from ",
+                       want.empty() ? "a peer" : want, " by the end of the wait"));
     }
     // The copy wakes this at once when it changes; a cancel is seen within a poll interval.
     const absl::Time wake = std::min(until, now + options_.poll_interval);

@@ -11,16 +11,6 @@
 #include "fleet/v1/names.h"
 
 namespace fleet::agent_registry {
-namespace {
-
-void SetTime(absl::Time t, google::protobuf::Timestamp* out) {
-  const int64_t us = absl::ToUnixMicros(t);
-  out->set_seconds(us / 1'000'000);
-  out->set_nanos(static_cast<int32_t>((us % 1'000'000) * 1000));
-}
-
-}  // namespace
-
 AgentRegistry::AgentRegistry(AgentRegistryOptions options, store::Store* store, const Clock* clock)
     : options_(options),
       store_(store),
@@ -231,8 +221,8 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream,
     }
     agent.set_connected(true);
     const absl::Time now = clock_->Now();
-    SetTime(now, agent.mutable_connected_since());
-    SetTime(now, agent.mutable_last_heartbeat());
+    *agent.mutable_connected_since() = ToProtoTime(now);
+    *agent.mutable_last_heartbeat() = ToProtoTime(now);
     agent.clear_inventory_mismatches();
     for (const std::string& m : mismatches) agent.add_inventory_mismatches(m);
 
@@ -313,7 +303,7 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream,
       case v1::AgentMessage::kHeartbeat: {
         const absl::Time now = clock_->Now();
         sessions_[session_id].last_heartbeat = now;
-        SetTime(now, agents_[host].mutable_last_heartbeat());
+        *agents_[host].mutable_last_heartbeat() = ToProtoTime(now);
         break;
       }
       case v1::AgentMessage::kResult:
@@ -365,7 +355,7 @@ void AgentRegistry::HeartbeatLoop() {
         }
         v1::ControllerMessage beat;
         beat.mutable_heartbeat()->set_sequence(++sequence);
-        SetTime(now, beat.mutable_heartbeat()->mutable_sent());
+        *beat.mutable_heartbeat()->mutable_sent() = ToProtoTime(now);
         Enqueue(session, std::move(beat));
       }
       for (const auto& [id, host] : dead) {
@@ -434,7 +424,7 @@ std::unique_ptr<SentCommands> AgentRegistry::Send(std::vector<AddressedCommand> 
     if (command.has_retrain()) {
       link_status_.erase({command.retrain().onic_serial(), command.retrain().port()});
     }
-    SetTime(deadline, command.mutable_deadline());
+    *command.mutable_deadline() = ToProtoTime(deadline);
     auto pending = std::make_shared<Pending>();
     pending->host = owner->second;
     pending->command = command;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "common/proto_time.h"
 #include "common/yaml_text.h"
 #include "fleet/v1/names.h"
 
@@ -41,11 +42,7 @@ absl::StatusOr<google::protobuf::Duration> ParseLease(absl::string_view text) {
     return absl::InvalidArgumentError(
         absl::StrCat("'", text, "' is negative; a lease is 0 (the server's default) or more"));
   }
-  google::protobuf::Duration proto;
-  const int64_t seconds = absl::IDivDuration(lease, absl::Seconds(1), &lease);
-  proto.set_seconds(seconds);
-  proto.set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(lease)));
-  return proto;
+  return ToProtoDuration(lease);
 }
 
 namespace {

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "controller/engine/circuits.h"
+#include "fleet/v1/names.h"
 
 namespace fleet::engine {
 
@@ -88,7 +89,7 @@ void LinkRecovery::QuiesceIdlePorts(const std::vector<std::string>& serials) {
     if (results[i].ok() && results[i]->code() == 0) continue;
     const agent_registry::AddressedCommand& c = commands[i];
     refused.push_back(
-        absl::StrCat(c.onic_serial, "/", c.command.quiesce().port(), " (",
+        absl::StrCat(v1::PortName(c.onic_serial, c.command.quiesce().port()), " (",
                      results[i].ok() ? results[i]->message() : results[i].status().message(), ")"));
   }
   if (!refused.empty()) {

@@ -87,7 +87,7 @@ std::vector<v1::Circuit> LinkTrainer::NotUp(const std::vector<v1::Circuit>& circ
     cmd.command.mutable_read_port()->set_onic_serial(*dst);
     cmd.command.mutable_read_port()->set_port(c.destination().port());
     asked.push_back(&c);
-    expected.push_back(absl::StrCat(*src, "/", c.source().port()));
+    expected.push_back(v1::PortName(*src, c.source().port()));
   }
   std::vector<absl::StatusOr<v1::CommandResult>> states =
       ctx_.agents->SendCommands(std::move(reads), ctx_.clock->Now() + ctx_.options.quiesce_timeout);
