@@ -22,6 +22,7 @@
 #include "nlohmann/json.hpp"
 #include "switch_adapters/polatis/emulator/rest_api.h"
 #include "switch_adapters/polatis/emulator/switch_model.h"
+#include "testing/fake_clock.h"
 
 namespace {
 
@@ -94,7 +95,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view input(reinterpret_cast<const char*>(data), size);
-  fleet::FakeClock clock;
+  fleet::testing::FakeClock clock;
   LoopbackLight remote;
   fleet::polatis_emu::SwitchModelOptions model_options;  // 384x384, as polatis-emu starts.
   absl::StatusOr<std::unique_ptr<SwitchModel>> model =

@@ -24,6 +24,7 @@
 #include "controller/store/store.h"
 #include "scheduler/fabric_snapshot.h"
 #include "scheduler/request_plan.h"
+#include "testing/fake_clock.h"
 
 namespace {
 
@@ -42,7 +43,7 @@ void Die(const absl::Status& status) {
 
 // The demo site as the engine sees it: applied to a store, read back with its ports.
 FabricSnapshot LoadDemoSite() {
-  static fleet::FakeClock clock;
+  static fleet::testing::FakeClock clock;
   absl::StatusOr<std::unique_ptr<fleet::store::Store>> store =
       fleet::store::OpenSqliteStore({.path = ":memory:", .clock = &clock});
   if (!store.ok()) Die(store.status());

@@ -10,6 +10,7 @@
 
 #include "absl/time/clock.h"
 #include "common/pki.h"
+#include "testing/fake_clock.h"
 
 namespace fleet::auth {
 namespace {
@@ -52,7 +53,7 @@ class AuthenticatorTest : public ::testing::Test {
   }
 
   std::filesystem::path dir_;
-  FakeClock clock_{absl::Now()};
+  fleet::testing::FakeClock clock_{absl::Now()};
   pki::KeyAndCertificate ca_;
   std::shared_ptr<Authenticator> authenticator_;
 };

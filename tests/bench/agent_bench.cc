@@ -23,6 +23,7 @@
 #include "controller/agent_registry/agent_registry.h"
 #include "controller/service/agent_service.h"
 #include "onic_agent/agent.h"
+#include "testing/fake_clock.h"
 
 namespace {
 
@@ -70,7 +71,7 @@ int main(int argc, char** argv) {
     return rest.ok() ? 0 : 2;
   }
   fleet::SetMinLogLevel(fleet::LogLevel::kWarning);
-  fleet::FakeClock clock;
+  fleet::testing::FakeClock clock;
   std::unique_ptr<fleet::store::Store> store = *fleet::store::OpenSqliteStore({":memory:", &clock});
   fleet::agent_registry::AgentRegistry registry({}, store.get(), &clock);
   fleet::service::AgentServiceImpl service(&registry);

@@ -17,6 +17,7 @@
 #include "common/grpc_tls.h"
 #include "controller/cli/commands.h"
 #include "testing/fake_admin_service.h"
+#include "testing/fake_clock.h"
 #include "testing/fake_inventory_service.h"
 #include "testing/fake_topology_service.h"
 
@@ -44,7 +45,7 @@ class FleetctlTest : public ::testing::Test {
   std::string out() const { return out_.str(); }
   std::string err() const { return err_.str(); }
 
-  FakeClock clock_;
+  fleet::testing::FakeClock clock_;
   StopSignal stop_;
   fleet::testing::FakeInventoryService inventory_{clock_.Now()};
   fleet::testing::FakeTopologyService topology_{clock_.Now()};

@@ -1,6 +1,6 @@
 // The fixture of the engine's tests (engine_*_test.cc): the engine over the real SQLite
-// store, the FLEET Gen1 inventory, an in-memory switch (FakeOpticalSwitch) and agents that
-// check the light: a retrain succeeds only when the switch really connects the expected
+// store, the FLEET Gen1 inventory, an in-memory switch (fleet::testing::FakeOpticalSwitch) and
+// agents that check the light: a retrain succeeds only when the switch really connects the expected
 // peer's tx to the port's rx. And the requests the tests make.
 #ifndef FLEET_TESTS_ENGINE_ENGINE_TEST_FIXTURE_H_
 #define FLEET_TESTS_ENGINE_ENGINE_TEST_FIXTURE_H_
@@ -19,7 +19,8 @@
 #include "controller/engine/engine.h"
 #include "controller/inventory/inventory.h"
 #include "scheduler/replacement.h"
-#include "switch_adapters/fake_optical_switch.h"
+#include "testing/fake_clock.h"
+#include "testing/fake_optical_switch.h"
 #include "tests/engine/gen1_store.h"
 #include "tests/engine/light_checking_agents.h"
 #include "tests/eventually.h"
@@ -68,13 +69,13 @@ inline const std::vector<std::string> kGpus = {"gpu1", "gpu2", "gpu3", "gpu4",
 // switch, and its transactions can finish however the test ends.
 class HeldApplies {
  public:
-  explicit HeldApplies(switch_adapters::FakeOpticalSwitch* sw) : sw_(sw) { sw_->HoldApplies(true); }
+  explicit HeldApplies(fleet::testing::FakeOpticalSwitch* sw) : sw_(sw) { sw_->HoldApplies(true); }
   ~HeldApplies() { sw_->HoldApplies(false); }
   HeldApplies(const HeldApplies&) = delete;
   HeldApplies& operator=(const HeldApplies&) = delete;
 
  private:
-  switch_adapters::FakeOpticalSwitch* const sw_;
+  fleet::testing::FakeOpticalSwitch* const sw_;
 };
 
 class EngineTest : public ::testing::Test {
@@ -88,7 +89,7 @@ class EngineTest : public ::testing::Test {
         v1::SWITCH_PROTOCOL_TL1,
         [this](const v1::Switch&, const switch_registry::SwitchCredentials&)
             -> absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> {
-          auto sw = std::make_unique<switch_adapters::FakeOpticalSwitch>(384, 384);
+          auto sw = std::make_unique<fleet::testing::FakeOpticalSwitch>(384, 384);
           sw_ = sw.get();
           return sw;
         });
@@ -192,10 +193,10 @@ class EngineTest : public ::testing::Test {
     return kinds;
   }
 
-  FakeClock clock_;
+  fleet::testing::FakeClock clock_;
   std::unique_ptr<store::Store> store_;
   v1::Inventory site_;
-  switch_adapters::FakeOpticalSwitch* sw_ = nullptr;
+  fleet::testing::FakeOpticalSwitch* sw_ = nullptr;
   std::unique_ptr<switch_registry::SwitchRegistry> registry_;
   std::unique_ptr<LightCheckingAgents> agents_;
   std::unique_ptr<Engine> engine_;

@@ -111,7 +111,7 @@ TEST_F(EngineTest, ArmedLinksOfAChangeSetTheSwitchTookTwiceAreRetrainedAgain) {
 // transaction still inside the old queue finishes there (the old queue is kept, not freed
 // under it: the sanitizer build would see the use after free).
 TEST_F(EngineTest, ATransactionInsideASwitchsQueueFinishesWhenTheSwitchsAddressChanges) {
-  switch_adapters::FakeOpticalSwitch* const old_switch = sw_;
+  fleet::testing::FakeOpticalSwitch* const old_switch = sw_;
   HeldApplies held(old_switch);
   const std::string first = RequestHeldAtTheSwitch(Link("team-a", "gpu1", "gpu2"));
 

@@ -11,13 +11,14 @@
 #include "common/clock.h"
 #include "controller/inventory/inventory.h"
 #include "controller/store/store.h"
+#include "testing/fake_clock.h"
 #include "tests/store/store_test_util.h"
 
 namespace fleet::engine {
 
 // Opens the store on `clock` into `store` and applies the Gen1 inventory, which `site` (if
 // set) is given. Call with ASSERT_NO_FATAL_FAILURE.
-inline void OpenGen1Store(FakeClock* clock, std::unique_ptr<store::Store>* store,
+inline void OpenGen1Store(fleet::testing::FakeClock* clock, std::unique_ptr<store::Store>* store,
                           v1::Inventory* site = nullptr) {
   *store = store::OpenSqliteStore({":memory:", clock}).value();
   absl::StatusOr<v1::Inventory> gen1 = inventory::ReadInventoryFile(

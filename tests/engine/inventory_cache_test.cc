@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "testing/fake_clock.h"
 #include "tests/engine/gen1_store.h"
 #include "tests/store/store_test_util.h"
 
@@ -16,7 +17,7 @@ class InventoryCacheTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_NO_FATAL_FAILURE(OpenGen1Store(&clock_, &store_)); }
 
-  FakeClock clock_;
+  fleet::testing::FakeClock clock_;
   std::unique_ptr<store::Store> store_;
 };
 

@@ -1,5 +1,5 @@
 // Agents that check the light, for the engine's tests: a fake agent_registry::CommandSender over a
-// FakeOpticalSwitch.
+// fleet::testing::FakeOpticalSwitch.
 #ifndef FLEET_TESTS_ENGINE_LIGHT_CHECKING_AGENTS_H_
 #define FLEET_TESTS_ENGINE_LIGHT_CHECKING_AGENTS_H_
 
@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "controller/agent_registry/agent_registry.h"
-#include "switch_adapters/fake_optical_switch.h"
+#include "testing/fake_optical_switch.h"
 
 namespace fleet::engine {
 
@@ -22,7 +22,7 @@ namespace fleet::engine {
 // from the expected peer's tx ingress to this port's rx egress.
 class LightCheckingAgents : public agent_registry::CommandSender {
  public:
-  LightCheckingAgents(const v1::Inventory& site, switch_adapters::FakeOpticalSwitch* sw) : sw_(sw) {
+  LightCheckingAgents(const v1::Inventory& site, fleet::testing::FakeOpticalSwitch* sw) : sw_(sw) {
     for (const v1::Onic& o : site.onics()) {
       for (int p = 0; p < o.ports_size(); ++p) {
         ports_[{o.serial(), p + 1}] = {o.ports(p).tx().port(), o.ports(p).rx().port()};
@@ -244,7 +244,7 @@ class LightCheckingAgents : public agent_registry::CommandSender {
     std::vector<Armed> armed;
   };
 
-  switch_adapters::FakeOpticalSwitch* const sw_;
+  fleet::testing::FakeOpticalSwitch* const sw_;
   absl::Mutex mu_;
   std::map<std::pair<std::string, int>, std::pair<uint32_t, uint32_t>> ports_;
   std::map<uint32_t, std::string> sender_;  // Ingress → the O-NIC port whose tx enters it.

@@ -6,6 +6,7 @@
 #include <functional>
 #include <set>
 
+#include "testing/fake_clock.h"
 #include "tests/engine/gen1_store.h"
 
 namespace fleet::engine {
@@ -76,7 +77,7 @@ class LinkTrainerTest : public ::testing::Test {
     return out;
   }
 
-  FakeClock clock_;
+  fleet::testing::FakeClock clock_;
   std::unique_ptr<store::Store> store_;
   ScriptedAgents agents_;
   EngineOptions options_;

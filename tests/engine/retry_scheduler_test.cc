@@ -1,4 +1,5 @@
 #include "controller/engine/retry_scheduler.h"
+#include "testing/fake_clock.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -12,7 +13,7 @@ using ::testing::Optional;
 
 class RetrySchedulerTest : public ::testing::Test {
  protected:
-  FakeClock clock_;
+  fleet::testing::FakeClock clock_;
   int wakes_ = 0;
   RetryScheduler retries_{&clock_, absl::Seconds(1), absl::Seconds(5), [this] { ++wakes_; }};
 };

@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "absl/synchronization/notification.h"
-#include "switch_adapters/fake_optical_switch.h"
+#include "testing/fake_optical_switch.h"
 #include "tests/eventually.h"
 
 namespace fleet::engine {
@@ -16,18 +16,18 @@ using switch_adapters::CrossConnect;
 using switch_adapters::CrossConnectBatch;
 using ::testing::HasSubstr;
 
-// A FakeOpticalSwitch whose first Apply waits until released, so a test can queue work
-// behind a batch in flight.
-class GatedSwitch : public switch_adapters::FakeOpticalSwitch {
+// A fleet::testing::FakeOpticalSwitch whose first Apply waits until released, so a test can queue
+// work behind a batch in flight.
+class GatedSwitch : public fleet::testing::FakeOpticalSwitch {
  public:
-  GatedSwitch() : FakeOpticalSwitch(16, 16) {}
+  GatedSwitch() : fleet::testing::FakeOpticalSwitch(16, 16) {}
   switch_adapters::ApplyResult Apply(const CrossConnectBatch& batch) override {
     applies_.fetch_add(1);
     if (!entered_.HasBeenNotified()) {
       entered_.Notify();
       release_.WaitForNotification();
     }
-    return FakeOpticalSwitch::Apply(batch);
+    return fleet::testing::FakeOpticalSwitch::Apply(batch);
   }
   absl::Notification entered_, release_;
   std::atomic<int> applies_{0};
@@ -98,7 +98,7 @@ TEST(SwitchProgrammerTest, EachCallersGoingRunsOnceAsItsBatchGoesOut) {
 }
 
 TEST(SwitchProgrammerTest, FailedBatchIsRolledBackAndEachChangeSetRetriedAlone) {
-  switch_adapters::FakeOpticalSwitch sw(16, 16);
+  fleet::testing::FakeOpticalSwitch sw(16, 16);
   sw.ForceCrossConnect({9, 20});  // Holds egress 20: a change set that wants it must fail.
   SwitchProgrammer programmer("ocs1", &sw);
   ProgramOutcome bad = programmer.Program(Add(1, 20));

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "common/clock.h"
+#include "testing/fake_clock.h"
 
 namespace fleet::inventory {
 namespace {
@@ -428,7 +429,7 @@ class ApplierTest : public ::testing::Test {
            ReadFile((dir_ / "fleet.db-wal").string());
   }
 
-  FakeClock clock_;
+  fleet::testing::FakeClock clock_;
   std::filesystem::path dir_;
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<InventoryApplier> applier_;

@@ -24,6 +24,7 @@
 #include "controller/agent_registry/agent_registry.h"
 #include "controller/service/agent_service.h"
 #include "controller/store/store.h"
+#include "testing/fake_clock.h"
 #include "tests/eventually.h"
 
 namespace fleet::onic_agent {
@@ -258,7 +259,7 @@ class Controller {
   int port() const { return port_; }
   agent_registry::AgentRegistry& registry() { return *registry_; }
   store::Store& store() { return *store_; }
-  FakeClock& clock() { return clock_; }
+  fleet::testing::FakeClock& clock() { return clock_; }
 
   std::optional<v1::Agent> Agent(const std::string& host) {
     for (const v1::Agent& a : registry_->ListAgents()) {
@@ -272,7 +273,7 @@ class Controller {
   }
 
  private:
-  FakeClock clock_;
+  fleet::testing::FakeClock clock_;
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<agent_registry::AgentRegistry> registry_;
   std::unique_ptr<service::AgentServiceImpl> service_;

@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "testing/fake_clock.h"
 
 namespace fleet::onic_agent::testing {
 namespace {
@@ -106,7 +107,8 @@ bool FindBelow(const fs::path& dir, const std::string& bdf, fs::path* found) {
 
 }  // namespace
 
-FakePcieSysfs::FakePcieSysfs(std::string root, FakeClock* clock, absl::Duration poll_tick)
+FakePcieSysfs::FakePcieSysfs(std::string root, fleet::testing::FakeClock* clock,
+                             absl::Duration poll_tick)
     : root_(std::move(root)), clock_(clock), poll_tick_(poll_tick) {
   fs::create_directories(root_ + "/bus/pci/devices");
   fs::create_directories(root_ + "/bus/pci/drivers");

@@ -9,7 +9,8 @@
 //   reads back 0); after a configured number of Link Status reads the link is up: Training
 //   clear, DL Link Active set, the configured speed and width; or, if so configured, it
 //   stays in training, or falls back to Detect (nothing active).
-// - every Link Status read of a port advances the FakeClock by `poll_tick`, so deadlines and
+// - every Link Status read of a port advances the fleet::testing::FakeClock by `poll_tick`, so
+// deadlines and
 //   training timeouts pass without wall-clock time;
 // - writing a port's rescan (its own or its secondary bus's) creates the device configured
 //   for it, if the link is up;
@@ -29,6 +30,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "onic_agent/sysfs_files.h"
+#include "testing/fake_clock.h"
 
 namespace fleet::onic_agent::testing {
 
@@ -71,7 +73,7 @@ struct ConfigWrite {
 class FakePcieSysfs : public SysfsFiles {
  public:
   // `root` is an existing, empty directory; `clock` is not owned.
-  FakePcieSysfs(std::string root, FakeClock* clock,
+  FakePcieSysfs(std::string root, fleet::testing::FakeClock* clock,
                 absl::Duration poll_tick = absl::Milliseconds(1));
 
   // --- Building the tree ---
@@ -126,7 +128,7 @@ class FakePcieSysfs : public SysfsFiles {
   void WriteConfig16(const std::string& bdf, size_t offset, uint16_t value);
 
   const std::string root_;
-  FakeClock* const clock_;
+  fleet::testing::FakeClock* const clock_;
   const absl::Duration poll_tick_;
   mutable PosixSysfsFiles disk_;  // Stateless; the real tree underneath.
 

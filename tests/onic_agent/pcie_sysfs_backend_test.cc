@@ -1,6 +1,6 @@
 // The pcie-sysfs backend against a fake sysfs tree whose ports react like hardware
-// (tests/onic_agent/fake_pcie_sysfs.h). Time is a FakeClock that moves on each Link Status
-// read, so timeouts are exact and take no wall-clock time.
+// (tests/onic_agent/fake_pcie_sysfs.h). Time is a fleet::testing::FakeClock that moves on each Link
+// Status read, so timeouts are exact and take no wall-clock time.
 #include "onic_agent/pcie_sysfs_backend.h"
 
 #include <gmock/gmock.h>
@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "testing/fake_clock.h"
 #include "tests/onic_agent/fake_pcie_sysfs.h"
 
 namespace fleet::onic_agent {
@@ -84,7 +85,8 @@ class PcieSysfsBackendTest : public ::testing::Test {
     PcieSysfsBackend::Options options;
     options.sysfs_root = root_;
     options.onics = {{kOnicA, {kPortA1, kPortA2}}, {kOnicB, {kPortB1, kPortB2}}};
-    options.poll_interval = absl::ZeroDuration();  // Time moves with the FakeClock only.
+    options.poll_interval =
+        absl::ZeroDuration();  // Time moves with the fleet::testing::FakeClock only.
     options.link_train_timeout = absl::Seconds(1);
     return options;
   }
@@ -98,7 +100,7 @@ class PcieSysfsBackendTest : public ::testing::Test {
   absl::Time Generous() const { return clock_.Now() + absl::Hours(1); }
 
   std::string root_;
-  FakeClock clock_;
+  fleet::testing::FakeClock clock_;
   std::unique_ptr<FakePcieSysfs> fake_;
 };
 

@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "controller/store/store.h"
+#include "testing/fake_clock.h"
 #include "tests/eventually.h"
 
 namespace fleet::service {
@@ -69,7 +70,7 @@ class AllocationWatchTest : public ::testing::Test {
     return done_;
   }
 
-  FakeClock clock_;
+  fleet::testing::FakeClock clock_;
   std::unique_ptr<store::Store> store_;
   std::atomic<bool> following_ = true;
   std::thread runner_;

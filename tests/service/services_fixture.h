@@ -24,7 +24,8 @@
 #include "controller/service/topology_service.h"
 #include "controller/store/store.h"
 #include "controller/switch_registry/switch_registry.h"
-#include "switch_adapters/fake_optical_switch.h"
+#include "testing/fake_clock.h"
+#include "testing/fake_optical_switch.h"
 
 namespace fleet::service {
 
@@ -46,7 +47,7 @@ class ServicesTest : public ::testing::Test {
         v1::SWITCH_PROTOCOL_TL1,
         [this](const v1::Switch& sw, const switch_registry::SwitchCredentials&)
             -> absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> {
-          auto fake = std::make_unique<switch_adapters::FakeOpticalSwitch>(fake_size_, fake_size_);
+          auto fake = std::make_unique<fleet::testing::FakeOpticalSwitch>(fake_size_, fake_size_);
           last_fake_ = fake.get();
           built_for_.push_back(sw.id() + "@" + sw.address());
           return fake;
@@ -133,7 +134,7 @@ class ServicesTest : public ::testing::Test {
   // Set by a fixture whose fleetd has an agent registry (and serves AgentService); the
   // engine has none either way.
   bool with_agents_ = false;
-  FakeClock clock_;
+  fleet::testing::FakeClock clock_;
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<agent_registry::AgentRegistry> agents_;
   std::unique_ptr<AgentServiceImpl> agent_service_;
@@ -141,7 +142,7 @@ class ServicesTest : public ::testing::Test {
   std::unique_ptr<InventoryServiceImpl> inventory_;
   std::unique_ptr<TopologyServiceImpl> topology_;
   uint32_t fake_size_ = 384;
-  switch_adapters::FakeOpticalSwitch* last_fake_ = nullptr;
+  fleet::testing::FakeOpticalSwitch* last_fake_ = nullptr;
   std::vector<std::string> built_for_;
   std::unique_ptr<switch_registry::SwitchRegistry> switches_;
   std::unique_ptr<AdminServiceImpl> admin_;

@@ -15,6 +15,7 @@
 #include "common/clock.h"
 #include "controller/store/sqlite.h"
 #include "controller/store/store.h"
+#include "testing/fake_clock.h"
 #include "tests/eventually.h"
 #include "tests/store/store_test_util.h"
 
@@ -85,7 +86,7 @@ TEST(MigrationsTest, OpenSqliteStoreMigratesFreshFileToLatest) {
   ScratchDir dir;
   ASSERT_TRUE(dir.ok());
   const std::string path = dir.File("state.db");
-  FakeClock clock;
+  fleet::testing::FakeClock clock;
   {
     ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store,
                          OpenSqliteStore({.path = path, .clock = &clock}));
@@ -99,7 +100,7 @@ TEST(MigrationsTest, ReopeningAppliesNothingAndKeepsData) {
   ScratchDir dir;
   ASSERT_TRUE(dir.ok());
   const std::string path = dir.File("state.db");
-  FakeClock clock;
+  fleet::testing::FakeClock clock;
   {
     ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store,
                          OpenSqliteStore({.path = path, .clock = &clock}));
@@ -182,7 +183,7 @@ TEST(MigrationsTest, NewerDatabaseIsRefusedAndLeftByteForByteUnchanged) {
   const std::string before = ReadBytes(path);
   ASSERT_FALSE(before.empty());
 
-  FakeClock clock;
+  fleet::testing::FakeClock clock;
   absl::StatusOr<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path, .clock = &clock});
   EXPECT_THAT(store,
               StatusIs(absl::StatusCode::kFailedPrecondition,
@@ -203,7 +204,7 @@ TEST(MigrationsTest, NewerRollbackJournalDatabaseIsLeftByteForByteUnchanged) {
   const std::string before = ReadBytes(path);
   ASSERT_FALSE(before.empty());
 
-  FakeClock clock;
+  fleet::testing::FakeClock clock;
   absl::StatusOr<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path, .clock = &clock});
   EXPECT_THAT(store,
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr(absl::StrCat(newer))));
@@ -274,7 +275,7 @@ TEST(SqliteTest, StoreLeavesItsFileInWalMode) {
   ScratchDir dir;
   ASSERT_TRUE(dir.ok());
   const std::string path = dir.File("state.db");
-  FakeClock clock;
+  fleet::testing::FakeClock clock;
   {
     ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store,
                          OpenSqliteStore({.path = path, .clock = &clock}));
@@ -392,7 +393,7 @@ TEST(SqliteTest, UnopenablePathFailsNamingIt) {
   ScratchDir dir;
   ASSERT_TRUE(dir.ok());
   const std::string path = dir.File("no/such/dir/state.db");
-  FakeClock clock;
+  fleet::testing::FakeClock clock;
   absl::StatusOr<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path, .clock = &clock});
   EXPECT_FALSE(store.ok());
   EXPECT_THAT(store.status().message(), HasSubstr(path));

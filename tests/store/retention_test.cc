@@ -19,6 +19,7 @@
 #include "controller/store/migrations.h"
 #include "controller/store/sqlite.h"
 #include "controller/store/store.h"
+#include "testing/fake_clock.h"
 #include "tests/eventually.h"
 #include "tests/store/store_test_util.h"
 
@@ -131,7 +132,7 @@ class RetentionTest : public ::testing::Test {
   }
 
   ScratchDir dir_;
-  FakeClock clock_;
+  fleet::testing::FakeClock clock_;
   std::unique_ptr<Store> store_;
 };
 

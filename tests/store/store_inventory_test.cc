@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "controller/store/store.h"
+#include "testing/fake_clock.h"
 #include "tests/store/store_test_util.h"
 
 // Filters are built with designated initializers naming only the fields a test sets; the
@@ -259,7 +260,7 @@ TEST_F(StoreTest, LoadInventoryRoundTrips) {
   EXPECT_THAT(loaded, EqualsProto(expected));
 
   // Writing what was loaded into a fresh store gives the same site back.
-  FakeClock other_clock;
+  fleet::testing::FakeClock other_clock;
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> other,
                        OpenSqliteStore({.path = ":memory:", .clock = &other_clock}));
   InventoryWrite copy;

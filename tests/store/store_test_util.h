@@ -28,6 +28,7 @@
 #include "common/proto_time.h"
 #include "controller/store/sqlite.h"
 #include "controller/store/store.h"
+#include "testing/fake_clock.h"
 
 namespace fleet::store::testing_util {
 
@@ -353,7 +354,7 @@ class StoreTest : public ::testing::Test {
   }
 
   ScratchDir dir_;  // For tests that need a file; outlives the store opened on it.
-  FakeClock clock_;
+  fleet::testing::FakeClock clock_;
   std::unique_ptr<Store> store_;
 };
 

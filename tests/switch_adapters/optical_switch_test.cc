@@ -4,7 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "switch_adapters/fake_optical_switch.h"
+#include "testing/fake_optical_switch.h"
 
 namespace fleet::switch_adapters {
 namespace {
@@ -60,7 +60,7 @@ TEST(VerifyBatchTest, NamesEveryPortThatDiffers) {
 }
 
 TEST(FakeOpticalSwitchTest, AppliesRemovesBeforeAddsAndReadsBack) {
-  FakeOpticalSwitch fake(8, 8);
+  fleet::testing::FakeOpticalSwitch fake(8, 8);
   ApplyResult first = fake.Apply({{}, {{1, 9}, {2, 10}}});
   ASSERT_TRUE(first.status.ok()) << first.status;
   EXPECT_THAT(first.added, ElementsAre(CrossConnect{1, 9}, CrossConnect{2, 10}));
@@ -73,7 +73,7 @@ TEST(FakeOpticalSwitchTest, AppliesRemovesBeforeAddsAndReadsBack) {
 }
 
 TEST(FakeOpticalSwitchTest, ReapplyingChangesNothing) {
-  FakeOpticalSwitch fake(8, 8);
+  fleet::testing::FakeOpticalSwitch fake(8, 8);
   CrossConnectBatch batch{{}, {{1, 9}, {2, 10}}};
   ASSERT_TRUE(fake.Apply(batch).status.ok());
   const int changes = fake.changes();
@@ -84,7 +84,7 @@ TEST(FakeOpticalSwitchTest, ReapplyingChangesNothing) {
 }
 
 TEST(FakeOpticalSwitchTest, PreconditionFailureChangesNothing) {
-  FakeOpticalSwitch fake(8, 8);
+  fleet::testing::FakeOpticalSwitch fake(8, 8);
   ASSERT_TRUE(fake.Apply({{}, {{1, 9}}}).status.ok());
   ApplyResult refused = fake.Apply({{}, {{2, 10}, {3, 9}}});
   EXPECT_EQ(refused.status.code(), absl::StatusCode::kFailedPrecondition);
@@ -93,7 +93,7 @@ TEST(FakeOpticalSwitchTest, PreconditionFailureChangesNothing) {
 }
 
 TEST(FakeOpticalSwitchTest, PartialFailureReportsWhatReallyHappened) {
-  FakeOpticalSwitch fake(8, 8);
+  fleet::testing::FakeOpticalSwitch fake(8, 8);
   fake.FailNextApplyAfter(2);
   ApplyResult partial = fake.Apply({{}, {{1, 9}, {2, 10}, {3, 11}}});
   EXPECT_EQ(partial.status.code(), absl::StatusCode::kUnavailable);
@@ -106,7 +106,7 @@ TEST(FakeOpticalSwitchTest, PartialFailureReportsWhatReallyHappened) {
 }
 
 TEST(FakeOpticalSwitchTest, UnreachableAndShuttersAndFailedPorts) {
-  FakeOpticalSwitch fake(4, 4);
+  fleet::testing::FakeOpticalSwitch fake(4, 4);
   fake.SetUnreachable(absl::UnavailableError("link down"));
   EXPECT_EQ(fake.ReadCrossConnects().status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(fake.Apply({{}, {{1, 5}}}).status.code(), absl::StatusCode::kUnavailable);

@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "switch_adapters/fake_optical_switch.h"
+#include "testing/fake_optical_switch.h"
 
 namespace fleet::switch_registry {
 namespace {
@@ -36,7 +36,7 @@ class SwitchRegistryTest : public ::testing::Test {
     return [this, name](const v1::Switch& sw, const SwitchCredentials& login)
                -> absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> {
       built_.push_back(name + ":" + sw.id() + "@" + sw.address() + " as " + login.user);
-      return std::make_unique<switch_adapters::FakeOpticalSwitch>(8, 8);
+      return std::make_unique<fleet::testing::FakeOpticalSwitch>(8, 8);
     };
   }
 

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "testing/fake_clock.h"
 #include "tests/integration/subprocess.h"
 #include "tests/switch_adapters/polatis/emulator/raw_clients.h"
 
@@ -145,7 +146,7 @@ TEST(PolatisEmuTest, CommandAnswersAfterTheSwitchTimeWithLightThere) {
             R"({"egress":9,"signal":"n1","power_dbm":-1.25})");
 
   // A batch answers after the switching time too (that it settles in parallel, not pair by
-  // pair, is checked exactly on a FakeClock in switch_model_test).
+  // pair, is checked exactly on a fleet::testing::FakeClock in switch_model_test).
   const absl::Time batch_start = absl::Now();
   ASSERT_THAT(tl1->Command("ENT-PATCH::2&&8,10&&16:3:;"), HasSubstr("COMPLD"));
   EXPECT_GE(absl::Now() - batch_start, absl::Milliseconds(200));

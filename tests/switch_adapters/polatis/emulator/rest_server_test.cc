@@ -1,11 +1,12 @@
-// The REST API over real HTTP against an in-process emulator on port 0 (FakeClock, no
-// switching time): every resource and status code of docs/polatis-emulator.md, and TL1/REST
+// The REST API over real HTTP against an in-process emulator on port 0 (fleet::testing::FakeClock,
+// no switching time): every resource and status code of docs/polatis-emulator.md, and TL1/REST
 // seeing each other's changes.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "nlohmann/json.hpp"
 #include "switch_adapters/polatis/emulator/emulator.h"
+#include "testing/fake_clock.h"
 #include "tests/switch_adapters/polatis/emulator/raw_clients.h"
 
 namespace fleet::polatis_emu {
@@ -57,7 +58,7 @@ class RestServerTest : public ::testing::Test {
     return raw::Http(emulator_->rest_address(), method, path, body, credentials);
   }
 
-  FakeClock clock_;
+  fleet::testing::FakeClock clock_;
   std::unique_ptr<Emulator> emulator_;
 };
 

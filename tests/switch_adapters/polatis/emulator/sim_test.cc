@@ -7,6 +7,7 @@
 
 #include "nlohmann/json.hpp"
 #include "switch_adapters/polatis/emulator/emulator.h"
+#include "testing/fake_clock.h"
 #include "tests/switch_adapters/polatis/emulator/raw_clients.h"
 
 namespace fleet::polatis_emu {
@@ -68,7 +69,7 @@ class SimTest : public ::testing::Test {
   }
 
   SystemClock system_clock_;
-  FakeClock fake_clock_;
+  fleet::testing::FakeClock fake_clock_;
   std::unique_ptr<Emulator> emulator_;
 };
 

@@ -1,5 +1,5 @@
-// The emulator's switch model on its own: invariants, settling on a FakeClock, light and
-// power, faults, counters and the state file.
+// The emulator's switch model on its own: invariants, settling on a fleet::testing::FakeClock,
+// light and power, faults, counters and the state file.
 #include "switch_adapters/polatis/emulator/switch_model.h"
 
 #include <gmock/gmock.h>
@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "testing/fake_clock.h"
 #include "tests/integration/subprocess.h"
 
 namespace fleet::polatis_emu {
@@ -50,7 +51,7 @@ class SwitchModelTest : public ::testing::Test {
     return model.ok() ? std::move(*model) : nullptr;
   }
 
-  FakeClock clock_;
+  fleet::testing::FakeClock clock_;
 };
 
 TEST(SwitchSizeTest, ParsesNxM) {

@@ -1,5 +1,5 @@
 // TL1 over real TCP against an in-process emulator on port 0. The emulator runs on a
-// FakeClock with no switching time, so timestamps and session timeouts are exact.
+// fleet::testing::FakeClock with no switching time, so timestamps and session timeouts are exact.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -10,6 +10,7 @@
 #include "absl/synchronization/notification.h"
 #include "switch_adapters/polatis/emulator/emulator.h"
 #include "switch_adapters/polatis/emulator/tl1_server.h"
+#include "testing/fake_clock.h"
 #include "tests/switch_adapters/polatis/emulator/raw_clients.h"
 
 namespace fleet::polatis_emu {
@@ -71,7 +72,7 @@ class Tl1ServerTest : public ::testing::Test {
     return Outcome(client.Command(command));
   }
 
-  FakeClock clock_;
+  fleet::testing::FakeClock clock_;
   std::unique_ptr<Emulator> emulator_;
 };
 
@@ -348,7 +349,7 @@ TEST_F(Tl1ServerTest, OverlongGarbageIsRefusedAndTheConnectionClosed) {
 }
 
 TEST(Tl1ServerCapTest, ConnectionsBeyondTheCapAreClosed) {
-  FakeClock clock;
+  fleet::testing::FakeClock clock;
   SwitchModelOptions model_options;
   model_options.size = {4, 4};
   auto model = SwitchModel::Create(model_options, &clock);

@@ -17,6 +17,7 @@
 #include "nlohmann/json.hpp"
 #include "switch_adapters/polatis/emulator/emulator.h"
 #include "switch_adapters/polatis/emulator/switch_model.h"
+#include "testing/fake_clock.h"
 #include "tests/integration/subprocess.h"
 #include "tests/switch_adapters/polatis/emulator/raw_clients.h"
 
@@ -113,7 +114,7 @@ class TrunkTest : public ::testing::Test {
     clock_.Advance(absl::Milliseconds(25));
   }
 
-  FakeClock clock_;
+  fleet::testing::FakeClock clock_;
   FakeSite site_;
   std::unique_ptr<SwitchModel> a_, b_;
 };
@@ -380,7 +381,7 @@ TEST_F(TrunkTest, TrunksAreNotWrittenToTheStateFile) {
 }
 
 TEST(TrunkWithoutRemoteLightTest, IsRefused) {
-  FakeClock clock;
+  fleet::testing::FakeClock clock;
   SwitchModelOptions options;
   options.size = {16, 16};
   absl::StatusOr<std::unique_ptr<SwitchModel>> model = SwitchModel::Create(options, &clock);
@@ -436,7 +437,7 @@ class TrunkServerTest : public ::testing::Test {
     CrossConnect(*b_, 289, 400);
   }
 
-  FakeClock clock_;
+  fleet::testing::FakeClock clock_;
   std::unique_ptr<Emulator> a_, b_;
 };
 

@@ -1,8 +1,17 @@
-#include "switch_adapters/fake_optical_switch.h"
+#include "testing/fake_optical_switch.h"
 
 #include "absl/strings/str_cat.h"
 
-namespace fleet::switch_adapters {
+namespace fleet::testing {
+
+using switch_adapters::ApplyResult;
+using switch_adapters::BatchDriver;
+using switch_adapters::CrossConnect;
+using switch_adapters::CrossConnectBatch;
+using switch_adapters::PortPower;
+using switch_adapters::PortState;
+using switch_adapters::PortStatus;
+using switch_adapters::SwitchIdentity;
 
 FakeOpticalSwitch::FakeOpticalSwitch(uint32_t ingress_ports, uint32_t egress_ports)
     : ingress_ports_(ingress_ports), egress_ports_(egress_ports) {}
@@ -149,4 +158,4 @@ int FakeOpticalSwitch::changes() const {
   return changes_;
 }
 
-}  // namespace fleet::switch_adapters
+}  // namespace fleet::testing

@@ -1,8 +1,8 @@
 // An in-memory optical switch with the full OpticalSwitch contract, for tests of the code
 // above the interface (engine, reconciler). Stateful, not scripted: it holds cross-connects
 // and shutters, and can be told to fail.
-#ifndef FLEET_SWITCH_ADAPTERS_FAKE_OPTICAL_SWITCH_H_
-#define FLEET_SWITCH_ADAPTERS_FAKE_OPTICAL_SWITCH_H_
+#ifndef FLEET_TESTING_FAKE_OPTICAL_SWITCH_H_
+#define FLEET_TESTING_FAKE_OPTICAL_SWITCH_H_
 
 #include <map>
 #include <set>
@@ -10,18 +10,19 @@
 #include "absl/synchronization/mutex.h"
 #include "switch_adapters/optical_switch.h"
 
-namespace fleet::switch_adapters {
+namespace fleet::testing {
 
-class FakeOpticalSwitch : public OpticalSwitch {
+class FakeOpticalSwitch : public switch_adapters::OpticalSwitch {
  public:
   FakeOpticalSwitch(uint32_t ingress_ports, uint32_t egress_ports);
 
-  absl::StatusOr<SwitchIdentity> Identity() override;
-  absl::StatusOr<std::vector<CrossConnect>> ReadCrossConnects() override;
-  absl::StatusOr<std::vector<PortState>> ReadPorts() override;
-  absl::StatusOr<std::vector<PortPower>> ReadPower(const std::vector<uint32_t>& ports) override;
+  absl::StatusOr<switch_adapters::SwitchIdentity> Identity() override;
+  absl::StatusOr<std::vector<switch_adapters::CrossConnect>> ReadCrossConnects() override;
+  absl::StatusOr<std::vector<switch_adapters::PortState>> ReadPorts() override;
+  absl::StatusOr<std::vector<switch_adapters::PortPower>> ReadPower(
+      const std::vector<uint32_t>& ports) override;
   absl::Status SetShutters(const std::vector<uint32_t>& ports, bool open) override;
-  ApplyResult Apply(const CrossConnectBatch& batch) override;
+  switch_adapters::ApplyResult Apply(const switch_adapters::CrossConnectBatch& batch) override;
 
   // --- Test controls ---
   // Every call fails with `status` until cleared with OkStatus().
@@ -29,7 +30,7 @@ class FakeOpticalSwitch : public OpticalSwitch {
   // The next Apply makes only its first `changes` changes (removes, then adds) and fails.
   void FailNextApplyAfter(int changes);
   // Makes a cross-connect behind the controller's back (drift).
-  void ForceCrossConnect(CrossConnect x);
+  void ForceCrossConnect(switch_adapters::CrossConnect x);
   void SetPortFailed(uint32_t port, bool failed);
   // While held, an Apply takes its failure budget (FailNextApplyAfter) and then waits,
   // changing nothing, until the switch is let go: so that requests queue behind it.
@@ -41,7 +42,8 @@ class FakeOpticalSwitch : public OpticalSwitch {
 
  private:
   absl::Status CheckReachable() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::vector<CrossConnect> SortedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<switch_adapters::CrossConnect> SortedLocked() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const uint32_t ingress_ports_;
   const uint32_t egress_ports_;
@@ -56,6 +58,6 @@ class FakeOpticalSwitch : public OpticalSwitch {
   int held_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-}  // namespace fleet::switch_adapters
+}  // namespace fleet::testing
 
-#endif  // FLEET_SWITCH_ADAPTERS_FAKE_OPTICAL_SWITCH_H_
+#endif  // FLEET_TESTING_FAKE_OPTICAL_SWITCH_H_
