@@ -62,7 +62,7 @@ void Engine::Shutdown() {
 
 bool Engine::stopping() { return pool_.stopping(); }
 
-void Engine::WaitIdle() { pool_.WaitIdle(); }
+void Engine::WaitIdleForTest() { pool_.WaitIdle(); }
 
 void Engine::BackgroundPass() {
   if (pool_.stopping()) return;  // Shutdown stops the pool before the loop.
@@ -83,7 +83,7 @@ void Engine::BackgroundPass() {
   }
 }
 
-std::map<std::string, Engine::SwitchQueue> Engine::SwitchQueues() { return programmers_.Queues(); }
+std::map<std::string, Engine::SwitchQueue> Engine::SwitchQueuesForTest() { return programmers_.Queues(); }
 
 // --- TopologyService ---
 

@@ -186,16 +186,18 @@ class Engine {
   void AgentGone(const std::string& host, const std::vector<std::string>& serials,
                  const std::string& why);
 
-  // --- For tests and the background loop ---
+  // --- For the background loop, and tests that drive it by hand ---
   // Releases every allocation whose lease has passed by the clock's now.
   void ExpireLeases();
   // Runs the retries that are due (retrain of DEGRADED links, removal of RELEASING ones).
   void RunDueRetries();
+
+  // --- For tests only ---
   // Blocks until no transaction is running.
-  void WaitIdle();
+  void WaitIdleForTest();
   // Each switch's programming queue, by switch id.
   using SwitchQueue = SwitchProgrammers::Queue;
-  std::map<std::string, SwitchQueue> SwitchQueues();
+  std::map<std::string, SwitchQueue> SwitchQueuesForTest();
 
  private:
   // One pass of the background loop: leases (once a second), due retries, and the periodic

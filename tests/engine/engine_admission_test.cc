@@ -280,7 +280,7 @@ TEST_F(EngineTest, ConcurrentDisjointRequestsAllBecomeReady) {
     });
   }
   for (std::thread& t : jobs) t.join();
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   std::set<CrossConnect> wanted;
   for (const std::string& id : ids) {
     v1::Allocation a = Get(id);

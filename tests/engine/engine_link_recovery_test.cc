@@ -19,13 +19,13 @@ TEST_F(EngineTest, GoneAgentDegradesNamingTheLinkAndRecoversWhenItReturns) {
   // Still gone at the first retry: still DEGRADED, retried later.
   clock_.Advance(absl::Seconds(2));
   engine_->RunDueRetries();
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_DEGRADED);
 
   agents_->SetGone("FLT-GPU3-N0", false);
   engine_->AgentConnected("gpu-pool-1", {"FLT-GPU3-N0"});
   engine_->RunDueRetries();
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
 }
 
@@ -40,11 +40,11 @@ TEST_F(EngineTest, AnAgentThatConnectsDuringARetryIsRetriedAtOnce) {
                           [this] { engine_->AgentConnected("gpu-pool-1", {"FLT-GPU3-N0"}); });
   clock_.Advance(absl::Seconds(2));
   engine_->RunDueRetries();
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   // The next attempt is due at once, not after a doubled backoff: no time passes here. (The
   // engine's own loop may have run it already.)
   engine_->RunDueRetries();
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY) << Get(a.id()).reason();
 }
 
@@ -54,7 +54,7 @@ TEST_F(EngineTest, AConnectingAgentsIdlePortsAreQuiescedSoARequestNeedNotWaitFor
   ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
   const size_t before = agents_->QuiescedPorts().size();
   engine_->AgentConnected("gpu-pool-1", {"FLT-GPU1-N0", "FLT-GPU3-N0", "FLT-GPU4-N0"});
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   std::vector<std::string> quiesced = agents_->QuiescedPorts();
   quiesced.erase(quiesced.begin(), quiesced.begin() + static_cast<long>(before));
   // Every port in no circuit of the O-NICs named, and nothing else: not gpu1's port in the
@@ -71,7 +71,7 @@ TEST_F(EngineTest, AConnectingAgentsIdlePortsAreQuiescedSoARequestNeedNotWaitFor
 
   // Connecting again sends nothing: its idle ports are known quiesced, the rest are in use.
   engine_->AgentConnected("gpu-pool-1", {"FLT-GPU1-N0", "FLT-GPU3-N0", "FLT-GPU4-N0"});
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   EXPECT_EQ(agents_->QuiescedPorts().size(), before + quiesced.size());
 }
 
@@ -95,7 +95,7 @@ TEST_F(EngineTest, AgentGoneDegradesAndItsReturnHealsWithoutRetrainingWorkingLin
   engine_->AgentConnected("gpu-pool-1", {"FLT-GPU2-N0"});
   clock_.Advance(absl::Seconds(1));
   engine_->RunDueRetries();
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
   // The light never stopped: the returned agent reported the links up, nothing retrained.
   EXPECT_EQ(agents_->Count(v1::Command::kRetrain), retrains);

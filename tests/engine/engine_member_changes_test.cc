@@ -42,7 +42,7 @@ TEST_F(EngineTest, AMemberChangeACrashInterruptsTakesTheOldCrossConnectsOffAtRes
   EngineOptions adopting;
   adopting.unknown_policy = v1::UNKNOWN_CROSS_CONNECT_POLICY_ADOPT;
   StartEngine(adopting);
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   EXPECT_THAT(store_->ListCircuits({}).value(),
               Not(Contains(::testing::Property(&v1::Circuit::manual, true))));
   const v1::Allocation after = Get(a.id());
@@ -71,7 +71,7 @@ TEST_F(EngineTest, AChangeAskedForAsSoonAsReadyWaitsForTheTransactionToLetGo) {
   ASSERT_TRUE(asker.joinable());
   asker.join();
   EXPECT_THAT(replaced, IsOk());
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   EXPECT_THAT(Get(a.id()).members(), ElementsAre("gpu1", "gpu2", "gpu5", "gpu4"));
 }
 
@@ -94,7 +94,7 @@ TEST_F(EngineTest, APhaseSwitchSentOnReadyIsAcceptedHoweverLongTheTransactionHol
   ASSERT_TRUE(asker.joinable());
   asker.join();
   EXPECT_THAT(switched, IsOk());
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   v1::Allocation now = Get(a.id());
   EXPECT_EQ(now.state(), v1::ALLOCATION_STATE_READY) << now.reason();
   EXPECT_EQ(now.active_phase(), "tp");
@@ -114,7 +114,7 @@ TEST_F(EngineTest, AChangeWaitingPastItsCallersDeadlineIsRefusedAndNotDone) {
   });
   v1::Allocation a = Request(Phased("team-a"), Caller::Job("job:team-a", {"team-a"}));
   EXPECT_THAT(switched, StatusIs(absl::StatusCode::kAborted, HasSubstr("another change")));
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   EXPECT_EQ(Get(a.id()).active_phase(), "dp");
   EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
 }
@@ -140,7 +140,7 @@ TEST_F(EngineTest, ReplaceMemberSwapsInASpareAndReprogramsOnlyItsCircuits) {
       engine_->ReplaceMember(Replace(a.id(), "gpu3"), op);
   ASSERT_THAT(replaced.status(), IsOk());
   EXPECT_EQ(replaced->allocation().state(), v1::ALLOCATION_STATE_PROGRAMMING);
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   v1::Allocation now = Get(a.id());
   EXPECT_EQ(now.state(), v1::ALLOCATION_STATE_READY) << now.reason();
   // The best free GPU (healthy, same fit and pool, then by id) stands in for gpu3.
@@ -204,7 +204,7 @@ TEST_F(EngineTest, ADetachACrashInterruptsIsFinishedAtRestartNotAdopted) {
   EngineOptions adopting;
   adopting.unknown_policy = v1::UNKNOWN_CROSS_CONNECT_POLICY_ADOPT;
   StartEngine(adopting);
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   const v1::Allocation after = Get(a.id());
   EXPECT_EQ(after.state(), v1::ALLOCATION_STATE_READY) << after.reason();
   EXPECT_THAT(after.circuits(), SizeIs(2));
@@ -240,7 +240,7 @@ TEST_F(EngineTest, DetachTakesOneDeviceOffAVirtualServerAndLeavesTheRest) {
 
   detach.set_dry_run(false);
   ASSERT_THAT(engine_->DetachDevices(detach, job).status(), IsOk());
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   const v1::Allocation after = Get(a.id());
   EXPECT_EQ(after.state(), v1::ALLOCATION_STATE_READY) << after.reason();
   ASSERT_THAT(after.circuits(), SizeIs(2));
@@ -322,7 +322,7 @@ TEST_F(EngineTest, ReplaceMemberRefusalsNameTheProblem) {
   undrain.mutable_target()->set_onic("gpu8-n0");
   ASSERT_THAT(engine_->Undrain(undrain, op), IsOk());
   ASSERT_THAT(engine_->ReplaceMember(Replace(a.id(), "gpu3"), op).status(), IsOk());
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   now = Get(a.id());
   EXPECT_EQ(now.state(), v1::ALLOCATION_STATE_READY) << now.reason();
   EXPECT_THAT(now.members(), ElementsAre("gpu1", "gpu2", "gpu8", "gpu4"));
@@ -342,7 +342,7 @@ TEST_F(EngineTest, ReplacementTheSwitchRefusesFailsAndLeavesTheSwitchClean) {
   ASSERT_THAT(
       engine_->ReplaceMember(Replace(a.id(), "gpu3"), Caller::Operator("operator:test")).status(),
       IsOk());
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   v1::Allocation now = Get(a.id());
   EXPECT_EQ(now.state(), v1::ALLOCATION_STATE_FAILED);
   EXPECT_THAT(now.reason(), HasSubstr("program failed"));

@@ -38,7 +38,7 @@ TEST_F(EngineTest, ActivatePhaseReprogramsOnlyTheCircuitsThatDiffer) {
       }(),
       caller);
   ASSERT_THAT(switched.status(), IsOk());
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   v1::Allocation now = Get(a.id());
   EXPECT_EQ(now.state(), v1::ALLOCATION_STATE_READY) << now.reason();
   EXPECT_EQ(now.active_phase(), "tp");
@@ -64,11 +64,11 @@ TEST_F(EngineTest, ActivatePhaseReprogramsOnlyTheCircuitsThatDiffer) {
   back.set_id(a.id());
   back.set_phase("dp");
   ASSERT_THAT(engine_->ActivatePhase(back, caller).status(), IsOk());
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   EXPECT_EQ(OnSwitch(), PhaseWanted(Get(a.id()), "dp"));
   const int settled = sw_->changes();
   ASSERT_THAT(engine_->ActivatePhase(back, caller).status(), IsOk());
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   EXPECT_EQ(sw_->changes(), settled);
   EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
 }
@@ -99,7 +99,7 @@ TEST_F(EngineTest, AnInactivePhasesPortsAreHeldAgainstOtherTenants) {
   two.set_id(a.id());
   two.set_phase("two");
   ASSERT_THAT(engine_->ActivatePhase(two, Caller::Job("job:team-a", {"team-a"})).status(), IsOk());
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
   EXPECT_EQ(OnSwitch(), PhaseWanted(Get(a.id()), "two"));
 }
@@ -129,7 +129,7 @@ TEST_F(EngineTest, KeptCircuitsOnQuiescedPortsAreRetrainedAndTheRestLeftAlone) {
   ASSERT_THAT(switched.status(), IsOk());
   EXPECT_EQ(switched->plan().remove_size(), 1);
   EXPECT_EQ(switched->plan().add_size(), 0);
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   v1::Allocation now = Get(a.id());
   EXPECT_EQ(now.state(), v1::ALLOCATION_STATE_READY) << now.reason();
   EXPECT_EQ(OnSwitch(), PhaseWanted(now, "chain"));
@@ -204,7 +204,7 @@ TEST_F(EngineTest, APhaseWhoseNewCircuitsUseADrainedPortIsRefusedUntilUndrained)
   undrain.mutable_target()->set_onic(fresh->source().onic());
   ASSERT_THAT(engine_->Undrain(undrain, op), IsOk());
   ASSERT_THAT(engine_->ActivatePhase(r, Caller::Job("job:team-a", {"team-a"})).status(), IsOk());
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   EXPECT_EQ(Get(a.id()).active_phase(), "tp");
   EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
 }
@@ -217,7 +217,7 @@ TEST_F(EngineTest, PhaseSwitchTheSwitchRefusesGoesBackToTheOldPhaseAndHeals) {
   r.set_id(a.id());
   r.set_phase("tp");
   ASSERT_THAT(engine_->ActivatePhase(r, Caller::Job("job:team-a", {"team-a"})).status(), IsOk());
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   v1::Allocation now = Get(a.id());
   EXPECT_EQ(now.state(), v1::ALLOCATION_STATE_DEGRADED);
   EXPECT_EQ(now.active_phase(), "dp");
@@ -226,7 +226,7 @@ TEST_F(EngineTest, PhaseSwitchTheSwitchRefusesGoesBackToTheOldPhaseAndHeals) {
 
   clock_.Advance(absl::Seconds(2));
   engine_->RunDueRetries();
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY) << Get(a.id()).reason();
 }
 
@@ -237,7 +237,7 @@ TEST_F(EngineTest, APhaseSwitchACrashInterruptedFinishesAtRestart) {
   ASSERT_EQ(OnSwitch(), PhaseWanted(a, "dp"));
 
   StartEngine();
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   v1::Allocation after = Get(a.id());
   EXPECT_EQ(after.state(), v1::ALLOCATION_STATE_READY) << after.reason();
   EXPECT_EQ(after.active_phase(), "tp");
@@ -250,7 +250,7 @@ TEST_F(EngineTest, APhaseSwitchACrashInterruptedAndTheSwitchRefusesGoesBackToThe
   ASSERT_NO_FATAL_FAILURE(CrashAfterHandoverToTp(a));
   sw_->FailNextApplyAfter(1);  // The switch refuses the batch the restarted fleetd sends.
   StartEngine();
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   v1::Allocation after = Get(a.id());
   EXPECT_EQ(after.state(), v1::ALLOCATION_STATE_DEGRADED) << after.reason();
   EXPECT_EQ(after.active_phase(), "dp");
@@ -259,7 +259,7 @@ TEST_F(EngineTest, APhaseSwitchACrashInterruptedAndTheSwitchRefusesGoesBackToThe
 
   clock_.Advance(absl::Seconds(2));
   engine_->RunDueRetries();
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY) << Get(a.id()).reason();
 }
 
@@ -280,7 +280,7 @@ TEST_F(EngineTest, AllToAllBecomesRoundsAndEveryRoundCanBeActivated) {
     activate.set_phase(round);
     ASSERT_THAT(engine_->ActivatePhase(activate, Caller::Job("job:team-a", {"team-a"})).status(),
                 IsOk());
-    engine_->WaitIdle();
+    engine_->WaitIdleForTest();
     v1::Allocation now = Get(a.id());
     ASSERT_EQ(now.state(), v1::ALLOCATION_STATE_READY) << round << ": " << now.reason();
     EXPECT_EQ(OnSwitch(), PhaseWanted(now, round));

@@ -13,7 +13,7 @@ TEST_F(EngineTest, RestartLeavesReadyAllocationsUntouched) {
   const int retrains = agents_->Count(v1::Command::kRetrain);
   engine_.reset();
   StartEngine();
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   EXPECT_EQ(sw_->changes(), changes);
   EXPECT_EQ(agents_->Count(v1::Command::kRetrain), retrains);
   EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
@@ -46,7 +46,7 @@ TEST_P(InterruptedTest, RestartResumesTheTransaction) {
   ASSERT_THAT(sw_->Apply(undo).status, IsOk());
 
   StartEngine();
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   v1::Allocation after = Get(a.id());
   if (state == v1::ALLOCATION_STATE_RELEASING) {
     EXPECT_EQ(after.state(), v1::ALLOCATION_STATE_RELEASED);
@@ -85,7 +85,7 @@ TEST_F(EngineTest, ReconcileRepairsAMissingCrossConnectAndRetrains) {
   EXPECT_EQ(OnSwitch(), Wanted(a));
   EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_DEGRADED);
   engine_->RunDueRetries();
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
 }
 

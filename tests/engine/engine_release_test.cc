@@ -62,7 +62,7 @@ TEST_F(EngineTest, ReleaseThatTheSwitchRefusesKeepsThePortsAndRetries) {
   sw_->SetUnreachable(absl::OkStatus());
   clock_.Advance(absl::Seconds(2));
   engine_->RunDueRetries();
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_RELEASED);
   EXPECT_THAT(OnSwitch(), IsEmpty());
 }
@@ -73,7 +73,7 @@ TEST_F(EngineTest, AnEvictionTheSwitchRefusesEndsFailedWithItsReasonOnRetry) {
   sw_->SetUnreachable(absl::OkStatus());
   clock_.Advance(absl::Seconds(2));
   engine_->RunDueRetries();
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   const v1::Allocation evicted = Get(a.id());
   EXPECT_EQ(evicted.state(), v1::ALLOCATION_STATE_FAILED);
   EXPECT_THAT(evicted.reason(), HasSubstr("O-NIC gpu2-n0 was drained: dirty connector"));
@@ -90,7 +90,7 @@ TEST_F(EngineTest, AnEvictionARestartInterruptsStillEndsFailedWithItsReason) {
   engine_.reset();
   sw_->SetUnreachable(absl::OkStatus());
   StartEngine();
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   const v1::Allocation evicted = Get(a.id());
   EXPECT_EQ(evicted.state(), v1::ALLOCATION_STATE_FAILED);
   EXPECT_THAT(evicted.reason(), HasSubstr("O-NIC gpu2-n0 was drained: dirty connector"));
@@ -120,12 +120,12 @@ TEST_F(EngineTest, LeaseExpiryReleasesAndKeepAliveRenews) {
   ASSERT_THAT(engine_->KeepAlive(a.id(), job).status(), IsOk());
   clock_.Advance(absl::Seconds(8));
   engine_->ExpireLeases();
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
 
   clock_.Advance(absl::Seconds(3));
   engine_->ExpireLeases();
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   v1::Allocation expired = Get(a.id());
   EXPECT_EQ(expired.state(), v1::ALLOCATION_STATE_RELEASED);
   EXPECT_THAT(expired.reason(), HasSubstr("lease expired"));

@@ -126,7 +126,7 @@ class EngineTest : public ::testing::Test {
                          const Caller& caller = Caller::Operator("operator:test")) {
     absl::StatusOr<v1::RequestTopologyResponse> response = engine_->RequestTopology(r, caller);
     EXPECT_TRUE(response.ok()) << response.status();
-    engine_->WaitIdle();
+    engine_->WaitIdleForTest();
     return Get(response.ok() ? response->allocation().id() : "");
   }
   v1::Allocation Get(const std::string& id) {

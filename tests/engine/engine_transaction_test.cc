@@ -82,7 +82,7 @@ TEST_F(EngineTest, ArmedLinksOfAChangeSetTheSwitchTookTwiceAreRetrainedAgain) {
       engine_->RequestTopology(Link("team-b", "gpu3", "gpu4"), op);
   ASSERT_TRUE(a.ok() && b.ok());
   ASSERT_TRUE(
-      fleet::testing::Eventually([&] { return engine_->SwitchQueues()["ocs1"].queued == 2; }));
+      fleet::testing::Eventually([&] { return engine_->SwitchQueuesForTest()["ocs1"].queued == 2; }));
   // Armed as its batch went to the switch: the first link's two circuits. The queued change
   // sets are not armed until their batch goes.
   ASSERT_TRUE(fleet::testing::Eventually([&] { return agents_->armed() == 2; }));
@@ -92,7 +92,7 @@ TEST_F(EngineTest, ArmedLinksOfAChangeSetTheSwitchTookTwiceAreRetrainedAgain) {
   // judged light that went away.
   sw_->FailNextApplyAfter(1);
   sw_->HoldApplies(false);
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   std::set<CrossConnect> wanted;
   for (const std::string& id : {first, a->allocation().id(), b->allocation().id()}) {
     const v1::Allocation done = Get(id);
@@ -104,7 +104,7 @@ TEST_F(EngineTest, ArmedLinksOfAChangeSetTheSwitchTookTwiceAreRetrainedAgain) {
   // once; the four the switch took twice, armed and again once it was verified.
   EXPECT_EQ(agents_->armed(), 6);
   EXPECT_EQ(agents_->Count(v1::Command::kRetrain), 2 + 4 * 2);
-  EXPECT_EQ(engine_->SwitchQueues()["ocs1"].batches, 4);  // First, together, then each alone.
+  EXPECT_EQ(engine_->SwitchQueuesForTest()["ocs1"].batches, 4);  // First, together, then each alone.
 }
 
 // A switch whose address changes gets a new driver and a new programming queue; a
@@ -133,7 +133,7 @@ TEST_F(EngineTest, ATransactionInsideASwitchsQueueFinishesWhenTheSwitchsAddressC
   EXPECT_EQ(sw_->ReadCrossConnects()->size(), Wanted(Get(second->allocation().id())).size());
 
   old_switch->HoldApplies(false);
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   const v1::Allocation done = Get(first);
   EXPECT_EQ(done.state(), v1::ALLOCATION_STATE_READY) << done.reason();
   EXPECT_EQ(old_switch->ReadCrossConnects()->size(), Wanted(done).size());

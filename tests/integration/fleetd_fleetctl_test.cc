@@ -19,6 +19,7 @@ namespace {
 using testing::BinaryPath;
 using testing::CommandResult;
 using testing::Daemon;
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using testing::RunCommand;
@@ -304,6 +305,16 @@ TEST_F(FleetdFleetctlTest, GetWatchReprintsTheListWhenItChanges) {
   ASSERT_TRUE(code.ok()) << code.status();
   EXPECT_EQ(*code, 0) << (*watch)->Stderr();
   EXPECT_EQ((*watch)->Stderr(), "");
+}
+
+// Plaintext is never silent: fleetd warns at start and `fleetctl health` shows it.
+TEST_F(FleetdFleetctlTest, AnInsecureFleetdSaysSoInItsLogAndInHealth) {
+  StartFleetd({"--inventory", kGen1});
+  CommandResult health = Fleetctl({"health"});
+  ASSERT_EQ(health.exit_code, 0) << health.err;
+  EXPECT_THAT(health.out,
+              ContainsRegex("security +degraded +INSECURE: plaintext gRPC \\(fleetd --insecure\\)"));
+  EXPECT_THAT(fleetd_->Stderr(), HasSubstr("--insecure: plaintext gRPC on "));
 }
 
 TEST_F(FleetdFleetctlTest, ColourOnlyWhenAskedThroughAPipe) {

@@ -395,7 +395,7 @@ TEST_F(SecurityTest, AnAgentSpeaksOnlyForItsOwnHost) {
 }
 
 // Last: it changes the demo's files. fleetd's certificate is replaced and served to new
-// connections without a restart; a policy change takes effect on SIGHUP.
+// connections without a restart; a policy change and a new CA bundle take effect on SIGHUP.
 TEST_F(SecurityTest, CertificatesAndThePolicyRotateWithoutRestart) {
   auto served = [] {
     grpc::ClientContext context;
@@ -432,6 +432,23 @@ TEST_F(SecurityTest, CertificatesAndThePolicyRotateWithoutRestart) {
   ASSERT_TRUE(pki::WritePemFile(Pki("policy.yaml"), policy, 0644).ok());
   ASSERT_EQ(::kill(fleetd_->pid(), SIGHUP), 0);
   EXPECT_TRUE(Eventually([] { return Health("viewer").ok(); }));
+
+  // A move to a new CA: its certificates are refused until the bundle holds it too, taken
+  // without a restart, and refused again once it is dropped.
+  const pki::KeyAndCertificate next_ca = pki::MakeCa({.common_name = "next site CA"}).value();
+  Issue(next_ca, "next-operator", {"spiffe://demo.fleet/operator/next"});
+  EXPECT_EQ(Health("next-operator").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  const std::string bundle = pki::ReadPemFile(Pki("ca.pem"), "ca").value();
+  ASSERT_TRUE(pki::WritePemFile(Pki("ca.pem"), bundle + next_ca.certificate_pem, 0644).ok());
+  ASSERT_EQ(::kill(fleetd_->pid(), SIGHUP), 0);
+  EXPECT_TRUE(Eventually([] { return Health("next-operator").ok(); }));
+  EXPECT_TRUE(Health("operator").ok());
+  ASSERT_TRUE(pki::WritePemFile(Pki("ca.pem"), bundle, 0644).ok());
+  ASSERT_EQ(::kill(fleetd_->pid(), SIGHUP), 0);
+  EXPECT_TRUE(Eventually([] {
+    return Health("next-operator").error_code() == grpc::StatusCode::UNAUTHENTICATED;
+  }));
+  EXPECT_TRUE(Health("operator").ok());
 }
 
 }  // namespace

@@ -106,7 +106,7 @@ std::vector<std::pair<std::string, v1::AllocationState>> ReadWatch(
 TEST_F(ServicesTest, WatchAllocationSendsEveryStateInOrderAndEndsWithTheAllocation) {
   ApplyGen1();
   const std::string first = RequestRing(*topology_stub_, Context().get(), "tenant-a", 1, 2);
-  engine_->WaitIdle();  // Builds the fake switch.
+  engine_->WaitIdleForTest();  // Builds the fake switch.
   ASSERT_NE(last_fake_, nullptr);
   auto tenant_context = Context();
   tenant_context->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
@@ -138,9 +138,9 @@ TEST_F(ServicesTest, WatchAllocationSendsEveryStateInOrderAndEndsWithTheAllocati
   note.set_message("no connected agent");
   ASSERT_TRUE(store_->AppendEvent(note).ok());
   last_fake_->HoldApplies(false);
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   const std::string other = RequestRing(*topology_stub_, Context().get(), "tenant-b", 7, 2);
-  engine_->WaitIdle();
+  engine_->WaitIdleForTest();
   v1::ReleaseTopologyRequest release;
   release.set_id(id);
   v1::ReleaseTopologyResponse released;
