@@ -297,10 +297,12 @@ PeerCertificate Describe(X509* certificate) {
     const GENERAL_NAME* name = sk_GENERAL_NAME_value(names.get(), i);
     if (name->type == GEN_URI) peer.uris.push_back(Utf8(name->d.uniformResourceIdentifier));
     if (name->type == GEN_DNS) peer.dns_names.push_back(Utf8(name->d.dNSName));
-    if (name->type == GEN_IPADD) peer.ip_addresses.push_back(IpText(name->d.iPAddress));
+    if (name->type == GEN_IPADD) {
+      if (std::string ip = IpText(name->d.iPAddress); !ip.empty()) peer.ip_addresses.push_back(ip);
+    }
   }
   peer.issuer = NameText(X509_get_issuer_name(certificate));
-  peer.ca = X509_check_ca(certificate) != 0;
+  peer.ca = X509_check_ca(certificate) == 1;  // basicConstraints CA:TRUE, not a v1 root.
   peer.not_before = FromAsn1(X509_get0_notBefore(certificate));
   peer.not_after = FromAsn1(X509_get0_notAfter(certificate));
   unsigned char digest[EVP_MAX_MD_SIZE];
@@ -552,9 +554,13 @@ absl::StatusOr<std::string> ReadPemFile(const std::string& path, const std::stri
   return text.str();
 }
 
-absl::Status WritePemFile(const std::string& path, const std::string& text, int mode) {
-  // Beside the target, so the rename is atomic; created 0600, so a key is never readable by
-  // others even for a moment, then given `mode`.
+namespace {
+
+// Writes `text` to a temporary file beside `path` (created 0600, so a key is never readable by
+// others even for a moment, then given `mode`), synced, then moved to `path`: renamed over it
+// when `replace`, else linked, so that an existing file is never touched.
+absl::Status WriteAtomically(const std::string& path, const std::string& text, int mode,
+                             bool replace) {
   std::string temporary = path + ".tmp.XXXXXX";
   const int fd = mkstemp(temporary.data());
   if (fd < 0) {
@@ -582,13 +588,28 @@ absl::Status WritePemFile(const std::string& path, const std::string& text, int 
     return absl::InternalError(
         absl::StrCat("cannot write ", path, ": close: ", std::strerror(saved)));
   }
-  if (rename(temporary.c_str(), path.c_str()) != 0) {
-    const int saved = errno;
-    unlink(temporary.c_str());
-    return absl::InternalError(
-        absl::StrCat("cannot write ", path, ": rename: ", std::strerror(saved)));
+  const int moved =
+      replace ? rename(temporary.c_str(), path.c_str()) : link(temporary.c_str(), path.c_str());
+  const int saved = errno;
+  if (moved != 0 || !replace) unlink(temporary.c_str());
+  if (moved != 0 && saved == EEXIST) {
+    return absl::AlreadyExistsError(absl::StrCat(path, " exists; it is not replaced"));
+  }
+  if (moved != 0) {
+    return absl::InternalError(absl::StrCat(
+        "cannot write ", path, ": ", replace ? "rename" : "link", ": ", std::strerror(saved)));
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status WritePemFile(const std::string& path, const std::string& text, int mode) {
+  return WriteAtomically(path, text, mode, /*replace=*/true);
+}
+
+absl::Status WriteNewPemFile(const std::string& path, const std::string& text, int mode) {
+  return WriteAtomically(path, text, mode, /*replace=*/false);
 }
 
 }  // namespace fleet::pki

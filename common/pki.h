@@ -119,6 +119,9 @@ absl::StatusOr<std::string> ReadPemFile(const std::string& path, const std::stri
 // Writes `text` to `path` atomically (a temporary file renamed over it) with `mode` (0600 for
 // keys, 0644 for certificates). INTERNAL naming the path on failure.
 absl::Status WritePemFile(const std::string& path, const std::string& text, int mode);
+// The same, but never replaces a file: ALREADY_EXISTS "PATH exists; ..." when `path` exists,
+// even when another process creates it meanwhile (the temporary file is hard-linked in).
+absl::Status WriteNewPemFile(const std::string& path, const std::string& text, int mode);
 
 }  // namespace fleet::pki
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/proto_time.h"
 #include "fleet/v1/names.h"
@@ -145,136 +146,103 @@ bool AgentRegistry::EndSession(uint64_t session_id, absl::string_view why) {
   return true;
 }
 
-grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream,
-                                  const AgentPeer& peer) {
+absl::StatusOr<v1::RegisterAgent> AgentRegistry::CheckRegister(Stream* stream,
+                                                               const AgentPeer& peer) {
   v1::AgentMessage first;
-  if (!stream->Read(&first)) {
-    return grpc::Status(grpc::StatusCode::CANCELLED, "stream closed before register");
-  }
+  if (!stream->Read(&first)) return absl::CancelledError("stream closed before register");
   if (!first.has_register_()) {
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        "the first message on AgentService.Connect must be register");
+    return absl::FailedPreconditionError(
+        "the first message on AgentService.Connect must be register");
   }
-  const v1::RegisterAgent reg = first.register_();
-  if (reg.host().empty()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "register.host is empty");
-  }
-  const std::string host = reg.host();
-  if (peer.authenticated && host != peer.host) {
-    return grpc::Status(
-        grpc::StatusCode::PERMISSION_DENIED,
+  const v1::RegisterAgent& reg = first.register_();
+  if (reg.host().empty()) return absl::InvalidArgumentError("register.host is empty");
+  if (peer.authenticated && reg.host() != peer.host) {
+    return absl::PermissionDeniedError(
         peer.host.empty()
             ? absl::StrCat("identity ", peer.identity, " is not the agent of any host")
             : absl::StrCat("agent identity ", peer.identity, " may register as host ", peer.host,
-                           " only, not ", host));
+                           " only, not ", reg.host()));
   }
-  std::set<std::string> elsewhere;
-  const std::vector<std::string> mismatches = Mismatches(reg, elsewhere);
+  return reg;
+}
 
-  {
-    absl::MutexLock lock(&mu_);
-    if (shutting_down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "fleetd is stopping");
-    // Checked again when the session is made; here so that a refused stream records nothing.
-    if (grpc::Status taken = MayReplace(host, peer.identity); !taken.ok()) return taken;
+uint64_t AgentRegistry::OpenSession(grpc::ServerContext* context, const v1::RegisterAgent& reg,
+                                    const AgentPeer& peer,
+                                    const std::vector<std::string>& mismatches,
+                                    const std::set<std::string>& elsewhere) {
+  const std::string& host = reg.host();
+  if (auto old = current_.find(host); old != current_.end()) {
+    EndSession(old->second, "replaced by a new connection");
   }
-  // Recorded before the agent is listed, so whoever sees it connected also finds the alarm.
-  AppendEvent("agent.connected", host, v1::EVENT_SEVERITY_INFO,
-              absl::StrCat("agent on host ", host, " connected as ",
-                           peer.identity.empty() ? "anonymous" : peer.identity, " (", reg.backend(),
-                           " backend, ", reg.onics_size(), " O-NICs, version ",
-                           reg.software_version(), ")"));
-  if (!mismatches.empty()) {
-    AppendEvent("agent.inventory_mismatch", host, v1::EVENT_SEVERITY_ALARM,
-                absl::StrCat("agent on host ", host,
-                             " disagrees with inventory: ", absl::StrJoin(mismatches, "; ")));
-  }
+  const uint64_t session_id = next_session_++;
+  Session& session = sessions_[session_id];
+  session.host = host;
+  session.identity = peer.identity;
+  session.context = context;
+  session.last_heartbeat = clock_->Now();
+  current_[host] = session_id;
+  metrics_.SetAgentsConnected(static_cast<int>(current_.size()));
 
-  uint64_t session_id = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    if (shutting_down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "fleetd is stopping");
-    if (grpc::Status taken = MayReplace(host, peer.identity); !taken.ok()) return taken;
-    if (auto old = current_.find(host); old != current_.end()) {
-      EndSession(old->second, "replaced by a new connection");
-    }
-    session_id = next_session_++;
-    Session& session = sessions_[session_id];
-    session.host = host;
-    session.identity = peer.identity;
-    session.context = context;
-    session.last_heartbeat = clock_->Now();
-    current_[host] = session_id;
-    metrics_.SetAgentsConnected(static_cast<int>(current_.size()));
+  v1::Agent& agent = agents_[host];
+  agent.set_host(host);
+  agent.set_backend(reg.backend());
+  agent.set_software_version(reg.software_version());
+  *agent.mutable_capabilities() = reg.capabilities();
+  ForgetLinks(host);
+  agent.clear_onic_serials();
+  for (const v1::AgentOnic& onic : reg.onics()) {
+    agent.add_onic_serials(onic.serial());
+    // An authenticated agent is sent commands for its own host's O-NICs only.
+    if (!peer.authenticated || !elsewhere.contains(onic.serial())) owner_[onic.serial()] = host;
+    for (const v1::LinkState& link : onic.ports()) ReportLink(host, link);
+  }
+  agent.set_connected(true);
+  const absl::Time now = clock_->Now();
+  *agent.mutable_connected_since() = ToProtoTime(now);
+  *agent.mutable_last_heartbeat() = ToProtoTime(now);
+  agent.clear_inventory_mismatches();
+  for (const std::string& m : mismatches) agent.add_inventory_mismatches(m);
 
-    v1::Agent& agent = agents_[host];
-    agent.set_host(host);
-    agent.set_backend(reg.backend());
-    agent.set_software_version(reg.software_version());
-    *agent.mutable_capabilities() = reg.capabilities();
-    ForgetLinks(host);
-    agent.clear_onic_serials();
-    for (const v1::AgentOnic& onic : reg.onics()) {
-      agent.add_onic_serials(onic.serial());
-      // An authenticated agent is sent commands for its own host's O-NICs only.
-      if (!peer.authenticated || !elsewhere.contains(onic.serial())) owner_[onic.serial()] = host;
-      for (const v1::LinkState& link : onic.ports()) ReportLink(host, link);
-    }
-    agent.set_connected(true);
-    const absl::Time now = clock_->Now();
-    *agent.mutable_connected_since() = ToProtoTime(now);
-    *agent.mutable_last_heartbeat() = ToProtoTime(now);
-    agent.clear_inventory_mismatches();
-    for (const std::string& m : mismatches) agent.add_inventory_mismatches(m);
+  v1::ControllerMessage registered;
+  *registered.mutable_registered()->mutable_heartbeat_interval() =
+      ToProtoDuration(options_.heartbeat_interval);
+  registered.mutable_registered()->set_takes_result_batches(true);
+  Enqueue(session, std::move(registered));
+  return session_id;
+}
 
-    v1::ControllerMessage registered;
-    *registered.mutable_registered()->mutable_heartbeat_interval() =
-        ToProtoDuration(options_.heartbeat_interval);
-    registered.mutable_registered()->set_takes_result_batches(true);
-    Enqueue(session, std::move(registered));
-  }
-  std::function<void(const std::string&, const std::vector<std::string>&)> on_connect;
-  {
-    absl::MutexLock lock(&mu_);
-    on_connect = listener_.connected;
-  }
-  if (on_connect) {
-    std::vector<std::string> serials;
-    for (const v1::AgentOnic& onic : reg.onics()) serials.push_back(onic.serial());
-    on_connect(host, serials);
-  }
-  // The writer sends what others queue; the reader (this thread) handles what arrives.
-  std::thread writer([this, stream, session_id] {
-    while (true) {
-      std::vector<v1::ControllerMessage> batch;
-      {
-        absl::MutexLock lock(&mu_);
-        Session& session = sessions_[session_id];
-        auto ready = [&session]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-          return !session.outbox.empty() || session.closing;
-        };
-        mu_.Await(absl::Condition(&ready));
-        if (session.closing) return;
-        batch.swap(session.outbox);
-      }
-      for (const v1::ControllerMessage& message : batch) {
-        if (!stream->Write(message)) {
-          absl::MutexLock lock(&mu_);
-          EndSession(session_id, "write failed");
-          return;
-        }
-      }
+void AgentRegistry::WriteLoop(Stream* stream, uint64_t session_id) {
+  while (true) {
+    std::vector<v1::ControllerMessage> batch;
+    {
       absl::MutexLock lock(&mu_);
-      for (const v1::ControllerMessage& message : batch) {
-        if (!message.has_command()) continue;
-        if (auto it = pending_.find(message.command().id()); it != pending_.end()) {
-          it->second->written = true;
-        }
+      Session& session = sessions_[session_id];
+      auto ready = [&session]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return !session.outbox.empty() || session.closing;
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (session.closing) return;
+      batch.swap(session.outbox);
+    }
+    for (const v1::ControllerMessage& message : batch) {
+      if (!stream->Write(message)) {
+        absl::MutexLock lock(&mu_);
+        EndSession(session_id, "write failed");
+        return;
       }
     }
-  });
+    absl::MutexLock lock(&mu_);
+    for (const v1::ControllerMessage& message : batch) {
+      if (!message.has_command()) continue;
+      if (auto it = pending_.find(message.command().id()); it != pending_.end()) {
+        it->second->written = true;
+      }
+    }
+  }
+}
 
+std::string AgentRegistry::ReadLoop(Stream* stream, const std::string& host, uint64_t session_id) {
   v1::AgentMessage message;
-  std::string why = "stream ended";
   while (stream->Read(&message)) {
     if (message.has_link_change()) {
       const v1::LinkState& link = message.link_change();
@@ -295,10 +263,7 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream,
     }
     absl::MutexLock lock(&mu_);
     auto current = current_.find(host);
-    if (current == current_.end() || current->second != session_id) {
-      why = "replaced";
-      break;
-    }
+    if (current == current_.end() || current->second != session_id) return "replaced";
     switch (message.message_case()) {
       case v1::AgentMessage::kHeartbeat: {
         const absl::Time now = clock_->Now();
@@ -319,6 +284,51 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream,
                            << message.message_case();
     }
   }
+  return "stream ended";
+}
+
+grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream,
+                                  const AgentPeer& peer) {
+  absl::StatusOr<v1::RegisterAgent> checked = CheckRegister(stream, peer);
+  if (!checked.ok()) return ToGrpcStatus(checked.status());
+  const v1::RegisterAgent& reg = *checked;
+  const std::string& host = reg.host();
+  std::set<std::string> elsewhere;
+  const std::vector<std::string> mismatches = Mismatches(reg, elsewhere);
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "fleetd is stopping");
+    // Checked again when the session is made; here so that a refused stream records nothing.
+    if (grpc::Status taken = MayReplace(host, peer.identity); !taken.ok()) return taken;
+  }
+  // Recorded before the agent is listed, so whoever sees it connected also finds the alarm.
+  AppendEvent("agent.connected", host, v1::EVENT_SEVERITY_INFO,
+              absl::StrCat("agent on host ", host, " connected as ",
+                           peer.identity.empty() ? "anonymous" : peer.identity, " (", reg.backend(),
+                           " backend, ", reg.onics_size(), " O-NICs, version ",
+                           reg.software_version(), ")"));
+  if (!mismatches.empty()) {
+    AppendEvent("agent.inventory_mismatch", host, v1::EVENT_SEVERITY_ALARM,
+                absl::StrCat("agent on host ", host,
+                             " disagrees with inventory: ", absl::StrJoin(mismatches, "; ")));
+  }
+  uint64_t session_id = 0;
+  std::function<void(const std::string&, const std::vector<std::string>&)> on_connect;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "fleetd is stopping");
+    if (grpc::Status taken = MayReplace(host, peer.identity); !taken.ok()) return taken;
+    session_id = OpenSession(context, reg, peer, mismatches, elsewhere);
+    on_connect = listener_.connected;
+  }
+  if (on_connect) {
+    std::vector<std::string> serials;
+    for (const v1::AgentOnic& onic : reg.onics()) serials.push_back(onic.serial());
+    on_connect(host, serials);
+  }
+  // The writer sends what others queue; the reader (this thread) handles what arrives.
+  std::thread writer([this, stream, session_id] { WriteLoop(stream, session_id); });
+  const std::string why = ReadLoop(stream, host, session_id);
   bool was_current = false;
   {
     absl::MutexLock lock(&mu_);

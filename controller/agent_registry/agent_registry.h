@@ -194,6 +194,17 @@ class AgentRegistry : public CommandSender {
   };
 
   void HeartbeatLoop();
+  // Serve's steps. The first message must register a host this peer may speak for.
+  static absl::StatusOr<v1::RegisterAgent> CheckRegister(Stream* stream, const AgentPeer& peer);
+  // Makes the registration `host`'s current session (ending the one it replaces), records
+  // the agent and queues the answer; returns the session's id.
+  uint64_t OpenSession(grpc::ServerContext* context, const v1::RegisterAgent& reg,
+                       const AgentPeer& peer, const std::vector<std::string>& mismatches,
+                       const std::set<std::string>& elsewhere) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes what is queued for the session until it closes (the writer thread).
+  void WriteLoop(Stream* stream, uint64_t session_id);
+  // Handles what the agent sends until the stream ends or is replaced; returns why it ended.
+  std::string ReadLoop(Stream* stream, const std::string& host, uint64_t session_id);
   // What an agent reports that disagrees with inventory; empty when it agrees. `elsewhere`
   // gets the reported serials that inventory places on another host or chassis.
   std::vector<std::string> Mismatches(const v1::RegisterAgent& reg,

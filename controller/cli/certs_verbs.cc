@@ -1,6 +1,7 @@
 #include "controller/cli/certs_verbs.h"
 
 #include <arpa/inet.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <string>
@@ -51,7 +52,7 @@ void DeclareCertsFlags(FlagTable& f, CertsArgs& a) {
   f.String("server-name", &a.server_names,
            "issue: a server certificate's DNS names and IP addresses, comma-separated");
   f.Int("days", &a.days, "validity in days (default 3650 for a CA, 365 for a certificate)");
-  f.Bool("force", &a.force, "replace files that exist (never for a CA's key)");
+  f.Bool("force", &a.force, "issue: replace OUT.pem and OUT.key when they exist (a CA never is)");
 }
 
 std::string Rfc3339(absl::Time t) {
@@ -66,13 +67,11 @@ absl::Status CheckDays(int64_t days) {
       absl::StrCat("--days: ", days, " is not between 1 and ", kMaxDays));
 }
 
-// Refuses to overwrite `paths` unless `force`; a CA key is never overwritten (certificates it
-// issued would no longer verify against a CA made anew).
+// Refuses to overwrite `paths` unless `force`.
 absl::Status CheckFree(const std::vector<std::string>& paths, bool force) {
   for (const std::string& path : paths) {
     std::error_code error;
-    if (!std::filesystem::exists(path, error)) continue;
-    if (force) continue;
+    if (force || !std::filesystem::exists(path, error)) continue;
     return absl::AlreadyExistsError(absl::StrCat(path, " exists; give --force to replace it"));
   }
   return absl::OkStatus();
@@ -86,6 +85,31 @@ absl::Status WritePair(const pki::KeyAndCertificate& pair, const std::string& ce
   return pki::WritePemFile(certificate_path, pair.certificate_pem, 0644);
 }
 
+// A CA's pair is written only where there is none, even against another init-ca running at
+// the same moment: certificates a CA issued would not verify against one made anew. A key left
+// without its certificate is taken back.
+absl::Status WriteNewCa(const pki::KeyAndCertificate& ca, const std::string& dir,
+                        const std::string& certificate_path, const std::string& key_path) {
+  absl::Status key = pki::WriteNewPemFile(key_path, ca.private_key_pem, 0600);
+  if (key.code() == absl::StatusCode::kAlreadyExists) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        dir, " already holds a CA (", kCaKey,
+        "); a CA is never replaced: give another --out, or remove the folder yourself"));
+  }
+  if (!key.ok()) return key;
+  absl::Status certificate = pki::WriteNewPemFile(certificate_path, ca.certificate_pem, 0644);
+  if (!certificate.ok()) unlink(key_path.c_str());
+  return certificate;
+}
+
+// The site a CA made by init-ca serves ("FLEET site CA SITE"), or "" for another CA.
+std::string SiteOf(const std::string& ca_certificate_pem) {
+  absl::StatusOr<pki::PeerCertificate> ca = pki::ReadCertificate(ca_certificate_pem, "CA");
+  if (!ca.ok()) return "";
+  absl::string_view name = ca->common_name;
+  return absl::ConsumePrefix(&name, "FLEET site CA ") ? std::string(name) : "";
+}
+
 int InitCa(const Session& s, const CertsArgs& a) {
   if (a.out.empty() || a.site.empty()) {
     return UsageError(*s.err, "certs", "certs init-ca needs --out DIR and --site SITE");
@@ -96,11 +120,11 @@ int InitCa(const Session& s, const CertsArgs& a) {
                       "and --ca-dir are for issue");
   }
   if (absl::Status days = CheckDays(a.days); !days.ok()) return Refused(s, days);
+  if (a.force) {
+    return UsageError(*s.err, "certs", "certs init-ca never replaces a CA: --force is for issue");
+  }
   const std::string certificate_path = (std::filesystem::path(a.out) / kCaCertificate).string();
   const std::string key_path = (std::filesystem::path(a.out) / kCaKey).string();
-  if (absl::Status free = CheckFree({key_path, certificate_path}, /*force=*/false); !free.ok()) {
-    return Refused(s, free);
-  }
   std::error_code error;
   std::filesystem::create_directories(a.out, error);
   if (error) {
@@ -113,7 +137,7 @@ int InitCa(const Session& s, const CertsArgs& a) {
                    .not_before = now - absl::Minutes(5),
                    .not_after = now + absl::Hours(24) * (a.days > 0 ? a.days : 3650)});
   if (!ca.ok()) return Refused(s, ca.status());
-  if (absl::Status written = WritePair(*ca, certificate_path, key_path); !written.ok()) {
+  if (absl::Status written = WriteNewCa(*ca, a.out, certificate_path, key_path); !written.ok()) {
     return Refused(s, written);
   }
   *s.out << "CA for site " << a.site << ": " << certificate_path << " (give it to fleetd, agents "
@@ -155,6 +179,10 @@ absl::StatusOr<pki::CertificateRequest> ServerRequest(const std::string& names) 
     if (inet_pton(AF_INET, text.c_str(), address) == 1 ||
         inet_pton(AF_INET6, text.c_str(), address) == 1) {
       request.ip_addresses.push_back(text);
+    } else if (text.find_first_of(":/ \t") != std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--server-name: '", text,
+                       "' is neither an IP address nor a host name (no port, path or space)"));
     } else {
       request.dns_names.push_back(text);
     }
@@ -175,6 +203,12 @@ int Issue(const Session& s, const CertsArgs& a) {
   if (!a.site.empty()) {
     return UsageError(*s.err, "certs", "--site is for init-ca; issue takes the CA's --ca-dir");
   }
+  if (absl::EndsWith(a.out, ".pem") || absl::EndsWith(a.out, ".key")) {
+    return UsageError(*s.err, "certs",
+                      absl::StrCat("--out '", a.out,
+                                   "' is the path without extension: issue writes OUT.pem and "
+                                   "OUT.key"));
+  }
   if (absl::Status days = CheckDays(a.days); !days.ok()) return Refused(s, days);
   absl::StatusOr<pki::CertificateRequest> request =
       a.identity.empty() ? ServerRequest(a.server_names) : ClientRequest(a.identity);
@@ -189,6 +223,18 @@ int Issue(const Session& s, const CertsArgs& a) {
   if (!ca_key.ok()) return Refused(s, ca_key.status());
   ca.certificate_pem = *std::move(ca_certificate);
   ca.private_key_pem = *std::move(ca_key);
+  if (!a.identity.empty()) {
+    // spiffe://SITE/...: a CA made for another site would issue an identity no policy grants.
+    const std::string site = SiteOf(ca.certificate_pem);
+    absl::string_view rest = a.identity;
+    absl::ConsumePrefix(&rest, "spiffe://");
+    const absl::string_view identity_site = rest.substr(0, rest.find('/'));
+    if (!site.empty() && identity_site != site) {
+      return Refused(s, absl::InvalidArgumentError(absl::StrCat(
+                            "--identity: site '", identity_site, "' of '", a.identity,
+                            "' is not the site of the CA in ", a.ca_dir, " ('", site, "')")));
+    }
+  }
 
   const std::string certificate_path = a.out + ".pem";
   const std::string key_path = a.out + ".key";

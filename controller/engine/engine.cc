@@ -83,7 +83,9 @@ void Engine::BackgroundPass() {
   }
 }
 
-std::map<std::string, Engine::SwitchQueue> Engine::SwitchQueuesForTest() { return programmers_.Queues(); }
+std::map<std::string, Engine::SwitchQueue> Engine::SwitchQueuesForTest() {
+  return programmers_.Queues();
+}
 
 // --- TopologyService ---
 

@@ -10,6 +10,7 @@
 #include <iostream>
 #include <iterator>
 
+#include "absl/strings/str_cat.h"
 #include "common/flags.h"
 #include "common/log.h"
 #include "common/shutdown_signals.h"
@@ -19,79 +20,195 @@
 
 namespace {
 
-int Run(int argc, char** argv) {
-  using fleet::fleetd::FleetdConfig;
+using fleet::fleetd::FleetdConfig;
+
+// The command line: every flag bound to a variable of its own, so that only the flags given
+// override the config file (ApplyFlags).
+struct CommandLine {
   std::string config_file;
   FleetdConfig flags;
   int64_t grpc_port = flags.grpc_port;
   int64_t metrics_port = flags.metrics_port;
   int64_t grace_seconds = absl::ToInt64Seconds(flags.shutdown_grace);
   int64_t heartbeat_ms = absl::ToInt64Milliseconds(flags.agent_heartbeat);
+  int64_t tls_reload_seconds = absl::ToInt64Seconds(flags.tls_reload_interval);
   int64_t events_max_age_days = absl::ToInt64Hours(flags.retention.events.max_age) / 24;
   int64_t events_max_count = flags.retention.events.max_count;
   int64_t ended_max_age_days = absl::ToInt64Hours(flags.retention.ended_allocations.max_age) / 24;
   int64_t ended_max_count = flags.retention.ended_allocations.max_count;
   int64_t retention_interval_seconds = absl::ToInt64Seconds(flags.retention.interval);
   bool version = false;
-  bool demo_mode = false;
+  bool demo = false;
   std::string demo_site;
-  fleet::FlagSet set("fleetd [--config FILE] [flags]",
-                     "The FLEET controller: serves the fleet.v1 API, keeps inventory and circuits\n"
-                     "in SQLite, and exports Prometheus metrics. Flags override the config file.");
-  set.String("config", &config_file, "YAML config file (see deploy/config/fleetd.yaml)");
-  set.String("listen-address", &flags.listen_address, "address to serve gRPC on");
-  set.String("metrics-address", &flags.metrics_listen_address,
+};
+
+void DeclareFlags(fleet::FlagSet& set, CommandLine& c) {
+  FleetdConfig& f = c.flags;
+  set.String("config", &c.config_file, "YAML config file (see deploy/config/fleetd.yaml)");
+  set.String("listen-address", &f.listen_address, "address to serve gRPC on");
+  set.String("metrics-address", &f.metrics_listen_address,
              "address to serve Prometheus /metrics on (unauthenticated; default loopback)");
-  set.String("tls-ca", &flags.tls_ca_file,
+  set.String("tls-ca", &f.tls_ca_file,
              "CA bundle that client certificates must chain to (mutual TLS)");
-  set.String("tls-cert", &flags.tls_cert_file, "fleetd's certificate (PEM, may hold a chain)");
-  set.String("tls-key", &flags.tls_key_file, "fleetd's private key (PEM)");
-  set.String("policy", &flags.policy_file,
+  set.String("tls-cert", &f.tls_cert_file, "fleetd's certificate (PEM, may hold a chain)");
+  set.String("tls-key", &f.tls_key_file, "fleetd's private key (PEM)");
+  set.String("policy", &f.policy_file,
              "access policy: identities to roles and tenants (see deploy/config/policy.yaml)");
-  int64_t tls_reload_seconds = absl::ToInt64Seconds(flags.tls_reload_interval);
-  set.Int("tls-reload-interval-seconds", &tls_reload_seconds,
+  set.Int("tls-reload-interval-seconds", &c.tls_reload_seconds,
           "how often the TLS files and the policy are checked for a change");
-  set.Bool("insecure", &flags.insecure,
+  set.Bool("insecure", &f.insecure,
            "serve plaintext gRPC and believe the x-fleet-principal metadata: for development "
            "only, anyone who reaches the port may do anything");
-  set.Int("grpc-port", &grpc_port, "gRPC port; 0 picks a free one");
-  set.Int("metrics-port", &metrics_port, "Prometheus /metrics port; 0 picks a free one");
-  set.String("state-dir", &flags.state_dir, "directory of the state database fleet.db");
-  set.String("inventory", &flags.inventory, "inventory file to apply at start");
-  set.String("switch-credentials", &flags.switch_credentials,
-             "switch credentials file (mode 0600)");
-  set.Int("shutdown-grace", &grace_seconds, "seconds running RPCs get to finish on shutdown");
-  set.Int("agent-heartbeat-ms", &heartbeat_ms,
+  set.Int("grpc-port", &c.grpc_port, "gRPC port; 0 picks a free one");
+  set.Int("metrics-port", &c.metrics_port, "Prometheus /metrics port; 0 picks a free one");
+  set.String("state-dir", &f.state_dir, "directory of the state database fleet.db");
+  set.String("inventory", &f.inventory, "inventory file to apply at start");
+  set.String("switch-credentials", &f.switch_credentials, "switch credentials file (mode 0600)");
+  set.Int("shutdown-grace", &c.grace_seconds, "seconds running RPCs get to finish on shutdown");
+  set.Int("agent-heartbeat-ms", &c.heartbeat_ms,
           "heartbeat interval with agents; three missed ones drop an agent");
-  set.String("log-level", &flags.log_level, "debug, info, warning or error");
-  set.String("unknown-cross-connects", &flags.unknown_cross_connects,
+  set.String("log-level", &f.log_level, "debug, info, warning or error");
+  set.String("unknown-cross-connects", &f.unknown_cross_connects,
              "what reconciliation does with cross-connects nobody asked for: report, adopt or "
              "remove");
-  set.Int("events-max-age-days", &events_max_age_days,
+  set.Int("events-max-age-days", &c.events_max_age_days,
           "events older than this many days are pruned; 0: no limit by age");
-  set.Int("events-max-count", &events_max_count,
+  set.Int("events-max-count", &c.events_max_count,
           "events beyond the newest this many are pruned; 0: no limit by count");
   set.Int(
-      "ended-allocations-max-age-days", &ended_max_age_days,
+      "ended-allocations-max-age-days", &c.ended_max_age_days,
       "released and failed allocations that ended more than this many days ago are pruned; 0: no "
       "limit");
-  set.Int("ended-allocations-max-count", &ended_max_count,
+  set.Int("ended-allocations-max-count", &c.ended_max_count,
           "released and failed allocations beyond the newest this many are pruned; 0: no limit");
-  set.Int("retention-interval", &retention_interval_seconds,
+  set.Int("retention-interval", &c.retention_interval_seconds,
           "seconds between two pruning passes of the state database; 0: no pruning");
-  set.String("crash-at", &flags.crash_at,
+  set.String("crash-at", &f.crash_at,
              "testing only: SIGKILL fleetd itself at this reconfiguration point (persisted, "
              "quiesced, programmed, training, trained, ready, releasing, removed)");
-  set.Bool("demo", &demo_mode,
+  set.Bool("demo", &c.demo,
            "run the embedded default: polatis-emu, the FLEET Gen1 inventory and one emulated "
            "agent per host and device chassis (state in a fresh /tmp directory unless --state-dir "
            "is given)");
-  set.String("demo-site", &demo_site,
+  set.String("demo-site", &c.demo_site,
              "with --demo: the inventory file to emulate instead of the built-in Gen1 one, one "
              "polatis-emu per switch with their trunks joined (e.g. "
              "deploy/inventory/fleet-2cluster.yaml)");
-  set.Bool("version", &version, "print the version and exit");
+  set.Bool("version", &c.version, "print the version and exit");
+}
 
+// The flags given on the command line override what the config file said.
+void ApplyFlags(const fleet::FlagSet& set, const CommandLine& c, FleetdConfig& config) {
+  const FleetdConfig& f = c.flags;
+  if (set.IsSet("listen-address")) config.listen_address = f.listen_address;
+  if (set.IsSet("metrics-address")) config.metrics_listen_address = f.metrics_listen_address;
+  if (set.IsSet("tls-ca")) config.tls_ca_file = f.tls_ca_file;
+  if (set.IsSet("tls-cert")) config.tls_cert_file = f.tls_cert_file;
+  if (set.IsSet("tls-key")) config.tls_key_file = f.tls_key_file;
+  if (set.IsSet("policy")) config.policy_file = f.policy_file;
+  config.insecure = f.insecure;  // A flag only, never a config key.
+  if (set.IsSet("tls-reload-interval-seconds")) {
+    config.tls_reload_interval = absl::Seconds(c.tls_reload_seconds);
+  }
+  if (set.IsSet("grpc-port")) config.grpc_port = static_cast<int>(c.grpc_port);
+  if (set.IsSet("metrics-port")) config.metrics_port = static_cast<int>(c.metrics_port);
+  if (set.IsSet("state-dir")) config.state_dir = f.state_dir;
+  if (set.IsSet("inventory")) config.inventory = f.inventory;
+  if (set.IsSet("switch-credentials")) config.switch_credentials = f.switch_credentials;
+  if (set.IsSet("shutdown-grace")) config.shutdown_grace = absl::Seconds(c.grace_seconds);
+  if (set.IsSet("agent-heartbeat-ms")) config.agent_heartbeat = absl::Milliseconds(c.heartbeat_ms);
+  if (set.IsSet("log-level")) config.log_level = f.log_level;
+  if (set.IsSet("unknown-cross-connects")) {
+    config.unknown_cross_connects = f.unknown_cross_connects;
+  }
+  fleet::store::RetentionPolicy& retention = config.retention;
+  if (set.IsSet("events-max-age-days")) {
+    retention.events.max_age = absl::Hours(24) * c.events_max_age_days;
+  }
+  if (set.IsSet("events-max-count")) retention.events.max_count = c.events_max_count;
+  if (set.IsSet("ended-allocations-max-age-days")) {
+    retention.ended_allocations.max_age = absl::Hours(24) * c.ended_max_age_days;
+  }
+  if (set.IsSet("ended-allocations-max-count")) {
+    retention.ended_allocations.max_count = c.ended_max_count;
+  }
+  if (set.IsSet("retention-interval")) {
+    retention.interval = absl::Seconds(c.retention_interval_seconds);
+  }
+  config.crash_at = f.crash_at;
+}
+
+void SetLogLevel(const std::string& level) {
+  static const std::map<std::string, fleet::LogLevel> kLevels = {
+      {"debug", fleet::LogLevel::kDebug},
+      {"info", fleet::LogLevel::kInfo},
+      {"warning", fleet::LogLevel::kWarning},
+      {"error", fleet::LogLevel::kError}};
+  if (auto it = kLevels.find(level); it != kLevels.end()) fleet::SetMinLogLevel(it->second);
+}
+
+// The demo's emulators and PKI, prepared before fleetd starts (it changes `config`). Exit code
+// 2 for a --demo-site that cannot be read, 1 when the demo cannot start.
+int PrepareDemo(const fleet::FlagSet& set, const CommandLine& c, FleetdConfig& config,
+                std::unique_ptr<fleet::fleetd::Demo>& demo) {
+  fleet::fleetd::DemoOptions options;
+  if (!c.demo_site.empty()) {
+    std::ifstream file(c.demo_site);
+    if (!file) {
+      std::cerr << "fleetd: cannot read --demo-site " << c.demo_site << "\n";
+      return 2;
+    }
+    options.inventory.assign(std::istreambuf_iterator<char>(file), {});
+  }
+  if (!set.IsSet("state-dir")) config.state_dir.clear();
+  const std::string binary_dir =
+      std::filesystem::read_symlink("/proc/self/exe").parent_path().string();
+  absl::StatusOr<std::unique_ptr<fleet::fleetd::Demo>> prepared =
+      fleet::fleetd::Demo::Prepare(config, binary_dir, options);
+  if (!prepared.ok()) {
+    std::cerr << "fleetd: cannot start the demo: " << prepared.status().message() << "\n";
+    return 1;
+  }
+  demo = std::move(*prepared);
+  return 0;
+}
+
+// Starts the demo's agents and prints what a user dials: the switches, the fleetctl contexts,
+// the state directory and the agents' metrics, one per line.
+absl::Status StartDemo(fleet::fleetd::Demo& demo, const fleet::fleetd::Fleetd& daemon,
+                       const FleetdConfig& config) {
+  if (absl::Status agents = demo.StartAgents(daemon.grpc_address()); !agents.ok()) {
+    return absl::Status(agents.code(),
+                        absl::StrCat("cannot start the demo's agents: ", agents.message()));
+  }
+  // One tl1: and rest: line per switch; with several, each names its switch.
+  const bool several = demo.switches().size() > 1;
+  for (const fleet::fleetd::DemoSwitch& sw : demo.switches()) {
+    const std::string which = several ? " " + sw.id : "";
+    std::cout << "tl1: " << sw.tl1 << which << "\n"
+              << "rest: " << sw.rest << which << "\n";
+  }
+  absl::StatusOr<std::string> fleetctl_config = demo.WriteFleetctlConfig(daemon.grpc_address());
+  if (!fleetctl_config.ok()) {
+    return absl::Status(fleetctl_config.status().code(),
+                        absl::StrCat("cannot write the demo's fleetctl config: ",
+                                     fleetctl_config.status().message()));
+  }
+  // fleetctl and the Python client find the demo's certificates through it.
+  if (!fleetctl_config->empty()) std::cout << "fleetctl-config: " << *fleetctl_config << "\n";
+  std::cout << "state: " << config.state_dir << "\n";
+  for (const auto& [place, address] : demo.agent_metrics()) {
+    std::cout << "agent-metrics: " << address << " " << place << "\n";
+  }
+  return absl::OkStatus();
+}
+
+int Run(int argc, char** argv) {
+  CommandLine c;
+  fleet::FlagSet set("fleetd [--config FILE] [flags]",
+                     "The FLEET controller: serves the fleet.v1 API, keeps inventory and circuits\n"
+                     "in SQLite, and exports Prometheus metrics. Flags override the config file.");
+  DeclareFlags(set, c);
   absl::StatusOr<std::vector<std::string>> positional =
       set.Parse(std::vector<std::string>(argv + 1, argv + argc));
   if (!positional.ok()) {
@@ -102,7 +219,7 @@ int Run(int argc, char** argv) {
     std::cout << set.Help();
     return 0;
   }
-  if (version) {
+  if (c.version) {
     std::cout << "fleetd " << fleet::fleetd::FleetVersion() << "\n";
     return 0;
   }
@@ -112,88 +229,27 @@ int Run(int argc, char** argv) {
   }
 
   FleetdConfig config;
-  if (!config_file.empty()) {
-    absl::StatusOr<FleetdConfig> loaded = fleet::fleetd::ReadFleetdConfigFile(config_file);
+  if (!c.config_file.empty()) {
+    absl::StatusOr<FleetdConfig> loaded = fleet::fleetd::ReadFleetdConfigFile(c.config_file);
     if (!loaded.ok()) {
       std::cerr << "fleetd: " << loaded.status().message() << "\n";
       return 2;
     }
     config = *loaded;
   }
-  if (set.IsSet("listen-address")) config.listen_address = flags.listen_address;
-  if (set.IsSet("metrics-address")) config.metrics_listen_address = flags.metrics_listen_address;
-  if (set.IsSet("tls-ca")) config.tls_ca_file = flags.tls_ca_file;
-  if (set.IsSet("tls-cert")) config.tls_cert_file = flags.tls_cert_file;
-  if (set.IsSet("tls-key")) config.tls_key_file = flags.tls_key_file;
-  if (set.IsSet("policy")) config.policy_file = flags.policy_file;
-  config.insecure = flags.insecure;
-  if (set.IsSet("tls-reload-interval-seconds")) {
-    config.tls_reload_interval = absl::Seconds(tls_reload_seconds);
-  }
-  if (set.IsSet("grpc-port")) config.grpc_port = static_cast<int>(grpc_port);
-  if (set.IsSet("metrics-port")) config.metrics_port = static_cast<int>(metrics_port);
-  if (set.IsSet("state-dir")) config.state_dir = flags.state_dir;
-  if (set.IsSet("inventory")) config.inventory = flags.inventory;
-  if (set.IsSet("switch-credentials")) config.switch_credentials = flags.switch_credentials;
-  if (set.IsSet("shutdown-grace")) config.shutdown_grace = absl::Seconds(grace_seconds);
-  if (set.IsSet("agent-heartbeat-ms")) config.agent_heartbeat = absl::Milliseconds(heartbeat_ms);
-  if (set.IsSet("log-level")) config.log_level = flags.log_level;
-  if (set.IsSet("unknown-cross-connects")) {
-    config.unknown_cross_connects = flags.unknown_cross_connects;
-  }
-  fleet::store::RetentionPolicy& retention = config.retention;
-  if (set.IsSet("events-max-age-days")) {
-    retention.events.max_age = absl::Hours(24) * events_max_age_days;
-  }
-  if (set.IsSet("events-max-count")) retention.events.max_count = events_max_count;
-  if (set.IsSet("ended-allocations-max-age-days")) {
-    retention.ended_allocations.max_age = absl::Hours(24) * ended_max_age_days;
-  }
-  if (set.IsSet("ended-allocations-max-count")) {
-    retention.ended_allocations.max_count = ended_max_count;
-  }
-  if (set.IsSet("retention-interval")) {
-    retention.interval = absl::Seconds(retention_interval_seconds);
-  }
-  config.crash_at = flags.crash_at;
-
-  static const std::map<std::string, fleet::LogLevel> kLevels = {
-      {"debug", fleet::LogLevel::kDebug},
-      {"info", fleet::LogLevel::kInfo},
-      {"warning", fleet::LogLevel::kWarning},
-      {"error", fleet::LogLevel::kError}};
-  if (auto it = kLevels.find(config.log_level); it != kLevels.end()) {
-    fleet::SetMinLogLevel(it->second);
-  }
+  ApplyFlags(set, c, config);
+  SetLogLevel(config.log_level);
 
   // No work in signal handlers: shutdown signals are taken synchronously below.
   const fleet::ShutdownSignals shutdown = fleet::ShutdownSignals::Block();
 
   std::unique_ptr<fleet::fleetd::Demo> demo;
-  if (!demo_site.empty() && !demo_mode) {
+  if (!c.demo_site.empty() && !c.demo) {
     std::cerr << "fleetd: --demo-site needs --demo\n";
     return 2;
   }
-  if (demo_mode) {
-    fleet::fleetd::DemoOptions demo_options;
-    if (!demo_site.empty()) {
-      std::ifstream file(demo_site);
-      if (!file) {
-        std::cerr << "fleetd: cannot read --demo-site " << demo_site << "\n";
-        return 2;
-      }
-      demo_options.inventory.assign(std::istreambuf_iterator<char>(file), {});
-    }
-    if (!set.IsSet("state-dir")) config.state_dir.clear();
-    const std::string binary_dir =
-        std::filesystem::read_symlink("/proc/self/exe").parent_path().string();
-    absl::StatusOr<std::unique_ptr<fleet::fleetd::Demo>> prepared =
-        fleet::fleetd::Demo::Prepare(config, binary_dir, demo_options);
-    if (!prepared.ok()) {
-      std::cerr << "fleetd: cannot start the demo: " << prepared.status().message() << "\n";
-      return 1;
-    }
-    demo = std::move(*prepared);
+  if (c.demo) {
+    if (int failed = PrepareDemo(set, c, config, demo); failed != 0) return failed;
   }
 
   fleet::SystemClock clock;
@@ -206,29 +262,9 @@ int Run(int argc, char** argv) {
   std::cout << "grpc: " << (*daemon)->grpc_address() << "\n"
             << "metrics: " << (*daemon)->metrics_address() << "\n";
   if (demo != nullptr) {
-    if (absl::Status agents = demo->StartAgents((*daemon)->grpc_address()); !agents.ok()) {
-      std::cerr << "fleetd: cannot start the demo's agents: " << agents.message() << "\n";
+    if (absl::Status started = StartDemo(*demo, **daemon, config); !started.ok()) {
+      std::cerr << "fleetd: " << started.message() << "\n";
       return 1;
-    }
-    // One tl1: and rest: line per switch; with several, each names its switch.
-    const bool several = demo->switches().size() > 1;
-    for (const fleet::fleetd::DemoSwitch& sw : demo->switches()) {
-      const std::string which = several ? " " + sw.id : "";
-      std::cout << "tl1: " << sw.tl1 << which << "\n"
-                << "rest: " << sw.rest << which << "\n";
-    }
-    absl::StatusOr<std::string> fleetctl_config =
-        demo->WriteFleetctlConfig((*daemon)->grpc_address());
-    if (!fleetctl_config.ok()) {
-      std::cerr << "fleetd: cannot write the demo's fleetctl config: "
-                << fleetctl_config.status().message() << "\n";
-      return 1;
-    }
-    // fleetctl and the Python client find the demo's certificates through it.
-    if (!fleetctl_config->empty()) std::cout << "fleetctl-config: " << *fleetctl_config << "\n";
-    std::cout << "state: " << config.state_dir << "\n";
-    for (const auto& [place, address] : demo->agent_metrics()) {
-      std::cout << "agent-metrics: " << address << " " << place << "\n";
     }
   }
   std::cout << std::flush;

@@ -25,7 +25,9 @@ if ! grep -q '^fleetctl-config: ' "$out"; then cat "$state/fleetd.log"; exit 1; 
 cat "$out"
 server=$(sed -n 's/^grpc: //p' "$out")
 # fleetd serves mutual TLS; the demo wrote a throwaway CA, certificates and fleetctl contexts
-# (the current one an operator) into its state directory.
+# (the current one an operator) into its state directory. FLEET_* left in the shell from
+# another fleetd would beat the context, so they go.
+unset FLEET_SERVER FLEET_CA FLEET_CERT FLEET_KEY FLEET_INSECURE FLEET_CONTEXT
 export FLEET_CONFIG=$(sed -n 's/^fleetctl-config: //p' "$out")
 fleetctl() { build/bin/fleetctl "$@"; }
 

@@ -97,10 +97,18 @@ TEST_F(FleetctlCertsTest, IssuedClientAndServerCertificatesVerifyAgainstTheCa) {
 TEST_F(FleetctlCertsTest, NothingIsOverwrittenUnlessForcedAndACaNever) {
   ASSERT_EQ(Run({"certs", "init-ca", "--out", Path("ca"), "--site", "lab.fleet"}), kExitOk);
   const std::string ca_key = Read("ca/ca.key");
-  EXPECT_EQ(RunAgain({"certs", "init-ca", "--out", Path("ca"), "--site", "lab.fleet", "--force"}),
+  EXPECT_EQ(RunAgain({"certs", "init-ca", "--out", Path("ca"), "--site", "lab.fleet"}),
             kExitFailed);
-  EXPECT_THAT(err(), HasSubstr("ca/ca.key exists"));
+  EXPECT_THAT(
+      err(), HasSubstr(Path("ca") + " already holds a CA (ca.key); a CA is never "
+                                    "replaced: give another --out, or remove the folder yourself"));
+  EXPECT_EQ(RunAgain({"certs", "init-ca", "--out", Path("ca"), "--site", "lab.fleet", "--force"}),
+            kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("certs init-ca never replaces a CA: --force is for issue"));
   EXPECT_EQ(Read("ca/ca.key"), ca_key);
+  int entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(Path("ca"))) ++entries;
+  EXPECT_EQ(entries, 2) << "a refused init-ca leaves nothing behind";
 
   const std::vector<std::string> issue = {"certs",      "issue",
                                           "--ca-dir",   Path("ca"),
@@ -150,6 +158,20 @@ TEST_F(FleetctlCertsTest, BadArgumentsAreRefusedNamingTheFlagAndTheRule) {
         "spiffe://lab.fleet/job/a"},
        kExitFailed,
        "cannot read CA certificate"},
+      {{"certs", "issue", "--ca-dir", ca, "--out", Path("x"), "--identity",
+        "spiffe://other.fleet/job/a"},
+       kExitFailed,
+       "--identity: site 'other.fleet' of 'spiffe://other.fleet/job/a' is not the site of the CA "
+       "in " +
+           ca + " ('lab.fleet')"},
+      {{"certs", "issue", "--ca-dir", ca, "--out", Path("x"), "--server-name", "fleet.lab:50051"},
+       kExitFailed,
+       "--server-name: 'fleet.lab:50051' is neither an IP address nor a host name (no port, path "
+       "or space)"},
+      {{"certs", "issue", "--ca-dir", ca, "--out", Path("x.pem"), "--identity",
+        "spiffe://lab.fleet/job/a"},
+       kExitUsage,
+       "is the path without extension: issue writes OUT.pem and OUT.key"},
       {{"certs", "show"}, kExitUsage, "certs show needs one FILE"},
       {{"certs", "show", Path("ca/ca.key")}, kExitFailed, "no PEM certificate"},
   };

@@ -347,6 +347,21 @@ TEST_F(PemFileTest, WritesWithModeAndReplacesAtomically) {
   EXPECT_EQ(entries, 1);
 }
 
+TEST_F(PemFileTest, ANewFileNeverReplacesOne) {
+  const std::string path = dir_ + "/ca.key";
+  ASSERT_TRUE(WriteNewPemFile(path, "first", 0600).ok());
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  absl::Status again = WriteNewPemFile(path, "second", 0600);
+  EXPECT_EQ(again.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(again.message(), HasSubstr(path + " exists"));
+  EXPECT_EQ(ReadPemFile(path, "key").value_or(""), "first");
+  int entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir_)) ++entries;
+  EXPECT_EQ(entries, 1);  // Neither write left its temporary file.
+}
+
 TEST_F(PemFileTest, FailuresNameThePath) {
   absl::Status written = WritePemFile(dir_ + "/missing/key.pem", "x", 0600);
   EXPECT_EQ(written.code(), absl::StatusCode::kInternal);

@@ -324,6 +324,40 @@ TEST_F(SecurityTest, ATenantSeesNothingOfAnothersAllocations) {
     EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
   }
   {
+    v1::DetachDevicesRequest r;
+    r.set_id(id);
+    r.add_devices("gpu2");
+    v1::DetachDevicesResponse detached;
+    grpc::ClientContext context;
+    grpc::Status status = team_b->DetachDevices(&context, r, &detached);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_EQ(status.error_message(), absl::StrCat("allocation ", id, " not found"));
+  }
+  {
+    v1::ReplaceMemberRequest r;
+    r.set_allocation_id(id);
+    r.set_member("gpu2");
+    r.set_dry_run(true);
+    v1::ReplaceMemberResponse replaced;
+    grpc::ClientContext context;
+    grpc::Status status =
+        v1::AdminService::NewStub(Channel("job-team-b"))->ReplaceMember(&context, r, &replaced);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_EQ(status.error_message(), absl::StrCat("allocation ", id, " not found"));
+  }
+  {
+    v1::WatchAllocationRequest r;
+    r.set_tenant("team-a");
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    auto reader = team_b->WatchAllocation(&context, r);
+    v1::WatchAllocationResponse change;
+    EXPECT_FALSE(reader->Read(&change));
+    grpc::Status status = reader->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+    EXPECT_THAT(status.error_message(), HasSubstr("may not watch tenant team-a"));
+  }
+  {
     v1::ListAllocationsRequest r;
     v1::ListAllocationsResponse listed;
     grpc::ClientContext context;
@@ -348,6 +382,16 @@ TEST_F(SecurityTest, ATenantSeesNothingOfAnothersAllocations) {
   for (const v1::Event& e : seen.events()) EXPECT_NE(e.object_id(), id) << e.message();
   EXPECT_EQ(events("job-team-b", "switch", &seen).error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
+  {
+    // Following the log from its start: what it replays holds nothing of team-a's.
+    v1::WatchEventsRequest r;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    auto reader = v1::AdminService::NewStub(Channel("job-team-b"))->WatchEvents(&context, r);
+    v1::Event e;
+    while (reader->Read(&e)) EXPECT_NE(e.object_id(), id) << e.message();
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  }
   ASSERT_TRUE(Eventually([&] {
     v1::ListEventsResponse own;
     if (!events("job-team-a", "", &own).ok()) return false;

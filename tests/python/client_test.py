@@ -4,7 +4,8 @@
 Each run starts one fleetd --demo (the emulated Polatis switch, the Gen1 inventory, an
 emulated agent per host) on ports chosen at run time, in a fresh state directory, and stops
 it at the end. The demo serves mutual TLS: the client dials with the certificates and the
-fleetctl contexts it writes (job/team-a for the job, the operator for inventory reads). Run by ctest (tests/python/CMakeLists.txt) as
+fleetctl contexts it writes (job/team-a for the job, the operator for inventory reads). Run
+by ctest (tests/python/CMakeLists.txt) as
 
     python3 client_test.py --group client|phases [unittest arguments]
 
@@ -477,15 +478,17 @@ class CredentialsTest(FleetTestCase):
                     "    colour: red\n")
         with self.assertRaises(credentials.CredentialsError) as caught:
             credentials.resolve(config=bad, environ={})
-        self.assertIn("unknown key 'colour'", str(caught.exception))
-        self.assertIn("ca, cert and key go together; only ca given", str(caught.exception))
+        # As fleetctl says it: the file, the line, the key and the rule.
+        self.assertIn(f"{bad}:5: unknown key 'colour' in a context; known: ca, cert, insecure, "
+                      "key, name, server", str(caught.exception))
+        self.assertIn(f"{bad}:3: context 'x' has no cert and key: ca, cert and key go together",
+                      str(caught.exception))
         # The job's client works from the environment alone, as a launched job's would.
-        os.environ["FLEET_CONFIG"], os.environ["FLEET_CONTEXT"] = self.demo.config, JOB_CONTEXT
-        try:
+        from unittest import mock
+        with mock.patch.dict(os.environ, {"FLEET_CONFIG": self.demo.config,
+                                          "FLEET_CONTEXT": JOB_CONTEXT}):
             with self.fleet.Client(tenant=TENANT) as from_env:
                 self.assertIsNotNone(from_env.allocations())
-        finally:
-            del os.environ["FLEET_CONFIG"], os.environ["FLEET_CONTEXT"]
 
 
 class PhaseTest(FleetTestCase):
@@ -557,6 +560,10 @@ def main() -> int:
                         help="run only tests whose name holds this substring")
     args = parser.parse_args()
     require_client()
+    # The tests name their credentials; a caller's FLEET_* settings must not override them.
+    for name in ("FLEET_SERVER", "FLEET_CA", "FLEET_CERT", "FLEET_KEY", "FLEET_INSECURE",
+                 "FLEET_CONTEXT", "FLEET_CONFIG"):
+        os.environ.pop(name, None)
 
     loader = unittest.TestLoader()
     if args.patterns:

@@ -91,7 +91,8 @@ class Client:
     and credentials are found as fleetctl finds them (:mod:`fleet.credentials`): the
     arguments, then ``FLEET_SERVER``/``FLEET_CA``/``FLEET_CERT``/``FLEET_KEY``/
     ``FLEET_INSECURE``/``FLEET_CONTEXT``, then a context of fleetctl's config file
-    (``$FLEET_CONFIG`` or ``~/.config/fleet/config.yaml``).
+    (``$FLEET_CONFIG``, else ``$XDG_CONFIG_HOME/fleet/config.yaml``, else
+    ``~/.config/fleet/config.yaml``).
 
     Args:
         address: ``HOST:PORT`` of fleetd's gRPC port; default ``$FLEET_SERVER``, else the
@@ -100,7 +101,8 @@ class Client:
             certificate may act only for the tenants fleetd's policy gives it.
         principal: over plaintext only (a fleetd started with ``--insecure``), the caller sent
             as ``x-fleet-principal``; by default ``job:TENANT`` for the tenant of each call, or
-            nothing when there is no tenant. Over TLS nothing is sent.
+            nothing when there is no tenant. Over TLS nothing is sent; over a ``channel`` given
+            by the caller it is sent (fleetd ignores it under TLS).
         timeout: deadline in seconds for each unary RPC.
         channel: an existing gRPC channel to use instead of opening one; the credentials
             arguments are then not used.

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import grpc
 
@@ -101,9 +101,16 @@ def config_path(config: Optional[str] = None,
     return ""
 
 
+_TOP_KEYS = ("contexts", "current-context")
+# The spellings yaml-cpp reads as booleans, as fleetctl does.
+_TRUE = {"y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"}
+_FALSE = {"n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"}
+
+
 def read_config(path: str) -> Config:
-    """Reads and checks the config file; a missing file is an empty config. Every problem
-    is listed in one CredentialsError, each naming the key, the value and the rule."""
+    """Reads and checks the config file as fleetctl does; a missing file is an empty config.
+    Every problem is listed in one CredentialsError, a line each, ``FILE:LINE: ...`` naming
+    the key, the value and the rule."""
     if not path or not os.path.exists(path):
         return Config(path=path)
     try:
@@ -112,65 +119,101 @@ def read_config(path: str) -> Config:
         raise CredentialsError(f"reading {path} needs PyYAML (Debian's python3-yaml): {e}") from e
     try:
         with open(path, encoding="utf-8") as f:
-            document = yaml.safe_load(f)
+            root = yaml.compose(f)
     except OSError as e:
         raise CredentialsError(f"cannot read client config file {path}: {e.strerror}") from e
     except yaml.YAMLError as e:
         raise CredentialsError(f"{path}: not YAML: {e}") from e
-    document = {} if document is None else document
-    if not isinstance(document, dict):
-        raise CredentialsError(f"{path}: the top level must be a map with current-context and "
-                               "contexts")
+    config = Config(path=path, exists=True)
+    if root is None or (isinstance(root, yaml.ScalarNode) and root.tag.endswith(":null")):
+        return config
     problems: List[str] = []
-    for key in document:
-        if key not in ("current-context", "contexts"):
-            problems.append(f"{path}: unknown key '{key}'; known: current-context, contexts")
-    contexts = document.get("contexts") or []
-    if not isinstance(contexts, list):
-        problems.append(f"{path}: contexts must be a list")
-        contexts = []
-    seen = set()
-    checked: List[Dict[str, Any]] = []
-    for i, context in enumerate(contexts):
-        where = f"{path}: contexts[{i}]"
-        if not isinstance(context, dict):
-            problems.append(f"{where} must be a map")
-            continue
-        for key, value in context.items():
-            if key not in _CONTEXT_KEYS:
-                problems.append(f"{where}: unknown key '{key}'; known: {', '.join(_CONTEXT_KEYS)}")
-            elif key == "insecure" and not isinstance(value, bool):
-                problems.append(f"{where}: insecure: '{value}' is not true or false")
-            elif key != "insecure" and not isinstance(value, str):
-                problems.append(f"{where}: {key}: '{value}' is not a string")
-        name = context.get("name")
-        if not name:
-            problems.append(f"{where}: a context needs a name")
-        elif name in seen:
-            problems.append(f"{where}: context '{name}' is named twice")
-        seen.add(name)
-        files = [k for k in ("ca", "cert", "key") if context.get(k)]
-        if context.get("insecure") is True and files:
-            problems.append(f"{where} ({name}): insecure: true and {'/'.join(files)}: "
-                            "plaintext or TLS, not both")
-        elif 0 < len(files) < 3:
-            problems.append(f"{where} ({name}): ca, cert and key go together; "
-                            f"only {', '.join(files)} given")
-        checked.append(context)
-    current = document.get("current-context") or ""
-    if not isinstance(current, str):
-        problems.append(f"{path}: current-context: '{current}' is not a string")
-        current = ""
-    elif current and current not in seen:
-        problems.append(f"{path}: current-context '{current}' is not a context; contexts: "
-                        f"{', '.join(str(n) for n in seen) or '(none)'}")
+
+    def problem(node: Any, what: str) -> None:
+        problems.append(f"{path}:{node.start_mark.line + 1}: {what}")
+
+    if not isinstance(root, yaml.MappingNode):
+        problem(root, "the client config must be a mapping (current-context, contexts)")
+        raise CredentialsError(problems[0])
+
+    def scalar(node: Any, key: str) -> str:
+        if not isinstance(node, yaml.ScalarNode):
+            problem(node, f"{key} must be a string")
+            return ""
+        return node.value
+
+    current_node = None
+    first_line: Dict[str, int] = {}
+    for key_node, value in root.value:
+        key = key_node.value
+        if key not in _TOP_KEYS:
+            problem(key_node, f"unknown key '{key}'; known: {', '.join(_TOP_KEYS)}")
+        elif key == "current-context":
+            current_node = value
+            config.current_context = scalar(value, key)
+        elif not (isinstance(value, yaml.SequenceNode) or
+                  (isinstance(value, yaml.ScalarNode) and value.tag.endswith(":null"))):
+            problem(value, "contexts must be a list of contexts")
+        elif isinstance(value, yaml.SequenceNode):
+            for node in value.value:
+                context = _read_context(node, problem, scalar)
+                if context is None:
+                    continue
+                name = context["name"]
+                line = node.start_mark.line + 1
+                if name in first_line:
+                    problem(node, f"context '{name}' is named twice (first at line "
+                                  f"{first_line[name]}); names must be unique")
+                    continue
+                first_line[name] = line
+                config.contexts.append(context)
+    if config.current_context and config.find(config.current_context) is None:
+        problem(current_node, f"current-context '{config.current_context}' is not a context; "
+                              f"contexts: {config.names()}")
     if problems:
         raise CredentialsError("\n".join(problems))
-    return Config(path=path, exists=True, current_context=current, contexts=checked)
+    return config
+
+
+def _read_context(node: Any, problem: Callable[[Any, str], None],
+                  scalar: Callable[[Any, str], str]) -> Optional[Dict[str, Any]]:
+    """One context of the file, checked; None when it has no name or is not a mapping."""
+    import yaml
+    if not isinstance(node, yaml.MappingNode):
+        problem(node, "a context must be a mapping (name, server, ca, cert, key, insecure)")
+        return None
+    context: Dict[str, Any] = {"insecure": False}
+    for key_node, value in node.value:
+        key = key_node.value
+        if key not in _CONTEXT_KEYS:
+            problem(key_node, f"unknown key '{key}' in a context; known: "
+                              f"{', '.join(sorted(_CONTEXT_KEYS))}")
+        elif key == "insecure":
+            text = value.value if isinstance(value, yaml.ScalarNode) else None
+            if text in _TRUE or text in _FALSE:
+                context["insecure"] = text in _TRUE
+            else:
+                shown = text if text is not None else "a collection"
+                problem(value, f"insecure must be true or false, got '{shown}'")
+        else:
+            context[key] = scalar(value, key)
+    name = context.get("name", "")
+    if not name:
+        problem(node, "a context needs a name")
+        return None
+    files = [k for k in ("ca", "cert", "key") if context.get(k)]
+    if context["insecure"] and files:
+        problem(node, f"context '{name}' is insecure and has ca/cert/key: a context is either "
+                      "insecure (plaintext) or TLS")
+    elif 0 < len(files) < 3:
+        missing = [k for k in ("ca", "cert", "key") if not context.get(k)]
+        problem(node, f"context '{name}' has no {' and '.join(missing)}: ca, cert and key go "
+                      "together")
+    return context
 
 
 def _boolean(text: str, name: str) -> bool:
-    value = text.strip().lower()
+    value = text.lower()
     if value in ("1", "true", "yes"):
         return True
     if value in ("0", "false", "no"):
@@ -218,7 +261,7 @@ def resolve(server: Optional[str] = None, *, ca: Optional[str] = None,
     if chosen is not None:
         sources.append((f"context {name}", cfg.resolve(chosen.get("ca", "")),
                         cfg.resolve(chosen.get("cert", "")), cfg.resolve(chosen.get("key", "")),
-                        True if chosen.get("insecure") is True else None, "insecure: true",
+                        True if chosen.get("insecure") else None, "insecure: true",
                         "ca/cert/key"))
 
     plaintext: Optional[bool] = None
