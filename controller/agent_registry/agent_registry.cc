@@ -246,11 +246,20 @@ std::string AgentRegistry::ReadLoop(Stream* stream, const std::string& host, uin
   while (stream->Read(&message)) {
     if (message.has_link_change()) {
       const v1::LinkState& link = message.link_change();
+      std::function<void(const std::string&, const v1::LinkState&)> link_down;
       {
         absl::MutexLock lock(&mu_);
         // A replaced connection's last words say nothing about the port now.
         auto current = current_.find(host);
-        if (current != current_.end() && current->second == session_id) ReportLink(host, link);
+        if (current != current_.end() && current->second == session_id) {
+          ReportLink(host, link);
+          // Only the owner's word on a port counts (Listener).
+          auto owner = owner_.find(link.onic_serial());
+          if (link.status() == v1::LINK_STATUS_DOWN && owner != owner_.end() &&
+              owner->second == host && !shutting_down_) {
+            link_down = listener_.link_down;
+          }
+        }
       }
       // Recorded outside the lock: it writes to the store.
       AppendEvent("agent.link_change", host,
@@ -259,6 +268,7 @@ std::string AgentRegistry::ReadLoop(Stream* stream, const std::string& host, uin
                   absl::StrCat("O-NIC ", link.onic_serial(), " port ", link.port(), " on host ",
                                host, " is now ", v1::Name(link.status()),
                                link.detail().empty() ? "" : ": ", link.detail()));
+      if (link_down) link_down(host, link);
       continue;
     }
     absl::MutexLock lock(&mu_);

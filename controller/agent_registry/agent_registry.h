@@ -158,14 +158,18 @@ class AgentRegistry : public CommandSender {
   bool ArmsRetrains(const std::string& onic_serial) override;
 
   // Told when an agent registers (first time or reconnecting; after it is listed as
-  // connected) and when a connected agent goes away (stream ended, heartbeats missed, not
-  // replaced), with the O-NIC serials it owned. Never during Shutdown. Set before agents
-  // connect; called on the stream's or the heartbeat thread, without the registry's lock.
+  // connected), when a connected agent goes away (stream ended, heartbeats missed, not
+  // replaced), with the O-NIC serials it owned, and when the current stream of a host reports
+  // a port of its own O-NICs DOWN (no light, a wrong peer, too little power: the agent's
+  // `detail` says which). Never during Shutdown. Set before agents connect; called on the
+  // stream's or the heartbeat thread, without the registry's lock: a listener that does more
+  // than a moment's work hands it to another thread, as the stream must go on reading.
   struct Listener {
     std::function<void(const std::string& host, const std::vector<std::string>& serials)> connected;
     std::function<void(const std::string& host, const std::vector<std::string>& serials,
                        const std::string& why)>
         gone;
+    std::function<void(const std::string& host, const v1::LinkState& link)> link_down;
   };
   void SetListener(Listener listener);
 

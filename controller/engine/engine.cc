@@ -178,6 +178,10 @@ void Engine::QuiesceIdlePorts(const std::vector<std::string>& serials) {
   recovery_.QuiesceIdlePorts(serials);
 }
 
+void Engine::LinkDown(const std::string& host, const v1::LinkState& link) {
+  recovery_.LinkDown(host, link);
+}
+
 void Engine::AgentGone(const std::string& host, const std::vector<std::string>& serials,
                        const std::string& why) {
   recovery_.AgentGone(host, serials, why);

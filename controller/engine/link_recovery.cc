@@ -131,6 +131,54 @@ void LinkRecovery::AgentGone(const std::string& host, const std::vector<std::str
   }
 }
 
+void LinkRecovery::LinkDown(const std::string& host, const v1::LinkState& link) {
+  // Off the agent's stream, which must go on reading its answers.
+  p_.pool.Spawn("", [this, host, link] {
+    std::vector<std::string> carrying;
+    for (v1::AllocationState state : {v1::ALLOCATION_STATE_READY, v1::ALLOCATION_STATE_DEGRADED}) {
+      absl::StatusOr<std::vector<v1::Allocation>> listed =
+          p_.ctx.store->ListAllocations({"", state, false});
+      if (!listed.ok()) continue;
+      for (const v1::Allocation& a : *listed) carrying.push_back(a.id());
+    }
+    for (const std::string& id : carrying) {
+      // A transaction running on it finds out for itself when it retrains.
+      if (!p_.pool.Claim(id)) continue;
+      const bool degraded = DegradeLinkDown(id, host, link);
+      p_.pool.Unclaim(id);
+      if (degraded) p_.retries.ScheduleAt(id, p_.ctx.clock->Now() + p_.ctx.options.retry_initial);
+    }
+  });
+}
+
+bool LinkRecovery::DegradeLinkDown(const std::string& id, const std::string& host,
+                                   const v1::LinkState& link) {
+  // Read again under the claim: what the listing saw may have changed since.
+  absl::StatusOr<v1::Allocation> a = p_.ctx.store->GetAllocation(id);
+  if (!a.ok() ||
+      (a->state() != v1::ALLOCATION_STATE_READY && a->state() != v1::ALLOCATION_STATE_DEGRADED)) {
+    return false;
+  }
+  store::AllocationUpdate u;
+  u.id = id;
+  std::string reason;
+  for (const v1::Circuit& c : LiveCircuits(*a)) {
+    if (c.state() != v1::CIRCUIT_STATE_ACTIVE || c.destination().port() != link.port()) continue;
+    absl::StatusOr<std::string> dst = p_.inventory.SerialOf(c.destination().onic());
+    if (!dst.ok() || *dst != link.onic_serial()) continue;
+    reason = absl::StrCat("link ", LinkName(c), ": the agent of host ", host, " reports ",
+                          v1::PortName(c.destination()), " down", link.detail().empty() ? "" : " (",
+                          link.detail(), link.detail().empty() ? "" : ")");
+    u.circuits[c.id()] = {v1::CIRCUIT_STATE_DEGRADED, reason};
+  }
+  if (u.circuits.empty()) return false;
+  u.state = v1::ALLOCATION_STATE_DEGRADED;
+  u.reason = reason;
+  u.severity = v1::EVENT_SEVERITY_WARNING;
+  u.event_message = absl::StrCat("allocation ", id, " DEGRADED: ", reason);
+  return p_.ctx.Update(u, "fleetd").ok();
+}
+
 void LinkRecovery::RetrainDegraded(const std::string& id) {
   absl::StatusOr<v1::Allocation> a = p_.ctx.store->GetAllocation(id);
   if (!a.ok()) return;

@@ -23,6 +23,8 @@ class LinkRecovery {
   void QuiesceIdlePorts(const std::vector<std::string>& serials);
   void AgentGone(const std::string& host, const std::vector<std::string>& serials,
                  const std::string& why);
+  // Engine::LinkDown (engine.h).
+  void LinkDown(const std::string& host, const v1::LinkState& link);
   // Runs the retries that are due, each on a worker holding its allocation's claim.
   void RunDueRetries();
 
@@ -31,6 +33,9 @@ class LinkRecovery {
   std::vector<agent_registry::AddressedCommand> IdlePortQuiesces(
       const std::vector<std::string>& serials);
   void RetrainDegraded(const std::string& id);
+  // LinkDown's work, on a worker: degrades what the link carries in allocation `id`, holding
+  // its claim; false when it carried nothing live there.
+  bool DegradeLinkDown(const std::string& id, const std::string& host, const v1::LinkState& link);
 
   const EngineParts p_;
   Releaser* const releaser_;

@@ -1,4 +1,5 @@
-// Agents that go and come back: DEGRADED allocations, retries, idle ports quiesced.
+// Agents that go and come back, links reported down: DEGRADED allocations, retries, idle
+// ports quiesced.
 // The engine over the real SQLite store, the FLEET Gen1 inventory, an in-memory switch and
 // agents that check the light (engine_test_fixture.h).
 #include "tests/engine/engine_test_fixture.h"
@@ -99,6 +100,76 @@ TEST_F(EngineTest, AgentGoneDegradesAndItsReturnHealsWithoutRetrainingWorkingLin
   EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
   // The light never stopped: the returned agent reported the links up, nothing retrained.
   EXPECT_EQ(agents_->Count(v1::Command::kRetrain), retrains);
+}
+
+v1::LinkState Down(const std::string& serial, uint32_t port, const std::string& detail) {
+  v1::LinkState link;
+  link.set_onic_serial(serial);
+  link.set_port(port);
+  link.set_status(v1::LINK_STATUS_DOWN);
+  link.set_detail(detail);
+  return link;
+}
+
+int DegradedCircuits(const v1::Allocation& a) {
+  int degraded = 0;
+  for (const v1::Circuit& c : a.circuits()) degraded += c.state() == v1::CIRCUIT_STATE_DEGRADED;
+  return degraded;
+}
+
+TEST_F(EngineTest, ALinkReportedDownDegradesAtOnceNamingItAndARetryHealsIt) {
+  // gpu1 → gpu2 → gpu3 → gpu1, each on port 1 of its O-NIC.
+  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2", "gpu3"}));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
+  const int retrains = agents_->Count(v1::Command::kRetrain);
+
+  // A port in no circuit of it changes nothing.
+  engine_->LinkDown("gpu-pool-1", Down("FLT-GPU2-N0", 2, "no light"));
+  engine_->WaitIdleForTest();
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
+
+  engine_->LinkDown("gpu-pool-1", Down("FLT-GPU2-N0", 1, "rx -31.0 dBm below -20.0 dBm"));
+  engine_->WaitIdleForTest();
+  v1::Allocation degraded = Get(a.id());
+  EXPECT_EQ(degraded.state(), v1::ALLOCATION_STATE_DEGRADED);
+  EXPECT_EQ(degraded.reason(),
+            "link gpu1-n0/1 -> gpu2-n0/1: the agent of host gpu-pool-1 reports gpu2-n0/1 down "
+            "(rx -31.0 dBm below -20.0 dBm)");
+  EXPECT_EQ(DegradedCircuits(degraded), 1);
+  EXPECT_EQ(OnSwitch(), Wanted(a));  // Nothing is taken off the switch.
+
+  // Another link of the DEGRADED allocation goes too: it is marked, so the retry sees to it.
+  engine_->LinkDown("gpu-pool-1", Down("FLT-GPU3-N0", 1, "wrong peer FLT-GPU9-N0/1"));
+  engine_->WaitIdleForTest();
+  EXPECT_EQ(DegradedCircuits(Get(a.id())), 2);
+
+  // The retry asks the agents first: the light is back, so the links are up and nothing is
+  // retrained.
+  clock_.Advance(absl::Seconds(1));
+  engine_->RunDueRetries();
+  engine_->WaitIdleForTest();
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY) << Get(a.id()).reason();
+  EXPECT_EQ(DegradedCircuits(Get(a.id())), 0);
+  EXPECT_EQ(agents_->Count(v1::Command::kRetrain), retrains);
+}
+
+TEST_F(EngineTest, ALinkDownWhoseAgentStaysAwayStaysDegradedAndIsRetried) {
+  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2"}));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
+  agents_->SetGone("FLT-GPU2-N0", true);
+  engine_->LinkDown("gpu-pool-1", Down("FLT-GPU2-N0", 1, "no light"));
+  engine_->WaitIdleForTest();
+  ASSERT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_DEGRADED);
+  clock_.Advance(absl::Seconds(1));
+  engine_->RunDueRetries();
+  engine_->WaitIdleForTest();
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_DEGRADED);
+
+  agents_->SetGone("FLT-GPU2-N0", false);
+  clock_.Advance(absl::Seconds(10));
+  engine_->RunDueRetries();
+  engine_->WaitIdleForTest();
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY) << Get(a.id()).reason();
 }
 
 }  // namespace

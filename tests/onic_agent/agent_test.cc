@@ -24,6 +24,7 @@
 #include "controller/agent_registry/agent_registry.h"
 #include "controller/service/agent_service.h"
 #include "controller/store/store.h"
+#include "fleet/v1/names.h"
 #include "testing/fake_clock.h"
 #include "tests/eventually.h"
 
@@ -842,6 +843,16 @@ bool ToldPort1IsDown(Controller& controller) {
 
 TEST(AgentTest, LinkChangesNoticedByTheAgentAreReported) {
   Controller controller;
+  // What the engine is told: only a port going down, of an O-NIC of the reporting host.
+  absl::Mutex mu;
+  std::vector<std::string> told;
+  agent_registry::AgentRegistry::Listener listener;
+  listener.link_down = [&](const std::string& host, const v1::LinkState& link) {
+    absl::MutexLock lock(&mu);
+    told.push_back(absl::StrCat(host, " ", link.onic_serial(), "/", link.port(), " ",
+                                v1::Name(link.status())));
+  };
+  controller.registry().SetListener(std::move(listener));
   FakeBackend backend({"S1"});
   RunningAgent agent(controller.address(), "h1", &backend);
   ASSERT_TRUE(Eventually([&] { return controller.AgentConnected("h1"); }));
@@ -852,6 +863,12 @@ TEST(AgentTest, LinkChangesNoticedByTheAgentAreReported) {
   // fleetd records it in the event log.
   backend.Set("S1", 1, v1::LINK_STATUS_DOWN);
   ASSERT_TRUE(Eventually([&] { return ToldPort1IsDown(controller); }));
+  ASSERT_TRUE(Eventually([&] {
+    absl::MutexLock lock(&mu);
+    return !told.empty();
+  }));
+  absl::MutexLock lock(&mu);
+  EXPECT_THAT(told, ::testing::ElementsAre("h1 S1/1 down"));
 }
 
 // A link change the monitor notices as the stream ends cannot be written; fleetd hears of it

@@ -392,6 +392,28 @@ class ClientTest(FleetTestCase):
             a = topo.wait_ready(timeout=WAIT)
             self.assertAllActive(a)
 
+    def test_a_ready_link_losing_its_light_degrades_at_once_and_heals(self) -> None:
+        from fleet.v1 import inventory_pb2, inventory_pb2_grpc
+        with self.demo.channel() as channel:
+            onic = inventory_pb2_grpc.InventoryServiceStub(channel).GetOnic(
+                inventory_pb2.GetOnicRequest(id="gpu6-n0"), timeout=10)
+        egress = next(p.rx.port for p in onic.ports if p.index == 1)
+        with self.client.topology(links=[self.fleet.Link("gpu5-n0/1", "gpu6-n0/1")],
+                                  lease=60) as topo:
+            topo.wait_ready(timeout=WAIT)
+            self.addCleanup(self.demo.switch_fault, None)
+            # The light fades under the running job: the agent's monitor sees the port go down
+            # and fleetd degrades the allocation without being asked.
+            self.demo.switch_fault({"power_drop_db": 30.0}, f"ports/{egress}")
+            self.assertTrue(eventually(
+                lambda: self.fleet.state_name(topo.refresh().state) == "DEGRADED", WAIT),
+                topo.refresh())
+            a = topo.refresh()
+            self.assertIn("reports gpu6-n0/1 down", a.reason)
+            # The light comes back: a retry finds the link up again, READY.
+            self.demo.switch_fault(None)
+            self.assertAllActive(topo.wait_ready(timeout=WAIT))
+
     def test_another_tenant_cannot_see_it(self) -> None:
         # team-b's own certificate: fleetd knows the caller by it, whatever tenant it names.
         other = self.fleet.Client(self.demo.grpc, tenant="team-b", **self.demo.issue_job("team-b"))
