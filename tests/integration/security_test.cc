@@ -1,9 +1,9 @@
 // fleetd's security over real processes and real TLS on loopback: `fleetd --demo` runs with
 // mutual TLS on its throwaway PKI (STATE/pki), and this test issues more certificates from
 // that CA (another tenant, an expired one, a second agent identity) and from a foreign CA.
+#include <gmock/gmock.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
-#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -26,20 +26,20 @@
 namespace fleet {
 namespace {
 
+using testing::BinaryPath;
+using testing::Daemon;
+using testing::Eventually;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using testing::BinaryPath;
-using testing::Eventually;
-using testing::Daemon;
 
 class SecurityTest : public ::testing::Test {
  public:
   static void SetUpTestSuite() {
     state_ = new std::string(testing::FreshDirectory("security"));
-    absl::StatusOr<std::unique_ptr<Daemon>> started = Daemon::Start(
-        {BinaryPath("fleetd"), "--demo", "--state-dir", *state_, "--grpc-port", "0",
-         "--metrics-port", "0", "--agent-heartbeat-ms", "100", "--tls-reload-interval-seconds",
-         "1"});
+    absl::StatusOr<std::unique_ptr<Daemon>> started =
+        Daemon::Start({BinaryPath("fleetd"), "--demo", "--state-dir", *state_, "--grpc-port", "0",
+                       "--metrics-port", "0", "--agent-heartbeat-ms", "100",
+                       "--tls-reload-interval-seconds", "1"});
     ASSERT_TRUE(started.ok()) << started.status();
     fleetd_ = started->release();
     absl::StatusOr<std::string> grpc = fleetd_->WaitForLine("grpc: ");
@@ -106,7 +106,8 @@ class SecurityTest : public ::testing::Test {
       options.pem_root_certs = pki::ReadPemFile(Pki("ca.pem"), "ca").value();
       credentials = grpc::SslCredentials(options);
     } else {
-      credentials = ClientCredentials({Pki("ca.pem"), Pki(who + ".pem"), Pki(who + ".key")}).value();
+      credentials =
+          ClientCredentials({Pki("ca.pem"), Pki(who + ".pem"), Pki(who + ".key")}).value();
     }
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
@@ -117,8 +118,7 @@ class SecurityTest : public ::testing::Test {
     v1::HealthResponse unused;
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    return v1::AdminService::NewStub(Channel(who))->Health(&context, {},
-                                                           health ? health : &unused);
+    return v1::AdminService::NewStub(Channel(who))->Health(&context, {}, health ? health : &unused);
   }
 
   // One call of `method` by raw bytes: `request` sent, the first answer read, the status
@@ -156,7 +156,8 @@ class SecurityTest : public ::testing::Test {
     absl::StatusOr<std::string> body = testing::HttpGet(*metrics_, "/metrics");
     if (!body.ok()) return -1;
     for (absl::string_view line : absl::StrSplit(*body, '\n')) {
-      if (absl::StartsWith(line, series + " ")) return std::stod(std::string(line.substr(series.size() + 1)));
+      if (absl::StartsWith(line, series + " "))
+        return std::stod(std::string(line.substr(series.size() + 1)));
     }
     return 0;
   }
@@ -215,8 +216,8 @@ TEST_F(SecurityTest, MetadataNamingAnotherCallerIsIgnored) {
   v1::ApplyInventoryRequest apply;
   apply.set_dry_run(true);
   v1::ApplyInventoryResponse applied;
-  grpc::Status status =
-      v1::InventoryService::NewStub(Channel("job-team-a"))->ApplyInventory(&context, apply, &applied);
+  grpc::Status status = v1::InventoryService::NewStub(Channel("job-team-a"))
+                            ->ApplyInventory(&context, apply, &applied);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_EQ(status.error_message(),
             "role job (spiffe://demo.fleet/job/team-a) lacks permission inventory.write needed by "
@@ -248,7 +249,8 @@ TEST_F(SecurityTest, EveryRoleAgainstEveryRpc) {
             << who << " " << m.method << ": " << status.error_message();
         EXPECT_NE(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << who << " " << m.method;
       } else {
-        EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << who << " " << m.method;
+        EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+            << who << " " << m.method;
         EXPECT_THAT(status.error_message(),
                     HasSubstr(absl::StrCat("role ", auth::RoleName(role), " (")));
         EXPECT_THAT(status.error_message(),
@@ -438,6 +440,41 @@ TEST_F(SecurityTest, AnAgentSpeaksOnlyForItsOwnHost) {
   EXPECT_THAT(status.error_message(), HasSubstr("lacks permission agent.stream"));
 }
 
+// An agent may claim an O-NIC that inventory places on another host (the claim is recorded
+// as a mismatch), but fleetd's commands for it still go to that host's own agent.
+TEST_F(SecurityTest, AnAgentClaimingAnotherHostsOnicGetsNoneOfItsCommands) {
+  v1::Onic onic;
+  {
+    v1::GetOnicRequest r;
+    r.set_id("s1c0-n1");  // server1's.
+    grpc::ClientContext context;
+    ASSERT_TRUE(
+        v1::InventoryService::NewStub(Channel("operator"))->GetOnic(&context, r, &onic).ok());
+  }
+  // server2's identity, as host server2 (which it may be), claiming server1's O-NIC; it never
+  // answers a command, so one sent to it would not come back.
+  grpc::ClientContext stream_context;
+  auto stream = v1::AgentService::NewStub(Channel("agent-server2"))->Connect(&stream_context);
+  v1::AgentMessage hello;
+  hello.mutable_register_()->set_host("server2");
+  hello.mutable_register_()->add_onics()->set_serial(onic.serial());
+  ASSERT_TRUE(stream->Write(hello));
+  v1::ControllerMessage registered;
+  ASSERT_TRUE(stream->Read(&registered));
+  ASSERT_TRUE(registered.has_registered());
+
+  v1::GetLinkStatusRequest r;
+  r.set_onic("s1c0-n1");
+  v1::GetLinkStatusResponse status;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::Status answered =
+      v1::AdminService::NewStub(Channel("operator"))->GetLinkStatus(&context, r, &status);
+  EXPECT_TRUE(answered.ok()) << answered.error_message();
+  EXPECT_EQ(status.ports_size(), 2);
+  stream_context.TryCancel();
+}
+
 // Last: it changes the demo's files. fleetd's certificate is replaced and served to new
 // connections without a restart; a policy change and a new CA bundle take effect on SIGHUP.
 TEST_F(SecurityTest, CertificatesAndThePolicyRotateWithoutRestart) {
@@ -460,8 +497,7 @@ TEST_F(SecurityTest, CertificatesAndThePolicyRotateWithoutRestart) {
   pki::KeyAndCertificate next = pki::Issue(*ca_, r).value();
   ASSERT_TRUE(pki::WritePemFile(Pki("fleetd.key"), next.private_key_pem, 0600).ok());
   ASSERT_TRUE(pki::WritePemFile(Pki("fleetd.pem"), next.certificate_pem, 0644).ok());
-  EXPECT_TRUE(Eventually([&] { return served() == next.certificate_pem; },
-                                  absl::Seconds(20)));
+  EXPECT_TRUE(Eventually([&] { return served() == next.certificate_pem; }, absl::Seconds(20)));
 
   const std::string policy = pki::ReadPemFile(Pki("policy.yaml"), "policy").value();
   ASSERT_TRUE(pki::WritePemFile(Pki("policy.yaml"),
@@ -489,9 +525,8 @@ TEST_F(SecurityTest, CertificatesAndThePolicyRotateWithoutRestart) {
   EXPECT_TRUE(Health("operator").ok());
   ASSERT_TRUE(pki::WritePemFile(Pki("ca.pem"), bundle, 0644).ok());
   ASSERT_EQ(::kill(fleetd_->pid(), SIGHUP), 0);
-  EXPECT_TRUE(Eventually([] {
-    return Health("next-operator").error_code() == grpc::StatusCode::UNAUTHENTICATED;
-  }));
+  EXPECT_TRUE(Eventually(
+      [] { return Health("next-operator").error_code() == grpc::StatusCode::UNAUTHENTICATED; }));
   EXPECT_TRUE(Health("operator").ok());
 }
 
