@@ -414,6 +414,21 @@ class ClientTest(FleetTestCase):
             self.demo.switch_fault(None)
             self.assertAllActive(topo.wait_ready(timeout=WAIT))
 
+    def test_the_job_replaces_a_member_itself(self) -> None:
+        with self.client.topology(ring=GPUS[:4], lease=60) as topo:
+            before = topo.wait_ready(timeout=WAIT)
+            self.assertEqual(list(before.members), GPUS[:4])
+            a = topo.replace("gpu2", timeout=WAIT)
+            self.assertEqual(self.fleet.state_name(a.state), "READY")
+            self.assertNotIn("gpu2", a.members)
+            spare = a.members[1]  # In gpu2's place, so the ring order holds.
+            self.assertNotIn(spare, GPUS[:4])
+            self.assertEqual(topo.members, list(a.members))
+            self.assertAllActive(a)
+            with self.assertRaises(self.fleet.NotFound) as caught:
+                topo.replace("gpu2")
+            self.assertIn("gpu2", caught.exception.message)
+
     def test_another_tenant_cannot_see_it(self) -> None:
         # team-b's own certificate: fleetd knows the caller by it, whatever tenant it names.
         other = self.fleet.Client(self.demo.grpc, tenant="team-b", **self.demo.issue_job("team-b"))

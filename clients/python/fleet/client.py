@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, List, Mapping, Optional, Tuple, Type
 import grpc
 
 from fleet import credentials, errors, spec
-from fleet.v1 import topology_pb2, topology_pb2_grpc
+from fleet.v1 import admin_pb2, admin_pb2_grpc, topology_pb2, topology_pb2_grpc
 
 log = logging.getLogger("fleet")
 
@@ -140,6 +140,8 @@ class Client:
         self._channel = channel
         self.stub = topology_pb2_grpc.TopologyServiceStub(channel)
         """The generated stub, for RPCs this layer does not wrap."""
+        self.admin = admin_pb2_grpc.AdminServiceStub(channel)
+        """AdminService's stub: a job may replace a member of its own allocations there."""
 
     # --- plumbing ---
 
@@ -155,10 +157,11 @@ class Client:
         return ((PRINCIPAL_METADATA_KEY, principal),) if principal else ()
 
     def call(self, method: str, request: Any, *, tenant: Optional[str] = None,
-             timeout: Optional[float] = None) -> Any:
-        """Calls unary RPC ``method`` of TopologyService; a failure raises its FleetError."""
+             timeout: Optional[float] = None, stub: Any = None) -> Any:
+        """Calls unary RPC ``method`` of TopologyService (or of ``stub``, e.g. ``self.admin``);
+        a failure raises its FleetError."""
         try:
-            return getattr(self.stub, method)(
+            return getattr(self.stub if stub is None else stub, method)(
                 request, timeout=self.timeout if timeout is None else timeout,
                 metadata=self.metadata(tenant))
         except grpc.RpcError as e:
@@ -449,6 +452,36 @@ class Topology:
         if not ready_without(a):
             a = self._watch(ready_without, _seconds(timeout),
                             f"READY without {', '.join(devices)}")
+        return a
+
+    def replace(self, member: str, spare: Optional[str] = None,
+                timeout: Optional[Seconds] = 60.0) -> topology_pb2.Allocation:
+        """Swaps ``member`` for a spare (ReplaceMember): fleetd picks a free device of the same
+        kind, or takes ``spare``, remakes only the circuits that touched the member and
+        retrains them; the others are not touched. Waits until READY with the spare in the
+        member's place, so the job can remap its ranks from :attr:`members`.
+
+        Returns:
+            the allocation, READY, ``member`` replaced.
+
+        Raises:
+            NotFound, FailedPrecondition, ResourceExhausted: as fleetd says (not a member, no
+            free spare, the allocation busy or not READY/DEGRADED).
+            AllocationFailed, Degraded, Released, DeadlineExceeded: as :meth:`wait_ready`.
+        """
+        response = self.client.call(
+            "ReplaceMember", admin_pb2.ReplaceMemberRequest(
+                allocation_id=self.id, member=member, spare=spare or ""),
+            tenant=self.tenant, stub=self.client.admin)
+        if response.HasField("allocation"):
+            self._seen(response.allocation)
+
+        def ready_replaced(a: topology_pb2.Allocation) -> bool:
+            return a.state == topology_pb2.ALLOCATION_STATE_READY and member not in a.members
+
+        a = response.allocation
+        if not ready_replaced(a):
+            a = self._watch(ready_replaced, _seconds(timeout), f"READY without {member}")
         return a
 
     def _watch(self, done: Callable[[topology_pb2.Allocation], bool], timeout: Optional[float],
