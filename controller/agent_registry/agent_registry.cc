@@ -246,7 +246,7 @@ std::string AgentRegistry::ReadLoop(Stream* stream, const std::string& host, uin
   while (stream->Read(&message)) {
     if (message.has_link_change()) {
       const v1::LinkState& link = message.link_change();
-      std::function<void(const std::string&, const v1::LinkState&)> link_down;
+      std::function<void(const std::string&, const std::vector<v1::LinkState>&)> links_down;
       {
         absl::MutexLock lock(&mu_);
         // A replaced connection's last words say nothing about the port now.
@@ -257,7 +257,7 @@ std::string AgentRegistry::ReadLoop(Stream* stream, const std::string& host, uin
           auto owner = owner_.find(link.onic_serial());
           if (link.status() == v1::LINK_STATUS_DOWN && owner != owner_.end() &&
               owner->second == host && !shutting_down_) {
-            link_down = listener_.link_down;
+            links_down = listener_.links_down;
           }
         }
       }
@@ -268,7 +268,7 @@ std::string AgentRegistry::ReadLoop(Stream* stream, const std::string& host, uin
                   absl::StrCat("O-NIC ", link.onic_serial(), " port ", link.port(), " on host ",
                                host, " is now ", v1::Name(link.status()),
                                link.detail().empty() ? "" : ": ", link.detail()));
-      if (link_down) link_down(host, link);
+      if (links_down) links_down(host, {link});
       continue;
     }
     absl::MutexLock lock(&mu_);
@@ -324,18 +324,30 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream,
   }
   uint64_t session_id = 0;
   std::function<void(const std::string&, const std::vector<std::string>&)> on_connect;
+  std::function<void(const std::string&, const std::vector<v1::LinkState>&)> links_down;
+  std::vector<v1::LinkState> down;  // Ports of its own O-NICs it registers DOWN.
   {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "fleetd is stopping");
     if (grpc::Status taken = MayReplace(host, peer.identity); !taken.ok()) return taken;
     session_id = OpenSession(context, reg, peer, mismatches, elsewhere);
     on_connect = listener_.connected;
+    links_down = listener_.links_down;
+    for (const v1::AgentOnic& onic : reg.onics()) {
+      auto owner = owner_.find(onic.serial());
+      if (owner == owner_.end() || owner->second != host) continue;
+      for (const v1::LinkState& link : onic.ports()) {
+        if (link.status() == v1::LINK_STATUS_DOWN) down.push_back(link);
+      }
+    }
   }
   if (on_connect) {
     std::vector<std::string> serials;
     for (const v1::AgentOnic& onic : reg.onics()) serials.push_back(onic.serial());
     on_connect(host, serials);
   }
+  // A link that went dark while fleetd or the agent was away is found here, not as a change.
+  if (links_down && !down.empty()) links_down(host, down);
   // The writer sends what others queue; the reader (this thread) handles what arrives.
   std::thread writer([this, stream, session_id] { WriteLoop(stream, session_id); });
   const std::string why = ReadLoop(stream, host, session_id);
@@ -548,11 +560,20 @@ void AgentRegistry::ForgetLinks(const std::string& host) {
 }
 
 bool AgentRegistry::KnownQuiesced(const std::string& onic_serial, uint32_t port) {
+  return LastStatusIs(onic_serial, port, v1::LINK_STATUS_QUIESCED);
+}
+
+bool AgentRegistry::KnownUp(const std::string& onic_serial, uint32_t port) {
+  return LastStatusIs(onic_serial, port, v1::LINK_STATUS_UP);
+}
+
+bool AgentRegistry::LastStatusIs(const std::string& onic_serial, uint32_t port,
+                                 v1::LinkStatus status) {
   absl::MutexLock lock(&mu_);
   auto owner = owner_.find(onic_serial);
   if (owner == owner_.end() || !current_.contains(owner->second)) return false;
   auto it = link_status_.find({onic_serial, port});
-  return it != link_status_.end() && it->second == v1::LINK_STATUS_QUIESCED;
+  return it != link_status_.end() && it->second == status;
 }
 
 void AgentRegistry::Gone(const std::string& host, const std::string& why) {

@@ -113,6 +113,13 @@ class CommandSender {
     (void)port;
     return false;
   }
+  // Whether the agent's last word on this port, in its current connection, is that it is UP
+  // (a link change or a command's answer): a DOWN reported before it is stale.
+  virtual bool KnownUp(const std::string& onic_serial, uint32_t port) {
+    (void)onic_serial;
+    (void)port;
+    return false;
+  }
   // Whether the connected agent owning `onic_serial` registered `armed-retrain`: it may be
   // sent a retrain with `await_light` before the circuit is made.
   virtual bool ArmsRetrains(const std::string& onic_serial) {
@@ -155,21 +162,24 @@ class AgentRegistry : public CommandSender {
   // From the port states the agent gave at registration, in command results and in link
   // changes, since it last connected.
   bool KnownQuiesced(const std::string& onic_serial, uint32_t port) override;
+  bool KnownUp(const std::string& onic_serial, uint32_t port) override;
   bool ArmsRetrains(const std::string& onic_serial) override;
 
   // Told when an agent registers (first time or reconnecting; after it is listed as
   // connected), when a connected agent goes away (stream ended, heartbeats missed, not
   // replaced), with the O-NIC serials it owned, and when the current stream of a host reports
-  // a port of its own O-NICs DOWN (no light, a wrong peer, too little power: the agent's
-  // `detail` says which). Never during Shutdown. Set before agents connect; called on the
-  // stream's or the heartbeat thread, without the registry's lock: a listener that does more
-  // than a moment's work hands it to another thread, as the stream must go on reading.
+  // ports of its own O-NICs DOWN (no light, a wrong peer, too little power: the agent's
+  // `detail` says which), as they change or, right after `connected`, as it registers. Never during
+  // Shutdown. Set before agents connect; called on the stream's or the heartbeat thread, without
+  // the registry's lock: a listener that does more than a moment's work hands it to another thread,
+  // as the stream must go on reading.
   struct Listener {
     std::function<void(const std::string& host, const std::vector<std::string>& serials)> connected;
     std::function<void(const std::string& host, const std::vector<std::string>& serials,
                        const std::string& why)>
         gone;
-    std::function<void(const std::string& host, const v1::LinkState& link)> link_down;
+    std::function<void(const std::string& host, const std::vector<v1::LinkState>& links)>
+        links_down;
   };
   void SetListener(Listener listener);
 
@@ -231,6 +241,8 @@ class AgentRegistry : public CommandSender {
   // An answer from the agent on `host`'s current stream: it completes the pending command.
   void TakeResult(const std::string& host, const v1::CommandResult& result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the owner's current connection last said `status` of this port.
+  bool LastStatusIs(const std::string& onic_serial, uint32_t port, v1::LinkStatus status);
   // Forgets the link states of `host`'s O-NICs: a new or ended connection knows nothing.
   void ForgetLinks(const std::string& host) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

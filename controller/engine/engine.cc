@@ -178,8 +178,8 @@ void Engine::QuiesceIdlePorts(const std::vector<std::string>& serials) {
   recovery_.QuiesceIdlePorts(serials);
 }
 
-void Engine::LinkDown(const std::string& host, const v1::LinkState& link) {
-  recovery_.LinkDown(host, link);
+void Engine::LinksDown(const std::string& host, const std::vector<v1::LinkState>& links) {
+  recovery_.LinksDown(host, links);
 }
 
 void Engine::AgentGone(const std::string& host, const std::vector<std::string>& serials,

@@ -185,13 +185,14 @@ class Engine {
   // expected peer, so a link that kept working is not disturbed.
   void AgentGone(const std::string& host, const std::vector<std::string>& serials,
                  const std::string& why);
-  // The agent of `host` reported a port of its O-NIC DOWN (`link.detail` says why: no light,
-  // a wrong peer, too little power): the circuits of READY and DEGRADED allocations arriving
-  // on that port become DEGRADED naming the link and the agent's words, their allocation
-  // DEGRADED at once, and a retry is due after the first backoff (then as for AgentGone).
-  // An allocation a transaction holds is left to it. Returns at once; the work runs on a
-  // worker.
-  void LinkDown(const std::string& host, const v1::LinkState& link);
+  // The agent of `host` reported ports of its O-NICs DOWN (`detail` says why: no light, a
+  // wrong peer, too little power), as they changed or as it registered: the ACTIVE circuits
+  // of READY and DEGRADED allocations arriving on those ports become DEGRADED naming the link
+  // and the agent's words, their allocation DEGRADED at once (a DEGRADED one keeps its earlier
+  // reasons), and a retry is due after the first backoff (then as for AgentGone). An
+  // allocation a transaction holds is looked at once it lets go (up to a minute), as a report
+  // is not sent again. Returns at once; the work runs on a worker.
+  void LinksDown(const std::string& host, const std::vector<v1::LinkState>& links);
 
   // --- For the background loop, and tests that drive it by hand ---
   // Releases every allocation whose lease has passed by the clock's now.

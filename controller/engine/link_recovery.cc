@@ -124,35 +124,55 @@ void LinkRecovery::AgentGone(const std::string& host, const std::vector<std::str
     u.reason = reason;
     u.severity = v1::EVENT_SEVERITY_WARNING;
     u.event_message = absl::StrCat("allocation ", a.id(), " DEGRADED: ", reason);
-    const bool updated = p_.ctx.Update(u, "fleetd").ok();
+    // The retry is scheduled under the claim, so one cannot start between the two.
+    if (p_.ctx.Update(u, "fleetd").ok()) {
+      p_.retries.ScheduleAt(a.id(), p_.ctx.clock->Now() + p_.ctx.options.retry_initial);
+    }
     p_.pool.Unclaim(a.id());
-    if (!updated) continue;
-    p_.retries.ScheduleAt(a.id(), p_.ctx.clock->Now() + p_.ctx.options.retry_initial);
   }
 }
 
-void LinkRecovery::LinkDown(const std::string& host, const v1::LinkState& link) {
+namespace {
+
+// How long a down link's report waits for a transaction holding its allocation (it is not
+// sent again: the agent reports changes only).
+constexpr absl::Duration kLinkDownClaimWait = absl::Seconds(60);
+
+// The O-NIC port a report is about, as the circuits' serials name it.
+std::string PortKey(const std::string& serial, uint32_t port) { return v1::PortName(serial, port); }
+
+}  // namespace
+
+void LinkRecovery::LinksDown(const std::string& host, const std::vector<v1::LinkState>& links) {
+  if (links.empty()) return;
   // Off the agent's stream, which must go on reading its answers.
-  p_.pool.Spawn("", [this, host, link] {
-    std::vector<std::string> carrying;
-    for (v1::AllocationState state : {v1::ALLOCATION_STATE_READY, v1::ALLOCATION_STATE_DEGRADED}) {
-      absl::StatusOr<std::vector<v1::Allocation>> listed =
-          p_.ctx.store->ListAllocations({"", state, false});
-      if (!listed.ok()) continue;
-      for (const v1::Allocation& a : *listed) carrying.push_back(a.id());
-    }
-    for (const std::string& id : carrying) {
-      // A transaction running on it finds out for itself when it retrains.
-      if (!p_.pool.Claim(id)) continue;
-      const bool degraded = DegradeLinkDown(id, host, link);
-      p_.pool.Unclaim(id);
-      if (degraded) p_.retries.ScheduleAt(id, p_.ctx.clock->Now() + p_.ctx.options.retry_initial);
+  p_.pool.Spawn("", [this, host, links] {
+    std::map<std::string, const v1::LinkState*> down;  // By port key.
+    for (const v1::LinkState& link : links) down[PortKey(link.onic_serial(), link.port())] = &link;
+    absl::StatusOr<std::vector<v1::Allocation>> live = p_.ctx.store->ListAllocations({});
+    if (!live.ok()) return;
+    for (const v1::Allocation& a : *live) {
+      // Only those with a circuit arriving on a port reported down, in whatever state: one a
+      // transaction is making now is looked at again once it lets go.
+      bool carries = false;
+      for (const v1::Circuit& c : LiveCircuits(a)) {
+        absl::StatusOr<std::string> dst = p_.inventory.SerialOf(c.destination().onic());
+        carries = carries || (dst.ok() && down.contains(PortKey(*dst, c.destination().port())));
+      }
+      if (!carries) continue;
+      const absl::Time give_up = absl::Now() + kLinkDownClaimWait;
+      if (p_.pool.WaitAndClaim(a.id(), give_up) != WorkerPool::Claimed::kClaimed) continue;
+      if (DegradeLinksDown(a.id(), host, down)) {
+        // Under the claim, so a retry cannot start between the update and its scheduling.
+        p_.retries.ScheduleAt(a.id(), p_.ctx.clock->Now() + p_.ctx.options.retry_initial);
+      }
+      p_.pool.Unclaim(a.id());
     }
   });
 }
 
-bool LinkRecovery::DegradeLinkDown(const std::string& id, const std::string& host,
-                                   const v1::LinkState& link) {
+bool LinkRecovery::DegradeLinksDown(const std::string& id, const std::string& host,
+                                    const std::map<std::string, const v1::LinkState*>& down) {
   // Read again under the claim: what the listing saw may have changed since.
   absl::StatusOr<v1::Allocation> a = p_.ctx.store->GetAllocation(id);
   if (!a.ok() ||
@@ -161,21 +181,38 @@ bool LinkRecovery::DegradeLinkDown(const std::string& id, const std::string& hos
   }
   store::AllocationUpdate u;
   u.id = id;
-  std::string reason;
+  std::vector<std::string> reasons;
   for (const v1::Circuit& c : LiveCircuits(*a)) {
-    if (c.state() != v1::CIRCUIT_STATE_ACTIVE || c.destination().port() != link.port()) continue;
+    if (c.state() != v1::CIRCUIT_STATE_ACTIVE) continue;
     absl::StatusOr<std::string> dst = p_.inventory.SerialOf(c.destination().onic());
-    if (!dst.ok() || *dst != link.onic_serial()) continue;
-    reason = absl::StrCat("link ", LinkName(c), ": the agent of host ", host, " reports ",
-                          v1::PortName(c.destination()), " down", link.detail().empty() ? "" : " (",
-                          link.detail(), link.detail().empty() ? "" : ")");
+    if (!dst.ok()) continue;
+    auto it = down.find(PortKey(*dst, c.destination().port()));
+    // A port its agent has said UP since (a transaction retrained it) is no longer down.
+    if (it == down.end() ||
+        (p_.ctx.agents != nullptr && p_.ctx.agents->KnownUp(*dst, c.destination().port()))) {
+      continue;
+    }
+    const std::string& detail = it->second->detail();
+    std::string reason =
+        absl::StrCat("link ", LinkName(c), ": the agent of host ", host, " reports ",
+                     v1::PortName(c.destination()), " down", detail.empty() ? "" : " (", detail,
+                     detail.empty() ? "" : ")");
     u.circuits[c.id()] = {v1::CIRCUIT_STATE_DEGRADED, reason};
+    reasons.push_back(std::move(reason));
   }
-  if (u.circuits.empty()) return false;
-  u.state = v1::ALLOCATION_STATE_DEGRADED;
-  u.reason = reason;
+  if (reasons.empty()) return false;
+  const std::string reason = absl::StrJoin(reasons, "; ");
   u.severity = v1::EVENT_SEVERITY_WARNING;
-  u.event_message = absl::StrCat("allocation ", id, " DEGRADED: ", reason);
+  u.state = v1::ALLOCATION_STATE_DEGRADED;
+  if (a->state() == v1::ALLOCATION_STATE_DEGRADED) {
+    // Already DEGRADED: the links that failed before stay in the reason.
+    u.reason = a->reason().empty() ? reason : absl::StrCat(a->reason(), "; ", reason);
+    u.event_kind = "allocation.link_down";
+    u.event_message = absl::StrCat("allocation ", id, ": ", reason);
+  } else {
+    u.reason = reason;
+    u.event_message = absl::StrCat("allocation ", id, " DEGRADED: ", reason);
+  }
   return p_.ctx.Update(u, "fleetd").ok();
 }
 

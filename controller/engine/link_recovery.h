@@ -6,6 +6,7 @@
 #ifndef FLEET_CONTROLLER_ENGINE_LINK_RECOVERY_H_
 #define FLEET_CONTROLLER_ENGINE_LINK_RECOVERY_H_
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,8 +24,8 @@ class LinkRecovery {
   void QuiesceIdlePorts(const std::vector<std::string>& serials);
   void AgentGone(const std::string& host, const std::vector<std::string>& serials,
                  const std::string& why);
-  // Engine::LinkDown (engine.h).
-  void LinkDown(const std::string& host, const v1::LinkState& link);
+  // Engine::LinksDown (engine.h).
+  void LinksDown(const std::string& host, const std::vector<v1::LinkState>& links);
   // Runs the retries that are due, each on a worker holding its allocation's claim.
   void RunDueRetries();
 
@@ -33,9 +34,11 @@ class LinkRecovery {
   std::vector<agent_registry::AddressedCommand> IdlePortQuiesces(
       const std::vector<std::string>& serials);
   void RetrainDegraded(const std::string& id);
-  // LinkDown's work, on a worker: degrades what the link carries in allocation `id`, holding
-  // its claim; false when it carried nothing live there.
-  bool DegradeLinkDown(const std::string& id, const std::string& host, const v1::LinkState& link);
+  // LinksDown's work on allocation `id`, whose claim the caller holds: its ACTIVE circuits
+  // arriving on a port of `down` (by v1::PortName of serial and port) become DEGRADED, and it
+  // too; false when it is neither READY nor DEGRADED or has no such circuit.
+  bool DegradeLinksDown(const std::string& id, const std::string& host,
+                        const std::map<std::string, const v1::LinkState*>& down);
 
   const EngineParts p_;
   Releaser* const releaser_;

@@ -116,9 +116,9 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
   listener.gone = [engine = d->engine_.get()](
                       const std::string& host, const std::vector<std::string>& serials,
                       const std::string& why) { engine->AgentGone(host, serials, why); };
-  listener.link_down = [engine = d->engine_.get()](const std::string& host,
-                                                   const v1::LinkState& link) {
-    engine->LinkDown(host, link);
+  listener.links_down = [engine = d->engine_.get()](const std::string& host,
+                                                    const std::vector<v1::LinkState>& links) {
+    engine->LinksDown(host, links);
   };
   d->agents_->SetListener(std::move(listener));
   d->agent_service_ = std::make_unique<service::AgentServiceImpl>(d->agents_.get());

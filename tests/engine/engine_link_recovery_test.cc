@@ -124,11 +124,11 @@ TEST_F(EngineTest, ALinkReportedDownDegradesAtOnceNamingItAndARetryHealsIt) {
   const int retrains = agents_->Count(v1::Command::kRetrain);
 
   // A port in no circuit of it changes nothing.
-  engine_->LinkDown("gpu-pool-1", Down("FLT-GPU2-N0", 2, "no light"));
+  engine_->LinksDown("gpu-pool-1", {Down("FLT-GPU2-N0", 2, "no light")});
   engine_->WaitIdleForTest();
   EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
 
-  engine_->LinkDown("gpu-pool-1", Down("FLT-GPU2-N0", 1, "rx -31.0 dBm below -20.0 dBm"));
+  engine_->LinksDown("gpu-pool-1", {Down("FLT-GPU2-N0", 1, "rx -31.0 dBm below -20.0 dBm")});
   engine_->WaitIdleForTest();
   v1::Allocation degraded = Get(a.id());
   EXPECT_EQ(degraded.state(), v1::ALLOCATION_STATE_DEGRADED);
@@ -138,10 +138,15 @@ TEST_F(EngineTest, ALinkReportedDownDegradesAtOnceNamingItAndARetryHealsIt) {
   EXPECT_EQ(DegradedCircuits(degraded), 1);
   EXPECT_EQ(OnSwitch(), Wanted(a));  // Nothing is taken off the switch.
 
-  // Another link of the DEGRADED allocation goes too: it is marked, so the retry sees to it.
-  engine_->LinkDown("gpu-pool-1", Down("FLT-GPU3-N0", 1, "wrong peer FLT-GPU9-N0/1"));
+  // Another link of the DEGRADED allocation goes too: it is marked, so the retry sees to it,
+  // and the reason keeps the first.
+  engine_->LinksDown("gpu-pool-1", {Down("FLT-GPU3-N0", 1, "wrong peer FLT-GPU9-N0/1")});
   engine_->WaitIdleForTest();
   EXPECT_EQ(DegradedCircuits(Get(a.id())), 2);
+  EXPECT_EQ(Get(a.id()).reason(),
+            degraded.reason() +
+                "; link gpu2-n0/1 -> gpu3-n0/1: the agent of host gpu-pool-1 reports gpu3-n0/1 "
+                "down (wrong peer FLT-GPU9-N0/1)");
 
   // The retry asks the agents first: the light is back, so the links are up and nothing is
   // retrained.
@@ -157,7 +162,7 @@ TEST_F(EngineTest, ALinkDownWhoseAgentStaysAwayStaysDegradedAndIsRetried) {
   v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2"}));
   ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
   agents_->SetGone("FLT-GPU2-N0", true);
-  engine_->LinkDown("gpu-pool-1", Down("FLT-GPU2-N0", 1, "no light"));
+  engine_->LinksDown("gpu-pool-1", {Down("FLT-GPU2-N0", 1, "no light")});
   engine_->WaitIdleForTest();
   ASSERT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_DEGRADED);
   clock_.Advance(absl::Seconds(1));

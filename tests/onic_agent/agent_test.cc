@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/clock.h"
@@ -842,18 +843,23 @@ bool ToldPort1IsDown(Controller& controller) {
 }
 
 TEST(AgentTest, LinkChangesNoticedByTheAgentAreReported) {
-  Controller controller;
-  // What the engine is told: only a port going down, of an O-NIC of the reporting host.
+  // What the engine is told: the ports of its own O-NICs an agent registers DOWN, then each
+  // port that goes DOWN. Declared before the controller, whose streams call the listener.
   absl::Mutex mu;
   std::vector<std::string> told;
+  Controller controller;
   agent_registry::AgentRegistry::Listener listener;
-  listener.link_down = [&](const std::string& host, const v1::LinkState& link) {
+  listener.links_down = [&](const std::string& host, const std::vector<v1::LinkState>& links) {
+    std::vector<std::string> ports;
+    for (const v1::LinkState& link : links) {
+      ports.push_back(
+          absl::StrCat(link.onic_serial(), "/", link.port(), " ", v1::Name(link.status())));
+    }
     absl::MutexLock lock(&mu);
-    told.push_back(absl::StrCat(host, " ", link.onic_serial(), "/", link.port(), " ",
-                                v1::Name(link.status())));
+    told.push_back(absl::StrCat(host, ": ", absl::StrJoin(ports, ", ")));
   };
   controller.registry().SetListener(std::move(listener));
-  FakeBackend backend({"S1"});
+  FakeBackend backend({"S1"});  // Both ports dark at first.
   RunningAgent agent(controller.address(), "h1", &backend);
   ASSERT_TRUE(Eventually([&] { return controller.AgentConnected("h1"); }));
   ASSERT_TRUE(controller.registry()
@@ -865,10 +871,10 @@ TEST(AgentTest, LinkChangesNoticedByTheAgentAreReported) {
   ASSERT_TRUE(Eventually([&] { return ToldPort1IsDown(controller); }));
   ASSERT_TRUE(Eventually([&] {
     absl::MutexLock lock(&mu);
-    return !told.empty();
+    return told.size() == 2;
   }));
   absl::MutexLock lock(&mu);
-  EXPECT_THAT(told, ::testing::ElementsAre("h1 S1/1 down"));
+  EXPECT_THAT(told, ::testing::ElementsAre("h1: S1/1 down, S1/2 down", "h1: S1/1 down"));
 }
 
 // A link change the monitor notices as the stream ends cannot be written; fleetd hears of it
