@@ -22,18 +22,19 @@ AgentRegistry::AgentRegistry(AgentRegistryOptions options, store::Store* store, 
       run_(absl::StrCat("r", absl::ToUnixMicros(absl::Now()))),
       heartbeats_([this] { HeartbeatLoop(); }) {}
 
-AgentRegistry::~AgentRegistry() {
-  Shutdown();
-  heartbeats_.join();
-}
+AgentRegistry::~AgentRegistry() { Shutdown(); }
 
 void AgentRegistry::Shutdown() {
-  absl::MutexLock lock(&mu_);
-  shutting_down_ = true;
-  for (auto& [id, session] : sessions_) {
-    session.closing = true;
-    session.context->TryCancel();
+  {
+    absl::MutexLock lock(&mu_);
+    shutting_down_ = true;
+    for (auto& [id, session] : sessions_) {
+      session.closing = true;
+      session.context->TryCancel();
+    }
   }
+  absl::MutexLock join(&join_mu_);
+  if (heartbeats_.joinable()) heartbeats_.join();
 }
 
 void AgentRegistry::AppendEvent(const std::string& kind, const std::string& host,

@@ -186,7 +186,9 @@ class AgentRegistry : public CommandSender {
   // Every agent seen since start, connected or not, by host.
   std::vector<v1::Agent> ListAgents();
 
-  // Cancels every stream (for shutdown) and refuses new ones.
+  // Cancels every stream (for shutdown), refuses new ones, and waits for the heartbeat thread,
+  // so that no listener call from it is under way once this returns and the listener's owner
+  // may go (the streams' own calls end with the gRPC server's Shutdown). Idempotent.
   void Shutdown();
 
  private:
@@ -268,7 +270,8 @@ class AgentRegistry : public CommandSender {
   std::map<std::string, std::shared_ptr<Pending>> pending_ ABSL_GUARDED_BY(mu_);  // By id.
   // The last status each agent reported per (O-NIC serial, port), in its current connection.
   std::map<std::pair<std::string, uint32_t>, v1::LinkStatus> link_status_ ABSL_GUARDED_BY(mu_);
-  std::thread heartbeats_;
+  absl::Mutex join_mu_;  // Taken only to join heartbeats_, never with mu_.
+  std::thread heartbeats_ ABSL_GUARDED_BY(join_mu_);
   Listener listener_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -187,10 +187,14 @@ class Site {
     ASSIGN_OR_RETURN(site->fleetd_, Fleetd::Start(config, &site->clock_));
     RETURN_IF_ERROR(site->demo_->StartAgents(site->fleetd_->grpc_address()));
     const std::string pki = site->state_dir_ + "/pki/";
+    fleet::ClientTlsFiles files;
+    if (tls) {
+      files = {config.tls_ca_file, pki + "operator.pem", pki + "operator.key"};
+    } else {
+      files.insecure = true;
+    }
     ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
-                     tls ? fleet::ClientCredentials({config.tls_ca_file, pki + "operator.pem",
-                                              pki + "operator.key"})
-                         : fleet::ClientCredentials({.insecure = true}));
+                     fleet::ClientCredentials(files));
     site->channel_ = grpc::CreateChannel(site->fleetd_->grpc_address(), credentials);
     site->topology_ = v1::TopologyService::NewStub(site->channel_);
     site->inventory_ = v1::InventoryService::NewStub(site->channel_);
