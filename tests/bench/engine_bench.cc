@@ -37,9 +37,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/clock.h"
-#include "common/grpc_tls.h"
 #include "common/flags.h"
 #include "common/grpc_status.h"
+#include "common/grpc_tls.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "controller/fleetd/daemon.h"
@@ -538,12 +538,11 @@ absl::Status TlsCost(const std::string& protocol, int64_t iterations, int64_t wa
   std::printf("[6] mutual TLS against plaintext, one job at a time, 0 ms physics: %lld jobs each\n",
               static_cast<long long>(iterations));
   for (const bool tls : {false, true}) {
-    ASSIGN_OR_RETURN(std::unique_ptr<Site> site,
-                     Site::Start({.protocol = protocol,
-                                  .switch_ms = 0,
-                                  .training_ms = 0,
-                                  .inventory = BenchInventory()},
-                                 absl::Seconds(5), tls));
+    ASSIGN_OR_RETURN(
+        std::unique_ptr<Site> site,
+        Site::Start(
+            {.protocol = protocol, .switch_ms = 0, .training_ms = 0, .inventory = BenchInventory()},
+            absl::Seconds(5), tls));
     RETURN_IF_ERROR(WarmUp(*site, warmup));
     std::vector<double> latency_ms, read_ms;
     for (int64_t i = 0; i < iterations; ++i) {
@@ -555,9 +554,10 @@ absl::Status TlsCost(const std::string& protocol, int64_t iterations, int64_t wa
       RETURN_IF_ERROR(site->Release(job.id));
     }
     const Summary e2e = Summarize(latency_ms);
-    std::printf("  %-10s request -> READY median %8.3f ms   p99 %8.3f ms   GetAllocation median "
-                "%7.3f ms\n",
-                tls ? "mutual TLS" : "plaintext", e2e.median, e2e.p99, Median(read_ms));
+    std::printf(
+        "  %-10s request -> READY median %8.3f ms   p99 %8.3f ms   GetAllocation median "
+        "%7.3f ms\n",
+        tls ? "mutual TLS" : "plaintext", e2e.median, e2e.p99, Median(read_ms));
     std::fflush(stdout);
   }
   return absl::OkStatus();

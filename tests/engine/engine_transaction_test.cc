@@ -81,8 +81,8 @@ TEST_F(EngineTest, ArmedLinksOfAChangeSetTheSwitchTookTwiceAreRetrainedAgain) {
   absl::StatusOr<v1::RequestTopologyResponse> b =
       engine_->RequestTopology(Link("team-b", "gpu3", "gpu4"), op);
   ASSERT_TRUE(a.ok() && b.ok());
-  ASSERT_TRUE(
-      fleet::testing::Eventually([&] { return engine_->SwitchQueuesForTest()["ocs1"].queued == 2; }));
+  ASSERT_TRUE(fleet::testing::Eventually(
+      [&] { return engine_->SwitchQueuesForTest()["ocs1"].queued == 2; }));
   // Armed as its batch went to the switch: the first link's two circuits. The queued change
   // sets are not armed until their batch goes.
   ASSERT_TRUE(fleet::testing::Eventually([&] { return agents_->armed() == 2; }));
@@ -104,7 +104,8 @@ TEST_F(EngineTest, ArmedLinksOfAChangeSetTheSwitchTookTwiceAreRetrainedAgain) {
   // once; the four the switch took twice, armed and again once it was verified.
   EXPECT_EQ(agents_->armed(), 6);
   EXPECT_EQ(agents_->Count(v1::Command::kRetrain), 2 + 4 * 2);
-  EXPECT_EQ(engine_->SwitchQueuesForTest()["ocs1"].batches, 4);  // First, together, then each alone.
+  EXPECT_EQ(engine_->SwitchQueuesForTest()["ocs1"].batches,
+            4);  // First, together, then each alone.
 }
 
 // A switch whose address changes gets a new driver and a new programming queue; a

@@ -18,8 +18,8 @@ namespace {
 
 using testing::BinaryPath;
 using testing::CommandResult;
-using testing::Daemon;
 using ::testing::ContainsRegex;
+using testing::Daemon;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using testing::RunCommand;
@@ -312,8 +312,9 @@ TEST_F(FleetdFleetctlTest, AnInsecureFleetdSaysSoInItsLogAndInHealth) {
   StartFleetd({"--inventory", kGen1});
   CommandResult health = Fleetctl({"health"});
   ASSERT_EQ(health.exit_code, 0) << health.err;
-  EXPECT_THAT(health.out,
-              ContainsRegex("security +degraded +INSECURE: plaintext gRPC \\(fleetd --insecure\\)"));
+  EXPECT_THAT(
+      health.out,
+      ContainsRegex("security +degraded +INSECURE: plaintext gRPC \\(fleetd --insecure\\)"));
   EXPECT_THAT(fleetd_->Stderr(), HasSubstr("--insecure: plaintext gRPC on "));
 }
 
