@@ -1,0 +1,283 @@
+// fleetd's agent registry over a real loopback gRPC stream: to the real agent, or to a raw
+// client in the agent's place.
+#include "controller/agent_registry/agent_registry.h"
+
+#include <gmock/gmock.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "tests/eventually.h"
+#include "tests/onic_agent/agent_fixture.h"
+
+namespace fleet::agent_registry {
+namespace {
+
+using onic_agent::Controller;
+using onic_agent::FakeBackend;
+using onic_agent::Retrain;
+using onic_agent::RetrainBothPorts;
+using onic_agent::RunningAgent;
+using testing::Eventually;
+using ::testing::HasSubstr;
+
+// A client in the agent's place on fleetd's AgentService, so a test writes exactly what it
+// means to. Writes are serialized, as gRPC requires.
+class RawAgentStream {
+ public:
+  explicit RawAgentStream(const std::string& address)
+      : stub_(v1::AgentService::NewStub(
+            grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))),
+        stream_(stub_->Connect(&context_)) {}
+  ~RawAgentStream() {
+    StopBeating();
+    context_.TryCancel();
+  }
+
+  bool Write(const v1::AgentMessage& message) {
+    absl::MutexLock lock(&write_mu_);
+    return stream_->Write(message);
+  }
+  // Registers host h1 with O-NIC S1.
+  bool Register() {
+    v1::AgentMessage hello;
+    hello.mutable_register_()->set_host("h1");
+    hello.mutable_register_()->add_onics()->set_serial("S1");
+    return Write(hello);
+  }
+  // Registers, reads fleetd's `registered` into `registered`, and heartbeats every 5 ms
+  // from then on, so fleetd keeps the agent however slow the machine is.
+  bool RegisterAndBeat(v1::ControllerMessage& registered) {
+    if (!Register() || !stream_->Read(&registered) || !registered.has_registered()) return false;
+    heartbeats_ = std::thread([this] {
+      v1::AgentMessage beat;
+      beat.mutable_heartbeat()->set_sequence(1);
+      while (!stop_beating_.WaitForNotificationWithTimeout(absl::Milliseconds(5)) && Write(beat)) {
+      }
+    });
+    return true;
+  }
+  void StopBeating() {
+    if (!heartbeats_.joinable()) return;
+    stop_beating_.Notify();
+    heartbeats_.join();
+  }
+  // Reads commands until there is one retrain per port in `ports`; returns port → command id.
+  std::map<uint32_t, std::string> RetrainIds(size_t ports) {
+    std::map<uint32_t, std::string> ids;
+    v1::ControllerMessage in;
+    while (ids.size() < ports && stream_->Read(&in)) {
+      if (in.has_command()) ids[in.command().retrain().port()] = in.command().id();
+    }
+    return ids;
+  }
+  grpc::ClientReaderWriter<v1::AgentMessage, v1::ControllerMessage>& stream() { return *stream_; }
+  void Cancel() { context_.TryCancel(); }
+
+ private:
+  std::unique_ptr<v1::AgentService::Stub> stub_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::ControllerMessage>> stream_;
+  absl::Mutex write_mu_;
+  absl::Notification stop_beating_;
+  std::thread heartbeats_;
+};
+
+TEST(AgentTest, DisagreementWithInventoryIsAcceptedWithAnAlarm) {
+  Controller controller;
+  FakeBackend backend({"S9"});
+  RunningAgent agent(controller.address(), "h1", &backend);
+  ASSERT_TRUE(Eventually([&] {
+    std::optional<v1::Agent> a = controller.Agent("h1");
+    return a && a->connected();
+  }));
+  const v1::Agent listed = *controller.Agent("h1");
+  std::vector<std::string> mismatches(listed.inventory_mismatches().begin(),
+                                      listed.inventory_mismatches().end());
+  EXPECT_THAT(mismatches, ::testing::Contains(HasSubstr("O-NIC serial S9 is not in inventory")));
+  EXPECT_THAT(mismatches, ::testing::Contains(HasSubstr("O-NIC n1 (serial S1) is in inventory "
+                                                        "but was not reported")));
+  absl::StatusOr<std::vector<v1::Event>> events = controller.store().ListEvents({});
+  ASSERT_TRUE(events.ok());
+  bool alarmed = false;
+  for (const v1::Event& e : *events) {
+    alarmed |= e.kind() == "agent.inventory_mismatch" && e.severity() == v1::EVENT_SEVERITY_ALARM &&
+               e.message().find("S9") != std::string::npos;
+  }
+  EXPECT_TRUE(alarmed);
+}
+
+TEST(AgentTest, TheRegistryKnowsWhichPortsItsAgentsLeftQuiesced) {
+  Controller controller;
+  FakeBackend backend({"S1"});
+  auto agent = std::make_unique<RunningAgent>(controller.address(), "h1", &backend);
+  ASSERT_TRUE(Eventually([&] { return controller.AgentConnected("h1"); }));
+  agent_registry::AgentRegistry& registry = controller.registry();
+  EXPECT_FALSE(registry.KnownQuiesced("S1", 1));  // Registered DOWN.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  v1::Command quiesce;
+  quiesce.mutable_quiesce()->set_onic_serial("S1");
+  quiesce.mutable_quiesce()->set_port(1);
+  absl::StatusOr<v1::CommandResult> quiesced = registry.SendCommand("S1", quiesce, deadline);
+  ASSERT_TRUE(quiesced.ok()) << quiesced.status();
+  EXPECT_TRUE(registry.KnownQuiesced("S1", 1));
+  EXPECT_FALSE(registry.KnownQuiesced("S1", 2));
+  EXPECT_FALSE(registry.KnownQuiesced("S9", 1));
+  // Retrained, it is in service again.
+  ASSERT_TRUE(registry.SendCommand("S1", Retrain("S1", 1), deadline).ok());
+  EXPECT_FALSE(registry.KnownQuiesced("S1", 1));
+  ASSERT_TRUE(registry.SendCommand("S1", quiesce, deadline).ok());
+  EXPECT_TRUE(registry.KnownQuiesced("S1", 1));
+  // An agent that goes away takes what the registry knew with it.
+  agent.reset();
+  ASSERT_TRUE(Eventually([&] { return !controller.Agent("h1")->connected(); }));
+  EXPECT_FALSE(registry.KnownQuiesced("S1", 1));
+}
+
+TEST(AgentTest, UnknownOrDeadOwnerIsUnavailableAtOnce) {
+  Controller controller;
+  absl::StatusOr<v1::CommandResult> nobody =
+      controller.registry().SendCommand("S1", Retrain("S1", 1), absl::Now() + absl::Seconds(30));
+  EXPECT_EQ(nobody.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(nobody.status().message()),
+              HasSubstr("no agent has reported O-NIC serial S1"));
+
+  FakeBackend backend({"S1"});
+  {
+    RunningAgent agent(controller.address(), "h1", &backend);
+    ASSERT_TRUE(Eventually([&] { return controller.AgentConnected("h1"); }));
+  }  // The agent stops.
+  ASSERT_TRUE(Eventually([&] { return !controller.Agent("h1")->connected(); }));
+  // Waiting for the deadline would end DEADLINE_EXCEEDED; UNAVAILABLE naming the agent means
+  // the registry answered at once.
+  absl::StatusOr<v1::CommandResult> gone =
+      controller.registry().SendCommand("S1", Retrain("S1", 1), absl::Now() + absl::Seconds(30));
+  EXPECT_EQ(gone.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(gone.status().message()), HasSubstr("is not connected"));
+}
+
+TEST(AgentTest, ARestartedFleetdsCommandsAreRunNotAnsweredFromTheLastRunsCache) {
+  auto controller = std::make_unique<Controller>();
+  const int port = controller->port();
+  FakeBackend backend({"S1"});
+  RunningAgent agent(controller->address(), "h1", &backend);
+  ASSERT_TRUE(Eventually([&] { return controller->AgentConnected("h1"); }));
+  v1::Command quiesce;
+  quiesce.mutable_quiesce()->set_onic_serial("S1");
+  quiesce.mutable_quiesce()->set_port(1);
+  ASSERT_TRUE(
+      controller->registry().SendCommand("S1", quiesce, absl::Now() + absl::Seconds(10)).ok());
+  controller.reset();
+  controller = std::make_unique<Controller>(port);
+  ASSERT_NE(controller->port(), 0) << "could not listen on the same port again";
+  ASSERT_TRUE(Eventually([&] { return agent->registrations() == 2; }));
+  ASSERT_TRUE(Eventually([&] { return controller->AgentConnected("h1"); }));
+  // The new run's first command has an id of its own: the agent runs the retrain rather than
+  // replaying the last run's first answer (the quiesce).
+  absl::StatusOr<v1::CommandResult> retrained =
+      controller->registry().SendCommand("S1", Retrain("S1", 1), absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(retrained.ok()) << retrained.status();
+  EXPECT_EQ(retrained->link().status(), v1::LINK_STATUS_UP);
+  EXPECT_THAT(backend.calls(), ::testing::ElementsAre("quiesce S1/1", "retrain S1/1"));
+  EXPECT_FALSE(controller->registry().KnownQuiesced("S1", 1));
+}
+
+TEST(AgentTest, AnswersSentTogetherInOneMessageEachCompleteTheirCommand) {
+  Controller controller;
+  RawAgentStream raw(controller.address());  // So the batch is exactly what is sent.
+  v1::ControllerMessage registered;
+  ASSERT_TRUE(raw.RegisterAndBeat(registered));
+  EXPECT_TRUE(registered.registered().takes_result_batches());
+  std::unique_ptr<agent_registry::SentCommands> sent =
+      RetrainBothPorts(controller, absl::Now() + absl::Seconds(30));
+  std::map<uint32_t, std::string> ids = raw.RetrainIds(2);
+  ASSERT_EQ(ids.size(), 2u);
+  v1::AgentMessage batch;
+  v1::CommandResult* second = batch.mutable_results()->add_results();
+  second->set_command_id(ids[2]);
+  second->set_code(static_cast<int>(absl::StatusCode::kFailedPrecondition));
+  second->set_message("wiring error: saw X/1, expected Y/1");
+  v1::CommandResult* first = batch.mutable_results()->add_results();
+  first->set_command_id(ids[1]);
+  first->mutable_link()->set_status(v1::LINK_STATUS_UP);
+  ASSERT_TRUE(raw.Write(batch));
+  std::vector<absl::StatusOr<v1::CommandResult>> results =
+      controller.registry().Await(std::move(sent));
+  ASSERT_EQ(results.size(), 2u);
+  ASSERT_TRUE(results[0].ok()) << results[0].status();
+  EXPECT_EQ(results[0]->code(), 0);
+  EXPECT_EQ(results[0]->link().status(), v1::LINK_STATUS_UP);
+  ASSERT_TRUE(results[1].ok()) << results[1].status();
+  EXPECT_THAT(results[1]->message(), HasSubstr("wiring error"));
+}
+
+// Await wakes when the last answer is in or at the deadline: a command nobody answers fails
+// then, and the answered one keeps its answer.
+TEST(AgentTest, ACommandNobodyAnswersFailsAtItsDeadline) {
+  Controller controller;
+  RawAgentStream raw(controller.address());
+  v1::ControllerMessage registered;
+  ASSERT_TRUE(raw.RegisterAndBeat(registered));
+  const absl::Time deadline = absl::Now() + absl::Seconds(2);
+  std::unique_ptr<agent_registry::SentCommands> sent = RetrainBothPorts(controller, deadline);
+  std::map<uint32_t, std::string> ids = raw.RetrainIds(2);
+  ASSERT_EQ(ids.size(), 2u);
+  v1::AgentMessage answer;  // Port 1 answers; port 2 never does.
+  answer.mutable_result()->set_command_id(ids[1]);
+  answer.mutable_result()->mutable_link()->set_status(v1::LINK_STATUS_UP);
+  ASSERT_TRUE(raw.Write(answer));
+  std::vector<absl::StatusOr<v1::CommandResult>> results =
+      controller.registry().Await(std::move(sent));
+  EXPECT_GE(absl::Now(), deadline);
+  ASSERT_EQ(results.size(), 2u);
+  ASSERT_TRUE(results[0].ok()) << results[0].status();
+  EXPECT_EQ(results[0]->link().status(), v1::LINK_STATUS_UP);
+  EXPECT_EQ(results[1].status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(results[1].status().message()), HasSubstr("got no answer in time"));
+}
+
+TEST(AgentTest, AnAgentThatStopsHeartbeatingIsDropped) {
+  Controller controller;
+  // A raw client that registers and then says nothing more: like a hung agent.
+  RawAgentStream raw(controller.address());
+  ASSERT_TRUE(raw.Register());
+  ASSERT_TRUE(Eventually([&] { return controller.AgentConnected("h1"); }));
+  // Liveness is judged on the registry's clock: 3 heartbeat intervals pass without a word.
+  controller.clock().Advance(absl::Seconds(1));
+  ASSERT_TRUE(Eventually([&] { return !controller.Agent("h1")->connected(); }));
+  raw.Cancel();
+  EXPECT_TRUE(Eventually([&] {
+    absl::StatusOr<std::vector<v1::Event>> events =
+        controller.store().ListEvents({0, 100, "agent", "h1"});
+    return events.ok() && !events->empty() &&
+           events->back().message().find("missed 3 heartbeats") != std::string::npos;
+  }));
+}
+
+TEST(AgentTest, FirstMessageMustBeRegister) {
+  Controller controller;
+  RawAgentStream raw(controller.address());
+  v1::AgentMessage beat;
+  beat.mutable_heartbeat()->set_sequence(1);
+  ASSERT_TRUE(raw.Write(beat));
+  raw.stream().WritesDone();
+  v1::ControllerMessage ignored;
+  while (raw.stream().Read(&ignored)) {
+  }
+  grpc::Status status = raw.stream().Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(status.error_message(), HasSubstr("must be register"));
+}
+
+}  // namespace
+}  // namespace fleet::agent_registry
