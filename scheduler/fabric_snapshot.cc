@@ -58,7 +58,9 @@ FabricSnapshot FabricSnapshot::Build(const v1::Inventory& site,
       if (auto it = switch_cluster.find(p.tx().switch_id()); it != switch_cluster.end()) {
         st.cluster = it->second;
       }
-      if (device && device->admin_state() == v1::ADMIN_STATE_DRAINED) {
+      if (device && device->health() == v1::DEVICE_HEALTH_FAILED) {
+        st.unusable = "device " + o.device() + " has failed (" + device->health_reason() + ")";
+      } else if (device && device->admin_state() == v1::ADMIN_STATE_DRAINED) {
         st.unusable = "device " + o.device() + " is drained";
       } else if (!st.host.empty() && drained_hosts.contains(st.host)) {
         st.unusable = "host " + st.host + " is drained";

@@ -25,6 +25,7 @@ struct Candidate {
   int ports = 0;
   int free = 0;
   bool healthy = true;
+  bool spare = false;  // A spare, when spares may be picked (preferred).
   std::optional<double> weakest_rx_dbm;  // Over its free ports that have a reading.
   int group_free = 0;                    // Wholly free candidates in its group.
   int away = 0;  // Switch hops to the home switch and back over trunks (0: on it).
@@ -35,8 +36,8 @@ struct Candidate {
   int Stranded(int need) const { return need == kWholeDevice ? 0 : free - need; }
   // Lower is better; see PickMembers.
   auto Rank(int need) const {
-    return std::make_tuple(!healthy, away, Stranded(need), group_free, !weakest_rx_dbm.has_value(),
-                           -weakest_rx_dbm.value_or(0), id);
+    return std::make_tuple(!healthy, away, !spare, Stranded(need), group_free,
+                           !weakest_rx_dbm.has_value(), -weakest_rx_dbm.value_or(0), id);
   }
 };
 
@@ -59,7 +60,8 @@ std::map<std::string, int> TrunkHops(const FabricSnapshot& snapshot, const std::
 // Devices for `count` on switch `on_switch`; or, when `home` is given instead, on any switch
 // trunks join to `home` both ways (`away` is the longer of the two ways, in trunk hops).
 std::vector<Candidate> Candidates(const FabricSnapshot& snapshot, const v1::DeviceCount& count,
-                                  const std::string& on_switch, const std::string& home) {
+                                  const std::string& on_switch, const std::string& home,
+                                  const PickOptions& options) {
   std::map<std::string, int> away;  // Switch → hops there and back; absent when unreachable.
   if (!home.empty()) {
     for (const auto& [sw, there] : TrunkHops(snapshot, home)) {
@@ -71,6 +73,7 @@ std::vector<Candidate> Candidates(const FabricSnapshot& snapshot, const v1::Devi
   std::map<std::string, int> group_free;
   for (const auto& [id, device] : snapshot.devices()) {
     if (device.kind() != count.kind() || device.admin_state() == v1::ADMIN_STATE_DRAINED) continue;
+    if (device.spare() && !options.spares) continue;
     std::vector<const OnicPortState*> ports = snapshot.DevicePorts(id);
     if (ports.empty()) continue;
     const std::string& sw = ports.front()->tx.switch_id();
@@ -81,6 +84,8 @@ std::vector<Candidate> Candidates(const FabricSnapshot& snapshot, const v1::Devi
     c.group = !device.chassis().empty() ? device.chassis() : device.host();
     c.ports = ports.size();
     c.away = home.empty() ? 0 : away[sw];
+    c.spare = device.spare();
+    c.healthy = device.health() != v1::DEVICE_HEALTH_SUSPECT;
     for (const OnicPortState* p : ports) {
       c.healthy = c.healthy && p->unusable.empty();
       if (!p->Free()) continue;
@@ -105,7 +110,8 @@ struct Picks {
 // Picks on switch `on_switch`; or, with `home` given instead, on any switch, preferring home.
 absl::StatusOr<Picks> PickOn(const FabricSnapshot& snapshot, const v1::MemberSet& members,
                              const std::vector<int>& need, const std::string& on_switch,
-                             const std::string& home, const std::string& field) {
+                             const std::string& home, const std::string& field,
+                             const PickOptions& options) {
   Picks picks;
   picks.members.assign(members.devices().begin(), members.devices().end());
   std::set<std::string> taken(picks.members.begin(), picks.members.end());
@@ -114,7 +120,7 @@ absl::StatusOr<Picks> PickOn(const FabricSnapshot& snapshot, const v1::MemberSet
     const v1::DeviceCount& count = members.counts(k);
     // limits.h bounds every count by the site's devices before planning, so it fits an int.
     const int wanted = static_cast<int>(count.count());
-    std::vector<Candidate> candidates = Candidates(snapshot, count, on_switch, home);
+    std::vector<Candidate> candidates = Candidates(snapshot, count, on_switch, home, options);
     // Positions needing more ports choose first, so that small needs do not take the only
     // devices big enough for the large ones. A whole device is the largest need.
     std::vector<int> positions;
@@ -139,7 +145,8 @@ absl::StatusOr<Picks> PickOn(const FabricSnapshot& snapshot, const v1::MemberSet
             field, ".counts[", k, "]: ", count.count(), " ", v1::Name(count.kind()),
             " devices wanted", count.cluster().empty() ? "" : " in cluster " + count.cluster(),
             home.empty() ? " on switch " + on_switch : " on any switch", ", but only ", found,
-            " there have ", ports, " and are neither drained nor already members"));
+            " there have ", ports, " and are neither drained, ",
+            options.spares ? "" : "spares, ", "nor already members"));
       }
       taken.insert(best->id);
       ++found;
@@ -188,7 +195,8 @@ absl::StatusOr<std::vector<std::string>> PickMembers(const FabricSnapshot& snaps
                                                      const v1::MemberSet& members,
                                                      const std::vector<int>& need,
                                                      const std::string& on_switch,
-                                                     const std::string& field) {
+                                                     const std::string& field,
+                                                     const PickOptions& options) {
   std::set<std::string> seen;
   for (int i = 0; i < members.devices_size(); ++i) {
     const std::string& name = members.devices(i);
@@ -224,7 +232,7 @@ absl::StatusOr<std::vector<std::string>> PickMembers(const FabricSnapshot& snaps
   std::optional<Picks> best;
   std::vector<std::string> refusals;
   for (const std::string& sw : switches) {
-    absl::StatusOr<Picks> picks = PickOn(snapshot, members, need, sw, "", field);
+    absl::StatusOr<Picks> picks = PickOn(snapshot, members, need, sw, "", field, options);
     if (!picks.ok()) {
       refusals.push_back(std::string(picks.status().message()));
     } else if (!best || picks->stranded < best->stranded) {
@@ -236,7 +244,7 @@ absl::StatusOr<std::vector<std::string>> PickMembers(const FabricSnapshot& snaps
   // as near as possible away from the home switch: the bound one, or else each switch is tried
   // as home and the picks with the fewest trunk hops, then stranded ports, win (ties: the
   // switch with the most free ports of the kinds asked for, then id).
-  if (snapshot.HasTrunks() && !switches.empty()) {
+  if (snapshot.HasTrunks() && !switches.empty() && options.span_switches) {
     std::vector<std::string> homes = switches;
     if (homes.size() > 1) {
       const std::string busiest = BusiestSwitch(snapshot, members);
@@ -246,7 +254,7 @@ absl::StatusOr<std::vector<std::string>> PickMembers(const FabricSnapshot& snaps
     std::optional<Picks> spanning;
     std::string refusal;
     for (const std::string& home : homes) {
-      absl::StatusOr<Picks> picks = PickOn(snapshot, members, need, "", home, field);
+      absl::StatusOr<Picks> picks = PickOn(snapshot, members, need, "", home, field, options);
       if (!picks.ok()) {
         if (refusal.empty()) refusal = std::string(picks.status().message());
       } else if (!spanning || std::tie(picks->away, picks->stranded) <

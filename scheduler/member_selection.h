@@ -33,10 +33,12 @@ int MemberCount(const v1::MemberSet& members);
 // possible use trunks, and those as short as possible.
 //
 // A counted member is a device of the count's kind (and cluster, when given: the cluster of
-// the switch its fibers reach) that is not drained, not named and not already picked, on the
-// switch, with at least `need` free ports. Among those, positions needing more ports pick
-// first, each taking the best candidate by, in order:
-//   1. healthy: none of its ports drained or failed;
+// the switch its fibers reach) that is not drained, not named and not already picked, not a
+// spare (unless `options.spares`), on the switch, with at least `need` free ports. Among
+// those, positions needing more ports pick first, each taking the best candidate by, in order:
+//   1. healthy: none of its ports drained or failed, the device not SUSPECT (a FAILED
+//      device's ports are unusable, so it never fits);
+//   (with `options.spares`, spares before other devices, after health and trunk hops;)
 //   2. fewest stranded ports: free ports left over after this use (best fit), so whole
 //      devices stay whole for requests that need them;
 //   3. packing: fewest free devices of its kind in its chassis (or host), so that large free
@@ -50,11 +52,19 @@ int MemberCount(const v1::MemberSet& members);
 //   NOT_FOUND           an unknown named device
 //   RESOURCE_EXHAUSTED  too few candidates, naming the kind, the ports needed and the switch
 //                       (or "any switch" when the picks could span them)
+struct PickOptions {
+  // Spares (Device.spare) may be picked, and are preferred: a replacement's pick. Requests
+  // never take a spare by count.
+  bool spares = false;
+  // Picks may span switches over trunks when no one switch has them (see above).
+  bool span_switches = true;
+};
 absl::StatusOr<std::vector<std::string>> PickMembers(const FabricSnapshot& snapshot,
                                                      const v1::MemberSet& members,
                                                      const std::vector<int>& need,
                                                      const std::string& on_switch,
-                                                     const std::string& field);
+                                                     const std::string& field,
+                                                     const PickOptions& options = {});
 
 }  // namespace fleet::scheduler
 

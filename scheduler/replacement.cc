@@ -74,7 +74,8 @@ absl::Status CheckNamedSpare(const FabricSnapshot& snapshot, const v1::Allocatio
 absl::StatusOr<Replacement> PlanReplacement(const FabricSnapshot& snapshot,
                                             const v1::Allocation& allocation,
                                             const std::string& failed_member,
-                                            const std::string& named_spare) {
+                                            const std::string& named_spare,
+                                            bool same_switch_only) {
   const auto& members = allocation.members();
   if (std::find(members.begin(), members.end(), failed_member) == members.end()) {
     return absl::NotFoundError(absl::StrCat("member: allocation ", allocation.id(),
@@ -131,7 +132,8 @@ absl::StatusOr<Replacement> PlanReplacement(const FabricSnapshot& snapshot,
     std::vector<int> needs(set.devices_size(), 0);
     needs.push_back(need);
     absl::StatusOr<std::vector<std::string>> picked =
-        PickMembers(snapshot, set, needs, on_switch, "spare");
+        PickMembers(snapshot, set, needs, on_switch, "spare",
+                    PickOptions{.spares = true, .span_switches = !same_switch_only});
     if (!picked.ok()) {
       if (picked.status().code() != absl::StatusCode::kResourceExhausted) return picked.status();
       return absl::ResourceExhaustedError(

@@ -39,9 +39,10 @@ struct Replacement {
 
 // Plans the substitution of `failed_member` in every phase of `allocation` (its circuits as
 // stored, every phase's). The spare is `spare` when named, else the best free device of the
-// failed member's kind on the failed member's switch (on another switch only when none is and
-// trunks join switches) by member selection's preference (PickMembers: healthy, fewest
-// stranded ports, packing, light, id) that is not a member,
+// failed member's kind on the failed member's switch (on another switch only when none is,
+// trunks join switches and `same_switch_only` is false) by member selection's preference
+// (PickMembers with spares: healthy, spares first, fewest stranded ports, packing, light, id)
+// that is not a member,
 // not drained, has no port in any allocation's desired circuit (a device another job uses is
 // not a spare), and has as many free ports as the failed member uses over all phases. Each
 // port of the failed member maps to the spare's port of the same index when that one is free,
@@ -62,7 +63,8 @@ struct Replacement {
 absl::StatusOr<Replacement> PlanReplacement(const FabricSnapshot& snapshot,
                                             const v1::Allocation& allocation,
                                             const std::string& failed_member,
-                                            const std::string& spare = "");
+                                            const std::string& spare = "",
+                                            bool same_switch_only = false);
 
 }  // namespace fleet::scheduler
 

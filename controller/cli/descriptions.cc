@@ -53,19 +53,21 @@ std::string DescribeSwitch(const v1::Switch& sw, const std::vector<v1::SwitchPor
           PortRanges({sw.trunk_reserved_ports().begin(), sw.trunk_reserved_ports().end()}));
 
   int onic_fibers = 0, trunk_fibers = 0;
-  std::vector<uint32_t> in_circuits, drained, failed;
+  std::vector<uint32_t> in_circuits, drained, failed, degraded;
   for (const v1::SwitchPort& port : ports) {
     if (port.wiring().has_onic_port()) ++onic_fibers;
     if (port.wiring().has_trunk()) ++trunk_fibers;
     if (!port.circuit_id().empty()) in_circuits.push_back(port.ref().port());
     if (port.admin_state() == v1::ADMIN_STATE_DRAINED) drained.push_back(port.ref().port());
     if (port.oper_state() == v1::OPER_STATE_FAILED) failed.push_back(port.ref().port());
+    if (port.oper_state() == v1::OPER_STATE_DEGRADED) degraded.push_back(port.ref().port());
   }
   d.Field("Wired ports", absl::StrCat(onic_fibers, " to O-NICs, ", trunk_fibers, " to trunks"));
   d.Field("In circuits", absl::StrCat(in_circuits.size(), in_circuits.empty() ? "" : ": ",
                                       PortRanges(in_circuits)));
   d.Field("Drained ports", PortRanges(drained));
   d.Field("Failed ports", PortRanges(failed));
+  d.Field("Degraded ports", PortRanges(degraded));
   return d.Render();
 }
 
@@ -109,6 +111,11 @@ std::string DescribeDevice(const v1::Device& device, const std::vector<v1::Onic>
   d.Field("Chassis", device.chassis());
   d.Field("Model", device.model());
   d.Field("Admin", v1::Name(device.admin_state()));
+  d.Field("Health", device.health_reason().empty()
+                        ? v1::Name(device.health())
+                        : absl::StrCat(v1::Name(device.health()), " (", device.health_reason(),
+                                       ")"));
+  d.Field("Spare", device.spare() ? "yes, held for healing" : "no");
   std::vector<std::string> items;
   for (const v1::Onic& onic : onics) {
     std::string item =
@@ -173,12 +180,36 @@ std::string DescribeAllocation(const v1::Allocation& a, const std::vector<v1::Ev
   d.Field("Created", TimeWithAge(a.created(), now));
   d.Field("Updated", TimeWithAge(a.updated(), now));
   d.Field("Lease expires", TimeWithAge(a.lease_expires(), now));
+  if (a.has_degraded_since()) d.Field("Degraded since", TimeWithAge(a.degraded_since(), now));
+  if (a.request().has_on_failure()) {
+    const v1::FailurePolicy& p = a.request().on_failure();
+    d.Field("On failure",
+            p.replace()
+                ? absl::StrCat("replace within ",
+                               absl::FormatDuration(p.has_within() ? FromProtoDuration(p.within())
+                                                                   : absl::Seconds(2)),
+                               ", at most ", p.max_replacements() > 0 ? p.max_replacements() : 1,
+                               ", spares ",
+                               p.spares() == v1::SPARE_SCOPE_ANY ? "any" : "same-switch")
+                : "retrain only");
+  }
   if (a.direct_traffic_share() > 0) {
     d.Field("Direct traffic",
             absl::StrCat(absl::StrFormat("%.1f", 100 * a.direct_traffic_share()), "%"));
   }
   AddPhases(a, d);
   d.List("Members", {a.members().begin(), a.members().end()});
+  std::vector<std::string> replacements;
+  for (const v1::MemberReplacement& r : a.replacements()) {
+    replacements.push_back(absl::StrCat(
+        r.failed(), " -> ", r.spare(), "  by ", r.by(), "  ", TimeWithAge(r.time(), now),
+        r.has_degraded_for()
+            ? absl::StrCat("  after ", absl::FormatDuration(FromProtoDuration(r.degraded_for())),
+                           " DEGRADED")
+            : "",
+        "  (", r.reason(), ")"));
+  }
+  d.List("Replacements", std::move(replacements));
   d.List("Circuits", CircuitLines(a));
   size_t stage_width = 0;
   for (const v1::StageTiming& t : a.stage_timings())

@@ -34,12 +34,14 @@ Table SwitchesTable(const v1::ListSwitchesResponse& response) {
 }
 
 Table PortsTable(const v1::ListPortsResponse& response) {
-  Table table({"switch", "port", "dir", "admin", "oper", "reserved", "wired-to", "circuit"});
+  Table table(
+      {"switch", "port", "dir", "admin", "oper", "reserved", "wired-to", "circuit", "why"});
   for (const v1::SwitchPort& port : response.ports()) {
     std::string reserved = port.reservation() == v1::PORT_RESERVATION_TRUNK ? "trunk" : "";
     table.AddRow({port.ref().switch_id(), absl::StrCat(port.ref().port()),
                   v1::Name(port.direction()), v1::Name(port.admin_state()),
-                  v1::Name(port.oper_state()), reserved, WiringText(port), port.circuit_id()});
+                  v1::Name(port.oper_state()), reserved, WiringText(port), port.circuit_id(),
+                  port.oper_reason()});
   }
   table.MarkStateColumn("admin");
   table.MarkStateColumn("oper");
@@ -69,13 +71,15 @@ Table AgentsTable(const v1::ListAgentsResponse& response, absl::Time now) {
 }
 
 Table DevicesTable(const v1::ListDevicesResponse& response) {
-  Table table({"id", "kind", "host", "chassis", "model", "onics", "admin"});
+  Table table({"id", "kind", "host", "chassis", "model", "onics", "admin", "health", "spare"});
   for (const v1::Device& device : response.devices()) {
     table.AddRow({device.id(), v1::Name(device.kind()), device.host(), device.chassis(),
                   device.model(), absl::StrCat(device.onics_size()),
-                  v1::Name(device.admin_state())});
+                  v1::Name(device.admin_state()), v1::Name(device.health()),
+                  device.spare() ? "spare" : ""});
   }
   table.MarkStateColumn("admin");
+  table.MarkStateColumn("health");
   return table;
 }
 

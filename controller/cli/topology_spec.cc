@@ -114,6 +114,38 @@ class SpecReader {
     return std::nullopt;
   }
 
+  // on_failure: {replace: bool, within: DURATION, max_replacements: N, spares: same-switch|any}.
+  void FailurePolicy(const YAML::Node& node, v1::FailurePolicy* policy) {
+    if (!Mapping(node, "on_failure")) return;
+    CheckKeys(node, "on_failure", {"replace", "within", "max_replacements", "spares"});
+    if (const YAML::Node n = node["replace"]) {
+      if (auto v = Bool(n, "on_failure.replace")) policy->set_replace(*v);
+    }
+    if (const YAML::Node n = node["within"]) {
+      absl::Duration within;
+      if (!n.IsScalar() || !absl::ParseDuration(n.Scalar(), &within) ||
+          within <= absl::ZeroDuration() || within > absl::Hours(24)) {
+        Problem(n, absl::StrCat("on_failure.within: '", n.IsScalar() ? n.Scalar() : "",
+                                "' is not a duration from 1ms to 24h, such as 2s or 500ms"));
+      } else {
+        *policy->mutable_within() = ToProtoDuration(within);
+      }
+    }
+    if (const YAML::Node n = node["max_replacements"]) {
+      if (auto v = Uint(n, "on_failure.max_replacements")) policy->set_max_replacements(*v);
+    }
+    if (const YAML::Node n = node["spares"]) {
+      const std::string text = n.IsScalar() ? n.Scalar() : "";
+      if (text == "same-switch" || text == "same_switch") {
+        policy->set_spares(v1::SPARE_SCOPE_SAME_SWITCH);
+      } else if (text == "any") {
+        policy->set_spares(v1::SPARE_SCOPE_ANY);
+      } else {
+        Problem(n, absl::StrCat("on_failure.spares '", text, "' is not one of: same-switch, any"));
+      }
+    }
+  }
+
   // A list of names, or {devices: [names], count: [{kind, count, cluster}]}.
   void Members(const YAML::Node& node, absl::string_view field, v1::MemberSet* members) {
     if (node.IsMap()) {
@@ -376,7 +408,10 @@ absl::StatusOr<v1::RequestTopologyRequest> ParseTopologySpec(absl::string_view t
     if (!root.IsMap())
       return absl::InvalidArgumentError(absl::StrCat(file_name, ": must be a mapping"));
     reader.CheckKeys(
-        root, "", {"tenant", "name", "request_id", "lease", "topology", "phases", "initial_phase"});
+        root, "",
+        {"tenant", "name", "request_id", "lease", "topology", "phases", "initial_phase",
+         "on_failure"});
+    if (const YAML::Node n = root["on_failure"]) reader.FailurePolicy(n, request.mutable_on_failure());
     if (const YAML::Node n = root["tenant"]) {
       if (auto v = reader.Text(n, "tenant")) request.set_tenant(*v);
     }

@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "controller/engine/tenancy.h"
+#include "fleet/v1/names.h"
 
 namespace fleet::engine {
 
@@ -28,7 +29,9 @@ Engine::Engine(EngineOptions options, store::Store* store,
       drainer_(store, &releaser_),
       members_(parts_),
       reconciler_(parts_, &releaser_),
-      recovery_(parts_, &releaser_) {}
+      healer_(parts_, &members_),
+      recovery_(parts_, &releaser_, &healer_),
+      monitor_(parts_, &recovery_) {}
 
 Engine::~Engine() { Shutdown(); }
 
@@ -50,12 +53,19 @@ absl::Status Engine::Start() {
   }
   next_reconcile_ = ctx_.clock->Now() + options_.reconcile_interval;
   background_.Start(options_.tick, [this] { BackgroundPass(); });
+  // Its own thread: a switch slow to answer must not hold up leases and retries.
+  if (options_.monitor_interval > absl::ZeroDuration()) {
+    monitor_loop_.Start(options_.monitor_interval, [this] {
+      if (!pool_.stopping()) monitor_.Pass();
+    });
+  }
   return absl::OkStatus();
 }
 
 void Engine::Shutdown() {
   if (!pool_.Stop()) return;
   background_.Stop();
+  monitor_loop_.Stop();
   pool_.WaitIdle();
   pool_.JoinWorkers();
 }
@@ -168,6 +178,23 @@ absl::StatusOr<v1::ReplaceMemberResponse> Engine::ReplaceMember(
   return members_.ReplaceMember(request, caller);
 }
 
+absl::StatusOr<v1::Device> Engine::SetDeviceHealth(const v1::SetDeviceHealthRequest& request,
+                                                   const Caller& caller) {
+  if (request.health() != v1::DEVICE_HEALTH_HEALTHY &&
+      request.health() != v1::DEVICE_HEALTH_FAILED) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "health: ", v1::Name(request.health()),
+        " cannot be set; an operator marks a device healthy or failed (suspect is fleetd's)"));
+  }
+  RETURN_IF_ERROR(
+      store_->SetDeviceHealth(request.device(), request.health(), request.reason(),
+                              caller.principal));
+  if (request.health() == v1::DEVICE_HEALTH_FAILED) {
+    recovery_.DeviceFailed(request.device(), request.reason());
+  }
+  return store_->GetDevice(request.device());
+}
+
 // --- Agents ---
 
 void Engine::AgentConnected(const std::string& host, const std::vector<std::string>& serials) {
@@ -190,5 +217,7 @@ void Engine::AgentGone(const std::string& host, const std::vector<std::string>& 
 void Engine::ExpireLeases() { releaser_.ExpireLeases(); }
 
 void Engine::RunDueRetries() { recovery_.RunDueRetries(); }
+
+std::vector<store::PortHealth> Engine::MonitorSwitches() { return monitor_.Pass(); }
 
 }  // namespace fleet::engine

@@ -47,7 +47,9 @@
 //   drain.h             drain and undrain, eviction
 //   member_changes.h    phase switch, replace a member, detach devices
 //   reconciler.h        reconciliation and resuming interrupted transactions
-//   link_recovery.h     agents coming and going; the retries that follow
+//   link_recovery.h     failures (agents, links, switch ports, devices); the retries that follow
+//   healer.h            healing under a failure policy: a spare for a failed member
+//   switch_monitor.h    port status and power read from the switches
 //   worker_pool.h, retry_scheduler.h, inventory_cache.h, background_loop.h: the machinery
 // Locks, in the order they may be taken: a switch held to itself (SwitchProgrammer's
 // Exclusive, by reconciliation, which adopts under admission); Admission::mu() (one admission
@@ -76,6 +78,7 @@
 #include "controller/engine/engine_context.h"
 #include "controller/engine/engine_options.h"
 #include "controller/engine/engine_parts.h"
+#include "controller/engine/healer.h"
 #include "controller/engine/inventory_cache.h"
 #include "controller/engine/link_recovery.h"
 #include "controller/engine/link_trainer.h"
@@ -83,6 +86,7 @@
 #include "controller/engine/reconciler.h"
 #include "controller/engine/release.h"
 #include "controller/engine/retry_scheduler.h"
+#include "controller/engine/switch_monitor.h"
 #include "controller/engine/switch_programmer.h"
 #include "controller/engine/switch_programmers.h"
 #include "controller/engine/worker_pool.h"
@@ -153,7 +157,15 @@ class Engine {
                                                   const Caller& caller);
   absl::StatusOr<v1::DrainResponse> Drain(const v1::DrainRequest& request, const Caller& caller);
   absl::Status Undrain(const v1::UndrainRequest& request, const Caller& caller);
-  // Substitutes a spare for the failed member `request.member` (operators only): the spare is
+  // Marks a device FAILED or HEALTHY (operators only; SUSPECT is fleetd's own word), with an
+  // event. A FAILED device gets no new circuits and the circuits of allocations using it
+  // become DEGRADED at once, their retries due now (healing under a failure policy). Returns
+  // the device as stored. INVALID_ARGUMENT for a health other than HEALTHY or FAILED, or
+  // FAILED without a reason; NOT_FOUND for an unknown device.
+  absl::StatusOr<v1::Device> SetDeviceHealth(const v1::SetDeviceHealthRequest& request,
+                                             const Caller& caller);
+  // Substitutes a spare for the failed member `request.member` (a job for its own
+  // allocations, or an operator): the spare is
   // the request's, else the best free device of the same kind on the member's switch
   // (scheduler/replacement.h). Under admission, on a fresh snapshot, the circuits touching the
   // failed member are replaced in every phase by circuits to the spare and the members list
@@ -163,7 +175,8 @@ class Engine {
   // failed member are left alone. A refused quiesce or switch batch fails the allocation and
   // takes the circuits from before off the switch. A dry run returns the plan and changes
   // nothing.
-  // PERMISSION_DENIED for a job; FAILED_PRECONDITION unless READY or DEGRADED; NOT_FOUND for
+  // The replacement is recorded in the allocation's `replacements`, by the caller.
+  // NOT_FOUND for another tenant's allocation; FAILED_PRECONDITION unless READY or DEGRADED; NOT_FOUND for
   // a device that is not a member; RESOURCE_EXHAUSTED when no spare is free, naming the kind
   // and switch; ABORTED while another transaction of it runs.
   absl::StatusOr<v1::ReplaceMemberResponse> ReplaceMember(const v1::ReplaceMemberRequest& request,
@@ -197,8 +210,12 @@ class Engine {
   // --- For the background loop, and tests that drive it by hand ---
   // Releases every allocation whose lease has passed by the clock's now.
   void ExpireLeases();
-  // Runs the retries that are due (retrain of DEGRADED links, removal of RELEASING ones).
+  // Runs the retries that are due (heal or retrain of DEGRADED links, removal of RELEASING
+  // ones).
   void RunDueRetries();
+  // One pass of the switch monitor (switch_monitor.h); its own loop runs it every
+  // EngineOptions::monitor_interval. Returns the port health changes recorded.
+  std::vector<store::PortHealth> MonitorSwitches();
 
   // --- For tests only ---
   // Blocks until no transaction is running.
@@ -218,6 +235,7 @@ class Engine {
   WorkerPool pool_;
   InventoryCache inventory_;
   BackgroundLoop background_;
+  BackgroundLoop monitor_loop_;
   RetryScheduler retries_;
   LinkTrainer trainer_;
   SwitchProgrammers programmers_;
@@ -227,7 +245,9 @@ class Engine {
   Drainer drainer_;
   MemberChanges members_;
   Reconciler reconciler_;
+  Healer healer_;
   LinkRecovery recovery_;
+  SwitchMonitor monitor_;
   // The background loop's own (set by Start before it runs).
   absl::Time next_reconcile_;
   absl::Time next_lease_check_;

@@ -27,6 +27,13 @@ struct EngineOptions {
   // Periodic reconciliation (report policy unless `unknown_policy` says otherwise); 0: off.
   absl::Duration reconcile_interval = absl::Seconds(60);
   v1::UnknownCrossConnectPolicy unknown_policy = v1::UNKNOWN_CROSS_CONNECT_POLICY_REPORT;
+  // How often the switch monitor reads each switch's port status and the power at the egresses
+  // of trained circuits (SwitchMonitor); 0: never.
+  absl::Duration monitor_interval = absl::Seconds(2);
+  // An egress of a trained circuit that reads less light than this is DEGRADED.
+  double low_power_dbm = -20.0;
+  // A device whose O-NIC fails this many retrains in a row is marked SUSPECT; 0: never.
+  uint32_t suspect_after_failed_retrains = 3;
   // How often the background loop looks at leases and retries.
   absl::Duration tick = absl::Milliseconds(100);
   // Called at each stage boundary of a transaction with the stage's name (see

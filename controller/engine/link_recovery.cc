@@ -21,7 +21,8 @@ void LinkRecovery::RunDueRetries() {
     p_.pool.Spawn(id, [this, id] {
       absl::StatusOr<v1::Allocation> a = p_.ctx.store->GetAllocation(id);
       if (a.ok() && a->state() == v1::ALLOCATION_STATE_DEGRADED) {
-        RetrainDegraded(id);
+        // A failed device or port, or links past the policy's `within`: a spare, not a retrain.
+        if (!healer_->StartIfDue(*a)) RetrainDegraded(*a);
       } else if (a.ok() && a->state() == v1::ALLOCATION_STATE_RELEASING) {
         // Ends as its stored intent says (Release reads it).
         releaser_->Release(id, "fleetd", v1::ALLOCATION_STATE_RELEASED, "");
@@ -134,69 +135,103 @@ void LinkRecovery::AgentGone(const std::string& host, const std::vector<std::str
 
 namespace {
 
-// How long a down link's report waits for a transaction holding its allocation (it is not
-// sent again: the agent reports changes only).
-constexpr absl::Duration kLinkDownClaimWait = absl::Seconds(60);
-
-// The O-NIC port a report is about, as the circuits' serials name it.
-std::string PortKey(const std::string& serial, uint32_t port) { return v1::PortName(serial, port); }
+// How long a failure's report waits for a transaction holding an allocation it hurts (it is
+// not sent again: agents and the monitor report changes only).
+constexpr absl::Duration kDegradeClaimWait = absl::Seconds(60);
 
 }  // namespace
 
 void LinkRecovery::LinksDown(const std::string& host, const std::vector<v1::LinkState>& links) {
   if (links.empty()) return;
-  // Off the agent's stream, which must go on reading its answers.
-  p_.pool.Spawn("", [this, host, links] {
-    std::map<std::string, const v1::LinkState*> down;  // By port key.
-    for (const v1::LinkState& link : links) down[PortKey(link.onic_serial(), link.port())] = &link;
+  std::map<std::string, v1::LinkState> down;  // By v1::PortName of serial and port.
+  for (const v1::LinkState& link : links) down[v1::PortName(link.onic_serial(), link.port())] = link;
+  DegradeWhere(
+      [this, host, down = std::move(down)](const v1::Circuit& c) -> std::string {
+        absl::StatusOr<std::string> dst = p_.inventory.SerialOf(c.destination().onic());
+        if (!dst.ok()) return "";
+        auto it = down.find(v1::PortName(*dst, c.destination().port()));
+        // A port its agent has said UP since (a transaction retrained it) is no longer down.
+        if (it == down.end() ||
+            (p_.ctx.agents != nullptr && p_.ctx.agents->KnownUp(*dst, c.destination().port()))) {
+          return "";
+        }
+        const std::string& detail = it->second.detail();
+        return absl::StrCat("link ", LinkName(c), ": the agent of host ", host, " reports ",
+                            v1::PortName(c.destination()), " down", detail.empty() ? "" : " (",
+                            detail, detail.empty() ? "" : ")");
+      },
+      p_.ctx.options.retry_initial, "allocation.link_down");
+}
+
+void LinkRecovery::SwitchPortsUnhealthy(const std::map<std::string, std::string>& ports) {
+  if (ports.empty()) return;
+  DegradeWhere(
+      [ports](const v1::Circuit& c) -> std::string {
+        for (const v1::CrossConnect& x : c.cross_connects()) {
+          for (uint32_t port : {x.ingress(), x.egress()}) {
+            auto it = ports.find(v1::PortName(x.switch_id(), port));
+            if (it != ports.end()) {
+              return absl::StrCat("link ", LinkName(c), ": switch port ", it->first, " ",
+                                  it->second);
+            }
+          }
+        }
+        return "";
+      },
+      absl::ZeroDuration(), "allocation.port_unhealthy");
+}
+
+void LinkRecovery::DeviceFailed(const std::string& device, const std::string& why) {
+  DegradeWhere(
+      [this, device, why](const v1::Circuit& c) -> std::string {
+        absl::StatusOr<std::shared_ptr<const CachedInventory>> inventory = p_.inventory.Current();
+        if (!inventory.ok()) return "";
+        for (const v1::Onic& o : (*inventory)->site.onics()) {
+          if (o.device() == device &&
+              (o.id() == c.source().onic() || o.id() == c.destination().onic())) {
+            return absl::StrCat("link ", LinkName(c), ": device ", device, " failed (", why, ")");
+          }
+        }
+        return "";
+      },
+      absl::ZeroDuration(), "allocation.device_failed");
+}
+
+void LinkRecovery::DegradeWhere(Hurt hurt, absl::Duration retry_after, std::string event_kind) {
+  // Off the caller's thread (an agent's stream, the monitor's loop, an RPC).
+  p_.pool.Spawn("", [this, hurt = std::move(hurt), retry_after,
+                     event_kind = std::move(event_kind)] {
     absl::StatusOr<std::vector<v1::Allocation>> live = p_.ctx.store->ListAllocations({});
     if (!live.ok()) return;
     for (const v1::Allocation& a : *live) {
-      // Only those with a circuit arriving on a port reported down, in whatever state: one a
-      // transaction is making now is looked at again once it lets go.
-      bool carries = false;
-      for (const v1::Circuit& c : LiveCircuits(a)) {
-        absl::StatusOr<std::string> dst = p_.inventory.SerialOf(c.destination().onic());
-        carries = carries || (dst.ok() && down.contains(PortKey(*dst, c.destination().port())));
-      }
-      if (!carries) continue;
-      const absl::Time give_up = absl::Now() + kLinkDownClaimWait;
+      // Only those with a circuit it hurts, in whatever state: one a transaction is making now
+      // is looked at again once it lets go.
+      bool hurts = false;
+      for (const v1::Circuit& c : LiveCircuits(a)) hurts = hurts || !hurt(c).empty();
+      if (!hurts) continue;
+      const absl::Time give_up = absl::Now() + kDegradeClaimWait;
       if (p_.pool.WaitAndClaim(a.id(), give_up) != WorkerPool::Claimed::kClaimed) continue;
-      if (DegradeLinksDown(a.id(), host, down)) {
+      if (Degrade(a.id(), hurt, event_kind)) {
         // Under the claim, so a retry cannot start between the update and its scheduling.
-        p_.retries.ScheduleAt(a.id(), p_.ctx.clock->Now() + p_.ctx.options.retry_initial);
+        p_.retries.ScheduleAt(a.id(), p_.ctx.clock->Now() + retry_after);
       }
       p_.pool.Unclaim(a.id());
     }
   });
 }
 
-bool LinkRecovery::DegradeLinksDown(const std::string& id, const std::string& host,
-                                    const std::map<std::string, const v1::LinkState*>& down) {
+bool LinkRecovery::Degrade(const std::string& id, const Hurt& hurt,
+                           const std::string& event_kind) {
   // Read again under the claim: what the listing saw may have changed since.
   absl::StatusOr<v1::Allocation> a = p_.ctx.store->GetAllocation(id);
-  if (!a.ok() ||
-      (a->state() != v1::ALLOCATION_STATE_READY && a->state() != v1::ALLOCATION_STATE_DEGRADED)) {
-    return false;
-  }
+  if (!a.ok() || !Settled(a->state())) return false;
   store::AllocationUpdate u;
   u.id = id;
   std::vector<std::string> reasons;
   for (const v1::Circuit& c : LiveCircuits(*a)) {
     if (c.state() != v1::CIRCUIT_STATE_ACTIVE) continue;
-    absl::StatusOr<std::string> dst = p_.inventory.SerialOf(c.destination().onic());
-    if (!dst.ok()) continue;
-    auto it = down.find(PortKey(*dst, c.destination().port()));
-    // A port its agent has said UP since (a transaction retrained it) is no longer down.
-    if (it == down.end() ||
-        (p_.ctx.agents != nullptr && p_.ctx.agents->KnownUp(*dst, c.destination().port()))) {
-      continue;
-    }
-    const std::string& detail = it->second->detail();
-    std::string reason =
-        absl::StrCat("link ", LinkName(c), ": the agent of host ", host, " reports ",
-                     v1::PortName(c.destination()), " down", detail.empty() ? "" : " (", detail,
-                     detail.empty() ? "" : ")");
+    std::string reason = hurt(c);
+    if (reason.empty()) continue;
     u.circuits[c.id()] = {v1::CIRCUIT_STATE_DEGRADED, reason};
     reasons.push_back(std::move(reason));
   }
@@ -207,7 +242,7 @@ bool LinkRecovery::DegradeLinksDown(const std::string& id, const std::string& ho
   if (a->state() == v1::ALLOCATION_STATE_DEGRADED) {
     // Already DEGRADED: the links that failed before stay in the reason.
     u.reason = a->reason().empty() ? reason : absl::StrCat(a->reason(), "; ", reason);
-    u.event_kind = "allocation.link_down";
+    u.event_kind = event_kind;
     u.event_message = absl::StrCat("allocation ", id, ": ", reason);
   } else {
     u.reason = reason;
@@ -216,15 +251,15 @@ bool LinkRecovery::DegradeLinksDown(const std::string& id, const std::string& ho
   return p_.ctx.Update(u, "fleetd").ok();
 }
 
-void LinkRecovery::RetrainDegraded(const std::string& id) {
-  absl::StatusOr<v1::Allocation> a = p_.ctx.store->GetAllocation(id);
-  if (!a.ok()) return;
+void LinkRecovery::RetrainDegraded(const v1::Allocation& a) {
+  const std::string& id = a.id();
   std::vector<v1::Circuit> untrained;
-  for (const v1::Circuit& c : LiveCircuits(*a)) {
+  for (const v1::Circuit& c : LiveCircuits(a)) {
     if (c.state() != v1::CIRCUIT_STATE_ACTIVE) untrained.push_back(c);
   }
   const std::map<std::string, std::string> failed =
       p_.trainer.Retrain(untrained, /*check_first=*/true);
+  healer_->CountRetrains(untrained, failed);
   store::AllocationUpdate u;
   u.id = id;
   const std::vector<std::string> reasons = RecordRetrain(untrained, failed, u);
@@ -242,7 +277,10 @@ void LinkRecovery::RetrainDegraded(const std::string& id) {
     u.event_message = absl::StrCat("allocation ", id, " still DEGRADED: ", *u.reason);
   }
   if (!p_.ctx.Update(u, "fleetd").ok()) return;
-  if (!reasons.empty()) p_.retries.RetryLater(id);
+  if (reasons.empty()) return;
+  p_.retries.RetryLater(id);
+  // A failure policy's `within` is kept however long the backoff has grown.
+  p_.retries.DueBy(id, HealDue(a, p_.ctx.clock->Now()));
 }
 
 }  // namespace fleet::engine

@@ -1,23 +1,28 @@
-// How the engine follows the agents, and what it retries: an agent that goes degrades the
-// READY allocations with a link on its O-NICs; one that connects gets its idle ports
-// quiesced and makes every retry due at once. A due retry (RetryScheduler) retrains a
-// DEGRADED allocation's links that are not up (asking the agents first, so a link that kept
+// How the engine follows failures, and what it retries: an agent that goes, a link its
+// agent reports down, a switch port the monitor finds failed or dark, a device an operator
+// marks failed each degrade the allocations with a circuit on it; an agent that connects
+// gets its idle ports quiesced and makes every retry due at once. A due retry
+// (RetryScheduler) heals a DEGRADED allocation when its failure policy says so (Healer), or
+// else retrains its links that are not up (asking the agents first, so a link that kept
 // working is not disturbed), or finishes a RELEASING one's removal.
 #ifndef FLEET_CONTROLLER_ENGINE_LINK_RECOVERY_H_
 #define FLEET_CONTROLLER_ENGINE_LINK_RECOVERY_H_
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "controller/engine/engine_parts.h"
+#include "controller/engine/healer.h"
 #include "controller/engine/release.h"
 
 namespace fleet::engine {
 
 class LinkRecovery {
  public:
-  LinkRecovery(const EngineParts& parts, Releaser* releaser) : p_(parts), releaser_(releaser) {}
+  LinkRecovery(const EngineParts& parts, Releaser* releaser, Healer* healer)
+      : p_(parts), releaser_(releaser), healer_(healer) {}
 
   // Engine::AgentConnected, Engine::QuiesceIdlePorts and Engine::AgentGone (engine.h).
   void AgentConnected(const std::string& host, const std::vector<std::string>& serials);
@@ -26,6 +31,13 @@ class LinkRecovery {
                  const std::string& why);
   // Engine::LinksDown (engine.h).
   void LinksDown(const std::string& host, const std::vector<v1::LinkState>& links);
+  // The switch monitor found `ports` (v1::PortName → what it read) FAILED or DEGRADED: the
+  // live circuits crossing one become DEGRADED as for LinksDown, and a retry (which heals
+  // under a failure policy) is due at once.
+  void SwitchPortsUnhealthy(const std::map<std::string, std::string>& ports);
+  // An operator marked `device` FAILED (`why`): its allocations' circuits touching it become
+  // DEGRADED, and a retry (which heals under a failure policy) is due at once.
+  void DeviceFailed(const std::string& device, const std::string& why);
   // Runs the retries that are due, each on a worker holding its allocation's claim.
   void RunDueRetries();
 
@@ -33,15 +45,24 @@ class LinkRecovery {
   // The quiesce commands for `serials`' ports in no circuit; under admission.
   std::vector<agent_registry::AddressedCommand> IdlePortQuiesces(
       const std::vector<std::string>& serials);
-  void RetrainDegraded(const std::string& id);
-  // LinksDown's work on allocation `id`, whose claim the caller holds: its ACTIVE circuits
-  // arriving on a port of `down` (by v1::PortName of serial and port) become DEGRADED, and it
-  // too; false when it is neither READY nor DEGRADED or has no such circuit.
-  bool DegradeLinksDown(const std::string& id, const std::string& host,
-                        const std::map<std::string, const v1::LinkState*>& down);
+  void RetrainDegraded(const v1::Allocation& a);
+
+  // Why a live circuit is hurt by a failure, or "" when it is not. Asked without a claim (to
+  // find the allocations) and again under it.
+  using Hurt = std::function<std::string(const v1::Circuit&)>;
+  // The frame of LinksDown, SwitchPortsUnhealthy and DeviceFailed, on a worker: every live
+  // allocation with a circuit `hurt` names is claimed (waiting up to a minute for a
+  // transaction holding it, as a report is not sent again) and Degrade'd; a retry is then due
+  // `retry_after` later (`event_kind` labels the event of an allocation already DEGRADED).
+  void DegradeWhere(Hurt hurt, absl::Duration retry_after, std::string event_kind);
+  // DegradeWhere's work on allocation `id`, whose claim the caller holds: its ACTIVE circuits
+  // `hurt` names become DEGRADED with its words, and it too (a DEGRADED one keeps its earlier
+  // reasons); false when it is neither READY nor DEGRADED or has no such circuit.
+  bool Degrade(const std::string& id, const Hurt& hurt, const std::string& event_kind);
 
   const EngineParts p_;
   Releaser* const releaser_;
+  Healer* const healer_;
 };
 
 }  // namespace fleet::engine

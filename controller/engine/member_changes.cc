@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/proto_time.h"
 #include "common/status_macros.h"
 #include "controller/engine/circuits.h"
 #include "controller/engine/stage_timing.h"
@@ -55,23 +56,54 @@ absl::StatusOr<v1::ReplaceMemberResponse> MemberChanges::ReplaceMember(
   if (request.member().empty()) return absl::InvalidArgumentError("member is empty");
   ASSIGN_OR_RETURN(v1::Allocation a, Authorized(*p_.ctx.store, id, caller));
   v1::ReplaceMemberResponse response;
+  v1::MemberReplacement record;
+  record.set_reason(request.spare().empty() ? "asked for" : "asked for, with the spare named");
+  record.set_by(caller.principal);
   RETURN_IF_ERROR(ChangeMembers(
       id, a.state(), request.dry_run(), "a member can be replaced", "replace", caller,
       [&](const v1::Allocation& stored, MemberChange& change) {
-        return PlanReplacement(request, stored, change, response);
+        return PlanReplacement(request, /*same_switch_only=*/false, record, stored, change,
+                               response);
       },
       response.mutable_allocation()));
   return response;
 }
 
+absl::Status MemberChanges::Heal(const std::string& id, const std::string& member,
+                                 const std::string& reason, bool same_switch_only,
+                                 absl::Duration degraded_for, OnEnd ended) {
+  v1::ReplaceMemberRequest request;
+  request.set_allocation_id(id);
+  request.set_member(member);
+  v1::MemberReplacement record;
+  record.set_reason(reason);
+  record.set_by("fleetd");
+  *record.mutable_degraded_for() = ToProtoDuration(degraded_for);
+  v1::ReplaceMemberResponse response;
+  return ChangeMembers(
+      id, v1::ALLOCATION_STATE_DEGRADED, /*dry_run=*/false, "a member can be replaced", "heal",
+      Caller::Operator("fleetd"),
+      [&](const v1::Allocation& stored, MemberChange& change) {
+        return PlanReplacement(request, same_switch_only, record, stored, change, response);
+      },
+      response.mutable_allocation(), std::move(ended));
+}
+
 absl::Status MemberChanges::PlanReplacement(const v1::ReplaceMemberRequest& request,
+                                            bool same_switch_only, v1::MemberReplacement record,
                                             const v1::Allocation& stored, MemberChange& change,
                                             v1::ReplaceMemberResponse& response) {
   const std::string& id = stored.id();
   ASSIGN_OR_RETURN(const scheduler::FabricSnapshot snapshot, p_.admission.Snapshot());
   ASSIGN_OR_RETURN(scheduler::Replacement plan,
-                   scheduler::PlanReplacement(snapshot, stored, request.member(), request.spare()));
+                   scheduler::PlanReplacement(snapshot, stored, request.member(), request.spare(),
+                                              same_switch_only));
   *response.mutable_plan() = plan.plan;
+  record.set_failed(plan.failed);
+  record.set_spare(plan.spare);
+  for (int i = 0; i < stored.members_size(); ++i) {
+    if (stored.members(i) == plan.failed) record.set_position(static_cast<uint32_t>(i));
+  }
   store::CircuitReplacement& r = change.replacement;
   r.members = plan.members;
   int next = NextCircuitNumber(stored);
@@ -93,16 +125,20 @@ absl::Status MemberChanges::PlanReplacement(const v1::ReplaceMemberRequest& requ
       added = phase.diff.add.size();
     }
   }
-  r.event_message =
-      absl::StrCat("allocation ", id, " replacing member ", request.member(), " by ", plan.spare,
-                   ": ", removed, " circuits removed, ", added, " added, the rest kept");
+  r.event_kind = "allocation.member_replaced";
+  r.event_message = absl::StrCat("allocation ", id, " replacing member ", request.member(), " by ",
+                                 plan.spare, " (", record.reason(), ", by ", record.by(),
+                                 "): ", removed, " circuits removed, ", added,
+                                 " added, the rest kept");
+  r.record = std::move(record);
   return absl::OkStatus();
 }
 
 absl::Status MemberChanges::ChangeMembers(const std::string& id, v1::AllocationState seen,
                                           bool dry_run, const std::string& what,
                                           const std::string& event, const Caller& caller,
-                                          const Planner& plan, v1::Allocation* after) {
+                                          const Planner& plan, v1::Allocation* after,
+                                          OnEnd on_end) {
   if (p_.pool.stopping()) return absl::UnavailableError("fleetd is stopping");
   if (!ClaimSettled(id, caller.deadline)) {
     return absl::AbortedError(absl::StrCat("allocation ", id,
@@ -142,22 +178,24 @@ absl::Status MemberChanges::ChangeMembers(const std::string& id, v1::AllocationS
     return admitted_ok;
   }
   ReconfigureMembers(id, std::move(admitted), std::move(change.removes), std::move(on_switch),
-                     event);
+                     event, std::move(on_end));
   return absl::OkStatus();
 }
 
 void MemberChanges::ReconfigureMembers(const std::string& id, std::vector<v1::StageTiming> admitted,
                                        std::vector<v1::Circuit> removes,
                                        std::vector<v1::Circuit> on_switch,
-                                       const std::string& what) {
+                                       const std::string& what, OnEnd on_end) {
   p_.pool.Spawn(id, [p = p_, id, what, admitted = std::move(admitted),
                      on_switch = std::move(on_switch),
-                     phase_switch = PhaseSwitch{"", std::move(removes)}]() mutable {
+                     phase_switch = PhaseSwitch{"", std::move(removes)},
+                     on_end = std::move(on_end)]() mutable {
     p.Reconfigure(id, std::move(admitted), std::move(phase_switch));
+    absl::StatusOr<v1::Allocation> ended = p.ctx.store->GetAllocation(id);
+    if (ended.ok() && on_end) on_end(*ended);
     // A change that failed before its batch stuck (quiesce refused, or the switch refused and
     // was rolled back) leaves the circuits from before it on the switch while the allocation
     // is FAILED and holds none: take them off, as a failed request leaves nothing.
-    absl::StatusOr<v1::Allocation> ended = p.ctx.store->GetAllocation(id);
     if (!ended.ok() || ended->state() != v1::ALLOCATION_STATE_FAILED) return;
     absl::Duration program_time, verify_time;
     absl::Status cleared = p.programmers.Program(on_switch, {}, &program_time, &verify_time);

@@ -31,6 +31,15 @@ class MemberChanges {
   absl::StatusOr<v1::DetachDevicesResponse> DetachDevices(const v1::DetachDevicesRequest& request,
                                                           const Caller& caller);
 
+  // A heal (healer.h): replaces `member` of allocation `id` as ReplaceMember does, as fleetd,
+  // the spare on the member's switch when `same_switch_only`, recorded with `reason` and
+  // `degraded_for`. Errors as ReplaceMember's.
+  // `ended` is called with the allocation as its transaction left it (READY, DEGRADED or
+  // FAILED), unless it could not be read.
+  absl::Status Heal(const std::string& id, const std::string& member, const std::string& reason,
+                    bool same_switch_only, absl::Duration degraded_for,
+                    std::function<void(const v1::Allocation&)> ended);
+
   // How long a caller's change waits for a claim to be let go. Every holder lets go within
   // its own timeouts, well inside it.
   static constexpr absl::Duration kClaimWait = absl::Seconds(60);
@@ -66,19 +75,23 @@ class MemberChanges {
   // DEGRADED ("`what` only when ..."), then `plan` plans the change on the stored allocation;
   // unless `dry_run`, the change is stored in one transaction (PROGRAMMING, `caller`'s) and
   // ReconfigureMembers starts its switch work. `after`: the allocation as stored after it (as
-  // it was, for a dry run).
+  // it was, for a dry run). `on_end` as Heal's `ended`.
+  using OnEnd = std::function<void(const v1::Allocation&)>;
   absl::Status ChangeMembers(const std::string& id, v1::AllocationState seen, bool dry_run,
                              const std::string& what, const std::string& event,
-                             const Caller& caller, const Planner& plan, v1::Allocation* after);
+                             const Caller& caller, const Planner& plan, v1::Allocation* after,
+                             OnEnd on_end = {});
   // Runs a member change's transaction in the background: `removes` (the active phase's
   // circuits it deleted) come off the switch, the new circuits go on. If it fails, the
   // circuits from before (`on_switch`) are taken off too; `what` names the change in events.
   void ReconfigureMembers(const std::string& id, std::vector<v1::StageTiming> admitted,
                           std::vector<v1::Circuit> removes, std::vector<v1::Circuit> on_switch,
-                          const std::string& what);
-  absl::Status PlanReplacement(const v1::ReplaceMemberRequest& request,
-                               const v1::Allocation& stored, MemberChange& change,
-                               v1::ReplaceMemberResponse& response);  // Under admission.
+                          const std::string& what, OnEnd on_end);
+  // Under admission. `record` is stored with the change, its failed, spare and position
+  // filled in here.
+  absl::Status PlanReplacement(const v1::ReplaceMemberRequest& request, bool same_switch_only,
+                               v1::MemberReplacement record, const v1::Allocation& stored,
+                               MemberChange& change, v1::ReplaceMemberResponse& response);
   absl::Status PlanDetach(const v1::DetachDevicesRequest& request, const v1::Allocation& stored,
                           MemberChange& change, v1::DetachDevicesResponse& response);
 

@@ -11,6 +11,12 @@ void RetryScheduler::ScheduleAt(const std::string& id, absl::Time due) {
   retries_.insert_or_assign(id, std::move(retry));
 }
 
+void RetryScheduler::DueBy(const std::string& id, absl::Time by) {
+  absl::MutexLock lock(&mu_);
+  auto it = retries_.find(id);
+  if (it != retries_.end() && it->second.due > by) it->second.due = by;
+}
+
 void RetryScheduler::RetryLater(const std::string& id) {
   {
     absl::MutexLock lock(&mu_);

@@ -35,6 +35,9 @@ class RetryScheduler {
   // scheduled, else twice the last, at most `max`), or at once if an agent connected during
   // the attempt.
   void RetryLater(const std::string& id);
+  // The next retry of `id` no later than `by` (a failure policy's deadline); its backoff goes
+  // on as it was. Nothing for an id with no retry scheduled.
+  void DueBy(const std::string& id, absl::Time by);
   // No more retries for `id`.
   void Forget(const std::string& id);
   // The ids whose retry is due by the clock's now.

@@ -54,6 +54,10 @@ class SwitchProgrammer {
   // Runs `fn` on the driver while no batch is in flight and none starts.
   void Exclusive(const std::function<void(switch_adapters::OpticalSwitch&)>& fn);
 
+  // The driver, for reads outside the queue (the switch monitor's): the driver serializes its
+  // own calls, so a read waits for a command in flight and changes nothing.
+  switch_adapters::OpticalSwitch& driver() const { return *driver_; }
+
   // Batches applied since construction (a retry of one change set counts too).
   int batches() const;
   // Change sets waiting for the next batch.

@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/proto_time.h"
 #include "controller/engine/circuits.h"
+#include "controller/engine/healer.h"
 #include "controller/engine/stage_timing.h"
 
 namespace fleet::engine {
@@ -239,7 +240,11 @@ void Transaction::Finish() {
   }
   if (!p_.ctx.Update(done, "fleetd").ok()) return;
   Count(reasons.empty() ? "ready" : "degraded");
-  if (!reasons.empty()) p_.retries.RetryLater(id_);
+  if (!reasons.empty()) {
+    p_.retries.RetryLater(id_);
+    // A failure policy's `within` counts from now, the allocation's turn to DEGRADED.
+    p_.retries.DueBy(id_, HealDue(loaded_, p_.ctx.clock->Now()));
+  }
   p_.ctx.Fault("ready");
 }
 

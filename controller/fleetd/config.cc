@@ -4,6 +4,7 @@
 
 #include "common/yaml_text.h"
 
+#include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <set>
@@ -135,6 +136,17 @@ absl::StatusOr<FleetdConfig> ParseFleetdConfig(absl::string_view text,
       int seconds = 0;
       number(&seconds);
       config.reconcile_interval = absl::Seconds(seconds);
+    } else if (key == "monitor_interval_ms") {
+      int ms = 0;
+      number(&ms);
+      config.monitor_interval = absl::Milliseconds(ms);
+    } else if (key == "low_power_dbm") {
+      if (!absl::SimpleAtod(text_value, &config.low_power_dbm) ||
+          !std::isfinite(config.low_power_dbm)) {
+        problem(value, absl::StrCat("'", key, "' must be a number of dBm, not '", text_value, "'"));
+      }
+    } else if (key == "suspect_after_failed_retrains") {
+      number(&config.suspect_after_failed_retrains);
     } else if (key == "unknown_cross_connects") {
       config.unknown_cross_connects = text_value;
     } else if (key == "armed_light_wait_ms") {
@@ -166,6 +178,7 @@ absl::StatusOr<FleetdConfig> ParseFleetdConfig(absl::string_view text,
                        "tls_reload_interval_seconds, state_dir, "
                        "inventory, switch_credentials, shutdown_grace_seconds, agent_heartbeat_ms, "
                        "log_level, default_lease_seconds, reconcile_interval_seconds, "
+                       "monitor_interval_ms, low_power_dbm, suspect_after_failed_retrains, "
                        "unknown_cross_connects, armed_light_wait_ms, events_max_age_days, "
                        "events_max_count, ended_allocations_max_age_days, "
                        "ended_allocations_max_count, retention_interval_seconds, "
@@ -224,6 +237,20 @@ absl::Status ValidateFleetdConfig(const FleetdConfig& config) {
     problems.push_back("default lease must be positive");
   if (config.reconcile_interval < absl::ZeroDuration())
     problems.push_back("reconcile interval is negative");
+  if (config.monitor_interval < absl::ZeroDuration()) {
+    problems.push_back(absl::StrCat("monitor_interval_ms ",
+                                    absl::ToInt64Milliseconds(config.monitor_interval),
+                                    " is negative (0 turns the switch monitor off)"));
+  }
+  if (config.low_power_dbm > 30 || config.low_power_dbm < -60) {
+    problems.push_back(absl::StrCat("low_power_dbm ", config.low_power_dbm,
+                                    " is not in -60..30 dBm"));
+  }
+  if (config.suspect_after_failed_retrains < 0) {
+    problems.push_back(absl::StrCat("suspect_after_failed_retrains ",
+                                    config.suspect_after_failed_retrains,
+                                    " is negative (0: never)"));
+  }
   if (config.armed_light_wait < absl::ZeroDuration())
     problems.push_back("armed light wait is negative");
   if (config.unknown_cross_connects != "report" && config.unknown_cross_connects != "adopt" &&

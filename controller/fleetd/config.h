@@ -27,6 +27,12 @@ struct FleetdConfig {
   absl::Duration default_lease = absl::Hours(1);          // For requests that name none.
   absl::Duration reconcile_interval = absl::Seconds(60);  // 0 turns periodic passes off.
   std::string unknown_cross_connects = "report";          // report, adopt or remove.
+  // The switch monitor (engine::EngineOptions): how often port status and power are read
+  // (0: never), the power below which a lit egress is DEGRADED, and how many failed
+  // retrains in a row make a device SUSPECT (0: never).
+  absl::Duration monitor_interval = absl::Seconds(2);
+  double low_power_dbm = -20.0;
+  int suspect_after_failed_retrains = 3;
   // How long an armed retrain waits for its light (engine::EngineOptions); 0: not armed.
   absl::Duration armed_light_wait = absl::Seconds(5);
   // Mutual TLS (docs/security.md): the CA bundle client certificates must chain to, fleetd's

@@ -26,6 +26,10 @@ absl::StatusOr<engine::EngineOptions> EngineOptionsOf(const FleetdConfig& config
   options.default_lease = config.default_lease;
   options.reconcile_interval = config.reconcile_interval;
   options.armed_light_wait = config.armed_light_wait;
+  options.monitor_interval = config.monitor_interval;
+  options.low_power_dbm = config.low_power_dbm;
+  options.suspect_after_failed_retrains =
+      static_cast<uint32_t>(std::max(config.suspect_after_failed_retrains, 0));
   options.unknown_policy =
       config.unknown_cross_connects == "adopt"    ? v1::UNKNOWN_CROSS_CONNECT_POLICY_ADOPT
       : config.unknown_cross_connects == "remove" ? v1::UNKNOWN_CROSS_CONNECT_POLICY_REMOVE

@@ -220,7 +220,7 @@ class Parser {
 
   void ParseDevice(const YAML::Node& node, v1::Inventory* inventory) {
     if (!ExpectMap(node, Label(node, "device", "id"),
-                   {"id", "kind", "host", "chassis", "model", "onics"}))
+                   {"id", "kind", "host", "chassis", "model", "spare", "onics"}))
       return;
     v1::Device* d = inventory->add_devices();
     d->set_id(String(node, "id", "device", true));
@@ -229,6 +229,7 @@ class Parser {
     d->set_host(String(node, "host", what, false));
     d->set_chassis(String(node, "chassis", what, false));
     d->set_model(String(node, "model", what, false));
+    d->set_spare(Bool(node, "spare", what));
     for (const YAML::Node& onic : List(node, "onics", what)) {
       ParseOnic(onic, d->id(), inventory->add_onics());
     }
@@ -449,6 +450,9 @@ class Validator {
 v1::Device FileForm(v1::Device d) {
   d.clear_onics();
   d.clear_admin_state();
+  d.clear_health();
+  d.clear_health_reason();
+  d.clear_health_changed();
   return d;
 }
 v1::Onic FileForm(v1::Onic o) {

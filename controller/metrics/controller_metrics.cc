@@ -37,7 +37,11 @@ class StoreStateCollector : public prometheus::Collectable {
         Family("fleet_allocations", "Allocations by state",
                v1::EnumTexts(v1::AllocationState_descriptor()), counts->allocations),
         Family("fleet_circuits", "Circuits of live allocations by state",
-               v1::EnumTexts(v1::CircuitState_descriptor()), counts->circuits)};
+               v1::EnumTexts(v1::CircuitState_descriptor()), counts->circuits),
+        Family("fleet_switch_ports", "Switch ports by health, as the switch monitor last saw",
+               {"up", "degraded", "failed"}, counts->switch_ports),
+        Family("fleet_devices", "Devices by health",
+               {"healthy", "suspect", "failed"}, counts->devices)};
     absl::StatusOr<store::StorageSize> size = store_->Storage();
     if (!size.ok()) {
       FLEET_LOG(WARNING) << "metrics: reading the state database's size: " << size.status();
@@ -102,6 +106,11 @@ ControllerMetrics::ControllerMetrics(prometheus::Registry& registry)
       reconfigurations_(Register(prometheus::BuildCounter(), registry,
                                  "fleet_reconfigurations_total",
                                  "Reconfigurations finished, by outcome")),
+      heals_(Register(prometheus::BuildCounter(), registry, "fleet_heals_total",
+                      "Heals under a failure policy, by outcome")),
+      heal_duration_(Register(prometheus::BuildHistogram(), registry, "fleet_heal_duration_seconds",
+                              "Allocation DEGRADED to READY again with a spare")
+                         .Add({}, DurationBuckets())),
       releases_(Register(prometheus::BuildCounter(), registry, "fleet_releases_total",
                          "Allocations released, by reason")),
       switch_commands_(Register(prometheus::BuildCounter(), registry, "fleet_switch_commands_total",
@@ -146,6 +155,9 @@ ControllerMetrics::ControllerMetrics(prometheus::Registry& registry)
   for (const char* outcome : {"ready", "degraded", "failed"}) {
     reconfigurations_.Add({{"outcome", outcome}});
   }
+  for (const char* outcome : {"healed", "degraded", "failed", "no_spare", "refused"}) {
+    heals_.Add({{"outcome", outcome}});
+  }
   for (const char* outcome : {"trained", "failed", "agent_gone"}) {
     link_retrains_.Add({{"outcome", outcome}});
   }
@@ -187,6 +199,11 @@ void ControllerMetrics::StageTook(const std::string& stage, absl::Duration took)
 void ControllerMetrics::ReconfigurationFinished(const std::string& outcome, absl::Duration took) {
   reconfigurations_.Add({{"outcome", outcome}}).Increment();
   reconfiguration_duration_.Observe(Seconds(took));
+}
+
+void ControllerMetrics::HealEnded(const std::string& outcome, absl::Duration degraded_for) {
+  heals_.Add({{"outcome", outcome}}).Increment();
+  if (outcome == "healed") heal_duration_.Observe(Seconds(degraded_for));
 }
 
 void ControllerMetrics::Released(const std::string& reason) {

@@ -42,6 +42,10 @@ class ControllerMetrics {
   void StageTook(const std::string& stage, absl::Duration took);
   // A reconfiguration ended: outcome `ready`, `degraded` or `failed`.
   void ReconfigurationFinished(const std::string& outcome, absl::Duration took);
+  // A heal under a failure policy ended: `healed` (READY with the spare; `degraded_for` is
+  // DEGRADED to READY), `degraded` or `failed` (its transaction's end), `no_spare` or
+  // `refused` (not started).
+  void HealEnded(const std::string& outcome, absl::Duration degraded_for);
   // An allocation reached RELEASED: reason `requested`, `lease_expired` or `evicted`.
   void Released(const std::string& reason);
 
@@ -80,6 +84,8 @@ class ControllerMetrics {
   prometheus::Family<prometheus::Histogram>& stage_duration_;
   prometheus::Histogram& reconfiguration_duration_;
   prometheus::Family<prometheus::Counter>& reconfigurations_;
+  prometheus::Family<prometheus::Counter>& heals_;
+  prometheus::Histogram& heal_duration_;
   prometheus::Family<prometheus::Counter>& releases_;
   prometheus::Family<prometheus::Counter>& switch_commands_;
   prometheus::Family<prometheus::Counter>& switch_errors_;

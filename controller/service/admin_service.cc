@@ -153,6 +153,13 @@ grpc::Status AdminServiceImpl::ReplaceMember(grpc::ServerContext* context,
                  request->dry_run());
 }
 
+grpc::Status AdminServiceImpl::SetDeviceHealth(grpc::ServerContext* context,
+                                               const v1::SetDeviceHealthRequest* request,
+                                               v1::Device* response) {
+  return Durable(*store_,
+                 Assign(engine_->SetDeviceHealth(*request, CallerOf(*context)), response));
+}
+
 grpc::Status AdminServiceImpl::Undrain(grpc::ServerContext* context,
                                        const v1::UndrainRequest* request, v1::UndrainResponse*) {
   return Durable(*store_, ToGrpcStatus(engine_->Undrain(*request, CallerOf(*context))));

@@ -47,6 +47,8 @@ class AdminServiceImpl final : public v1::AdminService::Service {
                          v1::ReconcileResponse*) override;
   grpc::Status ReplaceMember(grpc::ServerContext*, const v1::ReplaceMemberRequest*,
                              v1::ReplaceMemberResponse*) override;
+  grpc::Status SetDeviceHealth(grpc::ServerContext*, const v1::SetDeviceHealthRequest*,
+                               v1::Device*) override;
   // Replays the stored events after `after_sequence`, then sends each new one as it commits.
   grpc::Status WatchEvents(grpc::ServerContext*, const v1::WatchEventsRequest*,
                            grpc::ServerWriter<v1::Event>*) override;

@@ -182,7 +182,8 @@ absl::StatusOr<std::vector<v1::Allocation>> SelectAllocations(Database& db, cons
                                                               const AllocationFilter& filter) {
   ASSIGN_OR_RETURN(Statement stmt, db.Prepare(R"sql(
     SELECT id, tenant, name, state, reason, request, phases, active_phase, stage_timings,
-           direct_traffic_share, created_us, updated_us, lease_expires_us
+           direct_traffic_share, created_us, updated_us, lease_expires_us, replacements,
+           degraded_since_us
     FROM allocations
     WHERE (?1 = '' OR id = ?1) AND (?2 = '' OR tenant = ?2)
       AND (?3 = '' OR state = ?3)
@@ -220,6 +221,13 @@ absl::StatusOr<std::vector<v1::Allocation>> SelectAllocations(Database& db, cons
     *a.mutable_created() = ToProtoTime(absl::FromUnixMicros(stmt.Int(10)));
     *a.mutable_updated() = ToProtoTime(absl::FromUnixMicros(stmt.Int(11)));
     *a.mutable_lease_expires() = ToProtoTime(absl::FromUnixMicros(stmt.Int(12)));
+    v1::Allocation replacements;
+    if (!replacements.ParseFromString(stmt.Text(13))) {
+      return absl::DataLossError(
+          absl::StrCat("allocation ", a.id(), ": stored replacements are corrupt"));
+    }
+    *a.mutable_replacements() = replacements.replacements();
+    if (stmt.Int(14) != 0) *a.mutable_degraded_since() = ToProtoTime(absl::FromUnixMicros(stmt.Int(14)));
   }
   ASSIGN_OR_RETURN(
       Statement members,

@@ -79,6 +79,8 @@ struct CircuitReplacement {
   std::optional<v1::AllocationState> state;
   std::string event_kind = "allocation.replace";
   std::string event_message;
+  // Appended to the allocation's replacements, its `time` set to the commit's.
+  std::optional<v1::MemberReplacement> record;
 };
 
 class AllocationStore {
@@ -134,9 +136,13 @@ class AllocationStore {
   // --- Counts, for metrics. ---
   // Allocations and circuits by state, in the store's text form (`ready`, `active`, ...);
   // states with none are absent. Circuits of RELEASED and FAILED allocations are gone.
+  // Switch ports by health (`up` counts every port without a degraded or failed record) and
+  // devices by health (`healthy` likewise).
   struct StateCounts {
     std::map<std::string, int64_t> allocations;
     std::map<std::string, int64_t> circuits;
+    std::map<std::string, int64_t> switch_ports;
+    std::map<std::string, int64_t> devices;
   };
   virtual absl::StatusOr<StateCounts> CountByState() = 0;
 };

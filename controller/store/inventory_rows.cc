@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/proto_time.h"
 #include "common/status_macros.h"
 #include "controller/store/queries.h"
 #include "fleet/v1/names.h"
@@ -91,8 +92,9 @@ absl::StatusOr<std::vector<v1::Device>> SelectDevices(Database& db, const std::s
   ASSIGN_OR_RETURN(Statement stmt, db.Prepare(R"sql(
     SELECT d.id, d.kind, COALESCE(d.host, ''), d.chassis, d.model, d.admin_state,
            (SELECT group_concat(o.id, char(10)) FROM
-              (SELECT id FROM onics WHERE device_id = d.id ORDER BY id) o)
-    FROM devices d
+              (SELECT id FROM onics WHERE device_id = d.id ORDER BY id) o),
+           d.spare, COALESCE(h.health, 'healthy'), COALESCE(h.reason, ''), h.changed_us
+    FROM devices d LEFT JOIN device_health h ON h.device_id = d.id
     WHERE (?1 = '' OR d.id = ?1) AND (?2 = '' OR d.host = ?2) AND (?3 = '' OR d.kind = ?3)
     ORDER BY d.id)sql"));
   stmt.Bind(1, id).Bind(2, filter.host).Bind(3, Name(filter.kind));
@@ -111,6 +113,10 @@ absl::StatusOr<std::vector<v1::Device>> SelectDevices(Database& db, const std::s
       for (absl::string_view onic : absl::StrSplit(stmt.Text(6), '\n'))
         d.add_onics(std::string(onic));
     }
+    d.set_spare(stmt.Int(7) != 0);
+    d.set_health(ParseColumn<v1::DeviceHealth>(stmt.Text(8)));
+    d.set_health_reason(stmt.Text(9));
+    if (!stmt.IsNull(10)) *d.mutable_health_changed() = ToProtoTime(absl::FromUnixMicros(stmt.Int(10)));
   }
   return out;
 }
@@ -189,10 +195,12 @@ absl::StatusOr<std::vector<v1::Trunk>> SelectTrunks(Database& db) {
 absl::StatusOr<std::vector<v1::SwitchPort>> SelectPorts(Database& db,
                                                         const std::string& switch_id) {
   ASSIGN_OR_RETURN(Statement stmt, db.Prepare(R"sql(
-    SELECT p.switch_id, p.port, p.direction, p.reservation, p.admin_state, p.oper_state,
+    SELECT p.switch_id, p.port, p.direction, p.reservation, p.admin_state,
+           COALESCE(h.oper_state, 'unknown'),
            f.onic_id, f.onic_port, COALESCE(tf.id, tt.id),
-           COALESCE(ci.circuit_id, ce.circuit_id)
+           COALESCE(ci.circuit_id, ce.circuit_id), COALESCE(h.reason, ''), h.changed_us
     FROM switch_ports p
+    LEFT JOIN port_health h ON h.switch_id = p.switch_id AND h.port = p.port
     LEFT JOIN fibers f ON f.switch_id = p.switch_id AND f.switch_port = p.port
     LEFT JOIN trunks tf ON tf.from_switch = p.switch_id AND tf.from_port = p.port
     LEFT JOIN trunks tt ON tt.to_switch = p.switch_id AND tt.to_port = p.port
@@ -221,6 +229,8 @@ absl::StatusOr<std::vector<v1::SwitchPort>> SelectPorts(Database& db,
       port.mutable_wiring()->set_trunk(stmt.Text(8));
     }
     if (!stmt.IsNull(9)) port.set_circuit_id(stmt.Text(9));
+    port.set_oper_reason(stmt.Text(10));
+    if (!stmt.IsNull(11)) *port.mutable_oper_changed() = ToProtoTime(absl::FromUnixMicros(stmt.Int(11)));
   }
   return ports;
 }
@@ -297,10 +307,14 @@ absl::Status UpsertHost(Database& db, const v1::Host& h) {
 
 absl::Status UpsertDevice(Database& db, const v1::Device& d) {
   ASSIGN_OR_RETURN(Statement stmt, db.Prepare(R"sql(
-    INSERT INTO devices (id, kind, host, chassis, model) VALUES (?1, ?2, ?3, ?4, ?5)
+    INSERT INTO devices (id, kind, host, chassis, model, spare) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
     ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, host = excluded.host,
-      chassis = excluded.chassis, model = excluded.model)sql"));
-  stmt.Bind(1, d.id()).Bind(2, Name(d.kind())).Bind(4, d.chassis()).Bind(5, d.model());
+      chassis = excluded.chassis, model = excluded.model, spare = excluded.spare)sql"));
+  stmt.Bind(1, d.id())
+      .Bind(2, Name(d.kind()))
+      .Bind(4, d.chassis())
+      .Bind(5, d.model())
+      .Bind(6, int64_t{d.spare()});
   if (d.host().empty()) {
     stmt.BindNull(3);
   } else {

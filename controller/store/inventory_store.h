@@ -46,6 +46,13 @@ struct DrainTargetRef {
   std::string host;
 };
 
+// A switch port's condition as fleetd's switch monitor read it.
+struct PortHealth {
+  v1::SwitchPortRef ref;
+  v1::OperState state = v1::OPER_STATE_UP;  // UP, DEGRADED or FAILED.
+  std::string reason;                       // The switch's words or the reading; "" when UP.
+};
+
 class InventoryStore {
  public:
   virtual ~InventoryStore() = default;
@@ -85,7 +92,19 @@ class InventoryStore {
   virtual absl::Status SetDrained(const DrainTargetRef& target, bool drained,
                                   const std::string& reason, const std::string& principal) = 0;
 
-  // Changes whenever inventory or administrative state (drain) is committed, so readers can
+  // Records what the switch monitor saw of `changes`' ports, in one transaction with an event
+  // each (a warning unless UP): a port UP loses its row, the others keep state, reason and the
+  // commit's time. NOT_FOUND, writing nothing, for a port not in inventory; INVALID_ARGUMENT
+  // for a state other than UP, DEGRADED or FAILED.
+  virtual absl::Status SetPortHealth(const std::vector<PortHealth>& changes) = 0;
+  // Sets a device's health with `reason` (required unless HEALTHY), appending an event;
+  // HEALTHY clears what was set. NOT_FOUND for an unknown device, INVALID_ARGUMENT for an
+  // unspecified health or a missing reason. Idempotent.
+  virtual absl::Status SetDeviceHealth(const std::string& device, v1::DeviceHealth health,
+                                       const std::string& reason,
+                                       const std::string& principal) = 0;
+
+  // Changes whenever inventory, administrative state (drain) or health is committed, so readers can
   // cache what LoadInventory and ListPorts return; circuits and allocations do not change it.
   virtual uint64_t InventoryVersion() = 0;
 };

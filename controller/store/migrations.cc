@@ -236,6 +236,39 @@ CREATE INDEX allocations_ended ON allocations(updated_us, id)
 ALTER TABLE switches ADD COLUMN ca_bundle TEXT NOT NULL DEFAULT '';
 ALTER TABLE switches ADD COLUMN insecure_http INTEGER NOT NULL DEFAULT 0 CHECK (insecure_http IN (0, 1));
 )sql"},
+      {6, "health and spares", R"sql(
+-- What the switch monitor last saw of a port that is not simply up: its own table, so the
+-- monitor's writes never touch the inventory's rows. A port without a row is up (or never
+-- read). Replaces switch_ports.oper_state, which nothing ever wrote.
+CREATE TABLE port_health (
+  switch_id TEXT NOT NULL,
+  port INTEGER NOT NULL,
+  oper_state TEXT NOT NULL CHECK (oper_state IN ('up', 'degraded', 'failed')),
+  reason TEXT NOT NULL DEFAULT '',
+  changed_us INTEGER NOT NULL,
+  PRIMARY KEY (switch_id, port),
+  FOREIGN KEY (switch_id, port) REFERENCES switch_ports(switch_id, port) ON DELETE CASCADE
+) STRICT, WITHOUT ROWID;
+ALTER TABLE switch_ports DROP COLUMN oper_state;
+
+-- A device's health when it is not healthy: an operator's (failed) or fleetd's (suspect).
+CREATE TABLE device_health (
+  device_id TEXT PRIMARY KEY REFERENCES devices(id) ON DELETE CASCADE,
+  health TEXT NOT NULL CHECK (health IN ('suspect', 'failed')),
+  reason TEXT NOT NULL DEFAULT '',
+  changed_us INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+
+-- Devices held back for healing (the inventory file's `spare: true`).
+ALTER TABLE devices ADD COLUMN spare INTEGER NOT NULL DEFAULT 0 CHECK (spare IN (0, 1));
+
+-- Every member replacement of an allocation, oldest first: fleet.v1.Allocation holding only
+-- `replacements`.
+ALTER TABLE allocations ADD COLUMN replacements BLOB NOT NULL DEFAULT x'';
+-- When the allocation last turned DEGRADED (0 unless it is DEGRADED): a failure policy's
+-- `within` counts from it, across restarts.
+ALTER TABLE allocations ADD COLUMN degraded_since_us INTEGER NOT NULL DEFAULT 0;
+)sql"},
   };
   return kMigrations;
 }

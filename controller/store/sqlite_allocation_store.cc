@@ -155,10 +155,19 @@ class SqliteAllocationStore final : public AllocationStore {
   absl::StatusOr<StateCounts> CountByState() override {
     absl::MutexLock lock(&connection_.mu());
     StateCounts counts;
-    for (auto [table, out] :
-         {std::pair{"allocations", &counts.allocations}, std::pair{"circuits", &counts.circuits}}) {
-      ASSIGN_OR_RETURN(Statement stmt, db().Prepare(absl::StrCat("SELECT state, COUNT(*) FROM ",
-                                                                 table, " GROUP BY state")));
+    // Each query is ours, never input.
+    for (auto [sql, out] : {
+             std::pair{"SELECT state, COUNT(*) FROM allocations GROUP BY state",
+                       &counts.allocations},
+             std::pair{"SELECT state, COUNT(*) FROM circuits GROUP BY state", &counts.circuits},
+             std::pair{"SELECT COALESCE(h.oper_state, 'up'), COUNT(*) FROM switch_ports p "
+                       "LEFT JOIN port_health h ON h.switch_id = p.switch_id AND h.port = p.port "
+                       "GROUP BY 1",
+                       &counts.switch_ports},
+             std::pair{"SELECT COALESCE(h.health, 'healthy'), COUNT(*) FROM devices d "
+                       "LEFT JOIN device_health h ON h.device_id = d.id GROUP BY 1",
+                       &counts.devices}}) {
+      ASSIGN_OR_RETURN(Statement stmt, db().Prepare(sql));
       while (true) {
         ASSIGN_OR_RETURN(bool row, stmt.Step());
         if (!row) break;
@@ -239,16 +248,25 @@ class SqliteAllocationStore final : public AllocationStore {
     }
     RETURN_IF_ERROR(RunWith(db(), "DELETE FROM allocation_members WHERE allocation_id = ?1", id));
     RETURN_IF_ERROR(InsertMembers(db(), id, r.members));
+    const absl::Time now = connection_.Now();
     ASSIGN_OR_RETURN(Statement write, db().Prepare(R"sql(
       UPDATE allocations SET
         state = CASE WHEN ?2 THEN ?3 ELSE state END,
         reason = CASE WHEN ?2 THEN '' ELSE reason END,
-        updated_us = ?4
+        updated_us = ?4,
+        replacements = CASE WHEN ?5 THEN ?6 ELSE replacements END,
+        degraded_since_us = CASE WHEN ?2 THEN 0 ELSE degraded_since_us END
       WHERE id = ?1)sql"));
+    std::string replacements;
+    if (r.record.has_value()) {
+      ASSIGN_OR_RETURN(replacements, AppendReplacement(id, *r.record, now));
+    }
     RETURN_IF_ERROR(write.Bind(1, id)
                         .Bind(2, int64_t{r.state.has_value()})
                         .Bind(3, Name(r.state.value_or(v1::ALLOCATION_STATE_UNSPECIFIED)))
-                        .Bind(4, absl::ToUnixMicros(connection_.Now()))
+                        .Bind(4, absl::ToUnixMicros(now))
+                        .Bind(5, int64_t{r.record.has_value()})
+                        .BindBlob(6, replacements)
                         .Run());
     RETURN_IF_ERROR(connection_.AppendEvent(
         r.event_kind, "allocation", id, v1::EVENT_SEVERITY_INFO,
@@ -372,6 +390,25 @@ class SqliteAllocationStore final : public AllocationStore {
     return desired;
   }
 
+  // The allocation's stored replacements with `record` (its time `now`) appended, serialized.
+  absl::StatusOr<std::string> AppendReplacement(const std::string& id,
+                                                v1::MemberReplacement record, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(connection_.mu()) {
+    ASSIGN_OR_RETURN(Statement read,
+                     db().Prepare("SELECT replacements FROM allocations WHERE id = ?1"));
+    read.Bind(1, id);
+    ASSIGN_OR_RETURN(bool row, read.Step());
+    if (!row) return absl::NotFoundError(absl::StrCat("allocation ", id, " not found"));
+    v1::Allocation replacements;
+    if (!replacements.ParseFromString(read.Text(0))) {
+      return absl::DataLossError(
+          absl::StrCat("allocation ", id, ": stored replacements are corrupt"));
+    }
+    *record.mutable_time() = ToProtoTime(now);
+    *replacements.add_replacements() = std::move(record);
+    return replacements.SerializeAsString();
+  }
+
   // The allocation's own columns of `update`, and its release intent.
   absl::Status WriteAllocationLocked(const AllocationUpdate& update)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(connection_.mu()) {
@@ -388,7 +425,11 @@ class SqliteAllocationStore final : public AllocationStore {
         stage_timings = CASE WHEN ?6 THEN ?7 ELSE stage_timings END,
         lease_expires_us = CASE WHEN ?8 THEN ?9 ELSE lease_expires_us END,
         updated_us = ?10,
-        active_phase = CASE WHEN ?11 THEN ?12 ELSE active_phase END
+        active_phase = CASE WHEN ?11 THEN ?12 ELSE active_phase END,
+        degraded_since_us = CASE WHEN NOT ?2 THEN degraded_since_us
+                                 WHEN ?3 != 'degraded' THEN 0
+                                 WHEN state = 'degraded' THEN degraded_since_us
+                                 ELSE ?10 END
       WHERE id = ?1)sql"));
     write.Bind(1, id)
         .Bind(2, int64_t{update.state.has_value()})

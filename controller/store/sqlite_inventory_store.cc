@@ -263,6 +263,82 @@ class SqliteInventoryStore final : public InventoryStore {
     return absl::OkStatus();
   }
 
+  absl::Status SetPortHealth(const std::vector<PortHealth>& changes) override {
+    for (const PortHealth& c : changes) {
+      if (c.state != v1::OPER_STATE_UP && c.state != v1::OPER_STATE_DEGRADED &&
+          c.state != v1::OPER_STATE_FAILED) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("switch port ", v1::PortName(c.ref), ": health ", Name(c.state),
+                         " is not one of up, degraded, failed"));
+      }
+    }
+    absl::MutexLock lock(&connection_.mu());
+    ASSIGN_OR_RETURN(Transaction txn, connection_.Begin());
+    const int64_t now = absl::ToUnixMicros(connection_.Now());
+    for (const PortHealth& c : changes) {
+      const std::string name = v1::PortName(c.ref);
+      ASSIGN_OR_RETURN(Statement known, db().Prepare("SELECT 1 FROM switch_ports WHERE "
+                                                      "switch_id = ?1 AND port = ?2"));
+      known.Bind(1, c.ref.switch_id()).Bind(2, static_cast<int64_t>(c.ref.port()));
+      ASSIGN_OR_RETURN(bool exists, known.Step());
+      if (!exists) return absl::NotFoundError(absl::StrCat("switch port ", name, " not found"));
+      ASSIGN_OR_RETURN(Statement write,
+                       db().Prepare(c.state == v1::OPER_STATE_UP
+                                        ? "DELETE FROM port_health WHERE switch_id = ?1 AND "
+                                          "port = ?2"
+                                        : "INSERT OR REPLACE INTO port_health (switch_id, port, "
+                                          "oper_state, reason, changed_us) VALUES (?1, ?2, ?3, "
+                                          "?4, ?5)"));
+      write.Bind(1, c.ref.switch_id()).Bind(2, static_cast<int64_t>(c.ref.port()));
+      if (c.state != v1::OPER_STATE_UP) write.Bind(3, Name(c.state)).Bind(4, c.reason).Bind(5, now);
+      RETURN_IF_ERROR(write.Run());
+      RETURN_IF_ERROR(connection_.AppendEvent(
+          "port.health", "port", name,
+          c.state == v1::OPER_STATE_UP ? v1::EVENT_SEVERITY_INFO : v1::EVENT_SEVERITY_WARNING,
+          absl::StrCat("switch port ", name, " ", Name(c.state),
+                       c.reason.empty() ? "" : absl::StrCat(": ", c.reason)),
+          "fleetd"));
+    }
+    RETURN_IF_ERROR(connection_.Commit(txn));
+    inventory_version_.fetch_add(1);
+    return absl::OkStatus();
+  }
+
+  absl::Status SetDeviceHealth(const std::string& device, v1::DeviceHealth health,
+                               const std::string& reason, const std::string& principal) override {
+    if (health == v1::DEVICE_HEALTH_UNSPECIFIED) {
+      return absl::InvalidArgumentError(
+          "health: unspecified; give healthy, suspect or failed");
+    }
+    if (health != v1::DEVICE_HEALTH_HEALTHY && reason.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("reason: empty; marking device ", device,
+                                                     " ", Name(health), " needs a reason"));
+    }
+    absl::MutexLock lock(&connection_.mu());
+    ASSIGN_OR_RETURN(Transaction txn, connection_.Begin());
+    RETURN_IF_ERROR(RequireExists(db(), "SELECT 1 FROM devices WHERE id = ?1", "device", device));
+    ASSIGN_OR_RETURN(Statement write,
+                     db().Prepare(health == v1::DEVICE_HEALTH_HEALTHY
+                                      ? "DELETE FROM device_health WHERE device_id = ?1"
+                                      : "INSERT OR REPLACE INTO device_health (device_id, "
+                                        "health, reason, changed_us) VALUES (?1, ?2, ?3, ?4)"));
+    write.Bind(1, device);
+    if (health != v1::DEVICE_HEALTH_HEALTHY) {
+      write.Bind(2, Name(health)).Bind(3, reason).Bind(4, absl::ToUnixMicros(connection_.Now()));
+    }
+    RETURN_IF_ERROR(write.Run());
+    RETURN_IF_ERROR(connection_.AppendEvent(
+        "device.health", "device", device,
+        health == v1::DEVICE_HEALTH_HEALTHY ? v1::EVENT_SEVERITY_INFO
+                                            : v1::EVENT_SEVERITY_WARNING,
+        absl::StrCat("device ", device, " ", Name(health),
+                     reason.empty() ? "" : absl::StrCat(": ", reason)),
+        principal));
+    RETURN_IF_ERROR(connection_.Commit(txn));
+    inventory_version_.fetch_add(1);
+    return absl::OkStatus();
+  }
+
   uint64_t InventoryVersion() override { return inventory_version_.load(); }
 
  private:

@@ -67,6 +67,13 @@ class SqliteStore final : public Store {
                           const std::string& principal) override {
     return inventory_->SetDrained(target, drained, reason, principal);
   }
+  absl::Status SetPortHealth(const std::vector<PortHealth>& changes) override {
+    return inventory_->SetPortHealth(changes);
+  }
+  absl::Status SetDeviceHealth(const std::string& device, v1::DeviceHealth health,
+                               const std::string& reason, const std::string& principal) override {
+    return inventory_->SetDeviceHealth(device, health, reason, principal);
+  }
   uint64_t InventoryVersion() override { return inventory_->InventoryVersion(); }
 
   absl::Status CreateAllocation(const v1::Allocation& allocation,

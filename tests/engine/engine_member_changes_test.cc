@@ -176,7 +176,7 @@ TEST_F(EngineTest, ReplaceMemberSwapsInASpareAndReprogramsOnlyItsCircuits) {
   EXPECT_EQ(Request(Link("team-b", "gpu3", "gpu6")).state(), v1::ALLOCATION_STATE_READY);
   std::string story;
   for (const std::string& k : EventKinds(a.id())) story += k.substr(0, k.find(':')) + " ";
-  EXPECT_THAT(story, HasSubstr("allocation.replace allocation.state allocation.state "
+  EXPECT_THAT(story, HasSubstr("allocation.member_replaced allocation.state allocation.state "
                                "allocation.state"));
 }
 

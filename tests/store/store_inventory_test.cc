@@ -247,6 +247,7 @@ TEST_F(StoreTest, LoadInventoryRoundTrips) {
   for (v1::Host& h : *expected.mutable_hosts()) h.set_admin_state(v1::ADMIN_STATE_ENABLED);
   for (v1::Device& d : *expected.mutable_devices()) {
     d.set_admin_state(v1::ADMIN_STATE_ENABLED);
+    d.set_health(v1::DEVICE_HEALTH_HEALTHY);
     d.add_onics(d.id() == "gpu0" ? "n-gpu" : "n-cpu");
   }
   for (v1::Onic& o : *expected.mutable_onics()) {

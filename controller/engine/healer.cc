@@ -1,0 +1,221 @@
+#include "controller/engine/healer.h"
+
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/log.h"
+#include "common/proto_time.h"
+#include "controller/engine/circuits.h"
+#include "fleet/v1/names.h"
+
+namespace fleet::engine {
+
+absl::Duration HealWithin(const v1::FailurePolicy& policy) {
+  const absl::Duration within = FromProtoDuration(policy.within());
+  return within > absl::ZeroDuration() ? within : absl::Seconds(2);
+}
+
+absl::Time HealDue(const v1::Allocation& a, absl::Time now) {
+  const v1::FailurePolicy& policy = a.request().on_failure();
+  if (!policy.replace()) return absl::InfiniteFuture();
+  const absl::Time since = a.has_degraded_since() ? FromProtoTime(a.degraded_since()) : now;
+  return since + HealWithin(policy);
+}
+
+namespace {
+
+uint32_t MaxReplacements(const v1::FailurePolicy& policy) {
+  return policy.max_replacements() > 0 ? policy.max_replacements() : 1;
+}
+
+}  // namespace
+
+Healer::Verdict Healer::Judge(const v1::Allocation& a, absl::Time now) {
+  Verdict v;
+  const v1::FailurePolicy& policy = a.request().on_failure();
+  if (!policy.replace()) {
+    v.why_not = "its request has no failure policy that replaces members";
+    return v;
+  }
+  uint32_t healed = 0;
+  for (const v1::MemberReplacement& r : a.replacements()) healed += r.by() == "fleetd";
+  if (healed >= MaxReplacements(policy)) {
+    v.why_not = absl::StrCat("its failure policy's ", MaxReplacements(policy),
+                             " replacement(s) are used up");
+    return v;
+  }
+  absl::StatusOr<std::shared_ptr<const CachedInventory>> inventory = p_.inventory.Current();
+  if (!inventory.ok()) {
+    v.why_not = absl::StrCat("inventory unreadable: ", inventory.status().message());
+    return v;
+  }
+  std::map<std::string, const v1::Device*> devices;
+  for (const v1::Device& d : (*inventory)->site.devices()) devices[d.id()] = &d;
+  std::map<std::string, std::string> device_of;  // O-NIC id → device.
+  std::map<std::string, const v1::OnicPort*> onic_ports;  // v1::PortName → its fibers.
+  for (const v1::Onic& o : (*inventory)->site.onics()) {
+    device_of[o.id()] = o.device();
+    for (const v1::OnicPort& p : o.ports()) onic_ports[v1::PortName(o.id(), p.index())] = &p;
+  }
+  std::map<std::string, const v1::SwitchPort*> switch_ports;  // v1::PortName → health.
+  for (const v1::SwitchPort& p : (*inventory)->ports) switch_ports[v1::PortName(p.ref())] = &p;
+  // 1. A member whose device an operator marked FAILED.
+  for (const std::string& m : a.members()) {
+    auto d = devices.find(m);
+    if (d != devices.end() && d->second->health() == v1::DEVICE_HEALTH_FAILED) {
+      v.member = m;
+      v.reason = absl::StrCat("device ", m, " failed: ", d->second->health_reason());
+      return v;
+    }
+  }
+  // 2. A member whose own fiber's switch port is FAILED, under a circuit that is not ACTIVE.
+  // Counted too: each member's circuits that are not ACTIVE, for 3.
+  std::map<std::string, int> hurt;  // Member → its circuits not ACTIVE.
+  std::string first_receiver;      // The receiving member of the first circuit not ACTIVE.
+  for (const v1::Circuit& c : LiveCircuits(a)) {
+    if (c.state() == v1::CIRCUIT_STATE_ACTIVE) continue;
+    for (const v1::OnicPortRef& end : {c.source(), c.destination()}) {
+      const std::string& member = device_of[end.onic()];
+      ++hurt[member];
+      auto fibers = onic_ports.find(v1::PortName(end));
+      if (fibers == onic_ports.end()) continue;
+      for (const v1::SwitchPortRef& ref : {fibers->second->tx(), fibers->second->rx()}) {
+        auto port = switch_ports.find(v1::PortName(ref));
+        if (port != switch_ports.end() && port->second->oper_state() == v1::OPER_STATE_FAILED) {
+          v.member = member;
+          v.reason = absl::StrCat("switch port ", v1::PortName(ref), " of ", member,
+                                  " failed: ", port->second->oper_reason());
+          return v;
+        }
+      }
+    }
+    if (first_receiver.empty()) first_receiver = device_of[c.destination().onic()];
+  }
+  // 3. Links that would not retrain within `within`: the member with the most circuits not
+  // ACTIVE (a dead device or agent takes all of its own down, a neighbour only the one
+  // they share); ties go to a SUSPECT device, then to the first such circuit's receiver,
+  // whose agent reported it, then to member order.
+  const absl::Time due = HealDue(a, now);
+  if (now < due) {
+    v.why_not = absl::StrCat("its links have until ", absl::FormatTime(due),
+                             " to retrain (on_failure.within)");
+    return v;
+  }
+  auto rank = [&](const std::string& m) {
+    auto d = devices.find(m);
+    const bool suspect = d != devices.end() && d->second->health() == v1::DEVICE_HEALTH_SUSPECT;
+    return std::make_tuple(hurt[m], suspect, m == first_receiver);
+  };
+  for (const std::string& m : a.members()) {
+    if (hurt[m] == 0) continue;
+    if (v.member.empty() || rank(m) > rank(v.member)) v.member = m;
+  }
+  if (v.member.empty()) {
+    v.why_not = "no member has a circuit down";
+    return v;
+  }
+  v.reason = absl::StrCat(hurt[v.member], " of its links not retrained within ",
+                          absl::FormatDuration(HealWithin(policy)), " (", a.reason(), ")");
+  return v;
+}
+
+bool Healer::StartIfDue(const v1::Allocation& a) {
+  const absl::Time now = p_.ctx.clock->Now();
+  Verdict v = Judge(a, now);
+  if (v.member.empty()) return false;
+  const absl::Duration degraded_for =
+      a.has_degraded_since() ? now - FromProtoTime(a.degraded_since()) : absl::ZeroDuration();
+  const bool same_switch = a.request().on_failure().spares() != v1::SPARE_SCOPE_ANY;
+  // The heal claims the allocation itself (MemberChanges), once this retry lets it go.
+  const std::string id = a.id();
+  return p_.pool.Spawn("", [this, id, v = std::move(v), same_switch, degraded_for] {
+    Heal(id, v.member, v.reason, same_switch, degraded_for);
+  });
+}
+
+void Healer::Heal(const std::string& id, const std::string& member, const std::string& reason,
+                  bool same_switch_only, absl::Duration degraded_for) {
+  // DEGRADED to READY: from when it turned DEGRADED, as far as the clock goes back.
+  const absl::Time degraded_at = p_.ctx.clock->Now() - degraded_for;
+  absl::Status healed = changes_->Heal(
+      id, member, reason, same_switch_only, degraded_for,
+      [p = p_, degraded_at](const v1::Allocation& ended) {
+        const char* outcome = ended.state() == v1::ALLOCATION_STATE_READY      ? "healed"
+                              : ended.state() == v1::ALLOCATION_STATE_DEGRADED ? "degraded"
+                                                                               : "failed";
+        p.ctx.metrics.HealEnded(outcome, p.ctx.clock->Now() - degraded_at);
+      });
+  if (healed.ok()) {
+    // The replacement's transaction takes it from here and schedules its own retries; the
+    // retry that started this heal stays Running until then.
+    absl::MutexLock lock(&mu_);
+    refused_.erase(id);
+    return;
+  }
+  p_.ctx.metrics.HealEnded(
+      healed.code() == absl::StatusCode::kResourceExhausted ? "no_spare" : "refused",
+      absl::ZeroDuration());
+  const std::string why = absl::StrCat("cannot replace ", member, " (", reason,
+                                       "): ", healed.message());
+  bool first = false;
+  {
+    absl::MutexLock lock(&mu_);
+    first = refused_[id] != why;
+    refused_[id] = why;
+  }
+  if (first) {
+    // The reason keeps the links' words and adds why no spare stands in.
+    if (absl::StatusOr<v1::Allocation> a = p_.ctx.store->GetAllocation(id);
+        a.ok() && a->state() == v1::ALLOCATION_STATE_DEGRADED && p_.pool.Claim(id)) {
+      store::AllocationUpdate u;
+      u.id = id;
+      u.reason = absl::StrCat(a->reason(), "; ", why);
+      u.severity = v1::EVENT_SEVERITY_WARNING;
+      u.event_kind = "allocation.heal_failed";
+      u.event_message = absl::StrCat("allocation ", id, " stays DEGRADED: ", why);
+      p_.ctx.Update(u, "fleetd").IgnoreError();
+      p_.pool.Unclaim(id);
+    }
+  }
+  p_.retries.RetryLater(id);
+}
+
+void Healer::CountRetrains(const std::vector<v1::Circuit>& circuits,
+                           const std::map<std::string, std::string>& failed) {
+  const uint32_t suspect_after = p_.ctx.options.suspect_after_failed_retrains;
+  absl::StatusOr<std::shared_ptr<const CachedInventory>> inventory = p_.inventory.Current();
+  if (suspect_after == 0 || !inventory.ok()) return;
+  std::map<std::string, const v1::Device*> device_of;  // O-NIC id → device.
+  std::map<std::string, const v1::Device*> devices;
+  for (const v1::Device& d : (*inventory)->site.devices()) devices[d.id()] = &d;
+  for (const v1::Onic& o : (*inventory)->site.onics()) device_of[o.id()] = devices[o.device()];
+  std::vector<std::pair<const v1::Device*, std::string>> suspects;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const v1::Circuit& c : circuits) {
+      const v1::Device* d = device_of[c.destination().onic()];
+      if (d == nullptr) continue;
+      auto why = failed.find(c.id());
+      if (why == failed.end()) {
+        failed_retrains_.erase(d->id());
+        continue;
+      }
+      if (++failed_retrains_[d->id()] == static_cast<int>(suspect_after) &&
+          d->health() != v1::DEVICE_HEALTH_FAILED && d->health() != v1::DEVICE_HEALTH_SUSPECT) {
+        suspects.emplace_back(d, why->second);
+      }
+    }
+  }
+  for (const auto& [d, why] : suspects) {
+    absl::Status s = p_.ctx.store->SetDeviceHealth(
+        d->id(), v1::DEVICE_HEALTH_SUSPECT,
+        absl::StrCat(suspect_after, " retrains in a row failed, the last: ", why), "fleetd");
+    if (!s.ok()) {
+      FLEET_LOG(WARNING) << "device " << d->id() << " not marked suspect: " << s;
+    }
+  }
+}
+
+}  // namespace fleet::engine

@@ -1,0 +1,75 @@
+// Healing under a request's failure policy (v1::FailurePolicy; docs/engine.md, "Healing"):
+// a DEGRADED allocation with `replace` has one failed member replaced by a spare, through
+// the same transaction as an operator's ReplaceMember (only the circuits that change are
+// reprogrammed, in one batch, then retrained), recorded as a v1::MemberReplacement by
+// `fleetd`. A member is replaced at once when its device has FAILED or a switch port of its
+// own fibers has, and otherwise once the allocation has been DEGRADED for `within` (its
+// links would not retrain). With no spare, or `max_replacements` used, the allocation stays
+// DEGRADED, its reason saying why, and its links go on being retried.
+//
+// Also counts each device's failed retrains: one that fails `suspect_after` times in a row
+// is marked SUSPECT (chosen last by member selection) until an operator says otherwise.
+#ifndef FLEET_CONTROLLER_ENGINE_HEALER_H_
+#define FLEET_CONTROLLER_ENGINE_HEALER_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "controller/engine/engine_parts.h"
+#include "controller/engine/member_changes.h"
+#include "fleet/v1/topology.pb.h"
+
+namespace fleet::engine {
+
+// The failure policy's `within`, defaulted (2 s).
+absl::Duration HealWithin(const v1::FailurePolicy& policy);
+// When the allocation's member is replaced at the latest for links that do not retrain:
+// `degraded_since` (else `now`) plus `within`; InfiniteFuture without a replace policy.
+absl::Time HealDue(const v1::Allocation& a, absl::Time now);
+
+class Healer {
+ public:
+  Healer(const EngineParts& parts, MemberChanges* changes) : p_(parts), changes_(changes) {}
+
+  // Which member to replace now, and why; `member` empty when none (no replace policy, none
+  // used up, no failed device or port and `within` not passed yet: `why_not` says which).
+  struct Verdict {
+    std::string member;
+    std::string reason;
+    std::string why_not;
+  };
+  // Judges DEGRADED allocation `a` (as stored) at `now`, on the cached inventory's health.
+  Verdict Judge(const v1::Allocation& a, absl::Time now);
+
+  // Called by a retry holding `a`'s claim, the retry Running: when Judge names a member,
+  // starts its heal on a worker of its own (which claims `a` once the retry lets go) and
+  // returns true; the retry must then do nothing more. False: retrain as usual.
+  bool StartIfDue(const v1::Allocation& a);
+
+  // The retrains of `failed` (circuit id → reason) and `trained` circuits of an allocation:
+  // counts, per device of the receiving O-NIC, failures in a row, and marks a device SUSPECT
+  // when they reach `suspect_after` (0: never).
+  void CountRetrains(const std::vector<v1::Circuit>& circuits,
+                     const std::map<std::string, std::string>& failed);
+
+ private:
+  // The heal's work, without a claim: replace `member` of `id` as fleetd; on a refusal, the
+  // allocation's reason names it (once per message) and the retries go on.
+  void Heal(const std::string& id, const std::string& member, const std::string& reason,
+            bool same_switch_only, absl::Duration degraded_for);
+
+  const EngineParts p_;
+  MemberChanges* const changes_;
+  absl::Mutex mu_;
+  std::map<std::string, int> failed_retrains_ ABSL_GUARDED_BY(mu_);  // By device.
+  // The last refusal recorded on each allocation, so a retry does not repeat it.
+  std::map<std::string, std::string> refused_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace fleet::engine
+
+#endif  // FLEET_CONTROLLER_ENGINE_HEALER_H_

@@ -1,0 +1,111 @@
+#include "controller/engine/switch_monitor.h"
+
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/log.h"
+#include "fleet/v1/names.h"
+#include "switch_adapters/optical_switch.h"
+
+namespace fleet::engine {
+
+std::vector<store::PortHealth> SwitchMonitor::Pass() {
+  std::vector<store::PortHealth> recorded;
+  absl::StatusOr<std::shared_ptr<const CachedInventory>> inventory = p_.inventory.Current();
+  absl::StatusOr<std::vector<v1::Circuit>> circuits = p_.ctx.store->ListCircuits({});
+  if (!inventory.ok() || !circuits.ok()) {
+    FLEET_LOG(WARNING) << "switch monitor: "
+                       << (inventory.ok() ? circuits.status() : inventory.status());
+    return recorded;
+  }
+  // The egresses that carry light now, by switch: circuits trained (or DEGRADED after they
+  // were) of allocations no transaction holds, whose light is not in the middle of a change.
+  const std::set<std::string> claimed = p_.pool.Claims();
+  std::map<std::string, std::set<uint32_t>> lit;
+  for (const v1::Circuit& c : *circuits) {
+    if (c.state() != v1::CIRCUIT_STATE_ACTIVE && c.state() != v1::CIRCUIT_STATE_DEGRADED) continue;
+    if (claimed.contains(c.allocation_id())) continue;
+    for (const v1::CrossConnect& x : c.cross_connects()) lit[x.switch_id()].insert(x.egress());
+  }
+  std::map<std::string, std::vector<v1::SwitchPort>> stored;
+  for (const v1::SwitchPort& p : (*inventory)->ports) stored[p.ref().switch_id()].push_back(p);
+  for (const v1::Switch& sw : (*inventory)->site.switches()) {
+    absl::StatusOr<std::vector<store::PortHealth>> changes =
+        Read(sw, stored[sw.id()], lit[sw.id()]);
+    {
+      absl::MutexLock lock(&mu_);
+      if (!changes.ok()) {
+        if (unreadable_.insert(sw.id()).second) {
+          FLEET_LOG(WARNING) << "switch monitor: switch " << sw.id()
+                             << " not read; its ports keep their last health: "
+                             << changes.status();
+        }
+        continue;
+      }
+      unreadable_.erase(sw.id());
+    }
+    if (changes->empty()) continue;
+    if (absl::Status s = p_.ctx.store->SetPortHealth(*changes); !s.ok()) {
+      FLEET_LOG(WARNING) << "switch monitor: port health of " << sw.id() << " not stored: " << s;
+      continue;
+    }
+    std::map<std::string, std::string> unhealthy;  // v1::PortName → what was read.
+    for (const store::PortHealth& h : *changes) {
+      if (h.state != v1::OPER_STATE_UP) {
+        unhealthy[v1::PortName(h.ref)] = absl::StrCat(v1::Name(h.state), ": ", h.reason);
+      }
+    }
+    recovery_->SwitchPortsUnhealthy(unhealthy);
+    recorded.insert(recorded.end(), changes->begin(), changes->end());
+  }
+  return recorded;
+}
+
+absl::StatusOr<std::vector<store::PortHealth>> SwitchMonitor::Read(
+    const v1::Switch& sw, const std::vector<v1::SwitchPort>& stored,
+    const std::set<uint32_t>& lit_egresses) {
+  absl::StatusOr<SwitchProgrammer*> programmer = p_.programmers.For(sw.id());
+  if (!programmer.ok()) return programmer.status();
+  switch_adapters::OpticalSwitch& driver = (*programmer)->driver();
+  absl::StatusOr<std::vector<switch_adapters::PortState>> states = driver.ReadPorts();
+  if (!states.ok()) return states.status();
+  std::map<uint32_t, store::PortHealth> now;  // Port → health read, UP unless said otherwise.
+  for (const switch_adapters::PortState& s : *states) {
+    if (s.status != switch_adapters::PortStatus::kFailed) continue;
+    now[s.port] = {.ref = {}, .state = v1::OPER_STATE_FAILED,
+                   .reason = "the switch reports it failed"};
+  }
+  if (!lit_egresses.empty()) {
+    absl::StatusOr<std::vector<switch_adapters::PortPower>> power =
+        driver.ReadPower({lit_egresses.begin(), lit_egresses.end()});
+    if (!power.ok()) return power.status();
+    for (const switch_adapters::PortPower& p : *power) {
+      if (!lit_egresses.contains(p.port) || p.dbm >= p_.ctx.options.low_power_dbm ||
+          now.contains(p.port)) {
+        continue;
+      }
+      now[p.port] = {.ref = {},
+                     .state = v1::OPER_STATE_DEGRADED,
+                     .reason = p.dbm <= switch_adapters::PortPower::kNoLight
+                                   ? "no light under a trained circuit"
+                                   : absl::StrFormat("%.2f dBm, below %.2f dBm", p.dbm,
+                                                     p_.ctx.options.low_power_dbm)};
+    }
+  }
+  std::vector<store::PortHealth> changes;
+  for (const v1::SwitchPort& port : stored) {
+    store::PortHealth health;
+    if (auto it = now.find(port.ref().port()); it != now.end()) health = it->second;
+    health.ref = port.ref();
+    // A port never read is UNKNOWN in the store: UP is no news for it.
+    const v1::OperState was = port.oper_state() == v1::OPER_STATE_UNKNOWN ? v1::OPER_STATE_UP
+                                                                          : port.oper_state();
+    // State changes only: a reading that moves within DEGRADED is no news either.
+    if (health.state != was) changes.push_back(std::move(health));
+  }
+  return changes;
+}
+
+}  // namespace fleet::engine
