@@ -55,12 +55,27 @@ absl::StatusOr<std::vector<PortPower>> FakeOpticalSwitch::ReadPower(
     const std::vector<uint32_t>& ports) {
   absl::MutexLock lock(&mu_);
   if (absl::Status s = CheckReachable(); !s.ok()) return s;
-  // The fake carries no light: every reading is "no light".
+  std::map<uint32_t, uint32_t> by_egress;
+  for (const auto& [ingress, egress] : by_ingress_) by_egress[egress] = ingress;
+  auto dark = [&](uint32_t p) { return failed_.contains(p) || closed_.contains(p); };
+  auto drop = [&](uint32_t p) {
+    auto it = drops_.find(p);
+    return it == drops_.end() ? 0.0 : it->second;
+  };
+  auto reading = [&](uint32_t p) {
+    PortPower power{.port = p};
+    if (p <= ingress_ports_) {
+      if (!dark(p)) power.dbm = kLaunchDbm - drop(p);
+    } else if (auto in = by_egress.find(p); in != by_egress.end() && !dark(p) && !dark(in->second)) {
+      power.dbm = kLaunchDbm - kLossDb - drop(in->second) - drop(p);
+    }
+    return power;
+  };
   std::vector<PortPower> out;
   if (ports.empty()) {
-    for (uint32_t p = 1; p <= ingress_ports_ + egress_ports_; ++p) out.push_back({p});
+    for (uint32_t p = 1; p <= ingress_ports_ + egress_ports_; ++p) out.push_back(reading(p));
   } else {
-    for (uint32_t p : ports) out.push_back({p});
+    for (uint32_t p : ports) out.push_back(reading(p));
   }
   return out;
 }
@@ -132,6 +147,15 @@ void FakeOpticalSwitch::FailNextApplyAfter(int changes) {
 void FakeOpticalSwitch::ForceCrossConnect(CrossConnect x) {
   absl::MutexLock lock(&mu_);
   by_ingress_[x.ingress] = x.egress;
+}
+
+void FakeOpticalSwitch::SetPowerDrop(uint32_t port, double db) {
+  absl::MutexLock lock(&mu_);
+  if (db == 0) {
+    drops_.erase(port);
+  } else {
+    drops_[port] = db;
+  }
 }
 
 void FakeOpticalSwitch::SetPortFailed(uint32_t port, bool failed) {

@@ -1,6 +1,8 @@
 // An in-memory optical switch with the full OpticalSwitch contract, for tests of the code
 // above the interface (engine, reconciler). Stateful, not scripted: it holds cross-connects
-// and shutters, and can be told to fail.
+// and shutters, and can be told to fail. Light: every ingress is lit at kLaunchDbm; an egress
+// cross-connected to it reads that less kLossDb and the drops set on both ports, or no light
+// when either port has failed or a shutter is closed.
 #ifndef FLEET_TESTING_FAKE_OPTICAL_SWITCH_H_
 #define FLEET_TESTING_FAKE_OPTICAL_SWITCH_H_
 
@@ -15,6 +17,9 @@ namespace fleet::testing {
 class FakeOpticalSwitch : public switch_adapters::OpticalSwitch {
  public:
   FakeOpticalSwitch(uint32_t ingress_ports, uint32_t egress_ports);
+
+  static constexpr double kLaunchDbm = 0.0;
+  static constexpr double kLossDb = 1.5;
 
   absl::StatusOr<switch_adapters::SwitchIdentity> Identity() override;
   absl::StatusOr<std::vector<switch_adapters::CrossConnect>> ReadCrossConnects() override;
@@ -32,6 +37,8 @@ class FakeOpticalSwitch : public switch_adapters::OpticalSwitch {
   // Makes a cross-connect behind the controller's back (drift).
   void ForceCrossConnect(switch_adapters::CrossConnect x);
   void SetPortFailed(uint32_t port, bool failed);
+  // Light through `port` loses `db` more (0 clears): a dirty connector, a bent fiber.
+  void SetPowerDrop(uint32_t port, double db);
   // While held, an Apply takes its failure budget (FailNextApplyAfter) and then waits,
   // changing nothing, until the switch is let go: so that requests queue behind it.
   void HoldApplies(bool hold);
@@ -51,6 +58,7 @@ class FakeOpticalSwitch : public switch_adapters::OpticalSwitch {
   std::map<uint32_t, uint32_t> by_ingress_ ABSL_GUARDED_BY(mu_);
   std::set<uint32_t> closed_ ABSL_GUARDED_BY(mu_);
   std::set<uint32_t> failed_ ABSL_GUARDED_BY(mu_);
+  std::map<uint32_t, double> drops_ ABSL_GUARDED_BY(mu_);
   absl::Status unreachable_ ABSL_GUARDED_BY(mu_);
   int fail_after_ ABSL_GUARDED_BY(mu_) = -1;
   int changes_ ABSL_GUARDED_BY(mu_) = 0;

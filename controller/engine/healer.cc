@@ -42,8 +42,10 @@ Healer::Verdict Healer::Judge(const v1::Allocation& a, absl::Time now) {
   uint32_t healed = 0;
   for (const v1::MemberReplacement& r : a.replacements()) healed += r.by() == "fleetd";
   if (healed >= MaxReplacements(policy)) {
-    v.why_not = absl::StrCat("its failure policy's ", MaxReplacements(policy),
-                             " replacement(s) are used up");
+    v.why_not = absl::StrCat("no heal: the failure policy's ", MaxReplacements(policy),
+                             " replacement", MaxReplacements(policy) == 1 ? " is" : "s are",
+                             " used up");
+    v.blocked = true;
     return v;
   }
   absl::StatusOr<std::shared_ptr<const CachedInventory>> inventory = p_.inventory.Current();
@@ -124,6 +126,7 @@ Healer::Verdict Healer::Judge(const v1::Allocation& a, absl::Time now) {
 bool Healer::StartIfDue(const v1::Allocation& a) {
   const absl::Time now = p_.ctx.clock->Now();
   Verdict v = Judge(a, now);
+  if (v.blocked) Refuse(a, v.why_not, /*update=*/false);
   if (v.member.empty()) return false;
   const absl::Duration degraded_for =
       a.has_degraded_since() ? now - FromProtoTime(a.degraded_since()) : absl::ZeroDuration();
@@ -157,29 +160,48 @@ void Healer::Heal(const std::string& id, const std::string& member, const std::s
   p_.ctx.metrics.HealEnded(
       healed.code() == absl::StatusCode::kResourceExhausted ? "no_spare" : "refused",
       absl::ZeroDuration());
-  const std::string why = absl::StrCat("cannot replace ", member, " (", reason,
+  const std::string why = absl::StrCat("no heal: cannot replace ", member, " (", reason,
                                        "): ", healed.message());
-  bool first = false;
-  {
-    absl::MutexLock lock(&mu_);
-    first = refused_[id] != why;
-    refused_[id] = why;
-  }
-  if (first) {
-    // The reason keeps the links' words and adds why no spare stands in.
-    if (absl::StatusOr<v1::Allocation> a = p_.ctx.store->GetAllocation(id);
-        a.ok() && a->state() == v1::ALLOCATION_STATE_DEGRADED && p_.pool.Claim(id)) {
-      store::AllocationUpdate u;
-      u.id = id;
-      u.reason = absl::StrCat(a->reason(), "; ", why);
-      u.severity = v1::EVENT_SEVERITY_WARNING;
-      u.event_kind = "allocation.heal_failed";
-      u.event_message = absl::StrCat("allocation ", id, " stays DEGRADED: ", why);
-      p_.ctx.Update(u, "fleetd").IgnoreError();
-      p_.pool.Unclaim(id);
-    }
+  if (absl::StatusOr<v1::Allocation> a = p_.ctx.store->GetAllocation(id); a.ok()) {
+    // Only a claim taken now may write the reason; the event is recorded either way.
+    const bool claimed = a->state() == v1::ALLOCATION_STATE_DEGRADED && p_.pool.Claim(id);
+    Refuse(*a, why, claimed);
+    if (claimed) p_.pool.Unclaim(id);
   }
   p_.retries.RetryLater(id);
+}
+
+void Healer::Refuse(const v1::Allocation& a, const std::string& why, bool update) {
+  {
+    absl::MutexLock lock(&mu_);
+    std::string& last = refused_[a.id()];
+    if (last == why) return;
+    last = why;
+  }
+  if (!update) {
+    p_.ctx.Record("allocation.heal_failed", "allocation", a.id(), v1::EVENT_SEVERITY_WARNING,
+                  "fleetd", absl::StrCat("allocation ", a.id(), " stays DEGRADED: ", why));
+    return;
+  }
+  // The reason keeps the links' words and adds why no spare stands in.
+  store::AllocationUpdate u;
+  u.id = a.id();
+  u.reason = absl::StrCat(a.reason(), "; ", why);
+  u.severity = v1::EVENT_SEVERITY_WARNING;
+  u.event_kind = "allocation.heal_failed";
+  u.event_message = absl::StrCat("allocation ", a.id(), " stays DEGRADED: ", why);
+  p_.ctx.Update(u, "fleetd").IgnoreError();
+}
+
+std::string Healer::Refusal(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  auto it = refused_.find(id);
+  return it == refused_.end() ? "" : it->second;
+}
+
+void Healer::Forget(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  refused_.erase(id);
 }
 
 void Healer::CountRetrains(const std::vector<v1::Circuit>& circuits,

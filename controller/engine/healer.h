@@ -41,6 +41,7 @@ class Healer {
     std::string member;
     std::string reason;
     std::string why_not;
+    bool blocked = false;  // A heal is called for but cannot be had (policy used up).
   };
   // Judges DEGRADED allocation `a` (as stored) at `now`, on the cached inventory's health.
   Verdict Judge(const v1::Allocation& a, absl::Time now);
@@ -50,6 +51,12 @@ class Healer {
   // returns true; the retry must then do nothing more. False: retrain as usual.
   bool StartIfDue(const v1::Allocation& a);
 
+  // Why allocation `id` is not being healed though its policy asks (no spare, replacements
+  // used up), for its DEGRADED reason; "" when nothing stands in the way.
+  std::string Refusal(const std::string& id);
+  // Forgets what was known of allocation `id` (it ended).
+  void Forget(const std::string& id);
+
   // The retrains of `failed` (circuit id → reason) and `trained` circuits of an allocation:
   // counts, per device of the receiving O-NIC, failures in a row, and marks a device SUSPECT
   // when they reach `suspect_after` (0: never).
@@ -57,6 +64,9 @@ class Healer {
                      const std::map<std::string, std::string>& failed);
 
  private:
+  // Records why `id` is not healed: an event (once per message) and, with `update` (the
+  // caller holds the claim), the allocation's reason too.
+  void Refuse(const v1::Allocation& a, const std::string& why, bool update);
   // The heal's work, without a claim: replace `member` of `id` as fleetd; on a refusal, the
   // allocation's reason names it (once per message) and the retries go on.
   void Heal(const std::string& id, const std::string& member, const std::string& reason,

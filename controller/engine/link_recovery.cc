@@ -28,6 +28,7 @@ void LinkRecovery::RunDueRetries() {
         releaser_->Release(id, "fleetd", v1::ALLOCATION_STATE_RELEASED, "");
       } else {
         p_.retries.Forget(id);
+        healer_->Forget(id);
       }
     });
   }
@@ -269,9 +270,14 @@ void LinkRecovery::RetrainDegraded(const v1::Allocation& a) {
     u.event_message =
         absl::StrCat("allocation ", id, " READY: ", untrained.size(), " links retrained");
     p_.retries.Forget(id);
+    healer_->Forget(id);
   } else {
     u.state = v1::ALLOCATION_STATE_DEGRADED;
     u.reason = absl::StrJoin(reasons, "; ");
+    // Why the failure policy has not healed it, while that stands.
+    if (std::string refusal = healer_->Refusal(id); !refusal.empty()) {
+      absl::StrAppend(&*u.reason, "; ", refusal);
+    }
     u.severity = v1::EVENT_SEVERITY_WARNING;
     u.event_kind = "allocation.retrain_failed";
     u.event_message = absl::StrCat("allocation ", id, " still DEGRADED: ", *u.reason);

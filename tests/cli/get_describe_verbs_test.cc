@@ -47,15 +47,15 @@ TEST_F(FleetctlTest, GetPortsPassesSwitchFilterAndShowsWiring) {
   EXPECT_EQ(Run({"get", "ports", "--switch", "ocs1"}), kExitOk) << err();
   EXPECT_EQ(inventory_.last_port_filter(), "ocs1");
   EXPECT_EQ(out(),
-            "SWITCH  PORT  DIR      ADMIN    OPER  RESERVED  WIRED-TO           CIRCUIT\n"
-            "ocs1    1     ingress  enabled  up    -         onic s1c0-n0/1 tx  c1\n");
+            "SWITCH  PORT  DIR      ADMIN    OPER  RESERVED  WIRED-TO           CIRCUIT  WHY\n"
+            "ocs1    1     ingress  enabled  up    -         onic s1c0-n0/1 tx  c1       -\n");
 }
 
 TEST_F(FleetctlTest, GetDevicesFiltersByKind) {
   EXPECT_EQ(Run({"get", "devices", "--kind", "gpu"}), kExitOk) << err();
   EXPECT_EQ(out(),
-            "ID    KIND  HOST  CHASSIS  MODEL  ONICS  ADMIN\n"
-            "gpu3  gpu   -     jbog1    -      1      enabled\n");
+            "ID    KIND  HOST  CHASSIS  MODEL  ONICS  ADMIN    HEALTH  SPARE\n"
+            "gpu3  gpu   -     jbog1    -      1      enabled  -       -\n");
   EXPECT_EQ(Run({"get", "devices", "--kind", "cpu"}), kExitOk) << err();
   EXPECT_EQ(out(), "");
   EXPECT_EQ(err(), "no devices found\n");

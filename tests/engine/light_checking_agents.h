@@ -135,7 +135,7 @@ class LightCheckingAgents : public agent_registry::CommandSender {
         result.mutable_link()->set_status(v1::LINK_STATUS_DOWN);
         for (const switch_adapters::CrossConnect& x :
              sw_->ReadCrossConnects().value_or(std::vector<switch_adapters::CrossConnect>{})) {
-          if (x.egress != egress) continue;
+          if (x.egress != egress || !Bright(egress)) continue;
           result.mutable_link()->set_status(v1::LINK_STATUS_UP);
           result.mutable_link()->set_peer_seen(sender_[x.ingress]);
         }
@@ -172,7 +172,15 @@ class LightCheckingAgents : public agent_registry::CommandSender {
     std::vector<switch_adapters::CrossConnect> xs =
         sw_->ReadCrossConnects().value_or(std::vector<switch_adapters::CrossConnect>{});
     return std::find(xs.begin(), xs.end(), switch_adapters::CrossConnect{ingress, egress}) !=
-           xs.end();
+               xs.end() &&
+           Bright(egress);
+  }
+  // Whether the light the switch reads at `egress` is enough to train on (a failed port or a
+  // power drop below the agents' -20 dBm is not). A switch whose management is unreachable
+  // still passes light.
+  bool Bright(uint32_t egress) {
+    absl::StatusOr<std::vector<switch_adapters::PortPower>> power = sw_->ReadPower({egress});
+    return !power.ok() || power->empty() || power->front().dbm >= -20.0;
   }
 
   bool HasOwner(const std::string& serial) override {

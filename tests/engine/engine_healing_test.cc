@@ -1,0 +1,284 @@
+// Failures under a running allocation and healing: the switch monitor's port health, an
+// operator's failed device, links that will not retrain, a failure policy with and without a
+// spare, suspect devices.
+// The engine over the real SQLite store, the FLEET Gen1 inventory, an in-memory switch and
+// agents that check the light (engine_test_fixture.h).
+#include "tests/engine/engine_test_fixture.h"
+
+namespace fleet::engine {
+namespace {
+
+v1::RequestTopologyRequest Healing(v1::RequestTopologyRequest r, absl::Duration within,
+                                   uint32_t max_replacements = 1) {
+  r.mutable_on_failure()->set_replace(true);
+  *r.mutable_on_failure()->mutable_within() = ToProtoDuration(within);
+  r.mutable_on_failure()->set_max_replacements(max_replacements);
+  return r;
+}
+
+// The egress of the switch port the circuit arriving at O-NIC `onic` leaves by.
+uint32_t EgressInto(const v1::Allocation& a, const std::string& onic) {
+  for (const v1::Circuit& c : a.circuits()) {
+    if (c.destination().onic() == onic) return c.cross_connects(0).egress();
+  }
+  ADD_FAILURE() << "no circuit into " << onic;
+  return 0;
+}
+
+class HealingTest : public EngineTest {
+ protected:
+  // Runs the retries due after `after` passes, and waits for what they start.
+  void RetryAfter(absl::Duration after) {
+    clock_.Advance(after);
+    engine_->RunDueRetries();
+    engine_->WaitIdleForTest();
+  }
+  v1::SwitchPort Port(uint32_t port) {
+    const std::vector<v1::SwitchPort> ports = store_->ListPorts("ocs1").value();
+    for (const v1::SwitchPort& p : ports) {
+      if (p.ref().port() == port) return p;
+    }
+    return {};
+  }
+  static std::vector<std::string> Members(const v1::Allocation& a) {
+    return {a.members().begin(), a.members().end()};
+  }
+};
+
+TEST_F(HealingTest, AFailedSwitchPortIsSeenByTheMonitorAndItsMemberReplacedBySpare) {
+  v1::Allocation a =
+      Request(Healing(Ring("team-a", {"gpu1", "gpu2", "gpu3", "gpu4"}), absl::Seconds(2)));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
+  const uint32_t egress = EgressInto(a, "gpu3-n0");
+  EXPECT_THAT(engine_->MonitorSwitches(), IsEmpty());  // Every lit egress reads light.
+
+  sw_->SetPortFailed(egress, true);
+  std::vector<store::PortHealth> seen = engine_->MonitorSwitches();
+  ASSERT_THAT(seen, SizeIs(1));
+  EXPECT_EQ(seen[0].ref.port(), egress);
+  EXPECT_EQ(seen[0].state, v1::OPER_STATE_FAILED);
+  EXPECT_EQ(Port(egress).oper_state(), v1::OPER_STATE_FAILED);
+  EXPECT_THAT(Port(egress).oper_reason(), HasSubstr("the switch reports it failed"));
+  engine_->WaitIdleForTest();
+  a = Get(a.id());
+  // DEGRADED at once, before any retry, naming the port.
+  EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_DEGRADED);
+  EXPECT_THAT(a.reason(), HasSubstr(absl::StrCat("switch port ocs1/", egress, " failed")));
+  EXPECT_TRUE(a.has_degraded_since());
+
+  // The retry is due now: a failed port of a member's own fiber is healed at once.
+  RetryAfter(absl::ZeroDuration());
+  a = Get(a.id());
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
+  EXPECT_FALSE(a.has_degraded_since());
+  EXPECT_THAT(Members(a), Not(Contains("gpu3")));
+  EXPECT_EQ(a.members(0), "gpu1");
+  EXPECT_EQ(a.members(1), "gpu2");
+  EXPECT_EQ(a.members(3), "gpu4");
+  ASSERT_THAT(a.replacements(), SizeIs(1));
+  const v1::MemberReplacement& r = a.replacements(0);
+  EXPECT_EQ(r.failed(), "gpu3");
+  EXPECT_EQ(r.spare(), a.members(2));
+  EXPECT_EQ(r.position(), 2u);
+  EXPECT_EQ(r.by(), "fleetd");
+  EXPECT_THAT(r.reason(), HasSubstr(absl::StrCat("switch port ocs1/", egress, " of gpu3 failed")));
+  EXPECT_EQ(OnSwitch(), Wanted(a));
+  for (const CrossConnect& x : OnSwitch()) EXPECT_NE(x.egress, egress);
+  EXPECT_THAT(EventKinds(a.id()), Contains(HasSubstr("allocation.member_replaced:")));
+
+  // The port stays FAILED; a pass with nothing new records nothing.
+  EXPECT_THAT(engine_->MonitorSwitches(), IsEmpty());
+  sw_->SetPortFailed(egress, false);
+  seen = engine_->MonitorSwitches();
+  ASSERT_THAT(seen, SizeIs(1));
+  EXPECT_EQ(seen[0].state, v1::OPER_STATE_UP);
+  EXPECT_EQ(Port(egress).oper_state(), v1::OPER_STATE_UNKNOWN);  // No news is no row.
+}
+
+TEST_F(HealingTest, WithoutAPolicyAFailedPortLeavesTheRingDegradedUntilItIsFixed) {
+  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2", "gpu3"}));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
+  const uint32_t egress = EgressInto(a, "gpu2-n0");
+  sw_->SetPortFailed(egress, true);
+  engine_->MonitorSwitches();
+  engine_->WaitIdleForTest();
+  ASSERT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_DEGRADED);
+
+  RetryAfter(absl::Seconds(5));  // Retrained, in vain: no light through a failed port.
+  a = Get(a.id());
+  EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_DEGRADED);
+  EXPECT_THAT(a.replacements(), IsEmpty());
+  EXPECT_THAT(Members(a), ElementsAre("gpu1", "gpu2", "gpu3"));
+
+  sw_->SetPortFailed(egress, false);
+  engine_->MonitorSwitches();
+  RetryAfter(absl::Minutes(2));
+  a = Get(a.id());
+  EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
+  EXPECT_THAT(Members(a), ElementsAre("gpu1", "gpu2", "gpu3"));
+}
+
+TEST_F(HealingTest, APowerDropBelowTheThresholdDegradesThePortAndItsLink) {
+  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2"}));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
+  const uint32_t egress = EgressInto(a, "gpu1-n0");
+  sw_->SetPowerDrop(egress, 10);  // -11.5 dBm: still above -20, nothing to say.
+  EXPECT_THAT(engine_->MonitorSwitches(), IsEmpty());
+  sw_->SetPowerDrop(egress, 25);  // -26.5 dBm.
+  std::vector<store::PortHealth> seen = engine_->MonitorSwitches();
+  ASSERT_THAT(seen, SizeIs(1));
+  EXPECT_EQ(seen[0].state, v1::OPER_STATE_DEGRADED);
+  EXPECT_THAT(seen[0].reason, HasSubstr("-26.50 dBm, below -20.00 dBm"));
+  engine_->WaitIdleForTest();
+  a = Get(a.id());
+  EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_DEGRADED);
+  EXPECT_THAT(a.reason(), HasSubstr("switch port ocs1/" + std::to_string(egress) +
+                                     " degraded: -26.50 dBm"));
+}
+
+TEST_F(HealingTest, AnOperatorsFailedDeviceIsReplacedAndGetsNoNewCircuits) {
+  v1::Allocation a =
+      Request(Healing(Ring("team-a", {"gpu1", "gpu2", "gpu3"}), absl::Seconds(30)));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
+  v1::SetDeviceHealthRequest fail;
+  fail.set_device("gpu2");
+  fail.set_health(v1::DEVICE_HEALTH_FAILED);
+  fail.set_reason("ECC errors");
+  ASSERT_OK_AND_ASSIGN(v1::Device gpu2, engine_->SetDeviceHealth(fail, Caller::Operator("op:t")));
+  EXPECT_EQ(gpu2.health(), v1::DEVICE_HEALTH_FAILED);
+  EXPECT_EQ(gpu2.health_reason(), "ECC errors");
+  engine_->WaitIdleForTest();
+  a = Get(a.id());
+  EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_DEGRADED);
+  EXPECT_THAT(a.reason(), HasSubstr("device gpu2 failed (ECC errors)"));
+
+  RetryAfter(absl::ZeroDuration());  // At once, not after `within`.
+  a = Get(a.id());
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
+  ASSERT_THAT(a.replacements(), SizeIs(1));
+  EXPECT_EQ(a.replacements(0).failed(), "gpu2");
+  EXPECT_THAT(a.replacements(0).reason(), HasSubstr("device gpu2 failed: ECC errors"));
+
+  // A request naming it is refused: its ports are unusable.
+  absl::StatusOr<v1::RequestTopologyResponse> refused = engine_->RequestTopology(
+      Ring("team-b", {"gpu2", "gpu8"}), Caller::Operator("operator:test"));
+  EXPECT_THAT(refused.status(), StatusIs(absl::StatusCode::kResourceExhausted,
+                                         HasSubstr("device gpu2 has failed (ECC errors)")));
+  // Healthy again, it may be used.
+  fail.set_health(v1::DEVICE_HEALTH_HEALTHY);
+  fail.clear_reason();
+  ASSERT_OK_AND_ASSIGN(gpu2, engine_->SetDeviceHealth(fail, Caller::Operator("op:t")));
+  EXPECT_EQ(gpu2.health(), v1::DEVICE_HEALTH_HEALTHY);
+  EXPECT_EQ(Request(Ring("team-b", {"gpu2", "gpu8"})).state(), v1::ALLOCATION_STATE_READY);
+  // Only an operator's two words; suspect is fleetd's.
+  fail.set_health(v1::DEVICE_HEALTH_SUSPECT);
+  EXPECT_THAT(engine_->SetDeviceHealth(fail, Caller::Operator("op:t")).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("health: suspect")));
+}
+
+TEST_F(HealingTest, LinksThatDoNotRetrainWithinTheDeadlineGetTheirMemberReplaced) {
+  v1::Allocation a =
+      Request(Healing(Ring("team-a", {"gpu1", "gpu2", "gpu3", "gpu4"}), absl::Seconds(5)));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
+  agents_->SetGone("FLT-GPU3-N0", true);
+  engine_->AgentGone("gpu-pool-1", {"FLT-GPU3-N0"}, "heartbeats missed");
+  ASSERT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_DEGRADED);
+
+  RetryAfter(absl::Seconds(1));  // Retrained in vain; 4 s left.
+  a = Get(a.id());
+  EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_DEGRADED);
+  EXPECT_THAT(a.replacements(), IsEmpty());
+
+  RetryAfter(absl::Seconds(5));
+  a = Get(a.id());
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
+  ASSERT_THAT(a.replacements(), SizeIs(1));
+  // The link into gpu3 would not retrain (its agent is gone; the one out of it did, on the
+  // light alone). Its two ends tie; the receiver, whose agent reports it, is replaced.
+  EXPECT_EQ(a.replacements(0).failed(), "gpu3");
+  EXPECT_THAT(a.replacements(0).reason(), HasSubstr("1 of its links not retrained within 5s"));
+  EXPECT_GE(FromProtoDuration(a.replacements(0).degraded_for()), absl::Seconds(5));
+}
+
+TEST_F(HealingTest, WithNoSpareOrNoReplacementLeftTheAllocationStaysDegradedSayingWhy) {
+  // Every GPU of the switch is a member: there is no spare.
+  std::vector<std::string> all;
+  for (const v1::Device& d : site_.devices()) {
+    if (d.kind() == v1::DEVICE_KIND_GPU) all.push_back(d.id());
+  }
+  v1::Allocation a = Request(Healing(Ring("team-a", all), absl::Seconds(2)));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
+  sw_->SetPortFailed(EgressInto(a, "gpu3-n0"), true);
+  engine_->MonitorSwitches();
+  engine_->WaitIdleForTest();
+  RetryAfter(absl::ZeroDuration());
+  a = Get(a.id());
+  EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_DEGRADED);
+  EXPECT_THAT(a.reason(), HasSubstr("no heal: cannot replace gpu3"));
+  EXPECT_THAT(a.reason(), HasSubstr("no free spare of kind gpu"));
+  EXPECT_THAT(EventKinds(a.id()), Contains(HasSubstr("allocation.heal_failed:")));
+  // The retries go on, and keep saying why.
+  RetryAfter(absl::Minutes(2));
+  EXPECT_THAT(Get(a.id()).reason(), HasSubstr("no heal: cannot replace gpu3"));
+}
+
+TEST_F(HealingTest, AMaxReplacementsPolicyHealsOnceThenStaysDegraded) {
+  v1::Allocation a =
+      Request(Healing(Ring("team-a", {"gpu1", "gpu2", "gpu3"}), absl::Seconds(2), 1));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
+  sw_->SetPortFailed(EgressInto(a, "gpu2-n0"), true);
+  engine_->MonitorSwitches();
+  engine_->WaitIdleForTest();
+  RetryAfter(absl::ZeroDuration());
+  a = Get(a.id());
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
+  ASSERT_THAT(a.replacements(), SizeIs(1));
+
+  sw_->SetPortFailed(EgressInto(a, "gpu3-n0"), true);
+  engine_->MonitorSwitches();
+  engine_->WaitIdleForTest();
+  RetryAfter(absl::ZeroDuration());
+  a = Get(a.id());
+  EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_DEGRADED);
+  EXPECT_THAT(a.replacements(), SizeIs(1));
+  EXPECT_THAT(EventKinds(a.id()),
+              Contains(HasSubstr("the failure policy's 1 replacement is used up")));
+  RetryAfter(absl::Seconds(5));
+  EXPECT_THAT(Get(a.id()).reason(), HasSubstr("1 replacement is used up"));
+}
+
+TEST_F(HealingTest, ADeviceWhoseRetrainsKeepFailingIsMarkedSuspect) {
+  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2", "gpu3"}));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
+  sw_->SetPortFailed(EgressInto(a, "gpu3-n0"), true);
+  engine_->MonitorSwitches();
+  engine_->WaitIdleForTest();
+  for (int i = 0; i < 3; ++i) RetryAfter(absl::Minutes(2));
+  ASSERT_OK_AND_ASSIGN(v1::Device gpu3, store_->GetDevice("gpu3"));
+  EXPECT_EQ(gpu3.health(), v1::DEVICE_HEALTH_SUSPECT);
+  EXPECT_THAT(gpu3.health_reason(), HasSubstr("3 retrains in a row failed"));
+  ASSERT_OK_AND_ASSIGN(v1::Device gpu1, store_->GetDevice("gpu1"));
+  EXPECT_EQ(gpu1.health(), v1::DEVICE_HEALTH_HEALTHY);
+}
+
+TEST_F(HealingTest, AJobReplacesAMemberOfItsOwnAllocationAndTheRecordNamesIt) {
+  const Caller job = Caller::Job("job:trainer", {"team-a"});
+  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2", "gpu3"}), job);
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
+  v1::ReplaceMemberRequest replace;
+  replace.set_allocation_id(a.id());
+  replace.set_member("gpu2");
+  ASSERT_THAT(engine_->ReplaceMember(replace, job).status(), IsOk());
+  engine_->WaitIdleForTest();
+  a = Get(a.id());
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
+  ASSERT_THAT(a.replacements(), SizeIs(1));
+  EXPECT_EQ(a.replacements(0).by(), "job:trainer");
+  EXPECT_EQ(a.replacements(0).failed(), "gpu2");
+  // Another tenant's job sees no such allocation.
+  EXPECT_THAT(engine_->ReplaceMember(replace, Caller::Job("job:other", {"team-b"})).status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr(a.id())));
+}
+
+}  // namespace
+}  // namespace fleet::engine
