@@ -429,6 +429,103 @@ class ClientTest(FleetTestCase):
                 topo.replace("gpu2")
             self.assertIn("gpu2", caught.exception.message)
 
+    def test_a_failed_member_is_healed_and_the_job_is_told(self) -> None:
+        from fleet.v1 import admin_pb2, admin_pb2_grpc, common_pb2, topology_pb2
+        operator = self.demo.channel()  # The demo's operator context: SetDeviceHealth is theirs.
+        self.addCleanup(operator.close)
+        admin = admin_pb2_grpc.AdminServiceStub(operator)
+
+        def set_health(device: str, health: int, reason: str = "") -> None:
+            admin.SetDeviceHealth(admin_pb2.SetDeviceHealthRequest(
+                device=device, health=health, reason=reason), timeout=10)
+
+        members = GPUS[:4]
+        policy = {"replace": True, "within": "2s", "max_replacements": 2,
+                  "spares": "same-switch"}
+        replaced = []
+        told = threading.Event()
+
+        def remap(replacement) -> None:
+            replaced.append(replacement)
+            told.set()
+
+        with self.client.topology(ring=members, lease=60, name="healed",
+                                  on_failure=policy) as topo:
+            before = topo.wait_ready(timeout=WAIT)
+            self.assertEqual(list(before.members), members)
+            # The policy went to fleetd as written.
+            on_failure = before.request.on_failure
+            self.assertTrue(on_failure.replace)
+            self.assertEqual((on_failure.within.seconds, on_failure.max_replacements,
+                              on_failure.spares), (2, 2, topology_pb2.SPARE_SCOPE_SAME_SWITCH))
+            self.assertEqual(topo.replacements, [])
+            self.assertIs(topo.on_member_replaced(remap), remap)
+
+            # An operator marks gpu2 failed under the running ring: fleetd heals it at once.
+            self.addCleanup(set_health, "gpu2", common_pb2.DEVICE_HEALTH_HEALTHY)
+            set_health("gpu2", common_pb2.DEVICE_HEALTH_FAILED, "python client test")
+            if not told.wait(WAIT):
+                a = topo.refresh()
+                self.fail(f"no replacement within {WAIT}s: allocation {a.id} "
+                          f"{self.fleet.state_name(a.state)}, reason {a.reason!r}")
+            a = topo.wait_ready(timeout=WAIT)
+            self.assertAllActive(a)
+            self.assertEqual(topo.state, "READY")
+
+            r = replaced[0]
+            self.assertIsInstance(r, self.fleet.MemberReplacement)
+            self.assertEqual((r.failed, r.position, r.by, r.index), ("gpu2", 1, "fleetd", 0))
+            self.assertIn("gpu2", r.reason)
+            self.assertNotIn(r.spare, members)
+            self.assertIsNotNone(r.degraded_for)
+            self.assertGreaterEqual(r.degraded_for, 0)
+            self.assertIsNotNone(r.time)
+            # The spare holds gpu2's rank; the other members keep theirs.
+            self.assertEqual(list(r.members), ["gpu1", r.spare, "gpu3", "gpu4"])
+            self.assertEqual(list(a.members), list(r.members))
+            self.assertEqual(topo.members, list(r.members))
+            self.assertEqual([x.spare for x in topo.replacements], [r.spare])
+            allocation_id = topo.id
+        # Released: the follower is gone, and the callback was called once, for gpu2.
+        self.assertEqual(len(replaced), 1, replaced)
+        self.assertFalse([t for t in threading.enumerate()
+                          if t.name == f"fleet-follow-{allocation_id}"])
+        stored = self.client.allocation(allocation_id)
+        self.assertEqual([(x.failed, x.spare, x.position) for x in stored.replacements],
+                         [("gpu2", r.spare, 1)])
+
+    def test_a_bad_failure_policy_is_refused_before_any_request(self) -> None:
+        from fleet.v1 import topology_pb2
+        before = [a.id for a in self.client.allocations(include_released=True)]
+        cases = {
+            "on_failure.spares 'nearby' is not one of: same-switch, any": {"spares": "nearby"},
+            "on_failure.within: '25h' is not a duration from 1ms to 24h": {"within": "25h"},
+            "on_failure.within: 'soon' is not a duration": {"replace": True, "within": "soon"},
+            "on_failure.max_replacements -1 must be a non-negative integer":
+                {"max_replacements": -1},
+            "on_failure.replace 'yes' must be true or false": {"replace": "yes"},
+            "on_failure: unknown key 'retries'; expected replace, within, max_replacements, "
+            "spares": {"replace": True, "retries": 3},
+        }
+        for message, policy in cases.items():
+            with self.subTest(policy=policy):
+                with self.assertRaises(ValueError) as caught:
+                    self.client.topology(ring=GPUS[:4], lease=60, on_failure=policy)
+                self.assertIn(message, str(caught.exception))
+        # A raw request's policy keeps the same rules.
+        request = topology_pb2.RequestTopologyRequest(topology=self.fleet.ring(GPUS[:4]))
+        request.on_failure.replace = True
+        request.on_failure.within.FromSeconds(25 * 3600)
+        with self.assertRaises(ValueError) as caught:
+            self.client.topology(request, lease=60)
+        self.assertIn("on_failure.within: '90000s' is not a duration from 1ms to 24h",
+                      str(caught.exception))
+        with self.assertRaises(TypeError) as caught:
+            self.client.topology(ring=GPUS[:4], lease=60, on_failure="replace")
+        self.assertIn("on_failure", str(caught.exception))
+        # Nothing reached fleetd.
+        self.assertEqual([a.id for a in self.client.allocations(include_released=True)], before)
+
     def test_another_tenant_cannot_see_it(self) -> None:
         # team-b's own certificate: fleetd knows the caller by it, whatever tenant it names.
         other = self.fleet.Client(self.demo.grpc, tenant="team-b", **self.demo.issue_job("team-b"))

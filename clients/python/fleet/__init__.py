@@ -10,11 +10,15 @@
         topo.wait_ready(timeout=60)
         ...
 
+With ``on_failure={"replace": True, "within": "2s"}`` fleetd replaces a failed member by a
+spare; ``topo.on_member_replaced(callback)`` hands the job each replacement and the new
+member list.
+
 The generated ``fleet.v1`` messages and stubs (``fleet.v1.topology_pb2`` and friends) are
 built next to this package from ``proto/fleet/v1``; see clients/python/README.md.
 """
 
-from fleet.client import Client, PhaseSwitch, Topology, state_name
+from fleet.client import Client, MemberReplacement, PhaseSwitch, Topology, state_name
 from fleet.credentials import Connection, CredentialsError
 from fleet.errors import (
     Aborted,
@@ -39,10 +43,11 @@ from fleet.errors import (
     Unimplemented,
     Unknown,
 )
-from fleet.spec import Link, links, ring
+from fleet.spec import Link, failure_policy, links, ring
 
 __all__ = [
-    "Client", "Topology", "PhaseSwitch", "Link", "ring", "links", "state_name",
+    "Client", "Topology", "PhaseSwitch", "MemberReplacement", "Link", "ring", "links",
+    "failure_policy", "state_name",
     "Connection", "CredentialsError",
     "FleetError", "AllocationError", "AllocationFailed", "Degraded", "Released",
     "Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound", "AlreadyExists",

@@ -10,6 +10,13 @@ Example::
         topo.wait_ready(timeout=60)
         ...  # train; the lease is renewed in the background
     # released here, also when the block raised
+
+Healing: with a failure policy fleetd replaces a failed member by a spare on its own; the job
+hears of it and remaps its ranks::
+
+    with client.topology(ring=gpus, lease=60, on_failure={"replace": True, "within": "2s"}) as topo:
+        topo.on_member_replaced(lambda r: remap(r.members))
+        ...
 """
 
 from __future__ import annotations
@@ -54,6 +61,68 @@ def _seconds(value: Optional[Seconds]) -> Optional[float]:
 
 def _duration_seconds(d: Any) -> float:
     return d.seconds + d.nanos / 1e9
+
+
+# States after which an allocation changes no more: its watch ends there.
+_ENDED = (topology_pb2.ALLOCATION_STATE_FAILED, topology_pb2.ALLOCATION_STATE_RELEASED)
+
+
+@dataclasses.dataclass(frozen=True)
+class MemberReplacement:
+    """One member of an allocation replaced by another device, as the job sees it: by fleetd
+    healing under the request's failure policy, by the job (:meth:`Topology.replace`) or by an
+    operator. Made from a ``fleet.v1.MemberReplacement`` record of the allocation.
+
+    Attributes:
+        failed: the device that left.
+        spare: the device that took its place.
+        position: its index in the member list, the same for both: the spare takes over the
+            failed member's rank.
+        reason: why, e.g. ``device gpu2 failed: …`` or the links that would not retrain.
+        by: ``"fleetd"`` when healing, else the principal that asked.
+        degraded_for: seconds from the allocation turning DEGRADED to the replacement being
+            stored, for a heal; ``None`` when fleetd did not time it (a job's or an
+            operator's replacement).
+        time: when fleetd stored the replacement (UTC), ``None`` if it did not say.
+        members: the member list right after this replacement, in member order (ranks):
+            ``members[position] == spare``.
+        index: its place among the allocation's replacements, oldest first (0 for the first).
+        allocation: the allocation as the client saw it when it learned of the replacement;
+            it may still be retraining the spare's links (``state`` PROGRAMMING or TRAINING):
+            :meth:`Topology.wait_ready` waits for READY.
+    """
+
+    failed: str
+    spare: str
+    position: int
+    reason: str
+    by: str
+    degraded_for: Optional[float]
+    time: Optional[datetime.datetime]
+    members: Tuple[str, ...]
+    index: int
+    allocation: topology_pb2.Allocation
+
+    @classmethod
+    def of(cls, allocation: topology_pb2.Allocation, index: int) -> "MemberReplacement":
+        """Replacement ``index`` of ``allocation.replacements``, with the member list as it
+        was right after it (later replacements undone at their positions)."""
+        records = allocation.replacements
+        r = records[index]
+        members = list(allocation.members)
+        for later in reversed(records[index + 1:]):
+            if later.position < len(members) and members[later.position] == later.spare:
+                members[later.position] = later.failed
+        return cls(failed=r.failed, spare=r.spare, position=r.position, reason=r.reason,
+                   by=r.by,
+                   degraded_for=(_duration_seconds(r.degraded_for)
+                                 if r.HasField("degraded_for") else None),
+                   time=(r.time.ToDatetime(tzinfo=datetime.timezone.utc)
+                         if r.HasField("time") else None),
+                   members=tuple(members), index=index, allocation=allocation)
+
+
+MemberReplacedCallback = Callable[["MemberReplacement"], None]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,6 +211,9 @@ class Client:
         """The generated stub, for RPCs this layer does not wrap."""
         self.admin = admin_pb2_grpc.AdminServiceStub(channel)
         """AdminService's stub: a job may replace a member of its own allocations there."""
+        self._closed = False
+        self._followed_lock = threading.Lock()
+        self._followed: "set[Topology]" = set()  # Topologies with a follower running.
 
     # --- plumbing ---
 
@@ -184,6 +256,7 @@ class Client:
         tenant: Optional[str] = None,
         name: Optional[str] = None,
         request_id: Optional[str] = None,
+        on_failure: Optional[spec.FailurePolicyLike] = None,
         keepalive: bool = True,
         keepalive_fraction: float = 1 / 3,
     ) -> "Topology":
@@ -213,6 +286,14 @@ class Client:
             name: the job's label for the allocation.
             request_id: idempotency key: a retry with the same key returns the same
                 allocation.
+            on_failure: what fleetd does when a member fails while the allocation runs, as
+                the request file's ``on_failure``: ``{"replace": True, "within": "2s",
+                "max_replacements": 2, "spares": "same-switch"}`` (or ``"any"``), or a
+                ``fleet.v1.FailurePolicy``; see :func:`fleet.failure_policy`. With
+                ``replace``, fleetd swaps a failed member for a spare in the same position;
+                :meth:`Topology.on_member_replaced` tells the job. Absent: the request's own
+                (if ``request`` is a RequestTopologyRequest), else none: the allocation stays
+                DEGRADED and its links are retried until the fault clears.
 
         Returns once fleetd has persisted the intent (PENDING or later): call
         :meth:`Topology.wait_ready`. Use it as a context manager to release it on exit.
@@ -220,7 +301,9 @@ class Client:
         Raises:
             FleetError: the subclass of fleetd's answer, e.g. NotFound for an unknown
                 device, ResourceExhausted for no free port, InvalidArgument.
-            ValueError, TypeError: a topology given in more than one form, or malformed.
+            ValueError, TypeError: a topology given in more than one form, or malformed; an
+                ``on_failure`` with an unknown key or a bad value (the message names the
+                field, the value and the rule). Raised before any RPC.
         """
         forms = sum(x is not None for x in (request, ring, links, phases))
         if forms != 1:
@@ -255,6 +338,10 @@ class Client:
             req.name = name
         if request_id is not None:
             req.request_id = request_id
+        if on_failure is not None:
+            req.on_failure.CopyFrom(spec.failure_policy(on_failure))
+        elif req.HasField("on_failure"):
+            spec.failure_policy(req.on_failure)  # A raw request's policy keeps the same rules.
         lease_s = _seconds(lease)
         if lease_s is not None:
             if lease_s <= 0:
@@ -289,7 +376,13 @@ class Client:
                          tenant=tenant).allocation
 
     def close(self) -> None:
-        """Closes the channel if this client opened it."""
+        """Stops following the allocations of its topologies (:meth:`Topology.stop_following`)
+        and closes the channel if this client opened it."""
+        self._closed = True
+        with self._followed_lock:
+            followed = list(self._followed)
+        for topo in followed:
+            topo.stop_following()
         if self._owns_channel:
             self._channel.close()
 
@@ -305,9 +398,11 @@ class Topology:
     """One allocation held by this job: wait for it, switch its phases, release it.
 
     Made by :meth:`Client.topology`. While it is held, a background thread renews its lease;
-    :attr:`keepalive_error` is the last renewal's failure, if any. As a context manager it
-    releases the allocation on exit, also when the block raises (a failed release is then
-    logged, never hiding the block's exception).
+    :attr:`keepalive_error` is the last renewal's failure, if any. Once a callback is
+    registered with :meth:`on_member_replaced`, another follows the allocation
+    (WatchAllocation) and keeps :attr:`members`, :attr:`replacements` and :attr:`state`
+    current. As a context manager it releases the allocation on exit, also when the block
+    raises (a failed release is then logged, never hiding the block's exception).
     """
 
     def __init__(self, client: Client, allocation: topology_pb2.Allocation, *,
@@ -329,6 +424,14 @@ class Topology:
             self._thread = threading.Thread(target=self._keepalive_loop,
                                             name=f"fleet-keepalive-{self.id}", daemon=True)
             self._thread.start()
+        # Following (on_member_replaced): callbacks, each with the index of the next
+        # replacement it is owed; the follower thread and its current stream.
+        self._subscribers: List[List[Any]] = []
+        self._follow_stop = threading.Event()
+        self._follower: Optional[threading.Thread] = None
+        self._follow_stream: Any = None
+        self.follow_error: Optional[errors.FleetError] = None
+        """Why the follower stopped early (the allocation unknown or not ours), if it did."""
 
     # --- what is known ---
 
@@ -345,7 +448,25 @@ class Topology:
 
     @property
     def members(self) -> List[str]:
+        """Member device ids in member order (ranks), as last seen: after a replacement the
+        spare stands at the failed member's position."""
         return list(self.allocation.members)
+
+    @property
+    def replacements(self) -> List[MemberReplacement]:
+        """Every member replacement of the allocation as last seen, oldest first. Current
+        while the allocation is followed (:meth:`on_member_replaced`); else after
+        :meth:`refresh` or a wait."""
+        a = self.allocation
+        return [MemberReplacement.of(a, i) for i in range(len(a.replacements))]
+
+    @property
+    def degraded_since(self) -> Optional[datetime.datetime]:
+        """When the allocation last turned DEGRADED (UTC), if it is DEGRADED as last seen."""
+        a = self.allocation
+        if not a.HasField("degraded_since"):
+            return None
+        return a.degraded_since.ToDatetime(tzinfo=datetime.timezone.utc)
 
     @property
     def circuits(self) -> List[topology_pb2.Circuit]:
@@ -527,6 +648,135 @@ class Topology:
         raise errors.Unavailable(f"fleetd ended the watch of allocation {self.id} before it was "
                                  f"{goal}", grpc.StatusCode.UNAVAILABLE)
 
+    # --- following: member replacements ---
+
+    def on_member_replaced(self, callback: MemberReplacedCallback) -> MemberReplacedCallback:
+        """Calls ``callback(replacement)`` with a :class:`MemberReplacement` for every member
+        replacement of this allocation that :attr:`replacements` did not yet hold when the
+        callback was registered: fleetd's heals under the request's ``on_failure``, the job's
+        own :meth:`replace` calls and operators' alike. ``replacement.members`` is the member
+        list after it, so the job can remap its ranks.
+
+        Each replacement is delivered exactly once per callback, oldest first, as soon as the
+        client sees fleetd store it (the spare's links may still be training: call
+        :meth:`wait_ready` for READY). Callbacks run on one background thread,
+        ``fleet-follow-ID``, which follows the allocation with WatchAllocation (reconnecting
+        while fleetd is unavailable) and also keeps :attr:`members`, :attr:`replacements` and
+        :attr:`state` current. Keep callbacks short; an exception a callback raises is logged
+        and does not stop the others. The thread ends when the allocation is FAILED or
+        RELEASED, on :meth:`release`, :meth:`stop_following` or ``Client.close()``, or when
+        fleetd says the allocation is unknown or not the caller's (:attr:`follow_error`).
+
+        Returns ``callback``, so it can be used as a decorator.
+
+        Raises:
+            Released: the allocation was released by this Topology already.
+            TypeError: ``callback`` is not callable.
+        """
+        if not callable(callback):
+            raise TypeError(f"callback {callback!r} is not callable")
+        if self._released:
+            raise errors.Released(f"allocation {self.id} is released: it is no longer followed",
+                                  self.allocation)
+        with self._lock:
+            self._subscribers.append([callback, len(self._allocation.replacements)])
+            if (self._follower is None or not self._follower.is_alive()
+                    or self._follow_stop.is_set()):
+                # A follower that was told to stop ends on its own; a new one takes over.
+                self._follow_stop = threading.Event()
+                self.follow_error = None
+                with self.client._followed_lock:
+                    self.client._followed.add(self)
+                self._follower = threading.Thread(target=self._follow_loop,
+                                                  args=(self._follow_stop,),
+                                                  name=f"fleet-follow-{self.id}", daemon=True)
+                self._follower.start()
+        return callback
+
+    def stop_following(self, timeout: Optional[float] = 10.0) -> None:
+        """Stops the follower thread (no more callbacks) and forgets the callbacks; waits up to
+        ``timeout`` seconds for it to end unless called from a callback. Doing it again, or
+        with nothing followed, does nothing."""
+        with self._lock:
+            self._follow_stop.set()
+            self._subscribers.clear()
+            stream = self._follow_stream
+            thread = self._follower
+        if stream is not None:
+            stream.cancel()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+        with self.client._followed_lock:
+            self.client._followed.discard(self)
+
+    def _follow_loop(self, stop: threading.Event) -> None:
+        """The follower thread: watches the allocation until ``stop`` is set or it ends."""
+        backoff = 0.1
+        try:
+            while not stop.is_set() and not self.client._closed:
+                stream = self.client.stub.WatchAllocation(
+                    topology_pb2.WatchAllocationRequest(id=self.id),
+                    metadata=self.client.metadata(self.tenant))
+                with self._lock:
+                    if stop.is_set():  # Stopped before the stream was published.
+                        stream.cancel()
+                        return
+                    self._follow_stream = stream
+                ended = False
+                try:
+                    for message in stream:
+                        backoff = 0.1
+                        a = message.allocation
+                        self._seen(a)
+                        self._deliver(a, stop)
+                        if a.state in _ENDED:
+                            ended = True
+                            break
+                except grpc.RpcError as e:
+                    if stop.is_set() or self.client._closed:
+                        return
+                    error = errors.from_rpc_error(e)
+                    if not isinstance(error, (errors.Unavailable, errors.DeadlineExceeded,
+                                              errors.Internal, errors.Unknown)):
+                        # Unknown, not ours, or refused: following it again will not help.
+                        self.follow_error = error
+                        log.warning("allocation %s: no longer followed: %s", self.id, error)
+                        return
+                    log.warning("allocation %s: watch lost, following again: %s", self.id, error)
+                finally:
+                    stream.cancel()
+                    with self._lock:
+                        if self._follow_stream is stream:
+                            self._follow_stream = None
+                if ended:
+                    return
+                if stop.wait(backoff):
+                    return
+                backoff = min(backoff * 2, 5.0)
+        finally:
+            with self._lock:
+                current = self._follow_stop is stop
+            if current:
+                with self.client._followed_lock:
+                    self.client._followed.discard(self)
+
+    def _deliver(self, a: topology_pb2.Allocation, stop: threading.Event) -> None:
+        """Calls each callback for the replacements of ``a`` it has not had yet."""
+        count = len(a.replacements)
+        with self._lock:
+            due = [(s, s[1]) for s in self._subscribers if s[1] < count]
+            for s, _ in due:
+                s[1] = count
+        for (callback, _), first in due:
+            for i in range(first, count):
+                if stop.is_set():
+                    return
+                try:
+                    callback(MemberReplacement.of(a, i))
+                except Exception:  # noqa: BLE001 - a callback's bug must not stop the others.
+                    log.exception("allocation %s: member-replaced callback %r raised", self.id,
+                                  callback)
+
     # --- lease ---
 
     def keep_alive(self, timeout: Optional[float] = None) -> datetime.datetime:
@@ -569,8 +819,10 @@ class Topology:
 
     def release(self, timeout: Optional[Seconds] = 60.0) -> topology_pb2.Allocation:
         """Stops the renewals and releases the allocation: its circuits come off the switch.
-        Returns it RELEASED. Releasing again does nothing."""
+        Returns it RELEASED. Releasing again does nothing. Stops following it
+        (:meth:`on_member_replaced`) too."""
         self.stop_keepalive()
+        self.stop_following()
         if self._released:
             return self.allocation
         a = self.client.release(self.id, tenant=self.tenant)
@@ -603,6 +855,11 @@ class Topology:
 
     def _seen(self, a: topology_pb2.Allocation) -> None:
         with self._lock:
+            # Several streams may report it (a wait and the follower): keep the newest.
+            old = self._allocation
+            if (a.HasField("updated") and old.HasField("updated")
+                    and a.updated.ToNanoseconds() < old.updated.ToNanoseconds()):
+                return
             self._allocation = a
             expires = self._expiry(a)
             if expires is not None:
