@@ -21,8 +21,16 @@ void LinkRecovery::RunDueRetries() {
     p_.pool.Spawn(id, [this, id] {
       absl::StatusOr<v1::Allocation> a = p_.ctx.store->GetAllocation(id);
       if (a.ok() && a->state() == v1::ALLOCATION_STATE_DEGRADED) {
-        // A failed device or port, or links past the policy's `within`: a spare, not a retrain.
-        if (!healer_->StartIfDue(*a)) RetrainDegraded(*a);
+        // A failed device or port, or links past the policy's `within`: a spare, not a
+        // retrain. Once a heal was refused (no spare), the links are retrained first, since
+        // the fault may have cleared, and a spare is looked for again only if they fail.
+        const bool refused = !healer_->Refusal(id).empty();
+        if (!refused && healer_->StartIfDue(*a)) return;
+        if (RetrainDegraded(*a) || !refused) return;
+        if (absl::StatusOr<v1::Allocation> still = p_.ctx.store->GetAllocation(id);
+            still.ok() && still->state() == v1::ALLOCATION_STATE_DEGRADED) {
+          healer_->StartIfDue(*still);
+        }
       } else if (a.ok() && a->state() == v1::ALLOCATION_STATE_RELEASING) {
         // Ends as its stored intent says (Release reads it).
         releaser_->Release(id, "fleetd", v1::ALLOCATION_STATE_RELEASED, "");
@@ -252,7 +260,7 @@ bool LinkRecovery::Degrade(const std::string& id, const Hurt& hurt,
   return p_.ctx.Update(u, "fleetd").ok();
 }
 
-void LinkRecovery::RetrainDegraded(const v1::Allocation& a) {
+bool LinkRecovery::RetrainDegraded(const v1::Allocation& a) {
   const std::string& id = a.id();
   std::vector<v1::Circuit> untrained;
   for (const v1::Circuit& c : LiveCircuits(a)) {
@@ -282,11 +290,12 @@ void LinkRecovery::RetrainDegraded(const v1::Allocation& a) {
     u.event_kind = "allocation.retrain_failed";
     u.event_message = absl::StrCat("allocation ", id, " still DEGRADED: ", *u.reason);
   }
-  if (!p_.ctx.Update(u, "fleetd").ok()) return;
-  if (reasons.empty()) return;
+  if (!p_.ctx.Update(u, "fleetd").ok()) return false;
+  if (reasons.empty()) return true;
   p_.retries.RetryLater(id);
   // A failure policy's `within` is kept however long the backoff has grown.
   p_.retries.DueBy(id, HealDue(a, p_.ctx.clock->Now()));
+  return false;
 }
 
 }  // namespace fleet::engine

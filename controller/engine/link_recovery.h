@@ -45,7 +45,8 @@ class LinkRecovery {
   // The quiesce commands for `serials`' ports in no circuit; under admission.
   std::vector<agent_registry::AddressedCommand> IdlePortQuiesces(
       const std::vector<std::string>& serials);
-  void RetrainDegraded(const v1::Allocation& a);
+  // Retrains DEGRADED `a`'s links that are not ACTIVE; true when it is READY again.
+  bool RetrainDegraded(const v1::Allocation& a);
 
   // Why a live circuit is hurt by a failure, or "" when it is not. Asked without a claim (to
   // find the allocations) and again under it.

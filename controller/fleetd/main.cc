@@ -31,6 +31,7 @@ struct CommandLine {
   int64_t metrics_port = flags.metrics_port;
   int64_t grace_seconds = absl::ToInt64Seconds(flags.shutdown_grace);
   int64_t heartbeat_ms = absl::ToInt64Milliseconds(flags.agent_heartbeat);
+  int64_t monitor_interval_ms = absl::ToInt64Milliseconds(flags.monitor_interval);
   int64_t tls_reload_seconds = absl::ToInt64Seconds(flags.tls_reload_interval);
   int64_t events_max_age_days = absl::ToInt64Hours(flags.retention.events.max_age) / 24;
   int64_t events_max_count = flags.retention.events.max_count;
@@ -67,6 +68,8 @@ void DeclareFlags(fleet::FlagSet& set, CommandLine& c) {
   set.Int("shutdown-grace", &c.grace_seconds, "seconds running RPCs get to finish on shutdown");
   set.Int("agent-heartbeat-ms", &c.heartbeat_ms,
           "heartbeat interval with agents; three missed ones drop an agent");
+  set.Int("monitor-interval-ms", &c.monitor_interval_ms,
+          "how often the switch monitor reads port status and power; 0: never");
   set.String("log-level", &f.log_level, "debug, info, warning or error");
   set.String("unknown-cross-connects", &f.unknown_cross_connects,
              "what reconciliation does with cross-connects nobody asked for: report, adopt or "
@@ -117,6 +120,9 @@ void ApplyFlags(const fleet::FlagSet& set, const CommandLine& c, FleetdConfig& c
   if (set.IsSet("switch-credentials")) config.switch_credentials = f.switch_credentials;
   if (set.IsSet("shutdown-grace")) config.shutdown_grace = absl::Seconds(c.grace_seconds);
   if (set.IsSet("agent-heartbeat-ms")) config.agent_heartbeat = absl::Milliseconds(c.heartbeat_ms);
+  if (set.IsSet("monitor-interval-ms")) {
+    config.monitor_interval = absl::Milliseconds(c.monitor_interval_ms);
+  }
   if (set.IsSet("log-level")) config.log_level = f.log_level;
   if (set.IsSet("unknown-cross-connects")) {
     config.unknown_cross_connects = f.unknown_cross_connects;

@@ -1,0 +1,158 @@
+// Healing end to end over real processes (engine_e2e_fixture.h): a READY ring whose request
+// says `on_failure: {replace: true}` loses a member to a failed switch port, to light below the
+// threshold, or to an operator's word, and is READY again with a spare in its place; with no
+// spare it stays DEGRADED saying why; a heal killed at any point is finished at restart.
+#include "tests/integration/engine_e2e_fixture.h"
+
+namespace fleet {
+namespace {
+
+using ::testing::Contains;
+using ::testing::SizeIs;
+
+class HealingEndToEndTest : public EngineEndToEnd {
+ protected:
+  void SetUp() override {
+    EngineEndToEnd::SetUp();
+    if (HasFatalFailure()) return;
+    // A ring of four of the eight GPUs that replaces one failed member with a free GPU.
+    healing_ring_ = config_.state_dir + "/../healing-ring.yaml";
+    std::ofstream(healing_ring_) << "tenant: team-a\nname: healing-ring\n"
+                                    "on_failure: {replace: true, within: 2s}\n"
+                                    "topology:\n  template:\n    kind: ring-unidirectional\n"
+                                    "    members: [gpu1, gpu2, gpu3, gpu4]\n";
+  }
+
+  // The egress of O-NIC `onic` port 1's rx fiber.
+  uint32_t RxEgress(const std::string& onic) {
+    grpc::ClientContext context;
+    v1::GetOnicRequest request;
+    request.set_id(onic);
+    v1::Onic o;
+    EXPECT_TRUE(inventory_->GetOnic(&context, request, &o).ok());
+    return o.ports_size() > 0 ? o.ports(0).rx().port() : 0;
+  }
+  // Waits for the allocation to be READY again with `n` replacements.
+  v1::Allocation WaitHealed(const std::string& id, int n = 1) {
+    return WaitUntil(id, [n](const v1::Allocation& a) {
+      return a.state() == v1::ALLOCATION_STATE_READY && a.replacements_size() == n;
+    });
+  }
+  std::string EventsOf(const std::string& id) {
+    return Fleetctl({"events", "--object-kind", "allocation", "--object", id}).out;
+  }
+
+  std::string healing_ring_;
+};
+
+TEST_P(HealingEndToEndTest, AFailedSwitchPortUnderTheRingIsHealedWithASpare) {
+  const std::string id = RequestRing(healing_ring_);
+  ASSERT_EQ(WaitFor(id, v1::ALLOCATION_STATE_READY).state(), v1::ALLOCATION_STATE_READY);
+  const uint32_t egress = RxEgress("gpu3-n0");
+  ASSERT_NO_FATAL_FAILURE(
+      Fault("PUT", absl::StrCat("/sim/v1/ports/", egress), R"({"failed":true})"));
+  v1::Allocation healed = WaitHealed(id);
+  ASSERT_EQ(healed.state(), v1::ALLOCATION_STATE_READY) << healed.reason();
+  ASSERT_THAT(healed.replacements(), SizeIs(1));
+  const v1::MemberReplacement& r = healed.replacements(0);
+  EXPECT_EQ(r.failed(), "gpu3");
+  EXPECT_EQ(r.by(), "fleetd");
+  EXPECT_EQ(r.position(), 2u);
+  EXPECT_EQ(healed.members(2), r.spare());
+  EXPECT_EQ(OnSwitch(), Wanted({healed}));
+  ExpectLightOnEveryCircuit(healed);
+  EXPECT_EQ(PortHealth(egress), v1::OPER_STATE_FAILED);
+  const std::string events = EventsOf(id);
+  EXPECT_THAT(events, HasSubstr("DEGRADED"));
+  EXPECT_THAT(events, HasSubstr("allocation.member_replaced"));
+  // describe shows the replacement and the policy.
+  const std::string described = Fleetctl({"describe", "allocation", id}).out;
+  EXPECT_THAT(described, HasSubstr("gpu3 -> " + r.spare()));
+  EXPECT_THAT(described, HasSubstr("replace within 2s"));
+}
+
+TEST_P(HealingEndToEndTest, LightBelowTheThresholdIsHealedToo) {
+  const std::string id = RequestRing(healing_ring_);
+  ASSERT_EQ(WaitFor(id, v1::ALLOCATION_STATE_READY).state(), v1::ALLOCATION_STATE_READY);
+  ASSERT_NO_FATAL_FAILURE(Fault("PUT", absl::StrCat("/sim/v1/ports/", RxEgress("gpu4-n0")),
+                                R"({"power_drop_db":30.0})"));
+  v1::Allocation healed = WaitHealed(id);
+  ASSERT_EQ(healed.state(), v1::ALLOCATION_STATE_READY) << healed.reason();
+  EXPECT_EQ(healed.replacements(0).failed(), "gpu4");
+  ExpectLightOnEveryCircuit(healed);
+}
+
+TEST_P(HealingEndToEndTest, ADeviceTheOperatorFailsIsReplacedAndShownFailed) {
+  const std::string id = RequestRing(healing_ring_);
+  ASSERT_EQ(WaitFor(id, v1::ALLOCATION_STATE_READY).state(), v1::ALLOCATION_STATE_READY);
+  CommandResult failed = Fleetctl({"device", "fail", "gpu2", "--reason", "ECC errors"});
+  ASSERT_EQ(failed.exit_code, 0) << failed.err;
+  EXPECT_THAT(failed.out, HasSubstr("device gpu2 failed: ECC errors"));
+  v1::Allocation healed = WaitHealed(id);
+  ASSERT_EQ(healed.state(), v1::ALLOCATION_STATE_READY) << healed.reason();
+  EXPECT_EQ(healed.replacements(0).failed(), "gpu2");
+  EXPECT_THAT(healed.replacements(0).reason(), HasSubstr("ECC errors"));
+  ExpectLightOnEveryCircuit(healed);
+  const std::string devices = Fleetctl({"get", "devices", "--kind", "gpu"}).out;
+  EXPECT_THAT(devices, HasSubstr("failed"));
+  EXPECT_EQ(Fleetctl({"device", "heal", "gpu2"}).exit_code, 0);
+  EXPECT_THAT(Fleetctl({"describe", "device", "gpu2"}).out, HasSubstr("healthy"));
+}
+
+TEST_P(HealingEndToEndTest, WithNoSpareTheRingStaysDegradedSayingWhy) {
+  const std::string all = config_.state_dir + "/../all-gpus.yaml";
+  std::ofstream(all) << "tenant: team-a\non_failure: {replace: true, within: 1s}\n"
+                        "topology:\n  template:\n    kind: ring-unidirectional\n"
+                        "    members:\n      count: [{kind: gpu, count: 8}]\n";
+  const std::string id = RequestRing(all);
+  ASSERT_EQ(WaitFor(id, v1::ALLOCATION_STATE_READY).state(), v1::ALLOCATION_STATE_READY);
+  ASSERT_NO_FATAL_FAILURE(Fault("PUT", absl::StrCat("/sim/v1/ports/", RxEgress("gpu3-n0")),
+                                R"({"failed":true})"));
+  v1::Allocation stuck = WaitUntil(id, [](const v1::Allocation& a) {
+    return a.reason().find("no heal") != std::string::npos;
+  });
+  EXPECT_EQ(stuck.state(), v1::ALLOCATION_STATE_DEGRADED);
+  EXPECT_THAT(stuck.reason(), HasSubstr("no free spare of kind gpu"));
+  EXPECT_THAT(stuck.replacements(), ::testing::IsEmpty());
+  // The fault cleared, its links retrain and it is READY with its own members.
+  ASSERT_NO_FATAL_FAILURE(Fault("DELETE", "/sim/v1/faults"));
+  v1::Allocation ready = WaitFor(id, v1::ALLOCATION_STATE_READY, absl::Seconds(90));
+  EXPECT_EQ(ready.state(), v1::ALLOCATION_STATE_READY) << ready.reason();
+}
+
+// fleetd SIGKILLs itself at each point of the heal's transaction; started again, it finishes
+// the heal: the spare in place, light on every circuit, the switch holding exactly them.
+TEST_P(HealingEndToEndTest, AHealKilledAtAnyPointIsFinishedAtRestart) {
+  int n = 0;
+  for (const char* point : {"quiesced", "programmed", "trained"}) {
+    SCOPED_TRACE(point);
+    const std::string id = RequestRing(healing_ring_);
+    ASSERT_EQ(WaitFor(id, v1::ALLOCATION_STATE_READY).state(), v1::ALLOCATION_STATE_READY);
+    StopFleetd(SIGTERM);
+    ASSERT_NO_FATAL_FAILURE(StartFleetd({"--crash-at", point}));
+    ASSERT_TRUE(Eventually([&] { return ConnectedAgents() == 7; }));
+    const std::string member = absl::StrCat("gpu", 2 + n++);
+    ASSERT_NO_FATAL_FAILURE(Fault("PUT", absl::StrCat("/sim/v1/ports/", RxEgress(member + "-n0")),
+                                  R"({"failed":true})"));
+    absl::StatusOr<int> died = fleetd_->Wait(absl::Seconds(30));
+    ASSERT_TRUE(died.ok()) << died.status();
+    ASSERT_NO_FATAL_FAILURE(StartFleetd());
+    v1::Allocation healed = WaitHealed(id);
+    ASSERT_EQ(healed.state(), v1::ALLOCATION_STATE_READY) << healed.reason();
+    EXPECT_EQ(healed.replacements(0).failed(), member);
+    ExpectConsistent();
+    ExpectLightOnEveryCircuit(healed);
+    ASSERT_EQ(Fleetctl({"topology", "release", id, "--wait"}).exit_code, 0);
+    EXPECT_THAT(OnSwitch(), IsEmpty());
+    ASSERT_NO_FATAL_FAILURE(Fault("DELETE", "/sim/v1/faults"));
+    // The next ring names this member again: wait for the monitor to find its port well.
+    const uint32_t egress = RxEgress(member + "-n0");
+    ASSERT_TRUE(Eventually([&] { return PortHealth(egress) == v1::OPER_STATE_UP; }));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Protocols, HealingEndToEndTest, ::testing::Values("tl1", "rest"),
+                         [](const auto& protocol) { return protocol.param; });
+
+}  // namespace
+}  // namespace fleet
