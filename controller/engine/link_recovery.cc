@@ -221,8 +221,11 @@ void LinkRecovery::DegradeWhere(Hurt hurt, absl::Duration retry_after, std::stri
       const absl::Time give_up = absl::Now() + kDegradeClaimWait;
       if (p_.pool.WaitAndClaim(a.id(), give_up) != WorkerPool::Claimed::kClaimed) continue;
       if (Degrade(a.id(), hurt, event_kind)) {
-        // Under the claim, so a retry cannot start between the update and its scheduling.
-        p_.retries.ScheduleAt(a.id(), p_.ctx.clock->Now() + retry_after);
+        // Under the claim, so a retry cannot start between the update and its scheduling;
+        // no later than a failure policy's `within` says.
+        const absl::Time now = p_.ctx.clock->Now();
+        p_.retries.ScheduleAt(a.id(), now + retry_after);
+        p_.retries.DueBy(a.id(), HealDue(a, now));
       }
       p_.pool.Unclaim(a.id());
     }
@@ -266,8 +269,9 @@ bool LinkRecovery::RetrainDegraded(const v1::Allocation& a) {
   for (const v1::Circuit& c : LiveCircuits(a)) {
     if (c.state() != v1::CIRCUIT_STATE_ACTIVE) untrained.push_back(c);
   }
+  // Under a failure policy the agents give up when its `within` runs out: then a spare.
   const std::map<std::string, std::string> failed =
-      p_.trainer.Retrain(untrained, /*check_first=*/true);
+      p_.trainer.Retrain(untrained, /*check_first=*/true, HealDue(a, p_.ctx.clock->Now()));
   healer_->CountRetrains(untrained, failed);
   store::AllocationUpdate u;
   u.id = id;

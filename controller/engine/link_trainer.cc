@@ -1,5 +1,6 @@
 #include "controller/engine/link_trainer.h"
 
+#include <algorithm>
 #include <set>
 #include <utility>
 
@@ -107,20 +108,21 @@ std::vector<v1::Circuit> LinkTrainer::NotUp(const std::vector<v1::Circuit>& circ
 }
 
 std::map<std::string, std::string> LinkTrainer::Retrain(const std::vector<v1::Circuit>& circuits,
-                                                        bool check_first) {
+                                                        bool check_first, absl::Time by) {
   if (check_first && ctx_.agents != nullptr) {
-    return Retrain(NotUp(circuits), /*check_first=*/false);
+    return Retrain(NotUp(circuits), /*check_first=*/false, by);
   }
   std::vector<const v1::Circuit*> all;
   for (const v1::Circuit& c : circuits) all.push_back(&c);
   std::map<std::string, std::string> failed;
-  FinishRetrain(StartRetrain(all, /*armed=*/false), failed);
+  FinishRetrain(StartRetrain(all, /*armed=*/false, nullptr, by), failed);
   return failed;
 }
 
 LinkTrainer::Training LinkTrainer::StartRetrain(const std::vector<const v1::Circuit*>& circuits,
                                                 bool armed,
-                                                std::vector<const v1::Circuit*>* unarmed) {
+                                                std::vector<const v1::Circuit*>* unarmed,
+                                                absl::Time by) {
   agent_registry::CommandSender* const agents = ctx_.agents;
   const EngineOptions& options = ctx_.options;
   Training training;
@@ -155,8 +157,9 @@ LinkTrainer::Training LinkTrainer::StartRetrain(const std::vector<const v1::Circ
     training.circuits.push_back(c);
   }
   if (!commands.empty()) {
-    const absl::Time deadline = ctx_.clock->Now() + options.retrain_timeout +
-                                (armed ? options.armed_light_wait : absl::ZeroDuration());
+    const absl::Time deadline =
+        std::min(by, ctx_.clock->Now() + options.retrain_timeout +
+                         (armed ? options.armed_light_wait : absl::ZeroDuration()));
     training.sent = agents->Send(std::move(commands), deadline);
   }
   return training;

@@ -53,7 +53,8 @@ class LinkTrainer {
   // (CommandSender::ArmsRetrains), which train when the expected light arrives; every other
   // circuit is put in `unarmed`, to be retrained once the switch is programmed.
   Training StartRetrain(const std::vector<const v1::Circuit*>& circuits, bool armed,
-                        std::vector<const v1::Circuit*>* unarmed = nullptr);
+                        std::vector<const v1::Circuit*>* unarmed = nullptr,
+                        absl::Time by = absl::InfiniteFuture());
   // Waits up to `within` for the retrains of `training` to be written to the agents' streams.
   void AwaitWritten(const Training& training, absl::Duration within);
   // Which answers FinishRetrain counts in fleet_link_retrains_total: links the caller
@@ -66,9 +67,12 @@ class LinkTrainer {
   // and leaves them out of service, and drops the retrains' answers.
   void Disarm(Training training);
   // Retrains the receiving ends of `circuits`; returns circuit id → failure reason. With
-  // `check_first`, a link the agent reports up with its expected peer is left as it is.
+  // `check_first`, a link the agent reports up with its expected peer is left as it is. The
+  // agents give up at `by` if that is sooner than the retrain timeout (a failure policy's
+  // deadline, after which the member is replaced rather than retrained).
   std::map<std::string, std::string> Retrain(const std::vector<v1::Circuit>& circuits,
-                                             bool check_first);
+                                             bool check_first,
+                                             absl::Time by = absl::InfiniteFuture());
 
  private:
   // The circuits of `circuits` whose link is not up with its expected peer, as the agents
