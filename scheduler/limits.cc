@@ -199,6 +199,27 @@ absl::Status CheckTopologyLimits(const FabricSnapshot& snapshot, const v1::Topol
   return absl::OkStatus();
 }
 
+absl::Status CheckFailurePolicy(const FabricSnapshot& snapshot, const v1::FailurePolicy& policy) {
+  const google::protobuf::Duration& within = policy.within();
+  const bool negative = within.seconds() < 0 || within.nanos() < 0;
+  if (negative || within.seconds() > kMaxHealWithinSeconds ||
+      (within.seconds() == kMaxHealWithinSeconds && within.nanos() > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "on_failure.within: ", within.seconds(), "s ", within.nanos(),
+        "ns is not from 0 (the default, 2 s) to 24h"));
+  }
+  if (policy.max_replacements() > snapshot.limits().devices) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("on_failure.max_replacements: ", policy.max_replacements(),
+                     " is more than the site's ", snapshot.limits().devices, " devices"));
+  }
+  if (!v1::SpareScope_IsValid(policy.spares())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("on_failure.spares: ", policy.spares(), " is not a spare scope"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckRequestLimits(const FabricSnapshot& snapshot,
                                 const v1::RequestTopologyRequest& request) {
   RETURN_IF_ERROR(CheckName("tenant", request.tenant()));
@@ -209,6 +230,7 @@ absl::Status CheckRequestLimits(const FabricSnapshot& snapshot,
     return absl::InvalidArgumentError(absl::StrCat("phases: ", request.phases_size(),
                                                    " given; a request has at most ", kMaxPhases));
   }
+  RETURN_IF_ERROR(CheckFailurePolicy(snapshot, request.on_failure()));
   RETURN_IF_ERROR(CheckTopologyLimits(snapshot, request.topology()));
   for (int i = 0; i < request.phases_size(); ++i) {
     const std::string field = absl::StrCat("phases[", i, "]");

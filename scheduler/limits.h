@@ -13,6 +13,7 @@
 #define FLEET_SCHEDULER_LIMITS_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -35,7 +36,14 @@ inline constexpr size_t kMaxNameBytes = 128;
 absl::Status CheckTopologyLimits(const FabricSnapshot& snapshot, const v1::TopologySpec& topology,
                                  const std::string& field = "topology");
 
-// The whole request: its names, the number of phases, and every phase's topology.
+// A failure policy's `within` may be at most this (24 h).
+inline constexpr int64_t kMaxHealWithinSeconds = 24 * 3600;
+// `policy` (INVALID_ARGUMENT naming the field): `within` from 0 to 24 h, `max_replacements`
+// at most the site's devices, a known spare scope.
+absl::Status CheckFailurePolicy(const FabricSnapshot& snapshot, const v1::FailurePolicy& policy);
+
+// The whole request: its names, the number of phases, its failure policy, and every phase's
+// topology.
 absl::Status CheckRequestLimits(const FabricSnapshot& snapshot,
                                 const v1::RequestTopologyRequest& request);
 

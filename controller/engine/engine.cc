@@ -191,6 +191,8 @@ absl::StatusOr<v1::Device> Engine::SetDeviceHealth(const v1::SetDeviceHealthRequ
                               caller.principal));
   if (request.health() == v1::DEVICE_HEALTH_FAILED) {
     recovery_.DeviceFailed(request.device(), request.reason());
+  } else {
+    recovery_.DeviceHealed(request.device());
   }
   return store_->GetDevice(request.device());
 }

@@ -32,6 +32,53 @@ uint32_t MaxReplacements(const v1::FailurePolicy& policy) {
 
 }  // namespace
 
+std::vector<Healer::FailedPart> Healer::FailedParts(const v1::Allocation& a,
+                                                    const CachedInventory& inventory) {
+  std::vector<FailedPart> parts;
+  std::map<std::string, const v1::Device*> devices;
+  for (const v1::Device& d : inventory.site.devices()) devices[d.id()] = &d;
+  for (const std::string& m : a.members()) {
+    auto d = devices.find(m);
+    if (d != devices.end() && d->second->health() == v1::DEVICE_HEALTH_FAILED) {
+      parts.push_back({m, absl::StrCat("device ", m, " failed: ", d->second->health_reason())});
+    }
+  }
+  std::map<std::string, std::string> device_of;            // O-NIC id → device.
+  std::map<std::string, const v1::OnicPort*> onic_ports;  // v1::PortName → its fibers.
+  for (const v1::Onic& o : inventory.site.onics()) {
+    device_of[o.id()] = o.device();
+    for (const v1::OnicPort& p : o.ports()) onic_ports[v1::PortName(o.id(), p.index())] = &p;
+  }
+  std::map<std::string, const v1::SwitchPort*> switch_ports;  // v1::PortName → health.
+  for (const v1::SwitchPort& p : inventory.ports) switch_ports[v1::PortName(p.ref())] = &p;
+  std::set<std::string> named;  // Switch ports already in `parts`.
+  for (const v1::Circuit& c : LiveCircuits(a)) {
+    // The fibers the circuit's light takes: the source's tx, the destination's rx.
+    for (const auto& [end, tx] : {std::pair{c.source(), true}, std::pair{c.destination(), false}}) {
+      auto fibers = onic_ports.find(v1::PortName(end));
+      if (fibers == onic_ports.end()) continue;
+      const v1::SwitchPortRef& ref = tx ? fibers->second->tx() : fibers->second->rx();
+      auto port = switch_ports.find(v1::PortName(ref));
+      if (port == switch_ports.end() || port->second->oper_state() != v1::OPER_STATE_FAILED ||
+          !named.insert(v1::PortName(ref)).second) {
+        continue;
+      }
+      const std::string& member = device_of[end.onic()];
+      parts.push_back({member, absl::StrCat("switch port ", v1::PortName(ref), " of ", member,
+                                            " failed: ", port->second->oper_reason())});
+    }
+  }
+  return parts;
+}
+
+std::vector<std::string> Healer::FailedPartReasons(const v1::Allocation& a) {
+  std::vector<std::string> reasons;
+  absl::StatusOr<std::shared_ptr<const CachedInventory>> inventory = p_.inventory.Current();
+  if (!inventory.ok()) return reasons;
+  for (const FailedPart& part : FailedParts(a, **inventory)) reasons.push_back(part.reason);
+  return reasons;
+}
+
 Healer::Verdict Healer::Judge(const v1::Allocation& a, absl::Time now) {
   Verdict v;
   const v1::FailurePolicy& policy = a.request().on_failure();
@@ -53,46 +100,21 @@ Healer::Verdict Healer::Judge(const v1::Allocation& a, absl::Time now) {
     v.why_not = absl::StrCat("inventory unreadable: ", inventory.status().message());
     return v;
   }
+  // 1. and 2. A member whose device or whose own fiber's switch port has failed.
+  if (std::vector<FailedPart> parts = FailedParts(a, **inventory); !parts.empty()) {
+    v.member = parts.front().member;
+    v.reason = parts.front().reason;
+    return v;
+  }
   std::map<std::string, const v1::Device*> devices;
   for (const v1::Device& d : (*inventory)->site.devices()) devices[d.id()] = &d;
   std::map<std::string, std::string> device_of;  // O-NIC id → device.
-  std::map<std::string, const v1::OnicPort*> onic_ports;  // v1::PortName → its fibers.
-  for (const v1::Onic& o : (*inventory)->site.onics()) {
-    device_of[o.id()] = o.device();
-    for (const v1::OnicPort& p : o.ports()) onic_ports[v1::PortName(o.id(), p.index())] = &p;
-  }
-  std::map<std::string, const v1::SwitchPort*> switch_ports;  // v1::PortName → health.
-  for (const v1::SwitchPort& p : (*inventory)->ports) switch_ports[v1::PortName(p.ref())] = &p;
-  // 1. A member whose device an operator marked FAILED.
-  for (const std::string& m : a.members()) {
-    auto d = devices.find(m);
-    if (d != devices.end() && d->second->health() == v1::DEVICE_HEALTH_FAILED) {
-      v.member = m;
-      v.reason = absl::StrCat("device ", m, " failed: ", d->second->health_reason());
-      return v;
-    }
-  }
-  // 2. A member whose own fiber's switch port is FAILED, under a circuit that is not ACTIVE.
-  // Counted too: each member's circuits that are not ACTIVE, for 3.
+  for (const v1::Onic& o : (*inventory)->site.onics()) device_of[o.id()] = o.device();
   std::map<std::string, int> hurt;  // Member → its circuits not ACTIVE.
   std::string first_receiver;      // The receiving member of the first circuit not ACTIVE.
   for (const v1::Circuit& c : LiveCircuits(a)) {
     if (c.state() == v1::CIRCUIT_STATE_ACTIVE) continue;
-    for (const v1::OnicPortRef& end : {c.source(), c.destination()}) {
-      const std::string& member = device_of[end.onic()];
-      ++hurt[member];
-      auto fibers = onic_ports.find(v1::PortName(end));
-      if (fibers == onic_ports.end()) continue;
-      for (const v1::SwitchPortRef& ref : {fibers->second->tx(), fibers->second->rx()}) {
-        auto port = switch_ports.find(v1::PortName(ref));
-        if (port != switch_ports.end() && port->second->oper_state() == v1::OPER_STATE_FAILED) {
-          v.member = member;
-          v.reason = absl::StrCat("switch port ", v1::PortName(ref), " of ", member,
-                                  " failed: ", port->second->oper_reason());
-          return v;
-        }
-      }
-    }
+    for (const v1::OnicPortRef& end : {c.source(), c.destination()}) ++hurt[device_of[end.onic()]];
     if (first_receiver.empty()) first_receiver = device_of[c.destination().onic()];
   }
   // 3. Links that would not retrain within `within`: the member with the most circuits not
@@ -126,7 +148,7 @@ Healer::Verdict Healer::Judge(const v1::Allocation& a, absl::Time now) {
 bool Healer::StartIfDue(const v1::Allocation& a) {
   const absl::Time now = p_.ctx.clock->Now();
   Verdict v = Judge(a, now);
-  if (v.blocked) Refuse(a, v.why_not, /*update=*/false);
+  if (v.blocked) Refuse(a, v.why_not, "refused", /*update=*/false);
   if (v.member.empty()) return false;
   const absl::Duration degraded_for =
       a.has_degraded_since() ? now - FromProtoTime(a.degraded_since()) : absl::ZeroDuration();
@@ -157,27 +179,29 @@ void Healer::Heal(const std::string& id, const std::string& member, const std::s
     refused_.erase(id);
     return;
   }
-  p_.ctx.metrics.HealEnded(
-      healed.code() == absl::StatusCode::kResourceExhausted ? "no_spare" : "refused",
-      absl::ZeroDuration());
+  const char* outcome =
+      healed.code() == absl::StatusCode::kResourceExhausted ? "no_spare" : "refused";
   const std::string why = absl::StrCat("no heal: cannot replace ", member, " (", reason,
                                        "): ", healed.message());
   if (absl::StatusOr<v1::Allocation> a = p_.ctx.store->GetAllocation(id); a.ok()) {
     // Only a claim taken now may write the reason; the event is recorded either way.
     const bool claimed = a->state() == v1::ALLOCATION_STATE_DEGRADED && p_.pool.Claim(id);
-    Refuse(*a, why, claimed);
+    Refuse(*a, why, outcome, claimed);
     if (claimed) p_.pool.Unclaim(id);
   }
   p_.retries.RetryLater(id);
 }
 
-void Healer::Refuse(const v1::Allocation& a, const std::string& why, bool update) {
+void Healer::Refuse(const v1::Allocation& a, const std::string& why, const char* outcome,
+                    bool update) {
   {
     absl::MutexLock lock(&mu_);
     std::string& last = refused_[a.id()];
     if (last == why) return;
     last = why;
   }
+  // Counted once per refusal, not once per retry that meets it again.
+  p_.ctx.metrics.HealEnded(outcome, absl::ZeroDuration());
   if (!update) {
     p_.ctx.Record("allocation.heal_failed", "allocation", a.id(), v1::EVENT_SEVERITY_WARNING,
                   "fleetd", absl::StrCat("allocation ", a.id(), " stays DEGRADED: ", why));

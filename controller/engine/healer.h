@@ -51,6 +51,11 @@ class Healer {
   // returns true; the retry must then do nothing more. False: retrain as usual.
   bool StartIfDue(const v1::Allocation& a);
 
+  // What of `a`'s members has failed (a device an operator marked FAILED, a FAILED switch
+  // port under one of its live circuits' fibers), one line each: while any is, `a` stays
+  // DEGRADED however its links train, since an operator's word or the switch says so.
+  std::vector<std::string> FailedPartReasons(const v1::Allocation& a);
+
   // Why allocation `id` is not being healed though its policy asks (no spare, replacements
   // used up), for its DEGRADED reason; "" when nothing stands in the way.
   std::string Refusal(const std::string& id);
@@ -64,9 +69,17 @@ class Healer {
                      const std::map<std::string, std::string>& failed);
 
  private:
-  // Records why `id` is not healed: an event (once per message) and, with `update` (the
-  // caller holds the claim), the allocation's reason too.
-  void Refuse(const v1::Allocation& a, const std::string& why, bool update);
+  struct FailedPart {
+    std::string member;
+    std::string reason;
+  };
+  // Devices first, then switch ports, in circuit order.
+  static std::vector<FailedPart> FailedParts(const v1::Allocation& a,
+                                             const CachedInventory& inventory);
+  // Records why `a` is not healed, once per message: counted as `outcome` in the heal
+  // metrics, an event and, with `update` (the caller holds the claim), its reason too.
+  void Refuse(const v1::Allocation& a, const std::string& why, const char* outcome,
+              bool update);
   // The heal's work, without a claim: replace `member` of `id` as fleetd; on a refusal, the
   // allocation's reason names it (once per message) and the retries go on.
   void Heal(const std::string& id, const std::string& member, const std::string& reason,

@@ -1,5 +1,6 @@
 #include "controller/engine/link_recovery.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <utility>
@@ -206,6 +207,17 @@ void LinkRecovery::DeviceFailed(const std::string& device, const std::string& wh
       absl::ZeroDuration(), "allocation.device_failed");
 }
 
+void LinkRecovery::DeviceHealed(const std::string& device) {
+  absl::StatusOr<std::vector<v1::Allocation>> degraded =
+      p_.ctx.store->ListAllocations({"", v1::ALLOCATION_STATE_DEGRADED, false});
+  if (!degraded.ok()) return;
+  for (const v1::Allocation& a : *degraded) {
+    if (std::find(a.members().begin(), a.members().end(), device) != a.members().end()) {
+      p_.retries.ScheduleAt(a.id(), p_.ctx.clock->Now());
+    }
+  }
+}
+
 void LinkRecovery::DegradeWhere(Hurt hurt, absl::Duration retry_after, std::string event_kind) {
   // Off the caller's thread (an agent's stream, the monitor's loop, an RPC).
   p_.pool.Spawn("", [this, hurt = std::move(hurt), retry_after,
@@ -275,7 +287,8 @@ bool LinkRecovery::RetrainDegraded(const v1::Allocation& a) {
   healer_->CountRetrains(untrained, failed);
   store::AllocationUpdate u;
   u.id = id;
-  const std::vector<std::string> reasons = RecordRetrain(untrained, failed, u);
+  std::vector<std::string> reasons = RecordRetrain(untrained, failed, u);
+  for (std::string& part : healer_->FailedPartReasons(a)) reasons.push_back(std::move(part));
   if (reasons.empty()) {
     u.state = v1::ALLOCATION_STATE_READY;
     u.reason = "";

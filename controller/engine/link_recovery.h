@@ -38,6 +38,9 @@ class LinkRecovery {
   // An operator marked `device` FAILED (`why`): its allocations' circuits touching it become
   // DEGRADED, and a retry (which heals under a failure policy) is due at once.
   void DeviceFailed(const std::string& device, const std::string& why);
+  // An operator marked `device` healthy: the DEGRADED allocations it is a member of are
+  // retried at once (a failed device kept them DEGRADED however their links trained).
+  void DeviceHealed(const std::string& device);
   // Runs the retries that are due, each on a worker holding its allocation's claim.
   void RunDueRetries();
 

@@ -110,7 +110,10 @@ ControllerMetrics::ControllerMetrics(prometheus::Registry& registry)
                       "Heals under a failure policy, by outcome")),
       heal_duration_(Register(prometheus::BuildHistogram(), registry, "fleet_heal_duration_seconds",
                               "Allocation DEGRADED to READY again with a spare")
-                         .Add({}, DurationBuckets())),
+                         // From a failed part's tens of ms to a policy's minutes of waiting.
+                         .Add({}, prometheus::Histogram::BucketBoundaries{
+                                      0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120,
+                                      300, 600, 1800})),
       releases_(Register(prometheus::BuildCounter(), registry, "fleet_releases_total",
                          "Allocations released, by reason")),
       switch_commands_(Register(prometheus::BuildCounter(), registry, "fleet_switch_commands_total",

@@ -176,6 +176,37 @@ TEST_F(HealingTest, AnOperatorsFailedDeviceIsReplacedAndGetsNoNewCircuits) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("health: suspect")));
 }
 
+TEST_F(HealingTest, AFailedDeviceKeepsItsAllocationDegradedUntilItIsHealthyAgain) {
+  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2", "gpu3"}));  // No policy.
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
+  v1::SetDeviceHealthRequest health;
+  health.set_device("gpu2");
+  health.set_health(v1::DEVICE_HEALTH_FAILED);
+  health.set_reason("ECC errors");
+  ASSERT_THAT(engine_->SetDeviceHealth(health, Caller::Operator("op:t")).status(), IsOk());
+  engine_->WaitIdleForTest();
+  // Its links still carry light and retrain, but an operator said it has failed.
+  RetryAfter(absl::Seconds(5));
+  a = Get(a.id());
+  EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_DEGRADED);
+  EXPECT_THAT(a.reason(), HasSubstr("device gpu2 failed: ECC errors"));
+  health.set_health(v1::DEVICE_HEALTH_HEALTHY);
+  ASSERT_THAT(engine_->SetDeviceHealth(health, Caller::Operator("op:t")).status(), IsOk());
+  RetryAfter(absl::ZeroDuration());  // Retried at once, not after the backoff.
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY) << Get(a.id()).reason();
+}
+
+TEST_F(HealingTest, AFailurePolicyOutOfBoundsIsRefusedNamingTheField) {
+  v1::RequestTopologyRequest r = Healing(Ring("team-a", {"gpu1", "gpu2"}), absl::Hours(25));
+  EXPECT_THAT(engine_->RequestTopology(r, Caller::Operator("op:t")).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("on_failure.within")));
+  r = Healing(Ring("team-a", {"gpu1", "gpu2"}), absl::Seconds(1), 100000);
+  EXPECT_THAT(engine_->RequestTopology(r, Caller::Operator("op:t")).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("on_failure.max_replacements: 100000")));
+  EXPECT_THAT(store_->ListAllocations({}).value(), IsEmpty());
+}
+
 TEST_F(HealingTest, LinksThatDoNotRetrainWithinTheDeadlineGetTheirMemberReplaced) {
   v1::Allocation a =
       Request(Healing(Ring("team-a", {"gpu1", "gpu2", "gpu3", "gpu4"}), absl::Seconds(5)));
