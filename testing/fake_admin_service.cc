@@ -133,6 +133,15 @@ grpc::Status FakeAdminService::Drain(grpc::ServerContext*, const v1::DrainReques
                t.switch_port().port() == 1) ||
               t.has_onic() || (t.has_host() && t.host() == "server1");
   if (used) response->add_affected_allocations("a1");
+  if (used && request->evict()) {
+    // As fleetd: moved off it by a replacement.
+    v1::Eviction* e = response->add_evictions();
+    e->set_allocation_id("a1");
+    e->set_moved(true);
+    v1::MemberReplacement* r = e->add_replacements();
+    r->set_failed("gpu3");
+    r->set_spare("gpu9");
+  }
   return grpc::Status::OK;
 }
 

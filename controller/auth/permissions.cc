@@ -104,6 +104,7 @@ const std::vector<MethodPermission>& MethodTable() {
       {"/fleet.v1.AdminService/WatchEvents", P::kReadEvents},
       {"/fleet.v1.AdminService/ReplaceMember", P::kWriteAllocations},
       {"/fleet.v1.AdminService/SetDeviceHealth", P::kOperateFabric},
+      {"/fleet.v1.AdminService/WhatIfFail", P::kReadCircuits},
       {"/fleet.v1.AdminService/RetrainLink", P::kOperateFabric},
       {"/fleet.v1.AdminService/GetLinkStatus", P::kReadLinks},
 

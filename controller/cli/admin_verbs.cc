@@ -58,7 +58,9 @@ bool ParseDrainTarget(const Session& s, absl::string_view verb, const std::strin
 }
 
 void DeclareDrainFlags(FlagTable& f, DrainArgs& a) {
-  f.Bool("evict", &a.evict, "also fail the allocations using it, freeing the switch");
+  f.Bool("evict", &a.evict,
+         "also move the allocations using it off it (their members there replaced by spares), "
+         "failing those that cannot be moved");
   f.String("reason", &a.reason, "why, recorded in the event log");
 }
 
@@ -323,8 +325,9 @@ Verb DrainVerb() {
           "Refuse new circuits on a port, O-NIC or host",
           absl::StrCat(
               "Drain a switch port, an O-NIC or a host: no new circuit uses it. Existing circuits\n"
-              "stay unless --evict, which takes their allocations' circuits off the switch and\n"
-              "fails them with the reason. Prints the allocations using it.\n\nKinds: ",
+              "stay unless --evict, which moves each allocation using it off it by replacing\n"
+              "its members there with spares, and fails with the reason one that cannot be\n"
+              "moved. Prints the allocations using it, and what became of each.\n\nKinds: ",
               Singulars(kDrainKinds)),
           WithFlags<DrainArgs>(DeclareDrainFlags, RunDrain),
           SingularWords(kDrainKinds)};

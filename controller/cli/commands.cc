@@ -17,7 +17,7 @@
 #include "controller/cli/client_config.h"
 #include "controller/cli/completion_verb.h"
 #include "controller/cli/config_verbs.h"
-#include "controller/cli/device_verbs.h"
+#include "controller/cli/health_verbs.h"
 #include "controller/cli/get_describe_verbs.h"
 #include "controller/cli/topology_verbs.h"
 #include "controller/cli/verb.h"
@@ -40,8 +40,8 @@ const VerbRegistry& Verbs() {
     auto* verbs = new VerbRegistry;
     // In the order `fleetctl --help` lists them.
     for (Verb (*verb)() : {GetVerb, DescribeVerb, ApplyVerb, TopologyVerb, AllocationVerb,
-                           DeleteVerb, DrainVerb, UndrainVerb, DeviceVerb, ReconcileVerb, EventsVerb,
-                           LinkVerb,
+                           DeleteVerb, DrainVerb, UndrainVerb, DeviceVerb, WhatIfVerb, ReconcileVerb,
+                           EventsVerb, LinkVerb,
                            HealthVerb, VersionVerb, ConfigVerb, CertsVerb, CompletionVerb}) {
       verbs->Add(verb());
     }

@@ -293,9 +293,22 @@ std::string DrainText(const v1::DrainRequest& request, const v1::DrainResponse& 
   const auto& affected = response.affected_allocations();
   if (affected.empty()) return out + "no allocation uses it\n";
   // Without evict the circuits stay: the operator should know whom a later failure would hit.
-  return absl::StrCat(out,
-                      request.evict() ? "allocations failed: " : "allocations still using it: ",
-                      absl::StrJoin(affected, ", "), "\n");
+  if (!request.evict()) {
+    return absl::StrCat(out, "allocations still using it: ", absl::StrJoin(affected, ", "), "\n");
+  }
+  for (const v1::Eviction& e : response.evictions()) {
+    if (!e.moved()) {
+      absl::StrAppend(&out, "allocation ", e.allocation_id(), " failed: ", e.reason(), "\n");
+      continue;
+    }
+    std::vector<std::string> swaps;
+    for (const v1::MemberReplacement& r : e.replacements()) {
+      swaps.push_back(absl::StrCat(r.failed(), " -> ", r.spare()));
+    }
+    absl::StrAppend(&out, "allocation ", e.allocation_id(), " moved: ", absl::StrJoin(swaps, ", "),
+                    "\n");
+  }
+  return out;
 }
 
 std::string ReconcileText(const v1::ReconcileRequest& request,

@@ -4,7 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "controller/engine/circuits.h"
 #include "controller/engine/tenancy.h"
+#include "fleet/v1/names.h"
 
 namespace fleet::engine {
 namespace {
@@ -74,13 +76,69 @@ absl::StatusOr<v1::DrainResponse> Drainer::Drain(const v1::DrainRequest& request
   if (!request.evict()) return response;
   const std::string reason = absl::StrCat("evicted: ", Describe(target), " was drained",
                                           request.reason().empty() ? "" : ": ", request.reason());
+  // What the drain took out, as the planner now sees it (the drain bumped the inventory).
+  ASSIGN_OR_RETURN(std::shared_ptr<const CachedInventory> inventory, p_.inventory.Current());
+  LostParts lost;
+  lost.what = Describe(target);
+  if (!target.switch_id.empty()) lost.switch_ports.insert(v1::PortName(target.switch_id, target.port));
+  for (const v1::Onic& o : inventory->site.onics()) {
+    if (o.id() != target.onic) continue;
+    for (const v1::OnicPort& p : o.ports()) {
+      lost.switch_ports.insert(v1::PortName(p.tx()));
+      lost.switch_ports.insert(v1::PortName(p.rx()));
+    }
+  }
+  for (const v1::Device& d : inventory->site.devices()) {
+    if (!target.host.empty() && d.host() == target.host) lost.devices.insert(d.id());
+  }
   for (const std::string& id : affected) {
+    v1::Eviction& eviction = *response.add_evictions();
+    eviction.set_allocation_id(id);
+    absl::Status moved = Move(id, lost, reason, caller, eviction);
+    eviction.set_moved(moved.ok());
+    if (moved.ok()) continue;
+    eviction.set_reason(std::string(moved.message()));
+    // A replacement whose transaction failed has taken the allocation down already.
+    if (absl::StatusOr<v1::Allocation> a = store_->GetAllocation(id); a.ok() && Ended(a->state())) {
+      continue;
+    }
     const std::string busy =
         absl::StrCat("allocation ", id, " is busy; drain recorded, eviction incomplete");
-    RETURN_IF_ERROR(releaser_->ReleaseWhenFree(id, caller, absl::Now() + absl::Seconds(60),
-                                               v1::ALLOCATION_STATE_FAILED, reason, busy, busy));
+    RETURN_IF_ERROR(releaser_->ReleaseWhenFree(
+        id, caller, absl::Now() + absl::Seconds(60), v1::ALLOCATION_STATE_FAILED,
+        absl::StrCat(reason, " (not moved: ", moved.message(), ")"), busy, busy));
   }
   return response;
+}
+
+absl::Status Drainer::Move(const std::string& id, const LostParts& lost,
+                           const std::string& reason, const Caller& caller,
+                           v1::Eviction& eviction) {
+  ASSIGN_OR_RETURN(std::shared_ptr<const CachedInventory> inventory, p_.inventory.Current());
+  ASSIGN_OR_RETURN(v1::Allocation a, store_->GetAllocation(id));
+  const int before = a.replacements_size();
+  const Hurt hurt = HurtBy(a, lost, *inventory);
+  if (hurt.members.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no member of it is on ", lost.what, " (trunks only)"));
+  }
+  for (const std::string& member : hurt.members) {
+    RETURN_IF_ERROR(members_->ReplaceFailed(
+        id, {.member = member, .reason = reason, .same_switch_only = false,
+             .degraded_for = absl::ZeroDuration(), .only_if_degraded = false},
+        caller));
+    // Its transaction holds the allocation until it ends; the next member waits for it.
+    p_.pool.WaitUnclaimed({id}, absl::Now() + MemberChanges::kClaimWait);
+    ASSIGN_OR_RETURN(a, store_->GetAllocation(id));
+    if (!Settled(a.state())) {
+      return absl::AbortedError(absl::StrCat("replacing ", member, " left it ",
+                                             v1::Name(a.state()), ": ", a.reason()));
+    }
+  }
+  for (int i = before; i < a.replacements_size(); ++i) {
+    *eviction.add_replacements() = a.replacements(i);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Drainer::Undrain(const v1::UndrainRequest& request, const Caller& caller) {

@@ -1,6 +1,9 @@
 // Drain (operators only): a switch port, an O-NIC or a host marked drained, so planning gives
-// it no new light; the live allocations with a circuit on it are named, and with `evict`
-// released as FAILED ("evicted: ... was drained"). Undrain clears the mark.
+// it no new light; the live allocations with a circuit on it are named. With `evict`, each is
+// moved off it: its members there (what_if.h's HurtBy) replaced one after another by spares,
+// as ReplaceMember does, each transaction waited for; one that cannot be moved (no spare, a
+// trunk port, a replacement that failed) is released as FAILED ("evicted: ... was drained").
+// Undrain clears the mark.
 #ifndef FLEET_CONTROLLER_ENGINE_DRAIN_H_
 #define FLEET_CONTROLLER_ENGINE_DRAIN_H_
 
@@ -9,7 +12,10 @@
 
 #include "absl/status/statusor.h"
 #include "controller/engine/caller.h"
+#include "controller/engine/engine_parts.h"
+#include "controller/engine/member_changes.h"
 #include "controller/engine/release.h"
+#include "controller/engine/what_if.h"
 #include "controller/store/store.h"
 #include "fleet/v1/admin.pb.h"
 
@@ -17,7 +23,8 @@ namespace fleet::engine {
 
 class Drainer {
  public:
-  Drainer(store::Store* store, Releaser* releaser) : store_(store), releaser_(releaser) {}
+  Drainer(const EngineParts& parts, Releaser* releaser, MemberChanges* members)
+      : p_(parts), store_(parts.ctx.store), releaser_(releaser), members_(members) {}
 
   absl::StatusOr<v1::DrainResponse> Drain(const v1::DrainRequest& request, const Caller& caller);
   absl::Status Undrain(const v1::UndrainRequest& request, const Caller& caller);
@@ -25,9 +32,15 @@ class Drainer {
  private:
   // The live allocations with a circuit on `target`.
   absl::StatusOr<std::set<std::string>> Affected(const store::DrainTargetRef& target);
+  // Moves allocation `id` off `lost` by replacing its members there, filling `eviction`;
+  // the error says why it could not be moved.
+  absl::Status Move(const std::string& id, const LostParts& lost, const std::string& reason,
+                    const Caller& caller, v1::Eviction& eviction);
 
+  const EngineParts p_;
   store::Store* const store_;
   Releaser* const releaser_;
+  MemberChanges* const members_;
 };
 
 }  // namespace fleet::engine

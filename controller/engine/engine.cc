@@ -26,8 +26,9 @@ Engine::Engine(EngineOptions options, store::Store* store,
       admission_(ctx_, &pool_, &inventory_),
       parts_{ctx_, pool_, inventory_, retries_, trainer_, programmers_, admission_},
       releaser_(parts_),
-      drainer_(store, &releaser_),
+      drainer_(parts_, &releaser_, &members_),
       members_(parts_),
+      what_if_(parts_),
       reconciler_(parts_, &releaser_),
       healer_(parts_, &members_),
       recovery_(parts_, &releaser_, &healer_),
@@ -45,6 +46,8 @@ absl::Status Engine::Start() {
   if (absl::StatusOr<std::vector<v1::Allocation>> live = store_->ListAllocations({}); live.ok()) {
     admission_.RememberTenants(*live);
   }
+  // A failure stored just before a crash reaches the circuits it hurts.
+  recovery_.DegradeOnFailedParts();
   // DEGRADED allocations of an earlier run are retried at once (their agents reconnect).
   if (absl::StatusOr<std::vector<v1::Allocation>> degraded =
           store_->ListAllocations({"", v1::ALLOCATION_STATE_DEGRADED, false});
@@ -176,6 +179,11 @@ absl::Status Engine::Undrain(const v1::UndrainRequest& request, const Caller& ca
 absl::StatusOr<v1::ReplaceMemberResponse> Engine::ReplaceMember(
     const v1::ReplaceMemberRequest& request, const Caller& caller) {
   return members_.ReplaceMember(request, caller);
+}
+
+absl::StatusOr<v1::WhatIfFailResponse> Engine::WhatIfFail(const v1::WhatIfFailRequest& request,
+                                                          const Caller&) {
+  return what_if_.Fail(request);
 }
 
 absl::StatusOr<v1::Device> Engine::SetDeviceHealth(const v1::SetDeviceHealthRequest& request,

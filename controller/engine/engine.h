@@ -44,7 +44,8 @@
 //   link_trainer.h      the agents: quiesce ports, retrain links
 //   switch_programmers.h  one programming queue per switch; a change across switches
 //   release.h           release, eviction's release, leases
-//   drain.h             drain and undrain, eviction
+//   drain.h             drain and undrain, eviction (moving allocations off, else failing them)
+//   what_if.h           what a lost part hurts; what-if dry runs
 //   member_changes.h    phase switch, replace a member, detach devices
 //   reconciler.h        reconciliation and resuming interrupted transactions
 //   link_recovery.h     failures (agents, links, switch ports, devices); the retries that follow
@@ -89,6 +90,7 @@
 #include "controller/engine/switch_monitor.h"
 #include "controller/engine/switch_programmer.h"
 #include "controller/engine/switch_programmers.h"
+#include "controller/engine/what_if.h"
 #include "controller/engine/worker_pool.h"
 #include "controller/metrics/controller_metrics.h"
 #include "controller/store/store.h"
@@ -164,6 +166,12 @@ class Engine {
   // FAILED without a reason; NOT_FOUND for an unknown device.
   absl::StatusOr<v1::Device> SetDeviceHealth(const v1::SetDeviceHealthRequest& request,
                                              const Caller& caller);
+  // What losing `request.target` would do: each live allocation it would hurt, the members
+  // and circuits hurt, and whether and how its failure policy would heal it (what_if.h).
+  // Nothing is stored or touched. INVALID_ARGUMENT for no target, NOT_FOUND for an unknown
+  // one.
+  absl::StatusOr<v1::WhatIfFailResponse> WhatIfFail(const v1::WhatIfFailRequest& request,
+                                                    const Caller& caller);
   // Substitutes a spare for the failed member `request.member` (a job for its own
   // allocations, or an operator): the spare is
   // the request's, else the best free device of the same kind on the member's switch
@@ -244,6 +252,7 @@ class Engine {
   Releaser releaser_;
   Drainer drainer_;
   MemberChanges members_;
+  WhatIf what_if_;
   Reconciler reconciler_;
   Healer healer_;
   LinkRecovery recovery_;

@@ -1,6 +1,7 @@
 #include "controller/engine/healer.h"
 
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -141,31 +142,49 @@ Healer::Verdict Healer::Judge(const v1::Allocation& a, absl::Time now) {
     return v;
   }
   v.reason = absl::StrCat(hurt[v.member], " of its links not retrained within ",
-                          absl::FormatDuration(HealWithin(policy)), " (", a.reason(), ")");
+                          absl::FormatDuration(HealWithin(policy)));
   return v;
 }
 
 bool Healer::StartIfDue(const v1::Allocation& a) {
   const absl::Time now = p_.ctx.clock->Now();
   Verdict v = Judge(a, now);
-  if (v.blocked) Refuse(a, v.why_not, "refused", /*update=*/false);
+  if (v.blocked) Refuse(a, v.why_not, "blocked", "refused", /*update=*/false);
   if (v.member.empty()) return false;
+  {
+    // One heal at a time: a retry made due meanwhile does nothing while one is in flight.
+    absl::MutexLock lock(&mu_);
+    if (!healing_.insert(a.id()).second) return true;
+  }
   const absl::Duration degraded_for =
       a.has_degraded_since() ? now - FromProtoTime(a.degraded_since()) : absl::ZeroDuration();
   const bool same_switch = a.request().on_failure().spares() != v1::SPARE_SCOPE_ANY;
   // The heal claims the allocation itself (MemberChanges), once this retry lets it go.
   const std::string id = a.id();
-  return p_.pool.Spawn("", [this, id, v = std::move(v), same_switch, degraded_for] {
-    Heal(id, v.member, v.reason, same_switch, degraded_for);
-  });
+  if (p_.pool.Spawn("", [this, id, v = std::move(v), same_switch, degraded_for] {
+        Heal(id, v.member, v.reason, same_switch, degraded_for);
+        absl::MutexLock lock(&mu_);
+        healing_.erase(id);
+      })) {
+    return true;
+  }
+  absl::MutexLock lock(&mu_);
+  healing_.erase(id);
+  return false;
 }
 
 void Healer::Heal(const std::string& id, const std::string& member, const std::string& reason,
                   bool same_switch_only, absl::Duration degraded_for) {
   // DEGRADED to READY: from when it turned DEGRADED, as far as the clock goes back.
   const absl::Time degraded_at = p_.ctx.clock->Now() - degraded_for;
-  absl::Status healed = changes_->Heal(
-      id, member, reason, same_switch_only, degraded_for,
+  absl::Status healed = changes_->ReplaceFailed(
+      id,
+      {.member = member,
+       .reason = reason,
+       .same_switch_only = same_switch_only,
+       .degraded_for = degraded_for,
+       .only_if_degraded = true},
+      Caller::Operator("fleetd"),
       [p = p_, degraded_at](const v1::Allocation& ended) {
         const char* outcome = ended.state() == v1::ALLOCATION_STATE_READY      ? "healed"
                               : ended.state() == v1::ALLOCATION_STATE_DEGRADED ? "degraded"
@@ -179,26 +198,37 @@ void Healer::Heal(const std::string& id, const std::string& member, const std::s
     refused_.erase(id);
     return;
   }
+  // Another change of it ran first, or it is no longer DEGRADED (healed meanwhile): not a
+  // refusal. A retry made due meanwhile looks at it again.
+  if (healed.code() == absl::StatusCode::kAborted ||
+      healed.code() == absl::StatusCode::kUnavailable ||
+      healed.code() == absl::StatusCode::kFailedPrecondition) {
+    p_.retries.RetryLater(id);
+    return;
+  }
   const char* outcome =
       healed.code() == absl::StatusCode::kResourceExhausted ? "no_spare" : "refused";
   const std::string why = absl::StrCat("no heal: cannot replace ", member, " (", reason,
                                        "): ", healed.message());
-  if (absl::StatusOr<v1::Allocation> a = p_.ctx.store->GetAllocation(id); a.ok()) {
-    // Only a claim taken now may write the reason; the event is recorded either way.
-    const bool claimed = a->state() == v1::ALLOCATION_STATE_DEGRADED && p_.pool.Claim(id);
-    Refuse(*a, why, outcome, claimed);
-    if (claimed) p_.pool.Unclaim(id);
+  // Under a claim taken now, on the allocation as it is now; the event is recorded either way.
+  const bool claimed = p_.pool.Claim(id);
+  if (absl::StatusOr<v1::Allocation> a = p_.ctx.store->GetAllocation(id);
+      a.ok() && a->state() == v1::ALLOCATION_STATE_DEGRADED) {
+    Refuse(*a, why, absl::StrCat(member, " ", absl::StatusCodeToString(healed.code())), outcome,
+           claimed);
   }
+  if (claimed) p_.pool.Unclaim(id);
   p_.retries.RetryLater(id);
 }
 
-void Healer::Refuse(const v1::Allocation& a, const std::string& why, const char* outcome,
-                    bool update) {
+void Healer::Refuse(const v1::Allocation& a, const std::string& why, const std::string& key,
+                    const char* outcome, bool update) {
   {
     absl::MutexLock lock(&mu_);
-    std::string& last = refused_[a.id()];
-    if (last == why) return;
-    last = why;
+    Refused& last = refused_[a.id()];
+    const bool repeat = last.key == key;
+    last = {key, why};
+    if (repeat) return;
   }
   // Counted once per refusal, not once per retry that meets it again.
   p_.ctx.metrics.HealEnded(outcome, absl::ZeroDuration());
@@ -220,12 +250,17 @@ void Healer::Refuse(const v1::Allocation& a, const std::string& why, const char*
 std::string Healer::Refusal(const std::string& id) {
   absl::MutexLock lock(&mu_);
   auto it = refused_.find(id);
-  return it == refused_.end() ? "" : it->second;
+  return it == refused_.end() ? "" : it->second.why;
 }
 
 void Healer::Forget(const std::string& id) {
   absl::MutexLock lock(&mu_);
   refused_.erase(id);
+}
+
+void Healer::DeviceHealed(const std::string& device) {
+  absl::MutexLock lock(&mu_);
+  failed_retrains_.erase(device);
 }
 
 void Healer::CountRetrains(const std::vector<v1::Circuit>& circuits,
@@ -248,7 +283,7 @@ void Healer::CountRetrains(const std::vector<v1::Circuit>& circuits,
         failed_retrains_.erase(d->id());
         continue;
       }
-      if (++failed_retrains_[d->id()] == static_cast<int>(suspect_after) &&
+      if (++failed_retrains_[d->id()] >= static_cast<int>(suspect_after) &&
           d->health() != v1::DEVICE_HEALTH_FAILED && d->health() != v1::DEVICE_HEALTH_SUSPECT) {
         suspects.emplace_back(d, why->second);
       }

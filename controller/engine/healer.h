@@ -13,6 +13,7 @@
 #define FLEET_CONTROLLER_ENGINE_HEALER_H_
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -59,8 +60,10 @@ class Healer {
   // Why allocation `id` is not being healed though its policy asks (no spare, replacements
   // used up), for its DEGRADED reason; "" when nothing stands in the way.
   std::string Refusal(const std::string& id);
-  // Forgets what was known of allocation `id` (it ended).
+  // Forgets what was known of allocation `id` (it ended, or is READY again).
   void Forget(const std::string& id);
+  // An operator said `device` is healthy: its count of failed retrains starts again.
+  void DeviceHealed(const std::string& device);
 
   // The retrains of `failed` (circuit id → reason) and `trained` circuits of an allocation:
   // counts, per device of the receiving O-NIC, failures in a row, and marks a device SUSPECT
@@ -76,10 +79,11 @@ class Healer {
   // Devices first, then switch ports, in circuit order.
   static std::vector<FailedPart> FailedParts(const v1::Allocation& a,
                                              const CachedInventory& inventory);
-  // Records why `a` is not healed, once per message: counted as `outcome` in the heal
-  // metrics, an event and, with `update` (the caller holds the claim), its reason too.
-  void Refuse(const v1::Allocation& a, const std::string& why, const char* outcome,
-              bool update);
+  // Records why `a` is not healed (`why`), once per `key` (the member and the refusal's
+  // code: the words may change from one attempt to the next): counted as `outcome` in the
+  // heal metrics, an event and, with `update` (the caller holds the claim), its reason too.
+  void Refuse(const v1::Allocation& a, const std::string& why, const std::string& key,
+              const char* outcome, bool update);
   // The heal's work, without a claim: replace `member` of `id` as fleetd; on a refusal, the
   // allocation's reason names it (once per message) and the retries go on.
   void Heal(const std::string& id, const std::string& member, const std::string& reason,
@@ -90,7 +94,12 @@ class Healer {
   absl::Mutex mu_;
   std::map<std::string, int> failed_retrains_ ABSL_GUARDED_BY(mu_);  // By device.
   // The last refusal recorded on each allocation, so a retry does not repeat it.
-  std::map<std::string, std::string> refused_ ABSL_GUARDED_BY(mu_);
+  struct Refused {
+    std::string key;
+    std::string why;
+  };
+  std::map<std::string, Refused> refused_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> healing_ ABSL_GUARDED_BY(mu_);  // Allocations with a heal in flight.
 };
 
 }  // namespace fleet::engine

@@ -208,14 +208,68 @@ void LinkRecovery::DeviceFailed(const std::string& device, const std::string& wh
 }
 
 void LinkRecovery::DeviceHealed(const std::string& device) {
+  healer_->DeviceHealed(device);
+  RetryDegradedWhere([&](const v1::Allocation& a) {
+    return std::find(a.members().begin(), a.members().end(), device) != a.members().end();
+  });
+}
+
+void LinkRecovery::SwitchPortsWell(const std::set<std::string>& ports) {
+  if (ports.empty()) return;
+  RetryDegradedWhere([&](const v1::Allocation& a) {
+    for (const v1::Circuit& c : LiveCircuits(a)) {
+      for (const v1::CrossConnect& x : c.cross_connects()) {
+        if (ports.contains(v1::PortName(x.switch_id(), x.ingress())) ||
+            ports.contains(v1::PortName(x.switch_id(), x.egress()))) {
+          return true;
+        }
+      }
+    }
+    return false;
+  });
+}
+
+void LinkRecovery::RetryDegradedWhere(const std::function<bool(const v1::Allocation&)>& held) {
   absl::StatusOr<std::vector<v1::Allocation>> degraded =
       p_.ctx.store->ListAllocations({"", v1::ALLOCATION_STATE_DEGRADED, false});
   if (!degraded.ok()) return;
   for (const v1::Allocation& a : *degraded) {
-    if (std::find(a.members().begin(), a.members().end(), device) != a.members().end()) {
-      p_.retries.ScheduleAt(a.id(), p_.ctx.clock->Now());
-    }
+    if (held(a)) p_.retries.ScheduleAt(a.id(), p_.ctx.clock->Now());
   }
+}
+
+void LinkRecovery::DegradeOnFailedParts() {
+  absl::StatusOr<std::shared_ptr<const CachedInventory>> inventory = p_.inventory.Current();
+  if (!inventory.ok()) return;
+  std::set<std::string> failed_ports, failed_devices;
+  for (const v1::SwitchPort& p : (*inventory)->ports) {
+    if (p.oper_state() == v1::OPER_STATE_FAILED) failed_ports.insert(v1::PortName(p.ref()));
+  }
+  for (const v1::Device& d : (*inventory)->site.devices()) {
+    if (d.health() == v1::DEVICE_HEALTH_FAILED) failed_devices.insert(d.id());
+  }
+  if (failed_ports.empty() && failed_devices.empty()) return;
+  std::map<std::string, std::string> device_of;  // O-NIC id → device.
+  for (const v1::Onic& o : (*inventory)->site.onics()) device_of[o.id()] = o.device();
+  DegradeWhere(
+      [failed_ports, failed_devices, device_of](const v1::Circuit& c) -> std::string {
+        for (const v1::CrossConnect& x : c.cross_connects()) {
+          for (uint32_t port : {x.ingress(), x.egress()}) {
+            const std::string name = v1::PortName(x.switch_id(), port);
+            if (failed_ports.contains(name)) {
+              return absl::StrCat("link ", LinkName(c), ": switch port ", name, " failed");
+            }
+          }
+        }
+        for (const v1::OnicPortRef& end : {c.source(), c.destination()}) {
+          auto d = device_of.find(end.onic());
+          if (d != device_of.end() && failed_devices.contains(d->second)) {
+            return absl::StrCat("link ", LinkName(c), ": device ", d->second, " failed");
+          }
+        }
+        return "";
+      },
+      absl::ZeroDuration(), "allocation.failed_part");
 }
 
 void LinkRecovery::DegradeWhere(Hurt hurt, absl::Duration retry_after, std::string event_kind) {
@@ -232,12 +286,14 @@ void LinkRecovery::DegradeWhere(Hurt hurt, absl::Duration retry_after, std::stri
       if (!hurts) continue;
       const absl::Time give_up = absl::Now() + kDegradeClaimWait;
       if (p_.pool.WaitAndClaim(a.id(), give_up) != WorkerPool::Claimed::kClaimed) continue;
-      if (Degrade(a.id(), hurt, event_kind)) {
+      // A failed part (retry_after 0) makes the retry due now even when its circuits were
+      // DEGRADED already: the retry heals.
+      if (Degrade(a.id(), hurt, event_kind) || retry_after == absl::ZeroDuration()) {
         // Under the claim, so a retry cannot start between the update and its scheduling;
         // no later than a failure policy's `within` says.
         const absl::Time now = p_.ctx.clock->Now();
         p_.retries.ScheduleAt(a.id(), now + retry_after);
-        p_.retries.DueBy(a.id(), HealDue(a, now));
+        if (const absl::Time due = HealDue(a, now); due > now) p_.retries.DueBy(a.id(), due);
       }
       p_.pool.Unclaim(a.id());
     }
@@ -281,9 +337,12 @@ bool LinkRecovery::RetrainDegraded(const v1::Allocation& a) {
   for (const v1::Circuit& c : LiveCircuits(a)) {
     if (c.state() != v1::CIRCUIT_STATE_ACTIVE) untrained.push_back(c);
   }
-  // Under a failure policy the agents give up when its `within` runs out: then a spare.
-  const std::map<std::string, std::string> failed =
-      p_.trainer.Retrain(untrained, /*check_first=*/true, HealDue(a, p_.ctx.clock->Now()));
+  // Under a failure policy the agents give up when its `within` runs out: then a spare. Not
+  // once it has run out (a heal refused or used up): then the links get their full time.
+  const absl::Time heal_due = HealDue(a, p_.ctx.clock->Now());
+  const bool heal_ahead = heal_due > p_.ctx.clock->Now() && healer_->Refusal(id).empty();
+  const std::map<std::string, std::string> failed = p_.trainer.Retrain(
+      untrained, /*check_first=*/true, heal_ahead ? heal_due : absl::InfiniteFuture());
   healer_->CountRetrains(untrained, failed);
   store::AllocationUpdate u;
   u.id = id;
@@ -311,7 +370,7 @@ bool LinkRecovery::RetrainDegraded(const v1::Allocation& a) {
   if (reasons.empty()) return true;
   p_.retries.RetryLater(id);
   // A failure policy's `within` is kept however long the backoff has grown.
-  p_.retries.DueBy(id, HealDue(a, p_.ctx.clock->Now()));
+  if (heal_ahead) p_.retries.DueBy(id, heal_due);
   return false;
 }
 

@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,13 @@ class LinkRecovery {
   // An operator marked `device` healthy: the DEGRADED allocations it is a member of are
   // retried at once (a failed device kept them DEGRADED however their links trained).
   void DeviceHealed(const std::string& device);
+  // The switch monitor found `ports` (v1::PortName) well again: the DEGRADED allocations
+  // crossing one are retried at once.
+  void SwitchPortsWell(const std::set<std::string>& ports);
+  // At start: the live circuits crossing a switch port or touching a device the store holds
+  // FAILED are degraded (as SwitchPortsUnhealthy and DeviceFailed), since a failure stored
+  // just before a crash may not have reached them.
+  void DegradeOnFailedParts();
   // Runs the retries that are due, each on a worker holding its allocation's claim.
   void RunDueRetries();
 
@@ -48,6 +56,8 @@ class LinkRecovery {
   // The quiesce commands for `serials`' ports in no circuit; under admission.
   std::vector<agent_registry::AddressedCommand> IdlePortQuiesces(
       const std::vector<std::string>& serials);
+  // Makes the retry of each DEGRADED allocation `held` says is held back by a part due now.
+  void RetryDegradedWhere(const std::function<bool(const v1::Allocation&)>& held);
   // Retrains DEGRADED `a`'s links that are not ACTIVE; true when it is READY again.
   bool RetrainDegraded(const v1::Allocation& a);
 

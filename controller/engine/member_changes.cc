@@ -69,22 +69,28 @@ absl::StatusOr<v1::ReplaceMemberResponse> MemberChanges::ReplaceMember(
   return response;
 }
 
-absl::Status MemberChanges::Heal(const std::string& id, const std::string& member,
-                                 const std::string& reason, bool same_switch_only,
-                                 absl::Duration degraded_for, OnEnd ended) {
+absl::Status MemberChanges::ReplaceFailed(const std::string& id, const FailedMember& failed,
+                                          const Caller& caller, OnEnd ended) {
   v1::ReplaceMemberRequest request;
   request.set_allocation_id(id);
-  request.set_member(member);
+  request.set_member(failed.member);
   v1::MemberReplacement record;
-  record.set_reason(reason);
-  record.set_by("fleetd");
-  *record.mutable_degraded_for() = ToProtoDuration(degraded_for);
+  record.set_reason(failed.reason);
+  record.set_by(caller.principal);
+  if (failed.degraded_for > absl::ZeroDuration()) {
+    *record.mutable_degraded_for() = ToProtoDuration(failed.degraded_for);
+  }
   v1::ReplaceMemberResponse response;
   return ChangeMembers(
-      id, v1::ALLOCATION_STATE_DEGRADED, /*dry_run=*/false, "a member can be replaced", "heal",
-      Caller::Operator("fleetd"),
+      id, v1::ALLOCATION_STATE_DEGRADED, /*dry_run=*/false, "a member can be replaced", "replace",
+      caller,
       [&](const v1::Allocation& stored, MemberChange& change) {
-        return PlanReplacement(request, same_switch_only, record, stored, change, response);
+        if (failed.only_if_degraded && stored.state() != v1::ALLOCATION_STATE_DEGRADED) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "allocation ", id, " is ", v1::Name(stored.state()), " again; no heal"));
+        }
+        return PlanReplacement(request, failed.same_switch_only, record, stored, change,
+                               response);
       },
       response.mutable_allocation(), std::move(ended));
 }

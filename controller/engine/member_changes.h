@@ -31,14 +31,23 @@ class MemberChanges {
   absl::StatusOr<v1::DetachDevicesResponse> DetachDevices(const v1::DetachDevicesRequest& request,
                                                           const Caller& caller);
 
-  // A heal (healer.h): replaces `member` of allocation `id` as ReplaceMember does, as fleetd,
-  // the spare on the member's switch when `same_switch_only`, recorded with `reason` and
-  // `degraded_for`. Errors as ReplaceMember's.
-  // `ended` is called with the allocation as its transaction left it (READY, DEGRADED or
-  // FAILED), unless it could not be read.
-  absl::Status Heal(const std::string& id, const std::string& member, const std::string& reason,
-                    bool same_switch_only, absl::Duration degraded_for,
-                    std::function<void(const v1::Allocation&)> ended);
+  // A member to replace because a part of it failed or was drained.
+  struct FailedMember {
+    std::string member;
+    std::string reason;             // Recorded with the replacement.
+    bool same_switch_only = false;  // The spare must be on the member's switch.
+    absl::Duration degraded_for;    // How long the allocation was DEGRADED (heals).
+    // Only while the allocation is DEGRADED (a heal): one READY again is left alone
+    // (FAILED_PRECONDITION).
+    bool only_if_degraded = false;
+  };
+  // A heal (healer.h) or an eviction (drain.h): replaces `failed.member` of allocation `id`
+  // as ReplaceMember does, by `caller` (fleetd for a heal), recorded with the reason.
+  // `ended` (if set) is called with the allocation as its transaction left it (READY,
+  // DEGRADED or FAILED), unless it could not be read. Errors as ReplaceMember's.
+  absl::Status ReplaceFailed(const std::string& id, const FailedMember& failed,
+                             const Caller& caller,
+                             std::function<void(const v1::Allocation&)> ended = nullptr);
 
   // How long a caller's change waits for a claim to be let go. Every holder lets go within
   // its own timeouts, well inside it.
@@ -75,7 +84,7 @@ class MemberChanges {
   // DEGRADED ("`what` only when ..."), then `plan` plans the change on the stored allocation;
   // unless `dry_run`, the change is stored in one transaction (PROGRAMMING, `caller`'s) and
   // ReconfigureMembers starts its switch work. `after`: the allocation as stored after it (as
-  // it was, for a dry run). `on_end` as Heal's `ended`.
+  // it was, for a dry run). `on_end` as ReplaceFailed's `ended`.
   using OnEnd = std::function<void(const v1::Allocation&)>;
   absl::Status ChangeMembers(const std::string& id, v1::AllocationState seen, bool dry_run,
                              const std::string& what, const std::string& event,

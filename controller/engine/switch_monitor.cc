@@ -22,18 +22,25 @@ std::vector<store::PortHealth> SwitchMonitor::Pass() {
   }
   // The egresses that carry light now, by switch: circuits trained (or DEGRADED after they
   // were) of allocations no transaction holds, whose light is not in the middle of a change.
+  // The egresses of allocations in a change (claimed) are not judged now: their light may
+  // be off for a retrain or a batch; they keep the health they had.
   const std::set<std::string> claimed = p_.pool.Claims();
-  std::map<std::string, std::set<uint32_t>> lit;
+  std::map<std::string, std::set<uint32_t>> lit, unjudged;
   for (const v1::Circuit& c : *circuits) {
-    if (c.state() != v1::CIRCUIT_STATE_ACTIVE && c.state() != v1::CIRCUIT_STATE_DEGRADED) continue;
-    if (claimed.contains(c.allocation_id())) continue;
-    for (const v1::CrossConnect& x : c.cross_connects()) lit[x.switch_id()].insert(x.egress());
+    const bool in_change = claimed.contains(c.allocation_id());
+    if (!in_change && c.state() != v1::CIRCUIT_STATE_ACTIVE &&
+        c.state() != v1::CIRCUIT_STATE_DEGRADED) {
+      continue;
+    }
+    for (const v1::CrossConnect& x : c.cross_connects()) {
+      (in_change ? unjudged : lit)[x.switch_id()].insert(x.egress());
+    }
   }
   std::map<std::string, std::vector<v1::SwitchPort>> stored;
   for (const v1::SwitchPort& p : (*inventory)->ports) stored[p.ref().switch_id()].push_back(p);
   for (const v1::Switch& sw : (*inventory)->site.switches()) {
     absl::StatusOr<std::vector<store::PortHealth>> changes =
-        Read(sw, stored[sw.id()], lit[sw.id()]);
+        Read(sw, stored[sw.id()], lit[sw.id()], unjudged[sw.id()]);
     {
       absl::MutexLock lock(&mu_);
       if (!changes.ok()) {
@@ -52,12 +59,16 @@ std::vector<store::PortHealth> SwitchMonitor::Pass() {
       continue;
     }
     std::map<std::string, std::string> unhealthy;  // v1::PortName → what was read.
+    std::set<std::string> well;
     for (const store::PortHealth& h : *changes) {
       if (h.state != v1::OPER_STATE_UP) {
         unhealthy[v1::PortName(h.ref)] = absl::StrCat(v1::Name(h.state), ": ", h.reason);
+      } else {
+        well.insert(v1::PortName(h.ref));
       }
     }
     recovery_->SwitchPortsUnhealthy(unhealthy);
+    recovery_->SwitchPortsWell(well);
     recorded.insert(recorded.end(), changes->begin(), changes->end());
   }
   return recorded;
@@ -65,7 +76,7 @@ std::vector<store::PortHealth> SwitchMonitor::Pass() {
 
 absl::StatusOr<std::vector<store::PortHealth>> SwitchMonitor::Read(
     const v1::Switch& sw, const std::vector<v1::SwitchPort>& stored,
-    const std::set<uint32_t>& lit_egresses) {
+    const std::set<uint32_t>& lit_egresses, const std::set<uint32_t>& unjudged) {
   absl::StatusOr<SwitchProgrammer*> programmer = p_.programmers.For(sw.id());
   if (!programmer.ok()) return programmer.status();
   switch_adapters::OpticalSwitch& driver = (*programmer)->driver();
@@ -97,7 +108,11 @@ absl::StatusOr<std::vector<store::PortHealth>> SwitchMonitor::Read(
   std::vector<store::PortHealth> changes;
   for (const v1::SwitchPort& port : stored) {
     store::PortHealth health;
-    if (auto it = now.find(port.ref().port()); it != now.end()) health = it->second;
+    if (auto it = now.find(port.ref().port()); it != now.end()) {
+      health = it->second;
+    } else if (unjudged.contains(port.ref().port())) {
+      continue;  // Not failed, and its light not judged now: as it was.
+    }
     health.ref = port.ref();
     // A port never read is UNKNOWN in the store: UP is no news for it.
     const v1::OperState was = port.oper_state() == v1::OPER_STATE_UNKNOWN ? v1::OPER_STATE_UP

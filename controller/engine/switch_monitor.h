@@ -1,6 +1,7 @@
 // The switch monitor (docs/engine.md, "Health"): fleetd's own eyes on the switches, beside
 // the agents'. Each pass reads, per switch, every port's status and the power at the egresses
-// of circuits that carry light now (ACTIVE or DEGRADED, of allocations no transaction holds),
+// of circuits that carry light now (ACTIVE or DEGRADED, of allocations no change holds: the
+// egresses of one that a change holds keep their health unless the switch says FAILED),
 // over the switch's adapter (TL1 or REST alike), between batches of nobody: the driver
 // serializes its calls, so a read waits for a batch in flight and never splits one.
 //
@@ -10,7 +11,8 @@
 //
 // Only changes are written (InventoryStore::SetPortHealth, with an event each); a port newly
 // FAILED or DEGRADED degrades the live circuits crossing it at once
-// (LinkRecovery::SwitchPortsUnhealthy), whose retry heals or retrains them; new circuits
+// (LinkRecovery::SwitchPortsUnhealthy), whose retry heals or retrains them; one well again
+// makes the retries of DEGRADED allocations crossing it due (SwitchPortsWell); new circuits
 // avoid FAILED ports (the planner reads health from the store). A switch that cannot be read
 // keeps its ports' last health; the failure is logged once per switch until it reads again.
 #ifndef FLEET_CONTROLLER_ENGINE_SWITCH_MONITOR_H_
@@ -38,11 +40,12 @@ class SwitchMonitor {
   std::vector<store::PortHealth> Pass();
 
  private:
-  // The changes for switch `sw`, from its ports as stored (`stored`) and `lit`, the egresses
-  // (and their circuits' ingresses) that carry light now.
+  // The changes for switch `sw`, from its ports as stored (`stored`), `lit_egresses` (those
+  // that carry light now) and `unjudged` (those of allocations in a change).
   absl::StatusOr<std::vector<store::PortHealth>> Read(const v1::Switch& sw,
                                                       const std::vector<v1::SwitchPort>& stored,
-                                                      const std::set<uint32_t>& lit_egresses);
+                                                      const std::set<uint32_t>& lit_egresses,
+                                                      const std::set<uint32_t>& unjudged);
 
   const EngineParts p_;
   LinkRecovery* const recovery_;

@@ -240,6 +240,8 @@ void Transaction::Finish() {
   }
   if (!p_.ctx.Update(done, "fleetd").ok()) return;
   Count(reasons.empty() ? "ready" : "degraded");
+  // READY: no retry is left over from before (the one that started a heal, say).
+  if (reasons.empty()) p_.retries.Forget(id_);
   if (!reasons.empty()) {
     p_.retries.RetryLater(id_);
     // A failure policy's `within` counts from now, the allocation's turn to DEGRADED.

@@ -160,6 +160,12 @@ grpc::Status AdminServiceImpl::SetDeviceHealth(grpc::ServerContext* context,
                  Assign(engine_->SetDeviceHealth(*request, CallerOf(*context)), response));
 }
 
+grpc::Status AdminServiceImpl::WhatIfFail(grpc::ServerContext* context,
+                                          const v1::WhatIfFailRequest* request,
+                                          v1::WhatIfFailResponse* response) {
+  return Assign(engine_->WhatIfFail(*request, CallerOf(*context)), response);
+}
+
 grpc::Status AdminServiceImpl::Undrain(grpc::ServerContext* context,
                                        const v1::UndrainRequest* request, v1::UndrainResponse*) {
   return Durable(*store_, ToGrpcStatus(engine_->Undrain(*request, CallerOf(*context))));

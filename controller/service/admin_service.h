@@ -49,6 +49,8 @@ class AdminServiceImpl final : public v1::AdminService::Service {
                              v1::ReplaceMemberResponse*) override;
   grpc::Status SetDeviceHealth(grpc::ServerContext*, const v1::SetDeviceHealthRequest*,
                                v1::Device*) override;
+  grpc::Status WhatIfFail(grpc::ServerContext*, const v1::WhatIfFailRequest*,
+                          v1::WhatIfFailResponse*) override;
   // Replays the stored events after `after_sequence`, then sends each new one as it commits.
   grpc::Status WatchEvents(grpc::ServerContext*, const v1::WatchEventsRequest*,
                            grpc::ServerWriter<v1::Event>*) override;

@@ -92,13 +92,13 @@ class InventoryStore {
   virtual absl::Status SetDrained(const DrainTargetRef& target, bool drained,
                                   const std::string& reason, const std::string& principal) = 0;
 
-  // Records what the switch monitor saw of `changes`' ports, in one transaction with an event
-  // each (a warning unless UP): a port UP loses its row, the others keep state, reason and the
-  // commit's time. NOT_FOUND, writing nothing, for a port not in inventory; INVALID_ARGUMENT
+  // Records what the switch monitor saw of `changes`' ports (state, reason and the commit's
+  // time), in one transaction with an event each (a warning unless UP). A port never recorded
+  // reads UNKNOWN. NOT_FOUND, writing nothing, for a port not in inventory; INVALID_ARGUMENT
   // for a state other than UP, DEGRADED or FAILED.
   virtual absl::Status SetPortHealth(const std::vector<PortHealth>& changes) = 0;
   // Sets a device's health with `reason` (required unless HEALTHY), appending an event;
-  // HEALTHY clears what was set. NOT_FOUND for an unknown device, INVALID_ARGUMENT for an
+  // HEALTHY clears what was set; SUSPECT leaves a FAILED device FAILED. NOT_FOUND for an unknown device, INVALID_ARGUMENT for an
   // unspecified health or a missing reason. Idempotent.
   virtual absl::Status SetDeviceHealth(const std::string& device, v1::DeviceHealth health,
                                        const std::string& reason,

@@ -283,14 +283,13 @@ class SqliteInventoryStore final : public InventoryStore {
       ASSIGN_OR_RETURN(bool exists, known.Step());
       if (!exists) return absl::NotFoundError(absl::StrCat("switch port ", name, " not found"));
       ASSIGN_OR_RETURN(Statement write,
-                       db().Prepare(c.state == v1::OPER_STATE_UP
-                                        ? "DELETE FROM port_health WHERE switch_id = ?1 AND "
-                                          "port = ?2"
-                                        : "INSERT OR REPLACE INTO port_health (switch_id, port, "
-                                          "oper_state, reason, changed_us) VALUES (?1, ?2, ?3, "
-                                          "?4, ?5)"));
-      write.Bind(1, c.ref.switch_id()).Bind(2, static_cast<int64_t>(c.ref.port()));
-      if (c.state != v1::OPER_STATE_UP) write.Bind(3, Name(c.state)).Bind(4, c.reason).Bind(5, now);
+                       db().Prepare("INSERT OR REPLACE INTO port_health (switch_id, port, "
+                                    "oper_state, reason, changed_us) VALUES (?1, ?2, ?3, ?4, ?5)"));
+      write.Bind(1, c.ref.switch_id())
+          .Bind(2, static_cast<int64_t>(c.ref.port()))
+          .Bind(3, Name(c.state))
+          .Bind(4, c.reason)
+          .Bind(5, now);
       RETURN_IF_ERROR(write.Run());
       RETURN_IF_ERROR(connection_.AppendEvent(
           "port.health", "port", name,
@@ -320,8 +319,13 @@ class SqliteInventoryStore final : public InventoryStore {
     ASSIGN_OR_RETURN(Statement write,
                      db().Prepare(health == v1::DEVICE_HEALTH_HEALTHY
                                       ? "DELETE FROM device_health WHERE device_id = ?1"
-                                      : "INSERT OR REPLACE INTO device_health (device_id, "
-                                        "health, reason, changed_us) VALUES (?1, ?2, ?3, ?4)"));
+                                      // fleetd's SUSPECT never overrides an operator's FAILED.
+                                      : "INSERT INTO device_health (device_id, health, reason, "
+                                        "changed_us) VALUES (?1, ?2, ?3, ?4) ON CONFLICT "
+                                        "(device_id) DO UPDATE SET health = excluded.health, "
+                                        "reason = excluded.reason, changed_us = "
+                                        "excluded.changed_us WHERE device_health.health != "
+                                        "'failed' OR excluded.health = 'failed'"));
     write.Bind(1, device);
     if (health != v1::DEVICE_HEALTH_HEALTHY) {
       write.Bind(2, Name(health)).Bind(3, reason).Bind(4, absl::ToUnixMicros(connection_.Now()));

@@ -152,7 +152,7 @@ TEST_F(FleetctlTest, DrainPortSendsTheTargetAndPrintsItsAllocations) {
 
 TEST_F(FleetctlTest, DrainWithEvictSaysTheAllocationsMoved) {
   EXPECT_EQ(Run({"drain", "onic", "s1c0-n0", "--evict"}), kExitOk) << err();
-  EXPECT_EQ(out(), "drained onic s1c0-n0\nallocations failed: a1\n");
+  EXPECT_EQ(out(), "drained onic s1c0-n0\nallocation a1 moved: gpu3 -> gpu9\n");
   ASSERT_EQ(admin_.drains().size(), 1u);
   EXPECT_EQ(admin_.drains()[0].target().onic(), "s1c0-n0");
   EXPECT_TRUE(admin_.drains()[0].evict());

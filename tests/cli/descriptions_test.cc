@@ -145,8 +145,17 @@ TEST(DrainTextTest, NamesTheTargetAndTheAllocationsUsingIt) {
             "drained port ocs1/5\nallocations still using it: a1, a4\n");
   request.set_evict(true);
   request.set_reason("fiber swap");
+  v1::Eviction* moved = response.add_evictions();
+  moved->set_allocation_id("a1");
+  moved->set_moved(true);
+  moved->add_replacements()->set_failed("gpu3");
+  moved->mutable_replacements(0)->set_spare("gpu9");
+  v1::Eviction* failed = response.add_evictions();
+  failed->set_allocation_id("a4");
+  failed->set_reason("no free spare of kind gpu on switch ocs1");
   EXPECT_EQ(DrainText(request, response),
-            "drained port ocs1/5: fiber swap\nallocations failed: a1, a4\n");
+            "drained port ocs1/5: fiber swap\nallocation a1 moved: gpu3 -> gpu9\n"
+            "allocation a4 failed: no free spare of kind gpu on switch ocs1\n");
   v1::DrainTarget host;
   host.set_host("server1");
   EXPECT_EQ(DrainTargetText(host), "host server1");

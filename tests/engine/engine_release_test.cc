@@ -141,7 +141,7 @@ TEST_F(EngineTest, LeaseLongerThanTheMaximumIsRefused) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("lease")));
 }
 
-TEST_F(EngineTest, DrainRefusesNewCircuitsAndEvictFailsTheAllocationsOnIt) {
+TEST_F(EngineTest, DrainRefusesNewCircuitsAndEvictMovesTheAllocationsOffIt) {
   v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2"}));
   const Caller op = Caller::Operator("operator:t");
   v1::DrainRequest drain;
@@ -155,12 +155,40 @@ TEST_F(EngineTest, DrainRefusesNewCircuitsAndEvictFailsTheAllocationsOnIt) {
   EXPECT_THAT(engine_->Drain(drain, Caller::Job("job:team-a", {"team-a"})).status(),
               StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
 
+  // Evicted: gpu2 is replaced by a spare, and the ring stays up.
   drain.set_evict(true);
-  ASSERT_THAT(engine_->Drain(drain, op).status(), IsOk());
-  v1::Allocation evicted = Get(a.id());
-  EXPECT_EQ(evicted.state(), v1::ALLOCATION_STATE_FAILED);
-  EXPECT_THAT(evicted.reason(), HasSubstr("O-NIC gpu2-n0 was drained: dirty connector"));
+  ASSERT_OK_AND_ASSIGN(v1::DrainResponse evicted, engine_->Drain(drain, op));
+  engine_->WaitIdleForTest();
+  ASSERT_THAT(evicted.evictions(), SizeIs(1));
+  EXPECT_TRUE(evicted.evictions(0).moved()) << evicted.evictions(0).reason();
+  ASSERT_THAT(evicted.evictions(0).replacements(), SizeIs(1));
+  EXPECT_EQ(evicted.evictions(0).replacements(0).failed(), "gpu2");
+  v1::Allocation moved = Get(a.id());
+  EXPECT_EQ(moved.state(), v1::ALLOCATION_STATE_READY) << moved.reason();
+  EXPECT_THAT(moved.members(), Not(Contains("gpu2")));
+  EXPECT_THAT(moved.replacements(0).reason(), HasSubstr("O-NIC gpu2-n0 was drained"));
+  EXPECT_EQ(moved.replacements(0).by(), "operator:t");
+  EXPECT_EQ(OnSwitch(), Wanted(moved));
+
+  // With no spare to move to (a ring of every GPU), the eviction fails it.
+  ASSERT_THAT(engine_->ReleaseTopology(a.id(), op).status(), IsOk());
+  v1::UndrainRequest undrain_gpu2;
+  undrain_gpu2.mutable_target()->set_onic("gpu2-n0");
+  ASSERT_THAT(engine_->Undrain(undrain_gpu2, op), IsOk());
+  v1::Allocation all = Request(Ring("team-a", kGpus));
+  ASSERT_EQ(all.state(), v1::ALLOCATION_STATE_READY) << all.reason();
+  drain.mutable_target()->set_onic("gpu3-n0");
+  ASSERT_OK_AND_ASSIGN(evicted, engine_->Drain(drain, op));
+  ASSERT_THAT(evicted.evictions(), SizeIs(1));
+  EXPECT_FALSE(evicted.evictions(0).moved());
+  EXPECT_THAT(evicted.evictions(0).reason(), HasSubstr("no free spare"));
+  all = Get(all.id());
+  EXPECT_EQ(all.state(), v1::ALLOCATION_STATE_FAILED);
+  EXPECT_THAT(all.reason(), HasSubstr("O-NIC gpu3-n0 was drained: dirty connector"));
   EXPECT_THAT(OnSwitch(), IsEmpty());
+  v1::UndrainRequest undrain_gpu3;
+  undrain_gpu3.mutable_target()->set_onic("gpu3-n0");
+  ASSERT_THAT(engine_->Undrain(undrain_gpu3, op), IsOk());
 
   v1::UndrainRequest undrain;
   undrain.mutable_target()->set_onic("gpu2-n0");

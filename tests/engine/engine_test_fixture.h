@@ -156,10 +156,11 @@ class EngineTest : public ::testing::Test {
     return out;
   }
   size_t EventCount() { return store_->ListEvents({0, 100000, "", ""}).value().size(); }
-  // A ring over gpu1 and gpu2 evicted by draining gpu2-n0 ("dirty connector") while the
-  // switch refuses the removal: RELEASING, the switch unreachable.
+  // A ring over every GPU (so there is no spare to move it to) evicted by draining gpu2-n0
+  // ("dirty connector") while the switch refuses the removal: RELEASING, the switch
+  // unreachable.
   void StuckEviction(v1::Allocation* a) {
-    *a = Request(Ring("team-a", {"gpu1", "gpu2"}));
+    *a = Request(Ring("team-a", kGpus));
     sw_->SetUnreachable(absl::UnavailableError("link down"));
     v1::DrainRequest drain;
     drain.mutable_target()->set_onic("gpu2-n0");

@@ -394,7 +394,7 @@ TEST_F(FleetdFleetctlTest, BashCompletionOffersTheRealVerbsKindsAndValues) {
   EXPECT_THAT(offered.out, HasSubstr("complete -F _fleetctl fleetctl\n"));
   EXPECT_THAT(offered.out,
               HasSubstr("[fleetctl ]: get describe apply topology allocation delete drain "
-                        "undrain device reconcile events link health version config certs completion "
+                        "undrain device what-if reconcile events link health version config certs completion "
                         "help\n"));
   EXPECT_THAT(offered.out, HasSubstr("[fleetctl get ]: switches ports hosts agents devices onics "
                                      "trunks circuits allocations events\n"));

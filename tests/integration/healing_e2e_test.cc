@@ -151,6 +151,39 @@ TEST_P(HealingEndToEndTest, AHealKilledAtAnyPointIsFinishedAtRestart) {
   }
 }
 
+TEST_P(HealingEndToEndTest, WhatIfSaysHowTheRingWouldHealAndTouchesNothing) {
+  const std::string id = RequestRing(healing_ring_);
+  ASSERT_EQ(WaitFor(id, v1::ALLOCATION_STATE_READY).state(), v1::ALLOCATION_STATE_READY);
+  const int64_t changes = SwitchChanges();
+  CommandResult what_if = Fleetctl({"what-if", "fail", "device", "gpu3"});
+  ASSERT_EQ(what_if.exit_code, 0) << what_if.err;
+  EXPECT_THAT(what_if.out, HasSubstr("nothing was touched"));
+  EXPECT_THAT(what_if.out, HasSubstr(id));
+  EXPECT_THAT(what_if.out, HasSubstr("replace gpu3 by"));
+  CommandResult port = Fleetctl(
+      {"what-if", "fail", "port", absl::StrCat("ocs1/", RxEgress("gpu2-n0")), "-o", "json"});
+  ASSERT_EQ(port.exit_code, 0) << port.err;
+  EXPECT_THAT(port.out, HasSubstr("\"heals\": true"));
+  EXPECT_EQ(SwitchChanges(), changes);
+  v1::Allocation still = WaitFor(id, v1::ALLOCATION_STATE_READY);
+  EXPECT_THAT(still.replacements(), ::testing::IsEmpty());
+}
+
+// drain --evict moves the ring off the drained O-NIC: its member replaced, READY throughout
+// the operator's command.
+TEST_P(HealingEndToEndTest, DrainWithEvictMovesTheRingToASpare) {
+  const std::string id = RequestRing(healing_ring_);
+  ASSERT_EQ(WaitFor(id, v1::ALLOCATION_STATE_READY).state(), v1::ALLOCATION_STATE_READY);
+  CommandResult drained = Fleetctl({"drain", "onic", "gpu2-n0", "--evict", "--reason", "swap"});
+  ASSERT_EQ(drained.exit_code, 0) << drained.err;
+  EXPECT_THAT(drained.out, HasSubstr(absl::StrCat("allocation ", id, " moved: gpu2 -> ")));
+  v1::Allocation moved = WaitFor(id, v1::ALLOCATION_STATE_READY);
+  ASSERT_THAT(moved.replacements(), SizeIs(1));
+  EXPECT_EQ(moved.replacements(0).failed(), "gpu2");
+  EXPECT_EQ(OnSwitch(), Wanted({moved}));
+  ExpectLightOnEveryCircuit(moved);
+}
+
 INSTANTIATE_TEST_SUITE_P(Protocols, HealingEndToEndTest, ::testing::Values("tl1", "rest"),
                          [](const auto& protocol) { return protocol.param; });
 

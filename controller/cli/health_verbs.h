@@ -1,6 +1,7 @@
-// `fleetctl device`: an operator's word on a device's health, through AdminService.
-#ifndef FLEET_CONTROLLER_CLI_DEVICE_VERBS_H_
-#define FLEET_CONTROLLER_CLI_DEVICE_VERBS_H_
+// fleetctl's verbs about failures, through AdminService: `device fail|heal` (an operator's
+// word on a device's health) and `what-if fail` (a dry run of a failure).
+#ifndef FLEET_CONTROLLER_CLI_HEALTH_VERBS_H_
+#define FLEET_CONTROLLER_CLI_HEALTH_VERBS_H_
 
 #include <string>
 
@@ -19,8 +20,13 @@ struct DeviceHealthArgs {
 };
 int SetDeviceHealth(const Session& session, const DeviceHealthArgs& args);
 
+// `what-if fail (port SWITCH/PORT | onic ID | device ID | switch ID)`: the allocations the
+// failure would hurt and, for each, whether and how it would heal. Nothing is touched.
+int WhatIfFail(const Session& session, const std::string& kind, const std::string& name);
+
 Verb DeviceVerb();
+Verb WhatIfVerb();
 
 }  // namespace fleet::cli
 
-#endif  // FLEET_CONTROLLER_CLI_DEVICE_VERBS_H_
+#endif  // FLEET_CONTROLLER_CLI_HEALTH_VERBS_H_
