@@ -4,6 +4,12 @@
 //   tenant: team-a
 //   name: ring-of-eight            # the job's own label
 //   lease: 10m                     # optional; renew with `fleetctl topology keepalive`
+//   on_failure:                    # optional: heal with a spare (docs/engine.md)
+//     replace: true                #    false or absent: stay DEGRADED, retrain until it clears
+//     within: 2s                   #    replace once DEGRADED this long (a failed device or
+//                                  #    port of the member: at once); default 2s, 1ms to 24h
+//     max_replacements: 1          #    heals over the allocation's life (0 or absent: 1)
+//     spares: same-switch          #    same-switch (default) | any (other switches over trunks)
 //   topology:                      # one topology in exactly one of five forms:
 //     template:                    # 1. a template over an ordered member list
 //       kind: ring-unidirectional  #    ring-unidirectional | ring-bidirectional | chain |
