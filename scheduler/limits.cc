@@ -204,9 +204,9 @@ absl::Status CheckFailurePolicy(const FabricSnapshot& snapshot, const v1::Failur
   const bool negative = within.seconds() < 0 || within.nanos() < 0;
   if (negative || within.seconds() > kMaxHealWithinSeconds ||
       (within.seconds() == kMaxHealWithinSeconds && within.nanos() > 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "on_failure.within: ", within.seconds(), "s ", within.nanos(),
-        "ns is not from 0 (the default, 2 s) to 24h"));
+    return absl::InvalidArgumentError(absl::StrCat("on_failure.within: ", within.seconds(), "s ",
+                                                   within.nanos(),
+                                                   "ns is not from 0 (the default, 2 s) to 24h"));
   }
   if (policy.max_replacements() > snapshot.limits().devices) {
     return absl::InvalidArgumentError(

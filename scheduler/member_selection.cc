@@ -25,7 +25,7 @@ struct Candidate {
   int ports = 0;
   int free = 0;
   bool healthy = true;
-  bool spare = false;  // A spare, when spares may be picked (preferred).
+  bool spare = false;                    // A spare, when spares may be picked (preferred).
   std::optional<double> weakest_rx_dbm;  // Over its free ports that have a reading.
   int group_free = 0;                    // Wholly free candidates in its group.
   int away = 0;  // Switch hops to the home switch and back over trunks (0: on it).
@@ -145,8 +145,8 @@ absl::StatusOr<Picks> PickOn(const FabricSnapshot& snapshot, const v1::MemberSet
             field, ".counts[", k, "]: ", count.count(), " ", v1::Name(count.kind()),
             " devices wanted", count.cluster().empty() ? "" : " in cluster " + count.cluster(),
             home.empty() ? " on switch " + on_switch : " on any switch", ", but only ", found,
-            " there have ", ports, " and are neither drained, ",
-            options.spares ? "" : "spares, ", "nor already members"));
+            " there have ", ports, " and are neither drained, ", options.spares ? "" : "spares, ",
+            "nor already members"));
       }
       taken.insert(best->id);
       ++found;
@@ -191,12 +191,9 @@ int MemberCount(const v1::MemberSet& members) {
   return static_cast<int>(std::min<uint64_t>(n, std::numeric_limits<int>::max()));
 }
 
-absl::StatusOr<std::vector<std::string>> PickMembers(const FabricSnapshot& snapshot,
-                                                     const v1::MemberSet& members,
-                                                     const std::vector<int>& need,
-                                                     const std::string& on_switch,
-                                                     const std::string& field,
-                                                     const PickOptions& options) {
+absl::StatusOr<std::vector<std::string>> PickMembers(
+    const FabricSnapshot& snapshot, const v1::MemberSet& members, const std::vector<int>& need,
+    const std::string& on_switch, const std::string& field, const PickOptions& options) {
   std::set<std::string> seen;
   for (int i = 0; i < members.devices_size(); ++i) {
     const std::string& name = members.devices(i);

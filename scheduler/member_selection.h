@@ -59,12 +59,9 @@ struct PickOptions {
   // Picks may span switches over trunks when no one switch has them (see above).
   bool span_switches = true;
 };
-absl::StatusOr<std::vector<std::string>> PickMembers(const FabricSnapshot& snapshot,
-                                                     const v1::MemberSet& members,
-                                                     const std::vector<int>& need,
-                                                     const std::string& on_switch,
-                                                     const std::string& field,
-                                                     const PickOptions& options = {});
+absl::StatusOr<std::vector<std::string>> PickMembers(
+    const FabricSnapshot& snapshot, const v1::MemberSet& members, const std::vector<int>& need,
+    const std::string& on_switch, const std::string& field, const PickOptions& options = {});
 
 }  // namespace fleet::scheduler
 

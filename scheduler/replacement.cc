@@ -74,8 +74,7 @@ absl::Status CheckNamedSpare(const FabricSnapshot& snapshot, const v1::Allocatio
 absl::StatusOr<Replacement> PlanReplacement(const FabricSnapshot& snapshot,
                                             const v1::Allocation& allocation,
                                             const std::string& failed_member,
-                                            const std::string& named_spare,
-                                            bool same_switch_only) {
+                                            const std::string& named_spare, bool same_switch_only) {
   const auto& members = allocation.members();
   if (std::find(members.begin(), members.end(), failed_member) == members.end()) {
     return absl::NotFoundError(absl::StrCat("member: allocation ", allocation.id(),

@@ -66,7 +66,8 @@ absl::StatusOr<std::vector<PortPower>> FakeOpticalSwitch::ReadPower(
     PortPower power{.port = p};
     if (p <= ingress_ports_) {
       if (!dark(p)) power.dbm = kLaunchDbm - drop(p);
-    } else if (auto in = by_egress.find(p); in != by_egress.end() && !dark(p) && !dark(in->second)) {
+    } else if (auto in = by_egress.find(p);
+               in != by_egress.end() && !dark(p) && !dark(in->second)) {
       power.dbm = kLaunchDbm - kLossDb - drop(in->second) - drop(p);
     }
     return power;

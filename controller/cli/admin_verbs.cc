@@ -42,17 +42,10 @@ bool ParseDrainTarget(const Session& s, absl::string_view verb, const std::strin
     target->set_onic(name);
   } else if (singular == "host") {
     target->set_host(name);
-  } else {
-    const size_t slash = name.rfind('/');
-    uint32_t port = 0;
-    if (slash == std::string::npos || slash == 0 ||
-        !absl::SimpleAtoi(name.substr(slash + 1), &port) || port == 0) {
-      UsageError(*s.err, verb,
-                 absl::StrCat("a port is SWITCH/PORT, such as ocs1/5; got '", name, "'"));
-      return false;
-    }
-    target->mutable_switch_port()->set_switch_id(name.substr(0, slash));
-    target->mutable_switch_port()->set_port(port);
+  } else if (!ParseSwitchPort(name, target->mutable_switch_port())) {
+    UsageError(*s.err, verb,
+               absl::StrCat("a port is SWITCH/PORT, such as ocs1/5; got '", name, "'"));
+    return false;
   }
   return true;
 }

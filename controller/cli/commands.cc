@@ -17,8 +17,8 @@
 #include "controller/cli/client_config.h"
 #include "controller/cli/completion_verb.h"
 #include "controller/cli/config_verbs.h"
-#include "controller/cli/health_verbs.h"
 #include "controller/cli/get_describe_verbs.h"
+#include "controller/cli/health_verbs.h"
 #include "controller/cli/topology_verbs.h"
 #include "controller/cli/verb.h"
 
@@ -39,10 +39,10 @@ const VerbRegistry& Verbs() {
   static const VerbRegistry* registry = [] {
     auto* verbs = new VerbRegistry;
     // In the order `fleetctl --help` lists them.
-    for (Verb (*verb)() : {GetVerb, DescribeVerb, ApplyVerb, TopologyVerb, AllocationVerb,
-                           DeleteVerb, DrainVerb, UndrainVerb, DeviceVerb, WhatIfVerb, ReconcileVerb,
-                           EventsVerb, LinkVerb,
-                           HealthVerb, VersionVerb, ConfigVerb, CertsVerb, CompletionVerb}) {
+    for (Verb (*verb)() :
+         {GetVerb, DescribeVerb, ApplyVerb, TopologyVerb, AllocationVerb, DeleteVerb, DrainVerb,
+          UndrainVerb, DeviceVerb, WhatIfVerb, ReconcileVerb, EventsVerb, LinkVerb, HealthVerb,
+          VersionVerb, ConfigVerb, CertsVerb, CompletionVerb}) {
       verbs->Add(verb());
     }
     return verbs;

@@ -111,10 +111,9 @@ std::string DescribeDevice(const v1::Device& device, const std::vector<v1::Onic>
   d.Field("Chassis", device.chassis());
   d.Field("Model", device.model());
   d.Field("Admin", v1::Name(device.admin_state()));
-  d.Field("Health", device.health_reason().empty()
-                        ? v1::Name(device.health())
-                        : absl::StrCat(v1::Name(device.health()), " (", device.health_reason(),
-                                       ")"));
+  d.Field("Health", device.health_reason().empty() ? v1::Name(device.health())
+                                                   : absl::StrCat(v1::Name(device.health()), " (",
+                                                                  device.health_reason(), ")"));
   d.Field("Spare", device.spare() ? "yes, held for healing" : "no");
   std::vector<std::string> items;
   for (const v1::Onic& onic : onics) {
@@ -183,15 +182,15 @@ std::string DescribeAllocation(const v1::Allocation& a, const std::vector<v1::Ev
   if (a.has_degraded_since()) d.Field("Degraded since", TimeWithAge(a.degraded_since(), now));
   if (a.request().has_on_failure()) {
     const v1::FailurePolicy& p = a.request().on_failure();
-    d.Field("On failure",
-            p.replace()
-                ? absl::StrCat("replace within ",
-                               absl::FormatDuration(p.has_within() ? FromProtoDuration(p.within())
-                                                                   : absl::Seconds(2)),
-                               ", at most ", p.max_replacements() > 0 ? p.max_replacements() : 1,
-                               ", spares ",
-                               p.spares() == v1::SPARE_SCOPE_ANY ? "any" : "same-switch")
-                : "retrain only");
+    d.Field(
+        "On failure",
+        p.replace()
+            ? absl::StrCat("replace within ",
+                           absl::FormatDuration(p.has_within() ? FromProtoDuration(p.within())
+                                                               : absl::Seconds(2)),
+                           ", at most ", p.max_replacements() > 0 ? p.max_replacements() : 1,
+                           ", spares ", p.spares() == v1::SPARE_SCOPE_ANY ? "any" : "same-switch")
+            : "retrain only");
   }
   if (a.direct_traffic_share() > 0) {
     d.Field("Direct traffic",

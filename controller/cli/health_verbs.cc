@@ -2,9 +2,9 @@
 
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "controller/cli/object_text.h"
 #include "controller/cli/output.h"
 #include "controller/cli/printing.h"
 #include "fleet/v1/names.h"
@@ -82,15 +82,10 @@ int WhatIfFail(const Session& s, const std::string& kind, const std::string& nam
                       absl::StrCat("unknown kind '", kind, "'; kinds: ", Singulars(kFailureKinds)));
   }
   if (singular == "port") {
-    const size_t slash = name.rfind('/');
-    uint32_t port = 0;
-    if (slash == std::string::npos || slash == 0 ||
-        !absl::SimpleAtoi(name.substr(slash + 1), &port) || port == 0) {
+    if (!ParseSwitchPort(name, target.mutable_switch_port())) {
       return UsageError(*s.err, "what-if",
                         absl::StrCat("a port is SWITCH/PORT, such as ocs1/5; got '", name, "'"));
     }
-    target.mutable_switch_port()->set_switch_id(name.substr(0, slash));
-    target.mutable_switch_port()->set_port(port);
   } else if (singular == "onic") {
     target.set_onic(name);
   } else if (singular == "device") {
@@ -99,9 +94,8 @@ int WhatIfFail(const Session& s, const std::string& kind, const std::string& nam
     target.set_switch_id(name);
   }
   v1::WhatIfFailResponse response;
-  grpc::Status status = s.Call([&](grpc::ClientContext* c) {
-    return s.server->admin->WhatIfFail(c, request, &response);
-  });
+  grpc::Status status = s.Call(
+      [&](grpc::ClientContext* c) { return s.server->admin->WhatIfFail(c, request, &response); });
   if (!status.ok()) return s.Failed(status);
   if (s.format != OutputFormat::kTable) return PrintMessage(s, response);
   *s.out << "what if " << singular << " " << name << " failed (a dry run: nothing was touched)\n";

@@ -1,5 +1,6 @@
 #include "controller/cli/object_text.h"
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -11,6 +12,18 @@ namespace fleet::cli {
 std::string SwitchPortText(const v1::SwitchPortRef& port) {
   if (port.switch_id().empty() && port.port() == 0) return "";
   return v1::PortName(port);
+}
+
+bool ParseSwitchPort(const std::string& text, v1::SwitchPortRef* port) {
+  const size_t slash = text.rfind('/');
+  uint32_t number = 0;
+  if (slash == std::string::npos || slash == 0 ||
+      !absl::SimpleAtoi(text.substr(slash + 1), &number) || number == 0) {
+    return false;
+  }
+  port->set_switch_id(text.substr(0, slash));
+  port->set_port(number);
+  return true;
 }
 
 std::string OnicPortText(const v1::OnicPortRef& port) {

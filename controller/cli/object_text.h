@@ -21,6 +21,9 @@ namespace fleet::cli {
 
 // Text forms of references, shared by tables and descriptions.
 std::string SwitchPortText(const v1::SwitchPortRef& port);  // ocs1/385
+// SwitchPortText read back: false, leaving `port` alone, unless `text` is SWITCH/PORT with a
+// port of 1 or more.
+bool ParseSwitchPort(const std::string& text, v1::SwitchPortRef* port);
 std::string OnicPortText(const v1::OnicPortRef& port);      // s1c0-n0/1
 std::string CrossConnectText(const v1::CrossConnect& xc);   // ocs1:1→385
 std::string OnicPortFibers(const v1::OnicPort& port);       // ocs1/1→ocs1/385 (tx→rx)

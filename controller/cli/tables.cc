@@ -34,8 +34,7 @@ Table SwitchesTable(const v1::ListSwitchesResponse& response) {
 }
 
 Table PortsTable(const v1::ListPortsResponse& response) {
-  Table table(
-      {"switch", "port", "dir", "admin", "oper", "reserved", "wired-to", "circuit", "why"});
+  Table table({"switch", "port", "dir", "admin", "oper", "reserved", "wired-to", "circuit", "why"});
   for (const v1::SwitchPort& port : response.ports()) {
     std::string reserved = port.reservation() == v1::PORT_RESERVATION_TRUNK ? "trunk" : "";
     table.AddRow({port.ref().switch_id(), absl::StrCat(port.ref().port()),
@@ -74,9 +73,8 @@ Table DevicesTable(const v1::ListDevicesResponse& response) {
   Table table({"id", "kind", "host", "chassis", "model", "onics", "admin", "health", "spare"});
   for (const v1::Device& device : response.devices()) {
     table.AddRow({device.id(), v1::Name(device.kind()), device.host(), device.chassis(),
-                  device.model(), absl::StrCat(device.onics_size()),
-                  v1::Name(device.admin_state()), v1::Name(device.health()),
-                  device.spare() ? "spare" : ""});
+                  device.model(), absl::StrCat(device.onics_size()), v1::Name(device.admin_state()),
+                  v1::Name(device.health()), device.spare() ? "spare" : ""});
   }
   table.MarkStateColumn("admin");
   table.MarkStateColumn("health");

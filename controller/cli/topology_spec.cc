@@ -407,11 +407,11 @@ absl::StatusOr<v1::RequestTopologyRequest> ParseTopologySpec(absl::string_view t
   try {
     if (!root.IsMap())
       return absl::InvalidArgumentError(absl::StrCat(file_name, ": must be a mapping"));
-    reader.CheckKeys(
-        root, "",
-        {"tenant", "name", "request_id", "lease", "topology", "phases", "initial_phase",
-         "on_failure"});
-    if (const YAML::Node n = root["on_failure"]) reader.FailurePolicy(n, request.mutable_on_failure());
+    reader.CheckKeys(root, "",
+                     {"tenant", "name", "request_id", "lease", "topology", "phases",
+                      "initial_phase", "on_failure"});
+    if (const YAML::Node n = root["on_failure"])
+      reader.FailurePolicy(n, request.mutable_on_failure());
     if (const YAML::Node n = root["tenant"]) {
       if (auto v = reader.Text(n, "tenant")) request.set_tenant(*v);
     }

@@ -80,7 +80,8 @@ absl::StatusOr<v1::DrainResponse> Drainer::Drain(const v1::DrainRequest& request
   ASSIGN_OR_RETURN(std::shared_ptr<const CachedInventory> inventory, p_.inventory.Current());
   LostParts lost;
   lost.what = Describe(target);
-  if (!target.switch_id.empty()) lost.switch_ports.insert(v1::PortName(target.switch_id, target.port));
+  if (!target.switch_id.empty())
+    lost.switch_ports.insert(v1::PortName(target.switch_id, target.port));
   for (const v1::Onic& o : inventory->site.onics()) {
     if (o.id() != target.onic) continue;
     for (const v1::OnicPort& p : o.ports()) {
@@ -111,9 +112,8 @@ absl::StatusOr<v1::DrainResponse> Drainer::Drain(const v1::DrainRequest& request
   return response;
 }
 
-absl::Status Drainer::Move(const std::string& id, const LostParts& lost,
-                           const std::string& reason, const Caller& caller,
-                           v1::Eviction& eviction) {
+absl::Status Drainer::Move(const std::string& id, const LostParts& lost, const std::string& reason,
+                           const Caller& caller, v1::Eviction& eviction) {
   ASSIGN_OR_RETURN(std::shared_ptr<const CachedInventory> inventory, p_.inventory.Current());
   ASSIGN_OR_RETURN(v1::Allocation a, store_->GetAllocation(id));
   const int before = a.replacements_size();
@@ -123,16 +123,19 @@ absl::Status Drainer::Move(const std::string& id, const LostParts& lost,
         absl::StrCat("no member of it is on ", lost.what, " (trunks only)"));
   }
   for (const std::string& member : hurt.members) {
-    RETURN_IF_ERROR(members_->ReplaceFailed(
-        id, {.member = member, .reason = reason, .same_switch_only = false,
-             .degraded_for = absl::ZeroDuration(), .only_if_degraded = false},
-        caller));
+    RETURN_IF_ERROR(members_->ReplaceFailed(id,
+                                            {.member = member,
+                                             .reason = reason,
+                                             .same_switch_only = false,
+                                             .degraded_for = absl::ZeroDuration(),
+                                             .only_if_degraded = false},
+                                            caller));
     // Its transaction holds the allocation until it ends; the next member waits for it.
     p_.pool.WaitUnclaimed({id}, absl::Now() + MemberChanges::kClaimWait);
     ASSIGN_OR_RETURN(a, store_->GetAllocation(id));
     if (!Settled(a.state())) {
-      return absl::AbortedError(absl::StrCat("replacing ", member, " left it ",
-                                             v1::Name(a.state()), ": ", a.reason()));
+      return absl::AbortedError(
+          absl::StrCat("replacing ", member, " left it ", v1::Name(a.state()), ": ", a.reason()));
     }
   }
   for (int i = before; i < a.replacements_size(); ++i) {

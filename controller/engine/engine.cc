@@ -194,9 +194,8 @@ absl::StatusOr<v1::Device> Engine::SetDeviceHealth(const v1::SetDeviceHealthRequ
         "health: ", v1::Name(request.health()),
         " cannot be set; an operator marks a device healthy or failed (suspect is fleetd's)"));
   }
-  RETURN_IF_ERROR(
-      store_->SetDeviceHealth(request.device(), request.health(), request.reason(),
-                              caller.principal));
+  RETURN_IF_ERROR(store_->SetDeviceHealth(request.device(), request.health(), request.reason(),
+                                          caller.principal));
   if (request.health() == v1::DEVICE_HEALTH_FAILED) {
     recovery_.DeviceFailed(request.device(), request.reason());
   } else {

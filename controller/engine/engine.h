@@ -50,15 +50,18 @@
 //   reconciler.h        reconciliation and resuming interrupted transactions
 //   link_recovery.h     failures (agents, links, switch ports, devices); the retries that follow
 //   healer.h            healing under a failure policy: a spare for a failed member
+//   failure_policy.h    a policy's deadline; the failed parts under an allocation
 //   switch_monitor.h    port status and power read from the switches
 //   worker_pool.h, retry_scheduler.h, inventory_cache.h, background_loop.h: the machinery
 // Locks, in the order they may be taken: a switch held to itself (SwitchProgrammer's
 // Exclusive, by reconciliation, which adopts under admission); Admission::mu() (one admission
 // at a time; nothing holding it waits for a switch); then any one of the parts' own mutexes
 // (WorkerPool's claims and tasks, RetryScheduler, InventoryCache, SwitchProgrammers,
-// BackgroundLoop), each a leaf: none is held while another is taken, nor while calling out.
-// Shutdown stops the pool (no new task), stops and joins the background loop, waits for the
-// running tasks and joins every worker, before any part goes.
+// BackgroundLoop, Healer, SwitchMonitor's set of unreadable switches), each a leaf: none is
+// held while another is taken, nor while calling out. (SwitchMonitor's pass mutex is held
+// for a whole pass, over switch reads and store writes, and nothing else takes it.)
+// Shutdown stops the pool (no new task), stops and joins the background loop and the switch
+// monitor's, waits for the running tasks and joins every worker, before any part goes.
 #ifndef FLEET_CONTROLLER_ENGINE_ENGINE_H_
 #define FLEET_CONTROLLER_ENGINE_ENGINE_H_
 
@@ -184,9 +187,9 @@ class Engine {
   // takes the circuits from before off the switch. A dry run returns the plan and changes
   // nothing.
   // The replacement is recorded in the allocation's `replacements`, by the caller.
-  // NOT_FOUND for another tenant's allocation; FAILED_PRECONDITION unless READY or DEGRADED; NOT_FOUND for
-  // a device that is not a member; RESOURCE_EXHAUSTED when no spare is free, naming the kind
-  // and switch; ABORTED while another transaction of it runs.
+  // NOT_FOUND for another tenant's allocation; FAILED_PRECONDITION unless READY or DEGRADED;
+  // NOT_FOUND for a device that is not a member; RESOURCE_EXHAUSTED when no spare is free, naming
+  // the kind and switch; ABORTED while another transaction of it runs.
   absl::StatusOr<v1::ReplaceMemberResponse> ReplaceMember(const v1::ReplaceMemberRequest& request,
                                                           const Caller& caller);
 

@@ -31,8 +31,8 @@ struct EngineParts {
   // Runs a transaction of allocation `id` (Transaction), with its claim held.
   void Reconfigure(const std::string& id, std::vector<v1::StageTiming> admitted,
                    PhaseSwitch phase_switch = {}, const v1::Allocation* stored = nullptr) const {
-    Transaction(TransactionParts{ctx, pool, trainer, programmers, retries}, id, std::move(admitted),
-                std::move(phase_switch))
+    Transaction(TransactionParts{ctx, pool, inventory, trainer, programmers, retries}, id,
+                std::move(admitted), std::move(phase_switch))
         .Run(stored);
   }
 };

@@ -13,18 +13,6 @@
 
 namespace fleet::engine {
 
-absl::Duration HealWithin(const v1::FailurePolicy& policy) {
-  const absl::Duration within = FromProtoDuration(policy.within());
-  return within > absl::ZeroDuration() ? within : absl::Seconds(2);
-}
-
-absl::Time HealDue(const v1::Allocation& a, absl::Time now) {
-  const v1::FailurePolicy& policy = a.request().on_failure();
-  if (!policy.replace()) return absl::InfiniteFuture();
-  const absl::Time since = a.has_degraded_since() ? FromProtoTime(a.degraded_since()) : now;
-  return since + HealWithin(policy);
-}
-
 namespace {
 
 uint32_t MaxReplacements(const v1::FailurePolicy& policy) {
@@ -32,45 +20,6 @@ uint32_t MaxReplacements(const v1::FailurePolicy& policy) {
 }
 
 }  // namespace
-
-std::vector<Healer::FailedPart> Healer::FailedParts(const v1::Allocation& a,
-                                                    const CachedInventory& inventory) {
-  std::vector<FailedPart> parts;
-  std::map<std::string, const v1::Device*> devices;
-  for (const v1::Device& d : inventory.site.devices()) devices[d.id()] = &d;
-  for (const std::string& m : a.members()) {
-    auto d = devices.find(m);
-    if (d != devices.end() && d->second->health() == v1::DEVICE_HEALTH_FAILED) {
-      parts.push_back({m, absl::StrCat("device ", m, " failed: ", d->second->health_reason())});
-    }
-  }
-  std::map<std::string, std::string> device_of;            // O-NIC id → device.
-  std::map<std::string, const v1::OnicPort*> onic_ports;  // v1::PortName → its fibers.
-  for (const v1::Onic& o : inventory.site.onics()) {
-    device_of[o.id()] = o.device();
-    for (const v1::OnicPort& p : o.ports()) onic_ports[v1::PortName(o.id(), p.index())] = &p;
-  }
-  std::map<std::string, const v1::SwitchPort*> switch_ports;  // v1::PortName → health.
-  for (const v1::SwitchPort& p : inventory.ports) switch_ports[v1::PortName(p.ref())] = &p;
-  std::set<std::string> named;  // Switch ports already in `parts`.
-  for (const v1::Circuit& c : LiveCircuits(a)) {
-    // The fibers the circuit's light takes: the source's tx, the destination's rx.
-    for (const auto& [end, tx] : {std::pair{c.source(), true}, std::pair{c.destination(), false}}) {
-      auto fibers = onic_ports.find(v1::PortName(end));
-      if (fibers == onic_ports.end()) continue;
-      const v1::SwitchPortRef& ref = tx ? fibers->second->tx() : fibers->second->rx();
-      auto port = switch_ports.find(v1::PortName(ref));
-      if (port == switch_ports.end() || port->second->oper_state() != v1::OPER_STATE_FAILED ||
-          !named.insert(v1::PortName(ref)).second) {
-        continue;
-      }
-      const std::string& member = device_of[end.onic()];
-      parts.push_back({member, absl::StrCat("switch port ", v1::PortName(ref), " of ", member,
-                                            " failed: ", port->second->oper_reason())});
-    }
-  }
-  return parts;
-}
 
 std::vector<std::string> Healer::FailedPartReasons(const v1::Allocation& a) {
   std::vector<std::string> reasons;
@@ -90,9 +39,9 @@ Healer::Verdict Healer::Judge(const v1::Allocation& a, absl::Time now) {
   uint32_t healed = 0;
   for (const v1::MemberReplacement& r : a.replacements()) healed += r.by() == "fleetd";
   if (healed >= MaxReplacements(policy)) {
-    v.why_not = absl::StrCat("no heal: the failure policy's ", MaxReplacements(policy),
-                             " replacement", MaxReplacements(policy) == 1 ? " is" : "s are",
-                             " used up");
+    v.why_not =
+        absl::StrCat("no heal: the failure policy's ", MaxReplacements(policy), " replacement",
+                     MaxReplacements(policy) == 1 ? " is" : "s are", " used up");
     v.blocked = true;
     return v;
   }
@@ -112,7 +61,7 @@ Healer::Verdict Healer::Judge(const v1::Allocation& a, absl::Time now) {
   std::map<std::string, std::string> device_of;  // O-NIC id → device.
   for (const v1::Onic& o : (*inventory)->site.onics()) device_of[o.id()] = o.device();
   std::map<std::string, int> hurt;  // Member → its circuits not ACTIVE.
-  std::string first_receiver;      // The receiving member of the first circuit not ACTIVE.
+  std::string first_receiver;       // The receiving member of the first circuit not ACTIVE.
   for (const v1::Circuit& c : LiveCircuits(a)) {
     if (c.state() == v1::CIRCUIT_STATE_ACTIVE) continue;
     for (const v1::OnicPortRef& end : {c.source(), c.destination()}) ++hurt[device_of[end.onic()]];
@@ -184,8 +133,7 @@ void Healer::Heal(const std::string& id, const std::string& member, const std::s
        .same_switch_only = same_switch_only,
        .degraded_for = degraded_for,
        .only_if_degraded = true},
-      Caller::Operator("fleetd"),
-      [p = p_, degraded_at](const v1::Allocation& ended) {
+      Caller::Operator("fleetd"), [p = p_, degraded_at](const v1::Allocation& ended) {
         const char* outcome = ended.state() == v1::ALLOCATION_STATE_READY      ? "healed"
                               : ended.state() == v1::ALLOCATION_STATE_DEGRADED ? "degraded"
                                                                                : "failed";
@@ -208,8 +156,8 @@ void Healer::Heal(const std::string& id, const std::string& member, const std::s
   }
   const char* outcome =
       healed.code() == absl::StatusCode::kResourceExhausted ? "no_spare" : "refused";
-  const std::string why = absl::StrCat("no heal: cannot replace ", member, " (", reason,
-                                       "): ", healed.message());
+  const std::string why =
+      absl::StrCat("no heal: cannot replace ", member, " (", reason, "): ", healed.message());
   // Under a claim taken now, on the allocation as it is now; the event is recorded either way.
   const bool claimed = p_.pool.Claim(id);
   if (absl::StatusOr<v1::Allocation> a = p_.ctx.store->GetAllocation(id);

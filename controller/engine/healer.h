@@ -21,16 +21,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "controller/engine/engine_parts.h"
+#include "controller/engine/failure_policy.h"
 #include "controller/engine/member_changes.h"
 #include "fleet/v1/topology.pb.h"
 
 namespace fleet::engine {
-
-// The failure policy's `within`, defaulted (2 s).
-absl::Duration HealWithin(const v1::FailurePolicy& policy);
-// When the allocation's member is replaced at the latest for links that do not retrain:
-// `degraded_since` (else `now`) plus `within`; InfiniteFuture without a replace policy.
-absl::Time HealDue(const v1::Allocation& a, absl::Time now);
 
 class Healer {
  public:
@@ -52,9 +47,7 @@ class Healer {
   // returns true; the retry must then do nothing more. False: retrain as usual.
   bool StartIfDue(const v1::Allocation& a);
 
-  // What of `a`'s members has failed (a device an operator marked FAILED, a FAILED switch
-  // port under one of its live circuits' fibers), one line each: while any is, `a` stays
-  // DEGRADED however its links train, since an operator's word or the switch says so.
+  // FailedParts (failure_policy.h) of `a` on the cached inventory, one line each.
   std::vector<std::string> FailedPartReasons(const v1::Allocation& a);
 
   // Why allocation `id` is not being healed though its policy asks (no spare, replacements
@@ -72,13 +65,6 @@ class Healer {
                      const std::map<std::string, std::string>& failed);
 
  private:
-  struct FailedPart {
-    std::string member;
-    std::string reason;
-  };
-  // Devices first, then switch ports, in circuit order.
-  static std::vector<FailedPart> FailedParts(const v1::Allocation& a,
-                                             const CachedInventory& inventory);
   // Records why `a` is not healed (`why`), once per `key` (the member and the refusal's
   // code: the words may change from one attempt to the next): counted as `outcome` in the
   // heal metrics, an event and, with `update` (the caller holds the claim), its reason too.

@@ -154,7 +154,8 @@ constexpr absl::Duration kDegradeClaimWait = absl::Seconds(60);
 void LinkRecovery::LinksDown(const std::string& host, const std::vector<v1::LinkState>& links) {
   if (links.empty()) return;
   std::map<std::string, v1::LinkState> down;  // By v1::PortName of serial and port.
-  for (const v1::LinkState& link : links) down[v1::PortName(link.onic_serial(), link.port())] = link;
+  for (const v1::LinkState& link : links)
+    down[v1::PortName(link.onic_serial(), link.port())] = link;
   DegradeWhere(
       [this, host, down = std::move(down)](const v1::Circuit& c) -> std::string {
         absl::StatusOr<std::string> dst = p_.inventory.SerialOf(c.destination().onic());
@@ -274,34 +275,33 @@ void LinkRecovery::DegradeOnFailedParts() {
 
 void LinkRecovery::DegradeWhere(Hurt hurt, absl::Duration retry_after, std::string event_kind) {
   // Off the caller's thread (an agent's stream, the monitor's loop, an RPC).
-  p_.pool.Spawn("", [this, hurt = std::move(hurt), retry_after,
-                     event_kind = std::move(event_kind)] {
-    absl::StatusOr<std::vector<v1::Allocation>> live = p_.ctx.store->ListAllocations({});
-    if (!live.ok()) return;
-    for (const v1::Allocation& a : *live) {
-      // Only those with a circuit it hurts, in whatever state: one a transaction is making now
-      // is looked at again once it lets go.
-      bool hurts = false;
-      for (const v1::Circuit& c : LiveCircuits(a)) hurts = hurts || !hurt(c).empty();
-      if (!hurts) continue;
-      const absl::Time give_up = absl::Now() + kDegradeClaimWait;
-      if (p_.pool.WaitAndClaim(a.id(), give_up) != WorkerPool::Claimed::kClaimed) continue;
-      // A failed part (retry_after 0) makes the retry due now even when its circuits were
-      // DEGRADED already: the retry heals.
-      if (Degrade(a.id(), hurt, event_kind) || retry_after == absl::ZeroDuration()) {
-        // Under the claim, so a retry cannot start between the update and its scheduling;
-        // no later than a failure policy's `within` says.
-        const absl::Time now = p_.ctx.clock->Now();
-        p_.retries.ScheduleAt(a.id(), now + retry_after);
-        if (const absl::Time due = HealDue(a, now); due > now) p_.retries.DueBy(a.id(), due);
-      }
-      p_.pool.Unclaim(a.id());
-    }
-  });
+  p_.pool.Spawn(
+      "", [this, hurt = std::move(hurt), retry_after, event_kind = std::move(event_kind)] {
+        absl::StatusOr<std::vector<v1::Allocation>> live = p_.ctx.store->ListAllocations({});
+        if (!live.ok()) return;
+        for (const v1::Allocation& a : *live) {
+          // Only those with a circuit it hurts, in whatever state: one a transaction is making now
+          // is looked at again once it lets go.
+          bool hurts = false;
+          for (const v1::Circuit& c : LiveCircuits(a)) hurts = hurts || !hurt(c).empty();
+          if (!hurts) continue;
+          const absl::Time give_up = absl::Now() + kDegradeClaimWait;
+          if (p_.pool.WaitAndClaim(a.id(), give_up) != WorkerPool::Claimed::kClaimed) continue;
+          // A failed part (retry_after 0) makes the retry due now even when its circuits were
+          // DEGRADED already: the retry heals.
+          if (Degrade(a.id(), hurt, event_kind) || retry_after == absl::ZeroDuration()) {
+            // Under the claim, so a retry cannot start between the update and its scheduling;
+            // no later than a failure policy's `within` says.
+            const absl::Time now = p_.ctx.clock->Now();
+            p_.retries.ScheduleAt(a.id(), now + retry_after);
+            if (const absl::Time due = HealDue(a, now); due > now) p_.retries.DueBy(a.id(), due);
+          }
+          p_.pool.Unclaim(a.id());
+        }
+      });
 }
 
-bool LinkRecovery::Degrade(const std::string& id, const Hurt& hurt,
-                           const std::string& event_kind) {
+bool LinkRecovery::Degrade(const std::string& id, const Hurt& hurt, const std::string& event_kind) {
   // Read again under the claim: what the listing saw may have changed since.
   absl::StatusOr<v1::Allocation> a = p_.ctx.store->GetAllocation(id);
   if (!a.ok() || !Settled(a->state())) return false;

@@ -86,11 +86,10 @@ absl::Status MemberChanges::ReplaceFailed(const std::string& id, const FailedMem
       caller,
       [&](const v1::Allocation& stored, MemberChange& change) {
         if (failed.only_if_degraded && stored.state() != v1::ALLOCATION_STATE_DEGRADED) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "allocation ", id, " is ", v1::Name(stored.state()), " again; no heal"));
+          return absl::FailedPreconditionError(
+              absl::StrCat("allocation ", id, " is ", v1::Name(stored.state()), " again; no heal"));
         }
-        return PlanReplacement(request, failed.same_switch_only, record, stored, change,
-                               response);
+        return PlanReplacement(request, failed.same_switch_only, record, stored, change, response);
       },
       response.mutable_allocation(), std::move(ended));
 }
@@ -132,10 +131,10 @@ absl::Status MemberChanges::PlanReplacement(const v1::ReplaceMemberRequest& requ
     }
   }
   r.event_kind = "allocation.member_replaced";
-  r.event_message = absl::StrCat("allocation ", id, " replacing member ", request.member(), " by ",
-                                 plan.spare, " (", record.reason(), ", by ", record.by(),
-                                 "): ", removed, " circuits removed, ", added,
-                                 " added, the rest kept");
+  r.event_message =
+      absl::StrCat("allocation ", id, " replacing member ", request.member(), " by ", plan.spare,
+                   " (", record.reason(), ", by ", record.by(), "): ", removed,
+                   " circuits removed, ", added, " added, the rest kept");
   r.record = std::move(record);
   return absl::OkStatus();
 }
@@ -190,8 +189,8 @@ absl::Status MemberChanges::ChangeMembers(const std::string& id, v1::AllocationS
 
 void MemberChanges::ReconfigureMembers(const std::string& id, std::vector<v1::StageTiming> admitted,
                                        std::vector<v1::Circuit> removes,
-                                       std::vector<v1::Circuit> on_switch,
-                                       const std::string& what, OnEnd on_end) {
+                                       std::vector<v1::Circuit> on_switch, const std::string& what,
+                                       OnEnd on_end) {
   p_.pool.Spawn(id, [p = p_, id, what, admitted = std::move(admitted),
                      on_switch = std::move(on_switch),
                      phase_switch = PhaseSwitch{"", std::move(removes)},

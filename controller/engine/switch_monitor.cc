@@ -12,6 +12,7 @@
 namespace fleet::engine {
 
 std::vector<store::PortHealth> SwitchMonitor::Pass() {
+  absl::MutexLock pass(&pass_mu_);
   std::vector<store::PortHealth> recorded;
   absl::StatusOr<std::shared_ptr<const CachedInventory>> inventory = p_.inventory.Current();
   absl::StatusOr<std::vector<v1::Circuit>> circuits = p_.ctx.store->ListCircuits({});
@@ -39,6 +40,7 @@ std::vector<store::PortHealth> SwitchMonitor::Pass() {
   std::map<std::string, std::vector<v1::SwitchPort>> stored;
   for (const v1::SwitchPort& p : (*inventory)->ports) stored[p.ref().switch_id()].push_back(p);
   for (const v1::Switch& sw : (*inventory)->site.switches()) {
+    if (p_.pool.stopping()) break;  // A slow switch must not hold up Shutdown.
     absl::StatusOr<std::vector<store::PortHealth>> changes =
         Read(sw, stored[sw.id()], lit[sw.id()], unjudged[sw.id()]);
     {
@@ -46,8 +48,7 @@ std::vector<store::PortHealth> SwitchMonitor::Pass() {
       if (!changes.ok()) {
         if (unreadable_.insert(sw.id()).second) {
           FLEET_LOG(WARNING) << "switch monitor: switch " << sw.id()
-                             << " not read; its ports keep their last health: "
-                             << changes.status();
+                             << " not read; its ports keep their last health: " << changes.status();
         }
         continue;
       }
@@ -85,8 +86,8 @@ absl::StatusOr<std::vector<store::PortHealth>> SwitchMonitor::Read(
   std::map<uint32_t, store::PortHealth> now;  // Port → health read, UP unless said otherwise.
   for (const switch_adapters::PortState& s : *states) {
     if (s.status != switch_adapters::PortStatus::kFailed) continue;
-    now[s.port] = {.ref = {}, .state = v1::OPER_STATE_FAILED,
-                   .reason = "the switch reports it failed"};
+    now[s.port] = {
+        .ref = {}, .state = v1::OPER_STATE_FAILED, .reason = "the switch reports it failed"};
   }
   if (!lit_egresses.empty()) {
     absl::StatusOr<std::vector<switch_adapters::PortPower>> power =
@@ -115,8 +116,8 @@ absl::StatusOr<std::vector<store::PortHealth>> SwitchMonitor::Read(
     }
     health.ref = port.ref();
     // A port never read is UNKNOWN in the store: UP is no news for it.
-    const v1::OperState was = port.oper_state() == v1::OPER_STATE_UNKNOWN ? v1::OPER_STATE_UP
-                                                                          : port.oper_state();
+    const v1::OperState was =
+        port.oper_state() == v1::OPER_STATE_UNKNOWN ? v1::OPER_STATE_UP : port.oper_state();
     // State changes only: a reading that moves within DEGRADED is no news either.
     if (health.state != was) changes.push_back(std::move(health));
   }

@@ -37,6 +37,7 @@ class SwitchMonitor {
       : p_(parts), recovery_(recovery) {}
 
   // One pass over every switch; returns the health changes it recorded (tests read them).
+  // Passes run one at a time; one stops between switches once fleetd is stopping.
   std::vector<store::PortHealth> Pass();
 
  private:
@@ -49,6 +50,7 @@ class SwitchMonitor {
 
   const EngineParts p_;
   LinkRecovery* const recovery_;
+  absl::Mutex pass_mu_;  // Held for a whole pass: two at once would record changes twice.
   absl::Mutex mu_;
   std::set<std::string> unreadable_ ABSL_GUARDED_BY(mu_);  // Switches whose last read failed.
 };

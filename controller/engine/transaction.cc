@@ -9,7 +9,7 @@
 #include "common/log.h"
 #include "common/proto_time.h"
 #include "controller/engine/circuits.h"
-#include "controller/engine/healer.h"
+#include "controller/engine/failure_policy.h"
 #include "controller/engine/stage_timing.h"
 
 namespace fleet::engine {
@@ -221,7 +221,14 @@ void Transaction::Finish() {
   store::AllocationUpdate done;
   done.id = id_;
   done.stage_timings = timings_;
-  const std::vector<std::string> reasons = RecordRetrain(circuits_, failed_, done);
+  std::vector<std::string> reasons = RecordRetrain(circuits_, failed_, done);
+  // A member whose device or own switch port has failed keeps it DEGRADED (failure_policy.h).
+  if (absl::StatusOr<std::shared_ptr<const CachedInventory>> inventory = p_.inventory.Current();
+      inventory.ok()) {
+    for (FailedPart& part : FailedParts(loaded_, **inventory)) {
+      reasons.push_back(std::move(part.reason));
+    }
+  }
   absl::Duration total;
   for (const v1::StageTiming& t : timings_) {
     total += FromProtoDuration(t.duration());

@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
 #include "controller/engine/engine_context.h"
+#include "controller/engine/inventory_cache.h"
 #include "controller/engine/link_trainer.h"
 #include "controller/engine/retry_scheduler.h"
 #include "controller/engine/switch_programmers.h"
@@ -44,6 +45,7 @@ struct PhaseSwitch {
 struct TransactionParts {
   const EngineContext& ctx;
   WorkerPool& pool;
+  InventoryCache& inventory;
   LinkTrainer& trainer;
   SwitchProgrammers& programmers;
   RetryScheduler& retries;

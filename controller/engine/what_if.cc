@@ -15,8 +15,8 @@
 namespace fleet::engine {
 
 Hurt HurtBy(const v1::Allocation& a, const LostParts& lost, const CachedInventory& inventory) {
-  std::map<std::string, std::string> device_of;                 // O-NIC id → device.
-  std::map<std::string, const v1::OnicPort*> onic_ports;        // v1::PortName → fibers.
+  std::map<std::string, std::string> device_of;           // O-NIC id → device.
+  std::map<std::string, const v1::OnicPort*> onic_ports;  // v1::PortName → fibers.
   for (const v1::Onic& o : inventory.site.onics()) {
     device_of[o.id()] = o.device();
     for (const v1::OnicPort& p : o.ports()) onic_ports[v1::PortName(o.id(), p.index())] = &p;
@@ -33,9 +33,8 @@ Hurt HurtBy(const v1::Allocation& a, const LostParts& lost, const CachedInventor
       const std::string& device = device_of[end.onic()];
       auto fibers = onic_ports.find(v1::PortName(end));
       const bool own_fiber_lost =
-          fibers != onic_ports.end() &&
-          lost.switch_ports.contains(
-              v1::PortName(tx ? fibers->second->tx() : fibers->second->rx()));
+          fibers != onic_ports.end() && lost.switch_ports.contains(v1::PortName(
+                                            tx ? fibers->second->tx() : fibers->second->rx()));
       if (lost.devices.contains(device) || own_fiber_lost) {
         hit = true;
         members.insert(device);
@@ -195,8 +194,8 @@ absl::StatusOr<v1::WhatIfFailResponse> WhatIf::Fail(const v1::WhatIfFailRequest&
       }
       size_t remade = 0;
       for (const scheduler::ReplacedPhase& phase : r->phases) remade += phase.diff.add.size();
-      steps.push_back(absl::StrCat("replace ", member, " by ", r->spare, ": ", remade,
-                                   " circuit", remade == 1 ? "" : "s", " re-made"));
+      steps.push_back(absl::StrCat("replace ", member, " by ", r->spare, ": ", remade, " circuit",
+                                   remade == 1 ? "" : "s", " re-made"));
       Apply(*r, after, made);
     }
     h.set_heals(refusal.empty());

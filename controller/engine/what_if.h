@@ -20,7 +20,7 @@ namespace fleet::engine {
 struct LostParts {
   std::set<std::string> switch_ports;  // v1::PortName of each.
   std::set<std::string> devices;
-  std::string what;                    // For messages: "switch port ocs1/437", "device gpu3".
+  std::string what;  // For messages: "switch port ocs1/437", "device gpu3".
 };
 
 // What of allocation `a` a loss hurts: its live circuits crossing a lost switch port or

@@ -243,8 +243,8 @@ absl::Status ValidateFleetdConfig(const FleetdConfig& config) {
                                     " is negative (0 turns the switch monitor off)"));
   }
   if (config.low_power_dbm > 30 || config.low_power_dbm < -60) {
-    problems.push_back(absl::StrCat("low_power_dbm ", config.low_power_dbm,
-                                    " is not in -60..30 dBm"));
+    problems.push_back(
+        absl::StrCat("low_power_dbm ", config.low_power_dbm, " is not in -60..30 dBm"));
   }
   if (config.suspect_after_failed_retrains < 0) {
     problems.push_back(absl::StrCat("suspect_after_failed_retrains ",

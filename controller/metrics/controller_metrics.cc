@@ -40,8 +40,8 @@ class StoreStateCollector : public prometheus::Collectable {
                v1::EnumTexts(v1::CircuitState_descriptor()), counts->circuits),
         Family("fleet_switch_ports", "Switch ports by health, as the switch monitor last saw",
                {"up", "degraded", "failed"}, counts->switch_ports),
-        Family("fleet_devices", "Devices by health",
-               {"healthy", "suspect", "failed"}, counts->devices)};
+        Family("fleet_devices", "Devices by health", {"healthy", "suspect", "failed"},
+               counts->devices)};
     absl::StatusOr<store::StorageSize> size = store_->Storage();
     if (!size.ok()) {
       FLEET_LOG(WARNING) << "metrics: reading the state database's size: " << size.status();
@@ -108,12 +108,13 @@ ControllerMetrics::ControllerMetrics(prometheus::Registry& registry)
                                  "Reconfigurations finished, by outcome")),
       heals_(Register(prometheus::BuildCounter(), registry, "fleet_heals_total",
                       "Heals under a failure policy, by outcome")),
-      heal_duration_(Register(prometheus::BuildHistogram(), registry, "fleet_heal_duration_seconds",
-                              "Allocation DEGRADED to READY again with a spare")
-                         // From a failed part's tens of ms to a policy's minutes of waiting.
-                         .Add({}, prometheus::Histogram::BucketBoundaries{
-                                      0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120,
-                                      300, 600, 1800})),
+      heal_duration_(
+          Register(prometheus::BuildHistogram(), registry, "fleet_heal_duration_seconds",
+                   "Allocation DEGRADED to READY again with a spare")
+              // From a failed part's tens of ms to a policy's minutes of waiting.
+              .Add({},
+                   prometheus::Histogram::BucketBoundaries{0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
+                                                           10, 30, 60, 120, 300, 600, 1800})),
       releases_(Register(prometheus::BuildCounter(), registry, "fleet_releases_total",
                          "Allocations released, by reason")),
       switch_commands_(Register(prometheus::BuildCounter(), registry, "fleet_switch_commands_total",

@@ -156,8 +156,7 @@ grpc::Status AdminServiceImpl::ReplaceMember(grpc::ServerContext* context,
 grpc::Status AdminServiceImpl::SetDeviceHealth(grpc::ServerContext* context,
                                                const v1::SetDeviceHealthRequest* request,
                                                v1::Device* response) {
-  return Durable(*store_,
-                 Assign(engine_->SetDeviceHealth(*request, CallerOf(*context)), response));
+  return Durable(*store_, Assign(engine_->SetDeviceHealth(*request, CallerOf(*context)), response));
 }
 
 grpc::Status AdminServiceImpl::WhatIfFail(grpc::ServerContext* context,

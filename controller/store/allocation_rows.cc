@@ -227,7 +227,8 @@ absl::StatusOr<std::vector<v1::Allocation>> SelectAllocations(Database& db, cons
           absl::StrCat("allocation ", a.id(), ": stored replacements are corrupt"));
     }
     *a.mutable_replacements() = replacements.replacements();
-    if (stmt.Int(14) != 0) *a.mutable_degraded_since() = ToProtoTime(absl::FromUnixMicros(stmt.Int(14)));
+    if (stmt.Int(14) != 0)
+      *a.mutable_degraded_since() = ToProtoTime(absl::FromUnixMicros(stmt.Int(14)));
   }
   ASSIGN_OR_RETURN(
       Statement members,

@@ -116,7 +116,8 @@ absl::StatusOr<std::vector<v1::Device>> SelectDevices(Database& db, const std::s
     d.set_spare(stmt.Int(7) != 0);
     d.set_health(ParseColumn<v1::DeviceHealth>(stmt.Text(8)));
     d.set_health_reason(stmt.Text(9));
-    if (!stmt.IsNull(10)) *d.mutable_health_changed() = ToProtoTime(absl::FromUnixMicros(stmt.Int(10)));
+    if (!stmt.IsNull(10))
+      *d.mutable_health_changed() = ToProtoTime(absl::FromUnixMicros(stmt.Int(10)));
   }
   return out;
 }
@@ -230,7 +231,8 @@ absl::StatusOr<std::vector<v1::SwitchPort>> SelectPorts(Database& db,
     }
     if (!stmt.IsNull(9)) port.set_circuit_id(stmt.Text(9));
     port.set_oper_reason(stmt.Text(10));
-    if (!stmt.IsNull(11)) *port.mutable_oper_changed() = ToProtoTime(absl::FromUnixMicros(stmt.Int(11)));
+    if (!stmt.IsNull(11))
+      *port.mutable_oper_changed() = ToProtoTime(absl::FromUnixMicros(stmt.Int(11)));
   }
   return ports;
 }

@@ -98,11 +98,10 @@ class InventoryStore {
   // for a state other than UP, DEGRADED or FAILED.
   virtual absl::Status SetPortHealth(const std::vector<PortHealth>& changes) = 0;
   // Sets a device's health with `reason` (required unless HEALTHY), appending an event;
-  // HEALTHY clears what was set; SUSPECT leaves a FAILED device FAILED. NOT_FOUND for an unknown device, INVALID_ARGUMENT for an
-  // unspecified health or a missing reason. Idempotent.
+  // HEALTHY clears what was set; SUSPECT leaves a FAILED device FAILED. NOT_FOUND for an unknown
+  // device, INVALID_ARGUMENT for an unspecified health or a missing reason. Idempotent.
   virtual absl::Status SetDeviceHealth(const std::string& device, v1::DeviceHealth health,
-                                       const std::string& reason,
-                                       const std::string& principal) = 0;
+                                       const std::string& reason, const std::string& principal) = 0;
 
   // Changes whenever inventory, administrative state (drain) or health is committed, so readers can
   // cache what LoadInventory and ListPorts return; circuits and allocations do not change it.

@@ -156,17 +156,16 @@ class SqliteAllocationStore final : public AllocationStore {
     absl::MutexLock lock(&connection_.mu());
     StateCounts counts;
     // Each query is ours, never input.
-    for (auto [sql, out] : {
-             std::pair{"SELECT state, COUNT(*) FROM allocations GROUP BY state",
-                       &counts.allocations},
-             std::pair{"SELECT state, COUNT(*) FROM circuits GROUP BY state", &counts.circuits},
-             std::pair{"SELECT COALESCE(h.oper_state, 'up'), COUNT(*) FROM switch_ports p "
-                       "LEFT JOIN port_health h ON h.switch_id = p.switch_id AND h.port = p.port "
-                       "GROUP BY 1",
-                       &counts.switch_ports},
-             std::pair{"SELECT COALESCE(h.health, 'healthy'), COUNT(*) FROM devices d "
-                       "LEFT JOIN device_health h ON h.device_id = d.id GROUP BY 1",
-                       &counts.devices}}) {
+    for (auto [sql, out] :
+         {std::pair{"SELECT state, COUNT(*) FROM allocations GROUP BY state", &counts.allocations},
+          std::pair{"SELECT state, COUNT(*) FROM circuits GROUP BY state", &counts.circuits},
+          std::pair{"SELECT COALESCE(h.oper_state, 'up'), COUNT(*) FROM switch_ports p "
+                    "LEFT JOIN port_health h ON h.switch_id = p.switch_id AND h.port = p.port "
+                    "GROUP BY 1",
+                    &counts.switch_ports},
+          std::pair{"SELECT COALESCE(h.health, 'healthy'), COUNT(*) FROM devices d "
+                    "LEFT JOIN device_health h ON h.device_id = d.id GROUP BY 1",
+                    &counts.devices}}) {
       ASSIGN_OR_RETURN(Statement stmt, db().Prepare(sql));
       while (true) {
         ASSIGN_OR_RETURN(bool row, stmt.Step());
@@ -391,8 +390,8 @@ class SqliteAllocationStore final : public AllocationStore {
   }
 
   // The allocation's stored replacements with `record` (its time `now`) appended, serialized.
-  absl::StatusOr<std::string> AppendReplacement(const std::string& id,
-                                                v1::MemberReplacement record, absl::Time now)
+  absl::StatusOr<std::string> AppendReplacement(const std::string& id, v1::MemberReplacement record,
+                                                absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(connection_.mu()) {
     ASSIGN_OR_RETURN(Statement read,
                      db().Prepare("SELECT replacements FROM allocations WHERE id = ?1"));

@@ -267,9 +267,9 @@ class SqliteInventoryStore final : public InventoryStore {
     for (const PortHealth& c : changes) {
       if (c.state != v1::OPER_STATE_UP && c.state != v1::OPER_STATE_DEGRADED &&
           c.state != v1::OPER_STATE_FAILED) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("switch port ", v1::PortName(c.ref), ": health ", Name(c.state),
-                         " is not one of up, degraded, failed"));
+        return absl::InvalidArgumentError(absl::StrCat("switch port ", v1::PortName(c.ref),
+                                                       ": health ", Name(c.state),
+                                                       " is not one of up, degraded, failed"));
       }
     }
     absl::MutexLock lock(&connection_.mu());
@@ -278,7 +278,7 @@ class SqliteInventoryStore final : public InventoryStore {
     for (const PortHealth& c : changes) {
       const std::string name = v1::PortName(c.ref);
       ASSIGN_OR_RETURN(Statement known, db().Prepare("SELECT 1 FROM switch_ports WHERE "
-                                                      "switch_id = ?1 AND port = ?2"));
+                                                     "switch_id = ?1 AND port = ?2"));
       known.Bind(1, c.ref.switch_id()).Bind(2, static_cast<int64_t>(c.ref.port()));
       ASSIGN_OR_RETURN(bool exists, known.Step());
       if (!exists) return absl::NotFoundError(absl::StrCat("switch port ", name, " not found"));
@@ -306,12 +306,11 @@ class SqliteInventoryStore final : public InventoryStore {
   absl::Status SetDeviceHealth(const std::string& device, v1::DeviceHealth health,
                                const std::string& reason, const std::string& principal) override {
     if (health == v1::DEVICE_HEALTH_UNSPECIFIED) {
-      return absl::InvalidArgumentError(
-          "health: unspecified; give healthy, suspect or failed");
+      return absl::InvalidArgumentError("health: unspecified; give healthy, suspect or failed");
     }
     if (health != v1::DEVICE_HEALTH_HEALTHY && reason.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("reason: empty; marking device ", device,
-                                                     " ", Name(health), " needs a reason"));
+      return absl::InvalidArgumentError(absl::StrCat("reason: empty; marking device ", device, " ",
+                                                     Name(health), " needs a reason"));
     }
     absl::MutexLock lock(&connection_.mu());
     ASSIGN_OR_RETURN(Transaction txn, connection_.Begin());
@@ -333,8 +332,7 @@ class SqliteInventoryStore final : public InventoryStore {
     RETURN_IF_ERROR(write.Run());
     RETURN_IF_ERROR(connection_.AppendEvent(
         "device.health", "device", device,
-        health == v1::DEVICE_HEALTH_HEALTHY ? v1::EVENT_SEVERITY_INFO
-                                            : v1::EVENT_SEVERITY_WARNING,
+        health == v1::DEVICE_HEALTH_HEALTHY ? v1::EVENT_SEVERITY_INFO : v1::EVENT_SEVERITY_WARNING,
         absl::StrCat("device ", device, " ", Name(health),
                      reason.empty() ? "" : absl::StrCat(": ", reason)),
         principal));

@@ -49,7 +49,8 @@ inline constexpr int kRingSize = 8;
 inline constexpr int kRings = kGpus / kRingSize;  // Disjoint rings the site holds at once: 20.
 inline constexpr int kIngressPorts = 384;
 // The stages an allocation reports, in transaction order.
-inline constexpr const char* kStages[] = {"plan", "persist", "quiesce", "program", "verify", "retrain"};
+inline constexpr const char* kStages[] = {"plan",    "persist", "quiesce",
+                                          "program", "verify",  "retrain"};
 
 // One 384x384 switch and 160 GPUs in chassis of 20, each GPU with one O-NIC whose two ports
 // take consecutive ingress ports and the matching egress ports. Nothing is reserved for
@@ -125,7 +126,7 @@ inline double StageMs(const v1::Allocation& a, const std::string& stage) {
 // The median of each stage, their sum, and what the latency holds besides them (the state
 // commits between stages, the RPCs and the watch), which no stage timing covers.
 inline void PrintStages(const StageSamples& stages, const std::vector<double>& latency_ms,
-                 const std::vector<double>& stage_sum_ms) {
+                        const std::vector<double>& stage_sum_ms) {
   std::printf("  stage medians (GetAllocation after READY):\n");
   for (const char* stage : kStages) {
     auto it = stages.find(stage);
@@ -212,8 +213,8 @@ class Site {
         fleet::testing::HttpRequest(demo_->switches().front().rest, method, path, body);
     if (!reply.ok()) return reply.status();
     if (reply->status >= 300) {
-      return absl::InternalError(absl::StrCat(method, " ", path, ": ", reply->status, " ",
-                                              reply->body));
+      return absl::InternalError(
+          absl::StrCat(method, " ", path, ": ", reply->status, " ", reply->body));
     }
     return absl::OkStatus();
   }

@@ -1,6 +1,7 @@
 // fleet_heal_bench: healing end to end over real processes (bench_site.h: fleetd in-process,
 // polatis-emu and one emulated agent per chassis of a 160-GPU site). A READY ring of 8 GPUs
-// whose request says `on_failure: {replace: true, within: 500ms} (--within-ms)` loses one member to a fault:
+// whose request says `on_failure: {replace: true, within: 500ms} (--within-ms)` loses one member to
+// a fault:
 //   port    the emulator reports the member's rx egress FAILED
 //   power   30 dB more loss at that egress (below fleetd's -20 dBm threshold)
 //   device  an operator marks the member's device failed (AdminService.SetDeviceHealth)
@@ -186,9 +187,8 @@ absl::Status Run(int64_t iterations, int64_t monitor_ms, int64_t within_ms, int6
   options.switch_ms = static_cast<int>(switch_ms);
   options.training_ms = static_cast<int>(training_ms);
   options.inventory = fleet::bench::BenchInventory();
-  ASSIGN_OR_RETURN(std::unique_ptr<Site> site,
-                   Site::Start(options, absl::Seconds(5), /*tls=*/false,
-                               absl::Milliseconds(monitor_ms)));
+  ASSIGN_OR_RETURN(std::unique_ptr<Site> site, Site::Start(options, absl::Seconds(5), /*tls=*/false,
+                                                           absl::Milliseconds(monitor_ms)));
   std::printf(
       "fleet_heal_bench: %s, monitor every %lld ms, within %lld ms, switching %lld ms, training "
       "%lld ms\n",

@@ -27,6 +27,13 @@ uint32_t EgressInto(const v1::Allocation& a, const std::string& onic) {
 
 class HealingTest : public EngineTest {
  protected:
+  // Fails switch port `egress`, has the monitor see it, and runs the retry that follows.
+  void FailPortAndRetry(uint32_t egress) {
+    sw_->SetPortFailed(egress, true);
+    engine_->MonitorSwitches();
+    engine_->WaitIdleForTest();
+    RetryAfter(absl::ZeroDuration());
+  }
   // Runs the retries due after `after` passes, and waits for what they start.
   void RetryAfter(absl::Duration after) {
     clock_.Advance(after);
@@ -132,13 +139,12 @@ TEST_F(HealingTest, APowerDropBelowTheThresholdDegradesThePortAndItsLink) {
   engine_->WaitIdleForTest();
   a = Get(a.id());
   EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_DEGRADED);
-  EXPECT_THAT(a.reason(), HasSubstr("switch port ocs1/" + std::to_string(egress) +
-                                     " degraded: -26.50 dBm"));
+  EXPECT_THAT(a.reason(),
+              HasSubstr("switch port ocs1/" + std::to_string(egress) + " degraded: -26.50 dBm"));
 }
 
 TEST_F(HealingTest, AnOperatorsFailedDeviceIsReplacedAndGetsNoNewCircuits) {
-  v1::Allocation a =
-      Request(Healing(Ring("team-a", {"gpu1", "gpu2", "gpu3"}), absl::Seconds(30)));
+  v1::Allocation a = Request(Healing(Ring("team-a", {"gpu1", "gpu2", "gpu3"}), absl::Seconds(30)));
   ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
   v1::SetDeviceHealthRequest fail;
   fail.set_device("gpu2");
@@ -160,8 +166,8 @@ TEST_F(HealingTest, AnOperatorsFailedDeviceIsReplacedAndGetsNoNewCircuits) {
   EXPECT_THAT(a.replacements(0).reason(), HasSubstr("device gpu2 failed: ECC errors"));
 
   // A request naming it is refused: its ports are unusable.
-  absl::StatusOr<v1::RequestTopologyResponse> refused = engine_->RequestTopology(
-      Ring("team-b", {"gpu2", "gpu8"}), Caller::Operator("operator:test"));
+  absl::StatusOr<v1::RequestTopologyResponse> refused =
+      engine_->RequestTopology(Ring("team-b", {"gpu2", "gpu8"}), Caller::Operator("operator:test"));
   EXPECT_THAT(refused.status(), StatusIs(absl::StatusCode::kResourceExhausted,
                                          HasSubstr("device gpu2 has failed (ECC errors)")));
   // Healthy again, it may be used.
@@ -239,10 +245,7 @@ TEST_F(HealingTest, WithNoSpareOrNoReplacementLeftTheAllocationStaysDegradedSayi
   }
   v1::Allocation a = Request(Healing(Ring("team-a", all), absl::Seconds(2)));
   ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
-  sw_->SetPortFailed(EgressInto(a, "gpu3-n0"), true);
-  engine_->MonitorSwitches();
-  engine_->WaitIdleForTest();
-  RetryAfter(absl::ZeroDuration());
+  FailPortAndRetry(EgressInto(a, "gpu3-n0"));
   a = Get(a.id());
   EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_DEGRADED);
   EXPECT_THAT(a.reason(), HasSubstr("no heal: cannot replace gpu3"));
@@ -257,18 +260,12 @@ TEST_F(HealingTest, AMaxReplacementsPolicyHealsOnceThenStaysDegraded) {
   v1::Allocation a =
       Request(Healing(Ring("team-a", {"gpu1", "gpu2", "gpu3"}), absl::Seconds(2), 1));
   ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
-  sw_->SetPortFailed(EgressInto(a, "gpu2-n0"), true);
-  engine_->MonitorSwitches();
-  engine_->WaitIdleForTest();
-  RetryAfter(absl::ZeroDuration());
+  FailPortAndRetry(EgressInto(a, "gpu2-n0"));
   a = Get(a.id());
   ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
   ASSERT_THAT(a.replacements(), SizeIs(1));
 
-  sw_->SetPortFailed(EgressInto(a, "gpu3-n0"), true);
-  engine_->MonitorSwitches();
-  engine_->WaitIdleForTest();
-  RetryAfter(absl::ZeroDuration());
+  FailPortAndRetry(EgressInto(a, "gpu3-n0"));
   a = Get(a.id());
   EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_DEGRADED);
   EXPECT_THAT(a.replacements(), SizeIs(1));
@@ -312,8 +309,7 @@ TEST_F(HealingTest, AJobReplacesAMemberOfItsOwnAllocationAndTheRecordNamesIt) {
 }
 
 TEST_F(HealingTest, WhatIfNamesWhomAFailureWouldHurtAndHowEachWouldHealTouchingNothing) {
-  v1::Allocation a =
-      Request(Healing(Ring("team-a", {"gpu1", "gpu2", "gpu3"}), absl::Seconds(2)));
+  v1::Allocation a = Request(Healing(Ring("team-a", {"gpu1", "gpu2", "gpu3"}), absl::Seconds(2)));
   v1::Allocation b = Request(Ring("team-b", {"gpu4", "gpu5"}));  // No policy.
   ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
   ASSERT_EQ(b.state(), v1::ALLOCATION_STATE_READY);
@@ -354,7 +350,9 @@ TEST_F(HealingTest, WhatIfNamesWhomAFailureWouldHurtAndHowEachWouldHealTouchingN
   ASSERT_THAT(r.allocations(), SizeIs(2));
   for (const v1::HurtAllocation& h : r.allocations()) {
     EXPECT_FALSE(h.heals());
-    if (h.id() == a.id()) EXPECT_THAT(h.outcome(), HasSubstr("3 members hurt"));
+    if (h.id() == a.id()) {
+      EXPECT_THAT(h.outcome(), HasSubstr("3 members hurt"));
+    }
   }
 
   v1::FailureTarget unknown;

@@ -13,8 +13,8 @@
 #include <signal.h>
 
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -34,12 +34,13 @@ using testing::BinaryPath;
 using testing::CommandResult;
 using testing::Daemon;
 using testing::Eventually;
-using testing::RunCommand;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using testing::RunCommand;
 using CrossConnectSet = std::set<std::pair<uint32_t, uint32_t>>;
 
-inline const std::string kRing = std::string(FLEET_SOURCE_DIR) + "/deploy/examples/ring-8-gpus.yaml";
+inline const std::string kRing =
+    std::string(FLEET_SOURCE_DIR) + "/deploy/examples/ring-8-gpus.yaml";
 
 // The processes of one test, and what the tests ask of them. The parameter is the protocol
 // fleetd speaks to the switch: "tl1" or "rest".
@@ -228,7 +229,8 @@ class EngineEndToEnd : public ::testing::TestWithParam<std::string> {
     v1::ListPortsRequest request;
     request.set_switch_id("ocs1");
     v1::ListPortsResponse response;
-    if (!inventory_->ListPorts(&context, request, &response).ok()) return v1::OPER_STATE_UNSPECIFIED;
+    if (!inventory_->ListPorts(&context, request, &response).ok())
+      return v1::OPER_STATE_UNSPECIFIED;
     for (const v1::SwitchPort& p : response.ports()) {
       if (p.ref().port() != port) continue;
       return p.oper_state() == v1::OPER_STATE_UNKNOWN ? v1::OPER_STATE_UP : p.oper_state();

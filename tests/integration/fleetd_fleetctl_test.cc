@@ -392,10 +392,12 @@ TEST_F(FleetdFleetctlTest, BashCompletionOffersTheRealVerbsKindsAndValues) {
   CommandResult offered = RunCommand({bash, "-c", absl::StrCat("source ", path, "\n", complete)});
   ASSERT_EQ(offered.exit_code, 0) << offered.err;
   EXPECT_THAT(offered.out, HasSubstr("complete -F _fleetctl fleetctl\n"));
-  EXPECT_THAT(offered.out,
-              HasSubstr("[fleetctl ]: get describe apply topology allocation delete drain "
-                        "undrain device what-if reconcile events link health version config certs completion "
-                        "help\n"));
+  EXPECT_THAT(
+      offered.out,
+      HasSubstr(
+          "[fleetctl ]: get describe apply topology allocation delete drain "
+          "undrain device what-if reconcile events link health version config certs completion "
+          "help\n"));
   EXPECT_THAT(offered.out, HasSubstr("[fleetctl get ]: switches ports hosts agents devices onics "
                                      "trunks circuits allocations events\n"));
   EXPECT_THAT(offered.out, HasSubstr("[fleetctl --server x:1 get al]: allocations\n"));

@@ -106,11 +106,10 @@ TEST_P(HealingEndToEndTest, WithNoSpareTheRingStaysDegradedSayingWhy) {
                         "    members:\n      count: [{kind: gpu, count: 8}]\n";
   const std::string id = RequestRing(all);
   ASSERT_EQ(WaitFor(id, v1::ALLOCATION_STATE_READY).state(), v1::ALLOCATION_STATE_READY);
-  ASSERT_NO_FATAL_FAILURE(Fault("PUT", absl::StrCat("/sim/v1/ports/", RxEgress("gpu3-n0")),
-                                R"({"failed":true})"));
-  v1::Allocation stuck = WaitUntil(id, [](const v1::Allocation& a) {
-    return a.reason().find("no heal") != std::string::npos;
-  });
+  ASSERT_NO_FATAL_FAILURE(
+      Fault("PUT", absl::StrCat("/sim/v1/ports/", RxEgress("gpu3-n0")), R"({"failed":true})"));
+  v1::Allocation stuck = WaitUntil(
+      id, [](const v1::Allocation& a) { return a.reason().find("no heal") != std::string::npos; });
   EXPECT_EQ(stuck.state(), v1::ALLOCATION_STATE_DEGRADED);
   EXPECT_THAT(stuck.reason(), HasSubstr("no free spare of kind gpu"));
   EXPECT_THAT(stuck.replacements(), ::testing::IsEmpty());

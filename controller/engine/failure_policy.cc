@@ -1,0 +1,64 @@
+#include "controller/engine/failure_policy.h"
+
+#include <map>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/proto_time.h"
+#include "controller/engine/circuits.h"
+#include "fleet/v1/names.h"
+
+namespace fleet::engine {
+
+absl::Duration HealWithin(const v1::FailurePolicy& policy) {
+  const absl::Duration within = FromProtoDuration(policy.within());
+  return within > absl::ZeroDuration() ? within : absl::Seconds(2);
+}
+
+absl::Time HealDue(const v1::Allocation& a, absl::Time now) {
+  const v1::FailurePolicy& policy = a.request().on_failure();
+  if (!policy.replace()) return absl::InfiniteFuture();
+  const absl::Time since = a.has_degraded_since() ? FromProtoTime(a.degraded_since()) : now;
+  return since + HealWithin(policy);
+}
+
+std::vector<FailedPart> FailedParts(const v1::Allocation& a, const CachedInventory& inventory) {
+  std::vector<FailedPart> parts;
+  std::map<std::string, const v1::Device*> devices;
+  for (const v1::Device& d : inventory.site.devices()) devices[d.id()] = &d;
+  for (const std::string& m : a.members()) {
+    auto d = devices.find(m);
+    if (d != devices.end() && d->second->health() == v1::DEVICE_HEALTH_FAILED) {
+      parts.push_back({m, absl::StrCat("device ", m, " failed: ", d->second->health_reason())});
+    }
+  }
+  std::map<std::string, std::string> device_of;            // O-NIC id → device.
+  std::map<std::string, const v1::OnicPort*> onic_ports;  // v1::PortName → its fibers.
+  for (const v1::Onic& o : inventory.site.onics()) {
+    device_of[o.id()] = o.device();
+    for (const v1::OnicPort& p : o.ports()) onic_ports[v1::PortName(o.id(), p.index())] = &p;
+  }
+  std::map<std::string, const v1::SwitchPort*> switch_ports;  // v1::PortName → health.
+  for (const v1::SwitchPort& p : inventory.ports) switch_ports[v1::PortName(p.ref())] = &p;
+  std::set<std::string> named;  // Switch ports already in `parts`.
+  for (const v1::Circuit& c : LiveCircuits(a)) {
+    // The fibers the circuit's light takes: the source's tx, the destination's rx.
+    for (const auto& [end, tx] : {std::pair{c.source(), true}, std::pair{c.destination(), false}}) {
+      auto fibers = onic_ports.find(v1::PortName(end));
+      if (fibers == onic_ports.end()) continue;
+      const v1::SwitchPortRef& ref = tx ? fibers->second->tx() : fibers->second->rx();
+      auto port = switch_ports.find(v1::PortName(ref));
+      if (port == switch_ports.end() || port->second->oper_state() != v1::OPER_STATE_FAILED ||
+          !named.insert(v1::PortName(ref)).second) {
+        continue;
+      }
+      const std::string& member = device_of[end.onic()];
+      parts.push_back({member, absl::StrCat("switch port ", v1::PortName(ref), " of ", member,
+                                            " failed: ", port->second->oper_reason())});
+    }
+  }
+  return parts;
+}
+
+}  // namespace fleet::engine
