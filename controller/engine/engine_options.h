@@ -34,10 +34,9 @@ struct EngineOptions {
   double low_power_dbm = -20.0;
   // A device whose O-NIC fails this many retrains in a row is marked SUSPECT; 0: never.
   uint32_t suspect_after_failed_retrains = 3;
-  // How often the background loop looks at retries (and, once a second, leases): a retry
-  // due now (a heal) waits for the next tick, so it is short; a pass that finds nothing due
-  // costs a scan of the scheduled retries.
-  absl::Duration tick = absl::Milliseconds(20);
+  // How often the background loop looks at leases and retries. (A failed part's retry, which
+  // heals, does not wait for it: it starts as the failure is recorded.)
+  absl::Duration tick = absl::Milliseconds(100);
   // Called at each stage boundary of a transaction with the stage's name (see
   // kFaultPoints); tests use it to kill fleetd at a precise point.
   std::function<void(const std::string& point)> fault_point;

@@ -19,27 +19,29 @@ void LinkRecovery::RunDueRetries() {
     if (!p_.pool.Claim(id)) continue;
     // Pushed out until this attempt schedules the next one (or clears it).
     p_.retries.Running(id);
-    p_.pool.Spawn(id, [this, id] {
-      absl::StatusOr<v1::Allocation> a = p_.ctx.store->GetAllocation(id);
-      if (a.ok() && a->state() == v1::ALLOCATION_STATE_DEGRADED) {
-        // A failed device or port, or links past the policy's `within`: a spare, not a
-        // retrain. Once a heal was refused (no spare), the links are retrained first, since
-        // the fault may have cleared, and a spare is looked for again only if they fail.
-        const bool refused = !healer_->Refusal(id).empty();
-        if (!refused && healer_->StartIfDue(*a)) return;
-        if (RetrainDegraded(*a) || !refused) return;
-        if (absl::StatusOr<v1::Allocation> still = p_.ctx.store->GetAllocation(id);
-            still.ok() && still->state() == v1::ALLOCATION_STATE_DEGRADED) {
-          healer_->StartIfDue(*still);
-        }
-      } else if (a.ok() && a->state() == v1::ALLOCATION_STATE_RELEASING) {
-        // Ends as its stored intent says (Release reads it).
-        releaser_->Release(id, "fleetd", v1::ALLOCATION_STATE_RELEASED, "");
-      } else {
-        p_.retries.Forget(id);
-        healer_->Forget(id);
-      }
-    });
+    p_.pool.Spawn(id, [this, id] { RunRetry(id); });
+  }
+}
+
+void LinkRecovery::RunRetry(const std::string& id) {
+  absl::StatusOr<v1::Allocation> a = p_.ctx.store->GetAllocation(id);
+  if (a.ok() && a->state() == v1::ALLOCATION_STATE_DEGRADED) {
+    // A failed device or port, or links past the policy's `within`: a spare, not a
+    // retrain. Once a heal was refused (no spare), the links are retrained first, since
+    // the fault may have cleared, and a spare is looked for again only if they fail.
+    const bool refused = !healer_->Refusal(id).empty();
+    if (!refused && healer_->StartIfDue(*a)) return;
+    if (RetrainDegraded(*a) || !refused) return;
+    if (absl::StatusOr<v1::Allocation> still = p_.ctx.store->GetAllocation(id);
+        still.ok() && still->state() == v1::ALLOCATION_STATE_DEGRADED) {
+      healer_->StartIfDue(*still);
+    }
+  } else if (a.ok() && a->state() == v1::ALLOCATION_STATE_RELEASING) {
+    // Ends as its stored intent says (Release reads it).
+    releaser_->Release(id, "fleetd", v1::ALLOCATION_STATE_RELEASED, "");
+  } else {
+    p_.retries.Forget(id);
+    healer_->Forget(id);
   }
 }
 
@@ -287,9 +289,16 @@ void LinkRecovery::DegradeWhere(Hurt hurt, absl::Duration retry_after, std::stri
           if (!hurts) continue;
           const absl::Time give_up = absl::Now() + kDegradeClaimWait;
           if (p_.pool.WaitAndClaim(a.id(), give_up) != WorkerPool::Claimed::kClaimed) continue;
-          // A failed part (retry_after 0) makes the retry due now even when its circuits were
-          // DEGRADED already: the retry heals.
-          if (Degrade(a.id(), hurt, event_kind) || retry_after == absl::ZeroDuration()) {
+          const bool degraded = Degrade(a.id(), hurt, event_kind);
+          if (retry_after == absl::ZeroDuration()) {
+            // A failed part: its retry (which heals) runs now, on a worker of its own that takes
+            // the claim over, even when its circuits were DEGRADED already.
+            p_.retries.Running(a.id());
+            const std::string id = a.id();
+            p_.pool.Spawn(id, [this, id] { RunRetry(id); });
+            continue;
+          }
+          if (degraded) {
             // Under the claim, so a retry cannot start between the update and its scheduling;
             // no later than a failure policy's `within` says.
             const absl::Time now = p_.ctx.clock->Now();

@@ -51,6 +51,9 @@ class LinkRecovery {
   void DegradeOnFailedParts();
   // Runs the retries that are due, each on a worker holding its allocation's claim.
   void RunDueRetries();
+  // One retry of allocation `id`, whose claim the caller holds (its retry Running): heals or
+  // retrains a DEGRADED one, finishes a RELEASING one's removal, forgets any other.
+  void RunRetry(const std::string& id);
 
  private:
   // The quiesce commands for `serials`' ports in no circuit; under admission.
@@ -67,7 +70,8 @@ class LinkRecovery {
   // The frame of LinksDown, SwitchPortsUnhealthy and DeviceFailed, on a worker: every live
   // allocation with a circuit `hurt` names is claimed (waiting up to a minute for a
   // transaction holding it, as a report is not sent again) and Degrade'd; a retry is then due
-  // `retry_after` later (`event_kind` labels the event of an allocation already DEGRADED).
+  // `retry_after` later, or with 0 (a failed part) runs at once on a worker of its own
+  // (`event_kind` labels the event of an allocation already DEGRADED).
   void DegradeWhere(Hurt hurt, absl::Duration retry_after, std::string event_kind);
   // DegradeWhere's work on allocation `id`, whose claim the caller holds: its ACTIVE circuits
   // `hurt` names become DEGRADED with its words, and it too (a DEGRADED one keeps its earlier
