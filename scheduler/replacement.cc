@@ -74,7 +74,8 @@ absl::Status CheckNamedSpare(const FabricSnapshot& snapshot, const v1::Allocatio
 absl::StatusOr<Replacement> PlanReplacement(const FabricSnapshot& snapshot,
                                             const v1::Allocation& allocation,
                                             const std::string& failed_member,
-                                            const std::string& named_spare, bool same_switch_only) {
+                                            const std::string& named_spare, bool same_switch_only,
+                                            const std::set<std::string>& unreachable) {
   const auto& members = allocation.members();
   if (std::find(members.begin(), members.end(), failed_member) == members.end()) {
     return absl::NotFoundError(absl::StrCat("member: allocation ", allocation.id(),
@@ -117,12 +118,13 @@ absl::StatusOr<Replacement> PlanReplacement(const FabricSnapshot& snapshot,
   } else {
     // Member selection with the current members named (so none is picked) and one count of the
     // failed member's kind on its switch.
-    // Devices of the kind with a port in any allocation's desired circuit are not spares: they
-    // are named too, which keeps them out of the pick.
+    // Devices of the kind with a port in any allocation's desired circuit, or unreachable, are
+    // not spares: they are named too, which keeps them out of the pick.
     v1::MemberSet set;
     for (const std::string& m : members) set.add_devices(m);
     for (const auto& [id, device] : snapshot.devices()) {
-      if (device.kind() != failed.kind() || HeldBy(snapshot, id).empty()) continue;
+      if (device.kind() != failed.kind()) continue;
+      if (HeldBy(snapshot, id).empty() && !unreachable.contains(id)) continue;
       if (std::find(members.begin(), members.end(), id) == members.end()) set.add_devices(id);
     }
     v1::DeviceCount* count = set.add_counts();

@@ -3,6 +3,7 @@
 #ifndef FLEET_SCHEDULER_REPLACEMENT_H_
 #define FLEET_SCHEDULER_REPLACEMENT_H_
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,7 +43,8 @@ struct Replacement {
 // failed member's kind on the failed member's switch (on another switch only when none is,
 // trunks join switches and `same_switch_only` is false) by member selection's preference
 // (PickMembers with spares: healthy, spares first, fewest stranded ports, packing, light, id)
-// that is not a member,
+// that is not a member, not in `unreachable` (devices whose O-NICs' agents are away: no link
+// of theirs could be trained),
 // not drained, has no port in any allocation's desired circuit (a device another job uses is
 // not a spare), and has as many free ports as the failed member uses over all phases. Each
 // port of the failed member maps to the spare's port of the same index when that one is free,
@@ -64,7 +66,8 @@ absl::StatusOr<Replacement> PlanReplacement(const FabricSnapshot& snapshot,
                                             const v1::Allocation& allocation,
                                             const std::string& failed_member,
                                             const std::string& spare = "",
-                                            bool same_switch_only = false);
+                                            bool same_switch_only = false,
+                                            const std::set<std::string>& unreachable = {});
 
 }  // namespace fleet::scheduler
 

@@ -28,13 +28,12 @@ std::vector<FailedPart> FailedParts(const v1::Allocation& a, const CachedInvento
   std::vector<FailedPart> parts;
   // Nearly always nothing has failed: say so without indexing the site (every transaction
   // asks as it ends).
-  const bool any_device = std::any_of(
-      inventory.site.devices().begin(), inventory.site.devices().end(),
-      [](const v1::Device& d) { return d.health() == v1::DEVICE_HEALTH_FAILED; });
+  const bool any_device =
+      std::any_of(inventory.site.devices().begin(), inventory.site.devices().end(),
+                  [](const v1::Device& d) { return d.health() == v1::DEVICE_HEALTH_FAILED; });
   const bool any_port =
-      std::any_of(inventory.ports.begin(), inventory.ports.end(), [](const v1::SwitchPort& p) {
-        return p.oper_state() == v1::OPER_STATE_FAILED;
-      });
+      std::any_of(inventory.ports.begin(), inventory.ports.end(),
+                  [](const v1::SwitchPort& p) { return p.oper_state() == v1::OPER_STATE_FAILED; });
   if (!any_device && !any_port) return parts;
   std::map<std::string, const v1::Device*> devices;
   for (const v1::Device& d : inventory.site.devices()) devices[d.id()] = &d;
@@ -44,7 +43,7 @@ std::vector<FailedPart> FailedParts(const v1::Allocation& a, const CachedInvento
       parts.push_back({m, absl::StrCat("device ", m, " failed: ", d->second->health_reason())});
     }
   }
-  std::map<std::string, std::string> device_of;            // O-NIC id → device.
+  std::map<std::string, std::string> device_of;           // O-NIC id → device.
   std::map<std::string, const v1::OnicPort*> onic_ports;  // v1::PortName → its fibers.
   for (const v1::Onic& o : inventory.site.onics()) {
     device_of[o.id()] = o.device();
@@ -70,6 +69,16 @@ std::vector<FailedPart> FailedParts(const v1::Allocation& a, const CachedInvento
     }
   }
   return parts;
+}
+
+std::set<std::string> UnreachableDevices(agent_registry::CommandSender* agents,
+                                         const CachedInventory& inventory) {
+  std::set<std::string> away;
+  if (agents == nullptr) return away;
+  for (const v1::Onic& o : inventory.site.onics()) {
+    if (!agents->HasOwner(o.serial())) away.insert(o.device());
+  }
+  return away;
 }
 
 }  // namespace fleet::engine

@@ -3,10 +3,12 @@
 #ifndef FLEET_CONTROLLER_ENGINE_FAILURE_POLICY_H_
 #define FLEET_CONTROLLER_ENGINE_FAILURE_POLICY_H_
 
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/time/time.h"
+#include "controller/agent_registry/agent_registry.h"
 #include "controller/engine/inventory_cache.h"
 #include "fleet/v1/topology.pb.h"
 
@@ -28,6 +30,11 @@ struct FailedPart {
 // rx), in circuit order; each port once. While any is, `a` is DEGRADED however its links
 // train, since an operator's word or the switch says so.
 std::vector<FailedPart> FailedParts(const v1::Allocation& a, const CachedInventory& inventory);
+
+// The devices with an O-NIC whose agent is not connected (none without `agents`): never a
+// spare, as no link of theirs could be trained.
+std::set<std::string> UnreachableDevices(agent_registry::CommandSender* agents,
+                                         const CachedInventory& inventory);
 
 }  // namespace fleet::engine
 

@@ -139,7 +139,9 @@ void LinkRecovery::AgentGone(const std::string& host, const std::vector<std::str
     u.event_message = absl::StrCat("allocation ", a.id(), " DEGRADED: ", reason);
     // The retry is scheduled under the claim, so one cannot start between the two.
     if (p_.ctx.Update(u, "fleetd").ok()) {
-      p_.retries.ScheduleAt(a.id(), p_.ctx.clock->Now() + p_.ctx.options.retry_initial);
+      const absl::Time now = p_.ctx.clock->Now();
+      p_.retries.ScheduleAt(a.id(), now + p_.ctx.options.retry_initial);
+      if (const absl::Time due = HealDue(a, now); due > now) p_.retries.DueBy(a.id(), due);
     }
     p_.pool.Unclaim(a.id());
   }

@@ -12,6 +12,7 @@
 #include "common/proto_time.h"
 #include "common/status_macros.h"
 #include "controller/engine/circuits.h"
+#include "controller/engine/failure_policy.h"
 #include "controller/engine/stage_timing.h"
 #include "controller/engine/tenancy.h"
 #include "fleet/v1/names.h"
@@ -100,9 +101,11 @@ absl::Status MemberChanges::PlanReplacement(const v1::ReplaceMemberRequest& requ
                                             v1::ReplaceMemberResponse& response) {
   const std::string& id = stored.id();
   ASSIGN_OR_RETURN(const scheduler::FabricSnapshot snapshot, p_.admission.Snapshot());
-  ASSIGN_OR_RETURN(scheduler::Replacement plan,
-                   scheduler::PlanReplacement(snapshot, stored, request.member(), request.spare(),
-                                              same_switch_only));
+  ASSIGN_OR_RETURN(std::shared_ptr<const CachedInventory> inventory, p_.inventory.Current());
+  ASSIGN_OR_RETURN(
+      scheduler::Replacement plan,
+      scheduler::PlanReplacement(snapshot, stored, request.member(), request.spare(),
+                                 same_switch_only, UnreachableDevices(p_.ctx.agents, *inventory)));
   *response.mutable_plan() = plan.plan;
   record.set_failed(plan.failed);
   record.set_spare(plan.spare);

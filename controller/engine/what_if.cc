@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "controller/engine/circuits.h"
+#include "controller/engine/failure_policy.h"
 #include "fleet/v1/names.h"
 #include "scheduler/fabric_snapshot.h"
 #include "scheduler/replacement.h"
@@ -136,6 +137,7 @@ absl::StatusOr<v1::WhatIfFailResponse> WhatIf::Fail(const v1::WhatIfFailRequest&
     if (lost.switch_ports.contains(v1::PortName(p.ref()))) p.set_oper_state(v1::OPER_STATE_FAILED);
   }
   const scheduler::FabricSnapshot failed = scheduler::FabricSnapshot::Build(site, ports, {}, {});
+  const std::set<std::string> unreachable = UnreachableDevices(p_.ctx.agents, *inventory);
 
   v1::WhatIfFailResponse response;
   for (const v1::Allocation& a : live) {
@@ -179,7 +181,7 @@ absl::StatusOr<v1::WhatIfFailResponse> WhatIf::Fail(const v1::WhatIfFailRequest&
       for (const v1::Circuit& c : after.circuits()) now.push_back(c);
       const scheduler::FabricSnapshot fabric = failed.WithCircuits(now, live);
       absl::StatusOr<scheduler::Replacement> r = scheduler::PlanReplacement(
-          fabric, after, member, "", policy.spares() != v1::SPARE_SCOPE_ANY);
+          fabric, after, member, "", policy.spares() != v1::SPARE_SCOPE_ANY, unreachable);
       if (!r.ok()) {
         refusal = absl::StrCat("cannot replace ", member, ": ", r.status().message());
         break;

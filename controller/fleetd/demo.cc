@@ -270,11 +270,17 @@ absl::Status Demo::StartAgents(const std::string& grpc_address) {
     }
     const std::string path = absl::StrCat(state_dir_, "/agent-", place, ".yaml");
     std::ofstream(path) << config;
-    ASSIGN_OR_RETURN(
-        std::unique_ptr<ChildProcess> agent,
-        ChildProcess::Start({binary_dir_ + "/fleet-onic-agent", "--config", path, "--controller",
-                             grpc_address, "--simulator", simulator, "--metrics-port", "0"},
-                            absl::StrCat(state_dir_, "/agent-", place, ".log")));
+    std::vector<std::string> argv = {binary_dir_ + "/fleet-onic-agent",
+                                     "--config",
+                                     path,
+                                     "--controller",
+                                     grpc_address,
+                                     "--simulator",
+                                     simulator,
+                                     "--metrics-port",
+                                     "0"};
+    ASSIGN_OR_RETURN(std::unique_ptr<ChildProcess> agent,
+                     ChildProcess::Start(argv, absl::StrCat(state_dir_, "/agent-", place, ".log")));
     absl::StatusOr<std::string> metrics = agent->WaitForLine("metrics: ", absl::Seconds(10));
     if (!metrics.ok()) {
       return absl::Status(metrics.status().code(),
@@ -282,8 +288,31 @@ absl::Status Demo::StartAgents(const std::string& grpc_address) {
     }
     agent_metrics_.push_back({place, *metrics});
     agents_.push_back(std::move(agent));
+    agent_argv_.push_back(std::move(argv));
   }
   return absl::OkStatus();
+}
+
+absl::Status Demo::StopAgent(const std::string& place) {
+  for (size_t i = 0; i < agent_metrics_.size(); ++i) {
+    if (agent_metrics_[i].first != place) continue;
+    agents_[i].reset();  // SIGTERM, then SIGKILL if it lingers: its stream ends.
+    return absl::OkStatus();
+  }
+  return absl::NotFoundError(absl::StrCat("no agent runs for ", place));
+}
+
+absl::Status Demo::RestartAgent(const std::string& place) {
+  for (size_t i = 0; i < agent_metrics_.size(); ++i) {
+    if (agent_metrics_[i].first != place || agents_[i] != nullptr) continue;
+    ASSIGN_OR_RETURN(
+        agents_[i],
+        ChildProcess::Start(agent_argv_[i], absl::StrCat(state_dir_, "/agent-", place, ".log")));
+    ASSIGN_OR_RETURN(agent_metrics_[i].second,
+                     agents_[i]->WaitForLine("metrics: ", absl::Seconds(10)));
+    return absl::OkStatus();
+  }
+  return absl::NotFoundError(absl::StrCat("no stopped agent for ", place));
 }
 
 absl::StatusOr<std::string> Demo::WriteFleetctlConfig(const std::string& grpc_address) {

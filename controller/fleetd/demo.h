@@ -69,6 +69,11 @@ class Demo {
   // Starts one emulated agent per host and per chassis of the inventory, dialing
   // `grpc_address` with a certificate of its own (plaintext under --insecure).
   absl::Status StartAgents(const std::string& grpc_address);
+  // Stops the agent of `place` (a host or chassis) as a crash would leave it: gone. NOT_FOUND
+  // for a place without an agent.
+  absl::Status StopAgent(const std::string& place);
+  // Starts the stopped agent of `place` again, as StartAgents did.
+  absl::Status RestartAgent(const std::string& place);
   // Writes the fleetctl config file whose contexts reach `grpc_address` with the demo's
   // certificates (demo_pki.h) and returns its path; empty under --insecure.
   absl::StatusOr<std::string> WriteFleetctlConfig(const std::string& grpc_address);
@@ -90,8 +95,9 @@ class Demo {
   std::vector<DemoSwitch> switches_;
   std::optional<DemoPki> pki_;  // Unset under --insecure.
   std::vector<std::unique_ptr<ChildProcess>> emulators_;
-  std::vector<std::unique_ptr<ChildProcess>> agents_;
+  std::vector<std::unique_ptr<ChildProcess>> agents_;  // Null while stopped (StopAgent).
   std::vector<std::pair<std::string, std::string>> agent_metrics_;
+  std::vector<std::vector<std::string>> agent_argv_;  // How each agent was started.
 };
 
 }  // namespace fleet::fleetd

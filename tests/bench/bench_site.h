@@ -203,6 +203,13 @@ class Site {
   }
 
   int agents() const { return demo_->agents(); }
+  // Stops the agent of `place` (a chassis), as a crash would; AgentBack starts it again and
+  // waits until every agent is connected.
+  absl::Status StopAgent(const std::string& place) { return demo_->StopAgent(place); }
+  absl::Status AgentBack(const std::string& place) {
+    RETURN_IF_ERROR(demo_->RestartAgent(place));
+    return WaitForAgents(absl::Seconds(30));
+  }
   v1::TopologyService::Stub& topology() { return *topology_; }
   v1::InventoryService::Stub& inventory() { return *inventory_; }
   v1::AdminService::Stub& admin() { return *admin_; }
@@ -240,15 +247,22 @@ class Site {
   // Requests the ring gpu(8r+1) → … → gpu(8r+8) → gpu(8r+1), with `on_failure` when given,
   // and waits until it is READY.
   absl::StatusOr<Job> Allocate(int ring, const v1::FailurePolicy* on_failure = nullptr) {
+    std::vector<std::string> members;
+    for (int i = 1; i <= kRingSize; ++i)
+      members.push_back(absl::StrCat("gpu", kRingSize * ring + i));
+    return Allocate(members, on_failure, absl::StrCat(" ring ", ring));
+  }
+  // The same over `members`; `what` names the ring in errors.
+  absl::StatusOr<Job> Allocate(const std::vector<std::string>& members,
+                               const v1::FailurePolicy* on_failure, const std::string& what) {
+    const std::string ring = what;
     v1::RequestTopologyRequest request;
     if (on_failure != nullptr) *request.mutable_on_failure() = *on_failure;
     request.set_tenant("bench");
-    request.set_name(absl::StrCat("ring-", ring));
+    request.set_name(absl::StrCat("ring-of-", members.front()));
     v1::TemplateSpec* ring_spec = request.mutable_topology()->mutable_template_();
     ring_spec->set_kind(v1::TEMPLATE_KIND_RING_UNIDIRECTIONAL);
-    for (int i = 1; i <= kRingSize; ++i) {
-      ring_spec->mutable_members()->add_devices(absl::StrCat("gpu", kRingSize * ring + i));
-    }
+    for (const std::string& m : members) ring_spec->mutable_members()->add_devices(m);
     Job job;
     const absl::Time start = absl::Now();
     grpc::ClientContext request_context;
@@ -256,7 +270,7 @@ class Site {
     v1::RequestTopologyResponse response;
     if (grpc::Status s = topology_->RequestTopology(&request_context, request, &response);
         !s.ok()) {
-      return Prefixed(absl::StrCat("RequestTopology ring ", ring), s);
+      return Prefixed(absl::StrCat("RequestTopology", ring), s);
     }
     job.id = response.allocation().id();
 
@@ -279,7 +293,7 @@ class Site {
       if (a.state() == v1::ALLOCATION_STATE_DEGRADED || a.state() == v1::ALLOCATION_STATE_FAILED ||
           a.state() == v1::ALLOCATION_STATE_RELEASED) {
         outcome =
-            absl::AbortedError(absl::StrCat("allocation ", job.id, " ring ", ring, " is ",
+            absl::AbortedError(absl::StrCat("allocation ", job.id, ring, " is ",
                                             v1::AllocationState_Name(a.state()), ": ", a.reason()));
         break;
       }

@@ -5,6 +5,9 @@
 //   port    the emulator reports the member's rx egress FAILED
 //   power   30 dB more loss at that egress (below fleetd's -20 dBm threshold)
 //   device  an operator marks the member's device failed (AdminService.SetDeviceHealth)
+//   agent   the agent of the member's chassis stops (the ring then has one member in each of
+//           the 8 chassis, so the others are not hurt; fleetd replaces the member once its
+//           links have not retrained for `within`, with a spare whose agent is there)
 // Each `iterations` times, on a WatchAllocation stream opened before the fault: fault →
 // DEGRADED (detection), DEGRADED → READY with the spare (the heal), and from the heal's stage
 // timings its switch time (program + verify) and training time (retrain); the control part is
@@ -18,6 +21,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/flags.h"
 #include "common/log.h"
@@ -82,6 +86,13 @@ bool PortWell(Site& site, uint32_t port) {
   return false;
 }
 
+// The chassis of bench GPU `gpuN` (BenchInventory: 20 to a chassis).
+std::string ChassisOf(const std::string& gpu) {
+  int n = 0;
+  if (!absl::SimpleAtoi(gpu.substr(3), &n)) return "";
+  return absl::StrCat("pool-", (n - 1) / fleet::bench::kGpusPerChassis + 1);
+}
+
 // Injects `fault` on `member` of the READY ring `id` (whose rx egress is `egress`).
 absl::Status Inject(Site& site, const std::string& fault, const std::string& member,
                     uint32_t egress) {
@@ -91,6 +102,7 @@ absl::Status Inject(Site& site, const std::string& fault, const std::string& mem
   if (fault == "power") {
     return site.Sim("PUT", absl::StrCat("/sim/v1/ports/", egress), R"({"power_drop_db":30.0})");
   }
+  if (fault == "agent") return site.StopAgent(ChassisOf(member));
   return SetHealth(site, member, v1::DEVICE_HEALTH_FAILED);
 }
 
@@ -101,9 +113,17 @@ absl::StatusOr<Heal> OneHeal(Site& site, const std::string& fault, int ring,
   policy.set_replace(true);
   *policy.mutable_within() = fleet::ToProtoDuration(within);
   policy.set_spares(v1::SPARE_SCOPE_ANY);
-  ASSIGN_OR_RETURN(Site::Job job, site.Allocate(ring, &policy));
+  // For an agent's loss, one member per chassis; else a ring of 8 consecutive GPUs.
+  std::vector<std::string> members;
+  for (int i = 1; i <= kRingSize; ++i) {
+    members.push_back(
+        fault == "agent"
+            ? absl::StrCat("gpu", (i - 1) * fleet::bench::kGpusPerChassis + 1 + ring % 10)
+            : absl::StrCat("gpu", kRingSize * ring + i));
+  }
+  ASSIGN_OR_RETURN(Site::Job job, site.Allocate(members, &policy, absl::StrCat(" ring ", ring)));
   ASSIGN_OR_RETURN(v1::Allocation ready, site.Get(job.id));
-  const std::string member = absl::StrCat("gpu", kRingSize * ring + 4);
+  const std::string member = members[3];
   ASSIGN_OR_RETURN(const uint32_t egress, EgressInto(ready, member));
 
   grpc::ClientContext watch_context;
@@ -142,13 +162,15 @@ absl::StatusOr<Heal> OneHeal(Site& site, const std::string& fault, int ring,
   h.heal = Ms(healed_at - degraded_at);
   h.switched = StageMs(healed, "program") + StageMs(healed, "verify");
   h.trained = StageMs(healed, "retrain");
-  // A failed port or device is replaced at once; dim light is a link that will not retrain.
-  h.waited = fault == "power" ? Ms(within) : 0;
+  // A failed port or device is replaced at once; dim light or a lost agent is a link that
+  // will not retrain.
+  h.waited = fault == "power" || fault == "agent" ? Ms(within) : 0;
 
   // Leave the site as it was: released, the fault cleared and seen cleared by the monitor.
   RETURN_IF_ERROR(site.Release(job.id));
   RETURN_IF_ERROR(site.Sim("DELETE", "/sim/v1/faults"));
   if (fault == "device") RETURN_IF_ERROR(SetHealth(site, member, v1::DEVICE_HEALTH_HEALTHY));
+  if (fault == "agent") RETURN_IF_ERROR(site.AgentBack(ChassisOf(member)));
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   while (!PortWell(site, egress)) {
     if (absl::Now() > deadline) return absl::DeadlineExceededError("the port stays unwell");
@@ -195,7 +217,7 @@ absl::Status Run(int64_t iterations, int64_t monitor_ms, int64_t within_ms, int6
       protocol.c_str(), static_cast<long long>(monitor_ms), static_cast<long long>(within_ms),
       static_cast<long long>(switch_ms), static_cast<long long>(training_ms));
   int ring = 0;
-  for (const std::string fault : {"port", "power", "device"}) {
+  for (const std::string fault : {"port", "power", "device", "agent"}) {
     std::vector<Heal> heals;
     for (int64_t i = 0; i < iterations; ++i) {
       // Every other ring, so the spare (the best free GPU) is never a later ring's member.

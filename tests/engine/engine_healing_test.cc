@@ -70,8 +70,9 @@ TEST_F(HealingTest, AFailedSwitchPortIsSeenByTheMonitorAndItsMemberReplacedBySpa
   // heals it, since the failed port is the member's own fiber.
   engine_->WaitIdleForTest();
   const std::vector<std::string> story = EventKinds(a.id());
-  EXPECT_THAT(story, Contains(AllOf(HasSubstr("DEGRADED"),
-                                    HasSubstr(absl::StrCat("switch port ocs1/", egress, " failed")))));
+  EXPECT_THAT(story,
+              Contains(AllOf(HasSubstr("DEGRADED"),
+                             HasSubstr(absl::StrCat("switch port ocs1/", egress, " failed")))));
   a = Get(a.id());
   ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
   EXPECT_FALSE(a.has_degraded_since());
@@ -136,9 +137,8 @@ TEST_F(HealingTest, APowerDropBelowTheThresholdDegradesThePortAndItsLink) {
   engine_->WaitIdleForTest();
   a = Get(a.id());
   EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_DEGRADED);
-  EXPECT_THAT(EventKinds(a.id()),
-              Contains(HasSubstr("switch port ocs1/" + std::to_string(egress) +
-                                 " degraded: -26.50 dBm")));
+  EXPECT_THAT(EventKinds(a.id()), Contains(HasSubstr("switch port ocs1/" + std::to_string(egress) +
+                                                     " degraded: -26.50 dBm")));
   EXPECT_THAT(a.reason(), HasSubstr("no light"));  // Its retry, at once, in vain.
 }
 
@@ -303,6 +303,28 @@ TEST_F(HealingTest, AJobReplacesAMemberOfItsOwnAllocationAndTheRecordNamesIt) {
   // Another tenant's job sees no such allocation.
   EXPECT_THAT(engine_->ReplaceMember(replace, Caller::Job("job:other", {"team-b"})).status(),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr(a.id())));
+}
+
+TEST_F(HealingTest, ASpareWhoseAgentIsAwayIsNeverChosen) {
+  v1::Allocation a = Request(Healing(Ring("team-a", {"gpu1", "gpu2", "gpu3"}), absl::Seconds(2)));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
+  // Every free GPU but gpu8 is behind an agent that is away.
+  for (const char* serial : {"FLT-GPU4-N0", "FLT-GPU5-N0", "FLT-GPU6-N0", "FLT-GPU7-N0"}) {
+    agents_->SetGone(serial, true);
+  }
+  v1::WhatIfFailRequest what_if;
+  what_if.mutable_target()->set_device("gpu2");
+  ASSERT_OK_AND_ASSIGN(v1::WhatIfFailResponse planned,
+                       engine_->WhatIfFail(what_if, Caller::Viewer("viewer:t")));
+  ASSERT_THAT(planned.allocations(), SizeIs(1));
+  ASSERT_THAT(planned.allocations(0).replacements(), SizeIs(1));
+  EXPECT_EQ(planned.allocations(0).replacements(0).spare(), "gpu8");
+
+  FailPortAndRetry(EgressInto(a, "gpu2-n0"));
+  a = Get(a.id());
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
+  ASSERT_THAT(a.replacements(), SizeIs(1));
+  EXPECT_EQ(a.replacements(0).spare(), "gpu8");
 }
 
 TEST_F(HealingTest, WhatIfNamesWhomAFailureWouldHurtAndHowEachWouldHealTouchingNothing) {
