@@ -119,6 +119,26 @@ TEST_P(HealingEndToEndTest, WithNoSpareTheRingStaysDegradedSayingWhy) {
   EXPECT_EQ(ready.state(), v1::ALLOCATION_STATE_READY) << ready.reason();
 }
 
+// The agent of the GPU chassis is lost: every GPU is behind it, so no spare can stand in (a
+// device whose agent is away is never one); the ring stays DEGRADED saying so, and is READY
+// with its own members once the agent is back.
+TEST_P(HealingEndToEndTest, ALostAgentWithNoReachableSpareLeavesTheRingDegradedUntilItReturns) {
+  const std::string id = RequestRing(healing_ring_);
+  ASSERT_EQ(WaitFor(id, v1::ALLOCATION_STATE_READY).state(), v1::ALLOCATION_STATE_READY);
+  ASSERT_TRUE(demo_->StopAgent("gpu-pool-1").ok());
+  v1::Allocation stuck = WaitUntil(
+      id, [](const v1::Allocation& a) { return a.reason().find("no heal") != std::string::npos; });
+  EXPECT_EQ(stuck.state(), v1::ALLOCATION_STATE_DEGRADED);
+  EXPECT_THAT(stuck.reason(), HasSubstr("no connected agent for O-NIC"));
+  EXPECT_THAT(stuck.reason(), HasSubstr("no free spare"));
+  EXPECT_THAT(stuck.replacements(), ::testing::IsEmpty());
+  ASSERT_TRUE(demo_->RestartAgent("gpu-pool-1").ok());
+  v1::Allocation ready = WaitFor(id, v1::ALLOCATION_STATE_READY, absl::Seconds(90));
+  ASSERT_EQ(ready.state(), v1::ALLOCATION_STATE_READY) << ready.reason();
+  EXPECT_THAT(ready.members(), ::testing::ElementsAre("gpu1", "gpu2", "gpu3", "gpu4"));
+  ExpectLightOnEveryCircuit(ready);
+}
+
 // fleetd SIGKILLs itself at each point of the heal's transaction; started again, it finishes
 // the heal: the spare in place, light on every circuit, the switch holding exactly them.
 TEST_P(HealingEndToEndTest, AHealKilledAtAnyPointIsFinishedAtRestart) {
