@@ -125,8 +125,10 @@ class Demo:
         self.cv = threading.Condition()
         with open(self.stderr_path, "wb") as stderr:
             self.proc = subprocess.Popen(
+                # No switch monitor: its reads would take the refusal injected for a request.
                 [args.fleetd, "--insecure", "--demo", "--state-dir", self.state, "--grpc-port", "0",
-                 "--metrics-port", "0", "--agent-heartbeat-ms", "100"],
+                 "--metrics-port", "0", "--agent-heartbeat-ms", "100",
+                 "--monitor-interval-ms", "0"],
                 stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL, text=True)
         # Drained while fleetd runs, so it never blocks on a full pipe.
         self.reader = threading.Thread(target=self._read, daemon=True)

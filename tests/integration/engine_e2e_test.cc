@@ -43,6 +43,10 @@ TEST_P(EngineEndToEndTest, DryRunAndRefusedRequestsLeaveTheSwitchAlone) {
 }
 
 TEST_P(EngineEndToEndTest, SwitchFaultsFailTheRequestAndLeaveNothingBehind) {
+  // No switch monitor: its reads would take the refusal injected for the request.
+  StopFleetd(SIGTERM);
+  ASSERT_NO_FATAL_FAILURE(StartFleetd({"--monitor-interval-ms", "0"}));
+  ASSERT_TRUE(Eventually([&] { return ConnectedAgents() == 7; }));
   struct Case {
     std::string fault;
     std::string reason;

@@ -37,9 +37,11 @@ class TrunksEndToEndTest : public ::testing::Test {
     ASSERT_TRUE(site.ok()) << site.status();
     site_ = new v1::Inventory(*site);
     absl::StatusOr<std::unique_ptr<Daemon>> started =
+        // No switch monitor: its reads would take the refusal a test injects for a request.
         Daemon::Start({BinaryPath("fleetd"), "--insecure", "--demo", "--demo-site", kSite,
                        "--state-dir", testing::FreshDirectory("trunks-e2e"), "--grpc-port", "0",
-                       "--metrics-port", "0", "--agent-heartbeat-ms", "100"});
+                       "--metrics-port", "0", "--agent-heartbeat-ms", "100",
+                       "--monitor-interval-ms", "0"});
     ASSERT_TRUE(started.ok()) << started.status();
     fleetd_ = started->release();
     absl::StatusOr<std::string> grpc = fleetd_->WaitForLine("grpc: ");

@@ -94,8 +94,10 @@ class Demo:
         self._cv = threading.Condition()
         with open(self.stderr_path, "wb") as stderr:
             self.proc = subprocess.Popen(
+                # No switch monitor: its reads would take the refusal injected for a request.
                 [self.fleetd, "--demo", "--grpc-port", "0", "--metrics-port", "0",
-                 "--state-dir", self.state, "--agent-heartbeat-ms", "100"],
+                 "--state-dir", self.state, "--agent-heartbeat-ms", "100",
+                 "--monitor-interval-ms", "0"],
                 stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL, text=True)
         # Drained for as long as fleetd runs, so it never blocks on a full pipe.
         self._reader = threading.Thread(target=self._read, daemon=True)
