@@ -24,9 +24,9 @@ std::string SwitchPortText(const v1::SwitchPortRef& port);  // ocs1/385
 // SwitchPortText read back: false, leaving `port` alone, unless `text` is SWITCH/PORT with a
 // port of 1 or more.
 bool ParseSwitchPort(const std::string& text, v1::SwitchPortRef* port);
-std::string OnicPortText(const v1::OnicPortRef& port);      // s1c0-n0/1
-std::string CrossConnectText(const v1::CrossConnect& xc);   // ocs1:1→385
-std::string OnicPortFibers(const v1::OnicPort& port);       // ocs1/1→ocs1/385 (tx→rx)
+std::string OnicPortText(const v1::OnicPortRef& port);     // s1c0-n0/1
+std::string CrossConnectText(const v1::CrossConnect& xc);  // ocs1:1→385
+std::string OnicPortFibers(const v1::OnicPort& port);      // ocs1/1→ocs1/385 (tx→rx)
 // What is plugged into a switch port: `onic s1c0-n0/1 tx`, `trunk ocs1-ocs2-01`, or "".
 std::string WiringText(const v1::SwitchPort& port);
 // Ascending port numbers folded into ranges: [1,2,3,7] is "1-3, 7".

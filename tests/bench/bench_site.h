@@ -255,7 +255,6 @@ class Site {
   // The same over `members`; `what` names the ring in errors.
   absl::StatusOr<Job> Allocate(const std::vector<std::string>& members,
                                const v1::FailurePolicy* on_failure, const std::string& what) {
-    const std::string ring = what;
     v1::RequestTopologyRequest request;
     if (on_failure != nullptr) *request.mutable_on_failure() = *on_failure;
     request.set_tenant("bench");
@@ -270,7 +269,7 @@ class Site {
     v1::RequestTopologyResponse response;
     if (grpc::Status s = topology_->RequestTopology(&request_context, request, &response);
         !s.ok()) {
-      return Prefixed(absl::StrCat("RequestTopology", ring), s);
+      return Prefixed(absl::StrCat("RequestTopology", what), s);
     }
     job.id = response.allocation().id();
 
@@ -293,7 +292,7 @@ class Site {
       if (a.state() == v1::ALLOCATION_STATE_DEGRADED || a.state() == v1::ALLOCATION_STATE_FAILED ||
           a.state() == v1::ALLOCATION_STATE_RELEASED) {
         outcome =
-            absl::AbortedError(absl::StrCat("allocation ", job.id, ring, " is ",
+            absl::AbortedError(absl::StrCat("allocation ", job.id, what, " is ",
                                             v1::AllocationState_Name(a.state()), ": ", a.reason()));
         break;
       }
