@@ -12,13 +12,19 @@
 
 With ``on_failure={"replace": True, "within": "2s"}`` fleetd replaces a failed member by a
 spare; ``topo.on_member_replaced(callback)`` hands the job each replacement and the new
-member list.
+member list. ``topo.ranks()`` gives the rank order that follows the circuits, with each
+rank's host, the torchrun environment and a hostfile (:class:`fleet.Ranks`).
+
+:mod:`fleet.aio` is the same client over asyncio (``await topo.phase("tp")``,
+``await topo.start_phase("tp")`` to overlap a switch with compute, ``async for`` over
+``topo.changes()``).
 
 The generated ``fleet.v1`` messages and stubs (``fleet.v1.topology_pb2`` and friends) are
 built next to this package from ``proto/fleet/v1``; see clients/python/README.md.
 """
 
-from fleet.client import Client, MemberReplacement, PhaseSwitch, Topology, state_name
+from fleet.client import Client, Topology
+from fleet.core import MemberReplacement, PhaseSwitch, state_name
 from fleet.credentials import Connection, CredentialsError
 from fleet.errors import (
     Aborted,
@@ -43,11 +49,12 @@ from fleet.errors import (
     Unimplemented,
     Unknown,
 )
+from fleet.ranks import Rank, RankHost, Ranks
 from fleet.spec import Link, failure_policy, links, ring
 
 __all__ = [
     "Client", "Topology", "PhaseSwitch", "MemberReplacement", "Link", "ring", "links",
-    "failure_policy", "state_name",
+    "failure_policy", "state_name", "Ranks", "Rank", "RankHost",
     "Connection", "CredentialsError",
     "FleetError", "AllocationError", "AllocationFailed", "Degraded", "Released",
     "Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound", "AlreadyExists",

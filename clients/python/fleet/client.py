@@ -21,136 +21,26 @@ hears of it and remaps its ranks::
 
 from __future__ import annotations
 
-import dataclasses
+import concurrent.futures
 import datetime
 import logging
-import os
 import threading
 import time
 from types import TracebackType
-from typing import Any, Callable, Iterable, List, Mapping, Optional, Tuple, Type, Union
+from typing import Any, Iterable, Iterator, List, Mapping, Optional, Type, Union
 
 import grpc
 
-from fleet import credentials, errors, spec
+from fleet import core, credentials, errors, spec
+from fleet.core import (PRINCIPAL_METADATA_KEY, MemberReplacedCallback, MemberReplacement,
+                        PhaseSwitch, Seconds, state_name)
+from fleet.ranks import Ranks
 from fleet.v1 import admin_pb2, admin_pb2_grpc, topology_pb2, topology_pb2_grpc
 
 log = logging.getLogger("fleet")
 
-PRINCIPAL_METADATA_KEY = "x-fleet-principal"
-"""gRPC metadata key naming the caller (``job:TENANT``, ``operator:NAME``)."""
-
-Seconds = Union[float, int, datetime.timedelta]
-
-_STATE_NAMES = {v: k.removeprefix("ALLOCATION_STATE_")
-                for k, v in topology_pb2.AllocationState.items()}
-
-
-def state_name(state: int) -> str:
-    """``ALLOCATION_STATE_READY`` → ``"READY"``."""
-    return _STATE_NAMES.get(state, str(state))
-
-
-def _seconds(value: Optional[Seconds]) -> Optional[float]:
-    if value is None:
-        return None
-    if isinstance(value, datetime.timedelta):
-        return value.total_seconds()
-    return float(value)
-
-
-def _duration_seconds(d: Any) -> float:
-    return d.seconds + d.nanos / 1e9
-
-
-# States after which an allocation changes no more: its watch ends there.
-_ENDED = (topology_pb2.ALLOCATION_STATE_FAILED, topology_pb2.ALLOCATION_STATE_RELEASED)
-
-
-@dataclasses.dataclass(frozen=True)
-class MemberReplacement:
-    """One member of an allocation replaced by another device, as the job sees it: by fleetd
-    healing under the request's failure policy, by the job (:meth:`Topology.replace`) or by an
-    operator. Made from a ``fleet.v1.MemberReplacement`` record of the allocation.
-
-    Attributes:
-        failed: the device that left.
-        spare: the device that took its place.
-        position: its index in the member list, the same for both: the spare takes over the
-            failed member's rank.
-        reason: why, e.g. ``device gpu2 failed: …`` or the links that would not retrain.
-        by: ``"fleetd"`` when healing, else the principal that asked.
-        degraded_for: seconds from the allocation turning DEGRADED to the replacement being
-            stored, for a heal; ``None`` when fleetd did not time it (a job's or an
-            operator's replacement).
-        time: when fleetd stored the replacement (UTC), ``None`` if it did not say.
-        members: the member list right after this replacement, in member order (ranks):
-            ``members[position] == spare``.
-        index: its place among the allocation's replacements, oldest first (0 for the first).
-        allocation: the allocation as the client saw it when it learned of the replacement;
-            it may still be retraining the spare's links (``state`` PROGRAMMING or TRAINING):
-            :meth:`Topology.wait_ready` waits for READY.
-    """
-
-    failed: str
-    spare: str
-    position: int
-    reason: str
-    by: str
-    degraded_for: Optional[float]
-    time: Optional[datetime.datetime]
-    members: Tuple[str, ...]
-    index: int
-    allocation: topology_pb2.Allocation
-
-    @classmethod
-    def of(cls, allocation: topology_pb2.Allocation, index: int) -> "MemberReplacement":
-        """Replacement ``index`` of ``allocation.replacements``, with the member list as it
-        was right after it (later replacements undone at their positions)."""
-        records = allocation.replacements
-        r = records[index]
-        members = list(allocation.members)
-        for later in reversed(records[index + 1:]):
-            if later.position < len(members) and members[later.position] == later.spare:
-                members[later.position] = later.failed
-        return cls(failed=r.failed, spare=r.spare, position=r.position, reason=r.reason,
-                   by=r.by,
-                   degraded_for=(_duration_seconds(r.degraded_for)
-                                 if r.HasField("degraded_for") else None),
-                   time=(r.time.ToDatetime(tzinfo=datetime.timezone.utc)
-                         if r.HasField("time") else None),
-                   members=tuple(members), index=index, allocation=allocation)
-
-
-MemberReplacedCallback = Callable[["MemberReplacement"], None]
-
-
-@dataclasses.dataclass(frozen=True)
-class PhaseSwitch:
-    """What one :meth:`Topology.phase` call took.
-
-    Attributes:
-        phase: the phase now active.
-        latency: seconds from the ActivatePhase call to the allocation READY in the new
-            phase, as the job saw it.
-        switch_seconds: the switch's part of it (the program and verify stages fleetd
-            timed); ``None`` if fleetd reported no such stages.
-        stages: every stage fleetd timed for this reconfiguration, name → seconds.
-        cross_connects_added: cross-connects the switch made.
-        cross_connects_removed: cross-connects the switch removed.
-        allocation: the allocation, READY in the new phase.
-    """
-
-    phase: str
-    latency: float
-    switch_seconds: Optional[float]
-    stages: Mapping[str, float]
-    cross_connects_added: int
-    cross_connects_removed: int
-    allocation: topology_pb2.Allocation
-
-    def __float__(self) -> float:
-        return self.latency
+__all__ = ["Client", "Topology", "MemberReplacement", "PhaseSwitch", "state_name",
+           "PRINCIPAL_METADATA_KEY", "Seconds"]
 
 
 class Client:
@@ -217,16 +107,10 @@ class Client:
 
     # --- plumbing ---
 
-    def metadata(self, tenant: Optional[str] = None) -> Tuple[Tuple[str, str], ...]:
+    def metadata(self, tenant: Optional[str] = None) -> "tuple[tuple[str, str], ...]":
         """The call metadata naming the caller for ``tenant``: none over TLS, where fleetd
         knows the caller by its certificate."""
-        if self.connection is not None and not self.connection.insecure:
-            return ()
-        principal = self.principal
-        tenant = tenant or self.tenant
-        if principal is None and tenant:
-            principal = f"job:{tenant}"
-        return ((PRINCIPAL_METADATA_KEY, principal),) if principal else ()
+        return core.call_metadata(self.connection, self.principal, tenant or self.tenant)
 
     def call(self, method: str, request: Any, *, tenant: Optional[str] = None,
              timeout: Optional[float] = None, stub: Any = None) -> Any:
@@ -305,57 +189,33 @@ class Client:
                 ``on_failure`` with an unknown key or a bad value (the message names the
                 field, the value and the rule). Raised before any RPC.
         """
-        forms = sum(x is not None for x in (request, ring, links, phases))
-        if forms != 1:
-            raise ValueError("give exactly one of request, ring=, links= and phases=")
-        if isinstance(request, topology_pb2.RequestTopologyRequest):
-            req = topology_pb2.RequestTopologyRequest()
-            req.CopyFrom(request)
-        else:
-            req = topology_pb2.RequestTopologyRequest()
-            if isinstance(request, topology_pb2.TopologySpec):
-                req.topology.CopyFrom(request)
-            elif request is not None:
-                raise TypeError(f"request {type(request).__name__}: expected fleet.v1.TopologySpec "
-                                "or fleet.v1.RequestTopologyRequest")
-            elif ring is not None:
-                req.topology.CopyFrom(spec.ring(ring, bidirectional=bidirectional, width=width))
-            elif links is not None:
-                req.topology.CopyFrom(spec.links(links, duplex=duplex))
-            else:
-                assert phases is not None
-                if not phases:
-                    raise ValueError("phases: at least one phase is needed")
-                for phase_name, topology in phases.items():
-                    req.phases.add(name=phase_name, topology=spec.topology_spec(topology))
-        if initial_phase is not None:
-            req.initial_phase = initial_phase
-        if tenant is not None:
-            req.tenant = tenant
-        elif not req.tenant and self.tenant:
-            req.tenant = self.tenant
-        if name is not None:
-            req.name = name
-        if request_id is not None:
-            req.request_id = request_id
-        if on_failure is not None:
-            req.on_failure.CopyFrom(spec.failure_policy(on_failure))
-        elif req.HasField("on_failure"):
-            spec.failure_policy(req.on_failure)  # A raw request's policy keeps the same rules.
-        lease_s = _seconds(lease)
-        if lease_s is not None:
-            if lease_s <= 0:
-                raise ValueError(f"lease {lease_s}s: must be positive")
-            req.lease.FromNanoseconds(int(lease_s * 1e9))
-        if req.dry_run:
-            raise ValueError("dry_run: a dry run returns a plan, not an allocation; call "
-                             "client.stub.RequestTopology for it")
-        if not 0 < keepalive_fraction < 1:
-            raise ValueError("keepalive_fraction: must be between 0 and 1")
-
+        req = core.topology_request(
+            request, ring=ring, links=links, phases=phases, bidirectional=bidirectional,
+            duplex=duplex, width=width, initial_phase=initial_phase, lease=lease, tenant=tenant,
+            default_tenant=self.tenant, name=name, request_id=request_id, on_failure=on_failure,
+            keepalive_fraction=keepalive_fraction)
         response = self.call("RequestTopology", req, tenant=req.tenant or None)
         return Topology(self, response.allocation, tenant=req.tenant or None,
                         keepalive=keepalive, keepalive_fraction=keepalive_fraction)
+
+    def open(self, allocation_id: str, *, tenant: Optional[str] = None,
+             keepalive: bool = False, keepalive_fraction: float = 1 / 3) -> "Topology":
+        """A :class:`Topology` for an allocation that already exists, e.g. one the job's
+        launcher requested and named in ``FLEET_ALLOCATION``: wait for it, switch its phases,
+        read its ranks. Its lease is left to whoever requested it unless ``keepalive``.
+        Leaving a ``with`` block releases it, as for :meth:`topology`; do not use one where
+        another process owns the allocation.
+
+        Raises:
+            NotFound: no such allocation, or not the caller's tenant's.
+            ValueError: an empty id.
+        """
+        if not allocation_id:
+            raise ValueError("allocation_id '': an allocation id such as 'a12' is needed")
+        core.check_keepalive_fraction(keepalive_fraction)
+        a = self.allocation(allocation_id, tenant=tenant)
+        return Topology(self, a, tenant=tenant or a.tenant or None, keepalive=keepalive,
+                        keepalive_fraction=keepalive_fraction)
 
     def allocation(self, allocation_id: str, *, tenant: Optional[str] = None) -> topology_pb2.Allocation:
         """The allocation ``allocation_id`` as fleetd has it now."""
@@ -415,12 +275,12 @@ class Topology:
         self._allocation = allocation
         self._released = False
         self.keepalive_error: Optional[errors.FleetError] = None
-        self._lease_expires = self._expiry(allocation)
-        self.lease_seconds = self._lease_length(allocation)
+        self._lease_expires = core.expiry(allocation)
+        self.lease_seconds = core.lease_length(allocation)
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         if keepalive and self.lease_seconds is not None:
-            self._interval = max(0.05, self.lease_seconds * keepalive_fraction)
+            self._interval = core.keepalive_interval(self.lease_seconds, keepalive_fraction)
             self._thread = threading.Thread(target=self._keepalive_loop,
                                             name=f"fleet-keepalive-{self.id}", daemon=True)
             self._thread.start()
@@ -506,8 +366,8 @@ class Topology:
                 timeout.
             DeadlineExceeded: not READY within ``timeout``.
         """
-        return self._watch(lambda a: a.state == topology_pb2.ALLOCATION_STATE_READY,
-                           _seconds(timeout), "READY", raise_on_degraded=raise_on_degraded)
+        return self._watch(core.is_ready, core.seconds(timeout), "READY",
+                           raise_on_degraded=raise_on_degraded)
 
     def phase(self, name: str, timeout: Optional[Seconds] = 60.0) -> PhaseSwitch:
         """Activates phase ``name`` (ActivatePhase) and waits until the allocation is READY in
@@ -523,28 +383,110 @@ class Topology:
             NotFound, InvalidArgument: no such phase, per fleetd.
             AllocationFailed, Degraded, Released, DeadlineExceeded: as :meth:`wait_ready`.
         """
+        start, response = self._activate(name)
+        return self._phase_ready(name, start, response, core.seconds(timeout))
+
+    def start_phase(self, name: str,
+                    timeout: Optional[Seconds] = 60.0) -> "concurrent.futures.Future[PhaseSwitch]":
+        """Starts a switch to phase ``name`` and returns without waiting for it: a job
+        overlaps the switch with compute and collects it when it needs the new circuits::
+
+            pending = topo.start_phase("tp")   # ActivatePhase sent, fleetd reprogramming
+            loss = step(batch)                 # compute meanwhile
+            switch = pending.result()          # READY in tp: a PhaseSwitch
+
+        ActivatePhase is called before this returns, so an unknown phase or a refused switch
+        raises here; the wait for READY runs on a thread (one per call) and the returned
+        ``concurrent.futures.Future`` gives the :class:`PhaseSwitch`, or raises what
+        :meth:`phase` would (AllocationFailed, Degraded, Released, DeadlineExceeded after
+        ``timeout``). ``latency`` still counts from the ActivatePhase call.
+        """
+        start, response = self._activate(name)
+        future: "concurrent.futures.Future[PhaseSwitch]" = concurrent.futures.Future()
+        future.set_running_or_notify_cancel()
+        wait = core.seconds(timeout)
+
+        def run() -> None:
+            try:
+                future.set_result(self._phase_ready(name, start, response, wait))
+            except BaseException as e:  # noqa: BLE001 - handed to whoever waits on it.
+                future.set_exception(e)
+
+        threading.Thread(target=run, name=f"fleet-phase-{self.id}-{name}", daemon=True).start()
+        return future
+
+    def _activate(self, name: str) -> "tuple[float, topology_pb2.ActivatePhaseResponse]":
+        """Calls ActivatePhase; returns when it was called and fleetd's answer."""
+        core.check_phase_name(name)
         start = time.monotonic()
         response = self.client.call(
             "ActivatePhase", topology_pb2.ActivatePhaseRequest(id=self.id, phase=name),
             tenant=self.tenant)
         if response.HasField("allocation"):
             self._seen(response.allocation)
+        return start, response
 
-        def ready_in_phase(a: topology_pb2.Allocation) -> bool:
-            return (a.state == topology_pb2.ALLOCATION_STATE_READY and a.active_phase == name
-                    and all(c.state == topology_pb2.CIRCUIT_STATE_ACTIVE
-                            for c in a.circuits if c.phase == name))
-
+    def _phase_ready(self, name: str, start: float,
+                     response: topology_pb2.ActivatePhaseResponse,
+                     timeout: Optional[float]) -> PhaseSwitch:
+        """Waits until READY in phase ``name`` after ActivatePhase answered ``response``."""
+        done = core.ready_in_phase(name)
         a = response.allocation
-        if not ready_in_phase(a):
-            a = self._watch(ready_in_phase, _seconds(timeout), f"READY in phase {name}")
-        latency = time.monotonic() - start
-        stages = {t.stage: _duration_seconds(t.duration) for t in a.stage_timings}
-        switch = [stages[s] for s in ("program", "verify") if s in stages]
-        return PhaseSwitch(phase=name, latency=latency,
-                           switch_seconds=sum(switch) if switch else None, stages=stages,
-                           cross_connects_added=len(response.plan.add),
-                           cross_connects_removed=len(response.plan.remove), allocation=a)
+        if not done(a):
+            a = self._watch(done, timeout, f"READY in phase {name}")
+        return core.phase_switch(name, time.monotonic() - start, response, a)
+
+    # --- rank order ---
+
+    def ranks(self, phase: Optional[str] = None, *,
+              timeout: Optional[float] = None) -> Ranks:
+        """The rank order that follows the circuits of ``phase`` (default: the active phase)
+        with each rank's host (GetRanks): see :class:`fleet.Ranks` for the torchrun
+        environment, a hostfile and NCCL.
+
+        Raises:
+            NotFound: a phase the allocation does not have (fleetd names those it has).
+            FailedPrecondition: the allocation is FAILED or RELEASED.
+            Unimplemented: this fleetd has no GetRanks.
+        """
+        if phase is not None:
+            core.check_phase_name(phase)
+        response = self.client.call(
+            "GetRanks", topology_pb2.GetRanksRequest(id=self.id, phase=phase or ""),
+            tenant=self.tenant, timeout=timeout)
+        return Ranks.of(response)
+
+    # --- changes ---
+
+    def changes(self, timeout: Optional[Seconds] = None) -> Iterator[topology_pb2.Allocation]:
+        """The allocation at every change (WatchAllocation), starting with how it is now,
+        until it is FAILED or RELEASED (that one included) or ``timeout`` seconds pass
+        (``None``: no limit). Each is also recorded as the allocation last seen. Stop early
+        by leaving the loop (the stream is cancelled).
+
+        Raises:
+            DeadlineExceeded: ``timeout`` passed.
+            NotFound, PermissionDenied, Unavailable: as fleetd says (no reconnection: use
+                :meth:`on_member_replaced` for a follower that outlives fleetd's restarts).
+        """
+        stream = self.client.stub.WatchAllocation(
+            topology_pb2.WatchAllocationRequest(id=self.id), timeout=core.seconds(timeout),
+            metadata=self.client.metadata(self.tenant))
+        try:
+            for message in stream:
+                a = message.allocation
+                self._seen(a)
+                yield a
+                if a.state in core.ENDED:
+                    return
+        except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise errors.DeadlineExceeded(
+                    f"allocation {self.id}: no end of its changes after {timeout}s",
+                    grpc.StatusCode.DEADLINE_EXCEEDED) from None
+            raise errors.from_rpc_error(e) from e
+        finally:
+            stream.cancel()
 
     def detach(self, *devices: str, timeout: Optional[Seconds] = 60.0) -> topology_pb2.Allocation:
         """Takes attached devices out of this virtual server (DetachDevices) and waits until it
@@ -563,16 +505,10 @@ class Topology:
             tenant=self.tenant)
         if response.HasField("allocation"):
             self._seen(response.allocation)
-        gone = set(devices)
-
-        def ready_without(a: topology_pb2.Allocation) -> bool:
-            return (a.state == topology_pb2.ALLOCATION_STATE_READY
-                    and not gone.intersection(a.members))
-
+        done = core.ready_without(devices)
         a = response.allocation
-        if not ready_without(a):
-            a = self._watch(ready_without, _seconds(timeout),
-                            f"READY without {', '.join(devices)}")
+        if not done(a):
+            a = self._watch(done, core.seconds(timeout), f"READY without {', '.join(devices)}")
         return a
 
     def replace(self, member: str, spare: Optional[str] = None,
@@ -597,16 +533,14 @@ class Topology:
         if response.HasField("allocation"):
             self._seen(response.allocation)
 
-        def ready_replaced(a: topology_pb2.Allocation) -> bool:
-            return a.state == topology_pb2.ALLOCATION_STATE_READY and member not in a.members
-
+        done = core.ready_without([member])
         a = response.allocation
-        if not ready_replaced(a):
-            a = self._watch(ready_replaced, _seconds(timeout), f"READY without {member}")
+        if not done(a):
+            a = self._watch(done, core.seconds(timeout), f"READY without {member}")
         return a
 
-    def _watch(self, done: Callable[[topology_pb2.Allocation], bool], timeout: Optional[float],
-               goal: str, *, raise_on_degraded: bool = False,
+    def _watch(self, done: core.Predicate, timeout: Optional[float], goal: str, *,
+               raise_on_degraded: bool = False,
                stop_at_end: bool = True) -> topology_pb2.Allocation:
         stream = self.client.stub.WatchAllocation(
             topology_pb2.WatchAllocationRequest(id=self.id), timeout=timeout,
@@ -619,34 +553,13 @@ class Topology:
                 self._seen(a)
                 if done(a):
                     return a
-                if not stop_at_end:
-                    continue
-                state = a.state
-                if state == topology_pb2.ALLOCATION_STATE_FAILED:
-                    raise errors.AllocationFailed(
-                        f"allocation {self.id} FAILED: {a.reason or 'no reason given'}", a)
-                if state in (topology_pb2.ALLOCATION_STATE_RELEASING,
-                             topology_pb2.ALLOCATION_STATE_RELEASED):
-                    raise errors.Released(
-                        f"allocation {self.id} is {state_name(state)}"
-                        + (f": {a.reason}" if a.reason else ""), a)
-                if state == topology_pb2.ALLOCATION_STATE_DEGRADED and raise_on_degraded:
-                    raise errors.Degraded(f"allocation {self.id} DEGRADED: {a.reason}", a)
+                if stop_at_end:
+                    core.check_progress(a, raise_on_degraded=raise_on_degraded)
         except grpc.RpcError as e:
-            if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-                if last is not None and last.state == topology_pb2.ALLOCATION_STATE_DEGRADED:
-                    raise errors.Degraded(
-                        f"allocation {self.id} still DEGRADED after {timeout:g}s: {last.reason}",
-                        last) from None
-                seen = state_name(last.state) if last is not None else "unknown"
-                raise errors.DeadlineExceeded(
-                    f"allocation {self.id} not {goal} after {timeout:g}s (state {seen})",
-                    grpc.StatusCode.DEADLINE_EXCEEDED) from None
-            raise errors.from_rpc_error(e) from e
+            raise core.wait_error(self.id, e, goal, timeout, last) from None
         finally:
             stream.cancel()
-        raise errors.Unavailable(f"fleetd ended the watch of allocation {self.id} before it was "
-                                 f"{goal}", grpc.StatusCode.UNAVAILABLE)
+        raise core.watch_ended(self.id, goal)
 
     # --- following: member replacements ---
 
@@ -711,7 +624,7 @@ class Topology:
 
     def _follow_loop(self, stop: threading.Event) -> None:
         """The follower thread: watches the allocation until ``stop`` is set or it ends."""
-        backoff = 0.1
+        backoff = core.FOLLOW_BACKOFF_FIRST
         try:
             while not stop.is_set() and not self.client._closed:
                 stream = self.client.stub.WatchAllocation(
@@ -725,19 +638,18 @@ class Topology:
                 ended = False
                 try:
                     for message in stream:
-                        backoff = 0.1
+                        backoff = core.FOLLOW_BACKOFF_FIRST
                         a = message.allocation
                         self._seen(a)
                         self._deliver(a, stop)
-                        if a.state in _ENDED:
+                        if a.state in core.ENDED:
                             ended = True
                             break
                 except grpc.RpcError as e:
                     if stop.is_set() or self.client._closed:
                         return
                     error = errors.from_rpc_error(e)
-                    if not isinstance(error, (errors.Unavailable, errors.DeadlineExceeded,
-                                              errors.Internal, errors.Unknown)):
+                    if not isinstance(error, core.RETRIABLE):
                         # Unknown, not ours, or refused: following it again will not help.
                         self.follow_error = error
                         log.warning("allocation %s: no longer followed: %s", self.id, error)
@@ -752,7 +664,7 @@ class Topology:
                     return
                 if stop.wait(backoff):
                     return
-                backoff = min(backoff * 2, 5.0)
+                backoff = min(backoff * 2, core.FOLLOW_BACKOFF_MAX)
         finally:
             with self._lock:
                 current = self._follow_stop is stop
@@ -764,9 +676,7 @@ class Topology:
         """Calls each callback for the replacements of ``a`` it has not had yet."""
         count = len(a.replacements)
         with self._lock:
-            due = [(s, s[1]) for s in self._subscribers if s[1] < count]
-            for s, _ in due:
-                s[1] = count
+            due = core.due_replacements(self._subscribers, count)
         for (callback, _), first in due:
             for i in range(first, count):
                 if stop.is_set():
@@ -790,8 +700,7 @@ class Topology:
 
     def _keepalive_loop(self) -> None:
         interval = self._interval
-        # A renewal that takes longer than half the lease is given up and tried again.
-        call_timeout = min(self.client.timeout, max(0.5, (self.lease_seconds or 0) / 2))
+        call_timeout = core.keepalive_call_timeout(self.lease_seconds, self.client.timeout)
         while not self._stop.wait(interval):
             try:
                 self.keep_alive(timeout=call_timeout)
@@ -829,8 +738,8 @@ class Topology:
         self._seen(a)
         if a.state == topology_pb2.ALLOCATION_STATE_RELEASING:
             # The switch refused a removal; fleetd retries it. Wait for the end.
-            a = self._watch(lambda x: x.state == topology_pb2.ALLOCATION_STATE_RELEASED,
-                            _seconds(timeout), "RELEASED", stop_at_end=False)
+            a = self._watch(core.is_released, core.seconds(timeout), "RELEASED",
+                            stop_at_end=False)
         self._released = True
         return a
 
@@ -855,32 +764,9 @@ class Topology:
 
     def _seen(self, a: topology_pb2.Allocation) -> None:
         with self._lock:
-            # Several streams may report it (a wait and the follower): keep the newest.
-            old = self._allocation
-            if (a.HasField("updated") and old.HasField("updated")
-                    and a.updated.ToNanoseconds() < old.updated.ToNanoseconds()):
+            if not core.newer(a, self._allocation):
                 return
             self._allocation = a
-            expires = self._expiry(a)
+            expires = core.expiry(a)
             if expires is not None:
                 self._lease_expires = expires
-
-    @staticmethod
-    def _expiry(a: topology_pb2.Allocation) -> Optional[datetime.datetime]:
-        if not a.HasField("lease_expires"):
-            return None
-        return a.lease_expires.ToDatetime(tzinfo=datetime.timezone.utc)
-
-    @staticmethod
-    def _lease_length(a: topology_pb2.Allocation) -> Optional[float]:
-        """The lease the allocation was admitted with: the request's, or fleetd's default
-        (its expiry less its creation)."""
-        if a.request.HasField("lease"):
-            lease = _duration_seconds(a.request.lease)
-            if lease > 0:
-                return lease
-        if a.HasField("lease_expires") and a.HasField("created"):
-            lease = (a.lease_expires.ToNanoseconds() - a.created.ToNanoseconds()) / 1e9
-            if lease > 0:
-                return lease
-        return None

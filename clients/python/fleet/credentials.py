@@ -63,6 +63,13 @@ class Connection:
             return grpc.insecure_channel(self.server)
         return grpc.secure_channel(self.server, self.credentials())
 
+    def aio_channel(self) -> "grpc.aio.Channel":
+        """A new asyncio channel to ``server`` (:mod:`fleet.aio`); make it on the event loop
+        that will use it."""
+        if self.insecure:
+            return grpc.aio.insecure_channel(self.server)
+        return grpc.aio.secure_channel(self.server, self.credentials())
+
 
 @dataclasses.dataclass
 class Config:
