@@ -688,23 +688,21 @@ class ExampleTest(FleetTestCase):
 
 GROUPS = {"client": [ClientTest, CredentialsTest], "phases": [PhaseTest, ExampleTest]}
 
+# The tests name their credentials; a caller's FLEET_* settings must not override them.
+FLEET_SETTINGS = ("FLEET_SERVER", "FLEET_CA", "FLEET_CERT", "FLEET_KEY", "FLEET_INSECURE",
+                  "FLEET_CONTEXT", "FLEET_CONFIG")
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--group", choices=sorted(GROUPS), required=True)
-    parser.add_argument("-k", dest="patterns", action="append", default=[],
-                        help="run only tests whose name holds this substring")
-    args = parser.parse_args()
+
+def run(classes: List[type], patterns: List[str]) -> int:
+    """Runs the test classes against one fleetd --demo (started by the first test that needs
+    it, stopped at the end); 0 when they pass. Shared by the other tests/python files."""
     require_client()
-    # The tests name their credentials; a caller's FLEET_* settings must not override them.
-    for name in ("FLEET_SERVER", "FLEET_CA", "FLEET_CERT", "FLEET_KEY", "FLEET_INSECURE",
-                 "FLEET_CONTEXT", "FLEET_CONFIG"):
+    for name in FLEET_SETTINGS:
         os.environ.pop(name, None)
-
     loader = unittest.TestLoader()
-    if args.patterns:
-        loader.testNamePatterns = [f"*{p}*" for p in args.patterns]
-    suite = unittest.TestSuite(loader.loadTestsFromTestCase(c) for c in GROUPS[args.group])
+    if patterns:
+        loader.testNamePatterns = [f"*{p}*" for p in patterns]
+    suite = unittest.TestSuite(loader.loadTestsFromTestCase(c) for c in classes)
     try:
         result = unittest.TextTestRunner(verbosity=2, stream=sys.stdout).run(suite)
     finally:
@@ -717,6 +715,19 @@ def main() -> int:
     if _demo is not None:
         _demo.remove()
     return 0
+
+
+def arguments(description: str, groups: List[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--group", choices=sorted(groups), required=True)
+    parser.add_argument("-k", dest="patterns", action="append", default=[],
+                        help="run only tests whose name holds this substring")
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = arguments(__doc__.splitlines()[0], list(GROUPS))
+    return run(GROUPS[args.group], args.patterns)
 
 
 if __name__ == "__main__":
