@@ -14,6 +14,7 @@ PACKAGES=(
   prometheus systemd python3-yaml
   # The Python client in clients/python: gRPC, protobuf, and grpc_tools for its stubs.
   python3-grpcio python3-protobuf python3-grpc-tools
+  python3-torch python3-setuptools python3-venv python3-pip  # ring_allreduce.py; pip install
   # fleetctl's zsh completion is checked with zsh itself.
   zsh
 )
