@@ -17,6 +17,8 @@ PACKAGES=(
   python3-torch python3-setuptools python3-venv python3-pip  # ring_allreduce.py; pip install
   # fleetctl's zsh completion is checked with zsh itself.
   zsh
+  # deploy/slurm: the SPANK plugin's header, and the daemons tests/slurm runs jobs on.
+  slurmctld slurmd slurm-client libslurm-dev munge
 )
 
 missing=()

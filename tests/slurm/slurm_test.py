@@ -1,0 +1,801 @@
+#!/usr/bin/env python3
+"""FLEET's Slurm integration (deploy/slurm/) against the real Slurm daemons and fleetd --demo.
+
+Each run starts, in a fresh temporary directory and on ports chosen at run time:
+  - fleetd --demo (the emulated Polatis switch, the Gen1 inventory, an emulated agent per host);
+  - munged with its own key and socket;
+  - slurmctld and two slurmd on 127.0.0.1 from a generated slurm.conf, with the spank_fleet
+    plugin (plugstack.conf) and the hooks of deploy/slurm/fleet_slurm.py as PrologSlurmctld,
+    EpilogSlurmctld and TaskProlog. Slurm node `server1` is FLEET host server1 by name; Slurm
+    node `node2` is FLEET host server2 through a node map file.
+Jobs submitted with sbatch --fleet=SPEC.yaml then get their topology before they start, see it
+in their environment, and lose it when they end; a refused request holds the job with the
+reason in `scontrol show job`. Everything started is stopped at the end, also on failure.
+
+  python3 slurm_test.py [unittest arguments]     # the tests (ctest: label slurm)
+  python3 slurm_test.py --bench 10               # submit -> running with and without --fleet
+
+Environment: FLEET_BIN_DIR (fleetd, fleetctl), FLEET_SOURCE_DIR (the repository),
+FLEET_SPANK_PLUGIN (the built spank_fleet.so; without it the test compiles the plugin with cc).
+Exit 77 (ctest: skipped) only when the Slurm packages (slurmctld, slurmd, slurm-client, munge,
+libslurm-dev) are absent; the reason is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import urllib.request
+from typing import Callable, Dict, List, Optional
+
+SKIP = 77
+SOURCE_DIR = os.environ.get("FLEET_SOURCE_DIR",
+                            os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+BIN_DIR = os.environ.get("FLEET_BIN_DIR", os.path.join(SOURCE_DIR, "build", "bin"))
+HOOKS = os.path.join(SOURCE_DIR, "deploy", "slurm", "fleet_slurm.py")
+PLUGIN_SOURCE = os.path.join(SOURCE_DIR, "deploy", "slurm", "spank_fleet.c")
+# The hooks run as SlurmUser and (TaskProlog) as the job's user: Debian's python3, which has
+# python3-yaml, not whatever python3 runs this test.
+HOOK_PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+SBIN = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]
+WAIT = 60.0  # Seconds anything may take on a loaded machine.
+# Every process this run starts carries this variable, so that processes Slurm starts for it
+# (slurmstepd and the jobs) can be found and stopped at the end, and nobody else's.
+MARKER = "FLEET_SLURM_TEST_RUN"
+
+
+def which(name: str) -> Optional[str]:
+    return shutil.which(name, path=os.pathsep.join([os.environ.get("PATH", "")] + SBIN))
+
+
+def require_slurm() -> None:
+    """Exit 77 when the Slurm packages are absent."""
+    wanted = {"munged": "munge", "munge": "munge", "slurmctld": "slurmctld",
+              "slurmd": "slurmd", "sbatch": "slurm-client", "scontrol": "slurm-client",
+              "squeue": "slurm-client", "scancel": "slurm-client"}
+    missing = sorted({package for program, package in wanted.items() if not which(program)})
+    if not os.environ.get("FLEET_SPANK_PLUGIN") and not os.path.exists(
+            "/usr/include/slurm/spank.h"):
+        missing.append("libslurm-dev")
+    if missing:
+        print(f"SKIP: the Slurm packages {', '.join(missing)} are not installed; install them "
+              "with deploy/quickstart/install-deps.sh")
+        sys.exit(SKIP)
+    try:
+        import yaml  # noqa: F401
+    except ImportError:
+        print("FAIL: the prolog needs python3-yaml (deploy/quickstart/install-deps.sh)")
+        sys.exit(1)
+
+
+def eventually(condition: Callable[[], bool], timeout: float = WAIT) -> bool:
+    """Polls `condition` until it holds or `timeout` passes."""
+    deadline = time.monotonic() + timeout
+    delay = 0.02
+    while True:
+        if condition():
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(delay)
+        delay = min(delay * 2, 0.2)
+
+
+def free_ports(count: int) -> List[int]:
+    """Ports the kernel has just handed out, so free now; held together so they differ."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+class Processes:
+    """Daemons started in their own process groups; stop() ends the groups, then whatever
+    else carries this run's marker (slurmstepd and job processes that left the groups)."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+        self.procs: List[subprocess.Popen] = []
+
+    def start(self, argv: List[str], env: Dict[str, str], log: str,
+              stdout=None) -> subprocess.Popen:
+        with open(log, "ab") as out:
+            proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
+                                    stdout=stdout if stdout is not None else out, stderr=out,
+                                    start_new_session=True,
+                                    text=stdout is not None)
+        self.procs.append(proc)
+        return proc
+
+    def _marked(self) -> List[int]:
+        pids = []
+        needle = f"{MARKER}={self.marker}".encode()
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    if needle in f.read().split(b"\0"):
+                        pids.append(int(entry))
+            except OSError:
+                pass
+        return pids
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + 15
+        for proc in reversed(self.procs):
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait()
+        for pid in self._marked():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        eventually(lambda: not self._marked(), 10)
+
+
+class Site:
+    """fleetd --demo, munged, slurmctld and two slurmd, all of this run."""
+
+    def __init__(self) -> None:
+        self.dir = tempfile.mkdtemp(prefix="fleet-slurm-")
+        os.chmod(self.dir, 0o755)  # munged wants its socket's directories searchable.
+        self.env = dict(os.environ)
+        self.env[MARKER] = self.dir
+        self.procs = Processes(self.dir)
+        self.fleetctl = os.path.join(BIN_DIR, "fleetctl")
+        self.ok = False
+        try:
+            self._start_fleetd()
+            self._start_munge()
+            self._write_slurm()
+            self._start_slurm()
+            self.ok = True
+        finally:
+            if not self.ok:
+                print(self.logs(), file=sys.stderr)
+                self.stop()
+
+    # fleetd ---------------------------------------------------------------------------
+
+    def _start_fleetd(self) -> None:
+        fleetd = os.path.join(BIN_DIR, "fleetd")
+        if not os.access(fleetd, os.X_OK):
+            raise RuntimeError(f"{fleetd} is not built (set FLEET_BIN_DIR)")
+        self._lines: List[str] = []
+        self._cv = threading.Condition()
+        self.fleetd = self.procs.start(
+            [fleetd, "--demo", "--grpc-port", "0", "--metrics-port", "0", "--state-dir",
+             os.path.join(self.dir, "fleet"), "--agent-heartbeat-ms", "100",
+             # No switch monitor: its reads would take the latency injected for a request.
+             "--monitor-interval-ms", "0"],
+            self.env, os.path.join(self.dir, "fleetd.log"), stdout=subprocess.PIPE)
+        threading.Thread(target=self._read_fleetd, daemon=True).start()
+        self.rest = self._fleetd_line("rest: ")
+        self.fleet_config = self._fleetd_line("fleetctl-config: ")
+        if not eventually(lambda: self._agents_connected() >= 7):
+            raise RuntimeError("the demo's agents did not connect")
+
+    def _read_fleetd(self) -> None:
+        for line in self.fleetd.stdout:
+            with self._cv:
+                self._lines.append(line.rstrip("\n"))
+                self._cv.notify_all()
+
+    def _fleetd_line(self, prefix: str) -> str:
+        deadline = time.monotonic() + WAIT
+        with self._cv:
+            while True:
+                for line in self._lines:
+                    if line.startswith(prefix):
+                        return line[len(prefix):].strip()
+                if self.fleetd.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"fleetd printed no {prefix!r} line")
+                self._cv.wait(0.5)
+
+    def _agents_connected(self) -> int:
+        run = self.fleet("get", "agents", "-o", "json", check=False)
+        if run.returncode != 0:
+            return 0
+        return sum(1 for a in json.loads(run.stdout).get("agents", []) if a.get("connected"))
+
+    def fleet(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        """fleetctl as the demo's operator."""
+        run = subprocess.run([self.fleetctl, *args, "--config", self.fleet_config, "--context",
+                              "demo"], capture_output=True, text=True, timeout=WAIT)
+        if check and run.returncode != 0:
+            raise AssertionError(f"fleetctl {' '.join(args)}: {run.stdout}{run.stderr}")
+        return run
+
+    # munge and Slurm ----------------------------------------------------------------------
+
+    def _start_munge(self) -> None:
+        munge = os.path.join(self.dir, "munge")
+        os.mkdir(munge, 0o755)
+        key = os.path.join(munge, "munge.key")
+        with open(key, "wb") as f:
+            f.write(os.urandom(1024))
+        os.chmod(key, 0o600)
+        self.munge_socket = os.path.join(munge, "munge.socket")
+        self.procs.start([which("munged"), "--foreground", "--force", f"--key-file={key}",
+                          f"--socket={self.munge_socket}",
+                          f"--pid-file={os.path.join(munge, 'munged.pid')}",
+                          f"--seed-file={os.path.join(munge, 'munged.seed')}",
+                          f"--log-file={os.path.join(munge, 'munged.log')}"],
+                         self.env, os.path.join(munge, "munged.out"))
+        if not eventually(lambda: os.path.exists(self.munge_socket), 20):
+            raise RuntimeError("munged made no socket")
+
+    def _write_slurm(self) -> None:
+        d = self.dir
+        for sub in ("state", "spool", "log", "fleet-state", "jobs"):
+            os.makedirs(os.path.join(d, sub), exist_ok=True)
+        os.chmod(os.path.join(d, "jobs"), 0o1777)  # Jobs of an unprivileged user write here.
+        self.conf = os.path.join(d, "slurm.conf")
+        self.env["SLURM_CONF"] = self.conf
+        plugin = os.environ.get("FLEET_SPANK_PLUGIN")
+        if not plugin:
+            plugin = os.path.join(d, "spank_fleet.so")
+            subprocess.run([which("cc") or "gcc", "-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra",
+                            "-Werror", "-shared", "-fPIC", "-o", plugin, PLUGIN_SOURCE],
+                           check=True)
+        with open(os.path.join(d, "plugstack.conf"), "w") as f:
+            f.write(f"required {plugin}\n")
+        self.node_map = os.path.join(d, "nodes.map")
+        with open(self.node_map, "w") as f:
+            f.write("# Slurm node  FLEET host\nnode2 server2\n")
+        self.hook_config = os.path.join(d, "fleet-slurm.yaml")
+        self.write_hook_config()
+        for hook in ("prolog", "epilog", "task-prolog"):
+            path = os.path.join(d, f"fleet-{hook}")
+            with open(path, "w") as f:
+                f.write(f"#!/bin/sh\nexport FLEET_SLURM_CONFIG={self.hook_config} "
+                        f"SLURM_CONF={self.conf}\nexec {HOOK_PYTHON} {HOOKS} {hook}\n")
+            os.chmod(path, 0o755)
+        ctld, node1, node2 = free_ports(3)
+        host = socket.gethostname().split(".")[0]
+        self.nodes = ["server1", "node2"]
+        with open(self.conf, "w") as f:
+            f.write(f"""# Generated by tests/slurm/slurm_test.py for one run.
+ClusterName=fleettest
+SlurmctldHost={host}(127.0.0.1)
+SlurmctldPort={ctld}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket={self.munge_socket}
+CredType=cred/munge
+StateSaveLocation={d}/state
+SlurmdSpoolDir={d}/spool/%n
+SlurmctldPidFile={d}/slurmctld.pid
+SlurmdPidFile={d}/slurmd-%n.pid
+SlurmctldLogFile={d}/log/slurmctld.log
+SlurmdLogFile={d}/log/slurmd-%n.log
+ProctrackType=proctrack/pgid
+TaskPlugin=task/none
+SwitchType=switch/none
+MpiDefault=none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+JobCompType=jobcomp/none
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+ReturnToService=2
+MinJobAge=600
+PlugStackConfig={d}/plugstack.conf
+PrologSlurmctld={d}/fleet-prolog
+EpilogSlurmctld={d}/fleet-epilog
+TaskProlog={d}/fleet-task-prolog
+NodeName=server1 NodeHostname={host} NodeAddr=127.0.0.1 Port={node1} CPUs=2 State=UNKNOWN
+NodeName=node2 NodeHostname={host} NodeAddr=127.0.0.1 Port={node2} CPUs=2 State=UNKNOWN
+PartitionName=fleet Nodes=server1,node2 Default=YES MaxTime=INFINITE State=UP
+""")
+
+    def write_hook_config(self, **overrides) -> None:
+        """The hooks' config (deploy/slurm/fleet-slurm.yaml's keys); read by every hook run,
+        so a test may change it between jobs."""
+        config = {
+            "fleetctl": self.fleetctl, "fleetctl_config": self.fleet_config,
+            "context": "demo", "tenant": "team-a", "node_map_file": self.node_map,
+            "ready_timeout": "60s", "lease_slack": "10m",
+            "state_dir": os.path.join(self.dir, "fleet-state"),
+            "log_file": os.path.join(self.dir, "log", "fleet-slurm.log"),
+            "release_attempts": 4, "release_backoff": "0.2s",
+        }
+        config.update(overrides)
+        with open(self.hook_config, "w") as f:
+            json.dump(config, f, indent=1)  # JSON is YAML.
+
+    def _start_slurm(self) -> None:
+        log = os.path.join(self.dir, "log")
+        self.procs.start([which("slurmctld"), "-D", "-f", self.conf], self.env,
+                         os.path.join(log, "slurmctld.out"))
+        if not eventually(lambda: self.slurm("scontrol", "ping", check=False).returncode == 0
+                          and "UP" in self.slurm("scontrol", "ping", check=False).stdout):
+            raise RuntimeError("slurmctld does not answer")
+        for node in self.nodes:
+            self.procs.start([which("slurmd"), "-D", "-f", self.conf, "-N", node], self.env,
+                             os.path.join(log, f"slurmd-{node}.out"))
+
+        def idle() -> bool:
+            run = self.slurm("sinfo", "-h", "-N", "-o", "%N %t", check=False)
+            states = dict(line.split() for line in run.stdout.splitlines() if line.strip())
+            return all(states.get(n) == "idle" for n in self.nodes)
+
+        if not eventually(idle):
+            raise RuntimeError("the slurmd did not register idle")
+
+    def slurm(self, *argv: str, check: bool = True, cwd: Optional[str] = None,
+              timeout: float = WAIT) -> subprocess.CompletedProcess:
+        run = subprocess.run([which(argv[0]), *argv[1:]], capture_output=True, text=True,
+                             env=self.env, cwd=cwd or self.dir, timeout=timeout)
+        if check and run.returncode != 0:
+            raise AssertionError(f"{' '.join(argv)}: {run.stdout}{run.stderr}")
+        return run
+
+    def logs(self) -> str:
+        out = []
+        for name in ("log/slurmctld.log", "log/fleet-slurm.log", "fleetd.log"):
+            try:
+                with open(os.path.join(self.dir, name), errors="replace") as f:
+                    out.append(f"--- {name} (tail)\n" + "".join(f.readlines()[-40:]))
+            except OSError:
+                pass
+        return "\n".join(out)
+
+    def stop(self) -> None:
+        try:
+            jobs = self.slurm("squeue", "-h", "-o", "%i", check=False, timeout=10).stdout.split()
+            if jobs:
+                self.slurm("scancel", *jobs, check=False, timeout=10)
+        except (subprocess.TimeoutExpired, TypeError):
+            pass
+        self.procs.stop()
+
+    def remove(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    # jobs ---------------------------------------------------------------------------------
+
+    def write(self, name: str, text: str) -> str:
+        path = os.path.join(self.dir, "jobs", name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def submit(self, spec: Optional[str], *sbatch_args: str, exit_code: int = 0,
+               wait_for_go: bool = True, user: Optional[str] = None) -> str:
+        """A batch job that records its FLEET_* environment (and an srun step's), then waits
+        for the test's go file; its id."""
+        jobs = os.path.join(self.dir, "jobs")
+        lines = ["#!/bin/bash"]
+        if spec is not None:
+            lines.append(f"#SBATCH --fleet={spec}")  # Relative: read in sbatch's directory.
+        lines += [
+            f"#SBATCH --output={jobs}/%j.out",
+            f"date +%s.%N > {jobs}/$SLURM_JOB_ID.started",
+            f"env | grep ^FLEET_ | sort > {jobs}/$SLURM_JOB_ID.env.tmp",
+            f"srun -n1 env | grep ^FLEET_ | sort > {jobs}/$SLURM_JOB_ID.srun",
+            f"mv {jobs}/$SLURM_JOB_ID.env.tmp {jobs}/$SLURM_JOB_ID.env",
+        ]
+        if wait_for_go:
+            lines.append(f"while [ ! -e {jobs}/$SLURM_JOB_ID.go ]; do sleep 0.05; done")
+        lines.append(f"exit {exit_code}")
+        script = self.write(f"job-{time.monotonic_ns()}.sh", "\n".join(lines) + "\n")
+        argv = ["sbatch", "--parsable", *sbatch_args, script]
+        if user is not None:
+            os.chmod(script, 0o755)
+            argv = ["runuser", "-u", user, "--", which("sbatch"), *argv[1:]]
+        run = self.slurm(*argv, cwd=jobs)
+        return run.stdout.strip().split(";")[0]
+
+    def job(self, job: str) -> Dict[str, str]:
+        """`scontrol show job` as NAME=VALUE (AdminComment whole)."""
+        text = self.slurm("scontrol", "show", "job", job).stdout
+        fields: Dict[str, str] = {"_text": text}
+        for line in text.splitlines():
+            stripped = line.strip()
+            if stripped.startswith("AdminComment="):
+                fields["AdminComment"] = stripped[len("AdminComment="):]
+                continue
+            for token in stripped.split():
+                name, _, value = token.partition("=")
+                fields.setdefault(name, value)
+        return fields
+
+    def job_env(self, job: str, suffix: str = "env") -> Dict[str, str]:
+        path = os.path.join(self.dir, "jobs", f"{job}.{suffix}")
+        with open(path) as f:
+            return dict(line.rstrip("\n").split("=", 1) for line in f if "=" in line)
+
+    def go(self, job: str) -> None:
+        open(os.path.join(self.dir, "jobs", f"{job}.go"), "w").close()
+
+    def allocations(self, name: Optional[str] = None) -> List[dict]:
+        allocations = json.loads(self.fleet("get", "allocations", "-o", "json").stdout or "{}")
+        return [a for a in allocations.get("allocations", [])
+                if name is None or a.get("name") == name]
+
+    def live(self, name: str) -> List[dict]:
+        return [a for a in self.allocations(name)
+                if a.get("state") not in ("ALLOCATION_STATE_RELEASED",
+                                          "ALLOCATION_STATE_RELEASING")]
+
+    def circuits(self, allocation: str) -> List[dict]:
+        circuits = json.loads(self.fleet("get", "circuits", "-o", "json").stdout or "{}")
+        return [c for c in circuits.get("circuits", []) if c.get("allocation_id") == allocation]
+
+    def switch_pairs(self) -> set:
+        """The emulated switch's cross-connects, read over its own REST interface."""
+        request = urllib.request.Request(
+            f"http://{self.rest}/api/data/optical-switch:cross-connects",
+            headers={"Authorization": "Basic YWRtaW46cm9vdA=="})  # admin:root
+        with urllib.request.urlopen(request, timeout=10) as response:
+            data = json.load(response)
+        pairs = data.get("optical-switch:cross-connects", {}).get("pair", [])
+        return {(p["ingress"], p["egress"]) for p in pairs}
+
+    def switch_fault(self, faults: Optional[dict]) -> None:
+        method, body = ("PUT", json.dumps(faults).encode()) if faults else ("DELETE", None)
+        request = urllib.request.Request(f"http://{self.rest}/sim/v1/faults", data=body,
+                                         method=method,
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            response.read()
+
+
+SITE: Optional[Site] = None
+
+
+def setUpModule() -> None:  # noqa: N802 (unittest's name)
+    global SITE
+    SITE = Site()
+
+
+def tearDownModule() -> None:  # noqa: N802
+    if SITE is not None:
+        SITE.stop()
+        if os.environ.get("FLEET_KEEP_SLURM_TEST_DIR"):
+            print(f"kept {SITE.dir}", file=sys.stderr)
+        else:
+            SITE.remove()
+
+
+class SlurmTest(unittest.TestCase):
+    site: Site
+
+    def setUp(self) -> None:
+        assert SITE is not None
+        self.site = SITE
+        self.site.write_hook_config()
+        self.held: List[str] = []
+
+    def tearDown(self) -> None:
+        for job in self.held:
+            self.site.slurm("scancel", job, check=False)
+        result = getattr(self._outcome, "result", None)
+        if result is not None and any(test is self for test, _ in
+                                      result.failures + result.errors):
+            print(self.site.logs(), file=sys.stderr)
+
+    def spec(self, name: str, text: str) -> str:
+        self.site.write(name, text)
+        return name
+
+    def wait_state(self, job: str, states: tuple, timeout: float = WAIT) -> Dict[str, str]:
+        fields: Dict[str, str] = {}
+
+        def reached() -> bool:
+            nonlocal fields
+            fields = self.site.job(job)
+            return fields.get("JobState") in states
+
+        self.assertTrue(eventually(reached, timeout),
+                        f"job {job} never reached {states}: {fields.get('_text')}")
+        return fields
+
+    def wait_env(self, job: str) -> Dict[str, str]:
+        path = os.path.join(self.site.dir, "jobs", f"{job}.env")
+        self.assertTrue(eventually(lambda: os.path.exists(path)),
+                        f"job {job} did not start: {self.site.job(job).get('_text')}")
+        return self.site.job_env(job)
+
+    def check_running_allocation(self, job: str, env: Dict[str, str],
+                                 members: int) -> dict:
+        """The job's allocation is READY with its circuits on the emulated switch."""
+        allocation = env.get("FLEET_ALLOCATION")
+        self.assertTrue(allocation, f"no FLEET_ALLOCATION in the job's environment: {env}")
+        found = [a for a in self.site.allocations(f"slurm-job-{job}") if a["id"] == allocation]
+        self.assertEqual(len(found), 1, f"no allocation {allocation} named slurm-job-{job}")
+        alloc = found[0]
+        self.assertEqual(alloc["state"], "ALLOCATION_STATE_READY")
+        self.assertEqual(alloc["request"].get("request_id"), f"slurm-job-{job}")
+        ranks = env["FLEET_RANKS"].split(",")
+        self.assertEqual(len(ranks), members, env)
+        self.assertEqual(env.get("FLEET_WORLD_SIZE"), str(members), env)
+        self.assertTrue(set(ranks) <= set(alloc["members"]), f"{ranks} vs {alloc['members']}")
+        circuits = self.site.circuits(allocation)
+        self.assertTrue(circuits, f"{allocation} has no circuits")
+        pairs = {(x["ingress"], x["egress"]) for c in circuits for x in c["cross_connects"]}
+        self.assertTrue(pairs <= self.site.switch_pairs(),
+                        f"cross-connects {pairs} of {allocation} are not all on the switch")
+        # The srun step saw the same environment (TaskProlog runs for every task).
+        self.assertEqual(self.site.job_env(job, "srun").get("FLEET_RANKS"), env["FLEET_RANKS"])
+        return {"allocation": alloc, "pairs": pairs}
+
+    def check_released(self, job: str, allocation: str, pairs: set) -> None:
+        self.assertTrue(eventually(lambda: not self.site.live(f"slurm-job-{job}")),
+                        f"{allocation} of job {job} was not released: "
+                        f"{self.site.allocations(f'slurm-job-{job}')}")
+        self.assertTrue(eventually(lambda: not self.site.circuits(allocation)),
+                        f"{allocation} still has circuits")
+        self.assertTrue(eventually(lambda: not (pairs & self.site.switch_pairs())),
+                        f"cross-connects {pairs} are still on the switch")
+
+    # ----------------------------------------------------------------------------------
+
+    def test_attach_gpus_by_count(self) -> None:
+        """attach without host: the job's node (server1) gets two pooled GPUs; lease from the
+        time limit; released when the job completes."""
+        spec = self.spec("attach.yaml", "topology:\n  attach:\n    devices:\n      count:\n"
+                                        "        - {kind: gpu, count: 2}\n")
+        job = self.site.submit(spec, "--nodelist=server1", "--time=5")
+        env = self.wait_env(job)
+        running = self.check_running_allocation(job, env, members=3)
+        request = running["allocation"]["request"]
+        self.assertEqual(request["topology"]["attach"]["host"], "server1")
+        self.assertEqual(request.get("lease"), f"{5 * 60 + 600}s")  # --time=5 plus 10m slack.
+        self.assertEqual(env.get("FLEET_TENANT"), "team-a")
+        self.assertEqual(sum(1 for r in env["FLEET_RANKS"].split(",") if r.startswith("gpu")),
+                         2, env)
+        self.site.go(job)
+        self.assertEqual(self.wait_state(job, ("COMPLETED", "FAILED"))["JobState"], "COMPLETED")
+        self.check_released(job, env["FLEET_ALLOCATION"], running["pairs"])
+
+    def test_ring_of_gpus_cancelled(self) -> None:
+        """A ring of four GPUs for a job on node2 (FLEET host server2 by the node map); it is
+        cancelled while running and its circuits come off the switch."""
+        spec = self.spec("ring.yaml", "topology:\n  template:\n    kind: ring-unidirectional\n"
+                                      "    members:\n      count:\n"
+                                      "        - {kind: gpu, count: 4}\n")
+        job = self.site.submit(spec, "--nodelist=node2")
+        env = self.wait_env(job)
+        running = self.check_running_allocation(job, env, members=4)
+        self.assertIn(env.get("FLEET_RANK_ORDER"), ("ring", "members"), env)
+        self.site.slurm("scancel", job)
+        self.wait_state(job, ("CANCELLED",))
+        self.check_released(job, env["FLEET_ALLOCATION"], running["pairs"])
+
+    def test_ring_over_the_jobs_nodes(self) -> None:
+        """per_node: one CPU of each of the job's two nodes, in Slurm's node order, in a ring;
+        the job fails (exit 3) and the allocation is released all the same."""
+        probe = self.site.write("probe.yaml", "tenant: team-a\ntopology:\n  template:\n"
+                                "    kind: ring-unidirectional\n    members:\n      count:\n"
+                                "        - {kind: cpu, count: 1, host: server1}\n"
+                                "        - {kind: cpu, count: 1, host: server2}\n")
+        dry = self.site.fleet("topology", "request", "-f", probe, "--dry-run", check=False)
+        if dry.returncode != 0 and "host" in dry.stderr:
+            self.skipTest(f"this fleetctl takes no host: in a count entry: {dry.stderr.strip()}")
+        spec = self.spec("cpu-ring.yaml", "topology:\n  template:\n    kind: ring-unidirectional\n"
+                                          "    members:\n      per_node: {kind: cpu, count: 1}\n")
+        job = self.site.submit(spec, "--nodes=2", exit_code=3)
+        env = self.wait_env(job)
+        running = self.check_running_allocation(job, env, members=2)
+        ranks = env["FLEET_RANKS"].split(",")
+        self.assertEqual(sorted(r.split("-")[0] for r in ranks), ["server1", "server2"], env)
+        if "FLEET_RANK_HOSTS" in env:
+            self.assertEqual(sorted(env["FLEET_RANK_HOSTS"].split(",")), ["server1", "server2"])
+        self.site.go(job)
+        self.assertEqual(self.wait_state(job, ("COMPLETED", "FAILED"))["JobState"], "FAILED")
+        self.check_released(job, env["FLEET_ALLOCATION"], running["pairs"])
+
+    def test_refused_request_holds_the_job(self) -> None:
+        """99 GPUs: fleetd refuses, the job never runs, and is held (not requeued again and
+        again) with fleetd's error in AdminComment."""
+        spec = self.spec("too-many.yaml", "topology:\n  attach:\n    devices:\n      count:\n"
+                                          "        - {kind: gpu, count: 99}\n")
+        job = self.site.submit(spec)
+        self.held.append(job)
+        fields: Dict[str, str] = {}
+
+        def held() -> bool:
+            nonlocal fields
+            fields = self.site.job(job)
+            # COMPLETING a moment first: slurmctld requeues the job after the failed prolog.
+            return (fields.get("JobState") == "PENDING" and fields.get("Reason") == "JobHeldAdmin"
+                    and "AdminComment" in fields)
+
+        self.assertTrue(eventually(held), f"job {job} not held: {fields.get('_text')}")
+        print(f"\nrefused job {job}:\n" + "\n".join(
+            line for line in fields["_text"].splitlines()
+            if re.search(r"JobState|AdminComment|Restarts", line)), file=sys.stderr)
+        self.assertEqual(fields["JobState"], "PENDING")
+        comment = fields["AdminComment"]
+        self.assertIn("fleet: not started: fleetd refused", comment)
+        self.assertIn("too-many.yaml", comment)
+        self.assertIn("RESOURCE_EXHAUSTED", comment)
+        self.assertIn("99", comment)
+        squeue = self.site.slurm("squeue", "-h", "-j", job, "-o", "%T %r").stdout.split()
+        self.assertEqual(squeue, ["PENDING", "JobHeldAdmin"])
+        self.assertFalse(os.path.exists(os.path.join(self.site.dir, "jobs", f"{job}.started")))
+        self.assertEqual(self.site.live(f"slurm-job-{job}"), [])
+
+    def test_not_ready_in_time_holds_the_job(self) -> None:
+        """The switch answers slowly: the topology is not READY within ready_timeout, so the
+        job is held saying so and nothing stays on the switch."""
+        self.site.write_hook_config(ready_timeout="2s")
+        before = self.site.switch_pairs()
+        spec = self.spec("slow.yaml", "topology:\n  template:\n    kind: ring-unidirectional\n"
+                                      "    members:\n      count:\n"
+                                      "        - {kind: gpu, count: 4}\n")
+        self.site.switch_fault({"latency_ms": 1500})
+        try:
+            job = self.site.submit(spec)
+            self.held.append(job)
+            fields: Dict[str, str] = {}
+
+            def held() -> bool:
+                nonlocal fields
+                fields = self.site.job(job)
+                return (fields.get("JobState") == "PENDING"
+                        and fields.get("Reason") == "JobHeldAdmin" and "AdminComment" in fields)
+
+            self.assertTrue(eventually(held, 120), f"job {job} not held: {fields.get('_text')}")
+        finally:
+            self.site.switch_fault(None)
+        self.assertIn("not READY within 2s", fields["AdminComment"])
+        self.assertFalse(os.path.exists(os.path.join(self.site.dir, "jobs", f"{job}.started")))
+        self.assertTrue(eventually(lambda: not self.site.live(f"slurm-job-{job}")))
+        self.assertTrue(eventually(lambda: self.site.switch_pairs() <= before),
+                        "cross-connects of the late allocation stayed on the switch")
+
+    def test_bad_spec_holds_the_job(self) -> None:
+        """A spec error the prolog finds names the field, the value and the rule."""
+        spec = self.spec("elsewhere.yaml", "topology:\n  attach:\n    host: server3\n"
+                                           "    devices: [gpu1]\n")
+        job = self.site.submit(spec, "--nodelist=server1")
+        self.held.append(job)
+        self.assertTrue(eventually(lambda: self.site.job(job).get("Reason") == "JobHeldAdmin"
+                                   and self.site.job(job).get("JobState") == "PENDING"))
+        self.assertIn("topology.attach.host 'server3' is not one of the job's nodes (server1)",
+                      self.site.job(job)["AdminComment"])
+
+    def test_sbatch_refuses_an_unreadable_or_large_spec(self) -> None:
+        """The plugin reads the file at submission: a missing or oversized one stops sbatch,
+        naming the file and the rule, and nothing is submitted."""
+        before = self.site.slurm("squeue", "-h", "-o", "%i").stdout.split()
+        script = self.site.write("plain.sh", "#!/bin/bash\ntrue\n")
+        missing = self.site.slurm("sbatch", "--fleet=missing.yaml", script, check=False,
+                                  cwd=os.path.join(self.site.dir, "jobs"))
+        self.assertNotEqual(missing.returncode, 0)
+        self.assertIn("cannot open FLEET spec 'missing.yaml': No such file or directory",
+                      missing.stderr)
+        self.site.write("huge.yaml", "#" * (64 * 1024 + 1))
+        huge = self.site.slurm("sbatch", "--fleet=huge.yaml", script, check=False,
+                               cwd=os.path.join(self.site.dir, "jobs"))
+        self.assertNotEqual(huge.returncode, 0)
+        self.assertIn("'huge.yaml' is 65537 bytes; it may be at most 65536 bytes", huge.stderr)
+        self.assertEqual(self.site.slurm("squeue", "-h", "-o", "%i").stdout.split(), before)
+
+    def test_job_of_an_unprivileged_user(self) -> None:
+        """The TaskProlog runs as the job's user, who may read the AdminComment of its job."""
+        if not which("runuser"):
+            self.skipTest("runuser (util-linux) is not installed")
+        spec = self.spec("user.yaml", "topology:\n  attach:\n    devices:\n      count:\n"
+                                      "        - {kind: gpu, count: 1}\n")
+        os.chmod(os.path.join(self.site.dir, "jobs", spec), 0o644)
+        job = self.site.submit(spec, "--nodelist=server1", user="nobody", wait_for_go=False)
+        self.assertEqual(self.wait_state(job, ("COMPLETED", "FAILED"))["JobState"], "COMPLETED")
+        env = self.site.job_env(job)
+        self.assertTrue(env.get("FLEET_ALLOCATION"), env)
+        self.assertEqual(env.get("FLEET_WORLD_SIZE"), "2", env)  # The GPU and server1's CPU.
+        self.assertTrue(eventually(lambda: not self.site.live(f"slurm-job-{job}")))
+
+    def test_job_without_fleet_is_untouched(self) -> None:
+        job = self.site.submit(None, wait_for_go=False)
+        self.assertEqual(self.wait_state(job, ("COMPLETED", "FAILED"))["JobState"], "COMPLETED")
+        env = self.site.job_env(job)
+        self.assertFalse({"FLEET_ALLOCATION", "FLEET_RANKS"} & set(env), env)
+        self.assertNotIn("AdminComment", self.site.job(job))
+
+
+# ---------------------------------------------------------------------------------------
+# Benchmark: what the prolog adds to a job's start.
+
+
+def bench(rounds: int) -> None:
+    site = Site()
+    try:
+        spec = site.write("bench.yaml", "topology:\n  attach:\n    devices:\n      count:\n"
+                                        "        - {kind: gpu, count: 2}\n")
+        script = site.write("bench.sh", f"#!/bin/bash\ndate +%s.%N > "
+                            f"{site.dir}/jobs/$SLURM_JOB_ID.started\n")
+        results: Dict[str, List[float]] = {"without --fleet": [], "with --fleet": []}
+        for i in range(rounds * 2):
+            fleet = i % 2 == 1
+            args = ["sbatch", "--parsable", "--nodelist=server1"]
+            if fleet:
+                args.append(f"--fleet={spec}")
+            submitted = time.time()
+            job = site.slurm(*args, script).stdout.strip()
+            started = os.path.join(site.dir, "jobs", f"{job}.started")
+            if not eventually(lambda: os.path.exists(started) and os.path.getsize(started) > 0):
+                raise RuntimeError(f"bench job {job} did not start:\n{site.logs()}")
+            with open(started) as f:
+                results["with --fleet" if fleet else "without --fleet"].append(
+                    float(f.read()) - submitted)
+            # One job at a time: the next starts once this one's allocation is gone.
+            eventually(lambda: site.job(job).get("JobState") in ("COMPLETED", "FAILED"))
+            if fleet:
+                eventually(lambda: not site.live(f"slurm-job-{job}"))
+        prolog = []
+        with open(os.path.join(site.dir, "log", "fleet-slurm.log")) as f:
+            for line in f:
+                m = re.search(r"ready in ([0-9.]+)s", line)
+                if m:
+                    prolog.append(float(m.group(1)))
+        print(f"submit -> job running, {rounds} jobs each, one at a time, 2 slurmd on one "
+              "machine, fleetd --demo (attach of 2 GPUs):")
+        for name, values in results.items():
+            print(f"  {name:16} median {statistics.median(values):.3f}s  mean "
+                  f"{statistics.mean(values):.3f}s  min {min(values):.3f}s  max "
+                  f"{max(values):.3f}s")
+        added = (statistics.median(results["with --fleet"])
+                 - statistics.median(results["without --fleet"]))
+        print(f"  added by --fleet (median difference): {added:.3f}s")
+        if prolog:
+            print(f"  prolog, spec read -> READY -> AdminComment set: median "
+                  f"{statistics.median(prolog):.3f}s  min {min(prolog):.3f}s  max "
+                  f"{max(prolog):.3f}s")
+    finally:
+        site.stop()
+        site.remove()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--bench", type=int, default=0)
+    args, rest = parser.parse_known_args()
+    require_slurm()
+    if args.bench:
+        bench(args.bench)
+        return
+    # SIGTERM (ctest's timeout) still stops every daemon: tearDownModule runs on the way out.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+
+
+if __name__ == "__main__":
+    main()
