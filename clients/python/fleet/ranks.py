@@ -273,7 +273,7 @@ class Ranks:
         """The ring as NCCL_RINGS text (``"0 1 2 3"``; ``"0 1 2 3|3 2 1 0"`` with
         ``reverse``, for a bidirectional ring whose circuits run both ways).
 
-        Only RCCL and NCCL before 2.4 read NCCL_RINGS (docs/ranks.md); a job whose ranks are
+        Only RCCL and NCCL up to 2.4 read NCCL_RINGS (docs/ranks.md); a job whose ranks are
         FLEET's already has them in ring order. ``rank_of`` (device → the job's own rank)
         writes the ring in the job's numbering, for a job that cannot take FLEET's.
 
