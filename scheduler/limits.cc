@@ -27,6 +27,8 @@ absl::Status CheckMembers(const SiteLimits& site, const v1::MemberSet& members,
     }
     RETURN_IF_ERROR(
         CheckName(absl::StrCat(field, ".counts[", i, "].cluster"), members.counts(i).cluster()));
+    RETURN_IF_ERROR(
+        CheckName(absl::StrCat(field, ".counts[", i, "].host"), members.counts(i).host()));
     total += count;
   }
   if (total > site.devices) {

@@ -79,6 +79,7 @@ std::vector<Candidate> Candidates(const FabricSnapshot& snapshot, const v1::Devi
     const std::string& sw = ports.front()->tx.switch_id();
     if (home.empty() ? sw != on_switch : !away.contains(sw)) continue;
     if (!count.cluster().empty() && ports.front()->cluster != count.cluster()) continue;
+    if (!count.host().empty() && device.host() != count.host()) continue;
     Candidate c;
     c.id = id;
     c.group = !device.chassis().empty() ? device.chassis() : device.host();
@@ -144,6 +145,7 @@ absl::StatusOr<Picks> PickOn(const FabricSnapshot& snapshot, const v1::MemberSet
         return absl::ResourceExhaustedError(absl::StrCat(
             field, ".counts[", k, "]: ", count.count(), " ", v1::Name(count.kind()),
             " devices wanted", count.cluster().empty() ? "" : " in cluster " + count.cluster(),
+            count.host().empty() ? "" : " of host " + count.host(),
             home.empty() ? " on switch " + on_switch : " on any switch", ", but only ", found,
             " there have ", ports, " and are neither drained, ", options.spares ? "" : "spares, ",
             "nor already members"));
@@ -169,7 +171,8 @@ std::string BusiestSwitch(const FabricSnapshot& snapshot, const v1::MemberSet& m
     bool counted = false;
     for (const v1::DeviceCount& c : members.counts()) {
       counted |= c.kind() == device.kind() &&
-                 (c.cluster().empty() || c.cluster() == ports.front()->cluster);
+                 (c.cluster().empty() || c.cluster() == ports.front()->cluster) &&
+                 (c.host().empty() || c.host() == device.host());
     }
     if (!counted) continue;
     for (const OnicPortState* p : ports) free[p->tx.switch_id()] += p->Free();

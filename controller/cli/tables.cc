@@ -213,4 +213,14 @@ Table LinkStatusTable(const v1::GetLinkStatusResponse& response) {
   return table;
 }
 
+Table RanksTable(const v1::GetRanksResponse& response) {
+  Table table({"rank", "device", "member", "host", "local", "pcie", "coordinates"});
+  for (const v1::Rank& r : response.ranks()) {
+    table.AddRow({absl::StrCat(r.rank()), r.device(), absl::StrCat(r.member_index()), r.host(),
+                  r.host().empty() ? "" : absl::StrCat(r.local_rank()), r.pcie_address(),
+                  absl::StrJoin(r.coordinates(), ",")});
+  }
+  return table;
+}
+
 }  // namespace fleet::cli

@@ -39,6 +39,8 @@ std::string WatchHeader(absl::string_view kind, absl::Time now);
 Table DriftTable(const v1::ReconcileResponse& response);
 Table HealthTable(const v1::HealthResponse& response);
 Table LinkStatusTable(const v1::GetLinkStatusResponse& response);
+// `topology ranks`: rank, device, member index, host, local rank, PCIe address, coordinates.
+Table RanksTable(const v1::GetRanksResponse& response);
 
 }  // namespace fleet::cli
 

@@ -146,7 +146,7 @@ class SpecReader {
     }
   }
 
-  // A list of names, or {devices: [names], count: [{kind, count, cluster}]}.
+  // A list of names, or {devices: [names], count: [{kind, count, cluster, host}]}.
   void Members(const YAML::Node& node, absl::string_view field, v1::MemberSet* members) {
     if (node.IsMap()) {
       CheckKeys(node, field, {"devices", "count"});
@@ -156,7 +156,8 @@ class SpecReader {
       if (const YAML::Node counts = node["count"]) {
         const std::string count_field = absl::StrCat(field, ".count");
         if (!counts.IsSequence()) {
-          Problem(counts, absl::StrCat(count_field, " must be a list of {kind, count, cluster}"));
+          Problem(counts,
+                  absl::StrCat(count_field, " must be a list of {kind, count, cluster, host}"));
         } else {
           for (size_t i = 0; i < counts.size(); ++i) {
             Count(counts[i], absl::StrCat(count_field, "[", i, "]"), members->add_counts());
@@ -171,7 +172,7 @@ class SpecReader {
     } else {
       Problem(node, absl::StrCat(field,
                                  " must be a list of device names or a mapping with devices: "
-                                 "and/or count: [{kind, count, cluster}]"));
+                                 "and/or count: [{kind, count, cluster, host}]"));
     }
   }
 
@@ -265,7 +266,7 @@ class SpecReader {
 
   void Count(const YAML::Node& node, const std::string& field, v1::DeviceCount* count) {
     if (!Mapping(node, field)) return;
-    CheckKeys(node, field, {"kind", "count", "cluster"});
+    CheckKeys(node, field, {"kind", "count", "cluster", "host"});
     Required(node, "kind", field, [&](const YAML::Node& n, const std::string& f) {
       if (auto kind = Enum<v1::DeviceKind>(n, f)) count->set_kind(*kind);
     });
@@ -279,6 +280,9 @@ class SpecReader {
     });
     if (const YAML::Node c = node["cluster"]) {
       if (auto cluster = Text(c, absl::StrCat(field, ".cluster"))) count->set_cluster(*cluster);
+    }
+    if (const YAML::Node h = node["host"]) {
+      if (auto host = Text(h, absl::StrCat(field, ".host"))) count->set_host(*host);
     }
   }
 

@@ -42,6 +42,7 @@
 //     devices: [gpu1]                              # optional
 //     count:                                       # optional; cluster optional
 //       - {kind: gpu, count: 3, cluster: cluster1} # kind: cpu | gpu | nvme | fpga | other
+//       - {kind: cpu, count: 1, host: server1}     # host: only that host's devices
 //
 // Instead of `topology:`, several named phases over the allocation's members; the first (or
 // `initial_phase`) is programmed, `fleetctl topology phase ID NAME` switches:

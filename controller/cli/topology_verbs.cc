@@ -11,14 +11,16 @@
 #include "controller/cli/descriptions.h"
 #include "controller/cli/object_text.h"
 #include "controller/cli/printing.h"
+#include "controller/cli/tables.h"
 #include "controller/cli/topology_spec.h"
+#include "fleet/v1/names.h"
 
 namespace fleet::cli {
 namespace {
 
 const std::vector<std::string>& TopologySubcommands() {
   static const auto* words =
-      new std::vector<std::string>{"request", "phase", "detach", "release", "keepalive"};
+      new std::vector<std::string>{"request", "phase", "detach", "release", "keepalive", "ranks"};
   return *words;
 }
 
@@ -29,15 +31,36 @@ void DeclareTopologyFlags(FlagTable& f, TopologyRequestArgs& a) {
          "request, phase, detach, release: follow the allocation until it is ready "
          "(released)");
   f.String("lease", &a.lease, "request: lease duration, e.g. 10m; 0 is the server's default");
+  f.String("name", &a.name, "request: the allocation's name, over the file's");
+  f.String("request-id", &a.request_id,
+           "request: idempotency key; a retry with it returns the same allocation");
+  f.String("tenant", &a.tenant, "request: the tenant, over the file's");
+  f.String("phase", &a.phase,
+           "ranks: the phase whose circuits to follow (default: the active one)");
+  f.Bool("hostfile", &a.hostfile, "ranks: print a hostfile, HOST slots=N per host");
+}
+
+// Flags that belong to one subcommand only, with the subcommand they belong to.
+std::string MisplacedFlag(const std::string& subcommand, const TopologyRequestArgs& a) {
+  if (subcommand != "request" && (!a.name.empty() || !a.request_id.empty() || !a.tenant.empty())) {
+    return "--name, --request-id and --tenant apply to topology request only";
+  }
+  if (subcommand != "ranks" && (!a.phase.empty() || a.hostfile)) {
+    return "--phase and --hostfile apply to topology ranks only";
+  }
+  return "";
 }
 
 int RunTopology(const Session& s, const TopologyRequestArgs& args, const Positional& p) {
   if (p.empty()) {
     return UsageError(*s.err, "topology",
                       "topology needs a subcommand: request -f FILE, phase ID NAME, "
-                      "detach ID DEVICE..., release ID or keepalive ID");
+                      "detach ID DEVICE..., release ID, keepalive ID or ranks ID");
   }
   const std::vector<std::string>& subcommands = TopologySubcommands();
+  if (std::string misplaced = MisplacedFlag(p[0], args); !misplaced.empty()) {
+    return UsageError(*s.err, "topology", misplaced);
+  }
   if (p[0] == "request") {
     if (p.size() != 1) {
       return UsageError(
@@ -86,6 +109,7 @@ int RunTopology(const Session& s, const TopologyRequestArgs& args, const Positio
                       "--wait applies to topology request, phase, detach and release "
                       "only");
   }
+  if (p[0] == "ranks") return Ranks(s, p[1], args.phase, args.hostfile);
   return KeepAlive(s, p[1]);
 }
 
@@ -107,6 +131,9 @@ int RequestTopology(const Session& s, const TopologyRequestArgs& args) {
   absl::StatusOr<v1::RequestTopologyRequest> request = ReadTopologySpecFile(args.file);
   if (!request.ok()) return s.Failed(ToGrpcStatus(request.status()));
   if (lease) *request->mutable_lease() = *lease;
+  if (!args.name.empty()) request->set_name(args.name);
+  if (!args.request_id.empty()) request->set_request_id(args.request_id);
+  if (!args.tenant.empty()) request->set_tenant(args.tenant);
   request->set_dry_run(args.dry_run);
   v1::RequestTopologyResponse response;
   grpc::Status status = s.Call([&](grpc::ClientContext* c) {
@@ -210,12 +237,40 @@ int KeepAlive(const Session& s, const std::string& id) {
   return kExitOk;
 }
 
+int Ranks(const Session& s, const std::string& id, const std::string& phase, bool hostfile) {
+  v1::GetRanksRequest request;
+  request.set_id(id);
+  request.set_phase(phase);
+  v1::GetRanksResponse response;
+  grpc::Status status = s.Call(
+      [&](grpc::ClientContext* c) { return s.server->topology->GetRanks(c, request, &response); });
+  if (!status.ok()) return s.Failed(status);
+  if (hostfile) {
+    for (const v1::RankHost& host : response.hosts()) {
+      if (host.host().empty()) {
+        *s.err << "fleetctl: rank " << host.ranks(0) << " of " << id
+               << " has no host (a pooled device attached to none): no hostfile\n";
+        return kExitFailed;
+      }
+      *s.out << host.host() << " slots=" << host.ranks_size() << "\n";
+    }
+    return kExitOk;
+  }
+  if (s.format != OutputFormat::kTable) return PrintMessage(s, response);
+  *s.out << absl::StrCat(id, ": ", response.ranks_size(), " ranks in ", v1::Name(response.order()),
+                         " order", response.phase().empty() ? "" : " of phase " + response.phase(),
+                         "\n");
+  *s.out << RanksTable(response).Render(s.color);
+  return kExitOk;
+}
+
 Verb TopologyVerb() {
   return {"topology",
           "fleetctl topology (request -f FILE [--dry-run] [--wait] [--lease DURATION] | phase ID "
           "NAME [--wait] | detach ID DEVICE... [--dry-run] [--wait] | release ID [--wait] | "
-          "keepalive ID) [flags]",
-          "Request, switch the phase of, detach devices from, release or keep alive a topology",
+          "keepalive ID | ranks ID [--phase NAME] [--hostfile]) [flags]",
+          "Request, switch the phase of, detach devices from, release, keep alive or rank a "
+          "topology",
           "Hold a topology for a job: an allocation of members and the circuits between them.\n\n"
           "  request -f FILE  Send a topology request file (see deploy/examples/). Prints the\n"
           "                   allocation as admitted: members, and each circuit with its\n"
@@ -224,7 +279,9 @@ Verb TopologyVerb() {
           "                   'ID STATE [REASON]' per state change until the allocation is\n"
           "                   ready (exit 0, then the allocation), failed or released (exit 1),\n"
           "                   or --timeout passes (exit 1). Degraded is waited through.\n"
-          "                   --lease DURATION (90s, 10m, 1h30m) overrides the file's lease.\n"
+          "                   --lease DURATION (90s, 10m, 1h30m) overrides the file's lease;\n"
+          "                   --name, --tenant and --request-id (an idempotency key: a retry\n"
+          "                   returns the same allocation) override the file's.\n"
           "  phase ID NAME    Switch a phased allocation to phase NAME: only the circuits\n"
           "                   that differ are reprogrammed. Prints the cross-connects removed\n"
           "                   and added; with --wait, a line per state change until it is\n"
@@ -235,7 +292,12 @@ Verb TopologyVerb() {
           "                   --dry-run, only the plan; with --wait, until it is ready again.\n"
           "  release ID       Remove the allocation's circuits; prints its state. With --wait,\n"
           "                   until it is released.\n"
-          "  keepalive ID     Renew the lease; prints when it now expires.\n\n"
+          "  keepalive ID     Renew the lease; prints when it now expires.\n"
+          "  ranks ID         The rank order that follows the circuits of the active phase\n"
+          "                   (--phase NAME: another): ring, chain, torus or member order,\n"
+          "                   with each rank's device, host, local rank, and for attached\n"
+          "                   devices the PCIe address the host sees. --hostfile prints\n"
+          "                   'HOST slots=N' per host in node-rank order (docs/ranks.md).\n\n"
           "With -o json or yaml, prints the response; the --wait lines then go to stderr.",
           WithFlags<TopologyRequestArgs>(DeclareTopologyFlags, RunTopology),
           TopologySubcommands()};

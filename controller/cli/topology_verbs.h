@@ -11,16 +11,24 @@
 
 namespace fleet::cli {
 
-// `topology request -f FILE [--dry-run] [--wait] [--lease DURATION]`: sends the request file's
-// RequestTopology. With dry_run prints the plan; otherwise the allocation as admitted, or with
-// `wait` a line per state change until it is READY (exit 0; then the allocation), FAILED or
-// RELEASED (exit 1, with the reason), or the session's timeout passes (exit 1, naming the
-// state it was in). DEGRADED is printed and waited through: it may recover.
+// `topology request -f FILE [--dry-run] [--wait] [--lease DURATION] [--name NAME]
+// [--request-id KEY] [--tenant TENANT]`: sends the request file's RequestTopology, the flags
+// overriding the file (what a batch system's prolog sets per job). With dry_run prints the plan;
+// otherwise the allocation as admitted, or with `wait` a line per state change until it is READY
+// (exit 0; then the allocation), FAILED or RELEASED (exit 1, with the reason), or the session's
+// timeout passes (exit 1, naming the state it was in). DEGRADED is printed and waited through: it
+// may recover.
 struct TopologyRequestArgs {
   std::string file;
   bool dry_run = false;
   bool wait = false;
-  std::string lease;  // absl::ParseDuration text; overrides the file's `lease:`.
+  std::string lease;       // absl::ParseDuration text; overrides the file's `lease:`.
+  std::string name;        // Overrides the file's `name:`.
+  std::string request_id;  // The idempotency key: a retry with it gets the same allocation.
+  std::string tenant;      // Overrides the file's `tenant:`.
+  // `topology ranks`:
+  std::string phase;      // Empty: the active phase.
+  bool hostfile = false;  // Print a hostfile ("HOST slots=N") instead of the ranks.
 };
 int RequestTopology(const Session& session, const TopologyRequestArgs& args);
 
@@ -42,6 +50,13 @@ int ActivatePhase(const Session& session, const std::string& id, const std::stri
 // state change until READY again (exit 0, then the allocation), FAILED, or the timeout.
 int DetachDevices(const Session& session, const std::string& id,
                   const std::vector<std::string>& devices, bool dry_run, bool wait);
+
+// `topology ranks ID [--phase NAME] [--hostfile]`: the rank order that follows the phase's
+// circuits (GetRanks): the order's kind, then a row per rank with its device, host and local
+// rank, the PCIe address of an attached device and a torus rank's coordinates. With
+// `hostfile`, one "HOST slots=N" line per host in node-rank order (exit 1 when a rank has no
+// host). -o json|yaml prints the response.
+int Ranks(const Session& session, const std::string& id, const std::string& phase, bool hostfile);
 
 Verb TopologyVerb();
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "controller/engine/ranks.h"
 #include "controller/engine/tenancy.h"
 #include "fleet/v1/names.h"
 
@@ -153,6 +154,17 @@ absl::StatusOr<v1::ActivatePhaseResponse> Engine::ActivatePhase(
 absl::StatusOr<v1::DetachDevicesResponse> Engine::DetachDevices(
     const v1::DetachDevicesRequest& request, const Caller& caller) {
   return members_.DetachDevices(request, caller);
+}
+
+absl::StatusOr<v1::GetRanksResponse> Engine::GetRanks(const v1::GetRanksRequest& request,
+                                                      const Caller& caller) {
+  ASSIGN_OR_RETURN(const v1::Allocation a, Authorized(*store_, request.id(), caller));
+  ASSIGN_OR_RETURN(std::shared_ptr<const CachedInventory> inventory, inventory_.Current());
+  // Attach allocations of the tenant say which host a pooled member runs on.
+  ASSIGN_OR_RETURN(std::vector<v1::Allocation> tenants, store_->ListAllocations({a.tenant()}));
+  std::erase_if(tenants,
+                [](const v1::Allocation& t) { return !t.request().topology().has_attach(); });
+  return RankOrder(a, request.phase(), inventory->site, tenants);
 }
 
 absl::Status Engine::CheckWatch(const std::string& id, const std::string& tenant,

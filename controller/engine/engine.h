@@ -154,6 +154,10 @@ class Engine {
   // DEGRADED; ABORTED while another transaction of it runs.
   absl::StatusOr<v1::DetachDevicesResponse> DetachDevices(const v1::DetachDevicesRequest& request,
                                                           const Caller& caller);
+  // The rank order that follows the circuits of `request.phase` (empty: the active phase), with
+  // each rank's host (ranks.h); the caller's own allocations, or any for an operator.
+  absl::StatusOr<v1::GetRanksResponse> GetRanks(const v1::GetRanksRequest& request,
+                                                const Caller& caller);
   // Checks that `caller` may watch allocation `id` or tenant `tenant`.
   absl::Status CheckWatch(const std::string& id, const std::string& tenant, const Caller& caller);
 

@@ -82,4 +82,11 @@ grpc::Status TopologyServiceImpl::DetachDevices(grpc::ServerContext* context,
                  request->dry_run());
 }
 
+grpc::Status TopologyServiceImpl::GetRanks(grpc::ServerContext* context,
+                                           const v1::GetRanksRequest* request,
+                                           v1::GetRanksResponse* response) {
+  if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
+  return Assign(engine_->GetRanks(*request, CallerOf(*context)), response);
+}
+
 }  // namespace fleet::service

@@ -32,6 +32,8 @@ class TopologyServiceImpl final : public v1::TopologyService::Service {
                              v1::ActivatePhaseResponse*) override;
   grpc::Status DetachDevices(grpc::ServerContext*, const v1::DetachDevicesRequest*,
                              v1::DetachDevicesResponse*) override;
+  grpc::Status GetRanks(grpc::ServerContext*, const v1::GetRanksRequest*,
+                        v1::GetRanksResponse*) override;
 
  private:
   store::Store* store_;

@@ -21,6 +21,7 @@ using ::testing::ElementsAre;
 using testing::ExpectLegal;
 using ::testing::HasSubstr;
 using ::testing::SizeIs;
+using ::testing::StartsWith;
 using testing::SyntheticSite;
 
 v1::Inventory Site(const std::string& name) {
@@ -387,6 +388,32 @@ TEST_F(PlannerTest, CountsPreferHalfUsedDevicesThenBetterLight) {
   EXPECT_THAT(std::string(nine.status().message()),
               HasSubstr("topology.template.members.counts[0]: 9 gpu devices wanted on switch ocs1, "
                         "but only 8 there have 1 free port"));
+}
+
+TEST_F(PlannerTest, CountsOfAHostPickThatHostsDevicesInTheGivenOrder) {
+  // A ring over three nodes of a batch job: one CPU of each, in the job's node order.
+  v1::TopologySpec ring;
+  ring.mutable_template_()->set_kind(v1::TEMPLATE_KIND_RING_UNIDIRECTIONAL);
+  for (const char* host : {"server3", "server1", "server2"}) {
+    v1::DeviceCount* cpu = ring.mutable_template_()->mutable_members()->add_counts();
+    cpu->set_kind(v1::DEVICE_KIND_CPU);
+    cpu->set_count(1);
+    cpu->set_host(host);
+  }
+  absl::StatusOr<v1::Plan> plan = PlanFor(ring);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ExpectLegal(*plan, snapshot_);
+  ASSERT_THAT(plan->members(), SizeIs(3));
+  EXPECT_THAT(plan->members(0), StartsWith("server3-cpu"));
+  EXPECT_THAT(plan->members(1), StartsWith("server1-cpu"));
+  EXPECT_THAT(plan->members(2), StartsWith("server2-cpu"));
+  // Each Gen1 server has two CPUs: a third is refused naming the host.
+  ring.mutable_template_()->mutable_members()->mutable_counts(0)->set_count(3);
+  absl::StatusOr<v1::Plan> three = PlanFor(ring);
+  EXPECT_EQ(three.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(three.status().message()),
+              HasSubstr("counts[0]: 3 cpu devices wanted of host server3 on switch ocs1, but "
+                        "only 2"));
 }
 
 TEST_F(PlannerTest, TrafficAwarePlanReportsItsDirectShare) {
