@@ -297,6 +297,7 @@ int Show(const Session& s, const std::string& path) {
       return kExitOk;
     }
     case OutputFormat::kTable:
+    case OutputFormat::kDot:  // Refused for this verb before it runs (ApplyGlobalFlags).
       break;
   }
   auto list = [](const std::vector<std::string>& names) {

@@ -181,6 +181,12 @@ bool ApplyGlobalFlags(absl::string_view verb, const GlobalOptions& global, const
                             "'; formats: ", absl::StrJoin(OutputFormatNames(), ", ")));
     return false;
   }
+  if (*format == OutputFormat::kDot && verb != "get" && verb != "describe") {
+    UsageError(err, verb,
+               "-o dot draws only `get circuits` and `describe allocation`; use table, json or "
+               "yaml");
+    return false;
+  }
   session->format = *format;
   if (global.color == "always") {
     session->color = true;

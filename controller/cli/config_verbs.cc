@@ -35,6 +35,7 @@ int Print(const Session& s, const ClientConfig& config, const Table& table) {
       *s.out << ClientConfigYaml(config);
       return kExitOk;
     case OutputFormat::kTable:
+    case OutputFormat::kDot:  // Refused for this verb before it runs (ApplyGlobalFlags).
       break;
   }
   if (config.contexts.empty()) {

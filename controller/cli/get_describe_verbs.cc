@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "controller/cli/admin_verbs.h"
 #include "controller/cli/descriptions.h"
+#include "controller/cli/dot.h"
 #include "controller/cli/output.h"
 #include "controller/cli/printing.h"
 #include "controller/cli/tables.h"
@@ -89,10 +90,54 @@ int GetTrunks(const Session& s, const GetArgs& args) {
       TrunksTable, args.watch);
 }
 
+// What a picture needs of the site, read with the caller's rights: a job, which may not
+// read the inventory, gets a picture without switches and devices.
+grpc::Status ReadDotSite(const Session& s, DotSite* site) {
+  v1::ListSwitchesResponse switches;
+  v1::ListDevicesResponse devices;
+  v1::ListOnicsResponse onics;
+  v1::ListTrunksResponse trunks;
+  grpc::Status status = s.Call(
+      [&](grpc::ClientContext* c) { return s.server->inventory->ListSwitches(c, {}, &switches); });
+  if (status.error_code() == grpc::StatusCode::PERMISSION_DENIED) return grpc::Status::OK;
+  if (status.ok()) {
+    status = s.Call(
+        [&](grpc::ClientContext* c) { return s.server->inventory->ListDevices(c, {}, &devices); });
+  }
+  if (status.ok()) {
+    status = s.Call(
+        [&](grpc::ClientContext* c) { return s.server->inventory->ListOnics(c, {}, &onics); });
+  }
+  if (status.ok()) {
+    status = s.Call(
+        [&](grpc::ClientContext* c) { return s.server->inventory->ListTrunks(c, {}, &trunks); });
+  }
+  if (!status.ok()) return status;
+  site->switches.assign(switches.switches().begin(), switches.switches().end());
+  site->devices.assign(devices.devices().begin(), devices.devices().end());
+  site->onics.assign(onics.onics().begin(), onics.onics().end());
+  site->trunks.assign(trunks.trunks().begin(), trunks.trunks().end());
+  return grpc::Status::OK;
+}
+
 int GetCircuits(const Session& s, const GetArgs& args) {
   v1::ListCircuitsRequest request;
   request.set_switch_id(args.switch_id);
   request.set_allocation_id(args.allocation);
+  if (s.format == OutputFormat::kDot) {
+    if (args.watch) return UsageError(*s.err, "get", "-o dot draws once; it has no --watch");
+    DotSite site;
+    grpc::Status status = ReadDotSite(s, &site);
+    v1::ListCircuitsResponse circuits;
+    if (status.ok()) {
+      status = s.Call([&](grpc::ClientContext* c) {
+        return s.server->inventory->ListCircuits(c, request, &circuits);
+      });
+    }
+    if (!status.ok()) return s.Failed(status);
+    *s.out << SiteDot(site, {circuits.circuits().begin(), circuits.circuits().end()});
+    return kExitOk;
+  }
   return PrintList<v1::ListCircuitsResponse>(
       s, "circuits",
       [&](grpc::ClientContext* c, auto* r) {
@@ -354,6 +399,12 @@ int DescribeAllocationVerb(const Session& s, const std::string& id) {
     return s.server->topology->GetAllocation(c, request, &allocation);
   });
   if (!status.ok()) return s.Failed(status);
+  if (s.format == OutputFormat::kDot) {
+    DotSite site;
+    if (grpc::Status read = ReadDotSite(s, &site); !read.ok()) return s.Failed(read);
+    *s.out << AllocationDot(site, allocation);
+    return kExitOk;
+  }
   if (s.format != OutputFormat::kTable) return PrintMessage(s, allocation);
 
   v1::ListEventsRequest events_request;

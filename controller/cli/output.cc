@@ -98,14 +98,14 @@ std::string TimeWithAge(const google::protobuf::Timestamp& time, absl::Time now)
 }
 
 const std::vector<std::string>& OutputFormatNames() {
-  static const auto* names = new std::vector<std::string>{"table", "json", "yaml"};
+  static const auto* names = new std::vector<std::string>{"table", "json", "yaml", "dot"};
   return *names;
 }
 
 std::optional<OutputFormat> ParseOutputFormat(absl::string_view text) {
   // In the order of OutputFormatNames().
   constexpr OutputFormat kFormats[] = {OutputFormat::kTable, OutputFormat::kJson,
-                                       OutputFormat::kYaml};
+                                       OutputFormat::kYaml, OutputFormat::kDot};
   for (size_t i = 0; i < OutputFormatNames().size(); ++i) {
     if (text == OutputFormatNames()[i]) return kFormats[i];
   }
@@ -252,11 +252,16 @@ absl::StatusOr<std::string> ToYaml(const google::protobuf::Message& message) {
 
 absl::StatusOr<std::string> FormatMessage(OutputFormat format,
                                           const google::protobuf::Message& message) {
+  if (format == OutputFormat::kDot) {
+    return absl::InvalidArgumentError(
+        "-o dot draws only `get circuits` and `describe allocation`; use table, json or yaml");
+  }
   return format == OutputFormat::kYaml ? ToYaml(message) : ToJson(message);
 }
 
 absl::StatusOr<std::string> FormatStreamedMessage(OutputFormat format,
                                                   const google::protobuf::Message& message) {
+  if (format == OutputFormat::kDot) return FormatMessage(format, message);
   if (format != OutputFormat::kYaml) return MessageToJson(message, /*indented=*/false);
   absl::StatusOr<std::string> yaml = ToYaml(message);
   if (!yaml.ok()) return yaml.status();

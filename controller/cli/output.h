@@ -22,9 +22,11 @@
 
 namespace fleet::cli {
 
-enum class OutputFormat { kTable, kJson, kYaml };
+// kDot (Graphviz) draws only `get circuits` and `describe allocation` (dot.h).
+enum class OutputFormat { kTable, kJson, kYaml, kDot };
 
-// The names -o accepts, in the order help and errors list them: "table", "json", "yaml".
+// The names -o accepts, in the order help and errors list them: "table", "json", "yaml",
+// "dot".
 const std::vector<std::string>& OutputFormatNames();
 // One of OutputFormatNames(); nullopt for anything else.
 std::optional<OutputFormat> ParseOutputFormat(absl::string_view text);
@@ -81,7 +83,8 @@ class Description {
 absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message);
 // The same JSON as block-style YAML (enums keep their proto JSON names).
 absl::StatusOr<std::string> ToYaml(const google::protobuf::Message& message);
-// ToJson or ToYaml by `format` (kTable is not a message format and is a caller bug).
+// ToJson or ToYaml by `format` (kTable is not a message format and is a caller bug);
+// INVALID_ARGUMENT for kDot, which draws only what dot.h draws.
 absl::StatusOr<std::string> FormatMessage(OutputFormat format,
                                           const google::protobuf::Message& message);
 // One message of a followed stream: JSON on one line (so each line parses alone), or a YAML

@@ -19,6 +19,8 @@ PACKAGES=(
   zsh
   # deploy/slurm: the SPANK plugin's header, and the daemons tests/slurm runs jobs on.
   slurmctld slurmd slurm-client libslurm-dev munge
+  # fleetctl -o dot pictures, rendered by tests/integration/ranks_pictures_test and docs/pictures.
+  graphviz
 )
 
 missing=()

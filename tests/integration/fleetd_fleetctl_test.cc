@@ -401,7 +401,7 @@ TEST_F(FleetdFleetctlTest, BashCompletionOffersTheRealVerbsKindsAndValues) {
   EXPECT_THAT(offered.out, HasSubstr("[fleetctl get ]: switches ports hosts agents devices onics "
                                      "trunks circuits allocations events\n"));
   EXPECT_THAT(offered.out, HasSubstr("[fleetctl --server x:1 get al]: allocations\n"));
-  EXPECT_THAT(offered.out, HasSubstr("[fleetctl get -o ]: table json yaml\n"));
+  EXPECT_THAT(offered.out, HasSubstr("[fleetctl get -o ]: table json yaml dot\n"));
   EXPECT_THAT(offered.out, HasSubstr("[fleetctl drain ]: port onic host\n"));
   EXPECT_THAT(offered.out, HasSubstr("[fleetctl get hosts --w]: --watch\n"));
   EXPECT_THAT(offered.out,
