@@ -30,6 +30,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
+STARTED = time.monotonic()  # The prolog's log reports its whole time, Python's start included.
 DEFAULT_CONFIG = "/etc/fleet/slurm.yaml"
 COMMENT_READY = "fleet: ready"
 COMMENT_PREFIX = "fleet:"
@@ -72,7 +73,8 @@ def parse_duration(value: Any, field: str) -> float:
 class Config:
     KEYS = {"fleetctl", "fleetctl_config", "context", "slurm_conf", "scontrol", "tenant",
             "account_tenants", "allow_spec_tenant", "node_map", "node_map_file",
-            "ready_timeout", "lease_slack", "unlimited_lease", "state_dir", "log_file",
+            "ready_timeout", "lease_slack", "unlimited_lease", "max_lease", "state_dir",
+            "log_file",
             "release_attempts", "release_backoff"}
 
     def __init__(self, path: str, data: Dict[str, Any]) -> None:
@@ -93,6 +95,7 @@ class Config:
         self.lease_slack = parse_duration(data.get("lease_slack", "10m"), "lease_slack")
         self.unlimited_lease = parse_duration(data.get("unlimited_lease", "24h"),
                                               "unlimited_lease")
+        self.max_lease = parse_duration(data.get("max_lease", "168h"), "max_lease")
         self.state_dir = str(data.get("state_dir", "/var/lib/fleet-slurm"))
         self.log_file = data.get("log_file", "/var/log/fleet-slurm.log")
         attempts = data.get("release_attempts", 6)
@@ -438,7 +441,6 @@ def prolog() -> int:
 
 def run_prolog(config: Config, job: str, text: str, source: str, log: Log) -> int:
     import yaml
-    started = time.monotonic()
     try:
         spec = yaml.safe_load(text)
     except yaml.YAMLError as e:
@@ -458,7 +460,15 @@ def run_prolog(config: Config, job: str, text: str, source: str, log: Log) -> in
     # A requeued job is a new request: the first one's key names its released allocation.
     request_id = name if restarts in ("", "0") else f"{name}.{restarts}"
     limit = time_limit_seconds(fields.get("TimeLimit", ""))
+    # Slurm's backfill shows an unlimited job it started as 365 days.
+    if limit is not None and limit >= 365 * 86400:
+        limit = None
     lease = (limit + config.lease_slack) if limit is not None else config.unlimited_lease
+    if lease > config.max_lease:
+        log(f"time limit {fields.get('TimeLimit')} is longer than max_lease "
+            f"{int(config.max_lease)}s: the lease ends first unless renewed "
+            f"(fleetctl topology keepalive)")
+        lease = config.max_lease
     filled.update({"tenant": tenant, "name": name, "request_id": request_id,
                    "lease": f"{int(lease)}s"})
     os.makedirs(config.state_dir, exist_ok=True)
@@ -509,7 +519,7 @@ def run_prolog(config: Config, job: str, text: str, source: str, log: Log) -> in
     except BaseException:
         release(config, alloc_id, log)
         raise
-    log(f"{alloc_id} ready in {time.monotonic() - started:.2f}s: {comment}")
+    log(f"{alloc_id} ready in {time.monotonic() - STARTED:.2f}s: {comment}")
     return 0
 
 
@@ -550,8 +560,11 @@ def epilog() -> int:
 def task_prolog() -> int:
     """Prints `export NAME=value` lines, which slurmstepd puts in the task's environment."""
     job = os.environ.get("SLURM_JOB_ID")
-    if not job or os.environ.get("SLURM_SPANK_FLEET_SPEC") is None:
-        return 0  # Not a --fleet job.
+    # FLEET_SPANK: spank_fleet marks the tasks of a --fleet job; SLURM_SPANK_FLEET_SPEC is
+    # the control environment, for a site whose compute nodes lack the plugin.
+    if not job or (os.environ.get("FLEET_SPANK") != "1"
+                   and os.environ.get("SLURM_SPANK_FLEET_SPEC") is None):
+        return 0  # Not a --fleet job: no lookup.
     try:
         run = subprocess.run([os.environ.get("FLEET_SCONTROL", "scontrol"), "show", "job", job],
                              capture_output=True, text=True, timeout=30)

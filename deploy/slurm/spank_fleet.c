@@ -34,6 +34,7 @@ SPANK_PLUGIN(fleet, 1)
 static size_t max_size = FLEET_DEFAULT_MAX_SIZE;
 static char *spec_text = NULL;  // The file's contents once read; NULL: no --fleet.
 static char spec_path[PATH_MAX];
+static int remote_fleet_job = 0;  // In slurmstepd: the job was submitted with --fleet.
 
 // True in a command that creates a job (sbatch, salloc, or srun outside any allocation). An
 // srun inside a job sees the option again (Slurm passes the job's SPANK options on in its
@@ -97,7 +98,11 @@ static char *ReadSpec(const char *path) {
 
 static int OnFleetOption(int val, const char *optarg, int remote) {
   (void)val;
-  if (remote || !CreatesJob()) return 0;
+  if (remote) {
+    remote_fleet_job = 1;
+    return 0;
+  }
+  if (!CreatesJob()) return 0;
   if (optarg == NULL || optarg[0] == '\0') {
     slurm_error("--fleet: needs the path of a FLEET request file, e.g. --fleet=ring.yaml");
     return -1;
@@ -173,6 +178,20 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av) {
     slurm_error("--fleet: cannot pass FLEET spec '%s' to the controller: %s", spec_path,
                 spank_strerror(err));
     return -1;
+  }
+  return 0;
+}
+
+// In slurmstepd, before the tasks start: marks the tasks of a --fleet job, so that the
+// TaskProlog (fleet-task-prolog) looks up the allocation for them and for nobody else. The
+// job's control environment, which would tell it too, reaches the tasks of sbatch and salloc
+// jobs but not those of an srun that made its own job.
+int slurm_spank_user_init(spank_t sp, int ac, char **av) {
+  (void)ac;
+  (void)av;
+  if (!remote_fleet_job) return 0;
+  if (spank_setenv(sp, "FLEET_SPANK", "1", 1) != ESPANK_SUCCESS) {
+    slurm_error("spank_fleet: cannot mark the job's tasks with FLEET_SPANK=1");
   }
   return 0;
 }

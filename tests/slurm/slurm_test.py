@@ -328,7 +328,8 @@ PartitionName=fleet Nodes=server1,node2 Default=YES MaxTime=INFINITE State=UP
         so a test may change it between jobs."""
         config = {
             "fleetctl": self.fleetctl, "fleetctl_config": self.fleet_config,
-            "context": "demo", "tenant": "team-a", "node_map_file": self.node_map,
+            # The demo's job identity of tenant team-a: what a site gives its controller.
+            "context": "demo-job", "tenant": "team-a", "node_map_file": self.node_map,
             "ready_timeout": "60s", "lease_slack": "10m",
             "state_dir": os.path.join(self.dir, "fleet-state"),
             "log_file": os.path.join(self.dir, "log", "fleet-slurm.log"),
@@ -723,6 +724,67 @@ class SlurmTest(unittest.TestCase):
         self.assertEqual(env.get("FLEET_WORLD_SIZE"), "2", env)  # The GPU and server1's CPU.
         self.assertTrue(eventually(lambda: not self.site.live(f"slurm-job-{job}")))
 
+    def test_srun_and_salloc(self) -> None:
+        """srun --fleet outside a job makes a job whose tasks get FLEET_*; salloc refused is
+        cancelled (Slurm does not requeue an interactive job) with the reason shown."""
+        jobs = os.path.join(self.site.dir, "jobs")
+        self.spec("one-gpu.yaml", "topology:\n  attach:\n    devices:\n      count:\n"
+                                  "        - {kind: gpu, count: 1}\n")
+        run = self.site.slurm("srun", "--fleet=one-gpu.yaml", "--nodelist=server1", "env",
+                              cwd=jobs)
+        env = dict(l.split("=", 1) for l in run.stdout.splitlines() if "=" in l)
+        self.assertTrue(env.get("FLEET_ALLOCATION"), run.stdout + run.stderr)
+        self.assertEqual(env.get("FLEET_WORLD_SIZE"), "2", env)
+        name = f"slurm-job-{env['SLURM_JOB_ID']}"
+        self.assertEqual([a["id"] for a in self.site.allocations(name)], [env["FLEET_ALLOCATION"]])
+        self.assertTrue(eventually(lambda: not self.site.live(name)
+                                   and not self.site.circuits(env["FLEET_ALLOCATION"])))
+        self.spec("too-many.yaml", "topology:\n  attach:\n    devices:\n      count:\n"
+                                   "        - {kind: gpu, count: 99}\n")
+        refused = self.site.slurm("salloc", "--fleet=too-many.yaml", "-N1", "true", cwd=jobs,
+                                  check=False)
+        self.assertNotEqual(refused.returncode, 0)
+        self.assertIn("PrologSlurmctld failed", refused.stderr)
+        job = re.search(r"Granted job allocation (\d+)", refused.stderr).group(1)
+        fields = self.site.job(job)
+        self.assertEqual(fields["JobState"], "CANCELLED")
+        self.assertIn("RESOURCE_EXHAUSTED", fields["AdminComment"])
+
+    def test_failed_release_is_logged(self) -> None:
+        """The epilog cannot release (fleetd refuses it: a viewer's credentials): it retries,
+        then logs the leak; the allocation's lease is left to release it."""
+        spec = self.spec("leak.yaml", "topology:\n  attach:\n    devices: [gpu7]\n")
+        job = self.site.submit(spec, "--nodelist=server1", "--time=2")
+        env = self.wait_env(job)
+        self.site.write_hook_config(context="demo-viewer", release_attempts=2,
+                                    release_backoff="0.1s")
+        self.site.go(job)
+        self.wait_state(job, ("COMPLETED",))
+        log = os.path.join(self.site.dir, "log", "fleet-slurm.log")
+
+        def logged() -> bool:
+            with open(log) as f:
+                return f"LEAK WARNING: {env['FLEET_ALLOCATION']} is not released" in f.read()
+
+        self.assertTrue(eventually(logged), "no LEAK WARNING in the hooks' log")
+        with open(log) as f:
+            self.assertIn("(attempt 2 of 2): PERMISSION_DENIED", f.read())
+        [alloc] = self.site.live(f"slurm-job-{job}")
+        self.assertEqual(alloc["request"]["lease"], f"{2 * 60 + 600}s")  # The backstop.
+        self.site.fleet("topology", "release", env["FLEET_ALLOCATION"], "--wait")
+
+    def test_lease_is_capped_at_max_lease(self) -> None:
+        """A 30-day time limit gets fleetd's longest lease, 168h, not a refusal."""
+        spec = self.spec("long.yaml", "topology:\n  attach:\n    devices: [gpu8]\n")
+        job = self.site.submit(spec, "--nodelist=server1", "--time=30-00:00:00")
+        env = self.wait_env(job)
+        [alloc] = self.site.live(f"slurm-job-{job}")
+        self.assertEqual(alloc["id"], env["FLEET_ALLOCATION"])
+        self.assertEqual(alloc["request"].get("lease"), f"{168 * 3600}s")
+        self.site.go(job)
+        self.wait_state(job, ("COMPLETED",))
+        self.assertTrue(eventually(lambda: not self.site.live(f"slurm-job-{job}")))
+
     def test_job_without_fleet_is_untouched(self) -> None:
         job = self.site.submit(None, wait_for_go=False)
         self.assertEqual(self.wait_state(job, ("COMPLETED", "FAILED"))["JobState"], "COMPLETED")
@@ -745,7 +807,7 @@ def bench(rounds: int) -> None:
         results: Dict[str, List[float]] = {"without --fleet": [], "with --fleet": []}
         for i in range(rounds * 2):
             fleet = i % 2 == 1
-            args = ["sbatch", "--parsable", "--nodelist=server1"]
+            args = ["sbatch", "--parsable", "--nodelist=server1", "--time=10"]
             if fleet:
                 args.append(f"--fleet={spec}")
             submitted = time.time()
