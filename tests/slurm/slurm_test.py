@@ -24,6 +24,8 @@ libslurm-dev) are absent; the reason is printed.
 from __future__ import annotations
 
 import argparse
+import atexit
+import ctypes
 import json
 import os
 import re
@@ -107,6 +109,15 @@ def free_ports(count: int) -> List[int]:
             s.close()
 
 
+_prctl = ctypes.CDLL(None, use_errno=True).prctl  # Looked up before any fork.
+
+
+def die_with_parent() -> None:
+    """In a started daemon, before exec: SIGKILL when this test dies, even by SIGKILL (ctest's
+    timeout), so that no daemon outlives the run."""
+    _prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
 class Processes:
     """Daemons started in their own process groups; stop() ends the groups, then whatever
     else carries this run's marker (slurmstepd and job processes that left the groups)."""
@@ -120,12 +131,14 @@ class Processes:
         with open(log, "ab") as out:
             proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
                                     stdout=stdout if stdout is not None else out, stderr=out,
-                                    start_new_session=True,
+                                    start_new_session=True, preexec_fn=die_with_parent,
                                     text=stdout is not None)
         self.procs.append(proc)
         return proc
 
     def _marked(self) -> List[int]:
+        """Processes with the marker in their environment, or with a file of this run's
+        directory open (slurmstepd overwrites its environment with its title)."""
         pids = []
         needle = f"{MARKER}={self.marker}".encode()
         for entry in os.listdir("/proc"):
@@ -135,6 +148,11 @@ class Processes:
                 with open(f"/proc/{entry}/environ", "rb") as f:
                     if needle in f.read().split(b"\0"):
                         pids.append(int(entry))
+                        continue
+                for fd in os.listdir(f"/proc/{entry}/fd"):
+                    if os.readlink(f"/proc/{entry}/fd/{fd}").startswith(self.marker + "/"):
+                        pids.append(int(entry))
+                        break
             except OSError:
                 pass
         return pids
@@ -177,6 +195,8 @@ class Site:
         self.procs = Processes(self.dir)
         self.fleetctl = os.path.join(BIN_DIR, "fleetctl")
         self.ok = False
+        self.stopped = False
+        atexit.register(self.cleanup)  # Also when a signal ends the run before tearDownModule.
         try:
             self._start_fleetd()
             self._start_munge()
@@ -377,6 +397,9 @@ PartitionName=fleet Nodes=server1,node2 Default=YES MaxTime=INFINITE State=UP
         return "\n".join(out)
 
     def stop(self) -> None:
+        if self.stopped:
+            return
+        self.stopped = True
         try:
             jobs = self.slurm("squeue", "-h", "-o", "%i", check=False, timeout=10).stdout.split()
             if jobs:
@@ -387,6 +410,13 @@ PartitionName=fleet Nodes=server1,node2 Default=YES MaxTime=INFINITE State=UP
 
     def remove(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
+
+    def cleanup(self) -> None:
+        self.stop()
+        if os.environ.get("FLEET_KEEP_SLURM_TEST_DIR"):
+            print(f"kept {self.dir}", file=sys.stderr)
+        else:
+            self.remove()
 
     # jobs ---------------------------------------------------------------------------------
 
@@ -487,11 +517,7 @@ def setUpModule() -> None:  # noqa: N802 (unittest's name)
 
 def tearDownModule() -> None:  # noqa: N802
     if SITE is not None:
-        SITE.stop()
-        if os.environ.get("FLEET_KEEP_SLURM_TEST_DIR"):
-            print(f"kept {SITE.dir}", file=sys.stderr)
-        else:
-            SITE.remove()
+        SITE.cleanup()
 
 
 class SlurmTest(unittest.TestCase):
@@ -846,6 +872,10 @@ def bench(rounds: int) -> None:
         site.remove()
 
 
+def interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--bench", type=int, default=0)
@@ -854,8 +884,8 @@ def main() -> None:
     if args.bench:
         bench(args.bench)
         return
-    # SIGTERM (ctest's timeout) still stops every daemon: tearDownModule runs on the way out.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    # SIGTERM or Ctrl-C end the run; the Site's atexit handler stops every daemon.
+    signal.signal(signal.SIGTERM, interrupt)
     unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
 
 
