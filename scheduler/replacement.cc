@@ -130,6 +130,8 @@ absl::StatusOr<Replacement> PlanReplacement(const FabricSnapshot& snapshot,
     v1::DeviceCount* count = set.add_counts();
     count->set_kind(failed.kind());
     count->set_count(1);
+    // A host's device (a CPU) is replaced on the same host: the job's processes run there.
+    count->set_host(failed.host());
     std::vector<int> needs(set.devices_size(), 0);
     needs.push_back(need);
     absl::StatusOr<std::vector<std::string>> picked =

@@ -41,7 +41,8 @@ struct Replacement {
 // Plans the substitution of `failed_member` in every phase of `allocation` (its circuits as
 // stored, every phase's). The spare is `spare` when named, else the best free device of the
 // failed member's kind on the failed member's switch (on another switch only when none is,
-// trunks join switches and `same_switch_only` is false) by member selection's preference
+// trunks join switches and `same_switch_only` is false), and of its host when it has one (a
+// CPU: the job's processes run on that host) by member selection's preference
 // (PickMembers with spares: healthy, spares first, fewest stranded ports, packing, light, id)
 // that is not a member, not in `unreachable` (devices whose O-NICs' agents are away: no link
 // of theirs could be trained),

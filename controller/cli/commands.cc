@@ -182,9 +182,7 @@ bool ApplyGlobalFlags(absl::string_view verb, const GlobalOptions& global, const
     return false;
   }
   if (*format == OutputFormat::kDot && verb != "get" && verb != "describe") {
-    UsageError(err, verb,
-               "-o dot draws only `get circuits` and `describe allocation`; use table, json or "
-               "yaml");
+    UsageError(err, verb, kDotDrawsOnly);
     return false;
   }
   session->format = *format;

@@ -105,7 +105,7 @@ class Picture {
           continue;
         }
         absl::StrAppend(
-            &body_, "    subgraph ", Quoted(absl::StrCat("cluster_group_", sw, "_", group)),
+            &body_, "    subgraph ", Quoted(absl::StrCat("cluster_group_", ++clusters_)),
             " {\n      label=", Quoted(group), "; style=\"rounded,dashed\"; color=\"#999999\";\n");
         Devices(devices, "      ");
         absl::StrAppend(&body_, "    }\n");
@@ -201,8 +201,9 @@ class Picture {
       const v1::Device* d = devices_.contains(device) ? devices_.at(device) : nullptr;
       std::string label = device;
       if (d != nullptr) absl::StrAppend(&label, " (", v1::Name(d->kind()), ")");
-      absl::StrAppend(&body_, indent, "subgraph ", Quoted(absl::StrCat("cluster_device_", device)),
-                      " {\n", indent, "  label=", Quoted(label),
+      absl::StrAppend(&body_, indent, "subgraph ",
+                      Quoted(absl::StrCat("cluster_device_", ++clusters_)), " {\n", indent,
+                      "  label=", Quoted(label),
                       "; style=\"rounded,filled\"; fillcolor=\"#fbfbfb\"; color=\"#bbbbbb\";\n");
       for (const v1::Onic* o : onics) {
         absl::StrAppend(&body_, indent, "  ", OnicNode(o->id()), " [label=", Quoted(o->id()),
@@ -218,6 +219,9 @@ class Picture {
   std::set<std::string> drawn_;
   std::set<std::string> opened_;
   std::vector<std::pair<std::string, std::string>> legend_;
+  // Group and device clusters are numbered: ids may hold any character, and Graphviz merges
+  // subgraphs of the same name.
+  int clusters_ = 0;
   std::string body_;
 };
 

@@ -462,6 +462,9 @@ int Get(const Session& s, const GetArgs& args) {
                                      kind->filter_help.empty() ? "no filters" : kind->filter_help));
     }
   }
+  if (s.format == OutputFormat::kDot && kind->name.plural != "circuits") {
+    return UsageError(*s.err, "get", kDotDrawsOnly);
+  }
   return kind->run(s, args);
 }
 
@@ -471,6 +474,9 @@ int Describe(const Session& s, const std::string& kind, const std::string& name)
     return UsageError(
         *s.err, "describe",
         absl::StrCat("unknown kind '", kind, "'; kinds: ", Singulars(kDescribeKinds)));
+  }
+  if (s.format == OutputFormat::kDot && singular != "allocation") {
+    return UsageError(*s.err, "describe", kDotDrawsOnly);
   }
   if (singular == "switch") return DescribeSwitchVerb(s, name);
   if (singular == "host") return DescribeHostVerb(s, name);

@@ -253,8 +253,7 @@ absl::StatusOr<std::string> ToYaml(const google::protobuf::Message& message) {
 absl::StatusOr<std::string> FormatMessage(OutputFormat format,
                                           const google::protobuf::Message& message) {
   if (format == OutputFormat::kDot) {
-    return absl::InvalidArgumentError(
-        "-o dot draws only `get circuits` and `describe allocation`; use table, json or yaml");
+    return absl::InvalidArgumentError(kDotDrawsOnly);
   }
   return format == OutputFormat::kYaml ? ToYaml(message) : ToJson(message);
 }

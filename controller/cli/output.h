@@ -24,6 +24,9 @@ namespace fleet::cli {
 
 // kDot (Graphviz) draws only `get circuits` and `describe allocation` (dot.h).
 enum class OutputFormat { kTable, kJson, kYaml, kDot };
+// The usage error for -o dot anywhere else.
+inline constexpr char kDotDrawsOnly[] =
+    "-o dot draws only `get circuits` and `describe allocation`; use table, json or yaml";
 
 // The names -o accepts, in the order help and errors list them: "table", "json", "yaml",
 // "dot".

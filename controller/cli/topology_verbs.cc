@@ -58,6 +58,11 @@ int RunTopology(const Session& s, const TopologyRequestArgs& args, const Positio
                       "detach ID DEVICE..., release ID, keepalive ID or ranks ID");
   }
   const std::vector<std::string>& subcommands = TopologySubcommands();
+  if (std::find(subcommands.begin(), subcommands.end(), p[0]) == subcommands.end()) {
+    return UsageError(*s.err, "topology",
+                      absl::StrCat("unknown topology subcommand '", p[0],
+                                   "'; subcommands: ", absl::StrJoin(subcommands, ", ")));
+  }
   if (std::string misplaced = MisplacedFlag(p[0], args); !misplaced.empty()) {
     return UsageError(*s.err, "topology", misplaced);
   }
@@ -71,11 +76,6 @@ int RunTopology(const Session& s, const TopologyRequestArgs& args, const Positio
       return UsageError(*s.err, "topology", "topology request needs -f FILE");
     }
     return RequestTopology(s, args);
-  }
-  if (std::find(subcommands.begin(), subcommands.end(), p[0]) == subcommands.end()) {
-    return UsageError(*s.err, "topology",
-                      absl::StrCat("unknown topology subcommand '", p[0],
-                                   "'; subcommands: ", absl::StrJoin(subcommands, ", ")));
   }
   if (p[0] == "detach") {
     if (p.size() < 3 || !args.file.empty() || !args.lease.empty()) {

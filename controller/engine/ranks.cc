@@ -36,13 +36,6 @@ Links PhaseLinks(const v1::Allocation& a, const std::string& phase,
   return links;
 }
 
-bool OneWay(const Links& links) {
-  for (const auto& [from, to] : links.directed) {
-    if (links.directed.contains({to, from})) return false;
-  }
-  return true;
-}
-
 // Walks from `start` along undirected links, never back to where it came from; `first` is
 // the first step. Returns the members visited in order.
 std::vector<int> Walk(const Links& links, int start, int first) {
@@ -62,6 +55,23 @@ std::vector<int> Walk(const Links& links, int start, int first) {
   return order;
 }
 
+// Whether every step order[i] → order[i+1] (and, for a ring, the last back to the first) has
+// a circuit that way.
+bool LightFollows(const Links& links, const std::vector<int>& order, bool ring) {
+  for (size_t i = 0; i + 1 < order.size() + (ring ? 1 : 0); ++i) {
+    if (!links.directed.contains({order[i], order[(i + 1) % order.size()]})) return false;
+  }
+  return true;
+}
+
+// Of the two ways along a cycle or path, the one the light takes; when it goes both ways (or
+// neither way throughout), `preferred`.
+std::vector<int> WayOfTheLight(const Links& links, std::vector<int> preferred,
+                               std::vector<int> other, bool ring) {
+  if (!LightFollows(links, preferred, ring) && LightFollows(links, other, ring)) return other;
+  return preferred;
+}
+
 // Ring or chain order over every member, if the links form one cycle or one path.
 std::optional<std::pair<v1::RankOrder, std::vector<int>>> CycleOrPath(const Links& links) {
   const int n = static_cast<int>(links.neighbours.size());
@@ -75,39 +85,32 @@ std::optional<std::pair<v1::RankOrder, std::vector<int>>> CycleOrPath(const Link
       return std::nullopt;
     }
   }
-  const bool one_way = OneWay(links);
   if (n == 2) {
-    if (ends.size() != 2) return std::nullopt;
-    if (!one_way) return std::make_pair(v1::RANK_ORDER_RING, std::vector<int>{0, 1});
+    // Two members linked: a ring when the light goes both ways, else a chain.
+    const bool both = links.directed.contains({0, 1}) && links.directed.contains({1, 0});
+    if (both) return std::make_pair(v1::RANK_ORDER_RING, std::vector<int>{0, 1});
     const int first = links.directed.begin()->first;
     return std::make_pair(v1::RANK_ORDER_CHAIN, std::vector<int>{first, 1 - first});
   }
   if (ends.empty()) {
-    int first;
-    if (one_way) {
-      first = -1;
-      for (const auto& [from, to] : links.directed) {
-        if (from == 0) first = to;
-      }
-    } else {
-      const std::set<int>& around = links.neighbours[0];
-      first = around.contains(1) ? 1 : *around.begin();
-    }
-    std::vector<int> order = Walk(links, 0, first);
+    // Round the cycle from member 0, toward member 1 when it is a neighbour (else the lower
+    // index), unless the light only goes the other way.
+    const std::set<int>& around = links.neighbours[0];
+    const int toward = around.contains(1) ? 1 : *around.begin();
+    const int away = *around.begin() == toward ? *around.rbegin() : *around.begin();
+    std::vector<int> order = Walk(links, 0, toward);
     if (static_cast<int>(order.size()) != n) return std::nullopt;  // Several cycles.
-    return std::make_pair(v1::RANK_ORDER_RING, std::move(order));
+    return std::make_pair(v1::RANK_ORDER_RING,
+                          WayOfTheLight(links, std::move(order), Walk(links, 0, away), true));
   }
   if (ends.size() != 2) return std::nullopt;
-  int start = ends[0];  // The lower index.
-  if (one_way) {
-    bool enters = false;
-    for (const auto& [from, to] : links.directed) enters |= to == start;
-    if (enters) start = ends[1];
-  }
+  // From the lower-indexed end, unless the light only goes from the other.
   std::vector<int> order =
-      Walk(links, start, *links.neighbours[static_cast<size_t>(start)].begin());
+      Walk(links, ends[0], *links.neighbours[static_cast<size_t>(ends[0])].begin());
   if (static_cast<int>(order.size()) != n) return std::nullopt;  // A path and a cycle apart.
-  return std::make_pair(v1::RANK_ORDER_CHAIN, std::move(order));
+  std::vector<int> reversed(order.rbegin(), order.rend());
+  return std::make_pair(v1::RANK_ORDER_CHAIN,
+                        WayOfTheLight(links, std::move(order), std::move(reversed), false));
 }
 
 // The topology the phase was requested with; null for a generated phase (all-to-all rounds).
@@ -119,10 +122,22 @@ const v1::TopologySpec* PhaseTopology(const v1::Allocation& a, const std::string
   return nullptr;
 }
 
-bool IsTorus(const v1::TopologySpec* spec) {
-  return spec != nullptr && spec->has_template_() &&
-         (spec->template_().kind() == v1::TEMPLATE_KIND_TORUS_2D ||
-          spec->template_().kind() == v1::TEMPLATE_KIND_TORUS_3D);
+// A torus over every member in member order: its coordinates are the planner's layout. (A
+// phase's torus over a subset, or in another order, is ranked by its circuits instead.)
+bool IsTorusOfMembers(const v1::Allocation& a, const v1::TopologySpec* spec) {
+  if (spec == nullptr || !spec->has_template_()) return false;
+  const v1::TemplateSpec& t = spec->template_();
+  if (t.kind() != v1::TEMPLATE_KIND_TORUS_2D && t.kind() != v1::TEMPLATE_KIND_TORUS_3D) {
+    return false;
+  }
+  uint64_t positions = 1;
+  for (uint32_t d : t.dimensions()) positions *= d;
+  if (positions != static_cast<uint64_t>(a.members_size())) return false;
+  if (a.request().phases().empty()) return true;
+  // A phase's members by name only, exactly the allocation's, in order.
+  return t.members().counts().empty() && t.members().devices_size() == a.members_size() &&
+         std::equal(t.members().devices().begin(), t.members().devices().end(),
+                    a.members().begin());
 }
 
 // Where an attached device runs: the attach's host, and the PCIe address of the host O-NIC
@@ -144,7 +159,10 @@ std::map<std::string, Attached> AttachedDevices(
     return d == devices.end() ? nullptr : d->second;
   };
   for (const v1::Allocation& a : attaches) {
-    if (!a.request().topology().has_attach()) continue;
+    if (!a.request().topology().has_attach() || a.state() == v1::ALLOCATION_STATE_FAILED ||
+        a.state() >= v1::ALLOCATION_STATE_RELEASING) {
+      continue;
+    }
     const std::string& host = a.request().topology().attach().host();
     for (const v1::Circuit& c : a.circuits()) {
       const v1::Device* from = device_of(c.source().onic());
@@ -156,9 +174,8 @@ std::map<std::string, Attached> AttachedDevices(
       if (!pooled_from && !pooled_to) continue;
       const v1::Device* pooled = pooled_from ? from : to;
       const std::string& host_onic = pooled_from ? c.destination().onic() : c.source().onic();
-      Attached& entry = out[pooled->id()];
-      entry.host = host;
-      if (entry.pcie_address.empty()) entry.pcie_address = onics.at(host_onic)->pcie_address();
+      // The first attach holding the device gives both its host and its address.
+      out.try_emplace(pooled->id(), Attached{host, onics.at(host_onic)->pcie_address()});
     }
   }
   return out;
@@ -199,7 +216,10 @@ absl::StatusOr<v1::GetRanksResponse> RankOrder(const v1::Allocation& allocation,
   out.set_phase(followed);
   std::vector<int> order;
   const v1::TopologySpec* spec = PhaseTopology(a, followed);
-  if (IsTorus(spec)) {
+  if (spec != nullptr && spec->has_attach()) {
+    // A host and its devices: no order among them to follow.
+    out.set_order(v1::RANK_ORDER_MEMBERS);
+  } else if (IsTorusOfMembers(a, spec)) {
     out.set_order(v1::RANK_ORDER_TORUS);
   } else if (auto walked = CycleOrPath(PhaseLinks(a, followed, member_of_onic))) {
     out.set_order(walked->first);

@@ -15,18 +15,21 @@ namespace fleet::engine {
 
 // Orders `allocation`'s members by the circuits of `phase` (empty: the active phase):
 //   RING    the circuits, taken as undirected links between members, form one cycle through
-//           every member (n ≥ 3; two members linked both ways): rank 0 is member 0, rank 1
-//           the neighbour its light goes to (a duplex ring: member 1 if it is a neighbour,
-//           else the lower-indexed one), and so on round the cycle;
-//   CHAIN   they form one path through every member: rank 0 at the end the light leaves
-//           (every link one way), else the end with the lower member index;
-//   TORUS   the phase is a torus template: member order, each rank's coordinates x, y[, z]
-//           with x varying fastest, as the template lays them out;
-//   MEMBERS anything else (star, tree, mesh, attach, several components): member order.
+//           every member (n ≥ 3; two members linked both ways): rank 0 is member 0, then
+//           round the cycle toward member 1 when it is a neighbour (else toward the
+//           lower-indexed neighbour), unless the light runs all the way round only the other
+//           way;
+//   CHAIN   they form one path through every member: rank 0 at the lower-indexed end, unless
+//           the light runs all along it only from the other end;
+//   TORUS   the phase is a torus template over every member in member order: member order,
+//           each rank's coordinates x, y[, z] with x varying fastest, as the planner lays them
+//           out (a phase's torus over some members is ranked by its circuits instead);
+//   MEMBERS anything else (a star or tree that is not a path, a mesh, several components), and
+//           every attach: member order.
 // Width > 1 and duplex links count once. Each rank's host is its device's own host (a CPU),
-// else the host of an attach allocation in `attaches` (live attach allocations of the same
-// tenant, this one included) holding it, whose O-NIC at the other end of its circuit gives the
-// PCIe address; else empty. Hosts are numbered in order of their lowest rank.
+// else the host of the first attach allocation in `attaches` (the same tenant's; this one
+// included; FAILED and releasing ones skipped) holding it, whose O-NIC at the other end of its
+// circuit gives the PCIe address; else empty. Hosts are numbered in order of their lowest rank.
 // `site` must hold the allocation's devices and O-NICs (an O-NIC or device it does not know
 // is skipped: its circuits do not order, its rank has no host).
 // NOT_FOUND for a phase the allocation does not have, naming the phases it has;

@@ -1,9 +1,11 @@
 #include "controller/service/topology_service.h"
 
+#include "common/grpc_status.h"
 #include "common/proto_time.h"
 #include "controller/service/allocation_watch.h"
 #include "controller/service/caller.h"
 #include "controller/service/rpc.h"
+#include "scheduler/limits.h"
 
 namespace fleet::service {
 
@@ -86,6 +88,9 @@ grpc::Status TopologyServiceImpl::GetRanks(grpc::ServerContext* context,
                                            const v1::GetRanksRequest* request,
                                            v1::GetRanksResponse* response) {
   if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
+  if (absl::Status s = scheduler::CheckName("phase", request->phase()); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
   return Assign(engine_->GetRanks(*request, CallerOf(*context)), response);
 }
 

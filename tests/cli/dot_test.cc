@@ -70,7 +70,7 @@ TEST(DotTest, NamesAreQuotedAndLabelsEscaped) {
   EXPECT_THAT(dot, HasSubstr("subgraph \"cluster_switch_ocs\\\"1\""));
   EXPECT_THAT(dot, HasSubstr("label=\"ocs\\\"1\\npolatis <7000>\""));
   EXPECT_THAT(dot, HasSubstr("\"onic:n\\\"0\" [label=\"n\\\"0\"];"));
-  EXPECT_THAT(dot, HasSubstr("cluster_device_gpu\\\\1"));
+  EXPECT_THAT(dot, HasSubstr("subgraph \"cluster_device_2\" {\n        label=\"gpu\\\\1 (gpu)\""));
   EXPECT_THAT(dot, HasSubstr("label=\"pool & co\""));
 }
 

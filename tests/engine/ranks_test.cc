@@ -202,6 +202,69 @@ TEST(RankOrderTest, HostsComeFromCpusAndFromAttachAllocations) {
   EXPECT_THAT(r->hosts(1).ranks(), ElementsAre(1, 2));
 }
 
+TEST(RankOrderTest, ACycleWhoseLightDoesNotGoRoundIsOrderedByItsMembers) {
+  // x → y is missing: y → x, z → x, y → z. Every member has two neighbours, member 0 only
+  // receives, and neither way round has a circuit at every step.
+  v1::Allocation a = Allocation({"gpu1", "gpu2", "gpu3"});
+  AddCircuit(a, "gpu2-n0", "gpu1-n0");
+  AddCircuit(a, "gpu3-n0", "gpu1-n0");
+  AddCircuit(a, "gpu2-n0", "gpu3-n0");
+  absl::StatusOr<v1::GetRanksResponse> r = RankOrder(a, "", Site(3), {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->order(), v1::RANK_ORDER_RING);
+  EXPECT_THAT(Devices(*r), ElementsAre("gpu1", "gpu2", "gpu3"));
+}
+
+TEST(RankOrderTest, TheLightGoingOneWayRoundWinsOverMemberOrder) {
+  // Duplex gpu1↔gpu2, then one-way gpu2 → gpu3 → gpu4 → gpu1: only gpu1, gpu2, gpu3, gpu4
+  // has a circuit at every step; the other way round does not.
+  v1::Allocation a = Allocation({"gpu1", "gpu4", "gpu3", "gpu2"});
+  AddCircuit(a, "gpu1-n0", "gpu2-n0");
+  AddCircuit(a, "gpu2-n0", "gpu1-n0");
+  AddCircuit(a, "gpu2-n0", "gpu3-n0");
+  AddCircuit(a, "gpu3-n0", "gpu4-n0");
+  AddCircuit(a, "gpu4-n0", "gpu1-n0");
+  absl::StatusOr<v1::GetRanksResponse> r = RankOrder(a, "", Site(4), {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(Devices(*r), ElementsAre("gpu1", "gpu2", "gpu3", "gpu4"));
+}
+
+TEST(RankOrderTest, APhasesTorusOverSomeMembersHasNoCoordinates) {
+  v1::Allocation a = Allocation({"gpu1", "gpu2", "gpu3", "gpu4", "gpu5", "gpu6"});
+  a.add_phases("dp");
+  a.add_phases("tp");
+  a.set_active_phase("tp");
+  v1::Phase* tp = a.mutable_request()->add_phases();
+  tp->set_name("tp");
+  v1::TemplateSpec* t = tp->mutable_topology()->mutable_template_();
+  t->set_kind(v1::TEMPLATE_KIND_TORUS_2D);
+  t->add_dimensions(2);
+  t->add_dimensions(2);
+  for (const char* m : {"gpu3", "gpu4", "gpu5", "gpu6"}) t->mutable_members()->add_devices(m);
+  absl::StatusOr<v1::GetRanksResponse> r = RankOrder(a, "", Site(6), {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->order(), v1::RANK_ORDER_MEMBERS);
+  EXPECT_TRUE(r->ranks(0).coordinates().empty());
+}
+
+TEST(RankOrderTest, AnAttachIsInMemberOrderWithTheHostsAddresses) {
+  // server1's CPU and two GPUs on its two O-NICs: a path gpu1 — cpu — gpu2, but an attach.
+  v1::Allocation a = Allocation({"server1-cpu0", "gpu1", "gpu2"});
+  a.mutable_request()->mutable_topology()->mutable_attach()->set_host("server1");
+  AddCircuit(a, "gpu1-n0", "s1-n0");
+  AddCircuit(a, "s1-n0", "gpu1-n0");
+  AddCircuit(a, "gpu2-n0", "s1-n1");
+  AddCircuit(a, "s1-n1", "gpu2-n0");
+  absl::StatusOr<v1::GetRanksResponse> r = RankOrder(a, "", Site(2), {a});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->order(), v1::RANK_ORDER_MEMBERS);
+  EXPECT_THAT(Devices(*r), ElementsAre("server1-cpu0", "gpu1", "gpu2"));
+  EXPECT_EQ(r->ranks(1).pcie_address(), "0000:11:00.0");
+  EXPECT_EQ(r->ranks(2).pcie_address(), "0000:21:00.0");
+  ASSERT_EQ(r->hosts_size(), 1);
+  EXPECT_THAT(r->hosts(0).ranks(), ElementsAre(0, 1, 2));
+}
+
 TEST(RankOrderTest, AReleasedAllocationHasNoRanks) {
   v1::Allocation a = Allocation({"gpu1"});
   a.set_state(v1::ALLOCATION_STATE_RELEASED);

@@ -27,8 +27,9 @@ using ::testing::IsSupersetOf;
 
 constexpr char kDot[] = "/usr/bin/dot";
 
-// The titles of the SVG's node, edge and cluster groups: `onic:gpu1-n0`,
-// `onic:gpu1-n0->onic:gpu2-n0`, `cluster_switch_ocs1`.
+// The titles of the SVG's node and edge groups (`onic:gpu1-n0`,
+// `onic:gpu1-n0->onic:gpu2-n0`), and the first line of each cluster's label (`ocs1`,
+// `server1`, `gpu3 (gpu)`).
 struct Svg {
   std::set<std::string> nodes;
   std::set<std::string> edges;
@@ -41,13 +42,20 @@ Svg Render(const std::string& dot_text) {
   EXPECT_EQ(svg.exit_code, 0) << "dot -Tsvg refused the picture: " << svg.err << "\n" << dot_text;
   Svg out;
   const std::regex group(
-      R"re(<g id="(node|edge|clust)\d+" class="(?:node|edge|cluster)">\s*<title>([^<]*)</title>)re");
+      R"re(<g id="(node|edge|clust)\d+" class="(?:node|edge|cluster)">\s*<title>([^<]*)</title>(?:\s*<(?:polygon|path)[^>]*>\s*<text[^>]*>([^<]*)</text>)?)re");
   for (auto it = std::sregex_iterator(svg.out.begin(), svg.out.end(), group);
        it != std::sregex_iterator(); ++it) {
-    // Graphviz writes '-' as &#45; and '>' as &gt; in titles.
-    std::string title = std::regex_replace((*it)[2].str(), std::regex("&#45;"), "-");
-    title = std::regex_replace(title, std::regex("&gt;"), ">");
-    ((*it)[1] == "node" ? out.nodes : (*it)[1] == "edge" ? out.edges : out.clusters).insert(title);
+    // Graphviz writes '-' as &#45;, '>' as &gt; and '&' as &amp;.
+    auto text = [](std::string t) {
+      t = std::regex_replace(t, std::regex("&#45;"), "-");
+      t = std::regex_replace(t, std::regex("&gt;"), ">");
+      return std::regex_replace(t, std::regex("&amp;"), "&");
+    };
+    if ((*it)[1] == "clust") {
+      out.clusters.insert(text((*it)[3].str()));
+    } else {
+      ((*it)[1] == "node" ? out.nodes : out.edges).insert(text((*it)[2].str()));
+    }
   }
   return out;
 }
@@ -144,7 +152,7 @@ topology:
   EXPECT_THAT(one.nodes,
               IsSupersetOf({"onic:gpu1-n0", "onic:gpu2-n0", "onic:gpu3-n0", "onic:gpu4-n0"}));
   EXPECT_EQ(one.nodes.size(), 4u);  // No other O-NIC.
-  EXPECT_THAT(one.clusters, IsSupersetOf({"cluster_switch_ocs1", "cluster_device_gpu3"}));
+  EXPECT_THAT(one.clusters, IsSupersetOf({"ocs1", "gpu-pool-1", "gpu3 (gpu)"}));
   EXPECT_EQ(one.edges,
             (std::set<std::string>{"onic:gpu3-n0->onic:gpu1-n0", "onic:gpu1-n0->onic:gpu4-n0",
                                    "onic:gpu4-n0->onic:gpu2-n0", "onic:gpu2-n0->onic:gpu3-n0"}));
@@ -160,13 +168,12 @@ topology:
   // Every O-NIC of the Gen1 site (24 of the servers, 8 GPUs, 4 of the NVMe) and the switch.
   EXPECT_EQ(whole.nodes.size(), 24u + 8u + 4u);
   EXPECT_THAT(whole.nodes, IsSupersetOf({"onic:s1c0-n0", "onic:nvme2-n1"}));
-  EXPECT_THAT(whole.clusters, IsSupersetOf({"cluster_switch_ocs1", "cluster_group_ocs1_server1",
-                                            "cluster_device_server1-cpu0"}));
+  EXPECT_THAT(whole.clusters, IsSupersetOf({"ocs1", "server1", "server1-cpu0 (cpu)", "jbod-2"}));
   EXPECT_EQ(whole.edges, one.edges);
 
   // Only those two draw.
   const CommandResult refused = Fleetctl({"get", "hosts", "-o", "dot"});
-  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_EQ(refused.exit_code, 2);
   EXPECT_THAT(refused.err, HasSubstr("-o dot draws only `get circuits` and `describe allocation`"));
   const CommandResult usage = Fleetctl({"health", "-o", "dot"});
   EXPECT_EQ(usage.exit_code, 2);
@@ -190,7 +197,7 @@ topology:
   const CommandResult site = Fleetctl({"get", "circuits", "-o", "dot"});
   ASSERT_EQ(site.exit_code, 0) << site.err;
   const Svg whole = Render(site.out);
-  EXPECT_THAT(whole.clusters, IsSupersetOf({"cluster_switch_ocs-a", "cluster_switch_ocs-b"}));
+  EXPECT_THAT(whole.clusters, IsSupersetOf({"ocs-a", "ocs-b"}));
   // The four circuits, and the trunks one edge each way between the switches.
   EXPECT_THAT(whole.edges, IsSupersetOf(one.edges));
   EXPECT_THAT(whole.edges,
