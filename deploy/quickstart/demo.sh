@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../.."
 keep=0
 [ "${1:-}" = "--keep" ] && keep=1
 
-bash deploy/quickstart/install-deps.sh
+bash deploy/quickstart/install-deps.sh --build
 BUILD_DIR=build bash deploy/quickstart/build.sh > /tmp/fleet-demo-build.log 2>&1 || {
   tail -50 /tmp/fleet-demo-build.log; exit 1; }
 

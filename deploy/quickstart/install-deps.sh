@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # Installs what FLEET needs to build and test on Debian 12, from Debian's archive only.
 # Safe to run again: it installs only what is missing.
+#   install-deps.sh           everything: building, and every test's real programs
+#   install-deps.sh --build   only what building and `fleetd --demo` need (the demo command)
 set -euo pipefail
 
-PACKAGES=(
+BUILD_PACKAGES=(
   cmake ninja-build ccache g++ pkg-config
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev libabsl-dev
   libsqlite3-dev libyaml-cpp-dev prometheus-cpp-dev libcurl4-openssl-dev libssl-dev libcivetweb-dev
   nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
+)
+TEST_PACKAGES=(
   # The deploy/ checks: promtool, systemd-analyze, and YAML for tests/deploy/check_deploy.py.
   prometheus systemd python3-yaml
   # The Python client in clients/python: gRPC, protobuf, and grpc_tools for its stubs.
@@ -22,6 +26,12 @@ PACKAGES=(
   # fleetctl -o dot pictures, rendered by tests/integration/ranks_pictures_test and docs/pictures.
   graphviz
 )
+
+case "${1:-}" in
+  --build) PACKAGES=("${BUILD_PACKAGES[@]}") ;;
+  "") PACKAGES=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
+  *) echo "install-deps: unknown argument '$1'; use --build or nothing" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${PACKAGES[@]}"; do
