@@ -321,6 +321,40 @@ class ClientTest(FleetTestCase):
             left.wait_ready(timeout=WAIT)
         self.assertIn("lease expired", ended.exception.reason)
 
+    def keepalive_running(self, topo) -> bool:
+        return any(t.name == f"fleet-keepalive-{topo.id}" and t.is_alive()
+                   for t in threading.enumerate())
+
+    def release_quietly(self, allocation_id: str) -> None:
+        try:
+            self.client.release(allocation_id)
+        except self.fleet.FleetError:
+            pass  # Already released (its lease ran out).
+
+    def test_close_stops_lease_renewals(self) -> None:
+        client = self.fleet.Client(self.demo.grpc, tenant=TENANT, config=self.demo.config,
+                                   context=JOB_CONTEXT)
+        topo = client.topology(ring=GPUS[:4], bidirectional=False, lease=2)
+        self.addCleanup(self.release_quietly, topo.id)
+        topo.wait_ready(timeout=WAIT)
+        self.assertTrue(self.keepalive_running(topo))
+        # close() stops the renewals before it closes the channel it opened: none is left to
+        # run into the closed channel.
+        client.close()
+        self.assertFalse(self.keepalive_running(topo))
+        self.assertIsNone(topo.keepalive_error)
+
+    def test_renewals_stop_on_a_channel_closed_under_them(self) -> None:
+        channel = self.demo.channel(JOB_CONTEXT)
+        client = self.fleet.Client(channel=channel, tenant=TENANT)
+        topo = client.topology(ring=GPUS[4:], bidirectional=False, lease=2)
+        self.addCleanup(self.release_quietly, topo.id)
+        topo.wait_ready(timeout=WAIT)
+        channel.close()  # The caller's own channel, closed without client.close().
+        self.assertTrue(eventually(lambda: not self.keepalive_running(topo), WAIT))
+        self.assertIsInstance(topo.keepalive_error, self.fleet.Cancelled)
+        self.assertIn("lease renewal stopped: its channel is closed", str(topo.keepalive_error))
+
     def test_release_on_exit(self) -> None:
         with self.client.topology(ring=GPUS, lease=60) as topo:
             topo.wait_ready(timeout=WAIT)
@@ -659,6 +693,39 @@ class PhaseTest(FleetTestCase):
             allocation_id = topo.id
         self.assertEqual(self.fleet.state_name(self.client.allocation(allocation_id).state),
                          "RELEASED")
+
+    def test_a_wait_for_a_phase_ends_when_another_is_active(self) -> None:
+        # fleet.core.check_phase, the rule both clients' phase waits follow, on allocations
+        # made here.
+        from fleet import core
+        from fleet.v1 import topology_pb2 as pb
+
+        def allocation(state: int, phase: str, updated: int, reason: str = "") -> pb.Allocation:
+            a = pb.Allocation(id="a1", state=state, active_phase=phase, reason=reason)
+            a.updated.FromSeconds(updated)
+            return a
+
+        since = allocation(pb.ALLOCATION_STATE_PROGRAMMING, "tp", 10)  # ActivatePhase's answer
+        for still_tp in (allocation(pb.ALLOCATION_STATE_TRAINING, "tp", 11),
+                         allocation(pb.ALLOCATION_STATE_DEGRADED, "tp", 11),
+                         allocation(pb.ALLOCATION_STATE_READY, "dp", 9),  # Before the switch.
+                         allocation(pb.ALLOCATION_STATE_RELEASED, "dp", 12)):  # check_progress's
+            core.check_phase("tp", still_tp, since)
+        for state in (pb.ALLOCATION_STATE_READY, pb.ALLOCATION_STATE_PROGRAMMING):
+            with self.assertRaises(self.fleet.PhaseSuperseded) as caught:
+                core.check_phase("tp", allocation(state, "dp", 12), since)
+            self.assertEqual((caught.exception.phase, caught.exception.active_phase),
+                             ("tp", "dp"))
+            self.assertEqual(str(caught.exception),
+                             "allocation a1: the switch to phase tp was superseded: phase dp is "
+                             f"active now ({self.fleet.state_name(state)})")
+        # fleetd rolled a failed switch back: DEGRADED in the phase before, at once.
+        rolled_back = allocation(pb.ALLOCATION_STATE_DEGRADED, "dp", 12,
+                                 "phase tp: program failed: refused; back on phase dp")
+        with self.assertRaises(self.fleet.Degraded) as degraded:
+            core.check_phase("tp", rolled_back, since)
+        self.assertIn("DEGRADED in phase dp, not tp: phase tp: program failed",
+                      str(degraded.exception))
 
     def test_unknown_phase_is_refused(self) -> None:
         phases = {"dp": {"ring": GPUS}, "tp": {"links": [("gpu1", "gpu2")], "duplex": True}}

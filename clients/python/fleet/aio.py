@@ -35,8 +35,8 @@ import inspect
 import logging
 import time
 from types import TracebackType
-from typing import (Any, AsyncIterator, Iterable, List, Mapping, Optional, Set, Tuple, Type,
-                    Union)
+from typing import (Any, AsyncIterator, Callable, Dict, Iterable, List, Mapping, Optional, Set,
+                    Tuple, Type, Union)
 
 import grpc
 import grpc.aio
@@ -81,7 +81,8 @@ class Client:
         """The generated stub over the asyncio channel: its calls are awaited."""
         self.admin = admin_pb2_grpc.AdminServiceStub(channel)
         self._closed = False
-        self._topologies: Set["Topology"] = set()  # Those with background tasks.
+        # Those with background tasks: renewals, a follower, start_phase waits.
+        self._topologies: Set["Topology"] = set()
 
     # --- plumbing ---
 
@@ -167,12 +168,19 @@ class Client:
         return response.allocation
 
     async def close(self) -> None:
-        """Stops its topologies' renewals and followers and closes the channel if this
+        """Stops its topologies' renewals, followers and :meth:`Topology.start_phase` waits
+        (whose tasks then raise :class:`fleet.Cancelled`) and closes the channel if this
         client opened it. The allocations are not released (their leases run out)."""
         self._closed = True
-        for topo in list(self._topologies):
+        topologies = list(self._topologies)
+        self._topologies.clear()
+        # Every wait is given up before anything here yields, so none ends otherwise.
+        waits = [t for topo in topologies for t in topo._give_up_phase_waits(core.CLOSED_WHY)]
+        for topo in topologies:
             await topo.stop_following()
             await topo.stop_keepalive()
+        if waits:
+            await asyncio.gather(*waits, return_exceptions=True)
         if self._owns_channel:
             await self._channel.close()
 
@@ -182,6 +190,17 @@ class Client:
     async def __aexit__(self, exc_type: Optional[Type[BaseException]],
                         exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
         await self.close()
+
+
+class _PhaseWait:
+    """What the Topology knows of one :meth:`Topology.start_phase` task."""
+
+    __slots__ = ("started", "why", "quiet")
+
+    def __init__(self) -> None:
+        self.started = False  # Its coroutine has begun: a cancel() reaches its handler.
+        self.why: Optional[str] = None  # Why the client gave it up, once it has.
+        self.quiet = False  # It ends in an error the job brought about: not worth a warning.
 
 
 class Topology:
@@ -211,6 +230,8 @@ class Topology:
         # replacement it is owed, and the task that follows.
         self._subscribers: List[List[Any]] = []
         self._follower: Optional[asyncio.Task[None]] = None
+        self._follow_stop: Optional[asyncio.Event] = None  # The current follower's.
+        self._phase_tasks: Dict["asyncio.Task[PhaseSwitch]", _PhaseWait] = {}
         self.follow_error: Optional[errors.FleetError] = None
         """Why the follower stopped early (the allocation unknown or not ours), if it did."""
 
@@ -285,14 +306,73 @@ class Topology:
         Awaiting this call waits only for ActivatePhase, so an unknown phase or a refused
         switch raises here, and fleetd is reprogramming the switch before the job computes —
         even if that compute then blocks the loop. The task raises what :meth:`phase` would
-        (AllocationFailed, Degraded, Released, DeadlineExceeded after ``timeout``); cancel it
-        to stop waiting (the switch goes on). ``latency`` counts from the ActivatePhase call
-        to when the task saw READY, so a blocked loop adds to it.
+        (AllocationFailed, Degraded, Released, PhaseSuperseded, DeadlineExceeded after
+        ``timeout``); cancel it to stop waiting (the switch goes on). ``latency`` counts from
+        the ActivatePhase call to when the task saw READY, so a blocked loop adds to it.
+
+        The Topology keeps its tasks: :meth:`release` and ``Client.close()`` give up those
+        still waiting, which then raise :class:`fleet.Cancelled` — never
+        ``asyncio.CancelledError``, which stays the sign of the caller's own ``cancel()``.
+        A task superseded by another phase (:class:`fleet.PhaseSuperseded`) or given up so
+        does not log "exception was never retrieved" if nobody awaits it.
         """
         start, response = await self._activate(name)
-        return asyncio.get_running_loop().create_task(
-            self._phase_ready(name, start, response, core.seconds(timeout)),
+        wait = _PhaseWait()
+        task = asyncio.get_running_loop().create_task(
+            self._phase_task(wait, name, start, response, core.seconds(timeout)),
             name=f"fleet-phase-{self.id}-{name}")
+        self._phase_tasks[task] = wait
+        self.client._topologies.add(self)
+        task.add_done_callback(self._phase_task_done)
+        return task
+
+    async def _phase_task(self, wait: _PhaseWait, name: str, start: float,
+                          response: topology_pb2.ActivatePhaseResponse,
+                          timeout: Optional[float]) -> PhaseSwitch:
+        """A :meth:`start_phase` task: :meth:`_phase_ready`, with the cancellations the
+        caller did not ask for turned into Cancelled."""
+        wait.started = True
+        goal = f"READY in phase {name}"
+        try:
+            if wait.why is not None:  # Given up before it began.
+                raise core.abandoned(self.id, goal, wait.why)
+            return await self._phase_ready(name, start, response, timeout)
+        except asyncio.CancelledError:
+            why = wait.why
+            if why is None:
+                cancelling = getattr(asyncio.current_task(), "cancelling", None)
+                if cancelling is None or cancelling():
+                    raise  # The caller's cancel() (before Python 3.11, any cancellation).
+                # Not the task's own cancellation: grpc cancelled the watch (its channel
+                # closed).
+                why = "its watch was cancelled (the channel closed)"
+            wait.quiet = True
+            raise core.abandoned(self.id, goal, why) from None
+        except (errors.PhaseSuperseded, errors.Cancelled):
+            wait.quiet = True
+            raise
+
+    def _phase_task_done(self, task: "asyncio.Task[PhaseSwitch]") -> None:
+        wait = self._phase_tasks.pop(task, None)
+        if wait is not None and wait.quiet and not task.cancelled():
+            task.exception()  # Retrieved: the job moved on (another phase, release, close).
+
+    def _give_up_phase_waits(self, why: str) -> List["asyncio.Task[PhaseSwitch]"]:
+        """Gives up the :meth:`start_phase` tasks still waiting, without yielding: each
+        raises Cancelled saying ``why``. Returns them (but the current task) to be awaited."""
+        current = asyncio.current_task()
+        tasks = []
+        for task, wait in list(self._phase_tasks.items()):
+            if task.done():
+                continue
+            wait.why = why
+            if wait.started:
+                task.cancel()
+            # Else it raises as soon as it begins: a task cancelled before its coroutine ran
+            # would end cancelled, whatever the coroutine does.
+            if task is not current:
+                tasks.append(task)
+        return tasks
 
     async def _activate(self, name: str) -> Tuple[float, topology_pb2.ActivatePhaseResponse]:
         core.check_phase_name(name)
@@ -310,7 +390,9 @@ class Topology:
         done = core.ready_in_phase(name)
         a = response.allocation
         if not done(a):
-            a = await self._watch(done, timeout, f"READY in phase {name}")
+            since = response.allocation if response.HasField("allocation") else None
+            a = await self._watch(done, timeout, f"READY in phase {name}",
+                                  check=core.phase_check(name, since))
         return core.phase_switch(name, time.monotonic() - start, response, a)
 
     async def detach(self, *devices: str,
@@ -344,8 +426,9 @@ class Topology:
         return a
 
     async def _watch(self, done: core.Predicate, timeout: Optional[float], goal: str, *,
-                     raise_on_degraded: bool = False,
-                     stop_at_end: bool = True) -> topology_pb2.Allocation:
+                     raise_on_degraded: bool = False, stop_at_end: bool = True,
+                     check: Optional[Callable[[topology_pb2.Allocation], None]] = None
+                     ) -> topology_pb2.Allocation:
         call = self.client.stub.WatchAllocation(
             topology_pb2.WatchAllocationRequest(id=self.id), timeout=timeout,
             metadata=self.client.metadata(self.tenant))
@@ -359,6 +442,8 @@ class Topology:
                     return a
                 if stop_at_end:
                     core.check_progress(a, raise_on_degraded=raise_on_degraded)
+                    if check is not None:
+                        check(a)
         except grpc.RpcError as e:
             raise core.wait_error(self.id, e, goal, timeout, last) from None
         finally:
@@ -431,24 +516,31 @@ class Topology:
         if self._follower is None or self._follower.done():
             self.follow_error = None
             self.client._topologies.add(self)
+            # Each follower has its own stop flag: one told to stop from inside a callback
+            # (where it cannot be cancelled) ends by itself while a new one takes over.
+            self._follow_stop = asyncio.Event()
             self._follower = asyncio.get_running_loop().create_task(
-                self._follow_loop(), name=f"fleet-follow-{self.id}")
+                self._follow_loop(self._follow_stop), name=f"fleet-follow-{self.id}")
         return callback
 
     async def stop_following(self) -> None:
         """Stops the follower (no more callbacks) and forgets the callbacks. Doing it again,
-        or with nothing followed, does nothing."""
+        or with nothing followed, does nothing. Called from a callback, the follower ends
+        as soon as that callback returns, with no other callback called."""
         self._subscribers.clear()
         task, self._follower = self._follower, None
+        stop, self._follow_stop = self._follow_stop, None
+        if stop is not None:
+            stop.set()
         if task is not None and task is not asyncio.current_task():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 
-    async def _follow_loop(self) -> None:
+    async def _follow_loop(self, stop: asyncio.Event) -> None:
         """The follower: watches the allocation, reconnecting while fleetd is unavailable,
-        until it ends or the task is cancelled."""
+        until it ends, ``stop`` is set or the task is cancelled."""
         backoff = core.FOLLOW_BACKOFF_FIRST
-        while not self.client._closed:
+        while not stop.is_set() and not self.client._closed:
             call = self.client.stub.WatchAllocation(
                 topology_pb2.WatchAllocationRequest(id=self.id),
                 metadata=self.client.metadata(self.tenant))
@@ -457,8 +549,8 @@ class Topology:
                     backoff = core.FOLLOW_BACKOFF_FIRST
                     a = message.allocation
                     self._seen(a)
-                    await self._deliver(a)
-                    if a.state in core.ENDED:
+                    await self._deliver(a, stop)
+                    if stop.is_set() or a.state in core.ENDED:
                         return
             except grpc.RpcError as e:
                 error = errors.from_rpc_error(e)
@@ -472,10 +564,12 @@ class Topology:
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, core.FOLLOW_BACKOFF_MAX)
 
-    async def _deliver(self, a: topology_pb2.Allocation) -> None:
+    async def _deliver(self, a: topology_pb2.Allocation, stop: asyncio.Event) -> None:
         for (callback, _), first in core.due_replacements(self._subscribers,
                                                           len(a.replacements)):
             for i in range(first, len(a.replacements)):
+                if stop.is_set():  # stop_following() from a callback.
+                    return
                 try:
                     result = callback(MemberReplacement.of(a, i))
                     if inspect.isawaitable(result):
@@ -515,6 +609,14 @@ class Topology:
                 self.keepalive_error = e
                 log.warning("allocation %s: lease renewal stopped: %s", self.id, e)
                 return
+            except grpc.aio.UsageError as e:
+                # The caller closed its own channel under the client (Client.close() stops
+                # the renewals before closing one it opened).
+                self.keepalive_error = errors.Cancelled(
+                    f"allocation {self.id}: lease renewal stopped: its channel is closed ({e})",
+                    grpc.StatusCode.CANCELLED)
+                log.warning("%s", self.keepalive_error.message)
+                return
 
     async def stop_keepalive(self) -> None:
         """Stops the background renewals (the lease then runs out unless released first)."""
@@ -526,10 +628,14 @@ class Topology:
     # --- release ---
 
     async def release(self, timeout: Optional[Seconds] = 60.0) -> topology_pb2.Allocation:
-        """Stops the renewals and the follower and releases the allocation; returns it
+        """Stops the renewals and the follower, gives up the :meth:`start_phase` tasks still
+        waiting (they raise :class:`fleet.Cancelled`) and releases the allocation; returns it
         RELEASED. Releasing again does nothing."""
+        waits = self._give_up_phase_waits(core.RELEASED_WHY)
         await self.stop_keepalive()
         await self.stop_following()
+        if waits:
+            await asyncio.gather(*waits, return_exceptions=True)
         self.client._topologies.discard(self)
         if self._released:
             return self._allocation

@@ -27,7 +27,7 @@ import logging
 import threading
 import time
 from types import TracebackType
-from typing import Any, Iterable, Iterator, List, Mapping, Optional, Type, Union
+from typing import Any, Callable, Iterable, Iterator, List, Mapping, Optional, Type, Union
 
 import grpc
 
@@ -104,6 +104,8 @@ class Client:
         self._closed = False
         self._followed_lock = threading.Lock()
         self._followed: "set[Topology]" = set()  # Topologies with a follower running.
+        # Topologies with lease renewals or start_phase waits running (under _followed_lock).
+        self._topologies: "set[Topology]" = set()
 
     # --- plumbing ---
 
@@ -236,11 +238,18 @@ class Client:
                          tenant=tenant).allocation
 
     def close(self) -> None:
-        """Stops following the allocations of its topologies (:meth:`Topology.stop_following`)
-        and closes the channel if this client opened it."""
+        """Stops its topologies' background work — lease renewals, followers
+        (:meth:`Topology.stop_following`) and the waits of :meth:`Topology.start_phase`, whose
+        futures then raise :class:`fleet.Cancelled` — and closes the channel if this client
+        opened it. The allocations are not released (their leases run out)."""
         self._closed = True
         with self._followed_lock:
             followed = list(self._followed)
+            held = list(self._topologies)
+            self._topologies.clear()
+        for topo in held:
+            topo._give_up_phase_waits(core.CLOSED_WHY)
+            topo.stop_keepalive()
         for topo in followed:
             topo.stop_following()
         if self._owns_channel:
@@ -252,6 +261,32 @@ class Client:
     def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
                  tb: Optional[TracebackType]) -> None:
         self.close()
+
+
+class _Abandonable:
+    """A wait that another thread can give up: it cancels the wait's stream, and the wait
+    then raises :func:`fleet.core.abandoned`'s Cancelled saying why."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stream: Any = None
+        self.why: Optional[str] = None
+
+    def attach(self, stream: Any) -> None:
+        """Publishes the wait's stream; cancels it at once if the wait was given up."""
+        with self._lock:
+            self._stream = stream
+            why = self.why
+        if why is not None:
+            stream.cancel()
+
+    def give_up(self, why: str) -> None:
+        with self._lock:
+            if self.why is None:
+                self.why = why
+            stream = self._stream
+        if stream is not None:
+            stream.cancel()
 
 
 class Topology:
@@ -277,12 +312,15 @@ class Topology:
         self.keepalive_error: Optional[errors.FleetError] = None
         self._lease_expires = core.expiry(allocation)
         self.lease_seconds = core.lease_length(allocation)
+        self._phase_waits: "set[_Abandonable]" = set()  # start_phase waits still running.
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         if keepalive and self.lease_seconds is not None:
             self._interval = core.keepalive_interval(self.lease_seconds, keepalive_fraction)
             self._thread = threading.Thread(target=self._keepalive_loop,
                                             name=f"fleet-keepalive-{self.id}", daemon=True)
+            with client._followed_lock:
+                client._topologies.add(self)
             self._thread.start()
         # Following (on_member_replaced): callbacks, each with the index of the next
         # replacement it is owed; the follower thread and its current stream.
@@ -381,7 +419,11 @@ class Topology:
         Raises:
             Unimplemented: this fleetd does not do phases.
             NotFound, InvalidArgument: no such phase, per fleetd.
-            AllocationFailed, Degraded, Released, DeadlineExceeded: as :meth:`wait_ready`.
+            PhaseSuperseded: another phase was activated (by another thread or caller)
+                before this one was READY; it names both.
+            Degraded: as :meth:`wait_ready`, and at once when the allocation is DEGRADED in
+                another phase (fleetd rolled a failed switch back; ``reason`` says why).
+            AllocationFailed, Released, DeadlineExceeded: as :meth:`wait_ready`.
         """
         start, response = self._activate(name)
         return self._phase_ready(name, start, response, core.seconds(timeout))
@@ -398,22 +440,56 @@ class Topology:
         ActivatePhase is called before this returns, so an unknown phase or a refused switch
         raises here; the wait for READY runs on a thread (one per call) and the returned
         ``concurrent.futures.Future`` gives the :class:`PhaseSwitch`, or raises what
-        :meth:`phase` would (AllocationFailed, Degraded, Released, DeadlineExceeded after
-        ``timeout``). ``latency`` still counts from the ActivatePhase call.
+        :meth:`phase` would (AllocationFailed, Degraded, Released, PhaseSuperseded,
+        DeadlineExceeded after ``timeout``). ``latency`` still counts from the ActivatePhase
+        call.
+
+        ``future.cancel()`` gives up the wait (the thread ends and its watch is closed; the
+        switch goes on on fleetd) and returns True unless the future is done already.
+        :meth:`release` and ``Client.close()`` give up the waits still running: their futures
+        raise :class:`fleet.Cancelled`. Activating another phase before this one is READY
+        ends the wait with :class:`fleet.PhaseSuperseded`.
         """
         start, response = self._activate(name)
+        # Left pending while it waits, so that cancel() can give the wait up.
         future: "concurrent.futures.Future[PhaseSwitch]" = concurrent.futures.Future()
-        future.set_running_or_notify_cancel()
         wait = core.seconds(timeout)
+        abandon = _Abandonable()
+        with self._lock:
+            self._phase_waits.add(abandon)
+        with self.client._followed_lock:
+            self.client._topologies.add(self)
+
+        def cancelled(f: "concurrent.futures.Future[PhaseSwitch]") -> None:
+            if f.cancelled():
+                abandon.give_up("its future was cancelled")
+
+        future.add_done_callback(cancelled)
 
         def run() -> None:
             try:
-                future.set_result(self._phase_ready(name, start, response, wait))
-            except BaseException as e:  # noqa: BLE001 - handed to whoever waits on it.
-                future.set_exception(e)
+                try:
+                    result = self._phase_ready(name, start, response, wait, abandon=abandon)
+                except BaseException as e:  # noqa: BLE001 - handed to whoever waits on it.
+                    if future.set_running_or_notify_cancel():
+                        future.set_exception(e)
+                else:
+                    if future.set_running_or_notify_cancel():
+                        future.set_result(result)
+            finally:
+                with self._lock:
+                    self._phase_waits.discard(abandon)
 
         threading.Thread(target=run, name=f"fleet-phase-{self.id}-{name}", daemon=True).start()
         return future
+
+    def _give_up_phase_waits(self, why: str) -> None:
+        """Gives up the :meth:`start_phase` waits still running: their futures raise
+        Cancelled saying ``why``."""
+        with self._lock:
+            waits = list(self._phase_waits)
+        for abandon in waits:
+            abandon.give_up(why)
 
     def _activate(self, name: str) -> "tuple[float, topology_pb2.ActivatePhaseResponse]":
         """Calls ActivatePhase; returns when it was called and fleetd's answer."""
@@ -428,12 +504,16 @@ class Topology:
 
     def _phase_ready(self, name: str, start: float,
                      response: topology_pb2.ActivatePhaseResponse,
-                     timeout: Optional[float]) -> PhaseSwitch:
-        """Waits until READY in phase ``name`` after ActivatePhase answered ``response``."""
+                     timeout: Optional[float], *,
+                     abandon: Optional[_Abandonable] = None) -> PhaseSwitch:
+        """Waits until READY in phase ``name`` after ActivatePhase answered ``response``;
+        another phase becoming active ends the wait (:func:`fleet.core.check_phase`)."""
         done = core.ready_in_phase(name)
         a = response.allocation
         if not done(a):
-            a = self._watch(done, timeout, f"READY in phase {name}")
+            since = response.allocation if response.HasField("allocation") else None
+            a = self._watch(done, timeout, f"READY in phase {name}",
+                            check=core.phase_check(name, since), abandon=abandon)
         return core.phase_switch(name, time.monotonic() - start, response, a)
 
     # --- rank order ---
@@ -540,11 +620,24 @@ class Topology:
         return a
 
     def _watch(self, done: core.Predicate, timeout: Optional[float], goal: str, *,
-               raise_on_degraded: bool = False,
-               stop_at_end: bool = True) -> topology_pb2.Allocation:
-        stream = self.client.stub.WatchAllocation(
-            topology_pb2.WatchAllocationRequest(id=self.id), timeout=timeout,
-            metadata=self.client.metadata(self.tenant))
+               raise_on_degraded: bool = False, stop_at_end: bool = True,
+               check: Optional[Callable[[topology_pb2.Allocation], None]] = None,
+               abandon: Optional[_Abandonable] = None) -> topology_pb2.Allocation:
+        """Watches the allocation until ``done``; raises as :func:`fleet.core.check_progress`
+        and ``check`` say (unless not ``stop_at_end``), or Cancelled once ``abandon`` is
+        given up."""
+        if abandon is not None and abandon.why is not None:
+            raise core.abandoned(self.id, goal, abandon.why)
+        try:
+            stream = self.client.stub.WatchAllocation(
+                topology_pb2.WatchAllocationRequest(id=self.id), timeout=timeout,
+                metadata=self.client.metadata(self.tenant))
+        except ValueError:  # The channel closed after the wait was given up.
+            if abandon is not None and abandon.why is not None:
+                raise core.abandoned(self.id, goal, abandon.why) from None
+            raise
+        if abandon is not None:
+            abandon.attach(stream)
         last: Optional[topology_pb2.Allocation] = None
         try:
             for message in stream:
@@ -555,7 +648,11 @@ class Topology:
                     return a
                 if stop_at_end:
                     core.check_progress(a, raise_on_degraded=raise_on_degraded)
+                    if check is not None:
+                        check(a)
         except grpc.RpcError as e:
+            if abandon is not None and abandon.why is not None:
+                raise core.abandoned(self.id, goal, abandon.why) from None
             raise core.wait_error(self.id, e, goal, timeout, last) from None
         finally:
             stream.cancel()
@@ -717,6 +814,15 @@ class Topology:
                 if not self._stop.is_set():
                     log.warning("allocation %s: lease renewal stopped: %s", self.id, e)
                 return
+            except ValueError as e:
+                # grpc's "closed channel": the caller closed its own channel under the client
+                # (Client.close() stops the renewals before closing one it opened).
+                if not self._stop.is_set():
+                    self.keepalive_error = errors.Cancelled(
+                        f"allocation {self.id}: lease renewal stopped: its channel is closed "
+                        f"({e})", grpc.StatusCode.CANCELLED)
+                    log.warning("%s", self.keepalive_error.message)
+                return
 
     def stop_keepalive(self) -> None:
         """Stops the background renewals (the lease then runs out unless released first)."""
@@ -729,9 +835,13 @@ class Topology:
     def release(self, timeout: Optional[Seconds] = 60.0) -> topology_pb2.Allocation:
         """Stops the renewals and releases the allocation: its circuits come off the switch.
         Returns it RELEASED. Releasing again does nothing. Stops following it
-        (:meth:`on_member_replaced`) too."""
+        (:meth:`on_member_replaced`) too, and gives up the :meth:`start_phase` waits still
+        running (their futures raise :class:`fleet.Cancelled`)."""
+        self._give_up_phase_waits(core.RELEASED_WHY)
         self.stop_keepalive()
         self.stop_following()
+        with self.client._followed_lock:
+            self.client._topologies.discard(self)
         if self._released:
             return self.allocation
         a = self.client.release(self.id, tenant=self.tenant)

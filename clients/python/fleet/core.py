@@ -297,6 +297,33 @@ def check_progress(a: topology_pb2.Allocation, *, raise_on_degraded: bool = Fals
         raise errors.Degraded(f"allocation {a.id} DEGRADED: {a.reason}", a)
 
 
+def check_phase(name: str, a: topology_pb2.Allocation,
+                since: Optional[topology_pb2.Allocation] = None) -> None:
+    """Raises when a wait for READY in phase ``name`` (:func:`ready_in_phase`) can no longer
+    end so because ``a`` has another phase active: PhaseSuperseded when another switch took
+    over (READY, PROGRAMMING, … in the other phase), Degraded when the allocation is DEGRADED
+    in another phase (fleetd rolled a failed switch back to the phase before, or the switch
+    that took over did not train; ``reason`` says which). ``since`` is the allocation
+    ActivatePhase answered with: an update older than it was seen before the switch and is
+    not taken for another one. FAILED and released allocations are left to
+    :func:`check_progress`."""
+    if (a.active_phase == name or a.state in ENDED
+            or a.state == topology_pb2.ALLOCATION_STATE_RELEASING):
+        return
+    if since is not None and not newer(a, since):
+        return
+    if a.state == topology_pb2.ALLOCATION_STATE_DEGRADED:
+        raise errors.Degraded(f"allocation {a.id} DEGRADED in phase {a.active_phase}, not "
+                              f"{name}: {a.reason or 'no reason given'}", a)
+    raise errors.PhaseSuperseded(name, a)
+
+
+def phase_check(name: str, since: Optional[topology_pb2.Allocation] = None
+                ) -> Callable[[topology_pb2.Allocation], None]:
+    """:func:`check_phase` for ``name`` and ``since``, as a wait's extra check."""
+    return lambda a: check_phase(name, a, since)
+
+
 def wait_error(allocation_id: str, error: grpc.RpcError, goal: str, timeout: Optional[float],
                last: Optional[topology_pb2.Allocation]) -> errors.FleetError:
     """The error a wait for ``goal`` ends with when its watch fails with ``error``: at the
@@ -319,6 +346,18 @@ def watch_ended(allocation_id: str, goal: str) -> errors.FleetError:
     """The error of a watch fleetd ended before the wait was over."""
     return errors.Unavailable(f"fleetd ended the watch of allocation {allocation_id} before it "
                               f"was {goal}", grpc.StatusCode.UNAVAILABLE)
+
+
+def abandoned(allocation_id: str, goal: str, why: str) -> errors.Cancelled:
+    """The error of a wait for ``goal`` the client gave up for ``why`` (the topology
+    released, the client closed, the wait's own stream cancelled): not the caller's own
+    cancellation, so not one the caller would take for it."""
+    return errors.Cancelled(f"allocation {allocation_id}: the wait for {goal} was given up: "
+                            f"{why}", grpc.StatusCode.CANCELLED)
+
+
+RELEASED_WHY = "the topology was released"
+CLOSED_WHY = "the client was closed"
 
 
 # --- the allocation as last seen ---

@@ -40,6 +40,10 @@ class FleetError(Exception):
 
 
 class Cancelled(FleetError):
+    """A call or a wait that was cancelled, or given up by the client itself: a
+    ``start_phase`` wait abandoned by ``release()`` or ``Client.close()``, for instance
+    (the message says which)."""
+
     code = grpc.StatusCode.CANCELLED
 
 
@@ -164,3 +168,24 @@ class Degraded(AllocationError):
 
 class Released(AllocationError):
     """The allocation was released (by the job, an operator, or its lease running out)."""
+
+
+class PhaseSuperseded(AllocationError):
+    """A wait for READY in a phase that is no longer the active one: another phase was
+    activated (by this job or another caller) before it was READY, so it cannot end READY in
+    the phase asked for. The switch to :attr:`active_phase` is fleetd's to finish.
+
+    Attributes:
+        phase: the phase the wait was for.
+        active_phase: the phase active now.
+    """
+
+    def __init__(self, phase: str, allocation: topology_pb2.Allocation) -> None:
+        state = {v: k for k, v in topology_pb2.AllocationState.items()}.get(
+            allocation.state, str(allocation.state))
+        active = allocation.active_phase or "''"
+        super().__init__(
+            f"allocation {allocation.id}: the switch to phase {phase} was superseded: phase "
+            f"{active} is active now ({state.removeprefix('ALLOCATION_STATE_')})", allocation)
+        self.phase = phase
+        self.active_phase = allocation.active_phase
