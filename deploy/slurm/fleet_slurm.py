@@ -22,6 +22,7 @@ fleet-slurm.yaml is the annotated example). See deploy/slurm/README.md.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -31,6 +32,7 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 STARTED = time.monotonic()  # The prolog's log reports its whole time, Python's start included.
+STARTED_WALL = time.time()  # A marker the epilog left before this is of an earlier run.
 DEFAULT_CONFIG = "/etc/fleet/slurm.yaml"
 COMMENT_READY = "fleet: ready"
 COMMENT_PREFIX = "fleet:"
@@ -38,6 +40,17 @@ COMMENT_PREFIX = "fleet:"
 # devices and hosts, ids, counts, comma lists. Anything else is not passed on.
 SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.:,/@+-]*$")
 SAFE_NAME = re.compile(r"^FLEET_[A-Z0-9_]+$")
+# Control characters (C0, DEL, C1): never written to a file, a log line or AdminComment.
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Job states in which the job may still use an allocation its prolog obtained.
+ALIVE_STATES = {"CONFIGURING", "RUNNING", "SUSPENDED", "RESIZING"}
+# The epilog: how long it waits for a prolog still running to let go of the job's lock, how
+# long it keeps looking for an allocation a killed prolog's request may still create, and
+# how long it spends at most on the whole.
+EPILOG_LOCK_WAIT = 10.0
+EPILOG_LOOKUP_WINDOW = 5.0
+EPILOG_DEADLINE = 300.0
+RELEASE_BACKOFF_CAP = 30.0
 RANK_ORDERS = {
     "RANK_ORDER_RING": "ring", "RANK_ORDER_CHAIN": "chain", "RANK_ORDER_TORUS": "torus",
     "RANK_ORDER_MEMBERS": "members",
@@ -46,6 +59,15 @@ RANK_ORDERS = {
 
 class Refusal(Exception):
     """Why a job must not start; the message goes to AdminComment as it is."""
+
+
+def printable(text: str, limit: int = 512) -> str:
+    """Text from outside (a file name, an error) made safe to log, write or show: bytes that
+    are not UTF-8 as \\x escapes, control characters (newlines included) as '?', at most
+    `limit` characters."""
+    text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    text = CONTROL.sub("?", text)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 # ---------------------------------------------------------------------------------------
@@ -73,7 +95,7 @@ def parse_duration(value: Any, field: str) -> float:
 class Config:
     KEYS = {"fleetctl", "fleetctl_config", "context", "slurm_conf", "scontrol", "tenant",
             "account_tenants", "allow_spec_tenant", "node_map", "node_map_file",
-            "ready_timeout", "lease_slack", "unlimited_lease", "max_lease", "state_dir",
+            "ready_timeout", "lease_slack", "max_lease", "state_dir",
             "log_file",
             "release_attempts", "release_backoff"}
 
@@ -88,13 +110,15 @@ class Config:
         self.context = data.get("context")
         self.slurm_conf = data.get("slurm_conf")
         self.scontrol = str(data.get("scontrol", "scontrol"))
+        # squeue: next to the configured scontrol when that is a path.
+        self.squeue: Optional[str] = None
+        if os.sep in self.scontrol:
+            self.squeue = os.path.join(os.path.dirname(self.scontrol), "squeue")
         self.tenant = data.get("tenant")
         self.account_tenants = data.get("account_tenants") or {}
         self.allow_spec_tenant = bool(data.get("allow_spec_tenant", False))
         self.ready_timeout = parse_duration(data.get("ready_timeout", "5m"), "ready_timeout")
         self.lease_slack = parse_duration(data.get("lease_slack", "10m"), "lease_slack")
-        self.unlimited_lease = parse_duration(data.get("unlimited_lease", "24h"),
-                                              "unlimited_lease")
         self.max_lease = parse_duration(data.get("max_lease", "168h"), "max_lease")
         self.state_dir = str(data.get("state_dir", "/var/lib/fleet-slurm"))
         self.log_file = data.get("log_file", "/var/log/fleet-slurm.log")
@@ -165,20 +189,26 @@ def load_config() -> Config:
 
 
 class Log:
-    """Lines with a timestamp and the job to the configured file, and to stderr."""
+    """Lines with a timestamp and the job to the configured file, and to stderr. Logging
+    never fails the hook: whatever the message holds is escaped, and a log that cannot be
+    written is skipped."""
 
     def __init__(self, hook: str, job: str, path: Optional[str]) -> None:
         self.prefix = f"{hook} job {job}"
         self.path = path
 
     def __call__(self, message: str) -> None:
-        line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {self.prefix}: {message}"
-        print(line, file=sys.stderr, flush=True)
+        line = printable(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {self.prefix}: {message}",
+                         8192)
+        try:
+            print(line, file=sys.stderr, flush=True)
+        except Exception:  # noqa: BLE001 (a closed or odd stderr)
+            pass
         if self.path:
             try:
-                with open(self.path, "a") as f:
+                with open(str(self.path), "a", encoding="utf-8", errors="backslashreplace") as f:
                     f.write(line + "\n")
-            except OSError:
+            except Exception:  # noqa: BLE001
                 pass
 
 
@@ -194,23 +224,35 @@ def scontrol(config: Config, *args: str, timeout: float = 30) -> str:
     return run.stdout
 
 
-def job_fields(config: Config, job: str) -> Dict[str, str]:
-    """`scontrol show job` as NAME=VALUE; AdminComment and Comment up to the end of their
-    line, since they may hold spaces."""
-    text = scontrol(config, "show", "job", job)
-    fields: Dict[str, str] = {}
-    for line in text.splitlines():
-        stripped = line.strip()
-        for whole in ("AdminComment=", "Comment=", "Command=", "WorkDir="):
-            if stripped.startswith(whole):
-                fields[whole[:-1]] = stripped[len(whole):]
-                break
-        else:
-            for token in stripped.split():
-                if "=" in token:
-                    name, value = token.split("=", 1)
-                    fields.setdefault(name, value)
-    return fields
+def job_info(config: Config, job: str) -> Optional[Dict[str, str]]:
+    """The job's state, time limit and submit time from squeue, one field each, between
+    separators no field can hold; None when Slurm no longer knows the job. Not `scontrol show
+    job`, whose NAME=VALUE text the job's name (-J) can forge."""
+    run = subprocess.run(["squeue", "-h", "-t", "all", "-j", job, "-o", "%T|%l|%V"]
+                         if config.squeue is None else
+                         [config.squeue, "-h", "-t", "all", "-j", job, "-o", "%T|%l|%V"],
+                         capture_output=True, text=True, timeout=30, env=config.env())
+    lines = [l for l in run.stdout.splitlines() if l.strip()]
+    if run.returncode != 0 or not lines:
+        if "Invalid job id" in run.stderr or (run.returncode == 0 and not lines):
+            return None
+        raise RuntimeError(f"squeue -j {job}: {(run.stderr or run.stdout).strip()}")
+    fields = lines[0].strip().split("|")
+    if len(fields) != 3:
+        raise RuntimeError(f"squeue -j {job}: unexpected line {lines[0]!r}")
+    return {"state": fields[0], "time_limit": fields[1], "submit": fields[2]}
+
+
+def prolog_timeout(config: Config) -> Optional[float]:
+    """slurm.conf's PrologEpilogTimeout in seconds (it also bounds PrologSlurmctld); None
+    when unset."""
+    for line in scontrol(config, "show", "config").splitlines():
+        name, _, value = line.partition("=")
+        if name.strip() == "PrologEpilogTimeout":
+            value = value.strip().split()[0] if value.strip() else ""
+            if value.isdigit() and 0 < int(value) < 65534:  # 65534: Slurm's "not set".
+                return float(value)
+    return None
 
 
 def time_limit_seconds(text: str) -> Optional[float]:
@@ -229,9 +271,24 @@ def set_admin_comment(config: Config, job: str, comment: str, log: Log) -> bool:
         try:
             scontrol(config, "update", f"JobId={job}", f"AdminComment={comment}")
             return True
-        except (RuntimeError, subprocess.TimeoutExpired) as e:
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
             log(f"setting AdminComment failed (attempt {attempt + 1}): {e}")
             time.sleep(0.2 * (attempt + 1))
+    return False
+
+
+def hold(config: Config, job: str, log: Log) -> bool:
+    """Holds the job (Priority=0), retrying: a failed PrologSlurmctld requeues the job, and
+    without the hold Slurm would run the prolog again and again."""
+    for attempt in range(4):
+        try:
+            scontrol(config, "hold", job)
+            return True
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+            log(f"holding the job failed (attempt {attempt + 1} of 4): {e}")
+            time.sleep(0.5 * (attempt + 1))
+    log(f"HOLD FAILED: job {job} is requeued without a hold, and its prolog will run again "
+        f"(scontrol hold {job} stops that)")
     return False
 
 
@@ -243,6 +300,28 @@ def expand_nodes(config: Config, nodelist: str) -> List[str]:
 
 # ---------------------------------------------------------------------------------------
 # The spec
+
+
+def load_spec(text: str, source: str) -> Any:
+    """The spec's one YAML document. Anchors and aliases are refused: PyYAML shares an
+    aliased node, but filling the spec in and writing it out copy it, so a few hundred bytes
+    of nested aliases (a "billion laughs") would take the controller's memory."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        def compose_node(self, parent, index):  # type: ignore[override]
+            event = self.peek_event()
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+                mark = event.start_mark
+                raise Refusal(f"{source}: line {mark.line + 1}: YAML anchors and aliases "
+                              "(&name, *name) are not allowed in a --fleet spec; write the "
+                              "value out")
+            return super().compose_node(parent, index)
+
+    try:
+        return yaml.load(text, Loader=Loader)  # noqa: S506 (a SafeLoader)
+    except yaml.YAMLError as e:
+        raise Refusal(f"{source}: not YAML: {' '.join(str(e).split())}") from e
 
 
 def fill_spec(spec: Any, nodes: List[str], hosts: List[str], source: str) -> Any:
@@ -258,6 +337,16 @@ def fill_spec(spec: Any, nodes: List[str], hosts: List[str], source: str) -> Any
                       "(see deploy/examples/)")
     by_node = dict(zip(nodes, hosts))
 
+    def job_host(host: Any, field: str) -> str:
+        """A host the spec names: a Slurm node of the job (as its FLEET host) or the FLEET
+        host of one; anything else is refused."""
+        if str(host) in by_node:
+            return by_node[str(host)]
+        if str(host) in hosts:
+            return str(host)
+        raise Refusal(f"{source}: {field} '{printable(str(host), 64)}' is not one of the "
+                      f"job's nodes ({', '.join(nodes)})")
+
     def walk(node: Any, path: str) -> Any:
         if isinstance(node, list):
             return [walk(item, f"{path}[{i}]") for i, item in enumerate(node)]
@@ -266,6 +355,15 @@ def fill_spec(spec: Any, nodes: List[str], hosts: List[str], source: str) -> Any
         out: Dict[str, Any] = {}
         for key, value in node.items():
             field = f"{path}.{key}" if path else str(key)
+            if key == "count" and isinstance(value, list):
+                entries = []
+                for i, entry in enumerate(value):
+                    if isinstance(entry, dict) and entry.get("host") not in (None, ""):
+                        entry = dict(entry)
+                        entry["host"] = job_host(entry["host"], f"{field}[{i}].host")
+                    entries.append(walk(entry, f"{field}[{i}]"))
+                out[key] = entries
+                continue
             if key == "attach" and isinstance(value, dict):
                 value = dict(value)
                 host = value.get("host")
@@ -274,7 +372,8 @@ def fill_spec(spec: Any, nodes: List[str], hosts: List[str], source: str) -> Any
                 elif str(host) in by_node:
                     value["host"] = by_node[str(host)]
                 elif str(host) not in hosts:
-                    raise Refusal(f"{source}: {field}.host '{host}' is not one of the job's "
+                    raise Refusal(f"{source}: {field}.host '{printable(str(host), 64)}' is "
+                                  f"not one of the job's "
                                   f"nodes ({', '.join(nodes)}); leave it out to attach to "
                                   f"{nodes[0]}")
                 out[key] = walk(value, field)
@@ -347,19 +446,29 @@ def fleetctl(config: Config, *args: str, timeout: float = 60) -> subprocess.Comp
                           timeout=timeout, env=config.env())
 
 
-def live_allocations_named(config: Config, name: str) -> List[str]:
+def job_allocations(config: Config, name: str, key: str) -> List[dict]:
+    """The live allocations of this job: named `name`, with a request_id that is `key` or
+    `key.RESTARTS`. Nothing else is ever released for the job, whatever a file says."""
     run = fleetctl(config, "get", "allocations", "-o", "json")
     if run.returncode != 0:
         raise RuntimeError(f"listing allocations: {fleetctl_error(run)}")
     data = json.loads(run.stdout or "{}")
-    return [a["id"] for a in data.get("allocations", [])
-            if a.get("name") == name
+    return [a for a in data.get("allocations", [])
+            if a.get("name") == name and owned_by(a, key)
             and a.get("state") not in ("ALLOCATION_STATE_RELEASED",
                                        "ALLOCATION_STATE_RELEASING")]
 
 
-def release(config: Config, allocation: str, log: Log) -> bool:
-    """Releases with retries and doubling backoff; True once it is released or gone."""
+def owned_by(allocation: dict, key: str) -> bool:
+    """The request_id is the job's key, or the key of one of its requeued runs (key.rN)."""
+    request_id = str((allocation.get("request") or {}).get("request_id", ""))
+    return re.fullmatch(re.escape(key) + r"(\.r\d+)?", request_id) is not None
+
+
+def release(config: Config, allocation: str, log: Log,
+            deadline: Optional[float] = None) -> bool:
+    """Releases with retries and doubling backoff (at most RELEASE_BACKOFF_CAP apart, and
+    none started after `deadline`, a time.monotonic()); True once it is released or gone."""
     delay = config.release_backoff
     for attempt in range(1, config.release_attempts + 1):
         try:
@@ -376,15 +485,37 @@ def release(config: Config, allocation: str, log: Log) -> bool:
         log(f"release of {allocation} failed (attempt {attempt} of "
             f"{config.release_attempts}): {error}")
         if attempt < config.release_attempts:
+            if deadline is not None and time.monotonic() + delay > deadline:
+                log(f"the epilog's {int(EPILOG_DEADLINE)}s are up: no more attempts")
+                break
             time.sleep(delay)
-            delay *= 2
+            delay = min(delay * 2, RELEASE_BACKOFF_CAP)
     log(f"LEAK WARNING: {allocation} is not released; its lease will release it")
     return False
 
 
-def ranks_of(config: Config, allocation: dict) -> Dict[str, str]:
-    """The FLEET_* variables of the rank order: fleetctl topology ranks, or the member order
-    where this fleetctl has no ranks verb."""
+def foreign_members(config: Config, allocation: dict, rank_hosts: Dict[str, str],
+                    hosts: List[str]) -> List[str]:
+    """Members of the allocation that belong to a host outside the job's nodes, whatever way
+    the spec named them (pooled devices, with no host, are anyone's). The hosts are those of
+    the rank order; a member it does not cover is looked up in the inventory."""
+    members = [str(m) for m in allocation.get("members") or []]
+    host_of = dict(rank_hosts)
+    unknown = [m for m in members if m not in host_of]
+    if unknown:
+        run = fleetctl(config, "get", "devices", "-o", "json")
+        if run.returncode != 0:
+            raise Refusal(f"cannot check the hosts of the allocation's devices "
+                          f"{', '.join(unknown)}: {fleetctl_error(run)}")
+        for d in json.loads(run.stdout or "{}").get("devices", []):
+            host_of.setdefault(str(d.get("id")), str(d.get("host") or ""))
+    return [f"{m} (host {host_of[m]})" for m in members
+            if host_of.get(m) and host_of[m] not in hosts]
+
+
+def ranks_of(config: Config, allocation: dict) -> Tuple[Dict[str, str], Dict[str, str]]:
+    """The FLEET_* variables of the rank order (fleetctl topology ranks, or the member order
+    where this fleetctl has no ranks verb), and each ranked device's host."""
     alloc_id = allocation["id"]
     run = fleetctl(config, "topology", "ranks", alloc_id, "-o", "json")
     if run.returncode == 0:
@@ -398,11 +529,11 @@ def ranks_of(config: Config, allocation: dict) -> Dict[str, str]:
         hosts = [r.get("host", "") for r in ranks]
         if any(hosts):
             env["FLEET_RANK_HOSTS"] = ",".join(h or "-" for h in hosts)
-        return env
+        return env, {str(r.get("device", "")): str(r.get("host") or "") for r in ranks}
     if run.returncode == 2:  # This fleetctl has no `topology ranks`.
         members = allocation.get("members", [])
         return {"FLEET_RANKS": ",".join(members), "FLEET_RANK_ORDER": "members",
-                "FLEET_WORLD_SIZE": str(len(members))}
+                "FLEET_WORLD_SIZE": str(len(members))}, {}
     raise Refusal(f"fleetd refused the rank order of {alloc_id}: {fleetctl_error(run)}")
 
 
@@ -410,79 +541,204 @@ def ranks_of(config: Config, allocation: dict) -> Dict[str, str]:
 # The hooks
 
 
+class JobGone(Exception):
+    """The job ended (cancelled, say) while its prolog ran: nothing to hold, nothing to keep."""
+
+
+def job_key(job: str, info: Dict[str, str]) -> str:
+    """The job's request_id: its id, the cluster's name and its submit time, so that a job id
+    Slurm hands out again (a new StateSaveLocation, another cluster on the same fleetd) is
+    another request, not a retry of an old one."""
+    cluster = re.sub(r"[^A-Za-z0-9_-]", "", os.environ.get("SLURM_CLUSTER_NAME", ""))[:64]
+    submit = re.sub(r"[^0-9T]", "", info.get("submit", ""))[:32]
+    return ".".join(p for p in (f"slurm-job-{job}", cluster, submit) if p)
+
+
+def slurm_duration(seconds: float) -> str:
+    """D-HH:MM:SS, as --time takes it."""
+    seconds = max(0, int(seconds))
+    days, rest = divmod(seconds, 86400)
+    return f"{days}-{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+
+
+class JobFiles:
+    """The job's files in state_dir: the request as sent (job-ID.yaml), what the prolog
+    ended with (job-ID.json), the epilog's "the job ended" marker (job-ID.ended) and the lock
+    the prolog holds while it runs (job-ID.lock)."""
+
+    def __init__(self, config: Config, job: str) -> None:
+        os.makedirs(config.state_dir, exist_ok=True)
+        base = os.path.join(config.state_dir, f"job-{job}")
+        self.spec, self.record = base + ".yaml", base + ".json"
+        self.marker, self.lock_path = base + ".ended", base + ".lock"
+        self.lock_fd: Optional[int] = None
+
+    def lock(self, wait: float) -> bool:
+        """Takes the job's lock (not inherited by the commands the hook runs, so a killed
+        hook's lock goes with it), waiting at most `wait` seconds."""
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o640)
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self.lock_fd = fd
+                return True
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    return False
+                time.sleep(0.05)
+
+    def write_record(self, data: Dict[str, Any]) -> None:
+        with open(self.record + ".tmp", "w") as f:
+            json.dump(data, f)
+        os.replace(self.record + ".tmp", self.record)
+
+    def read_record(self) -> Optional[Dict[str, Any]]:
+        try:
+            with open(self.record) as f:
+                data = json.load(f)
+            return data if isinstance(data, dict) else None
+        except (OSError, ValueError):
+            return None
+
+    def ended_since(self, since: float) -> bool:
+        try:
+            return os.stat(self.marker).st_mtime >= since
+        except OSError:
+            return False
+
+    def remove(self) -> None:
+        for path in (self.spec, self.record, self.marker, self.lock_path):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+
+def job_ended(config: Config, job: str, files: JobFiles) -> Optional[str]:
+    """Why the job will not run, if it ended while the prolog waited; None if it may."""
+    if files.ended_since(STARTED_WALL):
+        return "the job ended while its prolog ran (its epilog has run)"
+    try:
+        info = job_info(config, job)
+    except (RuntimeError, OSError, subprocess.TimeoutExpired):
+        return None  # Unknown: should it have ended, its epilog releases what is recorded.
+    if info is None:
+        return "Slurm no longer knows the job"
+    if info["state"] not in ALIVE_STATES:
+        return f"the job is {info['state']} (it ended while its prolog ran)"
+    return None
+
+
 def prolog() -> int:
     text = os.environ.get("SPANK_FLEET_SPEC")
     if text is None:
         return 0  # Not a --fleet job: nothing to do, and quickly.
     job = os.environ.get("SLURM_JOB_ID", "?")
-    source = os.environ.get("SPANK_FLEET_SPEC_FILE") or "--fleet spec"
+    # The environment of a --fleet job is the submitter's to set (libslurm takes any
+    # spank_job_env): the path is shown, escaped, never written raw.
+    source = printable(os.environ.get("SPANK_FLEET_SPEC_FILE") or "--fleet spec", 256)
     log = Log("prolog", job, None)
     config: Optional[Config] = None
+    files: Optional[JobFiles] = None
     try:
         config = load_config()
         log = Log("prolog", job, config.log_file)
-        return run_prolog(config, job, text, source, log)
+        if not job.isdigit():
+            raise Refusal(f"SLURM_JOB_ID '{printable(job, 32)}' is not a job id")
+        files = JobFiles(config, job)
+        if not files.lock(60):
+            raise Refusal(f"another FLEET hook of job {job} holds {files.lock_path} "
+                          "after 60s")
+        return run_prolog(config, job, text, source, log, files)
+    except JobGone as e:
+        log(f"job not started: {e}; what it had is released")
+        if files is not None:
+            files.remove()  # Its epilog has run: nobody else will.
+        return 1
     except Refusal as e:
         reason = str(e)
-    except Exception as e:  # A bug or a broken site must still hold the job, saying why.
+    except Exception as e:  # noqa: BLE001 (a bug or a broken site must still hold the job)
         reason = f"prolog error: {type(e).__name__}: {e}"
     log(f"job not started: {reason}")
-    if config is not None:
-        comment = f"{COMMENT_PREFIX} not started: {reason}"
-        set_admin_comment(config, job, " ".join(comment.split())[:1000], log)
+    if config is None:
+        # No config: plain scontrol still holds the job, so that it is not requeued and run
+        # again and again, and says why.
+        config = Config("(built-in defaults)", {})
+    if files is not None:
         try:
-            # Held, so that the requeue slurmctld makes of a failed PrologSlurmctld does not
-            # run this again and again; `scontrol release` retries once the cause is fixed.
-            scontrol(config, "hold", job)
-        except (RuntimeError, subprocess.TimeoutExpired) as e:
-            log(f"holding the job failed: {e}")
+            files.write_record({"outcome": "not started", "reason": printable(reason)})
+        except OSError:
+            pass
+    comment = printable(" ".join(f"{COMMENT_PREFIX} not started: {reason}".split()), 1000)
+    set_admin_comment(config, job, comment, log)
+    # Held, so that the requeue slurmctld makes of a failed PrologSlurmctld does not run this
+    # again and again; `scontrol release` retries once the cause is fixed.
+    hold(config, job, log)
     return 1
 
 
-def run_prolog(config: Config, job: str, text: str, source: str, log: Log) -> int:
+def run_prolog(config: Config, job: str, text: str, source: str, log: Log,
+               files: JobFiles) -> int:
     import yaml
-    try:
-        spec = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise Refusal(f"{source}: not YAML: {' '.join(str(e).split())}") from e
+    spec = load_spec(text, source)
     nodes = expand_nodes(config, os.environ.get("SLURM_JOB_NODELIST", ""))
     if not nodes:
         raise Refusal("the job has no nodes (SLURM_JOB_NODELIST is empty)")
     hosts = [config.node_map.get(n, n) for n in nodes]
-    fields = job_fields(config, job)
+    info = job_info(config, job)
+    if info is None:
+        raise JobGone("Slurm no longer knows the job")
     account = os.environ.get("SLURM_JOB_ACCOUNT", "")
     if account == "(null)":
         account = ""
     tenant = tenant_for(config, spec if isinstance(spec, dict) else {}, account, source)
     filled = fill_spec(spec, nodes, hosts, source)
-    restarts = os.environ.get("SLURM_JOB_RESTART_COUNT") or fields.get("Restarts", "0")
+    restarts = os.environ.get("SLURM_JOB_RESTART_COUNT", "0")
+    restarts = restarts if restarts.isdigit() else "0"
     name = f"slurm-job-{job}"
+    key = job_key(job, info)
     # A requeued job is a new request: the first one's key names its released allocation.
-    request_id = name if restarts in ("", "0") else f"{name}.{restarts}"
-    limit = time_limit_seconds(fields.get("TimeLimit", ""))
-    # Slurm's backfill shows an unlimited job it started as 365 days.
+    request_id = key if restarts == "0" else f"{key}.r{restarts}"
+    # The lease must end: a job without a time limit, or with one beyond the longest lease,
+    # would outlive it (or hold the devices for ever). Slurm's backfill shows an unlimited
+    # job it started as 365 days.
+    limit = time_limit_seconds(info["time_limit"])
     if limit is not None and limit >= 365 * 86400:
         limit = None
-    lease = (limit + config.lease_slack) if limit is not None else config.unlimited_lease
-    if lease > config.max_lease:
-        log(f"time limit {fields.get('TimeLimit')} is longer than max_lease "
-            f"{int(config.max_lease)}s: the lease ends first unless renewed "
-            f"(fleetctl topology keepalive)")
-        lease = config.max_lease
+    longest = config.max_lease - config.lease_slack
+    if limit is None:
+        raise Refusal(f"the job has no time limit ({info['time_limit']}); a --fleet job needs "
+                      f"one, since its FLEET lease (time limit plus lease_slack) must end: "
+                      f"give --time of at most {slurm_duration(longest)}")
+    if limit + config.lease_slack > config.max_lease:
+        raise Refusal(f"time limit {info['time_limit']} plus lease_slack "
+                      f"({int(config.lease_slack)}s) is longer than max_lease "
+                      f"({int(config.max_lease)}s), the longest FLEET lease: give --time of "
+                      f"at most {slurm_duration(longest)}")
+    lease = limit + config.lease_slack
+    # Slurm kills a PrologSlurmctld after PrologEpilogTimeout, which would leave the job
+    # requeued without a hold or a reason: wait for READY only as long as fits.
+    timeout = max(1, int(config.ready_timeout))
+    slurm_timeout = prolog_timeout(config)
+    if slurm_timeout is not None and timeout > slurm_timeout - 30:
+        fitted = max(1, int(slurm_timeout) - 30)
+        log(f"ready_timeout {timeout}s does not fit in PrologEpilogTimeout "
+            f"{int(slurm_timeout)}s: waiting {fitted}s for READY")
+        timeout = fitted
     filled.update({"tenant": tenant, "name": name, "request_id": request_id,
                    "lease": f"{int(lease)}s"})
-    os.makedirs(config.state_dir, exist_ok=True)
-    spec_path = os.path.join(config.state_dir, f"job-{job}.yaml")
-    with open(spec_path, "w") as f:
-        f.write(f"# From {source} for Slurm job {job} on {','.join(nodes)}\n")
+    with open(files.spec, "w") as f:
+        f.write(f"# From {json.dumps(source)} for Slurm job {job} on {','.join(nodes)}\n")
         yaml.safe_dump(filled, f, sort_keys=False, default_flow_style=None)
     log(f"requesting {name} (request_id {request_id}, tenant {tenant}, lease {int(lease)}s, "
-        f"nodes {','.join(nodes)} -> hosts {','.join(hosts)}) from {spec_path}")
+        f"nodes {','.join(nodes)} -> hosts {','.join(hosts)}) from {files.spec}")
 
-    timeout = max(1, int(config.ready_timeout))
     try:
-        run = fleetctl(config, "topology", "request", "-f", spec_path, "--wait", "--timeout",
-                       str(timeout), "-o", "json", timeout=timeout + 30)
+        run: Optional[subprocess.CompletedProcess] = fleetctl(
+            config, "topology", "request", "-f", files.spec, "--wait", "--timeout",
+            str(timeout), "-o", "json", timeout=timeout + 30)
     except subprocess.TimeoutExpired:
         run = None
     if run is None or run.returncode != 0:
@@ -492,32 +748,64 @@ def run_prolog(config: Config, job: str, text: str, source: str, log: Log) -> in
         # will not run. Nothing admitted: fleetd refused the request.
         admitted: List[str] = []
         try:
-            admitted = live_allocations_named(config, name)
+            admitted = [a["id"] for a in job_allocations(config, name, key)]
             for leftover in admitted:
                 release(config, leftover, log)
-        except (RuntimeError, ValueError, subprocess.TimeoutExpired) as e:
+        except (RuntimeError, ValueError, OSError, subprocess.TimeoutExpired) as e:
             log(f"looking for a half-made {name} failed: {e}; its lease will release it")
-        if admitted or run is None:
+        gone = job_ended(config, job, files)
+        if gone:
+            raise JobGone(gone)
+        if admitted or run is None or "DEADLINE_EXCEEDED" in why:
             raise Refusal(f"{source}: allocation {','.join(admitted) or name} not READY "
                           f"within {timeout}s (released): {why}")
         raise Refusal(f"fleetd refused {source}: {why}")
-    allocation = json.loads(run.stdout).get("allocation", {})
-    alloc_id = allocation.get("id", "")
-    if not alloc_id:
-        raise Refusal(f"fleetctl printed no allocation id for {source}")
-    with open(os.path.join(config.state_dir, f"job-{job}.json"), "w") as f:
-        json.dump({"allocation": alloc_id, "name": name, "request_id": request_id}, f)
+    alloc_id = ""
     try:
+        allocation = json.loads(run.stdout).get("allocation", {})
+        got = (allocation.get("name"), (allocation.get("request") or {}).get("request_id"),
+               allocation.get("tenant"))
+        if got != (name, request_id, tenant):
+            # Never released here: an allocation that is not this job's is someone else's.
+            raise Refusal(f"fleetd answered {source} with allocation "
+                          f"{printable(str(allocation.get('id')), 64)} (name "
+                          f"{printable(str(got[0]), 64)}, request_id "
+                          f"{printable(str(got[1]), 128)}, tenant {printable(str(got[2]), 64)}), "
+                          f"not this job's {name} ({request_id}, tenant {tenant})")
+        alloc_id = str(allocation.get("id") or "")
+        if not alloc_id:
+            raise Refusal(f"fleetctl printed no allocation id for {source}")
+        # Recorded before anything else can fail: the epilog releases what is recorded.
+        files.write_record({"outcome": "ready", "allocation": alloc_id, "name": name,
+                            "request_id": request_id, "key": key})
         env = {"FLEET_ALLOCATION": alloc_id, "FLEET_TENANT": tenant}
-        env.update(ranks_of(config, allocation))
+        rank_env, rank_hosts = ranks_of(config, allocation)
+        env.update(rank_env)
+        foreign = foreign_members(config, allocation, rank_hosts, hosts)
+        if foreign:
+            raise Refusal(f"{source}: the allocation took devices of hosts that are not the "
+                          f"job's ({', '.join(hosts)}): {', '.join(foreign)}; name only "
+                          f"devices of the job's nodes, or pooled ones")
         bad = {k: v for k, v in env.items() if not SAFE_VALUE.match(v)}
         if bad:
             raise Refusal(f"fleetd's names cannot be passed as environment: {bad}")
+        # A job cancelled while the prolog waited gets its epilog at once; the epilog may
+        # have looked for the allocation before fleetd admitted it.
+        gone = job_ended(config, job, files)
+        if gone:
+            raise JobGone(gone)
         comment = " ".join([COMMENT_READY] + [f"{k}={v}" for k, v in env.items()])
         if not set_admin_comment(config, job, comment, log):
             raise Refusal("could not store the allocation in the job's AdminComment")
     except BaseException:
-        release(config, alloc_id, log)
+        if alloc_id:
+            release(config, alloc_id, log)
+        else:
+            try:
+                for leftover in job_allocations(config, name, request_id):
+                    release(config, leftover["id"], log)
+            except (RuntimeError, ValueError, OSError, subprocess.TimeoutExpired) as e:
+                log(f"looking for {name} to release failed: {e}; its lease will release it")
         raise
     log(f"{alloc_id} ready in {time.monotonic() - STARTED:.2f}s: {comment}")
     return 0
@@ -525,35 +813,62 @@ def run_prolog(config: Config, job: str, text: str, source: str, log: Log) -> in
 
 def epilog() -> int:
     job = os.environ.get("SLURM_JOB_ID", "?")
+    deadline = time.monotonic() + EPILOG_DEADLINE
     log = Log("epilog", job, None)
     try:
         config = load_config()
-    except Refusal as e:
+    except Exception as e:  # noqa: BLE001
         log(f"cannot release: {e}")
         return 1
     log = Log("epilog", job, config.log_file)
-    state = os.path.join(config.state_dir, f"job-{job}.json")
-    ids: List[str] = []
-    try:
-        with open(state) as f:
-            ids.append(json.load(f)["allocation"])
-    except (OSError, ValueError, KeyError):
-        pass
-    # Also by name: a prolog killed between admission and writing its state leaves only that.
-    if os.environ.get("SPANK_FLEET_SPEC") is not None or ids:
-        try:
-            ids += [a for a in live_allocations_named(config, f"slurm-job-{job}")
-                    if a not in ids]
-        except (RuntimeError, ValueError, OSError, subprocess.TimeoutExpired) as e:
-            log(f"listing allocations named slurm-job-{job} failed: {e}")
-    if not ids:
+    if not job.isdigit():
         return 0
-    ok = all([release(config, a, log) for a in ids])
-    if ok:
-        try:
-            os.unlink(state)
-        except OSError:
+    try:
+        files = JobFiles(config, job)
+        record = files.read_record()
+        if os.environ.get("SPANK_FLEET_SPEC") is None and record is None:
+            return 0  # Not a --fleet job.
+        # Tells a prolog still running that the job is over: it releases what it gets.
+        with open(files.marker, "w"):
             pass
+        locked = files.lock(EPILOG_LOCK_WAIT)
+    except OSError as e:
+        log(f"state_dir {config.state_dir}: {e}")
+        files, record, locked = None, None, False
+    if not locked:
+        log("the prolog still runs: it releases what it gets once it sees the job ended")
+    name = f"slurm-job-{job}"
+    key = (record or {}).get("key")
+    try:
+        info = job_info(config, job)
+        if info is not None:
+            key = job_key(job, info)
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+        log(f"reading the job from Slurm failed: {e}")
+    ids: List[str] = []
+    if key:
+        # A prolog that did not finish (killed as the job was cancelled) may have a request
+        # on its way to fleetd: look again for a moment.
+        finished = record is not None
+        until = time.monotonic() + (0 if finished else EPILOG_LOOKUP_WINDOW)
+        while True:
+            try:
+                ids = [a["id"] for a in job_allocations(config, name, str(key))]
+                listed = True
+            except (RuntimeError, ValueError, OSError, subprocess.TimeoutExpired) as e:
+                log(f"listing allocations named {name} failed: {e}")
+                listed = False
+            if ids or time.monotonic() >= until:
+                break
+            time.sleep(0.5)
+        if not listed and record and record.get("allocation"):
+            ids = [str(record["allocation"])]  # Checked by the prolog before it was recorded.
+    else:
+        log(f"cannot tell which allocations named {name} are this job's (no submit time); "
+            "their leases will release them")
+    ok = all([release(config, a, log, deadline) for a in ids])
+    if ok and locked and files is not None:
+        files.remove()
     return 0 if ok else 1
 
 

@@ -13,6 +13,7 @@
 // symbols come from the Slurm program that loads it).
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,8 +29,11 @@ SPANK_PLUGIN(fleet, 1)
 // The default cap on a spec's size. The text travels in every copy of the job record, so a
 // runaway file (a model checkpoint given by mistake) must not get that far.
 #define FLEET_DEFAULT_MAX_SIZE (64 * 1024)
-// Beyond this an environment variable is impractical whatever the plugin is told.
-#define FLEET_HARD_MAX_SIZE (1024 * 1024)
+// The largest max_size= plugstack.conf may give. The text reaches PrologSlurmctld as one
+// environment string, "SPANK_FLEET_SPEC=" + text, and Linux refuses to exec a program with a
+// string over MAX_ARG_STRLEN (32 pages, 128 KiB) with E2BIG: slurmctld could not start the
+// prolog at all. 32 bytes are kept for the name and the NUL.
+#define FLEET_HARD_MAX_SIZE (128 * 1024 - 32)
 
 static size_t max_size = FLEET_DEFAULT_MAX_SIZE;
 static char *spec_text = NULL;  // The file's contents once read; NULL: no --fleet.
@@ -48,16 +52,25 @@ static int CreatesJob(void) {
 // Reads `path` whole into a new NUL-terminated buffer. On failure logs why, naming the file
 // and the rule, and returns NULL.
 static char *ReadSpec(const char *path) {
-  FILE *file = fopen(path, "r");
-  if (file == NULL) {
+  // O_NONBLOCK: opening a FIFO (or a device) must not block sbatch; only regular files pass.
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
     slurm_error("--fleet: cannot open FLEET spec '%s': %s (give a readable YAML request "
                 "file, read when the job is submitted)", path, strerror(errno));
     return NULL;
   }
   struct stat st;
-  if (fstat(fileno(file), &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     slurm_error("--fleet: FLEET spec '%s' is not a regular file", path);
-    fclose(file);
+    close(fd);
+    return NULL;
+  }
+  int flags = fcntl(fd, F_GETFL);
+  if (flags >= 0) (void)fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  FILE *file = fdopen(fd, "r");
+  if (file == NULL) {
+    slurm_error("--fleet: cannot read FLEET spec '%s': %s", path, strerror(errno));
+    close(fd);
     return NULL;
   }
   // Read one byte past the cap so that a file that grew since fstat is caught too.

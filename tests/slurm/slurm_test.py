@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import ctypes
 import json
 import os
 import re
@@ -109,13 +108,12 @@ def free_ports(count: int) -> List[int]:
             s.close()
 
 
-_prctl = ctypes.CDLL(None, use_errno=True).prctl  # Looked up before any fork.
-
-
-def die_with_parent() -> None:
-    """In a started daemon, before exec: SIGKILL when this test dies, even by SIGKILL (ctest's
-    timeout), so that no daemon outlives the run."""
-    _prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+def die_with_parent(argv: List[str]) -> List[str]:
+    """argv run so that it gets SIGKILL when this test dies, even by SIGKILL (ctest's timeout),
+    and no daemon outlives the run: setpriv --pdeathsig (util-linux), not a preexec_fn, which
+    is unsafe once the test has threads."""
+    setpriv = which("setpriv")
+    return [setpriv, "--pdeathsig", "KILL", "--", *argv] if setpriv else argv
 
 
 class Processes:
@@ -129,10 +127,9 @@ class Processes:
     def start(self, argv: List[str], env: Dict[str, str], log: str,
               stdout=None) -> subprocess.Popen:
         with open(log, "ab") as out:
-            proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
+            proc = subprocess.Popen(die_with_parent(argv), env=env, stdin=subprocess.DEVNULL,
                                     stdout=stdout if stdout is not None else out, stderr=out,
-                                    start_new_session=True, preexec_fn=die_with_parent,
-                                    text=stdout is not None)
+                                    start_new_session=True, text=stdout is not None)
         self.procs.append(proc)
         return proc
 
@@ -181,7 +178,8 @@ class Processes:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        eventually(lambda: not self._marked(), 10)
+        if not eventually(lambda: not self._marked(), 10):
+            raise RuntimeError(f"processes of this run outlived it: {self._marked()}")
 
 
 class Site:
@@ -383,7 +381,7 @@ PartitionName=fleet Nodes=server1,node2 Default=YES MaxTime=INFINITE State=UP
         run = subprocess.run([which(argv[0]), *argv[1:]], capture_output=True, text=True,
                              env=self.env, cwd=cwd or self.dir, timeout=timeout)
         if check and run.returncode != 0:
-            raise AssertionError(f"{' '.join(argv)}: {run.stdout}{run.stderr}")
+            raise AssertionError(f"{' '.join(map(str, argv))}: {run.stdout}{run.stderr}")
         return run
 
     def logs(self) -> str:
@@ -400,13 +398,17 @@ PartitionName=fleet Nodes=server1,node2 Default=YES MaxTime=INFINITE State=UP
         if self.stopped:
             return
         self.stopped = True
+        self.cancel_all()
+        self.procs.stop()
+
+    def cancel_all(self) -> None:
+        """Cancels every job of this site that has not ended."""
         try:
             jobs = self.slurm("squeue", "-h", "-o", "%i", check=False, timeout=10).stdout.split()
             if jobs:
                 self.slurm("scancel", *jobs, check=False, timeout=10)
-        except (subprocess.TimeoutExpired, TypeError):
+        except (subprocess.TimeoutExpired, TypeError, AttributeError):
             pass
-        self.procs.stop()
 
     def remove(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -426,10 +428,10 @@ PartitionName=fleet Nodes=server1,node2 Default=YES MaxTime=INFINITE State=UP
             f.write(text)
         return path
 
-    def submit(self, spec: Optional[str], *sbatch_args: str, exit_code: int = 0,
+    def submit(self, spec: Optional[str], *sbatch_args, exit_code: int = 0,
                wait_for_go: bool = True, user: Optional[str] = None) -> str:
         """A batch job that records its FLEET_* environment (and an srun step's), then waits
-        for the test's go file; its id."""
+        for the test's go file (at most WAIT*2 seconds); its id. --time=10 unless given."""
         jobs = os.path.join(self.dir, "jobs")
         lines = ["#!/bin/bash"]
         if spec is not None:
@@ -442,9 +444,13 @@ PartitionName=fleet Nodes=server1,node2 Default=YES MaxTime=INFINITE State=UP
             f"mv {jobs}/$SLURM_JOB_ID.env.tmp {jobs}/$SLURM_JOB_ID.env",
         ]
         if wait_for_go:
-            lines.append(f"while [ ! -e {jobs}/$SLURM_JOB_ID.go ]; do sleep 0.05; done")
+            lines.append(f"end=$((SECONDS + {int(WAIT * 2)}))")
+            lines.append(f"while [ ! -e {jobs}/$SLURM_JOB_ID.go ] && [ $SECONDS -lt $end ]; "
+                         "do sleep 0.05; done")
         lines.append(f"exit {exit_code}")
         script = self.write(f"job-{time.monotonic_ns()}.sh", "\n".join(lines) + "\n")
+        if not any(str(a).startswith(("--time", "-t")) for a in sbatch_args):
+            sbatch_args = ("--time=10", *sbatch_args)
         argv = ["sbatch", "--parsable", *sbatch_args, script]
         if user is not None:
             os.chmod(script, 0o755)
@@ -530,8 +536,7 @@ class SlurmTest(unittest.TestCase):
         self.held: List[str] = []
 
     def tearDown(self) -> None:
-        for job in self.held:
-            self.site.slurm("scancel", job, check=False)
+        self.site.cancel_all()  # Held jobs, and any a failed test left running.
         result = getattr(self._outcome, "result", None)
         if result is not None and any(test is self for test, _ in
                                       result.failures + result.errors):
@@ -568,7 +573,9 @@ class SlurmTest(unittest.TestCase):
         self.assertEqual(len(found), 1, f"no allocation {allocation} named slurm-job-{job}")
         alloc = found[0]
         self.assertEqual(alloc["state"], "ALLOCATION_STATE_READY")
-        self.assertEqual(alloc["request"].get("request_id"), f"slurm-job-{job}")
+        # The job's id, the cluster's name and its submit time.
+        self.assertRegex(alloc["request"].get("request_id", ""),
+                         rf"^slurm-job-{job}\.fleettest\.\d{{8}}T\d{{6}}$")
         ranks = env["FLEET_RANKS"].split(",")
         self.assertEqual(len(ranks), members, env)
         self.assertEqual(env.get("FLEET_WORLD_SIZE"), str(members), env)
@@ -595,10 +602,12 @@ class SlurmTest(unittest.TestCase):
 
     def test_attach_gpus_by_count(self) -> None:
         """attach without host: the job's node (server1) gets two pooled GPUs; lease from the
-        time limit; released when the job completes."""
+        time limit, which a job name posing as fields of `scontrol show job` does not change;
+        released when the job completes, and the job's files in state_dir go with it."""
         spec = self.spec("attach.yaml", "topology:\n  attach:\n    devices:\n      count:\n"
                                         "        - {kind: gpu, count: 2}\n")
-        job = self.site.submit(spec, "--nodelist=server1", "--time=5")
+        job = self.site.submit(spec, "--nodelist=server1", "--time=5",
+                               "--job-name=x TimeLimit=UNLIMITED Restarts=7 SubmitTime=0")
         env = self.wait_env(job)
         running = self.check_running_allocation(job, env, members=3)
         request = running["allocation"]["request"]
@@ -610,6 +619,10 @@ class SlurmTest(unittest.TestCase):
         self.site.go(job)
         self.assertEqual(self.wait_state(job, ("COMPLETED", "FAILED"))["JobState"], "COMPLETED")
         self.check_released(job, env["FLEET_ALLOCATION"], running["pairs"])
+        state = os.path.join(self.site.dir, "fleet-state")
+        self.assertTrue(eventually(lambda: not [f for f in os.listdir(state)
+                                                if f.startswith(f"job-{job}.")]),
+                        f"files of job {job} stayed in {state}: {os.listdir(state)}")
 
     def test_ring_of_gpus_cancelled(self) -> None:
         """A ring of four GPUs for a job on node2 (FLEET host server2 by the node map); it is
@@ -620,7 +633,7 @@ class SlurmTest(unittest.TestCase):
         job = self.site.submit(spec, "--nodelist=node2")
         env = self.wait_env(job)
         running = self.check_running_allocation(job, env, members=4)
-        self.assertIn(env.get("FLEET_RANK_ORDER"), ("ring", "members"), env)
+        self.assertEqual(env.get("FLEET_RANK_ORDER"), "ring", env)
         self.site.slurm("scancel", job)
         self.wait_state(job, ("CANCELLED",))
         self.check_released(job, env["FLEET_ALLOCATION"], running["pairs"])
@@ -642,8 +655,9 @@ class SlurmTest(unittest.TestCase):
         running = self.check_running_allocation(job, env, members=2)
         ranks = env["FLEET_RANKS"].split(",")
         self.assertEqual(sorted(r.split("-")[0] for r in ranks), ["server1", "server2"], env)
-        if "FLEET_RANK_HOSTS" in env:
-            self.assertEqual(sorted(env["FLEET_RANK_HOSTS"].split(",")), ["server1", "server2"])
+        self.assertEqual(sorted(env.get("FLEET_RANK_HOSTS", "").split(",")),
+                         ["server1", "server2"], env)
+        self.assertEqual(env.get("FLEET_RANK_ORDER"), "ring", env)
         self.site.go(job)
         self.assertEqual(self.wait_state(job, ("COMPLETED", "FAILED"))["JobState"], "FAILED")
         self.check_released(job, env["FLEET_ALLOCATION"], running["pairs"])
@@ -719,22 +733,153 @@ class SlurmTest(unittest.TestCase):
         self.assertIn("topology.attach.host 'server3' is not one of the job's nodes (server1)",
                       self.site.job(job)["AdminComment"])
 
+    def wait_held(self, job: str, timeout: float = WAIT) -> Dict[str, str]:
+        fields: Dict[str, str] = {}
+
+        def held() -> bool:
+            nonlocal fields
+            fields = self.site.job(job)
+            return (fields.get("JobState") == "PENDING" and fields.get("Reason") == "JobHeldAdmin"
+                    and "AdminComment" in fields)
+
+        self.assertTrue(eventually(held, timeout), f"job {job} not held: {fields.get('_text')}")
+        return fields
+
+    def test_spec_errors_hold_the_job(self) -> None:
+        """Hosts outside the job's nodes, whichever way the spec names them, and YAML aliases
+        (a few hundred bytes could expand past the controller's memory) hold the job with the
+        rule; what fleetd admitted for a device of another node is released."""
+        bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+            f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, "
+            f"*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n"
+            for i in range(12)) + "topology: {attach: {devices: [gpu1]}}\n"
+        cases = {
+            "count-host.yaml": ("topology:\n  template:\n    kind: ring-unidirectional\n"
+                                "    members:\n      count:\n"
+                                "        - {kind: cpu, count: 1, host: server1}\n"
+                                "        - {kind: cpu, count: 1, host: server2}\n",
+                                "topology.template.members.count[1].host 'server2' is not one "
+                                "of the job's nodes (server1)"),
+            "other-cpu.yaml": ("topology:\n  links:\n    - {a: gpu5, b: server2-cpu0, "
+                               "duplex: true}\n",
+                               "the allocation took devices of hosts that are not the job's "
+                               "(server1): server2-cpu0 (host server2)"),
+            "bomb.yaml": (bomb, "line 1: YAML anchors and aliases (&name, *name) are not "
+                                "allowed in a --fleet spec"),
+        }
+        jobs = {name: self.site.submit(self.spec(name, text), "--nodelist=server1")
+                for name, (text, _) in cases.items()}
+        for name, job in jobs.items():
+            comment = self.wait_held(job)["AdminComment"]
+            self.assertIn(cases[name][1], comment)
+            self.assertEqual(self.site.live(f"slurm-job-{job}"), [])
+        # The link to server2-cpu0 was admitted, then released by the prolog.
+        with open(os.path.join(self.site.dir, "log", "fleet-slurm.log")) as f:
+            self.assertRegex(f.read(), rf"prolog job {jobs['other-cpu.yaml']}: released a-")
+
+    def test_spec_path_cannot_inject_fields(self) -> None:
+        """The spec's path is the submitter's (newlines, bytes that are not UTF-8): written
+        into job-ID.yaml it cannot add keys, such as another job's request_id (fleetd would
+        answer with that job's allocation) or a second document."""
+        first = self.site.submit(self.spec("first.yaml", "topology:\n  attach:\n    devices: "
+                                           "[gpu2]\n"), "--nodelist=server1")
+        first_env = self.wait_env(first)
+        [first_alloc] = self.site.live(f"slurm-job-{first}")
+        key = first_alloc["request"]["request_id"]
+        evil = os.path.join(os.fsencode(os.path.join(self.site.dir, "jobs")),
+                            b"x\ntenant: team-b\nrequest_id: " + key.encode() +
+                            b"\nname: slurm-job-" + first.encode() + b"\n---\n\xff.yaml")
+        with open(evil, "w") as f:
+            f.write("topology:\n  attach:\n    devices: [gpu3]\n")
+        job = self.site.submit(None, "--nodelist=server1", b"--fleet=" + evil)
+        env = self.wait_env(job)
+        self.assertNotEqual(env["FLEET_ALLOCATION"], first_env["FLEET_ALLOCATION"])
+        [alloc] = self.site.live(f"slurm-job-{job}")
+        self.assertEqual(alloc["id"], env["FLEET_ALLOCATION"])
+        self.assertEqual(alloc["tenant"], "team-a")
+        self.assertNotEqual(alloc["request"]["request_id"], key)
+        with open(os.path.join(self.site.dir, "fleet-state", f"job-{job}.yaml")) as f:
+            import yaml
+            [document] = list(yaml.safe_load_all(f))
+        self.assertEqual(document["request_id"], alloc["request"]["request_id"])
+        self.assertEqual(document["name"], f"slurm-job-{job}")
+        self.site.go(job)
+        self.site.go(first)
+        self.wait_state(job, ("COMPLETED",))
+        self.wait_state(first, ("COMPLETED",))
+        self.assertTrue(eventually(lambda: not self.site.live(f"slurm-job-{job}")
+                                   and not self.site.live(f"slurm-job-{first}")))
+
+    def test_cancelled_while_the_prolog_waits(self) -> None:
+        """A job cancelled while its prolog waits for READY (the switch answers slowly) keeps
+        nothing: whether slurmctld kills the prolog before fleetd admitted its request or the
+        prolog sees the job gone after READY, no allocation stays live."""
+        before = self.site.switch_pairs()
+        spec = self.spec("slow-cancel.yaml", "topology:\n  template:\n    kind: "
+                                             "ring-unidirectional\n    members:\n      count:\n"
+                                             "        - {kind: gpu, count: 4}\n")
+        log = os.path.join(self.site.dir, "log", "fleet-slurm.log")
+        self.site.switch_fault({"latency_ms": 400})
+        try:
+            jobs = [self.site.submit(spec, "--nodelist=node2"),
+                    self.site.submit(spec, "--nodelist=server1")]
+
+            def requesting(job: str) -> bool:
+                with open(log) as f:
+                    return f"prolog job {job}: requesting" in f.read()
+
+            # One cancelled as soon as its request leaves, one once fleetd has admitted it.
+            self.assertTrue(eventually(lambda: requesting(jobs[0])))
+            self.site.slurm("scancel", jobs[0])
+            self.assertTrue(eventually(lambda: requesting(jobs[1])
+                                       and bool(self.site.allocations(f"slurm-job-{jobs[1]}"))))
+            self.site.slurm("scancel", jobs[1])
+            for job in jobs:
+                self.wait_state(job, ("CANCELLED",))
+            for job in jobs:
+                self.assertTrue(eventually(lambda: not self.site.live(f"slurm-job-{job}"), 90),
+                                f"job {job}: {self.site.live(f'slurm-job-{job}')} stayed live")
+                self.assertFalse(os.path.exists(os.path.join(self.site.dir, "jobs",
+                                                             f"{job}.started")))
+        finally:
+            self.site.switch_fault(None)
+        self.assertTrue(eventually(lambda: self.site.switch_pairs() <= before),
+                        "cross-connects of a cancelled job stayed on the switch")
+
+    def test_broken_config_holds_the_job(self) -> None:
+        """A config the prolog cannot use still holds the job saying why (plain scontrol),
+        instead of letting Slurm requeue it and run the prolog again and again."""
+        self.site.write_hook_config(bogus_key=1)
+        job = self.site.submit(self.spec("any.yaml", "topology:\n  attach:\n    devices: "
+                                         "[gpu4]\n"), "--nodelist=server1")
+        comment = self.wait_held(job)["AdminComment"]
+        self.assertIn("unknown key(s) bogus_key", comment)
+
     def test_sbatch_refuses_an_unreadable_or_large_spec(self) -> None:
         """The plugin reads the file at submission: a missing or oversized one stops sbatch,
         naming the file and the rule, and nothing is submitted."""
-        before = self.site.slurm("squeue", "-h", "-o", "%i").stdout.split()
+        # A name of their own: whether any job of it exists says whether sbatch submitted one,
+        # whatever other jobs come and go meanwhile.
+        name = f"refused-{time.monotonic_ns()}"
         script = self.site.write("plain.sh", "#!/bin/bash\ntrue\n")
-        missing = self.site.slurm("sbatch", "--fleet=missing.yaml", script, check=False,
-                                  cwd=os.path.join(self.site.dir, "jobs"))
+        missing = self.site.slurm("sbatch", "-J", name, "--time=1", "--fleet=missing.yaml",
+                                  script, check=False, cwd=os.path.join(self.site.dir, "jobs"))
         self.assertNotEqual(missing.returncode, 0)
         self.assertIn("cannot open FLEET spec 'missing.yaml': No such file or directory",
                       missing.stderr)
         self.site.write("huge.yaml", "#" * (64 * 1024 + 1))
-        huge = self.site.slurm("sbatch", "--fleet=huge.yaml", script, check=False,
-                               cwd=os.path.join(self.site.dir, "jobs"))
+        huge = self.site.slurm("sbatch", "-J", name, "--time=1", "--fleet=huge.yaml", script,
+                               check=False, cwd=os.path.join(self.site.dir, "jobs"))
         self.assertNotEqual(huge.returncode, 0)
         self.assertIn("'huge.yaml' is 65537 bytes; it may be at most 65536 bytes", huge.stderr)
-        self.assertEqual(self.site.slurm("squeue", "-h", "-o", "%i").stdout.split(), before)
+        # A FIFO would block a plain open(); the plugin opens without blocking and refuses it.
+        os.mkfifo(os.path.join(self.site.dir, "jobs", "fifo.yaml"))
+        fifo = self.site.slurm("sbatch", "-J", name, "--time=1", "--fleet=fifo.yaml", script,
+                               check=False, cwd=os.path.join(self.site.dir, "jobs"), timeout=20)
+        self.assertNotEqual(fifo.returncode, 0)
+        self.assertIn("FLEET spec 'fifo.yaml' is not a regular file", fifo.stderr)
+        self.assertEqual(self.site.slurm("squeue", "-h", "-t", "all", "-n", name,
+                                         "-o", "%i").stdout.split(), [])
 
     def test_job_of_an_unprivileged_user(self) -> None:
         """The TaskProlog runs as the job's user, who may read the AdminComment of its job."""
@@ -756,7 +901,8 @@ class SlurmTest(unittest.TestCase):
         jobs = os.path.join(self.site.dir, "jobs")
         self.spec("one-gpu.yaml", "topology:\n  attach:\n    devices:\n      count:\n"
                                   "        - {kind: gpu, count: 1}\n")
-        run = self.site.slurm("srun", "--fleet=one-gpu.yaml", "--nodelist=server1", "env",
+        run = self.site.slurm("srun", "--fleet=one-gpu.yaml", "--nodelist=server1", "--time=5",
+                              "env",
                               cwd=jobs)
         env = dict(l.split("=", 1) for l in run.stdout.splitlines() if "=" in l)
         self.assertTrue(env.get("FLEET_ALLOCATION"), run.stdout + run.stderr)
@@ -767,7 +913,8 @@ class SlurmTest(unittest.TestCase):
                                    and not self.site.circuits(env["FLEET_ALLOCATION"])))
         self.spec("too-many.yaml", "topology:\n  attach:\n    devices:\n      count:\n"
                                    "        - {kind: gpu, count: 99}\n")
-        refused = self.site.slurm("salloc", "--fleet=too-many.yaml", "-N1", "true", cwd=jobs,
+        refused = self.site.slurm("salloc", "--fleet=too-many.yaml", "-N1", "--time=5", "true",
+                                  cwd=jobs,
                                   check=False)
         self.assertNotEqual(refused.returncode, 0)
         self.assertIn("PrologSlurmctld failed", refused.stderr)
@@ -799,17 +946,19 @@ class SlurmTest(unittest.TestCase):
         self.assertEqual(alloc["request"]["lease"], f"{2 * 60 + 600}s")  # The backstop.
         self.site.fleet("topology", "release", env["FLEET_ALLOCATION"], "--wait")
 
-    def test_lease_is_capped_at_max_lease(self) -> None:
-        """A 30-day time limit gets fleetd's longest lease, 168h, not a refusal."""
+    def test_lease_must_cover_the_time_limit(self) -> None:
+        """No lease may outlive fleetd's longest (max_lease, 168h) or be left unbounded: a job
+        without a time limit, or with one beyond max_lease less lease_slack, is held saying
+        which --time it may have, instead of losing its fabric mid-run."""
         spec = self.spec("long.yaml", "topology:\n  attach:\n    devices: [gpu8]\n")
-        job = self.site.submit(spec, "--nodelist=server1", "--time=30-00:00:00")
-        env = self.wait_env(job)
-        [alloc] = self.site.live(f"slurm-job-{job}")
-        self.assertEqual(alloc["id"], env["FLEET_ALLOCATION"])
-        self.assertEqual(alloc["request"].get("lease"), f"{168 * 3600}s")
-        self.site.go(job)
-        self.wait_state(job, ("COMPLETED",))
-        self.assertTrue(eventually(lambda: not self.site.live(f"slurm-job-{job}")))
+        long = self.site.submit(spec, "--nodelist=server1", "--time=30-00:00:00")
+        unlimited = self.site.submit(spec, "--nodelist=server1", "--time=UNLIMITED")
+        self.assertIn("time limit 30-00:00:00 plus lease_slack (600s) is longer than max_lease "
+                      "(604800s), the longest FLEET lease: give --time of at most 6-23:50:00",
+                      self.wait_held(long)["AdminComment"])
+        self.assertIn("the job has no time limit (UNLIMITED); a --fleet job needs one",
+                      self.wait_held(unlimited)["AdminComment"])
+        self.assertEqual(self.site.live(f"slurm-job-{long}"), [])
 
     def test_job_without_fleet_is_untouched(self) -> None:
         job = self.site.submit(None, wait_for_go=False)
