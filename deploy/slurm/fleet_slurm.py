@@ -33,6 +33,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 STARTED = time.monotonic()  # The prolog's log reports its whole time, Python's start included.
 STARTED_WALL = time.time()  # A marker the epilog left before this is of an earlier run.
+RUN = f"{os.getpid()}@{STARTED_WALL:.6f}"  # This prolog run, in the record it leaves.
 DEFAULT_CONFIG = "/etc/fleet/slurm.yaml"
 COMMENT_READY = "fleet: ready"
 COMMENT_PREFIX = "fleet:"
@@ -591,7 +592,7 @@ class JobFiles:
 
     def write_record(self, data: Dict[str, Any]) -> None:
         with open(self.record + ".tmp", "w") as f:
-            json.dump(data, f)
+            json.dump({**data, "run": RUN}, f)
         os.replace(self.record + ".tmp", self.record)
 
     def read_record(self) -> Optional[Dict[str, Any]]:
@@ -631,6 +632,63 @@ def job_ended(config: Config, job: str, files: JobFiles) -> Optional[str]:
     return None
 
 
+def start_guard(config: Config, job: str, name: str, key: str, files: JobFiles,
+                lifetime: float, log: Log) -> None:
+    """Starts the prolog's guard: a process of its own session, out of the reach of the
+    SIGKILL slurmscriptd sends the prolog's process group when the job is cancelled (which
+    in Slurm 22.05 can kill the job's EpilogSlurmctld as it starts, too). It waits for the
+    job's lock; if the prolog then left no record of its own, it was killed, perhaps with a
+    request on its way to fleetd: the guard releases the job's allocations unless the job
+    still runs."""
+    try:
+        pid = os.fork()
+    except OSError as e:
+        log(f"cannot start the prolog's guard: {e}")
+        return
+    if pid != 0:
+        os.waitpid(pid, 0)
+        return
+    try:
+        os.setsid()
+        if os.fork() != 0:
+            os._exit(0)
+        # Nothing of the prolog's: not its lock, nor the pipes slurmscriptd reads to EOF.
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
+        os.closerange(3, 1024)
+        guard = Log("prolog-guard", job, config.log_file)
+        if not files.lock(lifetime):
+            guard(f"the prolog still runs after {int(lifetime)}s; giving up")
+            os._exit(0)
+        record = files.read_record() or {}
+        if record.get("run") == RUN:
+            if record.get("outcome") == "gone":
+                files.remove()
+            os._exit(0)
+        until = time.monotonic() + EPILOG_LOOKUP_WINDOW
+        while True:
+            info = job_info(config, job)
+            if info is not None and info["state"] in ALIVE_STATES:
+                guard("the prolog was killed; the job runs: its epilog releases")
+                os._exit(0)
+            ids = [a["id"] for a in job_allocations(config, name, key)]
+            if ids or time.monotonic() >= until:
+                break
+            time.sleep(0.5)
+        if ids:
+            guard(f"the prolog was killed and the job is "
+                  f"{info['state'] if info else 'gone'}: releasing {', '.join(ids)}")
+        if all([release(config, a, guard) for a in ids]):
+            files.remove()
+    except BaseException as e:  # noqa: BLE001
+        try:
+            Log("prolog-guard", job, config.log_file)(f"guard failed: {type(e).__name__}: {e}")
+        except BaseException:  # noqa: BLE001
+            pass
+    os._exit(0)
+
+
 def prolog() -> int:
     text = os.environ.get("SPANK_FLEET_SPEC")
     if text is None:
@@ -655,7 +713,10 @@ def prolog() -> int:
     except JobGone as e:
         log(f"job not started: {e}; what it had is released")
         if files is not None:
-            files.remove()  # Its epilog has run: nobody else will.
+            try:  # Its guard removes the job's files (the epilog may have run already).
+                files.write_record({"outcome": "gone"})
+            except OSError:
+                pass
         return 1
     except Refusal as e:
         reason = str(e)
@@ -732,6 +793,7 @@ def run_prolog(config: Config, job: str, text: str, source: str, log: Log,
     with open(files.spec, "w") as f:
         f.write(f"# From {json.dumps(source)} for Slurm job {job} on {','.join(nodes)}\n")
         yaml.safe_dump(filled, f, sort_keys=False, default_flow_style=None)
+    start_guard(config, job, name, key, files, timeout + 120, log)
     log(f"requesting {name} (request_id {request_id}, tenant {tenant}, lease {int(lease)}s, "
         f"nodes {','.join(nodes)} -> hosts {','.join(hosts)}) from {files.spec}")
 

@@ -825,8 +825,11 @@ class SlurmTest(unittest.TestCase):
                     self.site.submit(spec, "--nodelist=server1")]
 
             def requesting(job: str) -> bool:
-                with open(log) as f:
-                    return f"prolog job {job}: requesting" in f.read()
+                try:
+                    with open(log) as f:
+                        return f"prolog job {job}: requesting" in f.read()
+                except FileNotFoundError:  # No hook has logged yet.
+                    return False
 
             # One cancelled as soon as its request leaves, one once fleetd has admitted it.
             self.assertTrue(eventually(lambda: requesting(jobs[0])))
