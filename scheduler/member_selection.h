@@ -33,9 +33,10 @@ int MemberCount(const v1::MemberSet& members);
 // possible use trunks, and those as short as possible.
 //
 // A counted member is a device of the count's kind (and cluster, when given: the cluster of
-// the switch its fibers reach; and host, when given: a device of that host) that is not drained, not named and not already picked, not a
-// spare (unless `options.spares`), on the switch, with at least `need` free ports. Among
-// those, positions needing more ports pick first, each taking the best candidate by, in order:
+// the switch its fibers reach; and host, when given: a device of that host) that is not drained,
+// not named and not already picked, not a spare (unless `options.spares`), on the switch, with at
+// least `need` free ports. Among those, positions needing more ports pick first, each taking the
+// best candidate by, in order:
 //   1. healthy: none of its ports drained or failed, the device not SUSPECT (a FAILED
 //      device's ports are unusable, so it never fits);
 //   (with `options.spares`, spares before other devices, after health and trunk hops;)

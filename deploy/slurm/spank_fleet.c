@@ -36,7 +36,7 @@ SPANK_PLUGIN(fleet, 1)
 #define FLEET_HARD_MAX_SIZE (128 * 1024 - 32)
 
 static size_t max_size = FLEET_DEFAULT_MAX_SIZE;
-static char *spec_text = NULL;  // The file's contents once read; NULL: no --fleet.
+static char* spec_text = NULL;  // The file's contents once read; NULL: no --fleet.
 static char spec_path[PATH_MAX];
 static int remote_fleet_job = 0;  // In slurmstepd: the job was submitted with --fleet.
 
@@ -51,12 +51,14 @@ static int CreatesJob(void) {
 
 // Reads `path` whole into a new NUL-terminated buffer. On failure logs why, naming the file
 // and the rule, and returns NULL.
-static char *ReadSpec(const char *path) {
+static char* ReadSpec(const char* path) {
   // O_NONBLOCK: opening a FIFO (or a device) must not block sbatch; only regular files pass.
   int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) {
-    slurm_error("--fleet: cannot open FLEET spec '%s': %s (give a readable YAML request "
-                "file, read when the job is submitted)", path, strerror(errno));
+    slurm_error(
+        "--fleet: cannot open FLEET spec '%s': %s (give a readable YAML request "
+        "file, read when the job is submitted)",
+        path, strerror(errno));
     return NULL;
   }
   struct stat st;
@@ -67,14 +69,14 @@ static char *ReadSpec(const char *path) {
   }
   int flags = fcntl(fd, F_GETFL);
   if (flags >= 0) (void)fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
-  FILE *file = fdopen(fd, "r");
+  FILE* file = fdopen(fd, "r");
   if (file == NULL) {
     slurm_error("--fleet: cannot read FLEET spec '%s': %s", path, strerror(errno));
     close(fd);
     return NULL;
   }
   // Read one byte past the cap so that a file that grew since fstat is caught too.
-  char *text = malloc(max_size + 2);
+  char* text = malloc(max_size + 2);
   if (text == NULL) {
     slurm_error("--fleet: out of memory reading '%s'", path);
     fclose(file);
@@ -89,9 +91,8 @@ static char *ReadSpec(const char *path) {
     return NULL;
   }
   if (size > max_size) {
-    slurm_error("--fleet: FLEET spec '%s' is %lld bytes; it may be at most %zu bytes",
-                path, (long long)(st.st_size > (off_t)size ? st.st_size : (off_t)size),
-                max_size);
+    slurm_error("--fleet: FLEET spec '%s' is %lld bytes; it may be at most %zu bytes", path,
+                (long long)(st.st_size > (off_t)size ? st.st_size : (off_t)size), max_size);
     free(text);
     return NULL;
   }
@@ -109,7 +110,7 @@ static char *ReadSpec(const char *path) {
   return text;
 }
 
-static int OnFleetOption(int val, const char *optarg, int remote) {
+static int OnFleetOption(int val, const char* optarg, int remote) {
   (void)val;
   if (remote) {
     remote_fleet_job = 1;
@@ -122,7 +123,7 @@ static int OnFleetOption(int val, const char *optarg, int remote) {
   }
   // sbatch reads its options more than once (command line, #SBATCH lines, command line
   // again); the last one wins.
-  char *text = ReadSpec(optarg);
+  char* text = ReadSpec(optarg);
   if (text == NULL) return -1;
   free(spec_text);
   spec_text = text;
@@ -138,22 +139,27 @@ static int OnFleetOption(int val, const char *optarg, int remote) {
 }
 
 static struct spank_option fleet_option = {
-    "fleet", "SPEC.yaml",
+    "fleet",
+    "SPEC.yaml",
     "Request a FLEET optical topology for the job from the request file SPEC.yaml (see "
     "deploy/slurm/README.md); the job starts once it is ready, with FLEET_ALLOCATION and "
     "FLEET_RANKS in its environment.",
-    1, 0, OnFleetOption};
+    1,
+    0,
+    OnFleetOption};
 
-static int ParseArgs(int ac, char **av) {
+static int ParseArgs(int ac, char** av) {
   for (int i = 0; i < ac; ++i) {
     if (strncmp(av[i], "max_size=", 9) == 0) {
-      char *end = NULL;
+      char* end = NULL;
       errno = 0;
       unsigned long long value = strtoull(av[i] + 9, &end, 10);
       if (errno != 0 || end == av[i] + 9 || *end != '\0' || value == 0 ||
           value > FLEET_HARD_MAX_SIZE) {
-        slurm_error("spank_fleet: plugstack.conf argument '%s': max_size must be a byte count "
-                    "from 1 to %d", av[i], FLEET_HARD_MAX_SIZE);
+        slurm_error(
+            "spank_fleet: plugstack.conf argument '%s': max_size must be a byte count "
+            "from 1 to %d",
+            av[i], FLEET_HARD_MAX_SIZE);
         return -1;
       }
       max_size = (size_t)value;
@@ -166,7 +172,7 @@ static int ParseArgs(int ac, char **av) {
   return 0;
 }
 
-int slurm_spank_init(spank_t sp, int ac, char **av) {
+int slurm_spank_init(spank_t sp, int ac, char** av) {
   if (ParseArgs(ac, av) != 0) return -1;
   // Registered wherever Slurm accepts it, so that slurmstepd knows the option srun forwards.
   spank_context_t context = spank_context();
@@ -179,7 +185,7 @@ int slurm_spank_init(spank_t sp, int ac, char **av) {
   return 0;
 }
 
-int slurm_spank_init_post_opt(spank_t sp, int ac, char **av) {
+int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
   (void)ac;
   (void)av;
   if (spec_text == NULL || !CreatesJob()) return 0;
@@ -199,7 +205,7 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av) {
 // TaskProlog (fleet-task-prolog) looks up the allocation for them and for nobody else. The
 // job's control environment, which would tell it too, reaches the tasks of sbatch and salloc
 // jobs but not those of an srun that made its own job.
-int slurm_spank_user_init(spank_t sp, int ac, char **av) {
+int slurm_spank_user_init(spank_t sp, int ac, char** av) {
   (void)ac;
   (void)av;
   if (!remote_fleet_job) return 0;
@@ -209,7 +215,7 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av) {
   return 0;
 }
 
-int slurm_spank_exit(spank_t sp, int ac, char **av) {
+int slurm_spank_exit(spank_t sp, int ac, char** av) {
   (void)sp;
   (void)ac;
   (void)av;
