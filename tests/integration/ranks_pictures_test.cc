@@ -140,6 +140,24 @@ topology:
   const CommandResult hostfile = Fleetctl({"topology", "ranks", allocation_.id(), "--hostfile"});
   EXPECT_EQ(hostfile.exit_code, 1);
   EXPECT_THAT(hostfile.err, HasSubstr("has no host"));
+  // An attach of two GPUs to server1, for another tenant named on the command line: every
+  // rank runs on server1, so the hostfile is one line.
+  const std::string attach = testing::WriteFile("attach.yaml", R"(tenant: team-a
+topology:
+  attach: {host: server1, devices: {count: [{kind: gpu, count: 2}]}}
+)");
+  auto attached = testing::FleetctlJson<v1::RequestTopologyResponse>(
+      *at_, {"topology", "request", "-f", attach, "--wait", "--tenant", "team-b", "--name",
+             "virtual-server"});
+  EXPECT_EQ(attached.allocation().tenant(), "team-b");
+  EXPECT_EQ(attached.allocation().name(), "virtual-server");
+  const CommandResult slots =
+      Fleetctl({"topology", "ranks", attached.allocation().id(), "--hostfile"});
+  EXPECT_EQ(slots.exit_code, 0) << slots.err;
+  EXPECT_EQ(slots.out, "server1 slots=3\n");
+  const CommandResult released =
+      Fleetctl({"topology", "release", attached.allocation().id(), "--wait"});
+  EXPECT_EQ(released.exit_code, 0) << released.err;
   const CommandResult phase = Fleetctl({"topology", "ranks", allocation_.id(), "--phase", "tp"});
   EXPECT_EQ(phase.exit_code, 1);
   EXPECT_THAT(phase.err, HasSubstr("NOT_FOUND: phase: allocation " + allocation_.id() +
