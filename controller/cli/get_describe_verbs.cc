@@ -240,7 +240,9 @@ std::string GetDescription() {
     kind.resize(14, ' ');
     absl::StrAppend(&d, "  ", kind, k.filter_help.empty() ? "-" : k.filter_help, "\n");
   }
-  absl::StrAppend(&d, "The singular forms (switch, port, ...) work too.");
+  absl::StrAppend(&d,
+                  "The singular forms (switch, port, ...) work too. `get circuits -o dot` draws\n"
+                  "the whole site for Graphviz (dot -Tsvg): switches, O-NICs, circuits, trunks.");
   return d;
 }
 
@@ -504,7 +506,8 @@ Verb DescribeVerb() {
                    "devices and agent, an agent's connection, O-NICs and inventory mismatches\n"
                    "(by host name), a device's O-NICs with their ports and fibers, an O-NIC's\n"
                    "circuits, an allocation's members, circuits, stage timings and events. With\n"
-                   "-o json or yaml, prints just the object.\n\nKinds: ",
+                   "-o json or yaml, prints just the object; `describe allocation ID -o dot`\n"
+                   "draws the allocation for Graphviz (dot -Tsvg).\n\nKinds: ",
                    Singulars(kDescribeKinds)),
       WithoutFlags(RunDescribe),
       SingularWords(kDescribeKinds)};
