@@ -52,6 +52,11 @@ std::string Authenticator::Describe() const {
                       policy_->size(), " grants), loaded ", absl::FormatTime(loaded_at_));
 }
 
+std::optional<Grant> Authenticator::GrantOf(absl::string_view identity) const {
+  absl::MutexLock lock(&mu_);
+  return policy_->Resolve(identity);
+}
+
 pki::Verification Authenticator::Verify(const std::string& leaf_pem, const std::string& chain_pem) {
   const absl::Time now = clock_->Now();
   std::shared_ptr<const pki::TrustBundle> bundle;
@@ -148,11 +153,17 @@ grpc::Status Authenticator::Process(const InputMetadata& auth_metadata, grpc::Au
     return d.status;
   }
   if (!d.authenticated) return d.status;  // A public method.
-  context->AddProperty(kIdentityProperty, d.identity);
-  context->AddProperty(kRoleProperty, RoleName(d.grant.role));
-  for (const std::string& tenant : d.grant.tenants) context->AddProperty(kTenantProperty, tenant);
-  if (!d.grant.host.empty()) context->AddProperty(kHostProperty, d.grant.host);
-  context->SetPeerIdentityPropertyName(kIdentityProperty);
+  // The context is the connection's, shared by its calls; its certificate, and so its
+  // identity, cannot change, so it is written by the first call only.
+  const std::string known = Property(*context, kIdentityProperty);
+  if (known.empty()) {
+    context->AddProperty(kIdentityProperty, d.identity);
+    context->SetPeerIdentityPropertyName(kIdentityProperty);
+  } else if (known != d.identity) {
+    return Refuse(grpc::StatusCode::UNAUTHENTICATED, "identity_changed",
+                  absl::StrCat("the connection of ", known, " presented the certificate of ",
+                               d.identity, "; open a new connection"));
+  }
   return d.status;
 }
 

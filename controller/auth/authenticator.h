@@ -2,9 +2,12 @@
 // client certificate against the site's CA bundle, finds the identity's grant in the access
 // policy, and checks that its role holds the permission the method needs (permissions.h).
 // A refusal is UNAUTHENTICATED (no, expired, not-yet-valid or foreign certificate) or
-// PERMISSION_DENIED (naming the role and the permission missing), counted in metrics. An
-// accepted call carries its identity and grant in its AuthContext (properties.h),
-// which service/caller reads; request metadata never names the caller.
+// PERMISSION_DENIED (naming the role and the permission missing), counted in metrics. Every
+// call is decided on the CA bundle and policy in force when it arrives, on a connection
+// opened before a reload too. An accepted call's connection carries the certificate's
+// identity in its AuthContext (properties.h), set once; service/caller asks GrantOf for the
+// role and tenants, so they follow the policy in force as well. Request metadata never
+// names the caller.
 //
 // The handshake itself asks for a client certificate without verifying it, so that a refusal
 // reaches the client as a status naming the reason rather than as a failed connection.
@@ -33,7 +36,7 @@ struct AuthFiles {
   std::string policy;  // The access policy (policy.h).
 };
 
-class Authenticator final : public grpc::AuthMetadataProcessor {
+class Authenticator final : public grpc::AuthMetadataProcessor, public GrantSource {
  public:
   // Reads both files: NOT_FOUND or INVALID_ARGUMENT naming the file when one cannot be used.
   // `metrics` may be null; `clock` is not owned and tells certificate validity.
@@ -42,7 +45,8 @@ class Authenticator final : public grpc::AuthMetadataProcessor {
                                                                const Clock* clock);
 
   // Re-reads the CA bundle and the policy. When either cannot be used, the ones in force stay
-  // and the error names the file. Calls under way keep the decision they got.
+  // and the error names the file. Calls under way keep the decision they got; every later
+  // call, on any connection, gets one from the new files.
   absl::Status Reload() ABSL_LOCKS_EXCLUDED(mu_);
   // One line for `fleetctl health`: the grants in force and when they were loaded.
   std::string Describe() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -58,8 +62,12 @@ class Authenticator final : public grpc::AuthMetadataProcessor {
   Decision Decide(const std::string& method, const std::string& leaf_pem,
                   const std::string& chain_pem) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // GrantSource: the grant `identity` holds under the policy in force.
+  std::optional<Grant> GrantOf(absl::string_view identity) const override ABSL_LOCKS_EXCLUDED(mu_);
+
   // grpc::AuthMetadataProcessor: Decide() on the call's path and certificate, then the
-  // identity and grant as properties of `context`. Never blocks: certificates already seen
+  // identity as a property of `context` (the connection's), unless it is there already: the
+  // connection's state does not grow with its calls. Never blocks: certificates already seen
   // are remembered until they expire or the bundle changes.
   bool IsBlocking() const override { return false; }
   grpc::Status Process(const InputMetadata& auth_metadata, grpc::AuthContext* context,

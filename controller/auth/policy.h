@@ -57,6 +57,15 @@ class Policy {
   std::vector<Rule> rules_;
 };
 
+// The policy in force, asked at the time of each call: the grant a caller acts with is never
+// cached on its connection, so a reload reaches connections already open.
+class GrantSource {
+ public:
+  virtual ~GrantSource() = default;
+  // The grant `identity` holds now; nullopt when it holds none. Thread-safe.
+  virtual std::optional<Grant> GrantOf(absl::string_view identity) const = 0;
+};
+
 // The identity fleetd knows a certificate by: its URI SAN when it has exactly one (e.g.
 // spiffe://site/job/team-a), else "cn:" and its common name; empty when it has neither or
 // several URIs (refused: ambiguous).

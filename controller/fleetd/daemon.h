@@ -62,12 +62,13 @@ class Fleetd {
   std::unique_ptr<switch_registry::SwitchRegistry> switches_;
   std::unique_ptr<agent_registry::AgentRegistry> agents_;
   std::unique_ptr<engine::Engine> engine_;
+  // Outlives server_, whose calls it decides, and the services, which ask its policy.
+  std::unique_ptr<ServerSecurity> security_;
   std::unique_ptr<service::AgentServiceImpl> agent_service_;
   std::unique_ptr<service::InventoryServiceImpl> inventory_service_;
   std::unique_ptr<service::TopologyServiceImpl> topology_service_;
   std::unique_ptr<service::AdminServiceImpl> admin_service_;
   std::unique_ptr<metrics::MetricsEndpoint> metrics_endpoint_;
-  std::unique_ptr<ServerSecurity> security_;  // Outlives server_, whose calls it decides.
   std::unique_ptr<grpc::Server> server_;
   std::string grpc_address_;
   std::string metrics_address_;

@@ -34,6 +34,8 @@ class ServerSecurity {
   ~ServerSecurity();  // Stops watching the files.
 
   std::shared_ptr<grpc::ServerCredentials> credentials() const { return credentials_; }
+  // The policy in force, which the services ask at every call; null under --insecure.
+  const auth::GrantSource* grants() const { return authenticator_.get(); }
   // Re-reads the CA bundle and the policy now; what is in force stays when they cannot be
   // used. OK under --insecure.
   absl::Status Reload();

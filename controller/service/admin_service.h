@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "controller/agent_registry/agent_registry.h"
+#include "controller/auth/policy.h"
 #include "controller/engine/engine.h"
 #include "controller/store/store.h"
 #include "controller/switch_registry/switch_registry.h"
@@ -18,15 +19,17 @@ namespace fleet::service {
 class AdminServiceImpl final : public v1::AdminService::Service {
  public:
   // None is owned; all must outlive the service. Only `agents` may be null (no agent registry:
-  // the link RPCs are UNAVAILABLE).
+  // the link RPCs are UNAVAILABLE), and `grants`, the policy in force, on a plaintext server.
   // `security`, when set, reports how callers are authenticated, as a component of Health.
   AdminServiceImpl(store::Store* store, engine::Engine* engine,
                    switch_registry::SwitchRegistry* switches, agent_registry::AgentRegistry* agents,
-                   std::string version, std::function<v1::ComponentHealth()> security = nullptr)
+                   const auth::GrantSource* grants, std::string version,
+                   std::function<v1::ComponentHealth()> security = nullptr)
       : store_(store),
         engine_(engine),
         switches_(switches),
         agents_(agents),
+        grants_(grants),
         version_(std::move(version)),
         security_(std::move(security)) {}
 
@@ -65,6 +68,7 @@ class AdminServiceImpl final : public v1::AdminService::Service {
   engine::Engine* engine_;
   switch_registry::SwitchRegistry* switches_;
   agent_registry::AgentRegistry* agents_;
+  const auth::GrantSource* grants_;
   std::string version_;
   std::function<v1::ComponentHealth()> security_;
 };

@@ -10,15 +10,17 @@ namespace fleet::service {
 
 class AgentServiceImpl final : public v1::AgentService::Service {
  public:
-  // `agents` is not owned.
-  explicit AgentServiceImpl(agent_registry::AgentRegistry* agents) : agents_(agents) {}
+  // Neither is owned. `grants` is the policy in force (null on a plaintext server).
+  AgentServiceImpl(agent_registry::AgentRegistry* agents, const auth::GrantSource* grants)
+      : agents_(agents), grants_(grants) {}
   grpc::Status Connect(grpc::ServerContext* context,
                        agent_registry::AgentRegistry::Stream* stream) override {
-    return agents_->Serve(context, stream, AgentPeerOf(*context));
+    return agents_->Serve(context, stream, AgentPeerOf(*context, grants_));
   }
 
  private:
   agent_registry::AgentRegistry* agents_;
+  const auth::GrantSource* grants_;
 };
 
 }  // namespace fleet::service

@@ -28,7 +28,7 @@ enum class Transport {
 
 Transport TransportOf(const std::shared_ptr<const grpc::AuthContext>& auth) {
   if (auth == nullptr) return Transport::kPlaintext;  // A context not from a real call.
-  if (!auth->FindPropertyValues(auth::kRoleProperty).empty()) return Transport::kAuthenticated;
+  if (!auth->FindPropertyValues(auth::kIdentityProperty).empty()) return Transport::kAuthenticated;
   std::vector<std::string> security = Properties(*auth, GRPC_TRANSPORT_SECURITY_TYPE_PROPERTY_NAME);
   return !security.empty() && security.front() == GRPC_SSL_TRANSPORT_SECURITY_TYPE
              ? Transport::kUnchecked
@@ -46,6 +46,11 @@ std::string First(const std::vector<std::string>& values) {
   return values.empty() ? std::string() : values.front();
 }
 
+std::optional<auth::Grant> GrantOf(const std::string& identity, const auth::GrantSource* grants) {
+  if (grants == nullptr) return std::nullopt;
+  return grants->GrantOf(identity);
+}
+
 }  // namespace
 
 std::string PrincipalOf(const grpc::ServerContext& context) {
@@ -61,15 +66,18 @@ std::string PrincipalOf(const grpc::ServerContext& context) {
   return MetadataPrincipal(context);
 }
 
-engine::Caller CallerOf(const grpc::ServerContext& context) {
+engine::Caller CallerOf(const grpc::ServerContext& context, const auth::GrantSource* grants) {
   const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
   engine::Caller caller;
   switch (TransportOf(auth)) {
     case Transport::kAuthenticated: {
-      caller.principal = First(Properties(*auth, auth::kIdentityProperty));
-      caller.role =
-          auth::ParseRole(First(Properties(*auth, auth::kRoleProperty))).value_or(auth::Role::kJob);
-      caller.tenants = Properties(*auth, auth::kTenantProperty);
+      const std::string identity = First(Properties(*auth, auth::kIdentityProperty));
+      // Revoked since the gatekeeper let the call in: a job of no tenant, as the header says.
+      caller = engine::Caller::Job(identity, {});
+      if (std::optional<auth::Grant> grant = GrantOf(identity, grants)) {
+        caller.role = grant->role;
+        caller.tenants = std::move(grant->tenants);
+      }
       break;
     }
     case Transport::kUnchecked:
@@ -95,15 +103,18 @@ engine::Caller CallerOf(const grpc::ServerContext& context) {
   return caller;
 }
 
-agent_registry::AgentPeer AgentPeerOf(const grpc::ServerContext& context) {
+agent_registry::AgentPeer AgentPeerOf(const grpc::ServerContext& context,
+                                      const auth::GrantSource* grants) {
   const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
   agent_registry::AgentPeer peer;
   switch (TransportOf(auth)) {
-    case Transport::kAuthenticated:
+    case Transport::kAuthenticated: {
       peer.identity = First(Properties(*auth, auth::kIdentityProperty));
-      peer.host = First(Properties(*auth, auth::kHostProperty));
+      std::optional<auth::Grant> grant = GrantOf(peer.identity, grants);
+      if (grant && grant->role == auth::Role::kAgent) peer.host = grant->host;
       peer.authenticated = true;
       break;
+    }
     case Transport::kUnchecked:
       peer.identity = "unauthenticated";
       peer.authenticated = true;  // And no host: it may register as none.

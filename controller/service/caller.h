@@ -1,12 +1,13 @@
 // Who is calling an RPC, read from its request: the one place fleetd's services learn the
 // caller's identity and how long it waits.
 //
-// Under mutual TLS the gatekeeper (auth/authenticator.h) has already checked the call and
-// put the identity and its grant in the call's AuthContext: that is all that is read, and
-// request metadata is ignored. Only on a plaintext server (fleetd --insecure) does the
-// caller name itself, in the `x-fleet-principal` metadata: `job:TENANT` is a job acting for
-// TENANT, `viewer:NAME` a viewer, `agent:HOST` the agent of HOST, anything else (or nothing)
-// an operator, as before there was authentication.
+// Under mutual TLS the gatekeeper (auth/authenticator.h) has already checked the call on the
+// policy in force and put the certificate's identity in the connection's AuthContext; the
+// role, tenants and host are asked of the policy in force (`grants`) now, at each call, so a
+// reload reaches connections already open. Request metadata is ignored. Only on a plaintext server
+// (fleetd --insecure) does the caller name itself, in the `x-fleet-principal` metadata:
+// `job:TENANT` is a job acting for TENANT, `viewer:NAME` a viewer, `agent:HOST` the agent of HOST,
+// anything else (or nothing) an operator, as before there was authentication.
 #ifndef FLEET_CONTROLLER_SERVICE_CALLER_H_
 #define FLEET_CONTROLLER_SERVICE_CALLER_H_
 
@@ -16,6 +17,7 @@
 
 #include "absl/time/time.h"
 #include "controller/agent_registry/agent_registry.h"
+#include "controller/auth/policy.h"
 #include "controller/engine/caller.h"
 
 namespace fleet::service {
@@ -28,13 +30,15 @@ inline constexpr char kPrincipalMetadata[] = "x-fleet-principal";
 // or "anonymous".
 std::string PrincipalOf(const grpc::ServerContext& context);
 
-// The engine's view of the caller: identity, role, tenants, and its RPC's deadline. A TLS call
-// that somehow carries no grant is a job of no tenant: it can see and change nothing.
-engine::Caller CallerOf(const grpc::ServerContext& context);
+// The engine's view of the caller: identity, role, tenants (from `grants`, the policy in
+// force; null on a plaintext server), and its RPC's deadline. A TLS caller that holds no grant
+// (now, or ever) is a job of no tenant: it can see and change nothing.
+engine::Caller CallerOf(const grpc::ServerContext& context, const auth::GrantSource* grants);
 
 // The agent stream's caller: its identity and, when authenticated, the one host it may
-// register as.
-agent_registry::AgentPeer AgentPeerOf(const grpc::ServerContext& context);
+// register as under `grants` when the stream opens.
+agent_registry::AgentPeer AgentPeerOf(const grpc::ServerContext& context,
+                                      const auth::GrantSource* grants);
 
 // When a command done for the caller must be answered: its RPC's deadline, at most `at_most`
 // from now.

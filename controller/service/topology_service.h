@@ -4,6 +4,7 @@
 #define FLEET_CONTROLLER_SERVICE_TOPOLOGY_SERVICE_H_
 
 #include "controller/engine/engine.h"
+#include "controller/service/caller.h"
 #include "controller/store/store.h"
 #include "fleet/v1/topology.grpc.pb.h"
 
@@ -11,9 +12,10 @@ namespace fleet::service {
 
 class TopologyServiceImpl final : public v1::TopologyService::Service {
  public:
-  // Neither is owned; both are non-null and must outlive the service.
-  TopologyServiceImpl(store::Store* store, engine::Engine* engine)
-      : store_(store), engine_(engine) {}
+  // None is owned; all must outlive the service. `grants` is the policy in force (null on a
+  // plaintext server: callers name themselves).
+  TopologyServiceImpl(store::Store* store, engine::Engine* engine, const auth::GrantSource* grants)
+      : store_(store), engine_(engine), grants_(grants) {}
 
   grpc::Status RequestTopology(grpc::ServerContext*, const v1::RequestTopologyRequest*,
                                v1::RequestTopologyResponse*) override;
@@ -36,8 +38,13 @@ class TopologyServiceImpl final : public v1::TopologyService::Service {
                         v1::GetRanksResponse*) override;
 
  private:
+  engine::Caller Caller(const grpc::ServerContext& context) const {
+    return CallerOf(context, grants_);
+  }
+
   store::Store* store_;
   engine::Engine* engine_;
+  const auth::GrantSource* grants_;
 };
 
 }  // namespace fleet::service

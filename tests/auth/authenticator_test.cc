@@ -5,6 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <grpc/grpc_security_constants.h>
+
+#include <deque>
 #include <filesystem>
 #include <fstream>
 
@@ -130,6 +133,92 @@ TEST_F(AuthenticatorTest, ACachedCertificateStillExpiresAndAReloadDropsTheOldCa)
   Write("policy.yaml", "grants: [{identity: x, role: admin}]\n");
   EXPECT_EQ(authenticator_->Reload().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(Decide(kGet, Cert("spiffe://site/operator/alice", &next)).status.ok());
+}
+
+// gRPC's AuthContext as a connection has it: one, shared by every call on the connection,
+// whose properties can only be added to.
+class ConnectionAuthContext final : public grpc::AuthContext {
+ public:
+  explicit ConnectionAuthContext(std::string leaf_pem) {
+    AddProperty(GRPC_X509_PEM_CERT_PROPERTY_NAME, leaf_pem);
+  }
+  bool IsPeerAuthenticated() const override { return !peer_identity_name_.empty(); }
+  std::vector<grpc::string_ref> GetPeerIdentity() const override {
+    return FindPropertyValues(peer_identity_name_);
+  }
+  std::string GetPeerIdentityPropertyName() const override { return peer_identity_name_; }
+  std::vector<grpc::string_ref> FindPropertyValues(const std::string& name) const override {
+    std::vector<grpc::string_ref> out;
+    for (const auto& [key, value] : properties_) {
+      if (key == name) out.emplace_back(value);
+    }
+    return out;
+  }
+  grpc::AuthPropertyIterator begin() const override { return End(); }
+  grpc::AuthPropertyIterator end() const override { return End(); }
+  void AddProperty(const std::string& key, const grpc::string_ref& value) override {
+    properties_.emplace_back(key, std::string(value.data(), value.size()));
+  }
+  bool SetPeerIdentityPropertyName(const std::string& name) override {
+    peer_identity_name_ = name;
+    return true;
+  }
+  size_t size() const { return properties_.size(); }
+
+ private:
+  // Iteration is not used by the gatekeeper; the iterator's constructor is protected.
+  struct EndIterator : grpc::AuthPropertyIterator {};
+  static grpc::AuthPropertyIterator End() { return EndIterator(); }
+
+  std::deque<std::pair<std::string, std::string>> properties_;  // Stable for string_refs.
+  std::string peer_identity_name_;
+};
+
+grpc::Status Call(Authenticator& gate, grpc::AuthContext& connection, const std::string& method) {
+  const std::multimap<grpc::string_ref, grpc::string_ref> metadata = {{":path", method}};
+  return gate.Process(metadata, &connection, nullptr, nullptr);
+}
+
+TEST_F(AuthenticatorTest, ACallOnAnOpenConnectionIsDecidedOnThePolicyInForceAndAddsNothing) {
+  ConnectionAuthContext connection(Cert("spiffe://site/job/ml"));
+  Write("policy.yaml", R"(grants:
+  - {identity: spiffe://site/job/ml, role: job, tenants: [team-a, team-b]}
+  - {identity: spiffe://site/operator/*, role: operator}
+)");
+  ASSERT_TRUE(authenticator_->Reload().ok());
+  ASSERT_TRUE(Call(*authenticator_, connection, kGet).ok());
+  const size_t after_first = connection.size();
+  for (int i = 0; i < 5000; ++i) ASSERT_TRUE(Call(*authenticator_, connection, kGet).ok());
+  // The connection carries its identity once, however many calls it makes.
+  EXPECT_EQ(connection.size(), after_first);
+  ASSERT_EQ(connection.FindPropertyValues(kIdentityProperty).size(), 1u);
+  EXPECT_EQ(connection.GetPeerIdentity().front(), "spiffe://site/job/ml");
+  EXPECT_EQ(authenticator_->GrantOf("spiffe://site/job/ml")->tenants,
+            (std::vector<std::string>{"team-a", "team-b"}));
+
+  // Revoking team-b reaches the next call's grant; revoking the identity refuses the call.
+  Write("policy.yaml", R"(grants:
+  - {identity: spiffe://site/job/ml, role: job, tenants: [team-a]}
+)");
+  ASSERT_TRUE(authenticator_->Reload().ok());
+  EXPECT_TRUE(Call(*authenticator_, connection, kGet).ok());
+  EXPECT_EQ(authenticator_->GrantOf("spiffe://site/job/ml")->tenants,
+            std::vector<std::string>{"team-a"});
+  Write("policy.yaml", "grants: []\n");
+  ASSERT_TRUE(authenticator_->Reload().ok());
+  EXPECT_EQ(Call(*authenticator_, connection, kGet).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_FALSE(authenticator_->GrantOf("spiffe://site/job/ml").has_value());
+  EXPECT_EQ(connection.size(), after_first);
+
+  // A CA dropped from the bundle refuses the open connection's next call.
+  Write("policy.yaml", "grants: [{identity: spiffe://site/job/*, role: job}]\n");
+  ASSERT_TRUE(authenticator_->Reload().ok());
+  ASSERT_TRUE(Call(*authenticator_, connection, kGet).ok());
+  Write("ca.pem", pki::MakeCa({.common_name = "site CA 2"}).value().certificate_pem);
+  ASSERT_TRUE(authenticator_->Reload().ok());
+  EXPECT_EQ(Call(*authenticator_, connection, kGet).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
 }
 
 }  // namespace

@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
   fleet::testing::FakeClock clock;
   std::unique_ptr<fleet::store::Store> store = *fleet::store::OpenSqliteStore({":memory:", &clock});
   fleet::agent_registry::AgentRegistry registry({}, store.get(), &clock);
-  fleet::service::AgentServiceImpl service(&registry);
+  fleet::service::AgentServiceImpl service(&registry, /*grants=*/nullptr);
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);

@@ -475,6 +475,100 @@ TEST_F(SecurityTest, AnAgentClaimingAnotherHostsOnicGetsNoneOfItsCommands) {
   stream_context.TryCancel();
 }
 
+// The grant a call acts with is the policy in force at that call, on a connection opened
+// before the change too, and a connection's state does not grow with its calls.
+TEST_F(SecurityTest, APolicyReloadReachesConnectionsAlreadyOpen) {
+  Issue(*ca_, "job-ml", {"spiffe://demo.fleet/job/ml"});
+  Issue(*ca_, "operator-bob", {"spiffe://demo.fleet/operator/bob"});
+  const std::string demo_policy = pki::ReadPemFile(Pki("policy.yaml"), "policy").value();
+  auto set_policy = [&](const std::string& extra) {
+    ASSERT_TRUE(pki::WritePemFile(
+                    Pki("policy.yaml"),
+                    "grants:\n" + extra + demo_policy.substr(demo_policy.find("  - identity")),
+                    0644)
+                    .ok());
+    ASSERT_EQ(::kill(fleetd_->pid(), SIGHUP), 0);
+  };
+  auto tenant_of = [](const std::unique_ptr<v1::TopologyService::Stub>& stub,
+                      const std::string& tenant) {
+    v1::RequestTopologyRequest request;
+    request.set_tenant(tenant);
+    request.set_dry_run(true);
+    v1::TemplateSpec* ring = request.mutable_topology()->mutable_template_();
+    ring->set_kind(v1::TEMPLATE_KIND_RING_UNIDIRECTIONAL);
+    for (const char* gpu : {"gpu1", "gpu2"}) ring->mutable_members()->add_devices(gpu);
+    v1::RequestTopologyResponse response;
+    grpc::ClientContext context;
+    return stub->RequestTopology(&context, request, &response);
+  };
+  set_policy("  - {identity: spiffe://demo.fleet/job/ml, role: job, tenants: [team-ml, team-b]}\n");
+  auto ml = v1::TopologyService::NewStub(Channel("job-ml"));  // One connection throughout.
+  ASSERT_TRUE(Eventually([&] { return tenant_of(ml, "team-b").ok(); }));
+  for (int i = 0; i < 3000; ++i) {
+    v1::ListAllocationsResponse listed;
+    grpc::ClientContext context;
+    ASSERT_TRUE(ml->ListAllocations(&context, {}, &listed).ok());
+  }
+  // A refusal names the tenants acted for, once each, however many calls came before.
+  grpc::Status refused = tenant_of(ml, "team-x");
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(refused.error_message(), HasSubstr("[team-ml, team-b]"));
+
+  set_policy("  - {identity: spiffe://demo.fleet/job/ml, role: job, tenants: [team-ml]}\n");
+  EXPECT_TRUE(Eventually(
+      [&] { return tenant_of(ml, "team-b").error_code() == grpc::StatusCode::PERMISSION_DENIED; }));
+  EXPECT_TRUE(tenant_of(ml, "team-ml").ok());
+
+  // An operator demoted to a job no longer sees or releases another tenant's allocation on
+  // the connection it opened as an operator.
+  auto team_a = v1::TopologyService::NewStub(Channel("job-team-a"));
+  v1::RequestTopologyRequest request;
+  request.set_name("team-a-ring");
+  v1::TemplateSpec* ring = request.mutable_topology()->mutable_template_();
+  ring->set_kind(v1::TEMPLATE_KIND_RING_UNIDIRECTIONAL);
+  for (const char* gpu : {"gpu3", "gpu4"}) ring->mutable_members()->add_devices(gpu);
+  v1::RequestTopologyResponse requested;
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(team_a->RequestTopology(&context, request, &requested).ok());
+  }
+  const std::string id = requested.allocation().id();
+  auto bob = v1::TopologyService::NewStub(Channel("operator-bob"));
+  auto get = [&] {
+    v1::GetAllocationRequest r;
+    r.set_id(id);
+    v1::Allocation a;
+    grpc::ClientContext context;
+    return bob->GetAllocation(&context, r, &a);
+  };
+  ASSERT_TRUE(get().ok());
+  set_policy("  - {identity: spiffe://demo.fleet/operator/bob, role: job, tenants: [team-z]}\n");
+  EXPECT_TRUE(Eventually([&] { return get().error_code() == grpc::StatusCode::NOT_FOUND; }));
+  {
+    v1::ReleaseTopologyRequest r;
+    r.set_id(id);
+    v1::ReleaseTopologyResponse released;
+    grpc::ClientContext context;
+    EXPECT_EQ(bob->ReleaseTopology(&context, r, &released).error_code(),
+              grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    v1::ListAllocationsResponse listed;
+    grpc::ClientContext context;
+    ASSERT_TRUE(bob->ListAllocations(&context, {}, &listed).ok());
+    EXPECT_EQ(listed.allocations_size(), 0);
+  }
+  // Its own tenant keeps it; the demo's policy back as it was.
+  ASSERT_TRUE(pki::WritePemFile(Pki("policy.yaml"), demo_policy, 0644).ok());
+  ASSERT_EQ(::kill(fleetd_->pid(), SIGHUP), 0);
+  EXPECT_TRUE(Eventually([&] { return get().ok(); }));
+  v1::ReleaseTopologyRequest r;
+  r.set_id(id);
+  v1::ReleaseTopologyResponse released;
+  grpc::ClientContext context;
+  EXPECT_TRUE(team_a->ReleaseTopology(&context, r, &released).ok());
+}
+
 // Last: it changes the demo's files. fleetd's certificate is replaced and served to new
 // connections without a restart; a policy change and a new CA bundle take effect on SIGHUP.
 TEST_F(SecurityTest, CertificatesAndThePolicyRotateWithoutRestart) {

@@ -238,7 +238,7 @@ class Controller {
     agent_registry::AgentRegistryOptions options;
     options.heartbeat_interval = absl::Milliseconds(20);
     registry_ = std::make_unique<agent_registry::AgentRegistry>(options, store_.get(), &clock_);
-    service_ = std::make_unique<service::AgentServiceImpl>(registry_.get());
+    service_ = std::make_unique<service::AgentServiceImpl>(registry_.get(), nullptr);
     grpc::ServerBuilder builder;
     builder.AddListeningPort(absl::StrCat("127.0.0.1:", port), grpc::InsecureServerCredentials(),
                              &port_);

@@ -20,7 +20,7 @@ TEST(CallerTest, ThePrincipalComesFromMetadataAndIsAnonymousWithout) {
   grpc::testing::ServerContextTestSpouse spouse(&alice);
   spouse.AddClientMetadata("x-fleet-principal", "operator:alice");
   EXPECT_EQ(PrincipalOf(alice), "operator:alice");
-  const engine::Caller caller = CallerOf(alice);
+  const engine::Caller caller = CallerOf(alice, nullptr);
   EXPECT_EQ(caller.principal, "operator:alice");
   EXPECT_TRUE(caller.operator_role());
   // The client set none: centuries away.
@@ -31,7 +31,7 @@ TEST(CallerTest, AJobIsLimitedToItsTenant) {
   grpc::ServerContext context;
   grpc::testing::ServerContextTestSpouse spouse(&context);
   spouse.AddClientMetadata(kPrincipalMetadata, "job:team-a");
-  const engine::Caller caller = CallerOf(context);
+  const engine::Caller caller = CallerOf(context, nullptr);
   EXPECT_EQ(caller.principal, "job:team-a");
   EXPECT_EQ(caller.tenants, std::vector<std::string>{"team-a"});
   EXPECT_FALSE(caller.operator_role());

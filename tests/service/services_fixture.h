@@ -61,13 +61,14 @@ class ServicesTest : public ::testing::Test {
       agent_options.heartbeat_interval = absl::Hours(1);
       agents_ =
           std::make_unique<agent_registry::AgentRegistry>(agent_options, store_.get(), &clock_);
-      agent_service_ = std::make_unique<AgentServiceImpl>(agents_.get());
+      // Plaintext: callers name themselves, no policy.
+      agent_service_ = std::make_unique<AgentServiceImpl>(agents_.get(), nullptr);
     }
     inventory_ =
         std::make_unique<InventoryServiceImpl>(store_.get(), applier_.get(), agents_.get());
-    topology_ = std::make_unique<TopologyServiceImpl>(store_.get(), engine_.get());
+    topology_ = std::make_unique<TopologyServiceImpl>(store_.get(), engine_.get(), nullptr);
     admin_ = std::make_unique<AdminServiceImpl>(store_.get(), engine_.get(), switches_.get(),
-                                                agents_.get(), "9.9.9");
+                                                agents_.get(), nullptr, "9.9.9");
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
