@@ -3,6 +3,8 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 
 namespace fleet::fleetd {
@@ -27,6 +29,43 @@ absl::Status WritePair(const std::string& prefix, const pki::KeyAndCertificate& 
   return pki::WritePemFile(prefix + ".key", pair.private_key_pem, 0600);
 }
 
+// The CA a demo made before in `pki_dir`, when it can still sign for a while: a restart on
+// the same state directory keeps it, so certificates issued from it (`fleetctl certs issue
+// --ca-dir STATE/pki`) go on working. NOT_FOUND when there is none; another error, naming
+// the file and why, when the one there cannot be used.
+absl::StatusOr<pki::KeyAndCertificate> KeptCa(const std::string& pki_dir) {
+  const std::string cert_file = pki_dir + "/ca.pem";
+  const std::string key_file = pki_dir + "/ca.key";
+  if (!std::filesystem::exists(cert_file) && !std::filesystem::exists(key_file)) {
+    return absl::NotFoundError("no demo CA yet");
+  }
+  pki::KeyAndCertificate ca;
+  absl::StatusOr<std::string> cert = pki::ReadPemFile(cert_file, "the demo CA");
+  absl::StatusOr<std::string> key = pki::ReadPemFile(key_file, "the demo CA's key");
+  for (const absl::StatusOr<std::string>* read : {&cert, &key}) {
+    if (!read->ok()) return absl::FailedPreconditionError(read->status().message());
+  }
+  ca.certificate_pem = *std::move(cert);
+  ca.private_key_pem = *std::move(key);
+  ASSIGN_OR_RETURN(const pki::PeerCertificate read,
+                   pki::ReadCertificate(ca.certificate_pem, cert_file));
+  if (!read.ca) return absl::FailedPreconditionError(absl::StrCat(cert_file, " is not a CA"));
+  // It must outlive the certificates issued from it now (a year).
+  const absl::Time needed = absl::Now() + absl::Hours(24 * 366);
+  if (read.not_after < needed) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        cert_file, " expires at ", absl::FormatTime(read.not_after), ", within a year"));
+  }
+  // Issuing proves the key is the certificate's.
+  pki::CertificateRequest probe;
+  probe.common_name = "probe";
+  if (absl::Status signs = pki::Issue(ca, probe).status(); !signs.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(key_file, " cannot sign for ", cert_file, ": ", signs.message()));
+  }
+  return ca;
+}
+
 }  // namespace
 
 absl::StatusOr<DemoPki> DemoPki::Make(FleetdConfig& config) {
@@ -38,9 +77,19 @@ absl::StatusOr<DemoPki> DemoPki::Make(FleetdConfig& config) {
   if (error) {
     return absl::InternalError(absl::StrCat("cannot create ", d.pki_dir_, ": ", error.message()));
   }
-  ASSIGN_OR_RETURN(d.ca_, pki::MakeCa({.common_name = "FLEET demo CA (throwaway)"}));
-  RETURN_IF_ERROR(WritePair(d.pki_dir_ + "/ca", d.ca_));
   d.ca_file_ = d.pki_dir_ + "/ca.pem";
+  absl::StatusOr<pki::KeyAndCertificate> kept = KeptCa(d.pki_dir_);
+  if (kept.ok()) {
+    d.ca_ = *std::move(kept);
+  } else {
+    if (!absl::IsNotFound(kept.status())) {
+      FLEET_LOG(WARNING) << "demo: " << kept.status().message()
+                         << "; making a new CA: certificates issued from the old one stop "
+                            "working";
+    }
+    ASSIGN_OR_RETURN(d.ca_, pki::MakeCa({.common_name = "FLEET demo CA (throwaway)"}));
+    RETURN_IF_ERROR(WritePair(d.pki_dir_ + "/ca", d.ca_));
+  }
 
   pki::CertificateRequest server;
   server.common_name = "fleetd";

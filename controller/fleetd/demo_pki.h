@@ -1,8 +1,9 @@
 // The demo's throwaway site PKI, so `fleetd --demo` runs with mutual TLS and no extra step: a
-// CA made afresh in the state directory, fleetd's server certificate, one client certificate
-// per identity (an operator, a viewer, the job tenant team-a of deploy/examples, each agent),
-// the policy that grants them their roles, and a fleetctl config file whose contexts use them.
-// Everything is under STATE/pki/ except the fleetctl config, STATE/fleetctl.yaml.
+// CA made in the state directory (and kept there: a restart on the same directory signs with
+// it again, so certificates issued from it go on working), fleetd's server certificate, one client
+// certificate per identity (an operator, a viewer, the job tenant team-a of deploy/examples, each
+// agent), the policy that grants them their roles, and a fleetctl config file whose contexts use
+// them. Everything is under STATE/pki/ except the fleetctl config, STATE/fleetctl.yaml.
 #ifndef FLEET_CONTROLLER_FLEETD_DEMO_PKI_H_
 #define FLEET_CONTROLLER_FLEETD_DEMO_PKI_H_
 
@@ -19,9 +20,10 @@ inline constexpr char kDemoSite[] = "demo.fleet";
 
 class DemoPki {
  public:
-  // Makes the CA, fleetd's certificate (localhost, 127.0.0.1, ::1 and config.listen_address),
-  // the operator's, viewer's and job's certificates and the policy under STATE/pki/, and
-  // points `config`'s TLS files and policy at them.
+  // Makes the CA (or takes the one STATE/pki holds, when it can still sign for a year; one
+  // that cannot is replaced, with a warning naming why), fleetd's certificate (localhost,
+  // 127.0.0.1, ::1 and config.listen_address), the operator's, viewer's and job's certificates and
+  // the policy under STATE/pki/, and points `config`'s TLS files and policy at them.
   static absl::StatusOr<DemoPki> Make(FleetdConfig& config);
 
   // An agent's certificate for `place` (a host or chassis): PREFIX.pem and PREFIX.key under

@@ -11,6 +11,13 @@
 #include "controller/service/rpc.h"
 
 namespace fleet::service {
+namespace {
+
+// How long Health waits for a switch's answer: well inside a caller's usual deadline, so
+// the rest of the report comes back whatever one switch does.
+constexpr absl::Duration kSwitchProbeTimeout = absl::Seconds(2);
+
+}  // namespace
 
 grpc::Status AdminServiceImpl::Health(grpc::ServerContext*, const v1::HealthRequest*,
                                       v1::HealthResponse* response) {
@@ -26,10 +33,14 @@ grpc::Status AdminServiceImpl::Health(grpc::ServerContext*, const v1::HealthRequ
     store->set_state(v1::ComponentHealth::STATE_DOWN);
     store->set_detail(std::string(switches.status().message()));
   }
-  // Each switch is read live: reachable, logged in, and the size inventory expects.
+  // Each switch is read live, all at once: reachable, logged in, and the size inventory
+  // expects. One that does not answer in time is reported unreachable, not waited for.
   if (switches.ok()) {
-    for (const v1::Switch& sw : *switches) {
-      switch_registry::SwitchRegistry::Probe probe = switches_->ProbeSwitch(sw);
+    const std::vector<switch_registry::SwitchRegistry::Probe> probes =
+        switches_->ProbeSwitches(*switches, kSwitchProbeTimeout);
+    for (size_t i = 0; i < switches->size(); ++i) {
+      const v1::Switch& sw = (*switches)[i];
+      const switch_registry::SwitchRegistry::Probe& probe = probes[i];
       v1::ComponentHealth* c = response->add_components();
       c->set_name(absl::StrCat("switch/", sw.id()));
       if (probe.status.ok()) {
@@ -56,7 +67,7 @@ grpc::Status AdminServiceImpl::ListEvents(grpc::ServerContext* context,
                                           const v1::ListEventsRequest* request,
                                           v1::ListEventsResponse* response) {
   absl::StatusOr<EventVisibility> visibility =
-      EventVisibility::For(CallerOf(*context), *store_, request->object_kind());
+      EventVisibility::For(CallerOf(*context, grants_), *store_, request->object_kind());
   if (!visibility.ok()) return ToGrpcStatus(visibility.status());
   store::EventFilter filter;
   filter.after_sequence = request->after_sequence();
@@ -143,37 +154,40 @@ grpc::Status AdminServiceImpl::GetLinkStatus(grpc::ServerContext* context,
 
 grpc::Status AdminServiceImpl::Drain(grpc::ServerContext* context, const v1::DrainRequest* request,
                                      v1::DrainResponse* response) {
-  return Durable(*store_, Assign(engine_->Drain(*request, CallerOf(*context)), response));
+  return Durable(*store_, Assign(engine_->Drain(*request, CallerOf(*context, grants_)), response));
 }
 
 grpc::Status AdminServiceImpl::ReplaceMember(grpc::ServerContext* context,
                                              const v1::ReplaceMemberRequest* request,
                                              v1::ReplaceMemberResponse* response) {
-  return Durable(*store_, Assign(engine_->ReplaceMember(*request, CallerOf(*context)), response),
+  return Durable(*store_,
+                 Assign(engine_->ReplaceMember(*request, CallerOf(*context, grants_)), response),
                  request->dry_run());
 }
 
 grpc::Status AdminServiceImpl::SetDeviceHealth(grpc::ServerContext* context,
                                                const v1::SetDeviceHealthRequest* request,
                                                v1::Device* response) {
-  return Durable(*store_, Assign(engine_->SetDeviceHealth(*request, CallerOf(*context)), response));
+  return Durable(*store_,
+                 Assign(engine_->SetDeviceHealth(*request, CallerOf(*context, grants_)), response));
 }
 
 grpc::Status AdminServiceImpl::WhatIfFail(grpc::ServerContext* context,
                                           const v1::WhatIfFailRequest* request,
                                           v1::WhatIfFailResponse* response) {
-  return Assign(engine_->WhatIfFail(*request, CallerOf(*context)), response);
+  return Assign(engine_->WhatIfFail(*request, CallerOf(*context, grants_)), response);
 }
 
 grpc::Status AdminServiceImpl::Undrain(grpc::ServerContext* context,
                                        const v1::UndrainRequest* request, v1::UndrainResponse*) {
-  return Durable(*store_, ToGrpcStatus(engine_->Undrain(*request, CallerOf(*context))));
+  return Durable(*store_, ToGrpcStatus(engine_->Undrain(*request, CallerOf(*context, grants_))));
 }
 
 grpc::Status AdminServiceImpl::Reconcile(grpc::ServerContext* context,
                                          const v1::ReconcileRequest* request,
                                          v1::ReconcileResponse* response) {
-  return Durable(*store_, Assign(engine_->Reconcile(*request, CallerOf(*context)), response),
+  return Durable(*store_,
+                 Assign(engine_->Reconcile(*request, CallerOf(*context, grants_)), response),
                  request->dry_run());
 }
 
@@ -181,7 +195,7 @@ grpc::Status AdminServiceImpl::WatchEvents(grpc::ServerContext* context,
                                            const v1::WatchEventsRequest* request,
                                            grpc::ServerWriter<v1::Event>* writer) {
   absl::StatusOr<EventVisibility> visibility =
-      EventVisibility::For(CallerOf(*context), *store_, request->object_kind());
+      EventVisibility::For(CallerOf(*context, grants_), *store_, request->object_kind());
   if (!visibility.ok()) return ToGrpcStatus(visibility.status());
   FollowEvents(
       *store_, *store_, [&] { return Following(*engine_, *context); }, request->after_sequence(),

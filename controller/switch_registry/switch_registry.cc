@@ -67,6 +67,29 @@ std::string ProtocolName(v1::SwitchProtocol protocol) {
       absl::StripPrefix(v1::SwitchProtocol_Name(protocol), "SWITCH_PROTOCOL_"));
 }
 
+// A probe that got no answer from `sw`, naming where it was asked and why.
+SwitchRegistry::Probe Unreachable(const v1::Switch& sw, const absl::Status& why) {
+  SwitchRegistry::Probe probe;
+  probe.unreachable = true;
+  probe.status = absl::UnavailableError(
+      absl::StrCat("unreachable at ", sw.address(),
+                   sw.management_port() == 0 ? "" : absl::StrCat(":", sw.management_port()), " (",
+                   ProtocolName(sw.protocol()), "): ", why.message()));
+  return probe;
+}
+
+// A failed read of `sw`: unreachable when it did not answer (the driver's UNAVAILABLE), else
+// what it answered (a refused login, say).
+SwitchRegistry::Probe Failed(const v1::Switch& sw, const absl::Status& why) {
+  if (why.code() == absl::StatusCode::kUnavailable ||
+      why.code() == absl::StatusCode::kDeadlineExceeded) {
+    return Unreachable(sw, why);
+  }
+  SwitchRegistry::Probe probe;
+  probe.status = why;
+  return probe;
+}
+
 }  // namespace
 
 SwitchRegistry::SwitchRegistry(std::map<std::string, SwitchCredentials> credentials,
@@ -109,6 +132,13 @@ absl::StatusOr<switch_adapters::OpticalSwitch*> SwitchRegistry::Driver(const v1:
   return entry.driver;
 }
 
+SwitchRegistry::~SwitchRegistry() {
+  absl::MutexLock lock(&probes_mu_);
+  for (auto& [id, run] : probes_) {
+    if (run->thread.joinable()) run->thread.join();
+  }
+}
+
 SwitchRegistry::Probe SwitchRegistry::ProbeSwitch(const v1::Switch& sw) {
   Probe probe;
   absl::StatusOr<switch_adapters::OpticalSwitch*> driver = Driver(sw);
@@ -117,15 +147,9 @@ SwitchRegistry::Probe SwitchRegistry::ProbeSwitch(const v1::Switch& sw) {
     return probe;
   }
   absl::StatusOr<switch_adapters::SwitchIdentity> id = (*driver)->Identity();
-  if (!id.ok()) {
-    probe.status = id.status();
-    return probe;
-  }
+  if (!id.ok()) return Failed(sw, id.status());
   absl::StatusOr<std::vector<switch_adapters::CrossConnect>> xs = (*driver)->ReadCrossConnects();
-  if (!xs.ok()) {
-    probe.status = xs.status();
-    return probe;
-  }
+  if (!xs.ok()) return Failed(sw, xs.status());
   probe.description = absl::StrCat(id->vendor, " ", id->model, " SN ", id->serial, ", ", xs->size(),
                                    " cross-connects");
   if (id->ingress_ports != sw.ingress_ports() || id->egress_ports != sw.egress_ports()) {
@@ -134,6 +158,51 @@ SwitchRegistry::Probe SwitchRegistry::ProbeSwitch(const v1::Switch& sw) {
                      " ports but inventory says ", sw.ingress_ports(), "x", sw.egress_ports()));
   }
   return probe;
+}
+
+std::vector<SwitchRegistry::Probe> SwitchRegistry::ProbeSwitches(
+    const std::vector<v1::Switch>& switches, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  std::vector<std::shared_ptr<ProbeRun>> runs;
+  {
+    absl::MutexLock lock(&probes_mu_);
+    for (const v1::Switch& sw : switches) {
+      std::shared_ptr<ProbeRun>& run = probes_[sw.id()];
+      if (run != nullptr) {
+        bool done;
+        {
+          absl::MutexLock run_lock(&run->mu);
+          done = run->done;
+        }
+        if (!done) {  // Still waiting on the switch: wait for that one.
+          runs.push_back(run);
+          continue;
+        }
+        run->thread.join();  // Done: its thread is ending, if it has not ended.
+      }
+      run = std::make_shared<ProbeRun>();
+      run->thread = std::thread([this, sw, run = run] {
+        Probe probe = ProbeSwitch(sw);
+        absl::MutexLock run_lock(&run->mu);
+        run->result = std::move(probe);
+        run->done = true;
+      });
+      runs.push_back(run);
+    }
+  }
+  std::vector<Probe> out;
+  for (size_t i = 0; i < switches.size(); ++i) {
+    ProbeRun& run = *runs[i];
+    absl::MutexLock run_lock(&run.mu);
+    if (run.mu.AwaitWithDeadline(absl::Condition(&run.done), deadline)) {
+      out.push_back(run.result);
+    } else {
+      out.push_back(
+          Unreachable(switches[i], absl::DeadlineExceededError(absl::StrCat(
+                                       "no answer within ", absl::FormatDuration(timeout)))));
+    }
+  }
+  return out;
 }
 
 }  // namespace fleet::switch_registry

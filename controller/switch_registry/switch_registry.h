@@ -10,6 +10,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -37,6 +39,8 @@ class SwitchRegistry {
   // Every command of every driver is counted and timed in `metrics` (null: nowhere).
   SwitchRegistry(std::map<std::string, SwitchCredentials> credentials,
                  std::string credentials_source, metrics::ControllerMetrics* metrics = nullptr);
+  // Waits for probes still under way (ProbeSwitches), each bounded by its driver's timeouts.
+  ~SwitchRegistry();
 
   // Builds the drivers of switches speaking `protocol` from now on (replacing an earlier
   // factory for it). Their commands are labelled with the protocol's name in the metrics.
@@ -52,8 +56,18 @@ class SwitchRegistry {
   struct Probe {
     absl::Status status;      // Unreachable, refused login, or the size disagrees.
     std::string description;  // "VENDOR MODEL SN SERIAL, 12 cross-connects".
+    // No answer: the status says "unreachable at ADDRESS:PORT (PROTOCOL): WHY".
+    bool unreachable = false;
   };
   Probe ProbeSwitch(const v1::Switch& sw);
+
+  // Probes every switch of `switches` at once, each on a thread of its own, and answers within
+  // `timeout` whatever the switches do: one whose probe has not answered by then is
+  // unreachable ("no answer within 2s") while its probe goes on. A later call waits for that
+  // probe instead of starting another, so a switch never has two probes at once and a hung
+  // one holds one thread. In the order of `switches`.
+  std::vector<Probe> ProbeSwitches(const std::vector<v1::Switch>& switches, absl::Duration timeout)
+      ABSL_LOCKS_EXCLUDED(probes_mu_);
 
  private:
   struct Entry {
@@ -67,6 +81,16 @@ class SwitchRegistry {
   std::map<v1::SwitchProtocol, DriverFactory> factories_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<switch_adapters::OpticalSwitch>> owned_ ABSL_GUARDED_BY(mu_);
+
+  // One probe of one switch under way or done, shared by its thread and its waiters.
+  struct ProbeRun {
+    absl::Mutex mu;
+    bool done ABSL_GUARDED_BY(mu) = false;
+    Probe result ABSL_GUARDED_BY(mu);
+    std::thread thread;  // Joined before the next probe of the switch, or by the destructor.
+  };
+  absl::Mutex probes_mu_;
+  std::map<std::string, std::shared_ptr<ProbeRun>> probes_ ABSL_GUARDED_BY(probes_mu_);
 };
 
 }  // namespace fleet::switch_registry

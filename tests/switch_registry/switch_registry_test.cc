@@ -4,7 +4,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <vector>
+
+#include "absl/synchronization/notification.h"
 
 #include "testing/fake_optical_switch.h"
 
@@ -100,6 +103,80 @@ TEST_F(SwitchRegistryTest, AProbeComparesTheSwitchWithItsInventorySize) {
   probe = registry_.ProbeSwitch(ocs1);
   EXPECT_EQ(probe.status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(probe.status.message(), HasSubstr("reports 8x8 ports but inventory says 16x8"));
+}
+
+// A switch that takes a connection and never answers, until let go.
+class SilentSwitch : public fleet::testing::FakeOpticalSwitch {
+ public:
+  explicit SilentSwitch(absl::Notification* answer) : FakeOpticalSwitch(8, 8), answer_(answer) {}
+  absl::StatusOr<switch_adapters::SwitchIdentity> Identity() override {
+    answer_->WaitForNotification();
+    return FakeOpticalSwitch::Identity();
+  }
+
+ private:
+  absl::Notification* answer_;
+};
+
+TEST_F(SwitchRegistryTest, ProbesAnswerInTimeNamingASwitchThatDoesNotAndNeverPileUp) {
+  absl::Notification answer;
+  std::atomic<int> silent_probes = 0;
+  SwitchRegistry registry({{"ocs1", {"admin", "root"}}, {"ocs2", {"admin", "root"}}}, "creds");
+  registry.RegisterDriver(v1::SWITCH_PROTOCOL_TL1,
+                          [](const v1::Switch&, const SwitchCredentials&)
+                              -> absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> {
+                            return std::make_unique<fleet::testing::FakeOpticalSwitch>(8, 8);
+                          });
+  registry.RegisterDriver(v1::SWITCH_PROTOCOL_REST,
+                          [&](const v1::Switch&, const SwitchCredentials&)
+                              -> absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> {
+                            ++silent_probes;
+                            return std::make_unique<SilentSwitch>(&answer);
+                          });
+  v1::Switch silent = Switch("ocs2", v1::SWITCH_PROTOCOL_REST, "192.0.2.11");
+  silent.set_management_port(8443);
+  const std::vector<v1::Switch> site = {Switch("ocs1", v1::SWITCH_PROTOCOL_TL1, "192.0.2.10"),
+                                        silent};
+  for (int round = 0; round < 3; ++round) {
+    std::vector<SwitchRegistry::Probe> probes =
+        registry.ProbeSwitches(site, absl::Milliseconds(50));
+    ASSERT_EQ(probes.size(), 2u);
+    EXPECT_TRUE(probes[0].status.ok()) << probes[0].status;
+    EXPECT_TRUE(probes[1].unreachable);
+    EXPECT_EQ(probes[1].status.code(), absl::StatusCode::kUnavailable);
+    EXPECT_EQ(probes[1].status.message(),
+              "unreachable at 192.0.2.11:8443 (rest): no answer within 50ms");
+  }
+  // One probe waits on the silent switch however often it is asked; once it answers, the
+  // next call starts a fresh one and reports it.
+  EXPECT_EQ(silent_probes.load(), 1);
+  answer.Notify();
+  std::vector<SwitchRegistry::Probe> probes = registry.ProbeSwitches(site, absl::Seconds(30));
+  EXPECT_TRUE(probes[1].status.ok()) << probes[1].status;
+  probes = registry.ProbeSwitches(site, absl::Seconds(30));
+  EXPECT_TRUE(probes[1].status.ok()) << probes[1].status;
+}
+
+TEST_F(SwitchRegistryTest, AnUnreachableSwitchIsNamedWithItsAddressAndTheError) {
+  fleet::testing::FakeOpticalSwitch* fake = nullptr;
+  SwitchRegistry registry({{"ocs1", {"admin", "root"}}}, "creds");
+  registry.RegisterDriver(v1::SWITCH_PROTOCOL_TL1,
+                          [&](const v1::Switch&, const SwitchCredentials&)
+                              -> absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> {
+                            auto sw = std::make_unique<fleet::testing::FakeOpticalSwitch>(8, 8);
+                            fake = sw.get();
+                            return sw;
+                          });
+  const v1::Switch ocs1 = Switch("ocs1", v1::SWITCH_PROTOCOL_TL1, "192.0.2.10");
+  ASSERT_TRUE(registry.ProbeSwitch(ocs1).status.ok());
+  fake->SetUnreachable(absl::UnavailableError("connect: Connection refused"));
+  SwitchRegistry::Probe probe = registry.ProbeSwitches({ocs1}, absl::Seconds(30)).front();
+  EXPECT_TRUE(probe.unreachable);
+  EXPECT_EQ(probe.status.message(), "unreachable at 192.0.2.10 (tl1): connect: Connection refused");
+  fake->SetUnreachable(absl::PermissionDeniedError("login refused"));
+  probe = registry.ProbeSwitch(ocs1);
+  EXPECT_FALSE(probe.unreachable);
+  EXPECT_EQ(probe.status.code(), absl::StatusCode::kPermissionDenied);
 }
 
 }  // namespace
