@@ -51,7 +51,7 @@ FabricSnapshot LoadDemoSite() {
       fleet::inventory::ReadInventoryFile(FLEET_DEMO_INVENTORY);
   if (!file.ok()) Die(file.status());
   fleet::inventory::InventoryApplier applier(store->get());
-  if (auto applied = applier.Apply(*file, /*dry_run=*/false, "fuzz"); !applied.ok()) {
+  if (auto applied = applier.Apply(*file, {}, "fuzz"); !applied.ok()) {
     Die(applied.status());
   }
   absl::StatusOr<fleet::v1::Inventory> site = (*store)->LoadInventory();

@@ -20,7 +20,50 @@ constexpr KindName kDeleteKinds[] = {{"switches", "switch"},
 
 void DeclareApplyFlags(FlagTable& f, ApplyArgs& a) {
   f.File("file,f", &a.file, "the inventory file (YAML)");
-  f.Bool("dry-run", &a.dry_run, "validate and report what would change; store nothing");
+  f.Bool("dry-run", &a.dry_run,
+         "validate, check what the apply would be refused for, and report what would change "
+         "field by field; store nothing");
+  f.Bool("force", &a.force,
+         "change how fleetd reaches a switch (address, port, protocol, credentials) even while "
+         "it holds circuits");
+}
+
+struct DiffArgs {
+  std::string file;
+};
+
+void DeclareDiffFlags(FlagTable& f, DiffArgs& a) {
+  f.File("file,f", &a.file, "the inventory file (YAML)");
+}
+
+int RunDiff(const Session& s, const DiffArgs& args, const Positional& p) {
+  if (!p.empty()) {
+    return UsageError(*s.err, "diff",
+                      absl::StrCat("unexpected argument ", Joined(p), "; the file goes after -f"));
+  }
+  if (args.file.empty()) return UsageError(*s.err, "diff", "diff needs -f FILE");
+  return Diff(s, args.file);
+}
+
+// ApplyInventory of `file` as `request` says, into `response`.
+grpc::Status CallApply(const Session& s, const std::string& file, v1::ApplyInventoryRequest request,
+                       v1::ApplyInventoryResponse* response) {
+  absl::StatusOr<v1::Inventory> inventory = inventory::ReadInventoryFile(file);
+  if (!inventory.ok()) return ToGrpcStatus(inventory.status());
+  *request.mutable_inventory() = *std::move(inventory);
+  return s.Call([&](grpc::ClientContext* c) {
+    return s.server->inventory->ApplyInventory(c, request, response);
+  });
+}
+
+// One block per object: "~ switch ocs1" and a line per field, or "+ onic s9-n0".
+void PrintDiff(std::ostream& out, const v1::ApplyInventoryResponse& response) {
+  for (const v1::ObjectChange& change : response.diff()) {
+    out << (change.created() ? "+ " : "~ ") << change.kind() << " " << change.id() << "\n";
+    for (const v1::FieldChange& f : change.fields()) {
+      out << "    " << f.field() << ": " << f.from() << " -> " << f.to() << "\n";
+    }
+  }
 }
 
 int RunApply(const Session& s, const ApplyArgs& args, const Positional& p) {
@@ -44,16 +87,11 @@ int RunDelete(const Session& s, const Positional& p) {
 }  // namespace
 
 int Apply(const Session& s, const ApplyArgs& args) {
-  absl::StatusOr<v1::Inventory> inventory = inventory::ReadInventoryFile(args.file);
-  if (!inventory.ok()) return s.Failed(ToGrpcStatus(inventory.status()));
-
   v1::ApplyInventoryRequest request;
-  *request.mutable_inventory() = *std::move(inventory);
   request.set_dry_run(args.dry_run);
+  request.set_force(args.force);
   v1::ApplyInventoryResponse response;
-  grpc::Status status = s.Call([&](grpc::ClientContext* c) {
-    return s.server->inventory->ApplyInventory(c, request, &response);
-  });
+  grpc::Status status = CallApply(s, args.file, request, &response);
   if (!status.ok()) return s.Failed(status);
   if (s.format != OutputFormat::kTable) return PrintMessage(s, response);
 
@@ -62,6 +100,34 @@ int Apply(const Session& s, const ApplyArgs& args) {
          << response.unchanged() << "\n";
   for (const std::string& change : response.changes()) *s.out << change << "\n";
   return kExitOk;
+}
+
+int Diff(const Session& s, const std::string& file) {
+  // The changes themselves (as if forced), then whether a plain apply would take them.
+  v1::ApplyInventoryRequest request;
+  request.set_dry_run(true);
+  request.set_force(true);
+  v1::ApplyInventoryResponse response;
+  grpc::Status status = CallApply(s, file, request, &response);
+  if (!status.ok()) {
+    s.Failed(status);
+    return kExitDiffFailed;
+  }
+  request.set_force(false);
+  v1::ApplyInventoryResponse unforced;
+  const grpc::Status plain = CallApply(s, file, request, &unforced);
+  if (s.format != OutputFormat::kTable) {
+    PrintMessage(s, response);
+  } else {
+    PrintDiff(*s.out, response);
+    *s.out << response.created() << " to create, " << response.updated() << " to update, "
+           << response.unchanged() << " unchanged\n";
+  }
+  if (!plain.ok()) {
+    *s.err << "fleetctl apply -f " << file << " would be refused: " << plain.error_message()
+           << "\n";
+  }
+  return response.diff_size() == 0 ? kExitOk : kExitDiffers;
 }
 
 int Delete(const Session& s, const std::string& kind, const std::string& name) {
@@ -97,8 +163,26 @@ Verb ApplyVerb() {
           "Create or update the inventory from a file",
           "Read an inventory file (see docs/inventory.md), then create what is new and\n"
           "update what changed, in one transaction. Nothing is deleted. Prints the counts\n"
-          "and one line per change.",
+          "and one line per change, with the fields an update changes. Changing how fleetd\n"
+          "reaches a switch (address, port, protocol, credentials, ca_bundle, insecure_http)\n"
+          "is refused while the switch holds circuits, unless --force. `fleetctl diff -f FILE`\n"
+          "shows beforehand what an apply would change.",
           WithFlags<ApplyArgs>(DeclareApplyFlags, RunApply),
+          {}};
+}
+
+Verb DiffVerb() {
+  return {"diff",
+          "fleetctl diff -f FILE [flags]",
+          "Show what applying an inventory file would change",
+          "Compare an inventory file with what fleetd holds, field by field, without storing\n"
+          "anything: `~ switch ocs1` and `    address: 127.0.0.1 -> 192.0.2.10` for an update,\n"
+          "`+ onic s9-n0` for a new object. Says on stderr when `fleetctl apply` of the file\n"
+          "would be refused (a switch holding circuits repointed, a port in a circuit\n"
+          "rewired), and why.\n\n"
+          "Exit status: 0 nothing would change, 1 something would, 2 a malformed command\n"
+          "line, 3 the file or fleetd refused.",
+          WithFlags<DiffArgs>(DeclareDiffFlags, RunDiff),
           {}};
 }
 

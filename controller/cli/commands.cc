@@ -40,9 +40,9 @@ const VerbRegistry& Verbs() {
     auto* verbs = new VerbRegistry;
     // In the order `fleetctl --help` lists them.
     for (Verb (*verb)() :
-         {GetVerb, DescribeVerb, ApplyVerb, TopologyVerb, AllocationVerb, DeleteVerb, DrainVerb,
-          UndrainVerb, DeviceVerb, WhatIfVerb, ReconcileVerb, EventsVerb, LinkVerb, HealthVerb,
-          VersionVerb, ConfigVerb, CertsVerb, CompletionVerb}) {
+         {GetVerb, DescribeVerb, ApplyVerb, DiffVerb, TopologyVerb, AllocationVerb, DeleteVerb,
+          DrainVerb, UndrainVerb, DeviceVerb, WhatIfVerb, ReconcileVerb, EventsVerb, LinkVerb,
+          HealthVerb, VersionVerb, ConfigVerb, CertsVerb, CompletionVerb}) {
       verbs->Add(verb());
     }
     return verbs;

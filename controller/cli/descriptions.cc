@@ -11,6 +11,7 @@
 #include "controller/cli/object_text.h"
 #include "controller/cli/output.h"
 #include "controller/cli/tables.h"
+#include "controller/inventory/inventory.h"
 #include "fleet/v1/names.h"
 
 namespace fleet::cli {
@@ -49,8 +50,8 @@ std::string DescribeSwitch(const v1::Switch& sw, const std::vector<v1::SwitchPor
                                sw.ca_bundle().empty() ? "the system's CAs" : sw.ca_bundle()));
   }
   d.Field("Cluster", sw.cluster());
-  d.Field("Trunk reserved",
-          PortRanges({sw.trunk_reserved_ports().begin(), sw.trunk_reserved_ports().end()}));
+  d.Field("Trunk reserved", inventory::PortRanges({sw.trunk_reserved_ports().begin(),
+                                                   sw.trunk_reserved_ports().end()}));
 
   int onic_fibers = 0, trunk_fibers = 0;
   std::vector<uint32_t> in_circuits, drained, failed, degraded;
@@ -64,10 +65,10 @@ std::string DescribeSwitch(const v1::Switch& sw, const std::vector<v1::SwitchPor
   }
   d.Field("Wired ports", absl::StrCat(onic_fibers, " to O-NICs, ", trunk_fibers, " to trunks"));
   d.Field("In circuits", absl::StrCat(in_circuits.size(), in_circuits.empty() ? "" : ": ",
-                                      PortRanges(in_circuits)));
-  d.Field("Drained ports", PortRanges(drained));
-  d.Field("Failed ports", PortRanges(failed));
-  d.Field("Degraded ports", PortRanges(degraded));
+                                      inventory::PortRanges(in_circuits)));
+  d.Field("Drained ports", inventory::PortRanges(drained));
+  d.Field("Failed ports", inventory::PortRanges(failed));
+  d.Field("Degraded ports", inventory::PortRanges(degraded));
   return d.Render();
 }
 

@@ -56,17 +56,6 @@ std::string WiringText(const v1::SwitchPort& port) {
   return "";
 }
 
-std::string PortRanges(const std::vector<uint32_t>& ports) {
-  std::vector<std::string> ranges;
-  for (size_t i = 0; i < ports.size();) {
-    size_t j = i;
-    while (j + 1 < ports.size() && ports[j + 1] == ports[j] + 1) ++j;
-    ranges.push_back(i == j ? absl::StrCat(ports[i]) : absl::StrCat(ports[i], "-", ports[j]));
-    i = j + 1;
-  }
-  return absl::StrJoin(ranges, ", ");
-}
-
 std::string CircuitLine(const v1::Circuit& circuit) {
   std::vector<std::string> xcs;
   for (const v1::CrossConnect& xc : circuit.cross_connects()) xcs.push_back(CrossConnectText(xc));

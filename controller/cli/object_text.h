@@ -29,8 +29,6 @@ std::string CrossConnectText(const v1::CrossConnect& xc);  // ocs1:1→385
 std::string OnicPortFibers(const v1::OnicPort& port);      // ocs1/1→ocs1/385 (tx→rx)
 // What is plugged into a switch port: `onic s1c0-n0/1 tx`, `trunk ocs1-ocs2-01`, or "".
 std::string WiringText(const v1::SwitchPort& port);
-// Ascending port numbers folded into ranges: [1,2,3,7] is "1-3, 7".
-std::string PortRanges(const std::vector<uint32_t>& ports);
 // One line per circuit: `c1  s1c0-n0/1 → gpu3-n0/1  via ocs1:1→390  active  phase dp`.
 std::string CircuitLine(const v1::Circuit& circuit);
 // An allocation's state in one line, as `topology request --wait` prints each change:

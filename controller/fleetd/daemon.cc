@@ -12,6 +12,7 @@
 
 #include <filesystem>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -93,14 +94,20 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
 
   if (!config.inventory.empty()) {
     ASSIGN_OR_RETURN(v1::Inventory inventory, inventory::ReadInventoryFile(config.inventory));
+    // At start the file is how the switches are reached: fleetd has not dialled one yet, so a
+    // switch that moved while it was down is repointed even though it holds circuits (the
+    // log and the event say so); reconciliation then reads it at its new address.
     absl::StatusOr<v1::ApplyInventoryResponse> applied =
-        d->applier_->Apply(inventory, /*dry_run=*/false, "fleetd:--inventory");
+        d->applier_->Apply(inventory, {.force = true}, "fleetd:--inventory");
     if (!applied.ok()) {
       return absl::Status(applied.status().code(),
                           absl::StrCat(config.inventory, ": ", applied.status().message()));
     }
     FLEET_LOG(INFO) << "inventory " << config.inventory << ": created " << applied->created()
                     << ", updated " << applied->updated() << ", unchanged " << applied->unchanged();
+    for (const std::string& change : applied->changes()) {
+      if (absl::StartsWith(change, "updated ")) FLEET_LOG(INFO) << "inventory: " << change;
+    }
   }
 
   agent_registry::AgentRegistryOptions agent_options;
@@ -125,19 +132,20 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
     engine->LinksDown(host, links);
   };
   d->agents_->SetListener(std::move(listener));
-  d->agent_service_ = std::make_unique<service::AgentServiceImpl>(d->agents_.get());
-  d->inventory_service_ = std::make_unique<service::InventoryServiceImpl>(
-      d->store_.get(), d->applier_.get(), d->agents_.get());
-  d->topology_service_ =
-      std::make_unique<service::TopologyServiceImpl>(d->store_.get(), d->engine_.get());
   ASSIGN_OR_RETURN(d->security_, ServerSecurity::Start(config, d->metrics_.get(), clock));
   if (config.insecure) {
     FLEET_LOG(WARNING) << "--insecure: plaintext gRPC on " << config.listen_address
                        << "; callers name themselves in x-fleet-principal, and anyone who "
                           "reaches the port may rewire the fabric";
   }
+  const auth::GrantSource* grants = d->security_->grants();
+  d->agent_service_ = std::make_unique<service::AgentServiceImpl>(d->agents_.get(), grants);
+  d->inventory_service_ = std::make_unique<service::InventoryServiceImpl>(
+      d->store_.get(), d->applier_.get(), d->agents_.get());
+  d->topology_service_ =
+      std::make_unique<service::TopologyServiceImpl>(d->store_.get(), d->engine_.get(), grants);
   d->admin_service_ = std::make_unique<service::AdminServiceImpl>(
-      d->store_.get(), d->engine_.get(), d->switches_.get(), d->agents_.get(), kVersion,
+      d->store_.get(), d->engine_.get(), d->switches_.get(), d->agents_.get(), grants, kVersion,
       [security = d->security_.get()] { return security->Health(); });
 
   grpc::EnableDefaultHealthCheckService(true);

@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "controller/inventory/field_diff.h"
 #include "fleet/v1/names.h"
 
 namespace fleet::inventory {
@@ -504,7 +505,20 @@ void MergeKind(const google::protobuf::RepeatedPtrField<T>& stored,
     *merged->Add() = want;
     if (want.SerializeAsString() != FileForm(have).SerializeAsString()) {
       *changed->Add() = want;
-      write->updated.push_back(absl::StrCat(kind, " ", Key(want)));
+      const std::string what = absl::StrCat(kind, " ", Key(want));
+      write->updated.push_back(what);
+      v1::ObjectChange& change = write->diff.emplace_back();
+      change.set_kind(std::string(kind));
+      change.set_id(Key(want));
+      std::vector<v1::FieldChange> fields = DiffFields(FileForm(have), want);
+      write->changed_fields[what] = DescribeFieldChanges(fields);
+      std::vector<v1::FieldChange> connection;
+      for (const v1::FieldChange& f : fields) {
+        if (kind == "switch" && IsSwitchConnectionField(f.field())) connection.push_back(f);
+      }
+      if (!connection.empty())
+        write->repointed_switches[Key(want)] = DescribeFieldChanges(connection);
+      for (v1::FieldChange& f : fields) *change.add_fields() = std::move(f);
     }
   }
   for (const T& in : incoming) {
@@ -513,6 +527,10 @@ void MergeKind(const google::protobuf::RepeatedPtrField<T>& stored,
     *merged->Add() = FileForm(in);
     *changed->Add() = FileForm(in);
     write->created.push_back(absl::StrCat(kind, " ", Key(in)));
+    v1::ObjectChange& change = write->diff.emplace_back();
+    change.set_kind(std::string(kind));
+    change.set_id(Key(in));
+    change.set_created(true);
   }
 }
 
@@ -557,6 +575,17 @@ absl::StatusOr<v1::Inventory> ParseInventoryYaml(absl::string_view text,
                                                    absl::StrJoin(parser.problems(), "\n  ")));
   }
   return inventory;
+}
+
+std::string PortRanges(const std::vector<uint32_t>& ports) {
+  std::vector<std::string> ranges;
+  for (size_t i = 0; i < ports.size();) {
+    size_t j = i;
+    while (j + 1 < ports.size() && ports[j + 1] == ports[j] + 1) ++j;
+    ranges.push_back(i == j ? absl::StrCat(ports[i]) : absl::StrCat(ports[i], "-", ports[j]));
+    i = j + 1;
+  }
+  return absl::StrJoin(ranges, ", ");
 }
 
 absl::StatusOr<v1::Inventory> ReadInventoryFile(const std::string& path) {
@@ -605,7 +634,7 @@ absl::StatusOr<store::InventoryWrite> PlanApply(const v1::Inventory& stored,
 }
 
 absl::StatusOr<v1::ApplyInventoryResponse> InventoryApplier::Apply(const v1::Inventory& incoming,
-                                                                   bool dry_run,
+                                                                   const ApplyOptions& options,
                                                                    const std::string& principal) {
   absl::MutexLock lock(&mu_);
   absl::StatusOr<v1::Inventory> stored = store_->LoadInventory();
@@ -620,8 +649,13 @@ absl::StatusOr<v1::ApplyInventoryResponse> InventoryApplier::Apply(const v1::Inv
   const int64_t changed = static_cast<int64_t>(write->created.size() + write->updated.size());
   response.set_unchanged(static_cast<uint32_t>(std::max<int64_t>(0, total - changed)));
   for (const std::string& what : write->created) response.add_changes("created " + what);
-  for (const std::string& what : write->updated) response.add_changes("updated " + what);
-  if (dry_run || (write->created.empty() && write->updated.empty())) return response;
+  for (const std::string& what : write->updated) {
+    response.add_changes(absl::StrCat("updated ", what, ": ", write->changed_fields[what]));
+  }
+  for (v1::ObjectChange& change : write->diff) *response.add_diff() = std::move(change);
+  if (write->created.empty() && write->updated.empty()) return response;
+  write->force = options.force;
+  write->dry_run = options.dry_run;
   if (absl::Status s = store_->WriteInventory(*write, principal); !s.ok()) return s;
   return response;
 }

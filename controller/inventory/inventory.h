@@ -56,6 +56,9 @@ inline constexpr uint32_t kMaxSwitchSide = 4096;
 absl::StatusOr<v1::Inventory> ParseInventoryYaml(absl::string_view text,
                                                  absl::string_view file_name);
 
+// Ascending ports as an inventory file writes ranges: {1, 2, 3, 7, 9, 10} -> "1-3, 7, 9-10".
+std::string PortRanges(const std::vector<uint32_t>& ports);
+
 // Reads and parses a file; NOT_FOUND / PERMISSION_DENIED name the path.
 absl::StatusOr<v1::Inventory> ReadInventoryFile(const std::string& path);
 
@@ -74,6 +77,11 @@ std::vector<std::string> ValidateInventory(const v1::Inventory& site);
 absl::StatusOr<store::InventoryWrite> PlanApply(const v1::Inventory& stored,
                                                 const v1::Inventory& incoming);
 
+struct ApplyOptions {
+  bool dry_run = false;  // Check everything, report what would change, write nothing.
+  bool force = false;    // Repoint a switch that holds circuits (ApplyInventoryRequest.force).
+};
+
 // Applies inventories to a store: load what is stored, plan, write. Applies are serialized
 // so two concurrent applies cannot both validate against the same stored state. Used by
 // InventoryService.ApplyInventory and by `fleetd --inventory FILE` at start.
@@ -82,9 +90,11 @@ class InventoryApplier {
   explicit InventoryApplier(store::Store* store) : store_(store) {}
 
   // INVALID_ARGUMENT listing every problem, or FAILED_PRECONDITION from the store for a
-  // change under a live circuit; nothing is written in either case. With `dry_run`, reports
-  // what would change and writes nothing.
-  absl::StatusOr<v1::ApplyInventoryResponse> Apply(const v1::Inventory& incoming, bool dry_run,
+  // change under a live circuit (a rewired port, a repointed switch without `force`);
+  // nothing is written in either case. The answer lists each change, field by field. With
+  // `dry_run`, meets the same checks, reports what would change and writes nothing.
+  absl::StatusOr<v1::ApplyInventoryResponse> Apply(const v1::Inventory& incoming,
+                                                   const ApplyOptions& options,
                                                    const std::string& principal);
 
  private:

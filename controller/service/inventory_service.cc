@@ -80,11 +80,12 @@ grpc::Status InventoryServiceImpl::ListCircuits(grpc::ServerContext*,
 grpc::Status InventoryServiceImpl::ApplyInventory(grpc::ServerContext* context,
                                                   const v1::ApplyInventoryRequest* request,
                                                   v1::ApplyInventoryResponse* response) {
-  return Durable(
-      *store_,
-      Assign(applier_->Apply(request->inventory(), request->dry_run(), PrincipalOf(*context)),
-             response),
-      request->dry_run());
+  return Durable(*store_,
+                 Assign(applier_->Apply(request->inventory(),
+                                        {.dry_run = request->dry_run(), .force = request->force()},
+                                        PrincipalOf(*context)),
+                        response),
+                 request->dry_run());
 }
 
 grpc::Status InventoryServiceImpl::DeleteObject(grpc::ServerContext* context,

@@ -25,6 +25,26 @@ constexpr absl::string_view kTrunkCircuitSql =
 
 }  // namespace
 
+absl::StatusOr<std::string> CircuitsOnSwitch(Database& db, const std::string& switch_id) {
+  ASSIGN_OR_RETURN(Statement stmt, db.Prepare(R"sql(
+    SELECT COUNT(DISTINCT x.circuit_id), COUNT(DISTINCT c.allocation_id),
+           (SELECT GROUP_CONCAT(a, ', ') FROM (
+              SELECT DISTINCT c2.allocation_id AS a FROM cross_connects x2
+              JOIN circuits c2 ON c2.id = x2.circuit_id
+              WHERE x2.switch_id = ?1 AND c2.allocation_id IS NOT NULL ORDER BY a LIMIT 3))
+    FROM cross_connects x JOIN circuits c ON c.id = x.circuit_id WHERE x.switch_id = ?1)sql"));
+  ASSIGN_OR_RETURN(bool row, stmt.Bind(1, switch_id).Step());
+  if (!row || stmt.Int(0) == 0) return std::string();
+  const int64_t circuits = stmt.Int(0);
+  const int64_t allocations = stmt.Int(1);
+  std::string text = absl::StrCat(circuits, circuits == 1 ? " circuit" : " circuits");
+  if (allocations > 0) {
+    absl::StrAppend(&text, " (allocation", allocations == 1 ? " " : "s ", stmt.Text(2),
+                    allocations > 3 ? ", …" : "", ")");
+  }
+  return text;
+}
+
 absl::Status RefuseTrunkInUse(Database& db, const std::string& trunk_id, const std::string& after) {
   return RefuseIfAny(db, kTrunkCircuitSql, trunk_id,
                      absl::StrCat("trunk ", trunk_id, " carries circuit "), after);

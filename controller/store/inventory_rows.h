@@ -38,6 +38,9 @@ absl::Status InsertTrunk(Database& db, const v1::Trunk& t);
 absl::Status CheckOnicRewire(Database& db, const v1::Onic& o);
 // A trunk carrying a circuit keeps its ports: refuses moving them.
 absl::Status CheckTrunkRewire(Database& db, const v1::Trunk& t);
+// What switch `switch_id` holds of FLEET's circuits (any phase, manual ones too): "8 circuits
+// (allocations a-1, a-2)", or empty when none.
+absl::StatusOr<std::string> CircuitsOnSwitch(Database& db, const std::string& switch_id);
 // FAILED_PRECONDITION "trunk <id> carries circuit <c>" + `after` when a circuit uses it.
 absl::Status RefuseTrunkInUse(Database& db, const std::string& trunk_id, const std::string& after);
 

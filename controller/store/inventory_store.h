@@ -36,6 +36,16 @@ struct InventoryWrite {
   v1::Inventory objects;
   std::vector<std::string> created;  // "kind id" of each object that is new, for the log.
   std::vector<std::string> updated;  // "kind id" of each object that changed.
+  // Each object created or updated, an update field by field (for the apply's answer).
+  std::vector<v1::ObjectChange> diff;
+  // By "kind id" of an updated object, its changed fields ("address a -> b, port 1 -> 2"),
+  // recorded in its event.
+  std::map<std::string, std::string> changed_fields;
+  // By switch id, the changes to how fleetd reaches it (address, port, protocol,
+  // credentials, ...): refused while the switch holds circuits unless `force`.
+  std::map<std::string, std::string> repointed_switches;
+  bool force = false;
+  bool dry_run = false;  // Check everything the write would be refused for; change nothing.
 };
 
 // What a drain or undrain names: exactly one of these.
@@ -75,8 +85,10 @@ class InventoryStore {
 
   // --- Writes. ---
   // Creates or replaces every object in `write.objects` in one transaction. Refuses with
-  // FAILED_PRECONDITION, writing nothing, a change that would rewire an O-NIC port or
-  // shrink a switch under a circuit. Administrative state (drain) is kept across updates.
+  // FAILED_PRECONDITION, writing nothing, a change that would rewire an O-NIC port, shrink a
+  // switch under a circuit, or repoint a switch holding circuits (`repointed_switches`,
+  // unless `force`), naming the switch, the fields and the allocations. Administrative state
+  // (drain) is kept across updates. With `dry_run`, the same checks and no change.
   virtual absl::Status WriteInventory(const InventoryWrite& write,
                                       const std::string& principal) = 0;
   // Deletes one object (`switch`, `host`, `device`, `onic`, `trunk`) and what belongs only to

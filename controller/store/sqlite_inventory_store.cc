@@ -107,6 +107,17 @@ class SqliteInventoryStore final : public InventoryStore {
     absl::MutexLock lock(&connection_.mu());
     ASSIGN_OR_RETURN(Transaction txn, connection_.Begin());
     const v1::Inventory& objects = write.objects;
+    std::map<std::string, std::string> forced;  // Switch id → what it held when repointed.
+    for (const auto& [switch_id, changes] : write.repointed_switches) {
+      ASSIGN_OR_RETURN(std::string held, CircuitsOnSwitch(db(), switch_id));
+      if (held.empty()) continue;
+      if (!write.force) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "switch ", switch_id, " holds ", held, "; changing how fleetd reaches it (", changes,
+            ") would cut fleetd from them: release them first, or apply with --force"));
+      }
+      forced[switch_id] = held;
+    }
     for (const v1::Switch& s : objects.switches()) RETURN_IF_ERROR(UpsertSwitch(db(), s));
     for (const v1::Host& h : objects.hosts()) RETURN_IF_ERROR(UpsertHost(db(), h));
     for (const v1::Device& d : objects.devices()) RETURN_IF_ERROR(UpsertDevice(db(), d));
@@ -124,11 +135,21 @@ class SqliteInventoryStore final : public InventoryStore {
     }
     for (const v1::Onic& o : objects.onics()) RETURN_IF_ERROR(UpsertOnic(db(), o));
     for (const v1::Trunk& t : objects.trunks()) RETURN_IF_ERROR(InsertTrunk(db(), t));
+    // A dry run ends here, rolled back, having met every check a write meets.
+    if (write.dry_run) return absl::OkStatus();
     for (const std::string& what : write.created) {
       RETURN_IF_ERROR(InventoryEvent("inventory.created", what, principal, "created"));
     }
     for (const std::string& what : write.updated) {
-      RETURN_IF_ERROR(InventoryEvent("inventory.updated", what, principal, "updated"));
+      std::string fields;
+      if (auto it = write.changed_fields.find(what); it != write.changed_fields.end()) {
+        fields = absl::StrCat(": ", it->second);
+      }
+      std::pair<std::string, std::string> kind_id = absl::StrSplit(what, absl::MaxSplits(' ', 1));
+      if (auto it = forced.find(kind_id.second); kind_id.first == "switch" && it != forced.end()) {
+        absl::StrAppend(&fields, " (forced while it held ", it->second, ")");
+      }
+      RETURN_IF_ERROR(InventoryEvent("inventory.updated", what, principal, "updated", fields));
     }
     RETURN_IF_ERROR(connection_.Commit(txn));
     inventory_version_.fetch_add(1);
@@ -347,12 +368,14 @@ class SqliteInventoryStore final : public InventoryStore {
   Database& db() ABSL_EXCLUSIVE_LOCKS_REQUIRED(connection_.mu()) { return connection_.db(); }
 
   // `what` is "kind id".
+  // "VERB KIND ID" and `detail` after it, e.g. ": address a -> b".
   absl::Status InventoryEvent(const std::string& kind, const std::string& what,
-                              const std::string& principal, const std::string& verb)
+                              const std::string& principal, const std::string& verb,
+                              const std::string& detail = "")
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(connection_.mu()) {
     std::pair<std::string, std::string> parts = absl::StrSplit(what, absl::MaxSplits(' ', 1));
     return connection_.AppendEvent(kind, parts.first, parts.second, v1::EVENT_SEVERITY_INFO,
-                                   absl::StrCat(verb, " ", what), principal);
+                                   absl::StrCat(verb, " ", what, detail), principal);
   }
 
   StoreConnection& connection_;

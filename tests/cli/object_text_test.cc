@@ -12,12 +12,6 @@
 namespace fleet::cli {
 namespace {
 
-TEST(FormatTest, PortRangesFoldRuns) {
-  EXPECT_EQ(PortRanges({}), "");
-  EXPECT_EQ(PortRanges({7}), "7");
-  EXPECT_EQ(PortRanges({1, 2, 3, 7, 9, 10}), "1-3, 7, 9-10");
-}
-
 TEST(FormatTest, WiringNamesTheFiberEnd) {
   v1::SwitchPort port;
   EXPECT_EQ(WiringText(port), "");

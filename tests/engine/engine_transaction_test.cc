@@ -121,7 +121,8 @@ TEST_F(EngineTest, ATransactionInsideASwitchsQueueFinishesWhenTheSwitchsAddressC
     if (sw.id() == "ocs1") sw.set_address("192.0.2.44");
   }
   inventory::InventoryApplier applier(store_.get());
-  ASSERT_THAT(applier.Apply(moved, false, "operator:test").status(), IsOk());
+  // The switch holds the first request's circuits: an operator moving it forces the apply.
+  ASSERT_THAT(applier.Apply(moved, {.force = true}, "operator:test").status(), IsOk());
   // The next batch for ocs1 goes through a new driver, and so a new queue: it is not held.
   absl::StatusOr<v1::RequestTopologyResponse> second =
       engine_->RequestTopology(Link("team-b", "gpu3", "gpu4"), Caller::Operator("operator:test"));

@@ -26,7 +26,7 @@ inline void OpenGen1Store(fleet::testing::FakeClock* clock, std::unique_ptr<stor
   ASSERT_TRUE(gen1.ok()) << gen1.status();
   if (site != nullptr) *site = *gen1;
   inventory::InventoryApplier applier(store->get());
-  ASSERT_THAT(applier.Apply(*gen1, false, "operator:test").status(), store::testing_util::IsOk());
+  ASSERT_THAT(applier.Apply(*gen1, {}, "operator:test").status(), store::testing_util::IsOk());
 }
 
 }  // namespace fleet::engine

@@ -1,14 +1,19 @@
 // `fleetd --demo` with the real binaries: the emulator, the Gen1 inventory and one emulated
 // agent per host, driven with fleetctl.
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -49,6 +54,11 @@ std::vector<pid_t> ChildrenRunning(pid_t parent, const std::string& binary,
   }
   closedir(proc);
   return out;
+}
+
+std::string ReadWhole(const std::string& path) {
+  std::ifstream file(path);
+  return std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
 }
 
 TEST(DemoTest, EmulatorAgentsAndInventoryComeUpAndGoDownTogether) {
@@ -179,6 +189,166 @@ TEST(DemoTest, ChildrenDieWithAKilledFleetd) {
     }
     return true;
   }));
+}
+
+// A TCP port that takes connections and never answers: a switch that hangs.
+class SilentListener {
+ public:
+  SilentListener() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof(address);
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&address), length) != 0 || listen(fd_, 16) != 0 ||
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+      ADD_FAILURE() << "cannot listen on loopback";
+    }
+    port_ = ntohs(address.sin_port);
+  }
+  ~SilentListener() { close(fd_); }
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+// An apply never quietly repoints a switch that holds circuits: it is refused naming the
+// switch and the fields unless forced, `diff` shows the change beforehand, and the event
+// says which fields changed. A switch that stops answering is reported unreachable by
+// `health` at once, with the rest of the report.
+TEST(DemoTest, ARepointOfALiveSwitchIsRefusedUnlessForcedAndHealthNamesAnUnreachableOne) {
+  const std::string state = testing::FreshDirectory("repoint");
+  absl::StatusOr<std::unique_ptr<Daemon>> started =
+      Daemon::Start({BinaryPath("fleetd"), "--demo", "--state-dir", state, "--grpc-port", "0",
+                     "--metrics-port", "0", "--agent-heartbeat-ms", "100"});
+  ASSERT_TRUE(started.ok()) << started.status();
+  std::unique_ptr<Daemon> fleetd = std::move(*started);
+  absl::StatusOr<std::string> tl1 = fleetd->WaitForLine("tl1: ");
+  ASSERT_TRUE(tl1.ok()) << tl1.status() << fleetd->Stderr();
+  absl::StatusOr<std::string> config = fleetd->WaitForLine("fleetctl-config: ");
+  ASSERT_TRUE(config.ok()) << config.status();
+  const testing::FleetdAt demo = testing::FleetdAt::WithConfig(*config);
+  auto fleetctl = [&](std::vector<std::string> args) { return testing::Fleetctl(demo, args); };
+  ASSERT_TRUE(Eventually([&] { return testing::ConnectedAgents(demo) == 7; }));
+  const std::string own = state + "/inventory.yaml";
+  const std::string gen1 = std::string(FLEET_SOURCE_DIR) + "/deploy/inventory/fleet-gen1.yaml";
+  const std::string tl1_port = tl1->substr(tl1->rfind(':') + 1);
+
+  // The demo's own file changes nothing; the Gen1 file would repoint ocs1.
+  CommandResult same = fleetctl({"diff", "-f", own});
+  EXPECT_EQ(same.exit_code, 0) << same.err;
+  EXPECT_THAT(same.out, HasSubstr("0 to create, 0 to update"));
+  CommandResult applied = fleetctl({"apply", "-f", own});
+  EXPECT_EQ(applied.exit_code, 0) << applied.err;
+  EXPECT_THAT(applied.out, HasSubstr("created 0, updated 0, unchanged"));
+  CommandResult differs = fleetctl({"diff", "-f", gen1});
+  EXPECT_EQ(differs.exit_code, 1) << differs.err;
+  EXPECT_THAT(differs.out, HasSubstr("~ switch ocs1\n"));
+  EXPECT_THAT(differs.out, HasSubstr("    address: 127.0.0.1 -> 192.0.2.10\n"));
+  EXPECT_THAT(differs.out, HasSubstr(absl::StrCat("    port: ", tl1_port, " -> 3082\n")));
+
+  // With the ring up, the same apply is refused, dry run or not, and nothing changes.
+  CommandResult ring =
+      fleetctl({"topology", "request", "-f",
+                std::string(FLEET_SOURCE_DIR) + "/deploy/examples/ring-8-gpus.yaml", "--wait"});
+  ASSERT_EQ(ring.exit_code, 0) << ring.err << ring.out;
+  for (const std::vector<std::string>& apply :
+       {std::vector<std::string>{"apply", "-f", gen1},
+        std::vector<std::string>{"apply", "--dry-run", "-f", gen1}}) {
+    CommandResult refused = fleetctl(apply);
+    EXPECT_EQ(refused.exit_code, 1) << refused.out;
+    EXPECT_THAT(refused.err, HasSubstr("FAILED_PRECONDITION: switch ocs1 holds 8 circuits"));
+    EXPECT_THAT(refused.err, HasSubstr(absl::StrCat("(address 127.0.0.1 -> 192.0.2.10, port ",
+                                                    tl1_port, " -> 3082)")));
+    EXPECT_THAT(refused.err, HasSubstr("--force"));
+  }
+  differs = fleetctl({"diff", "-f", gen1});
+  EXPECT_EQ(differs.exit_code, 1);
+  EXPECT_THAT(differs.err, HasSubstr("would be refused: switch ocs1 holds 8 circuits"));
+  CommandResult health = fleetctl({"health"});
+  EXPECT_THAT(health.out, HasSubstr("overall: ok")) << health.out;
+
+  // Forced onto a port that never answers: the event names the fields; health reports the
+  // switch unreachable after its probe's 2 s, not the driver's 10 s, with the rest.
+  SilentListener silent;
+  std::string text = ReadWhole(own);
+  const size_t at = text.find("port: " + tl1_port);
+  ASSERT_NE(at, std::string::npos) << text;
+  text.replace(at, 6 + tl1_port.size(), absl::StrCat("port: ", silent.port()));
+  const std::string moved = state + "/moved.yaml";
+  std::ofstream(moved) << text;
+  CommandResult forced = fleetctl({"apply", "--force", "-f", moved});
+  ASSERT_EQ(forced.exit_code, 0) << forced.err;
+  EXPECT_THAT(forced.out, HasSubstr(absl::StrCat("updated switch ocs1: port ", tl1_port, " -> ",
+                                                 silent.port())));
+  CommandResult events = fleetctl({"get", "events", "--kind", "switch"});
+  EXPECT_THAT(events.out,
+              HasSubstr(absl::StrCat("updated switch ocs1: port ", tl1_port, " -> ", silent.port(),
+                                     " (forced while it held 8 ", "circuits")))
+      << events.out;
+  const absl::Time asked = absl::Now();
+  health = fleetctl({"health"});
+  EXPECT_LT(absl::Now() - asked, absl::Seconds(9)) << "health waited for the driver";
+  EXPECT_THAT(health.out, HasSubstr(absl::StrCat("unreachable at 127.0.0.1:", silent.port(),
+                                                 " (tl1): no answer within 2s")))
+      << health.out << health.err;
+  EXPECT_THAT(health.out, HasSubstr("store"));
+  EXPECT_THAT(health.out, HasSubstr("mutual TLS"));
+  // Back to the emulator: reachable again.
+  ASSERT_EQ(fleetctl({"apply", "--force", "-f", own}).exit_code, 0);
+  EXPECT_TRUE(Eventually([&] { return absl::StrContains(fleetctl({"health"}).out, "overall: ok"); },
+                         absl::Seconds(60)));
+}
+
+// The demo's CA outlives a restart on the same state directory, so a certificate issued from
+// it with `fleetctl certs issue --ca-dir STATE/pki` goes on working.
+TEST(DemoTest, ARestartKeepsTheCaAndWhatItIssued) {
+  const std::string state = testing::FreshDirectory("ca-kept");
+  const std::vector<std::string> argv = {BinaryPath("fleetd"), "--demo", "--state-dir",    state,
+                                         "--grpc-port",        "0",      "--metrics-port", "0"};
+  auto start = [&]() -> std::pair<std::unique_ptr<Daemon>, std::string> {
+    absl::StatusOr<std::unique_ptr<Daemon>> started = Daemon::Start(argv);
+    EXPECT_TRUE(started.ok()) << started.status();
+    if (!started.ok()) return {};
+    absl::StatusOr<std::string> grpc = (*started)->WaitForLine("grpc: ");
+    EXPECT_TRUE(grpc.ok()) << (*started)->Stderr();
+    EXPECT_TRUE((*started)->WaitForLine("state: ").ok());
+    return {std::move(*started), grpc.value_or("")};
+  };
+  auto [fleetd, grpc] = start();
+  ASSERT_NE(fleetd, nullptr);
+  const std::string pki = state + "/pki";
+  const std::string ca_before = ReadWhole(pki + "/ca.pem");
+  const std::string out = state + "/issued-team-q";
+  CommandResult issued = RunCommand({BinaryPath("fleetctl"), "certs", "issue", "--ca-dir", pki,
+                                     "--identity", "spiffe://demo.fleet/job/team-q", "--out", out});
+  ASSERT_EQ(issued.exit_code, 0) << issued.err;
+  auto list_as_team_q = [&](const std::string& server) {
+    return RunCommand({BinaryPath("fleetctl"), "--server", server, "--ca", pki + "/ca.pem",
+                       "--cert", out + ".pem", "--key", out + ".key", "get", "allocations"});
+  };
+  CommandResult listed = list_as_team_q(grpc);
+  EXPECT_EQ(listed.exit_code, 0) << listed.err;
+
+  ASSERT_TRUE(fleetd->Stop(SIGTERM).ok());
+  fleetd.reset();
+  std::tie(fleetd, grpc) = start();
+  ASSERT_NE(fleetd, nullptr);
+  EXPECT_EQ(ReadWhole(pki + "/ca.pem"), ca_before);
+  listed = list_as_team_q(grpc);
+  EXPECT_EQ(listed.exit_code, 0) << listed.err << fleetd->Stderr();
+
+  // A CA that cannot sign (its key lost) is replaced, saying why.
+  ASSERT_TRUE(fleetd->Stop(SIGTERM).ok());
+  fleetd.reset();
+  std::filesystem::remove(pki + "/ca.key");
+  std::tie(fleetd, grpc) = start();
+  ASSERT_NE(fleetd, nullptr);
+  EXPECT_NE(ReadWhole(pki + "/ca.pem"), ca_before);
+  EXPECT_THAT(fleetd->Stderr(), HasSubstr("making a new CA"));
+  EXPECT_EQ(list_as_team_q(grpc).exit_code, 1);
 }
 
 // Four real agents stay up while fleetd is killed and started again on the same port and

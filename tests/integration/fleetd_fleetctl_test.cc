@@ -395,7 +395,7 @@ TEST_F(FleetdFleetctlTest, BashCompletionOffersTheRealVerbsKindsAndValues) {
   EXPECT_THAT(
       offered.out,
       HasSubstr(
-          "[fleetctl ]: get describe apply topology allocation delete drain "
+          "[fleetctl ]: get describe apply diff topology allocation delete drain "
           "undrain device what-if reconcile events link health version config certs completion "
           "help\n"));
   EXPECT_THAT(offered.out, HasSubstr("[fleetctl get ]: switches ports hosts agents devices onics "
@@ -427,7 +427,7 @@ TEST_F(FleetdFleetctlTest, ZshCompletionIsValidAndOffersTheRealKinds) {
   EXPECT_THAT(offered.out, HasSubstr("compdef _fleetctl fleetctl\n"));
   EXPECT_THAT(offered.out, HasSubstr("switches ports hosts agents devices onics trunks circuits "
                                      "allocations events\n"));
-  EXPECT_THAT(offered.out, HasSubstr("get describe apply topology"));
+  EXPECT_THAT(offered.out, HasSubstr("get describe apply diff topology"));
 }
 
 TEST_F(FleetdFleetctlTest, UnreachableServerIsAClearError) {

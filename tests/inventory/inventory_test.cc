@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "common/clock.h"
+#include "controller/inventory/field_diff.h"
 #include "testing/fake_clock.h"
 
 namespace fleet::inventory {
@@ -372,6 +373,51 @@ TEST(PlanApplyTest, ChangedObjectIsAnUpdate) {
   EXPECT_EQ(plan->objects.onics(0).serial(), "S2b");
 }
 
+TEST(PlanApplyTest, AnUpdateNamesEachFieldItChangesAndWhichRepointASwitch) {
+  v1::Inventory site = MustParse(SmallSite());
+  v1::Inventory changed = MustParse(absl::StrReplaceAll(
+      SmallSite(), {{"address: 127.0.0.1", "address: 192.0.2.20\n    port: 3083"},
+                    {"{tx: ocs1/3, rx: ocs1/11}", "{tx: ocs1/5, rx: ocs1/11}"},
+                    {"serial: S2", "serial: S2b"}}));
+  absl::StatusOr<store::InventoryWrite> plan = PlanApply(site, changed);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(plan->updated, ::testing::ElementsAre("switch ocs1", "onic n2"));
+  EXPECT_EQ(plan->changed_fields["switch ocs1"],
+            "address 127.0.0.1 -> 192.0.2.20, port (default) -> 3083");
+  EXPECT_EQ(plan->changed_fields["onic n2"], "serial S2 -> S2b, ports[1].tx ocs1/3 -> ocs1/5");
+  // Only how the switch is reached makes a repoint; an O-NIC's fibers do not.
+  EXPECT_EQ(plan->repointed_switches.size(), 1u);
+  EXPECT_EQ(plan->repointed_switches["ocs1"],
+            "address 127.0.0.1 -> 192.0.2.20, port (default) -> 3083");
+  ASSERT_THAT(plan->diff, SizeIs(2));
+  EXPECT_EQ(plan->diff[0].kind(), "switch");
+  EXPECT_FALSE(plan->diff[0].created());
+  ASSERT_THAT(plan->diff[0].fields(), SizeIs(2));
+  EXPECT_EQ(plan->diff[0].fields(1).field(), "port");
+  EXPECT_EQ(plan->diff[0].fields(1).to(), "3083");
+}
+
+TEST(PortRangesTest, RunsFold) {
+  EXPECT_EQ(PortRanges({}), "");
+  EXPECT_EQ(PortRanges({7}), "7");
+  EXPECT_EQ(PortRanges({1, 2, 3, 7, 9, 10}), "1-3, 7, 9-10");
+}
+
+TEST(FieldDiffTest, ReservedPortsAreRangesAndEnumsShortNames) {
+  v1::Switch before = MustParse(SmallSite()).switches(0);
+  v1::Switch after = before;
+  after.clear_trunk_reserved_ports();
+  for (uint32_t p : {5u, 6u, 7u, 8u, 13u}) after.add_trunk_reserved_ports(p);
+  after.set_protocol(v1::SWITCH_PROTOCOL_REST);
+  after.set_insecure_http(true);
+  EXPECT_EQ(DescribeFieldChanges(DiffFields(before, after)),
+            "protocol tl1 -> rest, trunk_reserved 7-8, 15-16 -> 5-8, 13, insecure_http false -> "
+            "true");
+  for (const v1::FieldChange& f : DiffFields(before, after)) {
+    EXPECT_EQ(IsSwitchConnectionField(f.field()), f.field() != "trunk_reserved") << f.field();
+  }
+}
+
 TEST(PlanApplyTest, IncomingIsValidatedAgainstWhatIsStored) {
   v1::Inventory stored = MustParse(SmallSite());
   // A new O-NIC whose fiber lands on a port a stored O-NIC already holds.
@@ -437,14 +483,14 @@ class ApplierTest : public ::testing::Test {
 
 TEST_F(ApplierTest, ReapplyingTheSameFileChangesNothing) {
   v1::Inventory site = MustParse(SmallSite());
-  absl::StatusOr<v1::ApplyInventoryResponse> first = applier_->Apply(site, false, "operator:test");
+  absl::StatusOr<v1::ApplyInventoryResponse> first = applier_->Apply(site, {}, "operator:test");
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(first->created(), 6u);
   absl::StatusOr<std::vector<v1::Event>> events_before = store_->ListEvents({});
   ASSERT_TRUE(events_before.ok());
   const std::string bytes_before = DatabaseBytes();
 
-  absl::StatusOr<v1::ApplyInventoryResponse> second = applier_->Apply(site, false, "operator:test");
+  absl::StatusOr<v1::ApplyInventoryResponse> second = applier_->Apply(site, {}, "operator:test");
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ(second->created(), 0u);
   EXPECT_EQ(second->updated(), 0u);
@@ -456,21 +502,21 @@ TEST_F(ApplierTest, ReapplyingTheSameFileChangesNothing) {
 TEST_F(ApplierTest, TlsKeysAreStoredAndAChangeIsAnUpdate) {
   const std::string https = absl::StrReplaceAll(
       SmallSite(), {{"protocol: tl1", "protocol: rest\n    ca_bundle: /etc/fleet/ocs1-ca.pem"}});
-  ASSERT_TRUE(applier_->Apply(MustParse(https), false, "operator:test").ok());
+  ASSERT_TRUE(applier_->Apply(MustParse(https), {}, "operator:test").ok());
   absl::StatusOr<std::vector<v1::Switch>> stored = store_->ListSwitches();
   ASSERT_TRUE(stored.ok()) << stored.status();
   ASSERT_THAT(*stored, SizeIs(1));
   EXPECT_EQ((*stored)[0].ca_bundle(), "/etc/fleet/ocs1-ca.pem");
   EXPECT_FALSE((*stored)[0].insecure_http());
   absl::StatusOr<v1::ApplyInventoryResponse> again =
-      applier_->Apply(MustParse(https), false, "operator:test");
+      applier_->Apply(MustParse(https), {}, "operator:test");
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->updated(), 0u);
 
   absl::StatusOr<v1::ApplyInventoryResponse> plain = applier_->Apply(
       MustParse(absl::StrReplaceAll(
           SmallSite(), {{"protocol: tl1", "protocol: rest\n    insecure_http: true"}})),
-      false, "operator:test");
+      {}, "operator:test");
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_EQ(plain->updated(), 1u);
   stored = store_->ListSwitches();
@@ -480,7 +526,7 @@ TEST_F(ApplierTest, TlsKeysAreStoredAndAChangeIsAnUpdate) {
 }
 
 TEST_F(ApplierTest, BrokenInventoryLeavesTheStoreByteForByte) {
-  ASSERT_TRUE(applier_->Apply(MustParse(SmallSite()), false, "operator:test").ok());
+  ASSERT_TRUE(applier_->Apply(MustParse(SmallSite()), {}, "operator:test").ok());
   const std::string bytes_before = DatabaseBytes();
 
   // Valid changes mixed with invalid ones: none of them may land.
@@ -489,7 +535,7 @@ TEST_F(ApplierTest, BrokenInventoryLeavesTheStoreByteForByte) {
                     {"{tx: ocs1/4, rx: ocs1/12}", "{tx: ocs1/12, rx: ocs1/40}"},
                     {"  - {name: h1}", "  - {name: h1}\n  - {name: h2}\n  - {name: h2}"}});
   absl::StatusOr<v1::ApplyInventoryResponse> result =
-      applier_->Apply(MustParse(broken), false, "operator:test");
+      applier_->Apply(MustParse(broken), {}, "operator:test");
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(
@@ -506,7 +552,7 @@ TEST_F(ApplierTest, BrokenInventoryLeavesTheStoreByteForByte) {
 TEST_F(ApplierTest, DryRunReportsAndWritesNothing) {
   const std::string bytes_before = DatabaseBytes();
   absl::StatusOr<v1::ApplyInventoryResponse> result =
-      applier_->Apply(MustParse(SmallSite()), true, "operator:test");
+      applier_->Apply(MustParse(SmallSite()), {.dry_run = true}, "operator:test");
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->created(), 6u);
   EXPECT_THAT(result->changes(), ::testing::Contains("created onic n1"));
@@ -520,8 +566,8 @@ TEST_F(ApplierTest, ApplyInPartsMergesWithWhatIsStored) {
   *switches_only.mutable_switches() = site.switches();
   v1::Inventory rest = site;
   rest.clear_switches();
-  ASSERT_TRUE(applier_->Apply(switches_only, false, "operator:a").ok());
-  absl::StatusOr<v1::ApplyInventoryResponse> second = applier_->Apply(rest, false, "operator:b");
+  ASSERT_TRUE(applier_->Apply(switches_only, {}, "operator:a").ok());
+  absl::StatusOr<v1::ApplyInventoryResponse> second = applier_->Apply(rest, {}, "operator:b");
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ(second->created(), 5u);
   absl::StatusOr<std::vector<v1::SwitchPort>> ports = store_->ListPorts("ocs1");

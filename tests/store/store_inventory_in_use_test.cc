@@ -43,6 +43,44 @@ TEST_F(StoreTest, ShrinkingASwitchUnderADesiredCircuitIsRefused) {
   EXPECT_THAT(s1.trunk_reserved_ports(), ElementsAre(7, 8, 15, 16));
 }
 
+TEST_F(StoreTest, RepointingASwitchThatHoldsCircuitsIsRefusedUnlessForced) {
+  WriteSite();
+  ASSERT_THAT(store_->CreateAllocation(MakeAllocation("a1", "tenant-a", v1::ALLOCATION_STATE_READY,
+                                                      {"h1-cpu0", "gpu0"}, {CpuToGpu()}),
+                                       kOperator),
+              IsOk());
+  const Counts before = Count();
+  v1::Switch moved = MakeSwitch("s1", 8, 8, {7, 8, 15, 16});
+  moved.set_address("192.0.2.99");
+  InventoryWrite repoint;
+  *repoint.objects.add_switches() = moved;
+  repoint.updated = {"switch s1"};
+  repoint.changed_fields["switch s1"] = "address s1.mgmt -> 192.0.2.99";
+  repoint.repointed_switches["s1"] = "address s1.mgmt -> 192.0.2.99";
+  EXPECT_THAT(store_->WriteInventory(repoint, kOperator),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("switch s1 holds 1 circuit (allocation a1)"),
+                             HasSubstr("(address s1.mgmt -> 192.0.2.99)"), HasSubstr("--force"))));
+  repoint.dry_run = true;  // Refused the same; and with force, accepted but not written.
+  EXPECT_THAT(store_->WriteInventory(repoint, kOperator),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("switch s1 holds")));
+  repoint.force = true;
+  EXPECT_THAT(store_->WriteInventory(repoint, kOperator), IsOk());
+  EXPECT_EQ(Count(), before);
+  ASSERT_OK_AND_ASSIGN(v1::Switch s1, store_->GetSwitch("s1"));
+  EXPECT_NE(s1.address(), "192.0.2.99");
+
+  repoint.dry_run = false;
+  EXPECT_THAT(store_->WriteInventory(repoint, kOperator), IsOk());
+  ASSERT_OK_AND_ASSIGN(s1, store_->GetSwitch("s1"));
+  EXPECT_EQ(s1.address(), "192.0.2.99");
+  std::vector<v1::Event> events = Events({.object_kind = "switch"});
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().message(),
+            "updated switch s1: address s1.mgmt -> 192.0.2.99 (forced while it held 1 circuit "
+            "(allocation a1))");
+}
+
 TEST_F(StoreTest, ResplittingASwitchUnderADesiredCircuitIsRefused) {
   WriteSite();
   // n-gpu port 2 → n-cpu port 2 through t2: s2 2→5, then s1 7→10.
