@@ -52,11 +52,6 @@ std::string Authenticator::Describe() const {
                       policy_->size(), " grants), loaded ", absl::FormatTime(loaded_at_));
 }
 
-std::optional<Grant> Authenticator::GrantOf(absl::string_view identity) const {
-  absl::MutexLock lock(&mu_);
-  return policy_->Resolve(identity);
-}
-
 pki::Verification Authenticator::Verify(const std::string& leaf_pem, const std::string& chain_pem) {
   const absl::Time now = clock_->Now();
   std::shared_ptr<const pki::TrustBundle> bundle;
@@ -81,15 +76,28 @@ pki::Verification Authenticator::Verify(const std::string& leaf_pem, const std::
   return v;
 }
 
-grpc::Status Authenticator::Refuse(grpc::StatusCode code, const std::string& reason,
-                                   std::string message) {
-  if (metrics_ != nullptr) metrics_->AuthRefused(reason);
-  return grpc::Status(code, std::move(message));
-}
-
 Authenticator::Decision Authenticator::Decide(const std::string& method,
                                               const std::string& leaf_pem,
                                               const std::string& chain_pem) {
+  return Judge(method, leaf_pem, chain_pem, metrics_);
+}
+
+GrantSource::Resolved Authenticator::Resolve(const std::string& method, const std::string& leaf_pem,
+                                             const std::string& chain_pem) {
+  const Decision d = Judge(method, leaf_pem, chain_pem, /*metrics=*/nullptr);
+  Resolved r;
+  r.identity = d.identity;
+  if (d.status.ok() && d.authenticated) r.grant = d.grant;
+  return r;
+}
+
+Authenticator::Decision Authenticator::Judge(const std::string& method, const std::string& leaf_pem,
+                                             const std::string& chain_pem,
+                                             metrics::ControllerMetrics* metrics) {
+  auto refuse = [metrics](grpc::StatusCode code, const std::string& reason, std::string message) {
+    if (metrics != nullptr) metrics->AuthRefused(reason);
+    return grpc::Status(code, std::move(message));
+  };
   Decision d;
   const std::optional<Permission> permission = PermissionOf(method);
   if (permission == Permission::kPublic) {
@@ -99,14 +107,14 @@ Authenticator::Decision Authenticator::Decide(const std::string& method,
   const pki::Verification v = Verify(leaf_pem, chain_pem);
   if (!v.ok()) {
     d.status =
-        Refuse(grpc::StatusCode::UNAUTHENTICATED, pki::ProblemName(v.problem),
+        refuse(grpc::StatusCode::UNAUTHENTICATED, pki::ProblemName(v.problem),
                absl::StrCat("fleetd needs a client certificate from the site CA: ", v.detail));
     return d;
   }
   d.identity = IdentityOf(v.peer.uris, v.peer.common_name);
   if (d.identity.empty()) {
     d.status =
-        Refuse(grpc::StatusCode::UNAUTHENTICATED, "no_identity",
+        refuse(grpc::StatusCode::UNAUTHENTICATED, "no_identity",
                absl::StrCat("the client certificate names no identity: it needs exactly "
                             "one URI SAN (spiffe://SITE/ROLE/NAME) or, without one, a CN; "
                             "it has ",
@@ -121,7 +129,7 @@ Authenticator::Decision Authenticator::Decide(const std::string& method,
   }
   const std::string needed = permission ? PermissionName(*permission) : "(none: unknown method)";
   if (!grant) {
-    if (metrics_ != nullptr) metrics_->AuthDenied("none", needed);
+    if (metrics != nullptr) metrics->AuthDenied("none", needed);
     d.status =
         grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                      absl::StrCat("identity ", d.identity, " holds no role in fleetd's policy; ",
@@ -130,7 +138,7 @@ Authenticator::Decision Authenticator::Decide(const std::string& method,
   }
   d.grant = *grant;
   if (!permission || !RoleHas(grant->role, *permission)) {
-    if (metrics_ != nullptr) metrics_->AuthDenied(RoleName(grant->role), needed);
+    if (metrics != nullptr) metrics->AuthDenied(RoleName(grant->role), needed);
     d.status = grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                             absl::StrCat("role ", RoleName(grant->role), " (", d.identity,
                                          ") lacks permission ", needed, " needed by ", method));
@@ -150,20 +158,9 @@ grpc::Status Authenticator::Process(const InputMetadata& auth_metadata, grpc::Au
                       Property(*context, GRPC_X509_PEM_CERT_CHAIN_PROPERTY_NAME));
   if (!d.status.ok()) {
     FLEET_LOG(DEBUG) << "refused " << method << ": " << d.status.error_message();
-    return d.status;
   }
-  if (!d.authenticated) return d.status;  // A public method.
-  // The context is the connection's, shared by its calls; its certificate, and so its
-  // identity, cannot change, so it is written by the first call only.
-  const std::string known = Property(*context, kIdentityProperty);
-  if (known.empty()) {
-    context->AddProperty(kIdentityProperty, d.identity);
-    context->SetPeerIdentityPropertyName(kIdentityProperty);
-  } else if (known != d.identity) {
-    return Refuse(grpc::StatusCode::UNAUTHENTICATED, "identity_changed",
-                  absl::StrCat("the connection of ", known, " presented the certificate of ",
-                               d.identity, "; open a new connection"));
-  }
+  // Nothing is written to `context`: it is the connection's, shared by calls that may run
+  // at once, and what it would say could be out of date by the next call.
   return d.status;
 }
 

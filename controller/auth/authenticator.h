@@ -4,10 +4,11 @@
 // A refusal is UNAUTHENTICATED (no, expired, not-yet-valid or foreign certificate) or
 // PERMISSION_DENIED (naming the role and the permission missing), counted in metrics. Every
 // call is decided on the CA bundle and policy in force when it arrives, on a connection
-// opened before a reload too. An accepted call's connection carries the certificate's
-// identity in its AuthContext (properties.h), set once; service/caller asks GrantOf for the
-// role and tenants, so they follow the policy in force as well. Request metadata never
-// names the caller.
+// opened before a reload too. Nothing is written to the call's AuthContext (gRPC shares it
+// among a connection's calls): service/caller asks Resolve for the caller's identity and
+// grant, decided again for the service's method on the files in force then, so the role
+// and tenants it acts with follow the policy in force as well. Request metadata never names
+// the caller.
 //
 // The handshake itself asks for a client certificate without verifying it, so that a refusal
 // reaches the client as a status naming the reason rather than as a failed connection.
@@ -26,7 +27,6 @@
 #include "common/clock.h"
 #include "common/pki.h"
 #include "controller/auth/policy.h"
-#include "controller/auth/properties.h"
 #include "controller/metrics/controller_metrics.h"
 
 namespace fleet::auth {
@@ -62,13 +62,13 @@ class Authenticator final : public grpc::AuthMetadataProcessor, public GrantSour
   Decision Decide(const std::string& method, const std::string& leaf_pem,
                   const std::string& chain_pem) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // GrantSource: the grant `identity` holds under the policy in force.
-  std::optional<Grant> GrantOf(absl::string_view identity) const override ABSL_LOCKS_EXCLUDED(mu_);
+  // GrantSource: Decide() again, counting nothing.
+  Resolved Resolve(const std::string& method, const std::string& leaf_pem,
+                   const std::string& chain_pem) override ABSL_LOCKS_EXCLUDED(mu_);
 
-  // grpc::AuthMetadataProcessor: Decide() on the call's path and certificate, then the
-  // identity as a property of `context` (the connection's), unless it is there already: the
-  // connection's state does not grow with its calls. Never blocks: certificates already seen
-  // are remembered until they expire or the bundle changes.
+  // grpc::AuthMetadataProcessor: Decide() on the call's path and certificate; `context` is
+  // read, never written. Never blocks: certificates already seen are remembered until they
+  // expire or the bundle changes.
   bool IsBlocking() const override { return false; }
   grpc::Status Process(const InputMetadata& auth_metadata, grpc::AuthContext* context,
                        OutputMetadata* consumed_auth_metadata,
@@ -80,7 +80,10 @@ class Authenticator final : public grpc::AuthMetadataProcessor, public GrantSour
   // The certificate's verification, from the cache when it is still valid now.
   pki::Verification Verify(const std::string& leaf_pem, const std::string& chain_pem)
       ABSL_LOCKS_EXCLUDED(mu_);
-  grpc::Status Refuse(grpc::StatusCode code, const std::string& reason, std::string message);
+  // Decide(), counting refusals in `metrics` (null: nowhere).
+  Decision Judge(const std::string& method, const std::string& leaf_pem,
+                 const std::string& chain_pem, metrics::ControllerMetrics* metrics)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   const AuthFiles files_;
   metrics::ControllerMetrics* const metrics_;

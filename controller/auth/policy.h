@@ -57,13 +57,23 @@ class Policy {
   std::vector<Rule> rules_;
 };
 
-// The policy in force, asked at the time of each call: the grant a caller acts with is never
-// cached on its connection, so a reload reaches connections already open.
+// The CA bundle and policy in force, asked by a service at the time of each call for the
+// caller it acts for: nothing of it is kept on the caller's connection, so a reload reaches
+// connections already open.
 class GrantSource {
  public:
   virtual ~GrantSource() = default;
-  // The grant `identity` holds now; nullopt when it holds none. Thread-safe.
-  virtual std::optional<Grant> GrantOf(absl::string_view identity) const = 0;
+  struct Resolved {
+    std::string identity;        // Empty when the certificate does not verify now.
+    std::optional<Grant> grant;  // Set only when it holds the permission `method` needs now.
+  };
+  // The identity of client certificate `leaf_pem` (intermediates in `chain_pem`) and its
+  // grant, decided again on the files in force for a call of `method` (a full name,
+  // /fleet.v1.Service/Method): a grant whose role lacks the method's permission now is not
+  // given, so a call let in under an older policy acts with nothing the newer one refuses.
+  // Counts no refusal (the gatekeeper has counted the call). Thread-safe.
+  virtual Resolved Resolve(const std::string& method, const std::string& leaf_pem,
+                           const std::string& chain_pem) = 0;
 };
 
 // The identity fleetd knows a certificate by: its URI SAN when it has exactly one (e.g.

@@ -123,9 +123,13 @@ int Diff(const Session& s, const std::string& file) {
     *s.out << response.created() << " to create, " << response.updated() << " to update, "
            << response.unchanged() << " unchanged\n";
   }
-  if (!plain.ok()) {
+  if (plain.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
+      plain.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
     *s.err << "fleetctl apply -f " << file << " would be refused: " << plain.error_message()
            << "\n";
+  } else if (!plain.ok()) {
+    *s.err << "could not tell whether fleetctl apply -f " << file
+           << " would be taken: " << plain.error_message() << "\n";
   }
   return response.diff_size() == 0 ? kExitOk : kExitDiffers;
 }
@@ -180,8 +184,9 @@ Verb DiffVerb() {
           "`+ onic s9-n0` for a new object. Says on stderr when `fleetctl apply` of the file\n"
           "would be refused (a switch holding circuits repointed, a port in a circuit\n"
           "rewired), and why.\n\n"
-          "Exit status: 0 nothing would change, 1 something would, 2 a malformed command\n"
-          "line, 3 the file or fleetd refused.",
+          "Exit status: 0 nothing would change, 1 something would (whether or not apply\n"
+          "would take it), 2 a malformed command line, 3 the diff itself failed (the file\n"
+          "does not parse, fleetd refused or could not be reached).",
           WithFlags<DiffArgs>(DeclareDiffFlags, RunDiff),
           {}};
 }

@@ -20,9 +20,10 @@ struct ApplyArgs {
 int Apply(const Session& session, const ApplyArgs& args);
 
 // `diff -f FILE`: what applying FILE would change, field by field, and whether the apply
-// would be refused. Exit kExitOk when nothing would change, kExitDiffers when something
-// would, kExitUsage for a malformed command line, kExitDiffFailed when fleetd or the file
-// refused (as kubectl diff: 0 same, 1 different, above 1 an error).
+// would be refused (on the error stream). Exit kExitOk when nothing would change,
+// kExitDiffers when something would (taken or not), kExitUsage for a malformed command line,
+// kExitDiffFailed when the diff itself failed (as kubectl diff: 0 same, 1 different, above 1
+// an error).
 inline constexpr int kExitDiffers = 1;
 inline constexpr int kExitDiffFailed = 3;
 int Diff(const Session& session, const std::string& file);

@@ -138,10 +138,10 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
                        << "; callers name themselves in x-fleet-principal, and anyone who "
                           "reaches the port may rewire the fabric";
   }
-  const auth::GrantSource* grants = d->security_->grants();
+  auth::GrantSource* grants = d->security_->grants();
   d->agent_service_ = std::make_unique<service::AgentServiceImpl>(d->agents_.get(), grants);
   d->inventory_service_ = std::make_unique<service::InventoryServiceImpl>(
-      d->store_.get(), d->applier_.get(), d->agents_.get());
+      d->store_.get(), d->applier_.get(), d->agents_.get(), grants);
   d->topology_service_ =
       std::make_unique<service::TopologyServiceImpl>(d->store_.get(), d->engine_.get(), grants);
   d->admin_service_ = std::make_unique<service::AdminServiceImpl>(

@@ -35,7 +35,7 @@ class ServerSecurity {
 
   std::shared_ptr<grpc::ServerCredentials> credentials() const { return credentials_; }
   // The policy in force, which the services ask at every call; null under --insecure.
-  const auth::GrantSource* grants() const { return authenticator_.get(); }
+  auth::GrantSource* grants() const { return authenticator_.get(); }
   // Re-reads the CA bundle and the policy now; what is in force stays when they cannot be
   // used. OK under --insecure.
   absl::Status Reload();

@@ -67,7 +67,7 @@ grpc::Status AdminServiceImpl::ListEvents(grpc::ServerContext* context,
                                           const v1::ListEventsRequest* request,
                                           v1::ListEventsResponse* response) {
   absl::StatusOr<EventVisibility> visibility =
-      EventVisibility::For(CallerOf(*context, grants_), *store_, request->object_kind());
+      EventVisibility::For(Caller(*context, "ListEvents"), *store_, request->object_kind());
   if (!visibility.ok()) return ToGrpcStatus(visibility.status());
   store::EventFilter filter;
   filter.after_sequence = request->after_sequence();
@@ -154,40 +154,42 @@ grpc::Status AdminServiceImpl::GetLinkStatus(grpc::ServerContext* context,
 
 grpc::Status AdminServiceImpl::Drain(grpc::ServerContext* context, const v1::DrainRequest* request,
                                      v1::DrainResponse* response) {
-  return Durable(*store_, Assign(engine_->Drain(*request, CallerOf(*context, grants_)), response));
+  return Durable(*store_, Assign(engine_->Drain(*request, Caller(*context, "Drain")), response));
 }
 
 grpc::Status AdminServiceImpl::ReplaceMember(grpc::ServerContext* context,
                                              const v1::ReplaceMemberRequest* request,
                                              v1::ReplaceMemberResponse* response) {
-  return Durable(*store_,
-                 Assign(engine_->ReplaceMember(*request, CallerOf(*context, grants_)), response),
-                 request->dry_run());
+  return Durable(
+      *store_,
+      Assign(engine_->ReplaceMember(*request, Caller(*context, "ReplaceMember")), response),
+      request->dry_run());
 }
 
 grpc::Status AdminServiceImpl::SetDeviceHealth(grpc::ServerContext* context,
                                                const v1::SetDeviceHealthRequest* request,
                                                v1::Device* response) {
-  return Durable(*store_,
-                 Assign(engine_->SetDeviceHealth(*request, CallerOf(*context, grants_)), response));
+  return Durable(
+      *store_,
+      Assign(engine_->SetDeviceHealth(*request, Caller(*context, "SetDeviceHealth")), response));
 }
 
 grpc::Status AdminServiceImpl::WhatIfFail(grpc::ServerContext* context,
                                           const v1::WhatIfFailRequest* request,
                                           v1::WhatIfFailResponse* response) {
-  return Assign(engine_->WhatIfFail(*request, CallerOf(*context, grants_)), response);
+  return Assign(engine_->WhatIfFail(*request, Caller(*context, "WhatIfFail")), response);
 }
 
 grpc::Status AdminServiceImpl::Undrain(grpc::ServerContext* context,
                                        const v1::UndrainRequest* request, v1::UndrainResponse*) {
-  return Durable(*store_, ToGrpcStatus(engine_->Undrain(*request, CallerOf(*context, grants_))));
+  return Durable(*store_, ToGrpcStatus(engine_->Undrain(*request, Caller(*context, "Undrain"))));
 }
 
 grpc::Status AdminServiceImpl::Reconcile(grpc::ServerContext* context,
                                          const v1::ReconcileRequest* request,
                                          v1::ReconcileResponse* response) {
   return Durable(*store_,
-                 Assign(engine_->Reconcile(*request, CallerOf(*context, grants_)), response),
+                 Assign(engine_->Reconcile(*request, Caller(*context, "Reconcile")), response),
                  request->dry_run());
 }
 
@@ -195,7 +197,7 @@ grpc::Status AdminServiceImpl::WatchEvents(grpc::ServerContext* context,
                                            const v1::WatchEventsRequest* request,
                                            grpc::ServerWriter<v1::Event>* writer) {
   absl::StatusOr<EventVisibility> visibility =
-      EventVisibility::For(CallerOf(*context, grants_), *store_, request->object_kind());
+      EventVisibility::For(Caller(*context, "WatchEvents"), *store_, request->object_kind());
   if (!visibility.ok()) return ToGrpcStatus(visibility.status());
   FollowEvents(
       *store_, *store_, [&] { return Following(*engine_, *context); }, request->after_sequence(),

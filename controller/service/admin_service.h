@@ -7,9 +7,11 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "controller/agent_registry/agent_registry.h"
 #include "controller/auth/policy.h"
 #include "controller/engine/engine.h"
+#include "controller/service/caller.h"
 #include "controller/store/store.h"
 #include "controller/switch_registry/switch_registry.h"
 #include "fleet/v1/admin.grpc.pb.h"
@@ -23,7 +25,7 @@ class AdminServiceImpl final : public v1::AdminService::Service {
   // `security`, when set, reports how callers are authenticated, as a component of Health.
   AdminServiceImpl(store::Store* store, engine::Engine* engine,
                    switch_registry::SwitchRegistry* switches, agent_registry::AgentRegistry* agents,
-                   const auth::GrantSource* grants, std::string version,
+                   auth::GrantSource* grants, std::string version,
                    std::function<v1::ComponentHealth()> security = nullptr)
       : store_(store),
         engine_(engine),
@@ -68,7 +70,12 @@ class AdminServiceImpl final : public v1::AdminService::Service {
   engine::Engine* engine_;
   switch_registry::SwitchRegistry* switches_;
   agent_registry::AgentRegistry* agents_;
-  const auth::GrantSource* grants_;
+  // The caller of `method` (e.g. "Drain"), decided for it on the policy in force.
+  engine::Caller Caller(const grpc::ServerContext& context, const char* method) const {
+    return CallerOf(context, grants_, absl::StrCat("/fleet.v1.AdminService/", method));
+  }
+
+  auth::GrantSource* grants_;
   std::string version_;
   std::function<v1::ComponentHealth()> security_;
 };

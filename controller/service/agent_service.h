@@ -11,7 +11,7 @@ namespace fleet::service {
 class AgentServiceImpl final : public v1::AgentService::Service {
  public:
   // Neither is owned. `grants` is the policy in force (null on a plaintext server).
-  AgentServiceImpl(agent_registry::AgentRegistry* agents, const auth::GrantSource* grants)
+  AgentServiceImpl(agent_registry::AgentRegistry* agents, auth::GrantSource* grants)
       : agents_(agents), grants_(grants) {}
   grpc::Status Connect(grpc::ServerContext* context,
                        agent_registry::AgentRegistry::Stream* stream) override {
@@ -20,7 +20,7 @@ class AgentServiceImpl final : public v1::AgentService::Service {
 
  private:
   agent_registry::AgentRegistry* agents_;
-  const auth::GrantSource* grants_;
+  auth::GrantSource* grants_;
 };
 
 }  // namespace fleet::service

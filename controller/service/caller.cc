@@ -7,7 +7,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
-#include "controller/auth/properties.h"
 
 namespace fleet::service {
 namespace {
@@ -21,18 +20,15 @@ std::vector<std::string> Properties(const grpc::AuthContext& auth, const char* n
 
 // How the call reached fleetd.
 enum class Transport {
-  kAuthenticated,  // Mutual TLS, passed the gatekeeper: the grant is in the AuthContext.
-  kUnchecked,      // TLS without the gatekeeper's mark: trusted with nothing.
-  kPlaintext,      // fleetd --insecure: the caller names itself.
+  kTls,        // Mutual TLS: the gatekeeper let it in; `grants` decides who it is.
+  kPlaintext,  // fleetd --insecure: the caller names itself.
 };
 
-Transport TransportOf(const std::shared_ptr<const grpc::AuthContext>& auth) {
-  if (auth == nullptr) return Transport::kPlaintext;  // A context not from a real call.
-  if (!auth->FindPropertyValues(auth::kIdentityProperty).empty()) return Transport::kAuthenticated;
-  std::vector<std::string> security = Properties(*auth, GRPC_TRANSPORT_SECURITY_TYPE_PROPERTY_NAME);
-  return !security.empty() && security.front() == GRPC_SSL_TRANSPORT_SECURITY_TYPE
-             ? Transport::kUnchecked
-             : Transport::kPlaintext;
+// How fleetd serves: with a gatekeeper (`grants`) every call came over mutual TLS and was let
+// in by it; without one (--insecure), callers name themselves. Decided by how the server was
+// started, never by what a call says of itself.
+Transport TransportOf(const auth::GrantSource* grants) {
+  return grants != nullptr ? Transport::kTls : Transport::kPlaintext;
 }
 
 std::string MetadataPrincipal(const grpc::ServerContext& context) {
@@ -46,43 +42,44 @@ std::string First(const std::vector<std::string>& values) {
   return values.empty() ? std::string() : values.front();
 }
 
-std::optional<auth::Grant> GrantOf(const std::string& identity, const auth::GrantSource* grants) {
-  if (grants == nullptr) return std::nullopt;
-  return grants->GrantOf(identity);
+// The gatekeeper's decision for `method`, taken again now from the connection's certificate
+// (none when the call carries no auth context: trusted with nothing).
+auth::GrantSource::Resolved Resolve(const grpc::AuthContext* auth, auth::GrantSource* grants,
+                                    const std::string& method) {
+  if (auth == nullptr) return {};
+  return grants->Resolve(method, First(Properties(*auth, GRPC_X509_PEM_CERT_PROPERTY_NAME)),
+                         First(Properties(*auth, GRPC_X509_PEM_CERT_CHAIN_PROPERTY_NAME)));
+}
+
+std::string IdentityOr(const std::string& identity) {
+  return identity.empty() ? std::string("unauthenticated") : identity;
 }
 
 }  // namespace
 
-std::string PrincipalOf(const grpc::ServerContext& context) {
+std::string PrincipalOf(const grpc::ServerContext& context, auth::GrantSource* grants,
+                        const std::string& method) {
   const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
-  switch (TransportOf(auth)) {
-    case Transport::kAuthenticated:
-      return First(Properties(*auth, auth::kIdentityProperty));
-    case Transport::kUnchecked:
-      return "unauthenticated";
-    case Transport::kPlaintext:
-      break;
+  if (TransportOf(grants) == Transport::kTls) {
+    return IdentityOr(Resolve(auth.get(), grants, method).identity);
   }
   return MetadataPrincipal(context);
 }
 
-engine::Caller CallerOf(const grpc::ServerContext& context, const auth::GrantSource* grants) {
+engine::Caller CallerOf(const grpc::ServerContext& context, auth::GrantSource* grants,
+                        const std::string& method) {
   const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
   engine::Caller caller;
-  switch (TransportOf(auth)) {
-    case Transport::kAuthenticated: {
-      const std::string identity = First(Properties(*auth, auth::kIdentityProperty));
-      // Revoked since the gatekeeper let the call in: a job of no tenant, as the header says.
-      caller = engine::Caller::Job(identity, {});
-      if (std::optional<auth::Grant> grant = GrantOf(identity, grants)) {
-        caller.role = grant->role;
-        caller.tenants = std::move(grant->tenants);
+  switch (TransportOf(grants)) {
+    case Transport::kTls: {
+      auth::GrantSource::Resolved resolved = Resolve(auth.get(), grants, method);
+      caller = engine::Caller::Job(IdentityOr(resolved.identity), {});
+      if (resolved.grant) {
+        caller.role = resolved.grant->role;
+        caller.tenants = std::move(resolved.grant->tenants);
       }
       break;
     }
-    case Transport::kUnchecked:
-      caller = engine::Caller::Job("unauthenticated", {});
-      break;
     case Transport::kPlaintext: {
       caller.principal = MetadataPrincipal(context);
       const std::string& p = caller.principal;
@@ -104,21 +101,21 @@ engine::Caller CallerOf(const grpc::ServerContext& context, const auth::GrantSou
 }
 
 agent_registry::AgentPeer AgentPeerOf(const grpc::ServerContext& context,
-                                      const auth::GrantSource* grants) {
+                                      auth::GrantSource* grants) {
   const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
   agent_registry::AgentPeer peer;
-  switch (TransportOf(auth)) {
-    case Transport::kAuthenticated: {
-      peer.identity = First(Properties(*auth, auth::kIdentityProperty));
-      std::optional<auth::Grant> grant = GrantOf(peer.identity, grants);
-      if (grant && grant->role == auth::Role::kAgent) peer.host = grant->host;
+  switch (TransportOf(grants)) {
+    case Transport::kTls: {
+      auth::GrantSource::Resolved resolved =
+          Resolve(auth.get(), grants, "/fleet.v1.AgentService/Connect");
+      peer.identity = IdentityOr(resolved.identity);
+      // Only an agent grant names a host; anyone else may register as none.
+      if (resolved.grant && resolved.grant->role == auth::Role::kAgent) {
+        peer.host = resolved.grant->host;
+      }
       peer.authenticated = true;
       break;
     }
-    case Transport::kUnchecked:
-      peer.identity = "unauthenticated";
-      peer.authenticated = true;  // And no host: it may register as none.
-      break;
     case Transport::kPlaintext:
       peer.identity = MetadataPrincipal(context);
       break;

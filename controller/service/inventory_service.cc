@@ -83,7 +83,7 @@ grpc::Status InventoryServiceImpl::ApplyInventory(grpc::ServerContext* context,
   return Durable(*store_,
                  Assign(applier_->Apply(request->inventory(),
                                         {.dry_run = request->dry_run(), .force = request->force()},
-                                        PrincipalOf(*context)),
+                                        Principal(*context, "ApplyInventory")),
                         response),
                  request->dry_run());
 }
@@ -94,7 +94,7 @@ grpc::Status InventoryServiceImpl::DeleteObject(grpc::ServerContext* context,
   if (grpc::Status s = RequireName(request->kind(), "kind"); !s.ok()) return s;
   if (grpc::Status s = RequireName(request->name(), "name"); !s.ok()) return s;
   absl::StatusOr<std::vector<std::string>> deleted =
-      store_->DeleteObject(request->kind(), request->name(), PrincipalOf(*context));
+      store_->DeleteObject(request->kind(), request->name(), Principal(*context, "DeleteObject"));
   if (!deleted.ok()) return ToGrpcStatus(deleted.status());
   for (std::string& what : *deleted) response->add_deleted(std::move(what));
   return Durable(*store_, grpc::Status::OK);

@@ -4,8 +4,11 @@
 #ifndef FLEET_CONTROLLER_SERVICE_INVENTORY_SERVICE_H_
 #define FLEET_CONTROLLER_SERVICE_INVENTORY_SERVICE_H_
 
+#include "absl/strings/str_cat.h"
 #include "controller/agent_registry/agent_registry.h"
+#include "controller/auth/policy.h"
 #include "controller/inventory/inventory.h"
+#include "controller/service/caller.h"
 #include "controller/store/store.h"
 #include "fleet/v1/inventory.grpc.pb.h"
 
@@ -14,10 +17,12 @@ namespace fleet::service {
 class InventoryServiceImpl final : public v1::InventoryService::Service {
  public:
   // None is owned; all must outlive the service. `agents` may be null (no agent registry:
-  // ListAgents answers UNIMPLEMENTED).
+  // ListAgents answers UNIMPLEMENTED), and `grants`, the policy in force, on a plaintext
+  // server (callers name themselves).
   InventoryServiceImpl(store::Store* store, inventory::InventoryApplier* applier,
-                       agent_registry::AgentRegistry* agents = nullptr)
-      : store_(store), applier_(applier), agents_(agents) {}
+                       agent_registry::AgentRegistry* agents = nullptr,
+                       auth::GrantSource* grants = nullptr)
+      : store_(store), applier_(applier), agents_(agents), grants_(grants) {}
 
   grpc::Status ListSwitches(grpc::ServerContext*, const v1::ListSwitchesRequest*,
                             v1::ListSwitchesResponse*) override;
@@ -47,7 +52,13 @@ class InventoryServiceImpl final : public v1::InventoryService::Service {
  private:
   store::Store* store_;
   inventory::InventoryApplier* applier_;
+  // Who calls `method` (e.g. "ApplyInventory"), as recorded with the change.
+  std::string Principal(const grpc::ServerContext& context, const char* method) const {
+    return PrincipalOf(context, grants_, absl::StrCat("/fleet.v1.InventoryService/", method));
+  }
+
   agent_registry::AgentRegistry* agents_;
+  auth::GrantSource* grants_;
 };
 
 }  // namespace fleet::service

@@ -12,28 +12,31 @@ namespace fleet::service {
 grpc::Status TopologyServiceImpl::RequestTopology(grpc::ServerContext* context,
                                                   const v1::RequestTopologyRequest* request,
                                                   v1::RequestTopologyResponse* response) {
-  return Durable(*store_, Assign(engine_->RequestTopology(*request, Caller(*context)), response),
-                 request->dry_run());
+  return Durable(
+      *store_,
+      Assign(engine_->RequestTopology(*request, Caller(*context, "RequestTopology")), response),
+      request->dry_run());
 }
 
 grpc::Status TopologyServiceImpl::GetAllocation(grpc::ServerContext* context,
                                                 const v1::GetAllocationRequest* request,
                                                 v1::Allocation* response) {
   if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
-  return Assign(engine_->GetAllocation(request->id(), Caller(*context)), response);
+  return Assign(engine_->GetAllocation(request->id(), Caller(*context, "GetAllocation")), response);
 }
 
 grpc::Status TopologyServiceImpl::ListAllocations(grpc::ServerContext* context,
                                                   const v1::ListAllocationsRequest* request,
                                                   v1::ListAllocationsResponse* response) {
-  return Fill(engine_->ListAllocations(*request, Caller(*context)),
+  return Fill(engine_->ListAllocations(*request, Caller(*context, "ListAllocations")),
               response->mutable_allocations());
 }
 
 grpc::Status TopologyServiceImpl::WatchAllocation(
     grpc::ServerContext* context, const v1::WatchAllocationRequest* request,
     grpc::ServerWriter<v1::WatchAllocationResponse>* writer) {
-  if (absl::Status s = engine_->CheckWatch(request->id(), request->tenant(), Caller(*context));
+  if (absl::Status s = engine_->CheckWatch(request->id(), request->tenant(),
+                                           Caller(*context, "WatchAllocation"));
       !s.ok()) {
     return ToGrpcStatus(s);
   }
@@ -54,15 +57,17 @@ grpc::Status TopologyServiceImpl::ReleaseTopology(grpc::ServerContext* context,
                                                   const v1::ReleaseTopologyRequest* request,
                                                   v1::ReleaseTopologyResponse* response) {
   if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
-  return Durable(*store_, Assign(engine_->ReleaseTopology(request->id(), Caller(*context)),
-                                 response->mutable_allocation()));
+  return Durable(
+      *store_, Assign(engine_->ReleaseTopology(request->id(), Caller(*context, "ReleaseTopology")),
+                      response->mutable_allocation()));
 }
 
 grpc::Status TopologyServiceImpl::KeepAlive(grpc::ServerContext* context,
                                             const v1::KeepAliveRequest* request,
                                             v1::KeepAliveResponse* response) {
   if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
-  absl::StatusOr<absl::Time> expires = engine_->KeepAlive(request->id(), Caller(*context));
+  absl::StatusOr<absl::Time> expires =
+      engine_->KeepAlive(request->id(), Caller(*context, "KeepAlive"));
   if (!expires.ok()) return ToGrpcStatus(expires.status());
   *response->mutable_lease_expires() = ToProtoTime(*expires);
   return Durable(*store_, grpc::Status::OK);
@@ -73,15 +78,19 @@ grpc::Status TopologyServiceImpl::ActivatePhase(grpc::ServerContext* context,
                                                 v1::ActivatePhaseResponse* response) {
   if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
   if (grpc::Status s = RequireName(request->phase(), "phase"); !s.ok()) return s;
-  return Durable(*store_, Assign(engine_->ActivatePhase(*request, Caller(*context)), response));
+  return Durable(
+      *store_,
+      Assign(engine_->ActivatePhase(*request, Caller(*context, "ActivatePhase")), response));
 }
 
 grpc::Status TopologyServiceImpl::DetachDevices(grpc::ServerContext* context,
                                                 const v1::DetachDevicesRequest* request,
                                                 v1::DetachDevicesResponse* response) {
   if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
-  return Durable(*store_, Assign(engine_->DetachDevices(*request, Caller(*context)), response),
-                 request->dry_run());
+  return Durable(
+      *store_,
+      Assign(engine_->DetachDevices(*request, Caller(*context, "DetachDevices")), response),
+      request->dry_run());
 }
 
 grpc::Status TopologyServiceImpl::GetRanks(grpc::ServerContext* context,
@@ -91,7 +100,7 @@ grpc::Status TopologyServiceImpl::GetRanks(grpc::ServerContext* context,
   if (absl::Status s = scheduler::CheckName("phase", request->phase()); !s.ok()) {
     return ToGrpcStatus(s);
   }
-  return Assign(engine_->GetRanks(*request, Caller(*context)), response);
+  return Assign(engine_->GetRanks(*request, Caller(*context, "GetRanks")), response);
 }
 
 }  // namespace fleet::service

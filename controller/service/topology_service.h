@@ -3,6 +3,7 @@
 #ifndef FLEET_CONTROLLER_SERVICE_TOPOLOGY_SERVICE_H_
 #define FLEET_CONTROLLER_SERVICE_TOPOLOGY_SERVICE_H_
 
+#include "absl/strings/str_cat.h"
 #include "controller/engine/engine.h"
 #include "controller/service/caller.h"
 #include "controller/store/store.h"
@@ -14,7 +15,7 @@ class TopologyServiceImpl final : public v1::TopologyService::Service {
  public:
   // None is owned; all must outlive the service. `grants` is the policy in force (null on a
   // plaintext server: callers name themselves).
-  TopologyServiceImpl(store::Store* store, engine::Engine* engine, const auth::GrantSource* grants)
+  TopologyServiceImpl(store::Store* store, engine::Engine* engine, auth::GrantSource* grants)
       : store_(store), engine_(engine), grants_(grants) {}
 
   grpc::Status RequestTopology(grpc::ServerContext*, const v1::RequestTopologyRequest*,
@@ -38,13 +39,14 @@ class TopologyServiceImpl final : public v1::TopologyService::Service {
                         v1::GetRanksResponse*) override;
 
  private:
-  engine::Caller Caller(const grpc::ServerContext& context) const {
-    return CallerOf(context, grants_);
+  // The caller of `method` (e.g. "ReleaseTopology"), decided for it on the policy in force.
+  engine::Caller Caller(const grpc::ServerContext& context, const char* method) const {
+    return CallerOf(context, grants_, absl::StrCat("/fleet.v1.TopologyService/", method));
   }
 
   store::Store* store_;
   engine::Engine* engine_;
-  const auth::GrantSource* grants_;
+  auth::GrantSource* grants_;
 };
 
 }  // namespace fleet::service

@@ -1,10 +1,13 @@
 #include "controller/store/inventory_rows.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/proto_time.h"
 #include "common/status_macros.h"
@@ -26,21 +29,41 @@ constexpr absl::string_view kTrunkCircuitSql =
 }  // namespace
 
 absl::StatusOr<std::string> CircuitsOnSwitch(Database& db, const std::string& switch_id) {
+  // Circuits with a cross-connect on the switch, in any phase, and cross-connects a changed
+  // allocation still has to take off it.
   ASSIGN_OR_RETURN(Statement stmt, db.Prepare(R"sql(
-    SELECT COUNT(DISTINCT x.circuit_id), COUNT(DISTINCT c.allocation_id),
-           (SELECT GROUP_CONCAT(a, ', ') FROM (
-              SELECT DISTINCT c2.allocation_id AS a FROM cross_connects x2
-              JOIN circuits c2 ON c2.id = x2.circuit_id
-              WHERE x2.switch_id = ?1 AND c2.allocation_id IS NOT NULL ORDER BY a LIMIT 3))
-    FROM cross_connects x JOIN circuits c ON c.id = x.circuit_id WHERE x.switch_id = ?1)sql"));
+    SELECT (SELECT COUNT(DISTINCT circuit_id) FROM cross_connects WHERE switch_id = ?1),
+           (SELECT COUNT(*) FROM pending_removals WHERE switch_id = ?1))sql"));
   ASSIGN_OR_RETURN(bool row, stmt.Bind(1, switch_id).Step());
-  if (!row || stmt.Int(0) == 0) return std::string();
+  if (!row) return std::string();
   const int64_t circuits = stmt.Int(0);
-  const int64_t allocations = stmt.Int(1);
-  std::string text = absl::StrCat(circuits, circuits == 1 ? " circuit" : " circuits");
-  if (allocations > 0) {
-    absl::StrAppend(&text, " (allocation", allocations == 1 ? " " : "s ", stmt.Text(2),
-                    allocations > 3 ? ", …" : "", ")");
+  const int64_t removals = stmt.Int(1);
+  if (circuits == 0 && removals == 0) return std::string();
+  std::vector<std::string> held;
+  if (circuits > 0)
+    held.push_back(absl::StrCat(circuits, circuits == 1 ? " circuit" : " circuits"));
+  if (removals > 0) {
+    held.push_back(absl::StrCat(removals, removals == 1 ? " cross-connect" : " cross-connects",
+                                " still to be removed"));
+  }
+  ASSIGN_OR_RETURN(Statement owners, db.Prepare(R"sql(
+    SELECT c.allocation_id FROM cross_connects x JOIN circuits c ON c.id = x.circuit_id
+      WHERE x.switch_id = ?1 AND c.allocation_id IS NOT NULL
+    UNION SELECT allocation_id FROM pending_removals WHERE switch_id = ?1
+    ORDER BY 1)sql"));
+  owners.Bind(1, switch_id);
+  std::vector<std::string> allocations;
+  while (true) {
+    ASSIGN_OR_RETURN(bool more, owners.Step());
+    if (!more) break;
+    allocations.push_back(owners.Text(0));
+  }
+  std::string text = absl::StrJoin(held, " and ");
+  if (!allocations.empty()) {
+    const size_t shown = std::min<size_t>(allocations.size(), 3);
+    absl::StrAppend(&text, " (allocation", allocations.size() == 1 ? " " : "s ",
+                    absl::StrJoin(allocations.begin(), allocations.begin() + shown, ", "),
+                    allocations.size() > shown ? ", …" : "", ")");
   }
   return text;
 }

@@ -67,6 +67,12 @@ std::string ProtocolName(v1::SwitchProtocol protocol) {
       absl::StripPrefix(v1::SwitchProtocol_Name(protocol), "SWITCH_PROTOCOL_"));
 }
 
+// What changes how `sw` is reached: a driver (or probe) for another key is another.
+std::string ConnectionKey(const v1::Switch& sw) {
+  return absl::StrCat(sw.protocol(), "|", sw.address(), "|", sw.management_port(), "|",
+                      sw.ca_bundle(), "|", sw.insecure_http());
+}
+
 // A probe that got no answer from `sw`, naming where it was asked and why.
 SwitchRegistry::Probe Unreachable(const v1::Switch& sw, const absl::Status& why) {
   SwitchRegistry::Probe probe;
@@ -112,8 +118,7 @@ absl::StatusOr<switch_adapters::OpticalSwitch*> SwitchRegistry::Driver(const v1:
                                                  : credentials_source_));
   }
   // Whatever changes how the switch is reached gets a new driver.
-  const std::string key = absl::StrCat(sw.protocol(), "|", sw.address(), "|", sw.management_port(),
-                                       "|", sw.ca_bundle(), "|", sw.insecure_http());
+  const std::string key = ConnectionKey(sw);
   absl::MutexLock lock(&mu_);
   Entry& entry = entries_[sw.id()];
   if (entry.driver == nullptr || entry.key != key) {
@@ -166,19 +171,27 @@ std::vector<SwitchRegistry::Probe> SwitchRegistry::ProbeSwitches(
   std::vector<std::shared_ptr<ProbeRun>> runs;
   {
     absl::MutexLock lock(&probes_mu_);
+    // Probes that have answered are let go: their threads are ending, if not ended.
+    for (auto it = probes_.begin(); it != probes_.end();) {
+      bool done;
+      {
+        absl::MutexLock run_lock(&it->second->mu);
+        done = it->second->done;
+      }
+      if (!done) {
+        ++it;
+        continue;
+      }
+      it->second->thread.join();
+      it = probes_.erase(it);
+    }
     for (const v1::Switch& sw : switches) {
-      std::shared_ptr<ProbeRun>& run = probes_[sw.id()];
-      if (run != nullptr) {
-        bool done;
-        {
-          absl::MutexLock run_lock(&run->mu);
-          done = run->done;
-        }
-        if (!done) {  // Still waiting on the switch: wait for that one.
-          runs.push_back(run);
-          continue;
-        }
-        run->thread.join();  // Done: its thread is ending, if it has not ended.
+      // By how the switch is reached too: a probe still waiting on its old address says
+      // nothing of the new one.
+      std::shared_ptr<ProbeRun>& run = probes_[absl::StrCat(sw.id(), "|", ConnectionKey(sw))];
+      if (run != nullptr) {  // Still waiting on the switch: wait for that one.
+        runs.push_back(run);
+        continue;
       }
       run = std::make_shared<ProbeRun>();
       run->thread = std::thread([this, sw, run = run] {

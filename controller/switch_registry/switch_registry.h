@@ -64,8 +64,10 @@ class SwitchRegistry {
   // Probes every switch of `switches` at once, each on a thread of its own, and answers within
   // `timeout` whatever the switches do: one whose probe has not answered by then is
   // unreachable ("no answer within 2s") while its probe goes on. A later call waits for that
-  // probe instead of starting another, so a switch never has two probes at once and a hung
-  // one holds one thread. In the order of `switches`.
+  // probe instead of starting another (unless the switch is now reached another way), so a
+  // switch never has two probes at once at one address and a hung one holds one thread until
+  // its driver gives up; probes that answered are joined at the next call. In the order of
+  // `switches`.
   std::vector<Probe> ProbeSwitches(const std::vector<v1::Switch>& switches, absl::Duration timeout)
       ABSL_LOCKS_EXCLUDED(probes_mu_);
 
@@ -90,6 +92,7 @@ class SwitchRegistry {
     std::thread thread;  // Joined before the next probe of the switch, or by the destructor.
   };
   absl::Mutex probes_mu_;
+  // By switch id and how it is reached (ConnectionKey).
   std::map<std::string, std::shared_ptr<ProbeRun>> probes_ ABSL_GUARDED_BY(probes_mu_);
 };
 

@@ -179,37 +179,44 @@ grpc::Status Call(Authenticator& gate, grpc::AuthContext& connection, const std:
   return gate.Process(metadata, &connection, nullptr, nullptr);
 }
 
-TEST_F(AuthenticatorTest, ACallOnAnOpenConnectionIsDecidedOnThePolicyInForceAndAddsNothing) {
-  ConnectionAuthContext connection(Cert("spiffe://site/job/ml"));
+TEST_F(AuthenticatorTest, ACallOnAnOpenConnectionIsDecidedOnThePolicyInForceAndWritesNothing) {
+  const std::string leaf = Cert("spiffe://site/job/ml");
+  ConnectionAuthContext connection(leaf);
   Write("policy.yaml", R"(grants:
   - {identity: spiffe://site/job/ml, role: job, tenants: [team-a, team-b]}
   - {identity: spiffe://site/operator/*, role: operator}
 )");
   ASSERT_TRUE(authenticator_->Reload().ok());
-  ASSERT_TRUE(Call(*authenticator_, connection, kGet).ok());
-  const size_t after_first = connection.size();
   for (int i = 0; i < 5000; ++i) ASSERT_TRUE(Call(*authenticator_, connection, kGet).ok());
-  // The connection carries its identity once, however many calls it makes.
-  EXPECT_EQ(connection.size(), after_first);
-  ASSERT_EQ(connection.FindPropertyValues(kIdentityProperty).size(), 1u);
-  EXPECT_EQ(connection.GetPeerIdentity().front(), "spiffe://site/job/ml");
-  EXPECT_EQ(authenticator_->GrantOf("spiffe://site/job/ml")->tenants,
-            (std::vector<std::string>{"team-a", "team-b"}));
+  // The connection holds what the handshake put there, however many calls it made.
+  EXPECT_EQ(connection.size(), 1u);
+  GrantSource::Resolved resolved = authenticator_->Resolve(kGet, leaf, "");
+  EXPECT_EQ(resolved.identity, "spiffe://site/job/ml");
+  ASSERT_TRUE(resolved.grant.has_value());
+  EXPECT_EQ(resolved.grant->tenants, (std::vector<std::string>{"team-a", "team-b"}));
 
-  // Revoking team-b reaches the next call's grant; revoking the identity refuses the call.
+  // Narrowing the tenants reaches the next resolution; a role that lacks the method's
+  // permission now gives no grant, though the identity stays known.
   Write("policy.yaml", R"(grants:
   - {identity: spiffe://site/job/ml, role: job, tenants: [team-a]}
 )");
   ASSERT_TRUE(authenticator_->Reload().ok());
   EXPECT_TRUE(Call(*authenticator_, connection, kGet).ok());
-  EXPECT_EQ(authenticator_->GrantOf("spiffe://site/job/ml")->tenants,
+  EXPECT_EQ(authenticator_->Resolve(kGet, leaf, "").grant->tenants,
             std::vector<std::string>{"team-a"});
+  Write("policy.yaml", "grants: [{identity: spiffe://site/job/ml, role: viewer}]\n");
+  ASSERT_TRUE(authenticator_->Reload().ok());
+  constexpr char kRelease[] = "/fleet.v1.TopologyService/ReleaseTopology";
+  EXPECT_EQ(Call(*authenticator_, connection, kRelease).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  resolved = authenticator_->Resolve(kRelease, leaf, "");
+  EXPECT_EQ(resolved.identity, "spiffe://site/job/ml");
+  EXPECT_FALSE(resolved.grant.has_value());
   Write("policy.yaml", "grants: []\n");
   ASSERT_TRUE(authenticator_->Reload().ok());
   EXPECT_EQ(Call(*authenticator_, connection, kGet).error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_FALSE(authenticator_->GrantOf("spiffe://site/job/ml").has_value());
-  EXPECT_EQ(connection.size(), after_first);
+  EXPECT_FALSE(authenticator_->Resolve(kGet, leaf, "").grant.has_value());
 
   // A CA dropped from the bundle refuses the open connection's next call.
   Write("policy.yaml", "grants: [{identity: spiffe://site/job/*, role: job}]\n");
@@ -219,6 +226,10 @@ TEST_F(AuthenticatorTest, ACallOnAnOpenConnectionIsDecidedOnThePolicyInForceAndA
   ASSERT_TRUE(authenticator_->Reload().ok());
   EXPECT_EQ(Call(*authenticator_, connection, kGet).error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
+  resolved = authenticator_->Resolve(kGet, leaf, "");
+  EXPECT_TRUE(resolved.identity.empty());
+  EXPECT_FALSE(resolved.grant.has_value());
+  EXPECT_EQ(connection.size(), 1u);
 }
 
 }  // namespace

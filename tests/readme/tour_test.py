@@ -16,13 +16,16 @@ fence, in order, against one demo. In such a block:
     "(exit N". One whose comment says "until Ctrl-C" gets SIGINT after a few seconds. A read
     (get, describe, health) is asked again for up to 30 s until its fragments appear, as a
     person would look again while the agents connect.
-  - an allocation id the README writes as `a2` (or `ID`) stands for the allocation the
-    latest `topology request` made (its `ID pending` line).
+  - an allocation id the README writes as `a2` or `ID` (in a quoted fragment, `ID` followed
+    by a word, as in `ID ready`) stands for the allocation the latest `topology request`
+    made (its `ID pending` line).
 Exits 77 (skipped) only when the binaries are not built.
 """
+import ctypes
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -34,7 +37,14 @@ SOURCE = os.environ.get("FLEET_SOURCE_DIR") or os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.environ.get("FLEET_BIN_DIR") or os.path.join(SOURCE, "build", "bin")
 COMMAND_TIMEOUT = 60
-FOLLOW_SECONDS = 3
+FOLLOW_SECONDS = 5
+
+
+def die_with_parent():
+    """In the child before exec: SIGKILL when this test dies, so fleetd and the demo's children
+    (which die with fleetd) never outlive a test that ctest killed."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def tour_blocks(readme):
@@ -105,11 +115,14 @@ class Tour:
     def fail(self, number, what):
         self.failures.append(f"README.md:{number}: {what}")
 
-    def substitute(self, text):
+    def substitute(self, text, fragment=False):
         for readme_value, value in sorted(self.substitutions.items(), key=lambda kv: -len(kv[0])):
             text = text.replace(readme_value, value)
         if self.allocation:
-            text = re.sub(r"\b(a2|ID)\b", self.allocation, text)
+            # In a quoted fragment ID stands for the allocation only before a word (`ID ready`),
+            # so that a table's ID column can still be quoted.
+            text = re.sub(r"\ba2\b|\bID(?= )" if fragment else r"\b(a2|ID)\b",
+                          self.allocation, text)
         return text
 
     # --- fleetd ---
@@ -118,8 +131,10 @@ class Tour:
         argv[0] = os.path.join(BIN, "fleetd")
         self.state = tempfile.mkdtemp(prefix="tour-state-")
         argv += ["--state-dir", self.state]
-        self.fleetd = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                       text=True, cwd=SOURCE, start_new_session=True)
+        self.stderr = open(os.path.join(self.state, "fleetd.stderr"), "w+")
+        self.fleetd = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.stderr,
+                                       text=True, cwd=SOURCE, start_new_session=True,
+                                       preexec_fn=die_with_parent)
         threading.Thread(target=self._read, daemon=True).start()
         for expected in comment.split("\n"):
             m = re.match(r"(\S+): (\S+)", expected)
@@ -159,13 +174,20 @@ class Tour:
                 self.cv.wait(left)
 
     def stop_fleetd(self):
-        if self.fleetd and self.fleetd.poll() is None:
+        if not self.fleetd:
+            return
+        if self.fleetd.poll() is None:
             os.killpg(self.fleetd.pid, signal.SIGTERM)
             try:
                 self.fleetd.wait(30)
             except subprocess.TimeoutExpired:
                 os.killpg(self.fleetd.pid, signal.SIGKILL)
                 self.fleetd.wait()
+        if self.failures:
+            self.stderr.seek(0)
+            print("---- fleetd stderr:\n" + self.stderr.read()[-20000:])
+        self.stderr.close()
+        shutil.rmtree(self.state, ignore_errors=True)
 
     # --- commands ---
     def run(self, number, command, comment):
@@ -195,14 +217,15 @@ class Tour:
                 made = re.search(r"^(\S+) pending$", out, re.MULTILINE)
                 self.allocation = made.group(1) if made else None
             missing = [f for f in re.findall(r"`([^`]+)`", comment)
-                       if self.substitute(f) not in out]
+                       if self.substitute(f, fragment=True) not in out]
             if not (read and missing) or time.time() > deadline:
                 break
             time.sleep(1)
         if not follow and code != expected_exit:
             self.fail(number, f"`{text}` exited {code}, not {expected_exit}:\n{out}")
         for fragment in missing:
-            self.fail(number, f"`{text}` printed no `{self.substitute(fragment)}`:\n{out}")
+            self.fail(number,
+                      f"`{text}` printed no `{self.substitute(fragment, True)}`:\n{out}")
         if re.search(r"\btopology request\b", text) and "--dry-run" not in text and \
                 not self.allocation:
             self.fail(number, f"`{text}` printed no `ID pending` line:\n{out}")

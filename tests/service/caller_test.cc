@@ -11,16 +11,17 @@ namespace {
 
 TEST(CallerTest, ThePrincipalComesFromMetadataAndIsAnonymousWithout) {
   grpc::ServerContext none;
-  EXPECT_EQ(PrincipalOf(none), "anonymous");
+  EXPECT_EQ(PrincipalOf(none, nullptr, "/fleet.v1.TopologyService/GetAllocation"), "anonymous");
   grpc::ServerContext empty;
   grpc::testing::ServerContextTestSpouse empty_spouse(&empty);
   empty_spouse.AddClientMetadata(kPrincipalMetadata, "");
-  EXPECT_EQ(PrincipalOf(empty), "anonymous");
+  EXPECT_EQ(PrincipalOf(empty, nullptr, "/fleet.v1.TopologyService/GetAllocation"), "anonymous");
   grpc::ServerContext alice;
   grpc::testing::ServerContextTestSpouse spouse(&alice);
   spouse.AddClientMetadata("x-fleet-principal", "operator:alice");
-  EXPECT_EQ(PrincipalOf(alice), "operator:alice");
-  const engine::Caller caller = CallerOf(alice, nullptr);
+  EXPECT_EQ(PrincipalOf(alice, nullptr, "/fleet.v1.TopologyService/GetAllocation"),
+            "operator:alice");
+  const engine::Caller caller = CallerOf(alice, nullptr, "/fleet.v1.TopologyService/GetAllocation");
   EXPECT_EQ(caller.principal, "operator:alice");
   EXPECT_TRUE(caller.operator_role());
   // The client set none: centuries away.
@@ -31,7 +32,8 @@ TEST(CallerTest, AJobIsLimitedToItsTenant) {
   grpc::ServerContext context;
   grpc::testing::ServerContextTestSpouse spouse(&context);
   spouse.AddClientMetadata(kPrincipalMetadata, "job:team-a");
-  const engine::Caller caller = CallerOf(context, nullptr);
+  const engine::Caller caller =
+      CallerOf(context, nullptr, "/fleet.v1.TopologyService/GetAllocation");
   EXPECT_EQ(caller.principal, "job:team-a");
   EXPECT_EQ(caller.tenants, std::vector<std::string>{"team-a"});
   EXPECT_FALSE(caller.operator_role());

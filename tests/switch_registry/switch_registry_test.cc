@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 
 #include "testing/fake_optical_switch.h"
 
@@ -108,20 +109,33 @@ TEST_F(SwitchRegistryTest, AProbeComparesTheSwitchWithItsInventorySize) {
 // A switch that takes a connection and never answers, until let go.
 class SilentSwitch : public fleet::testing::FakeOpticalSwitch {
  public:
-  explicit SilentSwitch(absl::Notification* answer) : FakeOpticalSwitch(8, 8), answer_(answer) {}
+  SilentSwitch(absl::Notification* answer, std::atomic<int>* asked)
+      : FakeOpticalSwitch(8, 8), answer_(answer), asked_(asked) {}
   absl::StatusOr<switch_adapters::SwitchIdentity> Identity() override {
+    ++*asked_;
     answer_->WaitForNotification();
     return FakeOpticalSwitch::Identity();
   }
 
  private:
   absl::Notification* answer_;
+  std::atomic<int>* asked_;
+};
+
+// Lets a silent switch answer when the test ends, however it ends, so that no probe is left
+// waiting on it when the registry joins its threads.
+struct AnswerAtEnd {
+  absl::Notification* answer;
+  ~AnswerAtEnd() {
+    if (!answer->HasBeenNotified()) answer->Notify();
+  }
 };
 
 TEST_F(SwitchRegistryTest, ProbesAnswerInTimeNamingASwitchThatDoesNotAndNeverPileUp) {
   absl::Notification answer;
-  std::atomic<int> silent_probes = 0;
+  std::atomic<int> silent_probes = 0;  // Identity() asked of the silent switch.
   SwitchRegistry registry({{"ocs1", {"admin", "root"}}, {"ocs2", {"admin", "root"}}}, "creds");
+  AnswerAtEnd answer_at_end{&answer};
   registry.RegisterDriver(v1::SWITCH_PROTOCOL_TL1,
                           [](const v1::Switch&, const SwitchCredentials&)
                               -> absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> {
@@ -130,8 +144,7 @@ TEST_F(SwitchRegistryTest, ProbesAnswerInTimeNamingASwitchThatDoesNotAndNeverPil
   registry.RegisterDriver(v1::SWITCH_PROTOCOL_REST,
                           [&](const v1::Switch&, const SwitchCredentials&)
                               -> absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> {
-                            ++silent_probes;
-                            return std::make_unique<SilentSwitch>(&answer);
+                            return std::make_unique<SilentSwitch>(&answer, &silent_probes);
                           });
   v1::Switch silent = Switch("ocs2", v1::SWITCH_PROTOCOL_REST, "192.0.2.11");
   silent.set_management_port(8443);
@@ -147,9 +160,17 @@ TEST_F(SwitchRegistryTest, ProbesAnswerInTimeNamingASwitchThatDoesNotAndNeverPil
     EXPECT_EQ(probes[1].status.message(),
               "unreachable at 192.0.2.11:8443 (rest): no answer within 50ms");
   }
-  // One probe waits on the silent switch however often it is asked; once it answers, the
-  // next call starts a fresh one and reports it.
+  // One probe waits on the silent switch however often it is asked...
+  for (int i = 0; i < 1000 && silent_probes.load() == 0; ++i) absl::SleepFor(absl::Milliseconds(5));
   EXPECT_EQ(silent_probes.load(), 1);
+  // ... at one address: the switch reached at another gets a probe of its own.
+  v1::Switch moved = silent;
+  moved.set_address("192.0.2.12");
+  SwitchRegistry::Probe probe = registry.ProbeSwitches({moved}, absl::Milliseconds(50)).front();
+  EXPECT_EQ(probe.status.message(), "unreachable at 192.0.2.12:8443 (rest): no answer within 50ms");
+  for (int i = 0; i < 1000 && silent_probes.load() < 2; ++i) absl::SleepFor(absl::Milliseconds(5));
+  EXPECT_EQ(silent_probes.load(), 2);
+  // Once it answers, the next call reports it.
   answer.Notify();
   std::vector<SwitchRegistry::Probe> probes = registry.ProbeSwitches(site, absl::Seconds(30));
   EXPECT_TRUE(probes[1].status.ok()) << probes[1].status;
