@@ -7,8 +7,8 @@ Run by ctest as python.aio (tests/python/CMakeLists.txt):
     python3 aio_test.py --group aio [-k PATTERN]
 
 with PYTHONPATH holding the built package and FLEET_BIN_DIR the built binaries, as
-client_test.py (whose fleetd --demo harness this uses). Exit 77 only when python3-grpcio,
-python3-protobuf or python3-grpc-tools is absent.
+client_test.py (whose fleetd --demo harness this uses). Exit 77 only when python3-grpcio or
+python3-protobuf is absent.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ by ctest (tests/python/CMakeLists.txt) as
     python3 client_test.py --group client|phases [unittest arguments]
 
 with PYTHONPATH holding the built package (build/clients/python) and FLEET_BIN_DIR the built
-binaries. Exit 77 (ctest: skipped) only when python3-grpcio, python3-protobuf or
-python3-grpc-tools is absent; the reason is printed.
+binaries. Exit 77 (ctest: skipped) only when python3-grpcio or python3-protobuf is absent;
+the reason is printed.
 """
 
 from __future__ import annotations
@@ -40,27 +40,20 @@ WAIT = 60.0  # Seconds a topology may take to become READY on a loaded machine.
 
 
 def require_client() -> None:
-    """Exit 77 when the Python gRPC packages are absent; exit 1 when only the build is."""
+    """Exit 77 when the Python gRPC packages are absent; exit 1 when the package is not built
+    (every build makes it: clients/python/CMakeLists.txt)."""
     try:
         import google.protobuf  # noqa: F401
         import grpc  # noqa: F401
     except ImportError as e:
         print(f"SKIP: the Python client needs python3-grpcio and python3-protobuf ({e}); "
-              "install them with deploy/quickstart/install-deps.sh")
+              "install them with deploy/quickstart/install-deps.sh --python")
         sys.exit(SKIP)
     try:
         import fleet.v1.topology_pb2  # noqa: F401
     except ImportError as e:
-        try:
-            import grpc_tools.protoc  # noqa: F401
-        except ImportError:
-            print(f"SKIP: python3-grpc-tools is not installed, so the fleet.v1 Python stubs "
-                  f"were not generated ({e}); install it with deploy/quickstart/install-deps.sh "
-                  "and reconfigure")
-            sys.exit(SKIP)
         print(f"FAIL: the fleet Python package is not built ({e}); PYTHONPATH='"
-              f"{os.environ.get('PYTHONPATH', '')}'. Build the fleet_python target (reconfigure "
-              "first if grpc_tools was installed after the last configure).")
+              f"{os.environ.get('PYTHONPATH', '')}'. Build the fleet_python target.")
         sys.exit(1)
 
 
