@@ -1,8 +1,9 @@
 """Builds the fleet package with its fleet.v1 messages and gRPC stubs generated from the
 repository's protos (pyproject.toml holds the metadata).
 
-``build_py`` runs ``python3 -m grpc_tools.protoc`` — the same command the CMake build runs
-(clients/python/CMakeLists.txt) — on every ``fleet/v1/*.proto`` under the proto root:
+``build_py`` runs ``python3 -m grpc_tools.protoc`` (where the CMake build,
+clients/python/CMakeLists.txt, runs the C++ build's protoc with grpc_python_plugin: the same
+modules) on every ``fleet/v1/*.proto`` under the proto root:
 ``$FLEET_PROTO_DIR``, else ``../../proto`` next to this file. The generated modules go into the
 build only. pip builds a local directory in place, so the build and egg-info directories
 go to a scratch directory removed at exit: nothing is written to the source tree, and two

@@ -216,9 +216,17 @@ absl::StatusOr<v1::GetRanksResponse> RankOrder(const v1::Allocation& allocation,
   out.set_phase(followed);
   std::vector<int> order;
   const v1::TopologySpec* spec = PhaseTopology(a, followed);
-  if (spec != nullptr && spec->has_attach()) {
-    // A host and its devices: no order among them to follow.
+  const v1::AttachSpec* attach = spec != nullptr && spec->has_attach() ? &spec->attach() : nullptr;
+  if (attach != nullptr) {
+    // The attached devices, which the job runs on; the host's own devices only lend their
+    // O-NIC ports. No order among them to follow.
     out.set_order(v1::RANK_ORDER_MEMBERS);
+    for (int i = 0; i < a.members_size(); ++i) {
+      auto d = devices.find(a.members(i));
+      const bool hosts_own =
+          d != devices.end() && !d->second->host().empty() && d->second->host() == attach->host();
+      if (!hosts_own) order.push_back(i);
+    }
   } else if (IsTorusOfMembers(a, spec)) {
     out.set_order(v1::RANK_ORDER_TORUS);
   } else if (auto walked = CycleOrPath(PhaseLinks(a, followed, member_of_onic))) {
@@ -227,7 +235,7 @@ absl::StatusOr<v1::GetRanksResponse> RankOrder(const v1::Allocation& allocation,
   } else {
     out.set_order(v1::RANK_ORDER_MEMBERS);
   }
-  if (order.empty()) {
+  if (order.empty() && attach == nullptr) {
     for (int i = 0; i < a.members_size(); ++i) order.push_back(i);
   }
 
@@ -244,6 +252,8 @@ absl::StatusOr<v1::GetRanksResponse> RankOrder(const v1::Allocation& allocation,
     } else if (auto at = attached.find(rank->device()); at != attached.end()) {
       rank->set_host(at->second.host);
       rank->set_pcie_address(at->second.pcie_address);
+    } else if (attach != nullptr) {
+      rank->set_host(attach->host());  // Not yet programmed: no circuit names the O-NIC.
     }
     if (out.order() == v1::RANK_ORDER_TORUS) {
       uint32_t stride = 1;

@@ -24,12 +24,15 @@ namespace fleet::engine {
 //   TORUS   the phase is a torus template over every member in member order: member order,
 //           each rank's coordinates x, y[, z] with x varying fastest, as the planner lays them
 //           out (a phase's torus over some members is ranked by its circuits instead);
-//   MEMBERS anything else (a star or tree that is not a path, a mesh, several components), and
-//           every attach: member order.
+//   MEMBERS anything else (a star or tree that is not a path, a mesh, several components):
+//           member order; and every attach: its attached devices in member order, without the
+//           host's own devices (the CPUs whose O-NIC ports the circuits land on: they run no
+//           rank of the job's), every rank on the attach's host.
 // Width > 1 and duplex links count once. Each rank's host is its device's own host (a CPU),
 // else the host of the first attach allocation in `attaches` (the same tenant's; this one
 // included; FAILED and releasing ones skipped) holding it, whose O-NIC at the other end of its
-// circuit gives the PCIe address; else empty. Hosts are numbered in order of their lowest rank.
+// circuit gives the PCIe address; else, in an attach, the attach's host (no address before its
+// circuits are stored); else empty. Hosts are numbered in order of their lowest rank.
 // `site` must hold the allocation's devices and O-NICs (an O-NIC or device it does not know
 // is skipped: its circuits do not order, its rank has no host).
 // NOT_FOUND for a phase the allocation does not have, naming the phases it has;

@@ -3,6 +3,8 @@
 # Safe to run again: it installs only what is missing.
 #   install-deps.sh           everything: building, and every test's real programs
 #   install-deps.sh --build   only what building and `fleetd --demo` need (the demo command)
+#   install-deps.sh --python  what the Python client (build/clients/python) runs on, under
+#                             Debian's /usr/bin/python3
 set -euo pipefail
 
 BUILD_PACKAGES=(
@@ -13,11 +15,15 @@ BUILD_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
 )
+# The Python client: gRPC and protobuf, and YAML for fleetctl's config file (the build makes
+# its stubs with the C++ build's protoc).
+PYTHON_PACKAGES=(python3-grpcio python3-protobuf python3-yaml)
 TEST_PACKAGES=(
-  # The deploy/ checks: promtool, systemd-analyze, and YAML for tests/deploy/check_deploy.py.
-  prometheus systemd python3-yaml
-  # The Python client in clients/python: gRPC, protobuf, and grpc_tools for its stubs.
-  python3-grpcio python3-protobuf python3-grpc-tools
+  # The deploy/ checks: promtool, systemd-analyze (and python3-yaml, above, for
+  # tests/deploy/check_deploy.py).
+  prometheus systemd
+  # The Python client, and grpc_tools for its stubs when pip builds it (tests/python/package_test).
+  "${PYTHON_PACKAGES[@]}" python3-grpc-tools
   python3-torch python3-setuptools python3-venv python3-pip  # ring_allreduce.py; pip install
   # fleetctl's zsh completion is checked with zsh itself.
   zsh
@@ -29,8 +35,9 @@ TEST_PACKAGES=(
 
 case "${1:-}" in
   --build) PACKAGES=("${BUILD_PACKAGES[@]}") ;;
+  --python) PACKAGES=("${PYTHON_PACKAGES[@]}") ;;
   "") PACKAGES=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
-  *) echo "install-deps: unknown argument '$1'; use --build or nothing" >&2; exit 2 ;;
+  *) echo "install-deps: unknown argument '$1'; use --build, --python or nothing" >&2; exit 2 ;;
 esac
 
 missing=()

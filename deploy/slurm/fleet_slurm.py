@@ -376,9 +376,14 @@ def foreign_members(config: Config, allocation: dict, rank_hosts: Dict[str, str]
                     hosts: List[str]) -> List[str]:
     """Members of the allocation that belong to a host outside the job's nodes, whatever way
     the spec named them (pooled devices, with no host, are anyone's). The hosts are those of
-    the rank order; a member it does not cover is looked up in the inventory."""
+    the rank order; an attach's members that are no ranks are its host's own devices
+    (docs/ranks.md); any other member it does not cover is looked up in the inventory."""
     members = [str(m) for m in allocation.get("members") or []]
     host_of = dict(rank_hosts)
+    attach = ((allocation.get("request") or {}).get("topology") or {}).get("attach") or {}
+    if rank_hosts and attach.get("host"):
+        for m in members:
+            host_of.setdefault(m, str(attach["host"]))
     unknown = [m for m in members if m not in host_of]
     if unknown:
         run = fleetctl(config, "get", "devices", "-o", "json")

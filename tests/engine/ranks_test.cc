@@ -247,22 +247,64 @@ TEST(RankOrderTest, APhasesTorusOverSomeMembersHasNoCoordinates) {
   EXPECT_TRUE(r->ranks(0).coordinates().empty());
 }
 
-TEST(RankOrderTest, AnAttachIsInMemberOrderWithTheHostsAddresses) {
-  // server1's CPU and two GPUs on its two O-NICs: a path gpu1 — cpu — gpu2, but an attach.
-  v1::Allocation a = Allocation({"server1-cpu0", "gpu1", "gpu2"});
+// An attach of gpu1 and gpu2 to server1, each on one of its two O-NICs; `members` in the
+// order given.
+v1::Allocation AttachToServer1(std::vector<std::string> members) {
+  v1::Allocation a = Allocation(std::move(members));
   a.mutable_request()->mutable_topology()->mutable_attach()->set_host("server1");
   AddCircuit(a, "gpu1-n0", "s1-n0");
   AddCircuit(a, "s1-n0", "gpu1-n0");
   AddCircuit(a, "gpu2-n0", "s1-n1");
   AddCircuit(a, "s1-n1", "gpu2-n0");
+  return a;
+}
+
+TEST(RankOrderTest, AnAttachRanksItsAttachedDevicesNotTheHostsOwn) {
+  // Members as the planner lists them: the attached devices, then the host's device whose
+  // ports they use. A path gpu1 — cpu — gpu2, but an attach: the job runs on the GPUs, so
+  // the CPU is no rank.
+  const v1::Allocation a = AttachToServer1({"gpu1", "gpu2", "server1-cpu0"});
   absl::StatusOr<v1::GetRanksResponse> r = RankOrder(a, "", Site(2), {a});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->order(), v1::RANK_ORDER_MEMBERS);
-  EXPECT_THAT(Devices(*r), ElementsAre("server1-cpu0", "gpu1", "gpu2"));
-  EXPECT_EQ(r->ranks(1).pcie_address(), "0000:11:00.0");
-  EXPECT_EQ(r->ranks(2).pcie_address(), "0000:21:00.0");
+  EXPECT_THAT(Devices(*r), ElementsAre("gpu1", "gpu2"));
+  EXPECT_EQ(r->ranks(0).member_index(), 0u);
+  EXPECT_EQ(r->ranks(1).member_index(), 1u);
+  EXPECT_EQ(r->ranks(0).host(), "server1");
+  EXPECT_EQ(r->ranks(0).pcie_address(), "0000:11:00.0");
+  EXPECT_EQ(r->ranks(1).pcie_address(), "0000:21:00.0");
+  EXPECT_EQ(r->ranks(1).local_rank(), 1u);
   ASSERT_EQ(r->hosts_size(), 1);
-  EXPECT_THAT(r->hosts(0).ranks(), ElementsAre(0, 1, 2));
+  EXPECT_EQ(r->hosts(0).host(), "server1");
+  EXPECT_THAT(r->hosts(0).ranks(), ElementsAre(0, 1));
+}
+
+TEST(RankOrderTest, AnAttachLeavesOutTheHostsDevicesWhereverTheyStand) {
+  // The host's CPU first among the members: still no rank; member_index stays its index.
+  const v1::Allocation a = AttachToServer1({"server1-cpu0", "gpu1", "gpu2"});
+  absl::StatusOr<v1::GetRanksResponse> r = RankOrder(a, "", Site(2), {a});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(Devices(*r), ElementsAre("gpu1", "gpu2"));
+  EXPECT_EQ(r->ranks(0).rank(), 0u);
+  EXPECT_EQ(r->ranks(0).member_index(), 1u);
+  EXPECT_EQ(r->ranks(1).member_index(), 2u);
+  ASSERT_EQ(r->hosts_size(), 1);
+  EXPECT_THAT(r->hosts(0).ranks(), ElementsAre(0, 1));
+}
+
+TEST(RankOrderTest, AnAttachNotYetProgrammedRunsOnItsHostWithoutAddresses) {
+  // PENDING: no circuits stored yet, so no O-NIC names the PCIe address.
+  v1::Allocation a = AttachToServer1({"gpu1", "gpu2", "server1-cpu0"});
+  a.clear_circuits();
+  a.set_state(v1::ALLOCATION_STATE_PENDING);
+  absl::StatusOr<v1::GetRanksResponse> r = RankOrder(a, "", Site(2), {a});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(Devices(*r), ElementsAre("gpu1", "gpu2"));
+  EXPECT_EQ(r->ranks(0).host(), "server1");
+  EXPECT_EQ(r->ranks(1).host(), "server1");
+  EXPECT_EQ(r->ranks(0).pcie_address(), "");
+  ASSERT_EQ(r->hosts_size(), 1);
+  EXPECT_THAT(r->hosts(0).ranks(), ElementsAre(0, 1));
 }
 
 TEST(RankOrderTest, AReleasedAllocationHasNoRanks) {

@@ -140,8 +140,9 @@ topology:
   const CommandResult hostfile = Fleetctl({"topology", "ranks", allocation_.id(), "--hostfile"});
   EXPECT_EQ(hostfile.exit_code, 1);
   EXPECT_THAT(hostfile.err, HasSubstr("has no host"));
-  // An attach of two GPUs to server1, for another tenant named on the command line: every
-  // rank runs on server1, so the hostfile is one line.
+  // An attach of two GPUs to server1, for another tenant named on the command line: its ranks
+  // are the two GPUs, not server1's CPUs whose O-NIC ports they use, and every rank runs on
+  // server1, so the hostfile is one line.
   const std::string attach = testing::WriteFile("attach.yaml", R"(tenant: team-a
 topology:
   attach: {host: server1, devices: {count: [{kind: gpu, count: 2}]}}
@@ -151,10 +152,21 @@ topology:
              "virtual-server"});
   EXPECT_EQ(attached.allocation().tenant(), "team-b");
   EXPECT_EQ(attached.allocation().name(), "virtual-server");
+  auto attach_ranks = testing::FleetctlJson<v1::GetRanksResponse>(
+      *at_, {"topology", "ranks", attached.allocation().id()});
+  EXPECT_EQ(attach_ranks.order(), v1::RANK_ORDER_MEMBERS);
+  ASSERT_EQ(attach_ranks.ranks_size(), 2);
+  ASSERT_GT(attached.allocation().members_size(), 2);  // The GPUs, then server1's CPUs.
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(attach_ranks.ranks(r).device(), attached.allocation().members(r));
+    EXPECT_THAT(attach_ranks.ranks(r).device(), ::testing::StartsWith("gpu"));
+    EXPECT_EQ(attach_ranks.ranks(r).host(), "server1");
+    EXPECT_NE(attach_ranks.ranks(r).pcie_address(), "");
+  }
   const CommandResult slots =
       Fleetctl({"topology", "ranks", attached.allocation().id(), "--hostfile"});
   EXPECT_EQ(slots.exit_code, 0) << slots.err;
-  EXPECT_EQ(slots.out, "server1 slots=3\n");
+  EXPECT_EQ(slots.out, "server1 slots=2\n");
   const CommandResult released =
       Fleetctl({"topology", "release", attached.allocation().id(), "--wait"});
   EXPECT_EQ(released.exit_code, 0) << released.err;

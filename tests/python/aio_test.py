@@ -7,8 +7,8 @@ Run by ctest as python.aio (tests/python/CMakeLists.txt):
     python3 aio_test.py --group aio [-k PATTERN]
 
 with PYTHONPATH holding the built package and FLEET_BIN_DIR the built binaries, as
-client_test.py (whose fleetd --demo harness this uses). Exit 77 only when python3-grpcio,
-python3-protobuf or python3-grpc-tools is absent.
+client_test.py (whose fleetd --demo harness this uses). Exit 77 only when python3-grpcio or
+python3-protobuf is absent.
 """
 
 from __future__ import annotations
@@ -119,6 +119,32 @@ class AioTest(unittest.IsolatedAsyncioTestCase):
     def assertAllActive(self, allocation: Any, phase: str) -> None:
         FleetTestCase.assertAllActive(self, allocation, phase)  # type: ignore[arg-type]
 
+    async def test_allocation_states_are_names_everywhere(self) -> None:
+        """As the blocking client: every allocation returned has its state as a name."""
+        from fleet.v1 import topology_pb2
+        async with await self.client.topology(ring=GPUS[:4], bidirectional=False,
+                                              lease=60) as topo:
+            self.assertIn(topo.allocation.state, ("PENDING", "PROGRAMMING", "TRAINING", "READY"))
+            ready = await topo.wait_ready(timeout=WAIT)
+            self.assertIsInstance(ready, self.fleet.Allocation)
+            listed = [a for a in await self.client.allocations() if a.id == topo.id]
+            for a in (ready, topo.allocation, await topo.refresh(),
+                      await self.client.allocation(topo.id), *listed):
+                self.assertEqual(a.state, "READY", a)
+                self.assertEqual([c.state for c in a.circuits], ["ACTIVE"] * 4, a)
+                self.assertEqual(a.message.state, topology_pb2.ALLOCATION_STATE_READY)
+            self.assertEqual([c.state for c in topo.circuits], ["ACTIVE"] * 4)
+            async with contextlib.aclosing(topo.changes(timeout=WAIT)) as changes:
+                async for a in changes:
+                    self.assertEqual(a.state, "READY")
+                    break
+            self.assertEqual((await topo.release()).state, "RELEASED")
+        self.assertEqual([a.state async for a in topo.changes(timeout=WAIT)], ["RELEASED"])
+        other = await self.client.topology(ring=GPUS[4:], bidirectional=False, lease=60)
+        self.addAsyncCleanup(self.release_quietly, other.id)
+        await other.wait_ready(timeout=WAIT)
+        self.assertEqual((await self.client.release(other.id)).state, "RELEASED")
+
     async def test_ring_becomes_ready_and_is_released_on_exit(self) -> None:
         async with await self.client.topology(ring=GPUS[:4], bidirectional=False, lease=60,
                                               name="aio-ring") as topo:
@@ -130,7 +156,7 @@ class AioTest(unittest.IsolatedAsyncioTestCase):
             self.assertAllActive(a, "")
             allocation_id = topo.id
         a = await self.client.allocation(allocation_id)
-        self.assertEqual(self.fleet.state_name(a.state), "RELEASED")
+        self.assertEqual(a.state, "RELEASED")
         # Leaving the block released it, so the renewal task is gone too.
         self.assertFalse([t for t in asyncio.all_tasks()
                           if t.get_name() == f"fleet-keepalive-{allocation_id}"])
@@ -154,7 +180,7 @@ class AioTest(unittest.IsolatedAsyncioTestCase):
             self.assertGreater(total, 0)
             switch = await pending
             self.assertEqual(switch.phase, "dp")
-            self.assertEqual(self.fleet.state_name(switch.allocation.state), "READY")
+            self.assertEqual(switch.allocation.state, "READY")
             self.assertAllActive(switch.allocation, "dp")
             self.assertEqual(len([c for c in switch.allocation.circuits if c.phase == "dp"]), 16)
 
@@ -257,14 +283,14 @@ class AioTest(unittest.IsolatedAsyncioTestCase):
         seen: List[str] = []
         async with contextlib.aclosing(topo.changes(timeout=WAIT)) as changes:
             async for a in changes:
-                seen.append(self.fleet.state_name(a.state))
-                if a.state == self.fleet.v1.topology_pb2.ALLOCATION_STATE_READY:
+                seen.append(a.state)
+                if a.state == "READY":
                     break
         self.assertEqual(seen[-1], "READY", seen)
         # Released from another task while this one follows: the iteration ends by itself
         # with the RELEASED allocation.
         release = asyncio.get_running_loop().create_task(topo.release())
-        ends: List[str] = [self.fleet.state_name(a.state)
+        ends: List[str] = [a.state
                            async for a in topo.changes(timeout=WAIT)]
         await release
         self.assertEqual(ends[-1], "RELEASED", ends)
@@ -284,7 +310,7 @@ class AioTest(unittest.IsolatedAsyncioTestCase):
             self.assertTrue(await until(
                 lambda: datetime.datetime.now(datetime.timezone.utc) > after, 10))
             a = await topo.refresh()
-            self.assertEqual(self.fleet.state_name(a.state), "READY", a.reason)
+            self.assertEqual(a.state, "READY", a.reason)
             self.assertIsNone(topo.keepalive_error)
         finally:
             await topo.release()
@@ -474,7 +500,7 @@ class NonBlockingTest(FleetTestCase):
         self.addCleanup(topo.release)
         states = []
         for a in topo.changes(timeout=WAIT):
-            states.append(self.fleet.state_name(a.state))
+            states.append(a.state)
             if states[-1] == "READY":
                 break
         self.assertEqual(states[-1], "READY", states)

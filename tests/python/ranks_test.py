@@ -8,8 +8,7 @@ Run by ctest as python.ranks (tests/python/CMakeLists.txt):
     python3 ranks_test.py --group ranks [-k PATTERN]
 
 with PYTHONPATH holding the built package and FLEET_BIN_DIR the built binaries, as
-client_test.py. Exit 77 only when python3-grpcio, python3-protobuf or python3-grpc-tools is
-absent.
+client_test.py. Exit 77 only when python3-grpcio or python3-protobuf is absent.
 """
 
 from __future__ import annotations
@@ -146,15 +145,30 @@ class RanksUnitTest(unittest.TestCase):
 class RanksTest(FleetTestCase):
     """Topology.ranks() against the demo (python.ranks)."""
 
-    def attach(self) -> None:
+    def attach(self) -> list:
         """Attaches the ring's GPUs to two servers for the test's length (one port each; the
-        ring and its phases use the other)."""
+        ring and its phases use the other); their Topologies."""
         from fleet.v1 import topology_pb2
+        attached = []
         for host, devices in ATTACH.items():
             topo = self.client.topology(topology_pb2.TopologySpec(attach=topology_pb2.AttachSpec(
                 host=host, devices=topology_pb2.MemberSet(devices=devices))), lease=60)
             self.addCleanup(topo.release)
             topo.wait_ready(timeout=WAIT)
+            attached.append(topo)
+        return attached
+
+    def test_an_attach_ranks_the_attached_devices_not_the_hosts_cpus(self) -> None:
+        server1 = self.attach()[0]
+        # Its members hold server1's CPU whose O-NIC ports the GPUs land on; no rank runs there.
+        self.assertGreater(len(server1.members), 2, server1.members)
+        ranks = server1.ranks()
+        self.assertEqual((ranks.order, ranks.devices), ("MEMBERS", ("gpu1", "gpu2")))
+        self.assertEqual([(h.host, h.ranks) for h in ranks.hosts], [("server1", (0, 1))])
+        self.assertTrue(all(r.pcie_address for r in ranks), ranks.table())
+        self.assertEqual(ranks.hostfile(), "server1 slots=2\n")
+        env = ranks.torch_env("server1", 1)
+        self.assertEqual((env["RANK"], env["WORLD_SIZE"], env["FLEET_DEVICE"]), ("1", "2", "gpu2"))
 
     def test_ring_order_with_interleaved_hosts(self) -> None:
         self.attach()

@@ -74,7 +74,7 @@ class RingAllReduceTest(FleetTestCase):
         # The phased ring and both attaches were released.
         allocation = re.search(r"allocation (\S+) released", run.stdout)
         assert allocation is not None, out
-        self.assertEqual(self.fleet.state_name(self.client.allocation(allocation.group(1)).state),
+        self.assertEqual(self.client.allocation(allocation.group(1)).state,
                          "RELEASED")
         self.assertEqual({a.id for a in self.client.allocations()}, before)
 

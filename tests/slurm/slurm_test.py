@@ -87,8 +87,9 @@ class SlurmTest(unittest.TestCase):
         return self.site.job_env(job)
 
     def check_running_allocation(self, job: str, env: Dict[str, str],
-                                 members: int) -> dict:
-        """The job's allocation is READY with its circuits on the emulated switch."""
+                                 ranks: int) -> dict:
+        """The job's allocation is READY with its circuits on the emulated switch, and the job
+        has `ranks` ranks."""
         allocation = env.get("FLEET_ALLOCATION")
         self.assertTrue(allocation, f"no FLEET_ALLOCATION in the job's environment: {env}")
         found = [a for a in self.site.allocations(f"slurm-job-{job}") if a["id"] == allocation]
@@ -98,10 +99,11 @@ class SlurmTest(unittest.TestCase):
         # The job's id, the cluster's name and its submit time.
         self.assertRegex(alloc["request"].get("request_id", ""),
                          rf"^slurm-job-{job}\.fleettest\.\d{{8}}T\d{{6}}$")
-        ranks = env["FLEET_RANKS"].split(",")
-        self.assertEqual(len(ranks), members, env)
-        self.assertEqual(env.get("FLEET_WORLD_SIZE"), str(members), env)
-        self.assertTrue(set(ranks) <= set(alloc["members"]), f"{ranks} vs {alloc['members']}")
+        devices = env["FLEET_RANKS"].split(",")
+        self.assertEqual(len(devices), ranks, env)
+        self.assertEqual(env.get("FLEET_WORLD_SIZE"), str(ranks), env)
+        self.assertTrue(set(devices) <= set(alloc["members"]),
+                        f"{devices} vs {alloc['members']}")
         circuits = self.site.circuits(allocation)
         self.assertTrue(circuits, f"{allocation} has no circuits")
         pairs = {(x["ingress"], x["egress"]) for c in circuits for x in c["cross_connects"]}
@@ -131,13 +133,16 @@ class SlurmTest(unittest.TestCase):
         job = self.site.submit(spec, "--nodelist=server1", "--time=5",
                                "--job-name=x TimeLimit=UNLIMITED Restarts=7 SubmitTime=0")
         env = self.wait_env(job)
-        running = self.check_running_allocation(job, env, members=3)
+        running = self.check_running_allocation(job, env, ranks=2)
         request = running["allocation"]["request"]
         self.assertEqual(request["topology"]["attach"]["host"], "server1")
         self.assertEqual(request.get("lease"), f"{5 * 60 + 600}s")  # --time=5 plus 10m slack.
         self.assertEqual(env.get("FLEET_TENANT"), "team-a")
-        self.assertEqual(sum(1 for r in env["FLEET_RANKS"].split(",") if r.startswith("gpu")),
-                         2, env)
+        # The ranks are the attached GPUs, not server1's CPUs whose O-NIC ports they use.
+        self.assertEqual(env["FLEET_RANKS"].split(","),
+                         running["allocation"]["members"][:2], env)
+        self.assertTrue(all(r.startswith("gpu") for r in env["FLEET_RANKS"].split(",")), env)
+        self.assertEqual(env.get("FLEET_RANK_HOSTS"), "server1,server1", env)
         self.site.go(job)
         self.assertEqual(self.wait_state(job, ("COMPLETED", "FAILED"))["JobState"], "COMPLETED")
         self.check_released(job, env["FLEET_ALLOCATION"], running["pairs"])
@@ -154,7 +159,7 @@ class SlurmTest(unittest.TestCase):
                                       "        - {kind: gpu, count: 4}\n")
         job = self.site.submit(spec, "--nodelist=node2")
         env = self.wait_env(job)
-        running = self.check_running_allocation(job, env, members=4)
+        running = self.check_running_allocation(job, env, ranks=4)
         self.assertEqual(env.get("FLEET_RANK_ORDER"), "ring", env)
         self.site.slurm("scancel", job)
         self.wait_state(job, ("CANCELLED",))
@@ -174,7 +179,7 @@ class SlurmTest(unittest.TestCase):
                                           "    members:\n      per_node: {kind: cpu, count: 1}\n")
         job = self.site.submit(spec, "--nodes=2", exit_code=3)
         env = self.wait_env(job)
-        running = self.check_running_allocation(job, env, members=2)
+        running = self.check_running_allocation(job, env, ranks=2)
         ranks = env["FLEET_RANKS"].split(",")
         self.assertEqual(sorted(r.split("-")[0] for r in ranks), ["server1", "server2"], env)
         self.assertEqual(sorted(env.get("FLEET_RANK_HOSTS", "").split(",")),
@@ -417,7 +422,7 @@ class SlurmTest(unittest.TestCase):
         self.assertEqual(self.wait_state(job, ("COMPLETED", "FAILED"))["JobState"], "COMPLETED")
         env = self.site.job_env(job)
         self.assertTrue(env.get("FLEET_ALLOCATION"), env)
-        self.assertEqual(env.get("FLEET_WORLD_SIZE"), "2", env)  # The GPU and server1's CPU.
+        self.assertEqual(env.get("FLEET_WORLD_SIZE"), "1", env)  # The GPU, not server1's CPU.
         self.assertTrue(eventually(lambda: not self.site.live(f"slurm-job-{job}")))
 
     def test_srun_and_salloc(self) -> None:
@@ -431,7 +436,7 @@ class SlurmTest(unittest.TestCase):
                               cwd=jobs)
         env = dict(l.split("=", 1) for l in run.stdout.splitlines() if "=" in l)
         self.assertTrue(env.get("FLEET_ALLOCATION"), run.stdout + run.stderr)
-        self.assertEqual(env.get("FLEET_WORLD_SIZE"), "2", env)
+        self.assertEqual(env.get("FLEET_WORLD_SIZE"), "1", env)
         name = f"slurm-job-{env['SLURM_JOB_ID']}"
         self.assertEqual([a["id"] for a in self.site.allocations(name)], [env["FLEET_ALLOCATION"]])
         self.assertTrue(eventually(lambda: not self.site.live(name)

@@ -17,7 +17,7 @@ checks every result. Against the demo::
 
     build/bin/fleetd --demo --grpc-port 0 --metrics-port 0   # prints fleetctl-config: FILE
     export FLEET_CONFIG=FILE FLEET_CONTEXT=demo-job            # mutual TLS as job/team-a
-    PYTHONPATH=build/clients/python python3 clients/python/examples/ring_allreduce.py
+    PYTHONPATH=build/clients/python /usr/bin/python3 clients/python/examples/ring_allreduce.py
 
 Needs Debian's python3-torch (1.13, CPU). Exit status: 0 done, 1 fleetd refused or a rank
 failed or computed a wrong sum (the message says which), 2 bad arguments or no PyTorch.

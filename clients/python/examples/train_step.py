@@ -8,7 +8,7 @@ switch's latency is printed. Against the demo::
 
     build/bin/fleetd --demo --grpc-port 0 --metrics-port 0   # prints fleetctl-config: FILE
     export FLEET_CONFIG=FILE FLEET_CONTEXT=demo-job            # mutual TLS as job/team-a
-    PYTHONPATH=build/clients/python python3 clients/python/examples/train_step.py
+    PYTHONPATH=build/clients/python /usr/bin/python3 clients/python/examples/train_step.py
 
 Exit status: 0 done, 1 fleetd refused or failed (its message is printed).
 """

@@ -24,7 +24,7 @@ built next to this package from ``proto/fleet/v1``; see clients/python/README.md
 """
 
 from fleet.client import Client, Topology
-from fleet.core import MemberReplacement, PhaseSwitch, state_name
+from fleet.core import Allocation, Circuit, MemberReplacement, PhaseSwitch, state_name
 from fleet.credentials import Connection, CredentialsError
 from fleet.errors import (
     Aborted,
@@ -54,7 +54,8 @@ from fleet.ranks import Rank, RankHost, Ranks
 from fleet.spec import Link, failure_policy, links, ring
 
 __all__ = [
-    "Client", "Topology", "PhaseSwitch", "MemberReplacement", "Link", "ring", "links",
+    "Client", "Topology", "Allocation", "Circuit", "PhaseSwitch", "MemberReplacement", "Link",
+    "ring", "links",
     "failure_policy", "state_name", "Ranks", "Rank", "RankHost",
     "Connection", "CredentialsError",
     "FleetError", "AllocationError", "AllocationFailed", "Degraded", "Released",

@@ -42,7 +42,8 @@ import grpc
 import grpc.aio
 
 from fleet import core, credentials, errors, spec
-from fleet.core import MemberReplacedCallback, MemberReplacement, PhaseSwitch, Seconds
+from fleet.core import (Allocation, Circuit, MemberReplacedCallback, MemberReplacement,
+                        PhaseSwitch, Seconds)
 from fleet.ranks import Ranks
 from fleet.v1 import admin_pb2, admin_pb2_grpc, topology_pb2, topology_pb2_grpc
 
@@ -131,7 +132,7 @@ class Client:
             default_tenant=self.tenant, name=name, request_id=request_id, on_failure=on_failure,
             keepalive_fraction=keepalive_fraction)
         response = await self.call("RequestTopology", req, tenant=req.tenant or None)
-        return Topology(self, response.allocation, tenant=req.tenant or None,
+        return Topology(self, Allocation(response.allocation), tenant=req.tenant or None,
                         keepalive=keepalive, keepalive_fraction=keepalive_fraction)
 
     async def open(self, allocation_id: str, *, tenant: Optional[str] = None,
@@ -146,26 +147,27 @@ class Client:
                         keepalive_fraction=keepalive_fraction)
 
     async def allocation(self, allocation_id: str, *,
-                         tenant: Optional[str] = None) -> topology_pb2.Allocation:
+                         tenant: Optional[str] = None) -> Allocation:
         """The allocation ``allocation_id`` as fleetd has it now."""
-        return await self.call("GetAllocation",
-                               topology_pb2.GetAllocationRequest(id=allocation_id), tenant=tenant)
+        return Allocation(await self.call("GetAllocation",
+                                          topology_pb2.GetAllocationRequest(id=allocation_id),
+                                          tenant=tenant))
 
     async def allocations(self, *, tenant: Optional[str] = None,
-                          include_released: bool = False) -> List[topology_pb2.Allocation]:
+                          include_released: bool = False) -> List[Allocation]:
         """The tenant's allocations (every tenant's for an operator with no tenant)."""
         tenant = tenant or self.tenant
         response = await self.call("ListAllocations", topology_pb2.ListAllocationsRequest(
             tenant=tenant or "", include_released=include_released), tenant=tenant)
-        return list(response.allocations)
+        return [Allocation(a) for a in response.allocations]
 
     async def release(self, allocation_id: str, *,
-                      tenant: Optional[str] = None) -> topology_pb2.Allocation:
+                      tenant: Optional[str] = None) -> Allocation:
         """Releases the allocation: its circuits come off the switch. Returns it."""
         response = await self.call("ReleaseTopology",
                                    topology_pb2.ReleaseTopologyRequest(id=allocation_id),
                                    tenant=tenant)
-        return response.allocation
+        return Allocation(response.allocation)
 
     async def close(self) -> None:
         """Stops its topologies' renewals, followers and :meth:`Topology.start_phase` waits
@@ -209,13 +211,13 @@ class Topology:
     loop. As ``async with`` it releases the allocation on exit, also when the block raises
     (a failed release is then logged, never hiding the block's exception)."""
 
-    def __init__(self, client: Client, allocation: topology_pb2.Allocation, *,
+    def __init__(self, client: Client, allocation: Allocation, *,
                  tenant: Optional[str], keepalive: bool = True,
                  keepalive_fraction: float = 1 / 3) -> None:
         self.client = client
         self.id: str = allocation.id
         self.tenant = tenant or allocation.tenant or None
-        self._allocation = allocation
+        self._allocation = Allocation(allocation)
         self._released = False
         self.keepalive_error: Optional[errors.FleetError] = None
         self._lease_expires = core.expiry(allocation)
@@ -238,13 +240,13 @@ class Topology:
     # --- what is known (as fleet.Topology) ---
 
     @property
-    def allocation(self) -> topology_pb2.Allocation:
+    def allocation(self) -> Allocation:
         """The allocation as last seen."""
         return self._allocation
 
     @property
     def state(self) -> str:
-        return core.state_name(self._allocation.state)
+        return self._allocation.state
 
     @property
     def members(self) -> List[str]:
@@ -263,8 +265,8 @@ class Topology:
         return a.degraded_since.ToDatetime(tzinfo=datetime.timezone.utc)
 
     @property
-    def circuits(self) -> List[topology_pb2.Circuit]:
-        return list(self._allocation.circuits)
+    def circuits(self) -> List[Circuit]:
+        return self._allocation.circuits
 
     @property
     def active_phase(self) -> str:
@@ -274,7 +276,7 @@ class Topology:
     def lease_expires(self) -> Optional[datetime.datetime]:
         return self._lease_expires
 
-    async def refresh(self) -> topology_pb2.Allocation:
+    async def refresh(self) -> Allocation:
         """Reads the allocation from fleetd."""
         a = await self.client.allocation(self.id, tenant=self.tenant)
         self._seen(a)
@@ -283,7 +285,7 @@ class Topology:
     # --- waiting ---
 
     async def wait_ready(self, timeout: Optional[Seconds] = None, *,
-                         raise_on_degraded: bool = False) -> topology_pb2.Allocation:
+                         raise_on_degraded: bool = False) -> Allocation:
         """Returns the allocation once READY: :meth:`fleet.Topology.wait_ready`."""
         return await self._watch(core.is_ready, core.seconds(timeout), "READY",
                                  raise_on_degraded=raise_on_degraded)
@@ -381,61 +383,61 @@ class Topology:
             "ActivatePhase", topology_pb2.ActivatePhaseRequest(id=self.id, phase=name),
             tenant=self.tenant)
         if response.HasField("allocation"):
-            self._seen(response.allocation)
+            self._seen(Allocation(response.allocation))
         return start, response
 
     async def _phase_ready(self, name: str, start: float,
                            response: topology_pb2.ActivatePhaseResponse,
                            timeout: Optional[float]) -> PhaseSwitch:
         done = core.ready_in_phase(name)
-        a = response.allocation
+        a = Allocation(response.allocation)
         if not done(a):
-            since = response.allocation if response.HasField("allocation") else None
+            since = a if response.HasField("allocation") else None
             a = await self._watch(done, timeout, f"READY in phase {name}",
                                   check=core.phase_check(name, since))
         return core.phase_switch(name, time.monotonic() - start, response, a)
 
     async def detach(self, *devices: str,
-                     timeout: Optional[Seconds] = 60.0) -> topology_pb2.Allocation:
+                     timeout: Optional[Seconds] = 60.0) -> Allocation:
         """:meth:`fleet.Topology.detach`, awaited."""
         response = await self.client.call(
             "DetachDevices", topology_pb2.DetachDevicesRequest(id=self.id, devices=list(devices)),
             tenant=self.tenant)
+        a = Allocation(response.allocation)
         if response.HasField("allocation"):
-            self._seen(response.allocation)
+            self._seen(a)
         done = core.ready_without(devices)
-        a = response.allocation
         if not done(a):
             a = await self._watch(done, core.seconds(timeout),
                                   f"READY without {', '.join(devices)}")
         return a
 
     async def replace(self, member: str, spare: Optional[str] = None,
-                      timeout: Optional[Seconds] = 60.0) -> topology_pb2.Allocation:
+                      timeout: Optional[Seconds] = 60.0) -> Allocation:
         """:meth:`fleet.Topology.replace`, awaited."""
         response = await self.client.call(
             "ReplaceMember", admin_pb2.ReplaceMemberRequest(
                 allocation_id=self.id, member=member, spare=spare or ""),
             tenant=self.tenant, stub=self.client.admin)
+        a = Allocation(response.allocation)
         if response.HasField("allocation"):
-            self._seen(response.allocation)
+            self._seen(a)
         done = core.ready_without([member])
-        a = response.allocation
         if not done(a):
             a = await self._watch(done, core.seconds(timeout), f"READY without {member}")
         return a
 
     async def _watch(self, done: core.Predicate, timeout: Optional[float], goal: str, *,
                      raise_on_degraded: bool = False, stop_at_end: bool = True,
-                     check: Optional[Callable[[topology_pb2.Allocation], None]] = None
-                     ) -> topology_pb2.Allocation:
+                     check: Optional[Callable[[Allocation], None]] = None
+                     ) -> Allocation:
         call = self.client.stub.WatchAllocation(
             topology_pb2.WatchAllocationRequest(id=self.id), timeout=timeout,
             metadata=self.client.metadata(self.tenant))
-        last: Optional[topology_pb2.Allocation] = None
+        last: Optional[Allocation] = None
         try:
             async for message in call:
-                a = message.allocation
+                a = Allocation(message.allocation)
                 last = a
                 self._seen(a)
                 if done(a):
@@ -465,7 +467,7 @@ class Topology:
     # --- changes ---
 
     async def changes(self,
-                      timeout: Optional[Seconds] = None) -> AsyncIterator[topology_pb2.Allocation]:
+                      timeout: Optional[Seconds] = None) -> AsyncIterator[Allocation]:
         """``async for allocation in topo.changes():`` the allocation at every change
         (WatchAllocation), starting with how it is now, until it is FAILED or RELEASED (that
         one included) or ``timeout`` seconds pass; as :meth:`fleet.Topology.changes`. Leaving
@@ -481,7 +483,7 @@ class Topology:
             metadata=self.client.metadata(self.tenant))
         try:
             async for message in call:
-                a = message.allocation
+                a = Allocation(message.allocation)
                 self._seen(a)
                 yield a
                 if a.state in core.ENDED:
@@ -547,7 +549,7 @@ class Topology:
             try:
                 async for message in call:
                     backoff = core.FOLLOW_BACKOFF_FIRST
-                    a = message.allocation
+                    a = Allocation(message.allocation)
                     self._seen(a)
                     await self._deliver(a, stop)
                     if stop.is_set() or a.state in core.ENDED:
@@ -564,7 +566,7 @@ class Topology:
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, core.FOLLOW_BACKOFF_MAX)
 
-    async def _deliver(self, a: topology_pb2.Allocation, stop: asyncio.Event) -> None:
+    async def _deliver(self, a: Allocation, stop: asyncio.Event) -> None:
         for (callback, _), first in core.due_replacements(self._subscribers,
                                                           len(a.replacements)):
             for i in range(first, len(a.replacements)):
@@ -627,7 +629,7 @@ class Topology:
 
     # --- release ---
 
-    async def release(self, timeout: Optional[Seconds] = 60.0) -> topology_pb2.Allocation:
+    async def release(self, timeout: Optional[Seconds] = 60.0) -> Allocation:
         """Stops the renewals and the follower, gives up the :meth:`start_phase` tasks still
         waiting (they raise :class:`fleet.Cancelled`) and releases the allocation; returns it
         RELEASED. Releasing again does nothing."""
@@ -641,7 +643,7 @@ class Topology:
             return self._allocation
         a = await self.client.release(self.id, tenant=self.tenant)
         self._seen(a)
-        if a.state == topology_pb2.ALLOCATION_STATE_RELEASING:
+        if a.state == "RELEASING":
             # The switch refused a removal; fleetd retries it. Wait for the end.
             a = await self._watch(core.is_released, core.seconds(timeout), "RELEASED",
                                   stop_at_end=False)
@@ -665,7 +667,7 @@ class Topology:
     def __repr__(self) -> str:
         return f"<fleet.aio.Topology {self.id} {self.state}>"
 
-    def _seen(self, a: topology_pb2.Allocation) -> None:
+    def _seen(self, a: Allocation) -> None:
         if not core.newer(a, self._allocation):
             return
         self._allocation = a

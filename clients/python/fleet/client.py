@@ -32,15 +32,15 @@ from typing import Any, Callable, Iterable, Iterator, List, Mapping, Optional, T
 import grpc
 
 from fleet import core, credentials, errors, spec
-from fleet.core import (PRINCIPAL_METADATA_KEY, MemberReplacedCallback, MemberReplacement,
-                        PhaseSwitch, Seconds, state_name)
+from fleet.core import (PRINCIPAL_METADATA_KEY, Allocation, Circuit, MemberReplacedCallback,
+                        MemberReplacement, PhaseSwitch, Seconds, state_name)
 from fleet.ranks import Ranks
 from fleet.v1 import admin_pb2, admin_pb2_grpc, topology_pb2, topology_pb2_grpc
 
 log = logging.getLogger("fleet")
 
-__all__ = ["Client", "Topology", "MemberReplacement", "PhaseSwitch", "state_name",
-           "PRINCIPAL_METADATA_KEY", "Seconds"]
+__all__ = ["Client", "Topology", "Allocation", "Circuit", "MemberReplacement", "PhaseSwitch",
+           "state_name", "PRINCIPAL_METADATA_KEY", "Seconds"]
 
 
 class Client:
@@ -197,7 +197,7 @@ class Client:
             default_tenant=self.tenant, name=name, request_id=request_id, on_failure=on_failure,
             keepalive_fraction=keepalive_fraction)
         response = self.call("RequestTopology", req, tenant=req.tenant or None)
-        return Topology(self, response.allocation, tenant=req.tenant or None,
+        return Topology(self, Allocation(response.allocation), tenant=req.tenant or None,
                         keepalive=keepalive, keepalive_fraction=keepalive_fraction)
 
     def open(self, allocation_id: str, *, tenant: Optional[str] = None,
@@ -219,23 +219,25 @@ class Client:
         return Topology(self, a, tenant=tenant or a.tenant or None, keepalive=keepalive,
                         keepalive_fraction=keepalive_fraction)
 
-    def allocation(self, allocation_id: str, *, tenant: Optional[str] = None) -> topology_pb2.Allocation:
+    def allocation(self, allocation_id: str, *, tenant: Optional[str] = None) -> Allocation:
         """The allocation ``allocation_id`` as fleetd has it now."""
-        return self.call("GetAllocation", topology_pb2.GetAllocationRequest(id=allocation_id),
-                         tenant=tenant)
+        return Allocation(self.call("GetAllocation",
+                                    topology_pb2.GetAllocationRequest(id=allocation_id),
+                                    tenant=tenant))
 
     def allocations(self, *, tenant: Optional[str] = None,
-                    include_released: bool = False) -> List[topology_pb2.Allocation]:
+                    include_released: bool = False) -> List[Allocation]:
         """The tenant's allocations (every tenant's for an operator with no tenant)."""
         tenant = tenant or self.tenant
         response = self.call("ListAllocations", topology_pb2.ListAllocationsRequest(
             tenant=tenant or "", include_released=include_released), tenant=tenant)
-        return list(response.allocations)
+        return [Allocation(a) for a in response.allocations]
 
-    def release(self, allocation_id: str, *, tenant: Optional[str] = None) -> topology_pb2.Allocation:
+    def release(self, allocation_id: str, *, tenant: Optional[str] = None) -> Allocation:
         """Releases the allocation: its circuits come off the switch. Returns it, RELEASED."""
-        return self.call("ReleaseTopology", topology_pb2.ReleaseTopologyRequest(id=allocation_id),
-                         tenant=tenant).allocation
+        return Allocation(self.call("ReleaseTopology",
+                                    topology_pb2.ReleaseTopologyRequest(id=allocation_id),
+                                    tenant=tenant).allocation)
 
     def close(self) -> None:
         """Stops its topologies' background work — lease renewals, followers
@@ -300,14 +302,14 @@ class Topology:
     raises (a failed release is then logged, never hiding the block's exception).
     """
 
-    def __init__(self, client: Client, allocation: topology_pb2.Allocation, *,
+    def __init__(self, client: Client, allocation: Allocation, *,
                  tenant: Optional[str], keepalive: bool = True,
                  keepalive_fraction: float = 1 / 3) -> None:
         self.client = client
         self.id: str = allocation.id
         self.tenant = tenant or allocation.tenant or None
         self._lock = threading.Lock()
-        self._allocation = allocation
+        self._allocation = Allocation(allocation)
         self._released = False
         self.keepalive_error: Optional[errors.FleetError] = None
         self._lease_expires = core.expiry(allocation)
@@ -334,7 +336,7 @@ class Topology:
     # --- what is known ---
 
     @property
-    def allocation(self) -> topology_pb2.Allocation:
+    def allocation(self) -> Allocation:
         """The allocation as last seen (see :meth:`refresh`)."""
         with self._lock:
             return self._allocation
@@ -342,7 +344,7 @@ class Topology:
     @property
     def state(self) -> str:
         """The last seen state's short name: ``"READY"``, ``"FAILED"``, …"""
-        return state_name(self.allocation.state)
+        return self.allocation.state
 
     @property
     def members(self) -> List[str]:
@@ -367,8 +369,9 @@ class Topology:
         return a.degraded_since.ToDatetime(tzinfo=datetime.timezone.utc)
 
     @property
-    def circuits(self) -> List[topology_pb2.Circuit]:
-        return list(self.allocation.circuits)
+    def circuits(self) -> List[Circuit]:
+        """Every circuit of every phase as last seen, ``state`` a name (``"ACTIVE"``)."""
+        return self.allocation.circuits
 
     @property
     def active_phase(self) -> str:
@@ -380,7 +383,7 @@ class Topology:
         with self._lock:
             return self._lease_expires
 
-    def refresh(self) -> topology_pb2.Allocation:
+    def refresh(self) -> Allocation:
         """Reads the allocation from fleetd."""
         a = self.client.allocation(self.id, tenant=self.tenant)
         self._seen(a)
@@ -389,7 +392,7 @@ class Topology:
     # --- waiting ---
 
     def wait_ready(self, timeout: Optional[Seconds] = None, *,
-                   raise_on_degraded: bool = False) -> topology_pb2.Allocation:
+                   raise_on_degraded: bool = False) -> Allocation:
         """Follows the allocation (WatchAllocation) until it is READY, and returns it.
 
         Args:
@@ -499,7 +502,7 @@ class Topology:
             "ActivatePhase", topology_pb2.ActivatePhaseRequest(id=self.id, phase=name),
             tenant=self.tenant)
         if response.HasField("allocation"):
-            self._seen(response.allocation)
+            self._seen(Allocation(response.allocation))
         return start, response
 
     def _phase_ready(self, name: str, start: float,
@@ -509,9 +512,9 @@ class Topology:
         """Waits until READY in phase ``name`` after ActivatePhase answered ``response``;
         another phase becoming active ends the wait (:func:`fleet.core.check_phase`)."""
         done = core.ready_in_phase(name)
-        a = response.allocation
+        a = Allocation(response.allocation)
         if not done(a):
-            since = response.allocation if response.HasField("allocation") else None
+            since = a if response.HasField("allocation") else None
             a = self._watch(done, timeout, f"READY in phase {name}",
                             check=core.phase_check(name, since), abandon=abandon)
         return core.phase_switch(name, time.monotonic() - start, response, a)
@@ -538,7 +541,7 @@ class Topology:
 
     # --- changes ---
 
-    def changes(self, timeout: Optional[Seconds] = None) -> Iterator[topology_pb2.Allocation]:
+    def changes(self, timeout: Optional[Seconds] = None) -> Iterator[Allocation]:
         """The allocation at every change (WatchAllocation), starting with how it is now,
         until it is FAILED or RELEASED (that one included) or ``timeout`` seconds pass
         (``None``: no limit). Each is also recorded as the allocation last seen. Stop early
@@ -554,7 +557,7 @@ class Topology:
             metadata=self.client.metadata(self.tenant))
         try:
             for message in stream:
-                a = message.allocation
+                a = Allocation(message.allocation)
                 self._seen(a)
                 yield a
                 if a.state in core.ENDED:
@@ -568,7 +571,7 @@ class Topology:
         finally:
             stream.cancel()
 
-    def detach(self, *devices: str, timeout: Optional[Seconds] = 60.0) -> topology_pb2.Allocation:
+    def detach(self, *devices: str, timeout: Optional[Seconds] = 60.0) -> Allocation:
         """Takes attached devices out of this virtual server (DetachDevices) and waits until it
         is READY again without them; the other devices' circuits are not touched.
 
@@ -583,16 +586,16 @@ class Topology:
         response = self.client.call(
             "DetachDevices", topology_pb2.DetachDevicesRequest(id=self.id, devices=list(devices)),
             tenant=self.tenant)
+        a = Allocation(response.allocation)
         if response.HasField("allocation"):
-            self._seen(response.allocation)
+            self._seen(a)
         done = core.ready_without(devices)
-        a = response.allocation
         if not done(a):
             a = self._watch(done, core.seconds(timeout), f"READY without {', '.join(devices)}")
         return a
 
     def replace(self, member: str, spare: Optional[str] = None,
-                timeout: Optional[Seconds] = 60.0) -> topology_pb2.Allocation:
+                timeout: Optional[Seconds] = 60.0) -> Allocation:
         """Swaps ``member`` for a spare (ReplaceMember): fleetd picks a free device of the same
         kind, or takes ``spare``, remakes only the circuits that touched the member and
         retrains them; the others are not touched. Waits until READY with the spare in the
@@ -610,19 +613,18 @@ class Topology:
             "ReplaceMember", admin_pb2.ReplaceMemberRequest(
                 allocation_id=self.id, member=member, spare=spare or ""),
             tenant=self.tenant, stub=self.client.admin)
+        a = Allocation(response.allocation)
         if response.HasField("allocation"):
-            self._seen(response.allocation)
-
+            self._seen(a)
         done = core.ready_without([member])
-        a = response.allocation
         if not done(a):
             a = self._watch(done, core.seconds(timeout), f"READY without {member}")
         return a
 
     def _watch(self, done: core.Predicate, timeout: Optional[float], goal: str, *,
                raise_on_degraded: bool = False, stop_at_end: bool = True,
-               check: Optional[Callable[[topology_pb2.Allocation], None]] = None,
-               abandon: Optional[_Abandonable] = None) -> topology_pb2.Allocation:
+               check: Optional[Callable[[Allocation], None]] = None,
+               abandon: Optional[_Abandonable] = None) -> Allocation:
         """Watches the allocation until ``done``; raises as :func:`fleet.core.check_progress`
         and ``check`` say (unless not ``stop_at_end``), or Cancelled once ``abandon`` is
         given up."""
@@ -638,10 +640,10 @@ class Topology:
             raise
         if abandon is not None:
             abandon.attach(stream)
-        last: Optional[topology_pb2.Allocation] = None
+        last: Optional[Allocation] = None
         try:
             for message in stream:
-                a = message.allocation
+                a = Allocation(message.allocation)
                 last = a
                 self._seen(a)
                 if done(a):
@@ -736,7 +738,7 @@ class Topology:
                 try:
                     for message in stream:
                         backoff = core.FOLLOW_BACKOFF_FIRST
-                        a = message.allocation
+                        a = Allocation(message.allocation)
                         self._seen(a)
                         self._deliver(a, stop)
                         if a.state in core.ENDED:
@@ -769,7 +771,7 @@ class Topology:
                 with self.client._followed_lock:
                     self.client._followed.discard(self)
 
-    def _deliver(self, a: topology_pb2.Allocation, stop: threading.Event) -> None:
+    def _deliver(self, a: Allocation, stop: threading.Event) -> None:
         """Calls each callback for the replacements of ``a`` it has not had yet."""
         count = len(a.replacements)
         with self._lock:
@@ -832,7 +834,7 @@ class Topology:
 
     # --- release ---
 
-    def release(self, timeout: Optional[Seconds] = 60.0) -> topology_pb2.Allocation:
+    def release(self, timeout: Optional[Seconds] = 60.0) -> Allocation:
         """Stops the renewals and releases the allocation: its circuits come off the switch.
         Returns it RELEASED. Releasing again does nothing. Stops following it
         (:meth:`on_member_replaced`) too, and gives up the :meth:`start_phase` waits still
@@ -846,7 +848,7 @@ class Topology:
             return self.allocation
         a = self.client.release(self.id, tenant=self.tenant)
         self._seen(a)
-        if a.state == topology_pb2.ALLOCATION_STATE_RELEASING:
+        if a.state == "RELEASING":
             # The switch refused a removal; fleetd retries it. Wait for the end.
             a = self._watch(core.is_released, core.seconds(timeout), "RELEASED",
                             stop_at_end=False)
@@ -872,7 +874,7 @@ class Topology:
 
     # --- helpers ---
 
-    def _seen(self, a: topology_pb2.Allocation) -> None:
+    def _seen(self, a: Allocation) -> None:
         with self._lock:
             if not core.newer(a, self._allocation):
                 return

@@ -6,9 +6,10 @@ here once, so the two clients cannot drift apart; they differ only in how they c
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime
-from typing import Any, Callable, Iterable, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Iterable, List, Mapping, Optional, Tuple, Union
 
 import grpc
 
@@ -19,14 +20,14 @@ PRINCIPAL_METADATA_KEY = "x-fleet-principal"
 """gRPC metadata key naming the caller (``job:TENANT``, ``operator:NAME``)."""
 
 Seconds = Union[float, int, datetime.timedelta]
-Allocation = topology_pb2.Allocation
-Predicate = Callable[[topology_pb2.Allocation], bool]
 
 _STATE_NAMES = {v: k.removeprefix("ALLOCATION_STATE_")
                 for k, v in topology_pb2.AllocationState.items()}
+_CIRCUIT_STATE_NAMES = {v: k.removeprefix("CIRCUIT_STATE_")
+                        for k, v in topology_pb2.CircuitState.items()}
 
 # States after which an allocation changes no more: its watch ends there.
-ENDED = (topology_pb2.ALLOCATION_STATE_FAILED, topology_pb2.ALLOCATION_STATE_RELEASED)
+ENDED = ("FAILED", "RELEASED")
 
 # Errors after which following an allocation again may work (fleetd restarting, a proxy
 # dropping the stream); any other (unknown, not ours, refused) will not get better.
@@ -36,9 +37,118 @@ FOLLOW_BACKOFF_FIRST = 0.1
 FOLLOW_BACKOFF_MAX = 5.0
 
 
-def state_name(state: int) -> str:
-    """``ALLOCATION_STATE_READY`` → ``"READY"``."""
+def state_name(state: Union[int, str]) -> str:
+    """An allocation state's short name: ``ALLOCATION_STATE_READY`` → ``"READY"``; a name
+    (what :class:`Allocation` has) stays as it is, and a number this client does not know
+    becomes its text."""
+    if isinstance(state, str):
+        return state
     return _STATE_NAMES.get(state, str(state))
+
+
+def circuit_state_name(state: Union[int, str]) -> str:
+    """A circuit state's short name: ``CIRCUIT_STATE_ACTIVE`` → ``"ACTIVE"``, as
+    :func:`state_name`."""
+    if isinstance(state, str):
+        return state
+    return _CIRCUIT_STATE_NAMES.get(state, str(state))
+
+
+class _MessageView:
+    """A read-only view of a protobuf message whose fields read through, ``state`` aside."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: Any) -> None:
+        object.__setattr__(self, "message", message)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "message":  # Not yet set (while unpickling): no recursion.
+            raise AttributeError(name)
+        return getattr(self.message, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"fleet.{type(self).__name__} is read-only; change a copy of its "
+                             f".message (a {self.message.DESCRIPTOR.full_name})")
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is type(self):
+            return bool(self.message == other.message)  # type: ignore[attr-defined]
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # Equal by value, as the message.
+
+    # Defined here, or the lookups of copy and pickle would reach the message's own.
+    def __reduce__(self) -> Tuple[Any, Tuple[Any]]:
+        return type(self), (self.message,)
+
+    def __copy__(self) -> Any:
+        return type(self)(self.message)
+
+    def __deepcopy__(self, memo: dict) -> Any:
+        return type(self)(copy.deepcopy(self.message, memo))
+
+    def __str__(self) -> str:
+        return str(self.message)
+
+
+class Circuit(_MessageView):
+    """One circuit of an :class:`Allocation`: the fields of ``fleet.v1.Circuit`` (``id``,
+    ``source``, ``destination``, ``cross_connects``, ``phase``, ``reason``, …) with ``state``
+    the circuit state's name: ``"PLANNED"``, ``"PROGRAMMED"``, ``"ACTIVE"``, ``"DEGRADED"``,
+    ``"REMOVING"``, ``"INACTIVE"``. ``message`` is the ``fleet.v1.Circuit``."""
+
+    __slots__ = ()
+
+    def __init__(self, message: Union[topology_pb2.Circuit, "Circuit"]) -> None:
+        super().__init__(message.message if isinstance(message, Circuit) else message)
+
+    @property
+    def state(self) -> str:
+        return circuit_state_name(self.message.state)
+
+    def __repr__(self) -> str:
+        m = self.message
+        return (f"<fleet.Circuit {m.id} {m.source.onic}/{m.source.port} -> "
+                f"{m.destination.onic}/{m.destination.port} {self.state}>")
+
+
+class Allocation(_MessageView):
+    """An allocation as the clients return it: the fields of ``fleet.v1.Allocation`` (``id``,
+    ``tenant``, ``members``, ``reason``, ``active_phase``, ``lease_expires``,
+    ``replacements``, ``HasField(...)``, …) read as the message's, except that ``state`` is
+    the state's name — ``"PENDING"``, ``"PROGRAMMING"``, ``"TRAINING"``, ``"READY"``,
+    ``"DEGRADED"``, ``"FAILED"``, ``"RELEASING"``, ``"RELEASED"`` — as ``Topology.state`` is,
+    and its ``circuits`` are :class:`Circuit` views, whose ``state`` is a name too
+    (``"ACTIVE"``).
+
+    ``message`` is the ``fleet.v1.Allocation`` itself, for protobuf's own functions
+    (``json_format.MessageToJson(a.message)``). Read-only; equal to another whose message is
+    equal."""
+
+    __slots__ = ()
+
+    def __init__(self, message: Union[topology_pb2.Allocation, "Allocation"]) -> None:
+        if isinstance(message, Allocation):
+            message = message.message
+        if not isinstance(message, topology_pb2.Allocation):
+            raise TypeError(f"allocation {type(message).__name__}: expected a "
+                            "fleet.v1.Allocation")
+        super().__init__(message)
+
+    @property
+    def state(self) -> str:
+        return state_name(self.message.state)
+
+    @property
+    def circuits(self) -> List[Circuit]:
+        return [Circuit(c) for c in self.message.circuits]
+
+    def __repr__(self) -> str:
+        return f"<fleet.Allocation {self.message.id} {self.state}>"
+
+
+Predicate = Callable[[Allocation], bool]
 
 
 def seconds(value: Optional[Seconds]) -> Optional[float]:
@@ -91,10 +201,10 @@ class MemberReplacement:
     time: Optional[datetime.datetime]
     members: Tuple[str, ...]
     index: int
-    allocation: topology_pb2.Allocation
+    allocation: Allocation
 
     @classmethod
-    def of(cls, allocation: topology_pb2.Allocation, index: int) -> "MemberReplacement":
+    def of(cls, allocation: Allocation, index: int) -> "MemberReplacement":
         """Replacement ``index`` of ``allocation.replacements``, with the member list as it
         was right after it (later replacements undone at their positions)."""
         records = allocation.replacements
@@ -137,14 +247,14 @@ class PhaseSwitch:
     stages: Mapping[str, float]
     cross_connects_added: int
     cross_connects_removed: int
-    allocation: topology_pb2.Allocation
+    allocation: Allocation
 
     def __float__(self) -> float:
         return self.latency
 
 
 def phase_switch(name: str, latency: float, response: topology_pb2.ActivatePhaseResponse,
-                 allocation: topology_pb2.Allocation) -> PhaseSwitch:
+                 allocation: Allocation) -> PhaseSwitch:
     """The :class:`PhaseSwitch` of a switch to ``name`` that ActivatePhase answered with
     ``response`` and that ended READY as ``allocation``, ``latency`` seconds after the call."""
     stages = {t.stage: duration_seconds(t.duration) for t in allocation.stage_timings}
@@ -255,20 +365,19 @@ def call_metadata(connection: Optional[credentials.Connection], principal: Optio
 
 # --- waiting ---
 
-def is_ready(a: topology_pb2.Allocation) -> bool:
-    return a.state == topology_pb2.ALLOCATION_STATE_READY
+def is_ready(a: Allocation) -> bool:
+    return a.state == "READY"
 
 
-def is_released(a: topology_pb2.Allocation) -> bool:
-    return a.state == topology_pb2.ALLOCATION_STATE_RELEASED
+def is_released(a: Allocation) -> bool:
+    return a.state == "RELEASED"
 
 
 def ready_in_phase(name: str) -> Predicate:
     """READY with ``name`` active and every circuit of it ACTIVE."""
-    def done(a: topology_pb2.Allocation) -> bool:
-        return (a.state == topology_pb2.ALLOCATION_STATE_READY and a.active_phase == name
-                and all(c.state == topology_pb2.CIRCUIT_STATE_ACTIVE
-                        for c in a.circuits if c.phase == name))
+    def done(a: Allocation) -> bool:
+        return (a.state == "READY" and a.active_phase == name
+                and all(c.state == "ACTIVE" for c in a.circuits if c.phase == name))
     return done
 
 
@@ -276,29 +385,26 @@ def ready_without(devices: Iterable[str]) -> Predicate:
     """READY with none of ``devices`` among its members."""
     gone = frozenset(devices)
 
-    def done(a: topology_pb2.Allocation) -> bool:
-        return (a.state == topology_pb2.ALLOCATION_STATE_READY
-                and not gone.intersection(a.members))
+    def done(a: Allocation) -> bool:
+        return a.state == "READY" and not gone.intersection(a.members)
     return done
 
 
-def check_progress(a: topology_pb2.Allocation, *, raise_on_degraded: bool = False) -> None:
+def check_progress(a: Allocation, *, raise_on_degraded: bool = False) -> None:
     """Raises the AllocationError a wait ends with when ``a`` can no longer become what it
     waits for: FAILED, releasing or released, or DEGRADED when ``raise_on_degraded``."""
     state = a.state
-    if state == topology_pb2.ALLOCATION_STATE_FAILED:
+    if state == "FAILED":
         raise errors.AllocationFailed(
             f"allocation {a.id} FAILED: {a.reason or 'no reason given'}", a)
-    if state in (topology_pb2.ALLOCATION_STATE_RELEASING, topology_pb2.ALLOCATION_STATE_RELEASED):
+    if state in ("RELEASING", "RELEASED"):
         raise errors.Released(
-            f"allocation {a.id} is {state_name(state)}" + (f": {a.reason}" if a.reason else ""),
-            a)
-    if state == topology_pb2.ALLOCATION_STATE_DEGRADED and raise_on_degraded:
+            f"allocation {a.id} is {state}" + (f": {a.reason}" if a.reason else ""), a)
+    if state == "DEGRADED" and raise_on_degraded:
         raise errors.Degraded(f"allocation {a.id} DEGRADED: {a.reason}", a)
 
 
-def check_phase(name: str, a: topology_pb2.Allocation,
-                since: Optional[topology_pb2.Allocation] = None) -> None:
+def check_phase(name: str, a: Allocation, since: Optional[Allocation] = None) -> None:
     """Raises when a wait for READY in phase ``name`` (:func:`ready_in_phase`) can no longer
     end so because ``a`` has another phase active: PhaseSuperseded when another switch took
     over (READY, PROGRAMMING, … in the other phase), Degraded when the allocation is DEGRADED
@@ -307,35 +413,33 @@ def check_phase(name: str, a: topology_pb2.Allocation,
     ActivatePhase answered with: an update older than it was seen before the switch and is
     not taken for another one. FAILED and released allocations are left to
     :func:`check_progress`."""
-    if (a.active_phase == name or a.state in ENDED
-            or a.state == topology_pb2.ALLOCATION_STATE_RELEASING):
+    if a.active_phase == name or a.state in ENDED or a.state == "RELEASING":
         return
     if since is not None and not newer(a, since):
         return
-    if a.state == topology_pb2.ALLOCATION_STATE_DEGRADED:
+    if a.state == "DEGRADED":
         raise errors.Degraded(f"allocation {a.id} DEGRADED in phase {a.active_phase}, not "
                               f"{name}: {a.reason or 'no reason given'}", a)
     raise errors.PhaseSuperseded(name, a)
 
 
-def phase_check(name: str, since: Optional[topology_pb2.Allocation] = None
-                ) -> Callable[[topology_pb2.Allocation], None]:
+def phase_check(name: str, since: Optional[Allocation] = None) -> Callable[[Allocation], None]:
     """:func:`check_phase` for ``name`` and ``since``, as a wait's extra check."""
     return lambda a: check_phase(name, a, since)
 
 
 def wait_error(allocation_id: str, error: grpc.RpcError, goal: str, timeout: Optional[float],
-               last: Optional[topology_pb2.Allocation]) -> errors.FleetError:
+               last: Optional[Allocation]) -> errors.FleetError:
     """The error a wait for ``goal`` ends with when its watch fails with ``error``: at the
     deadline, Degraded if the allocation was last seen DEGRADED, else DeadlineExceeded saying
     the state it was in; otherwise the RPC's own FleetError."""
     code = error.code() if hasattr(error, "code") else None
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         waited = f"{timeout:g}s" if timeout is not None else "the deadline"
-        if last is not None and last.state == topology_pb2.ALLOCATION_STATE_DEGRADED:
+        if last is not None and last.state == "DEGRADED":
             return errors.Degraded(
                 f"allocation {allocation_id} still DEGRADED after {waited}: {last.reason}", last)
-        seen = state_name(last.state) if last is not None else "unknown"
+        seen = last.state if last is not None else "unknown"
         return errors.DeadlineExceeded(
             f"allocation {allocation_id} not {goal} after {waited} (state {seen})",
             grpc.StatusCode.DEADLINE_EXCEEDED)
@@ -362,21 +466,21 @@ CLOSED_WHY = "the client was closed"
 
 # --- the allocation as last seen ---
 
-def newer(a: topology_pb2.Allocation, old: topology_pb2.Allocation) -> bool:
+def newer(a: Allocation, old: Allocation) -> bool:
     """Whether ``a`` may replace ``old`` as the allocation last seen: several streams may
     report it (a wait and the follower), so an older update never overwrites a newer one."""
     return not (a.HasField("updated") and old.HasField("updated")
                 and a.updated.ToNanoseconds() < old.updated.ToNanoseconds())
 
 
-def expiry(a: topology_pb2.Allocation) -> Optional[datetime.datetime]:
+def expiry(a: Allocation) -> Optional[datetime.datetime]:
     """When ``a``'s lease runs out (UTC), if fleetd said."""
     if not a.HasField("lease_expires"):
         return None
     return a.lease_expires.ToDatetime(tzinfo=datetime.timezone.utc)
 
 
-def lease_length(a: topology_pb2.Allocation) -> Optional[float]:
+def lease_length(a: Allocation) -> Optional[float]:
     """The lease the allocation was admitted with: the request's, or fleetd's default (its
     expiry less its creation)."""
     if a.request.HasField("lease"):

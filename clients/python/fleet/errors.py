@@ -8,11 +8,12 @@ code, carrying the server's message unchanged; the allocation outcomes a job wai
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Type
+from typing import TYPE_CHECKING, Dict, Optional, Type
 
 import grpc
 
-from fleet.v1 import topology_pb2
+if TYPE_CHECKING:  # fleet.core imports this module.
+    from fleet.core import Allocation
 
 
 class FleetError(Exception):
@@ -144,11 +145,12 @@ class AllocationError(FleetError):
     """An allocation that ended up in a state the job did not ask for.
 
     Attributes:
-        allocation: the allocation as last seen (``fleet.v1.Allocation``).
+        allocation: the allocation as last seen (a :class:`fleet.Allocation`: ``state`` is a
+            name, ``"FAILED"``).
         reason: the server's reason (``allocation.reason``).
     """
 
-    def __init__(self, message: str, allocation: topology_pb2.Allocation) -> None:
+    def __init__(self, message: str, allocation: "Allocation") -> None:
         super().__init__(message)
         self.allocation = allocation
         self.reason = allocation.reason
@@ -180,12 +182,10 @@ class PhaseSuperseded(AllocationError):
         active_phase: the phase active now.
     """
 
-    def __init__(self, phase: str, allocation: topology_pb2.Allocation) -> None:
-        state = {v: k for k, v in topology_pb2.AllocationState.items()}.get(
-            allocation.state, str(allocation.state))
+    def __init__(self, phase: str, allocation: "Allocation") -> None:
         active = allocation.active_phase or "''"
         super().__init__(
             f"allocation {allocation.id}: the switch to phase {phase} was superseded: phase "
-            f"{active} is active now ({state.removeprefix('ALLOCATION_STATE_')})", allocation)
+            f"{active} is active now ({allocation.state})", allocation)
         self.phase = phase
         self.active_phase = allocation.active_phase
