@@ -288,9 +288,8 @@ TEST(DemoTest, ARepointOfALiveSwitchIsRefusedUnlessForcedAndHealthNamesAnUnreach
               HasSubstr(absl::StrCat("updated switch ocs1: port ", tl1_port, " -> ", silent.port(),
                                      " (forced while it held 8 ", "circuits")))
       << events.out;
-  const absl::Time asked = absl::Now();
+  // The probe's own words: the driver's 10 s timeout would name itself instead.
   health = fleetctl({"health"});
-  EXPECT_LT(absl::Now() - asked, absl::Seconds(9)) << "health waited for the driver";
   EXPECT_THAT(health.out, HasSubstr(absl::StrCat("unreachable at 127.0.0.1:", silent.port(),
                                                  " (tl1): no answer within 2s")))
       << health.out << health.err;
