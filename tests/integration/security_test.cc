@@ -114,6 +114,16 @@ class SecurityTest : public ::testing::Test {
     return grpc::CreateCustomChannel(*grpc_, credentials, args);
   }
 
+  // A request for a unidirectional ring over `gpus`.
+  static v1::RequestTopologyRequest Ring(const std::string& name, std::vector<std::string> gpus) {
+    v1::RequestTopologyRequest request;
+    request.set_name(name);
+    v1::TemplateSpec* ring = request.mutable_topology()->mutable_template_();
+    ring->set_kind(v1::TEMPLATE_KIND_RING_UNIDIRECTIONAL);
+    for (const std::string& gpu : gpus) ring->mutable_members()->add_devices(gpu);
+    return request;
+  }
+
   static grpc::Status Health(const std::string& who, v1::HealthResponse* health = nullptr) {
     v1::HealthResponse unused;
     grpc::ClientContext context;
@@ -264,11 +274,7 @@ TEST_F(SecurityTest, EveryRoleAgainstEveryRpc) {
 TEST_F(SecurityTest, ATenantSeesNothingOfAnothersAllocations) {
   auto team_a = v1::TopologyService::NewStub(Channel("job-team-a"));
   auto team_b = v1::TopologyService::NewStub(Channel("job-team-b"));
-  v1::RequestTopologyRequest request;
-  request.set_name("secret-ring");
-  v1::TemplateSpec* ring = request.mutable_topology()->mutable_template_();
-  ring->set_kind(v1::TEMPLATE_KIND_RING_UNIDIRECTIONAL);
-  for (const char* gpu : {"gpu1", "gpu2"}) ring->mutable_members()->add_devices(gpu);
+  const v1::RequestTopologyRequest request = Ring("secret-ring", {"gpu1", "gpu2"});
   v1::RequestTopologyResponse requested;
   {
     grpc::ClientContext context;
@@ -491,12 +497,9 @@ TEST_F(SecurityTest, APolicyReloadReachesConnectionsAlreadyOpen) {
   };
   auto tenant_of = [](const std::unique_ptr<v1::TopologyService::Stub>& stub,
                       const std::string& tenant) {
-    v1::RequestTopologyRequest request;
+    v1::RequestTopologyRequest request = Ring("", {"gpu1", "gpu2"});
     request.set_tenant(tenant);
     request.set_dry_run(true);
-    v1::TemplateSpec* ring = request.mutable_topology()->mutable_template_();
-    ring->set_kind(v1::TEMPLATE_KIND_RING_UNIDIRECTIONAL);
-    for (const char* gpu : {"gpu1", "gpu2"}) ring->mutable_members()->add_devices(gpu);
     v1::RequestTopologyResponse response;
     grpc::ClientContext context;
     return stub->RequestTopology(&context, request, &response);
@@ -522,11 +525,7 @@ TEST_F(SecurityTest, APolicyReloadReachesConnectionsAlreadyOpen) {
   // An operator demoted to a job no longer sees or releases another tenant's allocation on
   // the connection it opened as an operator.
   auto team_a = v1::TopologyService::NewStub(Channel("job-team-a"));
-  v1::RequestTopologyRequest request;
-  request.set_name("team-a-ring");
-  v1::TemplateSpec* ring = request.mutable_topology()->mutable_template_();
-  ring->set_kind(v1::TEMPLATE_KIND_RING_UNIDIRECTIONAL);
-  for (const char* gpu : {"gpu3", "gpu4"}) ring->mutable_members()->add_devices(gpu);
+  const v1::RequestTopologyRequest request = Ring("team-a-ring", {"gpu3", "gpu4"});
   v1::RequestTopologyResponse requested;
   {
     grpc::ClientContext context;
