@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/proto_time.h"
+#include "common/wording.h"
 #include "controller/cli/object_text.h"
 #include "controller/cli/output.h"
 #include "controller/cli/tables.h"
@@ -276,8 +277,9 @@ std::string AllocationText(const v1::Allocation& a) {
 }
 
 std::string PhaseSwitchText(const v1::Allocation& a, const v1::Plan& plan) {
-  std::string out = absl::StrCat(a.id(), " phase ", a.active_phase(), ": ", plan.remove_size(),
-                                 " cross-connects removed, ", plan.add_size(), " added\n");
+  std::string out = absl::StrCat(a.id(), " phase ", a.active_phase(), ": ",
+                                 Counted(plan.remove_size(), "cross-connect"), " removed, ",
+                                 plan.add_size(), " added\n");
   for (const v1::CrossConnect& xc : plan.remove())
     absl::StrAppend(&out, "  removed  ", CrossConnectText(xc), "\n");
   for (const v1::CrossConnect& xc : plan.add())
@@ -322,8 +324,8 @@ std::string ReconcileText(const v1::ReconcileRequest& request,
     absl::StrAppend(&out, drift.Render());
   }
   absl::StrAppend(&out, "repaired ", response.repaired(), ", resumed ",
-                  response.resumed_transactions(), " transactions, rolled back ",
-                  response.rolled_back_transactions(), " transactions\n");
+                  Counted(response.resumed_transactions(), "transaction"), ", rolled back ",
+                  Counted(response.rolled_back_transactions(), "transaction"), "\n");
   return out;
 }
 

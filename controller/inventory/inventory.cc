@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "common/wording.h"
 #include "common/yaml_text.h"
 
 #include <algorithm>
@@ -411,8 +412,8 @@ class Validator {
         Problem("onic ", o.id(), ": duplicate serial '", o.serial(), "'");
       }
       if (o.ports_size() != 2) {
-        Problem("onic ", o.id(), ": has ", o.ports_size(),
-                " ports; every O-NIC has exactly two (port 1 and port 2)");
+        Problem("onic ", o.id(), ": has ", Counted(o.ports_size(), "port"),
+                "; every O-NIC has exactly two (port 1 and port 2)");
       }
       for (const v1::OnicPort& p : o.ports()) {
         if (p.index() != 1 && p.index() != 2) continue;  // Reported by the count above.

@@ -168,7 +168,7 @@ TEST(ReconcileTextTest, ShowsDriftAndCounts) {
   response.set_resumed_transactions(1);
   response.set_rolled_back_transactions(2);
   EXPECT_EQ(ReconcileText(request, response),
-            "no drift\nrepaired 0, resumed 1 transactions, rolled back 2 transactions\n");
+            "no drift\nrepaired 0, resumed 1 transaction, rolled back 2 transactions\n");
   v1::Drift* drift = response.add_drift();
   drift->set_kind(v1::Drift::KIND_WRONG);
   drift->mutable_cross_connect()->set_switch_id("ocs2");
@@ -182,7 +182,7 @@ TEST(ReconcileTextTest, ShowsDriftAndCounts) {
             "dry run: nothing was changed\n"
             "KIND   SWITCH  INGRESS  EGRESS  CIRCUIT  ACTION\n"
             "wrong  ocs2    4        400     c9       repaired\n"
-            "repaired 1, resumed 1 transactions, rolled back 2 transactions\n");
+            "repaired 1, resumed 1 transaction, rolled back 2 transactions\n");
 }
 
 }  // namespace

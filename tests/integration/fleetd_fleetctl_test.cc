@@ -119,7 +119,7 @@ devices:
   EXPECT_EQ(rejected.exit_code, 1);
   EXPECT_THAT(rejected.err, HasSubstr("INVALID_ARGUMENT"));
   EXPECT_THAT(rejected.err, HasSubstr("switch port ocs1/1 is wired twice"));
-  EXPECT_THAT(rejected.err, HasSubstr("onic gpu9-n0: has 1 ports"));
+  EXPECT_THAT(rejected.err, HasSubstr("onic gpu9-n0: has 1 port;"));
   CommandResult after = Fleetctl({"get", "onics", "-o", "json"});
   EXPECT_EQ(after.out, before.out);
   CommandResult gpu1 = Fleetctl({"describe", "device", "gpu1", "-o", "json"});
