@@ -268,7 +268,14 @@ int RunVerb(const Verb& verb, const std::vector<std::string>& rest, const Enviro
   session.server = &*stubs;
   // Over TLS fleetd knows the caller by its certificate; a principal sent along would only
   // be ignored, or worse, believed by a proxy.
-  if (connection->tls.insecure) session.principal = env.principal;
+  if (connection->tls.insecure) {
+    session.principal = env.principal;
+    session.plaintext_by = global.connection.insecure.value_or(false) ? "--insecure"
+                           : !env.variables.insecure.empty()          ? "FLEET_INSECURE"
+                           : !connection->context.empty()
+                               ? absl::StrCat("the insecure: true of context ", connection->context)
+                               : "--insecure";
+  }
   return run(session, *positional);
 }
 

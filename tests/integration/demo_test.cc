@@ -88,6 +88,12 @@ TEST(DemoTest, EmulatorAgentsAndInventoryComeUpAndGoDownTogether) {
   CommandResult plaintext = testing::Fleetctl(*grpc, {"health"});
   EXPECT_EQ(plaintext.exit_code, 1);
   EXPECT_THAT(plaintext.err, HasSubstr("UNAVAILABLE"));
+  // gRPC says only that the socket closed; fleetctl says why.
+  EXPECT_THAT(plaintext.err, HasSubstr("this fleetd serves TLS; drop --insecure"));
+  // The switch's login comes from the demo's own credentials file, which describe names.
+  CommandResult described = fleetctl({"describe", "switch", "ocs1"});
+  EXPECT_THAT(described.out,
+              HasSubstr(absl::StrCat("Credentials:      ", state, "/switch-credentials.yaml")));
 
   // Four hosts and three chassis (the GPU pool and two JBODs), an agent each, all connected
   // and agreeing with inventory.
