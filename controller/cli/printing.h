@@ -28,6 +28,11 @@ int PrintMessage(const Session& s, const google::protobuf::Message& message);
 // from there without replaying the log. Asks ListEvents whether any event comes after a
 // number, doubling and then halving it: about 2·log2(length) small RPCs.
 grpc::Status LastEventSequence(const Session& s, uint64_t* last);
+// The sequence number of the last event recorded before `time` (0 when there is none), so that
+// the events after it are those since `time`. A binary search over the log with ListEvents, as
+// LastEventSequence's, on the log's times rising with its sequence numbers.
+grpc::Status LastEventBefore(const Session& s, absl::Time time, uint64_t* last);
+
 
 // One version of a watched list: a table under a header with the time, or one streamed
 // message. Flushed, so a pipe sees it at once.
