@@ -156,6 +156,13 @@ void AddAllocationIdentity(const v1::Allocation& a, Description& d) {
   d.Field("Reason", a.reason());
 }
 
+// A traffic-aware plan's share of the bytes on direct circuits; nothing for other plans.
+void AddDirectTraffic(const v1::Allocation& a, Description& d) {
+  if (a.direct_traffic_share() > 0) {
+    d.Field("Direct traffic", DirectTrafficText(a.direct_traffic_share()));
+  }
+}
+
 // "Phases: dp (active), tp" for a phased allocation; nothing for a single topology.
 void AddPhases(const v1::Allocation& a, Description& d) {
   std::vector<std::string> phases;
@@ -193,10 +200,7 @@ std::string DescribeAllocation(const v1::Allocation& a, const std::vector<v1::Ev
                            ", spares ", p.spares() == v1::SPARE_SCOPE_ANY ? "any" : "same-switch")
             : "retrain only");
   }
-  if (a.direct_traffic_share() > 0) {
-    d.Field("Direct traffic",
-            absl::StrCat(absl::StrFormat("%.1f", 100 * a.direct_traffic_share()), "%"));
-  }
+  AddDirectTraffic(a, d);
   AddPhases(a, d);
   d.List("Members", {a.members().begin(), a.members().end()});
   std::vector<std::string> replacements;
@@ -252,17 +256,40 @@ std::string DescribeAgent(const v1::Agent& agent, absl::Time now) {
 // ---------------------------------------------------------------------------------------
 // What the verbs that change things print
 
-std::string PlanText(const v1::Plan& plan) {
-  std::string out =
-      absl::StrCat("members: ", absl::StrJoin(plan.members(), ", "), "\n", plan.circuits_size(),
-                   " circuits, ", plan.add_size(), " cross-connects to make, ", plan.remove_size(),
-                   " to remove, ", plan.ports_used_size(), " O-NIC ports\n");
-  Table table({"source", "destination", "cross-connects"});
+std::string PlanText(const v1::Plan& plan, absl::string_view initial_phase) {
+  // The phases in plan order (the request's), with their circuits.
+  std::vector<std::pair<std::string, int>> phases;
+  for (const v1::Circuit& c : plan.circuits()) {
+    if (c.phase().empty()) continue;
+    if (phases.empty() || phases.back().first != c.phase()) phases.push_back({c.phase(), 0});
+    ++phases.back().second;
+  }
+  const std::string changes = absl::StrCat(Counted(plan.add_size(), "cross-connect"), " to make, ",
+                                           plan.remove_size(), " to remove");
+  std::string out = absl::StrCat("members: ", absl::StrJoin(plan.members(), ", "), "\n");
+  if (phases.empty()) {
+    absl::StrAppend(&out, Counted(plan.circuits_size(), "circuit"), ", ", changes, ", ",
+                    Counted(plan.ports_used_size(), "O-NIC port"), "\n");
+  } else {
+    // Only the first phase goes on the switch: its cross-connects are the ones to make.
+    std::vector<std::string> counts;
+    for (const auto& [name, circuits] : phases) counts.push_back(absl::StrCat(name, " ", circuits));
+    absl::StrAppend(&out, Counted(plan.circuits_size(), "circuit"), " in ",
+                    Counted(phases.size(), "phase"), " (", absl::StrJoin(counts, ", "), ") over ",
+                    Counted(plan.ports_used_size(), "O-NIC port"), "\n",
+                    initial_phase.empty() ? phases.front().first : initial_phase,
+                    " first: ", changes, "\n");
+  }
+  if (plan.direct_traffic_share() > 0) {
+    absl::StrAppend(&out, "direct traffic: ", DirectTrafficText(plan.direct_traffic_share()), "\n");
+  }
+  Table table = phases.empty() ? Table({"source", "destination", "cross-connects"})
+                               : Table({"source", "destination", "cross-connects", "phase"});
   for (const v1::Circuit& c : plan.circuits()) {
     std::vector<std::string> xcs;
     for (const v1::CrossConnect& xc : c.cross_connects()) xcs.push_back(CrossConnectText(xc));
-    table.AddRow(
-        {OnicPortText(c.source()), OnicPortText(c.destination()), absl::StrJoin(xcs, ", ")});
+    table.AddRow({OnicPortText(c.source()), OnicPortText(c.destination()), absl::StrJoin(xcs, ", "),
+                  c.phase()});
   }
   return out + table.Render();
 }
@@ -270,6 +297,7 @@ std::string PlanText(const v1::Plan& plan) {
 std::string AllocationText(const v1::Allocation& a) {
   Description d;
   AddAllocationIdentity(a, d);
+  AddDirectTraffic(a, d);
   AddPhases(a, d);
   d.List("Members", {a.members().begin(), a.members().end()});
   d.List("Circuits", CircuitLines(a));

@@ -107,6 +107,10 @@ std::string DrainTargetText(const v1::DrainTarget& target) {
   return "nothing";
 }
 
+std::string DirectTrafficText(double share) {
+  return absl::StrFormat("%.1f%% of the bytes on direct circuits", 100 * share);
+}
+
 std::string PowerText(double dbm) {
   // The agent's sentinel for "no reading"; compared loosely, it is a double.
   if (dbm <= kNoPowerReadingDbm + 0.001) return "";

@@ -45,6 +45,8 @@ std::string DrainTargetText(const v1::DrainTarget& target);
 // `s1c0-n0 port 1: up (16000 MT/s x16, rx -1.50 dBm, peer FLT-GPU1-N0/1)` when up, else
 // `s1c0-n0 port 2: down: no light` (the status word, then the detail if any).
 std::string LinkStateLine(absl::string_view onic, const v1::LinkState& state);
+// A traffic-aware plan's direct share: `93.8% of the bytes on direct circuits`.
+std::string DirectTrafficText(double share);
 // An optical power for tables: "-1.50"; "" for kNoPowerReadingDbm (no light or no reading).
 std::string PowerText(double dbm);
 inline constexpr double kNoPowerReadingDbm = -99.99;  // See LinkState.rx_power_dbm.

@@ -144,7 +144,8 @@ int RequestTopology(const Session& s, const TopologyRequestArgs& args) {
   if (!args.wait) {
     if (s.format != OutputFormat::kTable) return PrintMessage(s, response);
     if (args.dry_run) {
-      *s.out << "dry run: nothing was changed\n" << PlanText(response.plan());
+      *s.out << "dry run: nothing was changed\n"
+             << PlanText(response.plan(), request->initial_phase());
     } else {
       *s.out << AllocationText(response.allocation());
     }
