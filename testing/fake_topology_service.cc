@@ -99,6 +99,7 @@ grpc::Status FakeTopologyService::ListAllocations(grpc::ServerContext*,
     if (a.state() == v1::ALLOCATION_STATE_RELEASED && !request->include_released()) continue;
     *response->add_allocations() = a;
   }
+  ++lists_;
   return grpc::Status::OK;
 }
 
@@ -204,6 +205,12 @@ void FakeTopologyService::EndWatches() {
 bool FakeTopologyService::AwaitWatches(int n) {
   absl::MutexLock lock(&mu_);
   auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return watches_started_ >= n; };
+  return mu_.AwaitWithTimeout(absl::Condition(&enough), kStreamOpenLimit);
+}
+
+bool FakeTopologyService::AwaitLists(int n) {
+  absl::MutexLock lock(&mu_);
+  auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return lists_ >= n; };
   return mu_.AwaitWithTimeout(absl::Condition(&enough), kStreamOpenLimit);
 }
 

@@ -139,9 +139,7 @@ std::string DescribeOnic(const v1::Onic& onic, const std::vector<v1::Circuit>& c
   std::vector<std::string> ports;
   for (const v1::OnicPort& port : onic.ports()) ports.push_back(OnicPortLine(port));
   d.List("Ports", std::move(ports));
-  std::vector<std::string> lines;
-  for (const v1::Circuit& circuit : circuits) lines.push_back(CircuitLine(circuit));
-  d.List("Circuits", std::move(lines));
+  d.List("Circuits", CircuitLines(circuits));
   return d.Render();
 }
 
@@ -172,10 +170,8 @@ void AddPhases(const v1::Allocation& a, Description& d) {
   if (!phases.empty()) d.List("Phases", std::move(phases));
 }
 
-std::vector<std::string> CircuitLines(const v1::Allocation& a) {
-  std::vector<std::string> lines;
-  for (const v1::Circuit& circuit : a.circuits()) lines.push_back(CircuitLine(circuit));
-  return lines;
+std::vector<std::string> AllocationCircuitLines(const v1::Allocation& a) {
+  return CircuitLines(std::vector<v1::Circuit>(a.circuits().begin(), a.circuits().end()));
 }
 
 }  // namespace
@@ -214,7 +210,7 @@ std::string DescribeAllocation(const v1::Allocation& a, const std::vector<v1::Ev
         "  (", r.reason(), ")"));
   }
   d.List("Replacements", std::move(replacements));
-  d.List("Circuits", CircuitLines(a));
+  d.List("Circuits", AllocationCircuitLines(a));
   size_t stage_width = 0;
   for (const v1::StageTiming& t : a.stage_timings())
     stage_width = std::max(stage_width, DisplayWidth(t.stage()));
@@ -300,7 +296,7 @@ std::string AllocationText(const v1::Allocation& a) {
   AddDirectTraffic(a, d);
   AddPhases(a, d);
   d.List("Members", {a.members().begin(), a.members().end()});
-  d.List("Circuits", CircuitLines(a));
+  d.List("Circuits", AllocationCircuitLines(a));
   return d.Render();
 }
 

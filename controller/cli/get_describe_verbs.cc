@@ -48,7 +48,7 @@ int GetAgents(const Session& s, const GetArgs& args) {
   return PrintList<v1::ListAgentsResponse>(
       s, "agents",
       [&](grpc::ClientContext* c, auto* r) { return s.server->inventory->ListAgents(c, {}, r); },
-      [&](const v1::ListAgentsResponse& r) { return AgentsTable(r, s.clock->Now()); }, args.watch);
+      AgentsTable, args.watch);
 }
 
 int GetDevices(const Session& s, const GetArgs& args) {
@@ -154,8 +154,7 @@ int GetAllocations(const Session& s, const GetArgs& args) {
       [&](grpc::ClientContext* c, auto* r) {
         return s.server->topology->ListAllocations(c, request, r);
       },
-      [&](const v1::ListAllocationsResponse& r) { return AllocationsTable(r, s.clock->Now()); },
-      args.watch);
+      AllocationsTable, args.watch);
 }
 
 int GetEvents(const Session& s, const GetArgs& args) {
@@ -190,7 +189,7 @@ int GetEvents(const Session& s, const GetArgs& args) {
   return PrintList<v1::ListEventsResponse>(
       s, "events",
       [&](grpc::ClientContext* c, auto* r) { return s.server->admin->ListEvents(c, request, r); },
-      [&](const v1::ListEventsResponse& r) { return EventsTable(r, s.clock->Now()); });
+      EventsTable);
 }
 
 struct GetKind {

@@ -33,6 +33,9 @@ std::string WiringText(const v1::SwitchPort& port);
 std::string PortRanges(const std::vector<uint32_t>& ports);
 // One line per circuit: `c1  s1c0-n0/1 → gpu3-n0/1  via ocs1:1→390  active  phase dp`.
 std::string CircuitLine(const v1::Circuit& circuit);
+// CircuitLine of each circuit, the id, ends, path and state padded to the widest of the list
+// so that they line up (`a-1f-c9` and `a-1f-c10` alike); no line ends in spaces.
+std::vector<std::string> CircuitLines(const std::vector<v1::Circuit>& circuits);
 // An allocation's state in one line, as `topology request --wait` prints each change:
 // `a2 programming`, or `a2 degraded link gpu1-n0/1 did not train` with the reason.
 std::string AllocationStateLine(const v1::Allocation& allocation);

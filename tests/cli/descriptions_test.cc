@@ -191,6 +191,22 @@ TEST(PlanTextTest, TrafficAwarePlanShowsItsDirectShare) {
   EXPECT_THAT(PlanText(plan), ::testing::Not(HasSubstr("direct traffic")));
 }
 
+// Past nine circuits the ids grow a digit; the ends, paths and states still line up.
+TEST(DescribeTest, CircuitLinesLineUpPastTenCircuits) {
+  v1::Allocation a;
+  a.set_id("a-1f");
+  for (int i = 1; i <= 11; ++i) {
+    v1::Circuit c = PlannedCircuit(absl::StrCat("gpu", i, "-n0"), "gpu1-n0", i, 400 + i, "");
+    c.set_id(absl::StrCat("a-1f-c", i));
+    c.set_state(i == 11 ? v1::CIRCUIT_STATE_DEGRADED : v1::CIRCUIT_STATE_ACTIVE);
+    *a.add_circuits() = std::move(c);
+  }
+  const std::string text = AllocationText(a);
+  EXPECT_THAT(text, HasSubstr("  a-1f-c9   gpu9-n0/1  → gpu1-n0/1  via ocs1:9→409   active\n"
+                              "  a-1f-c10  gpu10-n0/1 → gpu1-n0/1  via ocs1:10→410  active\n"
+                              "  a-1f-c11  gpu11-n0/1 → gpu1-n0/1  via ocs1:11→411  degraded\n"));
+}
+
 TEST(DrainTextTest, NamesTheTargetAndTheAllocationsUsingIt) {
   v1::DrainRequest request;
   request.mutable_target()->mutable_switch_port()->set_switch_id("ocs1");

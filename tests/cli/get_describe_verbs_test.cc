@@ -264,6 +264,38 @@ TEST_F(FleetctlTest, GetWatchReprintsTheListWhenItChangesUntilTheStreamEnds) {
       "a1  tenant-a  train  degraded  2        0         3m   link gpu3-n0/1 did not train\n");
 }
 
+// A keepalive moves a1's lease, which the table does not show: the list printed would be the
+// one on screen, so it is not printed again; an age that grew is no change either.
+TEST_F(FleetctlTest, GetWatchPrintsOnlyWhenWhatTheTableShowsChanged) {
+  int code = -1;
+  std::thread fleetctl = RunInBackground({"get", "allocations", "--watch"}, &code);
+  ASSERT_TRUE(admin_.AwaitEventWatches(1));
+  v1::KeepAliveRequest keepalive;
+  keepalive.set_id("a1");
+  v1::KeepAliveResponse renewed;
+  ASSERT_TRUE(topology_.KeepAlive(nullptr, &keepalive, &renewed).ok());
+  admin_.AppendEvent("allocation.lease", "allocation", "a1", "allocation a1 lease renewed");
+  // The list is asked for once before the watch and once per event: each seen before a1 moves.
+  ASSERT_TRUE(topology_.AwaitLists(2));
+  clock_.Advance(absl::Seconds(1));
+  admin_.AppendEvent("agent.heartbeat", "agent", "server1", "nothing to see");
+  ASSERT_TRUE(topology_.AwaitLists(3));
+  topology_.SetState("a1", v1::ALLOCATION_STATE_DEGRADED, "link gpu3-n0/1 did not train");
+  admin_.AppendEvent("allocation.state", "allocation", "a1", "allocation a1 is degraded");
+  // Ctrl-C once that list is in: its unary call completes and is printed before the stream
+  // ends.
+  ASSERT_TRUE(topology_.AwaitLists(4));
+  EXPECT_TRUE(stop_.Stop());
+  fleetctl.join();
+  ASSERT_EQ(code, kExitOk) << err();
+  std::vector<std::string> headers;
+  for (const std::string& line : Lines(out())) {
+    if (line.rfind("# allocations at", 0) == 0) headers.push_back(line);
+  }
+  EXPECT_EQ(headers.size(), 2u) << out();
+  EXPECT_THAT(out(), HasSubstr("degraded"));
+}
+
 TEST_F(FleetctlTest, GetWatchFollowsFromTheNewestEventWithoutReplay) {
   int code = -1;
   std::thread fleetctl = RunInBackground({"get", "hosts", "-w", "-o", "json"}, &code);
