@@ -149,6 +149,7 @@ int GetCircuits(const Session& s, const GetArgs& args) {
 int GetAllocations(const Session& s, const GetArgs& args) {
   v1::ListAllocationsRequest request;
   request.set_tenant(args.tenant);
+  request.set_include_released(args.all);
   return PrintList<v1::ListAllocationsResponse>(
       s, "allocations",
       [&](grpc::ClientContext* c, auto* r) {
@@ -209,7 +210,7 @@ const std::vector<GetKind>& GetKinds() {
       {{"onics", "onic"}, {"host", "switch"}, "--host, --switch", GetOnics},
       {{"trunks", "trunk"}, {}, "", GetTrunks},
       {{"circuits", "circuit"}, {"switch", "allocation"}, "--switch, --allocation", GetCircuits},
-      {{"allocations", "allocation"}, {"tenant"}, "--tenant", GetAllocations},
+      {{"allocations", "allocation"}, {"tenant", "all"}, "--tenant, --all", GetAllocations},
       {{"events", "event"},
        {"kind", "object", "after", "limit"},
        "--kind (an object kind), --object, --after, --limit",
@@ -253,6 +254,9 @@ void DeclareGetFlags(FlagTable& f, GetArgs& a) {
       absl::StrCat("devices: a device kind (", absl::StrJoin(v1::Names<v1::DeviceKind>(), ", "),
                    "); events: an object kind"));
   f.String("tenant", &a.tenant, "only this tenant's allocations");
+  f.Bool("all", &a.all,
+         "allocations: the released ones too (failed ones are always listed); fleetd keeps "
+         "ended allocations for its retention window, 30 days unless configured otherwise");
   f.String("allocation", &a.allocation, "only this allocation's circuits");
   f.String("object", &a.object, "events: only those about this object id");
   f.Int("after", &a.after, "events: only those after this sequence number");
@@ -450,6 +454,7 @@ int Get(const Session& s, const GetArgs& args) {
                                                       {"host", !args.host.empty()},
                                                       {"kind", !args.kind_filter.empty()},
                                                       {"tenant", !args.tenant.empty()},
+                                                      {"all", args.all},
                                                       {"allocation", !args.allocation.empty()},
                                                       {"object", !args.object.empty()},
                                                       {"after", args.after != 0},

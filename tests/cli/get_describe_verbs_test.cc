@@ -61,6 +61,18 @@ TEST_F(FleetctlTest, GetDevicesFiltersByKind) {
   EXPECT_EQ(err(), "no devices found\n");
 }
 
+TEST_F(FleetctlTest, GetAllocationsAllListsTheReleasedToo) {
+  topology_.SetState("a1", v1::ALLOCATION_STATE_RELEASED);
+  EXPECT_EQ(Run({"get", "allocations"}), kExitOk) << err();
+  EXPECT_EQ(err(), "no allocations found\n");
+  EXPECT_EQ(Run({"get", "allocations", "--all"}), kExitOk) << err();
+  EXPECT_EQ(out(),
+            "ID  TENANT    NAME   STATE     MEMBERS  CIRCUITS  AGE  REASON\n"
+            "a1  tenant-a  train  released  2        0         3m   -\n");
+  EXPECT_EQ(Run({"get", "devices", "--all"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("--all does not apply to devices"));
+}
+
 TEST_F(FleetctlTest, GetDevicesRejectsUnknownDeviceKind) {
   EXPECT_EQ(Run({"get", "devices", "--kind", "tpu"}), kExitUsage);
   EXPECT_THAT(err(), HasSubstr("unknown device kind 'tpu'; kinds: cpu, gpu, nvme, fpga, other"));
