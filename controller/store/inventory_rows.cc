@@ -145,8 +145,13 @@ absl::StatusOr<std::vector<v1::Onic>> SelectOnics(Database& db, const std::strin
     o.set_host(stmt.Text(5));
     index[o.id()] = out.size() - 1;
   }
+  // The port's oper state is its link's, as the circuit arriving on it was last left by a
+  // retrain (onic_ports.oper_state itself is never written).
   ASSIGN_OR_RETURN(Statement ports, db.Prepare(R"sql(
-    SELECT p.onic_id, p.port, p.admin_state, p.oper_state,
+    SELECT p.onic_id, p.port, p.admin_state,
+           CASE (SELECT c.state FROM circuits c
+                 WHERE c.dst_onic = p.onic_id AND c.dst_port = p.port AND c.desired = 1)
+             WHEN 'active' THEN 'up' WHEN 'degraded' THEN 'degraded' ELSE p.oper_state END,
            tx.switch_id, tx.switch_port, rx.switch_id, rx.switch_port
     FROM onic_ports p
     LEFT JOIN fibers tx ON tx.onic_id = p.onic_id AND tx.onic_port = p.port AND tx.strand = 'tx'
