@@ -65,6 +65,8 @@ v1::Inventory CannedSite() {
   sw->set_protocol(v1::SWITCH_PROTOCOL_TL1);
   sw->set_cluster("gen1");
   sw->add_trunk_reserved_ports(289);
+  sw->set_credentials_ref("/etc/fleet/credentials/ocs1.yaml");
+  sw->set_credentials_file("/etc/fleet/switch-credentials.yaml");
 
   v1::Host* host = site.add_hosts();
   host->set_name("server1");

@@ -41,7 +41,10 @@ std::string DescribeSwitch(const v1::Switch& sw, const std::vector<v1::SwitchPor
   d.Field("Protocol", v1::Name(sw.protocol()));
   d.Field("Management port",
           sw.management_port() ? absl::StrCat(sw.management_port()) : "protocol default");
-  d.Field("Credentials", sw.credentials_ref());
+  // What fleetd logs in with; the inventory's `credentials:` is only a note (in -o yaml).
+  if (!sw.credentials_file().empty()) {
+    d.Field("Credentials", absl::StrCat(sw.credentials_file(), " (fleetd's switch_credentials)"));
+  }
   if (sw.protocol() == v1::SWITCH_PROTOCOL_REST) {
     d.Field("Transport",
             sw.insecure_http()

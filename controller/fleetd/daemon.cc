@@ -127,7 +127,7 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
   d->agents_->SetListener(std::move(listener));
   d->agent_service_ = std::make_unique<service::AgentServiceImpl>(d->agents_.get());
   d->inventory_service_ = std::make_unique<service::InventoryServiceImpl>(
-      d->store_.get(), d->applier_.get(), d->agents_.get());
+      d->store_.get(), d->applier_.get(), d->agents_.get(), d->switches_.get());
   d->topology_service_ =
       std::make_unique<service::TopologyServiceImpl>(d->store_.get(), d->engine_.get());
   ASSIGN_OR_RETURN(d->security_, ServerSecurity::Start(config, d->metrics_.get(), clock));

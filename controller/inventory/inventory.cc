@@ -474,6 +474,7 @@ v1::Switch FileForm(v1::Switch s) {
   std::sort(s.mutable_trunk_reserved_ports()->begin(), s.mutable_trunk_reserved_ports()->end());
   auto& ports = *s.mutable_trunk_reserved_ports();
   ports.Truncate(static_cast<int>(std::unique(ports.begin(), ports.end()) - ports.begin()));
+  s.clear_credentials_file();
   return s;
 }
 v1::Trunk FileForm(v1::Trunk t) { return t; }

@@ -8,17 +8,25 @@
 
 namespace fleet::service {
 
+void InventoryServiceImpl::AddCredentialsFile(v1::Switch& sw) const {
+  if (switches_ != nullptr) sw.set_credentials_file(switches_->CredentialsFile(sw.id()));
+}
+
 grpc::Status InventoryServiceImpl::ListSwitches(grpc::ServerContext*,
                                                 const v1::ListSwitchesRequest*,
                                                 v1::ListSwitchesResponse* response) {
-  return Fill(store_->ListSwitches(), response->mutable_switches());
+  grpc::Status status = Fill(store_->ListSwitches(), response->mutable_switches());
+  for (v1::Switch& sw : *response->mutable_switches()) AddCredentialsFile(sw);
+  return status;
 }
 
 grpc::Status InventoryServiceImpl::GetSwitch(grpc::ServerContext*,
                                              const v1::GetSwitchRequest* request,
                                              v1::Switch* response) {
   if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
-  return Assign(store_->GetSwitch(request->id()), response);
+  grpc::Status status = Assign(store_->GetSwitch(request->id()), response);
+  if (status.ok()) AddCredentialsFile(*response);
+  return status;
 }
 
 grpc::Status InventoryServiceImpl::ListPorts(grpc::ServerContext*,

@@ -7,6 +7,7 @@
 #include "controller/agent_registry/agent_registry.h"
 #include "controller/inventory/inventory.h"
 #include "controller/store/store.h"
+#include "controller/switch_registry/switch_registry.h"
 #include "fleet/v1/inventory.grpc.pb.h"
 
 namespace fleet::service {
@@ -14,10 +15,12 @@ namespace fleet::service {
 class InventoryServiceImpl final : public v1::InventoryService::Service {
  public:
   // None is owned; all must outlive the service. `agents` may be null (no agent registry:
-  // ListAgents answers UNIMPLEMENTED).
+  // ListAgents answers UNIMPLEMENTED); so may `switches` (no switch drivers: switches carry no
+  // credentials_file).
   InventoryServiceImpl(store::Store* store, inventory::InventoryApplier* applier,
-                       agent_registry::AgentRegistry* agents = nullptr)
-      : store_(store), applier_(applier), agents_(agents) {}
+                       agent_registry::AgentRegistry* agents = nullptr,
+                       const switch_registry::SwitchRegistry* switches = nullptr)
+      : store_(store), applier_(applier), agents_(agents), switches_(switches) {}
 
   grpc::Status ListSwitches(grpc::ServerContext*, const v1::ListSwitchesRequest*,
                             v1::ListSwitchesResponse*) override;
@@ -45,9 +48,12 @@ class InventoryServiceImpl final : public v1::InventoryService::Service {
                           v1::ListAgentsResponse*) override;
 
  private:
+  void AddCredentialsFile(v1::Switch& sw) const;
+
   store::Store* store_;
   inventory::InventoryApplier* applier_;
   agent_registry::AgentRegistry* agents_;
+  const switch_registry::SwitchRegistry* switches_;
 };
 
 }  // namespace fleet::service

@@ -116,6 +116,10 @@ TEST_F(FleetctlTest, DescribeSwitchSummarisesItsPorts) {
   EXPECT_THAT(out(), HasSubstr("Size:             384x384 (ingress 1-384, egress 385-768)\n"));
   EXPECT_THAT(out(), HasSubstr("Trunk reserved:   289\n"));
   EXPECT_THAT(out(), HasSubstr("In circuits:      1: 1\n"));
+  // The credentials fleetd logs in with, not the inventory's unread `credentials:` note.
+  EXPECT_THAT(out(), HasSubstr("Credentials:      /etc/fleet/switch-credentials.yaml (fleetd's "
+                               "switch_credentials)\n"));
+  EXPECT_THAT(out(), Not(HasSubstr("/etc/fleet/credentials/ocs1.yaml")));
 }
 
 TEST_F(FleetctlTest, DescribeOnicShowsPortsFibersAndCircuits) {

@@ -69,6 +69,18 @@ TEST_F(ServicesTest, ListAndGetInventoryObjects) {
   grpc::Status empty = inventory_stub_->GetSwitch(Context().get(), {}, &sw);
   EXPECT_EQ(empty.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(empty.error_message(), HasSubstr("id is empty"));
+
+  // The login fleetd uses comes from its own credentials file, by switch id; the inventory's
+  // `credentials:` stays what the file said, a note.
+  v1::GetSwitchRequest ocs1;
+  ocs1.set_id("ocs1");
+  ASSERT_TRUE(inventory_stub_->GetSwitch(Context().get(), ocs1, &sw).ok());
+  EXPECT_EQ(sw.credentials_file(), "creds.yaml");
+  EXPECT_EQ(sw.credentials_ref(), "/etc/fleet/credentials/ocs1.yaml");
+  EXPECT_EQ(switches_->CredentialsFile("ocs9"), "");  // No entry: none in force.
+  v1::ListSwitchesResponse switches;
+  ASSERT_TRUE(inventory_stub_->ListSwitches(Context().get(), {}, &switches).ok());
+  EXPECT_EQ(switches.switches(0).credentials_file(), "creds.yaml");
 }
 
 TEST_F(ServicesTest, BrokenInventoryIsInvalidArgumentListingEveryProblem) {

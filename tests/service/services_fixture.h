@@ -63,8 +63,8 @@ class ServicesTest : public ::testing::Test {
           std::make_unique<agent_registry::AgentRegistry>(agent_options, store_.get(), &clock_);
       agent_service_ = std::make_unique<AgentServiceImpl>(agents_.get());
     }
-    inventory_ =
-        std::make_unique<InventoryServiceImpl>(store_.get(), applier_.get(), agents_.get());
+    inventory_ = std::make_unique<InventoryServiceImpl>(store_.get(), applier_.get(),
+                                                        agents_.get(), switches_.get());
     topology_ = std::make_unique<TopologyServiceImpl>(store_.get(), engine_.get());
     admin_ = std::make_unique<AdminServiceImpl>(store_.get(), engine_.get(), switches_.get(),
                                                 agents_.get(), "9.9.9");
