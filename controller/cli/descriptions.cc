@@ -76,12 +76,12 @@ std::string DescribeSwitch(const v1::Switch& sw, const std::vector<v1::SwitchPor
 }
 
 std::string DescribeHost(const v1::Host& host, const std::vector<v1::Device>& devices,
-                         const v1::Agent* agent) {
+                         const v1::Agent* agent, const std::vector<Attachment>& attached) {
   Description d;
   d.Field("Name", host.name());
   d.Field("Address", host.address());
   d.Field("Cluster", host.cluster());
-  d.Field("Admin", v1::Name(host.admin_state()));
+  d.Field("Admin", AdminText(host.admin_state(), host.admin_reason()));
   if (agent == nullptr) {
     d.Field("Agent", "never registered");
   } else {
@@ -101,9 +101,19 @@ std::string DescribeHost(const v1::Host& host, const std::vector<v1::Device>& de
   for (const v1::Device& device : devices) {
     items.push_back(absl::StrCat(
         device.id(), "  ", OrDash(v1::Name(device.kind())), "  ", OrDash(device.model()),
-        "  O-NICs ", device.onics().empty() ? "-" : absl::StrJoin(device.onics(), ", ")));
+        "  O-NICs ", device.onics().empty() ? "-" : absl::StrJoin(device.onics(), ", "),
+        device.allocations().empty()
+            ? ""
+            : absl::StrCat("  used by ", absl::StrJoin(device.allocations(), ", "))));
   }
   d.List("Devices", std::move(items));
+  std::vector<std::string> pooled;
+  for (const Attachment& a : attached) {
+    for (const std::string& device : a.devices) {
+      pooled.push_back(absl::StrCat(device, "  allocation ", a.allocation_id));
+    }
+  }
+  if (!pooled.empty()) d.List("Attached devices", std::move(pooled));
   return d.Render();
 }
 
@@ -115,6 +125,7 @@ std::string DescribeDevice(const v1::Device& device, const std::vector<v1::Onic>
   d.Field("Chassis", device.chassis());
   d.Field("Model", device.model());
   d.Field("Admin", v1::Name(device.admin_state()));
+  d.Field("Used by", absl::StrJoin(device.allocations(), ", "));
   d.Field("Health", device.health_reason().empty() ? v1::Name(device.health())
                                                    : absl::StrCat(v1::Name(device.health()), " (",
                                                                   device.health_reason(), ")"));
@@ -138,7 +149,8 @@ std::string DescribeOnic(const v1::Onic& onic, const std::vector<v1::Circuit>& c
   d.Field("Host", onic.host());
   d.Field("Serial", onic.serial());
   d.Field("PCIe", onic.pcie_address());
-  d.Field("Admin", v1::Name(onic.admin_state()));
+  d.Field("Admin", AdminText(onic.admin_state(), onic.admin_reason()));
+  d.Field("Used by", absl::StrJoin(onic.allocations(), ", "));
   std::vector<std::string> ports;
   for (const v1::OnicPort& port : onic.ports()) ports.push_back(OnicPortLine(port));
   d.List("Ports", std::move(ports));

@@ -15,10 +15,17 @@
 
 namespace fleet::cli {
 
+// Pooled devices an attach allocation puts on a host (a virtual server).
+struct Attachment {
+  std::string allocation_id;
+  std::vector<std::string> devices;
+};
+
 // The `describe` texts. Each takes the object and the related objects the command fetched.
 std::string DescribeSwitch(const v1::Switch& sw, const std::vector<v1::SwitchPort>& ports);
+// `agent`: nullptr when none registered. `attached`: the live attach allocations on the host.
 std::string DescribeHost(const v1::Host& host, const std::vector<v1::Device>& devices,
-                         const v1::Agent* agent);  // agent: nullptr when none registered.
+                         const v1::Agent* agent, const std::vector<Attachment>& attached = {});
 std::string DescribeDevice(const v1::Device& device, const std::vector<v1::Onic>& onics);
 std::string DescribeOnic(const v1::Onic& onic, const std::vector<v1::Circuit>& circuits);
 // `events` are the allocation's, oldest first.

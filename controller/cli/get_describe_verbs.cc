@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <optional>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -301,6 +302,42 @@ int DescribeSwitchVerb(const Session& s, const std::string& id) {
   return kExitOk;
 }
 
+// Whether `spec` attaches devices to `host`.
+bool AttachesTo(const v1::TopologySpec& spec, const std::string& host) {
+  return spec.has_attach() && spec.attach().host() == host;
+}
+
+// The live allocations that attach pooled devices to `host` (`host_devices` are its own, which
+// an attach allocation holds too), read with the caller's rights: one who may not list
+// allocations sees none.
+grpc::Status ReadAttachments(const Session& s, const std::string& host,
+                             const v1::ListDevicesResponse& host_devices,
+                             std::vector<Attachment>* attached) {
+  v1::ListAllocationsResponse allocations;
+  grpc::Status status = s.Call([&](grpc::ClientContext* c) {
+    return s.server->topology->ListAllocations(c, {}, &allocations);
+  });
+  if (status.error_code() == grpc::StatusCode::PERMISSION_DENIED) return grpc::Status::OK;
+  if (!status.ok()) return status;
+  std::set<std::string> own;
+  for (const v1::Device& d : host_devices.devices()) own.insert(d.id());
+  for (const v1::Allocation& a : allocations.allocations()) {
+    if (a.state() == v1::ALLOCATION_STATE_FAILED || a.state() == v1::ALLOCATION_STATE_RELEASED) {
+      continue;
+    }
+    const v1::RequestTopologyRequest& r = a.request();
+    bool attaches = AttachesTo(r.topology(), host);
+    for (const v1::Phase& phase : r.phases()) attaches |= AttachesTo(phase.topology(), host);
+    if (!attaches) continue;
+    Attachment& attachment = attached->emplace_back();
+    attachment.allocation_id = a.id();
+    for (const std::string& member : a.members()) {
+      if (!own.contains(member)) attachment.devices.push_back(member);
+    }
+  }
+  return grpc::Status::OK;
+}
+
 int DescribeHostVerb(const Session& s, const std::string& name) {
   v1::GetHostRequest request;
   request.set_name(name);
@@ -328,7 +365,11 @@ int DescribeHostVerb(const Session& s, const std::string& name) {
   for (const v1::Agent& a : agents.agents()) {
     if (a.host() == name) agent = &a;
   }
-  *s.out << DescribeHost(host, {devices.devices().begin(), devices.devices().end()}, agent);
+  std::vector<Attachment> attached;
+  status = ReadAttachments(s, name, devices, &attached);
+  if (!status.ok()) return s.Failed(status);
+  *s.out << DescribeHost(host, {devices.devices().begin(), devices.devices().end()}, agent,
+                         attached);
   return kExitOk;
 }
 

@@ -59,6 +59,20 @@ std::string WiringText(const v1::SwitchPort& port) {
   return "";
 }
 
+std::string PortWhyText(const v1::SwitchPort& port) {
+  std::vector<std::string> why;
+  if (port.admin_state() == v1::ADMIN_STATE_DRAINED && !port.admin_reason().empty()) {
+    why.push_back(AdminText(port.admin_state(), port.admin_reason()));
+  }
+  if (!port.oper_reason().empty()) why.push_back(port.oper_reason());
+  return absl::StrJoin(why, "; ");
+}
+
+std::string AdminText(v1::AdminState state, const std::string& reason) {
+  if (state != v1::ADMIN_STATE_DRAINED || reason.empty()) return v1::Name(state);
+  return absl::StrCat(v1::Name(state), ": ", reason);
+}
+
 std::string PortRanges(const std::vector<uint32_t>& ports) {
   std::vector<std::string> ranges;
   for (size_t i = 0; i < ports.size();) {

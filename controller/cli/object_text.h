@@ -29,6 +29,11 @@ std::string CrossConnectText(const v1::CrossConnect& xc);  // ocs1:1→385
 std::string OnicPortFibers(const v1::OnicPort& port);      // ocs1/1→ocs1/385 (tx→rx)
 // What is plugged into a switch port: `onic s1c0-n0/1 tx`, `trunk ocs1-ocs2-01`, or "".
 std::string WiringText(const v1::SwitchPort& port);
+// Why a switch port is as it is: the drain's reason and the switch monitor's, e.g.
+// `drained: fiber swap; -31.20 dBm, below -20.00 dBm`; "" when neither says anything.
+std::string PortWhyText(const v1::SwitchPort& port);
+// An admin state with the drain's reason: `drained: fiber swap`, `enabled`.
+std::string AdminText(v1::AdminState state, const std::string& reason);
 // Ascending port numbers folded into ranges: [1,2,3,7] is "1-3, 7".
 std::string PortRanges(const std::vector<uint32_t>& ports);
 // One line per circuit: `c1  s1c0-n0/1 → gpu3-n0/1  via ocs1:1→390  active  phase dp`.

@@ -454,11 +454,14 @@ v1::Device FileForm(v1::Device d) {
   d.clear_health();
   d.clear_health_reason();
   d.clear_health_changed();
+  d.clear_allocations();
   return d;
 }
 v1::Onic FileForm(v1::Onic o) {
   o.clear_admin_state();
+  o.clear_admin_reason();
   o.clear_host();
+  o.clear_allocations();
   for (v1::OnicPort& p : *o.mutable_ports()) {
     p.clear_admin_state();
     p.clear_oper_state();
@@ -467,6 +470,7 @@ v1::Onic FileForm(v1::Onic o) {
 }
 v1::Host FileForm(v1::Host h) {
   h.clear_admin_state();
+  h.clear_admin_reason();
   return h;
 }
 v1::Switch FileForm(v1::Switch s) {

@@ -1,6 +1,7 @@
 // fleet.v1.InventoryService: the site's switches, hosts, devices, O-NICs, trunks and circuits
-// read from the store; inventory applied and deleted with the caller's principal recorded;
-// the connected agents.
+// read from the store, with the allocations that use each part (inventory_usage.h) and the
+// switch credentials file in force; inventory applied and deleted with the caller's principal
+// recorded; the connected agents.
 #ifndef FLEET_CONTROLLER_SERVICE_INVENTORY_SERVICE_H_
 #define FLEET_CONTROLLER_SERVICE_INVENTORY_SERVICE_H_
 

@@ -245,9 +245,11 @@ class SqliteInventoryStore final : public InventoryStore {
     absl::MutexLock lock(&connection_.mu());
     ASSIGN_OR_RETURN(Transaction txn, connection_.Begin());
     ASSIGN_OR_RETURN(Statement stmt, db().Prepare(absl::StrCat(
-                                         "UPDATE ", table, " SET admin_state = ?1 WHERE ", key)));
+                                         "UPDATE ", table,
+                                         " SET admin_state = ?1, admin_reason = ?4 WHERE ", key)));
     stmt.Bind(1, Name(drained ? v1::ADMIN_STATE_DRAINED : v1::ADMIN_STATE_ENABLED))
-        .Bind(2, names_port ? target.switch_id : object_id);
+        .Bind(2, names_port ? target.switch_id : object_id)
+        .Bind(4, drained ? reason : std::string());
     if (names_port) stmt.Bind(3, static_cast<int64_t>(target.port));
     RETURN_IF_ERROR(stmt.Run());
     // SQLite counts a matched row even when its value does not change, so a repeat is not

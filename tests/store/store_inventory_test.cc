@@ -476,6 +476,11 @@ TEST_F(StoreTest, SetDrainedDrainsAndUndrainsEachKindOfTarget) {
   EXPECT_EQ(cpu_nic.admin_state(), v1::ADMIN_STATE_ENABLED);
   ASSERT_OK_AND_ASSIGN(v1::Host host, store_->GetHost("h1"));
   EXPECT_EQ(host.admin_state(), v1::ADMIN_STATE_DRAINED);
+  // The reason is kept with the state, not only in the event.
+  EXPECT_EQ(Port("s1", 4).admin_reason(), "dirty connector");
+  EXPECT_EQ(Port("s1", 5).admin_reason(), "");
+  EXPECT_EQ(gpu_nic.admin_reason(), "firmware update");
+  EXPECT_EQ(host.admin_reason(), "kernel upgrade");
 
   std::vector<v1::Event> events = Events({.after_sequence = before});
   ASSERT_THAT(events, SizeIs(3));
@@ -499,6 +504,10 @@ TEST_F(StoreTest, SetDrainedDrainsAndUndrainsEachKindOfTarget) {
   EXPECT_EQ(gpu_nic.admin_state(), v1::ADMIN_STATE_ENABLED);
   ASSERT_OK_AND_ASSIGN(host, store_->GetHost("h1"));
   EXPECT_EQ(host.admin_state(), v1::ADMIN_STATE_ENABLED);
+  // An undrain's words are the event's; the state it leaves has no reason.
+  EXPECT_EQ(Port("s1", 4).admin_reason(), "");
+  EXPECT_EQ(gpu_nic.admin_reason(), "");
+  EXPECT_EQ(host.admin_reason(), "");
   std::vector<v1::Event> undrains = Events({.after_sequence = drained});
   ASSERT_THAT(undrains, SizeIs(3));
   for (const v1::Event& e : undrains) EXPECT_EQ(e.kind(), "undrain");
