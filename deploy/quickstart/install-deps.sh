@@ -25,6 +25,9 @@ TEST_PACKAGES=(
   slurmctld slurmd slurm-client libslurm-dev munge
   # fleetctl -o dot pictures, rendered by tests/integration/ranks_pictures_test and docs/pictures.
   graphviz
+  # The README's tour talks to the emulated switch with plain tools: TL1 with nc, REST and
+  # /metrics with curl.
+  netcat-openbsd curl
 )
 
 case "${1:-}" in
