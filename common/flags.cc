@@ -4,6 +4,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/wording.h"
 
 namespace fleet {
 
@@ -16,7 +17,8 @@ void FlagSet::Add(const std::string& name, Type type, void* value, const std::st
                   std::string default_text) {
   std::vector<std::string> parts = absl::StrSplit(name, ',');
   Flag flag{
-      parts[0], parts.size() > 1 ? parts[1][0] : '\0', type, value, help, std::move(default_text)};
+      parts[0], parts.size() > 1 ? parts[1][0] : '\0', type, value, help, std::move(default_text),
+      {}};
   by_name_[flag.long_name] = flags_.size();
   if (flag.short_name) by_name_[std::string(1, flag.short_name)] = flags_.size();
   flags_.push_back(std::move(flag));
@@ -25,11 +27,18 @@ void FlagSet::Add(const std::string& name, Type type, void* value, const std::st
 void FlagSet::String(const std::string& name, std::string* value, const std::string& help) {
   Add(name, Type::kString, value, help, *value);
 }
-void FlagSet::Int(const std::string& name, int64_t* value, const std::string& help) {
-  Add(name, Type::kInt, value, help, absl::StrCat(*value));
+void FlagSet::Int(const std::string& name, int64_t* value, const std::string& help,
+                  std::optional<std::string> shown_default) {
+  Add(name, Type::kInt, value, help, shown_default.value_or(absl::StrCat(*value)));
 }
 void FlagSet::Bool(const std::string& name, bool* value, const std::string& help) {
   Add(name, Type::kBool, value, help, "");
+}
+
+void FlagSet::Alias(const std::string& alias, const std::string& long_name) {
+  const size_t index = by_name_.at(long_name);
+  by_name_[alias] = index;
+  flags_[index].aliases.push_back(alias);
 }
 
 absl::Status FlagSet::Assign(Flag& flag, const std::string& text) {
@@ -77,7 +86,13 @@ absl::StatusOr<std::vector<std::string>> FlagSet::Parse(const std::vector<std::s
     }
     auto it = by_name_.find(name);
     if (it == by_name_.end() || (arg[1] != '-' && name.size() != 1)) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg, "; see --help"));
+      std::vector<std::string> known;
+      for (const auto& [known_name, index] : by_name_) {
+        if (known_name.size() > 1) known.push_back("--" + known_name);
+      }
+      // As typed, so that `-name` finds `--name` too.
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown flag ", arg, DidYouMean(arg.substr(0, arg.find('=')), known), "; see --help"));
     }
     Flag& flag = flags_[it->second];
     if (!has_value) {
@@ -107,6 +122,7 @@ std::string FlagSet::Help() const {
     if (left.size() < 28) left.resize(28, ' ');
     absl::StrAppend(&out, "  ", left, " ", flag.help);
     if (!flag.default_text.empty()) absl::StrAppend(&out, " (default ", flag.default_text, ")");
+    for (const std::string& alias : flag.aliases) absl::StrAppend(&out, " (also --", alias, ")");
     absl::StrAppend(&out, "\n");
   }
   return out;

@@ -65,6 +65,8 @@ v1::Inventory CannedSite() {
   sw->set_protocol(v1::SWITCH_PROTOCOL_TL1);
   sw->set_cluster("gen1");
   sw->add_trunk_reserved_ports(289);
+  sw->set_credentials_ref("/etc/fleet/credentials/ocs1.yaml");
+  sw->set_credentials_file("/etc/fleet/switch-credentials.yaml");
 
   v1::Host* host = site.add_hosts();
   host->set_name("server1");
@@ -78,6 +80,14 @@ v1::Inventory CannedSite() {
   gpu->set_chassis("jbog1");
   gpu->add_onics("gpu3-n0");
   gpu->set_admin_state(v1::ADMIN_STATE_ENABLED);
+  gpu->add_allocations("a1");
+
+  v1::Device* cpu = site.add_devices();
+  cpu->set_id("server1-cpu0");
+  cpu->set_kind(v1::DEVICE_KIND_CPU);
+  cpu->set_host("server1");
+  cpu->set_admin_state(v1::ADMIN_STATE_ENABLED);
+  cpu->add_allocations("a1");
 
   v1::Onic* onic = site.add_onics();
   onic->set_id("gpu3-n0");
@@ -87,6 +97,7 @@ v1::Inventory CannedSite() {
   *onic->add_ports() = MakeOnicPort(1, 3, 387);
   *onic->add_ports() = MakeOnicPort(2, 4, 388);
   onic->set_admin_state(v1::ADMIN_STATE_ENABLED);
+  onic->add_allocations("a1");
   return site;
 }
 
@@ -108,7 +119,8 @@ v1::ListCircuitsResponse CannedCircuits() {
   return response;
 }
 
-// Port ocs1/1, wired to s1c0-n0/1 and carrying c1.
+// Port ocs1/1, wired to s1c0-n0/1 and carrying a1's c1; port ocs1/5, drained for a fiber swap
+// and reading too little light.
 v1::ListPortsResponse CannedPorts() {
   v1::ListPortsResponse response;
   v1::SwitchPort* port = response.add_ports();
@@ -121,7 +133,31 @@ v1::ListPortsResponse CannedPorts() {
   port->mutable_wiring()->mutable_onic_port()->set_onic("s1c0-n0");
   port->mutable_wiring()->mutable_onic_port()->set_port(1);
   port->set_circuit_id("c1");
+  port->set_allocation_id("a1");
+  v1::SwitchPort* drained = response.add_ports();
+  drained->mutable_ref()->set_switch_id("ocs1");
+  drained->mutable_ref()->set_port(5);
+  drained->set_direction(v1::PORT_DIRECTION_INGRESS);
+  drained->set_admin_state(v1::ADMIN_STATE_DRAINED);
+  drained->set_admin_reason("fiber swap");
+  drained->set_oper_state(v1::OPER_STATE_DEGRADED);
+  drained->set_oper_reason("-31.20 dBm, below -20.00 dBm");
+  drained->set_reservation(v1::PORT_RESERVATION_NONE);
   return response;
+}
+
+// The object of `objects` whose `key` is `wanted`, into `out`; NOT_FOUND naming `kind` if none.
+template <typename T>
+grpc::Status CopyFound(const google::protobuf::RepeatedPtrField<T>& objects,
+                       const std::string& (T::*key)() const, const std::string& wanted,
+                       const std::string& kind, T* out) {
+  for (const T& object : objects) {
+    if ((object.*key)() == wanted) {
+      *out = object;
+      return grpc::Status::OK;
+    }
+  }
+  return grpc::Status(grpc::StatusCode::NOT_FOUND, kind + " " + wanted + " not found");
 }
 
 }  // namespace
@@ -147,13 +183,7 @@ grpc::Status FakeInventoryService::GetSwitch(grpc::ServerContext*,
                                              const v1::GetSwitchRequest* request,
                                              v1::Switch* response) {
   absl::MutexLock lock(&mu_);
-  for (const v1::Switch& sw : site_.switches()) {
-    if (sw.id() == request->id()) {
-      *response = sw;
-      return grpc::Status::OK;
-    }
-  }
-  return grpc::Status(grpc::StatusCode::NOT_FOUND, "switch " + request->id() + " not found");
+  return CopyFound(site_.switches(), &v1::Switch::id, request->id(), "switch", response);
 }
 
 grpc::Status FakeInventoryService::ListPorts(grpc::ServerContext*,
@@ -175,13 +205,7 @@ grpc::Status FakeInventoryService::ListHosts(grpc::ServerContext*, const v1::Lis
 grpc::Status FakeInventoryService::GetHost(grpc::ServerContext*, const v1::GetHostRequest* request,
                                            v1::Host* response) {
   absl::MutexLock lock(&mu_);
-  for (const v1::Host& host : site_.hosts()) {
-    if (host.name() == request->name()) {
-      *response = host;
-      return grpc::Status::OK;
-    }
-  }
-  return grpc::Status(grpc::StatusCode::NOT_FOUND, "host " + request->name() + " not found");
+  return CopyFound(site_.hosts(), &v1::Host::name, request->name(), "host", response);
 }
 
 grpc::Status FakeInventoryService::ListDevices(grpc::ServerContext*,
@@ -192,21 +216,23 @@ grpc::Status FakeInventoryService::ListDevices(grpc::ServerContext*,
     if (request->kind() != v1::DEVICE_KIND_UNSPECIFIED && device.kind() != request->kind()) {
       continue;
     }
+    if (!request->host().empty() && device.host() != request->host()) continue;
     *response->add_devices() = device;
   }
   return grpc::Status::OK;
 }
 
+grpc::Status FakeInventoryService::GetDevice(grpc::ServerContext*,
+                                             const v1::GetDeviceRequest* request,
+                                             v1::Device* response) {
+  absl::MutexLock lock(&mu_);
+  return CopyFound(site_.devices(), &v1::Device::id, request->id(), "device", response);
+}
+
 grpc::Status FakeInventoryService::GetOnic(grpc::ServerContext*, const v1::GetOnicRequest* request,
                                            v1::Onic* response) {
   absl::MutexLock lock(&mu_);
-  for (const v1::Onic& onic : site_.onics()) {
-    if (onic.id() == request->id()) {
-      *response = onic;
-      return grpc::Status::OK;
-    }
-  }
-  return grpc::Status(grpc::StatusCode::NOT_FOUND, "onic " + request->id() + " not found");
+  return CopyFound(site_.onics(), &v1::Onic::id, request->id(), "onic", response);
 }
 
 grpc::Status FakeInventoryService::ListOnics(grpc::ServerContext*, const v1::ListOnicsRequest*,

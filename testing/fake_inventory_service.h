@@ -1,5 +1,5 @@
-// An in-process InventoryService with a small canned site (one switch, host, GPU, O-NIC,
-// circuit, port and two agents), for tests that drive a client over a real channel.
+// An in-process InventoryService with a small canned site (one switch, host, CPU, GPU, O-NIC,
+// circuit, two ports and two agents), for tests that drive a client over a real channel.
 #ifndef FLEET_TESTING_FAKE_INVENTORY_SERVICE_H_
 #define FLEET_TESTING_FAKE_INVENTORY_SERVICE_H_
 
@@ -37,6 +37,9 @@ class FakeInventoryService final : public v1::InventoryService::Service {
 
   grpc::Status ListDevices(grpc::ServerContext*, const v1::ListDevicesRequest* request,
                            v1::ListDevicesResponse* response) override;
+
+  grpc::Status GetDevice(grpc::ServerContext*, const v1::GetDeviceRequest* request,
+                         v1::Device* response) override;
 
   grpc::Status GetOnic(grpc::ServerContext*, const v1::GetOnicRequest* request,
                        v1::Onic* response) override;

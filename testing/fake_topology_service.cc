@@ -35,6 +35,10 @@ FakeTopologyService::FakeTopologyService(absl::Time now) : now_(now) {
   a.set_state(v1::ALLOCATION_STATE_READY);
   a.add_members("server1-cpu0");
   a.add_members("gpu3");
+  // gpu3 attached to server1, whose CPU the allocation holds too.
+  v1::AttachSpec* attach = a.mutable_request()->mutable_topology()->mutable_attach();
+  attach->set_host("server1");
+  attach->mutable_devices()->add_devices("gpu3");
   *a.mutable_created() = ToProtoTime(now - absl::Minutes(3));
   *a.mutable_lease_expires() = ToProtoTime(now + absl::Minutes(2));
   history_["a1"].push_back(a);
@@ -99,6 +103,7 @@ grpc::Status FakeTopologyService::ListAllocations(grpc::ServerContext*,
     if (a.state() == v1::ALLOCATION_STATE_RELEASED && !request->include_released()) continue;
     *response->add_allocations() = a;
   }
+  ++lists_;
   return grpc::Status::OK;
 }
 
@@ -204,6 +209,12 @@ void FakeTopologyService::EndWatches() {
 bool FakeTopologyService::AwaitWatches(int n) {
   absl::MutexLock lock(&mu_);
   auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return watches_started_ >= n; };
+  return mu_.AwaitWithTimeout(absl::Condition(&enough), kStreamOpenLimit);
+}
+
+bool FakeTopologyService::AwaitLists(int n) {
+  absl::MutexLock lock(&mu_);
+  auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return lists_ >= n; };
   return mu_.AwaitWithTimeout(absl::Condition(&enough), kStreamOpenLimit);
 }
 

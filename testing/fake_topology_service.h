@@ -58,6 +58,8 @@ class FakeTopologyService final : public v1::TopologyService::Service {
   void EndWatches();
   // True once `n` watches have sent (or are sending) their first version.
   bool AwaitWatches(int n);
+  // True once ListAllocations has answered `n` times (a `get --watch` asks on every event).
+  bool AwaitLists(int n);
   int watches_started();
   std::vector<v1::RequestTopologyRequest> requests();
   size_t versions(const std::string& id);
@@ -72,6 +74,7 @@ class FakeTopologyService final : public v1::TopologyService::Service {
   v1::AllocationState admit_state_ ABSL_GUARDED_BY(mu_) = v1::ALLOCATION_STATE_PENDING;
   bool end_watches_ ABSL_GUARDED_BY(mu_) = false;
   int watches_started_ ABSL_GUARDED_BY(mu_) = 0;
+  int lists_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace fleet::testing

@@ -98,10 +98,18 @@ int RunReconcile(const Session& s, const ReconcileArgs& args, const Positional& 
 
 void DeclareEventsFlags(FlagTable& f, EventsArgs& a) {
   f.Bool("follow", &a.follow, "keep printing new events as they are recorded");
-  f.Int("after", &a.after, "only events after this sequence number");
-  f.String("object-kind", &a.object_kind,
+  f.Int("after", &a.after,
+        "only events after this sequence number (default: the whole log; with --follow, "
+        "only events recorded from now on)",
+        /*shown_default=*/"");
+  f.String("since", &a.since,
+           "only events of this last while, a duration such as 90s, 10m or 1h30m (with "
+           "--follow: those, then every new one)");
+  // `get events` calls it --kind; --object-kind was this verb's name for it.
+  f.String("kind", &a.object_kind,
            "only events about this kind of object (switch, port, host, device, onic, "
            "allocation, circuit, agent)");
+  f.Alias("object-kind", "kind");
   f.String("object", &a.object, "only events about this object id");
 }
 
@@ -202,21 +210,62 @@ int Reconcile(const Session& s, const ReconcileArgs& args) {
   return kExitOk;
 }
 
-int Events(const Session& s, const EventsArgs& args) {
-  if (args.after < 0) {
-    return UsageError(*s.err, "events",
-                      absl::StrCat("--after must be 0 or more, got ", args.after));
+namespace {
+
+// The sequence number the events shown come after, by the rules of EventsArgs; false, having
+// printed why, when the flags are malformed or the server did not answer.
+bool EventsStart(const Session& s, const EventsArgs& args, uint64_t* after, int* failed) {
+  *failed = kExitUsage;
+  const bool after_given = args.after != EventsArgs::kEventsAfterUnset;
+  if (after_given && args.after < 0) {
+    UsageError(*s.err, "events", absl::StrCat("--after must be 0 or more, got ", args.after));
+    return false;
   }
+  if (after_given && !args.since.empty()) {
+    UsageError(*s.err, "events", "--after and --since exclude each other; give one at most");
+    return false;
+  }
+  grpc::Status status;
+  if (!args.since.empty()) {
+    absl::Duration since;
+    if (!absl::ParseDuration(args.since, &since) || since <= absl::ZeroDuration() ||
+        since == absl::InfiniteDuration()) {
+      UsageError(*s.err, "events",
+                 absl::StrCat("--since: '", args.since,
+                              "' is not a positive duration such as 90s, 10m or 1h30m"));
+      return false;
+    }
+    status = LastEventBefore(s, s.clock->Now() - since, after);
+  } else if (after_given) {
+    *after = static_cast<uint64_t>(args.after);
+  } else if (args.follow) {
+    // Following is for what happens next; the log so far is `events` without --follow.
+    status = LastEventSequence(s, after);
+  } else {
+    *after = 0;
+  }
+  if (!status.ok()) {
+    *failed = s.Failed(status);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int Events(const Session& s, const EventsArgs& args) {
+  uint64_t after = 0;
+  if (int failed; !EventsStart(s, args, &after, &failed)) return failed;
   if (!args.follow) {
     GetArgs get;
     get.kind = "events";
     get.kind_filter = args.object_kind;
     get.object = args.object;
-    get.after = args.after;
+    get.after = static_cast<int64_t>(after);
     return Get(s, get);
   }
   v1::WatchEventsRequest request;
-  request.set_after_sequence(static_cast<uint64_t>(args.after));
+  request.set_after_sequence(after);
   request.set_object_kind(args.object_kind);
   request.set_object_id(args.object);
   EventStream stream(s, request);
@@ -353,12 +402,14 @@ Verb ReconcileVerb() {
 
 Verb EventsVerb() {
   return {"events",
-          "fleetctl events [--follow] [--after N] [--object-kind K] [--object ID] [flags]",
+          "fleetctl events [--follow] [--after N | --since DURATION] [--kind K] [--object ID] "
+          "[flags]",
           "Show the event log, or follow it",
           "Show the append-only event and audit log, as 'fleetctl get events' does. With\n"
-          "--follow, keep printing each event as it is recorded (a table row, or with -o json\n"
-          "one JSON object per line) until the server ends the stream or you interrupt;\n"
-          "--timeout does not apply then.",
+          "--follow, keep printing each event as it is recorded from now on (a table row, or\n"
+          "with -o json one JSON object per line) until the server ends the stream or you\n"
+          "interrupt; --timeout does not apply then. --since 10m starts ten minutes back,\n"
+          "--after N after event N (--after 0: the whole log).",
           WithFlags<EventsArgs>(DeclareEventsFlags, RunEvents),
           {}};
 }

@@ -4,6 +4,7 @@
 #define FLEET_CONTROLLER_CLI_ADMIN_VERBS_H_
 
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include "controller/cli/session.h"
@@ -34,14 +35,20 @@ struct ReconcileArgs {
 };
 int Reconcile(const Session& session, const ReconcileArgs& args);
 
-// `events [--follow] [--after N] [--object-kind K] [--object ID]`: without `follow` the same as
-// `get events`; with it, WatchEvents, printing each event as it arrives (a table row, or one
-// JSON object per line) until the server ends the stream or the process is interrupted.
+// `events [--follow] [--after N | --since DURATION] [--kind K] [--object ID]`: without
+// `follow` the same as `get events`; with it, WatchEvents, printing each event as it arrives (a
+// table row, or one JSON object per line) until the server ends the stream or the process is
+// interrupted. Where it starts: after sequence `after`; else the events of the last `since`;
+// else from the start of the log, or with `follow` from now (none replayed).
 struct EventsArgs {
   bool follow = false;
-  int64_t after = 0;
+  int64_t after = kEventsAfterUnset;
+  std::string since;  // absl::ParseDuration text; "" when not given.
   std::string object_kind;
   std::string object;
+
+  // No sequence number at all, so that a negative --after is still refused.
+  static constexpr int64_t kEventsAfterUnset = std::numeric_limits<int64_t>::min();
 };
 int Events(const Session& session, const EventsArgs& args);
 

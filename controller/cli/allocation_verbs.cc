@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/wording.h"
 #include "controller/cli/allocation_wait.h"
 #include "controller/cli/object_text.h"
 #include "controller/cli/printing.h"
@@ -61,8 +62,8 @@ int ReplaceMember(const Session& s, const ReplaceMemberArgs& args) {
   if (s.format == OutputFormat::kTable) {
     // The plan lists the members with the spare in the failed member's place.
     *s.out << absl::StrCat(args.dry_run ? "dry run: " : "", args.id, " member ", args.member,
-                           " replaced: ", response.plan().remove_size(),
-                           " cross-connects removed, ", response.plan().add_size(),
+                           " replaced: ", Counted(response.plan().remove_size(), "cross-connect"),
+                           " removed, ", response.plan().add_size(),
                            " added\nmembers: ", absl::StrJoin(response.plan().members(), ", "),
                            "\n");
     for (const v1::CrossConnect& xc : response.plan().remove()) {

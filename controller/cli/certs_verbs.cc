@@ -51,7 +51,9 @@ void DeclareCertsFlags(FlagTable& f, CertsArgs& a) {
            "agent)");
   f.String("server-name", &a.server_names,
            "issue: a server certificate's DNS names and IP addresses, comma-separated");
-  f.Int("days", &a.days, "validity in days (default 3650 for a CA, 365 for a certificate)");
+  // 0 stands for the subcommand's own default, which the help names instead.
+  f.Int("days", &a.days, "validity in days (default 3650 for a CA, 365 for a certificate)",
+        /*shown_default=*/"");
   f.Bool("force", &a.force, "issue: replace OUT.pem and OUT.key when they exist (a CA never is)");
 }
 

@@ -10,6 +10,7 @@
 #include "absl/strings/strip.h"
 #include "common/flags.h"
 #include "common/grpc_status.h"
+#include "common/wording.h"
 #include "controller/cli/admin_verbs.h"
 #include "controller/cli/allocation_verbs.h"
 #include "controller/cli/apply_delete_verbs.h"
@@ -50,14 +51,23 @@ const VerbRegistry& Verbs() {
   return *registry;
 }
 
-std::string VerbList() {
-  std::vector<absl::string_view> names;
-  for (const Verb& verb : Verbs().verbs()) names.push_back(verb.name);
+std::vector<std::string> VerbNames() {
+  std::vector<std::string> names;
+  for (const Verb& verb : Verbs().verbs()) names.emplace_back(verb.name);
   names.push_back("help");
-  return absl::StrJoin(names, ", ");
+  return names;
 }
 
-void DeclareGlobalFlags(FlagTable& flags, GlobalOptions& global) {
+// `unknown command 'gett' (did you mean 'get'?); commands: …`.
+int UnknownVerb(std::ostream& err, const std::string& name) {
+  return UsageError(err, "",
+                    absl::StrCat("unknown command '", name, "'", DidYouMean(name, VerbNames()),
+                                 "; commands: ", absl::StrJoin(VerbNames(), ", ")));
+}
+
+// `waits`: the flags are a verb's that has --wait (or the overview's, which covers every verb),
+// so --timeout's help speaks of it.
+void DeclareGlobalFlags(FlagTable& flags, GlobalOptions& global, bool waits = true) {
   flags.String("server", &global.connection.server,
                "fleetd's address, HOST:PORT (env FLEET_SERVER; else the context's; else "
                "localhost:50051)");
@@ -77,7 +87,8 @@ void DeclareGlobalFlags(FlagTable& flags, GlobalOptions& global) {
                absl::StrCat("output format: ", absl::StrJoin(OutputFormatNames(), ", ")),
                OutputFormatNames());
   flags.Int("timeout", &global.timeout_seconds,
-            "deadline of each RPC, in seconds; with --wait, of the whole wait");
+            waits ? "deadline of each RPC, in seconds; with --wait, of the whole wait"
+                  : "deadline of each RPC, in seconds");
   flags.String("color", &global.color,
                absl::StrCat("colour states in tables: ", absl::StrJoin(ColorModeNames(), ", "),
                             " (auto: when stdout is a terminal and NO_COLOR is not set)"),
@@ -115,12 +126,18 @@ std::string OverviewHelp(const Environment& env) {
   return flags.Help();
 }
 
+// Whether the verb's own flags, declared on `table`, include --wait.
+bool Waits(const FlagTable& table) {
+  return std::any_of(table.specs().begin(), table.specs().end(),
+                     [](const FlagSpec& flag) { return flag.name == "wait"; });
+}
+
 std::string VerbHelp(const Verb& verb, const Environment& env) {
   FlagSet flags(std::string(verb.usage), verb.description);
   FlagTable table(&flags);
   GlobalOptions global;
   verb.flags(table);
-  DeclareGlobalFlags(table, global);
+  DeclareGlobalFlags(table, global, Waits(table));
   return flags.Help();
 }
 
@@ -162,10 +179,7 @@ int RunHelp(const std::vector<std::string>& rest, const Environment& env, std::o
     return kExitOk;
   }
   const Verb* verb = Verbs().Find(topics[0]);
-  if (verb == nullptr) {
-    return UsageError(err, "",
-                      absl::StrCat("unknown command '", topics[0], "'; commands: ", VerbList()));
-  }
+  if (verb == nullptr) return UnknownVerb(err, topics[0]);
   out << VerbHelp(*verb, env);
   return kExitOk;
 }
@@ -214,7 +228,7 @@ int RunVerb(const Verb& verb, const std::vector<std::string>& rest, const Enviro
   FlagTable table(&flags);
   GlobalOptions global;
   VerbRun run = verb.flags(table);
-  DeclareGlobalFlags(table, global);
+  DeclareGlobalFlags(table, global, Waits(table));
   absl::StatusOr<std::vector<std::string>> positional = flags.Parse(rest);
   if (!positional.ok()) {
     // FlagSet ends some messages with its own "see --help"; ours names the verb's help.
@@ -254,7 +268,14 @@ int RunVerb(const Verb& verb, const std::vector<std::string>& rest, const Enviro
   session.server = &*stubs;
   // Over TLS fleetd knows the caller by its certificate; a principal sent along would only
   // be ignored, or worse, believed by a proxy.
-  if (connection->tls.insecure) session.principal = env.principal;
+  if (connection->tls.insecure) {
+    session.principal = env.principal;
+    session.plaintext_by = global.connection.insecure.value_or(false) ? "--insecure"
+                           : !env.variables.insecure.empty()          ? "FLEET_INSECURE"
+                           : !connection->context.empty()
+                               ? absl::StrCat("the insecure: true of context ", connection->context)
+                               : "--insecure";
+  }
   return run(session, *positional);
 }
 
@@ -296,7 +317,8 @@ int RunFleetctl(const std::vector<std::string>& args, const Environment& env,
         return kExitOk;
       }
     }
-    return UsageError(err, "", absl::StrCat("missing command; commands: ", VerbList()));
+    return UsageError(
+        err, "", absl::StrCat("missing command; commands: ", absl::StrJoin(VerbNames(), ", ")));
   }
   const std::string& name = args[*verb_index];
   std::vector<std::string> rest = args;
@@ -304,10 +326,7 @@ int RunFleetctl(const std::vector<std::string>& args, const Environment& env,
 
   if (name == "help") return RunHelp(rest, env, out, err);
   const Verb* verb = Verbs().Find(name);
-  if (verb == nullptr) {
-    return UsageError(err, "",
-                      absl::StrCat("unknown command '", name, "'; commands: ", VerbList()));
-  }
+  if (verb == nullptr) return UnknownVerb(err, name);
   return RunVerb(*verb, rest, env, connect, out, err);
 }
 

@@ -33,9 +33,23 @@ void FlagTable::File(const std::string& name, std::string* value, const std::str
   Record(name, true, {}, true, help);
 }
 
-void FlagTable::Int(const std::string& name, int64_t* value, const std::string& help) {
-  if (flags_ != nullptr) flags_->Int(name, value, help);
+void FlagTable::Int(const std::string& name, int64_t* value, const std::string& help,
+                    std::optional<std::string> shown_default) {
+  if (flags_ != nullptr) flags_->Int(name, value, help, std::move(shown_default));
   Record(name, true, {}, false, help);
+}
+
+void FlagTable::Alias(const std::string& alias, const std::string& long_name) {
+  if (flags_ != nullptr) flags_->Alias(alias, long_name);
+  for (const FlagSpec& spec : specs_) {
+    if (spec.name != long_name) continue;
+    FlagSpec same = spec;
+    same.name = alias;
+    same.short_name = 0;
+    same.help = absl::StrCat("the same as --", long_name);
+    specs_.push_back(std::move(same));
+    return;
+  }
 }
 
 void FlagTable::Bool(const std::string& name, bool* value, const std::string& help) {

@@ -9,6 +9,7 @@
 #define FLEET_CONTROLLER_CLI_COMPLETION_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,8 +47,13 @@ class FlagTable {
   void String(const std::string& name, std::string* value, const std::string& help,
               std::vector<std::string> values = {});
   void File(const std::string& name, std::string* value, const std::string& help);
-  void Int(const std::string& name, int64_t* value, const std::string& help);
+  // `shown_default` as FlagSet::Int takes it.
+  void Int(const std::string& name, int64_t* value, const std::string& help,
+           std::optional<std::string> shown_default = std::nullopt);
   void Bool(const std::string& name, bool* value, const std::string& help);
+  // Another name of the flag `long_name` declared before (FlagSet::Alias); completed too,
+  // since the parser accepts it.
+  void Alias(const std::string& alias, const std::string& long_name);
 
   const std::vector<FlagSpec>& specs() const { return specs_; }
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/proto_time.h"
+#include "common/wording.h"
 #include "controller/cli/object_text.h"
 #include "controller/cli/output.h"
 #include "controller/cli/tables.h"
@@ -41,7 +42,10 @@ std::string DescribeSwitch(const v1::Switch& sw, const std::vector<v1::SwitchPor
   d.Field("Protocol", v1::Name(sw.protocol()));
   d.Field("Management port",
           sw.management_port() ? absl::StrCat(sw.management_port()) : "protocol default");
-  d.Field("Credentials", sw.credentials_ref());
+  // What fleetd logs in with; the inventory's `credentials:` is only a note (in -o yaml).
+  if (!sw.credentials_file().empty()) {
+    d.Field("Credentials", absl::StrCat(sw.credentials_file(), " (fleetd's switch_credentials)"));
+  }
   if (sw.protocol() == v1::SWITCH_PROTOCOL_REST) {
     d.Field("Transport",
             sw.insecure_http()
@@ -73,12 +77,12 @@ std::string DescribeSwitch(const v1::Switch& sw, const std::vector<v1::SwitchPor
 }
 
 std::string DescribeHost(const v1::Host& host, const std::vector<v1::Device>& devices,
-                         const v1::Agent* agent) {
+                         const v1::Agent* agent, const std::vector<Attachment>& attached) {
   Description d;
   d.Field("Name", host.name());
   d.Field("Address", host.address());
   d.Field("Cluster", host.cluster());
-  d.Field("Admin", v1::Name(host.admin_state()));
+  d.Field("Admin", AdminText(host.admin_state(), host.admin_reason()));
   if (agent == nullptr) {
     d.Field("Agent", "never registered");
   } else {
@@ -98,9 +102,19 @@ std::string DescribeHost(const v1::Host& host, const std::vector<v1::Device>& de
   for (const v1::Device& device : devices) {
     items.push_back(absl::StrCat(
         device.id(), "  ", OrDash(v1::Name(device.kind())), "  ", OrDash(device.model()),
-        "  O-NICs ", device.onics().empty() ? "-" : absl::StrJoin(device.onics(), ", ")));
+        "  O-NICs ", device.onics().empty() ? "-" : absl::StrJoin(device.onics(), ", "),
+        device.allocations().empty()
+            ? ""
+            : absl::StrCat("  used by ", absl::StrJoin(device.allocations(), ", "))));
   }
   d.List("Devices", std::move(items));
+  std::vector<std::string> pooled;
+  for (const Attachment& a : attached) {
+    for (const std::string& device : a.devices) {
+      pooled.push_back(absl::StrCat(device, "  allocation ", a.allocation_id));
+    }
+  }
+  if (!pooled.empty()) d.List("Attached devices", std::move(pooled));
   return d.Render();
 }
 
@@ -112,6 +126,7 @@ std::string DescribeDevice(const v1::Device& device, const std::vector<v1::Onic>
   d.Field("Chassis", device.chassis());
   d.Field("Model", device.model());
   d.Field("Admin", v1::Name(device.admin_state()));
+  d.Field("Used by", absl::StrJoin(device.allocations(), ", "));
   d.Field("Health", device.health_reason().empty() ? v1::Name(device.health())
                                                    : absl::StrCat(v1::Name(device.health()), " (",
                                                                   device.health_reason(), ")"));
@@ -135,13 +150,12 @@ std::string DescribeOnic(const v1::Onic& onic, const std::vector<v1::Circuit>& c
   d.Field("Host", onic.host());
   d.Field("Serial", onic.serial());
   d.Field("PCIe", onic.pcie_address());
-  d.Field("Admin", v1::Name(onic.admin_state()));
+  d.Field("Admin", AdminText(onic.admin_state(), onic.admin_reason()));
+  d.Field("Used by", absl::StrJoin(onic.allocations(), ", "));
   std::vector<std::string> ports;
   for (const v1::OnicPort& port : onic.ports()) ports.push_back(OnicPortLine(port));
   d.List("Ports", std::move(ports));
-  std::vector<std::string> lines;
-  for (const v1::Circuit& circuit : circuits) lines.push_back(CircuitLine(circuit));
-  d.List("Circuits", std::move(lines));
+  d.List("Circuits", CircuitLines(circuits));
   return d.Render();
 }
 
@@ -156,6 +170,13 @@ void AddAllocationIdentity(const v1::Allocation& a, Description& d) {
   d.Field("Reason", a.reason());
 }
 
+// A traffic-aware plan's share of the bytes on direct circuits; nothing for other plans.
+void AddDirectTraffic(const v1::Allocation& a, Description& d) {
+  if (a.direct_traffic_share() > 0) {
+    d.Field("Direct traffic", DirectTrafficText(a.direct_traffic_share()));
+  }
+}
+
 // "Phases: dp (active), tp" for a phased allocation; nothing for a single topology.
 void AddPhases(const v1::Allocation& a, Description& d) {
   std::vector<std::string> phases;
@@ -165,10 +186,8 @@ void AddPhases(const v1::Allocation& a, Description& d) {
   if (!phases.empty()) d.List("Phases", std::move(phases));
 }
 
-std::vector<std::string> CircuitLines(const v1::Allocation& a) {
-  std::vector<std::string> lines;
-  for (const v1::Circuit& circuit : a.circuits()) lines.push_back(CircuitLine(circuit));
-  return lines;
+std::vector<std::string> AllocationCircuitLines(const v1::Allocation& a) {
+  return CircuitLines(std::vector<v1::Circuit>(a.circuits().begin(), a.circuits().end()));
 }
 
 }  // namespace
@@ -193,10 +212,7 @@ std::string DescribeAllocation(const v1::Allocation& a, const std::vector<v1::Ev
                            ", spares ", p.spares() == v1::SPARE_SCOPE_ANY ? "any" : "same-switch")
             : "retrain only");
   }
-  if (a.direct_traffic_share() > 0) {
-    d.Field("Direct traffic",
-            absl::StrCat(absl::StrFormat("%.1f", 100 * a.direct_traffic_share()), "%"));
-  }
+  AddDirectTraffic(a, d);
   AddPhases(a, d);
   d.List("Members", {a.members().begin(), a.members().end()});
   std::vector<std::string> replacements;
@@ -210,7 +226,7 @@ std::string DescribeAllocation(const v1::Allocation& a, const std::vector<v1::Ev
         "  (", r.reason(), ")"));
   }
   d.List("Replacements", std::move(replacements));
-  d.List("Circuits", CircuitLines(a));
+  d.List("Circuits", AllocationCircuitLines(a));
   size_t stage_width = 0;
   for (const v1::StageTiming& t : a.stage_timings())
     stage_width = std::max(stage_width, DisplayWidth(t.stage()));
@@ -252,17 +268,40 @@ std::string DescribeAgent(const v1::Agent& agent, absl::Time now) {
 // ---------------------------------------------------------------------------------------
 // What the verbs that change things print
 
-std::string PlanText(const v1::Plan& plan) {
-  std::string out =
-      absl::StrCat("members: ", absl::StrJoin(plan.members(), ", "), "\n", plan.circuits_size(),
-                   " circuits, ", plan.add_size(), " cross-connects to make, ", plan.remove_size(),
-                   " to remove, ", plan.ports_used_size(), " O-NIC ports\n");
-  Table table({"source", "destination", "cross-connects"});
+std::string PlanText(const v1::Plan& plan, absl::string_view initial_phase) {
+  // The phases in plan order (the request's), with their circuits.
+  std::vector<std::pair<std::string, int>> phases;
+  for (const v1::Circuit& c : plan.circuits()) {
+    if (c.phase().empty()) continue;
+    if (phases.empty() || phases.back().first != c.phase()) phases.push_back({c.phase(), 0});
+    ++phases.back().second;
+  }
+  const std::string changes = absl::StrCat(Counted(plan.add_size(), "cross-connect"), " to make, ",
+                                           plan.remove_size(), " to remove");
+  std::string out = absl::StrCat("members: ", absl::StrJoin(plan.members(), ", "), "\n");
+  if (phases.empty()) {
+    absl::StrAppend(&out, Counted(plan.circuits_size(), "circuit"), ", ", changes, ", ",
+                    Counted(plan.ports_used_size(), "O-NIC port"), "\n");
+  } else {
+    // Only the first phase goes on the switch: its cross-connects are the ones to make.
+    std::vector<std::string> counts;
+    for (const auto& [name, circuits] : phases) counts.push_back(absl::StrCat(name, " ", circuits));
+    absl::StrAppend(&out, Counted(plan.circuits_size(), "circuit"), " in ",
+                    Counted(phases.size(), "phase"), " (", absl::StrJoin(counts, ", "), ") over ",
+                    Counted(plan.ports_used_size(), "O-NIC port"), "\n",
+                    initial_phase.empty() ? phases.front().first : initial_phase,
+                    " first: ", changes, "\n");
+  }
+  if (plan.direct_traffic_share() > 0) {
+    absl::StrAppend(&out, "direct traffic: ", DirectTrafficText(plan.direct_traffic_share()), "\n");
+  }
+  Table table = phases.empty() ? Table({"source", "destination", "cross-connects"})
+                               : Table({"source", "destination", "cross-connects", "phase"});
   for (const v1::Circuit& c : plan.circuits()) {
     std::vector<std::string> xcs;
     for (const v1::CrossConnect& xc : c.cross_connects()) xcs.push_back(CrossConnectText(xc));
-    table.AddRow(
-        {OnicPortText(c.source()), OnicPortText(c.destination()), absl::StrJoin(xcs, ", ")});
+    table.AddRow({OnicPortText(c.source()), OnicPortText(c.destination()), absl::StrJoin(xcs, ", "),
+                  c.phase()});
   }
   return out + table.Render();
 }
@@ -270,15 +309,17 @@ std::string PlanText(const v1::Plan& plan) {
 std::string AllocationText(const v1::Allocation& a) {
   Description d;
   AddAllocationIdentity(a, d);
+  AddDirectTraffic(a, d);
   AddPhases(a, d);
   d.List("Members", {a.members().begin(), a.members().end()});
-  d.List("Circuits", CircuitLines(a));
+  d.List("Circuits", AllocationCircuitLines(a));
   return d.Render();
 }
 
 std::string PhaseSwitchText(const v1::Allocation& a, const v1::Plan& plan) {
-  std::string out = absl::StrCat(a.id(), " phase ", a.active_phase(), ": ", plan.remove_size(),
-                                 " cross-connects removed, ", plan.add_size(), " added\n");
+  std::string out = absl::StrCat(a.id(), " phase ", a.active_phase(), ": ",
+                                 Counted(plan.remove_size(), "cross-connect"), " removed, ",
+                                 plan.add_size(), " added\n");
   for (const v1::CrossConnect& xc : plan.remove())
     absl::StrAppend(&out, "  removed  ", CrossConnectText(xc), "\n");
   for (const v1::CrossConnect& xc : plan.add())
@@ -323,8 +364,8 @@ std::string ReconcileText(const v1::ReconcileRequest& request,
     absl::StrAppend(&out, drift.Render());
   }
   absl::StrAppend(&out, "repaired ", response.repaired(), ", resumed ",
-                  response.resumed_transactions(), " transactions, rolled back ",
-                  response.rolled_back_transactions(), " transactions\n");
+                  Counted(response.resumed_transactions(), "transaction"), ", rolled back ",
+                  Counted(response.rolled_back_transactions(), "transaction"), "\n");
   return out;
 }
 

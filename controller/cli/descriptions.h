@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "fleet/v1/admin.pb.h"
 #include "fleet/v1/agent.pb.h"
@@ -14,10 +15,17 @@
 
 namespace fleet::cli {
 
+// Pooled devices an attach allocation puts on a host (a virtual server).
+struct Attachment {
+  std::string allocation_id;
+  std::vector<std::string> devices;
+};
+
 // The `describe` texts. Each takes the object and the related objects the command fetched.
 std::string DescribeSwitch(const v1::Switch& sw, const std::vector<v1::SwitchPort>& ports);
+// `agent`: nullptr when none registered. `attached`: the live attach allocations on the host.
 std::string DescribeHost(const v1::Host& host, const std::vector<v1::Device>& devices,
-                         const v1::Agent* agent);  // agent: nullptr when none registered.
+                         const v1::Agent* agent, const std::vector<Attachment>& attached = {});
 std::string DescribeDevice(const v1::Device& device, const std::vector<v1::Onic>& onics);
 std::string DescribeOnic(const v1::Onic& onic, const std::vector<v1::Circuit>& circuits);
 // `events` are the allocation's, oldest first.
@@ -26,11 +34,14 @@ std::string DescribeAllocation(const v1::Allocation& allocation,
 std::string DescribeAgent(const v1::Agent& agent, absl::Time now);
 
 // What the verbs that change things print in table form.
-// `topology request --dry-run`: the members, the counts and each circuit's cross-connects.
-std::string PlanText(const v1::Plan& plan);
+// `topology request --dry-run`: the members, the counts and each circuit's cross-connects
+// (and phase), and a traffic-aware plan's direct share. A phased plan (named phases, or
+// all-to-all's rounds) holds every phase's circuits but makes only the first phase's
+// cross-connects, `initial_phase` (empty: the first listed); its counts say so.
+std::string PlanText(const v1::Plan& plan, absl::string_view initial_phase = "");
 // `topology request`: the allocation as admitted (or, with --wait, as it ended): its id,
-// tenant, name, state, phases (the active one marked), members and circuits with their
-// cross-connects and phase.
+// tenant, name, state, phases (the active one marked), a traffic-aware plan's direct share,
+// members and circuits with their cross-connects and phase.
 std::string AllocationText(const v1::Allocation& allocation);
 // `topology phase ID NAME`: what the switch did, only the cross-connects that differ between
 // the phases: `a3 phase tp: 4 cross-connects removed, 4 added`, then one line each.

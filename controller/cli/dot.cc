@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "common/wording.h"
 #include "fleet/v1/names.h"
 
 namespace fleet::cli {
@@ -230,9 +231,9 @@ std::string Colour(size_t i) { return kPalette[i % std::size(kPalette)]; }
 }  // namespace
 
 std::string SiteDot(const DotSite& site, const std::vector<v1::Circuit>& circuits) {
-  Picture picture(site, absl::StrCat("FLEET site: ", site.switches.size(), " switch",
-                                     site.switches.size() == 1 ? "" : "es", ", ", circuits.size(),
-                                     " circuits"));
+  Picture picture(
+      site, absl::StrCat("FLEET site: ", Counted(site.switches.size(), "switch", "switches"), ", ",
+                         Counted(circuits.size(), "circuit")));
   picture.Onics(nullptr);
   std::set<std::string> switches;
   for (const v1::Switch& s : site.switches) switches.insert(s.id());

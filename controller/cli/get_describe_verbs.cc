@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <optional>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -48,7 +49,7 @@ int GetAgents(const Session& s, const GetArgs& args) {
   return PrintList<v1::ListAgentsResponse>(
       s, "agents",
       [&](grpc::ClientContext* c, auto* r) { return s.server->inventory->ListAgents(c, {}, r); },
-      [&](const v1::ListAgentsResponse& r) { return AgentsTable(r, s.clock->Now()); }, args.watch);
+      AgentsTable, args.watch);
 }
 
 int GetDevices(const Session& s, const GetArgs& args) {
@@ -149,13 +150,13 @@ int GetCircuits(const Session& s, const GetArgs& args) {
 int GetAllocations(const Session& s, const GetArgs& args) {
   v1::ListAllocationsRequest request;
   request.set_tenant(args.tenant);
+  request.set_include_released(args.all);
   return PrintList<v1::ListAllocationsResponse>(
       s, "allocations",
       [&](grpc::ClientContext* c, auto* r) {
         return s.server->topology->ListAllocations(c, request, r);
       },
-      [&](const v1::ListAllocationsResponse& r) { return AllocationsTable(r, s.clock->Now()); },
-      args.watch);
+      AllocationsTable, args.watch);
 }
 
 int GetEvents(const Session& s, const GetArgs& args) {
@@ -190,7 +191,7 @@ int GetEvents(const Session& s, const GetArgs& args) {
   return PrintList<v1::ListEventsResponse>(
       s, "events",
       [&](grpc::ClientContext* c, auto* r) { return s.server->admin->ListEvents(c, request, r); },
-      [&](const v1::ListEventsResponse& r) { return EventsTable(r, s.clock->Now()); });
+      EventsTable);
 }
 
 struct GetKind {
@@ -210,7 +211,7 @@ const std::vector<GetKind>& GetKinds() {
       {{"onics", "onic"}, {"host", "switch"}, "--host, --switch", GetOnics},
       {{"trunks", "trunk"}, {}, "", GetTrunks},
       {{"circuits", "circuit"}, {"switch", "allocation"}, "--switch, --allocation", GetCircuits},
-      {{"allocations", "allocation"}, {"tenant"}, "--tenant", GetAllocations},
+      {{"allocations", "allocation"}, {"tenant", "all"}, "--tenant, --all", GetAllocations},
       {{"events", "event"},
        {"kind", "object", "after", "limit"},
        "--kind (an object kind), --object, --after, --limit",
@@ -254,6 +255,9 @@ void DeclareGetFlags(FlagTable& f, GetArgs& a) {
       absl::StrCat("devices: a device kind (", absl::StrJoin(v1::Names<v1::DeviceKind>(), ", "),
                    "); events: an object kind"));
   f.String("tenant", &a.tenant, "only this tenant's allocations");
+  f.Bool("all", &a.all,
+         "allocations: the released ones too (failed ones are always listed); fleetd keeps "
+         "ended allocations for its retention window, 30 days unless configured otherwise");
   f.String("allocation", &a.allocation, "only this allocation's circuits");
   f.String("object", &a.object, "events: only those about this object id");
   f.Int("after", &a.after, "events: only those after this sequence number");
@@ -298,6 +302,42 @@ int DescribeSwitchVerb(const Session& s, const std::string& id) {
   return kExitOk;
 }
 
+// Whether `spec` attaches devices to `host`.
+bool AttachesTo(const v1::TopologySpec& spec, const std::string& host) {
+  return spec.has_attach() && spec.attach().host() == host;
+}
+
+// The live allocations that attach pooled devices to `host` (`host_devices` are its own, which
+// an attach allocation holds too), read with the caller's rights: one who may not list
+// allocations sees none.
+grpc::Status ReadAttachments(const Session& s, const std::string& host,
+                             const v1::ListDevicesResponse& host_devices,
+                             std::vector<Attachment>* attached) {
+  v1::ListAllocationsResponse allocations;
+  grpc::Status status = s.Call([&](grpc::ClientContext* c) {
+    return s.server->topology->ListAllocations(c, {}, &allocations);
+  });
+  if (status.error_code() == grpc::StatusCode::PERMISSION_DENIED) return grpc::Status::OK;
+  if (!status.ok()) return status;
+  std::set<std::string> own;
+  for (const v1::Device& d : host_devices.devices()) own.insert(d.id());
+  for (const v1::Allocation& a : allocations.allocations()) {
+    if (a.state() == v1::ALLOCATION_STATE_FAILED || a.state() == v1::ALLOCATION_STATE_RELEASED) {
+      continue;
+    }
+    const v1::RequestTopologyRequest& r = a.request();
+    bool attaches = AttachesTo(r.topology(), host);
+    for (const v1::Phase& phase : r.phases()) attaches |= AttachesTo(phase.topology(), host);
+    if (!attaches) continue;
+    Attachment& attachment = attached->emplace_back();
+    attachment.allocation_id = a.id();
+    for (const std::string& member : a.members()) {
+      if (!own.contains(member)) attachment.devices.push_back(member);
+    }
+  }
+  return grpc::Status::OK;
+}
+
 int DescribeHostVerb(const Session& s, const std::string& name) {
   v1::GetHostRequest request;
   request.set_name(name);
@@ -325,7 +365,11 @@ int DescribeHostVerb(const Session& s, const std::string& name) {
   for (const v1::Agent& a : agents.agents()) {
     if (a.host() == name) agent = &a;
   }
-  *s.out << DescribeHost(host, {devices.devices().begin(), devices.devices().end()}, agent);
+  std::vector<Attachment> attached;
+  status = ReadAttachments(s, name, devices, &attached);
+  if (!status.ok()) return s.Failed(status);
+  *s.out << DescribeHost(host, {devices.devices().begin(), devices.devices().end()}, agent,
+                         attached);
   return kExitOk;
 }
 
@@ -451,6 +495,7 @@ int Get(const Session& s, const GetArgs& args) {
                                                       {"host", !args.host.empty()},
                                                       {"kind", !args.kind_filter.empty()},
                                                       {"tenant", !args.tenant.empty()},
+                                                      {"all", args.all},
                                                       {"allocation", !args.allocation.empty()},
                                                       {"object", !args.object.empty()},
                                                       {"after", args.after != 0},

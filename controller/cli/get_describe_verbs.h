@@ -18,6 +18,7 @@ struct GetArgs {
   std::string host;
   std::string kind_filter;  // A device kind for devices; an object kind for events.
   std::string tenant;
+  bool all = false;  // Allocations: the released ones too.
   std::string allocation;
   std::string object;  // Events: object id.
   int64_t after = 0;   // Events: after this sequence number.

@@ -1,9 +1,12 @@
 #include "controller/cli/object_text.h"
 
+#include <algorithm>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "controller/cli/output.h"
 #include "fleet/v1/names.h"
 
@@ -56,19 +59,66 @@ std::string WiringText(const v1::SwitchPort& port) {
   return "";
 }
 
-std::string CircuitLine(const v1::Circuit& circuit) {
+std::string PortWhyText(const v1::SwitchPort& port) {
+  std::vector<std::string> why;
+  if (port.admin_state() == v1::ADMIN_STATE_DRAINED && !port.admin_reason().empty()) {
+    why.push_back(AdminText(port.admin_state(), port.admin_reason()));
+  }
+  if (!port.oper_reason().empty()) why.push_back(port.oper_reason());
+  return absl::StrJoin(why, "; ");
+}
+
+std::string AdminText(v1::AdminState state, const std::string& reason) {
+  if (state != v1::ADMIN_STATE_DRAINED || reason.empty()) return v1::Name(state);
+  return absl::StrCat(v1::Name(state), ": ", reason);
+}
+
+namespace {
+
+// A circuit line's parts: the id, the ends, the path, the state, and the rest, which is last
+// and so never padded.
+std::vector<std::string> CircuitLineParts(const v1::Circuit& circuit) {
   std::vector<std::string> xcs;
   for (const v1::CrossConnect& xc : circuit.cross_connects()) xcs.push_back(CrossConnectText(xc));
-  std::string line = absl::StrCat(circuit.id(), "  ", OrDash(OnicPortText(circuit.source())), " → ",
-                                  OrDash(OnicPortText(circuit.destination())), "  via ",
-                                  xcs.empty() ? "-" : absl::StrJoin(xcs, ","));
+  std::string path = absl::StrCat("via ", xcs.empty() ? "-" : absl::StrJoin(xcs, ","));
   if (!circuit.trunks().empty())
-    absl::StrAppend(&line, " trunks ", absl::StrJoin(circuit.trunks(), ","));
-  absl::StrAppend(&line, "  ", OrDash(v1::Name(circuit.state())));
-  if (!circuit.phase().empty()) absl::StrAppend(&line, "  phase ", circuit.phase());
-  if (circuit.manual()) absl::StrAppend(&line, "  manual");
-  if (!circuit.reason().empty()) absl::StrAppend(&line, "  (", circuit.reason(), ")");
-  return line;
+    absl::StrAppend(&path, " trunks ", absl::StrJoin(circuit.trunks(), ","));
+  std::vector<std::string> rest;
+  if (!circuit.phase().empty()) rest.push_back(absl::StrCat("phase ", circuit.phase()));
+  if (circuit.manual()) rest.push_back("manual");
+  if (!circuit.reason().empty()) rest.push_back(absl::StrCat("(", circuit.reason(), ")"));
+  return {circuit.id(),
+          OrDash(OnicPortText(circuit.source())),
+          OrDash(OnicPortText(circuit.destination())),
+          std::move(path),
+          OrDash(v1::Name(circuit.state())),
+          absl::StrJoin(rest, "  ")};
+}
+
+}  // namespace
+
+std::string CircuitLine(const v1::Circuit& circuit) { return CircuitLines({circuit}).front(); }
+
+std::vector<std::string> CircuitLines(const std::vector<v1::Circuit>& circuits) {
+  std::vector<std::vector<std::string>> parts;
+  std::vector<size_t> widths;
+  for (const v1::Circuit& circuit : circuits) {
+    parts.push_back(CircuitLineParts(circuit));
+    widths.resize(parts.back().size(), 0);
+    for (size_t i = 0; i < parts.back().size(); ++i) {
+      widths[i] = std::max(widths[i], DisplayWidth(parts.back()[i]));
+    }
+  }
+  std::vector<std::string> lines;
+  for (const std::vector<std::string>& p : parts) {
+    std::string line =
+        absl::StrCat(PadRight(p[0], widths[0]), "  ", PadRight(p[1], widths[1]), " → ",
+                     PadRight(p[2], widths[2]), "  ", PadRight(p[3], widths[3]), "  ",
+                     PadRight(p[4], widths[4]), "  ", p[5]);
+    absl::StripTrailingAsciiWhitespace(&line);
+    lines.push_back(std::move(line));
+  }
+  return lines;
 }
 
 std::string AllocationStateLine(const v1::Allocation& allocation) {
@@ -94,6 +144,10 @@ std::string DrainTargetText(const v1::DrainTarget& target) {
       break;
   }
   return "nothing";
+}
+
+std::string DirectTrafficText(double share) {
+  return absl::StrFormat("%.1f%% of the bytes on direct circuits", 100 * share);
 }
 
 std::string PowerText(double dbm) {

@@ -29,8 +29,16 @@ std::string CrossConnectText(const v1::CrossConnect& xc);  // ocs1:1→385
 std::string OnicPortFibers(const v1::OnicPort& port);      // ocs1/1→ocs1/385 (tx→rx)
 // What is plugged into a switch port: `onic s1c0-n0/1 tx`, `trunk ocs1-ocs2-01`, or "".
 std::string WiringText(const v1::SwitchPort& port);
+// Why a switch port is as it is: the drain's reason and the switch monitor's, e.g.
+// `drained: fiber swap; -31.20 dBm, below -20.00 dBm`; "" when neither says anything.
+std::string PortWhyText(const v1::SwitchPort& port);
+// An admin state with the drain's reason: `drained: fiber swap`, `enabled`.
+std::string AdminText(v1::AdminState state, const std::string& reason);
 // One line per circuit: `c1  s1c0-n0/1 → gpu3-n0/1  via ocs1:1→390  active  phase dp`.
 std::string CircuitLine(const v1::Circuit& circuit);
+// CircuitLine of each circuit, the id, ends, path and state padded to the widest of the list
+// so that they line up (`a-1f-c9` and `a-1f-c10` alike); no line ends in spaces.
+std::vector<std::string> CircuitLines(const std::vector<v1::Circuit>& circuits);
 // An allocation's state in one line, as `topology request --wait` prints each change:
 // `a2 programming`, or `a2 degraded link gpu1-n0/1 did not train` with the reason.
 std::string AllocationStateLine(const v1::Allocation& allocation);
@@ -43,6 +51,8 @@ std::string DrainTargetText(const v1::DrainTarget& target);
 // `s1c0-n0 port 1: up (16000 MT/s x16, rx -1.50 dBm, peer FLT-GPU1-N0/1)` when up, else
 // `s1c0-n0 port 2: down: no light` (the status word, then the detail if any).
 std::string LinkStateLine(absl::string_view onic, const v1::LinkState& state);
+// A traffic-aware plan's direct share: `93.8% of the bytes on direct circuits`.
+std::string DirectTrafficText(double share);
 // An optical power for tables: "-1.50"; "" for kNoPowerReadingDbm (no light or no reading).
 std::string PowerText(double dbm);
 inline constexpr double kNoPowerReadingDbm = -99.99;  // See LinkState.rx_power_dbm.

@@ -1,6 +1,7 @@
 #include "controller/cli/session.h"
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
 
@@ -52,7 +53,12 @@ void Session::Prepare(grpc::ClientContext* context, absl::Time deadline) const {
 
 int Session::Failed(const grpc::Status& status) const {
   *err << "error: " << absl::StatusCodeToString(FromGrpcStatus(status).code()) << ": "
-       << status.error_message() << "\n";
+       << status.error_message();
+  if (!plaintext_by.empty() && status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+      absl::StrContains(status.error_message(), "Socket closed")) {
+    *err << ": this fleetd serves TLS; drop " << plaintext_by;
+  }
+  *err << "\n";
   return kExitFailed;
 }
 

@@ -84,6 +84,9 @@ struct Session {
   // Sent as x-fleet-principal over plaintext; empty over TLS, where fleetd takes the identity
   // from the client certificate, so none is sent.
   std::string principal;
+  // Over plaintext: what asked for it (`--insecure`, `FLEET_INSECURE`, a context's
+  // `insecure: true`), for the hint when the server turns out to serve TLS; "" over TLS.
+  std::string plaintext_by;
   const Clock* clock = nullptr;  // For ages.
   std::ostream* out = nullptr;
   std::ostream* err = nullptr;
@@ -99,7 +102,10 @@ struct Session {
   // For a stream, which has no per-RPC deadline of its own: sets the principal, and the
   // deadline unless it is absl::InfiniteFuture().
   void Prepare(grpc::ClientContext* context, absl::Time deadline) const;
-  // Prints `error: <CODE_NAME>: <message>` and returns kExitFailed.
+  // Prints `error: <CODE_NAME>: <message>` and returns kExitFailed. Over plaintext, an
+  // UNAVAILABLE that says the server closed the connection gets the likely cause added: the
+  // server speaks TLS (gRPC says only `Socket closed` when a TLS server hangs up on a
+  // plaintext client).
   int Failed(const grpc::Status& status) const;
 };
 

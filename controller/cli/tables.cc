@@ -34,13 +34,18 @@ Table SwitchesTable(const v1::ListSwitchesResponse& response) {
 }
 
 Table PortsTable(const v1::ListPortsResponse& response) {
-  Table table({"switch", "port", "dir", "admin", "oper", "reserved", "wired-to", "circuit", "why"});
+  Table table({"switch", "port", "dir", "admin", "oper", "reserved", "wired-to", "circuit",
+               "used-by", "why"});
   for (const v1::SwitchPort& port : response.ports()) {
     std::string reserved = port.reservation() == v1::PORT_RESERVATION_TRUNK ? "trunk" : "";
+    // A circuit without an allocation is an operator's own.
+    std::string used_by = !port.allocation_id().empty() ? port.allocation_id()
+                          : !port.circuit_id().empty()  ? "(manual)"
+                                                        : "";
     table.AddRow({port.ref().switch_id(), absl::StrCat(port.ref().port()),
                   v1::Name(port.direction()), v1::Name(port.admin_state()),
                   v1::Name(port.oper_state()), reserved, WiringText(port), port.circuit_id(),
-                  port.oper_reason()});
+                  used_by, PortWhyText(port)});
   }
   table.MarkStateColumn("admin");
   table.MarkStateColumn("oper");
@@ -70,11 +75,13 @@ Table AgentsTable(const v1::ListAgentsResponse& response, absl::Time now) {
 }
 
 Table DevicesTable(const v1::ListDevicesResponse& response) {
-  Table table({"id", "kind", "host", "chassis", "model", "onics", "admin", "health", "spare"});
+  Table table(
+      {"id", "kind", "host", "chassis", "model", "onics", "admin", "health", "spare", "used-by"});
   for (const v1::Device& device : response.devices()) {
     table.AddRow({device.id(), v1::Name(device.kind()), device.host(), device.chassis(),
                   device.model(), absl::StrCat(device.onics_size()), v1::Name(device.admin_state()),
-                  v1::Name(device.health()), device.spare() ? "spare" : ""});
+                  v1::Name(device.health()), device.spare() ? "spare" : "",
+                  absl::StrJoin(device.allocations(), ",")});
   }
   table.MarkStateColumn("admin");
   table.MarkStateColumn("health");
@@ -82,13 +89,13 @@ Table DevicesTable(const v1::ListDevicesResponse& response) {
 }
 
 Table OnicsTable(const v1::ListOnicsResponse& response) {
-  Table table({"id", "device", "host", "serial", "pcie", "port1", "port2", "admin"});
+  Table table({"id", "device", "host", "serial", "pcie", "port1", "port2", "admin", "used-by"});
   for (const v1::Onic& onic : response.onics()) {
     const v1::OnicPort* port1 = FindOnicPort(onic, 1);
     const v1::OnicPort* port2 = FindOnicPort(onic, 2);
     table.AddRow({onic.id(), onic.device(), onic.host(), onic.serial(), onic.pcie_address(),
                   port1 ? OnicPortFibers(*port1) : "", port2 ? OnicPortFibers(*port2) : "",
-                  v1::Name(onic.admin_state())});
+                  v1::Name(onic.admin_state()), absl::StrJoin(onic.allocations(), ",")});
   }
   table.MarkStateColumn("admin");
   return table;

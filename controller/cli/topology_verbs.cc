@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
+#include "common/wording.h"
 #include "controller/cli/allocation_wait.h"
 #include "controller/cli/descriptions.h"
 #include "controller/cli/object_text.h"
@@ -143,7 +144,8 @@ int RequestTopology(const Session& s, const TopologyRequestArgs& args) {
   if (!args.wait) {
     if (s.format != OutputFormat::kTable) return PrintMessage(s, response);
     if (args.dry_run) {
-      *s.out << "dry run: nothing was changed\n" << PlanText(response.plan());
+      *s.out << "dry run: nothing was changed\n"
+             << PlanText(response.plan(), request->initial_phase());
     } else {
       *s.out << AllocationText(response.allocation());
     }
@@ -211,8 +213,8 @@ int DetachDevices(const Session& s, const std::string& id, const std::vector<std
   if (s.format == OutputFormat::kTable) {
     *s.out << absl::StrCat(
         dry_run ? "dry run: " : "", id, " detached ", absl::StrJoin(devices, ", "), ": ",
-        response.plan().remove_size(),
-        " cross-connects removed\nmembers: ", absl::StrJoin(response.plan().members(), ", "), "\n");
+        Counted(response.plan().remove_size(), "cross-connect"),
+        " removed\nmembers: ", absl::StrJoin(response.plan().members(), ", "), "\n");
     for (const v1::CrossConnect& xc : response.plan().remove()) {
       *s.out << "  removed  " << CrossConnectText(xc) << "\n";
     }
@@ -257,9 +259,9 @@ int Ranks(const Session& s, const std::string& id, const std::string& phase, boo
     return kExitOk;
   }
   if (s.format != OutputFormat::kTable) return PrintMessage(s, response);
-  *s.out << absl::StrCat(id, ": ", response.ranks_size(), " ranks in ", v1::Name(response.order()),
-                         " order", response.phase().empty() ? "" : " of phase " + response.phase(),
-                         "\n");
+  *s.out << absl::StrCat(id, ": ", Counted(response.ranks_size(), "rank"), " in ",
+                         v1::Name(response.order()), " order",
+                         response.phase().empty() ? "" : " of phase " + response.phase(), "\n");
   *s.out << RanksTable(response).Render(s.color);
   return kExitOk;
 }

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/log.h"
+#include "common/wording.h"
 #include "controller/engine/circuits.h"
 #include "fleet/v1/names.h"
 
@@ -362,8 +363,8 @@ bool LinkRecovery::RetrainDegraded(const v1::Allocation& a) {
   if (reasons.empty()) {
     u.state = v1::ALLOCATION_STATE_READY;
     u.reason = "";
-    u.event_message =
-        absl::StrCat("allocation ", id, " READY: ", untrained.size(), " links retrained");
+    u.event_message = absl::StrCat("allocation ", id, " READY: ", Counted(untrained.size(), "link"),
+                                   " retrained");
     p_.retries.Forget(id);
     healer_->Forget(id);
   } else {

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "common/proto_time.h"
 #include "common/status_macros.h"
+#include "common/wording.h"
 #include "controller/engine/circuits.h"
 #include "controller/engine/failure_policy.h"
 #include "controller/engine/stage_timing.h"
@@ -301,7 +302,7 @@ absl::Status MemberChanges::PlanDetach(const v1::DetachDevicesRequest& request,
   r.event_kind = "allocation.detach";
   r.event_message =
       absl::StrCat("allocation ", id, " detaching ", absl::StrJoin(request.devices(), ", "), ": ",
-                   change.removes.size(), " circuits removed, the rest kept");
+                   Counted(change.removes.size(), "circuit"), " removed, the rest kept");
   return absl::OkStatus();
 }
 

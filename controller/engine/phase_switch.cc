@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "common/wording.h"
 #include "controller/engine/circuits.h"
 #include "controller/engine/member_changes.h"
 #include "controller/engine/stage_timing.h"
@@ -58,8 +59,8 @@ store::AllocationUpdate Handover(const v1::Allocation& a, const std::string& pha
   handover.event_kind = "allocation.phase";
   handover.event_message =
       absl::StrCat("allocation ", a.id(), " switching from phase ", a.active_phase(), " to ", phase,
-                   ": ", diff.kept.size(), " circuits kept, ", diff.remove.size(), " removed, ",
-                   diff.add.size(), " added");
+                   ": ", Counted(diff.kept.size(), "circuit"), " kept, ", diff.remove.size(),
+                   " removed, ", diff.add.size(), " added");
   return handover;
 }
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/proto_time.h"
 #include "common/status_macros.h"
+#include "common/wording.h"
 #include "controller/engine/circuits.h"
 #include "controller/engine/tenancy.h"
 #include "fleet/v1/names.h"
@@ -75,7 +76,7 @@ bool Releaser::CommitReleasing(const std::string& id, const std::string& princip
     releasing.circuits[c.id()] = {v1::CIRCUIT_STATE_REMOVING, ""};
   }
   releasing.event_message =
-      absl::StrCat("allocation ", id, " RELEASING: removing ", circuits.size(), " circuits");
+      absl::StrCat("allocation ", id, " RELEASING: removing ", Counted(circuits.size(), "circuit"));
   return p_.ctx.Update(releasing, principal).ok();
 }
 

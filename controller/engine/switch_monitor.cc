@@ -41,8 +41,7 @@ std::vector<store::PortHealth> SwitchMonitor::Pass() {
   for (const v1::SwitchPort& p : (*inventory)->ports) stored[p.ref().switch_id()].push_back(p);
   for (const v1::Switch& sw : (*inventory)->site.switches()) {
     if (p_.pool.stopping()) break;  // A slow switch must not hold up Shutdown.
-    absl::StatusOr<std::vector<store::PortHealth>> changes =
-        Read(sw, stored[sw.id()], lit[sw.id()], unjudged[sw.id()]);
+    absl::StatusOr<Reading> changes = Read(sw, stored[sw.id()], lit[sw.id()], unjudged[sw.id()]);
     {
       absl::MutexLock lock(&mu_);
       if (!changes.ok()) {
@@ -54,14 +53,16 @@ std::vector<store::PortHealth> SwitchMonitor::Pass() {
       }
       unreadable_.erase(sw.id());
     }
-    if (changes->empty()) continue;
-    if (absl::Status s = p_.ctx.store->SetPortHealth(*changes); !s.ok()) {
+    if (changes->changes.empty() && changes->first_readings.empty()) continue;
+    std::vector<store::PortHealth> writes = changes->changes;
+    writes.insert(writes.end(), changes->first_readings.begin(), changes->first_readings.end());
+    if (absl::Status s = p_.ctx.store->SetPortHealth(writes); !s.ok()) {
       FLEET_LOG(WARNING) << "switch monitor: port health of " << sw.id() << " not stored: " << s;
       continue;
     }
     std::map<std::string, std::string> unhealthy;  // v1::PortName → what was read.
     std::set<std::string> well;
-    for (const store::PortHealth& h : *changes) {
+    for (const store::PortHealth& h : changes->changes) {
       if (h.state != v1::OPER_STATE_UP) {
         unhealthy[v1::PortName(h.ref)] = absl::StrCat(v1::Name(h.state), ": ", h.reason);
       } else {
@@ -70,12 +71,12 @@ std::vector<store::PortHealth> SwitchMonitor::Pass() {
     }
     recovery_->SwitchPortsUnhealthy(unhealthy);
     recovery_->SwitchPortsWell(well);
-    recorded.insert(recorded.end(), changes->begin(), changes->end());
+    recorded.insert(recorded.end(), changes->changes.begin(), changes->changes.end());
   }
   return recorded;
 }
 
-absl::StatusOr<std::vector<store::PortHealth>> SwitchMonitor::Read(
+absl::StatusOr<SwitchMonitor::Reading> SwitchMonitor::Read(
     const v1::Switch& sw, const std::vector<v1::SwitchPort>& stored,
     const std::set<uint32_t>& lit_egresses, const std::set<uint32_t>& unjudged) {
   absl::StatusOr<SwitchProgrammer*> programmer = p_.programmers.For(sw.id());
@@ -106,7 +107,7 @@ absl::StatusOr<std::vector<store::PortHealth>> SwitchMonitor::Read(
                                                      p_.ctx.options.low_power_dbm)};
     }
   }
-  std::vector<store::PortHealth> changes;
+  Reading reading;
   for (const v1::SwitchPort& port : stored) {
     store::PortHealth health;
     if (auto it = now.find(port.ref().port()); it != now.end()) {
@@ -115,13 +116,18 @@ absl::StatusOr<std::vector<store::PortHealth>> SwitchMonitor::Read(
       continue;  // Not failed, and its light not judged now: as it was.
     }
     health.ref = port.ref();
-    // A port never read is UNKNOWN in the store: UP is no news for it.
+    // A port never read is UNKNOWN in the store: UP is no change for it, but is recorded, so
+    // that the port reads as what it is.
+    if (port.oper_state() == v1::OPER_STATE_UNKNOWN && health.state == v1::OPER_STATE_UP) {
+      reading.first_readings.push_back(std::move(health));
+      continue;
+    }
     const v1::OperState was =
         port.oper_state() == v1::OPER_STATE_UNKNOWN ? v1::OPER_STATE_UP : port.oper_state();
     // State changes only: a reading that moves within DEGRADED is no news either.
-    if (health.state != was) changes.push_back(std::move(health));
+    if (health.state != was) reading.changes.push_back(std::move(health));
   }
-  return changes;
+  return reading;
 }
 
 }  // namespace fleet::engine

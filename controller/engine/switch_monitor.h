@@ -9,7 +9,8 @@
 //   an egress reads below `low_power_dbm`    → DEGRADED, with the reading
 //   otherwise                               → UP
 //
-// Only changes are written (InventoryStore::SetPortHealth, with an event each); a port newly
+// Only changes are written (InventoryStore::SetPortHealth, with an event each), and a port's
+// first reading (UP too, without an event, so that it reads UP rather than UNKNOWN); a port newly
 // FAILED or DEGRADED degrades the live circuits crossing it at once
 // (LinkRecovery::SwitchPortsUnhealthy), whose retry heals or retrains them; one well again
 // makes the retries of DEGRADED allocations crossing it due (SwitchPortsWell); new circuits
@@ -41,12 +42,16 @@ class SwitchMonitor {
   std::vector<store::PortHealth> Pass();
 
  private:
-  // The changes for switch `sw`, from its ports as stored (`stored`), `lit_egresses` (those
+  // What one read of a switch found to record.
+  struct Reading {
+    std::vector<store::PortHealth> changes;         // State changes.
+    std::vector<store::PortHealth> first_readings;  // Ports never recorded, read UP.
+  };
+  // The reading of switch `sw`, from its ports as stored (`stored`), `lit_egresses` (those
   // that carry light now) and `unjudged` (those of allocations in a change).
-  absl::StatusOr<std::vector<store::PortHealth>> Read(const v1::Switch& sw,
-                                                      const std::vector<v1::SwitchPort>& stored,
-                                                      const std::set<uint32_t>& lit_egresses,
-                                                      const std::set<uint32_t>& unjudged);
+  absl::StatusOr<Reading> Read(const v1::Switch& sw, const std::vector<v1::SwitchPort>& stored,
+                               const std::set<uint32_t>& lit_egresses,
+                               const std::set<uint32_t>& unjudged);
 
   const EngineParts p_;
   LinkRecovery* const recovery_;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "common/proto_time.h"
+#include "common/wording.h"
 #include "controller/engine/circuits.h"
 #include "controller/engine/failure_policy.h"
 #include "controller/engine/stage_timing.h"
@@ -60,9 +61,10 @@ bool Transaction::Load(const v1::Allocation* stored) {
   programming_.id = id_;
   programming_.state = v1::ALLOCATION_STATE_PROGRAMMING;
   programming_.reason = "";
-  programming_.event_message =
-      absl::StrCat("allocation ", id_, " PROGRAMMING: quiescing ports and programming ",
-                   circuits_.size(), " circuits on switch ", absl::StrJoin(switch_ids, ", "));
+  programming_.event_message = absl::StrCat(
+      "allocation ", id_, " PROGRAMMING: quiescing ports and programming ",
+      Counted(circuits_.size(), "circuit"), " on ",
+      switch_ids.size() == 1 ? "switch " : "switches ", absl::StrJoin(switch_ids, ", "));
   return true;
 }
 

@@ -141,7 +141,7 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
   auth::GrantSource* grants = d->security_->grants();
   d->agent_service_ = std::make_unique<service::AgentServiceImpl>(d->agents_.get(), grants);
   d->inventory_service_ = std::make_unique<service::InventoryServiceImpl>(
-      d->store_.get(), d->applier_.get(), d->agents_.get(), grants);
+      d->store_.get(), d->applier_.get(), d->agents_.get(), d->switches_.get(), grants);
   d->topology_service_ =
       std::make_unique<service::TopologyServiceImpl>(d->store_.get(), d->engine_.get(), grants);
   d->admin_service_ = std::make_unique<service::AdminServiceImpl>(

@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "common/wording.h"
 #include "common/yaml_text.h"
 
 #include <algorithm>
@@ -412,8 +413,8 @@ class Validator {
         Problem("onic ", o.id(), ": duplicate serial '", o.serial(), "'");
       }
       if (o.ports_size() != 2) {
-        Problem("onic ", o.id(), ": has ", o.ports_size(),
-                " ports; every O-NIC has exactly two (port 1 and port 2)");
+        Problem("onic ", o.id(), ": has ", Counted(o.ports_size(), "port"),
+                "; every O-NIC has exactly two (port 1 and port 2)");
       }
       for (const v1::OnicPort& p : o.ports()) {
         if (p.index() != 1 && p.index() != 2) continue;  // Reported by the count above.
@@ -454,11 +455,14 @@ v1::Device FileForm(v1::Device d) {
   d.clear_health();
   d.clear_health_reason();
   d.clear_health_changed();
+  d.clear_allocations();
   return d;
 }
 v1::Onic FileForm(v1::Onic o) {
   o.clear_admin_state();
+  o.clear_admin_reason();
   o.clear_host();
+  o.clear_allocations();
   for (v1::OnicPort& p : *o.mutable_ports()) {
     p.clear_admin_state();
     p.clear_oper_state();
@@ -467,6 +471,7 @@ v1::Onic FileForm(v1::Onic o) {
 }
 v1::Host FileForm(v1::Host h) {
   h.clear_admin_state();
+  h.clear_admin_reason();
   return h;
 }
 v1::Switch FileForm(v1::Switch s) {
@@ -474,6 +479,7 @@ v1::Switch FileForm(v1::Switch s) {
   std::sort(s.mutable_trunk_reserved_ports()->begin(), s.mutable_trunk_reserved_ports()->end());
   auto& ports = *s.mutable_trunk_reserved_ports();
   ports.Truncate(static_cast<int>(std::unique(ports.begin(), ports.end()) - ports.begin()));
+  s.clear_credentials_file();
   return s;
 }
 v1::Trunk FileForm(v1::Trunk t) { return t; }

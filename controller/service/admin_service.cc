@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/wording.h"
 #include "controller/agent_registry/retrain_command.h"
 #include "controller/service/caller.h"
 #include "controller/service/event_follow.h"
@@ -28,7 +29,8 @@ grpc::Status AdminServiceImpl::Health(grpc::ServerContext*, const v1::HealthRequ
   absl::StatusOr<std::vector<v1::Switch>> switches = store_->ListSwitches();
   if (switches.ok()) {
     store->set_state(v1::ComponentHealth::STATE_OK);
-    store->set_detail(absl::StrCat(switches->size(), " switches in inventory"));
+    store->set_detail(
+        absl::StrCat(Counted(switches->size(), "switch", "switches"), " in inventory"));
   } else {
     store->set_state(v1::ComponentHealth::STATE_DOWN);
     store->set_detail(std::string(switches.status().message()));

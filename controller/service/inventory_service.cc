@@ -4,27 +4,67 @@
 #include <vector>
 
 #include "controller/service/caller.h"
+#include "controller/service/inventory_usage.h"
 #include "controller/service/rpc.h"
 
 namespace fleet::service {
+namespace {
+
+// Adds who uses each of `parts` (inventory_usage.h).
+template <typename Part>
+using UsageFiller = absl::Status (*)(store::AllocationStore&,
+                                     google::protobuf::RepeatedPtrField<Part>*);
+
+// A List answer: `parts` as the store read them, with who uses each.
+template <typename Part>
+grpc::Status FillUsed(store::AllocationStore& store, UsageFiller<Part> usage,
+                      absl::StatusOr<std::vector<Part>> parts,
+                      google::protobuf::RepeatedPtrField<Part>* out) {
+  grpc::Status status = Fill(std::move(parts), out);
+  if (!status.ok()) return status;
+  return ToGrpcStatus(usage(store, out));
+}
+
+// A Get answer: one part, as a list of one.
+template <typename Part>
+grpc::Status AssignUsed(store::AllocationStore& store, UsageFiller<Part> usage,
+                        absl::StatusOr<Part> part, Part* out) {
+  google::protobuf::RepeatedPtrField<Part> one;
+  grpc::Status status = Assign(std::move(part), one.Add());
+  if (status.ok()) status = ToGrpcStatus(usage(store, &one));
+  if (status.ok()) *out = std::move(one[0]);
+  return status;
+}
+
+}  // namespace
+
+void InventoryServiceImpl::AddCredentialsFile(v1::Switch& sw) const {
+  if (switches_ != nullptr) sw.set_credentials_file(switches_->CredentialsFile(sw.id()));
+}
 
 grpc::Status InventoryServiceImpl::ListSwitches(grpc::ServerContext*,
                                                 const v1::ListSwitchesRequest*,
                                                 v1::ListSwitchesResponse* response) {
-  return Fill(store_->ListSwitches(), response->mutable_switches());
+  grpc::Status status = Fill(store_->ListSwitches(), response->mutable_switches());
+  for (v1::Switch& sw : *response->mutable_switches()) AddCredentialsFile(sw);
+  return status;
 }
 
 grpc::Status InventoryServiceImpl::GetSwitch(grpc::ServerContext*,
                                              const v1::GetSwitchRequest* request,
                                              v1::Switch* response) {
   if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
-  return Assign(store_->GetSwitch(request->id()), response);
+  grpc::Status status = Assign(store_->GetSwitch(request->id()), response);
+  if (status.ok()) AddCredentialsFile(*response);
+  return status;
 }
 
 grpc::Status InventoryServiceImpl::ListPorts(grpc::ServerContext*,
                                              const v1::ListPortsRequest* request,
                                              v1::ListPortsResponse* response) {
-  return Fill(store_->ListPorts(request->switch_id()), response->mutable_ports());
+  return FillUsed<v1::SwitchPort>(*store_, FillPortAllocations,
+                                  store_->ListPorts(request->switch_id()),
+                                  response->mutable_ports());
 }
 
 grpc::Status InventoryServiceImpl::ListHosts(grpc::ServerContext*, const v1::ListHostsRequest*,
@@ -42,27 +82,31 @@ grpc::Status InventoryServiceImpl::ListDevices(grpc::ServerContext*,
                                                const v1::ListDevicesRequest* request,
                                                v1::ListDevicesResponse* response) {
   store::DeviceFilter filter{request->host(), request->kind()};
-  return Fill(store_->ListDevices(filter), response->mutable_devices());
+  return FillUsed<v1::Device>(*store_, FillDeviceAllocations, store_->ListDevices(filter),
+                              response->mutable_devices());
 }
 
 grpc::Status InventoryServiceImpl::GetDevice(grpc::ServerContext*,
                                              const v1::GetDeviceRequest* request,
                                              v1::Device* response) {
   if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
-  return Assign(store_->GetDevice(request->id()), response);
+  return AssignUsed<v1::Device>(*store_, FillDeviceAllocations, store_->GetDevice(request->id()),
+                                response);
 }
 
 grpc::Status InventoryServiceImpl::ListOnics(grpc::ServerContext*,
                                              const v1::ListOnicsRequest* request,
                                              v1::ListOnicsResponse* response) {
   store::OnicFilter filter{request->host(), request->switch_id()};
-  return Fill(store_->ListOnics(filter), response->mutable_onics());
+  return FillUsed<v1::Onic>(*store_, FillOnicAllocations, store_->ListOnics(filter),
+                            response->mutable_onics());
 }
 
 grpc::Status InventoryServiceImpl::GetOnic(grpc::ServerContext*, const v1::GetOnicRequest* request,
                                            v1::Onic* response) {
   if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
-  return Assign(store_->GetOnic(request->id()), response);
+  return AssignUsed<v1::Onic>(*store_, FillOnicAllocations, store_->GetOnic(request->id()),
+                              response);
 }
 
 grpc::Status InventoryServiceImpl::ListTrunks(grpc::ServerContext*, const v1::ListTrunksRequest*,

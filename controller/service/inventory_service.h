@@ -1,6 +1,7 @@
 // fleet.v1.InventoryService: the site's switches, hosts, devices, O-NICs, trunks and circuits
-// read from the store; inventory applied and deleted with the caller's principal recorded;
-// the connected agents.
+// read from the store, with the allocations that use each part (inventory_usage.h) and the
+// switch credentials file in force; inventory applied and deleted with the caller's principal
+// recorded; the connected agents.
 #ifndef FLEET_CONTROLLER_SERVICE_INVENTORY_SERVICE_H_
 #define FLEET_CONTROLLER_SERVICE_INVENTORY_SERVICE_H_
 
@@ -10,6 +11,7 @@
 #include "controller/inventory/inventory.h"
 #include "controller/service/caller.h"
 #include "controller/store/store.h"
+#include "controller/switch_registry/switch_registry.h"
 #include "fleet/v1/inventory.grpc.pb.h"
 
 namespace fleet::service {
@@ -17,12 +19,14 @@ namespace fleet::service {
 class InventoryServiceImpl final : public v1::InventoryService::Service {
  public:
   // None is owned; all must outlive the service. `agents` may be null (no agent registry:
-  // ListAgents answers UNIMPLEMENTED), and `grants`, the policy in force, on a plaintext
-  // server (callers name themselves).
+  // ListAgents answers UNIMPLEMENTED); so may `switches` (no switch drivers: switches carry no
+  // credentials_file), and `grants`, the policy in force, on a plaintext server (callers name
+  // themselves).
   InventoryServiceImpl(store::Store* store, inventory::InventoryApplier* applier,
                        agent_registry::AgentRegistry* agents = nullptr,
+                       const switch_registry::SwitchRegistry* switches = nullptr,
                        auth::GrantSource* grants = nullptr)
-      : store_(store), applier_(applier), agents_(agents), grants_(grants) {}
+      : store_(store), applier_(applier), agents_(agents), switches_(switches), grants_(grants) {}
 
   grpc::Status ListSwitches(grpc::ServerContext*, const v1::ListSwitchesRequest*,
                             v1::ListSwitchesResponse*) override;
@@ -50,6 +54,8 @@ class InventoryServiceImpl final : public v1::InventoryService::Service {
                           v1::ListAgentsResponse*) override;
 
  private:
+  void AddCredentialsFile(v1::Switch& sw) const;
+
   store::Store* store_;
   inventory::InventoryApplier* applier_;
   // Who calls `method` (e.g. "ApplyInventory"), as recorded with the change.
@@ -58,6 +64,7 @@ class InventoryServiceImpl final : public v1::InventoryService::Service {
   }
 
   agent_registry::AgentRegistry* agents_;
+  const switch_registry::SwitchRegistry* switches_;
   auth::GrantSource* grants_;
 };
 

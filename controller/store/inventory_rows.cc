@@ -114,7 +114,7 @@ absl::StatusOr<std::vector<v1::Switch>> SelectSwitches(Database& db, const std::
 
 absl::StatusOr<std::vector<v1::Host>> SelectHosts(Database& db, const std::string& name) {
   ASSIGN_OR_RETURN(Statement stmt,
-                   db.Prepare("SELECT name, address, cluster, admin_state FROM hosts "
+                   db.Prepare("SELECT name, address, cluster, admin_state, admin_reason FROM hosts "
                               "WHERE ?1 = '' OR name = ?1 ORDER BY name"));
   stmt.Bind(1, name);
   std::vector<v1::Host> out;
@@ -126,6 +126,7 @@ absl::StatusOr<std::vector<v1::Host>> SelectHosts(Database& db, const std::strin
     h.set_address(stmt.Text(1));
     h.set_cluster(stmt.Text(2));
     h.set_admin_state(ParseColumn<v1::AdminState>(stmt.Text(3)));
+    h.set_admin_reason(stmt.Text(4));
   }
   return out;
 }
@@ -168,7 +169,8 @@ absl::StatusOr<std::vector<v1::Device>> SelectDevices(Database& db, const std::s
 absl::StatusOr<std::vector<v1::Onic>> SelectOnics(Database& db, const std::string& id,
                                                   const OnicFilter& filter) {
   ASSIGN_OR_RETURN(Statement stmt, db.Prepare(R"sql(
-    SELECT o.id, o.device_id, o.serial, o.pcie_address, o.admin_state, COALESCE(d.host, '')
+    SELECT o.id, o.device_id, o.serial, o.pcie_address, o.admin_state, COALESCE(d.host, ''),
+           o.admin_reason
     FROM onics o JOIN devices d ON d.id = o.device_id
     WHERE (?1 = '' OR o.id = ?1) AND (?2 = '' OR d.host = ?2)
       AND (?3 = '' OR EXISTS (SELECT 1 FROM fibers f WHERE f.onic_id = o.id AND f.switch_id = ?3))
@@ -186,10 +188,16 @@ absl::StatusOr<std::vector<v1::Onic>> SelectOnics(Database& db, const std::strin
     o.set_pcie_address(stmt.Text(3));
     o.set_admin_state(ParseColumn<v1::AdminState>(stmt.Text(4)));
     o.set_host(stmt.Text(5));
+    o.set_admin_reason(stmt.Text(6));
     index[o.id()] = out.size() - 1;
   }
+  // The port's oper state is its link's, as the circuit arriving on it was last left by a
+  // retrain (onic_ports.oper_state itself is never written).
   ASSIGN_OR_RETURN(Statement ports, db.Prepare(R"sql(
-    SELECT p.onic_id, p.port, p.admin_state, p.oper_state,
+    SELECT p.onic_id, p.port, p.admin_state,
+           CASE (SELECT c.state FROM circuits c
+                 WHERE c.dst_onic = p.onic_id AND c.dst_port = p.port AND c.desired = 1)
+             WHEN 'active' THEN 'up' WHEN 'degraded' THEN 'degraded' ELSE p.oper_state END,
            tx.switch_id, tx.switch_port, rx.switch_id, rx.switch_port
     FROM onic_ports p
     LEFT JOIN fibers tx ON tx.onic_id = p.onic_id AND tx.onic_port = p.port AND tx.strand = 'tx'
@@ -242,7 +250,8 @@ absl::StatusOr<std::vector<v1::SwitchPort>> SelectPorts(Database& db,
     SELECT p.switch_id, p.port, p.direction, p.reservation, p.admin_state,
            COALESCE(h.oper_state, 'unknown'),
            f.onic_id, f.onic_port, COALESCE(tf.id, tt.id),
-           COALESCE(ci.circuit_id, ce.circuit_id), COALESCE(h.reason, ''), h.changed_us
+           COALESCE(ci.circuit_id, ce.circuit_id), COALESCE(h.reason, ''), h.changed_us,
+           p.admin_reason
     FROM switch_ports p
     LEFT JOIN port_health h ON h.switch_id = p.switch_id AND h.port = p.port
     LEFT JOIN fibers f ON f.switch_id = p.switch_id AND f.switch_port = p.port
@@ -276,6 +285,7 @@ absl::StatusOr<std::vector<v1::SwitchPort>> SelectPorts(Database& db,
     port.set_oper_reason(stmt.Text(10));
     if (!stmt.IsNull(11))
       *port.mutable_oper_changed() = ToProtoTime(absl::FromUnixMicros(stmt.Int(11)));
+    port.set_admin_reason(stmt.Text(12));
   }
   return ports;
 }

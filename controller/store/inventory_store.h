@@ -105,9 +105,10 @@ class InventoryStore {
                                   const std::string& reason, const std::string& principal) = 0;
 
   // Records what the switch monitor saw of `changes`' ports (state, reason and the commit's
-  // time), in one transaction with an event each (a warning unless UP). A port never recorded
-  // reads UNKNOWN. NOT_FOUND, writing nothing, for a port not in inventory; INVALID_ARGUMENT
-  // for a state other than UP, DEGRADED or FAILED.
+  // time), in one transaction with an event each (a warning unless UP), but none for a port's
+  // first record when it is UP: a port found well is no news. A port never recorded reads
+  // UNKNOWN. NOT_FOUND, writing nothing, for a port not in inventory; INVALID_ARGUMENT for a
+  // state other than UP, DEGRADED or FAILED.
   virtual absl::Status SetPortHealth(const std::vector<PortHealth>& changes) = 0;
   // Sets a device's health with `reason` (required unless HEALTHY), appending an event;
   // HEALTHY clears what was set; SUSPECT leaves a FAILED device FAILED. NOT_FOUND for an unknown

@@ -269,6 +269,13 @@ ALTER TABLE allocations ADD COLUMN replacements BLOB NOT NULL DEFAULT x'';
 -- `within` counts from it, across restarts.
 ALTER TABLE allocations ADD COLUMN degraded_since_us INTEGER NOT NULL DEFAULT 0;
 )sql"},
+      {7, "drain reasons", R"sql(
+-- Why a port, O-NIC or host is drained, as the operator said (empty when not drained or not
+-- said): shown beside the admin state, which before only the drain's event held.
+ALTER TABLE switch_ports ADD COLUMN admin_reason TEXT NOT NULL DEFAULT '';
+ALTER TABLE onics ADD COLUMN admin_reason TEXT NOT NULL DEFAULT '';
+ALTER TABLE hosts ADD COLUMN admin_reason TEXT NOT NULL DEFAULT '';
+)sql"},
   };
   return kMigrations;
 }

@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/proto_time.h"
 #include "common/status_macros.h"
+#include "common/wording.h"
 #include "controller/store/allocation_lifecycle.h"
 #include "controller/store/allocation_rows.h"
 #include "controller/store/queries.h"
@@ -95,7 +96,7 @@ class SqliteAllocationStore final : public AllocationStore {
     RETURN_IF_ERROR(connection_.AppendEvent(
         "allocation.created", "allocation", a.id(), v1::EVENT_SEVERITY_INFO,
         absl::StrCat("allocation ", a.id(), " of tenant ", a.tenant(), " created in state ",
-                     Name(a.state()), " with ", a.circuits_size(), " circuits"),
+                     Name(a.state()), " with ", Counted(a.circuits_size(), "circuit")),
         principal));
     RETURN_IF_ERROR(connection_.Image(a.id()).status());
     return connection_.Commit(txn);

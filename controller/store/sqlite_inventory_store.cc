@@ -266,9 +266,11 @@ class SqliteInventoryStore final : public InventoryStore {
     absl::MutexLock lock(&connection_.mu());
     ASSIGN_OR_RETURN(Transaction txn, connection_.Begin());
     ASSIGN_OR_RETURN(Statement stmt, db().Prepare(absl::StrCat(
-                                         "UPDATE ", table, " SET admin_state = ?1 WHERE ", key)));
+                                         "UPDATE ", table,
+                                         " SET admin_state = ?1, admin_reason = ?4 WHERE ", key)));
     stmt.Bind(1, Name(drained ? v1::ADMIN_STATE_DRAINED : v1::ADMIN_STATE_ENABLED))
-        .Bind(2, names_port ? target.switch_id : object_id);
+        .Bind(2, names_port ? target.switch_id : object_id)
+        .Bind(4, drained ? reason : std::string());
     if (names_port) stmt.Bind(3, static_cast<int64_t>(target.port));
     RETURN_IF_ERROR(stmt.Run());
     // SQLite counts a matched row even when its value does not change, so a repeat is not
@@ -298,11 +300,14 @@ class SqliteInventoryStore final : public InventoryStore {
     const int64_t now = absl::ToUnixMicros(connection_.Now());
     for (const PortHealth& c : changes) {
       const std::string name = v1::PortName(c.ref);
-      ASSIGN_OR_RETURN(Statement known, db().Prepare("SELECT 1 FROM switch_ports WHERE "
-                                                     "switch_id = ?1 AND port = ?2"));
+      ASSIGN_OR_RETURN(Statement known,
+                       db().Prepare("SELECT h.oper_state FROM switch_ports p LEFT JOIN "
+                                    "port_health h ON h.switch_id = p.switch_id AND h.port = "
+                                    "p.port WHERE p.switch_id = ?1 AND p.port = ?2"));
       known.Bind(1, c.ref.switch_id()).Bind(2, static_cast<int64_t>(c.ref.port()));
       ASSIGN_OR_RETURN(bool exists, known.Step());
       if (!exists) return absl::NotFoundError(absl::StrCat("switch port ", name, " not found"));
+      const bool first_reading = known.IsNull(0);
       ASSIGN_OR_RETURN(Statement write,
                        db().Prepare("INSERT OR REPLACE INTO port_health (switch_id, port, "
                                     "oper_state, reason, changed_us) VALUES (?1, ?2, ?3, ?4, ?5)"));
@@ -312,6 +317,7 @@ class SqliteInventoryStore final : public InventoryStore {
           .Bind(4, c.reason)
           .Bind(5, now);
       RETURN_IF_ERROR(write.Run());
+      if (first_reading && c.state == v1::OPER_STATE_UP) continue;  // Found well: no news.
       RETURN_IF_ERROR(connection_.AppendEvent(
           "port.health", "port", name,
           c.state == v1::OPER_STATE_UP ? v1::EVENT_SEVERITY_INFO : v1::EVENT_SEVERITY_WARNING,

@@ -104,6 +104,10 @@ SwitchRegistry::SwitchRegistry(std::map<std::string, SwitchCredentials> credenti
       credentials_(std::move(credentials)),
       credentials_source_(std::move(credentials_source)) {}
 
+std::string SwitchRegistry::CredentialsFile(const std::string& switch_id) const {
+  return credentials_.contains(switch_id) ? credentials_source_ : "";
+}
+
 void SwitchRegistry::RegisterDriver(v1::SwitchProtocol protocol, DriverFactory factory) {
   absl::MutexLock lock(&mu_);
   factories_[protocol] = std::move(factory);

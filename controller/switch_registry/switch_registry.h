@@ -52,6 +52,10 @@ class SwitchRegistry {
   // kept alive, since a caller may still hold it).
   absl::StatusOr<switch_adapters::OpticalSwitch*> Driver(const v1::Switch& sw);
 
+  // Where the login of switch `switch_id` comes from: `credentials_source` when it has an
+  // entry for the switch, else "" (its driver cannot be built).
+  std::string CredentialsFile(const std::string& switch_id) const;
+
   // Identity and cross-connect count of `sw`, read live, compared with its inventory size.
   struct Probe {
     absl::Status status;      // Unreachable, refused login, or the size disagrees.

@@ -47,7 +47,7 @@ ring=$(sed -n 's/^ID: *//p' "$state/ring.txt")
 run describe allocation "$ring"
 run link status gpu1-n0
 run reconcile --dry-run
-run events --object-kind allocation
+run events --kind allocation
 
 if [ $keep = 1 ]; then
   echo; echo "fleetd is serving on $server (state in $state); the ring $ring stays READY."

@@ -32,7 +32,7 @@ TEST_PACKAGES=(
   # fleetctl -o dot pictures, rendered by tests/integration/ranks_pictures_test and docs/pictures.
   graphviz
   # The README's tour (tests/readme, readme.tour) talks to the emulated switch with plain
-  # tools: TL1 with nc, REST with curl.
+  # tools: TL1 with nc, REST and /metrics with curl.
   netcat-openbsd curl
 )
 

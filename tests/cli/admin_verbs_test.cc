@@ -252,6 +252,9 @@ TEST_F(FleetctlTest, EventsWithoutFollowIsGetEvents) {
   const std::string listed = out();
   EXPECT_THAT(listed, HasSubstr("allocation a1 is ready"));
   EXPECT_THAT(listed, Not(HasSubstr("ocs1")));
+  EXPECT_EQ(Run({"events", "--kind", "allocation", "--object", "a1"}), kExitOk) << err();
+  EXPECT_EQ(out(), listed);
+  // --object-kind, the old name, still works.
   EXPECT_EQ(Run({"events", "--object-kind", "allocation", "--object", "a1"}), kExitOk) << err();
   EXPECT_EQ(out(), listed);
   EXPECT_EQ(Run({"events", "--after", "2"}), kExitOk) << err();
@@ -280,8 +283,8 @@ TEST_F(FleetctlTest, EventsFollowPrintsRowsAsTheyArriveUntilTheStreamEnds) {
 
 TEST_F(FleetctlTest, EventsFollowJsonPrintsOneObjectPerLine) {
   int code = -1;
-  std::thread fleetctl =
-      RunInBackground({"events", "--follow", "--object-kind", "allocation", "-o", "json"}, &code);
+  std::thread fleetctl = RunInBackground(
+      {"events", "--follow", "--after", "0", "--kind", "allocation", "-o", "json"}, &code);
   ASSERT_TRUE(admin_.AwaitEventWatches(1));
   admin_.AppendEvent("allocation.state", "allocation", "a2", "allocation a2 is ready");
   admin_.AppendEvent("switch.disconnected", "switch", "ocs1", "switch ocs1 disconnected");
@@ -296,6 +299,58 @@ TEST_F(FleetctlTest, EventsFollowJsonPrintsOneObjectPerLine) {
   EXPECT_EQ(first.object_id(), "a1");
   EXPECT_EQ(second.object_id(), "a2");
   EXPECT_EQ(second.sequence(), 4u);
+}
+
+// `events --follow` is for what happens next: the three events recorded before it are not
+// replayed (the fake's watch sends what comes after the sequence asked for).
+TEST_F(FleetctlTest, EventsFollowStartsFromNow) {
+  int code = -1;
+  std::thread fleetctl = RunInBackground({"events", "--follow"}, &code);
+  ASSERT_TRUE(admin_.AwaitEventWatches(1));
+  admin_.AppendEvent("allocation.state", "allocation", "a2", "allocation a2 is programming");
+  admin_.EndEventWatches();
+  fleetctl.join();
+  EXPECT_EQ(code, kExitOk) << err();
+  EXPECT_EQ(admin_.last_watch_after(), 3u);
+  EXPECT_THAT(out(), HasSubstr("allocation a2 is programming"));
+  EXPECT_THAT(out(), Not(HasSubstr("allocation a1 is ready")));
+}
+
+// The fake's events are one second apart from the clock's start: 1 at +0s, 2 at +1s, 3 at +2s.
+TEST_F(FleetctlTest, EventsSinceStartsThatLongAgo) {
+  clock_.Advance(absl::Seconds(10));
+  ASSERT_EQ(Run({"events", "--since", "9s"}), kExitOk) << err();
+  EXPECT_THAT(out(), Not(HasSubstr("inventory applied")));
+  EXPECT_THAT(out(), HasSubstr("allocation a1 is ready"));
+  EXPECT_THAT(out(), HasSubstr("switch ocs1 connected"));
+  ASSERT_EQ(Run({"events", "--since", "1m"}), kExitOk) << err();
+  EXPECT_THAT(out(), HasSubstr("inventory applied"));
+  ASSERT_EQ(Run({"events", "--since", "5s"}), kExitOk) << err();
+  EXPECT_EQ(out(), "");
+  EXPECT_EQ(err(), "no events found\n");
+
+  int code = -1;
+  std::thread fleetctl = RunInBackground({"events", "--follow", "--since", "8500ms"}, &code);
+  ASSERT_TRUE(admin_.AwaitEventWatches(1));
+  admin_.EndEventWatches();
+  fleetctl.join();
+  EXPECT_EQ(code, kExitOk) << err();
+  EXPECT_EQ(admin_.last_watch_after(), 2u);  // Event 3, at +2s, is the first since +1.5s.
+  EXPECT_THAT(out(), HasSubstr("switch ocs1 connected"));
+  EXPECT_THAT(out(), Not(HasSubstr("allocation a1 is ready")));
+}
+
+TEST_F(FleetctlTest, EventsSinceIsAPositiveDurationAndNotWithAfter) {
+  EXPECT_EQ(Run({"events", "--since", "10"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("--since: '10' is not a positive duration such as 90s, 10m"));
+  EXPECT_EQ(Run({"events", "--since", "-5m"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("--since: '-5m' is not a positive duration"));
+  EXPECT_EQ(Run({"events", "--since", "5m", "--after", "2"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("--after and --since exclude each other"));
+  EXPECT_EQ(Run({"events", "--help"}), kExitOk);
+  EXPECT_THAT(out(), HasSubstr("--kind VALUE"));
+  EXPECT_THAT(out(), HasSubstr("(also --object-kind)"));
+  EXPECT_THAT(out(), HasSubstr("with --follow, only events recorded from now on)\n"));
 }
 
 TEST_F(FleetctlTest, EventsRejectsNegativeAfterAndArguments) {

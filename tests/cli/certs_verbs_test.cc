@@ -94,6 +94,13 @@ TEST_F(FleetctlCertsTest, IssuedClientAndServerCertificatesVerifyAgainstTheCa) {
   EXPECT_THAT(out(), HasSubstr("validity: expired"));
 }
 
+TEST_F(FleetctlCertsTest, DaysHelpNamesTheDefaultsOnce) {
+  ASSERT_EQ(RunAgain({"certs", "--help"}), kExitOk) << err();
+  EXPECT_THAT(out(),
+              HasSubstr("validity in days (default 3650 for a CA, 365 for a certificate)\n"));
+  EXPECT_THAT(out(), ::testing::Not(HasSubstr("(default 0)")));
+}
+
 TEST_F(FleetctlCertsTest, NothingIsOverwrittenUnlessForcedAndACaNever) {
   ASSERT_EQ(Run({"certs", "init-ca", "--out", Path("ca"), "--site", "lab.fleet"}), kExitOk);
   const std::string ca_key = Read("ca/ca.key");

@@ -37,6 +37,16 @@ TEST_F(FleetctlTest, UnknownFlagIsUsageError) {
   EXPECT_THAT(err(), HasSubstr("unknown flag --colour"));
 }
 
+TEST_F(FleetctlTest, UnknownFlagSuggestsTheNearestOfTheVerbsAndTheGlobalOnes) {
+  EXPECT_EQ(Run({"get", "switches", "--colr=never"}), kExitUsage);
+  EXPECT_EQ(err(),
+            "error: unknown flag --colr=never (did you mean '--color'?)\n"
+            "Run 'fleetctl get --help' for usage.\n");
+  EXPECT_EQ(Run({"topology", "request", "-f", "x.yaml", "--dryrun"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("unknown flag --dryrun (did you mean '--dry-run'?)\n"));
+  EXPECT_TRUE(connected_to_.empty());
+}
+
 TEST_F(FleetctlTest, UnreachableServerFailsOtherVerbs) {
   std::string nowhere = "unix:" + ::testing::TempDir() + "/no-fleetd.sock";
   EXPECT_EQ(Run({"get", "hosts", "--server", nowhere}), kExitFailed);
@@ -68,9 +78,29 @@ TEST_F(FleetctlTest, VerbHelpShowsUsageKindsAndFlags) {
 }
 
 TEST_F(FleetctlTest, UnknownVerbIsUsageError) {
-  EXPECT_EQ(Run({"gett", "switches"}), kExitUsage);
-  EXPECT_THAT(err(), HasSubstr("unknown command 'gett'; commands: get, describe"));
+  EXPECT_EQ(Run({"frobnicate", "switches"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("unknown command 'frobnicate'; commands: get, describe"));
   EXPECT_THAT(err(), HasSubstr("fleetctl --help"));
+  // A slip of a verb gets the verb's name.
+  EXPECT_EQ(Run({"gett", "switches"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("unknown command 'gett' (did you mean 'get'?); commands: get, "));
+  EXPECT_EQ(Run({"help", "descirbe"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("unknown command 'descirbe' (did you mean 'describe'?)"));
+}
+
+TEST_F(FleetctlTest, TimeoutHelpSpeaksOfWaitOnlyWhereThereIsOne) {
+  const std::string with_wait = "deadline of each RPC, in seconds; with --wait, of the whole wait";
+  for (const char* verb : {"topology", "allocation"}) {
+    EXPECT_EQ(Run({verb, "--help"}), kExitOk);
+    EXPECT_THAT(out(), HasSubstr(with_wait)) << verb;
+  }
+  for (const char* verb : {"get", "health", "events", "drain"}) {
+    EXPECT_EQ(Run({verb, "--help"}), kExitOk);
+    EXPECT_THAT(out(), Not(HasSubstr("--wait"))) << verb;
+    EXPECT_THAT(out(), HasSubstr("deadline of each RPC, in seconds (default 10)\n")) << verb;
+  }
+  EXPECT_EQ(Run({"--help"}), kExitOk);
+  EXPECT_THAT(out(), HasSubstr(with_wait));
 }
 
 TEST_F(FleetctlTest, MissingVerbIsUsageError) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/pki.h"
 #include "tests/cli/fleetctl_fixture.h"
 
 namespace fleet::cli {
@@ -91,6 +92,43 @@ TEST_F(FleetctlConfigTest, UnreadableCertificateIsNotFound) {
             kExitFailed);
   EXPECT_EQ(err(), absl::StrCat("error: NOT_FOUND: cannot read CA bundle ", missing,
                                 ": No such file or directory\n"));
+}
+
+// Plaintext to a server that speaks TLS: gRPC says only that the socket closed; fleetctl says
+// why, naming what asked for plaintext.
+TEST_F(FleetctlConfigTest, PlaintextToATlsServerSaysToDropInsecure) {
+  pki::CaRequest ca_request;
+  ca_request.common_name = "test CA";
+  absl::StatusOr<pki::KeyAndCertificate> ca = pki::MakeCa(ca_request);
+  ASSERT_TRUE(ca.ok()) << ca.status();
+  pki::CertificateRequest server_request;
+  server_request.ip_addresses = {"127.0.0.1"};
+  server_request.server = true;
+  absl::StatusOr<pki::KeyAndCertificate> server = pki::Issue(*ca, server_request);
+  ASSERT_TRUE(server.ok()) << server.status();
+  grpc::SslServerCredentialsOptions tls;
+  tls.pem_key_cert_pairs.push_back({server->private_key_pem, server->certificate_pem});
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::SslServerCredentials(tls), &port);
+  fleet::testing::FakeInventoryService inventory(clock_.Now());
+  builder.RegisterService(&inventory);
+  std::unique_ptr<grpc::Server> tls_server = builder.BuildAndStart();
+  ASSERT_NE(tls_server, nullptr);
+  const std::string address = absl::StrCat("127.0.0.1:", port);
+
+  EXPECT_EQ(Run({"get", "switches", "--insecure", "--server", address, "--timeout", "5"}),
+            kExitFailed);
+  EXPECT_THAT(err(), HasSubstr("error: UNAVAILABLE: "));
+  EXPECT_THAT(err(), HasSubstr(": this fleetd serves TLS; drop --insecure\n"));
+  env_.variables.insecure = "1";
+  EXPECT_EQ(Run({"get", "switches", "--server", address, "--timeout", "5"}), kExitFailed);
+  EXPECT_THAT(err(), HasSubstr(": this fleetd serves TLS; drop FLEET_INSECURE\n"));
+  // Nothing is added when no server is there at all.
+  const std::string nowhere = "unix:" + ::testing::TempDir() + "/no-fleetd.sock";
+  EXPECT_EQ(Run({"get", "switches", "--server", nowhere, "--timeout", "2"}), kExitFailed);
+  EXPECT_THAT(err(), Not(HasSubstr("serves TLS")));
+  tls_server->Shutdown();
 }
 
 TEST_F(FleetctlConfigTest, TlsToAPlaintextServerFailsAsUnavailable) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "controller/cli/object_text.h"
 #include "controller/cli/output.h"
 
@@ -128,9 +129,82 @@ TEST(PlanTextTest, ShowsMembersCountsAndCrossConnects) {
   *plan.add_ports_used() = c->source();
   EXPECT_EQ(PlanText(plan),
             "members: gpu1, gpu2\n"
-            "1 circuits, 1 cross-connects to make, 0 to remove, 1 O-NIC ports\n"
+            "1 circuit, 1 cross-connect to make, 0 to remove, 1 O-NIC port\n"
             "SOURCE     DESTINATION  CROSS-CONNECTS\n"
             "gpu1-n0/1  gpu2-n0/1    ocs1:49→435\n");
+}
+
+// A circuit from `from` to `to`, port 1 each, through ocs1:ingress→egress, in `phase`.
+v1::Circuit PlannedCircuit(const std::string& from, const std::string& to, uint32_t ingress,
+                           uint32_t egress, const std::string& phase) {
+  v1::Circuit c;
+  c.mutable_source()->set_onic(from);
+  c.mutable_source()->set_port(1);
+  c.mutable_destination()->set_onic(to);
+  c.mutable_destination()->set_port(1);
+  v1::CrossConnect* xc = c.add_cross_connects();
+  xc->set_switch_id("ocs1");
+  xc->set_ingress(ingress);
+  xc->set_egress(egress);
+  c.set_phase(phase);
+  return c;
+}
+
+// All-to-all's rounds: every round's circuits are planned, the first round's made; the counts
+// say which, and each circuit its round.
+TEST(PlanTextTest, PhasedPlanCountsEachPhaseAndSaysWhichGoesFirst) {
+  v1::Plan plan;
+  plan.add_members("gpu1");
+  plan.add_members("gpu2");
+  plan.add_members("gpu3");
+  *plan.add_circuits() = PlannedCircuit("gpu1-n0", "gpu2-n0", 49, 435, "round-1");
+  *plan.add_circuits() = PlannedCircuit("gpu2-n0", "gpu1-n0", 51, 433, "round-1");
+  *plan.add_circuits() = PlannedCircuit("gpu1-n0", "gpu3-n0", 49, 437, "round-2");
+  for (int i = 0; i < 2; ++i) *plan.add_add() = plan.circuits(i).cross_connects(0);
+  for (int i = 0; i < 3; ++i) *plan.add_ports_used() = plan.circuits(i).source();
+  EXPECT_EQ(PlanText(plan),
+            "members: gpu1, gpu2, gpu3\n"
+            "3 circuits in 2 phases (round-1 2, round-2 1) over 3 O-NIC ports\n"
+            "round-1 first: 2 cross-connects to make, 0 to remove\n"
+            "SOURCE     DESTINATION  CROSS-CONNECTS  PHASE\n"
+            "gpu1-n0/1  gpu2-n0/1    ocs1:49→435     round-1\n"
+            "gpu2-n0/1  gpu1-n0/1    ocs1:51→433     round-1\n"
+            "gpu1-n0/1  gpu3-n0/1    ocs1:49→437     round-2\n");
+  // A request's initial phase other than the first.
+  EXPECT_THAT(PlanText(plan, "round-2"), HasSubstr("\nround-2 first: 2 cross-connects"));
+}
+
+TEST(PlanTextTest, TrafficAwarePlanShowsItsDirectShare) {
+  v1::Plan plan;
+  plan.add_members("gpu1");
+  plan.add_members("gpu2");
+  *plan.add_circuits() = PlannedCircuit("gpu1-n0", "gpu2-n0", 49, 435, "");
+  plan.set_direct_traffic_share(0.98484);
+  EXPECT_THAT(PlanText(plan),
+              HasSubstr("\ndirect traffic: 98.5% of the bytes on direct circuits\nSOURCE"));
+  v1::Allocation a;
+  a.set_id("a3");
+  a.set_direct_traffic_share(0.98484);
+  EXPECT_THAT(AllocationText(a),
+              HasSubstr("Direct traffic:  98.5% of the bytes on direct circuits\n"));
+  plan.set_direct_traffic_share(0);
+  EXPECT_THAT(PlanText(plan), ::testing::Not(HasSubstr("direct traffic")));
+}
+
+// Past nine circuits the ids grow a digit; the ends, paths and states still line up.
+TEST(DescribeTest, CircuitLinesLineUpPastTenCircuits) {
+  v1::Allocation a;
+  a.set_id("a-1f");
+  for (int i = 1; i <= 11; ++i) {
+    v1::Circuit c = PlannedCircuit(absl::StrCat("gpu", i, "-n0"), "gpu1-n0", i, 400 + i, "");
+    c.set_id(absl::StrCat("a-1f-c", i));
+    c.set_state(i == 11 ? v1::CIRCUIT_STATE_DEGRADED : v1::CIRCUIT_STATE_ACTIVE);
+    *a.add_circuits() = std::move(c);
+  }
+  const std::string text = AllocationText(a);
+  EXPECT_THAT(text, HasSubstr("  a-1f-c9   gpu9-n0/1  → gpu1-n0/1  via ocs1:9→409   active\n"
+                              "  a-1f-c10  gpu10-n0/1 → gpu1-n0/1  via ocs1:10→410  active\n"
+                              "  a-1f-c11  gpu11-n0/1 → gpu1-n0/1  via ocs1:11→411  degraded\n"));
 }
 
 TEST(DrainTextTest, NamesTheTargetAndTheAllocationsUsingIt) {
@@ -168,7 +242,7 @@ TEST(ReconcileTextTest, ShowsDriftAndCounts) {
   response.set_resumed_transactions(1);
   response.set_rolled_back_transactions(2);
   EXPECT_EQ(ReconcileText(request, response),
-            "no drift\nrepaired 0, resumed 1 transactions, rolled back 2 transactions\n");
+            "no drift\nrepaired 0, resumed 1 transaction, rolled back 2 transactions\n");
   v1::Drift* drift = response.add_drift();
   drift->set_kind(v1::Drift::KIND_WRONG);
   drift->mutable_cross_connect()->set_switch_id("ocs2");
@@ -182,7 +256,7 @@ TEST(ReconcileTextTest, ShowsDriftAndCounts) {
             "dry run: nothing was changed\n"
             "KIND   SWITCH  INGRESS  EGRESS  CIRCUIT  ACTION\n"
             "wrong  ocs2    4        400     c9       repaired\n"
-            "repaired 1, resumed 1 transactions, rolled back 2 transactions\n");
+            "repaired 1, resumed 1 transaction, rolled back 2 transactions\n");
 }
 
 }  // namespace

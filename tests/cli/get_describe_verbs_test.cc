@@ -46,19 +46,45 @@ TEST_F(FleetctlTest, GetSwitchesYamlPrintsBlockYaml) {
 TEST_F(FleetctlTest, GetPortsPassesSwitchFilterAndShowsWiring) {
   EXPECT_EQ(Run({"get", "ports", "--switch", "ocs1"}), kExitOk) << err();
   EXPECT_EQ(inventory_.last_port_filter(), "ocs1");
+  // USED-BY: the allocation of the port's circuit; WHY: a drain's reason, then the health's.
   EXPECT_EQ(out(),
-            "SWITCH  PORT  DIR      ADMIN    OPER  RESERVED  WIRED-TO           CIRCUIT  WHY\n"
-            "ocs1    1     ingress  enabled  up    -         onic s1c0-n0/1 tx  c1       -\n");
+            "SWITCH  PORT  DIR      ADMIN    OPER      RESERVED  WIRED-TO           CIRCUIT  "
+            "USED-BY  WHY\n"
+            "ocs1    1     ingress  enabled  up        -         onic s1c0-n0/1 tx  c1       "
+            "a1       -\n"
+            "ocs1    5     ingress  drained  degraded  -         -                  -        "
+            "-        drained: fiber swap; -31.20 dBm, below -20.00 dBm\n");
 }
 
 TEST_F(FleetctlTest, GetDevicesFiltersByKind) {
   EXPECT_EQ(Run({"get", "devices", "--kind", "gpu"}), kExitOk) << err();
   EXPECT_EQ(out(),
-            "ID    KIND  HOST  CHASSIS  MODEL  ONICS  ADMIN    HEALTH  SPARE\n"
-            "gpu3  gpu   -     jbog1    -      1      enabled  -       -\n");
-  EXPECT_EQ(Run({"get", "devices", "--kind", "cpu"}), kExitOk) << err();
+            "ID    KIND  HOST  CHASSIS  MODEL  ONICS  ADMIN    HEALTH  SPARE  USED-BY\n"
+            "gpu3  gpu   -     jbog1    -      1      enabled  -       -      a1\n");
+  EXPECT_EQ(Run({"get", "devices", "--kind", "nvme"}), kExitOk) << err();
   EXPECT_EQ(out(), "");
   EXPECT_EQ(err(), "no devices found\n");
+}
+
+TEST_F(FleetctlTest, GetOnicsShowsTheAllocationUsingEach) {
+  EXPECT_EQ(Run({"get", "onics"}), kExitOk) << err();
+  EXPECT_EQ(out(),
+            "ID       DEVICE  HOST  SERIAL    PCIE          PORT1            PORT2            "
+            "ADMIN    USED-BY\n"
+            "gpu3-n0  gpu3    -     FLT-G3-0  0000:17:00.0  ocs1/3→ocs1/387  ocs1/4→ocs1/388  "
+            "enabled  a1\n");
+}
+
+TEST_F(FleetctlTest, GetAllocationsAllListsTheReleasedToo) {
+  topology_.SetState("a1", v1::ALLOCATION_STATE_RELEASED);
+  EXPECT_EQ(Run({"get", "allocations"}), kExitOk) << err();
+  EXPECT_EQ(err(), "no allocations found\n");
+  EXPECT_EQ(Run({"get", "allocations", "--all"}), kExitOk) << err();
+  EXPECT_EQ(out(),
+            "ID  TENANT    NAME   STATE     MEMBERS  CIRCUITS  AGE  REASON\n"
+            "a1  tenant-a  train  released  2        0         3m   -\n");
+  EXPECT_EQ(Run({"get", "devices", "--all"}), kExitUsage);
+  EXPECT_THAT(err(), HasSubstr("--all does not apply to devices"));
 }
 
 TEST_F(FleetctlTest, GetDevicesRejectsUnknownDeviceKind) {
@@ -104,11 +130,17 @@ TEST_F(FleetctlTest, DescribeSwitchSummarisesItsPorts) {
   EXPECT_THAT(out(), HasSubstr("Size:             384x384 (ingress 1-384, egress 385-768)\n"));
   EXPECT_THAT(out(), HasSubstr("Trunk reserved:   289\n"));
   EXPECT_THAT(out(), HasSubstr("In circuits:      1: 1\n"));
+  EXPECT_THAT(out(), HasSubstr("Drained ports:    5\n"));
+  EXPECT_THAT(out(), HasSubstr("Degraded ports:   5\n"));
+  // The credentials fleetd logs in with, not the inventory's unread `credentials:` note.
+  EXPECT_THAT(out(), HasSubstr("Credentials:      /etc/fleet/switch-credentials.yaml (fleetd's "
+                               "switch_credentials)\n"));
+  EXPECT_THAT(out(), Not(HasSubstr("/etc/fleet/credentials/ocs1.yaml")));
 }
 
 TEST_F(FleetctlTest, DescribeOnicShowsPortsFibersAndCircuits) {
   EXPECT_EQ(Run({"describe", "onic", "gpu3-n0"}), kExitOk) << err();
-  EXPECT_THAT(out(), HasSubstr("Serial:  FLT-G3-0\n"));
+  EXPECT_THAT(out(), HasSubstr("Serial:   FLT-G3-0\n"));
   EXPECT_THAT(out(), HasSubstr("  port 1  tx ocs1/3  rx ocs1/387  admin enabled  oper up\n"));
   EXPECT_THAT(out(), HasSubstr("Circuits:\n  c1  s1c0-n0/1 → gpu3-n0/1  via ocs1:1→387  active\n"));
 }
@@ -200,7 +232,24 @@ TEST_F(FleetctlTest, DescribeHostWithoutAgentRegistryStillWorks) {
   inventory_.set_agents_unimplemented();
   EXPECT_EQ(Run({"describe", "host", "server1"}), kExitOk) << err();
   EXPECT_THAT(out(), HasSubstr("Agent:    never registered\n"));
-  EXPECT_THAT(out(), HasSubstr("Devices:\n  gpu3  gpu"));
+  EXPECT_THAT(out(), HasSubstr("Devices:\n  server1-cpu0  cpu"));
+}
+
+// a1 attaches gpu3 to server1 (and holds server1's CPU for it).
+TEST_F(FleetctlTest, DescribeHostListsTheDevicesAttachedToIt) {
+  EXPECT_EQ(Run({"describe", "host", "server1"}), kExitOk) << err();
+  EXPECT_THAT(out(), HasSubstr("Devices:\n  server1-cpu0  cpu  -  O-NICs -  used by a1\n"
+                               "Attached devices:\n  gpu3  allocation a1\n"));
+  topology_.SetState("a1", v1::ALLOCATION_STATE_RELEASED);
+  EXPECT_EQ(Run({"describe", "host", "server1"}), kExitOk) << err();
+  EXPECT_THAT(out(), Not(HasSubstr("Attached")));
+}
+
+TEST_F(FleetctlTest, DescribeDeviceAndOnicSayWhoUsesThem) {
+  EXPECT_EQ(Run({"describe", "device", "gpu3"}), kExitOk) << err();
+  EXPECT_THAT(out(), HasSubstr("Used by:  a1\n"));
+  EXPECT_EQ(Run({"describe", "onic", "gpu3-n0"}), kExitOk) << err();
+  EXPECT_THAT(out(), HasSubstr("Used by:  a1\n"));
 }
 
 TEST_F(FleetctlTest, GetAndDescribeHelpMentionAgents) {
@@ -262,6 +311,38 @@ TEST_F(FleetctlTest, GetWatchReprintsTheListWhenItChangesUntilTheStreamEnds) {
       "# allocations at 2023-11-14T22:13:20Z\n"
       "ID  TENANT    NAME   STATE     MEMBERS  CIRCUITS  AGE  REASON\n"
       "a1  tenant-a  train  degraded  2        0         3m   link gpu3-n0/1 did not train\n");
+}
+
+// A keepalive moves a1's lease, which the table does not show: the list printed would be the
+// one on screen, so it is not printed again; an age that grew is no change either.
+TEST_F(FleetctlTest, GetWatchPrintsOnlyWhenWhatTheTableShowsChanged) {
+  int code = -1;
+  std::thread fleetctl = RunInBackground({"get", "allocations", "--watch"}, &code);
+  ASSERT_TRUE(admin_.AwaitEventWatches(1));
+  v1::KeepAliveRequest keepalive;
+  keepalive.set_id("a1");
+  v1::KeepAliveResponse renewed;
+  ASSERT_TRUE(topology_.KeepAlive(nullptr, &keepalive, &renewed).ok());
+  admin_.AppendEvent("allocation.lease", "allocation", "a1", "allocation a1 lease renewed");
+  // The list is asked for once before the watch and once per event: each seen before a1 moves.
+  ASSERT_TRUE(topology_.AwaitLists(2));
+  clock_.Advance(absl::Seconds(1));
+  admin_.AppendEvent("agent.heartbeat", "agent", "server1", "nothing to see");
+  ASSERT_TRUE(topology_.AwaitLists(3));
+  topology_.SetState("a1", v1::ALLOCATION_STATE_DEGRADED, "link gpu3-n0/1 did not train");
+  admin_.AppendEvent("allocation.state", "allocation", "a1", "allocation a1 is degraded");
+  // Ctrl-C once that list is in: its unary call completes and is printed before the stream
+  // ends.
+  ASSERT_TRUE(topology_.AwaitLists(4));
+  EXPECT_TRUE(stop_.Stop());
+  fleetctl.join();
+  ASSERT_EQ(code, kExitOk) << err();
+  std::vector<std::string> headers;
+  for (const std::string& line : Lines(out())) {
+    if (line.rfind("# allocations at", 0) == 0) headers.push_back(line);
+  }
+  EXPECT_EQ(headers.size(), 2u) << out();
+  EXPECT_THAT(out(), HasSubstr("degraded"));
 }
 
 TEST_F(FleetctlTest, GetWatchFollowsFromTheNewestEventWithoutReplay) {

@@ -49,8 +49,9 @@ TEST(TablesTest, OnicsShowEachPortsTxToRxFibers) {
   }
   std::vector<std::string> lines = Lines(OnicsTable(response).Render());
   ASSERT_EQ(lines.size(), 2u);
-  EXPECT_EQ(lines[1],
-            "s1c0-n0  server1-cpu0  -     -       -     ocs1/1→ocs1/385  ocs1/2→ocs1/386  enabled");
+  EXPECT_EQ(
+      lines[1],
+      "s1c0-n0  server1-cpu0  -     -       -     ocs1/1→ocs1/385  ocs1/2→ocs1/386  enabled  -");
 }
 
 TEST(TablesTest, AllocationsShowCountsAgeAndReason) {

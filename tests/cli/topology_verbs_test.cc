@@ -239,7 +239,7 @@ TEST_F(FleetctlTopologyTest, ReleaseWaitFollowsUntilReleased) {
 TEST_F(FleetctlTopologyTest, PhasePrintsTheCrossConnectsThatDiffer) {
   EXPECT_EQ(Run({"topology", "phase", "a1", "tp"}), kExitOk) << err();
   EXPECT_EQ(out(),
-            "a1 phase tp: 1 cross-connects removed, 1 added\n"
+            "a1 phase tp: 1 cross-connect removed, 1 added\n"
             "  removed  ocs1:1→401\n"
             "  added    ocs1:2→402\n"
             "a1 programming\n");
@@ -257,7 +257,7 @@ TEST_F(FleetctlTopologyTest, PhaseWaitFollowsUntilReadyAndShowsThePhases) {
   topology_.SetState("a1", v1::ALLOCATION_STATE_READY);
   fleetctl.join();
   EXPECT_EQ(code, kExitOk) << err();
-  EXPECT_THAT(out(), HasSubstr("a1 phase tp: 1 cross-connects removed, 1 added\n"));
+  EXPECT_THAT(out(), HasSubstr("a1 phase tp: 1 cross-connect removed, 1 added\n"));
   EXPECT_THAT(out(), HasSubstr("a1 programming\na1 training\na1 ready\n"));
   EXPECT_THAT(out(), HasSubstr("dp\n"));
   EXPECT_THAT(out(), HasSubstr("tp (active)"));

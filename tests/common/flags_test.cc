@@ -53,5 +53,35 @@ TEST(FlagsTest, ErrorsNameTheFlag) {
   EXPECT_THAT(missing.flags.Parse({"--name"}).status().message(), HasSubstr("name"));
 }
 
+TEST(FlagsTest, UnknownFlagSuggestsTheNearest) {
+  Parsed p;
+  EXPECT_EQ(p.flags.Parse({"--cuont", "2"}).status().message(),
+            "unknown flag --cuont (did you mean '--count'?); see --help");
+  EXPECT_EQ(p.flags.Parse({"-name=x"}).status().message(),
+            "unknown flag -name=x (did you mean '--name'?); see --help");
+  EXPECT_EQ(p.flags.Parse({"--wholly-else"}).status().message(),
+            "unknown flag --wholly-else; see --help");
+}
+
+TEST(FlagsTest, AliasSetsTheFlagAndIsListedWithIt) {
+  Parsed p;
+  p.flags.Alias("number", "count");
+  ASSERT_TRUE(p.flags.Parse({"--number=9"}).ok());
+  EXPECT_EQ(p.count, 9);
+  EXPECT_TRUE(p.flags.IsSet("count"));
+  EXPECT_THAT(p.flags.Help(), HasSubstr("--count VALUE"));
+  EXPECT_THAT(p.flags.Help(), HasSubstr("how many (default 3) (also --number)\n"));
+}
+
+TEST(FlagsTest, ShownDefaultReplacesTheValueInHelp) {
+  int64_t days = 0, retries = 5;
+  FlagSet flags{"tool [flags]"};
+  flags.Int("days", &days, "validity (default 365)", /*shown_default=*/"");
+  flags.Int("retries", &retries, "how often", "five");
+  EXPECT_THAT(flags.Help(), HasSubstr("validity (default 365)\n"));
+  EXPECT_THAT(flags.Help(), ::testing::Not(HasSubstr("(default 0)")));
+  EXPECT_THAT(flags.Help(), HasSubstr("how often (default five)\n"));
+}
+
 }  // namespace
 }  // namespace fleet

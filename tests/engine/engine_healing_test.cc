@@ -57,7 +57,11 @@ TEST_F(HealingTest, AFailedSwitchPortIsSeenByTheMonitorAndItsMemberReplacedBySpa
       Request(Healing(Ring("team-a", {"gpu1", "gpu2", "gpu3", "gpu4"}), absl::Seconds(2)));
   ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
   const uint32_t egress = EgressInto(a, "gpu3-n0");
-  EXPECT_THAT(engine_->MonitorSwitches(), IsEmpty());  // Every lit egress reads light.
+  EXPECT_EQ(Port(egress).oper_state(), v1::OPER_STATE_UNKNOWN);  // Never read yet.
+  EXPECT_THAT(engine_->MonitorSwitches(), IsEmpty());            // Every lit egress reads light.
+  // A first reading that finds a port well is no change, but it is kept: the port reads UP.
+  EXPECT_EQ(Port(egress).oper_state(), v1::OPER_STATE_UP);
+  EXPECT_EQ(Port(1).oper_state(), v1::OPER_STATE_UP);
 
   sw_->SetPortFailed(egress, true);
   std::vector<store::PortHealth> seen = engine_->MonitorSwitches();

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -98,6 +99,12 @@ TEST(DemoTest, EmulatorAgentsAndInventoryComeUpAndGoDownTogether) {
   CommandResult plaintext = testing::Fleetctl(*grpc, {"health"});
   EXPECT_EQ(plaintext.exit_code, 1);
   EXPECT_THAT(plaintext.err, HasSubstr("UNAVAILABLE"));
+  // gRPC says only that the socket closed; fleetctl says why.
+  EXPECT_THAT(plaintext.err, HasSubstr("this fleetd serves TLS; drop --insecure"));
+  // The switch's login comes from the demo's own credentials file, which describe names.
+  CommandResult described = fleetctl({"describe", "switch", "ocs1"});
+  EXPECT_THAT(described.out,
+              HasSubstr(absl::StrCat("Credentials:      ", state, "/switch-credentials.yaml")));
 
   // Four hosts and three chassis (the GPU pool and two JBODs), an agent each, all connected
   // and agreeing with inventory.
@@ -145,6 +152,24 @@ TEST(DemoTest, EmulatorAgentsAndInventoryComeUpAndGoDownTogether) {
   ASSERT_EQ(ring.exit_code, 0) << ring.err << ring.out;
   EXPECT_THAT(ring.out, HasSubstr("ready"));
   EXPECT_THAT(ring.out, HasSubstr("gpu8-n0/1 → gpu1-n0/1"));
+  const size_t id_at = ring.out.find("ID:");
+  ASSERT_NE(id_at, std::string::npos) << ring.out;
+  const std::string id(absl::StripAsciiWhitespace(
+      ring.out.substr(id_at + 3, ring.out.find('\n', id_at) - id_at - 3)));
+  // What holds gpu1 and its ports, and the lit ports' state as the switch monitor (every 2 s)
+  // and the agents' retrains found it: up, not unknown.
+  auto port_row = [&](const std::string& port) {
+    for (absl::string_view line : absl::StrSplit(fleetctl({"get", "ports"}).out, '\n')) {
+      if (absl::StartsWith(line, absl::StrCat("ocs1    ", port, " "))) return std::string(line);
+    }
+    return std::string();
+  };
+  EXPECT_TRUE(Eventually([&] { return absl::StrContains(port_row("433"), " up "); }))
+      << port_row("433");
+  EXPECT_THAT(port_row("433"), HasSubstr(id));  // gpu1-n0/1's rx: the ring's last circuit.
+  CommandResult gpu1 = fleetctl({"describe", "device", "gpu1"});
+  EXPECT_THAT(gpu1.out, HasSubstr(absl::StrCat("Used by:  ", id, "\n")));
+  EXPECT_THAT(gpu1.out, HasSubstr("port 1  tx ocs1/49  rx ocs1/433  admin enabled  oper up\n"));
   CommandResult status = fleetctl({"link", "status", "gpu1-n0"});
   ASSERT_EQ(status.exit_code, 0) << status.err;
   EXPECT_THAT(status.out, HasSubstr("FLT-GPU8-N0/1"));  // Port 1 receives from gpu8.

@@ -119,7 +119,7 @@ devices:
   EXPECT_EQ(rejected.exit_code, 1);
   EXPECT_THAT(rejected.err, HasSubstr("INVALID_ARGUMENT"));
   EXPECT_THAT(rejected.err, HasSubstr("switch port ocs1/1 is wired twice"));
-  EXPECT_THAT(rejected.err, HasSubstr("onic gpu9-n0: has 1 ports"));
+  EXPECT_THAT(rejected.err, HasSubstr("onic gpu9-n0: has 1 port;"));
   CommandResult after = Fleetctl({"get", "onics", "-o", "json"});
   EXPECT_EQ(after.out, before.out);
   CommandResult gpu1 = Fleetctl({"describe", "device", "gpu1", "-o", "json"});
@@ -226,6 +226,19 @@ TEST_F(FleetdFleetctlTest, TopologyRequestsArePlannedOnDryRun) {
         Fleetctl({"topology", "request", "-f", examples + example, "--dry-run"});
     EXPECT_EQ(planned.exit_code, 0) << example << ": " << planned.err;
   }
+  // All-to-all's rounds: every round's circuits, each with its round; only round-1's made.
+  CommandResult rounds =
+      Fleetctl({"topology", "request", "-f", examples + "all-to-all.yaml", "--dry-run"});
+  ASSERT_EQ(rounds.exit_code, 0) << rounds.err;
+  EXPECT_THAT(rounds.out, HasSubstr("12 circuits in 2 phases (round-1 8, round-2 4) over 8 O-NIC "
+                                    "ports\nround-1 first: 8 cross-connects to make, 0 to remove\n"
+                                    "SOURCE     DESTINATION  CROSS-CONNECTS  PHASE\n"));
+  EXPECT_THAT(rounds.out, HasSubstr("ocs1:53→433     round-2\n"));
+  // The traffic example: a plan that carries most of its bytes on direct circuits.
+  CommandResult traffic =
+      Fleetctl({"topology", "request", "-f", examples + "traffic.yaml", "--dry-run"});
+  ASSERT_EQ(traffic.exit_code, 0) << traffic.err;
+  EXPECT_THAT(traffic.out, HasSubstr("\ndirect traffic: 98.5% of the bytes on direct circuits\n"));
   // Nothing was stored.
   CommandResult circuits = Fleetctl({"get", "circuits", "-o", "json"});
   EXPECT_THAT(circuits.out, Not(HasSubstr("gpu")));
@@ -258,9 +271,10 @@ TEST_F(FleetdFleetctlTest, EventsFollowShowsChangesAsTheyHappen) {
   StartFleetd({"--inventory", kGen1});
   absl::StatusOr<std::unique_ptr<Daemon>> follow =
       Daemon::Start({BinaryPath("fleetctl"), "--insecure", "--server", grpc_address_, "events",
-                     "--follow", "--object-kind", "host", "-o", "json"});
+                     "--follow", "--since", "1h", "--kind", "host", "-o", "json"});
   ASSERT_TRUE(follow.ok()) << follow.status();
-  // The inventory's hosts were created before the follow began: replayed first.
+  // The inventory's hosts were created before the follow began, within --since: replayed
+  // first.
   absl::StatusOr<std::string> replayed = (*follow)->WaitForLine("{");
   ASSERT_TRUE(replayed.ok()) << replayed.status();
   EXPECT_THAT(*replayed, HasSubstr("server1"));

@@ -220,6 +220,18 @@ TEST_F(SchedulerEndToEndTest, AllToAllRoundsAreEachActivatedReady) {
   Release(a.id());
 }
 
+// The shipped example: a pipeline and its light cross traffic among four GPUs of two ports
+// each; the plan links the pipeline and its return directly, the light pairs go round.
+TEST_F(SchedulerEndToEndTest, TrafficExampleIsReadyAndShowsItsDirectShare) {
+  v1::Allocation a = RequestReady(kExamples + "traffic.yaml");
+  ASSERT_FALSE(a.id().empty());
+  EXPECT_NEAR(a.direct_traffic_share(), 13e9 / 13.2e9, 1e-6);
+  EXPECT_EQ(OnSwitch(), Wanted(a));
+  CommandResult described = Fleetctl({"describe", "allocation", a.id()});
+  EXPECT_THAT(described.out, HasSubstr("Direct traffic:  98.5% of the bytes on direct circuits\n"));
+  Release(a.id());
+}
+
 // Two heavy pairs and a light one among four GPUs: the plan links the heavy pairs directly.
 TEST_F(SchedulerEndToEndTest, TrafficAwareRequestIsReadyAndReportsItsDirectShare) {
   v1::Allocation a = RequestReady(WriteSpec("traffic",

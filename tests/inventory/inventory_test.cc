@@ -248,7 +248,7 @@ TEST(ValidateInventoryTest, PortOutsideTheSwitch) {
 TEST(ValidateInventoryTest, OnicWithoutTwoPorts) {
   EXPECT_THAT(ProblemsWith("          - {tx: ocs1/4, rx: ocs1/12}\n", ""),
               ::testing::Contains(HasSubstr(
-                  "onic n2: has 1 ports; every O-NIC has exactly two (port 1 and port 2)")));
+                  "onic n2: has 1 port; every O-NIC has exactly two (port 1 and port 2)")));
   EXPECT_THAT(ProblemsWith(
                   "          - {tx: ocs1/4, rx: ocs1/12}\n",
                   "          - {tx: ocs1/4, rx: ocs1/12}\n          - {tx: ocs1/5, rx: ocs1/13}\n"),

@@ -2,6 +2,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+#include <vector>
+
 #include "tests/service/services_fixture.h"
 
 namespace fleet::service {
@@ -69,6 +73,93 @@ TEST_F(ServicesTest, ListAndGetInventoryObjects) {
   grpc::Status empty = inventory_stub_->GetSwitch(Context().get(), {}, &sw);
   EXPECT_EQ(empty.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(empty.error_message(), HasSubstr("id is empty"));
+
+  // The login fleetd uses comes from its own credentials file, by switch id; the inventory's
+  // `credentials:` stays what the file said, a note.
+  v1::GetSwitchRequest ocs1;
+  ocs1.set_id("ocs1");
+  ASSERT_TRUE(inventory_stub_->GetSwitch(Context().get(), ocs1, &sw).ok());
+  EXPECT_EQ(sw.credentials_file(), "creds.yaml");
+  EXPECT_EQ(sw.credentials_ref(), "/etc/fleet/credentials/ocs1.yaml");
+  EXPECT_EQ(switches_->CredentialsFile("ocs9"), "");  // No entry: none in force.
+  v1::ListSwitchesResponse switches;
+  ASSERT_TRUE(inventory_stub_->ListSwitches(Context().get(), {}, &switches).ok());
+  EXPECT_EQ(switches.switches(0).credentials_file(), "creds.yaml");
+}
+
+// Each part says which live allocation holds it; a failed allocation holds nothing.
+TEST_F(ServicesTest, DevicesOnicsAndPortsNameTheAllocationsUsingThem) {
+  ApplyGen1();
+  CreateLinkAllocation();  // alloc-1: gpu1 and gpu2, circuit c1 gpu1-n0/1 → gpu2-n0/1 on 49→435.
+  v1::ListDevicesRequest gpus;
+  gpus.set_kind(v1::DEVICE_KIND_GPU);
+  v1::ListDevicesResponse devices;
+  ASSERT_TRUE(inventory_stub_->ListDevices(Context().get(), gpus, &devices).ok());
+  std::map<std::string, std::vector<std::string>> used;
+  for (const v1::Device& d : devices.devices()) {
+    used[d.id()] = {d.allocations().begin(), d.allocations().end()};
+  }
+  EXPECT_THAT(used["gpu1"], ::testing::ElementsAre("alloc-1"));
+  EXPECT_THAT(used["gpu2"], ::testing::ElementsAre("alloc-1"));
+  EXPECT_THAT(used["gpu3"], ::testing::IsEmpty());
+  v1::GetDeviceRequest gpu2;
+  gpu2.set_id("gpu2");
+  v1::Device device;
+  ASSERT_TRUE(inventory_stub_->GetDevice(Context().get(), gpu2, &device).ok());
+  EXPECT_THAT(device.allocations(), ::testing::ElementsAre("alloc-1"));
+
+  v1::GetOnicRequest onic_request;
+  onic_request.set_id("gpu2-n0");
+  v1::Onic onic;
+  ASSERT_TRUE(inventory_stub_->GetOnic(Context().get(), onic_request, &onic).ok());
+  EXPECT_THAT(onic.allocations(), ::testing::ElementsAre("alloc-1"));
+  onic_request.set_id("gpu3-n0");
+  ASSERT_TRUE(inventory_stub_->GetOnic(Context().get(), onic_request, &onic).ok());
+  EXPECT_THAT(onic.allocations(), ::testing::IsEmpty());
+
+  v1::ListPortsRequest ports_request;
+  ports_request.set_switch_id("ocs1");
+  v1::ListPortsResponse ports;
+  ASSERT_TRUE(inventory_stub_->ListPorts(Context().get(), ports_request, &ports).ok());
+  EXPECT_EQ(ports.ports(48).circuit_id(), "c1");  // Port 49.
+  EXPECT_EQ(ports.ports(48).allocation_id(), "alloc-1");
+  EXPECT_EQ(ports.ports(434).allocation_id(), "alloc-1");  // Port 435.
+  EXPECT_EQ(ports.ports(49).allocation_id(), "");
+
+  v1::Allocation failed;
+  failed.set_id("alloc-2");
+  failed.set_tenant("tenant-a");
+  failed.set_state(v1::ALLOCATION_STATE_FAILED);
+  failed.add_members("gpu3");
+  ASSERT_TRUE(store_->CreateAllocation(failed, "operator:tester").ok());
+  v1::GetDeviceRequest gpu3;
+  gpu3.set_id("gpu3");
+  ASSERT_TRUE(inventory_stub_->GetDevice(Context().get(), gpu3, &device).ok());
+  EXPECT_THAT(device.allocations(), ::testing::IsEmpty());
+}
+
+// A drain and its reason are the operator's: re-applying the file leaves them be.
+TEST_F(ServicesTest, ReapplyingAfterADrainWithAReasonChangesNothing) {
+  ApplyGen1();
+  store::DrainTargetRef host_target, onic_target;
+  host_target.host = "server1";
+  onic_target.onic = "gpu3-n0";
+  ASSERT_TRUE(store_->SetDrained(host_target, true, "kernel upgrade", "operator:a").ok());
+  ASSERT_TRUE(store_->SetDrained(onic_target, true, "firmware", "operator:a").ok());
+  absl::StatusOr<v1::Inventory> gen1 = inventory::ReadInventoryFile(
+      std::string(FLEET_SOURCE_DIR) + "/deploy/inventory/fleet-gen1.yaml");
+  ASSERT_TRUE(gen1.ok()) << gen1.status();
+  v1::ApplyInventoryRequest request;
+  *request.mutable_inventory() = *gen1;
+  v1::ApplyInventoryResponse response;
+  ASSERT_TRUE(inventory_stub_->ApplyInventory(Context().get(), request, &response).ok());
+  EXPECT_EQ(response.updated(), 0u);
+  EXPECT_EQ(response.created(), 0u);
+  v1::GetHostRequest host_request;
+  host_request.set_name("server1");
+  v1::Host host;
+  ASSERT_TRUE(inventory_stub_->GetHost(Context().get(), host_request, &host).ok());
+  EXPECT_EQ(host.admin_reason(), "kernel upgrade");
 }
 
 TEST_F(ServicesTest, BrokenInventoryIsInvalidArgumentListingEveryProblem) {

@@ -476,6 +476,11 @@ TEST_F(StoreTest, SetDrainedDrainsAndUndrainsEachKindOfTarget) {
   EXPECT_EQ(cpu_nic.admin_state(), v1::ADMIN_STATE_ENABLED);
   ASSERT_OK_AND_ASSIGN(v1::Host host, store_->GetHost("h1"));
   EXPECT_EQ(host.admin_state(), v1::ADMIN_STATE_DRAINED);
+  // The reason is kept with the state, not only in the event.
+  EXPECT_EQ(Port("s1", 4).admin_reason(), "dirty connector");
+  EXPECT_EQ(Port("s1", 5).admin_reason(), "");
+  EXPECT_EQ(gpu_nic.admin_reason(), "firmware update");
+  EXPECT_EQ(host.admin_reason(), "kernel upgrade");
 
   std::vector<v1::Event> events = Events({.after_sequence = before});
   ASSERT_THAT(events, SizeIs(3));
@@ -499,10 +504,65 @@ TEST_F(StoreTest, SetDrainedDrainsAndUndrainsEachKindOfTarget) {
   EXPECT_EQ(gpu_nic.admin_state(), v1::ADMIN_STATE_ENABLED);
   ASSERT_OK_AND_ASSIGN(host, store_->GetHost("h1"));
   EXPECT_EQ(host.admin_state(), v1::ADMIN_STATE_ENABLED);
+  // An undrain's words are the event's; the state it leaves has no reason.
+  EXPECT_EQ(Port("s1", 4).admin_reason(), "");
+  EXPECT_EQ(gpu_nic.admin_reason(), "");
+  EXPECT_EQ(host.admin_reason(), "");
   std::vector<v1::Event> undrains = Events({.after_sequence = drained});
   ASSERT_THAT(undrains, SizeIs(3));
   for (const v1::Event& e : undrains) EXPECT_EQ(e.kind(), "undrain");
   EXPECT_THAT(undrains[0].message(), AllOf(HasSubstr("s1/4"), HasSubstr("cleaned")));
+}
+
+TEST_F(StoreTest, PortHealthFirstReadWellIsRecordedWithoutAnEvent) {
+  WriteSite();
+  EXPECT_EQ(Port("s1", 11).oper_state(), v1::OPER_STATE_UNKNOWN);
+  const uint64_t before = Events().back().sequence();
+  ASSERT_OK(store_->SetPortHealth({{.ref = PortRef("s1", 11), .state = v1::OPER_STATE_UP}}));
+  EXPECT_EQ(Port("s1", 11).oper_state(), v1::OPER_STATE_UP);
+  EXPECT_EQ(Micros(Port("s1", 11).oper_changed()), absl::ToUnixMicros(clock_.Now()));
+  EXPECT_THAT(Events({.after_sequence = before}), IsEmpty());
+
+  // What follows is news, the way back to UP included.
+  ASSERT_OK(store_->SetPortHealth({{.ref = PortRef("s1", 11),
+                                    .state = v1::OPER_STATE_DEGRADED,
+                                    .reason = "-31.20 dBm, below -20.00 dBm"}}));
+  ASSERT_OK(store_->SetPortHealth({{.ref = PortRef("s1", 11), .state = v1::OPER_STATE_UP}}));
+  std::vector<v1::Event> events = Events({.after_sequence = before});
+  ASSERT_THAT(events, SizeIs(2));
+  EXPECT_EQ(events[0].message(), "switch port s1/11 degraded: -31.20 dBm, below -20.00 dBm");
+  EXPECT_EQ(events[1].message(), "switch port s1/11 up");
+  // A port first read failed is news at once.
+  ASSERT_OK(store_->SetPortHealth({{.ref = PortRef("s1", 12),
+                                    .state = v1::OPER_STATE_FAILED,
+                                    .reason = "the switch reports it failed"}}));
+  EXPECT_THAT(Events({.after_sequence = events.back().sequence()}), SizeIs(1));
+}
+
+// An O-NIC port's oper state is its link's: the circuit arriving on it, as retrains left it.
+TEST_F(StoreTest, OnicPortOperStateFollowsTheCircuitArrivingOnIt) {
+  WriteSite();
+  auto gpu_port = [&](uint32_t index) {
+    absl::StatusOr<v1::Onic> onic = store_->GetOnic("n-gpu");
+    EXPECT_TRUE(onic.ok()) << onic.status();
+    return onic.ok() ? onic->ports(index - 1).oper_state() : v1::OPER_STATE_UNSPECIFIED;
+  };
+  EXPECT_EQ(gpu_port(1), v1::OPER_STATE_UNKNOWN);
+  ASSERT_OK(store_->CreateAllocation(MakeAllocation("a1", "tenant-a", v1::ALLOCATION_STATE_PENDING,
+                                                    {"h1-cpu0", "gpu0"}, {CpuToGpu(), GpuToCpu()}),
+                                     kOperator));
+  EXPECT_EQ(gpu_port(1), v1::OPER_STATE_UNKNOWN);  // Planned: not trained yet.
+  AllocationUpdate trained{.id = "a1", .state = v1::ALLOCATION_STATE_READY};
+  trained.circuits["c-up"] = {v1::CIRCUIT_STATE_ACTIVE, ""};
+  ASSERT_OK(store_->UpdateAllocation(trained, "fleetd"));
+  EXPECT_EQ(gpu_port(1), v1::OPER_STATE_UP);
+  EXPECT_EQ(gpu_port(2), v1::OPER_STATE_UNKNOWN);  // No circuit arrives there.
+  ASSERT_OK_AND_ASSIGN(v1::Onic cpu, store_->GetOnic("n-cpu"));
+  EXPECT_EQ(cpu.ports(0).oper_state(), v1::OPER_STATE_UNKNOWN);  // c-down is still planned.
+  AllocationUpdate hurt{.id = "a1", .state = v1::ALLOCATION_STATE_DEGRADED};
+  hurt.circuits["c-up"] = {v1::CIRCUIT_STATE_DEGRADED, "no light"};
+  ASSERT_OK(store_->UpdateAllocation(hurt, "fleetd"));
+  EXPECT_EQ(gpu_port(1), v1::OPER_STATE_DEGRADED);
 }
 
 TEST_F(StoreTest, SetDrainedIsIdempotent) {
