@@ -30,9 +30,9 @@ Engine::Engine(EngineOptions options, store::Store* store,
       drainer_(parts_, &releaser_, &members_),
       members_(parts_),
       what_if_(parts_),
-      reconciler_(parts_, &releaser_),
+      reconciler_(parts_, &releaser_, &healer_),
       healer_(parts_, &members_),
-      recovery_(parts_, &releaser_, &healer_),
+      recovery_(parts_, &releaser_, &healer_, &reconciler_),
       monitor_(parts_, &recovery_) {}
 
 Engine::~Engine() { Shutdown(); }

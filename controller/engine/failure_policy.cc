@@ -35,18 +35,14 @@ std::vector<FailedPart> FailedParts(const v1::Allocation& a, const CachedInvento
       std::any_of(inventory.ports.begin(), inventory.ports.end(),
                   [](const v1::SwitchPort& p) { return p.oper_state() == v1::OPER_STATE_FAILED; });
   if (!any_device && !any_port) return parts;
-  std::map<std::string, const v1::Device*> devices;
-  for (const v1::Device& d : inventory.site.devices()) devices[d.id()] = &d;
   for (const std::string& m : a.members()) {
-    auto d = devices.find(m);
-    if (d != devices.end() && d->second->health() == v1::DEVICE_HEALTH_FAILED) {
-      parts.push_back({m, absl::StrCat("device ", m, " failed: ", d->second->health_reason())});
+    const v1::Device* d = inventory.FindDevice(m);
+    if (d != nullptr && d->health() == v1::DEVICE_HEALTH_FAILED) {
+      parts.push_back({m, absl::StrCat("device ", m, " failed: ", d->health_reason())});
     }
   }
-  std::map<std::string, std::string> device_of;           // O-NIC id → device.
   std::map<std::string, const v1::OnicPort*> onic_ports;  // v1::PortName → its fibers.
   for (const v1::Onic& o : inventory.site.onics()) {
-    device_of[o.id()] = o.device();
     for (const v1::OnicPort& p : o.ports()) onic_ports[v1::PortName(o.id(), p.index())] = &p;
   }
   std::map<std::string, const v1::SwitchPort*> switch_ports;  // v1::PortName → health.
@@ -63,7 +59,7 @@ std::vector<FailedPart> FailedParts(const v1::Allocation& a, const CachedInvento
           !named.insert(v1::PortName(ref)).second) {
         continue;
       }
-      const std::string& member = device_of[end.onic()];
+      const std::string& member = inventory.DeviceOf(end.onic());
       parts.push_back({member, absl::StrCat("switch port ", v1::PortName(ref), " of ", member,
                                             " failed: ", port->second->oper_reason())});
     }

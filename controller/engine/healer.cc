@@ -1,5 +1,6 @@
 #include "controller/engine/healer.h"
 
+#include <algorithm>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -56,30 +57,27 @@ Healer::Verdict Healer::Judge(const v1::Allocation& a, absl::Time now) {
     v.reason = parts.front().reason;
     return v;
   }
-  std::map<std::string, const v1::Device*> devices;
-  for (const v1::Device& d : (*inventory)->site.devices()) devices[d.id()] = &d;
-  std::map<std::string, std::string> device_of;  // O-NIC id → device.
-  for (const v1::Onic& o : (*inventory)->site.onics()) device_of[o.id()] = o.device();
+  const CachedInventory& site = **inventory;
   std::map<std::string, int> hurt;  // Member → its circuits not ACTIVE.
   std::string first_receiver;       // The receiving member of the first circuit not ACTIVE.
   for (const v1::Circuit& c : LiveCircuits(a)) {
     if (c.state() == v1::CIRCUIT_STATE_ACTIVE) continue;
-    for (const v1::OnicPortRef& end : {c.source(), c.destination()}) ++hurt[device_of[end.onic()]];
-    if (first_receiver.empty()) first_receiver = device_of[c.destination().onic()];
+    for (const v1::OnicPortRef& end : {c.source(), c.destination()}) ++hurt[site.DeviceOf(end.onic())];
+    if (first_receiver.empty()) first_receiver = site.DeviceOf(c.destination().onic());
   }
   // 3. Links that would not retrain within `within`: the member with the most circuits not
   // ACTIVE (a dead device or agent takes all of its own down, a neighbour only the one
   // they share); ties go to a SUSPECT device, then to the first such circuit's receiver,
   // whose agent reported it, then to member order.
-  const absl::Time due = HealDue(a, now);
+  const absl::Time due = LinksDue(a, now);
   if (now < due) {
     v.why_not = absl::StrCat("its links have until ", absl::FormatTime(due),
                              " to retrain (on_failure.within)");
     return v;
   }
   auto rank = [&](const std::string& m) {
-    auto d = devices.find(m);
-    const bool suspect = d != devices.end() && d->second->health() == v1::DEVICE_HEALTH_SUSPECT;
+    const v1::Device* d = site.FindDevice(m);
+    const bool suspect = d != nullptr && d->health() == v1::DEVICE_HEALTH_SUSPECT;
     return std::make_tuple(hurt[m], suspect, m == first_receiver);
   };
   for (const std::string& m : a.members()) {
@@ -93,6 +91,20 @@ Healer::Verdict Healer::Judge(const v1::Allocation& a, absl::Time now) {
   v.reason = absl::StrCat(hurt[v.member], " of its links not retrained within ",
                           absl::FormatDuration(HealWithin(policy)));
   return v;
+}
+
+void Healer::LinksRelit(const std::string& id, absl::Time at) {
+  absl::MutexLock lock(&mu_);
+  absl::Time& relit = relit_[id];
+  relit = std::max(relit, at);
+}
+
+absl::Time Healer::LinksDue(const v1::Allocation& a, absl::Time now) {
+  const absl::Time due = HealDue(a, now);
+  absl::MutexLock lock(&mu_);
+  auto relit = relit_.find(a.id());
+  if (relit == relit_.end() || due == absl::InfiniteFuture()) return due;
+  return std::max(due, relit->second + HealWithin(a.request().on_failure()));
 }
 
 bool Healer::StartIfDue(const v1::Allocation& a) {
@@ -204,6 +216,7 @@ std::string Healer::Refusal(const std::string& id) {
 void Healer::Forget(const std::string& id) {
   absl::MutexLock lock(&mu_);
   refused_.erase(id);
+  relit_.erase(id);
 }
 
 void Healer::DeviceHealed(const std::string& device) {
@@ -212,22 +225,21 @@ void Healer::DeviceHealed(const std::string& device) {
 }
 
 void Healer::CountRetrains(const std::vector<v1::Circuit>& circuits,
-                           const std::map<std::string, std::string>& failed) {
+                           const LinkTrainer::Failures& failed) {
   const uint32_t suspect_after = p_.ctx.options.suspect_after_failed_retrains;
   absl::StatusOr<std::shared_ptr<const CachedInventory>> inventory = p_.inventory.Current();
   if (suspect_after == 0 || !inventory.ok()) return;
-  std::map<std::string, const v1::Device*> device_of;  // O-NIC id → device.
-  std::map<std::string, const v1::Device*> devices;
-  for (const v1::Device& d : (*inventory)->site.devices()) devices[d.id()] = &d;
-  for (const v1::Onic& o : (*inventory)->site.onics()) device_of[o.id()] = devices[o.device()];
   std::vector<std::pair<const v1::Device*, std::string>> suspects;
   {
     absl::MutexLock lock(&mu_);
     for (const v1::Circuit& c : circuits) {
-      const v1::Device* d = device_of[c.destination().onic()];
+      const v1::Device* d = (*inventory)->FindDevice((*inventory)->DeviceOf(c.destination().onic()));
       if (d == nullptr) continue;
-      auto why = failed.find(c.id());
-      if (why == failed.end()) {
+      // A retrain that reached no agent (none connected, or it left meanwhile) says nothing
+      // of the device: it counts neither as a failure nor as a success.
+      if (failed.no_agent.contains(c.id())) continue;
+      auto why = failed.why.find(c.id());
+      if (why == failed.why.end()) {
         failed_retrains_.erase(d->id());
         continue;
       }

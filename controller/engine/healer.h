@@ -47,6 +47,16 @@ class Healer {
   // returns true; the retry must then do nothing more. False: retrain as usual.
   bool StartIfDue(const v1::Allocation& a);
 
+  // The cross-connects of allocation `id`'s links were made again at `at`, or could not be
+  // seen on the switch then: a dark link until then was the switch's fault, not a member's,
+  // so the links get their policy's `within` again from `at` before a member is replaced
+  // for them (a failed device or port is replaced at once still).
+  void LinksRelit(const std::string& id, absl::Time at);
+  // When `a`'s links have had their `within` (from when it turned DEGRADED, or from when
+  // they were last relit): a member is replaced for them from then on. InfiniteFuture
+  // without a policy that replaces.
+  absl::Time LinksDue(const v1::Allocation& a, absl::Time now);
+
   // FailedParts (failure_policy.h) of `a` on the cached inventory, one line each.
   std::vector<std::string> FailedPartReasons(const v1::Allocation& a);
 
@@ -58,11 +68,12 @@ class Healer {
   // An operator said `device` is healthy: its count of failed retrains starts again.
   void DeviceHealed(const std::string& device);
 
-  // The retrains of `failed` (circuit id → reason) and `trained` circuits of an allocation:
-  // counts, per device of the receiving O-NIC, failures in a row, and marks a device SUSPECT
-  // when they reach `suspect_after` (0: never).
+  // The retrains of an allocation's `circuits`, of which `failed` did not train: counts, per
+  // device of the receiving O-NIC, failures in a row, and marks a device SUSPECT when they
+  // reach `suspect_after` (0: never). A retrain that reached no agent counts neither way: an
+  // absent agent is not a failed device.
   void CountRetrains(const std::vector<v1::Circuit>& circuits,
-                     const std::map<std::string, std::string>& failed);
+                     const LinkTrainer::Failures& failed);
 
  private:
   // Records why `a` is not healed (`why`), once per `key` (the member and the refusal's
@@ -86,6 +97,7 @@ class Healer {
   };
   std::map<std::string, Refused> refused_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> healing_ ABSL_GUARDED_BY(mu_);  // Allocations with a heal in flight.
+  std::map<std::string, absl::Time> relit_ ABSL_GUARDED_BY(mu_);  // LinksRelit, by allocation.
 };
 
 }  // namespace fleet::engine

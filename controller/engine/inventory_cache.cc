@@ -17,13 +17,30 @@ absl::StatusOr<std::shared_ptr<const CachedInventory>> InventoryCache::Current()
   inventory->version = version;
   ASSIGN_OR_RETURN(inventory->site, store_->LoadInventory());
   ASSIGN_OR_RETURN(inventory->ports, store_->ListPorts(""));
-  for (const v1::Onic& o : inventory->site.onics()) inventory->serials[o.id()] = o.serial();
+  for (const v1::Onic& o : inventory->site.onics()) {
+    inventory->serials[o.id()] = o.serial();
+    inventory->device_of[o.id()] = o.device();
+  }
+  for (int i = 0; i < inventory->site.devices_size(); ++i) {
+    inventory->device_index[inventory->site.devices(i).id()] = i;
+  }
   inventory->usability =
       scheduler::FabricSnapshot::Build(inventory->site, inventory->ports, {}, {});
   absl::MutexLock lock(&mu_);
   // A slower load of an older version must not replace a newer one cached meanwhile.
   if (current_ == nullptr || current_->version <= inventory->version) current_ = inventory;
   return inventory;
+}
+
+const v1::Device* CachedInventory::FindDevice(const std::string& id) const {
+  auto it = device_index.find(id);
+  return it == device_index.end() ? nullptr : &site.devices(it->second);
+}
+
+const std::string& CachedInventory::DeviceOf(const std::string& onic) const {
+  static const std::string* const kNone = new std::string();
+  auto it = device_of.find(onic);
+  return it == device_of.end() ? *kNone : it->second;
 }
 
 absl::StatusOr<std::string> InventoryCache::SerialOf(const std::string& onic) {

@@ -17,11 +17,20 @@
 
 namespace fleet::engine {
 
+// Immutable once loaded (shared by readers without a lock); the maps are its one index of
+// O-NICs and devices, so no reader rebuilds them.
 struct CachedInventory {
   uint64_t version = 0;
   v1::Inventory site;
   std::vector<v1::SwitchPort> ports;
-  std::map<std::string, std::string> serials;  // O-NIC id → serial.
+  std::map<std::string, std::string> serials;    // O-NIC id → serial.
+  std::map<std::string, std::string> device_of;  // O-NIC id → its device's id.
+  std::map<std::string, int> device_index;       // Device id → its index in site.devices().
+
+  // The device `id`, or null for an unknown one.
+  const v1::Device* FindDevice(const std::string& id) const;
+  // The id of the device O-NIC `onic` belongs to; "" for an unknown O-NIC.
+  const std::string& DeviceOf(const std::string& onic) const;
   // Ports and trunks as planning sees them, without circuits: which may take new light.
   // Admission plans on it with the circuits added (FabricSnapshot::WithCircuits).
   scheduler::FabricSnapshot usability;

@@ -27,12 +27,21 @@ void LinkRecovery::RunDueRetries() {
 void LinkRecovery::RunRetry(const std::string& id) {
   absl::StatusOr<v1::Allocation> a = p_.ctx.store->GetAllocation(id);
   if (a.ok() && a->state() == v1::ALLOCATION_STATE_DEGRADED) {
+    // What the switches lack of it is made again first: a link dark for want of its
+    // cross-connect is the switch's fault, so its links get their `within` again from now.
+    const Reconciler::HeldCheck on_switch = reconciler_->RepairHeld(*a, "fleetd");
+    if (!on_switch.verified) {
+      FLEET_LOG(WARNING) << "allocation " << id << ": " << on_switch.why_not;
+    }
+    if (!on_switch.verified || on_switch.remade > 0) {
+      healer_->LinksRelit(id, p_.ctx.clock->Now());
+    }
     // A failed device or port, or links past the policy's `within`: a spare, not a
     // retrain. Once a heal was refused (no spare), the links are retrained first, since
     // the fault may have cleared, and a spare is looked for again only if they fail.
     const bool refused = !healer_->Refusal(id).empty();
     if (!refused && healer_->StartIfDue(*a)) return;
-    if (RetrainDegraded(*a) || !refused) return;
+    if (RetrainDegraded(*a, on_switch.verified) || !refused) return;
     if (absl::StatusOr<v1::Allocation> still = p_.ctx.store->GetAllocation(id);
         still.ok() && still->state() == v1::ALLOCATION_STATE_DEGRADED) {
       healer_->StartIfDue(*still);
@@ -255,10 +264,8 @@ void LinkRecovery::DegradeOnFailedParts() {
     if (d.health() == v1::DEVICE_HEALTH_FAILED) failed_devices.insert(d.id());
   }
   if (failed_ports.empty() && failed_devices.empty()) return;
-  std::map<std::string, std::string> device_of;  // O-NIC id → device.
-  for (const v1::Onic& o : (*inventory)->site.onics()) device_of[o.id()] = o.device();
   DegradeWhere(
-      [failed_ports, failed_devices, device_of](const v1::Circuit& c) -> std::string {
+      [failed_ports, failed_devices, site = *inventory](const v1::Circuit& c) -> std::string {
         for (const v1::CrossConnect& x : c.cross_connects()) {
           for (uint32_t port : {x.ingress(), x.egress()}) {
             const std::string name = v1::PortName(x.switch_id(), port);
@@ -268,9 +275,9 @@ void LinkRecovery::DegradeOnFailedParts() {
           }
         }
         for (const v1::OnicPortRef& end : {c.source(), c.destination()}) {
-          auto d = device_of.find(end.onic());
-          if (d != device_of.end() && failed_devices.contains(d->second)) {
-            return absl::StrCat("link ", LinkName(c), ": device ", d->second, " failed");
+          const std::string& device = site->DeviceOf(end.onic());
+          if (failed_devices.contains(device)) {
+            return absl::StrCat("link ", LinkName(c), ": device ", device, " failed");
           }
         }
         return "";
@@ -343,7 +350,7 @@ bool LinkRecovery::Degrade(const std::string& id, const Hurt& hurt, const std::s
   return p_.ctx.Update(u, "fleetd").ok();
 }
 
-bool LinkRecovery::RetrainDegraded(const v1::Allocation& a) {
+bool LinkRecovery::RetrainDegraded(const v1::Allocation& a, bool count) {
   const std::string& id = a.id();
   std::vector<v1::Circuit> untrained;
   for (const v1::Circuit& c : LiveCircuits(a)) {
@@ -351,14 +358,14 @@ bool LinkRecovery::RetrainDegraded(const v1::Allocation& a) {
   }
   // Under a failure policy the agents give up when its `within` runs out: then a spare. Not
   // once it has run out (a heal refused or used up): then the links get their full time.
-  const absl::Time heal_due = HealDue(a, p_.ctx.clock->Now());
+  const absl::Time heal_due = healer_->LinksDue(a, p_.ctx.clock->Now());
   const bool heal_ahead = heal_due > p_.ctx.clock->Now() && healer_->Refusal(id).empty();
-  const std::map<std::string, std::string> failed = p_.trainer.Retrain(
+  const LinkTrainer::Failures failed = p_.trainer.Retrain(
       untrained, /*check_first=*/true, heal_ahead ? heal_due : absl::InfiniteFuture());
-  healer_->CountRetrains(untrained, failed);
+  if (count) healer_->CountRetrains(untrained, failed);
   store::AllocationUpdate u;
   u.id = id;
-  std::vector<std::string> reasons = RecordRetrain(untrained, failed, u);
+  std::vector<std::string> reasons = RecordRetrain(untrained, failed.why, u);
   for (std::string& part : healer_->FailedPartReasons(a)) reasons.push_back(std::move(part));
   if (reasons.empty()) {
     u.state = v1::ALLOCATION_STATE_READY;

@@ -2,9 +2,11 @@
 // agent reports down, a switch port the monitor finds failed or dark, a device an operator
 // marks failed each degrade the allocations with a circuit on it; an agent that connects
 // gets its idle ports quiesced and makes every retry due at once. A due retry
-// (RetryScheduler) heals a DEGRADED allocation when its failure policy says so (Healer), or
-// else retrains its links that are not up (asking the agents first, so a link that kept
-// working is not disturbed), or finishes a RELEASING one's removal.
+// (RetryScheduler) of a DEGRADED allocation first makes again what the switches lack of it
+// (Reconciler::RepairHeld: a link dark for want of a cross-connect is the switch's fault,
+// not a member's), then heals it when its failure policy says so (Healer), or else retrains
+// its links that are not up (asking the agents first, so a link that kept working is not
+// disturbed); a due retry of a RELEASING one finishes its removal.
 #ifndef FLEET_CONTROLLER_ENGINE_LINK_RECOVERY_H_
 #define FLEET_CONTROLLER_ENGINE_LINK_RECOVERY_H_
 
@@ -16,14 +18,16 @@
 
 #include "controller/engine/engine_parts.h"
 #include "controller/engine/healer.h"
+#include "controller/engine/reconciler.h"
 #include "controller/engine/release.h"
 
 namespace fleet::engine {
 
 class LinkRecovery {
  public:
-  LinkRecovery(const EngineParts& parts, Releaser* releaser, Healer* healer)
-      : p_(parts), releaser_(releaser), healer_(healer) {}
+  LinkRecovery(const EngineParts& parts, Releaser* releaser, Healer* healer,
+               Reconciler* reconciler)
+      : p_(parts), releaser_(releaser), healer_(healer), reconciler_(reconciler) {}
 
   // Engine::AgentConnected, Engine::QuiesceIdlePorts and Engine::AgentGone (engine.h).
   void AgentConnected(const std::string& host, const std::vector<std::string>& serials);
@@ -61,8 +65,10 @@ class LinkRecovery {
       const std::vector<std::string>& serials);
   // Makes the retry of each DEGRADED allocation `held` says is held back by a part due now.
   void RetryDegradedWhere(const std::function<bool(const v1::Allocation&)>& held);
-  // Retrains DEGRADED `a`'s links that are not ACTIVE; true when it is READY again.
-  bool RetrainDegraded(const v1::Allocation& a);
+  // Retrains DEGRADED `a`'s links that are not ACTIVE; true when it is READY again. With
+  // `count`, their failures count towards their devices' SUSPECT (not when the switches could
+  // not be seen to hold the links' cross-connects: then a dark link says nothing of a device).
+  bool RetrainDegraded(const v1::Allocation& a, bool count);
 
   // Why a live circuit is hurt by a failure, or "" when it is not. Asked without a claim (to
   // find the allocations) and again under it.
@@ -81,6 +87,7 @@ class LinkRecovery {
   const EngineParts p_;
   Releaser* const releaser_;
   Healer* const healer_;
+  Reconciler* const reconciler_;
 };
 
 }  // namespace fleet::engine

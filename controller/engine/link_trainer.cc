@@ -107,14 +107,24 @@ std::vector<v1::Circuit> LinkTrainer::NotUp(const std::vector<v1::Circuit>& circ
   return down;
 }
 
-std::map<std::string, std::string> LinkTrainer::Retrain(const std::vector<v1::Circuit>& circuits,
-                                                        bool check_first, absl::Time by) {
+void LinkTrainer::Failures::Add(const std::string& id, std::string reason,
+                               bool for_lack_of_agent) {
+  if (!why.emplace(id, std::move(reason)).second) return;
+  if (for_lack_of_agent) no_agent.insert(id);
+}
+
+void LinkTrainer::Failures::Merge(const Failures& other) {
+  for (const auto& [id, reason] : other.why) Add(id, reason, other.no_agent.contains(id));
+}
+
+LinkTrainer::Failures LinkTrainer::Retrain(const std::vector<v1::Circuit>& circuits,
+                                           bool check_first, absl::Time by) {
   if (check_first && ctx_.agents != nullptr) {
     return Retrain(NotUp(circuits), /*check_first=*/false, by);
   }
   std::vector<const v1::Circuit*> all;
   for (const v1::Circuit& c : circuits) all.push_back(&c);
-  std::map<std::string, std::string> failed;
+  Failures failed;
   FinishRetrain(StartRetrain(all, /*armed=*/false, nullptr, by), failed);
   return failed;
 }
@@ -136,14 +146,15 @@ LinkTrainer::Training LinkTrainer::StartRetrain(const std::vector<const v1::Circ
       continue;
     }
     if (!dst.ok() || !src.ok()) {
-      training.failed[c->id()] = std::string((dst.ok() ? src.status() : dst.status()).message());
+      training.failed.Add(c->id(), std::string((dst.ok() ? src.status() : dst.status()).message()),
+                          /*for_lack_of_agent=*/false);
       continue;
     }
     if (agents == nullptr || !agents->HasOwner(*dst)) {
-      training.failed[c->id()] =
-          absl::StrCat("link ", LinkName(*c), ": no connected agent for O-NIC ",
-                       c->destination().onic(), " (serial ", *dst, ")");
-      ++training.agent_gone;
+      training.failed.Add(c->id(),
+                          absl::StrCat("link ", LinkName(*c), ": no connected agent for O-NIC ",
+                                       c->destination().onic(), " (serial ", *dst, ")"),
+                          /*for_lack_of_agent=*/true);
       continue;
     }
     agent_registry::AddressedCommand& cmd = commands.emplace_back();
@@ -169,21 +180,25 @@ void LinkTrainer::AwaitWritten(const Training& training, absl::Duration within) 
   if (training.sent != nullptr) ctx_.agents->AwaitWritten(*training.sent, within);
 }
 
-void LinkTrainer::FinishRetrain(Training training, std::map<std::string, std::string>& failed,
-                                Counted counted) {
-  int untrained = static_cast<int>(training.failed.size()) - training.agent_gone;
-  int agent_gone = training.agent_gone, trained = 0;  // Counted for fleet_link_retrains_total.
-  failed.merge(training.failed);
+void LinkTrainer::FinishRetrain(Training training, Failures& failed, Counted counted) {
+  // Counted for fleet_link_retrains_total.
+  int agent_gone = static_cast<int>(training.failed.no_agent.size());
+  int untrained = static_cast<int>(training.failed.why.size()) - agent_gone, trained = 0;
+  failed.Merge(training.failed);
   std::vector<absl::StatusOr<v1::CommandResult>> results;
   if (training.sent != nullptr) results = ctx_.agents->Await(std::move(training.sent));
   for (size_t i = 0; i < results.size(); ++i) {
     const v1::Circuit& c = *training.circuits[i];
     if (!results[i].ok()) {
-      failed[c.id()] = absl::StrCat("link ", LinkName(c), ": ", results[i].status().message());
-      // UNAVAILABLE: the agent went away while the link trained.
-      ++(results[i].status().code() == absl::StatusCode::kUnavailable ? agent_gone : untrained);
+      // UNAVAILABLE: the agent went away while the link trained (a connected agent's own
+      // UNAVAILABLE comes as its answer's code, below).
+      const bool gone = results[i].status().code() == absl::StatusCode::kUnavailable;
+      failed.Add(c.id(), absl::StrCat("link ", LinkName(c), ": ", results[i].status().message()),
+                 gone);
+      ++(gone ? agent_gone : untrained);
     } else if (results[i]->code() != 0) {
-      failed[c.id()] = absl::StrCat("link ", LinkName(c), ": ", results[i]->message());
+      failed.Add(c.id(), absl::StrCat("link ", LinkName(c), ": ", results[i]->message()),
+                 /*for_lack_of_agent=*/false);
       ++untrained;
     } else {
       ++trained;

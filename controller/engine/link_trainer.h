@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -41,12 +42,22 @@ class LinkTrainer {
   absl::Status Quiesce(const std::vector<v1::Circuit>& circuits, const std::string& id,
                        const std::function<void()>& meanwhile = nullptr);
 
+  // The links that did not train: circuit id → why; and which of them reached no agent
+  // (none connected, or it left while the link trained), which says nothing of the device.
+  struct Failures {
+    std::map<std::string, std::string> why;
+    std::set<std::string> no_agent;  // A subset of `why`'s keys.
+
+    // Records circuit `id`'s failure, unless one is recorded already.
+    void Add(const std::string& id, std::string reason, bool for_lack_of_agent);
+    // Adds `other`'s, as Add does each.
+    void Merge(const Failures& other);
+  };
   // Retrains handed to the agents whose answers are not collected yet.
   struct Training {
     std::unique_ptr<agent_registry::SentCommands> sent;  // Null when nothing was sent.
     std::vector<const v1::Circuit*> circuits;            // Sent, in command order.
-    std::map<std::string, std::string> failed;  // Not sent (no serial, no agent), with why.
-    int agent_gone = 0;                         // Of `failed`, for lack of a connected agent.
+    Failures failed;                                     // Not sent (no serial, no agent).
   };
   // Hands the retrains of `circuits` to their agents and returns without waiting. `armed`:
   // as the switch is programmed, and only to agents that arm retrains
@@ -61,18 +72,16 @@ class LinkTrainer {
   // retrains again are counted by that retrain.
   enum class Counted { kEvery, kTrainedOnly, kNone };
   // Collects the answers (into `failed`, circuit id → reason) and counts them.
-  void FinishRetrain(Training training, std::map<std::string, std::string>& failed,
-                     Counted counted = Counted::kEvery);
+  void FinishRetrain(Training training, Failures& failed, Counted counted = Counted::kEvery);
   // The switch was not programmed: quiesces the armed ports, which ends their wait for light
   // and leaves them out of service, and drops the retrains' answers.
   void Disarm(Training training);
-  // Retrains the receiving ends of `circuits`; returns circuit id → failure reason. With
+  // Retrains the receiving ends of `circuits`; returns the links that did not train. With
   // `check_first`, a link the agent reports up with its expected peer is left as it is. The
   // agents give up at `by` if that is sooner than the retrain timeout (a failure policy's
   // deadline, after which the member is replaced rather than retrained).
-  std::map<std::string, std::string> Retrain(const std::vector<v1::Circuit>& circuits,
-                                             bool check_first,
-                                             absl::Time by = absl::InfiniteFuture());
+  Failures Retrain(const std::vector<v1::Circuit>& circuits, bool check_first,
+                   absl::Time by = absl::InfiniteFuture());
 
  private:
   // The circuits of `circuits` whose link is not up with its expected peer, as the agents

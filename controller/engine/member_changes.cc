@@ -248,9 +248,7 @@ absl::Status MemberChanges::PlanDetach(const v1::DetachDevicesRequest& request,
   const std::string& id = stored.id();
   const std::set<std::string> detached(request.devices().begin(), request.devices().end());
   ASSIGN_OR_RETURN(std::shared_ptr<const CachedInventory> inventory, p_.inventory.Current());
-  std::map<std::string, std::string> device_of;  // O-NIC → device.
-  std::map<std::string, std::string> host_of;    // Device → its host, "" when pooled.
-  for (const v1::Onic& o : inventory->site.onics()) device_of[o.id()] = o.device();
+  std::map<std::string, std::string> host_of;  // Device → its host, "" when pooled.
   for (const v1::Device& d : inventory->site.devices()) host_of[d.id()] = d.host();
   const std::set<std::string> members(stored.members().begin(), stored.members().end());
   int pooled_left = 0;
@@ -282,8 +280,8 @@ absl::Status MemberChanges::PlanDetach(const v1::DetachDevicesRequest& request,
   std::set<std::pair<std::string, uint32_t>> freed;
   v1::Plan& plan = *response.mutable_plan();
   for (const v1::Circuit& c : stored.circuits()) {
-    if (detached.contains(device_of[c.source().onic()]) ||
-        detached.contains(device_of[c.destination().onic()])) {
+    if (detached.contains(inventory->DeviceOf(c.source().onic())) ||
+        detached.contains(inventory->DeviceOf(c.destination().onic()))) {
       r.remove.push_back(c.id());
       change.removes.push_back(c);
       for (const v1::CrossConnect& x : c.cross_connects()) *plan.add_remove() = x;
@@ -292,8 +290,8 @@ absl::Status MemberChanges::PlanDetach(const v1::DetachDevicesRequest& request,
       }
       continue;
     }
-    still_used.insert(device_of[c.source().onic()]);
-    still_used.insert(device_of[c.destination().onic()]);
+    still_used.insert(inventory->DeviceOf(c.source().onic()));
+    still_used.insert(inventory->DeviceOf(c.destination().onic()));
   }
   for (const std::string& m : stored.members()) {
     if (still_used.contains(m)) r.members.push_back(m);

@@ -137,6 +137,81 @@ absl::StatusOr<v1::ReconcileResponse> Reconciler::ReconcileSwitches(
   return response;
 }
 
+void Reconciler::RecordDrift(const std::string& switch_id, const v1::Drift& d,
+                             const std::string& principal) {
+  p_.ctx.Record(
+      absl::StrCat("drift.", KindWord(d.kind())), "switch", switch_id,
+      absl::StartsWith(d.action(), "reported") ? v1::EVENT_SEVERITY_ALARM
+                                               : v1::EVENT_SEVERITY_WARNING,
+      principal,
+      absl::StrCat("switch ", switch_id, ": cross-connect ", d.cross_connect().ingress(), "->",
+                   d.cross_connect().egress(), " is ", KindWord(d.kind()),
+                   d.circuit_id().empty() ? "" : absl::StrCat(" (circuit ", d.circuit_id(), ")"),
+                   ": ", d.action()));
+}
+
+Reconciler::HeldCheck Reconciler::RepairHeld(const v1::Allocation& a,
+                                             const std::string& principal) {
+  const std::vector<v1::Circuit> live = LiveCircuits(a);
+  // Switch → the cross-connects its circuits want there, with their circuit.
+  std::map<std::string, std::vector<std::pair<const v1::CrossConnect*, const v1::Circuit*>>>
+      wanted;
+  for (const v1::Circuit& c : live) {
+    for (const v1::CrossConnect& x : c.cross_connects()) wanted[x.switch_id()].push_back({&x, &c});
+  }
+  HeldCheck check;
+  std::vector<std::string> problems;
+  for (const auto& [switch_id, cross_connects] : wanted) {
+    absl::StatusOr<SwitchProgrammer*> programmer = p_.programmers.For(switch_id);
+    absl::Status status = programmer.status();
+    std::vector<v1::Drift> remade;
+    if (programmer.ok()) {
+      (*programmer)->Exclusive([&](switch_adapters::OpticalSwitch& driver) {
+        absl::StatusOr<std::vector<switch_adapters::CrossConnect>> actual =
+            driver.ReadCrossConnects();
+        if (!actual.ok()) {
+          status = actual.status();
+          return;
+        }
+        std::map<uint32_t, uint32_t> egress_of;  // Ingress → egress, as the switch holds them.
+        std::set<uint32_t> egresses;
+        for (const switch_adapters::CrossConnect& x : *actual) {
+          egress_of[x.ingress] = x.egress;
+          egresses.insert(x.egress);
+        }
+        switch_adapters::CrossConnectBatch batch;
+        for (const auto& [x, c] : cross_connects) {
+          auto have = egress_of.find(x->ingress());
+          if (have != egress_of.end() && have->second == x->egress()) continue;
+          if (have != egress_of.end() || egresses.contains(x->egress())) {
+            problems.push_back(absl::StrCat("switch ", switch_id, ": cross-connect ", x->ingress(),
+                                            "->", x->egress(), " of circuit ", c->id(),
+                                            " is blocked by another cross-connect"));
+            continue;
+          }
+          batch.add.push_back({x->ingress(), x->egress()});
+          remade.push_back(MakeDrift(v1::Drift::KIND_MISSING, switch_id, x->ingress(),
+                                     x->egress(), c->id(), "repaired"));
+        }
+        if (!batch.add.empty()) status = driver.Apply(batch).status;
+      });
+    }
+    if (!status.ok()) {
+      problems.push_back(absl::StrCat("switch ", switch_id, ": ", status.message()));
+      continue;
+    }
+    for (const v1::Drift& d : remade) RecordDrift(switch_id, d, principal);
+    if (!remade.empty()) {
+      p_.ctx.metrics.Drift("missing", static_cast<int>(remade.size()),
+                           static_cast<int>(remade.size()));
+    }
+    check.remade += static_cast<int>(remade.size());
+  }
+  check.verified = problems.empty();
+  check.why_not = absl::StrJoin(problems, "; ");
+  return check;
+}
+
 void Reconciler::CountDrift(const std::string& trigger, const v1::ReconcileResponse& response) {
   p_.ctx.metrics.ReconcileRun(trigger);
   std::map<std::string, std::pair<int, int>> drift;  // Kind → found, repaired.
@@ -166,6 +241,7 @@ void Reconciler::RetrainRepaired(const std::set<std::string>& affected,
     }
     u.event_message = absl::StrCat("allocation ", id, " DEGRADED: ", *u.reason);
     if (!p_.ctx.Update(u, principal).ok()) continue;
+    healer_->LinksRelit(id, p_.ctx.clock->Now());
     p_.retries.ScheduleAt(id, p_.ctx.clock->Now());
   }
 }
@@ -200,18 +276,7 @@ absl::Status Reconciler::ReconcileOne(const v1::Switch& sw, switch_adapters::Opt
     const bool repeated =
         d.action() == "reported" &&
         seen_before.contains({d.cross_connect().ingress(), d.cross_connect().egress()});
-    if (!dry_run && !repeated) {
-      p_.ctx.Record(
-          absl::StrCat("drift.", KindWord(d.kind())), "switch", sw.id(),
-          absl::StartsWith(d.action(), "reported") ? v1::EVENT_SEVERITY_ALARM
-                                                   : v1::EVENT_SEVERITY_WARNING,
-          principal,
-          absl::StrCat(
-              "switch ", sw.id(), ": cross-connect ", d.cross_connect().ingress(), "->",
-              d.cross_connect().egress(), " is ", KindWord(d.kind()),
-              d.circuit_id().empty() ? "" : absl::StrCat(" (circuit ", d.circuit_id(), ")"), ": ",
-              d.action()));
-    }
+    if (!dry_run && !repeated) RecordDrift(sw.id(), d, principal);
     *response.add_drift() = d;
   }
   return absl::OkStatus();

@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "controller/engine/caller.h"
 #include "controller/engine/engine_parts.h"
+#include "controller/engine/healer.h"
 #include "controller/engine/release.h"
 #include "fleet/v1/admin.pb.h"
 
@@ -38,7 +39,9 @@ using CrossConnectKey = std::tuple<std::string, uint32_t, uint32_t>;
 
 class Reconciler {
  public:
-  Reconciler(const EngineParts& parts, Releaser* releaser) : p_(parts), releaser_(releaser) {}
+  // `healer` hears of the allocations whose cross-connects a pass made again (LinksRelit).
+  Reconciler(const EngineParts& parts, Releaser* releaser, Healer* healer)
+      : p_(parts), releaser_(releaser), healer_(healer) {}
 
   // An operator's reconciliation (operators only; the options' policy when unspecified).
   absl::StatusOr<v1::ReconcileResponse> Reconcile(const v1::ReconcileRequest& request,
@@ -50,6 +53,21 @@ class Reconciler {
   absl::StatusOr<v1::ReconcileResponse> ReconcileSwitches(
       const std::string& switch_id, v1::UnknownCrossConnectPolicy unknown, bool dry_run,
       const std::string& principal, const std::string& trigger, bool wait_for_resumed = false);
+
+  // What allocation `a`'s retry (which holds its claim) finds on the switches: the
+  // cross-connects of its live circuits, compared with each switch they cross, read with the
+  // switch to itself. One that is absent, its ingress and egress free, is made again (MISSING,
+  // "repaired": an event and the drift metric, as a pass records it), so its link gets light
+  // before anyone judges the link's members. `verified`: every switch was read and now holds
+  // every such cross-connect. Otherwise `why_not` names what stands in the way: a switch that
+  // cannot be read or refused the repair, or a port held by another cross-connect (left to
+  // the next reconciliation pass, which removes an unknown one holding a desired egress).
+  struct HeldCheck {
+    bool verified = true;
+    int remade = 0;  // Cross-connects made again.
+    std::string why_not;
+  };
+  HeldCheck RepairHeld(const v1::Allocation& a, const std::string& principal);
 
  private:
   // Compares one switch, read through `driver` while the caller holds it exclusively.
@@ -67,6 +85,8 @@ class Reconciler {
   // returned.
   absl::Status Repair(switch_adapters::OpticalSwitch& driver, const std::string& principal,
                       Comparison& cmp, v1::ReconcileResponse& response);
+  // Records drift `d` of switch `switch_id` as an event (`drift.KIND`).
+  void RecordDrift(const std::string& switch_id, const v1::Drift& d, const std::string& principal);
   // Counts a pass that acted, and its drift, in the metrics.
   void CountDrift(const std::string& trigger, const v1::ReconcileResponse& response);
   // The READY or DEGRADED allocations of `affected` become DEGRADED and are retried now.
@@ -94,6 +114,7 @@ class Reconciler {
 
   const EngineParts p_;
   Releaser* const releaser_;
+  Healer* const healer_;
 };
 
 }  // namespace fleet::engine

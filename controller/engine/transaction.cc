@@ -199,7 +199,7 @@ bool Transaction::Train() {
   // again, now that the switch is verified: its answer failed (its wait ran out before the
   // beam settled, say), or the batch went out twice (undone after another request's part
   // failed, so its light came and went). Its first answer is not counted then.
-  std::map<std::string, std::string> armed_failed;
+  LinkTrainer::Failures armed_failed;
   const std::vector<const v1::Circuit*> armed_circuits = armed_.circuits;
   using Counted = LinkTrainer::Counted;
   p_.trainer.FinishRetrain(std::move(armed_), armed_failed,
@@ -208,7 +208,7 @@ bool Transaction::Train() {
                                       : Counted::kTrainedOnly);
   std::vector<const v1::Circuit*> again;
   for (const v1::Circuit* c : armed_circuits) {
-    if (trained && (retried_ || armed_failed.contains(c->id()))) again.push_back(c);
+    if (trained && (retried_ || armed_failed.why.contains(c->id()))) again.push_back(c);
   }
   LinkTrainer::Training redo = p_.trainer.StartRetrain(again, /*armed=*/false);
   p_.trainer.FinishRetrain(std::move(rest), failed_);
@@ -223,7 +223,7 @@ void Transaction::Finish() {
   store::AllocationUpdate done;
   done.id = id_;
   done.stage_timings = timings_;
-  std::vector<std::string> reasons = RecordRetrain(circuits_, failed_, done);
+  std::vector<std::string> reasons = RecordRetrain(circuits_, failed_.why, done);
   // A member whose device or own switch port has failed keeps it DEGRADED (failure_policy.h).
   if (absl::StatusOr<std::shared_ptr<const CachedInventory>> inventory = p_.inventory.Current();
       inventory.ok()) {

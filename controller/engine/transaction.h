@@ -99,7 +99,7 @@ class Transaction {
   absl::Notification arming_done_;
   absl::once_flag arming_started_;
   bool retried_ = false;                       // A switch applied the batch twice.
-  std::map<std::string, std::string> failed_;  // Circuit id → why its link did not train.
+  LinkTrainer::Failures failed_;  // The links that did not train.
 };
 
 }  // namespace fleet::engine

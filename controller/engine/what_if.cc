@@ -16,10 +16,8 @@
 namespace fleet::engine {
 
 Hurt HurtBy(const v1::Allocation& a, const LostParts& lost, const CachedInventory& inventory) {
-  std::map<std::string, std::string> device_of;           // O-NIC id → device.
   std::map<std::string, const v1::OnicPort*> onic_ports;  // v1::PortName → fibers.
   for (const v1::Onic& o : inventory.site.onics()) {
-    device_of[o.id()] = o.device();
     for (const v1::OnicPort& p : o.ports()) onic_ports[v1::PortName(o.id(), p.index())] = &p;
   }
   std::set<std::string> members;
@@ -31,7 +29,7 @@ Hurt HurtBy(const v1::Allocation& a, const LostParts& lost, const CachedInventor
              lost.switch_ports.contains(v1::PortName(x.switch_id(), x.egress()));
     }
     for (const auto& [end, tx] : {std::pair{c.source(), true}, std::pair{c.destination(), false}}) {
-      const std::string& device = device_of[end.onic()];
+      const std::string& device = inventory.DeviceOf(end.onic());
       auto fibers = onic_ports.find(v1::PortName(end));
       const bool own_fiber_lost =
           fibers != onic_ports.end() && lost.switch_ports.contains(v1::PortName(

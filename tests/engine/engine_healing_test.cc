@@ -238,6 +238,75 @@ TEST_F(HealingTest, LinksThatDoNotRetrainWithinTheDeadlineGetTheirMemberReplaced
   EXPECT_GE(FromProtoDuration(a.replacements(0).degraded_for()), absl::Seconds(5));
 }
 
+TEST_F(HealingTest, ACrossConnectTakenOffTheSwitchIsMadeAgainNotHealedWithASpare) {
+  v1::Allocation a =
+      Request(Healing(Ring("team-a", {"gpu1", "gpu2", "gpu3", "gpu4"}), absl::Seconds(2)));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
+  const std::set<CrossConnect> wanted = Wanted(a);
+  // Someone deletes the cross-connect into gpu3 behind fleetd's back; gpu3's agent reports
+  // its port dark.
+  const uint32_t egress = EgressInto(a, "gpu3-n0");
+  switch_adapters::CrossConnectBatch behind;
+  for (const CrossConnect& x : wanted) {
+    if (x.egress == egress) behind.remove.push_back(x);
+  }
+  ASSERT_THAT(behind.remove, SizeIs(1));
+  ASSERT_THAT(sw_->Apply(behind).status, IsOk());
+  engine_->LinksDown("gpu-pool-1", {Down("FLT-GPU3-N0", 1, "no light")});
+  engine_->WaitIdleForTest();
+  ASSERT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_DEGRADED);
+  // The first retry comes only at the policy's deadline: the worst case for the member.
+  RetryAfter(absl::Seconds(2));
+  a = Get(a.id());
+  EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
+  EXPECT_THAT(a.replacements(), IsEmpty());
+  EXPECT_THAT(Members(a), ElementsAre("gpu1", "gpu2", "gpu3", "gpu4"));
+  EXPECT_EQ(OnSwitch(), wanted);
+  std::vector<std::string> drift;
+  const std::vector<v1::Event> events = store_->ListEvents({0, 1000, "switch", "ocs1"}).value();
+  for (const v1::Event& e : events) {
+    drift.push_back(absl::StrCat(e.kind(), ": ", e.message()));
+  }
+  EXPECT_THAT(drift, Contains(AllOf(HasSubstr("drift.missing"),
+                                    HasSubstr(absl::StrCat("->", egress, " is missing")),
+                                    HasSubstr("repaired"))));
+  ASSERT_OK_AND_ASSIGN(v1::Device gpu3, store_->GetDevice("gpu3"));
+  EXPECT_EQ(gpu3.health(), v1::DEVICE_HEALTH_HEALTHY);
+}
+
+TEST_F(HealingTest, ADarkLinkWhoseCrossConnectIsBlockedReplacesNoMember) {
+  v1::Allocation a =
+      Request(Healing(Ring("team-a", {"gpu1", "gpu2", "gpu3", "gpu4"}), absl::Seconds(2)));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
+  // The cross-connect into gpu3 is replaced on the switch by one from a port nobody uses:
+  // fleetd cannot make its own again without taking that one off, which is reconciliation's
+  // call, so no member is at fault and none is replaced.
+  const uint32_t egress = EgressInto(a, "gpu3-n0");
+  switch_adapters::CrossConnectBatch behind;
+  for (const CrossConnect& x : Wanted(a)) {
+    if (x.egress == egress) behind.remove.push_back(x);
+  }
+  behind.add.push_back({300, egress});
+  ASSERT_THAT(sw_->Apply(behind).status, IsOk());
+  engine_->LinksDown("gpu-pool-1", {Down("FLT-GPU3-N0", 1, "no light")});
+  engine_->WaitIdleForTest();
+  RetryAfter(absl::Seconds(2));
+  RetryAfter(absl::Seconds(5));
+  a = Get(a.id());
+  EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_DEGRADED);
+  EXPECT_THAT(a.replacements(), IsEmpty());
+  ASSERT_OK_AND_ASSIGN(v1::Device gpu3, store_->GetDevice("gpu3"));
+  EXPECT_EQ(gpu3.health(), v1::DEVICE_HEALTH_HEALTHY);
+  // Reconciliation takes the stranger off (it holds an egress a circuit needs) and the link
+  // trains.
+  v1::ReconcileRequest reconcile;
+  ASSERT_THAT(engine_->Reconcile(reconcile, Caller::Operator("operator:test")).status(), IsOk());
+  engine_->WaitIdleForTest();
+  RetryAfter(absl::ZeroDuration());
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
+  EXPECT_EQ(OnSwitch(), Wanted(a));
+}
+
 TEST_F(HealingTest, WithNoSpareOrNoReplacementLeftTheAllocationStaysDegradedSayingWhy) {
   // Every GPU of the switch is a member: there is no spare.
   std::vector<std::string> all;
@@ -288,6 +357,32 @@ TEST_F(HealingTest, ADeviceWhoseRetrainsKeepFailingIsMarkedSuspect) {
   EXPECT_THAT(gpu3.health_reason(), HasSubstr("3 retrains in a row failed"));
   ASSERT_OK_AND_ASSIGN(v1::Device gpu1, store_->GetDevice("gpu1"));
   EXPECT_EQ(gpu1.health(), v1::DEVICE_HEALTH_HEALTHY);
+}
+
+TEST_F(HealingTest, AnAbsentAgentIsNotAFailedDevice) {
+  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2", "gpu3"}));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
+  // The GPU pool's agent goes away (a restart, say): every retry finds no agent to train with.
+  for (const char* serial : {"FLT-GPU1-N0", "FLT-GPU2-N0", "FLT-GPU3-N0"}) {
+    agents_->SetGone(serial, true);
+  }
+  engine_->AgentGone("gpu-pool-1", {"FLT-GPU1-N0", "FLT-GPU2-N0", "FLT-GPU3-N0"}, "restarting");
+  engine_->WaitIdleForTest();
+  for (int i = 0; i < 5; ++i) RetryAfter(absl::Minutes(2));
+  a = Get(a.id());
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_DEGRADED);
+  EXPECT_THAT(a.reason(), HasSubstr("no connected agent"));
+  for (const char* gpu : {"gpu1", "gpu2", "gpu3"}) {
+    ASSERT_OK_AND_ASSIGN(v1::Device d, store_->GetDevice(gpu));
+    EXPECT_EQ(d.health(), v1::DEVICE_HEALTH_HEALTHY) << gpu << ": " << d.health_reason();
+  }
+  // It comes back: the links train, and a device's count of failures never started.
+  for (const char* serial : {"FLT-GPU1-N0", "FLT-GPU2-N0", "FLT-GPU3-N0"}) {
+    agents_->SetGone(serial, false);
+  }
+  engine_->AgentConnected("gpu-pool-1", {"FLT-GPU1-N0", "FLT-GPU2-N0", "FLT-GPU3-N0"});
+  RetryAfter(absl::ZeroDuration());
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
 }
 
 TEST_F(HealingTest, AJobReplacesAMemberOfItsOwnAllocationAndTheRecordNamesIt) {

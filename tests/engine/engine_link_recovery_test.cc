@@ -102,15 +102,6 @@ TEST_F(EngineTest, AgentGoneDegradesAndItsReturnHealsWithoutRetrainingWorkingLin
   EXPECT_EQ(agents_->Count(v1::Command::kRetrain), retrains);
 }
 
-v1::LinkState Down(const std::string& serial, uint32_t port, const std::string& detail) {
-  v1::LinkState link;
-  link.set_onic_serial(serial);
-  link.set_port(port);
-  link.set_status(v1::LINK_STATUS_DOWN);
-  link.set_detail(detail);
-  return link;
-}
-
 int DegradedCircuits(const v1::Allocation& a) {
   int degraded = 0;
   for (const v1::Circuit& c : a.circuits()) degraded += c.state() == v1::CIRCUIT_STATE_DEGRADED;

@@ -226,6 +226,16 @@ inline v1::RequestTopologyRequest Phased(const std::string& tenant) {
   return r;
 }
 
+// An agent's report that O-NIC `serial`'s port `port` is down, `detail` saying why.
+inline v1::LinkState Down(const std::string& serial, uint32_t port, const std::string& detail) {
+  v1::LinkState link;
+  link.set_onic_serial(serial);
+  link.set_port(port);
+  link.set_status(v1::LINK_STATUS_DOWN);
+  link.set_detail(detail);
+  return link;
+}
+
 inline std::set<CrossConnect> PhaseWanted(const v1::Allocation& a, const std::string& phase) {
   std::set<CrossConnect> out;
   for (const v1::Circuit& c : a.circuits()) {

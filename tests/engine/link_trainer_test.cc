@@ -131,7 +131,7 @@ TEST_F(LinkTrainerTest, ARetrainGoesToTheReceivingEndNamingTheSenderAsPeer) {
     }
     return r;
   };
-  const std::map<std::string, std::string> failed =
+  const LinkTrainer::Failures failed =
       trainer_->Retrain({Between("c1", "gpu1-n0", "gpu2-n0"), Between("c2", "gpu2-n0", "gpu1-n0")},
                         /*check_first=*/false);
   ASSERT_THAT(agents_.sent, SizeIs(1));
@@ -142,8 +142,10 @@ TEST_F(LinkTrainerTest, ARetrainGoesToTheReceivingEndNamingTheSenderAsPeer) {
   EXPECT_EQ(retrain.expected_peer().port(), 1u);
   EXPECT_FALSE(retrain.has_await_light());
   // c2's receiving end has no agent.
-  EXPECT_THAT(failed, ElementsAre(Pair("c2", HasSubstr("link gpu2-n0/1 -> gpu1-n0/1: no "
-                                                       "connected agent for O-NIC gpu1-n0"))));
+  EXPECT_THAT(failed.why, ElementsAre(Pair("c2", HasSubstr("link gpu2-n0/1 -> gpu1-n0/1: no "
+                                                           "connected agent for O-NIC gpu1-n0"))));
+  // Reaching no agent is told apart from a link that did not train.
+  EXPECT_THAT(failed.no_agent, ElementsAre("c2"));
 }
 
 TEST_F(LinkTrainerTest, ALinkUpWithItsExpectedPeerIsNotRetrainedWhenCheckedFirst) {
@@ -155,10 +157,10 @@ TEST_F(LinkTrainerTest, ALinkUpWithItsExpectedPeerIsNotRetrainedWhenCheckedFirst
     }
     return r;
   };
-  const std::map<std::string, std::string> failed =
+  const LinkTrainer::Failures failed =
       trainer_->Retrain({Between("c1", "gpu1-n0", "gpu2-n0"), Between("c2", "gpu2-n0", "gpu1-n0")},
                         /*check_first=*/true);
-  EXPECT_THAT(failed, IsEmpty());
+  EXPECT_THAT(failed.why, IsEmpty());
   std::vector<std::string> retrained;
   for (const v1::Command& c : agents_.sent) {
     if (c.has_retrain()) retrained.push_back(c.retrain().onic_serial());
@@ -176,9 +178,9 @@ TEST_F(LinkTrainerTest, OnlyAgentsThatArmRetrainsGetThemBeforeTheSwitchMoves) {
   EXPECT_THAT(unarmed, ElementsAre(&to_other));
   ASSERT_THAT(agents_.sent, SizeIs(1));
   EXPECT_TRUE(agents_.sent[0].retrain().has_await_light());
-  std::map<std::string, std::string> failed;
+  LinkTrainer::Failures failed;
   trainer_->FinishRetrain(std::move(armed), failed);
-  EXPECT_THAT(failed, IsEmpty());
+  EXPECT_THAT(failed.why, IsEmpty());
   // The switch was not programmed: the armed port is quiesced.
   LinkTrainer::Training again = trainer_->StartRetrain({&to_arming}, /*armed=*/true);
   trainer_->Disarm(std::move(again));

@@ -20,6 +20,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "controller/engine/engine.h"
 #include "controller/fleetd/demo.h"
 #include "fleet/v1/admin.grpc.pb.h"
@@ -90,6 +92,9 @@ class EngineEndToEnd : public ::testing::TestWithParam<std::string> {
     ASSERT_TRUE(grpc.ok()) << grpc.status() << fleetd_->Stderr();
     grpc_ = *grpc;
     port_ = grpc_.substr(grpc_.rfind(':') + 1);
+    absl::StatusOr<std::string> metrics = fleetd_->WaitForLine("metrics: ");
+    ASSERT_TRUE(metrics.ok()) << metrics.status() << fleetd_->Stderr();
+    metrics_ = *metrics;
     // A fresh channel for each fleetd: one that saw its server die waits out gRPC's
     // reconnect backoff (seconds) before it tries the new one.
     auto channel = grpc::CreateChannel(grpc_, grpc::InsecureChannelCredentials());
@@ -182,6 +187,20 @@ class EngineEndToEnd : public ::testing::TestWithParam<std::string> {
   }
 
   // The emulator's counter of cross-connects made or removed.
+  // The value of `series` (a metric's name and labels, as /metrics prints them) on fleetd's
+  // /metrics; 0 when it has none yet.
+  double FleetdMetric(const std::string& series) {
+    absl::StatusOr<std::string> page = testing::HttpGet(metrics_, "/metrics");
+    EXPECT_TRUE(page.ok()) << page.status();
+    for (absl::string_view line : absl::StrSplit(page.value_or(""), '\n')) {
+      if (!absl::ConsumePrefix(&line, series + " ")) continue;
+      double value = 0;
+      EXPECT_TRUE(absl::SimpleAtod(line, &value)) << line;
+      return value;
+    }
+    return 0;
+  }
+
   int64_t SwitchChanges() {
     return testing::EmulatorCounter(demo_->switches().front().rest, "cross_connects_changed");
   }
@@ -252,6 +271,7 @@ class EngineEndToEnd : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<Daemon> fleetd_;
   std::string port_ = "0";
   std::string grpc_;
+  std::string metrics_;  // fleetd's /metrics, HOST:PORT.
   std::unique_ptr<v1::TopologyService::Stub> topology_;
   std::unique_ptr<v1::InventoryService::Stub> inventory_;
   std::unique_ptr<switch_adapters::OpticalSwitch> switch_;

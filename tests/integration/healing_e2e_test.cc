@@ -1,7 +1,9 @@
 // Healing end to end over real processes (engine_e2e_fixture.h): a READY ring whose request
 // says `on_failure: {replace: true}` loses a member to a failed switch port, to light below the
 // threshold, or to an operator's word, and is READY again with a spare in its place; with no
-// spare it stays DEGRADED saying why; a heal killed at any point is finished at restart.
+// spare it stays DEGRADED saying why; a heal killed at any point is finished at restart. What
+// is not a member's fault replaces no member and marks no device SUSPECT: a cross-connect
+// deleted on the switch (made again), agents away across a restart.
 #include "tests/integration/engine_e2e_fixture.h"
 
 namespace fleet {
@@ -136,6 +138,78 @@ TEST_P(HealingEndToEndTest, ALostAgentWithNoReachableSpareLeavesTheRingDegradedU
   v1::Allocation ready = WaitFor(id, v1::ALLOCATION_STATE_READY, absl::Seconds(90));
   ASSERT_EQ(ready.state(), v1::ALLOCATION_STATE_READY) << ready.reason();
   EXPECT_THAT(ready.members(), ::testing::ElementsAre("gpu1", "gpu2", "gpu3", "gpu4"));
+  ExpectLightOnEveryCircuit(ready);
+}
+
+// A cross-connect of the READY ring is deleted on the switch behind fleetd's back (TL1
+// DLT-PATCH or REST DELETE): fleetd makes it again and retrains the dark link. The member
+// whose link went dark is healthy and is not replaced, though its failure policy's 2 s pass.
+TEST_P(HealingEndToEndTest, ACrossConnectDeletedOnTheSwitchIsMadeAgainNotHealedWithASpare) {
+  const std::string id = RequestRing(healing_ring_);
+  const v1::Allocation ready = WaitFor(id, v1::ALLOCATION_STATE_READY);
+  ASSERT_EQ(ready.state(), v1::ALLOCATION_STATE_READY);
+  const uint32_t egress = RxEgress("gpu3-n0");
+  switch_adapters::CrossConnectBatch behind;
+  for (const auto& [ingress, out] : OnSwitch()) {
+    if (out == egress) behind.remove.push_back({ingress, out});
+  }
+  ASSERT_THAT(behind.remove, SizeIs(1));
+  ASSERT_TRUE(switch_->Apply(behind).status.ok());
+  ASSERT_EQ(WaitFor(id, v1::ALLOCATION_STATE_DEGRADED).state(), v1::ALLOCATION_STATE_DEGRADED);
+  const v1::Allocation again = WaitFor(id, v1::ALLOCATION_STATE_READY);
+  ASSERT_EQ(again.state(), v1::ALLOCATION_STATE_READY) << again.reason();
+  EXPECT_THAT(again.replacements(), IsEmpty());
+  EXPECT_THAT(again.members(), ::testing::ElementsAre("gpu1", "gpu2", "gpu3", "gpu4"));
+  EXPECT_EQ(OnSwitch(), Wanted({ready}));
+  ExpectLightOnEveryCircuit(again);
+  const std::string drift =
+      Fleetctl({"events", "--object-kind", "switch", "--object", "ocs1"}).out;
+  EXPECT_THAT(drift, HasSubstr(absl::StrCat(behind.remove[0].ingress, "->", egress,
+                                            " is missing")));
+  EXPECT_THAT(drift, HasSubstr("repaired"));
+  EXPECT_THAT(Fleetctl({"get", "devices", "--kind", "gpu"}).out,
+              ::testing::Not(HasSubstr("suspect")));
+}
+
+// fleetd and the agents stop cleanly, the agents first (the ring goes DEGRADED); fleetd
+// starts again and every agent but the GPU chassis's is back before it. The retries that
+// find no agent for the GPUs' O-NICs say nothing of the GPUs: none is marked SUSPECT, and
+// the ring is READY once the chassis's agent is back.
+TEST_P(HealingEndToEndTest, ARestartWithTheGpuAgentBackLastMarksNoGpuSuspect) {
+  const std::string id = RequestRing(kRing);
+  ASSERT_EQ(WaitFor(id, v1::ALLOCATION_STATE_READY).state(), v1::ALLOCATION_STATE_READY);
+  for (const auto& [place, metrics] : demo_->agent_metrics()) {
+    ASSERT_TRUE(demo_->StopAgent(place).ok()) << place;
+  }
+  ASSERT_EQ(WaitFor(id, v1::ALLOCATION_STATE_DEGRADED).state(), v1::ALLOCATION_STATE_DEGRADED);
+  StopFleetd(SIGTERM);
+  ASSERT_NO_FATAL_FAILURE(StartFleetd());
+  for (const auto& [place, metrics] : demo_->agent_metrics()) {
+    if (place != "gpu-pool-1") ASSERT_TRUE(demo_->RestartAgent(place).ok()) << place;
+  }
+  ASSERT_TRUE(Eventually([&] { return ConnectedAgents() == 6; }));
+  // Three retries in a row find no agent for the GPUs' O-NICs (8 links each): as many as
+  // make a device SUSPECT when its own links fail. (The restarted fleetd counts from 0.)
+  ASSERT_TRUE(Eventually(
+      [&] { return FleetdMetric(R"(fleet_link_retrains_total{outcome="agent_gone"})") >= 3 * 8; },
+      absl::Seconds(60)));
+  auto no_gpu_suspect = [&] {
+    grpc::ClientContext context;
+    v1::ListDevicesResponse devices;
+    EXPECT_TRUE(inventory_->ListDevices(&context, v1::ListDevicesRequest(), &devices).ok());
+    int gpus = 0;
+    for (const v1::Device& d : devices.devices()) {
+      if (d.kind() != v1::DEVICE_KIND_GPU) continue;
+      ++gpus;
+      EXPECT_EQ(d.health(), v1::DEVICE_HEALTH_HEALTHY) << d.id() << ": " << d.health_reason();
+    }
+    EXPECT_EQ(gpus, 8);
+  };
+  no_gpu_suspect();
+  ASSERT_TRUE(demo_->RestartAgent("gpu-pool-1").ok());
+  const v1::Allocation ready = WaitFor(id, v1::ALLOCATION_STATE_READY, absl::Seconds(90));
+  ASSERT_EQ(ready.state(), v1::ALLOCATION_STATE_READY) << ready.reason();
+  no_gpu_suspect();
   ExpectLightOnEveryCircuit(ready);
 }
 
