@@ -16,7 +16,7 @@
 namespace fleet::engine {
 namespace {
 
-std::string NewAllocationId() {
+std::string RandomAllocationId() {
   static absl::Mutex mu;
   static absl::BitGen* gen = new absl::BitGen();
   absl::MutexLock lock(&mu);
@@ -139,7 +139,8 @@ absl::StatusOr<Admission::Admitted> Admission::PlanAndPersist(
 
 absl::Status Admission::Persist(v1::Allocation& a, const v1::Plan& plan, const Caller& caller) {
   for (int attempt = 0;; ++attempt) {
-    const std::string id = NewAllocationId();
+    const std::string id =
+        ctx_.options.new_allocation_id ? ctx_.options.new_allocation_id() : RandomAllocationId();
     a.set_id(id);
     a.clear_circuits();
     for (int i = 0; i < plan.circuits_size(); ++i) {
@@ -152,14 +153,20 @@ absl::Status Admission::Persist(v1::Allocation& a, const v1::Plan& plan, const C
       c->set_state(c->phase() == a.active_phase() ? v1::CIRCUIT_STATE_PLANNED
                                                   : v1::CIRCUIT_STATE_INACTIVE);
     }
-    if (!pool_->Claim(id)) continue;
-    absl::Status created = ctx_.store->CreateAllocation(a, caller.principal);
-    if (created.ok()) {
-      tenants_[id] = a.tenant();
-      return created;
+    // An id claimed by a transaction, or stored, is taken: another is asked for.
+    if (pool_->Claim(id)) {
+      absl::Status created = ctx_.store->CreateAllocation(a, caller.principal);
+      if (created.ok()) {
+        tenants_[id] = a.tenant();
+        return created;
+      }
+      pool_->Unclaim(id);
+      if (created.code() != absl::StatusCode::kAlreadyExists) return created;
     }
-    pool_->Unclaim(id);
-    if (created.code() != absl::StatusCode::kAlreadyExists || attempt > 3) return created;
+    if (attempt >= 3) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("allocation id ", id, " is taken (", attempt + 1, " ids tried)"));
+    }
   }
 }
 

@@ -42,6 +42,9 @@ struct EngineOptions {
   std::function<void(const std::string& point)> fault_point;
   // Where stage timings, outcomes, releases, retrains and drift are counted; null: nowhere.
   metrics::ControllerMetrics* metrics = nullptr;
+  // Makes a new allocation's id; unset: "a-" and 8 random hex digits. An id already taken is
+  // asked again, a few times. Tests set their own, so what they see is reproducible.
+  std::function<std::string()> new_allocation_id;
 };
 
 // The points at which EngineOptions::fault_point is called, in transaction order.

@@ -24,6 +24,27 @@ TEST_F(EngineTest, RingBecomesReadyWithTheSwitchHoldingExactlyItsCircuits) {
   EXPECT_THAT(EventKinds(a.id()).back(), HasSubstr("READY"));
 }
 
+TEST_F(EngineTest, AllocationIdsComeFromTheInjectedSourceAndATakenOneIsAskedAgain) {
+  std::vector<std::string> ids = {"a-first", "a-first", "a-second"};
+  size_t next = 0;
+  EngineOptions options;
+  options.new_allocation_id = [&] { return ids.at(std::min(next++, ids.size() - 1)); };
+  engine_.reset();
+  StartEngine(options);
+  EXPECT_EQ(Request(Ring("team-a", {"gpu1", "gpu2"})).id(), "a-first");
+  // "a-first" is taken: the source is asked again.
+  EXPECT_EQ(Request(Ring("team-a", {"gpu3", "gpu4"})).id(), "a-second");
+  EXPECT_EQ(Get("a-second").circuits(0).id(), "a-second-c1");
+  // A source that keeps giving a taken id is asked a few times, then the request is refused,
+  // naming the id, with nothing stored.
+  const size_t stored = store_->ListAllocations({}).value().size();
+  absl::StatusOr<v1::RequestTopologyResponse> refused =
+      engine_->RequestTopology(Ring("team-a", {"gpu5", "gpu6"}), Caller::Operator("operator:t"));
+  EXPECT_THAT(refused.status(), StatusIs(absl::StatusCode::kAlreadyExists,
+                                         HasSubstr("allocation id a-second is taken")));
+  EXPECT_EQ(store_->ListAllocations({}).value().size(), stored);
+}
+
 TEST_F(EngineTest, DryRunReturnsThePlanAndTouchesNothing) {
   const size_t events = EventCount();
   v1::RequestTopologyRequest r = Ring("team-a", kGpus);
