@@ -62,7 +62,8 @@ Healer::Verdict Healer::Judge(const v1::Allocation& a, absl::Time now) {
   std::string first_receiver;       // The receiving member of the first circuit not ACTIVE.
   for (const v1::Circuit& c : LiveCircuits(a)) {
     if (c.state() == v1::CIRCUIT_STATE_ACTIVE) continue;
-    for (const v1::OnicPortRef& end : {c.source(), c.destination()}) ++hurt[site.DeviceOf(end.onic())];
+    for (const v1::OnicPortRef& end : {c.source(), c.destination()})
+      ++hurt[site.DeviceOf(end.onic())];
     if (first_receiver.empty()) first_receiver = site.DeviceOf(c.destination().onic());
   }
   // 3. Links that would not retrain within `within`: the member with the most circuits not
@@ -93,10 +94,21 @@ Healer::Verdict Healer::Judge(const v1::Allocation& a, absl::Time now) {
   return v;
 }
 
-void Healer::LinksRelit(const std::string& id, absl::Time at) {
+void Healer::CrossConnectsSeen(const std::string& id, absl::Time at, Seen seen) {
   absl::MutexLock lock(&mu_);
-  absl::Time& relit = relit_[id];
-  relit = std::max(relit, at);
+  switch (seen) {
+    case Seen::kRemade:
+      relit_[id] = at;
+      return;
+    case Seen::kUnseen:
+      relit_[id] = absl::InfiniteFuture();
+      return;
+    case Seen::kWhole:
+      if (auto it = relit_.find(id); it != relit_.end() && it->second == absl::InfiniteFuture()) {
+        it->second = at;
+      }
+      return;
+  }
 }
 
 absl::Time Healer::LinksDue(const v1::Allocation& a, absl::Time now) {
@@ -104,6 +116,7 @@ absl::Time Healer::LinksDue(const v1::Allocation& a, absl::Time now) {
   absl::MutexLock lock(&mu_);
   auto relit = relit_.find(a.id());
   if (relit == relit_.end() || due == absl::InfiniteFuture()) return due;
+  if (relit->second == absl::InfiniteFuture()) return absl::InfiniteFuture();
   return std::max(due, relit->second + HealWithin(a.request().on_failure()));
 }
 
@@ -233,7 +246,8 @@ void Healer::CountRetrains(const std::vector<v1::Circuit>& circuits,
   {
     absl::MutexLock lock(&mu_);
     for (const v1::Circuit& c : circuits) {
-      const v1::Device* d = (*inventory)->FindDevice((*inventory)->DeviceOf(c.destination().onic()));
+      const v1::Device* d =
+          (*inventory)->FindDevice((*inventory)->DeviceOf(c.destination().onic()));
       if (d == nullptr) continue;
       // A retrain that reached no agent (none connected, or it left meanwhile) says nothing
       // of the device: it counts neither as a failure nor as a success.

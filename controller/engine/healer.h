@@ -47,14 +47,20 @@ class Healer {
   // returns true; the retry must then do nothing more. False: retrain as usual.
   bool StartIfDue(const v1::Allocation& a);
 
-  // The cross-connects of allocation `id`'s links were made again at `at`, or could not be
-  // seen on the switch then: a dark link until then was the switch's fault, not a member's,
-  // so the links get their policy's `within` again from `at` before a member is replaced
-  // for them (a failed device or port is replaced at once still).
-  void LinksRelit(const std::string& id, absl::Time at);
-  // When `a`'s links have had their `within` (from when it turned DEGRADED, or from when
-  // they were last relit): a member is replaced for them from then on. InfiniteFuture
-  // without a policy that replaces.
+  // What a look at the switches found of allocation `id`'s cross-connects at `at`.
+  enum class Seen {
+    kWhole,   // Every one there, none made again.
+    kRemade,  // Some were made again (or what held their ports taken off): now whole.
+    kUnseen,  // A switch could not be read, or refused the repair.
+  };
+  // A link dark for want of its cross-connect is the switch's fault, not a member's: after
+  // kRemade the links get their policy's `within` again from `at`; after kUnseen they get it
+  // from the next kWhole. Rule 3 (links past `within`) waits for that; a failed device or
+  // port is replaced at once still.
+  void CrossConnectsSeen(const std::string& id, absl::Time at, Seen seen);
+  // When `a`'s links have had their `within` (from when it turned DEGRADED, or from when its
+  // cross-connects were last seen whole again): a member is replaced for them from then on.
+  // InfiniteFuture without a policy that replaces, or while they are not seen whole.
   absl::Time LinksDue(const v1::Allocation& a, absl::Time now);
 
   // FailedParts (failure_policy.h) of `a` on the cached inventory, one line each.
@@ -72,8 +78,7 @@ class Healer {
   // device of the receiving O-NIC, failures in a row, and marks a device SUSPECT when they
   // reach `suspect_after` (0: never). A retrain that reached no agent counts neither way: an
   // absent agent is not a failed device.
-  void CountRetrains(const std::vector<v1::Circuit>& circuits,
-                     const LinkTrainer::Failures& failed);
+  void CountRetrains(const std::vector<v1::Circuit>& circuits, const LinkTrainer::Failures& failed);
 
  private:
   // Records why `a` is not healed (`why`), once per `key` (the member and the refusal's
@@ -97,7 +102,9 @@ class Healer {
   };
   std::map<std::string, Refused> refused_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> healing_ ABSL_GUARDED_BY(mu_);  // Allocations with a heal in flight.
-  std::map<std::string, absl::Time> relit_ ABSL_GUARDED_BY(mu_);  // LinksRelit, by allocation.
+  // By allocation: when its links' `within` starts again (CrossConnectsSeen); InfiniteFuture
+  // while its cross-connects are not seen whole.
+  std::map<std::string, absl::Time> relit_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace fleet::engine

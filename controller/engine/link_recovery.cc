@@ -28,14 +28,15 @@ void LinkRecovery::RunRetry(const std::string& id) {
   absl::StatusOr<v1::Allocation> a = p_.ctx.store->GetAllocation(id);
   if (a.ok() && a->state() == v1::ALLOCATION_STATE_DEGRADED) {
     // What the switches lack of it is made again first: a link dark for want of its
-    // cross-connect is the switch's fault, so its links get their `within` again from now.
+    // cross-connect is the switch's fault, so its links get their `within` again.
     const Reconciler::HeldCheck on_switch = reconciler_->RepairHeld(*a, "fleetd");
     if (!on_switch.verified) {
       FLEET_LOG(WARNING) << "allocation " << id << ": " << on_switch.why_not;
     }
-    if (!on_switch.verified || on_switch.remade > 0) {
-      healer_->LinksRelit(id, p_.ctx.clock->Now());
-    }
+    healer_->CrossConnectsSeen(id, p_.ctx.clock->Now(),
+                               !on_switch.verified    ? Healer::Seen::kUnseen
+                               : on_switch.remade > 0 ? Healer::Seen::kRemade
+                                                      : Healer::Seen::kWhole);
     // A failed device or port, or links past the policy's `within`: a spare, not a
     // retrain. Once a heal was refused (no spare), the links are retrained first, since
     // the fault may have cleared, and a spare is looked for again only if they fail.
@@ -359,7 +360,7 @@ bool LinkRecovery::RetrainDegraded(const v1::Allocation& a, bool count) {
   // Under a failure policy the agents give up when its `within` runs out: then a spare. Not
   // once it has run out (a heal refused or used up): then the links get their full time.
   const absl::Time heal_due = healer_->LinksDue(a, p_.ctx.clock->Now());
-  const bool heal_ahead = heal_due > p_.ctx.clock->Now() && healer_->Refusal(id).empty();
+  const bool heal_ahead = count && heal_due > p_.ctx.clock->Now() && healer_->Refusal(id).empty();
   const LinkTrainer::Failures failed = p_.trainer.Retrain(
       untrained, /*check_first=*/true, heal_ahead ? heal_due : absl::InfiniteFuture());
   if (count) healer_->CountRetrains(untrained, failed);

@@ -25,8 +25,7 @@ namespace fleet::engine {
 
 class LinkRecovery {
  public:
-  LinkRecovery(const EngineParts& parts, Releaser* releaser, Healer* healer,
-               Reconciler* reconciler)
+  LinkRecovery(const EngineParts& parts, Releaser* releaser, Healer* healer, Reconciler* reconciler)
       : p_(parts), releaser_(releaser), healer_(healer), reconciler_(reconciler) {}
 
   // Engine::AgentConnected, Engine::QuiesceIdlePorts and Engine::AgentGone (engine.h).
@@ -65,9 +64,10 @@ class LinkRecovery {
       const std::vector<std::string>& serials);
   // Makes the retry of each DEGRADED allocation `held` says is held back by a part due now.
   void RetryDegradedWhere(const std::function<bool(const v1::Allocation&)>& held);
-  // Retrains DEGRADED `a`'s links that are not ACTIVE; true when it is READY again. With
-  // `count`, their failures count towards their devices' SUSPECT (not when the switches could
-  // not be seen to hold the links' cross-connects: then a dark link says nothing of a device).
+  // Retrains DEGRADED `a`'s links that are not ACTIVE; true when it is READY again. `count`:
+  // the switches were seen to hold the links' cross-connects, so their failures count towards
+  // their devices' SUSPECT and the next retry comes by the failure policy's deadline; without
+  // it a dark link says nothing of a device, and the next retry waits out the backoff.
   bool RetrainDegraded(const v1::Allocation& a, bool count);
 
   // Why a live circuit is hurt by a failure, or "" when it is not. Asked without a claim (to

@@ -107,8 +107,7 @@ std::vector<v1::Circuit> LinkTrainer::NotUp(const std::vector<v1::Circuit>& circ
   return down;
 }
 
-void LinkTrainer::Failures::Add(const std::string& id, std::string reason,
-                               bool for_lack_of_agent) {
+void LinkTrainer::Failures::Add(const std::string& id, std::string reason, bool for_lack_of_agent) {
   if (!why.emplace(id, std::move(reason)).second) return;
   if (for_lack_of_agent) no_agent.insert(id);
 }
@@ -157,6 +156,7 @@ LinkTrainer::Training LinkTrainer::StartRetrain(const std::vector<const v1::Circ
                           /*for_lack_of_agent=*/true);
       continue;
     }
+    if (!agents->HasOwner(*src)) training.sender_absent.insert(c->id());
     agent_registry::AddressedCommand& cmd = commands.emplace_back();
     cmd.onic_serial = *dst;
     cmd.command =
@@ -198,7 +198,7 @@ void LinkTrainer::FinishRetrain(Training training, Failures& failed, Counted cou
       ++(gone ? agent_gone : untrained);
     } else if (results[i]->code() != 0) {
       failed.Add(c.id(), absl::StrCat("link ", LinkName(c), ": ", results[i]->message()),
-                 /*for_lack_of_agent=*/false);
+                 training.sender_absent.contains(c.id()));
       ++untrained;
     } else {
       ++trained;

@@ -43,7 +43,8 @@ class LinkTrainer {
                        const std::function<void()>& meanwhile = nullptr);
 
   // The links that did not train: circuit id → why; and which of them reached no agent
-  // (none connected, or it left while the link trained), which says nothing of the device.
+  // (none connected at the receiving end, or it left while the link trained; or none at the
+  // sending end, whose light may then be out), which says nothing of the receiving device.
   struct Failures {
     std::map<std::string, std::string> why;
     std::set<std::string> no_agent;  // A subset of `why`'s keys.
@@ -58,6 +59,7 @@ class LinkTrainer {
     std::unique_ptr<agent_registry::SentCommands> sent;  // Null when nothing was sent.
     std::vector<const v1::Circuit*> circuits;            // Sent, in command order.
     Failures failed;                                     // Not sent (no serial, no agent).
+    std::set<std::string> sender_absent;                 // Sent, with no agent at the sending end.
   };
   // Hands the retrains of `circuits` to their agents and returns without waiting. `armed`:
   // as the switch is programmed, and only to agents that arm retrains

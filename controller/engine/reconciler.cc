@@ -154,8 +154,7 @@ Reconciler::HeldCheck Reconciler::RepairHeld(const v1::Allocation& a,
                                              const std::string& principal) {
   const std::vector<v1::Circuit> live = LiveCircuits(a);
   // Switch → the cross-connects its circuits want there, with their circuit.
-  std::map<std::string, std::vector<std::pair<const v1::CrossConnect*, const v1::Circuit*>>>
-      wanted;
+  std::map<std::string, std::vector<std::pair<const v1::CrossConnect*, const v1::Circuit*>>> wanted;
   for (const v1::Circuit& c : live) {
     for (const v1::CrossConnect& x : c.cross_connects()) wanted[x.switch_id()].push_back({&x, &c});
   }
@@ -174,24 +173,37 @@ Reconciler::HeldCheck Reconciler::RepairHeld(const v1::Allocation& a,
           return;
         }
         std::map<uint32_t, uint32_t> egress_of;  // Ingress → egress, as the switch holds them.
-        std::set<uint32_t> egresses;
-        for (const switch_adapters::CrossConnect& x : *actual) {
-          egress_of[x.ingress] = x.egress;
-          egresses.insert(x.egress);
-        }
+        for (const switch_adapters::CrossConnect& x : *actual) egress_of[x.ingress] = x.egress;
+        std::map<uint32_t, uint32_t> ingress_of;  // Egress → ingress.
+        for (const auto& [ingress, egress] : egress_of) ingress_of[egress] = ingress;
+        // The ports are the allocation's (the store admits none into two circuits, of any
+        // phase, and the claim keeps its own changes out): whatever else holds one of them
+        // goes, as a reconciliation pass removes what holds a desired egress.
         switch_adapters::CrossConnectBatch batch;
+        auto take_off = [&](uint32_t ingress, uint32_t egress) {
+          batch.remove.push_back({ingress, egress});
+          egress_of.erase(ingress);
+          ingress_of.erase(egress);
+        };
         for (const auto& [x, c] : cross_connects) {
           auto have = egress_of.find(x->ingress());
           if (have != egress_of.end() && have->second == x->egress()) continue;
-          if (have != egress_of.end() || egresses.contains(x->egress())) {
-            problems.push_back(absl::StrCat("switch ", switch_id, ": cross-connect ", x->ingress(),
-                                            "->", x->egress(), " of circuit ", c->id(),
-                                            " is blocked by another cross-connect"));
-            continue;
+          const bool wrong = have != egress_of.end();
+          if (wrong) {
+            remade.push_back(MakeDrift(v1::Drift::KIND_WRONG, switch_id, x->ingress(), have->second,
+                                       c->id(), "repaired"));
+            take_off(x->ingress(), have->second);
+          }
+          if (auto from = ingress_of.find(x->egress()); from != ingress_of.end()) {
+            remade.push_back(MakeDrift(v1::Drift::KIND_UNKNOWN, switch_id, from->second,
+                                       x->egress(), "", "removed"));
+            take_off(from->second, x->egress());
           }
           batch.add.push_back({x->ingress(), x->egress()});
-          remade.push_back(MakeDrift(v1::Drift::KIND_MISSING, switch_id, x->ingress(),
-                                     x->egress(), c->id(), "repaired"));
+          if (!wrong) {
+            remade.push_back(MakeDrift(v1::Drift::KIND_MISSING, switch_id, x->ingress(),
+                                       x->egress(), c->id(), "repaired"));
+          }
         }
         if (!batch.add.empty()) status = driver.Apply(batch).status;
       });
@@ -200,12 +212,13 @@ Reconciler::HeldCheck Reconciler::RepairHeld(const v1::Allocation& a,
       problems.push_back(absl::StrCat("switch ", switch_id, ": ", status.message()));
       continue;
     }
-    for (const v1::Drift& d : remade) RecordDrift(switch_id, d, principal);
-    if (!remade.empty()) {
-      p_.ctx.metrics.Drift("missing", static_cast<int>(remade.size()),
-                           static_cast<int>(remade.size()));
+    std::map<std::string, int> found;  // Kind → count, all repaired.
+    for (const v1::Drift& d : remade) {
+      RecordDrift(switch_id, d, principal);
+      ++found[KindWord(d.kind())];
+      check.remade += d.kind() != v1::Drift::KIND_UNKNOWN;
     }
-    check.remade += static_cast<int>(remade.size());
+    for (const auto& [kind, n] : found) p_.ctx.metrics.Drift(kind, n, n);
   }
   check.verified = problems.empty();
   check.why_not = absl::StrJoin(problems, "; ");
@@ -241,7 +254,7 @@ void Reconciler::RetrainRepaired(const std::set<std::string>& affected,
     }
     u.event_message = absl::StrCat("allocation ", id, " DEGRADED: ", *u.reason);
     if (!p_.ctx.Update(u, principal).ok()) continue;
-    healer_->LinksRelit(id, p_.ctx.clock->Now());
+    healer_->CrossConnectsSeen(id, p_.ctx.clock->Now(), Healer::Seen::kRemade);
     p_.retries.ScheduleAt(id, p_.ctx.clock->Now());
   }
 }

@@ -39,7 +39,8 @@ using CrossConnectKey = std::tuple<std::string, uint32_t, uint32_t>;
 
 class Reconciler {
  public:
-  // `healer` hears of the allocations whose cross-connects a pass made again (LinksRelit).
+  // `healer` hears of the allocations whose cross-connects a pass made again
+  // (Healer::CrossConnectsSeen).
   Reconciler(const EngineParts& parts, Releaser* releaser, Healer* healer)
       : p_(parts), releaser_(releaser), healer_(healer) {}
 
@@ -56,15 +57,16 @@ class Reconciler {
 
   // What allocation `a`'s retry (which holds its claim) finds on the switches: the
   // cross-connects of its live circuits, compared with each switch they cross, read with the
-  // switch to itself. One that is absent, its ingress and egress free, is made again (MISSING,
-  // "repaired": an event and the drift metric, as a pass records it), so its link gets light
-  // before anyone judges the link's members. `verified`: every switch was read and now holds
-  // every such cross-connect. Otherwise `why_not` names what stands in the way: a switch that
-  // cannot be read or refused the repair, or a port held by another cross-connect (left to
-  // the next reconciliation pass, which removes an unknown one holding a desired egress).
+  // switch to itself. One that is absent is made again (MISSING), and whatever holds its
+  // ingress or egress instead is taken off first (WRONG, or UNKNOWN "removed"): its ports are
+  // the allocation's alone, as the store admits none into two circuits. Each is recorded as a
+  // reconciliation pass records it (a `drift.KIND` event, the drift metric), so a link gets
+  // its light back before anyone judges the link's members. `verified`: every switch was read
+  // and now holds every such cross-connect; otherwise `why_not` names the switch that could
+  // not be read or refused the repair.
   struct HeldCheck {
     bool verified = true;
-    int remade = 0;  // Cross-connects made again.
+    int remade = 0;  // The allocation's cross-connects made again.
     std::string why_not;
   };
   HeldCheck RepairHeld(const v1::Allocation& a, const std::string& principal);

@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "common/wording.h"
 #include "controller/engine/circuits.h"
+#include "controller/engine/healer.h"
 #include "controller/engine/tenancy.h"
 #include "fleet/v1/names.h"
 
@@ -62,6 +63,7 @@ void Releaser::Release(const std::string& id, const std::string& principal,
                                                                     : "requested");
   }
   p_.retries.Forget(id);
+  healer_->Forget(id);
 }
 
 bool Releaser::CommitReleasing(const std::string& id, const std::string& principal,

@@ -13,9 +13,12 @@
 
 namespace fleet::engine {
 
+class Healer;
+
 class Releaser {
  public:
-  explicit Releaser(const EngineParts& parts) : p_(parts) {}
+  // `healer` forgets what it knew of an allocation that ends.
+  Releaser(const EngineParts& parts, Healer* healer) : p_(parts), healer_(healer) {}
 
   // With the claim on `id` held: takes its circuits off the switches and ends it in
   // `final_state` (RELEASED, or FAILED for an eviction) with `final_reason`, which the
@@ -44,6 +47,7 @@ class Releaser {
               const std::vector<v1::Circuit>& circuits);
 
   const EngineParts p_;
+  Healer* const healer_;
 };
 
 }  // namespace fleet::engine

@@ -274,37 +274,52 @@ TEST_F(HealingTest, ACrossConnectTakenOffTheSwitchIsMadeAgainNotHealedWithASpare
   EXPECT_EQ(gpu3.health(), v1::DEVICE_HEALTH_HEALTHY);
 }
 
-TEST_F(HealingTest, ADarkLinkWhoseCrossConnectIsBlockedReplacesNoMember) {
+TEST_F(HealingTest, ACrossConnectHoldingTheRingsEgressIsTakenOffAndTheLinkLitAgain) {
   v1::Allocation a =
       Request(Healing(Ring("team-a", {"gpu1", "gpu2", "gpu3", "gpu4"}), absl::Seconds(2)));
   ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
-  // The cross-connect into gpu3 is replaced on the switch by one from a port nobody uses:
-  // fleetd cannot make its own again without taking that one off, which is reconciliation's
-  // call, so no member is at fault and none is replaced.
+  const std::set<CrossConnect> wanted = Wanted(a);
+  // The cross-connect into gpu3 is replaced on the switch by one from a port nobody uses.
   const uint32_t egress = EgressInto(a, "gpu3-n0");
   switch_adapters::CrossConnectBatch behind;
-  for (const CrossConnect& x : Wanted(a)) {
+  for (const CrossConnect& x : wanted) {
     if (x.egress == egress) behind.remove.push_back(x);
   }
   behind.add.push_back({300, egress});
   ASSERT_THAT(sw_->Apply(behind).status, IsOk());
-  engine_->LinksDown("gpu-pool-1", {Down("FLT-GPU3-N0", 1, "no light")});
+  engine_->LinksDown("gpu-pool-1", {Down("FLT-GPU3-N0", 1, "wrong peer")});
   engine_->WaitIdleForTest();
   RetryAfter(absl::Seconds(2));
-  RetryAfter(absl::Seconds(5));
+  a = Get(a.id());
+  EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
+  EXPECT_THAT(a.replacements(), IsEmpty());
+  EXPECT_EQ(OnSwitch(), wanted);
+  const std::vector<v1::Event> events = store_->ListEvents({0, 1000, "switch", "ocs1"}).value();
+  std::vector<std::string> drift;
+  for (const v1::Event& e : events) drift.push_back(e.message());
+  EXPECT_THAT(drift, Contains(HasSubstr(absl::StrCat("300->", egress, " is unknown: removed"))));
+}
+
+TEST_F(HealingTest, WhileTheSwitchCannotBeReadADarkLinkReplacesNoMember) {
+  v1::Allocation a =
+      Request(Healing(Ring("team-a", {"gpu1", "gpu2", "gpu3", "gpu4"}), absl::Seconds(2)));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
+  agents_->SetGone("FLT-GPU3-N0", true);
+  engine_->AgentGone("gpu-pool-1", {"FLT-GPU3-N0"}, "heartbeats missed");
+  sw_->SetUnreachable(absl::UnavailableError("no route to host"));
+  for (int i = 0; i < 4; ++i) RetryAfter(absl::Minutes(1));
   a = Get(a.id());
   EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_DEGRADED);
   EXPECT_THAT(a.replacements(), IsEmpty());
-  ASSERT_OK_AND_ASSIGN(v1::Device gpu3, store_->GetDevice("gpu3"));
-  EXPECT_EQ(gpu3.health(), v1::DEVICE_HEALTH_HEALTHY);
-  // Reconciliation takes the stranger off (it holds an egress a circuit needs) and the link
-  // trains.
-  v1::ReconcileRequest reconcile;
-  ASSERT_THAT(engine_->Reconcile(reconcile, Caller::Operator("operator:test")).status(), IsOk());
-  engine_->WaitIdleForTest();
-  RetryAfter(absl::ZeroDuration());
-  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY);
-  EXPECT_EQ(OnSwitch(), Wanted(a));
+  // Seen again, the switch holds the ring: the links have `within` from then, and the agent
+  // still away, gpu3 is replaced once it has passed.
+  sw_->SetUnreachable(absl::OkStatus());
+  RetryAfter(absl::Minutes(2));
+  EXPECT_THAT(Get(a.id()).replacements(), IsEmpty());
+  RetryAfter(absl::Minutes(2));
+  a = Get(a.id());
+  ASSERT_THAT(a.replacements(), SizeIs(1));
+  EXPECT_EQ(a.replacements(0).failed(), "gpu3");
 }
 
 TEST_F(HealingTest, WithNoSpareOrNoReplacementLeftTheAllocationStaysDegradedSayingWhy) {

@@ -148,6 +148,23 @@ TEST_F(LinkTrainerTest, ARetrainGoesToTheReceivingEndNamingTheSenderAsPeer) {
   EXPECT_THAT(failed.no_agent, ElementsAre("c2"));
 }
 
+TEST_F(LinkTrainerTest, ALinkThatFailsWithNoAgentAtItsSendingEndSaysNothingOfTheReceiver) {
+  agents_.owners = {"FLT-GPU2-N0"};  // gpu1-n0's agent is away: its light may be out.
+  agents_.answer = [](const v1::Command&) {
+    v1::CommandResult r;
+    r.set_code(4);
+    r.set_message("no light");
+    return r;
+  };
+  const LinkTrainer::Failures failed =
+      trainer_->Retrain({Between("c1", "gpu1-n0", "gpu2-n0")}, /*check_first=*/false);
+  EXPECT_THAT(failed.why, ElementsAre(Pair("c1", HasSubstr("no light"))));
+  EXPECT_THAT(failed.no_agent, ElementsAre("c1"));
+  // Both agents there: the receiver's failure is its own.
+  agents_.owners = {"FLT-GPU1-N0", "FLT-GPU2-N0"};
+  EXPECT_THAT(trainer_->Retrain({Between("c1", "gpu1-n0", "gpu2-n0")}, false).no_agent, IsEmpty());
+}
+
 TEST_F(LinkTrainerTest, ALinkUpWithItsExpectedPeerIsNotRetrainedWhenCheckedFirst) {
   agents_.answer = [](const v1::Command& c) {
     v1::CommandResult r;

@@ -162,13 +162,14 @@ TEST_P(HealingEndToEndTest, ACrossConnectDeletedOnTheSwitchIsMadeAgainNotHealedW
   EXPECT_THAT(again.members(), ::testing::ElementsAre("gpu1", "gpu2", "gpu3", "gpu4"));
   EXPECT_EQ(OnSwitch(), Wanted({ready}));
   ExpectLightOnEveryCircuit(again);
-  const std::string drift =
-      Fleetctl({"events", "--object-kind", "switch", "--object", "ocs1"}).out;
-  EXPECT_THAT(drift, HasSubstr(absl::StrCat(behind.remove[0].ingress, "->", egress,
-                                            " is missing")));
+  const std::string drift = Fleetctl({"events", "--object-kind", "switch", "--object", "ocs1"}).out;
+  EXPECT_THAT(drift,
+              HasSubstr(absl::StrCat(behind.remove[0].ingress, "->", egress, " is missing")));
   EXPECT_THAT(drift, HasSubstr("repaired"));
-  EXPECT_THAT(Fleetctl({"get", "devices", "--kind", "gpu"}).out,
-              ::testing::Not(HasSubstr("suspect")));
+  const CommandResult gpus = Fleetctl({"get", "devices", "--kind", "gpu"});
+  ASSERT_EQ(gpus.exit_code, 0) << gpus.err;
+  EXPECT_THAT(gpus.out, HasSubstr("gpu3"));
+  EXPECT_THAT(gpus.out, ::testing::Not(HasSubstr("suspect")));
 }
 
 // fleetd and the agents stop cleanly, the agents first (the ring goes DEGRADED); fleetd
