@@ -17,7 +17,9 @@
 //     cross-connects, the allocation FAILED with the switch's message, its circuits deleted;
 //   - a link that does not train, or whose agent is gone: DEGRADED naming the link, circuits
 //     kept, retrained with exponential backoff (and at once when an agent reconnects) until
-//     it trains, then READY.
+//     it trains, then READY. Each retry first makes again what the switches lack of the
+//     allocation (a link dark for want of a cross-connect is not a member's fault), and a
+//     retrain that reached no agent never counts against a device.
 // Release: RELEASING (circuits REMOVING), quiesce, remove from the switch, RELEASED with the
 //   circuits deleted. A switch error keeps the allocation RELEASING (its ports stay held) and
 //   the removal is retried with backoff.
@@ -54,7 +56,8 @@
 //   switch_monitor.h    port status and power read from the switches
 //   worker_pool.h, retry_scheduler.h, inventory_cache.h, background_loop.h: the machinery
 // Locks, in the order they may be taken: a switch held to itself (SwitchProgrammer's
-// Exclusive, by reconciliation, which adopts under admission); Admission::mu() (one admission
+// Exclusive, by reconciliation, which adopts under admission, and by a retry's
+// Reconciler::RepairHeld, which holds only its allocation's claim and takes nothing under it); Admission::mu() (one admission
 // at a time; nothing holding it waits for a switch); then any one of the parts' own mutexes
 // (WorkerPool's claims and tasks, RetryScheduler, InventoryCache, SwitchProgrammers,
 // BackgroundLoop, Healer, SwitchMonitor's set of unreadable switches), each a leaf: none is
