@@ -27,6 +27,10 @@ void LinkRecovery::RunDueRetries() {
 void LinkRecovery::RunRetry(const std::string& id) {
   absl::StatusOr<v1::Allocation> a = p_.ctx.store->GetAllocation(id);
   if (a.ok() && a->state() == v1::ALLOCATION_STATE_DEGRADED) {
+    const bool refused = !healer_->Refusal(id).empty();
+    // A failed device or own port names its member at once (rules 1 and 2): it is replaced
+    // whatever the switch holds, so the switch is not read first.
+    if (!refused && !healer_->FailedPartReasons(*a).empty() && healer_->StartIfDue(*a)) return;
     // What the switches lack of it is made again first: a link dark for want of its
     // cross-connect is the switch's fault, so its links get their `within` again.
     const Reconciler::HeldCheck on_switch = reconciler_->RepairHeld(*a, "fleetd");
@@ -37,10 +41,9 @@ void LinkRecovery::RunRetry(const std::string& id) {
                                !on_switch.verified    ? Healer::Seen::kUnseen
                                : on_switch.remade > 0 ? Healer::Seen::kRemade
                                                       : Healer::Seen::kWhole);
-    // A failed device or port, or links past the policy's `within`: a spare, not a
-    // retrain. Once a heal was refused (no spare), the links are retrained first, since
-    // the fault may have cleared, and a spare is looked for again only if they fail.
-    const bool refused = !healer_->Refusal(id).empty();
+    // Links past the policy's `within`: a spare, not a retrain. Once a heal was refused (no
+    // spare), the links are retrained first, since the fault may have cleared, and a spare
+    // is looked for again only if they fail.
     if (!refused && healer_->StartIfDue(*a)) return;
     if (RetrainDegraded(*a, on_switch.verified) || !refused) return;
     if (absl::StatusOr<v1::Allocation> still = p_.ctx.store->GetAllocation(id);
