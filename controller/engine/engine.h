@@ -57,14 +57,14 @@
 //   worker_pool.h, retry_scheduler.h, inventory_cache.h, background_loop.h: the machinery
 // Locks, in the order they may be taken: a switch held to itself (SwitchProgrammer's
 // Exclusive, by reconciliation, which adopts under admission, and by a retry's
-// Reconciler::RepairHeld, which holds only its allocation's claim and takes nothing under it); Admission::mu() (one admission
-// at a time; nothing holding it waits for a switch); then any one of the parts' own mutexes
-// (WorkerPool's claims and tasks, RetryScheduler, InventoryCache, SwitchProgrammers,
-// BackgroundLoop, Healer, SwitchMonitor's set of unreadable switches), each a leaf: none is
-// held while another is taken, nor while calling out. (SwitchMonitor's pass mutex is held
-// for a whole pass, over switch reads and store writes, and nothing else takes it.)
-// Shutdown stops the pool (no new task), stops and joins the background loop and the switch
-// monitor's, waits for the running tasks and joins every worker, before any part goes.
+// Reconciler::RepairHeld, which holds only its allocation's claim and takes nothing under it);
+// Admission::mu() (one admission at a time; nothing holding it waits for a switch); then any one of
+// the parts' own mutexes (WorkerPool's claims and tasks, RetryScheduler, InventoryCache,
+// SwitchProgrammers, BackgroundLoop, Healer, SwitchMonitor's set of unreadable switches), each a
+// leaf: none is held while another is taken, nor while calling out. (SwitchMonitor's pass mutex is
+// held for a whole pass, over switch reads and store writes, and nothing else takes it.) Shutdown
+// stops the pool (no new task), stops and joins the background loop and the switch monitor's, waits
+// for the running tasks and joins every worker, before any part goes.
 #ifndef FLEET_CONTROLLER_ENGINE_ENGINE_H_
 #define FLEET_CONTROLLER_ENGINE_ENGINE_H_
 

@@ -98,7 +98,7 @@ class Transaction {
   LinkTrainer::Training armed_;
   absl::Notification arming_done_;
   absl::once_flag arming_started_;
-  bool retried_ = false;                       // A switch applied the batch twice.
+  bool retried_ = false;          // A switch applied the batch twice.
   LinkTrainer::Failures failed_;  // The links that did not train.
 };
 

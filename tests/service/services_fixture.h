@@ -64,8 +64,8 @@ class ServicesTest : public ::testing::Test {
       // Plaintext: callers name themselves, no policy.
       agent_service_ = std::make_unique<AgentServiceImpl>(agents_.get(), nullptr);
     }
-    inventory_ = std::make_unique<InventoryServiceImpl>(store_.get(), applier_.get(),
-                                                        agents_.get(), switches_.get());
+    inventory_ = std::make_unique<InventoryServiceImpl>(store_.get(), applier_.get(), agents_.get(),
+                                                        switches_.get());
     topology_ = std::make_unique<TopologyServiceImpl>(store_.get(), engine_.get(), nullptr);
     admin_ = std::make_unique<AdminServiceImpl>(store_.get(), engine_.get(), switches_.get(),
                                                 agents_.get(), nullptr, "9.9.9");
