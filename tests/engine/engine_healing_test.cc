@@ -47,6 +47,15 @@ class HealingTest : public EngineTest {
     }
     return {};
   }
+  // A batch that takes `a`'s cross-connect into `egress` off the switch, as done behind
+  // fleetd's back.
+  static switch_adapters::CrossConnectBatch TakeOffInto(const v1::Allocation& a, uint32_t egress) {
+    switch_adapters::CrossConnectBatch behind;
+    for (const CrossConnect& x : Wanted(a)) {
+      if (x.egress == egress) behind.remove.push_back(x);
+    }
+    return behind;
+  }
   static std::vector<std::string> Members(const v1::Allocation& a) {
     return {a.members().begin(), a.members().end()};
   }
@@ -246,10 +255,7 @@ TEST_F(HealingTest, ACrossConnectTakenOffTheSwitchIsMadeAgainNotHealedWithASpare
   // Someone deletes the cross-connect into gpu3 behind fleetd's back; gpu3's agent reports
   // its port dark.
   const uint32_t egress = EgressInto(a, "gpu3-n0");
-  switch_adapters::CrossConnectBatch behind;
-  for (const CrossConnect& x : wanted) {
-    if (x.egress == egress) behind.remove.push_back(x);
-  }
+  switch_adapters::CrossConnectBatch behind = TakeOffInto(a, egress);
   ASSERT_THAT(behind.remove, SizeIs(1));
   ASSERT_THAT(sw_->Apply(behind).status, IsOk());
   engine_->LinksDown("gpu-pool-1", {Down("FLT-GPU3-N0", 1, "no light")});
@@ -281,10 +287,7 @@ TEST_F(HealingTest, ACrossConnectHoldingTheRingsEgressIsTakenOffAndTheLinkLitAga
   const std::set<CrossConnect> wanted = Wanted(a);
   // The cross-connect into gpu3 is replaced on the switch by one from a port nobody uses.
   const uint32_t egress = EgressInto(a, "gpu3-n0");
-  switch_adapters::CrossConnectBatch behind;
-  for (const CrossConnect& x : wanted) {
-    if (x.egress == egress) behind.remove.push_back(x);
-  }
+  switch_adapters::CrossConnectBatch behind = TakeOffInto(a, egress);
   behind.add.push_back({300, egress});
   ASSERT_THAT(sw_->Apply(behind).status, IsOk());
   engine_->LinksDown("gpu-pool-1", {Down("FLT-GPU3-N0", 1, "wrong peer")});
