@@ -142,14 +142,10 @@ absl::StatusOr<absl::Time> Releaser::KeepAlive(const std::string& id, const Call
 
 void Releaser::ExpireLeases() {
   if (p_.pool.stopping()) return;
-  absl::StatusOr<std::vector<v1::Allocation>> live = p_.ctx.store->ListAllocations({});
-  if (!live.ok()) return;
-  const absl::Time now = p_.ctx.clock->Now();
-  for (const v1::Allocation& a : *live) {
-    if (Ended(a.state()) || a.state() == v1::ALLOCATION_STATE_RELEASING) continue;
-    if (!a.has_lease_expires() || FromProtoTime(a.lease_expires()) > now) continue;
-    if (!p_.pool.Claim(a.id())) continue;  // Mid-transaction: the next tick takes it.
-    const std::string id = a.id();
+  absl::StatusOr<std::vector<std::string>> passed = p_.ctx.store->LeasesPassed(p_.ctx.clock->Now());
+  if (!passed.ok()) return;
+  for (const std::string& id : *passed) {
+    if (!p_.pool.Claim(id)) continue;  // Mid-transaction: the next tick takes it.
     p_.pool.Spawn(id, [this, id] {
       Release(id, "fleetd/lease", v1::ALLOCATION_STATE_RELEASED, kLeaseExpired);
     });

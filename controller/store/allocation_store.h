@@ -97,6 +97,10 @@ class AllocationStore {
   virtual absl::StatusOr<std::vector<v1::Allocation>> ListAllocations(
       const AllocationFilter& filter) = 0;
   virtual absl::StatusOr<std::vector<v1::Circuit>> ListCircuits(const CircuitFilter& filter) = 0;
+  // The ids of the allocations whose lease has passed by `now` and that are not RELEASING,
+  // FAILED or RELEASED, the longest passed first: read through an index of the live leases,
+  // not the whole table (the lease check runs every second).
+  virtual absl::StatusOr<std::vector<std::string>> LeasesPassed(absl::Time now) = 0;
   // The release intent stored with AllocationUpdate::release; nullopt when no release of
   // the allocation has started. NOT_FOUND for an unknown allocation.
   virtual absl::StatusOr<std::optional<AllocationUpdate::ReleaseIntent>> ReleaseIntentOf(

@@ -276,6 +276,12 @@ ALTER TABLE switch_ports ADD COLUMN admin_reason TEXT NOT NULL DEFAULT '';
 ALTER TABLE onics ADD COLUMN admin_reason TEXT NOT NULL DEFAULT '';
 ALTER TABLE hosts ADD COLUMN admin_reason TEXT NOT NULL DEFAULT '';
 )sql"},
+      {8, "lease index", R"sql(
+-- The live allocations by when their lease passes: the lease check, every second, reads
+-- only those whose lease has passed (AllocationStore::LeasesPassed).
+CREATE INDEX allocations_by_lease ON allocations(lease_expires_us)
+  WHERE state NOT IN ('releasing', 'failed', 'released');
+)sql"},
   };
   return kMigrations;
 }

@@ -153,6 +153,23 @@ class SqliteAllocationStore final : public AllocationStore {
     return intent;
   }
 
+  absl::StatusOr<std::vector<std::string>> LeasesPassed(absl::Time now) override {
+    absl::MutexLock lock(&connection_.mu());
+    // The WHERE clause is allocations_by_lease's, so the query reads that index.
+    ASSIGN_OR_RETURN(Statement stmt, db().Prepare(R"sql(
+      SELECT id FROM allocations
+      WHERE lease_expires_us <= ?1 AND state NOT IN ('releasing', 'failed', 'released')
+      ORDER BY lease_expires_us)sql"));
+    stmt.Bind(1, absl::ToUnixMicros(now));
+    std::vector<std::string> ids;
+    for (;;) {
+      ASSIGN_OR_RETURN(bool row, stmt.Step());
+      if (!row) break;
+      ids.push_back(stmt.Text(0));
+    }
+    return ids;
+  }
+
   absl::StatusOr<StateCounts> CountByState() override {
     absl::MutexLock lock(&connection_.mu());
     StateCounts counts;

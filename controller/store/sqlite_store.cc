@@ -90,6 +90,9 @@ class SqliteStore final : public Store {
   absl::StatusOr<std::vector<v1::Circuit>> ListCircuits(const CircuitFilter& filter) override {
     return allocations_->ListCircuits(filter);
   }
+  absl::StatusOr<std::vector<std::string>> LeasesPassed(absl::Time now) override {
+    return allocations_->LeasesPassed(now);
+  }
   absl::StatusOr<std::optional<AllocationUpdate::ReleaseIntent>> ReleaseIntentOf(
       const std::string& id) override {
     return allocations_->ReleaseIntentOf(id);

@@ -101,6 +101,35 @@ TEST_F(StoreTest, CircuitTrunksArePersisted) {
   EXPECT_THAT(circuits[0].trunks(), ElementsAre("t1"));
 }
 
+TEST_F(StoreTest, LeasesPassedAreTheLiveAllocationsPastTheirLeaseLongestPassedFirst) {
+  WriteSite();
+  const absl::Time now = clock_.Now();
+  struct Lease {
+    const char* id;
+    v1::AllocationState state;
+    absl::Duration from_now;
+  };
+  for (const Lease& l : {Lease{"a-ready", v1::ALLOCATION_STATE_READY, -absl::Seconds(5)},
+                         Lease{"a-later", v1::ALLOCATION_STATE_READY, absl::Seconds(5)},
+                         Lease{"a-pending", v1::ALLOCATION_STATE_PENDING, -absl::Minutes(1)},
+                         Lease{"a-degraded", v1::ALLOCATION_STATE_DEGRADED, absl::ZeroDuration()},
+                         Lease{"a-releasing", v1::ALLOCATION_STATE_RELEASING, -absl::Hours(1)},
+                         Lease{"a-failed", v1::ALLOCATION_STATE_FAILED, -absl::Hours(1)}}) {
+    v1::Allocation a = MakeAllocation(l.id, "tenant-a", l.state, {}, {});
+    *a.mutable_lease_expires() = Stamp(now + l.from_now);
+    ASSERT_THAT(store_->CreateAllocation(a, "job:tenant-a"), IsOk());
+  }
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> passed, store_->LeasesPassed(now));
+  EXPECT_THAT(passed, ElementsAre("a-pending", "a-ready", "a-degraded"));
+  // A renewed lease is not passed any more.
+  AllocationUpdate renew;
+  renew.id = "a-ready";
+  renew.lease_expires = now + absl::Minutes(10);
+  ASSERT_THAT(store_->UpdateAllocation(renew, "job:tenant-a"), IsOk());
+  ASSERT_OK_AND_ASSIGN(passed, store_->LeasesPassed(now));
+  EXPECT_THAT(passed, ElementsAre("a-pending", "a-degraded"));
+}
+
 TEST_F(StoreTest, ListAllocationsFiltersByTenantStateAndHidesReleased) {
   WriteSite();
   ASSERT_THAT(
