@@ -21,11 +21,17 @@ Engine::Engine(EngineOptions options, store::Store* store,
            options_.metrics != nullptr ? *options_.metrics
                                        : metrics::ControllerMetrics::Discarded()},
       inventory_(store),
-      retries_(clock, options_.retry_initial, options_.retry_max, [this] { background_.Wake(); }),
+      syncs_(clock,
+             {.initial = options_.retry_initial,
+              .max = options_.retry_max,
+              .max_entries = options_.max_sync_queue,
+              .jitter = options_.retry_jitter,
+              .refused = [this] { ctx_.metrics.QueueRefused("sync"); }},
+             [this] { background_.Wake(); }),
       trainer_(ctx_, &inventory_),
       programmers_(&inventory_, switches),
       admission_(ctx_, &pool_, &inventory_),
-      parts_{ctx_, pool_, inventory_, retries_, trainer_, programmers_, admission_},
+      parts_{ctx_, pool_, inventory_, syncs_, trainer_, programmers_, admission_},
       releaser_(parts_, &healer_),
       drainer_(parts_, &releaser_, &members_),
       members_(parts_),
@@ -33,7 +39,10 @@ Engine::Engine(EngineOptions options, store::Store* store,
       reconciler_(parts_, &releaser_, &healer_),
       healer_(parts_, &members_),
       recovery_(parts_, &releaser_, &healer_, &reconciler_),
-      monitor_(parts_, &recovery_) {}
+      monitor_(parts_, &recovery_) {
+  // A sync that found its allocation held by a transaction runs as the transaction lets go.
+  pool_.OnUnclaimed([this](const std::string& id) { recovery_.RunIfDue(id); });
+}
 
 Engine::~Engine() { Shutdown(); }
 
@@ -49,12 +58,9 @@ absl::Status Engine::Start() {
   }
   // A failure stored just before a crash reaches the circuits it hurts.
   recovery_.DegradeOnFailedParts();
-  // DEGRADED allocations of an earlier run are retried at once (their agents reconnect).
-  if (absl::StatusOr<std::vector<v1::Allocation>> degraded =
-          store_->ListAllocations({"", v1::ALLOCATION_STATE_DEGRADED, false});
-      degraded.ok()) {
-    for (const v1::Allocation& a : *degraded) retries_.ScheduleAt(a.id(), ctx_.clock->Now());
-  }
+  // DEGRADED and RELEASING allocations of an earlier run are synced at once (their agents
+  // reconnect).
+  recovery_.MarkUnsettled();
   next_reconcile_ = ctx_.clock->Now() + options_.reconcile_interval;
   background_.Start(options_.tick, [this] { BackgroundPass(); });
   // Its own thread: a switch slow to answer must not hold up leases and retries.
@@ -76,7 +82,7 @@ void Engine::Shutdown() {
 
 bool Engine::stopping() { return pool_.stopping(); }
 
-void Engine::WaitIdleForTest() { pool_.WaitIdle(); }
+void Engine::WaitIdleForTest() { pool_.WaitQuiet(); }
 
 void Engine::BackgroundPass() {
   if (pool_.stopping()) return;  // Shutdown stops the pool before the loop.
@@ -94,6 +100,8 @@ void Engine::BackgroundPass() {
     if (!r.ok()) {
       FLEET_LOG(WARNING) << "periodic reconciliation: " << r.status();
     }
+    // Level-triggered: whatever is short of its intent is synced again, whatever was missed.
+    recovery_.MarkUnsettled();
   }
 }
 

@@ -54,7 +54,7 @@
 //   healer.h            healing under a failure policy: a spare for a failed member
 //   failure_policy.h    a policy's deadline; the failed parts under an allocation
 //   switch_monitor.h    port status and power read from the switches
-//   worker_pool.h, retry_scheduler.h, inventory_cache.h, background_loop.h: the machinery
+//   worker_pool.h, sync_queue.h, inventory_cache.h, background_loop.h: the machinery
 // Locks, in the order they may be taken: a switch held to itself (SwitchProgrammer's
 // Exclusive, by reconciliation, which adopts under admission, and by a retry's
 // Reconciler::RepairHeld, which holds only its allocation's claim and takes nothing under it);
@@ -92,7 +92,7 @@
 #include "controller/engine/member_changes.h"
 #include "controller/engine/reconciler.h"
 #include "controller/engine/release.h"
-#include "controller/engine/retry_scheduler.h"
+#include "controller/engine/sync_queue.h"
 #include "controller/engine/switch_monitor.h"
 #include "controller/engine/switch_programmer.h"
 #include "controller/engine/switch_programmers.h"
@@ -210,10 +210,11 @@ class Engine {
   // over under admission, so a request admitted later is queued behind them at the agent.
   // Refusals are logged. Blocks until the agents answer.
   void QuiesceIdlePorts(const std::vector<std::string>& serials);
-  // A connected agent went away: the READY allocations with a circuit ending on one of its
-  // O-NICs (`serials`) become DEGRADED, naming the host, until it returns. A retry first asks
-  // the returned agent for the link's state and retrains only a link that is not up with its
-  // expected peer, so a link that kept working is not disturbed.
+  // A connected agent went away: the ACTIVE circuits of READY and DEGRADED allocations that
+  // end on one of its O-NICs (`serials`) become DEGRADED, naming the host, unless it is back
+  // by the time their allocation is synced. A retry first asks the returned agent for the
+  // link's state and retrains only a link that is not up with its expected peer, so a link
+  // that kept working is not disturbed. Returns at once; the work runs on a worker.
   void AgentGone(const std::string& host, const std::vector<std::string>& serials,
                  const std::string& why);
   // The agent of `host` reported ports of its O-NICs DOWN (`detail` says why: no light, a
@@ -221,7 +222,7 @@ class Engine {
   // of READY and DEGRADED allocations arriving on those ports become DEGRADED naming the link
   // and the agent's words, their allocation DEGRADED at once (a DEGRADED one keeps its earlier
   // reasons), and a retry is due after the first backoff (then as for AgentGone). An
-  // allocation a transaction holds is looked at once it lets go (up to a minute), as a report
+  // allocation a transaction holds is looked at once it lets go (its fault kept until then), as a report
   // is not sent again. Returns at once; the work runs on a worker.
   void LinksDown(const std::string& host, const std::vector<v1::LinkState>& links);
 
@@ -236,7 +237,7 @@ class Engine {
   std::vector<store::PortHealth> MonitorSwitches();
 
   // --- For tests only ---
-  // Blocks until no transaction is running.
+  // Blocks until no transaction or sync is running and no allocation is claimed.
   void WaitIdleForTest();
   // Each switch's programming queue, by switch id.
   using SwitchQueue = SwitchProgrammers::Queue;
@@ -254,7 +255,7 @@ class Engine {
   InventoryCache inventory_;
   BackgroundLoop background_;
   BackgroundLoop monitor_loop_;
-  RetryScheduler retries_;
+  SyncQueue syncs_;
   LinkTrainer trainer_;
   SwitchProgrammers programmers_;
   Admission admission_;

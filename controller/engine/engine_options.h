@@ -24,6 +24,13 @@ struct EngineOptions {
   // Backoff of retrain retries for DEGRADED allocations and of failed removals.
   absl::Duration retry_initial = absl::Seconds(1);
   absl::Duration retry_max = absl::Seconds(60);
+  // Each retry's backoff wait is scaled by what this returns (called under the sync queue's
+  // lock); unset: 1, no jitter. fleetd draws it from [0.8, 1.2), so allocations that failed
+  // together do not all come back at once; tests leave it unset and see exact times.
+  std::function<double()> retry_jitter;
+  // At most this many allocations wait in the sync queue (sync_queue.h) at once; past it a
+  // mark is refused and counted, and the periodic reconciliation marks it again.
+  size_t max_sync_queue = 100000;
   // Periodic reconciliation (report policy unless `unknown_policy` says otherwise); 0: off.
   absl::Duration reconcile_interval = absl::Seconds(60);
   v1::UnknownCrossConnectPolicy unknown_policy = v1::UNKNOWN_CROSS_CONNECT_POLICY_REPORT;

@@ -12,7 +12,7 @@
 #include "controller/engine/engine_context.h"
 #include "controller/engine/inventory_cache.h"
 #include "controller/engine/link_trainer.h"
-#include "controller/engine/retry_scheduler.h"
+#include "controller/engine/sync_queue.h"
 #include "controller/engine/switch_programmers.h"
 #include "controller/engine/transaction.h"
 #include "controller/engine/worker_pool.h"
@@ -23,7 +23,7 @@ struct EngineParts {
   const EngineContext& ctx;
   WorkerPool& pool;
   InventoryCache& inventory;
-  RetryScheduler& retries;
+  SyncQueue& syncs;
   LinkTrainer& trainer;
   SwitchProgrammers& programmers;
   Admission& admission;
@@ -31,7 +31,7 @@ struct EngineParts {
   // Runs a transaction of allocation `id` (Transaction), with its claim held.
   void Reconfigure(const std::string& id, std::vector<v1::StageTiming> admitted,
                    PhaseSwitch phase_switch = {}, const v1::Allocation* stored = nullptr) const {
-    Transaction(TransactionParts{ctx, pool, inventory, trainer, programmers, retries}, id,
+    Transaction(TransactionParts{ctx, pool, inventory, trainer, programmers, syncs}, id,
                 std::move(admitted), std::move(phase_switch))
         .Run(stored);
   }

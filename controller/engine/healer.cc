@@ -176,7 +176,7 @@ void Healer::Heal(const std::string& id, const std::string& member, const std::s
   if (healed.code() == absl::StatusCode::kAborted ||
       healed.code() == absl::StatusCode::kUnavailable ||
       healed.code() == absl::StatusCode::kFailedPrecondition) {
-    p_.retries.RetryLater(id);
+    p_.syncs.RetryLater(id);
     return;
   }
   const char* outcome =
@@ -191,7 +191,7 @@ void Healer::Heal(const std::string& id, const std::string& member, const std::s
            claimed);
   }
   if (claimed) p_.pool.Unclaim(id);
-  p_.retries.RetryLater(id);
+  p_.syncs.RetryLater(id);
 }
 
 void Healer::Refuse(const v1::Allocation& a, const std::string& why, const std::string& key,

@@ -15,53 +15,126 @@
 namespace fleet::engine {
 
 void LinkRecovery::RunDueRetries() {
-  if (p_.pool.stopping()) return;
-  for (const std::string& id : p_.retries.Due()) {
-    if (!p_.pool.Claim(id)) continue;
-    // Pushed out until this attempt schedules the next one (or clears it).
-    p_.retries.Running(id);
-    p_.pool.Spawn(id, [this, id] { RunRetry(id); });
-  }
+  for (const std::string& id : p_.syncs.Due()) RunIfDue(id);
 }
 
-void LinkRecovery::RunRetry(const std::string& id) {
+void LinkRecovery::RunIfDue(const std::string& id) {
+  if (p_.pool.stopping() || !p_.syncs.IsDue(id)) return;
+  // One held by a transaction waits for it: the pool's unclaim calls this again.
+  if (!p_.pool.Claim(id)) return;
+  std::vector<Fault> faults;
+  {
+    // With the faults so far, as one step: a fault added later comes with a mark of its own,
+    // which reruns the sync.
+    absl::MutexLock lock(&faults_mu_);
+    // Not due again until this attempt schedules the next one (or clears it).
+    p_.syncs.Running(id);
+    if (auto it = faults_.find(id); it != faults_.end()) {
+      faults = std::move(it->second);
+      faults_.erase(it);
+    }
+  }
+  p_.pool.Spawn(id, [this, id, faults = std::move(faults)] { Sync(id, faults); });
+}
+
+void LinkRecovery::MarkUnsettled() {
+  for (v1::AllocationState state :
+       {v1::ALLOCATION_STATE_DEGRADED, v1::ALLOCATION_STATE_RELEASING}) {
+    absl::StatusOr<std::vector<v1::Allocation>> some =
+        p_.ctx.store->ListAllocations({"", state, false});
+    if (!some.ok()) continue;
+    for (const v1::Allocation& a : *some) Mark(p_.syncs.Ensure(a.id()));
+  }
+  // Faults whose mark the full queue refused.
+  std::vector<std::string> waiting;
+  {
+    absl::MutexLock lock(&faults_mu_);
+    for (const auto& [id, faults] : faults_) waiting.push_back(id);
+  }
+  for (const std::string& id : waiting) Mark(p_.syncs.Ensure(id));
+}
+
+void LinkRecovery::Mark(const absl::Status& marked) {
+  // Counted by the queue; the next periodic pass marks the allocation again.
+  if (!marked.ok()) FLEET_LOG(WARNING) << marked.message();
+}
+
+void LinkRecovery::Sync(const std::string& id, const std::vector<Fault>& faults) {
   absl::StatusOr<v1::Allocation> a = p_.ctx.store->GetAllocation(id);
+  if (!faults.empty() && a.ok() && Settled(a->state())) {
+    // What was observed lands first: the hurt circuits DEGRADED, named.
+    bool degraded = false, failed_part = false;
+    absl::Duration retry_after = absl::InfiniteDuration();
+    for (const Fault& f : faults) {
+      const bool hurt = Degrade(id, f.hurt, f.event_kind);
+      degraded = degraded || hurt;
+      if (hurt) retry_after = std::min(retry_after, f.retry_after);
+      // A failed part heals now, even when its circuits were DEGRADED already.
+      failed_part = failed_part || f.retry_after == absl::ZeroDuration();
+    }
+    if (!failed_part && (degraded || a->state() == v1::ALLOCATION_STATE_DEGRADED)) {
+      // A link that went down gets the first backoff to come back by itself, no later than a
+      // failure policy's `within` says. A report that changed nothing (its link DEGRADED
+      // already) leaves the retry when it was, so reports cannot speed it up.
+      const absl::Time now = p_.ctx.clock->Now();
+      if (degraded) {
+        p_.syncs.RetryAt(id, now + retry_after);
+      } else {
+        p_.syncs.NothingNew(id);
+      }
+      if (const absl::Time due = HealDue(*a, now); due > now) p_.syncs.DueBy(id, due);
+      return;
+    }
+    a = p_.ctx.store->GetAllocation(id);
+  }
   if (a.ok() && a->state() == v1::ALLOCATION_STATE_DEGRADED) {
-    const bool refused = !healer_->Refusal(id).empty();
-    // A failed device or own port names its member at once (rules 1 and 2): it is replaced
-    // whatever the switch holds, so the switch is not read first.
-    if (!refused && !healer_->FailedPartReasons(*a).empty() && healer_->StartIfDue(*a)) return;
-    // What the switches lack of it is made again first: a link dark for want of its
-    // cross-connect is the switch's fault, so its links get their `within` again.
-    const Reconciler::HeldCheck on_switch = reconciler_->RepairHeld(*a, "fleetd");
-    if (!on_switch.verified) {
-      FLEET_LOG(WARNING) << "allocation " << id << ": " << on_switch.why_not;
-    }
-    healer_->CrossConnectsSeen(id, p_.ctx.clock->Now(),
-                               !on_switch.verified    ? Healer::Seen::kUnseen
-                               : on_switch.remade > 0 ? Healer::Seen::kRemade
-                                                      : Healer::Seen::kWhole);
-    // Links past the policy's `within`: a spare, not a retrain. Once a heal was refused (no
-    // spare), the links are retrained first, since the fault may have cleared, and a spare
-    // is looked for again only if they fail.
-    if (!refused && healer_->StartIfDue(*a)) return;
-    if (RetrainDegraded(*a, on_switch.verified) || !refused) return;
-    if (absl::StatusOr<v1::Allocation> still = p_.ctx.store->GetAllocation(id);
-        still.ok() && still->state() == v1::ALLOCATION_STATE_DEGRADED) {
-      healer_->StartIfDue(*still);
-    }
+    SyncDegraded(*a);
   } else if (a.ok() && a->state() == v1::ALLOCATION_STATE_RELEASING) {
     // Ends as its stored intent says (Release reads it).
     releaser_->Release(id, "fleetd", v1::ALLOCATION_STATE_RELEASED, "");
   } else {
-    p_.retries.Forget(id);
+    p_.syncs.Forget(id);
     healer_->Forget(id);
   }
 }
 
+void LinkRecovery::SyncDegraded(const v1::Allocation& a) {
+  const std::string& id = a.id();
+  const bool refused = !healer_->Refusal(id).empty();
+  // A failed device or own port names its member at once (rules 1 and 2): it is replaced
+  // whatever the switch holds, so the switch is not read first.
+  if (!refused && !healer_->FailedPartReasons(a).empty() && healer_->StartIfDue(a)) return;
+  // What the switches lack of it is made again first: a link dark for want of its
+  // cross-connect is the switch's fault, so its links get their `within` again.
+  const Reconciler::HeldCheck on_switch = reconciler_->RepairHeld(a, "fleetd");
+  if (!on_switch.verified) {
+    FLEET_LOG(WARNING) << "allocation " << id << ": " << on_switch.why_not;
+  }
+  healer_->CrossConnectsSeen(id, p_.ctx.clock->Now(),
+                             !on_switch.verified    ? Healer::Seen::kUnseen
+                             : on_switch.remade > 0 ? Healer::Seen::kRemade
+                                                    : Healer::Seen::kWhole);
+  // Links past the policy's `within`: a spare, not a retrain. Once a heal was refused (no
+  // spare), the links are retrained first, since the fault may have cleared, and a spare
+  // is looked for again only if they fail.
+  if (!refused && healer_->StartIfDue(a)) return;
+  if (RetrainDegraded(a, on_switch.verified) || !refused) return;
+  if (absl::StatusOr<v1::Allocation> still = p_.ctx.store->GetAllocation(id);
+      still.ok() && still->state() == v1::ALLOCATION_STATE_DEGRADED) {
+    healer_->StartIfDue(*still);
+  }
+}
+
+bool LinkRecovery::Hurts(const v1::Allocation& a, const Hurt& hurt) {
+  for (const v1::Circuit& c : LiveCircuits(a)) {
+    if (!hurt(c).empty()) return true;
+  }
+  return false;
+}
+
 void LinkRecovery::AgentConnected(const std::string& host,
                                   const std::vector<std::string>& serials) {
-  p_.retries.AgentConnected();
+  p_.syncs.AgentConnected();
   // Not on this thread: the registry calls from the agent's stream, which must go on reading
   // to take the answers.
   if (!serials.empty()) {
@@ -129,45 +202,22 @@ void LinkRecovery::QuiesceIdlePorts(const std::vector<std::string>& serials) {
 void LinkRecovery::AgentGone(const std::string& host, const std::vector<std::string>& serials,
                              const std::string& why) {
   const std::set<std::string> gone(serials.begin(), serials.end());
-  absl::StatusOr<std::vector<v1::Allocation>> ready =
-      p_.ctx.store->ListAllocations({"", v1::ALLOCATION_STATE_READY, false});
-  if (!ready.ok()) return;
-  for (const v1::Allocation& a : *ready) {
-    const std::string reason = absl::StrCat("the agent of host ", host, " is gone (", why, ")");
-    store::AllocationUpdate u;
-    u.id = a.id();
-    for (const v1::Circuit& c : LiveCircuits(a)) {
-      absl::StatusOr<std::string> dst = p_.inventory.SerialOf(c.destination().onic());
-      absl::StatusOr<std::string> src = p_.inventory.SerialOf(c.source().onic());
-      if ((dst.ok() && gone.contains(*dst)) || (src.ok() && gone.contains(*src))) {
-        u.circuits[c.id()] = {v1::CIRCUIT_STATE_DEGRADED,
-                              absl::StrCat("link ", LinkName(c), ": ", reason)};
-      }
-    }
-    if (u.circuits.empty()) continue;
-    // A transaction running on it finds out for itself when it retrains.
-    if (!p_.pool.Claim(a.id())) continue;
-    u.state = v1::ALLOCATION_STATE_DEGRADED;
-    u.reason = reason;
-    u.severity = v1::EVENT_SEVERITY_WARNING;
-    u.event_message = absl::StrCat("allocation ", a.id(), " DEGRADED: ", reason);
-    // The retry is scheduled under the claim, so one cannot start between the two.
-    if (p_.ctx.Update(u, "fleetd").ok()) {
-      const absl::Time now = p_.ctx.clock->Now();
-      p_.retries.ScheduleAt(a.id(), now + p_.ctx.options.retry_initial);
-      if (const absl::Time due = HealDue(a, now); due > now) p_.retries.DueBy(a.id(), due);
-    }
-    p_.pool.Unclaim(a.id());
-  }
+  DegradeWhere(
+      [this, host, why, gone](const v1::Circuit& c) -> std::string {
+        for (const v1::OnicPortRef& end : {c.source(), c.destination()}) {
+          absl::StatusOr<std::string> serial = p_.inventory.SerialOf(end.onic());
+          // An agent back by the time this is looked at is not gone.
+          if (!serial.ok() || !gone.contains(*serial) ||
+              (p_.ctx.agents != nullptr && p_.ctx.agents->HasOwner(*serial))) {
+            continue;
+          }
+          return absl::StrCat("link ", LinkName(c), ": the agent of host ", host, " is gone (", why,
+                              ")");
+        }
+        return "";
+      },
+      p_.ctx.options.retry_initial, "allocation.agent_gone");
 }
-
-namespace {
-
-// How long a failure's report waits for a transaction holding an allocation it hurts (it is
-// not sent again: agents and the monitor report changes only).
-constexpr absl::Duration kDegradeClaimWait = absl::Seconds(60);
-
-}  // namespace
 
 void LinkRecovery::LinksDown(const std::string& host, const std::vector<v1::LinkState>& links) {
   if (links.empty()) return;
@@ -253,7 +303,7 @@ void LinkRecovery::RetryDegradedWhere(const std::function<bool(const v1::Allocat
       p_.ctx.store->ListAllocations({"", v1::ALLOCATION_STATE_DEGRADED, false});
   if (!degraded.ok()) return;
   for (const v1::Allocation& a : *degraded) {
-    if (held(a)) p_.retries.ScheduleAt(a.id(), p_.ctx.clock->Now());
+    if (held(a)) Mark(p_.syncs.Mark(a.id()));
   }
 }
 
@@ -290,37 +340,26 @@ void LinkRecovery::DegradeOnFailedParts() {
 }
 
 void LinkRecovery::DegradeWhere(Hurt hurt, absl::Duration retry_after, std::string event_kind) {
-  // Off the caller's thread (an agent's stream, the monitor's loop, an RPC).
+  // Off the caller's thread (an agent's stream, the monitor's loop, an RPC): finding the
+  // allocations reads the store.
   p_.pool.Spawn(
       "", [this, hurt = std::move(hurt), retry_after, event_kind = std::move(event_kind)] {
         absl::StatusOr<std::vector<v1::Allocation>> live = p_.ctx.store->ListAllocations({});
         if (!live.ok()) return;
         for (const v1::Allocation& a : *live) {
-          // Only those with a circuit it hurts, in whatever state: one a transaction is making now
-          // is looked at again once it lets go.
-          bool hurts = false;
-          for (const v1::Circuit& c : LiveCircuits(a)) hurts = hurts || !hurt(c).empty();
-          if (!hurts) continue;
-          const absl::Time give_up = absl::Now() + kDegradeClaimWait;
-          if (p_.pool.WaitAndClaim(a.id(), give_up) != WorkerPool::Claimed::kClaimed) continue;
-          const bool degraded = Degrade(a.id(), hurt, event_kind);
-          if (retry_after == absl::ZeroDuration()) {
-            // A failed part: its retry (which heals) runs now, on a worker of its own that takes
-            // the claim over, even when its circuits were DEGRADED already.
-            p_.retries.Running(a.id());
-            const std::string id = a.id();
-            p_.pool.Spawn(id, [this, id] { RunRetry(id); });
-            continue;
+          // Only those with a circuit it hurts, in whatever state: one a transaction is making
+          // now is synced once it lets go, and the fault is looked at again then.
+          if (!Hurts(a, hurt)) continue;
+          absl::Status marked;
+          {
+            // The fault and its mark as one step (RunIfDue).
+            absl::MutexLock lock(&faults_mu_);
+            faults_[a.id()].push_back({hurt, retry_after, event_kind});
+            marked = p_.syncs.Mark(a.id());
           }
-          if (degraded) {
-            // Under the claim, so a retry cannot start between the update and its scheduling;
-            // no later than a failure policy's `within` says.
-            const absl::Time now = p_.ctx.clock->Now();
-            p_.retries.ScheduleAt(a.id(), now + retry_after);
-            if (const absl::Time due = HealDue(a, now); due > now) p_.retries.DueBy(a.id(), due);
-          }
-          p_.pool.Unclaim(a.id());
+          Mark(marked);
         }
+        RunDueRetries();
       });
 }
 
@@ -376,7 +415,7 @@ bool LinkRecovery::RetrainDegraded(const v1::Allocation& a, bool count) {
     u.reason = "";
     u.event_message = absl::StrCat("allocation ", id, " READY: ", Counted(untrained.size(), "link"),
                                    " retrained");
-    p_.retries.Forget(id);
+    p_.syncs.Forget(id);
     healer_->Forget(id);
   } else {
     u.state = v1::ALLOCATION_STATE_DEGRADED;
@@ -391,9 +430,9 @@ bool LinkRecovery::RetrainDegraded(const v1::Allocation& a, bool count) {
   }
   if (!p_.ctx.Update(u, "fleetd").ok()) return false;
   if (reasons.empty()) return true;
-  p_.retries.RetryLater(id);
+  p_.syncs.RetryLater(id);
   // A failure policy's `within` is kept however long the backoff has grown.
-  if (heal_ahead) p_.retries.DueBy(id, heal_due);
+  if (heal_ahead) p_.syncs.DueBy(id, heal_due);
   return false;
 }
 

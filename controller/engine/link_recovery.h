@@ -1,12 +1,17 @@
-// How the engine follows failures, and what it retries: an agent that goes, a link its
-// agent reports down, a switch port the monitor finds failed or dark, a device an operator
-// marks failed each degrade the allocations with a circuit on it; an agent that connects
-// gets its idle ports quiesced and makes every retry due at once. A due retry
-// (RetryScheduler) of a DEGRADED allocation first makes again what the switches lack of it
-// (Reconciler::RepairHeld: a link dark for want of a cross-connect is the switch's fault,
-// not a member's), then heals it when its failure policy says so (Healer), or else retrains
-// its links that are not up (asking the agents first, so a link that kept working is not
-// disturbed); a due retry of a RELEASING one finishes its removal.
+// How the engine follows failures, and what it retries. Every observation only marks the
+// allocations it concerns in the sync queue (sync_queue.h), with the fault it saw; one
+// Sync(allocation) at a time, on a worker holding the allocation's claim, then does the next
+// step: an agent that goes, a link its agent reports down, a switch port the monitor finds
+// failed or dark, a device an operator marks failed each first degrade the allocation's
+// circuits they hurt (looked at again at that moment: an agent back by then is not gone);
+// then a DEGRADED allocation first has what the switches lack of it made again
+// (Reconciler::RepairHeld: a link dark for want of a cross-connect is the switch's fault, not
+// a member's), then is healed when its failure policy says so (Healer), or else has its links
+// that are not up retrained (asking the agents first, so a link that kept working is not
+// disturbed); a RELEASING one has its removal finished. An allocation a transaction holds is
+// synced once the transaction lets go (WorkerPool's unclaim runs the due syncs), so no
+// observation waits for a claim or is lost to one. An agent that connects gets its idle
+// ports quiesced and makes every sync due at once.
 #ifndef FLEET_CONTROLLER_ENGINE_LINK_RECOVERY_H_
 #define FLEET_CONTROLLER_ENGINE_LINK_RECOVERY_H_
 
@@ -16,6 +21,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "controller/engine/engine_parts.h"
 #include "controller/engine/healer.h"
 #include "controller/engine/reconciler.h"
@@ -52,11 +60,39 @@ class LinkRecovery {
   // FAILED are degraded (as SwitchPortsUnhealthy and DeviceFailed), since a failure stored
   // just before a crash may not have reached them.
   void DegradeOnFailedParts();
-  // Runs the retries that are due, each on a worker holding its allocation's claim.
+  // Marks every DEGRADED and RELEASING allocation not queued yet (a restart, the periodic
+  // reconciliation): nothing recovers outside the queue.
+  void MarkUnsettled();
+  // Runs the syncs that are due, each on a worker holding its allocation's claim; one whose
+  // claim a transaction holds stays due, and is run when it lets go.
   void RunDueRetries();
-  // One retry of allocation `id`, whose claim the caller holds (its retry Running): heals or
-  // retrains a DEGRADED one, finishes a RELEASING one's removal, forgets any other.
-  void RunRetry(const std::string& id);
+  // Runs `id`'s sync (Sync) on a worker if it is due and its claim is free (also WorkerPool's
+  // unclaim hook).
+  void RunIfDue(const std::string& id);
+
+ private:
+  // Why a live circuit is hurt by a failure, or "" when it is not. Asked without a claim (to
+  // find the allocations) and again in the sync.
+  using Hurt = std::function<std::string(const v1::Circuit&)>;
+  // A failure observed for an allocation, waiting for its sync.
+  struct Fault {
+    Hurt hurt;
+    // The retry after the circuits are DEGRADED; 0: a failed part, healed at once.
+    absl::Duration retry_after;
+    std::string event_kind;  // The event of an allocation already DEGRADED.
+  };
+
+  // Logs a refused mark (the queue counts it; the periodic pass marks it again).
+  static void Mark(const absl::Status& marked);
+  // The sync of allocation `id`, whose claim the caller holds (its entry Running), with the
+  // faults observed for it since its last sync: records them, then heals or retrains a
+  // DEGRADED one, finishes a RELEASING one's removal, and forgets any other. Ends the entry's
+  // attempt (RetryLater, RetryAt, NothingNew or Forget), itself or through what it starts.
+  void Sync(const std::string& id, const std::vector<Fault>& faults);
+  // Sync's step for DEGRADED `a`: repair on the switch, heal, or retrain.
+  void SyncDegraded(const v1::Allocation& a);
+  // Whether `hurt` names a live circuit of `a`.
+  static bool Hurts(const v1::Allocation& a, const Hurt& hurt);
 
  private:
   // The quiesce commands for `serials`' ports in no circuit; under admission.
@@ -70,16 +106,12 @@ class LinkRecovery {
   // it a dark link says nothing of a device, and the next retry waits out the backoff.
   bool RetrainDegraded(const v1::Allocation& a, bool count);
 
-  // Why a live circuit is hurt by a failure, or "" when it is not. Asked without a claim (to
-  // find the allocations) and again under it.
-  using Hurt = std::function<std::string(const v1::Circuit&)>;
-  // The frame of LinksDown, SwitchPortsUnhealthy and DeviceFailed, on a worker: every live
-  // allocation with a circuit `hurt` names is claimed (waiting up to a minute for a
-  // transaction holding it, as a report is not sent again) and Degrade'd; a retry is then due
-  // `retry_after` later, or with 0 (a failed part) runs at once on a worker of its own
-  // (`event_kind` labels the event of an allocation already DEGRADED).
+  // The frame of AgentGone, LinksDown, SwitchPortsUnhealthy and DeviceFailed, on a worker:
+  // every live allocation with a circuit `hurt` names gets the fault and is marked; its sync
+  // Degrade's it, and its retry is then due `retry_after` later, or with 0 (a failed part)
+  // at once.
   void DegradeWhere(Hurt hurt, absl::Duration retry_after, std::string event_kind);
-  // DegradeWhere's work on allocation `id`, whose claim the caller holds: its ACTIVE circuits
+  // A fault's work on allocation `id`, whose claim the caller holds: its ACTIVE circuits
   // `hurt` names become DEGRADED with its words, and it too (a DEGRADED one keeps its earlier
   // reasons); false when it is neither READY nor DEGRADED or has no such circuit.
   bool Degrade(const std::string& id, const Hurt& hurt, const std::string& event_kind);
@@ -88,6 +120,10 @@ class LinkRecovery {
   Releaser* const releaser_;
   Healer* const healer_;
   Reconciler* const reconciler_;
+  // Taken before the sync queue's mutex, so a fault and its mark are one step.
+  absl::Mutex faults_mu_;
+  // Faults observed and not yet synced, by allocation id.
+  std::map<std::string, std::vector<Fault>> faults_ ABSL_GUARDED_BY(faults_mu_);
 };
 
 }  // namespace fleet::engine

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "controller/engine/circuits.h"
 #include "controller/engine/tenancy.h"
@@ -119,7 +120,7 @@ absl::StatusOr<v1::ReconcileResponse> Reconciler::ReconcileSwitches(
   }
   // A dry run asks what would happen; only passes that act count as having seen the drift.
   if (!dry_run) CountDrift(trigger, response);
-  RetrainRepaired(affected, principal);
+  if (!dry_run) RetrainRepaired(affected, principal);
   response.set_resumed_transactions(static_cast<uint32_t>(interrupted.size()));
   Resume(interrupted);
   if (wait_for_resumed && !interrupted.empty()) {
@@ -255,7 +256,9 @@ void Reconciler::RetrainRepaired(const std::set<std::string>& affected,
     u.event_message = absl::StrCat("allocation ", id, " DEGRADED: ", *u.reason);
     if (!p_.ctx.Update(u, principal).ok()) continue;
     healer_->CrossConnectsSeen(id, p_.ctx.clock->Now(), Healer::Seen::kRemade);
-    p_.retries.ScheduleAt(id, p_.ctx.clock->Now());
+    if (absl::Status marked = p_.syncs.Mark(id); !marked.ok()) {
+      FLEET_LOG(WARNING) << marked.message();
+    }
   }
 }
 

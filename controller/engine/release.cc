@@ -62,7 +62,7 @@ void Releaser::Release(const std::string& id, const std::string& principal,
                          : final_reason == kLeaseExpired            ? "lease_expired"
                                                                     : "requested");
   }
-  p_.retries.Forget(id);
+  p_.syncs.Forget(id);
   healer_->Forget(id);
 }
 
@@ -99,7 +99,7 @@ bool Releaser::Remove(const std::string& id, const std::string& principal,
   stuck.event_kind = "allocation.release_failed";
   stuck.event_message = absl::StrCat("allocation ", id, ": ", *stuck.reason);
   (void)p_.ctx.Update(stuck, principal);
-  p_.retries.RetryLater(id);
+  p_.syncs.RetryLater(id);
   return false;
 }
 

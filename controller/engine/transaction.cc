@@ -250,11 +250,11 @@ void Transaction::Finish() {
   if (!p_.ctx.Update(done, "fleetd").ok()) return;
   Count(reasons.empty() ? "ready" : "degraded");
   // READY: no retry is left over from before (the one that started a heal, say).
-  if (reasons.empty()) p_.retries.Forget(id_);
+  if (reasons.empty()) p_.syncs.Forget(id_);
   if (!reasons.empty()) {
-    p_.retries.RetryLater(id_);
+    p_.syncs.RetryLater(id_);
     // A failure policy's `within` counts from now, the allocation's turn to DEGRADED.
-    p_.retries.DueBy(id_, HealDue(loaded_, p_.ctx.clock->Now()));
+    p_.syncs.DueBy(id_, HealDue(loaded_, p_.ctx.clock->Now()));
   }
   p_.ctx.Fault("ready");
 }
@@ -289,7 +289,7 @@ void Transaction::Fail(const absl::Status& why, const std::string& stage) {
   u.event_message = absl::StrCat("allocation ", id_, " DEGRADED: ", *u.reason);
   if (p_.ctx.Update(u, "fleetd").ok()) {
     Count("failed");
-    p_.retries.RetryLater(id_);
+    p_.syncs.RetryLater(id_);
   }
 }
 

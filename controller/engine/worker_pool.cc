@@ -16,9 +16,12 @@ bool WorkerPool::Claim(const std::string& id) {
 }
 
 void WorkerPool::Unclaim(const std::string& id) {
-  absl::MutexLock lock(&mu_);
-  claimed_.erase(id);
-  changed_.SignalAll();
+  {
+    absl::MutexLock lock(&mu_);
+    claimed_.erase(id);
+    changed_.SignalAll();
+  }
+  if (on_unclaimed_) on_unclaimed_(id);
 }
 
 bool WorkerPool::ClaimWhenFree(const std::string& id, absl::Time give_up,
@@ -112,8 +115,14 @@ void WorkerPool::WorkerLoop() {
     mu_.Unlock();
     task.fn();
     task.fn = nullptr;  // Its captures go before the claim is dropped.
+    if (!task.id.empty()) {
+      mu_.Lock();
+      claimed_.erase(task.id);
+      changed_.SignalAll();
+      mu_.Unlock();
+      if (on_unclaimed_) on_unclaimed_(task.id);
+    }
     mu_.Lock();
-    claimed_.erase(task.id);
     --running_;
     changed_.SignalAll();
   }
@@ -135,6 +144,11 @@ bool WorkerPool::stopping() {
 void WorkerPool::WaitIdle() {
   absl::MutexLock lock(&mu_);
   while (running_ > 0) changed_.Wait(&mu_);
+}
+
+void WorkerPool::WaitQuiet() {
+  absl::MutexLock lock(&mu_);
+  while (running_ > 0 || !claimed_.empty()) changed_.Wait(&mu_);
 }
 
 void WorkerPool::JoinWorkers() {

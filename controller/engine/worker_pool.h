@@ -35,6 +35,10 @@ class WorkerPool {
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
+  // Called with each claim dropped (Unclaim, or a task's end), without the lock and before the
+  // task counts as done, so WaitIdle also waits for what it spawns. Set before any task.
+  void OnUnclaimed(std::function<void(const std::string& id)> fn) { on_unclaimed_ = std::move(fn); }
+
   // Claims `id`; false if another holds it.
   bool Claim(const std::string& id);
   void Unclaim(const std::string& id);
@@ -60,6 +64,9 @@ class WorkerPool {
   bool stopping();
   // Waits for every spawned task to finish.
   void WaitIdle();
+  // Waits until no task runs and no claim is held (a thread that claimed may be about to
+  // spawn); for tests.
+  void WaitQuiet();
   // After Stop and WaitIdle: the idle workers leave and every worker is joined.
   void JoinWorkers();
 
@@ -78,6 +85,7 @@ class WorkerPool {
   void WorkerLoop();
 
   const absl::Duration linger_;
+  std::function<void(const std::string&)> on_unclaimed_;
   absl::Mutex mu_;
   absl::CondVar changed_;      // A claim dropped, a task done, or stopping.
   absl::CondVar task_queued_;  // For idle workers.

@@ -146,6 +146,8 @@ ControllerMetrics::ControllerMetrics(prometheus::Registry& registry)
                             "Cross-connects that differed from the store, by kind")),
       drift_repaired_(Register(prometheus::BuildCounter(), registry, "fleet_drift_repaired_total",
                                "Drifted cross-connects repaired, by kind")),
+      queue_refused_(Register(prometheus::BuildCounter(), registry, "fleet_queue_refused_total",
+                              "Work refused because an engine queue was full, by queue")),
       pruned_rows_(Register(prometheus::BuildCounter(), registry, "fleet_store_pruned_rows_total",
                             "Rows retention pruned from the state database, by kind")),
       retention_passes_(Register(prometheus::BuildCounter(), registry,
@@ -169,6 +171,7 @@ ControllerMetrics::ControllerMetrics(prometheus::Registry& registry)
     drift_found_.Add({{"kind", kind}});
     drift_repaired_.Add({{"kind", kind}});
   }
+  for (const char* queue : {"sync", "transactions"}) queue_refused_.Add({{"queue", queue}});
   for (const char* kind : {"events", "allocations"}) pruned_rows_.Add({{"kind", kind}});
   for (const char* outcome : {"ok", "failed"}) retention_passes_.Add({{"outcome", outcome}});
 }
@@ -268,6 +271,10 @@ void ControllerMetrics::AuthReloaded(const std::string& result) {
 void ControllerMetrics::Drift(const std::string& kind, int found, int repaired) {
   if (found > 0) drift_found_.Add({{"kind", kind}}).Increment(found);
   if (repaired > 0) drift_repaired_.Add({{"kind", kind}}).Increment(repaired);
+}
+
+void ControllerMetrics::QueueRefused(const std::string& queue) {
+  queue_refused_.Add({{"queue", queue}}).Increment();
 }
 
 void ControllerMetrics::RetentionPassed(const store::RetentionPass& pass) {

@@ -67,6 +67,8 @@ class ControllerMetrics {
   void ReconcileRun(const std::string& trigger);
   // Drift of `kind` (`missing`, `wrong`, `unknown`): found, and of those, repaired.
   void Drift(const std::string& kind, int found, int repaired);
+  // Work refused because the engine's bounded queue `queue` (`sync`, `transactions`) was full.
+  void QueueRefused(const std::string& queue);
 
   // A retention pass of the state database ended (store::Retention's on_pass).
   void RetentionPassed(const store::RetentionPass& pass);
@@ -101,6 +103,7 @@ class ControllerMetrics {
   prometheus::Family<prometheus::Counter>& auth_reloads_;
   prometheus::Family<prometheus::Counter>& drift_found_;
   prometheus::Family<prometheus::Counter>& drift_repaired_;
+  prometheus::Family<prometheus::Counter>& queue_refused_;
   prometheus::Family<prometheus::Counter>& pruned_rows_;
   prometheus::Family<prometheus::Counter>& retention_passes_;
   prometheus::Gauge& retention_pass_duration_;

@@ -229,6 +229,7 @@ TEST_F(HealingTest, LinksThatDoNotRetrainWithinTheDeadlineGetTheirMemberReplaced
   ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
   agents_->SetGone("FLT-GPU3-N0", true);
   engine_->AgentGone("gpu-pool-1", {"FLT-GPU3-N0"}, "heartbeats missed");
+  engine_->WaitIdleForTest();
   ASSERT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_DEGRADED);
 
   RetryAfter(absl::Seconds(1));  // Retrained in vain; 4 s left.
@@ -309,6 +310,7 @@ TEST_F(HealingTest, WhileTheSwitchCannotBeReadADarkLinkReplacesNoMember) {
   ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY);
   agents_->SetGone("FLT-GPU3-N0", true);
   engine_->AgentGone("gpu-pool-1", {"FLT-GPU3-N0"}, "heartbeats missed");
+  engine_->WaitIdleForTest();
   sw_->SetUnreachable(absl::UnavailableError("no route to host"));
   for (int i = 0; i < 4; ++i) RetryAfter(absl::Minutes(1));
   a = Get(a.id());

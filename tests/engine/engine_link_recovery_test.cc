@@ -82,6 +82,7 @@ TEST_F(EngineTest, AgentGoneDegradesAndItsReturnHealsWithoutRetrainingWorkingLin
   const int retrains = agents_->Count(v1::Command::kRetrain);
   agents_->SetGone("FLT-GPU2-N0", true);
   engine_->AgentGone("gpu-pool-1", {"FLT-GPU2-N0"}, "missed 3 heartbeats");
+  engine_->WaitIdleForTest();
   v1::Allocation degraded = Get(a.id());
   EXPECT_EQ(degraded.state(), v1::ALLOCATION_STATE_DEGRADED);
   EXPECT_THAT(degraded.reason(), HasSubstr("gpu-pool-1 is gone (missed 3 heartbeats)"));
@@ -106,6 +107,32 @@ int DegradedCircuits(const v1::Allocation& a) {
   int degraded = 0;
   for (const v1::Circuit& c : a.circuits()) degraded += c.state() == v1::CIRCUIT_STATE_DEGRADED;
   return degraded;
+}
+
+// A report is not sent twice: one that arrives while a transaction holds the allocation is
+// kept with it in the sync queue, and lands as the transaction lets go, with no worker
+// waiting on the claim meanwhile.
+TEST_F(EngineTest, ALinkReportedDownWhileATransactionHoldsItLandsAsItLetsGo) {
+  HoldFirstReady([&](const std::string&) {
+    engine_->LinksDown("gpu-pool-1", {Down("FLT-GPU2-N0", 1, "no light")});
+    // Two reports of one link, and one of another: one sync does them all.
+    engine_->LinksDown("gpu-pool-1", {Down("FLT-GPU2-N0", 1, "no light")});
+    engine_->LinksDown("gpu-pool-1", {Down("FLT-GPU3-N0", 1, "no light")});
+  });
+  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2", "gpu3"}));
+  EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_DEGRADED);
+  // In the order the reports were found, which their workers decide.
+  EXPECT_THAT(a.reason(), HasSubstr("link gpu1-n0/1 -> gpu2-n0/1: the agent of host gpu-pool-1 "
+                                    "reports gpu2-n0/1 down (no light)"));
+  EXPECT_THAT(a.reason(), HasSubstr("link gpu2-n0/1 -> gpu3-n0/1: the agent of host gpu-pool-1 "
+                                    "reports gpu3-n0/1 down (no light)"));
+  EXPECT_EQ(DegradedCircuits(a), 2);
+  EXPECT_EQ(OnSwitch(), Wanted(a));
+  // Its retry comes after the first backoff, and heals it.
+  clock_.Advance(absl::Seconds(1));
+  engine_->RunDueRetries();
+  engine_->WaitIdleForTest();
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY) << Get(a.id()).reason();
 }
 
 TEST_F(EngineTest, ALinkReportedDownDegradesAtOnceNamingItAndARetryHealsIt) {
