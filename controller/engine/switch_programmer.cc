@@ -68,19 +68,45 @@ void SwitchProgrammer::RunBatch(std::deque<std::shared_ptr<Ticket>> tickets) {
   }
 }
 
-ProgramOutcome SwitchProgrammer::Program(const switch_adapters::CrossConnectBatch& changes,
-                                         std::function<void()> going) {
+SwitchProgrammer::SwitchProgrammer(std::string name, switch_adapters::OpticalSwitch* driver)
+    : name_(std::move(name)), driver_(driver), thread_([this] { Run(); }) {}
+
+SwitchProgrammer::~SwitchProgrammer() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    changed_.SignalAll();
+  }
+  thread_.join();
+}
+
+SwitchProgrammer::Pending SwitchProgrammer::Submit(
+    const switch_adapters::CrossConnectBatch& changes, std::function<void()> going) {
   auto ticket = std::make_shared<Ticket>();
   ticket->changes = changes;
   ticket->going = std::move(going);
   absl::MutexLock lock(&mu_);
   queue_.push_back(ticket);
-  while (!ticket->done) {
-    if (busy_) {
-      idle_.Wait(&mu_);
-      continue;
+  changed_.SignalAll();
+  return ticket;
+}
+
+ProgramOutcome SwitchProgrammer::Wait(const Pending& pending) {
+  absl::MutexLock lock(&mu_);
+  while (!pending->done) changed_.Wait(&mu_);
+  return pending->outcome;
+}
+
+void SwitchProgrammer::Run() {
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    // What is queued goes out even while stopping: a caller waits for it.
+    // An exclusive section waiting goes first, so reconciliation is not starved by traffic.
+    while ((queue_.empty() || busy_ || exclusive_waiting_ > 0) && !(stopping_ && queue_.empty())) {
+      changed_.Wait(&mu_);
     }
-    // Lead: take everything queued by now, our own ticket included.
+    if (busy_ || exclusive_waiting_ > 0) continue;  // Stopping: still one batch at a time.
+    if (queue_.empty()) return;
     busy_ = true;
     std::deque<std::shared_ptr<Ticket>> batch;
     batch.swap(queue_);
@@ -89,21 +115,22 @@ ProgramOutcome SwitchProgrammer::Program(const switch_adapters::CrossConnectBatc
     mu_.Lock();
     for (auto& t : batch) t->done = true;
     busy_ = false;
-    idle_.SignalAll();
+    changed_.SignalAll();
   }
-  return ticket->outcome;
 }
 
 void SwitchProgrammer::Exclusive(const std::function<void(switch_adapters::OpticalSwitch&)>& fn) {
   {
     absl::MutexLock lock(&mu_);
-    while (busy_) idle_.Wait(&mu_);
+    ++exclusive_waiting_;
+    while (busy_) changed_.Wait(&mu_);
+    --exclusive_waiting_;
     busy_ = true;
   }
   fn(*driver_);
   absl::MutexLock lock(&mu_);
   busy_ = false;
-  idle_.SignalAll();
+  changed_.SignalAll();
 }
 
 int SwitchProgrammer::batches() const {

@@ -1,20 +1,26 @@
-// One switch's programming queue: concurrent reconfigurations hand in their cross-connect
-// changes, and changes that arrive while the switch is busy go out together as one batch
-// (group commit). The switch is never sent two batches at once, and a batch never holds two
-// changes to one port, because the store admits no port into two desired circuits.
+// One switch's controller for programming: concurrent reconfigurations hand in their
+// cross-connect changes, and one thread of its own (a serial executor, started with it and
+// joined by its destructor) sends them: changes that arrive while the switch is busy go out
+// together as one batch (group commit). The switch is never sent two batches at once, and a
+// batch never holds two changes to one port, because the store admits no port into two
+// desired circuits. No thread is made per call: a change across k switches hands one part to
+// each switch's thread and waits for them all (SwitchProgrammers::Program).
 //
 // Contract:
-// - Program() blocks until the caller's changes were applied and verified by read-back, or
-//   failed. The first caller to find the switch idle becomes the batch's leader and applies
-//   everything queued by then, in one OpticalSwitch::Apply (removes before adds).
+// - Submit() queues the caller's changes and returns at once; Wait() blocks until they were
+//   applied and verified by read-back, or failed. Program() is both. The switch's thread
+//   applies everything queued by the time it is free, in one OpticalSwitch::Apply (removes
+//   before adds).
 // - `going`, if set, runs once, just before the batch holding the caller's changes goes to
-//   the switch (on the leader's thread), or not at all if the changes never go out. Work
-//   that should start as the switch moves, and not hold up the batch behind it, goes there.
+//   the switch (on the switch's thread), or not at all if the changes never go out. Work
+//   that should start as the switch moves, and not hold up the batch behind it, goes there;
+//   it must not wait for this switch.
 // - On failure of a combined batch the switch is rolled back to what it held before the
 //   batch (the adds that landed are removed, the removes that landed are restored), and each
 //   change set is then tried alone, so one bad request cannot fail its neighbours. A change
 //   set that fails alone is rolled back too and gets the switch's error.
-// - Exclusive() runs a function with the switch to itself (reconciliation), between batches.
+// - Exclusive() runs a function with the switch to itself (reconciliation), between batches,
+//   on the caller's thread.
 #ifndef FLEET_CONTROLLER_ENGINE_SWITCH_PROGRAMMER_H_
 #define FLEET_CONTROLLER_ENGINE_SWITCH_PROGRAMMER_H_
 
@@ -22,6 +28,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
@@ -43,13 +50,24 @@ struct ProgramOutcome {
 };
 
 class SwitchProgrammer {
- public:
-  // `name` is the switch id, for messages. `driver` is not owned.
-  SwitchProgrammer(std::string name, switch_adapters::OpticalSwitch* driver)
-      : name_(std::move(name)), driver_(driver) {}
+  struct Ticket;
 
+ public:
+  // `name` is the switch id, for messages. `driver` is not owned; it outlives this.
+  SwitchProgrammer(std::string name, switch_adapters::OpticalSwitch* driver);
+  // Sends what is queued, then joins the switch's thread.
+  ~SwitchProgrammer();
+  SwitchProgrammer(const SwitchProgrammer&) = delete;
+  SwitchProgrammer& operator=(const SwitchProgrammer&) = delete;
+
+  using Pending = std::shared_ptr<Ticket>;
+  Pending Submit(const switch_adapters::CrossConnectBatch& changes,
+                 std::function<void()> going = {});
+  ProgramOutcome Wait(const Pending& pending);
   ProgramOutcome Program(const switch_adapters::CrossConnectBatch& changes,
-                         std::function<void()> going = {});
+                         std::function<void()> going = {}) {
+    return Wait(Submit(changes, std::move(going)));
+  }
 
   // Runs `fn` on the driver while no batch is in flight and none starts.
   void Exclusive(const std::function<void(switch_adapters::OpticalSwitch&)>& fn);
@@ -71,6 +89,8 @@ class SwitchProgrammer {
     ProgramOutcome outcome;
   };
 
+  // The switch's thread: sends what is queued whenever the switch is free.
+  void Run();
   // Applies `batch`, rolling back on failure. Runs with busy_ held, without mu_.
   ProgramOutcome ApplyWithRollback(const switch_adapters::CrossConnectBatch& batch);
   void RunBatch(std::deque<std::shared_ptr<Ticket>> tickets);
@@ -78,10 +98,13 @@ class SwitchProgrammer {
   const std::string name_;
   switch_adapters::OpticalSwitch* const driver_;
   mutable absl::Mutex mu_;
-  absl::CondVar idle_;  // Signalled when a batch or an exclusive section ends.
+  absl::CondVar changed_;  // A batch or an exclusive section ended, work queued, or stopping.
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int exclusive_waiting_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<std::shared_ptr<Ticket>> queue_ ABSL_GUARDED_BY(mu_);
   int batches_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread thread_;  // Last: started once the rest is built.
 };
 
 }  // namespace fleet::engine

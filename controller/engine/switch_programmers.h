@@ -29,14 +29,14 @@ class SwitchProgrammers {
   // fresh one; the one it replaces is kept, as a transaction may still be inside it.
   absl::StatusOr<SwitchProgrammer*> For(const std::string& switch_id);
 
-  // Programs each switch's part of `removes` (first) and `adds` at once, one thread per
-  // switch beyond the first; on error the switches are rolled back and the message returned
-  // (every failing switch's). The times stored are the slowest switch's (the max with what
-  // the pointers hold), since the switches work at once.
-  // `retried` (if set) is told whether any switch applied the changes twice (its combined
-  // batch failed for another request's part), so the light at their ports was interrupted.
-  // `going` (if set) runs once, as the first switch's batch goes out (SwitchProgrammer), or
-  // not at all if no switch was sent the changes.
+  // Programs each switch's part of `removes` (first) and `adds` at once, each on its switch's
+  // own thread (SwitchProgrammer), and waits for them all; on error the switches are rolled back
+  // and the message returned (every failing switch's). The times stored are the slowest switch's
+  // (the max with what the pointers hold), since the switches work at once. `retried` (if set) is
+  // told whether any switch applied the changes twice (its combined batch failed for another
+  // request's part), so the light at their ports was interrupted. `going` (if set) runs once, as
+  // the first switch's batch goes out (SwitchProgrammer), or not at all if no switch was sent the
+  // changes.
   absl::Status Program(const std::vector<v1::Circuit>& removes,
                        const std::vector<v1::Circuit>& adds, absl::Duration* program_time,
                        absl::Duration* verify_time, bool* retried = nullptr,

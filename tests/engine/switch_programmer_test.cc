@@ -97,6 +97,28 @@ TEST(SwitchProgrammerTest, EachCallersGoingRunsOnceAsItsBatchGoesOut) {
   EXPECT_EQ(sw.applies_.load(), 2);
 }
 
+TEST(SwitchProgrammerTest, BatchesGoOutOnTheSwitchsOwnThreadNotTheCallers) {
+  fleet::testing::FakeOpticalSwitch sw(16, 16);
+  SwitchProgrammer programmer("ocs1", &sw);
+  std::vector<std::thread::id> senders;  // Each appended before its caller returns.
+  for (uint32_t i = 1; i <= 3; ++i) {
+    std::thread caller([&, i] {
+      const std::thread::id me = std::this_thread::get_id();
+      EXPECT_TRUE(programmer
+                      .Program(Add(i, 16 + i),
+                               [&] {
+                                 EXPECT_NE(std::this_thread::get_id(), me);
+                                 senders.push_back(std::this_thread::get_id());
+                               })
+                      .status.ok());
+    });
+    caller.join();
+  }
+  ASSERT_EQ(senders.size(), 3u);
+  EXPECT_EQ(senders[0], senders[1]);
+  EXPECT_EQ(senders[1], senders[2]);
+}
+
 TEST(SwitchProgrammerTest, FailedBatchIsRolledBackAndEachChangeSetRetriedAlone) {
   fleet::testing::FakeOpticalSwitch sw(16, 16);
   sw.ForceCrossConnect({9, 20});  // Holds egress 20: a change set that wants it must fail.
