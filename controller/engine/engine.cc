@@ -1,11 +1,13 @@
 #include "controller/engine/engine.h"
 
 #include <algorithm>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "common/wording.h"
 #include "controller/engine/ranks.h"
 #include "controller/engine/tenancy.h"
 #include "fleet/v1/names.h"
@@ -20,6 +22,12 @@ Engine::Engine(EngineOptions options, store::Store* store,
       ctx_{options_, store, agents, clock,
            options_.metrics != nullptr ? *options_.metrics
                                        : metrics::ControllerMetrics::Discarded()},
+      pool_(WorkerPool::Options{
+          .max_workers =
+              options_.workers > 0
+                  ? options_.workers
+                  : std::max(32, 16 * static_cast<int>(std::thread::hardware_concurrency())),
+          .max_queued = options_.max_queued_transactions}),
       inventory_(store),
       syncs_(clock,
              {.initial = options_.retry_initial,
@@ -113,6 +121,12 @@ std::map<std::string, Engine::SwitchQueue> Engine::SwitchQueuesForTest() {
 
 absl::StatusOr<v1::RequestTopologyResponse> Engine::RequestTopology(
     const v1::RequestTopologyRequest& request, const Caller& caller) {
+  if (!pool_.HasRoom()) {
+    ctx_.metrics.QueueRefused("transactions");
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the transaction queue is full (", Counted(options_.max_queued_transactions, "request"),
+        " waiting for a worker); nothing was planned or stored: try again"));
+  }
   ASSIGN_OR_RETURN(Admission::Admitted admitted, admission_.Admit(request, caller));
   if (!admitted.fresh) return std::move(admitted.response);
   ctx_.Fault("persisted");

@@ -31,6 +31,11 @@ struct EngineOptions {
   // At most this many allocations wait in the sync queue (sync_queue.h) at once; past it a
   // mark is refused and counted, and the periodic reconciliation marks it again.
   size_t max_sync_queue = 100000;
+  // Workers that run transactions, syncs and releases (WorkerPool); more wait for one. 0: 16
+  // per core, at least 32 (they mostly wait for switches and agents).
+  int workers = 0;
+  // Requests waiting for a worker past which a new one is refused RESOURCE_EXHAUSTED.
+  size_t max_queued_transactions = 1024;
   // Periodic reconciliation (report policy unless `unknown_policy` says otherwise); 0: off.
   absl::Duration reconcile_interval = absl::Seconds(60);
   v1::UnknownCrossConnectPolicy unknown_policy = v1::UNKNOWN_CROSS_CONNECT_POLICY_REPORT;

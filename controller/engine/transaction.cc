@@ -79,7 +79,7 @@ void Transaction::CommitProgramming() {
 
 void Transaction::StartProgramming() {
   absl::call_once(programming_started_, [this] {
-    if (!p_.pool.Spawn("", [this] { CommitProgramming(); })) CommitProgramming();
+    if (!p_.pool.SpawnAwaited([this] { CommitProgramming(); })) CommitProgramming();
   });
 }
 
@@ -126,7 +126,7 @@ void Transaction::Arm() {
       absl::call_once(programming_started_, [this] { CommitProgramming(); });
       arming_done_.Notify();
     };
-    if (!p_.pool.Spawn("", arm)) arm();
+    if (!p_.pool.SpawnAwaited(arm)) arm();
   });
 }
 

@@ -1,5 +1,6 @@
 #include "controller/engine/worker_pool.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace fleet::engine {
@@ -66,11 +67,24 @@ std::set<std::string> WorkerPool::Claims() {
 }
 
 bool WorkerPool::Spawn(const std::string& id, std::function<void()> fn) {
+  return Queue({id, std::move(fn)}, /*awaited=*/false);
+}
+
+bool WorkerPool::SpawnAwaited(std::function<void()> fn) {
+  return Queue({"", std::move(fn)}, /*awaited=*/true);
+}
+
+bool WorkerPool::HasRoom() {
+  absl::MutexLock lock(&mu_);
+  return tasks_.size() < options_.max_queued;
+}
+
+bool WorkerPool::Queue(Task task, bool awaited) {
   absl::MutexLock lock(&mu_);
   if (stopping_) {
     // JoinWorkers is coming: a task queued now might never run. What the caller persisted
     // is resumed at the next start.
-    claimed_.erase(id);
+    claimed_.erase(task.id);
     changed_.SignalAll();
     return false;
   }
@@ -84,13 +98,20 @@ bool WorkerPool::Spawn(const std::string& id, std::function<void()> fn) {
     }
   }
   ++running_;
-  tasks_.push_back({id, std::move(fn)});
+  if (awaited) {
+    tasks_.push_front(std::move(task));
+  } else {
+    tasks_.push_back(std::move(task));
+  }
   if (static_cast<size_t>(idle_workers_) >= tasks_.size()) {
     task_queued_.Signal();
     return true;
   }
+  if (!awaited && alive_ >= options_.max_workers) return true;  // Waits for a worker.
   auto worker = std::make_unique<Worker>();
   Worker* w = worker.get();
+  ++alive_;
+  peak_ = std::max(peak_, alive_);
   w->thread = std::thread([this, w] {
     WorkerLoop();
     w->done.store(true);
@@ -103,13 +124,16 @@ void WorkerPool::WorkerLoop() {
   absl::MutexLock lock(&mu_);
   while (true) {
     ++idle_workers_;
-    const absl::Time give_up = absl::Now() + linger_;
+    const absl::Time give_up = absl::Now() + options_.linger;
     while (tasks_.empty() && !stopping_ && absl::Now() < give_up) {
       task_queued_.WaitWithDeadline(&mu_, give_up);
     }
     --idle_workers_;
     // Queued tasks run even while stopping: WaitIdle waits for them (running_).
-    if (tasks_.empty()) return;
+    if (tasks_.empty()) {
+      --alive_;
+      return;
+    }
     Task task = std::move(tasks_.front());
     tasks_.pop_front();
     mu_.Unlock();
@@ -125,6 +149,12 @@ void WorkerPool::WorkerLoop() {
     mu_.Lock();
     --running_;
     changed_.SignalAll();
+    // A worker beyond the bound (made for an awaited task) leaves once done, so the bound
+    // holds for the tasks that wait their turn.
+    if (alive_ > options_.max_workers) {
+      --alive_;
+      return;
+    }
   }
 }
 
@@ -159,6 +189,11 @@ void WorkerPool::JoinWorkers() {
     workers.swap(workers_);
   }
   for (auto& w : workers) w->thread.join();
+}
+
+int WorkerPool::PeakWorkers() {
+  absl::MutexLock lock(&mu_);
+  return peak_;
 }
 
 int WorkerPool::WorkersForTest() {

@@ -1,10 +1,18 @@
 // Claims on allocations and the pooled threads their transactions run on.
 //
 // A claim marks an allocation as being in a change of this process (a transaction, a
-// release, a retry, a lease check, a reconciliation pass): at most one holder at a time.
+// release, a sync, a lease check, a reconciliation pass): at most one holder at a time.
 // A task is spawned with the claim it drops once done; workers are pooled, so a task does
 // not wait for a thread to be made, and one idle for a while leaves. Every state here is
 // under one mutex, and `changed` (claims dropped, tasks done, stopping) wakes every waiter.
+//
+// Bounded: at most `max_workers` workers run spawned tasks; more wait in the queue, in order.
+// A task that a running task waits for (SpawnAwaited: a transaction's store commit running
+// beside its switch batch) goes first and gets a worker at once, beyond the bound if need
+// be, so a full pool never waits for itself; such helpers are short and at most a few per
+// running task, so the threads stay below max_workers × (1 + helpers per task). The queue's
+// own bound is for callers to ask (HasRoom) before they take on new work; Spawn itself never
+// refuses work it was handed, except while stopping.
 //
 // Stopping: Stop() refuses new tasks (and drops their claims); tasks already queued still
 // run; WaitIdle() waits for them; JoinWorkers() then joins every thread, so none outlives
@@ -29,8 +37,15 @@ namespace fleet::engine {
 
 class WorkerPool {
  public:
-  // `linger`: how long an idle worker waits for a task before it leaves.
-  explicit WorkerPool(absl::Duration linger = absl::Seconds(10)) : linger_(linger) {}
+  struct Options {
+    int max_workers = 64;
+    // What HasRoom allows to wait for a worker.
+    size_t max_queued = 1024;
+    // How long an idle worker waits for a task before it leaves.
+    absl::Duration linger = absl::Seconds(10);
+  };
+  WorkerPool() : WorkerPool(Options{}) {}
+  explicit WorkerPool(Options options) : options_(options) {}
   ~WorkerPool();  // Stops, waits for the queued tasks and joins every worker.
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
@@ -55,9 +70,14 @@ class WorkerPool {
   // The claims held now.
   std::set<std::string> Claims();
 
-  // Runs `fn` on a worker holding the claim on `id` (if not empty), dropped after it. False
-  // (and `fn` dropped, the claim too) once stopping.
+  // Runs `fn` on a worker holding the claim on `id` (if not empty), dropped after it, once a
+  // worker is free. False (and `fn` dropped, the claim too) once stopping.
   bool Spawn(const std::string& id, std::function<void()> fn);
+  // Runs `fn`, which a running task waits for, ahead of the queue and on a worker at once.
+  // False (and `fn` dropped) once stopping: the caller runs it itself.
+  bool SpawnAwaited(std::function<void()> fn);
+  // Whether fewer than max_queued tasks wait for a worker: new work may be taken on.
+  bool HasRoom();
 
   // Begins stopping; false if it had begun already.
   bool Stop();
@@ -70,8 +90,10 @@ class WorkerPool {
   // After Stop and WaitIdle: the idle workers leave and every worker is joined.
   void JoinWorkers();
 
-  // Workers alive now (running or idle), for tests.
+  // Workers alive now (running or idle), for tests and benches.
   int WorkersForTest();
+  // The most workers alive at once since construction.
+  int PeakWorkers();
 
  private:
   struct Worker {
@@ -83,8 +105,11 @@ class WorkerPool {
     std::function<void()> fn;
   };
   void WorkerLoop();
+  // Queues `task` (first if `awaited`) and makes a worker if none is idle for it and the bound
+  // (ignored for `awaited`) allows.
+  bool Queue(Task task, bool awaited);
 
-  const absl::Duration linger_;
+  const Options options_;
   std::function<void(const std::string&)> on_unclaimed_;
   absl::Mutex mu_;
   absl::CondVar changed_;      // A claim dropped, a task done, or stopping.
@@ -95,6 +120,8 @@ class WorkerPool {
   std::list<std::unique_ptr<Worker>> workers_ ABSL_GUARDED_BY(mu_);
   std::deque<Task> tasks_ ABSL_GUARDED_BY(mu_);  // Spawned, not yet taken by a worker.
   int idle_workers_ ABSL_GUARDED_BY(mu_) = 0;
+  int alive_ ABSL_GUARDED_BY(mu_) = 0;  // Workers not yet out of WorkerLoop.
+  int peak_ ABSL_GUARDED_BY(mu_) = 0;
   std::set<std::string> claimed_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -11,6 +11,8 @@
 #include "controller/metrics/rpc_interceptor.h"
 
 #include <filesystem>
+#include <memory>
+#include <random>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -35,6 +37,10 @@ absl::StatusOr<engine::EngineOptions> EngineOptionsOf(const FleetdConfig& config
       config.unknown_cross_connects == "adopt"    ? v1::UNKNOWN_CROSS_CONNECT_POLICY_ADOPT
       : config.unknown_cross_connects == "remove" ? v1::UNKNOWN_CROSS_CONNECT_POLICY_REMOVE
                                                   : v1::UNKNOWN_CROSS_CONNECT_POLICY_REPORT;
+  // Retries of allocations that failed together spread over ±20 % of their backoff.
+  options.retry_jitter = [random = std::make_shared<std::mt19937_64>(std::random_device{}())] {
+    return std::uniform_real_distribution<double>(0.8, 1.2)(*random);
+  };
   if (!config.crash_at.empty()) {
     const std::string point = config.crash_at;
     bool known = false;

@@ -45,6 +45,36 @@ TEST_F(EngineTest, AllocationIdsComeFromTheInjectedSourceAndATakenOneIsAskedAgai
   EXPECT_EQ(store_->ListAllocations({}).value().size(), stored);
 }
 
+TEST_F(EngineTest, PastTheTransactionQueuesBoundARequestIsRefusedNamingItWithNothingStored) {
+  // One worker; one request may wait for it.
+  EngineOptions options;
+  options.workers = 1;
+  options.max_queued_transactions = 1;
+  absl::StatusOr<v1::RequestTopologyResponse> queued, refused;
+  size_t stored_then = 0;
+  auto armed = std::make_shared<std::atomic<bool>>(true);
+  options.fault_point = [&, armed](const std::string& point) {
+    if (point != "ready" || !armed->exchange(false)) return;
+    // The first transaction holds the only worker: the next request waits for it, and the
+    // one after that finds the queue full.
+    const Caller op = Caller::Operator("operator:t");
+    queued = engine_->RequestTopology(Ring("team-a", {"gpu3", "gpu4"}), op);
+    stored_then = store_->ListAllocations({}).value().size();
+    refused = engine_->RequestTopology(Ring("team-a", {"gpu5", "gpu6"}), op);
+  };
+  engine_.reset();
+  StartEngine(options);
+  EXPECT_EQ(Request(Ring("team-a", {"gpu1", "gpu2"})).state(), v1::ALLOCATION_STATE_READY);
+  ASSERT_TRUE(queued.ok()) << queued.status();
+  EXPECT_THAT(
+      refused.status(),
+      StatusIs(absl::StatusCode::kResourceExhausted,
+               HasSubstr("the transaction queue is full (1 request waiting for a worker)")));
+  EXPECT_EQ(store_->ListAllocations({}).value().size(), stored_then);
+  // The one that waited runs once the worker is free.
+  EXPECT_EQ(Get(queued->allocation().id()).state(), v1::ALLOCATION_STATE_READY);
+}
+
 TEST_F(EngineTest, DryRunReturnsThePlanAndTouchesNothing) {
   const size_t events = EventCount();
   v1::RequestTopologyRequest r = Ring("team-a", kGpus);

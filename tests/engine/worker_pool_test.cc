@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <thread>
+#include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "tests/eventually.h"
@@ -38,7 +39,7 @@ TEST(WorkerPoolTest, ATaskRunsHoldingItsClaimAndDropsItOnceDone) {
 }
 
 TEST(WorkerPoolTest, AnIdleWorkerTakesTheNextTaskAndLeavesAfterItsLinger) {
-  WorkerPool pool(absl::Milliseconds(200));
+  WorkerPool pool({.linger = absl::Milliseconds(200)});
   ASSERT_TRUE(pool.Spawn("", [] {}));
   pool.WaitIdle();
   ASSERT_TRUE(pool.Spawn("", [] {}));
@@ -50,6 +51,42 @@ TEST(WorkerPoolTest, AnIdleWorkerTakesTheNextTaskAndLeavesAfterItsLinger) {
   ASSERT_TRUE(pool.Spawn("", [&] { ran = true; }));
   pool.WaitIdle();
   EXPECT_TRUE(ran);
+}
+
+TEST(WorkerPoolTest, PastItsBoundTasksWaitForAWorkerInOrder) {
+  WorkerPool pool({.max_workers = 1, .max_queued = 2});
+  absl::Notification go;
+  std::atomic<int> started{0};
+  std::vector<int> order;  // Written by one worker at a time.
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(pool.Spawn("", [&, i] {
+      started.fetch_add(1);
+      go.WaitForNotification();
+      order.push_back(i);
+    }));
+  }
+  EXPECT_TRUE(fleet::testing::Eventually([&] { return started.load() == 1; }));
+  EXPECT_EQ(pool.WorkersForTest(), 1);
+  // Three wait; the bound says two may: no room for more.
+  EXPECT_FALSE(pool.HasRoom());
+  go.Notify();
+  pool.WaitIdle();
+  EXPECT_EQ(pool.PeakWorkers(), 1);
+  EXPECT_TRUE(pool.HasRoom());
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3}));
+}
+
+TEST(WorkerPoolTest, AFullPoolStillRunsATaskItsTasksWaitFor) {
+  WorkerPool pool({.max_workers = 1});
+  absl::Notification helped;
+  ASSERT_TRUE(pool.Spawn("", [&] {
+    // Every worker is busy (this one): the awaited task gets its own, so this one ends.
+    ASSERT_TRUE(pool.SpawnAwaited([&] { helped.Notify(); }));
+    helped.WaitForNotification();
+  }));
+  pool.WaitIdle();
+  EXPECT_TRUE(helped.HasBeenNotified());
+  EXPECT_EQ(pool.PeakWorkers(), 2);
 }
 
 TEST(WorkerPoolTest, OnceStoppingNoTaskIsTakenAndItsClaimIsDropped) {
