@@ -100,6 +100,7 @@ void Engine::BackgroundPass() {
     next_lease_check_ = ctx_.clock->Now() + absl::Seconds(1);
     ExpireLeases();
   }
+  recovery_.MarkFaulted();
   RunDueRetries();
   if (options_.reconcile_interval > absl::ZeroDuration() && ctx_.clock->Now() >= next_reconcile_) {
     next_reconcile_ = ctx_.clock->Now() + options_.reconcile_interval;

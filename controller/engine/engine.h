@@ -37,7 +37,7 @@
 //   request, list or watch for another tenant is PERMISSION_DENIED. Viewers read everything;
 //   operators may do everything.
 //
-// Thread-safe. Transactions run on their own threads; RPC calls return after the intent is
+// Thread-safe. Transactions run on pooled workers; RPC calls return after the intent is
 // persisted (RequestTopology) or the change is done (ReleaseTopology, Reconcile, Drain).
 //
 // Engine is a facade over its parts, each with its contract in its header:
@@ -56,15 +56,22 @@
 //   switch_monitor.h    port status and power read from the switches
 //   worker_pool.h, sync_queue.h, inventory_cache.h, background_loop.h: the machinery
 // Locks, in the order they may be taken: a switch held to itself (SwitchProgrammer's
-// Exclusive, by reconciliation, which adopts under admission, and by a retry's
+// Exclusive, by reconciliation, which adopts under admission, and by a sync's
 // Reconciler::RepairHeld, which holds only its allocation's claim and takes nothing under it);
-// Admission::mu() (one admission at a time; nothing holding it waits for a switch); then any one of
-// the parts' own mutexes (WorkerPool's claims and tasks, RetryScheduler, InventoryCache,
-// SwitchProgrammers, BackgroundLoop, Healer, SwitchMonitor's set of unreadable switches), each a
-// leaf: none is held while another is taken, nor while calling out. (SwitchMonitor's pass mutex is
-// held for a whole pass, over switch reads and store writes, and nothing else takes it.) Shutdown
-// stops the pool (no new task), stops and joins the background loop and the switch monitor's, waits
-// for the running tasks and joins every worker, before any part goes.
+// Admission::mu() (one admission at a time; nothing holding it waits for a switch);
+// LinkRecovery's faults mutex (a fault and its mark are one step), under which only the
+// SyncQueue's and the BackgroundLoop's (its wake) are taken; then any one of the parts' own
+// mutexes (WorkerPool's claims and tasks, SyncQueue, InventoryCache, SwitchProgrammers, a
+// SwitchProgrammer's queue, BackgroundLoop, Healer, SwitchMonitor's set of unreadable
+// switches), each a leaf: none is held while another is taken, nor while calling out (the
+// pool's unclaim hook runs without its lock). (SwitchMonitor's pass mutex is held for a whole
+// pass, over switch reads and store writes, and nothing else takes it.) Shutdown stops the
+// pool (no new task), stops and joins the background loop and the switch monitor's, waits
+// for the running tasks and joins every worker, before any part goes; each SwitchProgrammer
+// joins its own thread as it goes.
+//
+// Threads: the pool's workers (bounded, worker_pool.h), one per switch (SwitchProgrammer),
+// the background loop and the switch monitor's; no part makes a thread per call.
 #ifndef FLEET_CONTROLLER_ENGINE_ENGINE_H_
 #define FLEET_CONTROLLER_ENGINE_ENGINE_H_
 
@@ -92,10 +99,10 @@
 #include "controller/engine/member_changes.h"
 #include "controller/engine/reconciler.h"
 #include "controller/engine/release.h"
-#include "controller/engine/sync_queue.h"
 #include "controller/engine/switch_monitor.h"
 #include "controller/engine/switch_programmer.h"
 #include "controller/engine/switch_programmers.h"
+#include "controller/engine/sync_queue.h"
 #include "controller/engine/what_if.h"
 #include "controller/engine/worker_pool.h"
 #include "controller/metrics/controller_metrics.h"
@@ -222,8 +229,8 @@ class Engine {
   // of READY and DEGRADED allocations arriving on those ports become DEGRADED naming the link
   // and the agent's words, their allocation DEGRADED at once (a DEGRADED one keeps its earlier
   // reasons), and a retry is due after the first backoff (then as for AgentGone). An
-  // allocation a transaction holds is looked at once it lets go (its fault kept until then), as a report
-  // is not sent again. Returns at once; the work runs on a worker.
+  // allocation a transaction holds is looked at once it lets go (its fault kept until then), as a
+  // report is not sent again. Returns at once; the work runs on a worker.
   void LinksDown(const std::string& host, const std::vector<v1::LinkState>& links);
 
   // --- For the background loop, and tests that drive it by hand ---

@@ -165,8 +165,7 @@ void Healer::Heal(const std::string& id, const std::string& member, const std::s
         p.ctx.metrics.HealEnded(outcome, p.ctx.clock->Now() - degraded_at);
       });
   if (healed.ok()) {
-    // The replacement's transaction takes it from here and schedules its own retries; the
-    // retry that started this heal stays Running until then.
+    // The replacement's transaction takes it from here and schedules its own retries.
     absl::MutexLock lock(&mu_);
     refused_.erase(id);
     return;

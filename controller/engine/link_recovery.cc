@@ -5,6 +5,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/log.h"
@@ -13,6 +14,12 @@
 #include "fleet/v1/names.h"
 
 namespace fleet::engine {
+namespace {
+
+// Faults kept for one allocation while its sync is away.
+constexpr size_t kMaxFaultsPerAllocation = 64;
+
+}  // namespace
 
 void LinkRecovery::RunDueRetries() {
   for (const std::string& id : p_.syncs.Due()) RunIfDue(id);
@@ -23,18 +30,29 @@ void LinkRecovery::RunIfDue(const std::string& id) {
   // One held by a transaction waits for it: the pool's unclaim calls this again.
   if (!p_.pool.Claim(id)) return;
   std::vector<Fault> faults;
+  bool started = true;
   {
     // With the faults so far, as one step: a fault added later comes with a mark of its own,
     // which reruns the sync.
     absl::MutexLock lock(&faults_mu_);
-    // Not due again until this attempt schedules the next one (or clears it).
-    p_.syncs.Running(id);
-    if (auto it = faults_.find(id); it != faults_.end()) {
+    // Not due again until this attempt schedules the next one (or clears it). Not due any
+    // more: another attempt ran between the look and the claim.
+    if (!p_.syncs.Running(id)) {
+      started = false;
+    } else if (auto it = faults_.find(id); it != faults_.end()) {
       faults = std::move(it->second);
       faults_.erase(it);
     }
   }
-  p_.pool.Spawn(id, [this, id, faults = std::move(faults)] { Sync(id, faults); });
+  if (!started) {
+    p_.pool.Unclaim(id);
+    return;
+  }
+  p_.pool.Spawn(id, [this, id, faults = std::move(faults)] {
+    Sync(id, faults);
+    // A step that hands the allocation on (a heal) or an error path that ended nothing.
+    p_.syncs.EndIfRunning(id);
+  });
 }
 
 void LinkRecovery::MarkUnsettled() {
@@ -45,13 +63,12 @@ void LinkRecovery::MarkUnsettled() {
     if (!some.ok()) continue;
     for (const v1::Allocation& a : *some) Mark(p_.syncs.Ensure(a.id()));
   }
-  // Faults whose mark the full queue refused.
-  std::vector<std::string> waiting;
-  {
-    absl::MutexLock lock(&faults_mu_);
-    for (const auto& [id, faults] : faults_) waiting.push_back(id);
-  }
-  for (const std::string& id : waiting) Mark(p_.syncs.Ensure(id));
+  MarkFaulted();
+}
+
+void LinkRecovery::MarkFaulted() {
+  absl::MutexLock lock(&faults_mu_);
+  for (const auto& [id, faults] : faults_) Mark(p_.syncs.Ensure(id));
 }
 
 void LinkRecovery::Mark(const absl::Status& marked) {
@@ -354,7 +371,16 @@ void LinkRecovery::DegradeWhere(Hurt hurt, absl::Duration retry_after, std::stri
           {
             // The fault and its mark as one step (RunIfDue).
             absl::MutexLock lock(&faults_mu_);
-            faults_[a.id()].push_back({hurt, retry_after, event_kind});
+            std::vector<Fault>& waiting = faults_[a.id()];
+            // Bounded while its sync is away (a full queue): a failed part is kept over a
+            // link report, whose retry looks at the links anyway.
+            if (waiting.size() >= kMaxFaultsPerAllocation) {
+              auto report = absl::c_find_if(
+                  waiting, [](const Fault& f) { return f.retry_after > absl::ZeroDuration(); });
+              if (report == waiting.end() || retry_after > absl::ZeroDuration()) continue;
+              waiting.erase(report);
+            }
+            waiting.push_back({hurt, retry_after, event_kind});
             marked = p_.syncs.Mark(a.id());
           }
           Mark(marked);

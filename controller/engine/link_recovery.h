@@ -63,6 +63,8 @@ class LinkRecovery {
   // Marks every DEGRADED and RELEASING allocation not queued yet (a restart, the periodic
   // reconciliation): nothing recovers outside the queue.
   void MarkUnsettled();
+  // Marks every allocation with a fault waiting whose mark the full queue refused (each tick).
+  void MarkFaulted();
   // Runs the syncs that are due, each on a worker holding its allocation's claim; one whose
   // claim a transaction holds stays due, and is run when it lets go.
   void RunDueRetries();

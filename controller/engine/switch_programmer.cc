@@ -100,14 +100,17 @@ ProgramOutcome SwitchProgrammer::Wait(const Pending& pending) {
 void SwitchProgrammer::Run() {
   absl::MutexLock lock(&mu_);
   while (true) {
-    // What is queued goes out even while stopping: a caller waits for it.
-    // An exclusive section waiting goes first, so reconciliation is not starved by traffic.
-    while ((queue_.empty() || busy_ || exclusive_waiting_ > 0) && !(stopping_ && queue_.empty())) {
-      changed_.Wait(&mu_);
-    }
-    if (busy_ || exclusive_waiting_ > 0) continue;  // Stopping: still one batch at a time.
-    if (queue_.empty()) return;
+    // A batch goes when the switch is free, and not ahead of an exclusive section waiting
+    // unless one is owed (each exclusive section lets the batch queued behind it go next, so
+    // neither starves the other). What is queued goes out even while stopping: a caller
+    // waits for it.
+    auto may_send = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return !queue_.empty() && !busy_ && (exclusive_waiting_ == 0 || batch_owed_);
+    };
+    while (!may_send() && !(stopping_ && queue_.empty())) changed_.Wait(&mu_);
+    if (!may_send()) return;  // Stopping, nothing queued.
     busy_ = true;
+    batch_owed_ = false;
     std::deque<std::shared_ptr<Ticket>> batch;
     batch.swap(queue_);
     mu_.Unlock();
@@ -123,13 +126,14 @@ void SwitchProgrammer::Exclusive(const std::function<void(switch_adapters::Optic
   {
     absl::MutexLock lock(&mu_);
     ++exclusive_waiting_;
-    while (busy_) changed_.Wait(&mu_);
+    while (busy_ || batch_owed_) changed_.Wait(&mu_);
     --exclusive_waiting_;
     busy_ = true;
   }
   fn(*driver_);
   absl::MutexLock lock(&mu_);
   busy_ = false;
+  batch_owed_ = !queue_.empty();
   changed_.SignalAll();
 }
 

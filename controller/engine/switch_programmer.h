@@ -19,8 +19,9 @@
 //   batch (the adds that landed are removed, the removes that landed are restored), and each
 //   change set is then tried alone, so one bad request cannot fail its neighbours. A change
 //   set that fails alone is rolled back too and gets the switch's error.
-// - Exclusive() runs a function with the switch to itself (reconciliation), between batches,
-//   on the caller's thread.
+// - Exclusive() runs a function with the switch to itself (reconciliation, a sync's look at
+//   its cross-connects), between batches, on the caller's thread. Sections waiting go before
+//   the next batch, but each lets the batch queued behind it go next, so neither starves.
 #ifndef FLEET_CONTROLLER_ENGINE_SWITCH_PROGRAMMER_H_
 #define FLEET_CONTROLLER_ENGINE_SWITCH_PROGRAMMER_H_
 
@@ -102,6 +103,8 @@ class SwitchProgrammer {
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int exclusive_waiting_ ABSL_GUARDED_BY(mu_) = 0;
+  // An exclusive section ended with a batch queued: that batch goes before the next section.
+  bool batch_owed_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<std::shared_ptr<Ticket>> queue_ ABSL_GUARDED_BY(mu_);
   int batches_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;  // Last: started once the rest is built.

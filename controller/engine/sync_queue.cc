@@ -15,8 +15,10 @@ SyncQueue::Entry SyncQueue::NewEntry(absl::Time due) const {
 
 bool SyncQueue::EndAttempt(Entry& entry, absl::Time retry_at, absl::Time now) {
   const bool rerun = entry.marked;
+  // A mark that came while no attempt ran (a transaction held the allocation) is kept until
+  // an attempt sees it: a Forget then keeps the entry.
+  entry.marked = entry.marked && !entry.running;
   entry.running = false;
-  entry.marked = false;
   entry.retry_due = std::min(retry_at, entry.due_by);
   entry.due = rerun ? now : entry.retry_due;
   entry.due_by = absl::InfiniteFuture();
@@ -70,6 +72,7 @@ void SyncQueue::DueBy(const std::string& id, absl::Time by) {
     entry.due_by = std::min(entry.due_by, by);
   } else {
     entry.due = std::min(entry.due, by);
+    entry.retry_due = std::min(entry.retry_due, by);
   }
 }
 
@@ -148,12 +151,25 @@ bool SyncQueue::IsDue(const std::string& id) {
   return it != entries_.end() && !it->second.running && it->second.due <= clock_->Now();
 }
 
-void SyncQueue::Running(const std::string& id) {
+bool SyncQueue::Running(const std::string& id) {
   absl::MutexLock lock(&mu_);
-  Entry& entry = entries_.try_emplace(id, NewEntry(absl::InfiniteFuture())).first->second;
+  auto it = entries_.find(id);
+  if (it == entries_.end() || it->second.running || it->second.due > clock_->Now()) return false;
+  Entry& entry = it->second;
   entry.running = true;
   entry.marked = false;  // This attempt sees what the marks so far were for.
   entry.due = absl::InfiniteFuture();
+  return true;
+}
+
+void SyncQueue::EndIfRunning(const std::string& id) {
+  bool running = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(id);
+    running = it != entries_.end() && it->second.running;
+  }
+  if (running) RetryLater(id);
 }
 
 void SyncQueue::AgentConnected() {

@@ -82,9 +82,13 @@ class SyncQueue {
   std::vector<std::string> Due();
   // Whether `id` is among them.
   bool IsDue(const std::string& id);
-  // An attempt of `id` runs (its claim held): not due again until it calls RetryLater or
-  // Forget.
-  void Running(const std::string& id);
+  // An attempt of `id` starts (its claim held), if `id` is due and none runs: not due again
+  // until it calls RetryLater, RetryAt, NothingNew or Forget. False (nothing changed) when it
+  // is not due: another attempt ran between Due() and the claim.
+  bool Running(const std::string& id);
+  // After an attempt's work: ends it as a failed one (RetryLater) if nothing did, so no
+  // error path can leave an entry running for good.
+  void EndIfRunning(const std::string& id);
   // An agent connected: every entry is due now (a running one reruns once it ends).
   void AgentConnected();
 

@@ -23,8 +23,8 @@
 #include "controller/engine/engine_context.h"
 #include "controller/engine/inventory_cache.h"
 #include "controller/engine/link_trainer.h"
-#include "controller/engine/sync_queue.h"
 #include "controller/engine/switch_programmers.h"
+#include "controller/engine/sync_queue.h"
 #include "controller/engine/worker_pool.h"
 #include "fleet/v1/topology.pb.h"
 

@@ -20,9 +20,13 @@ void WorkerPool::Unclaim(const std::string& id) {
   {
     absl::MutexLock lock(&mu_);
     claimed_.erase(id);
+    ++hooks_running_;  // WaitQuiet waits for what the hook may spawn.
     changed_.SignalAll();
   }
   if (on_unclaimed_) on_unclaimed_(id);
+  absl::MutexLock lock(&mu_);
+  --hooks_running_;
+  changed_.SignalAll();
 }
 
 bool WorkerPool::ClaimWhenFree(const std::string& id, absl::Time give_up,
@@ -178,7 +182,7 @@ void WorkerPool::WaitIdle() {
 
 void WorkerPool::WaitQuiet() {
   absl::MutexLock lock(&mu_);
-  while (running_ > 0 || !claimed_.empty()) changed_.Wait(&mu_);
+  while (running_ > 0 || hooks_running_ > 0 || !claimed_.empty()) changed_.Wait(&mu_);
 }
 
 void WorkerPool::JoinWorkers() {

@@ -122,6 +122,7 @@ class WorkerPool {
   int idle_workers_ ABSL_GUARDED_BY(mu_) = 0;
   int alive_ ABSL_GUARDED_BY(mu_) = 0;  // Workers not yet out of WorkerLoop.
   int peak_ ABSL_GUARDED_BY(mu_) = 0;
+  int hooks_running_ ABSL_GUARDED_BY(mu_) = 0;  // Unclaim hooks called and not yet back.
   std::set<std::string> claimed_ ABSL_GUARDED_BY(mu_);
 };
 

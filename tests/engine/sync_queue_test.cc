@@ -132,6 +132,7 @@ TEST_F(SyncQueueTest, ADeadlineThatComesWhileAnAttemptRunsBoundsItsNext) {
   EXPECT_THAT(queue_.DueForTest("a"), Optional(absl::InfiniteFuture()));
   queue_.RetryLater("a");  // The backoff says 2 s; the deadline says sooner.
   EXPECT_THAT(queue_.DueForTest("a"), Optional(clock_.Now() + absl::Milliseconds(300)));
+  clock_.Advance(absl::Milliseconds(300));
   queue_.Running("a");
   queue_.RetryLater("a");  // Spent: the backoff alone again.
   EXPECT_THAT(queue_.DueForTest("a"), Optional(clock_.Now() + absl::Seconds(4)));
@@ -142,6 +143,7 @@ TEST_F(SyncQueueTest, RetryAtEndsTheAttemptAtThatTimeWithoutAStepOfBackoff) {
   queue_.Running("a");
   queue_.RetryAt("a", clock_.Now() + absl::Milliseconds(700));
   EXPECT_THAT(queue_.DueForTest("a"), Optional(clock_.Now() + absl::Milliseconds(700)));
+  clock_.Advance(absl::Milliseconds(700));
   queue_.Running("a");
   queue_.RetryLater("a");
   EXPECT_THAT(queue_.DueForTest("a"), Optional(clock_.Now() + absl::Seconds(2)));
@@ -177,6 +179,49 @@ TEST_F(SyncQueueTest, AMarkWhileATransactionRunsOutlivesItsForget) {
   queue_.Running("a");
   queue_.Forget("a");
   EXPECT_EQ(queue_.DueForTest("a"), std::nullopt);
+}
+
+TEST_F(SyncQueueTest, AnAttemptStartsOnlyWhenDueAndNoneRuns) {
+  EXPECT_FALSE(queue_.Running("unknown"));
+  queue_.RetryLater("later");
+  EXPECT_FALSE(queue_.Running("later"));  // Another attempt ran between Due() and the claim.
+  ASSERT_TRUE(queue_.Mark("a").ok());
+  EXPECT_TRUE(queue_.Running("a"));
+  EXPECT_FALSE(queue_.Running("a"));
+  EXPECT_EQ(queue_.size(), 2u);
+}
+
+TEST_F(SyncQueueTest, AnAttemptThatEndedNothingEndsAsAFailedOne) {
+  ASSERT_TRUE(queue_.Mark("a").ok());
+  ASSERT_TRUE(queue_.Running("a"));
+  queue_.EndIfRunning("a");
+  EXPECT_THAT(queue_.DueForTest("a"), Optional(clock_.Now() + absl::Seconds(2)));
+  // One that ended itself is left as it ended.
+  clock_.Advance(absl::Seconds(2));
+  ASSERT_TRUE(queue_.Running("a"));
+  queue_.Forget("a");
+  queue_.EndIfRunning("a");
+  EXPECT_EQ(queue_.DueForTest("a"), std::nullopt);
+}
+
+TEST_F(SyncQueueTest, AMarkOutlivesATransactionsRetryAndItsReleasesForget) {
+  // A fault is marked while a transaction holds the allocation; the transaction ends
+  // DEGRADED (RetryLater), then a release forgets it: the mark is still to be seen.
+  ASSERT_TRUE(queue_.Mark("a").ok());
+  queue_.RetryLater("a");
+  EXPECT_THAT(queue_.Due(), ElementsAre("a"));
+  queue_.Forget("a");
+  EXPECT_THAT(queue_.Due(), ElementsAre("a"));
+}
+
+TEST_F(SyncQueueTest, ADeadlineAlsoBoundsTheRetryAMarkThatChangedNothingGoesBackTo) {
+  queue_.RetryLater("a");
+  queue_.RetryLater("a");  // Due in 2 s.
+  queue_.DueBy("a", clock_.Now() + absl::Milliseconds(500));
+  ASSERT_TRUE(queue_.Mark("a").ok());
+  ASSERT_TRUE(queue_.Running("a"));
+  queue_.NothingNew("a");
+  EXPECT_THAT(queue_.DueForTest("a"), Optional(clock_.Now() + absl::Milliseconds(500)));
 }
 
 TEST_F(SyncQueueTest, TheJitterScalesEachWait) {
