@@ -75,9 +75,49 @@ SwitchProgrammer::~SwitchProgrammer() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
-    changed_.SignalAll();
+    submitted_cv_.Signal();
   }
   thread_.join();
+}
+
+bool SwitchProgrammer::MaySend() const {
+  return !queue_.empty() && !busy_ && (exclusive_waiting_ == 0 || batch_owed_);
+}
+
+void SwitchProgrammer::SendQueued() {
+  busy_ = true;
+  batch_owed_ = false;
+  submitted_ = 0;  // Every ticket queued goes, whoever leads.
+  std::deque<std::shared_ptr<Ticket>> batch;
+  batch.swap(queue_);
+  mu_.Unlock();
+  RunBatch(batch);
+  mu_.Lock();
+  for (auto& t : batch) t->done = true;
+  busy_ = false;
+  Ended();
+}
+
+void SwitchProgrammer::Ended() {
+  changed_.SignalAll();
+  if (submitted_ > 0) submitted_cv_.Signal();
+}
+
+ProgramOutcome SwitchProgrammer::Program(const switch_adapters::CrossConnectBatch& changes,
+                                         std::function<void()> going) {
+  auto ticket = std::make_shared<Ticket>();
+  ticket->changes = changes;
+  ticket->going = std::move(going);
+  absl::MutexLock lock(&mu_);
+  queue_.push_back(ticket);
+  while (!ticket->done) {
+    if (MaySend()) {
+      SendQueued();  // Lead: everything queued by now, our own ticket included.
+    } else {
+      changed_.Wait(&mu_);
+    }
+  }
+  return ticket->outcome;
 }
 
 SwitchProgrammer::Pending SwitchProgrammer::Submit(
@@ -87,7 +127,8 @@ SwitchProgrammer::Pending SwitchProgrammer::Submit(
   ticket->going = std::move(going);
   absl::MutexLock lock(&mu_);
   queue_.push_back(ticket);
-  changed_.SignalAll();
+  ++submitted_;
+  submitted_cv_.Signal();
   return ticket;
 }
 
@@ -100,25 +141,12 @@ ProgramOutcome SwitchProgrammer::Wait(const Pending& pending) {
 void SwitchProgrammer::Run() {
   absl::MutexLock lock(&mu_);
   while (true) {
-    // A batch goes when the switch is free, and not ahead of an exclusive section waiting
-    // unless one is owed (each exclusive section lets the batch queued behind it go next, so
-    // neither starves the other). What is queued goes out even while stopping: a caller
-    // waits for it.
-    auto may_send = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return !queue_.empty() && !busy_ && (exclusive_waiting_ == 0 || batch_owed_);
-    };
-    while (!may_send() && !(stopping_ && queue_.empty())) changed_.Wait(&mu_);
-    if (!may_send()) return;  // Stopping, nothing queued.
-    busy_ = true;
-    batch_owed_ = false;
-    std::deque<std::shared_ptr<Ticket>> batch;
-    batch.swap(queue_);
-    mu_.Unlock();
-    RunBatch(batch);
-    mu_.Lock();
-    for (auto& t : batch) t->done = true;
-    busy_ = false;
-    changed_.SignalAll();
+    // Submitted changes go out even while stopping: their callers wait for them.
+    while (!(submitted_ > 0 && MaySend()) && !(stopping_ && submitted_ == 0)) {
+      submitted_cv_.Wait(&mu_);
+    }
+    if (submitted_ == 0) return;
+    SendQueued();
   }
 }
 
@@ -134,7 +162,7 @@ void SwitchProgrammer::Exclusive(const std::function<void(switch_adapters::Optic
   absl::MutexLock lock(&mu_);
   busy_ = false;
   batch_owed_ = !queue_.empty();
-  changed_.SignalAll();
+  Ended();
 }
 
 int SwitchProgrammer::batches() const {

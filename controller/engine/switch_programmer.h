@@ -1,18 +1,20 @@
-// One switch's controller for programming: concurrent reconfigurations hand in their
-// cross-connect changes, and one thread of its own (a serial executor, started with it and
-// joined by its destructor) sends them: changes that arrive while the switch is busy go out
-// together as one batch (group commit). The switch is never sent two batches at once, and a
-// batch never holds two changes to one port, because the store admits no port into two
-// desired circuits. No thread is made per call: a change across k switches hands one part to
-// each switch's thread and waits for them all (SwitchProgrammers::Program).
+// One switch's programming queue: concurrent reconfigurations hand in their cross-connect
+// changes, and changes that arrive while the switch is busy go out together as one batch
+// (group commit). The switch is never sent two batches at once, and a batch never holds two
+// changes to one port, because the store admits no port into two desired circuits.
 //
 // Contract:
-// - Submit() queues the caller's changes and returns at once; Wait() blocks until they were
-//   applied and verified by read-back, or failed. Program() is both. The switch's thread
-//   applies everything queued by the time it is free, in one OpticalSwitch::Apply (removes
-//   before adds).
+// - Program() blocks until the caller's changes were applied and verified by read-back, or
+//   failed. A caller that finds the switch free leads the batch on its own thread (no thread
+//   is woken on the common path of one switch) and applies everything queued by then, in one
+//   OpticalSwitch::Apply (removes before adds).
+// - Submit() queues changes and returns at once; the switch's own thread (a serial executor,
+//   started with it and joined by its destructor) leads the batch that takes them, unless a
+//   caller of Program leads first; Wait() blocks until they are done. A change across k
+//   switches leads one switch itself and submits the others (SwitchProgrammers::Program), so
+//   no thread is made per call.
 // - `going`, if set, runs once, just before the batch holding the caller's changes goes to
-//   the switch (on the switch's thread), or not at all if the changes never go out. Work
+//   the switch (on the leader's thread), or not at all if the changes never go out. Work
 //   that should start as the switch moves, and not hold up the batch behind it, goes there;
 //   it must not wait for this switch.
 // - On failure of a combined batch the switch is rolled back to what it held before the
@@ -66,9 +68,7 @@ class SwitchProgrammer {
                  std::function<void()> going = {});
   ProgramOutcome Wait(const Pending& pending);
   ProgramOutcome Program(const switch_adapters::CrossConnectBatch& changes,
-                         std::function<void()> going = {}) {
-    return Wait(Submit(changes, std::move(going)));
-  }
+                         std::function<void()> going = {});
 
   // Runs `fn` on the driver while no batch is in flight and none starts.
   void Exclusive(const std::function<void(switch_adapters::OpticalSwitch&)>& fn);
@@ -90,8 +90,13 @@ class SwitchProgrammer {
     ProgramOutcome outcome;
   };
 
-  // The switch's thread: sends what is queued whenever the switch is free.
+  // The switch's thread: leads a batch whenever submitted changes wait and the switch is free.
   void Run();
+  bool MaySend() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Leads one batch of everything queued; with mu_ held, released while the switch works.
+  void SendQueued() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A batch or an exclusive section ended: wakes whoever may lead next.
+  void Ended() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Applies `batch`, rolling back on failure. Runs with busy_ held, without mu_.
   ProgramOutcome ApplyWithRollback(const switch_adapters::CrossConnectBatch& batch);
   void RunBatch(std::deque<std::shared_ptr<Ticket>> tickets);
@@ -99,7 +104,9 @@ class SwitchProgrammer {
   const std::string name_;
   switch_adapters::OpticalSwitch* const driver_;
   mutable absl::Mutex mu_;
-  absl::CondVar changed_;  // A batch or an exclusive section ended, work queued, or stopping.
+  absl::CondVar changed_;                   // A batch or an exclusive section ended.
+  absl::CondVar submitted_cv_;              // For the switch's thread: submitted work, or stopping.
+  int submitted_ ABSL_GUARDED_BY(mu_) = 0;  // Submitted tickets in queue_.
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int exclusive_waiting_ ABSL_GUARDED_BY(mu_) = 0;

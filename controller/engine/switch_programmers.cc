@@ -76,15 +76,17 @@ absl::Status SwitchProgrammers::Program(const std::vector<v1::Circuit>& removes,
   }
   std::vector<ProgramOutcome> outcomes(parts.size());
   {
-    // Each switch's part to its own thread at once; then wait for them all.
     absl::once_flag first_going;
     auto part_going = [&] {
       if (going) absl::call_once(first_going, going);
     };
-    std::vector<SwitchProgrammer::Pending> pending;
-    for (auto& [programmer, batch] : parts)
-      pending.push_back(programmer->Submit(*batch, part_going));
-    for (size_t i = 0; i < parts.size(); ++i) outcomes[i] = parts[i].first->Wait(pending[i]);
+    // Every switch but the first to its own thread, the first led here; then wait for all.
+    std::vector<SwitchProgrammer::Pending> pending(parts.size());
+    for (size_t i = 1; i < parts.size(); ++i) {
+      pending[i] = parts[i].first->Submit(*parts[i].second, part_going);
+    }
+    if (!parts.empty()) outcomes[0] = parts[0].first->Program(*parts[0].second, part_going);
+    for (size_t i = 1; i < parts.size(); ++i) outcomes[i] = parts[i].first->Wait(pending[i]);
   }
   std::vector<std::pair<SwitchProgrammer*, switch_adapters::CrossConnectBatch>> done;
   absl::Status failure;

@@ -29,8 +29,9 @@ class SwitchProgrammers {
   // fresh one; the one it replaces is kept, as a transaction may still be inside it.
   absl::StatusOr<SwitchProgrammer*> For(const std::string& switch_id);
 
-  // Programs each switch's part of `removes` (first) and `adds` at once, each on its switch's
-  // own thread (SwitchProgrammer), and waits for them all; on error the switches are rolled back
+  // Programs each switch's part of `removes` (first) and `adds` at once, the first switch's
+  // led on the caller's thread and each other's handed to its switch's own thread
+  // (SwitchProgrammer), and waits for them all; on error the switches are rolled back
   // and the message returned (every failing switch's). The times stored are the slowest switch's
   // (the max with what the pointers hold), since the switches work at once. `retried` (if set) is
   // told whether any switch applied the changes twice (its combined batch failed for another

@@ -33,6 +33,8 @@ class GatedSwitch : public fleet::testing::FakeOpticalSwitch {
   std::atomic<int> applies_{0};
 };
 
+const std::thread::id kMain = std::this_thread::get_id();
+
 CrossConnectBatch Add(uint32_t ingress, uint32_t egress) {
   CrossConnectBatch b;
   b.add.push_back({ingress, egress});
@@ -97,26 +99,55 @@ TEST(SwitchProgrammerTest, EachCallersGoingRunsOnceAsItsBatchGoesOut) {
   EXPECT_EQ(sw.applies_.load(), 2);
 }
 
-TEST(SwitchProgrammerTest, BatchesGoOutOnTheSwitchsOwnThreadNotTheCallers) {
+TEST(SwitchProgrammerTest, SubmittedChangesGoOutOnTheSwitchsOwnThread) {
   fleet::testing::FakeOpticalSwitch sw(16, 16);
   SwitchProgrammer programmer("ocs1", &sw);
-  std::vector<std::thread::id> senders;  // Each appended before its caller returns.
+  std::vector<std::thread::id> senders;  // Each appended before its Wait returns.
   for (uint32_t i = 1; i <= 3; ++i) {
-    std::thread caller([&, i] {
-      const std::thread::id me = std::this_thread::get_id();
-      EXPECT_TRUE(programmer
-                      .Program(Add(i, 16 + i),
-                               [&] {
-                                 EXPECT_NE(std::this_thread::get_id(), me);
-                                 senders.push_back(std::this_thread::get_id());
-                               })
-                      .status.ok());
+    SwitchProgrammer::Pending pending = programmer.Submit(Add(i, 16 + i), [&] {
+      EXPECT_NE(std::this_thread::get_id(), kMain);
+      senders.push_back(std::this_thread::get_id());
     });
-    caller.join();
+    EXPECT_TRUE(programmer.Wait(pending).status.ok());
   }
   ASSERT_EQ(senders.size(), 3u);
   EXPECT_EQ(senders[0], senders[1]);
   EXPECT_EQ(senders[1], senders[2]);
+  // A caller of Program that finds the switch free sends on its own thread.
+  std::thread::id sender;
+  EXPECT_TRUE(
+      programmer.Program(Add(4, 20), [&] { sender = std::this_thread::get_id(); }).status.ok());
+  EXPECT_EQ(sender, kMain);
+}
+
+TEST(SwitchProgrammerTest, AnExclusiveSectionAndTheBatchBehindItTakeTurns) {
+  GatedSwitch sw;
+  SwitchProgrammer programmer("ocs1", &sw);
+  // A batch holds the switch; an exclusive section and another batch queue behind it.
+  SwitchProgrammer::Pending first = programmer.Submit(Add(1, 17));
+  sw.entered_.WaitForNotification();
+  std::vector<std::string> order;  // Appended with the switch held: one at a time.
+  std::thread exclusive([&] {
+    programmer.Exclusive([&](switch_adapters::OpticalSwitch&) { order.push_back("exclusive"); });
+  });
+  while (true) {
+    absl::SleepFor(absl::Milliseconds(1));  // Yield until the section waits.
+    if (sw.applies_.load() == 1) break;
+  }
+  absl::SleepFor(absl::Milliseconds(20));
+  SwitchProgrammer::Pending second =
+      programmer.Submit(Add(2, 18), [&] { order.push_back("batch"); });
+  std::thread again([&] {
+    absl::SleepFor(absl::Milliseconds(20));  // Queued behind the second batch.
+    programmer.Exclusive([&](switch_adapters::OpticalSwitch&) { order.push_back("exclusive"); });
+  });
+  sw.release_.Notify();
+  EXPECT_TRUE(programmer.Wait(first).status.ok());
+  EXPECT_TRUE(programmer.Wait(second).status.ok());
+  exclusive.join();
+  again.join();
+  // The waiting section went before the queued batch, which went before the next section.
+  EXPECT_EQ(order, (std::vector<std::string>{"exclusive", "batch", "exclusive"}));
 }
 
 TEST(SwitchProgrammerTest, FailedBatchIsRolledBackAndEachChangeSetRetriedAlone) {
