@@ -12,12 +12,16 @@
 //      time (the program stage plus the training time), the overhead and the ratio, next to
 //      their targets;
 //   5. the same with retrains not armed (sent only once the switch is verified), to show
-//      what arming saves.
+//      what arming saves;
+//   6. mutual TLS against plaintext;
+//   7. a load of --load requests at once (2-GPU rings, 25 ms switching and 100 ms training;
+//      those the site cannot hold are refused): the process's threads at their peak, which
+//      holds fleetd (engine, gRPC server) and the bench's own callers.
 // Never fails on timing; exits 1 only when the site cannot be started or a request fails.
 //
 //   fleet_engine_bench [--iterations 50] [--jobs 20] [--rounds 10] [--cycle-seconds 3]
 //                      [--physics-iterations 40] [--switch-ms 25] [--training-ms 100]
-//                      [--warmup 3] [--protocol tl1|rest]
+//                      [--warmup 3] [--protocol tl1|rest] [--load 200]
 #include <google/protobuf/util/time_util.h>
 #include <grpcpp/client_context.h>
 #include <grpcpp/create_channel.h>
@@ -25,13 +29,17 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <latch>
 #include <map>
 #include <thread>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -256,6 +264,68 @@ absl::Status Physics(Site& site, int64_t iterations, int64_t warmed, int switch_
   return absl::OkStatus();
 }
 
+// Threads of this process now (/proc/self/status).
+int Threads() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    int n = 0;
+    if (absl::StartsWith(line, "Threads:") &&
+        absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(8)), &n)) {
+      return n;
+    }
+  }
+  return -1;
+}
+
+// 7: `requests` requests at once, each a ring over 2 GPUs (request j over GPUs 2j+1 and 2j+2,
+// around the site again past its GPUs, so those beyond it conflict and are refused).
+absl::Status Load(Site& site, int64_t requests) {
+  const int before = Threads();
+  std::atomic<bool> sampling{true};
+  std::atomic<int> peak{before};
+  std::thread sampler([&] {
+    while (sampling.load()) {
+      peak = std::max(peak.load(), Threads());
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+  });
+  std::latch start(requests);
+  std::vector<absl::StatusOr<Site::Job>> results(requests, absl::UnknownError("not run"));
+  std::vector<std::thread> callers;
+  for (int64_t j = 0; j < requests; ++j) {
+    callers.emplace_back([&, j] {
+      const int64_t pair = j % (kGpus / 2);
+      start.arrive_and_wait();
+      results[j] =
+          site.Allocate({absl::StrCat("gpu", 2 * pair + 1), absl::StrCat("gpu", 2 * pair + 2)},
+                        nullptr, absl::StrCat(" pair ", pair));
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  sampling = false;
+  sampler.join();
+  std::vector<double> latency_ms;
+  for (const absl::StatusOr<Site::Job>& r : results) {
+    if (!r.ok()) continue;
+    latency_ms.push_back(Ms(r->latency));
+    RETURN_IF_ERROR(site.Release(r->id));
+  }
+  const Summary e2e = Summarize(latency_ms);
+  std::printf("[7] %lld requests at once (2-GPU rings): %zu READY, %lld refused\n",
+              static_cast<long long>(requests), latency_ms.size(),
+              static_cast<long long>(requests) - static_cast<long long>(latency_ms.size()));
+  std::printf("  request -> READY   median %8.3f ms   p99 %8.3f ms   max %8.3f ms\n", e2e.median,
+              e2e.p99, e2e.max);
+  std::printf(
+      "  process threads: %d before, %d at the peak (of which %lld callers and 1 sampler); "
+      "fleetd's: %lld at the peak\n",
+      before, peak.load(), static_cast<long long>(requests),
+      static_cast<long long>(peak.load()) - requests - 1);
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
 // 6: the cost of mutual TLS: the same jobs, one at a time with 0 ms physics, on a plaintext
 // site and on one with mutual TLS, and a read (GetAllocation) timed alone on each.
 absl::Status TlsCost(const std::string& protocol, int64_t iterations, int64_t warmup) {
@@ -289,7 +359,7 @@ absl::Status TlsCost(const std::string& protocol, int64_t iterations, int64_t wa
 
 absl::Status Run(int64_t iterations, int64_t jobs, int64_t rounds, int64_t cycle_seconds,
                  int64_t physics_iterations, int64_t switch_ms, int64_t training_ms, int64_t warmup,
-                 const std::string& protocol) {
+                 const std::string& protocol, int64_t load) {
   std::printf(
       "fleet_engine_bench: unidirectional rings of %d GPUs on a %dx%d polatis-emu (%s), "
       "%d GPUs in chassis of %d\n",
@@ -323,6 +393,7 @@ absl::Status Run(int64_t iterations, int64_t jobs, int64_t rounds, int64_t cycle
     RETURN_IF_ERROR(WarmUp(*site, warmed));
     RETURN_IF_ERROR(Physics(*site, physics_iterations, warmed, static_cast<int>(switch_ms),
                             static_cast<int>(training_ms), armed ? "[4]" : "[5]"));
+    if (armed && load > 0) RETURN_IF_ERROR(Load(*site, load));
   }
   return TlsCost(protocol, iterations, warmup);
 }
@@ -331,7 +402,7 @@ absl::Status Run(int64_t iterations, int64_t jobs, int64_t rounds, int64_t cycle
 
 int main(int argc, char** argv) {
   int64_t iterations = 50, jobs = kRings, rounds = 10, cycle_seconds = 3;
-  int64_t physics_iterations = 40, switch_ms = 25, training_ms = 100, warmup = 3;
+  int64_t physics_iterations = 40, switch_ms = 25, training_ms = 100, warmup = 3, load = 200;
   std::string protocol = "tl1";
   fleet::FlagSet flags(
       "fleet_engine_bench [--iterations 50] [--jobs 20] [--rounds 10] [--cycle-seconds 3] "
@@ -346,6 +417,7 @@ int main(int argc, char** argv) {
   flags.Int("training-ms", &training_ms, "[4] the agents' link training time");
   flags.Int("warmup", &warmup, "untimed allocate+release cycles on each site first");
   flags.String("protocol", &protocol, "how fleetd talks to the emulator: tl1 or rest");
+  flags.Int("load", &load, "[7] requests at once for the thread count; 0: skip");
   absl::StatusOr<std::vector<std::string>> rest =
       flags.Parse(std::vector<std::string>(argv + 1, argv + argc));
   if (!rest.ok() || flags.help_requested()) {
@@ -353,7 +425,7 @@ int main(int argc, char** argv) {
     return rest.ok() ? 0 : 2;
   }
   if (iterations < 1 || jobs < 1 || jobs > kRings || rounds < 1 || cycle_seconds < 1 ||
-      physics_iterations < 1 || switch_ms < 0 || training_ms < 0 || warmup < 0) {
+      physics_iterations < 1 || switch_ms < 0 || training_ms < 0 || warmup < 0 || load < 0) {
     std::cerr << "counts must be at least 1 (warmup at least 0), --jobs at most " << kRings
               << ", times not negative\n"
               << flags.Help() << "\n";
@@ -362,7 +434,7 @@ int main(int argc, char** argv) {
   // fleetd runs in this process; its per-request info lines would drown the figures.
   fleet::SetMinLogLevel(fleet::LogLevel::kWarning);
   absl::Status status = Run(iterations, jobs, rounds, cycle_seconds, physics_iterations, switch_ms,
-                            training_ms, warmup, protocol);
+                            training_ms, warmup, protocol, load);
   if (!status.ok()) {
     std::cerr << "fleet_engine_bench: " << status << "\n";
     return 1;
