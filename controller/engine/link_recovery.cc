@@ -67,13 +67,26 @@ void LinkRecovery::MarkUnsettled() {
 }
 
 void LinkRecovery::MarkFaulted() {
-  absl::MutexLock lock(&faults_mu_);
-  for (const auto& [id, faults] : faults_) Mark(p_.syncs.Ensure(id));
+  std::vector<std::string> waiting;
+  {
+    absl::MutexLock lock(&faults_mu_);
+    for (const auto& [id, faults] : faults_) waiting.push_back(id);
+  }
+  // Outside the lock: an id queued already is left as it is, and one whose faults a sync took
+  // meanwhile costs a sync that finds nothing new.
+  int refused = 0;
+  for (const std::string& id : waiting) refused += !p_.syncs.Ensure(id).ok();
+  if (refused > 0) {
+    FLEET_LOG(WARNING) << "the sync queue is full: " << Counted(refused, "allocation")
+                       << " with a fault recorded wait for room";
+  }
 }
 
 void LinkRecovery::Mark(const absl::Status& marked) {
   // Counted by the queue; the next periodic pass marks the allocation again.
-  if (!marked.ok()) FLEET_LOG(WARNING) << marked.message();
+  if (!marked.ok()) {
+    FLEET_LOG(WARNING) << marked.message();
+  }
 }
 
 void LinkRecovery::Sync(const std::string& id, const std::vector<Fault>& faults) {
@@ -372,15 +385,18 @@ void LinkRecovery::DegradeWhere(Hurt hurt, absl::Duration retry_after, std::stri
             // The fault and its mark as one step (RunIfDue).
             absl::MutexLock lock(&faults_mu_);
             std::vector<Fault>& waiting = faults_[a.id()];
-            // Bounded while its sync is away (a full queue): a failed part is kept over a
-            // link report, whose retry looks at the links anyway.
-            if (waiting.size() >= kMaxFaultsPerAllocation) {
-              auto report = absl::c_find_if(
-                  waiting, [](const Fault& f) { return f.retry_after > absl::ZeroDuration(); });
-              if (report == waiting.end() || retry_after > absl::ZeroDuration()) continue;
-              waiting.erase(report);
+            if (waiting.size() < kMaxFaultsPerAllocation) {
+              waiting.push_back({hurt, retry_after, event_kind});
+            } else {
+              // Bounded while its sync is away: the last fault also names what this one
+              // hurts (reports are not sent again), with the sooner retry.
+              Fault& last = waiting.back();
+              last.hurt = [first = std::move(last.hurt), then = hurt](const v1::Circuit& c) {
+                std::string why = first(c);
+                return why.empty() ? then(c) : why;
+              };
+              last.retry_after = std::min(last.retry_after, retry_after);
             }
-            waiting.push_back({hurt, retry_after, event_kind});
             marked = p_.syncs.Mark(a.id());
           }
           Mark(marked);

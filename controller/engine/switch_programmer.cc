@@ -170,6 +170,11 @@ int SwitchProgrammer::batches() const {
   return batches_;
 }
 
+int SwitchProgrammer::ExclusiveWaitingForTest() const {
+  absl::MutexLock lock(&mu_);
+  return exclusive_waiting_;
+}
+
 int SwitchProgrammer::queued() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(queue_.size());

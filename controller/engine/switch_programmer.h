@@ -81,6 +81,8 @@ class SwitchProgrammer {
   int batches() const;
   // Change sets waiting for the next batch.
   int queued() const;
+  // Exclusive sections waiting for the switch (for tests).
+  int ExclusiveWaitingForTest() const;
 
  private:
   struct Ticket {

@@ -14,10 +14,9 @@ SyncQueue::Entry SyncQueue::NewEntry(absl::Time due) const {
 }
 
 bool SyncQueue::EndAttempt(Entry& entry, absl::Time retry_at, absl::Time now) {
+  // `marked` stays until an attempt begins (Running) and sees what it was for: a Forget or a
+  // transaction's RetryLater before then keeps the entry due.
   const bool rerun = entry.marked;
-  // A mark that came while no attempt ran (a transaction held the allocation) is kept until
-  // an attempt sees it: a Forget then keeps the entry.
-  entry.marked = entry.marked && !entry.running;
   entry.running = false;
   entry.retry_due = std::min(retry_at, entry.due_by);
   entry.due = rerun ? now : entry.retry_due;
@@ -77,23 +76,30 @@ void SyncQueue::DueBy(const std::string& id, absl::Time by) {
 }
 
 void SyncQueue::RetryLater(const std::string& id) {
+  bool rerun = false;
   {
     absl::MutexLock lock(&mu_);
-    auto [it, fresh] = entries_.try_emplace(
-        id, Entry{.due = {}, .backoff = fleet::Backoff(options_.initial, options_.max)});
-    Entry& entry = it->second;
-    const absl::Time now = clock_->Now();
-    if (!entry.marked) {
-      absl::Duration wait = entry.backoff.Next();
-      if (options_.jitter) wait = wait * options_.jitter();
-      EndAttempt(entry, now + wait, now);
-      return;
-    }
-    // Rerun at once, for what the attempt may have missed; not a step of the backoff, and no
-    // retry time to go back to.
-    EndAttempt(entry, absl::InfiniteFuture(), now);
+    rerun = RetryLaterLocked(
+        entries_
+            .try_emplace(
+                id, Entry{.due = {}, .backoff = fleet::Backoff(options_.initial, options_.max)})
+            .first->second);
   }
-  if (wake_) wake_();
+  if (rerun && wake_) wake_();
+}
+
+bool SyncQueue::RetryLaterLocked(Entry& entry) {
+  const absl::Time now = clock_->Now();
+  if (!entry.marked) {
+    absl::Duration wait = entry.backoff.Next();
+    if (options_.jitter) wait = wait * options_.jitter();
+    EndAttempt(entry, now + wait, now);
+    return false;
+  }
+  // Rerun at once, for what the attempt may have missed; not a step of the backoff, and no
+  // retry time to go back to.
+  EndAttempt(entry, absl::InfiniteFuture(), now);
+  return true;
 }
 
 void SyncQueue::RetryAt(const std::string& id, absl::Time at) {
@@ -163,13 +169,14 @@ bool SyncQueue::Running(const std::string& id) {
 }
 
 void SyncQueue::EndIfRunning(const std::string& id) {
-  bool running = false;
+  bool rerun = false;
   {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(id);
-    running = it != entries_.end() && it->second.running;
+    if (it == entries_.end() || !it->second.running) return;
+    rerun = RetryLaterLocked(it->second);
   }
-  if (running) RetryLater(id);
+  if (rerun && wake_) wake_();
 }
 
 void SyncQueue::AgentConnected() {

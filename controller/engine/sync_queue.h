@@ -105,13 +105,15 @@ class SyncQueue {
     // for none.
     absl::Time retry_due = absl::InfiniteFuture();
     bool running = false;
-    // Marked (or an agent connected) since the last attempt began: while one runs, the next
-    // attempt is at once; while none does, Forget keeps it due.
+    // Marked (or an agent connected) since the last attempt began (cleared only by Running):
+    // the attempt that ends next is followed by another at once, and Forget keeps the entry.
     bool marked = false;
     // A DueBy that came while an attempt ran, applied when it asks for the next.
     absl::Time due_by = absl::InfiniteFuture();
   };
   Entry NewEntry(absl::Time due) const;
+  // RetryLater on `entry`, with the lock held; true when it is due at once (marked).
+  bool RetryLaterLocked(Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Mark (`again`) or Ensure.
   absl::Status Add(const std::string& id, std::optional<absl::Time> at, bool again);
   // Ends `entry`'s running attempt with its next retry at `retry_at` (at most its due_by);

@@ -177,7 +177,7 @@ bool WorkerPool::stopping() {
 
 void WorkerPool::WaitIdle() {
   absl::MutexLock lock(&mu_);
-  while (running_ > 0) changed_.Wait(&mu_);
+  while (running_ > 0 || hooks_running_ > 0) changed_.Wait(&mu_);
 }
 
 void WorkerPool::WaitQuiet() {

@@ -82,7 +82,7 @@ class WorkerPool {
   // Begins stopping; false if it had begun already.
   bool Stop();
   bool stopping();
-  // Waits for every spawned task to finish.
+  // Waits for every spawned task to finish, and every unclaim hook in flight.
   void WaitIdle();
   // Waits until no task runs and no claim is held (a thread that claimed may be about to
   // spawn); for tests.

@@ -109,6 +109,38 @@ int DegradedCircuits(const v1::Allocation& a) {
   return degraded;
 }
 
+// An agent that goes while a transaction holds an allocation it serves is not skipped: its
+// loss is recorded with the allocation's mark and lands as the transaction lets go.
+TEST_F(EngineTest, AnAgentGoneWhileATransactionHoldsTheAllocationStillDegradesIt) {
+  HoldFirstReady([&](const std::string&) {
+    agents_->SetGone("FLT-GPU2-N0", true);
+    engine_->AgentGone("gpu-pool-1", {"FLT-GPU2-N0"}, "missed 3 heartbeats");
+  });
+  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2", "gpu3"}));
+  EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_DEGRADED);
+  EXPECT_THAT(a.reason(), HasSubstr("the agent of host gpu-pool-1 is gone (missed 3 heartbeats)"));
+  EXPECT_EQ(DegradedCircuits(a), 2);  // gpu1 -> gpu2 and gpu2 -> gpu3.
+  // Back before the retry: the links kept their light, and nothing is retrained.
+  const int retrains = agents_->Count(v1::Command::kRetrain);
+  agents_->SetGone("FLT-GPU2-N0", false);
+  engine_->AgentConnected("gpu-pool-1", {"FLT-GPU2-N0"});
+  engine_->RunDueRetries();
+  engine_->WaitIdleForTest();
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_READY) << Get(a.id()).reason();
+  EXPECT_EQ(agents_->Count(v1::Command::kRetrain), retrains);
+}
+
+// An agent that is back by the time its loss is looked at was never gone for the allocation.
+TEST_F(EngineTest, AnAgentBackBeforeItsLossIsSyncedDegradesNothing) {
+  HoldFirstReady([&](const std::string&) {
+    engine_->AgentGone("gpu-pool-1", {"FLT-GPU2-N0"}, "restarting");
+    // It reconnects before the transaction lets go (its O-NIC never left the fake).
+  });
+  v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2", "gpu3"}));
+  EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
+  EXPECT_EQ(DegradedCircuits(a), 0);
+}
+
 // A report is not sent twice: one that arrives while a transaction holds the allocation is
 // kept with it in the sync queue, and lands as the transaction lets go, with no worker
 // waiting on the claim meanwhile.

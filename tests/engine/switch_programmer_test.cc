@@ -130,17 +130,16 @@ TEST(SwitchProgrammerTest, AnExclusiveSectionAndTheBatchBehindItTakeTurns) {
   std::thread exclusive([&] {
     programmer.Exclusive([&](switch_adapters::OpticalSwitch&) { order.push_back("exclusive"); });
   });
-  while (true) {
-    absl::SleepFor(absl::Milliseconds(1));  // Yield until the section waits.
-    if (sw.applies_.load() == 1) break;
-  }
-  absl::SleepFor(absl::Milliseconds(20));
+  ASSERT_TRUE(
+      fleet::testing::Eventually([&] { return programmer.ExclusiveWaitingForTest() == 1; }));
   SwitchProgrammer::Pending second =
       programmer.Submit(Add(2, 18), [&] { order.push_back("batch"); });
   std::thread again([&] {
-    absl::SleepFor(absl::Milliseconds(20));  // Queued behind the second batch.
     programmer.Exclusive([&](switch_adapters::OpticalSwitch&) { order.push_back("exclusive"); });
   });
+  // Both sections wait before the gate opens; the batch between them still goes second.
+  ASSERT_TRUE(
+      fleet::testing::Eventually([&] { return programmer.ExclusiveWaitingForTest() == 2; }));
   sw.release_.Notify();
   EXPECT_TRUE(programmer.Wait(first).status.ok());
   EXPECT_TRUE(programmer.Wait(second).status.ok());

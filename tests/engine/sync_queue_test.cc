@@ -148,7 +148,8 @@ TEST_F(SyncQueueTest, RetryAtEndsTheAttemptAtThatTimeWithoutAStepOfBackoff) {
   queue_.RetryLater("a");
   EXPECT_THAT(queue_.DueForTest("a"), Optional(clock_.Now() + absl::Seconds(2)));
   // Marked while it ran: at once.
-  queue_.Running("a");
+  clock_.Advance(absl::Seconds(2));
+  ASSERT_TRUE(queue_.Running("a"));
   ASSERT_TRUE(queue_.Mark("a").ok());
   queue_.RetryAt("a", clock_.Now() + absl::Hours(1));
   EXPECT_THAT(queue_.Due(), ElementsAre("a"));
@@ -224,9 +225,21 @@ TEST_F(SyncQueueTest, ADeadlineAlsoBoundsTheRetryAMarkThatChangedNothingGoesBack
   EXPECT_THAT(queue_.DueForTest("a"), Optional(clock_.Now() + absl::Milliseconds(500)));
 }
 
+TEST_F(SyncQueueTest, AMarkDuringAnAttemptSurvivesATransactionThatEndsBeforeTheRerun) {
+  ASSERT_TRUE(queue_.Mark("a").ok());
+  ASSERT_TRUE(queue_.Running("a"));
+  ASSERT_TRUE(queue_.Mark("a").ok());  // A fault, while the sync runs.
+  queue_.RetryAt("a", clock_.Now() + absl::Seconds(1));
+  // A transaction takes the allocation before the rerun and ends DEGRADED: the rerun stays due.
+  queue_.RetryLater("a");
+  EXPECT_THAT(queue_.Due(), ElementsAre("a"));
+}
+
 TEST_F(SyncQueueTest, TheJitterScalesEachWait) {
   double factor = 0.5;
-  SyncQueue queue = Queue({.jitter = [&] { return factor; }});
+  SyncQueue::Options options;
+  options.jitter = [&] { return factor; };
+  SyncQueue queue = Queue(std::move(options));
   queue.RetryLater("a");
   EXPECT_THAT(queue.DueForTest("a"), Optional(clock_.Now() + absl::Milliseconds(500)));
   factor = 1.5;
@@ -236,7 +249,10 @@ TEST_F(SyncQueueTest, TheJitterScalesEachWait) {
 
 TEST_F(SyncQueueTest, PastItsBoundANewAllocationIsRefusedNamingTheQueueAndCounted) {
   int refused = 0;
-  SyncQueue queue = Queue({.max_entries = 2, .refused = [&] { ++refused; }});
+  SyncQueue::Options options;
+  options.max_entries = 2;
+  options.refused = [&] { ++refused; };
+  SyncQueue queue = Queue(std::move(options));
   ASSERT_TRUE(queue.Mark("a").ok());
   ASSERT_TRUE(queue.Mark("b").ok());
   const absl::Status full = queue.Mark("c");
