@@ -6,16 +6,21 @@
 #ifndef FLEET_TESTS_INTEGRATION_ENGINE_E2E_FIXTURE_H_
 #define FLEET_TESTS_INTEGRATION_ENGINE_E2E_FIXTURE_H_
 
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <google/protobuf/util/time_util.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <random>
 #include <set>
 
 #include "absl/strings/numbers.h"
@@ -31,6 +36,28 @@
 #include "tests/integration/subprocess.h"
 
 namespace fleet {
+
+// A free loopback port below the kernel's ephemeral range. fleetd restarts on the port it had
+// (its agents redial it); a port from the ephemeral range can be handed to another test's
+// outgoing connection while fleetd is down, and the restart then finds it taken.
+inline std::string PortOutsideEphemeralRange() {
+  int low = 32768;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low;
+  std::mt19937 random(std::random_device{}());
+  std::uniform_int_distribution<int> pick(10000, std::max(10001, low - 1));
+  for (int tries = 0; tries < 100; ++tries) {
+    const int port = pick(random);
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    ::close(fd);
+    if (free) return std::to_string(port);
+  }
+  return "0";  // The kernel's choice, as before.
+}
 
 using testing::BinaryPath;
 using testing::CommandResult;
@@ -75,7 +102,8 @@ class EngineEndToEnd : public ::testing::TestWithParam<std::string> {
     if (HasFailure() && fleetd_) std::cerr << "---- fleetd stderr:\n" << fleetd_->Stderr();
   }
 
-  // Starts fleetd on the port it had before (agents redial it), or a free one the first time.
+  // Starts fleetd on the port it had before (agents redial it): one picked outside the
+  // ephemeral range, so no other test's connection takes it while fleetd is down.
   void StartFleetd(std::vector<std::string> extra = {}) {
     std::vector<std::string> argv = {BinaryPath("fleetd"),   "--insecure",
                                      "--state-dir",          config_.state_dir,
@@ -268,7 +296,7 @@ class EngineEndToEnd : public ::testing::TestWithParam<std::string> {
   fleetd::FleetdConfig config_;
   std::unique_ptr<fleetd::Demo> demo_;
   std::unique_ptr<Daemon> fleetd_;
-  std::string port_ = "0";
+  std::string port_ = PortOutsideEphemeralRange();
   std::string grpc_;
   std::string metrics_;  // fleetd's /metrics, HOST:PORT.
   std::unique_ptr<v1::TopologyService::Stub> topology_;
