@@ -90,9 +90,19 @@ class AllocationStore {
   // --- Allocations and their circuits. ---
   // Persists a new allocation with its members and circuits (the engine's "persist intent").
   // ALREADY_EXISTS for a known id; FAILED_PRECONDITION when a circuit's port or
-  // cross-connect is already in a desired circuit (invariant 1).
+  // cross-connect is already in a desired circuit (invariant 1). `planned_at_inventory` is
+  // the InventoryVersion (InventoryStore) the allocation was planned on: when it is not
+  // kAnyInventory and the version has moved since, the write fails ABORTED naming both
+  // versions, since a port it uses may have been removed, drained or failed meanwhile
+  // (invariant 3).
+  // Either refusal writes nothing; admission plans again on what is stored now.
   virtual absl::Status CreateAllocation(const v1::Allocation& allocation,
-                                        const std::string& principal) = 0;
+                                        const std::string& principal,
+                                        uint64_t planned_at_inventory) = 0;
+  static constexpr uint64_t kAnyInventory = 0;
+  absl::Status CreateAllocation(const v1::Allocation& allocation, const std::string& principal) {
+    return CreateAllocation(allocation, principal, kAnyInventory);
+  }
   virtual absl::StatusOr<v1::Allocation> GetAllocation(const std::string& id) = 0;
   virtual absl::StatusOr<std::vector<v1::Allocation>> ListAllocations(
       const AllocationFilter& filter) = 0;

@@ -61,8 +61,16 @@ class SqliteAllocationStore final : public AllocationStore {
  public:
   explicit SqliteAllocationStore(StoreConnection& connection) : connection_(connection) {}
 
-  absl::Status CreateAllocation(const v1::Allocation& a, const std::string& principal) override {
+  using AllocationStore::CreateAllocation;
+  absl::Status CreateAllocation(const v1::Allocation& a, const std::string& principal,
+                                uint64_t planned_at_inventory) override {
     absl::MutexLock lock(&connection_.mu());
+    if (const uint64_t now = connection_.inventory_version();
+        planned_at_inventory != kAnyInventory && planned_at_inventory != now) {
+      return absl::AbortedError(absl::StrCat(
+          "allocation ", a.id(), " was planned on inventory version ", planned_at_inventory,
+          " and an inventory, drain or health change has committed since (version ", now, ")"));
+    }
     ASSIGN_OR_RETURN(Transaction txn, connection_.Begin());
     RETURN_IF_ERROR(RefuseIfAny(db(), "SELECT id FROM allocations WHERE id = ?1", a.id(),
                                 "allocation ", " already exists",

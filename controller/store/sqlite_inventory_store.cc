@@ -1,5 +1,4 @@
 // The SQLite implementation of InventoryStore (controller/store/inventory_store.h).
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -152,7 +151,7 @@ class SqliteInventoryStore final : public InventoryStore {
       RETURN_IF_ERROR(InventoryEvent("inventory.updated", what, principal, "updated", fields));
     }
     RETURN_IF_ERROR(connection_.Commit(txn));
-    inventory_version_.fetch_add(1);
+    connection_.InventoryChanged();
     return absl::OkStatus();
   }
 
@@ -220,7 +219,7 @@ class SqliteInventoryStore final : public InventoryStore {
       RETURN_IF_ERROR(InventoryEvent("inventory.deleted", what, principal, "deleted"));
     }
     RETURN_IF_ERROR(connection_.Commit(txn));
-    inventory_version_.fetch_add(1);
+    connection_.InventoryChanged();
     return deleted;
   }
 
@@ -282,7 +281,7 @@ class SqliteInventoryStore final : public InventoryStore {
                      reason.empty() ? "" : absl::StrCat(": ", reason)),
         principal));
     RETURN_IF_ERROR(connection_.Commit(txn));
-    inventory_version_.fetch_add(1);
+    connection_.InventoryChanged();
     return absl::OkStatus();
   }
 
@@ -326,7 +325,7 @@ class SqliteInventoryStore final : public InventoryStore {
           "fleetd"));
     }
     RETURN_IF_ERROR(connection_.Commit(txn));
-    inventory_version_.fetch_add(1);
+    connection_.InventoryChanged();
     return absl::OkStatus();
   }
 
@@ -364,11 +363,11 @@ class SqliteInventoryStore final : public InventoryStore {
                      reason.empty() ? "" : absl::StrCat(": ", reason)),
         principal));
     RETURN_IF_ERROR(connection_.Commit(txn));
-    inventory_version_.fetch_add(1);
+    connection_.InventoryChanged();
     return absl::OkStatus();
   }
 
-  uint64_t InventoryVersion() override { return inventory_version_.load(); }
+  uint64_t InventoryVersion() override { return connection_.inventory_version(); }
 
  private:
   Database& db() ABSL_EXCLUSIVE_LOCKS_REQUIRED(connection_.mu()) { return connection_.db(); }
@@ -385,8 +384,6 @@ class SqliteInventoryStore final : public InventoryStore {
   }
 
   StoreConnection& connection_;
-  // Bumped after every commit that changes inventory or administrative state.
-  std::atomic<uint64_t> inventory_version_{1};
 };
 
 }  // namespace

@@ -76,9 +76,10 @@ class SqliteStore final : public Store {
   }
   uint64_t InventoryVersion() override { return inventory_->InventoryVersion(); }
 
-  absl::Status CreateAllocation(const v1::Allocation& allocation,
-                                const std::string& principal) override {
-    return allocations_->CreateAllocation(allocation, principal);
+  using AllocationStore::CreateAllocation;
+  absl::Status CreateAllocation(const v1::Allocation& allocation, const std::string& principal,
+                                uint64_t planned_at_inventory) override {
+    return allocations_->CreateAllocation(allocation, principal, planned_at_inventory);
   }
   absl::StatusOr<v1::Allocation> GetAllocation(const std::string& id) override {
     return allocations_->GetAllocation(id);

@@ -5,6 +5,7 @@
 #ifndef FLEET_CONTROLLER_STORE_STORE_CONNECTION_H_
 #define FLEET_CONTROLLER_STORE_STORE_CONNECTION_H_
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -31,6 +32,11 @@ class StoreConnection {
   Database& db() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return *db_; }
   absl::Time Now() const { return clock_->Now(); }
   RecentCommits& recent() { return recent_; }
+  // Store::InventoryVersion: read without the lock; bumped under it, after the commit of a
+  // write that changed inventory, administrative state or health, so that a write made under
+  // mu() which finds it unchanged knows no such change committed since it was read.
+  uint64_t inventory_version() const { return inventory_version_.load(); }
+  void InventoryChanged() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { inventory_version_.fetch_add(1); }
   // Not under mu(): the sync needs no connection, and commits go on while it runs.
   absl::Status SyncLog() ABSL_NO_THREAD_SAFETY_ANALYSIS { return db_->SyncLog(); }
 
@@ -67,6 +73,7 @@ class StoreConnection {
   std::map<std::string, std::shared_ptr<const v1::Allocation>> uncommitted_images_
       ABSL_GUARDED_BY(mu_);
   RecentCommits recent_;  // Its mutex is taken inside mu_.
+  std::atomic<uint64_t> inventory_version_{1};
 };
 
 }  // namespace fleet::store

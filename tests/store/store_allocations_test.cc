@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "controller/store/store.h"
 #include "tests/store/store_test_util.h"
@@ -194,6 +195,33 @@ TEST_F(StoreTest, CreateAllocationWithKnownIdIsAlreadyExists) {
   ASSERT_OK_AND_ASSIGN(v1::Allocation a1, store_->GetAllocation("a1"));
   EXPECT_EQ(a1.tenant(), "tenant-a");
   EXPECT_THAT(a1.members(), ElementsAre("h1-cpu0", "gpu0"));
+}
+
+// Admission plans without a lock and commits only if the inventory it planned on is unchanged:
+// a drain committed in between refuses the commit, naming both versions, and writes nothing.
+TEST_F(StoreTest, CreateAllocationPlannedOnAnOlderInventoryIsAbortedAndNothingIsStored) {
+  WriteSite();
+  const uint64_t planned_at = store_->InventoryVersion();
+  ASSERT_THAT(store_->SetDrained({.host = "h1"}, true, "", kOperator), IsOk());
+  const uint64_t now = store_->InventoryVersion();
+  ASSERT_GT(now, planned_at);
+  const Counts before = Count();
+  const v1::Allocation a1 = MakeAllocation("a1", "tenant-a", v1::ALLOCATION_STATE_PENDING,
+                                           {"h1-cpu0", "gpu0"}, {CpuToGpu()});
+  EXPECT_THAT(store_->CreateAllocation(a1, kOperator, planned_at),
+              StatusIs(absl::StatusCode::kAborted,
+                       AllOf(HasSubstr("a1"), HasSubstr(absl::StrCat("version ", planned_at)),
+                             HasSubstr(absl::StrCat("version ", now)))));
+  EXPECT_EQ(Count(), before);
+  EXPECT_THAT(store_->GetAllocation("a1"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("a1")));
+  // Planned on the version that is current, or on any, it commits.
+  EXPECT_THAT(store_->CreateAllocation(a1, kOperator, now), IsOk());
+  const v1::Allocation a2 =
+      MakeAllocation("a2", "tenant-a", v1::ALLOCATION_STATE_PENDING, {"gpu0"}, {});
+  EXPECT_THAT(store_->CreateAllocation(a2, kOperator, store::AllocationStore::kAnyInventory),
+              IsOk());
+  // Circuits and allocations do not move the version.
+  EXPECT_EQ(store_->InventoryVersion(), now);
 }
 
 TEST_F(StoreTest, CircuitOnABusyIngressIsRefusedAndNothingIsStored) {
