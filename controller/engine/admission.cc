@@ -16,18 +16,23 @@
 namespace fleet::engine {
 namespace {
 
-std::string RandomAllocationId() {
-  static absl::Mutex mu;
-  static absl::BitGen* gen = new absl::BitGen();
-  absl::MutexLock lock(&mu);
-  return absl::StrFormat("a-%08x", absl::Uniform<uint32_t>(*gen));
+// What a commit of `circuits` holds: their O-NIC ports, whichever side, and their trunks.
+std::set<std::string> Footprint(const google::protobuf::RepeatedPtrField<v1::Circuit>& circuits) {
+  std::set<std::string> held;
+  for (const v1::Circuit& c : circuits) {
+    for (const v1::OnicPortRef& end : {c.source(), c.destination()}) {
+      held.insert(absl::StrCat(end.onic(), "/", end.port()));
+    }
+    for (const std::string& trunk : c.trunks()) held.insert(absl::StrCat("trunk ", trunk));
+  }
+  return held;
 }
 
 }  // namespace
 
 void Admission::RememberTenants(const std::vector<v1::Allocation>& live) {
-  absl::MutexLock admit(&mu_);
-  for (const v1::Allocation& a : live) tenants_[a.id()] = a.tenant();
+  absl::MutexLock lock(&tenants_mu_);
+  for (const v1::Allocation& a : live) tenants_[a.id()] = {a.tenant(), 0};
 }
 
 absl::StatusOr<absl::Duration> Admission::LeaseOf(const v1::RequestTopologyRequest& request) const {
@@ -77,70 +82,99 @@ absl::StatusOr<Admission::Admitted> Admission::Admit(const v1::RequestTopologyRe
     RETURN_IF_ERROR(scheduler::CheckRequestLimits(inventory->usability, request));
   }
   if (!request.dry_run()) return PlanAndPersist(request, caller, lease);
-  // A dry run commits nothing, so it plans outside admission and holds up no one.
-  std::optional<scheduler::FabricSnapshot> snapshot;
-  {
-    absl::MutexLock admit(&mu_);
-    ASSIGN_OR_RETURN(snapshot, Snapshot());
-  }
+  // A dry run commits nothing.
+  ASSIGN_OR_RETURN(const Fabric fabric, Snapshot());
   ASSIGN_OR_RETURN(const std::vector<scheduler::PlannedPhase> phases,
-                   scheduler::PlanRequestPhases(*snapshot, request));
+                   scheduler::PlanRequestPhases(fabric.snapshot, request));
   Admitted admitted;
   *admitted.response.mutable_plan() = scheduler::CombinePhases(
       phases, request.initial_phase().empty() ? phases.front().name : request.initial_phase());
   return admitted;
 }
 
-absl::StatusOr<Admission::Admitted> Admission::PlanAndPersist(
-    const v1::RequestTopologyRequest& request, const Caller& caller, absl::Duration lease) {
-  Admitted admitted;
-  v1::RequestTopologyResponse& response = admitted.response;
-  // One admission at a time: the snapshot a plan is made on must still be true when its
-  // intent commits, or two requests could pick the same free port.
-  absl::MutexLock admit(&mu_);
-  const absl::Time plan_start = ctx_.clock->Now();
-  if (!request.request_id().empty()) {
-    ASSIGN_OR_RETURN(std::vector<v1::Allocation> mine,
-                     ctx_.store->ListAllocations({request.tenant(), {}, true}));
-    for (v1::Allocation& a : mine) {
-      if (a.request().request_id() == request.request_id()) {
-        *response.mutable_allocation() = std::move(a);
-        return admitted;  // A retry of a request already admitted.
-      }
-    }
+absl::StatusOr<std::optional<v1::Allocation>> Admission::Earlier(
+    const v1::RequestTopologyRequest& request) {
+  ASSIGN_OR_RETURN(std::vector<v1::Allocation> mine,
+                   ctx_.store->ListAllocations({request.tenant(), {}, true}));
+  for (v1::Allocation& a : mine) {
+    if (a.request().request_id() == request.request_id()) return std::move(a);
   }
-  ASSIGN_OR_RETURN(const scheduler::FabricSnapshot snapshot, Snapshot());
-  ASSIGN_OR_RETURN(const std::vector<scheduler::PlannedPhase> phases,
-                   scheduler::PlanRequestPhases(snapshot, request));
-  const std::string initial =
-      request.initial_phase().empty() ? phases.front().name : request.initial_phase();
-  *response.mutable_plan() = scheduler::CombinePhases(phases, initial);
-  const absl::Time persist_start = ctx_.clock->Now();
-
-  v1::Allocation a;
-  a.set_tenant(request.tenant());
-  a.set_name(request.name());
-  a.set_state(v1::ALLOCATION_STATE_PENDING);
-  *a.mutable_request() = request;
-  *a.mutable_members() = response.plan().members();
-  a.set_direct_traffic_share(response.plan().direct_traffic_share());
-  if (phases.size() > 1 || !phases.front().name.empty()) {
-    for (const scheduler::PlannedPhase& p : phases) a.add_phases(p.name);
-    a.set_active_phase(initial);
-  }
-  *a.mutable_lease_expires() = ToProtoTime(ctx_.clock->Now() + lease);
-  *a.add_stage_timings() = StageTiming("plan", plan_start, persist_start - plan_start);
-  RETURN_IF_ERROR(Persist(a, response.plan(), caller));
-  *a.add_stage_timings() = StageTiming("persist", persist_start, ctx_.clock->Now() - persist_start);
-  *response.mutable_allocation() = std::move(a);
-  admitted.fresh = true;
-  return admitted;
+  return std::nullopt;
 }
 
-absl::Status Admission::Persist(v1::Allocation& a, const v1::Plan& plan, const Caller& caller) {
+absl::StatusOr<Admission::Admitted> Admission::PlanAndPersist(
+    const v1::RequestTopologyRequest& request, const Caller& caller, absl::Duration lease) {
+  const absl::Time plan_start = ctx_.clock->Now();
+  Admitted admitted;
+  v1::RequestTopologyResponse& response = admitted.response;
+  std::optional<v1::Allocation> earlier;
+  if (!request.request_id().empty()) {
+    ASSIGN_OR_RETURN(earlier, Earlier(request));
+  }
+  for (int attempt = 1; !earlier.has_value(); ++attempt) {
+    ASSIGN_OR_RETURN(const Fabric fabric, Snapshot());
+    ASSIGN_OR_RETURN(const std::vector<scheduler::PlannedPhase> phases,
+                     scheduler::PlanRequestPhases(fabric.snapshot, request));
+    const std::string initial =
+        request.initial_phase().empty() ? phases.front().name : request.initial_phase();
+    *response.mutable_plan() = scheduler::CombinePhases(phases, initial);
+    const absl::Time persist_start = ctx_.clock->Now();
+
+    v1::Allocation a;
+    a.set_tenant(request.tenant());
+    a.set_name(request.name());
+    a.set_state(v1::ALLOCATION_STATE_PENDING);
+    *a.mutable_request() = request;
+    *a.mutable_members() = response.plan().members();
+    a.set_direct_traffic_share(response.plan().direct_traffic_share());
+    if (phases.size() > 1 || !phases.front().name.empty()) {
+      for (const scheduler::PlannedPhase& p : phases) a.add_phases(p.name);
+      a.set_active_phase(initial);
+    }
+    *a.mutable_lease_expires() = ToProtoTime(ctx_.clock->Now() + lease);
+    // The plan stage spans every plan this admission made.
+    *a.add_stage_timings() = StageTiming("plan", plan_start, persist_start - plan_start);
+    ctx_.Fault("planned");
+    ASSIGN_OR_RETURN(const Outcome outcome, Persist(a, response.plan(), caller, fabric, earlier));
+    if (outcome == Outcome::kEarlier) break;
+    if (outcome == Outcome::kCommitted) {
+      *a.add_stage_timings() =
+          StageTiming("persist", persist_start, ctx_.clock->Now() - persist_start);
+      *response.mutable_allocation() = std::move(a);
+      admitted.fresh = true;
+      return admitted;
+    }
+    const bool port = outcome == Outcome::kPortTaken;
+    if (attempt == kPlanAttempts) {
+      ctx_.metrics.AdmissionConflict(port ? "port" : "inventory", "aborted");
+      return absl::AbortedError(
+          absl::StrCat("admission: ", kPlanAttempts,
+                       " plans each lost what they used to a concurrent commit", " (the last: ",
+                       port ? "a port or trunk it planned on was taken"
+                            : "an inventory, drain or health change committed",
+                       "); retry the request"));
+    }
+    ctx_.metrics.AdmissionConflict(port ? "port" : "inventory", "replanned");
+  }
+  response.clear_plan();
+  *response.mutable_allocation() = *std::move(earlier);
+  return admitted;  // A retry of a request admitted before.
+}
+
+absl::StatusOr<Admission::Outcome> Admission::Persist(v1::Allocation& a, const v1::Plan& plan,
+                                                      const Caller& caller, const Fabric& fabric,
+                                                      std::optional<v1::Allocation>& earlier) {
+  std::set<std::string> footprint = Footprint(plan.circuits());
+  absl::MutexLock admit(&mu_);
+  // The same request, sent again before the first answer came, may have committed since this
+  // one looked: under mu() the look and the write are one step.
+  if (!a.request().request_id().empty()) {
+    ASSIGN_OR_RETURN(earlier, Earlier(a.request()));
+    if (earlier.has_value()) return Outcome::kEarlier;
+  }
+  if (TakenSince(fabric.holdings_version, footprint)) return Outcome::kPortTaken;
   for (int attempt = 0;; ++attempt) {
-    const std::string id =
-        ctx_.options.new_allocation_id ? ctx_.options.new_allocation_id() : RandomAllocationId();
+    const std::string id = NewId();
     a.set_id(id);
     a.clear_circuits();
     for (int i = 0; i < plan.circuits_size(); ++i) {
@@ -153,15 +187,31 @@ absl::Status Admission::Persist(v1::Allocation& a, const v1::Plan& plan, const C
       c->set_state(c->phase() == a.active_phase() ? v1::CIRCUIT_STATE_PLANNED
                                                   : v1::CIRCUIT_STATE_INACTIVE);
     }
-    // An id claimed by a transaction, or stored, is taken: another is asked for.
+    // An id claimed by a transaction, stored, or known live is taken: another is asked for.
     if (pool_->Claim(id)) {
-      absl::Status created = ctx_.store->CreateAllocation(a, caller.principal);
+      bool fresh;
+      {
+        absl::MutexLock lock(&tenants_mu_);
+        fresh = tenants_.try_emplace(id, Tenant{a.tenant(), kCommitting}).second;
+      }
+      absl::Status created =
+          fresh ? ctx_.store->CreateAllocation(a, caller.principal, fabric.inventory_version)
+                : absl::AlreadyExistsError(absl::StrCat("allocation ", id, " is live"));
+      if (fresh) {
+        absl::MutexLock lock(&tenants_mu_);
+        if (created.ok()) {
+          tenants_[id].committed_at = commits_ended_++;
+        } else {
+          tenants_.erase(id);
+        }
+      }
       if (created.ok()) {
-        tenants_[id] = a.tenant();
-        return created;
+        Log(std::move(footprint));
+        return Outcome::kCommitted;
       }
       pool_->Unclaim(id);
-      if (created.code() != absl::StatusCode::kAlreadyExists) return created;
+      if (absl::IsAborted(created)) return Outcome::kInventoryChanged;
+      if (!absl::IsAlreadyExists(created)) return created;
     }
     if (attempt >= 3) {
       return absl::AlreadyExistsError(
@@ -170,21 +220,64 @@ absl::Status Admission::Persist(v1::Allocation& a, const v1::Plan& plan, const C
   }
 }
 
-absl::StatusOr<scheduler::FabricSnapshot> Admission::Snapshot() {
+std::string Admission::NewId() {
+  if (ctx_.options.new_allocation_id) return ctx_.options.new_allocation_id();
+  return absl::StrFormat("a-%08x", absl::Uniform<uint32_t>(ids_));
+}
+
+void Admission::Committed(const std::vector<v1::Circuit>& circuits) {
+  Log(Footprint({circuits.begin(), circuits.end()}));
+}
+
+void Admission::Log(std::set<std::string> footprint) {
+  const uint64_t version = holdings_version_.load() + 1;
+  holdings_.emplace_back(version, std::move(footprint));
+  if (holdings_.size() > kHoldingsLogged) holdings_.pop_front();
+  holdings_version_.store(version);
+}
+
+bool Admission::TakenSince(uint64_t holdings_version,
+                           const std::set<std::string>& footprint) const {
+  if (holdings_version == holdings_version_.load()) return false;
+  // Older than the log reaches: what came between is not known, so it may be taken.
+  if (holdings_.empty() || holdings_.front().first > holdings_version + 1) return true;
+  for (auto it = holdings_.rbegin(); it != holdings_.rend() && it->first > holdings_version; ++it) {
+    for (const std::string& held : it->second) {
+      if (footprint.contains(held)) return true;
+    }
+  }
+  return false;
+}
+
+absl::StatusOr<Admission::Fabric> Admission::Snapshot() {
+  Fabric fabric;
   ASSIGN_OR_RETURN(std::shared_ptr<const CachedInventory> inventory, inventory_->Current());
+  fabric.inventory_version = inventory->version;
+  fabric.holdings_version = holdings_version_.load();
+  uint64_t ended_before_read;
+  {
+    absl::MutexLock lock(&tenants_mu_);
+    ended_before_read = commits_ended_;
+  }
   ASSIGN_OR_RETURN(std::vector<v1::Circuit> circuits, ctx_.store->ListCircuits({}));
   // An allocation that holds no circuit has ended (every live one holds its circuits from
   // its admission on): its tenant is forgotten, so the map stays the size of the live set.
   std::set<std::string> holding;
   for (const v1::Circuit& c : circuits) holding.insert(c.allocation_id());
-  std::erase_if(tenants_, [&](const auto& entry) { return !holding.contains(entry.first); });
   std::vector<v1::Allocation> holders;  // Only id and tenant matter to the snapshot.
-  for (const auto& [holder, tenant] : tenants_) {
-    v1::Allocation& a = holders.emplace_back();
-    a.set_id(holder);
-    a.set_tenant(tenant);
+  {
+    absl::MutexLock lock(&tenants_mu_);
+    std::erase_if(tenants_, [&](const auto& entry) {
+      return entry.second.committed_at < ended_before_read && !holding.contains(entry.first);
+    });
+    for (const auto& [holder, t] : tenants_) {
+      v1::Allocation& a = holders.emplace_back();
+      a.set_id(holder);
+      a.set_tenant(t.tenant);
+    }
   }
-  return inventory->usability.WithCircuits(circuits, holders);
+  fabric.snapshot = inventory->usability.WithCircuits(circuits, holders);
+  return fabric;
 }
 
 }  // namespace fleet::engine

@@ -2,17 +2,36 @@
 // its intent persisted (the allocation PENDING, its circuits PLANNED or, for inactive
 // phases, INACTIVE), holding the claim on it for its transaction.
 //
-// One admission at a time (mu()): the snapshot a plan is made on must still be true when its
-// intent commits, or two requests could pick the same free port. Whatever else must not
-// interleave with planning (a member change's plan, idle ports quiesced, a cross-connect
-// adopted) holds mu() too. Lock order: mu() before any other lock of the engine.
+// Optimistic: a request plans on a snapshot taken with no lock held, so requests plan in
+// parallel, and its intent commits only if what the plan used is unchanged since:
+// - no new holding (an admission's intent, a member change, an adopted cross-connect) has
+//   committed on one of the O-NIC ports or trunks the plan uses, inactive phases included.
+//   Every new holding commits under mu() and is logged here (Committed), so this is checked
+//   in memory before the store is asked;
+// - the inventory version is the one the plan was made on: no inventory, drain or health
+//   change has committed (store::AllocationStore::CreateAllocation checks it with the write).
+// Otherwise it plans again on what is stored now, kPlanAttempts plans in all, then fails
+// ABORTED saying what it lost. Two requests racing for one port: one commits, the other plans
+// around it or is refused; never both.
+//
+// mu(): new holdings commit one at a time, each logged with Committed before mu() is let go,
+// so that a plan can be checked against every commit since its snapshot, and so that what acts
+// on the ports no circuit holds (idle-port quiescing, under mu()) sees each commit whole. An
+// admission holds it only for its check and write, never over its planning; nothing holding
+// it waits for a switch. Lock order: mu() before any other lock of the engine.
 #ifndef FLEET_CONTROLLER_ENGINE_ADMISSION_H_
 #define FLEET_CONTROLLER_ENGINE_ADMISSION_H_
 
+#include <atomic>
+#include <cstdint>
+#include <deque>
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/random/random.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "controller/engine/caller.h"
@@ -45,26 +64,71 @@ class Admission {
   // persists its intent.
   absl::StatusOr<Admitted> Admit(const v1::RequestTopologyRequest& request, const Caller& caller);
 
+  // How many plans one admission makes at most before it is refused ABORTED.
+  static constexpr int kPlanAttempts = 4;
+
   // The fabric as the planner sees it now: inventory, port states, every desired circuit and
-  // the live allocations' tenants.
-  absl::StatusOr<scheduler::FabricSnapshot> Snapshot() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // the live allocations' tenants, with the versions it was read at (what a commit of a plan
+  // made on it is checked against). Needs no lock.
+  struct Fabric {
+    scheduler::FabricSnapshot snapshot;
+    uint64_t inventory_version = 0;
+    uint64_t holdings_version = 0;
+  };
+  absl::StatusOr<Fabric> Snapshot() ABSL_LOCKS_EXCLUDED(tenants_mu_);
+
+  // Logs new holdings just committed under mu() by another part (a member change's new
+  // circuits, an adopted cross-connect), so that a plan made before them is checked against
+  // them. Admissions log their own.
+  void Committed(const std::vector<v1::Circuit>& circuits) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
  private:
   absl::StatusOr<absl::Duration> LeaseOf(const v1::RequestTopologyRequest& request) const;
-  // Stores the planned allocation `a` under a fresh id, claimed.
-  absl::Status Persist(v1::Allocation& a, const v1::Plan& plan, const Caller& caller)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Admitted> PlanAndPersist(const v1::RequestTopologyRequest& request,
                                           const Caller& caller, absl::Duration lease);
+  // The allocation the tenant's request `request_id` made before, if any.
+  absl::StatusOr<std::optional<v1::Allocation>> Earlier(const v1::RequestTopologyRequest& request);
+  enum class Outcome { kCommitted, kEarlier, kPortTaken, kInventoryChanged };
+  // Stores the planned allocation `a` under a fresh id, claimed, if the fabric it was planned
+  // on still lets it (kCommitted); else writes nothing and says what changed. kEarlier, with
+  // `earlier` set, when the same request (by request_id) committed meanwhile.
+  absl::StatusOr<Outcome> Persist(v1::Allocation& a, const v1::Plan& plan, const Caller& caller,
+                                  const Fabric& fabric, std::optional<v1::Allocation>& earlier)
+      ABSL_LOCKS_EXCLUDED(mu_, tenants_mu_);
+  // Whether a holding committed since `holdings_version` uses one of `footprint`'s ports or
+  // trunks (or is too old to tell).
+  bool TakenSince(uint64_t holdings_version, const std::set<std::string>& footprint) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Log(std::set<std::string> footprint) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The id for a new allocation: EngineOptions::new_allocation_id, or "a-" and 8 random hex
+  // digits.
+  std::string NewId() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const EngineContext& ctx_;
   WorkerPool* const pool_;
   InventoryCache* const inventory_;
   absl::Mutex mu_;
-  // Tenant of every live allocation (admitted, or found live at start; Snapshot forgets one
-  // that holds no circuit any more): what planning needs to keep tenants apart, without
-  // reading every allocation on each request.
-  std::map<std::string, std::string> tenants_ ABSL_GUARDED_BY(mu_);
+  absl::BitGen ids_ ABSL_GUARDED_BY(mu_);
+  // Bumped under mu_ as each new holding is logged; read without it by Snapshot, before
+  // the circuits, so a snapshot holds every commit up to the version it notes.
+  std::atomic<uint64_t> holdings_version_{0};
+  // The O-NIC ports ("onic/port") and trunks ("trunk id") of the most recent commits of new
+  // holdings (at most kHoldingsLogged), oldest first, by holdings version.
+  static constexpr size_t kHoldingsLogged = 1024;
+  std::deque<std::pair<uint64_t, std::set<std::string>>> holdings_ ABSL_GUARDED_BY(mu_);
+  // Tenant of every live allocation (admitted, or found live at start): what planning needs
+  // to keep tenants apart, without reading every allocation on each request. An entry is
+  // made before its allocation's circuits commit, so a snapshot that reads them finds their
+  // tenant. Snapshot forgets an entry that holds no circuit only if its commit ended before
+  // the snapshot read the circuits (`committed_at` below the count it noted then).
+  struct Tenant {
+    std::string tenant;
+    uint64_t committed_at = 0;  // kCommitting while its commit is under way.
+  };
+  static constexpr uint64_t kCommitting = UINT64_MAX;
+  absl::Mutex tenants_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  std::map<std::string, Tenant> tenants_ ABSL_GUARDED_BY(tenants_mu_);
+  uint64_t commits_ended_ ABSL_GUARDED_BY(tenants_mu_) = 1;
 };
 
 }  // namespace fleet::engine

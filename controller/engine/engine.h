@@ -58,10 +58,12 @@
 // Locks, in the order they may be taken: a switch held to itself (SwitchProgrammer's
 // Exclusive, by reconciliation, which adopts under admission, and by a sync's
 // Reconciler::RepairHeld, which holds only its allocation's claim and takes nothing under it);
-// Admission::mu() (one admission at a time; nothing holding it waits for a switch);
+// Admission::mu() (new holdings commit one at a time; admissions plan without it; nothing
+// holding it waits for a switch);
 // LinkRecovery's faults mutex (a fault and its mark are one step), under which only the
 // SyncQueue's and the BackgroundLoop's (its wake) are taken; then any one of the parts' own
-// mutexes (WorkerPool's claims and tasks, SyncQueue, InventoryCache, SwitchProgrammers, a
+// mutexes (WorkerPool's claims and tasks, SyncQueue, InventoryCache, Admission's tenants,
+// SwitchProgrammers, a
 // SwitchProgrammer's queue, BackgroundLoop, Healer, SwitchMonitor's set of unreadable
 // switches), each a leaf: none is held while another is taken, nor while calling out (the
 // pool's unclaim hook runs without its lock). (SwitchMonitor's pass mutex is held for a whole

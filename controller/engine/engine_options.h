@@ -61,6 +61,7 @@ struct EngineOptions {
 
 // The points at which EngineOptions::fault_point is called, in transaction order.
 inline constexpr const char* kFaultPoints[] = {
+    "planned",     // Admission planned on a snapshot (once per plan); nothing committed.
     "persisted",   // Intent committed (PENDING), nothing touched.
     "quiesced",    // Ports quiesced, switch untouched; PROGRAMMING committed or landing if
                    // ports had to be quiesced, else not yet started.

@@ -101,11 +101,11 @@ absl::Status MemberChanges::PlanReplacement(const v1::ReplaceMemberRequest& requ
                                             const v1::Allocation& stored, MemberChange& change,
                                             v1::ReplaceMemberResponse& response) {
   const std::string& id = stored.id();
-  ASSIGN_OR_RETURN(const scheduler::FabricSnapshot snapshot, p_.admission.Snapshot());
+  ASSIGN_OR_RETURN(const Admission::Fabric fabric, p_.admission.Snapshot());
   ASSIGN_OR_RETURN(std::shared_ptr<const CachedInventory> inventory, p_.inventory.Current());
   ASSIGN_OR_RETURN(
       scheduler::Replacement plan,
-      scheduler::PlanReplacement(snapshot, stored, request.member(), request.spare(),
+      scheduler::PlanReplacement(fabric.snapshot, stored, request.member(), request.spare(),
                                  same_switch_only, UnreachableDevices(p_.ctx.agents, *inventory)));
   *response.mutable_plan() = plan.plan;
   record.set_failed(plan.failed);
@@ -178,6 +178,7 @@ absl::Status MemberChanges::ChangeMembers(const std::string& id, v1::AllocationS
     change.replacement.allocation_id = id;
     change.replacement.state = v1::ALLOCATION_STATE_PROGRAMMING;
     ASSIGN_OR_RETURN(*after, p_.ctx.store->ReplaceCircuits(change.replacement, caller.principal));
+    p_.admission.Committed(change.replacement.add);
     admitted = {StageTiming("plan", plan_start, persist_start - plan_start),
                 StageTiming("persist", persist_start, p_.ctx.clock->Now() - persist_start)};
     return absl::OkStatus();

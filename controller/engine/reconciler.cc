@@ -389,6 +389,7 @@ absl::Status Reconciler::Repair(switch_adapters::OpticalSwitch& driver,
       // Under admission, like any new circuit: idle-port quiescing sees it, or not yet.
       absl::MutexLock admit(&p_.admission.mu());
       adopted = p_.ctx.store->CreateManualCircuit(c, principal);
+      if (adopted.ok()) p_.admission.Committed({c});
     }
     if (adopted.ok()) continue;
     for (v1::Drift& d : cmp.drift) {

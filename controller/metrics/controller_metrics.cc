@@ -148,6 +148,10 @@ ControllerMetrics::ControllerMetrics(prometheus::Registry& registry)
                                "Drifted cross-connects repaired, by kind")),
       queue_refused_(Register(prometheus::BuildCounter(), registry, "fleet_queue_refused_total",
                               "Work refused because an engine queue was full, by queue")),
+      admission_conflicts_(Register(prometheus::BuildCounter(), registry,
+                                    "fleet_admission_conflicts_total",
+                                    "Admissions whose plan lost a port or its inventory version "
+                                    "to a concurrent commit, by conflict and outcome")),
       pruned_rows_(Register(prometheus::BuildCounter(), registry, "fleet_store_pruned_rows_total",
                             "Rows retention pruned from the state database, by kind")),
       retention_passes_(Register(prometheus::BuildCounter(), registry,
@@ -172,6 +176,11 @@ ControllerMetrics::ControllerMetrics(prometheus::Registry& registry)
     drift_repaired_.Add({{"kind", kind}});
   }
   for (const char* queue : {"sync", "transactions"}) queue_refused_.Add({{"queue", queue}});
+  for (const char* conflict : {"port", "inventory"}) {
+    for (const char* outcome : {"replanned", "aborted"}) {
+      admission_conflicts_.Add({{"conflict", conflict}, {"outcome", outcome}});
+    }
+  }
   for (const char* kind : {"events", "allocations"}) pruned_rows_.Add({{"kind", kind}});
   for (const char* outcome : {"ok", "failed"}) retention_passes_.Add({{"outcome", outcome}});
 }
@@ -275,6 +284,10 @@ void ControllerMetrics::Drift(const std::string& kind, int found, int repaired) 
 
 void ControllerMetrics::QueueRefused(const std::string& queue) {
   queue_refused_.Add({{"queue", queue}}).Increment();
+}
+
+void ControllerMetrics::AdmissionConflict(const std::string& conflict, const std::string& outcome) {
+  admission_conflicts_.Add({{"conflict", conflict}, {"outcome", outcome}}).Increment();
 }
 
 void ControllerMetrics::RetentionPassed(const store::RetentionPass& pass) {

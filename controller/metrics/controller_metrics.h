@@ -69,6 +69,10 @@ class ControllerMetrics {
   void Drift(const std::string& kind, int found, int repaired);
   // Work refused because the engine's bounded queue `queue` (`sync`, `transactions`) was full.
   void QueueRefused(const std::string& queue);
+  // An admission's plan lost a race to a concurrent commit (`conflict`: `port`, a port it
+  // planned on was taken; `inventory`, a drain or health change committed), and it planned
+  // again or, past its attempts, was refused (`outcome`: `replanned`, `aborted`).
+  void AdmissionConflict(const std::string& conflict, const std::string& outcome);
 
   // A retention pass of the state database ended (store::Retention's on_pass).
   void RetentionPassed(const store::RetentionPass& pass);
@@ -104,6 +108,7 @@ class ControllerMetrics {
   prometheus::Family<prometheus::Counter>& drift_found_;
   prometheus::Family<prometheus::Counter>& drift_repaired_;
   prometheus::Family<prometheus::Counter>& queue_refused_;
+  prometheus::Family<prometheus::Counter>& admission_conflicts_;
   prometheus::Family<prometheus::Counter>& pruned_rows_;
   prometheus::Family<prometheus::Counter>& retention_passes_;
   prometheus::Gauge& retention_pass_duration_;

@@ -168,8 +168,8 @@ absl::Status Concurrent(Site& site, int64_t jobs, int64_t rounds) {
               e2e.p99, e2e.max);
   std::printf("  slowest job of a round                        median %8.3f ms\n",
               Median(round_ms));
-  // Admissions are serialized; the plan stage starts once a request is admitted, so the wait
-  // for the admissions ahead of it is outside every stage.
+  // Requests plan in parallel and commit their intent one at a time: the wait for the
+  // commits ahead of a request is in its persist stage.
   std::printf("  stage medians (GetAllocation after READY):\n");
   for (const char* stage : kStages) {
     std::printf("    %-24s %9.3f ms\n", stage, Median(stages[stage]));

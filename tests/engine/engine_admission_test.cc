@@ -1,6 +1,12 @@
 // Admission: requests planned, persisted and made; refusals; tenancy; idempotent retries.
 // The engine over the real SQLite store, the FLEET Gen1 inventory, an in-memory switch and
 // agents that check the light (engine_test_fixture.h).
+#include <prometheus/registry.h>
+
+#include <map>
+#include <tuple>
+
+#include "controller/metrics/controller_metrics.h"
 #include "tests/engine/engine_test_fixture.h"
 
 namespace fleet::engine {
@@ -73,6 +79,195 @@ TEST_F(EngineTest, PastTheTransactionQueuesBoundARequestIsRefusedNamingItWithNot
   EXPECT_EQ(store_->ListAllocations({}).value().size(), stored_then);
   // The one that waited runs once the worker is free.
   EXPECT_EQ(Get(queued->allocation().id()).state(), v1::ALLOCATION_STATE_READY);
+}
+
+// Optimistic admission: a request plans with no lock held and commits only if what it used is
+// unchanged. Each test below lets a request plan, then changes the fabric under it (the
+// "planned" fault point runs on the request's thread between its plan and its commit).
+class OptimisticAdmissionTest : public EngineTest {
+ protected:
+  // Restarts the engine so that `between` runs after the `n`th plan (from 1) and each one
+  // after it, between the plan and its commit.
+  void BetweenPlanAndCommit(int n, std::function<void()> between) {
+    auto plans = std::make_shared<std::atomic<int>>(0);
+    EngineOptions options;
+    options.metrics = &metrics_;
+    options.fault_point = [plans, n, between](const std::string& point) {
+      if (point == "planned" && ++*plans >= n) between();
+    };
+    engine_.reset();
+    StartEngine(options);
+  }
+  double Conflicts(const std::string& conflict, const std::string& outcome) {
+    for (const prometheus::MetricFamily& f : metrics_registry_.Collect()) {
+      if (f.name != "fleet_admission_conflicts_total") continue;
+      for (const prometheus::ClientMetric& m : f.metric) {
+        std::map<std::string, std::string> labels;
+        for (const prometheus::ClientMetric::Label& l : m.label) labels[l.name] = l.value;
+        if (labels["conflict"] == conflict && labels["outcome"] == outcome) return m.counter.value;
+      }
+    }
+    return -1;
+  }
+  // Every O-NIC port a circuit of `a` holds, as "onic/port".
+  static std::set<std::string> Ports(const v1::Allocation& a) {
+    std::set<std::string> ports;
+    for (const v1::Circuit& c : a.circuits()) {
+      for (const v1::OnicPortRef& end : {c.source(), c.destination()}) {
+        ports.insert(absl::StrCat(end.onic(), "/", end.port()));
+      }
+    }
+    return ports;
+  }
+
+  const Caller op_ = Caller::Operator("operator:test");
+  prometheus::Registry metrics_registry_;
+  metrics::ControllerMetrics metrics_{metrics_registry_};
+};
+
+TEST_F(OptimisticAdmissionTest, TwoRequestsRacingForOnePortOneCommitsTheOtherPlansAroundIt) {
+  absl::StatusOr<v1::RequestTopologyResponse> rival = absl::UnknownError("not run");
+  auto once = std::make_shared<std::atomic<bool>>(true);
+  BetweenPlanAndCommit(1, [&, once] {
+    if (once->exchange(false))
+      rival = engine_->RequestTopology(Link("team-b", "gpu1", "gpu2"), op_);
+  });
+  const v1::Allocation first = Request(Link("team-a", "gpu1", "gpu2"));
+  ASSERT_THAT(rival.status(), IsOk());
+  const v1::Allocation second = Get(rival->allocation().id());
+  EXPECT_EQ(first.state(), v1::ALLOCATION_STATE_READY) << first.reason();
+  EXPECT_EQ(second.state(), v1::ALLOCATION_STATE_READY) << second.reason();
+  // The rival took the ports the first plan chose; the second plan took the others.
+  const std::set<std::string> a = Ports(first), b = Ports(second);
+  ASSERT_THAT(a, SizeIs(2));
+  ASSERT_THAT(b, SizeIs(2));
+  for (const std::string& port : a) EXPECT_FALSE(b.contains(port)) << port;
+  std::set<CrossConnect> both = Wanted(first);
+  both.merge(Wanted(second));
+  EXPECT_EQ(OnSwitch(), both);
+  EXPECT_EQ(Conflicts("port", "replanned"), 1);
+  EXPECT_EQ(Conflicts("port", "aborted"), 0);
+  EXPECT_EQ(first.stage_timings(0).stage(), "plan");  // One plan stage for both plans.
+  EXPECT_EQ(first.stage_timings(1).stage(), "persist");
+}
+
+TEST_F(OptimisticAdmissionTest, ARequestWhosePortWasTakenMeanwhileIsRefusedAndNeverBothCommit) {
+  v1::RequestTopologyRequest pinned;
+  v1::Link* link = pinned.mutable_topology()->mutable_links()->add_links();
+  link->mutable_a()->mutable_onic_port()->set_onic("gpu1-n0");
+  link->mutable_a()->mutable_onic_port()->set_port(1);
+  link->mutable_b()->set_device("gpu3");
+  v1::RequestTopologyRequest mine = pinned, theirs = pinned;
+  mine.set_tenant("team-a");
+  theirs.set_tenant("team-b");
+  absl::StatusOr<v1::RequestTopologyResponse> rival = absl::UnknownError("not run");
+  auto once = std::make_shared<std::atomic<bool>>(true);
+  BetweenPlanAndCommit(1, [&, once] {
+    if (once->exchange(false)) rival = engine_->RequestTopology(theirs, op_);
+  });
+  const size_t events_before = EventCount();
+  const absl::Status refused = engine_->RequestTopology(mine, op_).status();
+  engine_->WaitIdleForTest();
+  ASSERT_THAT(rival.status(), IsOk());
+  // Planned again on what is stored now, the port is another tenant's.
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("gpu1-n0")));
+  EXPECT_THAT(std::string(refused.message()), Not(HasSubstr(rival->allocation().id())));
+  const std::vector<v1::Allocation> stored = store_->ListAllocations({}).value();
+  ASSERT_THAT(stored, SizeIs(1));
+  EXPECT_EQ(stored[0].id(), rival->allocation().id());
+  EXPECT_EQ(stored[0].state(), v1::ALLOCATION_STATE_READY);
+  EXPECT_EQ(OnSwitch(), Wanted(stored[0]));
+  // The events are the rival's: the refused request wrote none.
+  EXPECT_EQ(EventCount() - events_before, EventKinds(stored[0].id()).size());
+  EXPECT_EQ(Conflicts("port", "replanned"), 1);
+}
+
+// The store refuses a port twice only among desired circuits; an inactive phase's circuits
+// hold their ports too, and admission checks a plan against them.
+TEST_F(OptimisticAdmissionTest, APortAnInactivePhaseTookMeanwhileIsPlannedAround) {
+  v1::RequestTopologyRequest phased;
+  phased.set_tenant("team-b");
+  for (auto [name, a, b] : {std::tuple{"x", "gpu6", "gpu7"}, std::tuple{"y", "gpu1", "gpu2"}}) {
+    v1::Phase* phase = phased.add_phases();
+    phase->set_name(name);
+    v1::Link* link = phase->mutable_topology()->mutable_links()->add_links();
+    link->mutable_a()->set_device(a);
+    link->mutable_b()->set_device(b);
+    link->set_duplex(true);
+  }
+  absl::StatusOr<v1::RequestTopologyResponse> rival = absl::UnknownError("not run");
+  auto once = std::make_shared<std::atomic<bool>>(true);
+  BetweenPlanAndCommit(1, [&, once] {
+    if (once->exchange(false)) rival = engine_->RequestTopology(phased, op_);
+  });
+  const v1::Allocation first = Request(Link("team-a", "gpu1", "gpu2"));
+  ASSERT_THAT(rival.status(), IsOk());
+  const v1::Allocation second = Get(rival->allocation().id());
+  EXPECT_EQ(first.state(), v1::ALLOCATION_STATE_READY) << first.reason();
+  EXPECT_EQ(second.active_phase(), "x");
+  for (const std::string& port : Ports(first)) EXPECT_FALSE(Ports(second).contains(port)) << port;
+  EXPECT_EQ(Conflicts("port", "replanned"), 1);
+}
+
+// A request sent again (same request_id) while the first is still being admitted gets the
+// first's allocation; one is stored.
+TEST_F(OptimisticAdmissionTest, TheSameRequestSentTwiceAtOnceIsAdmittedOnce) {
+  v1::RequestTopologyRequest r = Ring("team-a", {"gpu1", "gpu2"});
+  r.set_request_id("job-7");
+  absl::StatusOr<v1::RequestTopologyResponse> again = absl::UnknownError("not run");
+  auto once = std::make_shared<std::atomic<bool>>(true);
+  BetweenPlanAndCommit(1, [&, once] {
+    if (once->exchange(false)) again = engine_->RequestTopology(r, op_);
+  });
+  absl::StatusOr<v1::RequestTopologyResponse> first = engine_->RequestTopology(r, op_);
+  engine_->WaitIdleForTest();
+  ASSERT_THAT(first.status(), IsOk());
+  ASSERT_THAT(again.status(), IsOk());
+  EXPECT_FALSE(first->allocation().id().empty());
+  EXPECT_EQ(first->allocation().id(), again->allocation().id());
+  const std::vector<v1::Allocation> stored = store_->ListAllocations({}).value();
+  ASSERT_THAT(stored, SizeIs(1));
+  EXPECT_EQ(stored[0].state(), v1::ALLOCATION_STATE_READY) << stored[0].reason();
+  EXPECT_EQ(Conflicts("port", "replanned"), 0);
+}
+
+TEST_F(OptimisticAdmissionTest, ADrainBetweenPlanAndCommitIsSeenByThePlanMadeAgain) {
+  auto once = std::make_shared<std::atomic<bool>>(true);
+  BetweenPlanAndCommit(1, [&, once] {
+    if (!once->exchange(false)) return;
+    ASSERT_THAT(store_->SetDrained({.switch_id = "", .port = 0, .onic = "gpu5-n0", .host = ""},
+                                   true, "bad optics", "operator:test"),
+                IsOk());
+  });
+  const size_t events_before = EventCount();
+  EXPECT_THAT(engine_->RequestTopology(Ring("team-a", {"gpu3", "gpu5"}), op_).status(),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("drained")));
+  EXPECT_THAT(store_->ListAllocations({}).value(), IsEmpty());
+  EXPECT_EQ(EventCount(), events_before + 1);  // The drain's.
+  EXPECT_EQ(sw_->changes(), 0);
+  EXPECT_EQ(Conflicts("inventory", "replanned"), 1);
+}
+
+TEST_F(OptimisticAdmissionTest, AfterFourPlansThatEachLostTheRequestIsRefusedAbortedNamingWhy) {
+  // Every plan finds a drain or an undrain of a port it does not use committed before its
+  // own commit.
+  auto drained = std::make_shared<bool>(false);
+  BetweenPlanAndCommit(1, [&, drained] {
+    *drained = !*drained;
+    ASSERT_THAT(store_->SetDrained({.switch_id = "", .port = 0, .onic = "gpu8-n0", .host = ""},
+                                   *drained, "flapping", "operator:test"),
+                IsOk());
+  });
+  EXPECT_THAT(engine_->RequestTopology(Ring("team-a", {"gpu1", "gpu2"}), op_).status(),
+              StatusIs(absl::StatusCode::kAborted,
+                       AllOf(HasSubstr("4 plans"),
+                             HasSubstr("an inventory, drain or health change committed"))));
+  EXPECT_THAT(store_->ListAllocations({}).value(), IsEmpty());
+  EXPECT_EQ(Conflicts("inventory", "replanned"), 3);
+  EXPECT_EQ(Conflicts("inventory", "aborted"), 1);
+  // The next request, with nothing in its way, is admitted.
+  BetweenPlanAndCommit(1, [] {});
+  EXPECT_EQ(Request(Ring("team-a", {"gpu1", "gpu2"})).state(), v1::ALLOCATION_STATE_READY);
 }
 
 TEST_F(EngineTest, DryRunReturnsThePlanAndTouchesNothing) {
