@@ -112,7 +112,9 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
     FLEET_LOG(INFO) << "inventory " << config.inventory << ": created " << applied->created()
                     << ", updated " << applied->updated() << ", unchanged " << applied->unchanged();
     for (const std::string& change : applied->changes()) {
-      if (absl::StartsWith(change, "updated ")) FLEET_LOG(INFO) << "inventory: " << change;
+      if (absl::StartsWith(change, "updated ")) {
+        FLEET_LOG(INFO) << "inventory: " << change;
+      }
     }
   }
 
