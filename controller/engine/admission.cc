@@ -1,12 +1,15 @@
 #include "controller/engine/admission.h"
 
+#include <algorithm>
 #include <optional>
 #include <set>
+#include <thread>
 #include <utility>
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/log.h"
 #include "common/proto_time.h"
 #include "common/status_macros.h"
 #include "controller/engine/stage_timing.h"
@@ -16,19 +19,45 @@
 namespace fleet::engine {
 namespace {
 
-// What a commit of `circuits` holds: their O-NIC ports, whichever side, and their trunks.
+// What a commit of `circuits` holds: the sending side of their sources' O-NIC ports, the
+// receiving side of their destinations', and their trunks (as the planner holds them).
 std::set<std::string> Footprint(const google::protobuf::RepeatedPtrField<v1::Circuit>& circuits) {
   std::set<std::string> held;
   for (const v1::Circuit& c : circuits) {
-    for (const v1::OnicPortRef& end : {c.source(), c.destination()}) {
-      held.insert(absl::StrCat(end.onic(), "/", end.port()));
-    }
+    held.insert(absl::StrCat(c.source().onic(), "/", c.source().port(), " tx"));
+    held.insert(absl::StrCat(c.destination().onic(), "/", c.destination().port(), " rx"));
     for (const std::string& trunk : c.trunks()) held.insert(absl::StrCat("trunk ", trunk));
   }
   return held;
 }
 
 }  // namespace
+
+Admission::Admission(const EngineContext& ctx, WorkerPool* pool, InventoryCache* inventory)
+    : ctx_(ctx),
+      pool_(pool),
+      inventory_(inventory),
+      free_plans_(ctx.options.parallel_plans > 0
+                      ? ctx.options.parallel_plans
+                      : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))) {}
+
+absl::StatusOr<Admission::Planned> Admission::Plan(const v1::RequestTopologyRequest& request) {
+  {
+    absl::MutexLock lock(&plans_mu_);
+    plans_mu_.Await(absl::Condition(
+        +[](int* free) { return *free > 0; }, &free_plans_));
+    --free_plans_;
+  }
+  absl::StatusOr<Planned> planned = [&]() -> absl::StatusOr<Planned> {
+    Planned p;
+    ASSIGN_OR_RETURN(p.fabric, Snapshot());
+    ASSIGN_OR_RETURN(p.phases, scheduler::PlanRequestPhases(p.fabric.snapshot, request));
+    return p;
+  }();
+  absl::MutexLock lock(&plans_mu_);
+  ++free_plans_;
+  return planned;
+}
 
 void Admission::RememberTenants(const std::vector<v1::Allocation>& live) {
   absl::MutexLock lock(&tenants_mu_);
@@ -83,9 +112,8 @@ absl::StatusOr<Admission::Admitted> Admission::Admit(const v1::RequestTopologyRe
   }
   if (!request.dry_run()) return PlanAndPersist(request, caller, lease);
   // A dry run commits nothing.
-  ASSIGN_OR_RETURN(const Fabric fabric, Snapshot());
-  ASSIGN_OR_RETURN(const std::vector<scheduler::PlannedPhase> phases,
-                   scheduler::PlanRequestPhases(fabric.snapshot, request));
+  ASSIGN_OR_RETURN(const Planned planned, Plan(request));
+  const std::vector<scheduler::PlannedPhase>& phases = planned.phases;
   Admitted admitted;
   *admitted.response.mutable_plan() = scheduler::CombinePhases(
       phases, request.initial_phase().empty() ? phases.front().name : request.initial_phase());
@@ -112,9 +140,9 @@ absl::StatusOr<Admission::Admitted> Admission::PlanAndPersist(
     ASSIGN_OR_RETURN(earlier, Earlier(request));
   }
   for (int attempt = 1; !earlier.has_value(); ++attempt) {
-    ASSIGN_OR_RETURN(const Fabric fabric, Snapshot());
-    ASSIGN_OR_RETURN(const std::vector<scheduler::PlannedPhase> phases,
-                     scheduler::PlanRequestPhases(fabric.snapshot, request));
+    ASSIGN_OR_RETURN(const Planned planned, Plan(request));
+    const Fabric& fabric = planned.fabric;
+    const std::vector<scheduler::PlannedPhase>& phases = planned.phases;
     const std::string initial =
         request.initial_phase().empty() ? phases.front().name : request.initial_phase();
     *response.mutable_plan() = scheduler::CombinePhases(phases, initial);
@@ -211,6 +239,15 @@ absl::StatusOr<Admission::Outcome> Admission::Persist(v1::Allocation& a, const v
       }
       pool_->Unclaim(id);
       if (absl::IsAborted(created)) return Outcome::kInventoryChanged;
+      if (absl::IsFailedPrecondition(created)) {
+        // The store names the circuit in the way, which may be another tenant's: logged, not
+        // returned. (The check above makes this a disagreement between the inventory and
+        // the stored circuits, such as a port re-cabled under a circuit.)
+        FLEET_LOG(WARNING) << "admission of " << id << " refused by the store: " << created;
+        return absl::FailedPreconditionError(
+            "a port or cross-connect of the plan is already in a desired circuit (the stored "
+            "circuits and the inventory disagree; run fleetctl reconcile)");
+      }
       if (!absl::IsAlreadyExists(created)) return created;
     }
     if (attempt >= 3) {

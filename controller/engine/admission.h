@@ -18,7 +18,7 @@
 // so that a plan can be checked against every commit since its snapshot, and so that what acts
 // on the ports no circuit holds (idle-port quiescing, under mu()) sees each commit whole. An
 // admission holds it only for its check and write, never over its planning; nothing holding
-// it waits for a switch. Lock order: mu() before any other lock of the engine.
+// it waits for a switch. Lock order: engine.h.
 #ifndef FLEET_CONTROLLER_ENGINE_ADMISSION_H_
 #define FLEET_CONTROLLER_ENGINE_ADMISSION_H_
 
@@ -46,8 +46,7 @@ namespace fleet::engine {
 
 class Admission {
  public:
-  Admission(const EngineContext& ctx, WorkerPool* pool, InventoryCache* inventory)
-      : ctx_(ctx), pool_(pool), inventory_(inventory) {}
+  Admission(const EngineContext& ctx, WorkerPool* pool, InventoryCache* inventory);
 
   absl::Mutex& mu() ABSL_LOCK_RETURNED(mu_) { return mu_; }
 
@@ -100,6 +99,13 @@ class Admission {
   bool TakenSince(uint64_t holdings_version, const std::set<std::string>& footprint) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Log(std::set<std::string> footprint) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A snapshot and `request` planned on it, in a turn to plan.
+  struct Planned {
+    Fabric fabric;
+    std::vector<scheduler::PlannedPhase> phases;
+  };
+  absl::StatusOr<Planned> Plan(const v1::RequestTopologyRequest& request)
+      ABSL_LOCKS_EXCLUDED(plans_mu_);
   // The id for a new allocation: EngineOptions::new_allocation_id, or "a-" and 8 random hex
   // digits.
   std::string NewId() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -109,11 +115,14 @@ class Admission {
   InventoryCache* const inventory_;
   absl::Mutex mu_;
   absl::BitGen ids_ ABSL_GUARDED_BY(mu_);
+  // Turns to plan (EngineOptions::parallel_plans): taken over a snapshot and its plan only.
+  absl::Mutex plans_mu_;
+  int free_plans_ ABSL_GUARDED_BY(plans_mu_);
   // Bumped under mu_ as each new holding is logged; read without it by Snapshot, before
   // the circuits, so a snapshot holds every commit up to the version it notes.
   std::atomic<uint64_t> holdings_version_{0};
-  // The O-NIC ports ("onic/port") and trunks ("trunk id") of the most recent commits of new
-  // holdings (at most kHoldingsLogged), oldest first, by holdings version.
+  // The O-NIC port sides ("onic/port tx|rx") and trunks ("trunk id") of the most recent commits of
+  // new holdings (at most kHoldingsLogged), oldest first, by holdings version.
   static constexpr size_t kHoldingsLogged = 1024;
   std::deque<std::pair<uint64_t, std::set<std::string>>> holdings_ ABSL_GUARDED_BY(mu_);
   // Tenant of every live allocation (admitted, or found live at start): what planning needs

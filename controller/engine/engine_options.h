@@ -34,6 +34,9 @@ struct EngineOptions {
   // Workers that run transactions, syncs and releases (WorkerPool); more wait for one. 0: 16
   // per core, at least 32 (they mostly wait for switches and agents).
   int workers = 0;
+  // Admissions planning at once (Admission); more wait for a turn. 0: one per core: planning
+  // is pure CPU, and on a busy machine more at once only make every one of them later.
+  int parallel_plans = 0;
   // Requests waiting for a worker past which a new one is refused RESOURCE_EXHAUSTED.
   size_t max_queued_transactions = 1024;
   // Periodic reconciliation (report policy unless `unknown_policy` says otherwise); 0: off.

@@ -114,6 +114,7 @@ absl::Status MemberChanges::PlanReplacement(const v1::ReplaceMemberRequest& requ
     if (stored.members(i) == plan.failed) record.set_position(static_cast<uint32_t>(i));
   }
   store::CircuitReplacement& r = change.replacement;
+  r.planned_at_inventory = fabric.inventory_version;
   r.members = plan.members;
   int next = NextCircuitNumber(stored);
   size_t removed = 0, added = 0;

@@ -69,8 +69,10 @@ class MemberChanges {
                                                         const Caller& caller,
                                                         absl::Time plan_start);
   // FAILED_PRECONDITION naming each circuit of `adds` (a phase's circuits to put on the
-  // switch) whose O-NIC port or trunk is drained or failed now.
-  absl::Status PhaseUsable(const std::string& phase, const std::vector<v1::Circuit>& adds);
+  // switch) whose O-NIC port or trunk is drained or failed now; else the inventory version
+  // that was checked, which the handover's commit is conditioned on.
+  absl::StatusOr<uint64_t> PhaseUsable(const std::string& phase,
+                                       const std::vector<v1::Circuit>& adds);
 
   // --- Member changes (member_changes.cc) ---
   // What a member change (ReplaceMember, DetachDevices) stores and takes off the switch.

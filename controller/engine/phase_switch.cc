@@ -119,11 +119,13 @@ absl::StatusOr<v1::ActivatePhaseResponse> MemberChanges::SwitchPhase(v1::Allocat
   const scheduler::CircuitDiff diff = scheduler::DiffCircuits(current, target);
   // The phase's ports are held, so capacity never refuses a phase switch; but a port or trunk
   // drained or failed since admission gets no new light, as for any new circuit.
-  if (absl::Status usable = PhaseUsable(phase, diff.add); !usable.ok()) {
+  absl::StatusOr<uint64_t> usable_at = PhaseUsable(phase, diff.add);
+  if (!usable_at.ok()) {
     p_.pool.Unclaim(id);
-    return usable;
+    return usable_at.status();
   }
   store::AllocationUpdate handover = Handover(a, phase, current, target, diff);
+  handover.planned_at_inventory = *usable_at;
   const absl::Time persist_start = p_.ctx.clock->Now();
   // The stored timings are this transaction's from the handover on, so a resumed run does not
   // count the previous transaction's.
@@ -155,8 +157,8 @@ absl::StatusOr<v1::ActivatePhaseResponse> MemberChanges::SwitchPhase(v1::Allocat
   return response;
 }
 
-absl::Status MemberChanges::PhaseUsable(const std::string& phase,
-                                        const std::vector<v1::Circuit>& adds) {
+absl::StatusOr<uint64_t> MemberChanges::PhaseUsable(const std::string& phase,
+                                                    const std::vector<v1::Circuit>& adds) {
   ASSIGN_OR_RETURN(std::shared_ptr<const CachedInventory> inventory, p_.inventory.Current());
   const scheduler::FabricSnapshot& snapshot = inventory->usability;
   std::vector<std::string> problems;
@@ -186,7 +188,7 @@ absl::Status MemberChanges::PhaseUsable(const std::string& phase,
       }
     }
   }
-  if (problems.empty()) return absl::OkStatus();
+  if (problems.empty()) return inventory->version;
   return absl::FailedPreconditionError(
       absl::StrCat("phase ", phase, " cannot be activated: ", absl::StrJoin(problems, "; "),
                    " (undrain or repair it, or replace the member)"));

@@ -31,6 +31,12 @@ struct AllocationFilter {
   bool include_released = false;
 };
 
+// An InventoryVersion (InventoryStore) a write was planned on. A write that carries one other
+// than kAnyInventory fails ABORTED, naming both versions and writing nothing, when the version
+// has moved since: a port it gives new light may have been removed, drained or failed
+// meanwhile (invariant 3).
+inline constexpr uint64_t kAnyInventory = 0;
+
 struct CircuitFilter {
   std::string switch_id;      // Empty: any.
   std::string allocation_id;  // Empty: any.
@@ -66,6 +72,9 @@ struct AllocationUpdate {
   std::string event_kind;
   std::string event_message;
   v1::EventSeverity severity = v1::EVENT_SEVERITY_INFO;
+  // Set when the update makes circuits desired (a phase switch): the version they were
+  // checked usable at.
+  uint64_t planned_at_inventory = kAnyInventory;
 };
 
 // A member replacement, written in one transaction: circuits of the allocation taken out of
@@ -81,6 +90,8 @@ struct CircuitReplacement {
   std::string event_message;
   // Appended to the allocation's replacements, its `time` set to the commit's.
   std::optional<v1::MemberReplacement> record;
+  // The version the new circuits were planned on.
+  uint64_t planned_at_inventory = kAnyInventory;
 };
 
 class AllocationStore {
@@ -90,16 +101,11 @@ class AllocationStore {
   // --- Allocations and their circuits. ---
   // Persists a new allocation with its members and circuits (the engine's "persist intent").
   // ALREADY_EXISTS for a known id; FAILED_PRECONDITION when a circuit's port or
-  // cross-connect is already in a desired circuit (invariant 1). `planned_at_inventory` is
-  // the InventoryVersion (InventoryStore) the allocation was planned on: when it is not
-  // kAnyInventory and the version has moved since, the write fails ABORTED naming both
-  // versions, since a port it uses may have been removed, drained or failed meanwhile
-  // (invariant 3).
-  // Either refusal writes nothing; admission plans again on what is stored now.
+  // cross-connect is already in a desired circuit (invariant 1); ABORTED when planned on an
+  // inventory version that has moved (kAnyInventory). Either refusal writes nothing.
   virtual absl::Status CreateAllocation(const v1::Allocation& allocation,
                                         const std::string& principal,
                                         uint64_t planned_at_inventory) = 0;
-  static constexpr uint64_t kAnyInventory = 0;
   absl::Status CreateAllocation(const v1::Allocation& allocation, const std::string& principal) {
     return CreateAllocation(allocation, principal, kAnyInventory);
   }
@@ -118,14 +124,15 @@ class AllocationStore {
   // Applies `update` and appends its event in one transaction; returns the allocation as it
   // is after the commit. NOT_FOUND for an unknown allocation or a circuit id that is not
   // the allocation's; FAILED_PRECONDITION for a RELEASED allocation (history is not
-  // rewritten).
+  // rewritten); ABORTED as CreateAllocation's for `update.planned_at_inventory`.
   virtual absl::StatusOr<v1::Allocation> UpdateAllocation(const AllocationUpdate& update,
                                                           const std::string& principal) = 0;
   // Applies `replacement` in one transaction (removes before adds, so a new circuit may take
   // a cross-connect port a removed one held) and returns the allocation after the commit.
   // NOT_FOUND for an unknown allocation or a circuit that is not its; FAILED_PRECONDITION
   // for an allocation that is not live, or a new circuit on a port in another desired
-  // circuit (nothing is written); ALREADY_EXISTS for a known new circuit id.
+  // circuit (nothing is written); ALREADY_EXISTS for a known new circuit id; ABORTED as
+  // CreateAllocation's for `replacement.planned_at_inventory`.
   virtual absl::StatusOr<v1::Allocation> ReplaceCircuits(const CircuitReplacement& replacement,
                                                          const std::string& principal) = 0;
   // The cross-connects of the desired circuits ReplaceCircuits removed from allocation `id`,

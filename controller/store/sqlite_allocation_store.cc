@@ -65,12 +65,7 @@ class SqliteAllocationStore final : public AllocationStore {
   absl::Status CreateAllocation(const v1::Allocation& a, const std::string& principal,
                                 uint64_t planned_at_inventory) override {
     absl::MutexLock lock(&connection_.mu());
-    if (const uint64_t now = connection_.inventory_version();
-        planned_at_inventory != kAnyInventory && planned_at_inventory != now) {
-      return absl::AbortedError(absl::StrCat(
-          "allocation ", a.id(), " was planned on inventory version ", planned_at_inventory,
-          " and an inventory, drain or health change has committed since (version ", now, ")"));
-    }
+    RETURN_IF_ERROR(InventoryUnchanged(a.id(), planned_at_inventory));
     ASSIGN_OR_RETURN(Transaction txn, connection_.Begin());
     RETURN_IF_ERROR(RefuseIfAny(db(), "SELECT id FROM allocations WHERE id = ?1", a.id(),
                                 "allocation ", " already exists",
@@ -207,6 +202,7 @@ class SqliteAllocationStore final : public AllocationStore {
     const std::string& id = update.id;
     RETURN_IF_ERROR(CheckStatesSpecified(update));
     absl::MutexLock lock(&connection_.mu());
+    RETURN_IF_ERROR(InventoryUnchanged(id, update.planned_at_inventory));
     ASSIGN_OR_RETURN(Transaction txn, connection_.Begin());
     ASSIGN_OR_RETURN(const std::string stored_state, StoredState(db(), id));
     RETURN_IF_ERROR(CheckNotReleased(id, ParseColumn<v1::AllocationState>(stored_state)));
@@ -237,6 +233,7 @@ class SqliteAllocationStore final : public AllocationStore {
           absl::StrCat("allocation ", id, ": the new state must be specified"));
     }
     absl::MutexLock lock(&connection_.mu());
+    RETURN_IF_ERROR(InventoryUnchanged(id, r.planned_at_inventory));
     ASSIGN_OR_RETURN(Transaction txn, connection_.Begin());
     ASSIGN_OR_RETURN(const std::string stored_state, StoredState(db(), id));
     if (stored_state == Name(v1::ALLOCATION_STATE_RELEASED) ||
@@ -396,6 +393,17 @@ class SqliteAllocationStore final : public AllocationStore {
   }
 
  private:
+  // ABORTED unless `planned_at` is kAnyInventory or the inventory version now.
+  absl::Status InventoryUnchanged(const std::string& id, uint64_t planned_at)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(connection_.mu()) {
+    const uint64_t now = connection_.inventory_version();
+    if (planned_at == kAnyInventory || planned_at == now) return absl::OkStatus();
+    return absl::AbortedError(absl::StrCat("allocation ", id, " was planned on inventory version ",
+                                           planned_at,
+                                           " and an inventory, drain or health change has "
+                                           "committed since (version ",
+                                           now, ")"));
+  }
   Database& db() ABSL_EXCLUSIVE_LOCKS_REQUIRED(connection_.mu()) { return connection_.db(); }
 
   // Whether each circuit of an allocation is desired now, by id: which changes move it in or

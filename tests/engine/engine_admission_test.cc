@@ -86,6 +86,8 @@ TEST_F(EngineTest, PastTheTransactionQueuesBoundARequestIsRefusedNamingItWithNot
 // "planned" fault point runs on the request's thread between its plan and its commit).
 class OptimisticAdmissionTest : public EngineTest {
  protected:
+  // The engine goes before the metrics it records in.
+  ~OptimisticAdmissionTest() override { engine_.reset(); }
   // Restarts the engine so that `between` runs after the `n`th plan (from 1) and each one
   // after it, between the plan and its commit.
   void BetweenPlanAndCommit(int n, std::function<void()> between) {

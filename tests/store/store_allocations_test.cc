@@ -218,10 +218,39 @@ TEST_F(StoreTest, CreateAllocationPlannedOnAnOlderInventoryIsAbortedAndNothingIs
   EXPECT_THAT(store_->CreateAllocation(a1, kOperator, now), IsOk());
   const v1::Allocation a2 =
       MakeAllocation("a2", "tenant-a", v1::ALLOCATION_STATE_PENDING, {"gpu0"}, {});
-  EXPECT_THAT(store_->CreateAllocation(a2, kOperator, store::AllocationStore::kAnyInventory),
-              IsOk());
+  EXPECT_THAT(store_->CreateAllocation(a2, kOperator, store::kAnyInventory), IsOk());
   // Circuits and allocations do not move the version.
   EXPECT_EQ(store_->InventoryVersion(), now);
+}
+
+// A replacement's new circuits and a phase switch's handover are conditioned the same way.
+TEST_F(StoreTest, UpdatesAndReplacementsPlannedOnAnOlderInventoryAreAbortedWritingNothing) {
+  WriteSite();
+  ASSERT_THAT(store_->CreateAllocation(MakeAllocation("a1", "tenant-a", v1::ALLOCATION_STATE_READY,
+                                                      {"h1-cpu0", "gpu0"}, {CpuToGpu()}),
+                                       kOperator),
+              IsOk());
+  const uint64_t planned_at = store_->InventoryVersion();
+  ASSERT_THAT(store_->SetDrained({.host = "h1"}, true, "", kOperator), IsOk());
+  const Counts before = Count();
+  AllocationUpdate update;
+  update.id = "a1";
+  update.state = v1::ALLOCATION_STATE_PROGRAMMING;
+  update.planned_at_inventory = planned_at;
+  EXPECT_THAT(store_->UpdateAllocation(update, kOperator).status(),
+              StatusIs(absl::StatusCode::kAborted, HasSubstr("planned on inventory version")));
+  CircuitReplacement replacement;
+  replacement.allocation_id = "a1";
+  replacement.add = {GpuToCpu()};
+  replacement.planned_at_inventory = planned_at;
+  EXPECT_THAT(store_->ReplaceCircuits(replacement, kOperator).status(),
+              StatusIs(absl::StatusCode::kAborted, HasSubstr("planned on inventory version")));
+  EXPECT_EQ(Count(), before);
+  ASSERT_OK_AND_ASSIGN(v1::Allocation a1, store_->GetAllocation("a1"));
+  EXPECT_EQ(a1.state(), v1::ALLOCATION_STATE_READY);
+  EXPECT_THAT(a1.circuits(), SizeIs(1));
+  update.planned_at_inventory = store_->InventoryVersion();
+  EXPECT_THAT(store_->UpdateAllocation(update, kOperator).status(), IsOk());
 }
 
 TEST_F(StoreTest, CircuitOnABusyIngressIsRefusedAndNothingIsStored) {
