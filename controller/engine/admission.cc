@@ -41,21 +41,28 @@ Admission::Admission(const EngineContext& ctx, WorkerPool* pool, InventoryCache*
                       ? ctx.options.parallel_plans
                       : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))) {}
 
-absl::StatusOr<Admission::Planned> Admission::Plan(const v1::RequestTopologyRequest& request) {
+absl::StatusOr<Admission::Planned> Admission::Plan(const v1::RequestTopologyRequest& request,
+                                                   absl::Time deadline) {
+  Planned planned;
+  ASSIGN_OR_RETURN(planned.fabric, Snapshot());
   {
     absl::MutexLock lock(&plans_mu_);
-    plans_mu_.Await(absl::Condition(
-        +[](int* free) { return *free > 0; }, &free_plans_));
+    if (!plans_mu_.AwaitWithDeadline(absl::Condition(
+                                         +[](int* free) { return *free > 0; }, &free_plans_),
+                                     deadline)) {
+      return absl::DeadlineExceededError(
+          "the request's deadline passed waiting for a turn to plan");
+    }
     --free_plans_;
   }
-  absl::StatusOr<Planned> planned = [&]() -> absl::StatusOr<Planned> {
-    Planned p;
-    ASSIGN_OR_RETURN(p.fabric, Snapshot());
-    ASSIGN_OR_RETURN(p.phases, scheduler::PlanRequestPhases(p.fabric.snapshot, request));
-    return p;
-  }();
-  absl::MutexLock lock(&plans_mu_);
-  ++free_plans_;
+  absl::StatusOr<std::vector<scheduler::PlannedPhase>> phases =
+      scheduler::PlanRequestPhases(planned.fabric.snapshot, request);
+  {
+    absl::MutexLock lock(&plans_mu_);
+    ++free_plans_;
+  }
+  if (!phases.ok()) return phases.status();
+  planned.phases = *std::move(phases);
   return planned;
 }
 
@@ -112,7 +119,7 @@ absl::StatusOr<Admission::Admitted> Admission::Admit(const v1::RequestTopologyRe
   }
   if (!request.dry_run()) return PlanAndPersist(request, caller, lease);
   // A dry run commits nothing.
-  ASSIGN_OR_RETURN(const Planned planned, Plan(request));
+  ASSIGN_OR_RETURN(const Planned planned, Plan(request, caller.deadline));
   const std::vector<scheduler::PlannedPhase>& phases = planned.phases;
   Admitted admitted;
   *admitted.response.mutable_plan() = scheduler::CombinePhases(
@@ -140,7 +147,7 @@ absl::StatusOr<Admission::Admitted> Admission::PlanAndPersist(
     ASSIGN_OR_RETURN(earlier, Earlier(request));
   }
   for (int attempt = 1; !earlier.has_value(); ++attempt) {
-    ASSIGN_OR_RETURN(const Planned planned, Plan(request));
+    ASSIGN_OR_RETURN(const Planned planned, Plan(request, caller.deadline));
     const Fabric& fabric = planned.fabric;
     const std::vector<scheduler::PlannedPhase>& phases = planned.phases;
     const std::string initial =

@@ -151,7 +151,8 @@ class Engine {
   // every phase's circuits hold their ports from admission. The response's plan lists what
   // the switch is told. Activating the active phase changes nothing.
   // FAILED_PRECONDITION unless the allocation is READY or DEGRADED; NOT_FOUND for an unknown
-  // phase (naming the phases there are); ABORTED while another transaction of it runs.
+  // phase (naming the phases there are); ABORTED while another transaction of it runs, or when
+  // inventory, drain or health changes kept committing between its checks and its commit.
   absl::StatusOr<v1::ActivatePhaseResponse> ActivatePhase(const v1::ActivatePhaseRequest& request,
                                                           const Caller& caller);
   // Takes pooled devices out of an attach allocation (its tenant's or an operator's): under
@@ -205,7 +206,8 @@ class Engine {
   // The replacement is recorded in the allocation's `replacements`, by the caller.
   // NOT_FOUND for another tenant's allocation; FAILED_PRECONDITION unless READY or DEGRADED;
   // NOT_FOUND for a device that is not a member; RESOURCE_EXHAUSTED when no spare is free, naming
-  // the kind and switch; ABORTED while another transaction of it runs.
+  // the kind and switch; ABORTED while another transaction of it runs, or when inventory, drain
+  // or health changes kept committing between its plans and its commit.
   absl::StatusOr<v1::ReplaceMemberResponse> ReplaceMember(const v1::ReplaceMemberRequest& request,
                                                           const Caller& caller);
 

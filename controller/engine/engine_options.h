@@ -34,8 +34,9 @@ struct EngineOptions {
   // Workers that run transactions, syncs and releases (WorkerPool); more wait for one. 0: 16
   // per core, at least 32 (they mostly wait for switches and agents).
   int workers = 0;
-  // Admissions planning at once (Admission); more wait for a turn. 0: one per core: planning
-  // is pure CPU, and on a busy machine more at once only make every one of them later.
+  // Admissions planning at once (Admission; member changes plan apart, under its lock); more
+  // wait for a turn. 0: one per core: planning is CPU only, and on a busy machine more at once
+  // only make every one of them later.
   int parallel_plans = 0;
   // Requests waiting for a worker past which a new one is refused RESOURCE_EXHAUSTED.
   size_t max_queued_transactions = 1024;
@@ -64,7 +65,7 @@ struct EngineOptions {
 
 // The points at which EngineOptions::fault_point is called, in transaction order.
 inline constexpr const char* kFaultPoints[] = {
-    "planned",     // Admission planned on a snapshot (once per plan); nothing committed.
+    "planned",     // Admission or a member change planned (once per plan); nothing committed.
     "persisted",   // Intent committed (PENDING), nothing touched.
     "quiesced",    // Ports quiesced, switch untouched; PROGRAMMING committed or landing if
                    // ports had to be quiesced, else not yet started.

@@ -167,22 +167,35 @@ absl::Status MemberChanges::ChangeMembers(const std::string& id, v1::AllocationS
                                                         v1::Name(stored.state()), "; ", what,
                                                         " only when it is READY or DEGRADED"));
     }
-    RETURN_IF_ERROR(plan(stored, change));
-    if (dry_run) {
-      *after = std::move(stored);
-      return absl::OkStatus();
-    }
     for (const v1::Circuit& c : stored.circuits()) {
       if (c.state() != v1::CIRCUIT_STATE_INACTIVE) on_switch.push_back(c);
     }
-    const absl::Time persist_start = p_.ctx.clock->Now();
-    change.replacement.allocation_id = id;
-    change.replacement.state = v1::ALLOCATION_STATE_PROGRAMMING;
-    ASSIGN_OR_RETURN(*after, p_.ctx.store->ReplaceCircuits(change.replacement, caller.principal));
-    p_.admission.Committed(change.replacement.add);
-    admitted = {StageTiming("plan", plan_start, persist_start - plan_start),
-                StageTiming("persist", persist_start, p_.ctx.clock->Now() - persist_start)};
-    return absl::OkStatus();
+    for (int attempt = 1;; ++attempt) {
+      change = MemberChange();
+      RETURN_IF_ERROR(plan(stored, change));
+      if (dry_run) {
+        *after = std::move(stored);
+        return absl::OkStatus();
+      }
+      p_.ctx.Fault("planned");
+      const absl::Time persist_start = p_.ctx.clock->Now();
+      change.replacement.allocation_id = id;
+      change.replacement.state = v1::ALLOCATION_STATE_PROGRAMMING;
+      absl::StatusOr<v1::Allocation> replaced =
+          p_.ctx.store->ReplaceCircuits(change.replacement, caller.principal);
+      if (replaced.ok()) {
+        *after = *std::move(replaced);
+        p_.admission.Committed(change.replacement.add);
+        admitted = {StageTiming("plan", plan_start, persist_start - plan_start),
+                    StageTiming("persist", persist_start, p_.ctx.clock->Now() - persist_start)};
+        return absl::OkStatus();
+      }
+      // ABORTED: an inventory, drain or health change committed since the plan (the claim and
+      // mu() keep everything else still). Planned again on it, as admission does.
+      if (!absl::IsAborted(replaced.status()) || attempt == Admission::kPlanAttempts) {
+        return replaced.status();
+      }
+    }
   }();
   if (!admitted_ok.ok() || dry_run) {
     p_.pool.Unclaim(id);

@@ -119,21 +119,28 @@ absl::StatusOr<v1::ActivatePhaseResponse> MemberChanges::SwitchPhase(v1::Allocat
   const scheduler::CircuitDiff diff = scheduler::DiffCircuits(current, target);
   // The phase's ports are held, so capacity never refuses a phase switch; but a port or trunk
   // drained or failed since admission gets no new light, as for any new circuit.
-  absl::StatusOr<uint64_t> usable_at = PhaseUsable(phase, diff.add);
-  if (!usable_at.ok()) {
-    p_.pool.Unclaim(id);
-    return usable_at.status();
-  }
   store::AllocationUpdate handover = Handover(a, phase, current, target, diff);
-  handover.planned_at_inventory = *usable_at;
-  const absl::Time persist_start = p_.ctx.clock->Now();
-  // The stored timings are this transaction's from the handover on, so a resumed run does not
-  // count the previous transaction's.
-  handover.stage_timings = {StageTiming("plan", plan_start, persist_start - plan_start)};
-  absl::StatusOr<v1::Allocation> switched = p_.ctx.Update(handover, caller.principal);
-  if (!switched.ok()) {
-    p_.pool.Unclaim(id);
-    return switched.status();
+  absl::Time persist_start;
+  absl::StatusOr<v1::Allocation> switched;
+  for (int attempt = 1;; ++attempt) {
+    absl::StatusOr<uint64_t> usable_at = PhaseUsable(phase, diff.add);
+    if (!usable_at.ok()) {
+      p_.pool.Unclaim(id);
+      return usable_at.status();
+    }
+    // New light only on what was checked usable: the handover commits only if no inventory,
+    // drain or health change committed since the check (else it checks again).
+    if (!diff.add.empty()) handover.planned_at_inventory = *usable_at;
+    persist_start = p_.ctx.clock->Now();
+    // The stored timings are this transaction's from the handover on, so a resumed run does
+    // not count the previous transaction's.
+    handover.stage_timings = {StageTiming("plan", plan_start, persist_start - plan_start)};
+    switched = p_.ctx.store->UpdateAllocation(handover, caller.principal);
+    if (switched.ok()) break;
+    if (!absl::IsAborted(switched.status()) || attempt == Admission::kPlanAttempts) {
+      p_.pool.Unclaim(id);
+      return switched.status();
+    }
   }
   std::vector<v1::StageTiming> admitted = {
       StageTiming("plan", plan_start, persist_start - plan_start),

@@ -6,6 +6,7 @@
 #include <map>
 #include <tuple>
 
+#include "absl/strings/match.h"
 #include "controller/metrics/controller_metrics.h"
 #include "tests/engine/engine_test_fixture.h"
 
@@ -99,6 +100,17 @@ class OptimisticAdmissionTest : public EngineTest {
     };
     engine_.reset();
     StartEngine(options);
+  }
+  // Restarts the engine so that O-NIC `onic` is drained after the first plan, before its
+  // commit.
+  void DrainOnceAfterThePlan(const std::string& onic) {
+    auto once = std::make_shared<std::atomic<bool>>(true);
+    BetweenPlanAndCommit(1, [this, once, onic] {
+      if (!once->exchange(false)) return;
+      ASSERT_THAT(store_->SetDrained({.switch_id = "", .port = 0, .onic = onic, .host = ""}, true,
+                                     "bad optics", "operator:test"),
+                  IsOk());
+    });
   }
   double Conflicts(const std::string& conflict, const std::string& outcome) {
     for (const prometheus::MetricFamily& f : metrics_registry_.Collect()) {
@@ -234,13 +246,7 @@ TEST_F(OptimisticAdmissionTest, TheSameRequestSentTwiceAtOnceIsAdmittedOnce) {
 }
 
 TEST_F(OptimisticAdmissionTest, ADrainBetweenPlanAndCommitIsSeenByThePlanMadeAgain) {
-  auto once = std::make_shared<std::atomic<bool>>(true);
-  BetweenPlanAndCommit(1, [&, once] {
-    if (!once->exchange(false)) return;
-    ASSERT_THAT(store_->SetDrained({.switch_id = "", .port = 0, .onic = "gpu5-n0", .host = ""},
-                                   true, "bad optics", "operator:test"),
-                IsOk());
-  });
+  DrainOnceAfterThePlan("gpu5-n0");
   const size_t events_before = EventCount();
   EXPECT_THAT(engine_->RequestTopology(Ring("team-a", {"gpu3", "gpu5"}), op_).status(),
               StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("drained")));
@@ -248,6 +254,25 @@ TEST_F(OptimisticAdmissionTest, ADrainBetweenPlanAndCommitIsSeenByThePlanMadeAga
   EXPECT_EQ(EventCount(), events_before + 1);  // The drain's.
   EXPECT_EQ(sw_->changes(), 0);
   EXPECT_EQ(Conflicts("inventory", "replanned"), 1);
+}
+
+// A replacement is planned under admission's lock but drains and health changes do not take
+// it: one committed between its plan and its commit makes it plan again on what is stored now.
+TEST_F(OptimisticAdmissionTest, AReplacementPlannedBeforeADrainIsPlannedAgainAfterIt) {
+  const v1::Allocation a = Request(Ring("team-a", {"gpu1", "gpu2", "gpu3", "gpu4"}));
+  ASSERT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.reason();
+  // The first plan picks a spare (the first free GPU, gpu5); before it commits, gpu5's O-NIC
+  // is drained.
+  DrainOnceAfterThePlan("gpu5-n0");
+  absl::StatusOr<v1::ReplaceMemberResponse> replaced =
+      engine_->ReplaceMember(Replace(a.id(), "gpu3"), op_);
+  engine_->WaitIdleForTest();
+  ASSERT_THAT(replaced.status(), IsOk());
+  const v1::Allocation after = Get(a.id());
+  EXPECT_EQ(after.state(), v1::ALLOCATION_STATE_READY) << after.reason();
+  EXPECT_THAT(after.members(), Not(Contains("gpu3")));
+  EXPECT_THAT(after.members(), Not(Contains("gpu5")));
+  for (const std::string& port : Ports(after)) EXPECT_FALSE(absl::StartsWith(port, "gpu5-n0"));
 }
 
 TEST_F(OptimisticAdmissionTest, AfterFourPlansThatEachLostTheRequestIsRefusedAbortedNamingWhy) {
