@@ -43,8 +43,6 @@ Admission::Admission(const EngineContext& ctx, WorkerPool* pool, InventoryCache*
 
 absl::StatusOr<Admission::Planned> Admission::Plan(const v1::RequestTopologyRequest& request,
                                                    absl::Time deadline) {
-  Planned planned;
-  ASSIGN_OR_RETURN(planned.fabric, Snapshot());
   {
     absl::MutexLock lock(&plans_mu_);
     if (!plans_mu_.AwaitWithDeadline(absl::Condition(
@@ -55,14 +53,15 @@ absl::StatusOr<Admission::Planned> Admission::Plan(const v1::RequestTopologyRequ
     }
     --free_plans_;
   }
-  absl::StatusOr<std::vector<scheduler::PlannedPhase>> phases =
-      scheduler::PlanRequestPhases(planned.fabric.snapshot, request);
-  {
-    absl::MutexLock lock(&plans_mu_);
-    ++free_plans_;
-  }
-  if (!phases.ok()) return phases.status();
-  planned.phases = *std::move(phases);
+  // The snapshot is taken in the turn, so that no waiting request holds one or lets it age.
+  absl::StatusOr<Planned> planned = [&]() -> absl::StatusOr<Planned> {
+    Planned p;
+    ASSIGN_OR_RETURN(p.fabric, Snapshot());
+    ASSIGN_OR_RETURN(p.phases, scheduler::PlanRequestPhases(p.fabric.snapshot, request));
+    return p;
+  }();
+  absl::MutexLock lock(&plans_mu_);
+  ++free_plans_;
   return planned;
 }
 

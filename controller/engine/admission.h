@@ -99,8 +99,8 @@ class Admission {
   bool TakenSince(uint64_t holdings_version, const std::set<std::string>& footprint) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Log(std::set<std::string> footprint) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A snapshot and `request` planned on it, the planning in a turn to plan (waited for until
-  // `deadline`: DEADLINE_EXCEEDED).
+  // A snapshot and `request` planned on it, in a turn to plan (waited for until `deadline`:
+  // DEADLINE_EXCEEDED).
   struct Planned {
     Fabric fabric;
     std::vector<scheduler::PlannedPhase> phases;
@@ -116,7 +116,7 @@ class Admission {
   InventoryCache* const inventory_;
   absl::Mutex mu_;
   absl::BitGen ids_ ABSL_GUARDED_BY(mu_);
-  // Turns to plan (EngineOptions::parallel_plans): taken over the planning only.
+  // Turns to plan (EngineOptions::parallel_plans): taken over a snapshot and its plan.
   absl::Mutex plans_mu_;
   int free_plans_ ABSL_GUARDED_BY(plans_mu_);
   // Bumped under mu_ as each new holding is logged; read without it by Snapshot, before

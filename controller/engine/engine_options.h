@@ -35,8 +35,8 @@ struct EngineOptions {
   // per core, at least 32 (they mostly wait for switches and agents).
   int workers = 0;
   // Admissions planning at once (Admission; member changes plan apart, under its lock); more
-  // wait for a turn. 0: one per core: planning is CPU only, and on a busy machine more at once
-  // only make every one of them later.
+  // wait for a turn. 0: one per core: planning is mostly CPU, and on a busy machine more at
+  // once only make every one of them later.
   int parallel_plans = 0;
   // Requests waiting for a worker past which a new one is refused RESOURCE_EXHAUSTED.
   size_t max_queued_transactions = 1024;
@@ -66,6 +66,8 @@ struct EngineOptions {
 // The points at which EngineOptions::fault_point is called, in transaction order.
 inline constexpr const char* kFaultPoints[] = {
     "planned",     // Admission or a member change planned (once per plan); nothing committed.
+                   // A member change's is called under Admission::mu(): its callback must
+                   // not call into the engine.
     "persisted",   // Intent committed (PENDING), nothing touched.
     "quiesced",    // Ports quiesced, switch untouched; PROGRAMMING committed or landing if
                    // ports had to be quiesced, else not yet started.

@@ -192,8 +192,14 @@ absl::Status MemberChanges::ChangeMembers(const std::string& id, v1::AllocationS
       }
       // ABORTED: an inventory, drain or health change committed since the plan (the claim and
       // mu() keep everything else still). Planned again on it, as admission does.
-      if (!absl::IsAborted(replaced.status()) || attempt == Admission::kPlanAttempts) {
+      if (!absl::IsAborted(replaced.status()) ||
+          change.replacement.planned_at_inventory == store::kAnyInventory) {
         return replaced.status();
+      }
+      if (attempt == Admission::kPlanAttempts) {
+        return absl::AbortedError(absl::StrCat(
+            "allocation ", id, ": ", Admission::kPlanAttempts, " plans of the ", what,
+            " each lost to an inventory, drain or health change committed meanwhile; retry"));
       }
     }
   }();

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "common/wording.h"
 #include "controller/engine/circuits.h"
@@ -137,9 +138,17 @@ absl::StatusOr<v1::ActivatePhaseResponse> MemberChanges::SwitchPhase(v1::Allocat
     handover.stage_timings = {StageTiming("plan", plan_start, persist_start - plan_start)};
     switched = p_.ctx.store->UpdateAllocation(handover, caller.principal);
     if (switched.ok()) break;
-    if (!absl::IsAborted(switched.status()) || attempt == Admission::kPlanAttempts) {
+    if (!absl::IsAborted(switched.status()) || diff.add.empty()) {
+      FLEET_LOG(ERROR) << "allocation " << id << ": the handover to phase " << phase
+                       << " was not stored: " << switched.status();
       p_.pool.Unclaim(id);
       return switched.status();
+    }
+    if (attempt == Admission::kPlanAttempts) {
+      p_.pool.Unclaim(id);
+      return absl::AbortedError(absl::StrCat(
+          "allocation ", id, ": phase ", phase, " was checked ", Admission::kPlanAttempts,
+          " times and an inventory, drain or health change committed after each; retry"));
     }
   }
   std::vector<v1::StageTiming> admitted = {

@@ -272,6 +272,10 @@ TEST_F(OptimisticAdmissionTest, AReplacementPlannedBeforeADrainIsPlannedAgainAft
   EXPECT_EQ(after.state(), v1::ALLOCATION_STATE_READY) << after.reason();
   EXPECT_THAT(after.members(), Not(Contains("gpu3")));
   EXPECT_THAT(after.members(), Not(Contains("gpu5")));
+  ASSERT_THAT(after.replacements(), SizeIs(1));
+  EXPECT_EQ(after.replacements(0).failed(), "gpu3");
+  EXPECT_NE(after.replacements(0).spare(), "gpu5");
+  EXPECT_THAT(replaced->plan().members(), Not(Contains("gpu5")));
   for (const std::string& port : Ports(after)) EXPECT_FALSE(absl::StartsWith(port, "gpu5-n0"));
 }
 
