@@ -97,6 +97,10 @@ absl::StatusOr<std::string> ChildProcess::WaitForLine(const std::string& prefix,
 
 namespace {
 
+// How long a child of the demo (an emulator, an agent) may take to announce its address. It
+// takes well under a second; a loaded machine running sanitizer builds once took over 10.
+constexpr absl::Duration kChildStartTimeout = absl::Seconds(30);
+
 // Where each O-NIC of the site lives: its host, or the chassis of a pooled device.
 std::string PlaceOf(const v1::Device& device) {
   return device.host().empty() ? device.chassis() : device.host();
@@ -172,8 +176,8 @@ absl::StatusOr<std::unique_ptr<Demo>> Demo::Prepare(FleetdConfig& config,
             absl::StrCat(demo->state_dir_, "/polatis-emu", suffix, ".log")));
     DemoSwitch& emulated = demo->switches_.emplace_back();
     emulated.id = sw.id();
-    ASSIGN_OR_RETURN(emulated.tl1, emulator->WaitForLine("tl1: ", absl::Seconds(10)));
-    ASSIGN_OR_RETURN(emulated.rest, emulator->WaitForLine("rest: ", absl::Seconds(10)));
+    ASSIGN_OR_RETURN(emulated.tl1, emulator->WaitForLine("tl1: ", kChildStartTimeout));
+    ASSIGN_OR_RETURN(emulated.rest, emulator->WaitForLine("rest: ", kChildStartTimeout));
     rest_of[sw.id()] = emulated.rest;
     demo->emulators_.push_back(std::move(emulator));
   }
@@ -281,7 +285,7 @@ absl::Status Demo::StartAgents(const std::string& grpc_address) {
                                      "0"};
     ASSIGN_OR_RETURN(std::unique_ptr<ChildProcess> agent,
                      ChildProcess::Start(argv, absl::StrCat(state_dir_, "/agent-", place, ".log")));
-    absl::StatusOr<std::string> metrics = agent->WaitForLine("metrics: ", absl::Seconds(10));
+    absl::StatusOr<std::string> metrics = agent->WaitForLine("metrics: ", kChildStartTimeout);
     if (!metrics.ok()) {
       return absl::Status(metrics.status().code(),
                           absl::StrCat("the agent for ", place, ": ", metrics.status().message()));
@@ -309,7 +313,7 @@ absl::Status Demo::RestartAgent(const std::string& place) {
         agents_[i],
         ChildProcess::Start(agent_argv_[i], absl::StrCat(state_dir_, "/agent-", place, ".log")));
     ASSIGN_OR_RETURN(agent_metrics_[i].second,
-                     agents_[i]->WaitForLine("metrics: ", absl::Seconds(10)));
+                     agents_[i]->WaitForLine("metrics: ", kChildStartTimeout));
     return absl::OkStatus();
   }
   return absl::NotFoundError(absl::StrCat("no stopped agent for ", place));
