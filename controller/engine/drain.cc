@@ -43,24 +43,27 @@ std::string Describe(const store::DrainTargetRef& t) {
 }  // namespace
 
 absl::StatusOr<std::set<std::string>> Drainer::Affected(const store::DrainTargetRef& target) {
-  std::set<std::string> host_onics;
+  // The circuits that may touch the target, read through the circuit index by O-NIC or by
+  // switch; a switch port's are then picked out by their cross-connects.
+  std::vector<store::CircuitFilter> near;
   if (!target.host.empty()) {
     ASSIGN_OR_RETURN(std::vector<v1::Onic> onics, store_->ListOnics({target.host, ""}));
-    for (const v1::Onic& o : onics) host_onics.insert(o.id());
+    for (const v1::Onic& o : onics) near.push_back({"", "", o.id()});
   }
-  ASSIGN_OR_RETURN(std::vector<v1::Circuit> circuits, store_->ListCircuits({}));
+  if (!target.onic.empty()) near.push_back({"", "", target.onic});
+  if (!target.switch_id.empty()) near.push_back({target.switch_id, "", ""});
   std::set<std::string> affected;
-  for (const v1::Circuit& c : circuits) {
-    if (c.allocation_id().empty()) continue;
-    bool hit = false;
-    for (const v1::OnicPortRef& end : {c.source(), c.destination()}) {
-      hit |= end.onic() == target.onic || host_onics.contains(end.onic());
+  for (const store::CircuitFilter& filter : near) {
+    ASSIGN_OR_RETURN(std::vector<v1::Circuit> circuits, store_->ListCircuits(filter));
+    for (const v1::Circuit& c : circuits) {
+      if (c.allocation_id().empty()) continue;
+      bool hit = filter.switch_id.empty();  // An O-NIC's circuits all touch it.
+      for (const v1::CrossConnect& x : c.cross_connects()) {
+        hit |= x.switch_id() == target.switch_id &&
+               (x.ingress() == target.port || x.egress() == target.port);
+      }
+      if (hit) affected.insert(c.allocation_id());
     }
-    for (const v1::CrossConnect& x : c.cross_connects()) {
-      hit |= x.switch_id() == target.switch_id &&
-             (x.ingress() == target.port || x.egress() == target.port);
-    }
-    if (hit) affected.insert(c.allocation_id());
   }
   return affected;
 }

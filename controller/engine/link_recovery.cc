@@ -155,13 +155,6 @@ void LinkRecovery::SyncDegraded(const v1::Allocation& a) {
   }
 }
 
-bool LinkRecovery::Hurts(const v1::Allocation& a, const Hurt& hurt) {
-  for (const v1::Circuit& c : LiveCircuits(a)) {
-    if (!hurt(c).empty()) return true;
-  }
-  return false;
-}
-
 void LinkRecovery::AgentConnected(const std::string& host,
                                   const std::vector<std::string>& serials) {
   p_.syncs.AgentConnected();
@@ -178,21 +171,28 @@ std::vector<agent_registry::AddressedCommand> LinkRecovery::IdlePortQuiesces(
   const std::set<std::string> wanted(serials.begin(), serials.end());
   std::vector<agent_registry::AddressedCommand> commands;
   absl::StatusOr<std::shared_ptr<const CachedInventory>> inventory = p_.inventory.Current();
-  absl::StatusOr<std::vector<v1::Circuit>> circuits = p_.ctx.store->ListCircuits({});
-  if (!inventory.ok() || !circuits.ok()) {
-    FLEET_LOG(WARNING) << "idle ports not quiesced: "
-                       << (inventory.ok() ? circuits.status() : inventory.status());
+  if (!inventory.ok()) {
+    FLEET_LOG(WARNING) << "idle ports not quiesced: " << inventory.status();
     return commands;
-  }
-  std::set<std::pair<std::string, uint32_t>> in_use;  // (O-NIC id, port)
-  for (const v1::Circuit& c : *circuits) {
-    in_use.insert({c.source().onic(), c.source().port()});
-    in_use.insert({c.destination().onic(), c.destination().port()});
   }
   for (const v1::Onic& onic : (*inventory)->site.onics()) {
     if (!wanted.contains(onic.serial())) continue;
+    store::CircuitFilter on_onic;
+    on_onic.onic = onic.id();
+    absl::StatusOr<std::vector<v1::Circuit>> circuits = p_.ctx.store->ListCircuits(on_onic);
+    if (!circuits.ok()) {
+      FLEET_LOG(WARNING) << "idle ports of O-NIC " << onic.id()
+                         << " not quiesced: " << circuits.status();
+      continue;
+    }
+    std::set<uint32_t> in_use;
+    for (const v1::Circuit& c : *circuits) {
+      for (const v1::OnicPortRef& end : {c.source(), c.destination()}) {
+        if (end.onic() == onic.id()) in_use.insert(end.port());
+      }
+    }
     for (uint32_t port = 1; port <= static_cast<uint32_t>(onic.ports_size()); ++port) {
-      if (in_use.contains({onic.id(), port}) || !agents->HasOwner(onic.serial()) ||
+      if (in_use.contains(port) || !agents->HasOwner(onic.serial()) ||
           agents->KnownQuiesced(onic.serial(), port)) {
         continue;
       }
@@ -371,20 +371,26 @@ void LinkRecovery::DegradeOnFailedParts() {
 
 void LinkRecovery::DegradeWhere(Hurt hurt, absl::Duration retry_after, std::string event_kind) {
   // Off the caller's thread (an agent's stream, the monitor's loop, an RPC): finding the
-  // allocations reads the store.
+  // allocations reads every circuit (from the store's index) and judges each.
   p_.pool.Spawn(
       "", [this, hurt = std::move(hurt), retry_after, event_kind = std::move(event_kind)] {
-        absl::StatusOr<std::vector<v1::Allocation>> live = p_.ctx.store->ListAllocations({});
-        if (!live.ok()) return;
-        for (const v1::Allocation& a : *live) {
-          // Only those with a circuit it hurts, in whatever state: one a transaction is making
-          // now is synced once it lets go, and the fault is looked at again then.
-          if (!Hurts(a, hurt)) continue;
+        absl::StatusOr<std::vector<v1::Circuit>> circuits = p_.ctx.store->ListCircuits({});
+        if (!circuits.ok()) return;
+        // Only allocations with a live circuit it hurts, in whatever state: one a transaction
+        // is making now is synced once it lets go, and the fault is looked at again then.
+        std::set<std::string> hurt_ids;
+        for (const v1::Circuit& c : *circuits) {
+          if (!c.allocation_id().empty() && c.state() != v1::CIRCUIT_STATE_INACTIVE &&
+              !hurt_ids.contains(c.allocation_id()) && !hurt(c).empty()) {
+            hurt_ids.insert(c.allocation_id());
+          }
+        }
+        for (const std::string& id : hurt_ids) {
           absl::Status marked;
           {
             // The fault and its mark as one step (RunIfDue).
             absl::MutexLock lock(&faults_mu_);
-            std::vector<Fault>& waiting = faults_[a.id()];
+            std::vector<Fault>& waiting = faults_[id];
             if (waiting.size() < kMaxFaultsPerAllocation) {
               waiting.push_back({hurt, retry_after, event_kind});
             } else {
@@ -397,7 +403,7 @@ void LinkRecovery::DegradeWhere(Hurt hurt, absl::Duration retry_after, std::stri
               };
               last.retry_after = std::min(last.retry_after, retry_after);
             }
-            marked = p_.syncs.Mark(a.id());
+            marked = p_.syncs.Mark(id);
           }
           Mark(marked);
         }

@@ -93,8 +93,6 @@ class LinkRecovery {
   void Sync(const std::string& id, const std::vector<Fault>& faults);
   // Sync's step for DEGRADED `a`: repair on the switch, heal, or retrain.
   void SyncDegraded(const v1::Allocation& a);
-  // Whether `hurt` names a live circuit of `a`.
-  static bool Hurts(const v1::Allocation& a, const Hurt& hurt);
 
  private:
   // The quiesce commands for `serials`' ports in no circuit; under admission.

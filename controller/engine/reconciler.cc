@@ -299,7 +299,8 @@ absl::Status Reconciler::ReconcileOne(const v1::Switch& sw, switch_adapters::Opt
 }
 
 absl::Status Reconciler::Desired(const v1::Switch& sw, Comparison& cmp) {
-  ASSIGN_OR_RETURN(std::vector<v1::Circuit> circuits, p_.ctx.store->ListCircuits({sw.id(), ""}));
+  ASSIGN_OR_RETURN(std::vector<v1::Circuit> circuits,
+                   p_.ctx.store->ListCircuits({sw.id(), "", ""}));
   const std::set<std::string> claimed = p_.pool.Claims();
   for (const v1::Circuit& c : circuits) {
     for (const v1::CrossConnect& x : c.cross_connects()) {

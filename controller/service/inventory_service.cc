@@ -117,7 +117,7 @@ grpc::Status InventoryServiceImpl::ListTrunks(grpc::ServerContext*, const v1::Li
 grpc::Status InventoryServiceImpl::ListCircuits(grpc::ServerContext*,
                                                 const v1::ListCircuitsRequest* request,
                                                 v1::ListCircuitsResponse* response) {
-  store::CircuitFilter filter{request->switch_id(), request->allocation_id()};
+  store::CircuitFilter filter{request->switch_id(), request->allocation_id(), ""};
   return Fill(store_->ListCircuits(filter), response->mutable_circuits());
 }
 

@@ -139,8 +139,9 @@ absl::StatusOr<std::vector<v1::Circuit>> SelectCircuits(Database& db, const Circ
     WHERE (?1 = '' OR c.allocation_id = ?1)
       AND (?2 = '' OR EXISTS (SELECT 1 FROM cross_connects x
                               WHERE x.circuit_id = c.id AND x.switch_id = ?2))
+      AND (?3 = '' OR c.src_onic = ?3 OR c.dst_onic = ?3)
     ORDER BY c.allocation_id, c.position, c.id)sql"));
-  stmt.Bind(1, filter.allocation_id).Bind(2, filter.switch_id);
+  stmt.Bind(1, filter.allocation_id).Bind(2, filter.switch_id).Bind(3, filter.onic);
   std::vector<v1::Circuit> out;
   while (true) {
     ASSIGN_OR_RETURN(bool row, stmt.Step());

@@ -40,6 +40,7 @@ inline constexpr uint64_t kAnyInventory = 0;
 struct CircuitFilter {
   std::string switch_id;      // Empty: any.
   std::string allocation_id;  // Empty: any.
+  std::string onic;           // Empty: any; else those with an end on this O-NIC.
 };
 
 // One change of an allocation, written with its event in one transaction. Unset fields are
@@ -112,6 +113,8 @@ class AllocationStore {
   virtual absl::StatusOr<v1::Allocation> GetAllocation(const std::string& id) = 0;
   virtual absl::StatusOr<std::vector<v1::Allocation>> ListAllocations(
       const AllocationFilter& filter) = 0;
+  // Read from memory (controller/store/circuit_index.h), not the database: it waits for no
+  // write's SQLite work, and sees every write that has returned.
   virtual absl::StatusOr<std::vector<v1::Circuit>> ListCircuits(const CircuitFilter& filter) = 0;
   // The ids of the allocations whose lease has passed by `now` and that are not RELEASING,
   // FAILED or RELEASED, the longest passed first: read through an index of the live leases,

@@ -119,8 +119,7 @@ class SqliteAllocationStore final : public AllocationStore {
   }
 
   absl::StatusOr<std::vector<v1::Circuit>> ListCircuits(const CircuitFilter& filter) override {
-    absl::MutexLock lock(&connection_.mu());
-    return SelectCircuits(db(), filter);
+    return connection_.circuits().List(filter);
   }
 
   absl::StatusOr<std::vector<v1::CrossConnect>> PendingRemovals(const std::string& id) override {
@@ -323,6 +322,17 @@ class SqliteAllocationStore final : public AllocationStore {
     absl::MutexLock lock(&connection_.mu());
     ASSIGN_OR_RETURN(Transaction txn, connection_.Begin());
     RETURN_IF_ERROR(InsertCircuit(db(), circuit, "", 0));
+    // The circuit index is fed what the database holds, read back.
+    CircuitFilter mine;
+    mine.onic = circuit.source().onic();
+    ASSIGN_OR_RETURN(std::vector<v1::Circuit> stored, SelectCircuits(db(), mine));
+    auto found = std::find_if(stored.begin(), stored.end(),
+                              [&](const v1::Circuit& c) { return c.id() == circuit.id(); });
+    if (found == stored.end()) {
+      return absl::InternalError(
+          absl::StrCat("manual circuit ", circuit.id(), " vanished while recorded"));
+    }
+    connection_.KeepManualCircuit(*found);
     std::vector<std::string> hops;
     for (const v1::CrossConnect& x : circuit.cross_connects()) {
       hops.push_back(absl::StrCat(x.switch_id(), " ", x.ingress(), "->", x.egress()));

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/status_macros.h"
+#include "controller/store/allocation_rows.h"
 #include "controller/store/migrations.h"
 #include "controller/store/queries.h"
 #include "controller/store/sqlite.h"
@@ -20,8 +21,9 @@ namespace {
 class SqliteStore final : public Store {
  public:
   // `last_sequence` is the newest event already in `db`.
-  SqliteStore(std::unique_ptr<Database> db, const Clock* clock, uint64_t last_sequence)
-      : connection_(std::move(db), clock, last_sequence),
+  SqliteStore(std::unique_ptr<Database> db, const Clock* clock, uint64_t last_sequence,
+              const std::vector<v1::Circuit>& circuits)
+      : connection_(std::move(db), clock, last_sequence, circuits),
         inventory_(NewSqliteInventoryStore(connection_)),
         allocations_(NewSqliteAllocationStore(connection_)),
         events_(NewSqliteEventLog(connection_)),
@@ -184,7 +186,8 @@ absl::StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const SqliteStoreOptions&
   RETURN_IF_ERROR(db->EnableWriteAheadLog());
   RETURN_IF_ERROR(Migrate(*db, Migrations()));
   ASSIGN_OR_RETURN(uint64_t last_sequence, NewestEventSequence(*db));
-  return std::make_unique<SqliteStore>(std::move(db), options.clock, last_sequence);
+  ASSIGN_OR_RETURN(std::vector<v1::Circuit> circuits, SelectCircuits(*db, {}));
+  return std::make_unique<SqliteStore>(std::move(db), options.clock, last_sequence, circuits);
 }
 
 }  // namespace fleet::store

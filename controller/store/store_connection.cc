@@ -11,17 +11,27 @@
 namespace fleet::store {
 
 StoreConnection::StoreConnection(std::unique_ptr<Database> db, const Clock* clock,
-                                 uint64_t last_sequence)
-    : db_(std::move(db)), clock_(clock), recent_(last_sequence) {}
+                                 uint64_t last_sequence, const std::vector<v1::Circuit>& circuits)
+    : db_(std::move(db)), clock_(clock), recent_(last_sequence), circuits_(circuits) {}
 
 absl::StatusOr<Transaction> StoreConnection::Begin() {
   uncommitted_sequence_ = 0;
   uncommitted_images_.clear();
+  uncommitted_manual_.clear();
   return Transaction::Begin(*db_);
 }
 
 absl::Status StoreConnection::Commit(Transaction& txn) {
+  // Every allocation the write appended an event about gets its image, so that the circuit
+  // index and watchers learn what it left; null after this means the allocation is gone.
+  for (auto& [id, image] : uncommitted_images_) {
+    if (image == nullptr) {
+      ASSIGN_OR_RETURN(image, KeepImage(id));
+    }
+  }
   RETURN_IF_ERROR(txn.Commit());
+  circuits_.Apply(uncommitted_images_, uncommitted_manual_);
+  uncommitted_manual_.clear();
   if (uncommitted_sequence_ != 0) {
     recent_.Publish(uncommitted_sequence_, std::move(uncommitted_images_));
     uncommitted_sequence_ = 0;
@@ -60,6 +70,10 @@ absl::StatusOr<std::shared_ptr<const v1::Allocation>> StoreConnection::KeepImage
   auto image = std::make_shared<const v1::Allocation>(std::move(found.front()));
   uncommitted_images_[id] = image;
   return image;
+}
+
+void StoreConnection::KeepManualCircuit(const v1::Circuit& circuit) {
+  uncommitted_manual_.push_back(circuit);
 }
 
 absl::StatusOr<v1::Allocation> StoreConnection::Image(const std::string& id) {

@@ -1,7 +1,8 @@
 // The one connection the SQLite store's aggregates share, serialized by one mutex: SQLite in
 // WAL mode is fast enough for the controller's write rate, and one writer keeps transactions
 // simple. It carries what spans the aggregates within a write: the events appended, the
-// allocation images read back for watchers, and their publication once the write commits.
+// allocation images read back for watchers, and their publication once the write commits, to
+// the commit feed and to the in-memory circuit index.
 #ifndef FLEET_CONTROLLER_STORE_STORE_CONNECTION_H_
 #define FLEET_CONTROLLER_STORE_STORE_CONNECTION_H_
 
@@ -10,12 +11,14 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "controller/store/circuit_index.h"
 #include "controller/store/recent_commits.h"
 #include "controller/store/sqlite.h"
 #include "fleet/v1/admin.pb.h"
@@ -25,13 +28,16 @@ namespace fleet::store {
 
 class StoreConnection {
  public:
-  // `last_sequence` is the newest event already in `db`. `clock` must outlive this.
-  StoreConnection(std::unique_ptr<Database> db, const Clock* clock, uint64_t last_sequence);
+  // `last_sequence` is the newest event already in `db`, `circuits` every circuit it holds.
+  // `clock` must outlive this.
+  StoreConnection(std::unique_ptr<Database> db, const Clock* clock, uint64_t last_sequence,
+                  const std::vector<v1::Circuit>& circuits);
 
   absl::Mutex& mu() ABSL_LOCK_RETURNED(mu_) { return mu_; }
   Database& db() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return *db_; }
   absl::Time Now() const { return clock_->Now(); }
   RecentCommits& recent() { return recent_; }
+  const CircuitIndex& circuits() const { return circuits_; }
   // Store::InventoryVersion: read without the lock; bumped under it, after the commit of a
   // write that changed inventory, administrative state or health, so that a write made under
   // mu() which finds it unchanged knows no such change committed since it was read.
@@ -43,8 +49,9 @@ class StoreConnection {
   // Every write begins here, so that the sequence of an event left by a rolled-back write
   // is never published.
   absl::StatusOr<Transaction> Begin() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Commits and then wakes watchers of the event log, if the write appended events. Its
-  // allocation commits are published first, so a watcher that sees its events finds them.
+  // Commits, updates the circuit index, and then wakes watchers of the event log, if the
+  // write appended events. Its allocation commits are published first, so a watcher that
+  // sees its events finds them.
   absl::Status Commit(Transaction& txn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Appends an event at the clock's time; an empty principal is recorded as "anonymous", an
@@ -60,6 +67,12 @@ class StoreConnection {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // As KeepImage, for a write that changed the allocation: it must still be there.
   absl::StatusOr<v1::Allocation> Image(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The open transaction stored manual circuit `circuit`.
+  void KeepManualCircuit(const v1::Circuit& circuit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // The circuit index learns what each write did from the images alone, so every write that
+  // changes an allocation's circuits appends an event about it; Commit reads back the image
+  // of each one the write did not read back after its last event.
 
  private:
   absl::Mutex mu_;
@@ -72,7 +85,9 @@ class StoreConnection {
   // the write read it back after its last event.
   std::map<std::string, std::shared_ptr<const v1::Allocation>> uncommitted_images_
       ABSL_GUARDED_BY(mu_);
-  RecentCommits recent_;  // Its mutex is taken inside mu_.
+  std::vector<v1::Circuit> uncommitted_manual_ ABSL_GUARDED_BY(mu_);
+  RecentCommits recent_;   // Its mutex is taken inside mu_.
+  CircuitIndex circuits_;  // Likewise.
   std::atomic<uint64_t> inventory_version_{1};
 };
 
