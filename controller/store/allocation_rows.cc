@@ -96,7 +96,10 @@ absl::Status InsertCircuit(Database& db, const v1::Circuit& c, const std::string
       .Bind(11, int64_t{desired ? 1 : 0})
       .Bind(12, int64_t{position})
       .Bind(13, absl::StrJoin(c.trunks(), "\n"));
-  if (c.manual()) {
+  // Only a circuit stored without an allocation is unowned: one stored with an allocation is
+  // its, whatever `manual` says, so that the allocation's image (and the circuit index fed
+  // from it) holds every circuit the allocation owns.
+  if (allocation_id.empty()) {
     stmt.BindNull(2);
   } else {
     stmt.Bind(2, allocation_id);

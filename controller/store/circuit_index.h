@@ -33,11 +33,11 @@ class CircuitIndex {
   // of `images` now has the image's circuits, in its order, or none when its image is null
   // (the allocation is gone); the `manual` circuits were stored.
   void Apply(const std::map<std::string, std::shared_ptr<const v1::Allocation>>& images,
-             const std::vector<v1::Circuit>& manual);
+             const std::vector<v1::Circuit>& manual) ABSL_LOCKS_EXCLUDED(mu_);
 
   // As AllocationStore::ListCircuits: those `filter` selects, by allocation (manual ones
   // first), then in the allocation's order (manual ones by id).
-  std::vector<v1::Circuit> List(const CircuitFilter& filter) const;
+  std::vector<v1::Circuit> List(const CircuitFilter& filter) const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   // A circuit: its allocation ("" for the manual ones) and its place among that one's.

@@ -255,7 +255,7 @@ TEST_F(CircuitIndexTest, ReadersDuringWritesGetWhatTheirFilterSelectsInOrder) {
     readers.emplace_back([&, r] {
       const std::vector<CircuitFilter> filters = {
           {"", "", ""}, {"s2", "", ""}, {"", "", absl::StrCat("n", r)}};
-      while (!done.load()) {
+      do {  // At least once, however soon the writer is done.
         for (const CircuitFilter& f : filters) {
           absl::StatusOr<std::vector<v1::Circuit>> got = store_->ListCircuits(f);
           ASSERT_TRUE(got.ok());
@@ -267,10 +267,15 @@ TEST_F(CircuitIndexTest, ReadersDuringWritesGetWhatTheirFilterSelectsInOrder) {
             if (!f.onic.empty()) {
               ASSERT_TRUE(c.source().onic() == f.onic || c.destination().onic() == f.onic);
             }
+            if (!f.switch_id.empty()) {
+              ASSERT_TRUE(std::any_of(
+                  c.cross_connects().begin(), c.cross_connects().end(),
+                  [&](const v1::CrossConnect& x) { return x.switch_id() == f.switch_id; }));
+            }
           }
           ++reads;
         }
-      }
+      } while (!done.load());
     });
   }
   for (int step = 0; step < 200; ++step) RandomWrite();
