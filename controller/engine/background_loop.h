@@ -2,6 +2,7 @@
 #ifndef FLEET_CONTROLLER_ENGINE_BACKGROUND_LOOP_H_
 #define FLEET_CONTROLLER_ENGINE_BACKGROUND_LOOP_H_
 
+#include <algorithm>
 #include <functional>
 #include <thread>
 
@@ -17,13 +18,18 @@ class BackgroundLoop {
   BackgroundLoop(const BackgroundLoop&) = delete;
   BackgroundLoop& operator=(const BackgroundLoop&) = delete;
 
-  // Starts the thread: it waits a tick (or a Wake), then runs `pass`, and again.
-  void Start(absl::Duration tick, std::function<void()> pass) {
-    thread_ = std::thread([this, tick, pass = std::move(pass)] {
+  // Starts the thread: it waits a tick (or a Wake), then runs `pass`, and again. With
+  // `until_next`, a wait is no longer than what it returns (asked before each wait, without
+  // the loop's lock), so a pass runs when something falls due rather than at the next tick.
+  void Start(absl::Duration tick, std::function<void()> pass,
+             std::function<absl::Duration()> until_next = nullptr) {
+    thread_ = std::thread([this, tick, pass = std::move(pass), until_next = std::move(until_next)] {
       while (true) {
+        const absl::Duration wait =
+            until_next ? std::clamp(until_next(), absl::ZeroDuration(), tick) : tick;
         {
           absl::MutexLock lock(&mu_);
-          if (!stopping_) wake_.WaitWithTimeout(&mu_, tick);
+          if (!stopping_) wake_.WaitWithTimeout(&mu_, wait);
           if (stopping_) return;
         }
         pass();

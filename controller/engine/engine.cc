@@ -70,7 +70,12 @@ absl::Status Engine::Start() {
   // reconnect).
   recovery_.MarkUnsettled();
   next_reconcile_ = ctx_.clock->Now() + options_.reconcile_interval;
-  background_.Start(options_.tick, [this] { BackgroundPass(); });
+  background_.Start(
+      options_.tick, [this] { BackgroundPass(); },
+      [this] {
+        const std::optional<absl::Time> next = syncs_.NextDue();
+        return next ? *next - ctx_.clock->Now() : absl::InfiniteDuration();
+      });
   // Its own thread: a switch slow to answer must not hold up leases and retries.
   if (options_.monitor_interval > absl::ZeroDuration()) {
     monitor_loop_.Start(options_.monitor_interval, [this] {

@@ -151,6 +151,16 @@ std::vector<std::string> SyncQueue::Due() {
   return due;
 }
 
+std::optional<absl::Time> SyncQueue::NextDue() {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  std::optional<absl::Time> next;
+  for (const auto& [id, entry] : entries_) {
+    if (!entry.running && entry.due > now && (!next || entry.due < *next)) next = entry.due;
+  }
+  return next;
+}
+
 bool SyncQueue::IsDue(const std::string& id) {
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(id);

@@ -82,6 +82,11 @@ class SyncQueue {
   std::vector<std::string> Due();
   // Whether `id` is among them.
   bool IsDue(const std::string& id);
+  // The earliest time after the clock's now at which an entry not running falls due; nullopt
+  // when none will. The owner's loop wakes then rather than at its next tick, so a retry
+  // (a failure policy's `within` run out) is not late by up to a tick. Entries due already
+  // are not counted: they wait for their claim, and its release runs them.
+  std::optional<absl::Time> NextDue();
   // An attempt of `id` starts (its claim held), if `id` is due and none runs: not due again
   // until it calls RetryLater, RetryAt, NothingNew or Forget. False (nothing changed) when it
   // is not due: another attempt ran between Due() and the claim.

@@ -47,6 +47,21 @@ TEST_F(SyncQueueTest, OnlyTheEntriesDueByNowAreDue) {
   EXPECT_THAT(queue_.Due(), ElementsAre("later", "now"));
 }
 
+TEST_F(SyncQueueTest, NextDueIsTheEarliestFutureTimeOfAnEntryNotRunning) {
+  EXPECT_EQ(queue_.NextDue(), std::nullopt);
+  ASSERT_TRUE(queue_.Mark("now").ok());  // Due already: its claim's release runs it.
+  EXPECT_EQ(queue_.NextDue(), std::nullopt);
+  ASSERT_TRUE(queue_.Mark("in-7s", clock_.Now() + absl::Seconds(7)).ok());
+  ASSERT_TRUE(queue_.Mark("in-3s", clock_.Now() + absl::Seconds(3)).ok());
+  EXPECT_THAT(queue_.NextDue(), Optional(clock_.Now() + absl::Seconds(3)));
+  ASSERT_TRUE(queue_.Mark("in-1s", clock_.Now() + absl::Seconds(1)).ok());
+  ASSERT_TRUE(queue_.Running("now"));
+  clock_.Advance(absl::Seconds(1));  // in-1s is due now; a running attempt is never next.
+  EXPECT_THAT(queue_.NextDue(), Optional(clock_.Now() + absl::Seconds(2)));
+  clock_.Advance(absl::Seconds(10));
+  EXPECT_EQ(queue_.NextDue(), std::nullopt);
+}
+
 TEST_F(SyncQueueTest, AnAllocationMarkedTwiceIsOneEntryDueAtTheEarlierTime) {
   ASSERT_TRUE(queue_.Mark("a", clock_.Now() + absl::Seconds(10)).ok());
   EXPECT_EQ(wakes_, 0);  // Not due yet.
