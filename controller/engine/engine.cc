@@ -70,12 +70,15 @@ absl::Status Engine::Start() {
   // reconnect).
   recovery_.MarkUnsettled();
   next_reconcile_ = ctx_.clock->Now() + options_.reconcile_interval;
+  std::function<absl::Duration()> until_next_retry;
+  if (options_.wake_for_due_retries) {
+    until_next_retry = [this] {
+      const std::optional<absl::Time> next = syncs_.NextDue();
+      return next ? *next - ctx_.clock->Now() : absl::InfiniteDuration();
+    };
+  }
   background_.Start(
-      options_.tick, [this] { BackgroundPass(); },
-      [this] {
-        const std::optional<absl::Time> next = syncs_.NextDue();
-        return next ? *next - ctx_.clock->Now() : absl::InfiniteDuration();
-      });
+      options_.tick, [this] { BackgroundPass(); }, std::move(until_next_retry));
   // Its own thread: a switch slow to answer must not hold up leases and retries.
   if (options_.monitor_interval > absl::ZeroDuration()) {
     monitor_loop_.Start(options_.monitor_interval, [this] {

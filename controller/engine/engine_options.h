@@ -53,6 +53,10 @@ struct EngineOptions {
   // How often the background loop looks at leases and retries. (A failed part's retry, which
   // heals, does not wait for it: it starts as the failure is recorded.)
   absl::Duration tick = absl::Milliseconds(100);
+  // The loop also wakes when the sync queue's next retry falls due, if sooner than its tick.
+  // Off only in tests that drive retries by hand on a fake clock (whose due times are not
+  // real time).
+  bool wake_for_due_retries = true;
   // Called at each stage boundary of a transaction with the stage's name (see
   // kFaultPoints); tests use it to kill fleetd at a precise point.
   std::function<void(const std::string& point)> fault_point;

@@ -117,7 +117,8 @@ class EngineTest : public ::testing::Test {
   void StartEngine(EngineOptions options = {}) {
     options.reconcile_interval = absl::ZeroDuration();  // Tests reconcile by hand.
     options.tick = absl::Hours(1);                      // And drive leases and retries,
-    options.monitor_interval = absl::ZeroDuration();    // and the switch monitor.
+    options.wake_for_due_retries = false;
+    options.monitor_interval = absl::ZeroDuration();  // and the switch monitor.
     engine_ =
         std::make_unique<Engine>(options, store_.get(), registry_.get(), agents_.get(), &clock_);
     ASSERT_THAT(engine_->Start(), IsOk());

@@ -55,8 +55,14 @@ TEST_F(SyncQueueTest, NextDueIsTheEarliestFutureTimeOfAnEntryNotRunning) {
   ASSERT_TRUE(queue_.Mark("in-3s", clock_.Now() + absl::Seconds(3)).ok());
   EXPECT_THAT(queue_.NextDue(), Optional(clock_.Now() + absl::Seconds(3)));
   ASSERT_TRUE(queue_.Mark("in-1s", clock_.Now() + absl::Seconds(1)).ok());
+  clock_.Advance(absl::Seconds(1));  // in-1s is due now.
+  EXPECT_THAT(queue_.NextDue(), Optional(clock_.Now() + absl::Seconds(2)));
+  EXPECT_FALSE(queue_.Running("in-3s"));  // Not due yet: nothing starts.
   ASSERT_TRUE(queue_.Running("now"));
-  clock_.Advance(absl::Seconds(1));  // in-1s is due now; a running attempt is never next.
+  queue_.RetryAt("now", clock_.Now() + absl::Seconds(1));
+  EXPECT_THAT(queue_.NextDue(), Optional(clock_.Now() + absl::Seconds(1)));
+  ASSERT_TRUE(queue_.Mark("now").ok());  // Due again now, and then running:
+  ASSERT_TRUE(queue_.Running("now"));    // a running attempt is never next.
   EXPECT_THAT(queue_.NextDue(), Optional(clock_.Now() + absl::Seconds(2)));
   clock_.Advance(absl::Seconds(10));
   EXPECT_EQ(queue_.NextDue(), std::nullopt);
