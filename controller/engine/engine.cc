@@ -96,7 +96,6 @@ void Engine::Shutdown() {
   pool_.JoinWorkers();
 }
 
-bool Engine::stopping() { return pool_.stopping(); }
 
 void Engine::WaitIdleForTest() { pool_.WaitQuiet(); }
 

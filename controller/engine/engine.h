@@ -130,8 +130,6 @@ class Engine {
   absl::Status Start();
   // Stops taking new work and waits for running transactions to reach a persisted state.
   void Shutdown();
-  // True once Shutdown has begun: long-lived streams end.
-  bool stopping();
 
   // --- TopologyService ---
   absl::StatusOr<v1::RequestTopologyResponse> RequestTopology(

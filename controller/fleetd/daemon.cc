@@ -150,11 +150,13 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
   d->agent_service_ = std::make_unique<service::AgentServiceImpl>(d->agents_.get(), grants);
   d->inventory_service_ = std::make_unique<service::InventoryServiceImpl>(
       d->store_.get(), d->applier_.get(), d->agents_.get(), d->switches_.get(), grants);
-  d->topology_service_ =
-      std::make_unique<service::TopologyServiceImpl>(d->store_.get(), d->engine_.get(), grants);
+  d->watches_ = std::make_unique<service::WatchHub>(d->store_.get());
+  d->watches_->Start();
+  d->topology_service_ = std::make_unique<service::TopologyServiceImpl>(
+      d->store_.get(), d->engine_.get(), grants, d->watches_.get());
   d->admin_service_ = std::make_unique<service::AdminServiceImpl>(
-      d->store_.get(), d->engine_.get(), d->switches_.get(), d->agents_.get(), grants, kVersion,
-      [security = d->security_.get()] { return security->Health(); });
+      d->store_.get(), d->engine_.get(), d->switches_.get(), d->agents_.get(), grants,
+      d->watches_.get(), kVersion, [security = d->security_.get()] { return security->Health(); });
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -193,10 +195,11 @@ void Fleetd::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
   if (retention_) retention_->Stop();  // Its pass ends after the transaction under way.
-  // Transactions reach a persisted state and watch streams end; then agent streams, which
-  // never end on their own, so the server can drain.
+  // Transactions reach a persisted state; watch streams end; then agent streams, which never
+  // end on their own, so the server can drain.
   if (engine_) engine_->Shutdown();
   FLEET_LOG(DEBUG) << "engine stopped";
+  if (watches_) watches_->Stop();
   if (agents_) agents_->Shutdown();
   FLEET_LOG(DEBUG) << "agent streams ended";
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoSeconds(grace));

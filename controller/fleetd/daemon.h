@@ -62,6 +62,7 @@ class Fleetd {
   std::unique_ptr<switch_registry::SwitchRegistry> switches_;
   std::unique_ptr<agent_registry::AgentRegistry> agents_;
   std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<service::WatchHub> watches_;  // Outlives server_, which waits for its streams.
   // Outlives server_, whose calls it decides, and the services, which ask its policy.
   std::unique_ptr<ServerSecurity> security_;
   std::unique_ptr<service::AgentServiceImpl> agent_service_;

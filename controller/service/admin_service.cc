@@ -195,18 +195,17 @@ grpc::Status AdminServiceImpl::Reconcile(grpc::ServerContext* context,
                  request->dry_run());
 }
 
-grpc::Status AdminServiceImpl::WatchEvents(grpc::ServerContext* context,
-                                           const v1::WatchEventsRequest* request,
-                                           grpc::ServerWriter<v1::Event>* writer) {
+grpc::ServerWriteReactor<v1::Event>* AdminServiceImpl::WatchEvents(
+    grpc::CallbackServerContext* context, const v1::WatchEventsRequest* request) {
   absl::StatusOr<EventVisibility> visibility =
       EventVisibility::For(Caller(*context, "WatchEvents"), *store_, request->object_kind());
-  if (!visibility.ok()) return ToGrpcStatus(visibility.status());
-  FollowEvents(
-      *store_, *store_, [&] { return Following(*engine_, *context); }, request->after_sequence(),
-      visibility->object_kind(), request->object_id(),
-      [&](const v1::Event& e) { return !visibility->Visible(e) || writer->Write(e); });
-  if (context->IsCancelled()) return grpc::Status::OK;
-  return grpc::Status(grpc::StatusCode::UNAVAILABLE, "fleetd is stopping");
+  if (!visibility.ok()) return WatchHub::Refuse<v1::Event>(ToGrpcStatus(visibility.status()));
+  std::string kind = visibility->object_kind();  // Before `visibility` moves into the filter.
+  return watches_->Open<v1::Event>(
+      FollowEvents(store_, request->after_sequence(), std::move(kind), request->object_id(),
+                   [visibility = *std::move(visibility)](const v1::Event& e) mutable {
+                     return visibility.Visible(e);
+                   }));
 }
 
 }  // namespace fleet::service

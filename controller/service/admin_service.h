@@ -12,26 +12,30 @@
 #include "controller/auth/policy.h"
 #include "controller/engine/engine.h"
 #include "controller/service/caller.h"
+#include "controller/service/watch_hub.h"
 #include "controller/store/store.h"
 #include "controller/switch_registry/switch_registry.h"
 #include "fleet/v1/admin.grpc.pb.h"
 
 namespace fleet::service {
 
-class AdminServiceImpl final : public v1::AdminService::Service {
+class AdminServiceImpl final
+    : public v1::AdminService::WithCallbackMethod_WatchEvents<v1::AdminService::Service> {
  public:
   // None is owned; all must outlive the service. Only `agents` may be null (no agent registry:
   // the link RPCs are UNAVAILABLE), and `grants`, the policy in force, on a plaintext server.
-  // `security`, when set, reports how callers are authenticated, as a component of Health.
+  // `watches` serves WatchEvents. `security`, when set, reports how callers are
+  // authenticated, as a component of Health.
   AdminServiceImpl(store::Store* store, engine::Engine* engine,
                    switch_registry::SwitchRegistry* switches, agent_registry::AgentRegistry* agents,
-                   auth::GrantSource* grants, std::string version,
+                   auth::GrantSource* grants, WatchHub* watches, std::string version,
                    std::function<v1::ComponentHealth()> security = nullptr)
       : store_(store),
         engine_(engine),
         switches_(switches),
         agents_(agents),
         grants_(grants),
+        watches_(watches),
         version_(std::move(version)),
         security_(std::move(security)) {}
 
@@ -57,8 +61,9 @@ class AdminServiceImpl final : public v1::AdminService::Service {
   grpc::Status WhatIfFail(grpc::ServerContext*, const v1::WhatIfFailRequest*,
                           v1::WhatIfFailResponse*) override;
   // Replays the stored events after `after_sequence`, then sends each new one as it commits.
-  grpc::Status WatchEvents(grpc::ServerContext*, const v1::WatchEventsRequest*,
-                           grpc::ServerWriter<v1::Event>*) override;
+  // Follows the event log on the watch hub; UNAVAILABLE when fleetd stops.
+  grpc::ServerWriteReactor<v1::Event>* WatchEvents(grpc::CallbackServerContext*,
+                                                   const v1::WatchEventsRequest*) override;
 
  private:
   // Sends one command about O-NIC `onic` (an inventory id) and returns the link state; a
@@ -71,11 +76,12 @@ class AdminServiceImpl final : public v1::AdminService::Service {
   switch_registry::SwitchRegistry* switches_;
   agent_registry::AgentRegistry* agents_;
   // The caller of `method` (e.g. "Drain"), decided for it on the policy in force.
-  engine::Caller Caller(const grpc::ServerContext& context, const char* method) const {
+  engine::Caller Caller(const grpc::ServerContextBase& context, const char* method) const {
     return CallerOf(context, grants_, absl::StrCat("/fleet.v1.AdminService/", method));
   }
 
   auth::GrantSource* grants_;
+  WatchHub* watches_;
   std::string version_;
   std::function<v1::ComponentHealth()> security_;
 };

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
 #include "common/status_macros.h"
 #include "controller/service/event_follow.h"
 
@@ -28,17 +29,21 @@ AllocationWatch::AllocationWatch(store::CommitFeed* feed, store::EventLog* log, 
                                  std::string tenant)
     : feed_(feed), log_(log), id_(std::move(id)), tenant_(std::move(tenant)) {}
 
-absl::StatusOr<bool> AllocationWatch::Run(const Write& write, const Following& following) {
-  write_ = &write;
-  after_ = feed_->LastEventSequence();
-  ASSIGN_OR_RETURN(bool go_on, SendFirst());
-  if (!go_on) return true;
-  while (following()) {
-    const std::optional<uint64_t> upto = NewerThan(*feed_, after_);
-    if (!upto) continue;
-    if (!FollowOnce(*upto)) break;
+WatchStep AllocationWatch::Step(uint64_t upto, std::vector<v1::Allocation>* out) {
+  out_ = out;
+  if (!started_) {
+    started_ = true;
+    after_ = feed_->LastEventSequence();
+    absl::StatusOr<bool> go_on = SendFirst();
+    if (!go_on.ok()) return {after_, ToGrpcStatus(go_on.status())};
+    if (!*go_on) return {after_, grpc::Status::OK};
+    return {after_, std::nullopt};
   }
-  return ended_;
+  if (upto > after_ && !FollowOnce(upto)) {
+    if (ended_) return {after_, grpc::Status::OK};
+    return {after_, grpc::Status(grpc::StatusCode::UNAVAILABLE, "the event log cannot be read")};
+  }
+  return {after_, std::nullopt};
 }
 
 absl::StatusOr<bool> AllocationWatch::SendFirst() {
@@ -101,7 +106,7 @@ bool AllocationWatch::Send(const v1::Allocation& a) {
   if (!tenant_.empty() && a.tenant() != tenant_) return true;
   std::string part = WatchedPart(a);
   if (sent_[a.id()] == part) return true;
-  if (!(*write_)(a)) return false;
+  out_->push_back(a);
   sent_[a.id()] = std::move(part);
   ended_ = !id_.empty() && Ended(a);
   return !ended_;

@@ -6,11 +6,12 @@
 #define FLEET_CONTROLLER_SERVICE_ALLOCATION_WATCH_H_
 
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "controller/service/watch_hub.h"
 #include "controller/store/commit_feed.h"
 #include "controller/store/event_log.h"
 #include "fleet/v1/topology.pb.h"
@@ -19,22 +20,17 @@ namespace fleet::service {
 
 class AllocationWatch {
  public:
-  // Sends one allocation to the client; false when it is gone.
-  using Write = std::function<bool(const v1::Allocation&)>;
-  // Whether to go on following: the client is there and fleetd is not stopping.
-  using Following = std::function<bool()>;
-
   // Watches allocation `id`, or when it is empty every allocation of `tenant` (of every
   // tenant when that is empty too), from `feed`, reading `log` when too far behind for the
   // commits the feed keeps. Neither is owned.
   AllocationWatch(store::CommitFeed* feed, store::EventLog* log, std::string id,
                   std::string tenant);
 
-  // Sends the current state, then follows. True: the watch is over, nothing more is to be said
-  // (the watched allocation ended, or the client left while the first states were sent).
-  // False: it stopped following (`following` said stop, or a write failed). An error when the
-  // watched allocation cannot be read, or a tenant's allocations cannot be listed.
-  absl::StatusOr<bool> Run(const Write& write, const Following& following);
+  // A WatchHub follower (watch_hub.h): the first step appends the current state to `out`,
+  // each later one every change committed up to `upto`. Over with OK once the watched
+  // allocation has ended; with an error when it cannot be read (NOT_FOUND for an unknown id),
+  // a tenant's allocations cannot be listed, or the event log cannot be read.
+  WatchStep Step(uint64_t upto, std::vector<v1::Allocation>* out);
 
  private:
   // Sends what the watch starts with; false when the watch is over before following.
@@ -58,7 +54,8 @@ class AllocationWatch {
   store::EventLog* const log_;
   const std::string id_;
   const std::string tenant_;
-  const Write* write_ = nullptr;
+  std::vector<v1::Allocation>* out_ = nullptr;  // Where the step under way sends.
+  bool started_ = false;
   // Taken before the first read, so no change between the read and the follow is missed.
   uint64_t after_ = 0;
   std::map<std::string, std::string> sent_;  // Allocation id → what was last sent of it.

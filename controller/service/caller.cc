@@ -31,7 +31,7 @@ Transport TransportOf(const auth::GrantSource* grants) {
   return grants != nullptr ? Transport::kTls : Transport::kPlaintext;
 }
 
-std::string MetadataPrincipal(const grpc::ServerContext& context) {
+std::string MetadataPrincipal(const grpc::ServerContextBase& context) {
   const auto& metadata = context.client_metadata();
   auto it = metadata.find(kPrincipalMetadata);
   if (it == metadata.end() || it->second.empty()) return "anonymous";
@@ -57,7 +57,7 @@ std::string IdentityOr(const std::string& identity) {
 
 }  // namespace
 
-std::string PrincipalOf(const grpc::ServerContext& context, auth::GrantSource* grants,
+std::string PrincipalOf(const grpc::ServerContextBase& context, auth::GrantSource* grants,
                         const std::string& method) {
   const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
   if (TransportOf(grants) == Transport::kTls) {
@@ -66,7 +66,7 @@ std::string PrincipalOf(const grpc::ServerContext& context, auth::GrantSource* g
   return MetadataPrincipal(context);
 }
 
-engine::Caller CallerOf(const grpc::ServerContext& context, auth::GrantSource* grants,
+engine::Caller CallerOf(const grpc::ServerContextBase& context, auth::GrantSource* grants,
                         const std::string& method) {
   const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
   engine::Caller caller;
@@ -100,7 +100,7 @@ engine::Caller CallerOf(const grpc::ServerContext& context, auth::GrantSource* g
   return caller;
 }
 
-agent_registry::AgentPeer AgentPeerOf(const grpc::ServerContext& context,
+agent_registry::AgentPeer AgentPeerOf(const grpc::ServerContextBase& context,
                                       auth::GrantSource* grants) {
   const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
   agent_registry::AgentPeer peer;
@@ -123,7 +123,7 @@ agent_registry::AgentPeer AgentPeerOf(const grpc::ServerContext& context,
   return peer;
 }
 
-absl::Time CommandDeadline(const grpc::ServerContext& context, absl::Duration at_most) {
+absl::Time CommandDeadline(const grpc::ServerContextBase& context, absl::Duration at_most) {
   absl::Time deadline = absl::Now() + at_most;
   if (context.deadline() != std::chrono::system_clock::time_point::max()) {
     deadline = std::min(deadline, absl::FromChrono(context.deadline()));

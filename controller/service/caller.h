@@ -32,24 +32,24 @@ inline constexpr char kPrincipalMetadata[] = "x-fleet-principal";
 // the certificate's identity under mutual TLS (e.g. spiffe://site/operator/alice;
 // "unauthenticated" when it no longer verifies); on a plaintext server the principal from
 // metadata, or "anonymous".
-std::string PrincipalOf(const grpc::ServerContext& context, auth::GrantSource* grants,
+std::string PrincipalOf(const grpc::ServerContextBase& context, auth::GrantSource* grants,
                         const std::string& method);
 
 // The engine's view of the caller of `method`: identity, role, tenants, and its RPC's
 // deadline. A TLS caller whose grant does not hold the method's permission now (revoked, or
 // demoted, since the gatekeeper let it in) is a job of no tenant: it can see and change
 // nothing.
-engine::Caller CallerOf(const grpc::ServerContext& context, auth::GrantSource* grants,
+engine::Caller CallerOf(const grpc::ServerContextBase& context, auth::GrantSource* grants,
                         const std::string& method);
 
 // The agent stream's caller: its identity and, when authenticated, the one host it may
 // register as under `grants` when the stream opens (none once it holds no agent grant).
-agent_registry::AgentPeer AgentPeerOf(const grpc::ServerContext& context,
+agent_registry::AgentPeer AgentPeerOf(const grpc::ServerContextBase& context,
                                       auth::GrantSource* grants);
 
 // When a command done for the caller must be answered: its RPC's deadline, at most `at_most`
 // from now.
-absl::Time CommandDeadline(const grpc::ServerContext& context, absl::Duration at_most);
+absl::Time CommandDeadline(const grpc::ServerContextBase& context, absl::Duration at_most);
 
 }  // namespace fleet::service
 

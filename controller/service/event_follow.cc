@@ -1,8 +1,8 @@
 #include "controller/service/event_follow.h"
 
+#include <algorithm>
+#include <utility>
 #include <vector>
-
-#include "absl/time/clock.h"
 
 namespace fleet::service {
 
@@ -23,25 +23,22 @@ std::optional<uint64_t> ReadEvents(store::EventLog& log, uint64_t after, uint64_
   return upto;
 }
 
-std::optional<uint64_t> NewerThan(store::CommitFeed& feed, uint64_t after) {
-  const uint64_t upto = feed.LastEventSequence();
-  if (upto > after) return upto;
-  // Woken by a commit, or after 200 ms to notice a cancelled client or a stop.
-  feed.WaitForEvent(after, absl::Now() + absl::Milliseconds(200));
-  return std::nullopt;
-}
-
-void FollowEvents(store::CommitFeed& feed, store::EventLog& log,
-                  const std::function<bool()>& following, uint64_t after,
-                  const std::string& object_kind, const std::string& object_id,
-                  const std::function<bool(const v1::Event&)>& on_event) {
-  while (following()) {
-    const std::optional<uint64_t> upto = NewerThan(feed, after);
-    if (!upto) continue;
-    std::optional<uint64_t> next = ReadEvents(log, after, *upto, object_kind, object_id, on_event);
-    if (!next) return;
-    after = *next;
-  }
+WatchHub::Follow<v1::Event> FollowEvents(store::EventLog* log, uint64_t after,
+                                         std::string object_kind, std::string object_id,
+                                         std::function<bool(const v1::Event&)> visible) {
+  return [=, kind = std::move(object_kind), id = std::move(object_id),
+          visible = std::move(visible)](uint64_t upto,
+                                        std::vector<v1::Event>* out) mutable -> WatchStep {
+    std::optional<uint64_t> next = ReadEvents(*log, after, upto, kind, id, [&](const v1::Event& e) {
+      if (visible(e)) out->push_back(e);
+      return true;
+    });
+    if (!next) {
+      return {after, grpc::Status(grpc::StatusCode::UNAVAILABLE, "the event log cannot be read")};
+    }
+    after = std::max(after, *next);
+    return {after, std::nullopt};
+  };
 }
 
 }  // namespace fleet::service

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "controller/store/commit_feed.h"
+#include "controller/service/watch_hub.h"
 #include "controller/store/event_log.h"
 #include "fleet/v1/admin.pb.h"
 
@@ -20,17 +20,12 @@ std::optional<uint64_t> ReadEvents(store::EventLog& log, uint64_t after, uint64_
                                    const std::string& object_kind, const std::string& object_id,
                                    const std::function<bool(const v1::Event&)>& on_event);
 
-// The newest committed sequence, once it is past `after`; nullopt after up to 200 ms without
-// one, so that the caller checks again whether to go on.
-std::optional<uint64_t> NewerThan(store::CommitFeed& feed, uint64_t after);
-
-// Follows the event log after `after`: calls `on_event` for each committed event matching
-// the filter, in order, until it returns false or `following` does (the client went away,
-// fleetd stops).
-void FollowEvents(store::CommitFeed& feed, store::EventLog& log,
-                  const std::function<bool()>& following, uint64_t after,
-                  const std::string& object_kind, const std::string& object_id,
-                  const std::function<bool(const v1::Event&)>& on_event);
+// A WatchHub follower (watch_hub.h) of the event log after `after`: appends each committed
+// event matching the filter that `visible` lets through, in order, a page at a time. Over,
+// UNAVAILABLE, when the log cannot be read. `log` is not owned.
+WatchHub::Follow<v1::Event> FollowEvents(store::EventLog* log, uint64_t after,
+                                         std::string object_kind, std::string object_id,
+                                         std::function<bool(const v1::Event&)> visible);
 
 }  // namespace fleet::service
 

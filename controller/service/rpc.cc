@@ -23,8 +23,4 @@ grpc::Status Durable(store::StorageControl& store, grpc::Status answer, bool dry
   return answer;
 }
 
-bool Following(engine::Engine& engine, grpc::ServerContext& context) {
-  return !context.IsCancelled() && !engine.stopping();
-}
-
 }  // namespace fleet::service

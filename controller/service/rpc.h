@@ -1,6 +1,6 @@
 // What every fleet.v1 service does to answer an RPC: convert absl::Status to grpc::Status in
-// one place (ToGrpcStatus), check required names, make a change durable before answering it,
-// and tell a streaming call whether to go on.
+// one place (ToGrpcStatus), check required names, and make a change durable before answering
+// it.
 #ifndef FLEET_CONTROLLER_SERVICE_RPC_H_
 #define FLEET_CONTROLLER_SERVICE_RPC_H_
 
@@ -44,9 +44,6 @@ grpc::Status RequireName(const std::string& value, absl::string_view field);
 // refusal is synced too: a change may have committed part of its work before it failed. A
 // dry run commits nothing and is not synced.
 grpc::Status Durable(store::StorageControl& store, grpc::Status answer, bool dry_run = false);
-
-// Whether a streaming call should go on: its client is there and fleetd is not stopping.
-bool Following(engine::Engine& engine, grpc::ServerContext& context);
 
 }  // namespace fleet::service
 

@@ -32,25 +32,21 @@ grpc::Status TopologyServiceImpl::ListAllocations(grpc::ServerContext* context,
               response->mutable_allocations());
 }
 
-grpc::Status TopologyServiceImpl::WatchAllocation(
-    grpc::ServerContext* context, const v1::WatchAllocationRequest* request,
-    grpc::ServerWriter<v1::WatchAllocationResponse>* writer) {
+grpc::ServerWriteReactor<v1::WatchAllocationResponse>* TopologyServiceImpl::WatchAllocation(
+    grpc::CallbackServerContext* context, const v1::WatchAllocationRequest* request) {
+  using Response = v1::WatchAllocationResponse;
   if (absl::Status s = engine_->CheckWatch(request->id(), request->tenant(),
                                            Caller(*context, "WatchAllocation"));
       !s.ok()) {
-    return ToGrpcStatus(s);
+    return WatchHub::Refuse<Response>(ToGrpcStatus(s));
   }
-  AllocationWatch watch(store_, store_, request->id(), request->tenant());
-  absl::StatusOr<bool> over = watch.Run(
-      [&](const v1::Allocation& a) {
-        v1::WatchAllocationResponse message;
-        *message.mutable_allocation() = a;
-        return writer->Write(message);
-      },
-      [&] { return Following(*engine_, *context); });
-  if (!over.ok()) return ToGrpcStatus(over.status());
-  if (*over || context->IsCancelled()) return grpc::Status::OK;
-  return grpc::Status(grpc::StatusCode::UNAVAILABLE, "fleetd is stopping");
+  auto watch = std::make_shared<AllocationWatch>(store_, store_, request->id(), request->tenant());
+  return watches_->Open<Response>([watch](uint64_t upto, std::vector<Response>* out) {
+    std::vector<v1::Allocation> changed;
+    WatchStep step = watch->Step(upto, &changed);
+    for (v1::Allocation& a : changed) *out->emplace_back().mutable_allocation() = std::move(a);
+    return step;
+  });
 }
 
 grpc::Status TopologyServiceImpl::ReleaseTopology(grpc::ServerContext* context,

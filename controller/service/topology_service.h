@@ -1,22 +1,26 @@
 // fleet.v1.TopologyService: jobs' requests, served by the reconfiguration engine; watches
-// follow the store's commits (AllocationWatch). Every change is answered once durable.
+// follow the store's commits (AllocationWatch) on the watch hub. Every change is answered once
+// durable.
 #ifndef FLEET_CONTROLLER_SERVICE_TOPOLOGY_SERVICE_H_
 #define FLEET_CONTROLLER_SERVICE_TOPOLOGY_SERVICE_H_
 
 #include "absl/strings/str_cat.h"
 #include "controller/engine/engine.h"
 #include "controller/service/caller.h"
+#include "controller/service/watch_hub.h"
 #include "controller/store/store.h"
 #include "fleet/v1/topology.grpc.pb.h"
 
 namespace fleet::service {
 
-class TopologyServiceImpl final : public v1::TopologyService::Service {
+class TopologyServiceImpl final
+    : public v1::TopologyService::WithCallbackMethod_WatchAllocation<v1::TopologyService::Service> {
  public:
   // None is owned; all must outlive the service. `grants` is the policy in force (null on a
-  // plaintext server: callers name themselves).
-  TopologyServiceImpl(store::Store* store, engine::Engine* engine, auth::GrantSource* grants)
-      : store_(store), engine_(engine), grants_(grants) {}
+  // plaintext server: callers name themselves); `watches` serves WatchAllocation.
+  TopologyServiceImpl(store::Store* store, engine::Engine* engine, auth::GrantSource* grants,
+                      WatchHub* watches)
+      : store_(store), engine_(engine), grants_(grants), watches_(watches) {}
 
   grpc::Status RequestTopology(grpc::ServerContext*, const v1::RequestTopologyRequest*,
                                v1::RequestTopologyResponse*) override;
@@ -24,9 +28,10 @@ class TopologyServiceImpl final : public v1::TopologyService::Service {
                              v1::Allocation*) override;
   grpc::Status ListAllocations(grpc::ServerContext*, const v1::ListAllocationsRequest*,
                                v1::ListAllocationsResponse*) override;
-  // After the engine's tenancy check, an AllocationWatch; UNAVAILABLE when fleetd stops.
-  grpc::Status WatchAllocation(grpc::ServerContext*, const v1::WatchAllocationRequest*,
-                               grpc::ServerWriter<v1::WatchAllocationResponse>*) override;
+  // After the engine's tenancy check, an AllocationWatch on the hub; UNAVAILABLE when fleetd
+  // stops.
+  grpc::ServerWriteReactor<v1::WatchAllocationResponse>* WatchAllocation(
+      grpc::CallbackServerContext*, const v1::WatchAllocationRequest*) override;
   grpc::Status ReleaseTopology(grpc::ServerContext*, const v1::ReleaseTopologyRequest*,
                                v1::ReleaseTopologyResponse*) override;
   grpc::Status KeepAlive(grpc::ServerContext*, const v1::KeepAliveRequest*,
@@ -40,13 +45,14 @@ class TopologyServiceImpl final : public v1::TopologyService::Service {
 
  private:
   // The caller of `method` (e.g. "ReleaseTopology"), decided for it on the policy in force.
-  engine::Caller Caller(const grpc::ServerContext& context, const char* method) const {
+  engine::Caller Caller(const grpc::ServerContextBase& context, const char* method) const {
     return CallerOf(context, grants_, absl::StrCat("/fleet.v1.TopologyService/", method));
   }
 
   store::Store* store_;
   engine::Engine* engine_;
   auth::GrantSource* grants_;
+  WatchHub* watches_;
 };
 
 }  // namespace fleet::service

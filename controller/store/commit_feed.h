@@ -9,6 +9,7 @@
 #define FLEET_CONTROLLER_STORE_COMMIT_FEED_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,6 +42,11 @@ class CommitFeed {
   // Blocks until an event newer than `after_sequence` has been committed (true) or
   // `deadline`, in real time, passes (false).
   virtual bool WaitForEvent(uint64_t after_sequence, absl::Time deadline) = 0;
+  // Calls `listener` after each commit that appended events, once it is published, on the
+  // committing thread and while that write still holds the store: it must only take note
+  // (set a flag, signal) and return. Replaces the listener before; null removes it. Returns
+  // once no call of the listener it replaced is under way.
+  virtual void SetCommitListener(std::function<void()> listener) = 0;
 
   // Every allocation commit after event `after`, oldest first, so a watcher follows each
   // committed state without reading the database. nullopt when the feed no longer holds all

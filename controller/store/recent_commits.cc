@@ -10,13 +10,22 @@ RecentCommits::RecentCommits(uint64_t last_sequence)
 
 void RecentCommits::Publish(uint64_t sequence,
                             std::map<std::string, std::shared_ptr<const v1::Allocation>> images) {
-  absl::MutexLock lock(&mu_);
-  for (auto& [id, image] : images) commits_.push_back({sequence, id, std::move(image)});
-  while (commits_.size() > kKept) {
-    floor_ = commits_.front().sequence;
-    commits_.pop_front();
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, image] : images) commits_.push_back({sequence, id, std::move(image)});
+    while (commits_.size() > kKept) {
+      floor_ = commits_.front().sequence;
+      commits_.pop_front();
+    }
+    last_sequence_ = std::max(last_sequence_, sequence);
   }
-  last_sequence_ = std::max(last_sequence_, sequence);
+  absl::MutexLock lock(&listener_mu_);
+  if (listener_) listener_();
+}
+
+void RecentCommits::SetListener(std::function<void()> listener) {
+  absl::MutexLock lock(&listener_mu_);
+  listener_ = std::move(listener);
 }
 
 uint64_t RecentCommits::LastSequence() {

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -33,6 +34,8 @@ class RecentCommits {
   uint64_t LastSequence();
   // `deadline` is real time: a Clock stamps events but cannot wait.
   bool WaitForNewer(uint64_t after_sequence, absl::Time deadline);
+  // As CommitFeed::SetCommitListener: called by Publish, after its lock is let go.
+  void SetListener(std::function<void()> listener);
   std::optional<std::vector<AllocationCommit>> After(uint64_t after);
   std::optional<AllocationCommit> Last(const std::string& id);
 
@@ -44,6 +47,9 @@ class RecentCommits {
   // longer kept.
   std::deque<AllocationCommit> commits_ ABSL_GUARDED_BY(mu_);
   uint64_t floor_ ABSL_GUARDED_BY(mu_);
+  // Held while the listener runs, so that replacing it waits for a call under way.
+  absl::Mutex listener_mu_;
+  std::function<void()> listener_ ABSL_GUARDED_BY(listener_mu_);
 };
 
 }  // namespace fleet::store

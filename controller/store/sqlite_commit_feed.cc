@@ -26,6 +26,10 @@ class SqliteCommitFeed final : public CommitFeed {
     return connection_.recent().WaitForNewer(after_sequence, deadline);
   }
 
+  void SetCommitListener(std::function<void()> listener) override {
+    connection_.recent().SetListener(std::move(listener));
+  }
+
   std::optional<std::vector<AllocationCommit>> AllocationCommitsAfter(uint64_t after) override {
     return connection_.recent().After(after);
   }

@@ -137,6 +137,9 @@ class SqliteStore final : public Store {
   bool WaitForEvent(uint64_t after_sequence, absl::Time deadline) override {
     return feed_->WaitForEvent(after_sequence, deadline);
   }
+  void SetCommitListener(std::function<void()> listener) override {
+    feed_->SetCommitListener(std::move(listener));
+  }
   std::optional<std::vector<AllocationCommit>> AllocationCommitsAfter(uint64_t after) override {
     return feed_->AllocationCommitsAfter(after);
   }

@@ -1,20 +1,18 @@
-// AllocationWatch over a real in-memory store: what a watcher is sent, in what order, and
-// when the watch ends.
+// AllocationWatch over a real in-memory store, stepped as the watch hub steps it: what a
+// watcher is sent, in what order, and when the watch ends.
 #include "controller/service/allocation_watch.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <thread>
+#include <string>
 #include <utility>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
+#include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "controller/store/store.h"
 #include "testing/fake_clock.h"
-#include "tests/eventually.h"
 
 namespace fleet::service {
 namespace {
@@ -26,10 +24,6 @@ using Seen = std::pair<std::string, v1::AllocationState>;
 class AllocationWatchTest : public ::testing::Test {
  protected:
   void SetUp() override { store_ = store::OpenSqliteStore({":memory:", &clock_}).value(); }
-  void TearDown() override {
-    following_ = false;
-    if (runner_.joinable()) runner_.join();
-  }
 
   void Create(const std::string& id, const std::string& tenant) {
     v1::Allocation a;
@@ -45,105 +39,85 @@ class AllocationWatchTest : public ::testing::Test {
     ASSERT_TRUE(store_->UpdateAllocation(update, "operator:test").ok());
   }
 
-  // Runs a watch of `id` (or of `tenant`) on its own thread, recording what it sends.
-  void Start(const std::string& id, const std::string& tenant) {
-    runner_ = std::thread([this, id, tenant] {
-      AllocationWatch watch(store_.get(), store_.get(), id, tenant);
-      absl::StatusOr<bool> over = watch.Run(
-          [this](const v1::Allocation& a) {
-            absl::MutexLock lock(&mu_);
-            seen_.push_back({a.id(), a.state()});
-            return true;
-          },
-          [this] { return following_.load(); });
-      absl::MutexLock lock(&mu_);
-      over_ = std::move(over);
-      done_ = true;
-    });
-  }
-  std::vector<Seen> seen() {
-    absl::MutexLock lock(&mu_);
-    return seen_;
-  }
-  bool done() {
-    absl::MutexLock lock(&mu_);
-    return done_;
+  // One step of `watch` up to the newest committed event, as the hub takes it; what it sent
+  // is added to seen_.
+  WatchStep Step(AllocationWatch& watch) {
+    std::vector<v1::Allocation> out;
+    WatchStep step = watch.Step(store_->LastEventSequence(), &out);
+    for (const v1::Allocation& a : out) seen_.push_back({a.id(), a.state()});
+    return step;
   }
 
   fleet::testing::FakeClock clock_;
   std::unique_ptr<store::Store> store_;
-  std::atomic<bool> following_ = true;
-  std::thread runner_;
-  absl::Mutex mu_;
-  std::vector<Seen> seen_ ABSL_GUARDED_BY(mu_);
-  absl::StatusOr<bool> over_ ABSL_GUARDED_BY(mu_) = false;
-  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<Seen> seen_;
 };
 
 TEST_F(AllocationWatchTest, OneAllocationIsSentEachStateInOrderAndTheWatchEndsWithIt) {
   Create("a1", "tenant-a");
-  Start("a1", "");
-  ASSERT_TRUE(fleet::testing::Eventually([&] { return seen().size() == 1; }));
+  AllocationWatch watch(store_.get(), store_.get(), "a1", "");
+  EXPECT_FALSE(Step(watch).over.has_value());
   // An event about it that changes nothing is not a new state.
   v1::Event note;
   note.set_kind("allocation.quiesce_skipped");
   note.set_object_kind("allocation");
   note.set_object_id("a1");
   ASSERT_TRUE(store_->AppendEvent(note).ok());
+  EXPECT_FALSE(Step(watch).over.has_value());
   Move("a1", v1::ALLOCATION_STATE_PROGRAMMING);
   Move("a1", v1::ALLOCATION_STATE_READY);
+  EXPECT_FALSE(Step(watch).over.has_value());
   Move("a1", v1::ALLOCATION_STATE_RELEASING);
   Move("a1", v1::ALLOCATION_STATE_RELEASED);
-  ASSERT_TRUE(fleet::testing::Eventually([&] { return done(); }));
-  EXPECT_THAT(seen(), ElementsAre(Pair("a1", v1::ALLOCATION_STATE_PENDING),
-                                  Pair("a1", v1::ALLOCATION_STATE_PROGRAMMING),
-                                  Pair("a1", v1::ALLOCATION_STATE_READY),
-                                  Pair("a1", v1::ALLOCATION_STATE_RELEASING),
-                                  Pair("a1", v1::ALLOCATION_STATE_RELEASED)));
-  absl::MutexLock lock(&mu_);
-  ASSERT_TRUE(over_.ok()) << over_.status();
-  EXPECT_TRUE(*over_);  // Ended with the allocation.
+  const WatchStep last = Step(watch);
+  ASSERT_TRUE(last.over.has_value());
+  EXPECT_TRUE(last.over->ok()) << last.over->error_message();  // Ended with the allocation.
+  EXPECT_THAT(seen_, ElementsAre(Pair("a1", v1::ALLOCATION_STATE_PENDING),
+                                 Pair("a1", v1::ALLOCATION_STATE_PROGRAMMING),
+                                 Pair("a1", v1::ALLOCATION_STATE_READY),
+                                 Pair("a1", v1::ALLOCATION_STATE_RELEASING),
+                                 Pair("a1", v1::ALLOCATION_STATE_RELEASED)));
 }
 
-TEST_F(AllocationWatchTest, ATenantsWatchSeesOnlyItsTenantAndStopsWhenToldTo) {
+TEST_F(AllocationWatchTest, ATenantsWatchSeesOnlyItsTenantAndGoesOn) {
   Create("a1", "tenant-a");
   Create("b1", "tenant-b");
-  Start("", "tenant-b");
-  ASSERT_TRUE(fleet::testing::Eventually([&] { return seen().size() == 1; }));
+  AllocationWatch watch(store_.get(), store_.get(), "", "tenant-b");
+  Step(watch);
   Move("a1", v1::ALLOCATION_STATE_PROGRAMMING);
   Move("b1", v1::ALLOCATION_STATE_PROGRAMMING);
   Create("b2", "tenant-b");
-  ASSERT_TRUE(fleet::testing::Eventually([&] { return seen().size() == 3; }));
-  following_ = false;
-  ASSERT_TRUE(fleet::testing::Eventually([&] { return done(); }));
-  EXPECT_THAT(seen(), ElementsAre(Pair("b1", v1::ALLOCATION_STATE_PENDING),
-                                  Pair("b1", v1::ALLOCATION_STATE_PROGRAMMING),
-                                  Pair("b2", v1::ALLOCATION_STATE_PENDING)));
-  absl::MutexLock lock(&mu_);
-  ASSERT_TRUE(over_.ok()) << over_.status();
-  EXPECT_FALSE(*over_);  // Stopped following; nothing ended.
+  Move("b1", v1::ALLOCATION_STATE_FAILED);
+  EXPECT_FALSE(Step(watch).over.has_value());  // A tenant's watch outlives its allocations.
+  EXPECT_THAT(seen_, ElementsAre(Pair("b1", v1::ALLOCATION_STATE_PENDING),
+                                 Pair("b1", v1::ALLOCATION_STATE_PROGRAMMING),
+                                 Pair("b2", v1::ALLOCATION_STATE_PENDING),
+                                 Pair("b1", v1::ALLOCATION_STATE_FAILED)));
+}
+
+TEST_F(AllocationWatchTest, AWatcherBehindTheKeptCommitsReadsTheLogAndTheAllocationAsItIs) {
+  Create("a1", "tenant-a");
+  AllocationWatch watch(store_.get(), store_.get(), "a1", "");
+  Step(watch);
+  Move("a1", v1::ALLOCATION_STATE_PROGRAMMING);
+  // More commits than the feed keeps (1024), so the next step cannot follow them in memory.
+  for (int i = 0; i < 1100; ++i) Create(absl::StrCat("other-", i), "tenant-b");
+  Move("a1", v1::ALLOCATION_STATE_READY);
+  ASSERT_FALSE(store_->AllocationCommitsAfter(1).has_value());
+  const WatchStep step = Step(watch);
+  EXPECT_FALSE(step.over.has_value());
+  EXPECT_EQ(step.position, store_->LastEventSequence());
+  // The in-between PROGRAMMING was superseded by what the database holds now.
+  EXPECT_THAT(seen_, ElementsAre(Pair("a1", v1::ALLOCATION_STATE_PENDING),
+                                 Pair("a1", v1::ALLOCATION_STATE_READY)));
 }
 
 TEST_F(AllocationWatchTest, AnUnknownAllocationIsNotFound) {
   AllocationWatch watch(store_.get(), store_.get(), "nosuch", "");
-  absl::StatusOr<bool> over =
-      watch.Run([](const v1::Allocation&) { return true; }, [] { return true; });
-  EXPECT_EQ(over.status().code(), absl::StatusCode::kNotFound);
-}
-
-TEST_F(AllocationWatchTest, AClientGoneBeforeTheFirstStateEndsTheWatch) {
-  Create("a1", "tenant-a");
-  AllocationWatch watch(store_.get(), store_.get(), "a1", "");
-  int writes = 0;
-  absl::StatusOr<bool> over = watch.Run(
-      [&](const v1::Allocation&) {
-        ++writes;
-        return false;
-      },
-      [] { return true; });
-  ASSERT_TRUE(over.ok()) << over.status();
-  EXPECT_TRUE(*over);
-  EXPECT_EQ(writes, 1);
+  const WatchStep step = Step(watch);
+  ASSERT_TRUE(step.over.has_value());
+  EXPECT_EQ(step.over->error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(seen_.empty());
 }
 
 }  // namespace

@@ -66,9 +66,12 @@ class ServicesTest : public ::testing::Test {
     }
     inventory_ = std::make_unique<InventoryServiceImpl>(store_.get(), applier_.get(), agents_.get(),
                                                         switches_.get());
-    topology_ = std::make_unique<TopologyServiceImpl>(store_.get(), engine_.get(), nullptr);
+    watches_ = std::make_unique<WatchHub>(store_.get());
+    watches_->Start();
+    topology_ =
+        std::make_unique<TopologyServiceImpl>(store_.get(), engine_.get(), nullptr, watches_.get());
     admin_ = std::make_unique<AdminServiceImpl>(store_.get(), engine_.get(), switches_.get(),
-                                                agents_.get(), nullptr, "9.9.9");
+                                                agents_.get(), nullptr, watches_.get(), "9.9.9");
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -87,8 +90,10 @@ class ServicesTest : public ::testing::Test {
   }
   void TearDown() override {
     engine_->Shutdown();
+    watches_->Stop();
     if (agents_ != nullptr) agents_->Shutdown();
-    server_->Shutdown();
+    // A deadline: a stream left unread by a failed test must not hang it.
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   }
 
   std::unique_ptr<grpc::ClientContext> Context(const std::string& principal = "operator:tester") {
@@ -141,6 +146,7 @@ class ServicesTest : public ::testing::Test {
   std::unique_ptr<AgentServiceImpl> agent_service_;
   std::unique_ptr<inventory::InventoryApplier> applier_;
   std::unique_ptr<InventoryServiceImpl> inventory_;
+  std::unique_ptr<WatchHub> watches_;  // Outlives server_.
   std::unique_ptr<TopologyServiceImpl> topology_;
   uint32_t fake_size_ = 384;
   fleet::testing::FakeOpticalSwitch* last_fake_ = nullptr;
