@@ -148,15 +148,19 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
   }
   auth::GrantSource* grants = d->security_->grants();
   d->agent_service_ = std::make_unique<service::AgentServiceImpl>(d->agents_.get(), grants);
+  d->rpcs_ = std::make_unique<service::RpcExecutor>(service::RpcExecutor::Options{
+      .refused = [metrics = d->metrics_.get()] { metrics->QueueRefused("rpcs"); }});
   d->inventory_service_ = std::make_unique<service::InventoryServiceImpl>(
-      d->store_.get(), d->applier_.get(), d->agents_.get(), d->switches_.get(), grants);
+      d->store_.get(), d->applier_.get(), d->rpcs_.get(), d->agents_.get(), d->switches_.get(),
+      grants);
   d->watches_ = std::make_unique<service::WatchHub>(d->store_.get());
   d->watches_->Start();
   d->topology_service_ = std::make_unique<service::TopologyServiceImpl>(
-      d->store_.get(), d->engine_.get(), grants, d->watches_.get());
+      d->store_.get(), d->engine_.get(), grants, d->watches_.get(), d->rpcs_.get());
   d->admin_service_ = std::make_unique<service::AdminServiceImpl>(
       d->store_.get(), d->engine_.get(), d->switches_.get(), d->agents_.get(), grants,
-      d->watches_.get(), kVersion, [security = d->security_.get()] { return security->Health(); });
+      d->watches_.get(), d->rpcs_.get(), kVersion,
+      [security = d->security_.get()] { return security->Health(); });
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -202,6 +206,9 @@ void Fleetd::Shutdown(absl::Duration grace) {
   if (watches_) watches_->Stop();
   if (agents_) agents_->Shutdown();
   FLEET_LOG(DEBUG) << "agent streams ended";
+  // Calls still waiting for a thread are refused, so the server's Shutdown, which waits for
+  // every call's answer, waits only for those running.
+  if (rpcs_) rpcs_->Stop();
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoSeconds(grace));
   FLEET_LOG(DEBUG) << "gRPC server stopped";
   metrics_endpoint_.reset();

@@ -63,6 +63,7 @@ class Fleetd {
   std::unique_ptr<agent_registry::AgentRegistry> agents_;
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<service::WatchHub> watches_;  // Outlives server_, which waits for its streams.
+  std::unique_ptr<service::RpcExecutor> rpcs_;  // Outlives server_, which waits for its calls.
   // Outlives server_, whose calls it decides, and the services, which ask its policy.
   std::unique_ptr<ServerSecurity> security_;
   std::unique_ptr<service::AgentServiceImpl> agent_service_;

@@ -175,7 +175,7 @@ ControllerMetrics::ControllerMetrics(prometheus::Registry& registry)
     drift_found_.Add({{"kind", kind}});
     drift_repaired_.Add({{"kind", kind}});
   }
-  for (const char* queue : {"sync", "transactions"}) queue_refused_.Add({{"queue", queue}});
+  for (const char* queue : {"rpcs", "sync", "transactions"}) queue_refused_.Add({{"queue", queue}});
   for (const char* conflict : {"port", "inventory"}) {
     for (const char* outcome : {"replanned", "aborted"}) {
       admission_conflicts_.Add({{"conflict", conflict}, {"outcome", outcome}});

@@ -12,6 +12,7 @@
 #include "controller/auth/policy.h"
 #include "controller/engine/engine.h"
 #include "controller/service/caller.h"
+#include "controller/service/rpc_executor.h"
 #include "controller/service/watch_hub.h"
 #include "controller/store/store.h"
 #include "controller/switch_registry/switch_registry.h"
@@ -19,47 +20,52 @@
 
 namespace fleet::service {
 
-class AdminServiceImpl final
-    : public v1::AdminService::WithCallbackMethod_WatchEvents<v1::AdminService::Service> {
+class AdminServiceImpl final : public v1::AdminService::CallbackService {
  public:
   // None is owned; all must outlive the service. Only `agents` may be null (no agent registry:
   // the link RPCs are UNAVAILABLE), and `grants`, the policy in force, on a plaintext server.
-  // `watches` serves WatchEvents. `security`, when set, reports how callers are
-  // authenticated, as a component of Health.
+  // `watches` serves WatchEvents, `rpcs` runs the other calls. `security`, when set, reports
+  // how callers are authenticated, as a component of Health.
   AdminServiceImpl(store::Store* store, engine::Engine* engine,
                    switch_registry::SwitchRegistry* switches, agent_registry::AgentRegistry* agents,
-                   auth::GrantSource* grants, WatchHub* watches, std::string version,
-                   std::function<v1::ComponentHealth()> security = nullptr)
+                   auth::GrantSource* grants, WatchHub* watches, RpcExecutor* rpcs,
+                   std::string version, std::function<v1::ComponentHealth()> security = nullptr)
       : store_(store),
         engine_(engine),
         switches_(switches),
         agents_(agents),
         grants_(grants),
         watches_(watches),
+        rpcs_(rpcs),
         version_(std::move(version)),
         security_(std::move(security)) {}
 
   // The store, and each inventory switch probed live.
-  grpc::Status Health(grpc::ServerContext*, const v1::HealthRequest*, v1::HealthResponse*) override;
-  grpc::Status ListEvents(grpc::ServerContext*, const v1::ListEventsRequest*,
-                          v1::ListEventsResponse*) override;
+  grpc::ServerUnaryReactor* Health(grpc::CallbackServerContext*, const v1::HealthRequest*,
+                                   v1::HealthResponse*) override;
+  grpc::ServerUnaryReactor* ListEvents(grpc::CallbackServerContext*, const v1::ListEventsRequest*,
+                                       v1::ListEventsResponse*) override;
   // Asks the agent owning the O-NIC to retrain a port, expecting the peer of the desired
   // circuit that ends on that port (any peer when none does).
-  grpc::Status RetrainLink(grpc::ServerContext*, const v1::RetrainLinkRequest*,
-                           v1::LinkState*) override;
-  grpc::Status GetLinkStatus(grpc::ServerContext*, const v1::GetLinkStatusRequest*,
-                             v1::GetLinkStatusResponse*) override;
-  grpc::Status Drain(grpc::ServerContext*, const v1::DrainRequest*, v1::DrainResponse*) override;
-  grpc::Status Undrain(grpc::ServerContext*, const v1::UndrainRequest*,
-                       v1::UndrainResponse*) override;
-  grpc::Status Reconcile(grpc::ServerContext*, const v1::ReconcileRequest*,
-                         v1::ReconcileResponse*) override;
-  grpc::Status ReplaceMember(grpc::ServerContext*, const v1::ReplaceMemberRequest*,
-                             v1::ReplaceMemberResponse*) override;
-  grpc::Status SetDeviceHealth(grpc::ServerContext*, const v1::SetDeviceHealthRequest*,
-                               v1::Device*) override;
-  grpc::Status WhatIfFail(grpc::ServerContext*, const v1::WhatIfFailRequest*,
-                          v1::WhatIfFailResponse*) override;
+  grpc::ServerUnaryReactor* RetrainLink(grpc::CallbackServerContext*, const v1::RetrainLinkRequest*,
+                                        v1::LinkState*) override;
+  grpc::ServerUnaryReactor* GetLinkStatus(grpc::CallbackServerContext*,
+                                          const v1::GetLinkStatusRequest*,
+                                          v1::GetLinkStatusResponse*) override;
+  grpc::ServerUnaryReactor* Drain(grpc::CallbackServerContext*, const v1::DrainRequest*,
+                                  v1::DrainResponse*) override;
+  grpc::ServerUnaryReactor* Undrain(grpc::CallbackServerContext*, const v1::UndrainRequest*,
+                                    v1::UndrainResponse*) override;
+  grpc::ServerUnaryReactor* Reconcile(grpc::CallbackServerContext*, const v1::ReconcileRequest*,
+                                      v1::ReconcileResponse*) override;
+  grpc::ServerUnaryReactor* ReplaceMember(grpc::CallbackServerContext*,
+                                          const v1::ReplaceMemberRequest*,
+                                          v1::ReplaceMemberResponse*) override;
+  grpc::ServerUnaryReactor* SetDeviceHealth(grpc::CallbackServerContext*,
+                                            const v1::SetDeviceHealthRequest*,
+                                            v1::Device*) override;
+  grpc::ServerUnaryReactor* WhatIfFail(grpc::CallbackServerContext*, const v1::WhatIfFailRequest*,
+                                       v1::WhatIfFailResponse*) override;
   // Replays the stored events after `after_sequence`, then sends each new one as it commits.
   // Follows the event log on the watch hub; UNAVAILABLE when fleetd stops.
   grpc::ServerWriteReactor<v1::Event>* WatchEvents(grpc::CallbackServerContext*,
@@ -68,8 +74,8 @@ class AdminServiceImpl final
  private:
   // Sends one command about O-NIC `onic` (an inventory id) and returns the link state; a
   // non-OK answer from the agent becomes that status with the agent's message.
-  absl::StatusOr<v1::LinkState> LinkCommand(grpc::ServerContext* context, const std::string& onic,
-                                            v1::Command command);
+  absl::StatusOr<v1::LinkState> LinkCommand(grpc::ServerContextBase* context,
+                                            const std::string& onic, v1::Command command);
 
   store::Store* store_;
   engine::Engine* engine_;
@@ -82,6 +88,7 @@ class AdminServiceImpl final
 
   auth::GrantSource* grants_;
   WatchHub* watches_;
+  RpcExecutor* rpcs_;
   std::string version_;
   std::function<v1::ComponentHealth()> security_;
 };

@@ -9,27 +9,34 @@
 
 namespace fleet::service {
 
-grpc::Status TopologyServiceImpl::RequestTopology(grpc::ServerContext* context,
-                                                  const v1::RequestTopologyRequest* request,
-                                                  v1::RequestTopologyResponse* response) {
-  return Durable(
-      *store_,
-      Assign(engine_->RequestTopology(*request, Caller(*context, "RequestTopology")), response),
-      request->dry_run());
+grpc::ServerUnaryReactor* TopologyServiceImpl::RequestTopology(
+    grpc::CallbackServerContext* context, const v1::RequestTopologyRequest* request,
+    v1::RequestTopologyResponse* response) {
+  return rpcs_->Serve(context, [=, this]() -> grpc::Status {
+    return Durable(
+        *store_,
+        Assign(engine_->RequestTopology(*request, Caller(*context, "RequestTopology")), response),
+        request->dry_run());
+  });
 }
 
-grpc::Status TopologyServiceImpl::GetAllocation(grpc::ServerContext* context,
-                                                const v1::GetAllocationRequest* request,
-                                                v1::Allocation* response) {
-  if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
-  return Assign(engine_->GetAllocation(request->id(), Caller(*context, "GetAllocation")), response);
+grpc::ServerUnaryReactor* TopologyServiceImpl::GetAllocation(
+    grpc::CallbackServerContext* context, const v1::GetAllocationRequest* request,
+    v1::Allocation* response) {
+  return rpcs_->Serve(context, [=, this]() -> grpc::Status {
+    if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
+    return Assign(engine_->GetAllocation(request->id(), Caller(*context, "GetAllocation")),
+                  response);
+  });
 }
 
-grpc::Status TopologyServiceImpl::ListAllocations(grpc::ServerContext* context,
-                                                  const v1::ListAllocationsRequest* request,
-                                                  v1::ListAllocationsResponse* response) {
-  return Fill(engine_->ListAllocations(*request, Caller(*context, "ListAllocations")),
-              response->mutable_allocations());
+grpc::ServerUnaryReactor* TopologyServiceImpl::ListAllocations(
+    grpc::CallbackServerContext* context, const v1::ListAllocationsRequest* request,
+    v1::ListAllocationsResponse* response) {
+  return rpcs_->Serve(context, [=, this]() -> grpc::Status {
+    return Fill(engine_->ListAllocations(*request, Caller(*context, "ListAllocations")),
+                response->mutable_allocations());
+  });
 }
 
 grpc::ServerWriteReactor<v1::WatchAllocationResponse>* TopologyServiceImpl::WatchAllocation(
@@ -49,54 +56,64 @@ grpc::ServerWriteReactor<v1::WatchAllocationResponse>* TopologyServiceImpl::Watc
   });
 }
 
-grpc::Status TopologyServiceImpl::ReleaseTopology(grpc::ServerContext* context,
-                                                  const v1::ReleaseTopologyRequest* request,
-                                                  v1::ReleaseTopologyResponse* response) {
-  if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
-  return Durable(
-      *store_, Assign(engine_->ReleaseTopology(request->id(), Caller(*context, "ReleaseTopology")),
-                      response->mutable_allocation()));
+grpc::ServerUnaryReactor* TopologyServiceImpl::ReleaseTopology(
+    grpc::CallbackServerContext* context, const v1::ReleaseTopologyRequest* request,
+    v1::ReleaseTopologyResponse* response) {
+  return rpcs_->Serve(context, [=, this]() -> grpc::Status {
+    if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
+    return Durable(*store_, Assign(engine_->ReleaseTopology(request->id(),
+                                                            Caller(*context, "ReleaseTopology")),
+                                   response->mutable_allocation()));
+  });
 }
 
-grpc::Status TopologyServiceImpl::KeepAlive(grpc::ServerContext* context,
-                                            const v1::KeepAliveRequest* request,
-                                            v1::KeepAliveResponse* response) {
-  if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
-  absl::StatusOr<absl::Time> expires =
-      engine_->KeepAlive(request->id(), Caller(*context, "KeepAlive"));
-  if (!expires.ok()) return ToGrpcStatus(expires.status());
-  *response->mutable_lease_expires() = ToProtoTime(*expires);
-  return Durable(*store_, grpc::Status::OK);
+grpc::ServerUnaryReactor* TopologyServiceImpl::KeepAlive(grpc::CallbackServerContext* context,
+                                                         const v1::KeepAliveRequest* request,
+                                                         v1::KeepAliveResponse* response) {
+  return rpcs_->Serve(context, [=, this]() -> grpc::Status {
+    if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
+    absl::StatusOr<absl::Time> expires =
+        engine_->KeepAlive(request->id(), Caller(*context, "KeepAlive"));
+    if (!expires.ok()) return ToGrpcStatus(expires.status());
+    *response->mutable_lease_expires() = ToProtoTime(*expires);
+    return Durable(*store_, grpc::Status::OK);
+  });
 }
 
-grpc::Status TopologyServiceImpl::ActivatePhase(grpc::ServerContext* context,
-                                                const v1::ActivatePhaseRequest* request,
-                                                v1::ActivatePhaseResponse* response) {
-  if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
-  if (grpc::Status s = RequireName(request->phase(), "phase"); !s.ok()) return s;
-  return Durable(
-      *store_,
-      Assign(engine_->ActivatePhase(*request, Caller(*context, "ActivatePhase")), response));
+grpc::ServerUnaryReactor* TopologyServiceImpl::ActivatePhase(
+    grpc::CallbackServerContext* context, const v1::ActivatePhaseRequest* request,
+    v1::ActivatePhaseResponse* response) {
+  return rpcs_->Serve(context, [=, this]() -> grpc::Status {
+    if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
+    if (grpc::Status s = RequireName(request->phase(), "phase"); !s.ok()) return s;
+    return Durable(
+        *store_,
+        Assign(engine_->ActivatePhase(*request, Caller(*context, "ActivatePhase")), response));
+  });
 }
 
-grpc::Status TopologyServiceImpl::DetachDevices(grpc::ServerContext* context,
-                                                const v1::DetachDevicesRequest* request,
-                                                v1::DetachDevicesResponse* response) {
-  if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
-  return Durable(
-      *store_,
-      Assign(engine_->DetachDevices(*request, Caller(*context, "DetachDevices")), response),
-      request->dry_run());
+grpc::ServerUnaryReactor* TopologyServiceImpl::DetachDevices(
+    grpc::CallbackServerContext* context, const v1::DetachDevicesRequest* request,
+    v1::DetachDevicesResponse* response) {
+  return rpcs_->Serve(context, [=, this]() -> grpc::Status {
+    if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
+    return Durable(
+        *store_,
+        Assign(engine_->DetachDevices(*request, Caller(*context, "DetachDevices")), response),
+        request->dry_run());
+  });
 }
 
-grpc::Status TopologyServiceImpl::GetRanks(grpc::ServerContext* context,
-                                           const v1::GetRanksRequest* request,
-                                           v1::GetRanksResponse* response) {
-  if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
-  if (absl::Status s = scheduler::CheckName("phase", request->phase()); !s.ok()) {
-    return ToGrpcStatus(s);
-  }
-  return Assign(engine_->GetRanks(*request, Caller(*context, "GetRanks")), response);
+grpc::ServerUnaryReactor* TopologyServiceImpl::GetRanks(grpc::CallbackServerContext* context,
+                                                        const v1::GetRanksRequest* request,
+                                                        v1::GetRanksResponse* response) {
+  return rpcs_->Serve(context, [=, this]() -> grpc::Status {
+    if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
+    if (absl::Status s = scheduler::CheckName("phase", request->phase()); !s.ok()) {
+      return ToGrpcStatus(s);
+    }
+    return Assign(engine_->GetRanks(*request, Caller(*context, "GetRanks")), response);
+  });
 }
 
 }  // namespace fleet::service

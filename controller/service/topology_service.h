@@ -7,41 +7,48 @@
 #include "absl/strings/str_cat.h"
 #include "controller/engine/engine.h"
 #include "controller/service/caller.h"
+#include "controller/service/rpc_executor.h"
 #include "controller/service/watch_hub.h"
 #include "controller/store/store.h"
 #include "fleet/v1/topology.grpc.pb.h"
 
 namespace fleet::service {
 
-class TopologyServiceImpl final
-    : public v1::TopologyService::WithCallbackMethod_WatchAllocation<v1::TopologyService::Service> {
+class TopologyServiceImpl final : public v1::TopologyService::CallbackService {
  public:
   // None is owned; all must outlive the service. `grants` is the policy in force (null on a
-  // plaintext server: callers name themselves); `watches` serves WatchAllocation.
+  // plaintext server: callers name themselves); `watches` serves WatchAllocation, `rpcs`
+  // runs the other calls.
   TopologyServiceImpl(store::Store* store, engine::Engine* engine, auth::GrantSource* grants,
-                      WatchHub* watches)
-      : store_(store), engine_(engine), grants_(grants), watches_(watches) {}
+                      WatchHub* watches, RpcExecutor* rpcs)
+      : store_(store), engine_(engine), grants_(grants), watches_(watches), rpcs_(rpcs) {}
 
-  grpc::Status RequestTopology(grpc::ServerContext*, const v1::RequestTopologyRequest*,
-                               v1::RequestTopologyResponse*) override;
-  grpc::Status GetAllocation(grpc::ServerContext*, const v1::GetAllocationRequest*,
-                             v1::Allocation*) override;
-  grpc::Status ListAllocations(grpc::ServerContext*, const v1::ListAllocationsRequest*,
-                               v1::ListAllocationsResponse*) override;
+  grpc::ServerUnaryReactor* RequestTopology(grpc::CallbackServerContext*,
+                                            const v1::RequestTopologyRequest*,
+                                            v1::RequestTopologyResponse*) override;
+  grpc::ServerUnaryReactor* GetAllocation(grpc::CallbackServerContext*,
+                                          const v1::GetAllocationRequest*,
+                                          v1::Allocation*) override;
+  grpc::ServerUnaryReactor* ListAllocations(grpc::CallbackServerContext*,
+                                            const v1::ListAllocationsRequest*,
+                                            v1::ListAllocationsResponse*) override;
   // After the engine's tenancy check, an AllocationWatch on the hub; UNAVAILABLE when fleetd
   // stops.
   grpc::ServerWriteReactor<v1::WatchAllocationResponse>* WatchAllocation(
       grpc::CallbackServerContext*, const v1::WatchAllocationRequest*) override;
-  grpc::Status ReleaseTopology(grpc::ServerContext*, const v1::ReleaseTopologyRequest*,
-                               v1::ReleaseTopologyResponse*) override;
-  grpc::Status KeepAlive(grpc::ServerContext*, const v1::KeepAliveRequest*,
-                         v1::KeepAliveResponse*) override;
-  grpc::Status ActivatePhase(grpc::ServerContext*, const v1::ActivatePhaseRequest*,
-                             v1::ActivatePhaseResponse*) override;
-  grpc::Status DetachDevices(grpc::ServerContext*, const v1::DetachDevicesRequest*,
-                             v1::DetachDevicesResponse*) override;
-  grpc::Status GetRanks(grpc::ServerContext*, const v1::GetRanksRequest*,
-                        v1::GetRanksResponse*) override;
+  grpc::ServerUnaryReactor* ReleaseTopology(grpc::CallbackServerContext*,
+                                            const v1::ReleaseTopologyRequest*,
+                                            v1::ReleaseTopologyResponse*) override;
+  grpc::ServerUnaryReactor* KeepAlive(grpc::CallbackServerContext*, const v1::KeepAliveRequest*,
+                                      v1::KeepAliveResponse*) override;
+  grpc::ServerUnaryReactor* ActivatePhase(grpc::CallbackServerContext*,
+                                          const v1::ActivatePhaseRequest*,
+                                          v1::ActivatePhaseResponse*) override;
+  grpc::ServerUnaryReactor* DetachDevices(grpc::CallbackServerContext*,
+                                          const v1::DetachDevicesRequest*,
+                                          v1::DetachDevicesResponse*) override;
+  grpc::ServerUnaryReactor* GetRanks(grpc::CallbackServerContext*, const v1::GetRanksRequest*,
+                                     v1::GetRanksResponse*) override;
 
  private:
   // The caller of `method` (e.g. "ReleaseTopology"), decided for it on the policy in force.
@@ -53,6 +60,7 @@ class TopologyServiceImpl final
   engine::Engine* engine_;
   auth::GrantSource* grants_;
   WatchHub* watches_;
+  RpcExecutor* rpcs_;
 };
 
 }  // namespace fleet::service

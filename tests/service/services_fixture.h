@@ -64,14 +64,15 @@ class ServicesTest : public ::testing::Test {
       // Plaintext: callers name themselves, no policy.
       agent_service_ = std::make_unique<AgentServiceImpl>(agents_.get(), nullptr);
     }
-    inventory_ = std::make_unique<InventoryServiceImpl>(store_.get(), applier_.get(), agents_.get(),
-                                                        switches_.get());
+    inventory_ = std::make_unique<InventoryServiceImpl>(store_.get(), applier_.get(), &rpcs_,
+                                                        agents_.get(), switches_.get());
     watches_ = std::make_unique<WatchHub>(store_.get());
     watches_->Start();
-    topology_ =
-        std::make_unique<TopologyServiceImpl>(store_.get(), engine_.get(), nullptr, watches_.get());
-    admin_ = std::make_unique<AdminServiceImpl>(store_.get(), engine_.get(), switches_.get(),
-                                                agents_.get(), nullptr, watches_.get(), "9.9.9");
+    topology_ = std::make_unique<TopologyServiceImpl>(store_.get(), engine_.get(), nullptr,
+                                                      watches_.get(), &rpcs_);
+    admin_ =
+        std::make_unique<AdminServiceImpl>(store_.get(), engine_.get(), switches_.get(),
+                                           agents_.get(), nullptr, watches_.get(), &rpcs_, "9.9.9");
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -92,6 +93,7 @@ class ServicesTest : public ::testing::Test {
     engine_->Shutdown();
     watches_->Stop();
     if (agents_ != nullptr) agents_->Shutdown();
+    rpcs_.Stop();
     // A deadline: a stream left unread by a failed test must not hang it.
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   }
@@ -147,6 +149,7 @@ class ServicesTest : public ::testing::Test {
   std::unique_ptr<inventory::InventoryApplier> applier_;
   std::unique_ptr<InventoryServiceImpl> inventory_;
   std::unique_ptr<WatchHub> watches_;  // Outlives server_.
+  RpcExecutor rpcs_{{}};               // Outlives server_.
   std::unique_ptr<TopologyServiceImpl> topology_;
   uint32_t fake_size_ = 384;
   fleet::testing::FakeOpticalSwitch* last_fake_ = nullptr;

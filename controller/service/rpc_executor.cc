@@ -1,0 +1,122 @@
+#include "controller/service/rpc_executor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace fleet::service {
+namespace {
+
+int DefaultThreads() {
+  return std::clamp(32 * static_cast<int>(std::thread::hardware_concurrency()), 64, 256);
+}
+
+grpc::Status Stopping() {
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE, "fleetd is stopping");
+}
+
+}  // namespace
+
+RpcExecutor::RpcExecutor(Options options)
+    : max_threads_(options.threads > 0 ? options.threads : DefaultThreads()),
+      max_queued_(options.max_queued),
+      refused_(std::move(options.refused)) {}
+
+RpcExecutor::~RpcExecutor() { Stop(); }
+
+grpc::ServerUnaryReactor* RpcExecutor::Serve(grpc::CallbackServerContext* context,
+                                             std::function<grpc::Status()> body) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  grpc::Status refusal = Submit(
+      [reactor, context, body = std::move(body)] {
+        if (context->IsCancelled()) {
+          reactor->Finish(grpc::Status::CANCELLED);
+        } else if (context->deadline() <= std::chrono::system_clock::now()) {
+          reactor->Finish(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                                       "the call's deadline passed while it waited for a thread"));
+        } else {
+          reactor->Finish(body());
+        }
+      },
+      [reactor](const grpc::Status& status) { reactor->Finish(status); });
+  if (!refusal.ok()) reactor->Finish(refusal);
+  return reactor;
+}
+
+grpc::Status RpcExecutor::Submit(std::function<void()> run, Refuse refuse) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return Stopping();
+    const bool can_start = static_cast<int>(threads_.size()) < max_threads_;
+    // Calls an idle thread is about to take, or a new thread will, do not wait.
+    if (queue_.size() < max_queued_ + static_cast<size_t>(idle_) || can_start) {
+      if (idle_ <= static_cast<int>(queue_.size()) && can_start) {
+        try {
+          threads_.emplace_back([this] { Work(); });
+          ++started_;
+          ++idle_;  // Counted idle until it takes a call, so one call starts one thread.
+        } catch (const std::system_error& e) {
+          // Out of threads (a pids limit): the call waits for one already started, if any.
+          if (threads_.empty()) {
+            return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                absl::StrCat("cannot start a thread for the call: ", e.what()));
+          }
+        }
+      }
+      queue_.push_back({std::move(run), std::move(refuse)});
+      return grpc::Status::OK;
+    }
+  }
+  if (refused_) refused_();
+  return grpc::Status(
+      grpc::StatusCode::RESOURCE_EXHAUSTED,
+      absl::StrCat("the rpc queue is full (", max_queued_, " calls wait for one of ", max_threads_,
+                   " threads); retry later"));
+}
+
+void RpcExecutor::Stop() {
+  std::deque<Call> waiting;
+  std::vector<std::thread> threads;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    waiting.swap(queue_);
+    threads.swap(threads_);
+  }
+  for (Call& call : waiting) call.refuse(Stopping());
+  for (std::thread& t : threads) t.join();
+}
+
+int RpcExecutor::threads_started() {
+  absl::MutexLock lock(&mu_);
+  return started_;
+}
+
+bool RpcExecutor::idle() {
+  absl::MutexLock lock(&mu_);
+  return queue_.empty() && idle_ == static_cast<int>(threads_.size());
+}
+
+void RpcExecutor::Work() {
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    mu_.Await(absl::Condition(
+        +[](RpcExecutor* e)
+             ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu_) { return !e->queue_.empty() || e->stopping_; },
+        this));
+    if (queue_.empty()) return;  // Stopping.
+    Call call = std::move(queue_.front());
+    queue_.pop_front();
+    --idle_;
+    mu_.Unlock();
+    call.run();
+    call = {};
+    mu_.Lock();
+    ++idle_;
+  }
+}
+
+}  // namespace fleet::service
