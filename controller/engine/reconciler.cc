@@ -105,6 +105,10 @@ absl::StatusOr<v1::ReconcileResponse> Reconciler::ReconcileSwitches(
   std::set<std::string> affected;  // Allocations whose cross-connects were repaired.
   std::vector<std::string> errors;
   for (const v1::Switch& sw : targets) {
+    if (p_.pool.stopping()) {  // Each switch's read can take seconds; a stop does not wait.
+      errors.push_back("fleetd is stopping");
+      break;
+    }
     absl::StatusOr<SwitchProgrammer*> programmer = p_.programmers.For(sw.id());
     absl::Status status = programmer.status();
     if (programmer.ok()) {

@@ -198,6 +198,9 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
 void Fleetd::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
+  if (server_ && server_->GetHealthCheckService() != nullptr) {
+    server_->GetHealthCheckService()->Shutdown();  // Health checks see NOT_SERVING from now.
+  }
   if (retention_) retention_->Stop();  // Its pass ends after the transaction under way.
   // Transactions reach a persisted state; watch streams end; then agent streams, which never
   // end on their own, so the server can drain.

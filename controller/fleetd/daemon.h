@@ -45,8 +45,9 @@ class Fleetd {
   // cannot be used, and the error says why.
   absl::Status ReloadSecurity();
 
-  // Stops accepting RPCs, lets running ones finish until `grace` has passed, then cancels
-  // the rest. Idempotent.
+  // Reports NOT_SERVING, stops the engine, the watches and the agents' streams, refuses calls
+  // still waiting for a thread and waits for those running (they end once the engine and the
+  // agents have stopped), then gives what is left `grace` before it is cancelled. Idempotent.
   void Shutdown(absl::Duration grace);
 
  private:

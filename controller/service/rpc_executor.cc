@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <system_error>
 #include <utility>
 
@@ -18,6 +19,18 @@ grpc::Status Stopping() {
   return grpc::Status(grpc::StatusCode::UNAVAILABLE, "fleetd is stopping");
 }
 
+// What `body` answers; UNKNOWN when it throws (as gRPC's synchronous server answered), so a
+// call is always answered and the thread goes on.
+grpc::Status Answer(const std::function<grpc::Status()>& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    return grpc::Status(grpc::StatusCode::UNKNOWN, absl::StrCat("the call failed: ", e.what()));
+  } catch (...) {
+    return grpc::Status(grpc::StatusCode::UNKNOWN, "the call failed");
+  }
+}
+
 }  // namespace
 
 RpcExecutor::RpcExecutor(Options options)
@@ -32,13 +45,14 @@ grpc::ServerUnaryReactor* RpcExecutor::Serve(grpc::CallbackServerContext* contex
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   grpc::Status refusal = Submit(
       [reactor, context, body = std::move(body)] {
-        if (context->IsCancelled()) {
-          reactor->Finish(grpc::Status::CANCELLED);
-        } else if (context->deadline() <= std::chrono::system_clock::now()) {
+        // The deadline first: gRPC cancels a call whose deadline passed.
+        if (context->deadline() <= std::chrono::system_clock::now()) {
           reactor->Finish(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
                                        "the call's deadline passed while it waited for a thread"));
+        } else if (context->IsCancelled()) {
+          reactor->Finish(grpc::Status::CANCELLED);
         } else {
-          reactor->Finish(body());
+          reactor->Finish(Answer(body));
         }
       },
       [reactor](const grpc::Status& status) { reactor->Finish(status); });
@@ -50,22 +64,24 @@ grpc::Status RpcExecutor::Submit(std::function<void()> run, Refuse refuse) {
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) return Stopping();
-    const bool can_start = static_cast<int>(threads_.size()) < max_threads_;
-    // Calls an idle thread is about to take, or a new thread will, do not wait.
-    if (queue_.size() < max_queued_ + static_cast<size_t>(idle_) || can_start) {
-      if (idle_ <= static_cast<int>(queue_.size()) && can_start) {
-        try {
-          threads_.emplace_back([this] { Work(); });
-          ++started_;
-          ++idle_;  // Counted idle until it takes a call, so one call starts one thread.
-        } catch (const std::system_error& e) {
-          // Out of threads (a pids limit): the call waits for one already started, if any.
-          if (threads_.empty()) {
-            return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                absl::StrCat("cannot start a thread for the call: ", e.what()));
-          }
+    bool started = false;
+    if (idle_ <= static_cast<int>(queue_.size()) &&
+        static_cast<int>(threads_.size()) < max_threads_) {
+      try {
+        threads_.emplace_back([this] { Work(); });
+        ++started_;
+        ++idle_;  // Counted idle until it takes a call, so one call starts one thread.
+        started = true;
+      } catch (const std::system_error& e) {
+        // Out of threads (a pids limit): the call waits for one already started, if any.
+        if (threads_.empty()) {
+          return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                              absl::StrCat("cannot start a thread for the call: ", e.what()));
         }
       }
+    }
+    // Calls an idle thread is about to take do not wait.
+    if (started || queue_.size() < max_queued_ + static_cast<size_t>(idle_)) {
       queue_.push_back({std::move(run), std::move(refuse)});
       return grpc::Status::OK;
     }

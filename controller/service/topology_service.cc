@@ -42,18 +42,24 @@ grpc::ServerUnaryReactor* TopologyServiceImpl::ListAllocations(
 grpc::ServerWriteReactor<v1::WatchAllocationResponse>* TopologyServiceImpl::WatchAllocation(
     grpc::CallbackServerContext* context, const v1::WatchAllocationRequest* request) {
   using Response = v1::WatchAllocationResponse;
-  if (absl::Status s = engine_->CheckWatch(request->id(), request->tenant(),
-                                           Caller(*context, "WatchAllocation"));
-      !s.ok()) {
-    return WatchHub::Refuse<Response>(ToGrpcStatus(s));
-  }
   auto watch = std::make_shared<AllocationWatch>(store_, store_, request->id(), request->tenant());
-  return watches_->Open<Response>([watch](uint64_t upto, std::vector<Response>* out) {
-    std::vector<v1::Allocation> changed;
-    WatchStep step = watch->Step(upto, &changed);
-    for (v1::Allocation& a : changed) *out->emplace_back().mutable_allocation() = std::move(a);
-    return step;
-  });
+  // The tenancy check reads the store, so it is the watch's first step, on the hub's thread,
+  // not on one of gRPC's few callback threads.
+  return watches_->Open<Response>(
+      [this, watch, id = request->id(), tenant = request->tenant(),
+       caller = Caller(*context, "WatchAllocation"),
+       checked = false](uint64_t upto, std::vector<Response>* out) mutable -> WatchStep {
+        if (!checked) {
+          if (absl::Status s = engine_->CheckWatch(id, tenant, caller); !s.ok()) {
+            return {0, ToGrpcStatus(s)};
+          }
+          checked = true;
+        }
+        std::vector<v1::Allocation> changed;
+        WatchStep step = watch->Step(upto, &changed);
+        for (v1::Allocation& a : changed) *out->emplace_back().mutable_allocation() = std::move(a);
+        return step;
+      });
 }
 
 grpc::ServerUnaryReactor* TopologyServiceImpl::ReleaseTopology(

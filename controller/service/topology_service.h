@@ -32,8 +32,8 @@ class TopologyServiceImpl final : public v1::TopologyService::CallbackService {
   grpc::ServerUnaryReactor* ListAllocations(grpc::CallbackServerContext*,
                                             const v1::ListAllocationsRequest*,
                                             v1::ListAllocationsResponse*) override;
-  // After the engine's tenancy check, an AllocationWatch on the hub; UNAVAILABLE when fleetd
-  // stops.
+  // An AllocationWatch on the hub, after the engine's tenancy check (its first step);
+  // UNAVAILABLE when fleetd stops.
   grpc::ServerWriteReactor<v1::WatchAllocationResponse>* WatchAllocation(
       grpc::CallbackServerContext*, const v1::WatchAllocationRequest*) override;
   grpc::ServerUnaryReactor* ReleaseTopology(grpc::CallbackServerContext*,

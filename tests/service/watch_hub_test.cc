@@ -115,7 +115,8 @@ TEST_F(WatchHubTest, AStopEndsEveryWatchUnavailableAndRefusesNewOnes) {
   EXPECT_EQ(refused->Finish().error_code(), grpc::UNAVAILABLE);
 }
 
-// Refused by the tenancy check before the hub has it.
+// Refused by the tenancy check, the watch's first step on the hub: it ends with the reason,
+// and the hub forgets it.
 TEST_F(WatchHubTest, AWatchRefusedBeforeFollowingEndsWithTheReason) {
   auto context = Context();
   std::unique_ptr<grpc::ClientReader<v1::WatchAllocationResponse>> stream =
@@ -123,6 +124,7 @@ TEST_F(WatchHubTest, AWatchRefusedBeforeFollowingEndsWithTheReason) {
   v1::WatchAllocationResponse update;
   EXPECT_FALSE(stream->Read(&update));
   EXPECT_EQ(stream->Finish().error_code(), grpc::NOT_FOUND);
+  EXPECT_TRUE(fleet::testing::Eventually([&] { return watches_->open_streams() == 0; }));
 }
 
 // The hub's first step ends the watch: its one message is written, then OK, and the hub
