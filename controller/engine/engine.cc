@@ -96,7 +96,6 @@ void Engine::Shutdown() {
   pool_.JoinWorkers();
 }
 
-
 void Engine::WaitIdleForTest() { pool_.WaitQuiet(); }
 
 void Engine::BackgroundPass() {
