@@ -12,6 +12,7 @@
 #include "common/shutdown_signals.h"
 #include "common/version.h"
 #include "onic_agent/agent.h"
+#include "onic_agent/bring_up.h"
 #include "onic_agent/config.h"
 #include "onic_agent/emulated_backend.h"
 #include "onic_agent/pcie_sysfs_backend.h"
@@ -56,13 +57,19 @@ absl::StatusOr<std::unique_ptr<fleet::onic_agent::OnicBackend>> MakeBackend(
 int Run(int argc, char** argv) {
   std::string config_file, controller, host, backend, simulator, metrics_address, tls_ca_file,
       tls_cert_file, tls_key_file, log_level = "info";
+  fleet::onic_agent::ExpectedDeviceText expect;
   bool insecure = false;
   int64_t training_ms = -1, metrics_port = -2;
   fleet::FlagSet flags(
       "fleet-onic-agent --controller ADDR --host NAME --backend pcie-sysfs|emulated "
-      "[--config FILE]",
+      "[--config FILE]\n"
+      "       fleet-onic-agent --config FILE --backend B discover | read|quiesce|retrain SERIAL "
+      "PORT | -",
       "The per-host O-NIC agent: dials out to fleetd and quiesces, retrains and verifies\n"
-      "this host's optical links on its command. Flags override the config file.");
+      "this host's optical links on its command. Flags override the config file.\n"
+      "With a verb it does not dial fleetd: it runs that one backend call on this host's\n"
+      "O-NICs, prints the answer as JSON and exits 0 when it succeeded (bringing up a host);\n"
+      "with `-` it runs such verbs read from stdin, one a line.");
   flags.String("config", &config_file, "YAML config file with this host's O-NICs");
   flags.String("controller", &controller, "fleetd's gRPC address, HOST:PORT");
   flags.String("tls-ca-file", &tls_ca_file, "the site CA fleetd's certificate must chain to, PEM");
@@ -80,6 +87,7 @@ int Run(int argc, char** argv) {
   flags.Int("metrics-port", &metrics_port,
             "Prometheus /metrics port (default 9465); 0 picks a free one, -1 serves none");
   flags.String("log-level", &log_level, "debug, info, warning or error");
+  fleet::onic_agent::DeclareExpectFlags(flags, &expect);
   absl::StatusOr<std::vector<std::string>> rest =
       flags.Parse(std::vector<std::string>(argv + 1, argv + argc));
   if (!rest.ok()) {
@@ -129,6 +137,36 @@ int Run(int argc, char** argv) {
       return 2;
     }
     config.metrics_port = static_cast<int>(metrics_port);
+  }
+  if (!rest->empty()) {
+    const bool session = *rest == std::vector<std::string>{"-"};
+    absl::StatusOr<fleet::onic_agent::BringUpCommand> command =
+        session ? fleet::onic_agent::BringUpCommand{}
+                : fleet::onic_agent::ParseBringUpCommand(*rest, expect);
+    if (!command.ok()) {
+      std::cerr << "fleet-onic-agent: " << command.status().message() << "\n";
+      return 2;
+    }
+    if (session && (!expect.vendor.empty() || !expect.device.empty() || !expect.dsn.empty())) {
+      std::cerr << "fleet-onic-agent: with `-`, --expect-* goes on each retrain line of stdin\n";
+      return 2;
+    }
+    if (config.backend.empty()) {
+      std::cerr << "fleet-onic-agent: --backend is required (flag or config); see --help\n";
+      return 2;
+    }
+    absl::StatusOr<std::unique_ptr<fleet::onic_agent::OnicBackend>> made = MakeBackend(config);
+    if (!made.ok()) {
+      std::cerr << "fleet-onic-agent: " << made.status().message() << "\n";
+      return 2;
+    }
+    return session ? fleet::onic_agent::RunBringUpSession(**made, std::cin, std::cout)
+                   : fleet::onic_agent::RunBringUpCommand(**made, *command, std::cout);
+  }
+  if (!expect.vendor.empty() || !expect.device.empty() || !expect.dsn.empty()) {
+    std::cerr << "fleet-onic-agent: --expect-* goes with the retrain verb; fleetd says what "
+                 "to expect when it runs the agent\n";
+    return 2;
   }
   if (config.controller.empty() || config.host.empty() || config.backend.empty()) {
     std::cerr << "fleet-onic-agent: --controller, --host and --backend are required (flags or "
