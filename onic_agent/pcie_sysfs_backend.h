@@ -7,7 +7,8 @@
 //   bound), then the function removed (`remove`). The link itself is left alone.
 // - Retrain: sets Retrain Link in the port's Link Control register, waits for Link Training
 //   to clear and Data Link Layer Link Active to set, rescans the port's secondary bus and
-//   checks that the expected device (vendor/device ids, Device Serial Number) appeared.
+//   checks that the expected device (vendor/device ids, Device Serial Number) appeared. On a
+//   hot-plug port (pciehp) the kernel may have enumerated the new device already; see Retrain.
 // - ReadPort: Link Status of the port (UP when DL Link Active), or QUIESCED while nothing is
 //   below a port this backend quiesced.
 //
@@ -83,12 +84,17 @@ class PcieSysfsBackend : public OnicBackend {
   // is left (UNAVAILABLE naming the survivors otherwise). Nothing below: OK at once.
   CommandOutcome Quiesce(const std::string& serial, uint32_t port, absl::Time deadline) override;
 
-  // Refuses (FAILED_PRECONDITION) while functions are still below the port (quiesce first:
-  // retraining under bound drivers would pull the link from under them), when the BDF is not
-  // a downstream port, when the port cannot report DL Link Active, or when Link Disable is
-  // set. `expected` fields that are zero are not checked; those set must all match one
-  // function below the port. A wrong device is removed again before returning, so this host
-  // never keeps (or binds a driver to) a device it was not given.
+  // Refuses (FAILED_PRECONDITION) while functions are still below a port this backend did not
+  // quiesce (retraining under bound drivers would pull the link from under them), when the
+  // BDF is not a downstream port, when the port cannot report DL Link Active, or when Link
+  // Disable is set. On a hot-plug slot whose hot-plug driver is on (pciehp), functions below a
+  // port this backend quiesced are taken as what the kernel enumerated when the new link came
+  // up: they are not retrained, only waited for (DL Link Active), listed again and checked as
+  // a rescan's find would be. (Nothing tells them apart from the old device put back by
+  // another rescan; an `expected` with a DSN does.) `expected` fields that are zero
+  // are not checked; those set must all match one function below the port. A wrong device is
+  // removed again before returning, so this host never keeps a device it was not given (on a
+  // hot-plug port the kernel may have bound its driver for the moment before).
   CommandOutcome Retrain(const std::string& serial, uint32_t port, const v1::PeerIdentity& expected,
                          absl::Time deadline) override;
 
@@ -107,6 +113,9 @@ class PcieSysfsBackend : public OnicBackend {
   struct PortRegisters {
     std::string config_path;
     size_t pcie_cap = 0;
+    // A hot-plug slot whose hot-plug driver (pciehp) is on: Slot Implemented, Hot-Plug
+    // Capable, and Hot-Plug Interrupt Enable set in Slot Control.
+    bool hot_plug = false;
   };
   // What the backend remembers about a port between calls.
   struct PortMemory {

@@ -51,7 +51,12 @@ std::string PortConfig(const FakePortSpec& spec) {
   c[0x41] = static_cast<char>(kFakePcieCap);  // … next: PCI Express
   c[kFakePcieCap] = 0x10;
   c[kFakePcieCap + 1] = 0x00;
-  Put16(c, kFakePcieCap + 0x02, static_cast<uint16_t>(0x2 | spec.port_type << 4));
+  Put16(c, kFakePcieCap + 0x02,
+        static_cast<uint16_t>(0x2 | spec.port_type << 4 | (spec.hot_plug ? 1u << 8 : 0u)));
+  if (spec.hot_plug) {
+    Put32(c, kFakePcieCap + 0x14, 1u << 6);  // Slot Capabilities: Hot-Plug Capable.
+    Put16(c, kFakePcieCap + 0x18, 1u << 5);  // Slot Control: Hot-Plug Interrupt Enable.
+  }
   Put32(c, kFakePcieCap + 0x0c,
         static_cast<uint32_t>(spec.speed_code | spec.width << 4) |
             (spec.dll_active_reporting ? 1u << 20 : 0u));

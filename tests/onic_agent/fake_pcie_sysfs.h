@@ -62,6 +62,9 @@ struct FakePortSpec {
   uint8_t width = 16;                // … x16.
   int polls_to_train = 2;            // Link Status reads that still see Link Training.
   FakeTrainingOutcome outcome = FakeTrainingOutcome::kUp;
+  // A hot-plug slot whose hot-plug driver is on: Slot Implemented, Hot-Plug Capable and
+  // Hot-Plug Interrupt Enable set.
+  bool hot_plug = false;
 };
 
 struct ConfigWrite {

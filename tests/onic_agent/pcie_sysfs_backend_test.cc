@@ -486,6 +486,58 @@ TEST_F(PcieSysfsBackendTest, RetrainRefusesWhileFunctionsAreStillBelow) {
   EXPECT_TRUE(fake_->HasFunction(kPortA1, "0000:19:00.0"));
 }
 
+// On a hot-plug slot the kernel (pciehp) enumerates what comes up on the new circuit before
+// the agent retrains (seen on a real kernel: tests/qemu). After the agent's quiesce, that is
+// the new device: judged as a rescan's find would be, without pulling the link.
+TEST_F(PcieSysfsBackendTest, AfterAQuiesceADeviceTheKernelEnumeratedIsJudgedNotRetrained) {
+  FakePortSpec spec = Port("0000:3a:00.0", "0000:3b");
+  spec.link_up = true;
+  spec.hot_plug = true;
+  fake_->AddPort(spec);
+  PcieSysfsBackend::Options options = DefaultOptions();
+  options.onics.push_back({"ONIC-C", {"0000:3a:00.0", "0000:3a:01.0"}});
+  auto backend = MakeBackend(options);
+  ASSERT_TRUE(backend->Quiesce("ONIC-C", 1, Generous()).status.ok());
+  fake_->AddFunction("0000:3a:00.0", Gpu("0000:3b:00.0"));  // Hot-plugged by the kernel.
+
+  CommandOutcome out = backend->Retrain("ONIC-C", 1, ExpectIds(0x10de, 0x2330), Generous());
+  ASSERT_TRUE(out.status.ok()) << out.status;
+  EXPECT_EQ(out.link.status(), v1::LINK_STATUS_UP);
+  EXPECT_THAT(out.link.detail(), HasSubstr("found 0000:3b:00.0"));
+  EXPECT_THAT(fake_->config_writes(), IsEmpty());  // No Retrain Link under its driver.
+  EXPECT_TRUE(fake_->HasFunction("0000:3a:00.0", "0000:3b:00.0"));
+
+  // The wrong device, enumerated the same way, is removed.
+  ASSERT_TRUE(backend->Quiesce("ONIC-C", 1, Generous()).status.ok());
+  fake_->AddFunction("0000:3a:00.0", Function("0000:3b:00.0", 0x144d, 0xa808));
+  out = backend->Retrain("ONIC-C", 1, ExpectIds(0x10de, 0x2330), Generous());
+  EXPECT_EQ(out.status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(fake_->HasFunction("0000:3a:00.0", "0000:3b:00.0"));
+
+  // Without a quiesce first, functions below still mean "quiesce first".
+  fake_->AddFunction("0000:3a:00.0", Gpu("0000:3b:00.0"));
+  out = backend->Retrain("ONIC-C", 1, v1::PeerIdentity(), Generous());
+  EXPECT_EQ(out.status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(out.status.message()), HasSubstr("quiesce the port first"));
+}
+
+// Without hot-plug nothing but a rescan enumerates below a port: functions found there after a
+// quiesce were put back by someone else's rescan (the old device), not judged as new.
+TEST_F(PcieSysfsBackendTest, AfterAQuiesceFunctionsBelowAPortWithoutHotPlugAreStillRefused) {
+  FakePortSpec spec = Port("0000:3a:00.0", "0000:3b");
+  spec.link_up = true;
+  fake_->AddPort(spec);
+  PcieSysfsBackend::Options options = DefaultOptions();
+  options.onics.push_back({"ONIC-C", {"0000:3a:00.0", "0000:3a:01.0"}});
+  auto backend = MakeBackend(options);
+  ASSERT_TRUE(backend->Quiesce("ONIC-C", 1, Generous()).status.ok());
+  fake_->AddFunction("0000:3a:00.0", Gpu("0000:3b:00.0"));
+  CommandOutcome out = backend->Retrain("ONIC-C", 1, ExpectIds(0x10de, 0x2330), Generous());
+  EXPECT_EQ(out.status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(out.status.message()), HasSubstr("quiesce the port first"));
+  EXPECT_THAT(fake_->config_writes(), IsEmpty());
+}
+
 TEST_F(PcieSysfsBackendTest, RetrainRefusesADisabledLink) {
   FakePortSpec spec = Port("0000:3a:00.0", "0000:3b");
   spec.link_control = 0x0010;  // Link Disable.
