@@ -34,6 +34,9 @@ TEST_PACKAGES=(
   # The README's tour (tests/readme, readme.tour) talks to the emulated switch with plain
   # tools: TL1 with nc, REST and /metrics with curl.
   netcat-openbsd curl
+  # tests/qemu: the pcie-sysfs backend on a real Linux kernel in a QEMU q35 guest, booted from
+  # Debian's kernel with a busybox initramfs made at test time (kmod lists its modules).
+  qemu-system-x86 linux-image-amd64 busybox-static kmod
 )
 
 case "${1:-}" in
