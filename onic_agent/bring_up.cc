@@ -1,37 +1,18 @@
 #include "onic_agent/bring_up.h"
 
-#include <charconv>
 #include <istream>
 
 #include <google/protobuf/util/json_util.h>
 
 #include "absl/status/status.h"
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/hex_id.h"
 #include "nlohmann/json.hpp"
 
 namespace fleet::onic_agent {
 namespace {
-
-// Parses hex `text` (with or without 0x; a DSN also with '-' or ':' between bytes) of at most
-// `max` into `value`; INVALID_ARGUMENT naming `flag` otherwise.
-absl::Status ParseHexFlag(const std::string& flag, const std::string& text, uint64_t max,
-                          uint64_t* value) {
-  std::string digits = absl::StrReplaceAll(absl::AsciiStrToLower(text), {{"-", ""}, {":", ""}});
-  if (absl::StartsWith(digits, "0x")) digits.erase(0, 2);
-  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), *value, 16);
-  if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || *value > max ||
-      *value == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--", flag, " '", text, "' is not a non-zero hex number of at most ",
-        max == 0xffff ? "16 bits (e.g. 0x8086)" : "64 bits (e.g. 52-54-00-ff-fe-12-34-56)"));
-  }
-  return absl::OkStatus();
-}
 
 nlohmann::json MessageJson(const google::protobuf::Message& message) {
   std::string text;
@@ -90,24 +71,20 @@ absl::StatusOr<BringUpCommand> ParseBringUpCommand(const std::vector<std::string
     return absl::InvalidArgumentError(absl::StrCat("--expect-* checks the device a retrain finds; ",
                                                    command.verb, " does not retrain"));
   }
-  uint64_t value = 0;
   if (!expected.vendor.empty()) {
-    if (absl::Status s = ParseHexFlag("expect-vendor", expected.vendor, 0xffff, &value); !s.ok()) {
-      return s;
-    }
-    command.expected.set_pcie_vendor_id(static_cast<uint32_t>(value));
+    absl::StatusOr<uint64_t> vendor = ParseHexId(expected.vendor, 16, "--expect-vendor");
+    if (!vendor.ok()) return vendor.status();
+    command.expected.set_pcie_vendor_id(static_cast<uint32_t>(*vendor));
   }
   if (!expected.device.empty()) {
-    if (absl::Status s = ParseHexFlag("expect-device", expected.device, 0xffff, &value); !s.ok()) {
-      return s;
-    }
-    command.expected.set_pcie_device_id(static_cast<uint32_t>(value));
+    absl::StatusOr<uint64_t> device = ParseHexId(expected.device, 16, "--expect-device");
+    if (!device.ok()) return device.status();
+    command.expected.set_pcie_device_id(static_cast<uint32_t>(*device));
   }
   if (!expected.dsn.empty()) {
-    if (absl::Status s = ParseHexFlag("expect-dsn", expected.dsn, ~uint64_t{0}, &value); !s.ok()) {
-      return s;
-    }
-    command.expected.set_device_serial_number(value);
+    absl::StatusOr<uint64_t> dsn = ParseHexId(expected.dsn, 64, "--expect-dsn");
+    if (!dsn.ok()) return dsn.status();
+    command.expected.set_device_serial_number(*dsn);
   }
   return command;
 }

@@ -7,14 +7,17 @@
 #include <string>
 
 #include "fleet/v1/agent.pb.h"
+#include "fleet/v1/inventory.pb.h"
 
 namespace fleet::agent_registry {
 
 // The O-NIC port whose light a retrained port must see: the source of the circuit arriving
-// on it.
+// on it; and what its device shows on PCIe (inventory's `pcie:`), which an agent whose backend
+// sees PCIe (pcie-sysfs) checks against what enumerated behind the port.
 struct ExpectedPeer {
   std::string onic_serial;
   uint32_t port = 0;
+  v1::PcieIdentity device;
 };
 
 // Retrains port `port` of the O-NIC with serial `onic_serial`, expecting `peer`; without
@@ -28,6 +31,9 @@ inline v1::Command RetrainCommand(const std::string& onic_serial, uint32_t port,
   if (peer.has_value()) {
     retrain->mutable_expected_peer()->set_onic_serial(peer->onic_serial);
     retrain->mutable_expected_peer()->set_port(peer->port);
+    retrain->mutable_expected_peer()->set_pcie_vendor_id(peer->device.vendor());
+    retrain->mutable_expected_peer()->set_pcie_device_id(peer->device.device());
+    retrain->mutable_expected_peer()->set_device_serial_number(peer->device.dsn());
   }
   return command;
 }

@@ -128,6 +128,13 @@ LinkTrainer::Failures LinkTrainer::Retrain(const std::vector<v1::Circuit>& circu
   return failed;
 }
 
+v1::PcieIdentity EnumeratedBehind(const CachedInventory& site, const v1::Circuit& c) {
+  const v1::Device* at = site.FindDevice(site.DeviceOf(c.destination().onic()));
+  const v1::Device* from = site.FindDevice(site.DeviceOf(c.source().onic()));
+  if (at == nullptr || from == nullptr || at->kind() != v1::DEVICE_KIND_CPU) return {};
+  return from->pcie();
+}
+
 LinkTrainer::Training LinkTrainer::StartRetrain(const std::vector<const v1::Circuit*>& circuits,
                                                 bool armed,
                                                 std::vector<const v1::Circuit*>* unarmed,
@@ -136,6 +143,9 @@ LinkTrainer::Training LinkTrainer::StartRetrain(const std::vector<const v1::Circ
   const EngineOptions& options = ctx_.options;
   Training training;
   std::vector<agent_registry::AddressedCommand> commands;
+  // For the PCIe identity of each source's device (none when the inventory cannot be read:
+  // the light's peer is still checked).
+  absl::StatusOr<std::shared_ptr<const CachedInventory>> site = inventory_->Current();
   for (const v1::Circuit* c : circuits) {
     absl::StatusOr<std::string> dst = inventory_->SerialOf(c->destination().onic());
     absl::StatusOr<std::string> src = inventory_->SerialOf(c->source().onic());
@@ -159,8 +169,9 @@ LinkTrainer::Training LinkTrainer::StartRetrain(const std::vector<const v1::Circ
     if (!agents->HasOwner(*src)) training.sender_absent.insert(c->id());
     agent_registry::AddressedCommand& cmd = commands.emplace_back();
     cmd.onic_serial = *dst;
-    cmd.command =
-        agent_registry::RetrainCommand(*dst, c->destination().port(), {{*src, c->source().port()}});
+    agent_registry::ExpectedPeer peer{*src, c->source().port(), {}};
+    if (site.ok()) peer.device = EnumeratedBehind(**site, *c);
+    cmd.command = agent_registry::RetrainCommand(*dst, c->destination().port(), peer);
     if (armed) {
       *cmd.command.mutable_retrain()->mutable_await_light() =
           ToProtoDuration(options.armed_light_wait);

@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/hex_id.h"
 #include "controller/inventory/field_diff.h"
 #include "fleet/v1/names.h"
 
@@ -222,7 +223,7 @@ class Parser {
 
   void ParseDevice(const YAML::Node& node, v1::Inventory* inventory) {
     if (!ExpectMap(node, Label(node, "device", "id"),
-                   {"id", "kind", "host", "chassis", "model", "spare", "onics"}))
+                   {"id", "kind", "host", "chassis", "model", "spare", "pcie", "onics"}))
       return;
     v1::Device* d = inventory->add_devices();
     d->set_id(String(node, "id", "device", true));
@@ -232,9 +233,34 @@ class Parser {
     d->set_chassis(String(node, "chassis", what, false));
     d->set_model(String(node, "model", what, false));
     d->set_spare(Bool(node, "spare", what));
+    if (node["pcie"]) {
+      v1::PcieIdentity pcie;
+      ParsePcie(node["pcie"], what, &pcie);
+      // Kept only when it says something, as the store gives it back.
+      if (pcie.ByteSizeLong() > 0) *d->mutable_pcie() = pcie;
+    }
     for (const YAML::Node& onic : List(node, "onics", what)) {
       ParseOnic(onic, d->id(), inventory->add_onics());
     }
+  }
+
+  // pcie: {vendor: 10de, device: 2330, dsn: 48-b0-2d-03-00-a1-b2-c3}, each optional, in hex.
+  void ParsePcie(const YAML::Node& node, const std::string& device, v1::PcieIdentity* out) {
+    const std::string what = absl::StrCat(device, " pcie");
+    if (!ExpectMap(node, what, {"vendor", "device", "dsn"})) return;
+    auto hex = [&](const std::string& key, int bits) -> uint64_t {
+      const std::string text = String(node, key, what, false);
+      if (text.empty()) return 0;
+      absl::StatusOr<uint64_t> value = ParseHexId(text, bits, absl::StrCat(what, ": '", key, "'"));
+      if (!value.ok()) {
+        Problem(node[key], value.status().message());
+        return 0;
+      }
+      return *value;
+    };
+    out->set_vendor(static_cast<uint32_t>(hex("vendor", 16)));
+    out->set_device(static_cast<uint32_t>(hex("device", 16)));
+    out->set_dsn(hex("dsn", 64));
   }
 
   void ParseTrunk(const YAML::Node& node, v1::Trunk* t) {

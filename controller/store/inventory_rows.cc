@@ -137,7 +137,8 @@ absl::StatusOr<std::vector<v1::Device>> SelectDevices(Database& db, const std::s
     SELECT d.id, d.kind, COALESCE(d.host, ''), d.chassis, d.model, d.admin_state,
            (SELECT group_concat(o.id, char(10)) FROM
               (SELECT id FROM onics WHERE device_id = d.id ORDER BY id) o),
-           d.spare, COALESCE(h.health, 'healthy'), COALESCE(h.reason, ''), h.changed_us
+           d.spare, COALESCE(h.health, 'healthy'), COALESCE(h.reason, ''), h.changed_us,
+           d.pcie_vendor, d.pcie_device, d.pcie_dsn
     FROM devices d LEFT JOIN device_health h ON h.device_id = d.id
     WHERE (?1 = '' OR d.id = ?1) AND (?2 = '' OR d.host = ?2) AND (?3 = '' OR d.kind = ?3)
     ORDER BY d.id)sql"));
@@ -162,6 +163,11 @@ absl::StatusOr<std::vector<v1::Device>> SelectDevices(Database& db, const std::s
     d.set_health_reason(stmt.Text(9));
     if (!stmt.IsNull(10))
       *d.mutable_health_changed() = ToProtoTime(absl::FromUnixMicros(stmt.Int(10)));
+    if (stmt.Int(11) != 0 || stmt.Int(12) != 0 || stmt.Int(13) != 0) {
+      d.mutable_pcie()->set_vendor(static_cast<uint32_t>(stmt.Int(11)));
+      d.mutable_pcie()->set_device(static_cast<uint32_t>(stmt.Int(12)));
+      d.mutable_pcie()->set_dsn(static_cast<uint64_t>(stmt.Int(13)));
+    }
   }
   return out;
 }
@@ -362,14 +368,20 @@ absl::Status UpsertHost(Database& db, const v1::Host& h) {
 
 absl::Status UpsertDevice(Database& db, const v1::Device& d) {
   ASSIGN_OR_RETURN(Statement stmt, db.Prepare(R"sql(
-    INSERT INTO devices (id, kind, host, chassis, model, spare) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+    INSERT INTO devices (id, kind, host, chassis, model, spare, pcie_vendor, pcie_device, pcie_dsn)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
     ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, host = excluded.host,
-      chassis = excluded.chassis, model = excluded.model, spare = excluded.spare)sql"));
+      chassis = excluded.chassis, model = excluded.model, spare = excluded.spare,
+      pcie_vendor = excluded.pcie_vendor, pcie_device = excluded.pcie_device,
+      pcie_dsn = excluded.pcie_dsn)sql"));
   stmt.Bind(1, d.id())
       .Bind(2, Name(d.kind()))
       .Bind(4, d.chassis())
       .Bind(5, d.model())
-      .Bind(6, int64_t{d.spare()});
+      .Bind(6, int64_t{d.spare()})
+      .Bind(7, int64_t{d.pcie().vendor()})
+      .Bind(8, int64_t{d.pcie().device()})
+      .Bind(9, static_cast<int64_t>(d.pcie().dsn()));
   if (d.host().empty()) {
     stmt.BindNull(3);
   } else {

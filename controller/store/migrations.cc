@@ -282,6 +282,14 @@ ALTER TABLE hosts ADD COLUMN admin_reason TEXT NOT NULL DEFAULT '';
 CREATE INDEX allocations_by_lease ON allocations(lease_expires_us)
   WHERE state NOT IN ('releasing', 'failed', 'released');
 )sql"},
+      {9, "device pcie identity", R"sql(
+-- What a device shows on PCIe (the inventory file's `pcie:`), checked by the host end's agent
+-- after a retrain; 0 where not given. The DSN is a 64-bit pattern, stored as SQLite's signed
+-- integer.
+ALTER TABLE devices ADD COLUMN pcie_vendor INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE devices ADD COLUMN pcie_device INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE devices ADD COLUMN pcie_dsn INTEGER NOT NULL DEFAULT 0;
+)sql"},
   };
   return kMigrations;
 }

@@ -148,6 +148,38 @@ TEST_F(LinkTrainerTest, ARetrainGoesToTheReceivingEndNamingTheSenderAsPeer) {
   EXPECT_THAT(failed.no_agent, ElementsAre("c2"));
 }
 
+// A host's O-NIC port enumerates the device at the far end of its link: its retrain carries
+// that device's PCIe identity from inventory, so a pcie-sysfs agent can check what appeared. A
+// device's own O-NIC enumerates nothing of the host: its retrain carries none.
+TEST_F(LinkTrainerTest, AHostsRetrainCarriesThePcieIdentityOfTheDeviceItAttaches) {
+  v1::Inventory site = inventory::ReadInventoryFile(std::string(FLEET_SOURCE_DIR) +
+                                                    "/deploy/inventory/fleet-gen1.yaml")
+                           .value();
+  for (v1::Device& d : *site.mutable_devices()) {
+    if (d.id() != "gpu1") continue;
+    d.mutable_pcie()->set_vendor(0x10de);
+    d.mutable_pcie()->set_device(0x20b5);
+    d.mutable_pcie()->set_dsn(0xffee000000000001ULL);  // The top bit set: kept whole.
+  }
+  inventory::InventoryApplier applier(store_.get());
+  ASSERT_TRUE(applier.Apply(site, {}, "operator:test").ok());
+  agents_.owners = {"FLT-S1C0-N0", "FLT-GPU1-N0"};
+
+  trainer_->Retrain({Between("c1", "gpu1-n0", "s1c0-n0"), Between("c2", "s1c0-n0", "gpu1-n0")},
+                    /*check_first=*/false);
+  ASSERT_THAT(agents_.sent, SizeIs(2));
+  const v1::PeerIdentity& at_host = agents_.sent[0].retrain().expected_peer();
+  EXPECT_EQ(agents_.sent[0].retrain().onic_serial(), "FLT-S1C0-N0");
+  EXPECT_EQ(at_host.onic_serial(), "FLT-GPU1-N0");
+  EXPECT_EQ(at_host.pcie_vendor_id(), 0x10deu);
+  EXPECT_EQ(at_host.pcie_device_id(), 0x20b5u);
+  EXPECT_EQ(at_host.device_serial_number(), 0xffee000000000001ULL);
+  const v1::PeerIdentity& at_gpu = agents_.sent[1].retrain().expected_peer();
+  EXPECT_EQ(at_gpu.onic_serial(), "FLT-S1C0-N0");
+  EXPECT_EQ(at_gpu.pcie_vendor_id(), 0u);
+  EXPECT_EQ(at_gpu.device_serial_number(), 0u);
+}
+
 TEST_F(LinkTrainerTest, ALinkThatFailsWithNoAgentAtItsSendingEndSaysNothingOfTheReceiver) {
   agents_.owners = {"FLT-GPU2-N0"};  // gpu1-n0's agent is away: its light may be out.
   agents_.answer = [](const v1::Command&) {

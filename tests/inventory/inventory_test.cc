@@ -85,6 +85,31 @@ TEST(ParseInventoryTest, SmallSiteIsValid) {
   EXPECT_THAT(ValidateInventory(site), IsEmpty());
 }
 
+TEST(ParseInventoryTest, ADevicesPcieIdentityIsHexAndEachPartOptional) {
+  v1::Inventory site = MustParse(
+      absl::StrReplaceAll(SmallSite(), {{"kind: gpu",
+                                         "kind: gpu\n    pcie: {vendor: 0x10de, device: 20b5, dsn: "
+                                         "ff-ee-00-00-00-00-00-01}"}}));
+  ASSERT_THAT(site.devices(), SizeIs(2));
+  EXPECT_FALSE(site.devices(0).has_pcie());
+  EXPECT_EQ(site.devices(1).pcie().vendor(), 0x10deu);
+  EXPECT_EQ(site.devices(1).pcie().device(), 0x20b5u);
+  EXPECT_EQ(site.devices(1).pcie().dsn(), 0xffee000000000001ULL);
+  site = MustParse(absl::StrReplaceAll(SmallSite(), {{"kind: gpu", "kind: gpu\n    pcie: {}"}}));
+  EXPECT_FALSE(site.devices(1).has_pcie());  // Nothing said: nothing checked, as stored.
+
+  absl::StatusOr<v1::Inventory> parsed = ParseInventoryYaml(
+      absl::StrReplaceAll(
+          SmallSite(), {{"kind: gpu", "kind: gpu\n    pcie: {vendor: 0x110de, dsn: x1, bus: 3}"}}),
+      "site.yaml");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_THAT(std::string(parsed.status().message()),
+              AllOf(HasSubstr("device gpu1 pcie: 'vendor' '0x110de' is not a non-zero hex number "
+                              "of at most 16 bits"),
+                    HasSubstr("device gpu1 pcie: 'dsn' 'x1' is not a non-zero hex number"),
+                    HasSubstr("device gpu1 pcie: unknown key 'bus'")));
+}
+
 TEST(ParseInventoryTest, SyntaxErrorNamesTheLine) {
   absl::StatusOr<v1::Inventory> parsed = ParseInventoryYaml("site: x\nswitches: [\n", "bad.yaml");
   ASSERT_FALSE(parsed.ok());

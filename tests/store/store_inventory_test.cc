@@ -163,6 +163,32 @@ TEST_F(StoreTest, DeviceListsEveryOnicInIdOrder) {
   EXPECT_THAT(cpu.onics(), ElementsAre("n-cpu", "n-cpu-b"));
 }
 
+TEST_F(StoreTest, ADevicesPcieIdentityIsStoredWholeAndUpdated) {
+  InventoryWrite site = SmallSite();
+  for (v1::Device& d : *site.objects.mutable_devices()) {
+    if (d.id() != "gpu0") continue;
+    d.mutable_pcie()->set_vendor(0x10de);
+    d.mutable_pcie()->set_device(0x20b5);
+    d.mutable_pcie()->set_dsn(0xffee000000000001ULL);  // Past int64's top: SQLite's sign bit.
+  }
+  ASSERT_THAT(store_->WriteInventory(site, kOperator), IsOk());
+  ASSERT_OK_AND_ASSIGN(v1::Device gpu, store_->GetDevice("gpu0"));
+  EXPECT_EQ(gpu.pcie().vendor(), 0x10deu);
+  EXPECT_EQ(gpu.pcie().device(), 0x20b5u);
+  EXPECT_EQ(gpu.pcie().dsn(), 0xffee000000000001ULL);
+  ASSERT_OK_AND_ASSIGN(v1::Device cpu, store_->GetDevice("h1-cpu0"));
+  EXPECT_FALSE(cpu.has_pcie());
+
+  InventoryWrite cleared;
+  *cleared.objects.add_devices() = gpu;
+  cleared.objects.mutable_devices(0)->clear_pcie();
+  cleared.objects.mutable_devices(0)->clear_onics();
+  cleared.updated = {"device gpu0"};
+  ASSERT_THAT(store_->WriteInventory(cleared, kOperator), IsOk());
+  ASSERT_OK_AND_ASSIGN(gpu, store_->GetDevice("gpu0"));
+  EXPECT_FALSE(gpu.has_pcie());
+}
+
 TEST_F(StoreTest, ListOnicsFiltersByHostAndSwitchAndFillsPortsAndHost) {
   WriteSite();
   ASSERT_OK_AND_ASSIGN(std::vector<v1::Onic> all, store_->ListOnics({}));

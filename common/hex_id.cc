@@ -1,0 +1,29 @@
+#include "common/hex_id.h"
+
+#include <charconv>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+
+namespace fleet {
+
+absl::StatusOr<uint64_t> ParseHexId(absl::string_view text, int bits, absl::string_view what) {
+  std::string digits = absl::StrReplaceAll(absl::AsciiStrToLower(text), {{"-", ""}, {":", ""}});
+  if (absl::StartsWith(digits, "0x")) digits.erase(0, 2);
+  const uint64_t max = bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
+  uint64_t value = 0;
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value, 16);
+  if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || value > max ||
+      value == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " '", text, "' is not a non-zero hex number of at most ", bits,
+                     " bits (e.g. ", bits <= 16 ? "0x10de" : "48-b0-2d-03-00-a1-b2-c3", ")"));
+  }
+  return value;
+}
+
+}  // namespace fleet

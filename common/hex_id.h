@@ -1,0 +1,21 @@
+// Hex identifiers as operators write them: PCIe vendor and device ids (0x10de or 10de) and
+// Device Serial Numbers (0x48b02d0300a1b2c3, or byte by byte as lspci prints them,
+// 48-b0-2d-03-00-a1-b2-c3, also with ':'). One parser for the inventory file and the agent's
+// command line.
+#ifndef FLEET_COMMON_HEX_ID_H_
+#define FLEET_COMMON_HEX_ID_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace fleet {
+
+// `text` as a non-zero hex number of at most `bits` bits (16 or 64). INVALID_ARGUMENT
+// "<what> '<text>' is not a non-zero hex number of at most <bits> bits (e.g. ...)" otherwise.
+absl::StatusOr<uint64_t> ParseHexId(absl::string_view text, int bits, absl::string_view what);
+
+}  // namespace fleet
+
+#endif  // FLEET_COMMON_HEX_ID_H_
