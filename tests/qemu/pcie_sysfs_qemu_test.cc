@@ -18,8 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
-#include "tests/integration/subprocess.h"
-#include "tests/qemu/qemu_guest.h"
+#include "tests/qemu/guest_test.h"
 
 namespace fleet::testing {
 namespace {
@@ -47,63 +46,29 @@ onics:
       - {downstream: "0000:00:05.0"}
 )";
 
-class PcieSysfsOnRealKernelTest : public ::testing::Test {
+class PcieSysfsOnRealKernelTest : public GuestTest {
  protected:
   void SetUp() override {
-    if (absl::Status can = QemuGuest::CanBoot(); !can.ok()) {
-      // These machines have QEMU (deploy/quickstart/install-deps.sh): in CI a missing one fails.
-      if (getenv("CI") != nullptr) FAIL() << can.message();
-      GTEST_SKIP() << can.message();
-    }
-    const std::string dir = FreshDirectory("guest");
-    QemuGuest::Options options;
-    options.devices = {
-        "pcie-root-port,id=rp1,bus=pcie.0,chassis=1,slot=1,addr=0x2",
-        "pcie-root-port,id=rp2,bus=pcie.0,chassis=2,slot=2,addr=0x3",
-        "pcie-root-port,id=rp3,bus=pcie.0,chassis=3,slot=3,addr=0x4",
-        "pcie-root-port,id=rp4,bus=pcie.0,chassis=4,slot=4,addr=0x5",
-        absl::StrCat("e1000e,bus=rp1,id=nic1,mac=", kNicMac),
-        "nvme,bus=rp2,id=nvme1,serial=FLEET-NVME-1",
-    };
-    absl::StatusOr<std::unique_ptr<QemuGuest>> guest = QemuGuest::Boot(options, dir);
-    ASSERT_TRUE(guest.ok()) << guest.status();
-    guest_ = std::move(*guest);
-    std::cout << "guest: kernel " << guest_->kernel_version() << ", " << guest_->accelerator()
-              << ", booted in " << absl::FormatDuration(guest_->boot_time()) << std::endl;
-    RecordProperty("boot_ms", absl::StrCat(absl::ToInt64Milliseconds(guest_->boot_time())));
-    // The drivers a host would have loaded, so that quiesce has drivers to unbind.
-    Guest("modprobe e1000e && modprobe nvme");
-    config_ = dir + "/agent.yaml";
-    WriteText(config_, kAgentConfig);
+    ASSERT_NO_FATAL_FAILURE(BootGuest(
+        {
+            "pcie-root-port,id=rp1,bus=pcie.0,chassis=1,slot=1,addr=0x2",
+            "pcie-root-port,id=rp2,bus=pcie.0,chassis=2,slot=2,addr=0x3",
+            "pcie-root-port,id=rp3,bus=pcie.0,chassis=3,slot=3,addr=0x4",
+            "pcie-root-port,id=rp4,bus=pcie.0,chassis=4,slot=4,addr=0x5",
+            absl::StrCat("e1000e,bus=rp1,id=nic1,mac=", kNicMac),
+            "nvme,bus=rp2,id=nvme1,serial=FLEET-NVME-1",
+        },
+        // The drivers a host would have loaded, so that quiesce has drivers to unbind.
+        "e1000e nvme"));
+    const std::string config = WriteText("agent.yaml", kAgentConfig);
     // The agent reads verbs from a FIFO it opens read-write, so it never sees the end of it.
     Guest(absl::StrCat("mkdir /run/agent && mkfifo /run/agent/in && : > /run/agent/out && (",
-                       BinaryPath("fleet-onic-agent"), " --config ", config_,
+                       BinaryPath("fleet-onic-agent"), " --config ", config,
                        " - <> /run/agent/in > /run/agent/out 2> /run/agent/err & echo $! > "
                        "/run/agent/pid)"));
   }
 
-  void TearDown() override {
-    if (HasFailure() && guest_ != nullptr) {
-      absl::StatusOr<QemuGuest::Result> err = guest_->Run("cat /run/agent/err; dmesg | tail -40");
-      if (err.ok()) std::cout << "agent stderr and kernel log:\n" << err->output << std::endl;
-    }
-  }
-
-  static void WriteText(const std::string& path, const std::string& text) {
-    FILE* f = fopen(path.c_str(), "w");
-    ASSERT_NE(f, nullptr) << path;
-    fputs(text.c_str(), f);
-    fclose(f);
-  }
-
-  // Runs `command` in the guest, which must succeed; returns its output.
-  std::string Guest(const std::string& command) {
-    absl::StatusOr<QemuGuest::Result> result = guest_->Run(command);
-    EXPECT_TRUE(result.ok()) << result.status();
-    if (!result.ok()) return "";
-    EXPECT_EQ(result->exit_code, 0) << command << ":\n" << result->output;
-    return result->output;
-  }
+  void TearDown() override { PrintDiagnostics("cat /run/agent/err"); }
 
   // Sends one verb line to the agent in the guest and returns its JSON answer.
   json Agent(const std::string& line) {
@@ -122,35 +87,8 @@ class PcieSysfsOnRealKernelTest : public ::testing::Test {
     return answer;
   }
 
-  // The PCI functions directly below downstream port `bdf`, as the guest's sysfs lists them.
-  std::string FunctionsBelow(const std::string& bdf) {
-    return Guest(
-        absl::StrCat("cd /sys/bus/pci/devices/", bdf, " && ls -d ????:??:??.? 2>/dev/null; true"));
-  }
-
-  // Waits until the guest's kernel has enumerated a function below `bdf` (pciehp, after a
-  // hot-add); returns its BDF.
-  std::string AwaitFunctionBelow(const std::string& bdf) {
-    return Guest(
-        absl::StrCat("cd /sys/bus/pci/devices/", bdf,
-                     " && for i in $(seq 300); do ls -d ????:??:??.? 2>/dev/null && exit 0; "
-                     "sleep 0.1; done; exit 1"));
-  }
-
-  std::string DriverOf(const std::string& function_bdf) {
-    return Guest(absl::StrCat("basename $(readlink /sys/bus/pci/devices/", function_bdf,
-                              "/driver) 2>/dev/null; true"));
-  }
-
-  std::unique_ptr<QemuGuest> guest_;
-  std::string config_;
   int answers_ = 0;
 };
-
-std::string Trimmed(std::string text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  return text;
-}
 
 TEST_F(PcieSysfsOnRealKernelTest, DiscoverReadsEachPortsLinkFromTheKernel) {
   json answer = Agent("discover");
@@ -180,32 +118,32 @@ TEST_F(PcieSysfsOnRealKernelTest, DiscoverReadsEachPortsLinkFromTheKernel) {
 }
 
 TEST_F(PcieSysfsOnRealKernelTest, QuiesceUnbindsAndRemovesThenRetrainFindsTheExpectedDevice) {
-  const std::string nic = Trimmed(FunctionsBelow("0000:00:02.0"));
+  const std::string nic = FunctionsBelow("0000:00:02.0");
   ASSERT_FALSE(nic.empty());
-  ASSERT_EQ(Trimmed(DriverOf(nic)), "e1000e");
+  ASSERT_EQ(DriverOf(nic), "e1000e");
 
   json quiesced = Agent("quiesce ONIC-A 1");
   EXPECT_EQ(quiesced["code"], "OK") << quiesced.dump();
   EXPECT_EQ(quiesced["link"]["status"], "LINK_STATUS_QUIESCED");
-  EXPECT_EQ(Trimmed(FunctionsBelow("0000:00:02.0")), "");
+  EXPECT_EQ(FunctionsBelow("0000:00:02.0"), "");
   EXPECT_EQ(Agent("read ONIC-A 1")["link"]["status"], "LINK_STATUS_QUIESCED");
   EXPECT_EQ(Agent("quiesce ONIC-A 1")["code"], "OK");  // Idempotent.
   // The other port and its driver are untouched.
-  EXPECT_EQ(Trimmed(DriverOf(Trimmed(FunctionsBelow("0000:00:03.0")))), "nvme");
+  EXPECT_EQ(DriverOf(FunctionsBelow("0000:00:03.0")), "nvme");
 
   json retrained = Agent(absl::StrCat("retrain ONIC-A 1 ", kIntelNic, " --expect-dsn ", kNicDsn));
   EXPECT_EQ(retrained["code"], "OK") << retrained.dump();
   EXPECT_EQ(retrained["link"]["status"], "LINK_STATUS_UP");
   EXPECT_EQ(retrained["link"]["link_width"], 1);
   // Back, and the kernel bound its driver again on the rescan.
-  EXPECT_EQ(Trimmed(FunctionsBelow("0000:00:02.0")), nic);
-  EXPECT_EQ(Trimmed(DriverOf(nic)), "e1000e");
+  EXPECT_EQ(FunctionsBelow("0000:00:02.0"), nic);
+  EXPECT_EQ(DriverOf(nic), "e1000e");
 
   // A retrain under a bound driver is refused: it would pull the link from under it.
   json refused = Agent("retrain ONIC-A 1");
   EXPECT_EQ(refused["code"], "FAILED_PRECONDITION") << refused.dump();
   EXPECT_TRUE(absl::StrContains(refused["message"].get<std::string>(), "quiesce the port first"));
-  EXPECT_EQ(Trimmed(DriverOf(nic)), "e1000e");
+  EXPECT_EQ(DriverOf(nic), "e1000e");
 }
 
 TEST_F(PcieSysfsOnRealKernelTest, AWrongDeviceIsRefusedNamedAndRemoved) {
@@ -218,7 +156,7 @@ TEST_F(PcieSysfsOnRealKernelTest, AWrongDeviceIsRefusedNamedAndRemoved) {
   EXPECT_TRUE(absl::StrContains(message, "0x1b36")) << message;  // QEMU's NVMe, as seen.
   EXPECT_TRUE(absl::StrContains(message, "removed it again")) << message;
   EXPECT_EQ(wrong["link"]["status"], "LINK_STATUS_DOWN");
-  EXPECT_EQ(Trimmed(FunctionsBelow("0000:00:03.0")), "");  // Nothing left bound.
+  EXPECT_EQ(FunctionsBelow("0000:00:03.0"), "");  // Nothing left bound.
   EXPECT_EQ(Agent("read ONIC-A 2")["link"]["status"], "LINK_STATUS_DOWN");
 
   // The right ids with another serial number: the DSN the device carries is named.
@@ -227,7 +165,7 @@ TEST_F(PcieSysfsOnRealKernelTest, AWrongDeviceIsRefusedNamedAndRemoved) {
   EXPECT_EQ(other["code"], "FAILED_PRECONDITION") << other.dump();
   EXPECT_TRUE(absl::StrContains(other["message"].get<std::string>(), "0x525400ffff123456"))
       << other.dump();
-  EXPECT_EQ(Trimmed(FunctionsBelow("0000:00:02.0")), "");
+  EXPECT_EQ(FunctionsBelow("0000:00:02.0"), "");
 }
 
 TEST_F(PcieSysfsOnRealKernelTest, AnEmptySlotNeverTrains) {
@@ -246,17 +184,13 @@ TEST_F(PcieSysfsOnRealKernelTest, ADeviceTheKernelHotPluggedAfterAQuiesceIsJudge
   absl::StatusOr<json> added = guest_->Qmp(
       "device_add", {{"driver", "e1000e"}, {"bus", "rp3"}, {"id", "nic2"}, {"mac", kHotNicMac}});
   ASSERT_TRUE(added.ok()) << added.status();
-  const std::string nic = Trimmed(AwaitFunctionBelow("0000:00:04.0"));
+  const std::string nic = AwaitFunctionBelow("0000:00:04.0");
   // The kernel bound its driver as well: retraining now would pull the link from under it.
-  EXPECT_EQ(Trimmed(Guest(absl::StrCat("for i in $(seq 100); do [ -e /sys/bus/pci/devices/", nic,
-                                       "/driver ] && break; sleep 0.1; done; basename $(readlink "
-                                       "/sys/bus/pci/devices/",
-                                       nic, "/driver)"))),
-            "e1000e");
+  EXPECT_EQ(DriverOf(nic), "e1000e");
   json answer = Agent(absl::StrCat("retrain ONIC-B 1 ", kIntelNic, " --expect-dsn ", kHotNicDsn));
   EXPECT_EQ(answer["code"], "OK") << answer.dump();
   EXPECT_EQ(answer["link"]["status"], "LINK_STATUS_UP");
-  EXPECT_EQ(Trimmed(FunctionsBelow("0000:00:04.0")), nic);
+  EXPECT_EQ(FunctionsBelow("0000:00:04.0"), nic);
 
   // A wrong device the kernel enumerated on its own is removed all the same.
   ASSERT_EQ(Agent("quiesce ONIC-B 2")["code"], "OK");
@@ -270,7 +204,7 @@ TEST_F(PcieSysfsOnRealKernelTest, ADeviceTheKernelHotPluggedAfterAQuiesceIsJudge
   EXPECT_TRUE(absl::StrContains(wrong["message"].get<std::string>(),
                                 "wrong device behind O-NIC ONIC-B port 2: saw vendor 0x1b36"))
       << wrong.dump();
-  EXPECT_EQ(Trimmed(FunctionsBelow("0000:00:05.0")), "");
+  EXPECT_EQ(FunctionsBelow("0000:00:05.0"), "");
 }
 
 // The link going away under a bound driver: QEMU 7.2 removes a device from a hot-plug slot
@@ -282,7 +216,7 @@ TEST_F(PcieSysfsOnRealKernelTest, ALinkThatWentAwayReadsDownAndDoesNotTrain) {
   absl::StatusOr<json> event = guest_->AwaitEvent("DEVICE_DELETED");
   ASSERT_TRUE(event.ok()) << event.status();
   EXPECT_EQ((*event)["device"], "nic1");
-  EXPECT_EQ(Trimmed(FunctionsBelow("0000:00:02.0")), "");
+  EXPECT_EQ(FunctionsBelow("0000:00:02.0"), "");
   json read = Agent("read ONIC-A 1");
   EXPECT_EQ(read["link"]["status"], "LINK_STATUS_DOWN") << read.dump();
   json retrained = Agent(absl::StrCat("retrain ONIC-A 1 ", kIntelNic));

@@ -47,6 +47,7 @@ export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
+ip link set lo up
 while read -r m; do insmod "/lib/modules/$m" || echo "fleet-guest: insmod $m failed"; done < /modules
 if ! mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=524288 hostroot /host; then
   echo "fleet-guest: cannot mount the host's files over 9p"; poweroff -f

@@ -5,6 +5,7 @@
 // or rebuilt for it. /proc, /sys and /dev in the guest are its own, and so is /run (an empty
 // tmpfs, the one place the guest can write).
 //
+// Its only network is its own loopback (up), for programs run together inside it.
 // Talking to the guest, without any network: commands go to its second serial port (a Unix
 // socket here), one line each, and come back with their output and exit code; the kernel's log
 // goes to a file (console()). QMP, QEMU's JSON monitor, adds and removes devices while it runs.

@@ -1,0 +1,249 @@
+// Attaching a pooled device to a host end to end, on a real kernel: fleetd, its switch
+// (polatis-emu) and two agents run inside a QEMU guest; the host's agent runs the pcie-sysfs
+// backend on the guest's own PCI tree, the pooled devices' chassis agent the emulated one.
+//
+// QEMU's links are always trained, so the stand-ins for the pooled devices (two Intel 82574
+// NICs, e1000e, behind the host O-NIC's two ports) are present from boot; the test quiesces
+// them first, as a host with nothing attached would be. An attach then brings the device up
+// behind the port fleetd chose, checked by the host's agent against the PCIe identity the
+// inventory gives the device; a release removes it. A device whose inventory identity is not
+// what enumerates (a mis-cabled fiber, or a device attached to the wrong host) leaves the
+// allocation DEGRADED with both named, and nothing bound.
+#include <iostream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "tests/qemu/guest_test.h"
+
+namespace fleet::testing {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kPorts[2][13] = {"0000:00:02.0", "0000:00:03.0"};
+
+// @TL1@ is the emulator's TL1 port, known once it runs in the guest.
+constexpr char kInventory[] = R"(site: qemu
+switches:
+  - id: ocs1
+    model: polatis-emu-16x16
+    size: 16x16
+    address: 127.0.0.1
+    port: @TL1@
+    protocol: tl1
+hosts:
+  - {name: server1}
+devices:
+  - id: server1-cpu0
+    kind: cpu
+    host: server1
+    onics:
+      - id: s1-n0
+        serial: ONIC-A
+        pcie: "0000:00:02.0"
+        ports:
+          - {tx: ocs1/1, rx: ocs1/17}
+          - {tx: ocs1/2, rx: ocs1/18}
+  # QEMU's e1000e stands in for a pooled device: this is what it shows on PCIe.
+  - id: nic1
+    kind: other
+    chassis: pool1
+    pcie: {vendor: 8086, device: 10d3}
+    onics:
+      - id: nic1-n0
+        serial: POOL-1
+        ports:
+          - {tx: ocs1/3, rx: ocs1/19}
+          - {tx: ocs1/4, rx: ocs1/20}
+  # A GPU the inventory says is there; what enumerates behind the host is the NIC.
+  - id: gpu9
+    kind: gpu
+    chassis: pool1
+    pcie: {vendor: 10de, device: 20b5}
+    onics:
+      - id: gpu9-n0
+        serial: POOL-2
+        ports:
+          - {tx: ocs1/5, rx: ocs1/21}
+          - {tx: ocs1/6, rx: ocs1/22}
+)";
+
+constexpr char kHostAgent[] = R"(host: server1
+backend: pcie-sysfs
+insecure: true
+onics:
+  - serial: ONIC-A
+    pcie: "0000:00:02.0"
+    ports:
+      - {downstream: "0000:00:02.0"}
+      - {downstream: "0000:00:03.0"}
+)";
+
+constexpr char kChassisAgent[] = R"(host: pool1
+backend: emulated
+training_ms: 5
+insecure: true
+onics:
+  - serial: POOL-1
+    ports:
+      - {tx_ingress: 3, rx_egress: 19}
+      - {tx_ingress: 4, rx_egress: 20}
+  - serial: POOL-2
+    ports:
+      - {tx_ingress: 5, rx_egress: 21}
+      - {tx_ingress: 6, rx_egress: 22}
+)";
+
+constexpr char kCredentials[] = "switches:\n  ocs1: {user: admin, password: root}\n";
+
+class AttachOnRealKernelTest : public GuestTest {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(BootGuest({"pcie-root-port,id=rp1,bus=pcie.0,chassis=1,slot=1,addr=0x2",
+                                       "pcie-root-port,id=rp2,bus=pcie.0,chassis=2,slot=2,addr=0x3",
+                                       "e1000e,bus=rp1,id=nic1,mac=52:54:00:00:01:01",
+                                       "e1000e,bus=rp2,id=nic2,mac=52:54:00:00:01:02"},
+                                      "e1000e"));
+    const std::string host_agent = WriteText("host-agent.yaml", kHostAgent);
+    // Nothing is attached yet: what the kernel found at boot goes, as a quiesce does.
+    for (const char* port : {"1", "2"}) {
+      Guest(absl::StrCat(BinaryPath("fleet-onic-agent"), " --config ", host_agent,
+                         " quiesce ONIC-A ", port));
+    }
+    for (const char* port : kPorts) ASSERT_EQ(FunctionsBelow(port), "") << port;
+
+    const std::string credentials = WriteText("switch-credentials.yaml", kCredentials);
+    chmod(credentials.c_str(), 0600);
+    const std::string inventory = WriteText("inventory.yaml.in", kInventory);
+    const std::string chassis_agent = WriteText("chassis-agent.yaml", kChassisAgent);
+    // Each program in the background, its output in /run/site; each start waits for the line
+    // that says it serves.
+    Guest(
+        absl::StrCat(
+            "mkdir -p /run/site && cd /run/site && (", BinaryPath("polatis-emu"),
+            " --size 16x16 --tl1-port 0 --rest-port 0 --switch-ms 25 --state /run/site/switch.json "
+            "> emu.out 2> emu.err &) && ",
+            Until("grep -q '^rest: ' emu.out"),
+            " && tl1=$(sed -n 's/^tl1: .*://p' emu.out) && sed "
+            "\"s/@TL1@/$tl1/\" ",
+            inventory, " > inventory.yaml && (", BinaryPath("fleetd"),
+            " --insecure --state-dir /run/site/state --inventory /run/site/inventory.yaml "
+            "--switch-credentials ",
+            credentials,
+            " --grpc-port 0 --metrics-port 0 --agent-heartbeat-ms 200 > fleetd.out 2> fleetd.err "
+            "&) "
+            "&& ",
+            Until("grep -q '^grpc: ' fleetd.out")),
+        absl::Seconds(120));
+    rest_ = Trimmed(Guest("sed -n 's/^rest: //p' /run/site/emu.out"));
+    grpc_ = Trimmed(Guest("sed -n 's/^grpc: //p' /run/site/fleetd.out"));
+    ASSERT_FALSE(rest_.empty());
+    ASSERT_FALSE(grpc_.empty());
+    // The host O-NIC's lasers: a real one's are always on; the emulated chassis agent lights
+    // its own.
+    for (const char* ingress : {"1", "2"}) {
+      Guest(absl::StrCat("curl -sf -X PUT http://", rest_, "/sim/v1/signals/", ingress,
+                         " -d '{\"name\":\"ONIC-A/", ingress, "\",\"power_dbm\":0}'"));
+    }
+    Guest(absl::StrCat(
+              "cd /run/site && (", BinaryPath("fleet-onic-agent"), " --config ", host_agent,
+              " --controller ", grpc_,
+              " --metrics-port -1 > host-agent.out 2> host-agent.err &) && (",
+              BinaryPath("fleet-onic-agent"), " --config ", chassis_agent, " --controller ", grpc_,
+              " --simulator ", rest_,
+              " --metrics-port -1 > chassis-agent.out 2> chassis-agent.err &) && ",
+              Until(absl::StrCat(Fleetctl("get agents"), " | grep -c '  yes  ' | grep -qx 2"))),
+          absl::Seconds(120));
+  }
+
+  void TearDown() override {
+    PrintDiagnostics(
+        "cd /run/site && tail -n 20 fleetd.err host-agent.err chassis-agent.err emu.err");
+  }
+
+  // A shell condition retried every 0.2 s for up to 90 s.
+  static std::string Until(const std::string& condition) {
+    return absl::StrCat("end=$(($(date +%s) + 90)); until ", condition,
+                        "; do [ $(date +%s) -gt $end ] && exit 1; sleep 0.2; done");
+  }
+
+  std::string Fleetctl(const std::string& args) const {
+    return absl::StrCat(BinaryPath("fleetctl"), " --insecure --server ", grpc_, " ", args);
+  }
+
+  // The one live allocation, as fleetctl shows it.
+  json Allocation() {
+    json list = json::parse(Guest(Fleetctl("get allocations -o json")), nullptr, false);
+    EXPECT_FALSE(list.is_discarded());
+    if (list.is_discarded() || !list.contains("allocations") || list["allocations"].empty()) {
+      return json::object();
+    }
+    return list["allocations"][0];
+  }
+
+  // The downstream port the allocation's circuit arrives on at the host: 0000:00:02.0 for
+  // ONIC-A's port 1, 0000:00:03.0 for its port 2.
+  static std::string HostPortOf(const json& allocation) {
+    for (const json& c : allocation.value("circuits", json::array())) {
+      if (c["destination"].value("onic", "") == "s1-n0") {
+        return kPorts[c["destination"].value("port", 1) - 1];
+      }
+    }
+    return "";
+  }
+
+  std::string rest_;
+  std::string grpc_;
+};
+
+TEST_F(AttachOnRealKernelTest, AnAttachedDeviceEnumeratesWithItsIdentityAndADetachRemovesIt) {
+  const std::string request =
+      WriteText("attach-nic1.yaml",
+                "tenant: team-a\nname: nic\ntopology:\n  attach:\n    host: server1\n"
+                "    devices: [nic1]\n");
+  Guest(Fleetctl(absl::StrCat("topology request -f ", request, " --wait")), absl::Seconds(120));
+  const json allocation = Allocation();
+  ASSERT_EQ(allocation.value("state", ""), "ALLOCATION_STATE_READY") << allocation.dump();
+  const std::string port = HostPortOf(allocation);
+  ASSERT_FALSE(port.empty()) << allocation.dump();
+
+  // The device is in the host's PCI tree, with the identity fleetd expected and its driver.
+  const std::string function = FunctionsBelow(port);
+  ASSERT_FALSE(function.empty());
+  EXPECT_EQ(Trimmed(Guest(absl::StrCat("cat /sys/bus/pci/devices/", function, "/vendor ",
+                                       "/sys/bus/pci/devices/", function, "/device"))),
+            "0x8086\n0x10d3");
+  EXPECT_EQ(DriverOf(function), "e1000e");
+  // The other port was not touched.
+  EXPECT_EQ(FunctionsBelow(port == kPorts[0] ? kPorts[1] : kPorts[0]), "");
+
+  Guest(Fleetctl(absl::StrCat("topology release ", allocation.value("id", ""), " --wait")),
+        absl::Seconds(120));
+  EXPECT_EQ(FunctionsBelow(port), "");  // Detached: gone from the host.
+}
+
+TEST_F(AttachOnRealKernelTest, ADeviceThatIsNotTheOneInInventoryIsAWiringErrorAndNotKept) {
+  const std::string request =
+      WriteText("attach-gpu9.yaml",
+                "tenant: team-a\nname: gpu\ntopology:\n  attach:\n    host: server1\n"
+                "    devices: [gpu9]\n");
+  Guest(Fleetctl(absl::StrCat("topology request -f ", request)), absl::Seconds(120));
+  Guest(Until(absl::StrCat(Fleetctl("get allocations -o json"),
+                           " | grep -q ALLOCATION_STATE_DEGRADED")),
+        absl::Seconds(120));
+  const json allocation = Allocation();
+  const std::string reason = allocation.value("reason", "");
+  std::cout << "DEGRADED: " << reason << std::endl;
+  EXPECT_TRUE(absl::StrContains(reason, "wrong device behind O-NIC ONIC-A")) << reason;
+  EXPECT_TRUE(absl::StrContains(reason, "saw vendor 0x8086 device 0x10d3")) << reason;
+  EXPECT_TRUE(absl::StrContains(reason, "expected vendor 0x10de device 0x20b5")) << reason;
+  // Nothing that was not the device given stays on the host.
+  for (const char* port : kPorts) EXPECT_EQ(FunctionsBelow(port), "") << port;
+}
+
+}  // namespace
+}  // namespace fleet::testing
