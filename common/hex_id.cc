@@ -10,12 +10,31 @@
 #include "absl/strings/str_replace.h"
 
 namespace fleet {
+namespace {
+
+// "48-b0-2d-03-00-a1-b2-c3" (or with ':'): eight two-digit bytes, one separator throughout.
+bool IsByteGroups(absl::string_view text) {
+  if (text.size() != 23) return false;
+  const char separator = text[2];
+  if (separator != '-' && separator != ':') return false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (i % 3 == 2 ? text[i] != separator : !absl::ascii_isxdigit(text[i])) return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 absl::StatusOr<uint64_t> ParseHexId(absl::string_view text, int bits, absl::string_view what) {
-  std::string digits = absl::StrReplaceAll(absl::AsciiStrToLower(text), {{"-", ""}, {":", ""}});
-  if (absl::StartsWith(digits, "0x")) digits.erase(0, 2);
+  std::string digits = absl::AsciiStrToLower(text);
+  if (bits >= 64 && IsByteGroups(text)) {
+    digits = absl::StrReplaceAll(digits, {{"-", ""}, {":", ""}});
+  } else if (absl::StartsWith(digits, "0x")) {
+    digits.erase(0, 2);
+  }
   const uint64_t max = bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
   uint64_t value = 0;
+  // from_chars takes no sign and no 0x: anything left over is refused.
   auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value, 16);
   if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || value > max ||
       value == 0) {

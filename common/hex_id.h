@@ -12,7 +12,8 @@
 
 namespace fleet {
 
-// `text` as a non-zero hex number of at most `bits` bits (16 or 64). INVALID_ARGUMENT
+// `text` as a non-zero hex number of at most `bits` bits (16 or 64), with or without 0x, no
+// sign; with 64 bits also as eight two-digit bytes joined by '-' or ':'. INVALID_ARGUMENT
 // "<what> '<text>' is not a non-zero hex number of at most <bits> bits (e.g. ...)" otherwise.
 absl::StatusOr<uint64_t> ParseHexId(absl::string_view text, int bits, absl::string_view what);
 

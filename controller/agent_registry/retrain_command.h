@@ -20,6 +20,14 @@ struct ExpectedPeer {
   v1::PcieIdentity device;
 };
 
+// What a retrained port of device `at` should find enumerated behind it when the circuit
+// arriving on it comes from device `from`: `from`'s PCIe identity when `at` is a CPU (a host's
+// downstream port enumerates the far device); nothing otherwise (a device's own O-NIC
+// enumerates nothing of the host).
+inline v1::PcieIdentity EnumeratedBehind(const v1::Device& at, const v1::Device& from) {
+  return at.kind() == v1::DEVICE_KIND_CPU ? from.pcie() : v1::PcieIdentity();
+}
+
 // Retrains port `port` of the O-NIC with serial `onic_serial`, expecting `peer`; without
 // one, any peer will do.
 inline v1::Command RetrainCommand(const std::string& onic_serial, uint32_t port,

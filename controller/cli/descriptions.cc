@@ -131,6 +131,21 @@ std::string DescribeDevice(const v1::Device& device, const std::vector<v1::Onic>
                                                    : absl::StrCat(v1::Name(device.health()), " (",
                                                                   device.health_reason(), ")"));
   d.Field("Spare", device.spare() ? "yes, held for healing" : "no");
+  if (device.has_pcie()) {
+    // As the inventory file writes it; the DSN byte by byte, as lspci prints it.
+    const v1::PcieIdentity& pcie = device.pcie();
+    std::string id = absl::StrCat(
+        pcie.vendor() ? absl::StrCat(absl::Hex(pcie.vendor(), absl::kZeroPad4)) : "*", ":",
+        pcie.device() ? absl::StrCat(absl::Hex(pcie.device(), absl::kZeroPad4)) : "*");
+    if (pcie.dsn() != 0) {
+      absl::StrAppend(&id, "  dsn ");
+      for (int byte = 7; byte >= 0; --byte) {
+        absl::StrAppend(&id, absl::Hex((pcie.dsn() >> (8 * byte)) & 0xff, absl::kZeroPad2),
+                        byte > 0 ? "-" : "");
+      }
+    }
+    d.Field("PCIe id", id);
+  }
   std::vector<std::string> items;
   for (const v1::Onic& onic : onics) {
     std::string item =

@@ -131,8 +131,8 @@ LinkTrainer::Failures LinkTrainer::Retrain(const std::vector<v1::Circuit>& circu
 v1::PcieIdentity EnumeratedBehind(const CachedInventory& site, const v1::Circuit& c) {
   const v1::Device* at = site.FindDevice(site.DeviceOf(c.destination().onic()));
   const v1::Device* from = site.FindDevice(site.DeviceOf(c.source().onic()));
-  if (at == nullptr || from == nullptr || at->kind() != v1::DEVICE_KIND_CPU) return {};
-  return from->pcie();
+  if (at == nullptr || from == nullptr) return {};
+  return agent_registry::EnumeratedBehind(*at, *from);
 }
 
 LinkTrainer::Training LinkTrainer::StartRetrain(const std::vector<const v1::Circuit*>& circuits,
@@ -143,10 +143,17 @@ LinkTrainer::Training LinkTrainer::StartRetrain(const std::vector<const v1::Circ
   const EngineOptions& options = ctx_.options;
   Training training;
   std::vector<agent_registry::AddressedCommand> commands;
-  // For the PCIe identity of each source's device (none when the inventory cannot be read:
-  // the light's peer is still checked).
+  // For the PCIe identity of each source's device: without it a pcie-sysfs agent would check
+  // nothing, so a circuit whose inventory cannot be read is not retrained.
   absl::StatusOr<std::shared_ptr<const CachedInventory>> site = inventory_->Current();
   for (const v1::Circuit* c : circuits) {
+    if (!site.ok()) {
+      training.failed.Add(
+          c->id(),
+          absl::StrCat("link ", LinkName(*c), ": reading the inventory: ", site.status().message()),
+          /*for_lack_of_agent=*/false);
+      continue;
+    }
     absl::StatusOr<std::string> dst = inventory_->SerialOf(c->destination().onic());
     absl::StatusOr<std::string> src = inventory_->SerialOf(c->source().onic());
     if (armed && (options.armed_light_wait <= absl::ZeroDuration() || !dst.ok() || !src.ok() ||
@@ -170,7 +177,7 @@ LinkTrainer::Training LinkTrainer::StartRetrain(const std::vector<const v1::Circ
     agent_registry::AddressedCommand& cmd = commands.emplace_back();
     cmd.onic_serial = *dst;
     agent_registry::ExpectedPeer peer{*src, c->source().port(), {}};
-    if (site.ok()) peer.device = EnumeratedBehind(**site, *c);
+    peer.device = EnumeratedBehind(**site, *c);
     cmd.command = agent_registry::RetrainCommand(*dst, c->destination().port(), peer);
     if (armed) {
       *cmd.command.mutable_retrain()->mutable_await_light() =

@@ -29,10 +29,8 @@ namespace fleet::engine {
 // costs this once.
 inline constexpr absl::Duration kLetCommandsLeave = absl::Milliseconds(2);
 
-// What a host's agent should find enumerated behind its port once circuit `c` arriving on it
-// trained: the PCIe identity of the source's device (inventory's `pcie:`), when the port is a
-// host's (a CPU's O-NIC: its downstream port enumerates the far device). Empty otherwise: the
-// far end of a device's own O-NIC is not enumerated below it.
+// What the agent at circuit `c`'s destination should find enumerated behind its port once `c`
+// trained (agent_registry::EnumeratedBehind on the circuit's two devices, from `site`).
 v1::PcieIdentity EnumeratedBehind(const CachedInventory& site, const v1::Circuit& c);
 
 class LinkTrainer {

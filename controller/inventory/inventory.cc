@@ -383,6 +383,15 @@ class Validator {
       if (d.kind() == v1::DEVICE_KIND_CPU && d.host().empty()) {
         Problem("device ", d.id(), ": a cpu must name the host it belongs to");
       }
+      if (d.pcie().vendor() > 0xffff || d.pcie().device() > 0xffff) {
+        Problem("device ", d.id(), ": pcie vendor 0x", absl::Hex(d.pcie().vendor()), " / device 0x",
+                absl::Hex(d.pcie().device()), " is more than 16 bits");
+      }
+      if (d.kind() == v1::DEVICE_KIND_CPU && d.pcie().ByteSizeLong() > 0) {
+        Problem("device ", d.id(),
+                ": a cpu has no pcie identity (it is what a host's agent "
+                "checks of a pooled device attached to it)");
+      }
     }
   }
 
@@ -482,6 +491,7 @@ v1::Device FileForm(v1::Device d) {
   d.clear_health_reason();
   d.clear_health_changed();
   d.clear_allocations();
+  if (d.pcie().ByteSizeLong() == 0) d.clear_pcie();  // As the store gives it back.
   return d;
 }
 v1::Onic FileForm(v1::Onic o) {

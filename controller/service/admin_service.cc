@@ -137,16 +137,12 @@ grpc::ServerUnaryReactor* AdminServiceImpl::RetrainLink(grpc::CallbackServerCont
       }
       absl::StatusOr<v1::Onic> peer = store_->GetOnic(c.source().onic());
       if (!peer.ok()) return ToGrpcStatus(peer.status());
-      expected = agent_registry::ExpectedPeer{peer->serial(), c.source().port(), {}};
-      // As the engine sends it (engine::EnumeratedBehind): the far device's PCIe identity when
-      // this port is a host's.
       absl::StatusOr<v1::Device> here = store_->GetDevice(onic->device());
       if (!here.ok()) return ToGrpcStatus(here.status());
-      if (here->kind() == v1::DEVICE_KIND_CPU) {
-        absl::StatusOr<v1::Device> there = store_->GetDevice(peer->device());
-        if (!there.ok()) return ToGrpcStatus(there.status());
-        expected->device = there->pcie();
-      }
+      absl::StatusOr<v1::Device> there = store_->GetDevice(peer->device());
+      if (!there.ok()) return ToGrpcStatus(there.status());
+      expected = agent_registry::ExpectedPeer{peer->serial(), c.source().port(),
+                                              agent_registry::EnumeratedBehind(*here, *there)};
     }
     return Assign(
         LinkCommand(context, request->onic(),

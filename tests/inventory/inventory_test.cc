@@ -110,6 +110,16 @@ TEST(ParseInventoryTest, ADevicesPcieIdentityIsHexAndEachPartOptional) {
                     HasSubstr("device gpu1 pcie: unknown key 'bus'")));
 }
 
+TEST(ValidateInventoryTest, APcieIdentityIsAPooledDevicesOfSixteenBitIds) {
+  v1::Inventory site = MustParse(SmallSite());
+  site.mutable_devices(0)->mutable_pcie()->set_vendor(0x8086);   // h1-cpu0
+  site.mutable_devices(1)->mutable_pcie()->set_device(0x120b5);  // gpu1, as an RPC could send
+  EXPECT_THAT(ValidateInventory(site),
+              ::testing::ElementsAre(HasSubstr("device h1-cpu0: a cpu has no pcie identity"),
+                                     HasSubstr("device gpu1: pcie vendor 0x0 / device 0x120b5 is "
+                                               "more than 16 bits")));
+}
+
 TEST(ParseInventoryTest, SyntaxErrorNamesTheLine) {
   absl::StatusOr<v1::Inventory> parsed = ParseInventoryYaml("site: x\nswitches: [\n", "bad.yaml");
   ASSERT_FALSE(parsed.ok());

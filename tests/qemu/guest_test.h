@@ -26,23 +26,32 @@ inline std::string Trimmed(std::string text) {
 class GuestTest : public ::testing::Test {
  protected:
   // Boots a guest with `devices` (QEMU -device values) and loads the drivers a host would
-  // have loaded for them (`modules`). Call with ASSERT_NO_FATAL_FAILURE from SetUp.
-  void BootGuest(const std::vector<std::string>& devices, const std::string& modules) {
+  // have loaded for them (`modules`). From SetUp: `if (!BootGuest(...)) return;` (false when
+  // the test was skipped or failed).
+  bool BootGuest(const std::vector<std::string>& devices, const std::string& modules) {
     if (absl::Status can = QemuGuest::CanBoot(); !can.ok()) {
       // These machines have QEMU (deploy/quickstart/install-deps.sh): in CI a missing one fails.
-      if (getenv("CI") != nullptr) FAIL() << can.message();
-      GTEST_SKIP() << can.message();
+      if (getenv("CI") != nullptr) {
+        [&] { FAIL() << can.message(); }();  // Fatal: the test body does not run.
+        return false;
+      }
+      [&] { GTEST_SKIP() << can.message(); }();  // Marks the test skipped; SetUp returns.
+      return false;
     }
     dir_ = FreshDirectory("guest");
     QemuGuest::Options options;
     options.devices = devices;
     absl::StatusOr<std::unique_ptr<QemuGuest>> guest = QemuGuest::Boot(options, dir_);
-    ASSERT_TRUE(guest.ok()) << guest.status();
+    if (!guest.ok()) {
+      [&] { FAIL() << guest.status(); }();
+      return false;
+    }
     guest_ = std::move(*guest);
     std::cout << "guest: kernel " << guest_->kernel_version() << ", " << guest_->accelerator()
               << ", booted in " << absl::FormatDuration(guest_->boot_time()) << std::endl;
     RecordProperty("boot_ms", absl::StrCat(absl::ToInt64Milliseconds(guest_->boot_time())));
     if (!modules.empty()) Guest("modprobe -a " + modules);
+    return !HasFailure();
   }
 
   // On a failure, what `diagnostics` prints in the guest (and the kernel's last words).
@@ -65,6 +74,10 @@ class GuestTest : public ::testing::Test {
 
   // Runs `command` in the guest, which must succeed; returns its output.
   std::string Guest(const std::string& command, absl::Duration timeout = absl::Seconds(60)) {
+    if (guest_ == nullptr) {
+      ADD_FAILURE() << "no guest: " << command;
+      return "";
+    }
     absl::StatusOr<QemuGuest::Result> result = guest_->Run(command, timeout);
     EXPECT_TRUE(result.ok()) << result.status();
     if (!result.ok()) return "";

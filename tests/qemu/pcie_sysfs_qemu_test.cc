@@ -49,17 +49,19 @@ onics:
 class PcieSysfsOnRealKernelTest : public GuestTest {
  protected:
   void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(BootGuest(
-        {
-            "pcie-root-port,id=rp1,bus=pcie.0,chassis=1,slot=1,addr=0x2",
-            "pcie-root-port,id=rp2,bus=pcie.0,chassis=2,slot=2,addr=0x3",
-            "pcie-root-port,id=rp3,bus=pcie.0,chassis=3,slot=3,addr=0x4",
-            "pcie-root-port,id=rp4,bus=pcie.0,chassis=4,slot=4,addr=0x5",
-            absl::StrCat("e1000e,bus=rp1,id=nic1,mac=", kNicMac),
-            "nvme,bus=rp2,id=nvme1,serial=FLEET-NVME-1",
-        },
-        // The drivers a host would have loaded, so that quiesce has drivers to unbind.
-        "e1000e nvme"));
+    if (!BootGuest(
+            {
+                "pcie-root-port,id=rp1,bus=pcie.0,chassis=1,slot=1,addr=0x2",
+                "pcie-root-port,id=rp2,bus=pcie.0,chassis=2,slot=2,addr=0x3",
+                "pcie-root-port,id=rp3,bus=pcie.0,chassis=3,slot=3,addr=0x4",
+                "pcie-root-port,id=rp4,bus=pcie.0,chassis=4,slot=4,addr=0x5",
+                absl::StrCat("e1000e,bus=rp1,id=nic1,mac=", kNicMac),
+                "nvme,bus=rp2,id=nvme1,serial=FLEET-NVME-1",
+            },
+            // The drivers a host would have loaded, so that quiesce has drivers to unbind.
+            "e1000e nvme")) {
+      return;
+    }
     const std::string config = WriteText("agent.yaml", kAgentConfig);
     // The agent reads verbs from a FIFO it opens read-write, so it never sees the end of it.
     Guest(absl::StrCat("mkdir /run/agent && mkfifo /run/agent/in && : > /run/agent/out && (",
