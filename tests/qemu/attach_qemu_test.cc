@@ -130,7 +130,7 @@ class AttachOnRealKernelTest : public GuestTest {
                        " --size 16x16 --tl1-port 0 --rest-port 0 --switch-ms 25 --state "
                        "/run/site/switch.json > emu.out 2> emu.err &) && ",
                        Until("grep -q '^rest: ' emu.out")),
-          absl::Seconds(100));
+          absl::Seconds(280));
     Guest(absl::StrCat("cd /run/site && tl1=$(sed -n 's/^tl1: .*://p' emu.out) && sed "
                        "\"s/@TL1@/$tl1/\" ",
                        inventory, " > inventory.yaml && (", BinaryPath("fleetd"),
@@ -140,7 +140,7 @@ class AttachOnRealKernelTest : public GuestTest {
                        " --grpc-port 0 --metrics-port 0 --agent-heartbeat-ms 200 > fleetd.out "
                        "2> fleetd.err &) && ",
                        Until("grep -q '^grpc: ' fleetd.out")),
-          absl::Seconds(100));
+          absl::Seconds(280));
     rest_ = Trimmed(Guest("sed -n 's/^rest: //p' /run/site/emu.out"));
     grpc_ = Trimmed(Guest("sed -n 's/^grpc: //p' /run/site/fleetd.out"));
     ASSERT_FALSE(rest_.empty());
@@ -159,7 +159,7 @@ class AttachOnRealKernelTest : public GuestTest {
               " --simulator ", rest_,
               " --metrics-port -1 > chassis-agent.out 2> chassis-agent.err &) && ",
               Until(absl::StrCat(Fleetctl("get agents"), " | grep -c '  yes  ' | grep -qx 2"))),
-          absl::Seconds(100));
+          absl::Seconds(280));
   }
 
   void TearDown() override {
@@ -167,10 +167,10 @@ class AttachOnRealKernelTest : public GuestTest {
         "cd /run/site && tail -n 20 fleetd.err host-agent.err chassis-agent.err emu.err");
   }
 
-  // A shell condition retried every 0.2 s for up to 90 s (within Guest's 100 s), as one
+  // A shell condition retried every 0.2 s for up to 240 s (within Guest's 280 s), as one
   // command that fails saying so when it runs out.
   static std::string Until(const std::string& condition) {
-    return absl::StrCat("{ end=$(($(date +%s) + 90)); until ", condition,
+    return absl::StrCat("{ end=$(($(date +%s) + 240)); until ", condition,
                         "; do [ $(date +%s) -gt $end ] && { echo \"timed out waiting\"; exit 1; }; "
                         "sleep 0.2; done; }");
   }
@@ -210,7 +210,7 @@ TEST_F(AttachOnRealKernelTest, AnAttachedDeviceEnumeratesWithItsIdentityAndADeta
       WriteText("attach-nic1.yaml",
                 "tenant: team-a\nname: nic\ntopology:\n  attach:\n    host: server1\n"
                 "    devices: [nic1]\n");
-  Guest(Fleetctl(absl::StrCat("topology request -f ", request, " --wait")), absl::Seconds(100));
+  Guest(Fleetctl(absl::StrCat("topology request -f ", request, " --wait")), absl::Seconds(280));
   const json allocation = Allocation();
   ASSERT_EQ(allocation.value("state", ""), "ALLOCATION_STATE_READY") << allocation.dump();
   const std::string port = HostPortOf(allocation);
@@ -227,7 +227,7 @@ TEST_F(AttachOnRealKernelTest, AnAttachedDeviceEnumeratesWithItsIdentityAndADeta
   EXPECT_EQ(FunctionsBelow(port == kPorts[0] ? kPorts[1] : kPorts[0]), "");
 
   Guest(Fleetctl(absl::StrCat("topology release ", allocation.value("id", ""), " --wait")),
-        absl::Seconds(100));
+        absl::Seconds(280));
   EXPECT_EQ(FunctionsBelow(port), "");  // Detached: gone from the host.
 }
 
@@ -236,10 +236,10 @@ TEST_F(AttachOnRealKernelTest, ADeviceThatIsNotTheOneInInventoryIsAWiringErrorAn
       WriteText("attach-gpu9.yaml",
                 "tenant: team-a\nname: gpu\ntopology:\n  attach:\n    host: server1\n"
                 "    devices: [gpu9]\n");
-  Guest(Fleetctl(absl::StrCat("topology request -f ", request)), absl::Seconds(100));
+  Guest(Fleetctl(absl::StrCat("topology request -f ", request)), absl::Seconds(280));
   Guest(Until(absl::StrCat(Fleetctl("get allocations -o json"),
                            " | grep -q ALLOCATION_STATE_DEGRADED")),
-        absl::Seconds(100));
+        absl::Seconds(280));
   const json allocation = Allocation();
   const std::string reason = allocation.value("reason", "");
   std::cout << "DEGRADED: " << reason << std::endl;
@@ -250,7 +250,7 @@ TEST_F(AttachOnRealKernelTest, ADeviceThatIsNotTheOneInInventoryIsAWiringErrorAn
   // The device that was not the one given does not stay on the host (each retry of the link
   // enumerates it again for a moment, so the ports are read until both are empty at once).
   Guest(Until("[ -z \"$(ls -d /sys/bus/pci/devices/0000:00:0[23].0/????:??:??.? 2>/dev/null)\" ]"),
-        absl::Seconds(100));
+        absl::Seconds(280));
 }
 
 }  // namespace
