@@ -45,4 +45,12 @@ absl::StatusOr<uint64_t> ParseHexId(absl::string_view text, int bits, absl::stri
   return value;
 }
 
+std::string DsnText(uint64_t dsn) {
+  std::string out;
+  for (int shift = 56; shift >= 0; shift -= 8) {
+    absl::StrAppend(&out, absl::Hex((dsn >> shift) & 0xff, absl::kZeroPad2), shift > 0 ? "-" : "");
+  }
+  return out;
+}
+
 }  // namespace fleet

@@ -6,6 +6,7 @@
 #define FLEET_COMMON_HEX_ID_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -16,6 +17,10 @@ namespace fleet {
 // sign; with 64 bits also as eight two-digit bytes joined by '-' or ':'. INVALID_ARGUMENT
 // "<what> '<text>' is not a non-zero hex number of at most <bits> bits (e.g. ...)" otherwise.
 absl::StatusOr<uint64_t> ParseHexId(absl::string_view text, int bits, absl::string_view what);
+
+// A Device Serial Number byte by byte, most significant first, as lspci prints it and ParseHexId
+// reads it back: 48-b0-2d-03-00-a1-b2-c3.
+std::string DsnText(uint64_t dsn);
 
 }  // namespace fleet
 

@@ -38,7 +38,7 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(absl::string_view text, absl::strin
         "controller",      "host",         "backend",          "sysfs_root",
         "simulator",       "training_ms",  "min_rx_power_dbm", "onics",
         "metrics_address", "metrics_port", "tls_ca_file",      "tls_cert_file",
-        "tls_key_file",    "insecure"};
+        "tls_key_file",    "insecure",     "onic_discovery"};
     for (const auto& entry : root) {
       const std::string key = entry.first.as<std::string>();
       if (!kKeys.contains(key)) {
@@ -93,6 +93,48 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(absl::string_view text, absl::strin
           if (p["rx_egress"]) onic.ports[i].rx_egress = p["rx_egress"].as<uint32_t>();
         }
         config.onics.push_back(std::move(onic));
+      }
+    }
+    if (const YAML::Node node = root["onic_discovery"]) {
+      if (!node.IsMap()) {
+        problem(node, "onic_discovery must be a mapping with match (and serial)");
+      } else {
+        OnicDiscovery discovery;
+        for (const auto& entry : node) {
+          const std::string key = entry.first.as<std::string>();
+          if (key != "match" && key != "serial") {
+            problem(entry.first, absl::StrCat("unknown onic_discovery setting '", key,
+                                              "'; known: match, serial"));
+          }
+        }
+        const YAML::Node match = node["match"];
+        if (!match || !(match.IsScalar() || (match.IsSequence() && match.size() > 0))) {
+          problem(node,
+                  "onic_discovery.match needs one or more VENDOR:DEVICE patterns (e.g. "
+                  "[\"10ee:9038\"])");
+        } else {
+          std::vector<std::string> texts;
+          if (match.IsScalar()) texts.push_back(match.as<std::string>());
+          for (const YAML::Node& one : match) texts.push_back(one.as<std::string>());
+          for (const std::string& pattern : texts) {
+            absl::StatusOr<OnicMatch> parsed = ParseOnicMatch(pattern);
+            if (parsed.ok()) {
+              discovery.match.push_back(*parsed);
+            } else {
+              problem(match, parsed.status().message());
+            }
+          }
+        }
+        if (node["serial"]) {
+          discovery.serial = node["serial"].as<std::string>();
+          if (absl::Status checked = CheckSerialTemplate(discovery.serial); !checked.ok()) {
+            problem(node["serial"], checked.message());
+          }
+        }
+        if (root["onics"]) {
+          problem(node, "give onics (a hand list) or onic_discovery, not both");
+        }
+        config.onic_discovery = std::move(discovery);
       }
     }
   } catch (const YAML::Exception& e) {

@@ -14,21 +14,26 @@
 //   min_rx_power_dbm: -20        # emulated
 //   metrics_address: 0.0.0.0     # Prometheus /metrics (default 127.0.0.1)
 //   metrics_port: 9465           # 0 picks a free port, -1 serves none
-//   onics:
+//   onics:                       # this host's O-NICs by hand, or found by onic_discovery
 //     - serial: FLT-S1C0-N0
 //       pcie: "0000:17:00.0"
 //       ports:                   # port 1, then port 2
 //         - {downstream: "0000:18:00.0", tx_ingress: 1, rx_egress: 385}
 //         - {downstream: "0000:19:00.0", tx_ingress: 2, rx_egress: 386}
+//   # onic_discovery:            # pcie-sysfs: find them (onic_agent/onic_discovery.h)
+//   #   match: ["10ee:9038"]     # vendor:device of an O-NIC's upstream port ("10ee:*": any)
+//   #   serial: "{host}-n{index}"   # also {dsn}, {bdf}
 #ifndef FLEET_ONIC_AGENT_CONFIG_H_
 #define FLEET_ONIC_AGENT_CONFIG_H_
 
 #include <array>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "onic_agent/onic_discovery.h"
 
 namespace fleet::onic_agent {
 
@@ -61,6 +66,8 @@ struct AgentConfig {
   std::string metrics_address = "127.0.0.1";
   int metrics_port = 9465;
   std::vector<AgentOnicConfig> onics;
+  // pcie-sysfs only, and not with `onics`.
+  std::optional<OnicDiscovery> onic_discovery;
 };
 
 // Every problem is listed, "FILE:LINE: ...": among them `insecure: true` with a tls_* file, and

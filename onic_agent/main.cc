@@ -14,45 +14,9 @@
 #include "onic_agent/agent.h"
 #include "onic_agent/bring_up.h"
 #include "onic_agent/config.h"
-#include "onic_agent/emulated_backend.h"
-#include "onic_agent/pcie_sysfs_backend.h"
+#include "onic_agent/make_backend.h"
 
 namespace {
-
-absl::StatusOr<std::unique_ptr<fleet::onic_agent::OnicBackend>> MakeBackend(
-    const fleet::onic_agent::AgentConfig& config) {
-  using namespace fleet::onic_agent;
-  if (config.backend == "emulated") {
-    if (config.simulator.empty()) {
-      return absl::InvalidArgumentError("the emulated backend needs --simulator HOST:PORT");
-    }
-    EmulatedBackend::Options options;
-    options.training_time = absl::Milliseconds(config.training_ms);
-    options.min_rx_power_dbm = config.min_rx_power_dbm;
-    for (const AgentOnicConfig& onic : config.onics) {
-      options.onics.push_back({onic.serial,
-                               onic.pcie_address,
-                               {onic.ports[0].tx_ingress, onic.ports[1].tx_ingress},
-                               {onic.ports[0].rx_egress, onic.ports[1].rx_egress}});
-    }
-    absl::StatusOr<std::unique_ptr<EmulatedBackend>> backend =
-        EmulatedBackend::Create(options, NewHttpLightSimulator(config.simulator));
-    if (!backend.ok()) return backend.status();
-    return std::unique_ptr<OnicBackend>(std::move(*backend));
-  }
-  if (config.backend == "pcie-sysfs") {
-    PcieSysfsBackend::Options options;
-    options.sysfs_root = config.sysfs_root;
-    for (const AgentOnicConfig& onic : config.onics) {
-      options.onics.push_back({onic.serial, {onic.ports[0].downstream, onic.ports[1].downstream}});
-    }
-    absl::StatusOr<std::unique_ptr<PcieSysfsBackend>> backend = PcieSysfsBackend::Create(options);
-    if (!backend.ok()) return backend.status();
-    return std::unique_ptr<OnicBackend>(std::move(*backend));
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("backend '", config.backend, "' is not pcie-sysfs or emulated"));
-}
 
 int Run(int argc, char** argv) {
   std::string config_file, controller, host, backend, simulator, metrics_address, tls_ca_file,
@@ -155,7 +119,8 @@ int Run(int argc, char** argv) {
       std::cerr << "fleet-onic-agent: --backend is required (flag or config); see --help\n";
       return 2;
     }
-    absl::StatusOr<std::unique_ptr<fleet::onic_agent::OnicBackend>> made = MakeBackend(config);
+    absl::StatusOr<std::unique_ptr<fleet::onic_agent::OnicBackend>> made =
+        fleet::onic_agent::MakeBackend(config);
     if (!made.ok()) {
       std::cerr << "fleet-onic-agent: " << made.status().message() << "\n";
       return 2;
@@ -191,7 +156,8 @@ int Run(int argc, char** argv) {
   // No work in signal handlers: shutdown signals are taken synchronously below.
   const fleet::ShutdownSignals shutdown = fleet::ShutdownSignals::Block();
 
-  absl::StatusOr<std::unique_ptr<fleet::onic_agent::OnicBackend>> made = MakeBackend(config);
+  absl::StatusOr<std::unique_ptr<fleet::onic_agent::OnicBackend>> made =
+      fleet::onic_agent::MakeBackend(config);
   if (!made.ok()) {
     std::cerr << "fleet-onic-agent: " << made.status().message() << "\n";
     return 1;
@@ -222,8 +188,9 @@ int Run(int argc, char** argv) {
   fleet::onic_agent::Agent agent(options, made->get());
   std::thread runner([&agent] { agent.Run(); });
   FLEET_LOG(INFO) << "fleet-onic-agent " << fleet::kVersion << " for host " << config.host << " ("
-                  << config.backend << ", " << config.onics.size() << " O-NICs), controller "
-                  << config.controller << (config.insecure ? " (plaintext)" : " (mutual TLS)");
+                  << config.backend << (config.onic_discovery ? ", O-NICs found on PCIe" : "")
+                  << "), controller " << config.controller
+                  << (config.insecure ? " (plaintext)" : " (mutual TLS)");
   const int signal_number = shutdown.Wait();
   FLEET_LOG(INFO) << "signal " << signal_number << ": stopping";
   agent.Stop();

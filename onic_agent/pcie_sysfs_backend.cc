@@ -1,7 +1,6 @@
 #include "onic_agent/pcie_sysfs_backend.h"
 
 #include <algorithm>
-#include <charconv>
 #include <set>
 #include <utility>
 
@@ -11,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "onic_agent/pci_function.h"
 #include "onic_agent/pcie_config.h"
 
 namespace fleet::onic_agent {
@@ -29,19 +29,6 @@ bool IsLowerHex(absl::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
   });
-}
-
-// Parses a sysfs id attribute such as "0x10de\n".
-absl::StatusOr<uint32_t> ParseHexAttribute(absl::string_view text, const std::string& path) {
-  absl::string_view s = absl::StripAsciiWhitespace(text);
-  if (absl::StartsWith(s, "0x")) s.remove_prefix(2);
-  uint32_t value = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value, 16);
-  if (s.empty() || ec != std::errc() || end != s.data() + s.size()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(path, ": expected a hex id like 0x10de, read \"", text, "\""));
-  }
-  return value;
 }
 
 absl::Status WithContext(const absl::Status& status, absl::string_view context) {
@@ -91,6 +78,11 @@ absl::Status PcieSysfsBackend::ValidateOptions(const Options& options) {
     if (!serials.insert(onic.serial).second) {
       return absl::InvalidArgumentError(
           absl::StrCat("onics[", i, "].serial \"", onic.serial, "\" is configured twice"));
+    }
+    if (!onic.pcie_address.empty() && !IsPciBdf(onic.pcie_address)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("onics[", i, "] (", onic.serial, ") pcie \"", onic.pcie_address,
+                       "\" is not a PCI address like 0000:17:00.0 (lowercase hex)"));
     }
     for (uint32_t p = 1; p <= 2; ++p) {
       const std::string& bdf = onic.port_bdfs[p - 1];
@@ -349,27 +341,6 @@ absl::Status PcieSysfsBackend::Rescan(const PortRef& ref) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<PcieSysfsBackend::FunctionIds> PcieSysfsBackend::ReadIds(const Function& fn,
-                                                                        bool with_dsn) {
-  FunctionIds ids;
-  ASSIGN_OR_RETURN(std::string vendor, files_->ReadFile(fn.path + "/vendor"));
-  ASSIGN_OR_RETURN(ids.vendor, ParseHexAttribute(vendor, fn.path + "/vendor"));
-  ASSIGN_OR_RETURN(std::string device, files_->ReadFile(fn.path + "/device"));
-  ASSIGN_OR_RETURN(ids.device, ParseHexAttribute(device, fn.path + "/device"));
-  if (!with_dsn) return ids;
-  const std::string config_path = fn.path + "/config";
-  ASSIGN_OR_RETURN(std::string config, files_->ReadAt(config_path, 0, pcie::kExtendedConfigSize));
-  if (config.size() < pcie::kConventionalConfigSize) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(config_path, " gave ", config.size(),
-                     " bytes of config space (an agent without CAP_SYS_ADMIN reads only 64)"));
-  }
-  absl::StatusOr<std::optional<uint64_t>> dsn = pcie::DeviceSerialNumber(config);
-  if (!dsn.ok()) return WithContext(dsn.status(), config_path);
-  ids.dsn = *dsn;
-  return ids;
-}
-
 absl::Status PcieSysfsBackend::VerifyDevice(const PortRef& ref, const std::vector<Function>& found,
                                             const v1::PeerIdentity& expected) {
   const std::string name = PortName(ref.serial, ref.port);
@@ -377,7 +348,7 @@ absl::Status PcieSysfsBackend::VerifyDevice(const PortRef& ref, const std::vecto
   std::vector<std::string> seen;
   absl::Status why;
   for (const Function& fn : found) {
-    absl::StatusOr<FunctionIds> ids = ReadIds(fn, with_dsn);
+    absl::StatusOr<PciFunctionIds> ids = ReadPciFunctionIds(*files_, fn.path, with_dsn);
     if (!ids.ok()) {
       why = absl::FailedPreconditionError(absl::StrCat("cannot verify the device behind ", name,
                                                        " (expected ", DescribeExpected(expected),
@@ -487,7 +458,7 @@ absl::StatusOr<std::vector<v1::AgentOnic>> PcieSysfsBackend::Discover() {
   for (const OnicConfig& config : options_.onics) {
     v1::AgentOnic& onic = onics.emplace_back();
     onic.set_serial(config.serial);
-    onic.set_pcie_address(config.port_bdfs[0]);
+    onic.set_pcie_address(config.pcie_address.empty() ? config.port_bdfs[0] : config.pcie_address);
     for (uint32_t port = 1; port <= 2; ++port) {
       CommandOutcome observed = Observe(PortRef{config.serial, port, config.port_bdfs[port - 1]});
       if (!observed.status.ok()) {

@@ -49,6 +49,8 @@ class PcieSysfsBackend : public OnicBackend {
     // The BDF (domain:bus:device.function, e.g. "0000:18:00.0") of the PCIe downstream port
     // behind optical port 1 and port 2.
     std::array<std::string, 2> port_bdfs;
+    // The O-NIC's own PCIe function, as Discover reports it; empty: port 1's downstream port.
+    std::string pcie_address;
   };
 
   struct Options {
@@ -77,7 +79,7 @@ class PcieSysfsBackend : public OnicBackend {
 
   // Per port, the state ReadPort gives; a port whose downstream port cannot be read is
   // listed DOWN with the reason in `detail` (so one broken port does not hide the others).
-  // `pcie_address` is port 1's downstream port.
+  // `pcie_address` is the O-NIC's configured address, else port 1's downstream port.
   absl::StatusOr<std::vector<v1::AgentOnic>> Discover() override;
 
   // Unbinds and removes every function below the port, deepest first, and checks that none
@@ -142,13 +144,6 @@ class PcieSysfsBackend : public OnicBackend {
   absl::StatusOr<std::vector<Function>> FunctionsBelowPort(const PortRef& ref);
   absl::Status RemoveFunctions(const PortRef& ref, const std::vector<Function>& functions,
                                std::optional<absl::Time> deadline);
-  // What a function is: its ids from sysfs and, when `with_dsn`, its Device Serial Number.
-  struct FunctionIds {
-    uint32_t vendor = 0;
-    uint32_t device = 0;
-    std::optional<uint64_t> dsn;
-  };
-  absl::StatusOr<FunctionIds> ReadIds(const Function& fn, bool with_dsn);
   // OK when one of `found` is the device `expected` names; otherwise FAILED_PRECONDITION
   // naming what was seen, after removing `found` again.
   absl::Status VerifyDevice(const PortRef& ref, const std::vector<Function>& found,

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/hex_id.h"
 #include "common/proto_time.h"
 #include "common/wording.h"
 #include "controller/cli/object_text.h"
@@ -137,13 +138,7 @@ std::string DescribeDevice(const v1::Device& device, const std::vector<v1::Onic>
     std::string id = absl::StrCat(
         pcie.vendor() ? absl::StrCat(absl::Hex(pcie.vendor(), absl::kZeroPad4)) : "*", ":",
         pcie.device() ? absl::StrCat(absl::Hex(pcie.device(), absl::kZeroPad4)) : "*");
-    if (pcie.dsn() != 0) {
-      absl::StrAppend(&id, "  dsn ");
-      for (int byte = 7; byte >= 0; --byte) {
-        absl::StrAppend(&id, absl::Hex((pcie.dsn() >> (8 * byte)) & 0xff, absl::kZeroPad2),
-                        byte > 0 ? "-" : "");
-      }
-    }
+    if (pcie.dsn() != 0) absl::StrAppend(&id, "  dsn ", DsnText(pcie.dsn()));
     d.Field("PCIe id", id);
   }
   std::vector<std::string> items;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "common/hex_id.h"
 
 namespace fleet::inventory {
 namespace {
@@ -61,6 +62,13 @@ std::string ScalarText(const Message& m, const FieldDescriptor& f, int index) {
       return MessageText(repeated ? r.GetRepeatedMessage(m, &f, index) : r.GetMessage(m, &f));
     default:
       break;
+  }
+  // A PCIe identity as the inventory file writes it: ids and the DSN in hex.
+  if (f.containing_type() == v1::PcieIdentity::descriptor()) {
+    const uint64_t value =
+        f.cpp_type() == FieldDescriptor::CPPTYPE_UINT64 ? r.GetUInt64(m, &f) : r.GetUInt32(m, &f);
+    if (value == 0) return "";
+    return f.name() == "dsn" ? DsnText(value) : absl::StrCat(absl::Hex(value, absl::kZeroPad4));
   }
   // The integer and floating types: protobuf's own text of the one value.
   std::string text;

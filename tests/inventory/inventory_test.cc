@@ -453,6 +453,17 @@ TEST(FieldDiffTest, ReservedPortsAreRangesAndEnumsShortNames) {
   }
 }
 
+TEST(FieldDiffTest, PcieIdsAreHexAsTheFileWritesThem) {
+  v1::Device before;
+  before.set_id("gpu1");
+  before.mutable_pcie()->set_vendor(0x10de);
+  v1::Device after = before;
+  after.mutable_pcie()->set_device(0x2330);
+  after.mutable_pcie()->set_dsn(0x48b02d0300a1b2c3ULL);
+  EXPECT_EQ(DescribeFieldChanges(DiffFields(before, after)),
+            "pcie.device (none) -> 2330, pcie.dsn (none) -> 48-b0-2d-03-00-a1-b2-c3");
+}
+
 TEST(PlanApplyTest, IncomingIsValidatedAgainstWhatIsStored) {
   v1::Inventory stored = MustParse(SmallSite());
   // A new O-NIC whose fiber lands on a port a stored O-NIC already holds.

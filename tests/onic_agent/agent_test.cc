@@ -6,7 +6,10 @@
 #include <google/protobuf/util/time_util.h>
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -14,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
@@ -21,13 +25,16 @@
 #include "absl/time/clock.h"
 #include "controller/agent_registry/agent_registry.h"
 #include "fleet/v1/names.h"
+#include "onic_agent/config.h"
+#include "onic_agent/make_backend.h"
 #include "tests/eventually.h"
 #include "tests/onic_agent/agent_fixture.h"
+#include "tests/onic_agent/fake_pcie_sysfs.h"
 
 namespace fleet::onic_agent {
 namespace {
 
-using testing::Eventually;
+using ::fleet::testing::Eventually;
 using ::testing::HasSubstr;
 
 // A retrain sent before the circuit is made: it waits up to `await_light` for PEER/1's light.
@@ -73,6 +80,59 @@ TEST(AgentTest, RegistersAndIsListed) {
   // Its backend cannot see light arrive, so it is never sent a retrain before its circuit.
   EXPECT_TRUE(listed.capabilities().empty());
   EXPECT_FALSE(controller.registry().ArmsRetrains("S1"));
+}
+
+// An agent whose config asks it to find its O-NICs (onic_discovery) on a host with two of them:
+// the one inventory knows (S1) is taken, the other (S0) is an alarm, as for a hand list.
+TEST(AgentTest, OnicsItFindsOnPcieAreRegisteredAndCheckedAgainstInventory) {
+  std::string root = std::filesystem::temp_directory_path() / "fleet-agent-sysfs-XXXXXX";
+  ASSERT_NE(mkdtemp(root.data()), nullptr);
+  fleet::testing::FakeClock clock;
+  testing::FakePcieSysfs sysfs(root, &clock);
+  for (const auto& [upstream, ports] :
+       std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"0000:17:00.0", {"0000:18:00.0", "0000:18:01.0"}},
+           {"0000:81:00.0", {"0000:82:00.0", "0000:82:01.0"}}}) {
+    for (const std::string& port : ports) {
+      testing::FakePortSpec spec;
+      spec.bdf = port;
+      spec.port_type = 6;
+      sysfs.AddPort(spec);
+    }
+    testing::FakeFunction onic;
+    onic.bdf = upstream;
+    onic.vendor = 0x10ee;
+    onic.device = 0x9038;
+    sysfs.AddUpstreamPort(onic, ports);
+  }
+  absl::StatusOr<AgentConfig> config = ParseAgentConfig(
+      absl::StrCat("host: h1\nbackend: pcie-sysfs\nsysfs_root: ", root,
+                   "\nonic_discovery:\n  match: [\"10ee:9038\"]\n  serial: \"S{index}\"\n"),
+      "agent.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  absl::StatusOr<std::unique_ptr<OnicBackend>> backend = MakeBackend(*config);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+
+  Controller controller;
+  {
+    RunningAgent agent(controller.address(), "h1", backend->get());
+    ASSERT_TRUE(Eventually([&] { return controller.AgentConnected("h1"); }));
+    v1::Agent listed = *controller.Agent("h1");
+    EXPECT_EQ(listed.backend(), "pcie-sysfs");
+    EXPECT_THAT(listed.onic_serials(), ::testing::ElementsAre("S0", "S1"));
+    EXPECT_THAT(listed.inventory_mismatches(),
+                ::testing::ElementsAre(HasSubstr("O-NIC serial S0 is not in inventory")));
+    absl::StatusOr<std::vector<v1::Event>> events = controller.store().ListEvents({});
+    ASSERT_TRUE(events.ok()) << events.status();
+    bool alarmed = false;
+    for (const v1::Event& e : *events) {
+      alarmed |= e.kind() == "agent.inventory_mismatch" &&
+                 e.severity() == v1::EVENT_SEVERITY_ALARM &&
+                 absl::StrContains(e.message(), "S0 is not in inventory");
+    }
+    EXPECT_TRUE(alarmed);
+  }
+  std::filesystem::remove_all(root);
 }
 
 // An agent whose backend sees light arrive, connected to fleetd's registry in-process.

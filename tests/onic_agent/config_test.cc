@@ -72,6 +72,35 @@ TEST(AgentConfigTest, UnknownKeysListTheTlsOnes) {
   EXPECT_THAT(Problem("tls_ca: x\n"), HasSubstr("tls_ca_file"));
 }
 
+TEST(AgentConfigTest, OnicDiscoveryIsReadAndCheckedNamingTheLine) {
+  absl::StatusOr<AgentConfig> config = ParseAgentConfig(
+      "backend: pcie-sysfs\nonic_discovery:\n  match: [\"10ee:9038\", \"1d0f:*\"]\n"
+      "  serial: \"FLT-{dsn}\"\n",
+      "agent.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_TRUE(config->onic_discovery.has_value());
+  ASSERT_EQ(config->onic_discovery->match.size(), 2u);
+  EXPECT_EQ(config->onic_discovery->match[0].vendor, 0x10ee);
+  EXPECT_EQ(config->onic_discovery->match[0].device, 0x9038);
+  EXPECT_EQ(config->onic_discovery->match[1].device, std::nullopt);
+  EXPECT_EQ(config->onic_discovery->serial, "FLT-{dsn}");
+  // The default serial.
+  config = ParseAgentConfig("onic_discovery: {match: \"10ee:9038\"}\n", "agent.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->onic_discovery->serial, "{host}-n{index}");
+
+  EXPECT_THAT(Problem("onic_discovery:\n  match: []\n"),
+              HasSubstr("agent.yaml:2: onic_discovery.match needs one or more"));
+  EXPECT_THAT(Problem("onic_discovery:\n  match: [\"10ee-9038\"]\n"),
+              HasSubstr("agent.yaml:2: onic_discovery.match '10ee-9038' is not VENDOR:DEVICE"));
+  EXPECT_THAT(Problem("onic_discovery:\n  match: [\"10ee:9038\"]\n  serial: fixed\n"),
+              HasSubstr("agent.yaml:3: onic_discovery.serial 'fixed': it needs {index}"));
+  EXPECT_THAT(Problem("onic_discovery:\n  match: [\"10ee:9038\"]\n  slot: 1\n"),
+              HasSubstr("unknown onic_discovery setting 'slot'"));
+  EXPECT_THAT(Problem("onics: []\nonic_discovery:\n  match: [\"10ee:9038\"]\n"),
+              HasSubstr("give onics (a hand list) or onic_discovery, not both"));
+}
+
 TEST(AgentConfigTest, DeployExampleIsValid) {
   absl::StatusOr<AgentConfig> config =
       ReadAgentConfigFile(std::string(FLEET_SOURCE_DIR) + "/deploy/config/fleet-onic-agent.yaml");

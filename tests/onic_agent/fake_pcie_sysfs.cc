@@ -68,15 +68,16 @@ std::string PortConfig(const FakePortSpec& spec) {
 
 // An endpoint (or, with children, a switch upstream port) with AER at 0x100 and, when it has
 // a serial number, the DSN capability at 0x140.
-std::string FunctionConfig(const FakeFunction& fn) {
+std::string FunctionConfig(const FakeFunction& fn, bool upstream_port = false) {
+  const bool bridge = upstream_port || !fn.children.empty();
   std::string c(4096, '\0');
   Put16(c, 0x00, fn.vendor);
   Put16(c, 0x02, fn.device);
   Put16(c, 0x06, 1u << 4);
-  c[0x0e] = fn.children.empty() ? 0x00 : 0x01;
+  c[0x0e] = bridge ? 0x01 : 0x00;
   c[0x34] = 0x40;
   c[0x40] = 0x10;
-  Put16(c, 0x42, static_cast<uint16_t>(0x2 | (fn.children.empty() ? 0 : 5) << 4));
+  Put16(c, 0x42, static_cast<uint16_t>(0x2 | (bridge ? 5 : 0) << 4));
   if (fn.dsn.has_value()) {
     Put32(c, 0x100, 0x14020001);  // AER, version 2, next 0x140.
     Put32(c, 0x140, 0x00010003);  // DSN, version 1, last.
@@ -134,6 +135,20 @@ void FakePcieSysfs::AddPort(const FakePortSpec& spec) {
     WriteBytes(dir / "pci_bus" / spec.secondary_bus / "rescan", "");
   }
   ports_[spec.bdf].spec = spec;
+}
+
+void FakePcieSysfs::AddUpstreamPort(const FakeFunction& fn,
+                                    const std::vector<std::string>& port_bdfs) {
+  absl::MutexLock lock(&mu_);
+  const fs::path dir = fs::path(root_) / "bus/pci/devices" / fn.bdf;
+  fs::create_directories(dir);
+  WriteBytes(dir / "config", FunctionConfig(fn, /*upstream_port=*/true));
+  WriteBytes(dir / "vendor", Hex4(fn.vendor));
+  WriteBytes(dir / "device", Hex4(fn.device));
+  for (const std::string& port : port_bdfs) {
+    fs::create_directory_symlink(PortPath(port), dir / port);
+  }
+  for (const FakeFunction& child : fn.children) WriteFunction(dir.string(), child);
 }
 
 void FakePcieSysfs::AddFunction(const std::string& port_bdf, const FakeFunction& fn) {
@@ -246,7 +261,23 @@ absl::StatusOr<std::vector<std::string>> FakePcieSysfs::ListDir(const std::strin
 
 bool FakePcieSysfs::Exists(const std::string& path) { return disk_.Exists(path); }
 
+void FakePcieSysfs::SetRemovedWhenRead(const std::string& bdf) {
+  absl::MutexLock lock(&mu_);
+  removed_when_read_.insert(bdf);
+}
+
 absl::StatusOr<std::string> FakePcieSysfs::ReadFile(const std::string& path) {
+  {
+    absl::MutexLock lock(&mu_);
+    const fs::path function = fs::path(path).parent_path();
+    if (fs::path(path).filename() == "vendor" &&
+        removed_when_read_.erase(function.filename().string()) > 0) {
+      std::error_code ignored;
+      fs::remove_all(function, ignored);
+      events_.push_back("removed by another " + function.filename().string());
+      return absl::NotFoundError(absl::StrCat(path, ": No such file or directory"));
+    }
+  }
   return disk_.ReadFile(path);
 }
 

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -81,12 +82,19 @@ class FakePcieSysfs : public SysfsFiles {
 
   // --- Building the tree ---
   void AddPort(const FakePortSpec& spec);
+  // A switch's upstream port `fn` (an O-NIC as onic_discovery finds it) in bus/pci/devices,
+  // with the ports `port_bdfs` (added already) directly below it, and `fn.children` too.
+  void AddUpstreamPort(const FakeFunction& fn, const std::vector<std::string>& port_bdfs);
   // Puts `fn` (and its children) below port `port_bdf` now.
   void AddFunction(const std::string& port_bdf, const FakeFunction& fn);
   // What a rescan of the port finds while its link is up (nullopt: nothing).
   void SetDeviceAfterRescan(const std::string& port_bdf, std::optional<FakeFunction> fn);
   // The same for a multi-function device.
   void SetFunctionsAfterRescan(const std::string& port_bdf, std::vector<FakeFunction> fns);
+  // The next read of function `bdf`'s `vendor` finds it gone: as if someone else removed it
+  // between the backend's listing and its reading, the fake deletes it and the read fails
+  // NOT_FOUND (recorded as "removed by another <bdf>").
+  void SetRemovedWhenRead(const std::string& bdf);
   // Makes `remove` writes do nothing (a function the kernel refuses to let go).
   void SetRemoveIgnored(bool ignored);
   // Overwrites bytes of a port's config space (for malformed capability lists).
@@ -138,6 +146,7 @@ class FakePcieSysfs : public SysfsFiles {
   mutable absl::Mutex mu_;
   std::map<std::string, Port> ports_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> events_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> removed_when_read_ ABSL_GUARDED_BY(mu_);
   std::vector<ConfigWrite> config_writes_ ABSL_GUARDED_BY(mu_);
   bool remove_ignored_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -84,7 +84,7 @@ class PcieSysfsBackendTest : public ::testing::Test {
   PcieSysfsBackend::Options DefaultOptions() const {
     PcieSysfsBackend::Options options;
     options.sysfs_root = root_;
-    options.onics = {{kOnicA, {kPortA1, kPortA2}}, {kOnicB, {kPortB1, kPortB2}}};
+    options.onics = {{kOnicA, {kPortA1, kPortA2}, ""}, {kOnicB, {kPortB1, kPortB2}, ""}};
     options.poll_interval =
         absl::ZeroDuration();  // Time moves with the fleet::testing::FakeClock only.
     options.link_train_timeout = absl::Seconds(1);
@@ -222,7 +222,7 @@ TEST_F(PcieSysfsBackendTest, ReadPortReportsLinkStateFromLinkStatus) {
   up.width = 8;
   fake_->AddPort(up);
   PcieSysfsBackend::Options options = DefaultOptions();
-  options.onics.push_back({"ONIC-C", {"0000:3a:00.0", "0000:3a:01.0"}});
+  options.onics.push_back({"ONIC-C", {"0000:3a:00.0", "0000:3a:01.0"}, ""});
   auto backend = MakeBackend(options);
 
   CommandOutcome out = backend->ReadPort("ONIC-C", 1);
@@ -252,7 +252,7 @@ TEST_F(PcieSysfsBackendTest, ReadPortSaysQuiescedOnlyWhileNothingIsBelow) {
   fake_->AddPort(up);
   fake_->AddFunction("0000:3a:00.0", Gpu("0000:3b:00.0"));
   PcieSysfsBackend::Options options = DefaultOptions();
-  options.onics.push_back({"ONIC-C", {"0000:3a:00.0", "0000:3a:01.0"}});
+  options.onics.push_back({"ONIC-C", {"0000:3a:00.0", "0000:3a:01.0"}, ""});
   auto backend = MakeBackend(options);
   EXPECT_EQ(backend->ReadPort("ONIC-C", 1).link.status(), v1::LINK_STATUS_UP);
 
@@ -274,7 +274,7 @@ TEST_F(PcieSysfsBackendTest, RetrainWritesOnlyTheRetrainLinkBitAndWaitsForLinkAc
   fake_->AddPort(spec);
   fake_->SetDeviceAfterRescan("0000:3a:00.0", Gpu("0000:3b:00.0"));
   PcieSysfsBackend::Options options = DefaultOptions();
-  options.onics.push_back({"ONIC-C", {"0000:3a:00.0", "0000:3a:01.0"}});
+  options.onics.push_back({"ONIC-C", {"0000:3a:00.0", "0000:3a:01.0"}, ""});
   auto backend = MakeBackend(options);
 
   CommandOutcome out = backend->Retrain("ONIC-C", 1, v1::PeerIdentity(), Generous());
@@ -316,7 +316,7 @@ TEST_F(PcieSysfsBackendTest, RetrainReportsNegotiatedSpeedAndWidth) {
     fake_->AddPort(spec);
     fake_->SetDeviceAfterRescan(spec.bdf, Gpu(absl::StrCat("0000:5", n, ":00.0")));
     options.onics.push_back(
-        {absl::StrCat("ONIC-S", n), {spec.bdf, absl::StrCat("0000:4", n, ":01.0")}});
+        {absl::StrCat("ONIC-S", n), {spec.bdf, absl::StrCat("0000:4", n, ":01.0")}, ""});
     ++n;
   }
   auto backend = MakeBackend(options);
@@ -337,7 +337,7 @@ TEST_F(PcieSysfsBackendTest, ALinkThatNeverTrainsIsUnavailableAfterTheTrainTimeo
   fake_->AddPort(spec);
   fake_->SetDeviceAfterRescan("0000:3a:00.0", Gpu("0000:3b:00.0"));
   PcieSysfsBackend::Options options = DefaultOptions();
-  options.onics.push_back({"ONIC-C", {"0000:3a:00.0", "0000:3a:01.0"}});
+  options.onics.push_back({"ONIC-C", {"0000:3a:00.0", "0000:3a:01.0"}, ""});
   options.link_train_timeout = absl::Milliseconds(50);
   auto backend = MakeBackend(options);
 
@@ -362,7 +362,7 @@ TEST_F(PcieSysfsBackendTest, ADeadlineBeforeTheLinkTrainsIsDeadlineExceeded) {
   spec.outcome = testing::FakeTrainingOutcome::kStaysTraining;
   fake_->AddPort(spec);
   PcieSysfsBackend::Options options = DefaultOptions();
-  options.onics.push_back({"ONIC-C", {"0000:3a:00.0", "0000:3a:01.0"}});
+  options.onics.push_back({"ONIC-C", {"0000:3a:00.0", "0000:3a:01.0"}, ""});
   options.link_train_timeout = absl::Seconds(10);
   auto backend = MakeBackend(options);
 
@@ -434,6 +434,26 @@ TEST_F(PcieSysfsBackendTest, AWrongDeviceIsNamedAndRemovedAgain) {
   EXPECT_THAT(read.link.detail(), HasSubstr("wrong device"));
 }
 
+// Removed by someone else (a link loss's hot-plug removal, another rescan) between the
+// backend's listing of what enumerated and its reading of the ids.
+TEST_F(PcieSysfsBackendTest, ADeviceRemovedWhileItIsCheckedIsAnsweredAndNothingIsLeft) {
+  fake_->SetDeviceAfterRescan(kPortA1, Gpu("0000:19:00.0"));
+  fake_->SetRemovedWhenRead("0000:19:00.0");
+  auto backend = MakeBackend();
+  CommandOutcome out = backend->Retrain(kOnicA, 1, ExpectIds(0x10de, 0x2330), Generous());
+  EXPECT_EQ(out.status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(out.status.message()),
+              HasSubstr("cannot verify the device behind O-NIC ONIC-A port 1 (expected vendor "
+                        "0x10de device 0x2330)"));
+  EXPECT_NE(out.link.status(), v1::LINK_STATUS_UP);
+  EXPECT_FALSE(fake_->HasFunction(kPortA1, "0000:19:00.0"));
+  // The next retrain finds the device as it comes back.
+  ASSERT_TRUE(backend->Quiesce(kOnicA, 1, Generous()).status.ok());
+  out = backend->Retrain(kOnicA, 1, ExpectIds(0x10de, 0x2330), Generous());
+  EXPECT_TRUE(out.status.ok()) << out.status;
+  EXPECT_EQ(out.link.status(), v1::LINK_STATUS_UP);
+}
+
 TEST_F(PcieSysfsBackendTest, AWrongSerialNumberIsNamed) {
   FakeFunction other = Gpu("0000:19:00.0");
   other.dsn = 0x48b02d0300ffffffULL;
@@ -495,7 +515,7 @@ TEST_F(PcieSysfsBackendTest, AfterAQuiesceADeviceTheKernelEnumeratedIsJudgedNotR
   spec.hot_plug = true;
   fake_->AddPort(spec);
   PcieSysfsBackend::Options options = DefaultOptions();
-  options.onics.push_back({"ONIC-C", {"0000:3a:00.0", "0000:3a:01.0"}});
+  options.onics.push_back({"ONIC-C", {"0000:3a:00.0", "0000:3a:01.0"}, ""});
   auto backend = MakeBackend(options);
   ASSERT_TRUE(backend->Quiesce("ONIC-C", 1, Generous()).status.ok());
   fake_->AddFunction("0000:3a:00.0", Gpu("0000:3b:00.0"));  // Hot-plugged by the kernel.
@@ -528,7 +548,7 @@ TEST_F(PcieSysfsBackendTest, AfterAQuiesceFunctionsBelowAPortWithoutHotPlugAreSt
   spec.link_up = true;
   fake_->AddPort(spec);
   PcieSysfsBackend::Options options = DefaultOptions();
-  options.onics.push_back({"ONIC-C", {"0000:3a:00.0", "0000:3a:01.0"}});
+  options.onics.push_back({"ONIC-C", {"0000:3a:00.0", "0000:3a:01.0"}, ""});
   auto backend = MakeBackend(options);
   ASSERT_TRUE(backend->Quiesce("ONIC-C", 1, Generous()).status.ok());
   fake_->AddFunction("0000:3a:00.0", Gpu("0000:3b:00.0"));
@@ -543,7 +563,7 @@ TEST_F(PcieSysfsBackendTest, RetrainRefusesADisabledLink) {
   spec.link_control = 0x0010;  // Link Disable.
   fake_->AddPort(spec);
   PcieSysfsBackend::Options options = DefaultOptions();
-  options.onics.push_back({"ONIC-C", {"0000:3a:00.0", "0000:3a:01.0"}});
+  options.onics.push_back({"ONIC-C", {"0000:3a:00.0", "0000:3a:01.0"}, ""});
   auto backend = MakeBackend(options);
   CommandOutcome out = backend->Retrain("ONIC-C", 1, v1::PeerIdentity(), Generous());
   EXPECT_EQ(out.status.code(), absl::StatusCode::kFailedPrecondition);
@@ -606,7 +626,7 @@ TEST_F(PcieSysfsBackendTest, ABdfThatIsNotADownstreamPortIsRefused) {
   endpoint.port_type = 0;
   fake_->AddPort(endpoint);
   PcieSysfsBackend::Options options = DefaultOptions();
-  options.onics.push_back({"ONIC-C", {"0000:3a:00.0", "0000:3a:01.0"}});
+  options.onics.push_back({"ONIC-C", {"0000:3a:00.0", "0000:3a:01.0"}, ""});
   auto backend = MakeBackend(options);
   CommandOutcome out = backend->Retrain("ONIC-C", 1, v1::PeerIdentity(), Generous());
   EXPECT_EQ(out.status.code(), absl::StatusCode::kFailedPrecondition);
