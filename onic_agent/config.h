@@ -22,7 +22,7 @@
 //         - {downstream: "0000:19:00.0", tx_ingress: 2, rx_egress: 386}
 //   # onic_discovery:            # pcie-sysfs: find them (onic_agent/onic_discovery.h)
 //   #   match: ["10ee:9038"]     # vendor:device of an O-NIC's upstream port ("10ee:*": any)
-//   #   serial: "{host}-n{index}"   # also {dsn}, {bdf}
+//   #   serial: "FLT-{dsn}"      # default "{dsn}"; also {host}, {index}, {bdf}
 #ifndef FLEET_ONIC_AGENT_CONFIG_H_
 #define FLEET_ONIC_AGENT_CONFIG_H_
 

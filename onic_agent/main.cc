@@ -5,6 +5,7 @@
 #include <iostream>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "common/flags.h"
 #include "common/grpc_tls.h"
 #include "common/log.h"
@@ -188,7 +189,9 @@ int Run(int argc, char** argv) {
   fleet::onic_agent::Agent agent(options, made->get());
   std::thread runner([&agent] { agent.Run(); });
   FLEET_LOG(INFO) << "fleet-onic-agent " << fleet::kVersion << " for host " << config.host << " ("
-                  << config.backend << (config.onic_discovery ? ", O-NICs found on PCIe" : "")
+                  << config.backend << ", "
+                  << (config.onic_discovery ? std::string("O-NICs found on PCIe")
+                                            : absl::StrCat(config.onics.size(), " O-NICs"))
                   << "), controller " << config.controller
                   << (config.insecure ? " (plaintext)" : " (mutual TLS)");
   const int signal_number = shutdown.Wait();

@@ -1,6 +1,8 @@
 #include "onic_agent/onic_discovery.h"
 
 #include <algorithm>
+#include <map>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -100,51 +102,64 @@ absl::StatusOr<std::vector<PcieSysfsBackend::OnicConfig>> FindOnics(SysfsFiles& 
   }
   const std::string devices = sysfs_root + "/bus/pci/devices";
   ASSIGN_OR_RETURN(std::vector<std::string> names, files.ListDir(devices));
-  std::sort(names.begin(), names.end());
   std::vector<PcieSysfsBackend::OnicConfig> found;
-  for (const std::string& bdf : names) {
+  std::map<std::string, std::string> serial_at;  // Serial -> the O-NIC's address.
+  for (const std::string& bdf : names) {         // ListDir sorts: address order.
     if (!IsPciBdf(bdf)) continue;
     const std::string dir = devices + "/" + bdf;
-    ASSIGN_OR_RETURN(PciFunctionIds ids, ReadPciFunctionIds(files, dir, /*with_dsn=*/false));
+    // A function gone since the listing (a device leaving with its circuit) is no O-NIC.
+    absl::StatusOr<PciFunctionIds> ids = ReadPciFunctionIds(files, dir, /*with_dsn=*/false);
+    if (absl::IsNotFound(ids.status())) continue;
+    if (!ids.ok()) return ids.status();
     if (std::none_of(discovery.match.begin(), discovery.match.end(),
-                     [&](const OnicMatch& m) { return m.Matches(ids.vendor, ids.device); })) {
+                     [&](const OnicMatch& m) { return m.Matches(ids->vendor, ids->device); })) {
       continue;
     }
     const std::string what =
-        absl::StrCat("O-NIC ", bdf, " (", IdsText(ids.vendor, ids.device), ")");
-    // Its downstream ports: the PCIe functions directly below it that are downstream ports.
+        absl::StrCat("O-NIC ", bdf, " (", IdsText(ids->vendor, ids->device), ")");
+    auto in_context = [&](const absl::Status& status) {
+      return absl::Status(status.code(), absl::StrCat(what, ": ", status.message()));
+    };
+    // Only a switch's upstream port is an O-NIC: a switch may give its downstream ports the
+    // same ids, and a pattern may match a device behind one.
+    absl::StatusOr<std::optional<PcieCapability>> cap = ReadPcieCapability(files, dir + "/config");
+    if (absl::IsNotFound(cap.status())) continue;
+    if (!cap.ok()) return in_context(cap.status());
+    if (!cap->has_value() || (*cap)->port_type() != pcie::kPortTypeSwitchUpstream) continue;
+    // Its downstream ports, in the switch's port-number order (then address order).
     ASSIGN_OR_RETURN(std::vector<std::string> below, files.ListDir(dir));
-    std::sort(below.begin(), below.end());
-    std::vector<std::string> ports, others;
+    std::vector<std::pair<uint8_t, std::string>> ports;
+    std::vector<std::string> others;
     for (const std::string& child : below) {
       if (!IsPciBdf(child)) continue;
-      absl::StatusOr<std::optional<uint8_t>> type = ReadPciePortType(files, dir + "/" + child);
-      if (!type.ok()) {
-        return absl::Status(type.status().code(),
-                            absl::StrCat(what, ": ", type.status().message()));
+      absl::StatusOr<std::optional<PcieCapability>> port =
+          ReadPcieCapability(files, absl::StrCat(dir, "/", child, "/config"));
+      if (absl::IsNotFound(port.status())) continue;
+      if (!port.ok()) return in_context(port.status());
+      if (port->has_value() && (*port)->port_type() == pcie::kPortTypeSwitchDownstream) {
+        ports.emplace_back((*port)->port_number(), child);
+      } else {
+        others.push_back(child);
       }
-      const bool downstream = type->has_value() && (**type == pcie::kPortTypeSwitchDownstream ||
-                                                    **type == pcie::kPortTypeRootPort);
-      (downstream ? ports : others).push_back(child);
     }
+    std::sort(ports.begin(), ports.end());
     if (ports.size() != 2) {
+      std::vector<std::string> named;
+      for (const auto& [number, port] : ports) named.push_back(port);
       return absl::FailedPreconditionError(absl::StrCat(
           what, " matches onic_discovery.match but has ", ports.size(),
-          " PCIe downstream ports below it (", ports.empty() ? "none" : absl::StrJoin(ports, ", "),
+          " PCIe downstream ports below it (", named.empty() ? "none" : absl::StrJoin(named, ", "),
           others.empty() ? "" : absl::StrCat("; other functions: ", absl::StrJoin(others, ", ")),
           "); an O-NIC has one per optical port, 2: check the pattern"));
     }
     std::optional<uint64_t> dsn;
     if (with_dsn) {
       absl::StatusOr<PciFunctionIds> with = ReadPciFunctionIds(files, dir, /*with_dsn=*/true);
-      if (!with.ok()) {
-        return absl::Status(with.status().code(),
-                            absl::StrCat(what, ": ", with.status().message()));
-      }
-      if (!with->dsn.has_value()) {
+      if (!with.ok()) return in_context(with.status());
+      if (!with->dsn.has_value() || *with->dsn == 0) {
         return absl::FailedPreconditionError(
-            absl::StrCat(what, " has no Device Serial Number, but onic_discovery.serial '",
-                         discovery.serial, "' uses {dsn}"));
+            absl::StrCat(what, " has no Device Serial Number", with->dsn ? " (it reads 0)" : "",
+                         ", but onic_discovery.serial '", discovery.serial, "' uses {dsn}"));
       }
       dsn = with->dsn;
     }
@@ -159,7 +174,14 @@ absl::StatusOr<std::vector<PcieSysfsBackend::OnicConfig>> FindOnics(SysfsFiles& 
           if (name == "bdf") absl::StrAppend(&serial, bdf);
           return absl::OkStatus();
         }));
-    found.push_back({serial, {ports[0], ports[1]}, bdf});
+    auto [other, inserted] = serial_at.emplace(serial, bdf);
+    if (!inserted) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("O-NICs ", other->second, " and ", bdf, " both get serial '", serial,
+                       "' from onic_discovery.serial '", discovery.serial,
+                       "' (the same Device Serial Number?): give them one that tells them apart"));
+    }
+    found.push_back({serial, {ports[0].second, ports[1].second}, bdf});
   }
   return found;
 }

@@ -4,6 +4,7 @@
 #ifndef FLEET_ONIC_AGENT_PCI_FUNCTION_H_
 #define FLEET_ONIC_AGENT_PCI_FUNCTION_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -25,9 +26,22 @@ struct PciFunctionIds {
 absl::StatusOr<PciFunctionIds> ReadPciFunctionIds(SysfsFiles& files, const std::string& dir,
                                                   bool with_dsn);
 
-// The Device/Port Type of the function's PCI Express capability (4 a root port, 5 a switch's
-// upstream port, 6 a switch's downstream port, …); nullopt when it has none (not PCIe).
-absl::StatusOr<std::optional<uint8_t>> ReadPciePortType(SysfsFiles& files, const std::string& dir);
+// A function's PCI Express capability, as found in its config space.
+struct PcieCapability {
+  std::string config;  // The first 256 bytes of config space, at least.
+  size_t offset = 0;   // Of the capability in `config`.
+  // Device/Port Type (pcie_config.h: 4 a root port, 5 a switch's upstream port, 6 a switch's
+  // downstream port, …).
+  uint8_t port_type() const;
+  // The Port Number in Link Capabilities (a switch numbers its ports by it).
+  uint8_t port_number() const;
+};
+// Reads `config_path` (a function's `config`) and finds its PCI Express capability; nullopt
+// for a function without one (not PCIe). FAILED_PRECONDITION when config space reads short (an
+// agent without CAP_SYS_ADMIN reads 64 bytes) or its capability list is malformed; errors name
+// the path.
+absl::StatusOr<std::optional<PcieCapability>> ReadPcieCapability(SysfsFiles& files,
+                                                                 const std::string& config_path);
 
 }  // namespace fleet::onic_agent
 

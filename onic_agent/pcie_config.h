@@ -47,6 +47,7 @@ inline constexpr uint16_t kLinkStatusDllActive = 1u << 13;
 
 // Device/Port Type values of the PCI Express Capabilities register.
 inline constexpr uint8_t kPortTypeRootPort = 0x4;
+inline constexpr uint8_t kPortTypeSwitchUpstream = 0x5;
 inline constexpr uint8_t kPortTypeSwitchDownstream = 0x6;
 
 // Little-endian register reads. The caller guarantees `offset + width <= config.size()`.

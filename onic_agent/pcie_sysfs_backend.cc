@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/hex_id.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "onic_agent/pci_function.h"
@@ -23,7 +24,6 @@ constexpr char kNoPowerNote[] = "optical power is not readable through sysfs";
 constexpr int kMaxHierarchyDepth = 32;
 
 std::string Hex4(uint32_t value) { return absl::StrCat("0x", absl::Hex(value, absl::kZeroPad4)); }
-std::string Hex16(uint64_t value) { return absl::StrCat("0x", absl::Hex(value, absl::kZeroPad16)); }
 
 bool IsLowerHex(absl::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
@@ -159,53 +159,39 @@ absl::StatusOr<PcieSysfsBackend::PortRegisters> PcieSysfsBackend::OpenPort(const
   regs.config_path = DevicePath(ref.bdf) + "/config";
   const std::string context =
       absl::StrCat("downstream port ", ref.bdf, " of ", PortName(ref.serial, ref.port));
-  absl::StatusOr<std::string> config =
-      files_->ReadAt(regs.config_path, 0, pcie::kConventionalConfigSize);
-  if (!config.ok()) {
-    if (config.status().code() == absl::StatusCode::kNotFound) {
+  absl::StatusOr<std::optional<PcieCapability>> cap = ReadPcieCapability(*files_, regs.config_path);
+  if (!cap.ok()) {
+    if (cap.status().code() == absl::StatusCode::kNotFound) {
       return absl::FailedPreconditionError(
           absl::StrCat(context, ": ", regs.config_path,
                        " does not exist (no such PCI device; check the agent's O-NIC "
                        "configuration)"));
     }
-    return WithContext(config.status(), context);
+    return WithContext(cap.status(), context);
   }
-  if (config->size() < pcie::kConventionalConfigSize) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(context, ": ", regs.config_path, " gave ", config->size(),
-                     " bytes of config space, need ", pcie::kConventionalConfigSize,
-                     " (an agent without CAP_SYS_ADMIN reads only the first 64)"));
-  }
-  absl::StatusOr<std::optional<size_t>> cap = pcie::FindCapability(*config, pcie::kCapIdPciExpress);
-  if (!cap.ok()) return WithContext(cap.status(), absl::StrCat(context, ": ", regs.config_path));
   if (!cap->has_value()) {
     return absl::FailedPreconditionError(
         absl::StrCat(context, ": ", regs.config_path,
                      " has no PCI Express capability (ID 0x10): not a PCIe port"));
   }
-  regs.pcie_cap = **cap;
-  if (regs.pcie_cap + pcie::kLinkStatus + 2 > pcie::kConventionalConfigSize) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(context, ": ", regs.config_path, ": PCI Express capability at 0x",
-                     absl::Hex(regs.pcie_cap), " runs past the end of config space"));
-  }
-  const uint8_t port_type =
-      (pcie::Read16(*config, regs.pcie_cap + pcie::kPcieCapabilities) >> 4) & 0xf;
+  regs.pcie_cap = (*cap)->offset;
+  const std::string& config = (*cap)->config;
+  const uint8_t port_type = (*cap)->port_type();
   if (port_type != pcie::kPortTypeRootPort && port_type != pcie::kPortTypeSwitchDownstream) {
     return absl::FailedPreconditionError(
         absl::StrCat(context, ": ", ref.bdf, " is not a PCIe downstream port (Device/Port Type ",
                      port_type, "; a root port is 4, a switch downstream port 6)"));
   }
-  const uint16_t pcie_capabilities = pcie::Read16(*config, regs.pcie_cap + pcie::kPcieCapabilities);
+  const uint16_t pcie_capabilities = pcie::Read16(config, regs.pcie_cap + pcie::kPcieCapabilities);
   regs.hot_plug = (pcie_capabilities & pcie::kPcieCapSlotImplemented) != 0 &&
                   regs.pcie_cap + pcie::kSlotControl + 2 <= pcie::kConventionalConfigSize &&
-                  (pcie::Read32(*config, regs.pcie_cap + pcie::kSlotCapabilities) &
+                  (pcie::Read32(config, regs.pcie_cap + pcie::kSlotCapabilities) &
                    pcie::kSlotCapHotPlugCapable) != 0 &&
-                  (pcie::Read16(*config, regs.pcie_cap + pcie::kSlotControl) &
+                  (pcie::Read16(config, regs.pcie_cap + pcie::kSlotControl) &
                    pcie::kSlotControlHotPlugInterruptEnable) != 0;
   // Downstream ports that can run faster than 5 GT/s must report DL Link Active; without it
   // there is no way to tell through config space that the link is up.
-  if ((pcie::Read32(*config, regs.pcie_cap + pcie::kLinkCapabilities) &
+  if ((pcie::Read32(config, regs.pcie_cap + pcie::kLinkCapabilities) &
        pcie::kLinkCapDllActiveReporting) == 0) {
     return absl::FailedPreconditionError(
         absl::StrCat(context, ": ", ref.bdf,
@@ -302,7 +288,7 @@ std::string Describe(const std::string& bdf, uint32_t vendor, uint32_t device, b
                      std::optional<uint64_t> dsn) {
   std::string out = absl::StrCat("vendor ", Hex4(vendor), " device ", Hex4(device));
   if (with_dsn) {
-    absl::StrAppend(&out, dsn.has_value() ? absl::StrCat(" dsn ", Hex16(*dsn))
+    absl::StrAppend(&out, dsn.has_value() ? absl::StrCat(" dsn ", DsnText(*dsn))
                                           : std::string(" without a serial number"));
   }
   absl::StrAppend(&out, " at ", bdf);
@@ -314,7 +300,7 @@ std::string DescribeExpected(const v1::PeerIdentity& expected) {
   if (expected.pcie_vendor_id() != 0) parts.push_back("vendor " + Hex4(expected.pcie_vendor_id()));
   if (expected.pcie_device_id() != 0) parts.push_back("device " + Hex4(expected.pcie_device_id()));
   if (expected.device_serial_number() != 0) {
-    parts.push_back("dsn " + Hex16(expected.device_serial_number()));
+    parts.push_back("dsn " + DsnText(expected.device_serial_number()));
   }
   return absl::StrJoin(parts, " ");
 }

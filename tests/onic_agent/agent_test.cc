@@ -87,6 +87,8 @@ TEST(AgentTest, RegistersAndIsListed) {
 TEST(AgentTest, OnicsItFindsOnPcieAreRegisteredAndCheckedAgainstInventory) {
   std::string root = std::filesystem::temp_directory_path() / "fleet-agent-sysfs-XXXXXX";
   ASSERT_NE(mkdtemp(root.data()), nullptr);
+  const std::unique_ptr<std::string, void (*)(std::string*)> removed(
+      &root, [](std::string* dir) { std::filesystem::remove_all(*dir); });
   fleet::testing::FakeClock clock;
   testing::FakePcieSysfs sysfs(root, &clock);
   for (const auto& [upstream, ports] :
@@ -132,7 +134,6 @@ TEST(AgentTest, OnicsItFindsOnPcieAreRegisteredAndCheckedAgainstInventory) {
     }
     EXPECT_TRUE(alarmed);
   }
-  std::filesystem::remove_all(root);
 }
 
 // An agent whose backend sees light arrive, connected to fleetd's registry in-process.

@@ -87,7 +87,7 @@ TEST(AgentConfigTest, OnicDiscoveryIsReadAndCheckedNamingTheLine) {
   // The default serial.
   config = ParseAgentConfig("onic_discovery: {match: \"10ee:9038\"}\n", "agent.yaml");
   ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->onic_discovery->serial, "{host}-n{index}");
+  EXPECT_EQ(config->onic_discovery->serial, "{dsn}");
 
   EXPECT_THAT(Problem("onic_discovery:\n  match: []\n"),
               HasSubstr("agent.yaml:2: onic_discovery.match needs one or more"));

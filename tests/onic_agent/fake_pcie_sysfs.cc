@@ -42,8 +42,8 @@ uint16_t TrainedLinkStatus(const FakePortSpec& spec) {
 // capability at 0x60, and an AER extended capability at 0x100.
 std::string PortConfig(const FakePortSpec& spec) {
   std::string c(4096, '\0');
-  Put16(c, 0x00, 0x8086);                     // Vendor ID
-  Put16(c, 0x02, 0x347a);                     // Device ID
+  Put16(c, 0x00, spec.vendor);                // Vendor ID
+  Put16(c, 0x02, spec.device);                // Device ID
   Put16(c, 0x06, 1u << 4);                    // Status: Capabilities List
   c[0x0e] = 0x01;                             // Header Type 1
   c[0x34] = 0x40;                             // Capabilities Pointer
@@ -59,7 +59,8 @@ std::string PortConfig(const FakePortSpec& spec) {
   }
   Put32(c, kFakePcieCap + 0x0c,
         static_cast<uint32_t>(spec.speed_code | spec.width << 4) |
-            (spec.dll_active_reporting ? 1u << 20 : 0u));
+            (spec.dll_active_reporting ? 1u << 20 : 0u) |
+            static_cast<uint32_t>(spec.port_number) << 24);
   Put16(c, kLinkControl, spec.link_control);
   Put16(c, kLinkStatus, spec.link_up ? TrainedLinkStatus(spec) : 0);
   Put32(c, 0x100, 0x00020001);  // AER, version 2, last.
@@ -127,8 +128,8 @@ void FakePcieSysfs::AddPort(const FakePortSpec& spec) {
   WriteBytes(dir / "config", PortConfig(spec));
   WriteBytes(dir / "rescan", "");
   WriteBytes(dir / "remove", "");
-  WriteBytes(dir / "vendor", Hex4(0x8086));
-  WriteBytes(dir / "device", Hex4(0x347a));
+  WriteBytes(dir / "vendor", Hex4(spec.vendor));
+  WriteBytes(dir / "device", Hex4(spec.device));
   fs::create_directories(dir / "power");  // Not a function: must be skipped.
   if (!spec.secondary_bus.empty()) {
     fs::create_directories(dir / "pci_bus" / spec.secondary_bus);

@@ -53,7 +53,10 @@ enum class FakeTrainingOutcome {
 };
 
 struct FakePortSpec {
-  std::string bdf;                   // e.g. "0000:18:00.0"
+  std::string bdf;           // e.g. "0000:18:00.0"
+  uint16_t vendor = 0x8086;  // The port's own ids.
+  uint16_t device = 0x347a;
+  uint8_t port_number = 0;           // Link Capabilities' Port Number.
   std::string secondary_bus;         // e.g. "0000:19"; empty: no pci_bus/ directory.
   uint8_t port_type = 4;             // Device/Port Type: 4 root port, 6 switch downstream.
   bool dll_active_reporting = true;  // Link Capabilities bit 20.

@@ -24,10 +24,11 @@ using ::testing::SizeIs;
 constexpr uint16_t kOnicVendor = 0x10ee;
 constexpr uint16_t kOnicDevice = 0x9038;
 
-FakePortSpec Downstream(const std::string& bdf) {
+FakePortSpec Downstream(const std::string& bdf, uint8_t port_number = 0) {
   FakePortSpec spec;
   spec.bdf = bdf;
   spec.port_type = 6;
+  spec.port_number = port_number;
   return spec;
 }
 
@@ -115,12 +116,59 @@ TEST_F(OnicDiscoveryTest, SerialsFromTheDeviceSerialNumberOrTheAddress) {
   EXPECT_EQ((*found)[0].serial, "srv1@0000:17:00.0");
 }
 
-TEST_F(OnicDiscoveryTest, AnyDeviceOfAVendorMatchesWithAStar) {
-  AddOnic(Upstream("0000:17:00.0", 0x9999), {"0000:18:00.0", "0000:18:01.0"});
-  EXPECT_THAT(*Find(Discovery()), IsEmpty());
+TEST_F(OnicDiscoveryTest, AnyDeviceOfAVendorMatchesWithAStarButOnlyUpstreamPortsAreOnics) {
+  // The card's downstream ports carry its vendor's ids too, as many switches' do.
+  for (const char* port : {"0000:18:00.0", "0000:18:01.0"}) {
+    FakePortSpec spec = Downstream(port);
+    spec.vendor = kOnicVendor;
+    spec.device = 0x9999;
+    fake_->AddPort(spec);
+  }
+  fake_->AddUpstreamPort(Upstream("0000:17:00.0", 0x9999), {"0000:18:00.0", "0000:18:01.0"});
+  absl::StatusOr<std::vector<PcieSysfsBackend::OnicConfig>> found = Find(Discovery());
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_THAT(*found, IsEmpty());
   OnicDiscovery any = Discovery();
   any.match = {*ParseOnicMatch("0x10ee:*")};
-  EXPECT_THAT(*Find(any), SizeIs(1));
+  found = Find(any);
+  ASSERT_TRUE(found.ok()) << found.status();
+  ASSERT_THAT(*found, SizeIs(1));
+  EXPECT_EQ((*found)[0].pcie_address, "0000:17:00.0");
+}
+
+TEST_F(OnicDiscoveryTest, PortOneIsTheSwitchsLowerPortNumber) {
+  fake_->AddPort(Downstream("0000:18:00.0", 9));
+  fake_->AddPort(Downstream("0000:18:01.0", 8));
+  fake_->AddUpstreamPort(Upstream("0000:17:00.0"), {"0000:18:00.0", "0000:18:01.0"});
+  absl::StatusOr<std::vector<PcieSysfsBackend::OnicConfig>> found = Find(Discovery());
+  ASSERT_TRUE(found.ok()) << found.status();
+  ASSERT_THAT(*found, SizeIs(1));
+  EXPECT_EQ((*found)[0].port_bdfs[0], "0000:18:01.0");
+  EXPECT_EQ((*found)[0].port_bdfs[1], "0000:18:00.0");
+}
+
+TEST_F(OnicDiscoveryTest, TwoOnicsGivenOneSerialOrAZeroSerialNumberAreRefused) {
+  for (const char* bdf : {"0000:17:00.0", "0000:81:00.0"}) {
+    FakeFunction onic = Upstream(bdf);
+    onic.dsn = 0x48b02d0300a1b2c3ULL;  // One serial number on both: a vendor's default.
+    const std::string bus = std::string(bdf).substr(0, 5) + (bdf[6] == '1' ? "18" : "82");
+    AddOnic(onic, {bus + ":00.0", bus + ":01.0"});
+  }
+  absl::StatusOr<std::vector<PcieSysfsBackend::OnicConfig>> found = Find(Discovery("{dsn}"));
+  EXPECT_EQ(found.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(found.status().message()),
+              HasSubstr("O-NICs 0000:17:00.0 and 0000:81:00.0 both get serial "
+                        "'48-b0-2d-03-00-a1-b2-c3'"));
+}
+
+TEST_F(OnicDiscoveryTest, ASerialNumberOfZeroIsNoSerialNumber) {
+  FakeFunction onic = Upstream("0000:17:00.0");
+  onic.dsn = 0;
+  AddOnic(onic, {"0000:18:00.0", "0000:18:01.0"});
+  absl::StatusOr<std::vector<PcieSysfsBackend::OnicConfig>> found = Find(Discovery("{dsn}"));
+  EXPECT_EQ(found.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(found.status().message()),
+              HasSubstr("has no Device Serial Number (it reads 0)"));
 }
 
 TEST_F(OnicDiscoveryTest, AMatchWithoutTwoDownstreamPortsIsRefusedNamingIt) {
@@ -150,7 +198,8 @@ TEST_F(OnicDiscoveryTest, DsnWithoutOneAndHostWithoutOneAreRefused) {
 
 TEST(OnicDiscoveryRulesTest, PatternsAndTemplatesAreCheckedNamingTheValueAndTheRule) {
   EXPECT_TRUE(ParseOnicMatch("10ee:9038").ok());
-  EXPECT_FALSE(ParseOnicMatch("10ee:9038")->device == std::nullopt);
+  ASSERT_TRUE(ParseOnicMatch("10ee:*").ok());
+  EXPECT_EQ(ParseOnicMatch("10ee:9038")->device, 0x9038);
   EXPECT_EQ(ParseOnicMatch("10ee:*")->device, std::nullopt);
   for (const char* bad : {"10ee", "10ee:9038:1", "xyz:9038", "10ee:", "12345:1", "-1:2"}) {
     absl::StatusOr<OnicMatch> match = ParseOnicMatch(bad);

@@ -447,6 +447,7 @@ TEST_F(PcieSysfsBackendTest, ADeviceRemovedWhileItIsCheckedIsAnsweredAndNothingI
                         "0x10de device 0x2330)"));
   EXPECT_NE(out.link.status(), v1::LINK_STATUS_UP);
   EXPECT_FALSE(fake_->HasFunction(kPortA1, "0000:19:00.0"));
+  EXPECT_THAT(fake_->events(), ::testing::Contains("removed by another 0000:19:00.0"));
   // The next retrain finds the device as it comes back.
   ASSERT_TRUE(backend->Quiesce(kOnicA, 1, Generous()).status.ok());
   out = backend->Retrain(kOnicA, 1, ExpectIds(0x10de, 0x2330), Generous());
@@ -463,9 +464,10 @@ TEST_F(PcieSysfsBackendTest, AWrongSerialNumberIsNamed) {
   expected.set_device_serial_number(0x48b02d0300a1b2c3ULL);
   CommandOutcome out = backend->Retrain(kOnicA, 1, expected, Generous());
   EXPECT_EQ(out.status.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(std::string(out.status.message()),
-              HasSubstr("saw vendor 0x10de device 0x2330 dsn 0x48b02d0300ffffff at 0000:19:00.0 "
-                        "(expected vendor 0x10de device 0x2330 dsn 0x48b02d0300a1b2c3)"));
+  EXPECT_THAT(
+      std::string(out.status.message()),
+      HasSubstr("saw vendor 0x10de device 0x2330 dsn 48-b0-2d-03-00-ff-ff-ff at 0000:19:00.0 "
+                "(expected vendor 0x10de device 0x2330 dsn 48-b0-2d-03-00-a1-b2-c3)"));
 
   // And a device without the capability at all.
   ASSERT_TRUE(backend->Quiesce(kOnicA, 1, Generous()).status.ok());
