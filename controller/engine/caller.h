@@ -16,7 +16,8 @@ struct Caller {
   auth::Role role = auth::Role::kOperator;
   std::vector<std::string> tenants;  // Role job: the only tenants whose allocations it sees.
   // When the caller stops waiting for the answer (its RPC's deadline): a change that would
-  // have to wait past it for another to finish is refused instead of done unseen.
+  // have to wait past it for another to finish is refused instead of done unseen. On the
+  // engine's clock (the services' engine runs on the system clock, the RPC deadline's).
   absl::Time deadline = absl::InfiniteFuture();
 
   static Caller Operator(std::string principal) {

@@ -109,7 +109,7 @@ absl::StatusOr<v1::DrainResponse> Drainer::Drain(const v1::DrainRequest& request
     const std::string busy =
         absl::StrCat("allocation ", id, " is busy; drain recorded, eviction incomplete");
     RETURN_IF_ERROR(releaser_->ReleaseWhenFree(
-        id, caller, absl::Now() + absl::Seconds(60), v1::ALLOCATION_STATE_FAILED,
+        id, caller, p_.ctx.clock->Now() + absl::Seconds(60), v1::ALLOCATION_STATE_FAILED,
         absl::StrCat(reason, " (not moved: ", moved.message(), ")"), busy, busy));
   }
   return response;
@@ -134,7 +134,7 @@ absl::Status Drainer::Move(const std::string& id, const LostParts& lost, const s
                                              .only_if_degraded = false},
                                             caller));
     // Its transaction holds the allocation until it ends; the next member waits for it.
-    p_.pool.WaitUnclaimed({id}, absl::Now() + MemberChanges::kClaimWait);
+    p_.pool.WaitUnclaimed({id}, p_.ctx.clock->Now() + MemberChanges::kClaimWait);
     ASSIGN_OR_RETURN(a, store_->GetAllocation(id));
     if (!Settled(a.state())) {
       return absl::AbortedError(

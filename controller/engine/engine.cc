@@ -22,12 +22,14 @@ Engine::Engine(EngineOptions options, store::Store* store,
       ctx_{options_, store, agents, clock,
            options_.metrics != nullptr ? *options_.metrics
                                        : metrics::ControllerMetrics::Discarded()},
-      pool_(WorkerPool::Options{
-          .max_workers =
-              options_.workers > 0
-                  ? options_.workers
-                  : std::max(32, 16 * static_cast<int>(std::thread::hardware_concurrency())),
-          .max_queued = options_.max_queued_transactions}),
+      pool_(
+          WorkerPool::Options{
+              .max_workers =
+                  options_.workers > 0
+                      ? options_.workers
+                      : std::max(32, 16 * static_cast<int>(std::thread::hardware_concurrency())),
+              .max_queued = options_.max_queued_transactions},
+          clock),
       inventory_(store),
       syncs_(clock,
              {.initial = options_.retry_initial,
@@ -164,7 +166,7 @@ absl::StatusOr<v1::Allocation> Engine::ReleaseTopology(const std::string& id,
   if (a.state() == v1::ALLOCATION_STATE_RELEASED) return a;
   // Waits for a running transaction of this allocation to reach a persisted end.
   RETURN_IF_ERROR(releaser_.ReleaseWhenFree(
-      id, caller, std::min(absl::Now() + MemberChanges::kClaimWait, caller.deadline),
+      id, caller, std::min(ctx_.clock->Now() + MemberChanges::kClaimWait, caller.deadline),
       v1::ALLOCATION_STATE_RELEASED, "",
       absl::StrCat("allocation ", id, " is still being reconfigured; try again"),
       "fleetd is stopping"));

@@ -44,7 +44,7 @@ bool MemberChanges::ClaimSettled(const std::string& id, absl::Time deadline) {
   // state holds the claim for its last steps, a retry while its links retrain, a lease check
   // or a reconciliation pass while it reads the switches. Each lets go within its own
   // timeouts; kClaimWait only bounds a wait on something gone wrong.
-  const absl::Time give_up = std::min(absl::Now() + kClaimWait, deadline);
+  const absl::Time give_up = std::min(p_.ctx.clock->Now() + kClaimWait, deadline);
   return p_.pool.ClaimWhenFree(id, give_up, [&] {
     absl::StatusOr<v1::Allocation> a = p_.ctx.store->GetAllocation(id);
     return a.ok() && Settled(a->state());

@@ -130,7 +130,7 @@ absl::StatusOr<v1::ReconcileResponse> Reconciler::ReconcileSwitches(
   if (wait_for_resumed && !interrupted.empty()) {
     // An operator's reconcile reports how the resumed transactions ended: each finishes, or
     // is rolled back (FAILED), within its own timeouts.
-    p_.pool.WaitUnclaimed(interrupted, absl::Now() + absl::Seconds(60));
+    p_.pool.WaitUnclaimed(interrupted, p_.ctx.clock->Now() + absl::Seconds(60));
     uint32_t rolled_back = 0;
     for (const std::string& id : interrupted) {
       absl::StatusOr<v1::Allocation> a = p_.ctx.store->GetAllocation(id);

@@ -10,6 +10,7 @@ namespace fleet::engine {
 ProgramOutcome SwitchProgrammer::ApplyWithRollback(
     const switch_adapters::CrossConnectBatch& batch) {
   ProgramOutcome outcome;
+  // Real time, as the driver's verify_time is: this measures the switch itself.
   const absl::Time start = absl::Now();
   switch_adapters::ApplyResult result = driver_->Apply(batch);
   {

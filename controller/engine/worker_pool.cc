@@ -34,17 +34,17 @@ bool WorkerPool::ClaimWhenFree(const std::string& id, absl::Time give_up,
   while (!Claim(id)) {
     if (!may_wait()) return false;
     absl::MutexLock lock(&mu_);
-    if (stopping_ || absl::Now() >= give_up) return false;
+    if (stopping_ || clock_.Now() >= give_up) return false;
     // Released claims signal changed_; the deadline bounds a wake-up for another reason.
-    if (claimed_.contains(id)) changed_.WaitWithDeadline(&mu_, give_up);
+    if (claimed_.contains(id)) clock_.WaitWithDeadline(changed_, mu_, give_up);
   }
   return true;
 }
 
 WorkerPool::Claimed WorkerPool::WaitAndClaim(const std::string& id, absl::Time give_up) {
   absl::MutexLock lock(&mu_);
-  while (claimed_.contains(id) && !stopping_ && absl::Now() < give_up) {
-    changed_.WaitWithDeadline(&mu_, give_up);
+  while (claimed_.contains(id) && !stopping_ && clock_.Now() < give_up) {
+    clock_.WaitWithDeadline(changed_, mu_, give_up);
   }
   if (stopping_) return Claimed::kStopping;
   if (claimed_.contains(id)) return Claimed::kBusy;
@@ -60,8 +60,8 @@ void WorkerPool::WaitUnclaimed(const std::vector<std::string>& ids, absl::Time g
     }
     return false;
   };
-  while (busy() && !stopping_ && absl::Now() < give_up) {
-    changed_.WaitWithDeadline(&mu_, give_up);
+  while (busy() && !stopping_ && clock_.Now() < give_up) {
+    clock_.WaitWithDeadline(changed_, mu_, give_up);
   }
 }
 

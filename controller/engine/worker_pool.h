@@ -14,6 +14,9 @@
 // own bound is for callers to ask (HasRoom) before they take on new work; Spawn itself never
 // refuses work it was handed, except while stopping.
 //
+// Claim waits give up at deadlines on the pool's Clock (a test's fake one moves them); how long
+// an idle worker lingers is real time (it is about threads, not about the engine's logic).
+//
 // Stopping: Stop() refuses new tasks (and drops their claims); tasks already queued still
 // run; WaitIdle() waits for them; JoinWorkers() then joins every thread, so none outlives
 // the pool's owner.
@@ -32,6 +35,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 
 namespace fleet::engine {
 
@@ -45,7 +49,9 @@ class WorkerPool {
     absl::Duration linger = absl::Seconds(10);
   };
   WorkerPool() : WorkerPool(Options{}) {}
-  explicit WorkerPool(Options options) : options_(options) {}
+  // `clock` is not owned and must outlive the pool.
+  explicit WorkerPool(Options options, const Clock* clock = &SystemClock::Get())
+      : options_(options), clock_(*clock) {}
   ~WorkerPool();  // Stops, waits for the queued tasks and joins every worker.
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
@@ -110,6 +116,7 @@ class WorkerPool {
   bool Queue(Task task, bool awaited);
 
   const Options options_;
+  const Clock& clock_;
   std::function<void(const std::string&)> on_unclaimed_;
   absl::Mutex mu_;
   absl::CondVar changed_;      // A claim dropped, a task done, or stopping.

@@ -20,8 +20,7 @@ class SqliteCommitFeed final : public CommitFeed {
 
   uint64_t LastEventSequence() override { return connection_.recent().LastSequence(); }
 
-  // `deadline` is real time: Clock stamps events but cannot wait, so a FakeClock's time has
-  // no meaning here.
+  // `deadline` is real time: a caller waits on behalf of a client, whose deadline is real.
   bool WaitForEvent(uint64_t after_sequence, absl::Time deadline) override {
     return connection_.recent().WaitForNewer(after_sequence, deadline);
   }

@@ -106,11 +106,13 @@ TEST_F(EngineTest, AChangeWaitingPastItsCallersDeadlineIsRefusedAndNotDone) {
   absl::Status switched = absl::UnknownError("not asked");
   HoldFirstReady([&](const std::string& id) {
     Caller caller = Caller::Job("job:team-a", {"team-a"});
-    caller.deadline = absl::Now() + absl::Milliseconds(100);
-    // It gives up while the transaction still holds the allocation.
-    std::thread([&] {
-      switched = engine_->ActivatePhase(PhaseRequest(id, "tp"), caller).status();
-    }).join();
+    caller.deadline = clock_.Now() + absl::Milliseconds(100);  // On the engine's clock.
+    // It gives up while the transaction still holds the allocation: as its deadline passes
+    // (or at once, if the clock passed it before the change began to wait).
+    std::thread change(
+        [&] { switched = engine_->ActivatePhase(PhaseRequest(id, "tp"), caller).status(); });
+    clock_.Advance(absl::Milliseconds(200));
+    change.join();
   });
   v1::Allocation a = Request(Phased("team-a"), Caller::Job("job:team-a", {"team-a"}));
   EXPECT_THAT(switched, StatusIs(absl::StatusCode::kAborted, HasSubstr("another change")));

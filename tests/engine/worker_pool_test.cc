@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "testing/fake_clock.h"
 #include "tests/eventually.h"
 
 namespace fleet::engine {
@@ -20,6 +21,41 @@ TEST(WorkerPoolTest, AClaimHasOneHolderUntilLetGo) {
   EXPECT_EQ(pool.Claims(), (std::set<std::string>{"a", "b"}));
   pool.Unclaim("a");
   EXPECT_TRUE(pool.Claim("a"));
+}
+
+// Claim waits give up on the pool's clock: a test moves a fake one instead of waiting.
+TEST(WorkerPoolTest, ClaimWaitsGiveUpWhenThePoolsClockPassesTheirDeadline) {
+  fleet::testing::FakeClock clock;
+  WorkerPool pool({}, &clock);
+  ASSERT_TRUE(pool.Claim("a"));
+  const absl::Time give_up = clock.Now() + absl::Hours(1);
+  std::atomic<int> done{0};
+  WorkerPool::Claimed claimed = WorkerPool::Claimed::kClaimed;
+  bool claimed_when_free = true;
+  std::thread waiters([&] {
+    claimed = pool.WaitAndClaim("a", give_up);
+    ++done;
+    claimed_when_free = pool.ClaimWhenFree("a", give_up, [] { return true; });
+    ++done;
+    pool.WaitUnclaimed({"a"}, give_up);
+    ++done;
+  });
+  absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_EQ(done, 0);  // An hour on the fake clock has not passed.
+  clock.Advance(absl::Minutes(59));
+  absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_EQ(done, 0);
+  clock.Advance(absl::Minutes(1));
+  waiters.join();  // Each gives up as the clock reaches the hour.
+  EXPECT_EQ(done, 3);
+  EXPECT_EQ(claimed, WorkerPool::Claimed::kBusy);
+  EXPECT_FALSE(claimed_when_free);
+
+  // A claim let go wakes a waiter at once, whatever the clock says.
+  std::thread waiter([&] { claimed = pool.WaitAndClaim("a", clock.Now() + absl::Hours(1)); });
+  pool.Unclaim("a");
+  waiter.join();
+  EXPECT_EQ(claimed, WorkerPool::Claimed::kClaimed);
 }
 
 TEST(WorkerPoolTest, ATaskRunsHoldingItsClaimAndDropsItOnceDone) {
