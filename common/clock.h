@@ -30,8 +30,8 @@ class SystemClock : public Clock {
   }
   // One for code given no clock.
   static const SystemClock& Get() {
-    static const SystemClock clock;
-    return clock;
+    static const SystemClock* const clock = new SystemClock;  // Never destroyed: used at exit.
+    return *clock;
   }
 };
 

@@ -3,10 +3,12 @@
 #ifndef FLEET_CONTROLLER_ENGINE_CALLER_H_
 #define FLEET_CONTROLLER_ENGINE_CALLER_H_
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "controller/auth/permissions.h"
 
 namespace fleet::engine {
@@ -15,10 +17,15 @@ struct Caller {
   std::string principal;  // The identity, as recorded in events.
   auth::Role role = auth::Role::kOperator;
   std::vector<std::string> tenants;  // Role job: the only tenants whose allocations it sees.
-  // When the caller stops waiting for the answer (its RPC's deadline): a change that would
-  // have to wait past it for another to finish is refused instead of done unseen. On the
-  // engine's clock (the services' engine runs on the system clock, the RPC deadline's).
+  // When the caller stops waiting for the answer (its RPC's deadline, real time): a change that
+  // would have to wait past it for another to finish is refused instead of done unseen.
   absl::Time deadline = absl::InfiniteFuture();
+
+  // When a wait of at most `at_most` on `clock` gives up for this caller: the time left to
+  // its deadline, counted from the clock's now (so a test's fake clock runs it down too).
+  absl::Time GiveUp(const Clock& clock, absl::Duration at_most) const {
+    return clock.Now() + std::min(at_most, deadline - absl::Now());
+  }
 
   static Caller Operator(std::string principal) {
     return Caller{std::move(principal), auth::Role::kOperator, {}};

@@ -166,7 +166,7 @@ absl::StatusOr<v1::Allocation> Engine::ReleaseTopology(const std::string& id,
   if (a.state() == v1::ALLOCATION_STATE_RELEASED) return a;
   // Waits for a running transaction of this allocation to reach a persisted end.
   RETURN_IF_ERROR(releaser_.ReleaseWhenFree(
-      id, caller, std::min(ctx_.clock->Now() + MemberChanges::kClaimWait, caller.deadline),
+      id, caller, caller.GiveUp(*ctx_.clock, MemberChanges::kClaimWait),
       v1::ALLOCATION_STATE_RELEASED, "",
       absl::StrCat("allocation ", id, " is still being reconfigured; try again"),
       "fleetd is stopping"));

@@ -38,13 +38,13 @@ int NextCircuitNumber(const v1::Allocation& a) {
 
 }  // namespace
 
-bool MemberChanges::ClaimSettled(const std::string& id, absl::Time deadline) {
+bool MemberChanges::ClaimSettled(const std::string& id, const Caller& caller) {
   // A change asked for while the allocation is READY or DEGRADED (a client acting on what it
   // was told) is not refused for a claim it cannot see: the transaction that stored that
   // state holds the claim for its last steps, a retry while its links retrain, a lease check
   // or a reconciliation pass while it reads the switches. Each lets go within its own
   // timeouts; kClaimWait only bounds a wait on something gone wrong.
-  const absl::Time give_up = std::min(p_.ctx.clock->Now() + kClaimWait, deadline);
+  const absl::Time give_up = caller.GiveUp(*p_.ctx.clock, kClaimWait);
   return p_.pool.ClaimWhenFree(id, give_up, [&] {
     absl::StatusOr<v1::Allocation> a = p_.ctx.store->GetAllocation(id);
     return a.ok() && Settled(a->state());
@@ -150,7 +150,7 @@ absl::Status MemberChanges::ChangeMembers(const std::string& id, v1::AllocationS
                                           const Planner& plan, v1::Allocation* after,
                                           OnEnd on_end) {
   if (p_.pool.stopping()) return absl::UnavailableError("fleetd is stopping");
-  if (!ClaimSettled(id, caller.deadline)) {
+  if (!ClaimSettled(id, caller)) {
     return absl::AbortedError(absl::StrCat("allocation ", id,
                                            " is in the middle of another change (", v1::Name(seen),
                                            "); retry once it is READY"));

@@ -56,11 +56,11 @@ class MemberChanges {
  private:
   // Claims `id` for a change a caller asks for. While the allocation is READY or DEGRADED
   // and the claim is held (a transaction's last steps after storing its outcome, a retry, a
-  // lease check, reconciliation), waits for it, up to kClaimWait or `deadline` (the
-  // caller's), whichever comes first: a caller acting on READY is not refused for a claim it
-  // cannot see. False when the allocation is in another change (another state), when fleetd
-  // is stopping, or past the wait.
-  bool ClaimSettled(const std::string& id, absl::Time deadline);
+  // lease check, reconciliation), waits for it, up to kClaimWait or the caller's
+  // deadline, whichever comes first (Caller::GiveUp): a caller acting on READY is not refused for a
+  // claim it cannot see. False when the allocation is in another change (another state), when
+  // fleetd is stopping, or past the wait.
+  bool ClaimSettled(const std::string& id, const Caller& caller);
 
   // --- Phase switch (phase_switch.cc) ---
   // With the claim held on `a` (READY or DEGRADED): stores the handover to `phase` and

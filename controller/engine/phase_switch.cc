@@ -90,7 +90,7 @@ absl::StatusOr<v1::ActivatePhaseResponse> MemberChanges::ActivatePhase(
     *response.mutable_allocation() = std::move(a);
     return response;
   }
-  if (!ClaimSettled(id, caller.deadline)) {
+  if (!ClaimSettled(id, caller)) {
     return absl::AbortedError(absl::StrCat("allocation ", id,
                                            " is in the middle of another change (",
                                            v1::Name(a.state()), "); retry once it is READY"));

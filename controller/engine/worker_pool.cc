@@ -34,9 +34,12 @@ bool WorkerPool::ClaimWhenFree(const std::string& id, absl::Time give_up,
   while (!Claim(id)) {
     if (!may_wait()) return false;
     absl::MutexLock lock(&mu_);
-    if (stopping_ || clock_.Now() >= give_up) return false;
-    // Released claims signal changed_; the deadline bounds a wake-up for another reason.
-    if (claimed_.contains(id)) clock_.WaitWithDeadline(changed_, mu_, give_up);
+    // Until the holder lets go (a released claim signals changed_), then claim again and ask
+    // may_wait again if another took it first.
+    while (claimed_.contains(id)) {
+      if (stopping_ || clock_.Now() >= give_up) return false;
+      clock_.WaitWithDeadline(changed_, mu_, give_up);
+    }
   }
   return true;
 }

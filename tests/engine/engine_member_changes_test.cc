@@ -106,12 +106,18 @@ TEST_F(EngineTest, AChangeWaitingPastItsCallersDeadlineIsRefusedAndNotDone) {
   absl::Status switched = absl::UnknownError("not asked");
   HoldFirstReady([&](const std::string& id) {
     Caller caller = Caller::Job("job:team-a", {"team-a"});
-    caller.deadline = clock_.Now() + absl::Milliseconds(100);  // On the engine's clock.
-    // It gives up while the transaction still holds the allocation: as its deadline passes
-    // (or at once, if the clock passed it before the change began to wait).
-    std::thread change(
-        [&] { switched = engine_->ActivatePhase(PhaseRequest(id, "tp"), caller).status(); });
-    clock_.Advance(absl::Milliseconds(200));
+    caller.deadline = absl::Now() + absl::Milliseconds(100);
+    // It gives up while the transaction still holds the allocation, as the 100 ms left to its
+    // deadline pass on the engine's clock: the clock moves until it has given up.
+    std::atomic<bool> done{false};
+    std::thread change([&] {
+      switched = engine_->ActivatePhase(PhaseRequest(id, "tp"), caller).status();
+      done = true;
+    });
+    EXPECT_TRUE(fleet::testing::Eventually([&] {
+      clock_.Advance(absl::Milliseconds(200));
+      return done.load();
+    }));
     change.join();
   });
   v1::Allocation a = Request(Phased("team-a"), Caller::Job("job:team-a", {"team-a"}));
