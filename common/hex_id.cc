@@ -45,6 +45,8 @@ absl::StatusOr<uint64_t> ParseHexId(absl::string_view text, int bits, absl::stri
   return value;
 }
 
+std::string PcieIdText(uint32_t id) { return absl::StrCat(absl::Hex(id, absl::kZeroPad4)); }
+
 std::string DsnText(uint64_t dsn) {
   std::string out;
   for (int shift = 56; shift >= 0; shift -= 8) {

@@ -18,6 +18,10 @@ namespace fleet {
 // "<what> '<text>' is not a non-zero hex number of at most <bits> bits (e.g. ...)" otherwise.
 absl::StatusOr<uint64_t> ParseHexId(absl::string_view text, int bits, absl::string_view what);
 
+// A 16-bit PCIe vendor or device id as lspci prints it and ParseHexId reads it back: four
+// lowercase hex digits, 10de.
+std::string PcieIdText(uint32_t id);
+
 // A Device Serial Number byte by byte, most significant first, as lspci prints it and ParseHexId
 // reads it back: 48-b0-2d-03-00-a1-b2-c3.
 std::string DsnText(uint64_t dsn);

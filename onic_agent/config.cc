@@ -38,7 +38,7 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(absl::string_view text, absl::strin
         "controller",      "host",         "backend",          "sysfs_root",
         "simulator",       "training_ms",  "min_rx_power_dbm", "onics",
         "metrics_address", "metrics_port", "tls_ca_file",      "tls_cert_file",
-        "tls_key_file",    "insecure",     "onic_discovery"};
+        "tls_key_file",    "insecure",     "onic_discovery",   "slot_power"};
     for (const auto& entry : root) {
       const std::string key = entry.first.as<std::string>();
       if (!kKeys.contains(key)) {
@@ -50,13 +50,16 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(absl::string_view text, absl::strin
     if (root["tls_ca_file"]) config.tls_ca_file = root["tls_ca_file"].as<std::string>();
     if (root["tls_cert_file"]) config.tls_cert_file = root["tls_cert_file"].as<std::string>();
     if (root["tls_key_file"]) config.tls_key_file = root["tls_key_file"].as<std::string>();
-    if (root["insecure"]) {
-      const YAML::Node& node = root["insecure"];
-      if (!node.IsScalar() || !YAML::convert<bool>::decode(node, config.insecure)) {
-        problem(node, absl::StrCat("insecure must be true or false, got '",
+    auto read_bool = [&](const char* key, bool& value) {
+      const YAML::Node node = root[key];
+      if (!node) return;
+      if (!node.IsScalar() || !YAML::convert<bool>::decode(node, value)) {
+        problem(node, absl::StrCat(key, " must be true or false, got '",
                                    node.IsScalar() ? node.Scalar() : "a collection", "'"));
       }
-    }
+    };
+    read_bool("insecure", config.insecure);
+    read_bool("slot_power", config.slot_power);
     if (root["host"]) config.host = root["host"].as<std::string>();
     if (root["backend"]) config.backend = root["backend"].as<std::string>();
     if (root["sysfs_root"]) config.sysfs_root = root["sysfs_root"].as<std::string>();

@@ -9,6 +9,7 @@
 //   host: server1
 //   backend: pcie-sysfs          # or emulated
 //   sysfs_root: /sys             # pcie-sysfs
+//   slot_power: true             # pcie-sysfs: turn pciehp slots off/on (pcie_sysfs_backend.h)
 //   simulator: 127.0.0.1:8008    # emulated: polatis-emu's REST address
 //   training_ms: 100             # emulated
 //   min_rx_power_dbm: -20        # emulated
@@ -59,6 +60,7 @@ struct AgentConfig {
   std::string host;
   std::string backend;
   std::string sysfs_root = "/sys";
+  bool slot_power = true;
   std::string simulator;
   int training_ms = 100;
   double min_rx_power_dbm = -20.0;

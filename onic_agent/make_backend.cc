@@ -37,6 +37,7 @@ absl::StatusOr<std::unique_ptr<OnicBackend>> MakeBackend(const AgentConfig& conf
   if (config.backend == "pcie-sysfs") {
     PcieSysfsBackend::Options options;
     options.sysfs_root = config.sysfs_root;
+    options.slot_power = config.slot_power;
     for (const AgentOnicConfig& onic : config.onics) {
       options.onics.push_back(
           {onic.serial, {onic.ports[0].downstream, onic.ports[1].downstream}, onic.pcie_address});

@@ -18,7 +18,7 @@ namespace {
 constexpr const char* kPlaceholders[] = {"host", "index", "dsn", "bdf"};
 
 std::string IdsText(uint32_t vendor, uint32_t device) {
-  return absl::StrCat(absl::Hex(vendor, absl::kZeroPad4), ":", absl::Hex(device, absl::kZeroPad4));
+  return absl::StrCat(PcieIdText(vendor), ":", PcieIdText(device));
 }
 
 // Calls `on_placeholder(name)` for each {name} in `text`, `on_text(piece)` for the rest.

@@ -40,6 +40,7 @@ inline constexpr size_t kLinkStatus = 0x12;
 inline constexpr uint16_t kPcieCapSlotImplemented = 1u << 8;  // In kPcieCapabilities.
 inline constexpr size_t kSlotCapabilities = 0x14;
 inline constexpr uint32_t kSlotCapHotPlugCapable = 1u << 6;
+inline constexpr uint32_t kSlotCapPowerControllerPresent = 1u << 1;
 inline constexpr size_t kSlotControl = 0x18;
 inline constexpr uint16_t kSlotControlHotPlugInterruptEnable = 1u << 5;
 inline constexpr uint16_t kLinkStatusTraining = 1u << 11;

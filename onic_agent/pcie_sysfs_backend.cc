@@ -19,11 +19,13 @@ namespace {
 
 constexpr double kNoPowerReading = -99.99;
 constexpr char kNoPowerNote[] = "optical power is not readable through sysfs";
+constexpr char kNoDllReporting[] =
+    "the port does not report Data Link Layer Link Active (Link Capabilities bit 20)";
 // Deeper than any real PCIe hierarchy below one port (each level is a bus number); a guard
 // against a sysfs tree that is not what it should be.
 constexpr int kMaxHierarchyDepth = 32;
 
-std::string Hex4(uint32_t value) { return absl::StrCat("0x", absl::Hex(value, absl::kZeroPad4)); }
+std::string Hex4(uint32_t value) { return "0x" + PcieIdText(value); }
 
 bool IsLowerHex(absl::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
@@ -62,6 +64,11 @@ absl::Status PcieSysfsBackend::ValidateOptions(const Options& options) {
   if (options.poll_interval < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "poll_interval ", absl::FormatDuration(options.poll_interval), " is negative"));
+  }
+  if (options.settle_without_dll_reporting < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("settle_without_dll_reporting ",
+                     absl::FormatDuration(options.settle_without_dll_reporting), " is negative"));
   }
   if (options.link_train_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat("link_train_timeout ",
@@ -183,22 +190,70 @@ absl::StatusOr<PcieSysfsBackend::PortRegisters> PcieSysfsBackend::OpenPort(const
                      port_type, "; a root port is 4, a switch downstream port 6)"));
   }
   const uint16_t pcie_capabilities = pcie::Read16(config, regs.pcie_cap + pcie::kPcieCapabilities);
-  regs.hot_plug = (pcie_capabilities & pcie::kPcieCapSlotImplemented) != 0 &&
-                  regs.pcie_cap + pcie::kSlotControl + 2 <= pcie::kConventionalConfigSize &&
-                  (pcie::Read32(config, regs.pcie_cap + pcie::kSlotCapabilities) &
-                   pcie::kSlotCapHotPlugCapable) != 0 &&
+  const bool has_slot = (pcie_capabilities & pcie::kPcieCapSlotImplemented) != 0 &&
+                        regs.pcie_cap + pcie::kSlotControl + 2 <= pcie::kConventionalConfigSize;
+  const uint32_t slot_capabilities =
+      has_slot ? pcie::Read32(config, regs.pcie_cap + pcie::kSlotCapabilities) : 0;
+  regs.hot_plug = has_slot && (slot_capabilities & pcie::kSlotCapHotPlugCapable) != 0 &&
                   (pcie::Read16(config, regs.pcie_cap + pcie::kSlotControl) &
                    pcie::kSlotControlHotPlugInterruptEnable) != 0;
-  // Downstream ports that can run faster than 5 GT/s must report DL Link Active; without it
-  // there is no way to tell through config space that the link is up.
-  if ((pcie::Read32(config, regs.pcie_cap + pcie::kLinkCapabilities) &
-       pcie::kLinkCapDllActiveReporting) == 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(context, ": ", ref.bdf,
-                     " does not report Data Link Layer Link Active (Link Capabilities bit 20), "
-                     "so link-up cannot be observed"));
+  regs.dll_active_reporting = (pcie::Read32(config, regs.pcie_cap + pcie::kLinkCapabilities) &
+                               pcie::kLinkCapDllActiveReporting) != 0;
+  if (options_.slot_power && regs.hot_plug &&
+      (slot_capabilities & pcie::kSlotCapPowerControllerPresent) != 0) {
+    regs.power_slot = FindPowerSlot(ref);
   }
   return regs;
+}
+
+// --- Slot power ---
+
+std::optional<PcieSysfsBackend::PowerSlot> PcieSysfsBackend::FindPowerSlot(const PortRef& ref) {
+  // pciehp names a slot by its Physical Slot Number; its `address` is the port's secondary
+  // bus and device 0 ("0000:01:00"). The port's pci_bus/ holds that bus ("0000:01").
+  absl::StatusOr<std::vector<std::string>> buses =
+      files_->ListDir(DevicePath(ref.bdf) + "/pci_bus");
+  if (!buses.ok() || buses->size() != 1) return std::nullopt;
+  const std::string address = (*buses)[0] + ":00";
+  const std::string slots = options_.sysfs_root + "/bus/pci/slots";
+  absl::StatusOr<std::vector<std::string>> names = files_->ListDir(slots);
+  if (!names.ok()) return std::nullopt;
+  for (const std::string& name : *names) {
+    const std::string dir = absl::StrCat(slots, "/", name);
+    absl::StatusOr<std::string> at = files_->ReadFile(dir + "/address");
+    if (!at.ok() || absl::StripAsciiWhitespace(*at) != address) continue;
+    if (!files_->Exists(dir + "/power")) return std::nullopt;
+    return PowerSlot{name, dir + "/power"};
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<bool> PcieSysfsBackend::SlotPowered(const PowerSlot& slot) {
+  ASSIGN_OR_RETURN(std::string text, files_->ReadFile(slot.power_path));
+  const absl::string_view value = absl::StripAsciiWhitespace(text);
+  if (value != "0" && value != "1") {
+    return absl::FailedPreconditionError(
+        absl::StrCat(slot.power_path, " reads \"", value, "\", not 0 or 1"));
+  }
+  return value == "1";
+}
+
+absl::Status PcieSysfsBackend::SetSlotPower(const PortRef& ref, const PowerSlot& slot, bool on) {
+  // pciehp answers a write only when it is done (slot enabled and enumerated, or disabled and
+  // powered down), and refuses one (ENODEV) when the slot already is, or cannot be, so: what
+  // the slot reads afterwards is the answer.
+  const absl::Status written = files_->WriteFile(slot.power_path, on ? "1" : "0");
+  absl::StatusOr<bool> powered = SlotPowered(slot);
+  if (powered.ok() && *powered == on) return absl::OkStatus();
+  const std::string kernel_said =
+      written.ok() ? std::string("the write was taken") : std::string(written.message());
+  const std::string state = !powered.ok() ? std::string(powered.status().message())
+                            : *powered    ? std::string("it is still on")
+                                          : std::string("it is still off");
+  return absl::UnavailableError(absl::StrCat(
+      "slot ", slot.name, " of downstream port ", ref.bdf, " (", PortName(ref.serial, ref.port),
+      ") did not turn ", on ? "on" : "off", ": ", state, " (", kernel_said, ")",
+      on ? "; pciehp found no device present or the link did not train" : ""));
 }
 
 absl::StatusOr<uint16_t> PcieSysfsBackend::ReadRegister16(const PortRegisters& regs,
@@ -327,7 +382,8 @@ absl::Status PcieSysfsBackend::Rescan(const PortRef& ref) {
   return absl::OkStatus();
 }
 
-absl::Status PcieSysfsBackend::VerifyDevice(const PortRef& ref, const std::vector<Function>& found,
+absl::Status PcieSysfsBackend::VerifyDevice(const PortRef& ref, const PortRegisters& regs,
+                                            const std::vector<Function>& found,
                                             const v1::PeerIdentity& expected) {
   const std::string name = PortName(ref.serial, ref.port);
   const bool with_dsn = expected.device_serial_number() != 0;
@@ -356,8 +412,11 @@ absl::Status PcieSysfsBackend::VerifyDevice(const PortRef& ref, const std::vecto
                                                      DescribeExpected(expected), ")"));
   }
   // Do not keep a device this host was not given: its drivers would bind to it, and it may
-  // be another tenant's.
+  // be another tenant's. A slot that can be turned off is, so pciehp does not add it again.
   absl::Status removed = RemoveFunctions(ref, found, std::nullopt);
+  if (removed.ok() && regs.power_slot.has_value()) {
+    removed = SetSlotPower(ref, *regs.power_slot, false);
+  }
   why = absl::Status(
       why.code(), absl::StrCat(why.message(),
                                removed.ok() ? "; removed it again" : "; removing it again failed: ",
@@ -416,11 +475,33 @@ CommandOutcome PcieSysfsBackend::Observe(const PortRef& ref) {
   }
   absl::StatusOr<PortRegisters> regs = OpenPort(ref);
   if (!regs.ok()) return fail(regs.status());
+  if (regs->power_slot.has_value() && functions->empty()) {
+    absl::StatusOr<bool> powered = SlotPowered(*regs->power_slot);
+    if (!powered.ok()) return fail(powered.status());
+    if (!*powered) {
+      out.link.set_status(v1::LINK_STATUS_DOWN);
+      out.link.set_detail(absl::StrCat("slot ", regs->power_slot->name, " of downstream port ",
+                                       ref.bdf, " is powered off; ", kNoPowerNote));
+      return out;
+    }
+  }
   absl::StatusOr<uint16_t> link_status = ReadRegister16(*regs, pcie::kLinkStatus);
   if (!link_status.ok()) return fail(link_status.status());
   const pcie::LinkStatusFields f = pcie::DecodeLinkStatus(*link_status);
   std::string what;
-  if (f.dll_active) {
+  if (!regs->dll_active_reporting && !f.training) {
+    // The port cannot say whether its link is up: what enumerated below it is the evidence.
+    if (functions->empty()) {
+      out.link.set_status(v1::LINK_STATUS_DOWN);
+      what = absl::StrCat("nothing enumerated below ", ref.bdf, "; ", kNoDllReporting);
+    } else {
+      out.link.set_status(v1::LINK_STATUS_UP);
+      out.link.set_link_speed_mts(f.speed_mts);
+      out.link.set_link_width(f.width);
+      what = absl::StrCat("link up at ", LinkSummary(f), " on ", ref.bdf, ", ", functions->size(),
+                          " PCIe functions below (judged by them: ", kNoDllReporting, ")");
+    }
+  } else if (f.dll_active) {
     out.link.set_status(v1::LINK_STATUS_UP);
     out.link.set_link_speed_mts(f.speed_mts);
     out.link.set_link_width(f.width);
@@ -492,11 +573,26 @@ CommandOutcome PcieSysfsBackend::Quiesce(const std::string& serial, uint32_t por
     FLEET_LOG(INFO) << PortName(serial, port) << " quiesced: removed " << functions->size()
                     << " PCIe functions below " << ref->bdf;
   }
+  // A port that cannot be opened as a downstream port has no slot to turn off; its functions
+  // are gone all the same, which is what a quiesce promises.
+  std::string power_note;
+  if (absl::StatusOr<PortRegisters> regs = OpenPort(*ref); regs.ok() && regs->power_slot) {
+    absl::StatusOr<bool> powered = SlotPowered(*regs->power_slot);
+    if (!powered.ok()) return fail(powered.status());
+    if (*powered) {
+      if (absl::Status off = SetSlotPower(*ref, *regs->power_slot, false); !off.ok()) {
+        return fail(off);
+      }
+      FLEET_LOG(INFO) << PortName(serial, port) << ": slot " << regs->power_slot->name
+                      << " turned off";
+    }
+    power_note = absl::StrCat("; slot ", regs->power_slot->name, " powered off");
+  }
   CommandOutcome out{absl::OkStatus(), BaseLink(serial, port)};
   out.link.set_status(v1::LINK_STATUS_QUIESCED);
   out.link.set_detail(absl::StrCat("quiesced: removed ", functions->size(),
-                                   " PCIe functions below downstream port ", ref->bdf, "; ",
-                                   kNoPowerNote));
+                                   " PCIe functions below downstream port ", ref->bdf, power_note,
+                                   "; ", kNoPowerNote));
   return out;
 }
 
@@ -535,11 +631,28 @@ CommandOutcome PcieSysfsBackend::Retrain(const std::string& serial, uint32_t por
   if (!regs.ok()) return fail(regs.status());
   absl::StatusOr<std::vector<Function>> present = FunctionsBelowPort(*ref);
   if (!present.ok()) return fail(present.status());
+  // A slot that is off (a quiesce turned it off, or it was never on): turning it on has
+  // pciehp power it, wait for the link and enumerate what is there.
+  std::optional<std::string> powered_on_slot;
+  if (regs->power_slot.has_value() && present->empty()) {
+    absl::StatusOr<bool> powered = SlotPowered(*regs->power_slot);
+    if (!powered.ok()) return fail(powered.status());
+    if (!*powered) {
+      // The port's memory stays until the slot is on: one that stays off is still quiesced,
+      // so a device pciehp enumerates there later is judged as the new circuit's.
+      touched = true;
+      if (absl::Status on = SetSlotPower(*ref, *regs->power_slot, true); !on.ok()) {
+        return fail(on);
+      }
+      powered_on_slot = regs->power_slot->name;
+    }
+  }
   // A hot-plug slot, quiesced, and functions are below it again: the kernel's hot-plug driver
   // (pciehp) saw the link come up on the new circuit and enumerated what is on it (seen on a
   // real kernel: tests/qemu). Retraining would pull the link from under the drivers it bound.
-  // What is there is judged as a rescan's find would be.
-  const bool enumerated_by_kernel = !present->empty() && regs->hot_plug && Memory(*ref).quiesced;
+  // What is there is judged as a rescan's find would be; so is what a slot turned on brought.
+  const bool enumerated_by_kernel =
+      powered_on_slot.has_value() || (!present->empty() && regs->hot_plug && Memory(*ref).quiesced);
   if (!present->empty() && !enumerated_by_kernel) {
     std::vector<std::string> bdfs;
     for (const Function& fn : *present) bdfs.push_back(fn.bdf);
@@ -582,7 +695,12 @@ CommandOutcome PcieSysfsBackend::Retrain(const std::string& serial, uint32_t por
     }
   };
 
-  auto trained_link = [](const pcie::LinkStatusFields& f) { return !f.training && f.dll_active; };
+  // A port that cannot report DL Link Active shows only that training ended; whether the link
+  // came up is then judged by what enumerates (as Linux judges such ports).
+  const bool reports_dll = regs->dll_active_reporting;
+  auto trained_link = [reports_dll](const pcie::LinkStatusFields& f) {
+    return !f.training && (f.dll_active || !reports_dll);
+  };
   absl::StatusOr<pcie::LinkStatusFields> trained;
   absl::StatusOr<std::vector<Function>> found;
   if (enumerated_by_kernel) {
@@ -617,6 +735,14 @@ CommandOutcome PcieSysfsBackend::Retrain(const std::string& serial, uint32_t por
     // a rescan that then finds nothing is UNAVAILABLE and the caller retries.
     trained = wait_for(trained_link, "the link to train");
     if (!trained.ok()) return fail(trained.status());
+    if (!reports_dll) {
+      // Nothing shows the link up: give a device the time the PCIe spec gives it after
+      // training before configuration requests (Linux waits longer still, as it does not
+      // watch Link Training).
+      const absl::Duration settle =
+          std::min(options_.settle_without_dll_reporting, deadline - clock_->Now());
+      if (settle > absl::ZeroDuration()) absl::SleepFor(settle);
+    }
 
     if (clock_->Now() >= deadline) {
       return fail(absl::DeadlineExceededError(
@@ -628,13 +754,18 @@ CommandOutcome PcieSysfsBackend::Retrain(const std::string& serial, uint32_t por
     if (!found.ok()) return fail(found.status());
   }
   if (found->empty()) {
-    return fail(absl::UnavailableError(absl::StrCat("no device appeared after rescan below ",
-                                                    ref->bdf, " (", name, "; link trained at ",
-                                                    LinkSummary(*trained), ")")));
+    return fail(absl::UnavailableError(absl::StrCat(
+        "no device appeared after ",
+        powered_on_slot.has_value() ? "turning on slot " + *powered_on_slot : "rescan", " below ",
+        ref->bdf, " (", name, "; link trained at ", LinkSummary(*trained), ")",
+        reports_dll ? ""
+                    : absl::StrCat("; ", kNoDllReporting,
+                                   ", so an empty bus is all that "
+                                   "shows a link that did not come up"))));
   }
 
   if (ExpectsDevice(expected)) {
-    if (absl::Status verified = VerifyDevice(*ref, *found, expected); !verified.ok()) {
+    if (absl::Status verified = VerifyDevice(*ref, *regs, *found, expected); !verified.ok()) {
       return fail(verified);
     }
   }
@@ -645,8 +776,10 @@ CommandOutcome PcieSysfsBackend::Retrain(const std::string& serial, uint32_t por
   out.link.set_link_width(trained->width);
   std::vector<std::string> bdfs;
   for (const Function& fn : *found) bdfs.push_back(fn.bdf);
-  out.link.set_detail(absl::StrCat("link up at ", LinkSummary(*trained), " on ", ref->bdf,
-                                   "; found ", absl::StrJoin(bdfs, ", "), "; ", kNoPowerNote));
+  out.link.set_detail(absl::StrCat(
+      "link up at ", LinkSummary(*trained), " on ", ref->bdf,
+      powered_on_slot.has_value() ? absl::StrCat(" (slot ", *powered_on_slot, " turned on)") : "",
+      "; found ", absl::StrJoin(bdfs, ", "), "; ", kNoPowerNote));
   return out;
 }
 

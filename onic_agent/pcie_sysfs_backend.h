@@ -11,6 +11,19 @@
 //   hot-plug port (pciehp) the kernel may have enumerated the new device already; see Retrain.
 // - ReadPort: Link Status of the port (UP when DL Link Active), or QUIESCED while nothing is
 //   below a port this backend quiesced.
+// - A port that does not report DL Link Active (Link Capabilities bit 20; optional below
+//   5 GT/s, mandatory above): its link is judged by what enumerates, as Linux judges it.
+//   Retrain waits for Link Training to clear and settle_without_dll_reporting, then rescans;
+//   ReadPort reads it UP while functions are below it, DOWN otherwise.
+// - Slot power, where the port is a hot-plug slot with a Power Controller (Slot Capabilities
+//   bit 1) that the kernel's hot-plug driver (pciehp) lists in bus/pci/slots/<name>, with
+//   `power`, at the port's secondary bus (`address` "dddd:bb:00"), and Options::slot_power is
+//   on: Quiesce, after removing the functions, turns the slot off (writes 0 to `power`), so
+//   the link goes down on purpose before the circuit moves rather than under pciehp's feet;
+//   Retrain on a slot that is off turns it on (writes 1): pciehp powers it, waits for the
+//   link, enumerates and binds drivers, and the backend then judges what enumerated as it
+//   judges a rescan's find. Both writes return when pciehp is done (a power-off waits the 1 s
+//   the PCIe spec asks after removing power), so they are not bounded by the call's deadline.
 //
 // What PCIe cannot tell, and so this backend does not report: optical rx/tx power (always
 // -99.99 with a note in `detail`), the far O-NIC's identity (`expected.onic_serial`/`port`
@@ -62,6 +75,13 @@ class PcieSysfsBackend : public OnicBackend {
     // call's deadline, when earlier, gives DEADLINE_EXCEEDED instead). Linux waits 1 s for a
     // retrain (PCIE_LINK_RETRAIN_TIMEOUT_MS); optical transceivers locking may need longer.
     absl::Duration link_train_timeout = absl::Seconds(1);
+    // A port that does not report DL Link Active (optional below 5 GT/s): after Retrain Link
+    // and Link Training clearing, the wait before the rescan (the PCIe spec's 100 ms before
+    // configuration requests to a device below such a port).
+    absl::Duration settle_without_dll_reporting = absl::Milliseconds(100);
+    // Whether Quiesce and Retrain turn a power-controlled hot-plug slot off and on (above);
+    // off: the slot's power is left as it is and a slot that is off is read DOWN.
+    bool slot_power = true;
   };
 
   // Checks `options` (INVALID_ARGUMENT naming the field: serials non-empty and unique, BDFs
@@ -83,20 +103,25 @@ class PcieSysfsBackend : public OnicBackend {
   absl::StatusOr<std::vector<v1::AgentOnic>> Discover() override;
 
   // Unbinds and removes every function below the port, deepest first, and checks that none
-  // is left (UNAVAILABLE naming the survivors otherwise). Nothing below: OK at once.
+  // is left (UNAVAILABLE naming the survivors otherwise), then turns a power-controlled slot
+  // off (UNAVAILABLE naming the slot and the kernel's answer when that fails; the port is
+  // QUIESCED all the same). Nothing below and nothing to turn off: OK at once.
   CommandOutcome Quiesce(const std::string& serial, uint32_t port, absl::Time deadline) override;
 
+  // On a power-controlled slot that is off, turns it on (above): a slot that stays off (no
+  // device present, or its link did not train for pciehp) is UNAVAILABLE naming the slot and
+  // the kernel's answer. Otherwise:
   // Refuses (FAILED_PRECONDITION) while functions are still below a port this backend did not
   // quiesce (retraining under bound drivers would pull the link from under them), when the
-  // BDF is not a downstream port, when the port cannot report DL Link Active, or when Link
-  // Disable is set. On a hot-plug slot whose hot-plug driver is on (pciehp), functions below a
-  // port this backend quiesced are taken as what the kernel enumerated when the new link came
-  // up: they are not retrained, only waited for (DL Link Active), listed again and checked as
-  // a rescan's find would be. (Nothing tells them apart from the old device put back by
-  // another rescan; an `expected` with a DSN does.) `expected` fields that are zero
-  // are not checked; those set must all match one function below the port. A wrong device is
-  // removed again before returning, so this host never keeps a device it was not given (on a
-  // hot-plug port the kernel may have bound its driver for the moment before).
+  // BDF is not a downstream port, or when Link Disable is set. On a hot-plug slot whose hot-plug
+  // driver is on (pciehp), functions below a port this backend quiesced are taken as what the
+  // kernel enumerated when the new link came up: they are not retrained, only waited for (DL Link
+  // Active), listed again and checked as a rescan's find would be. (Nothing tells them apart from
+  // the old device put back by another rescan; an `expected` with a DSN does.) `expected` fields
+  // that are zero are not checked; those set must all match one function below the port. A wrong
+  // device is removed again (and a power-controlled slot turned off) before returning, so this host
+  // never keeps a device it was not given (on a hot-plug port the kernel may have bound its
+  // driver for the moment before).
   CommandOutcome Retrain(const std::string& serial, uint32_t port, const v1::PeerIdentity& expected,
                          absl::Time deadline) override;
 
@@ -111,6 +136,11 @@ class PcieSysfsBackend : public OnicBackend {
     uint32_t port = 0;
     std::string bdf;
   };
+  // A power-controlled hot-plug slot as pciehp lists it in bus/pci/slots/.
+  struct PowerSlot {
+    std::string name;        // The slot's directory name (its Physical Slot Number).
+    std::string power_path;  // Its `power`: "1" on, "0" off.
+  };
   // The downstream port's PCI Express capability, as found in its config space.
   struct PortRegisters {
     std::string config_path;
@@ -118,6 +148,11 @@ class PcieSysfsBackend : public OnicBackend {
     // A hot-plug slot whose hot-plug driver (pciehp) is on: Slot Implemented, Hot-Plug
     // Capable, and Hot-Plug Interrupt Enable set in Slot Control.
     bool hot_plug = false;
+    // Link Capabilities bit 20: whether Link Status shows the link up.
+    bool dll_active_reporting = false;
+    // Set for a hot-plug slot with a Power Controller that pciehp lists, when
+    // Options::slot_power is on.
+    std::optional<PowerSlot> power_slot;
   };
   // What the backend remembers about a port between calls.
   struct PortMemory {
@@ -137,6 +172,15 @@ class PcieSysfsBackend : public OnicBackend {
   absl::StatusOr<PortRef> FindPort(const std::string& serial, uint32_t port) const;
   std::string DevicePath(const std::string& bdf) const;
   absl::StatusOr<PortRegisters> OpenPort(const PortRef& ref);
+  // The slot in bus/pci/slots/ at the port's secondary bus with a `power` attribute; nullopt
+  // when there is none (pciehp not bound to the port, or no such directory).
+  std::optional<PowerSlot> FindPowerSlot(const PortRef& ref);
+  // Whether the slot is on; errors name the file.
+  absl::StatusOr<bool> SlotPowered(const PowerSlot& slot);
+  // Writes `on` to the slot's `power` and reads it back: OK when it reads `on` afterwards
+  // (also when the write was refused because it already was), otherwise UNAVAILABLE naming
+  // the slot, the port and what the kernel answered.
+  absl::Status SetSlotPower(const PortRef& ref, const PowerSlot& slot, bool on);
   absl::StatusOr<uint16_t> ReadRegister16(const PortRegisters& regs, size_t offset);
   // Every function below `path`, deepest first.
   absl::StatusOr<std::vector<Function>> FunctionsBelow(const std::string& path, int depth);
@@ -145,9 +189,9 @@ class PcieSysfsBackend : public OnicBackend {
   absl::Status RemoveFunctions(const PortRef& ref, const std::vector<Function>& functions,
                                std::optional<absl::Time> deadline);
   // OK when one of `found` is the device `expected` names; otherwise FAILED_PRECONDITION
-  // naming what was seen, after removing `found` again.
-  absl::Status VerifyDevice(const PortRef& ref, const std::vector<Function>& found,
-                            const v1::PeerIdentity& expected);
+  // naming what was seen, after removing `found` again and turning a power slot off.
+  absl::Status VerifyDevice(const PortRef& ref, const PortRegisters& regs,
+                            const std::vector<Function>& found, const v1::PeerIdentity& expected);
   absl::Status Rescan(const PortRef& ref);
   // The port's state from its registers and memory; `status` is what a caller should return.
   CommandOutcome Observe(const PortRef& ref);

@@ -135,9 +135,8 @@ std::string DescribeDevice(const v1::Device& device, const std::vector<v1::Onic>
   if (device.has_pcie()) {
     // As the inventory file writes it; the DSN byte by byte, as lspci prints it.
     const v1::PcieIdentity& pcie = device.pcie();
-    std::string id = absl::StrCat(
-        pcie.vendor() ? absl::StrCat(absl::Hex(pcie.vendor(), absl::kZeroPad4)) : "*", ":",
-        pcie.device() ? absl::StrCat(absl::Hex(pcie.device(), absl::kZeroPad4)) : "*");
+    std::string id = absl::StrCat(pcie.vendor() ? PcieIdText(pcie.vendor()) : "*", ":",
+                                  pcie.device() ? PcieIdText(pcie.device()) : "*");
     if (pcie.dsn() != 0) absl::StrAppend(&id, "  dsn ", DsnText(pcie.dsn()));
     d.Field("PCIe id", id);
   }

@@ -68,7 +68,7 @@ std::string ScalarText(const Message& m, const FieldDescriptor& f, int index) {
     const uint64_t value =
         f.cpp_type() == FieldDescriptor::CPPTYPE_UINT64 ? r.GetUInt64(m, &f) : r.GetUInt32(m, &f);
     if (value == 0) return "";
-    return f.name() == "dsn" ? DsnText(value) : absl::StrCat(absl::Hex(value, absl::kZeroPad4));
+    return f.name() == "dsn" ? DsnText(value) : PcieIdText(static_cast<uint32_t>(value));
   }
   // The integer and floating types: protobuf's own text of the one value.
   std::string text;

@@ -17,6 +17,14 @@ TEST(HexIdTest, TakesIdsAndSerialNumbersAsOperatorsWriteThem) {
   EXPECT_EQ(ParseHexId("52:54:00:FF:FF:12:34:56", 64, "dsn").value(), 0x525400ffff123456ULL);
 }
 
+TEST(HexIdTest, WritesIdsAndSerialNumbersAsItReadsThem) {
+  EXPECT_EQ(PcieIdText(0x10de), "10de");
+  EXPECT_EQ(PcieIdText(0x1b), "001b");
+  EXPECT_EQ(ParseHexId(PcieIdText(0x8086), 16, "vendor").value(), 0x8086u);
+  EXPECT_EQ(DsnText(0x48b02d0300a1b2c3ULL), "48-b0-2d-03-00-a1-b2-c3");
+  EXPECT_EQ(ParseHexId(DsnText(0x0000000000000001ULL), 64, "dsn").value(), 1u);
+}
+
 TEST(HexIdTest, RefusesWhatIsNotOneExactHexNumberNamingItAndTheRule) {
   for (const char* bad : {"", "0x", "0", "-1", "+1", "10-de", "10de ", "x10de", "10000", "g1"}) {
     absl::StatusOr<uint64_t> parsed = ParseHexId(bad, 16, "--expect-vendor");

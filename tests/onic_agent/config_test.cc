@@ -46,6 +46,17 @@ TEST(AgentConfigTest, InsecureIsABoolean) {
               HasSubstr("agent.yaml:2: insecure must be true or false, got 'perhaps'"));
 }
 
+TEST(AgentConfigTest, SlotPowerIsABooleanOnByDefault) {
+  absl::StatusOr<AgentConfig> config = ParseAgentConfig("host: a\n", "agent.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->slot_power);
+  config = ParseAgentConfig("slot_power: false\n", "agent.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_FALSE(config->slot_power);
+  EXPECT_THAT(Problem("host: a\nslot_power: [1]\n"),
+              HasSubstr("agent.yaml:2: slot_power must be true or false, got 'a collection'"));
+}
+
 TEST(AgentConfigTest, InsecureWithFilesIsRefusedByKey) {
   EXPECT_THAT(Problem("insecure: true\ntls_cert_file: a.pem\n"),
               HasSubstr("agent.yaml:1: insecure: true with tls_ca_file/tls_cert_file/"

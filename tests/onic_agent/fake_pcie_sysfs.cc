@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "onic_agent/pcie_sysfs_backend.h"
 #include "testing/fake_clock.h"
 
 namespace fleet::onic_agent::testing {
@@ -19,6 +20,7 @@ constexpr size_t kLinkStatus = kFakePcieCap + 0x12;
 constexpr uint16_t kRetrainLink = 1u << 5;
 constexpr uint16_t kLinkTraining = 1u << 11;
 constexpr uint16_t kDllActive = 1u << 13;
+constexpr uint16_t kLinkWidthMask = 0x3f0;
 
 void Put16(std::string& config, size_t offset, uint16_t value) {
   config[offset] = static_cast<char>(value & 0xff);
@@ -34,8 +36,10 @@ void WriteBytes(const fs::path& path, const std::string& bytes) {
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
+// DL Link Active only on a port that reports it (Link Capabilities bit 20).
 uint16_t TrainedLinkStatus(const FakePortSpec& spec) {
-  return static_cast<uint16_t>(spec.speed_code | spec.width << 4 | kDllActive);
+  return static_cast<uint16_t>(spec.speed_code | spec.width << 4 |
+                               (spec.dll_active_reporting ? kDllActive : 0));
 }
 
 // A type 1 (bridge) header with a PM capability at 0x40 pointing to the PCI Express
@@ -54,7 +58,8 @@ std::string PortConfig(const FakePortSpec& spec) {
   Put16(c, kFakePcieCap + 0x02,
         static_cast<uint16_t>(0x2 | spec.port_type << 4 | (spec.hot_plug ? 1u << 8 : 0u)));
   if (spec.hot_plug) {
-    Put32(c, kFakePcieCap + 0x14, 1u << 6);  // Slot Capabilities: Hot-Plug Capable.
+    // Slot Capabilities: Hot-Plug Capable, and Power Controller Present for a power slot.
+    Put32(c, kFakePcieCap + 0x14, 1u << 6 | (spec.power_slot.empty() ? 0u : 1u << 1));
     Put16(c, kFakePcieCap + 0x18, 1u << 5);  // Slot Control: Hot-Plug Interrupt Enable.
   }
   Put32(c, kFakePcieCap + 0x0c,
@@ -135,6 +140,12 @@ void FakePcieSysfs::AddPort(const FakePortSpec& spec) {
     fs::create_directories(dir / "pci_bus" / spec.secondary_bus);
     WriteBytes(dir / "pci_bus" / spec.secondary_bus / "rescan", "");
   }
+  if (const std::string power = SlotPowerPath(spec); !power.empty()) {
+    const fs::path slot = fs::path(power).parent_path();
+    fs::create_directories(slot);
+    WriteBytes(slot / "address", spec.secondary_bus + ":00\n");
+    WriteBytes(power, spec.slot_powered ? "1\n" : "0\n");
+  }
   ports_[spec.bdf].spec = spec;
 }
 
@@ -213,6 +224,50 @@ bool FakePcieSysfs::HasFunction(const std::string& port_bdf, const std::string& 
 bool FakePcieSysfs::HasDriver(const std::string& port_bdf, const std::string& bdf) const {
   fs::path found;
   return FindBelow(PortPath(port_bdf), bdf, &found) && fs::is_symlink(found / "driver");
+}
+
+bool FakePcieSysfs::SlotPowered(const std::string& port_bdf) const {
+  absl::MutexLock lock(&mu_);
+  auto it = ports_.find(port_bdf);
+  if (it == ports_.end()) return false;
+  absl::StatusOr<std::string> power = disk_.ReadFile(SlotPowerPath(it->second.spec));
+  return power.ok() && absl::StartsWith(*power, "1");
+}
+
+std::string FakePcieSysfs::SlotPowerPath(const FakePortSpec& spec) const {
+  if (!spec.hot_plug || spec.power_slot.empty() || spec.secondary_bus.empty()) return "";
+  return absl::StrCat(root_, "/bus/pci/slots/", spec.power_slot, "/power");
+}
+
+absl::Status FakePcieSysfs::WriteSlotPower(Port& port, absl::string_view data) {
+  const std::string path = SlotPowerPath(port.spec);
+  const bool on = data == "1";
+  absl::StatusOr<std::string> now = disk_.ReadFile(path);
+  if (!now.ok()) return now.status();
+  const bool was_on = absl::StartsWith(*now, "1");
+  // pciehp: ENODEV for a slot that already is what was asked, and for an empty slot.
+  const absl::Status no_device =
+      absl::NotFoundError(absl::StrCat("write ", path, ": No such device"));
+  if (on == was_on) return no_device;
+  const std::string bdf = port.spec.bdf;
+  if (!on) {
+    for (const auto& entry : fs::directory_iterator(PortPath(bdf))) {
+      if (onic_agent::IsPciBdf(entry.path().filename().string())) fs::remove_all(entry.path());
+    }
+    WriteConfig16(bdf, kLinkStatus, 0);
+    WriteBytes(path, "0\n");
+    events_.push_back("slot off " + port.spec.power_slot);
+    return absl::OkStatus();
+  }
+  if (port.after_rescan.empty() || port.spec.outcome != FakeTrainingOutcome::kUp) {
+    events_.push_back("slot on refused " + port.spec.power_slot);
+    return no_device;
+  }
+  WriteConfig16(bdf, kLinkStatus, TrainedLinkStatus(port.spec));
+  for (const FakeFunction& fn : port.after_rescan) WriteFunction(PortPath(bdf), fn);
+  WriteBytes(path, "1\n");
+  events_.push_back("slot on " + port.spec.power_slot);
+  return absl::OkStatus();
 }
 
 uint16_t FakePcieSysfs::ReadConfig16(const std::string& bdf, size_t offset) const {
@@ -351,7 +406,9 @@ absl::Status FakePcieSysfs::WriteFile(const std::string& path, absl::string_view
           path == absl::StrCat(PortPath(bdf), "/pci_bus/", port.spec.secondary_bus, "/rescan");
       if (!via_bus && path != PortPath(bdf) + "/rescan") continue;
       events_.push_back(absl::StrCat("rescan ", bdf, via_bus ? " bus" : " device"));
-      const bool link_up = (ReadConfig16(bdf, kLinkStatus) & kDllActive) != 0;
+      // A trained link has a width (also on a port that does not report DL Link Active).
+      const uint16_t status = ReadConfig16(bdf, kLinkStatus);
+      const bool link_up = (status & kLinkWidthMask) != 0 && (status & kLinkTraining) == 0;
       if (!link_up) continue;  // Config reads below a down link find nothing.
       for (const FakeFunction& fn : port.after_rescan) {
         fs::path existing;
@@ -359,6 +416,9 @@ absl::Status FakePcieSysfs::WriteFile(const std::string& path, absl::string_view
       }
     }
     return absl::OkStatus();
+  }
+  for (auto& [bdf, port] : ports_) {
+    if (path == SlotPowerPath(port.spec)) return WriteSlotPower(port, data);
   }
   return disk_.WriteFile(path, data);
 }

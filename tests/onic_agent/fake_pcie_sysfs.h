@@ -14,6 +14,12 @@
 //   training timeouts pass without wall-clock time;
 // - writing a port's rescan (its own or its secondary bus's) creates the device configured
 //   for it, if the link is up;
+// - a port with a power slot (`power_slot`: a hot-plug slot with a Power Controller, listed
+//   in bus/pci/slots/<name> with `address` and `power`, as pciehp lists it): writing 0 to
+//   `power` removes what is below and takes the link down ("slot off <name>"); writing 1
+//   brings the link up and puts the rescan's device below ("slot on <name>"), or, with none
+//   configured, fails as pciehp does for an empty slot (ENODEV) and the slot stays off; a
+//   write of what the slot already is fails the same way;
 // - writing a function's `remove` deletes its directory; writing its BDF to driver/unbind
 //   drops its driver link.
 // Every such write is recorded as an event, in order. Thread-safe.
@@ -69,6 +75,10 @@ struct FakePortSpec {
   // A hot-plug slot whose hot-plug driver is on: Slot Implemented, Hot-Plug Capable and
   // Hot-Plug Interrupt Enable set.
   bool hot_plug = false;
+  // With hot_plug and secondary_bus: the slot's name in bus/pci/slots/ (its Power Controller
+  // Present bit set); empty: no power controller, no slot directory.
+  std::string power_slot;
+  bool slot_powered = true;  // The slot's initial power.
 };
 
 struct ConfigWrite {
@@ -110,6 +120,8 @@ class FakePcieSysfs : public SysfsFiles {
   // Whether a function `bdf` exists anywhere below port `port_bdf`.
   bool HasFunction(const std::string& port_bdf, const std::string& bdf) const;
   bool HasDriver(const std::string& port_bdf, const std::string& bdf) const;
+  // Whether the port's power slot is on.
+  bool SlotPowered(const std::string& port_bdf) const;
   uint16_t LinkControl(const std::string& port_bdf) const;
   // "unbind <bdf>", "remove <bdf>", "rescan <port> bus" / "rescan <port> device".
   std::vector<std::string> events() const;
@@ -139,6 +151,10 @@ class FakePcieSysfs : public SysfsFiles {
   void WriteFunction(const std::string& parent_dir, const FakeFunction& fn)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint16_t ReadConfig16(const std::string& bdf, size_t offset) const;
+  // The slot's `power` file, "" when the port has none.
+  std::string SlotPowerPath(const FakePortSpec& spec) const;
+  absl::Status WriteSlotPower(Port& port, absl::string_view data)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WriteConfig16(const std::string& bdf, size_t offset, uint16_t value);
 
   const std::string root_;

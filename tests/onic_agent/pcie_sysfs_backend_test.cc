@@ -25,6 +25,7 @@ using ::fleet::onic_agent::testing::kFakePcieCap;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using ::testing::SizeIs;
 
 constexpr char kOnicA[] = "ONIC-A";
@@ -88,6 +89,7 @@ class PcieSysfsBackendTest : public ::testing::Test {
     options.poll_interval =
         absl::ZeroDuration();  // Time moves with the fleet::testing::FakeClock only.
     options.link_train_timeout = absl::Seconds(1);
+    options.settle_without_dll_reporting = absl::ZeroDuration();
     return options;
   }
   std::unique_ptr<PcieSysfsBackend> MakeBackend(PcieSysfsBackend::Options options) {
@@ -97,6 +99,21 @@ class PcieSysfsBackendTest : public ::testing::Test {
     return backend.ok() ? std::move(*backend) : nullptr;
   }
   std::unique_ptr<PcieSysfsBackend> MakeBackend() { return MakeBackend(DefaultOptions()); }
+  // DefaultOptions with a third O-NIC, ONIC-C, whose port 1 is a port the test adds at
+  // 0000:3a:00.0 (secondary bus 0000:3b).
+  PcieSysfsBackend::Options OptionsWithOnicC() const {
+    PcieSysfsBackend::Options options = DefaultOptions();
+    options.onics.push_back({"ONIC-C", {"0000:3a:00.0", "0000:3a:01.0"}, ""});
+    return options;
+  }
+  // ONIC-C's port 1 as a hot-plug slot with a power controller, slot `name`, link up.
+  static FakePortSpec PowerSlotPort(const std::string& name) {
+    FakePortSpec spec = Port("0000:3a:00.0", "0000:3b");
+    spec.link_up = true;
+    spec.hot_plug = true;
+    spec.power_slot = name;
+    return spec;
+  }
   absl::Time Generous() const { return clock_.Now() + absl::Hours(1); }
 
   std::string root_;
@@ -543,6 +560,95 @@ TEST_F(PcieSysfsBackendTest, AfterAQuiesceADeviceTheKernelEnumeratedIsJudgedNotR
   EXPECT_THAT(std::string(out.status.message()), HasSubstr("quiesce the port first"));
 }
 
+// A hot-plug slot with a power controller: a quiesce turns it off after removing what is
+// below, a retrain turns it on and judges what pciehp enumerated; a wrong device is removed
+// and the slot turned off again.
+TEST_F(PcieSysfsBackendTest, QuiesceTurnsAPowerSlotOffAndRetrainTurnsItOnAndJudgesTheDevice) {
+  fake_->AddPort(PowerSlotPort("7"));
+  fake_->AddFunction("0000:3a:00.0", Function("0000:3b:00.0", 0x10de, 0x2330, "nvidia"));
+  fake_->SetDeviceAfterRescan("0000:3a:00.0", Gpu("0000:3b:00.0"));
+  const PcieSysfsBackend::Options options = OptionsWithOnicC();
+  auto backend = MakeBackend(options);
+
+  CommandOutcome out = backend->Quiesce("ONIC-C", 1, Generous());
+  ASSERT_TRUE(out.status.ok()) << out.status;
+  EXPECT_EQ(out.link.status(), v1::LINK_STATUS_QUIESCED);
+  EXPECT_THAT(out.link.detail(), HasSubstr("removed 1 PCIe functions below downstream port "
+                                           "0000:3a:00.0; slot 7 powered off"));
+  EXPECT_THAT(fake_->events(),
+              ElementsAre("unbind 0000:3b:00.0", "remove 0000:3b:00.0", "slot off 7"));
+  EXPECT_FALSE(fake_->SlotPowered("0000:3a:00.0"));
+  EXPECT_EQ(backend->ReadPort("ONIC-C", 1).link.status(), v1::LINK_STATUS_QUIESCED);
+  ASSERT_TRUE(backend->Quiesce("ONIC-C", 1, Generous()).status.ok());  // Off already: no write.
+  EXPECT_THAT(fake_->events(), SizeIs(3));
+  // An agent started anew (no memory of its quiesce) reads the slot's power.
+  out = MakeBackend(options)->ReadPort("ONIC-C", 1);
+  EXPECT_EQ(out.link.status(), v1::LINK_STATUS_DOWN);
+  EXPECT_THAT(out.link.detail(),
+              HasSubstr("slot 7 of downstream port 0000:3a:00.0 is powered off"));
+
+  v1::PeerIdentity gpu = ExpectIds(0x10de, 0x2330);
+  gpu.set_device_serial_number(0x48b02d0300a1b2c3ULL);
+  out = backend->Retrain("ONIC-C", 1, gpu, Generous());
+  ASSERT_TRUE(out.status.ok()) << out.status;
+  EXPECT_EQ(out.link.status(), v1::LINK_STATUS_UP);
+  EXPECT_EQ(out.link.link_width(), 16u);
+  EXPECT_THAT(out.link.detail(), HasSubstr("(slot 7 turned on); found 0000:3b:00.0"));
+  EXPECT_EQ(fake_->events().back(), "slot on 7");
+  EXPECT_THAT(fake_->config_writes(), IsEmpty());  // pciehp trained it: no Retrain Link.
+  EXPECT_TRUE(fake_->SlotPowered("0000:3a:00.0"));
+
+  // Another device comes up on the next circuit: removed, and the slot is off again.
+  ASSERT_TRUE(backend->Quiesce("ONIC-C", 1, Generous()).status.ok());
+  fake_->SetDeviceAfterRescan("0000:3a:00.0", Function("0000:3b:00.0", 0x144d, 0xa808));
+  out = backend->Retrain("ONIC-C", 1, gpu, Generous());
+  EXPECT_EQ(out.status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(out.status.message()),
+              HasSubstr("wrong device behind O-NIC ONIC-C port 1: saw vendor 0x144d"));
+  EXPECT_THAT(std::string(out.status.message()), HasSubstr("removed it again"));
+  EXPECT_EQ(out.link.status(), v1::LINK_STATUS_DOWN);
+  EXPECT_FALSE(fake_->HasFunction("0000:3a:00.0", "0000:3b:00.0"));
+  EXPECT_FALSE(fake_->SlotPowered("0000:3a:00.0"));
+}
+
+TEST_F(PcieSysfsBackendTest, APowerSlotThatStaysOffIsUnavailableNamingTheSlotAndTheKernel) {
+  FakePortSpec spec = PowerSlotPort("8");
+  spec.link_up = false;
+  spec.slot_powered = false;  // An empty slot: pciehp keeps it off.
+  fake_->AddPort(spec);
+  auto backend = MakeBackend(OptionsWithOnicC());
+  ASSERT_TRUE(backend->Quiesce("ONIC-C", 1, Generous()).status.ok());
+  CommandOutcome out = backend->Retrain("ONIC-C", 1, v1::PeerIdentity(), Generous());
+  EXPECT_EQ(out.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(out.status.message()),
+              HasSubstr("slot 8 of downstream port 0000:3a:00.0 (O-NIC ONIC-C port 1) did not "
+                        "turn on: it is still off"));
+  EXPECT_THAT(std::string(out.status.message()), HasSubstr("No such device"));
+  EXPECT_EQ(out.link.status(), v1::LINK_STATUS_DOWN);
+  EXPECT_THAT(fake_->events(), ElementsAre("slot on refused 8"));
+
+  // Still quiesced: when the device arrives and pciehp turns the slot on for it (seen on a
+  // real kernel: tests/qemu), the next retrain judges it.
+  fake_->SetDeviceAfterRescan("0000:3a:00.0", Gpu("0000:3b:00.0"));
+  ASSERT_TRUE(fake_->WriteFile(root_ + "/bus/pci/slots/8/power", "1").ok());
+  out = backend->Retrain("ONIC-C", 1, ExpectIds(0x10de, 0x2330), Generous());
+  EXPECT_TRUE(out.status.ok()) << out.status;
+  EXPECT_EQ(out.link.status(), v1::LINK_STATUS_UP);
+}
+
+TEST_F(PcieSysfsBackendTest, WithSlotPowerOffAPowerSlotIsLeftAsItIs) {
+  fake_->AddPort(PowerSlotPort("7"));
+  fake_->AddFunction("0000:3a:00.0", Gpu("0000:3b:00.0"));
+  PcieSysfsBackend::Options options = OptionsWithOnicC();
+  options.slot_power = false;
+  auto backend = MakeBackend(options);
+  CommandOutcome out = backend->Quiesce("ONIC-C", 1, Generous());
+  ASSERT_TRUE(out.status.ok()) << out.status;
+  EXPECT_THAT(out.link.detail(), Not(HasSubstr("slot")));
+  EXPECT_THAT(fake_->events(), ElementsAre("remove 0000:3b:00.0"));
+  EXPECT_TRUE(fake_->SlotPowered("0000:3a:00.0"));
+}
+
 // Without hot-plug nothing but a rescan enumerates below a port: functions found there after a
 // quiesce were put back by someone else's rescan (the old device), not judged as new.
 TEST_F(PcieSysfsBackendTest, AfterAQuiesceFunctionsBelowAPortWithoutHotPlugAreStillRefused) {
@@ -558,6 +664,43 @@ TEST_F(PcieSysfsBackendTest, AfterAQuiesceFunctionsBelowAPortWithoutHotPlugAreSt
   EXPECT_EQ(out.status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(out.status.message()), HasSubstr("quiesce the port first"));
   EXPECT_THAT(fake_->config_writes(), IsEmpty());
+}
+
+// A port without DL Link Active reporting (optional below 5 GT/s; QEMU's switch downstream
+// ports, tests/qemu) shows only that training ended: what enumerates is the judge.
+TEST_F(PcieSysfsBackendTest, APortThatCannotReportLinkActiveIsJudgedByWhatEnumerates) {
+  FakePortSpec spec = Port("0000:3a:00.0", "0000:3b");
+  spec.dll_active_reporting = false;
+  spec.link_up = true;
+  fake_->AddPort(spec);
+  fake_->SetDeviceAfterRescan("0000:3a:00.0", Gpu("0000:3b:00.0"));
+  auto backend = MakeBackend(OptionsWithOnicC());
+  CommandOutcome out = backend->ReadPort("ONIC-C", 1);
+  EXPECT_TRUE(out.status.ok()) << out.status;
+  EXPECT_EQ(out.link.status(), v1::LINK_STATUS_DOWN);
+  EXPECT_THAT(out.link.detail(),
+              HasSubstr("nothing enumerated below 0000:3a:00.0; the port does not report Data "
+                        "Link Layer Link Active (Link Capabilities bit 20)"));
+
+  out = backend->Retrain("ONIC-C", 1, ExpectIds(0x10de, 0x2330), Generous());
+  ASSERT_TRUE(out.status.ok()) << out.status;
+  EXPECT_EQ(out.link.status(), v1::LINK_STATUS_UP);
+  EXPECT_EQ(out.link.link_width(), 16u);
+  EXPECT_THAT(fake_->config_writes(), SizeIs(1));  // Retrain Link.
+  out = backend->ReadPort("ONIC-C", 1);
+  EXPECT_EQ(out.link.status(), v1::LINK_STATUS_UP);
+  EXPECT_THAT(out.link.detail(), HasSubstr("1 PCIe functions below (judged by them"));
+
+  // Nothing comes up on the next circuit: an empty bus, said as such.
+  ASSERT_TRUE(backend->Quiesce("ONIC-C", 1, Generous()).status.ok());
+  fake_->SetDeviceAfterRescan("0000:3a:00.0", std::nullopt);
+  out = backend->Retrain("ONIC-C", 1, ExpectIds(0x10de, 0x2330), Generous());
+  EXPECT_EQ(out.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(out.status.message()),
+              HasSubstr("no device appeared after rescan below 0000:3a:00.0"));
+  EXPECT_THAT(std::string(out.status.message()),
+              HasSubstr("so an empty bus is all that shows a link that did not come up"));
+  EXPECT_EQ(out.link.status(), v1::LINK_STATUS_DOWN);
 }
 
 TEST_F(PcieSysfsBackendTest, RetrainRefusesADisabledLink) {

@@ -7,7 +7,8 @@
 // The guest: root ports 00:02.0 and 00:03.0 are O-NIC ONIC-A's ports 1 and 2, with an Intel
 // 82574 NIC (e1000e, which carries a Device Serial Number made from its MAC) and an NVMe
 // controller behind them; 00:04.0 and 00:05.0 are ONIC-B's, empty at boot. The guest's kernel
-// hot-plugs natively (pciehp).
+// hot-plugs natively (pciehp). These root ports have no power controller: slot power, which
+// QEMU models as the device's ejection, is SlotPowerOnRealKernelTest's.
 #include <cstdlib>
 #include <iostream>
 #include <map>
@@ -32,6 +33,8 @@ constexpr char kNicDsn[] = "52-54-00-ff-ff-12-34-56";
 constexpr char kHotNicMac[] = "52:54:00:00:00:02";
 constexpr char kHotNicDsn[] = "52-54-00-ff-ff-00-00-02";
 constexpr char kIntelNic[] = "--expect-vendor 8086 --expect-device 10d3";
+constexpr char kRootPort[] = "pcie-root-port,bus=pcie.0";
+constexpr char kNoPower[] = ",power_controller_present=off";
 
 constexpr char kAgentConfig[] = R"(backend: pcie-sysfs
 onics:
@@ -99,10 +102,10 @@ class PcieSysfsOnRealKernelTest : public AgentInGuestTest {
   void SetUp() override {
     if (!BootGuest(
             {
-                "pcie-root-port,id=rp1,bus=pcie.0,chassis=1,slot=1,addr=0x2",
-                "pcie-root-port,id=rp2,bus=pcie.0,chassis=2,slot=2,addr=0x3",
-                "pcie-root-port,id=rp3,bus=pcie.0,chassis=3,slot=3,addr=0x4",
-                "pcie-root-port,id=rp4,bus=pcie.0,chassis=4,slot=4,addr=0x5",
+                absl::StrCat(kRootPort, ",id=rp1,chassis=1,slot=1,addr=0x2", kNoPower),
+                absl::StrCat(kRootPort, ",id=rp2,chassis=2,slot=2,addr=0x3", kNoPower),
+                absl::StrCat(kRootPort, ",id=rp3,chassis=3,slot=3,addr=0x4", kNoPower),
+                absl::StrCat(kRootPort, ",id=rp4,chassis=4,slot=4,addr=0x5", kNoPower),
                 absl::StrCat("e1000e,bus=rp1,id=nic1,mac=", kNicMac),
                 "nvme,bus=rp2,id=nvme1,serial=FLEET-NVME-1",
             },
@@ -231,23 +234,6 @@ TEST_F(PcieSysfsOnRealKernelTest, ADeviceTheKernelHotPluggedAfterAQuiesceIsJudge
   EXPECT_EQ(FunctionsBelow("0000:00:05.0"), "");
 }
 
-// The link going away under a bound driver: QEMU 7.2 removes a device from a hot-plug slot
-// as an attention-button press, which pciehp honours after 5 s (an orderly removal; QEMU
-// has no surprise removal). The agent then reads the link down and a retrain finds nothing.
-TEST_F(PcieSysfsOnRealKernelTest, ALinkThatWentAwayReadsDownAndDoesNotTrain) {
-  absl::StatusOr<json> deleted = guest_->Qmp("device_del", {{"id", "nic1"}});
-  ASSERT_TRUE(deleted.ok()) << deleted.status();
-  absl::StatusOr<json> event = guest_->AwaitEvent("DEVICE_DELETED");
-  ASSERT_TRUE(event.ok()) << event.status();
-  EXPECT_EQ((*event)["device"], "nic1");
-  EXPECT_EQ(FunctionsBelow("0000:00:02.0"), "");
-  json read = Agent("read ONIC-A 1");
-  EXPECT_EQ(read["link"]["status"], "LINK_STATUS_DOWN") << read.dump();
-  json retrained = Agent(absl::StrCat("retrain ONIC-A 1 ", kIntelNic));
-  EXPECT_EQ(retrained["code"], "UNAVAILABLE") << retrained.dump();
-  EXPECT_EQ(retrained["link"]["status"], "LINK_STATUS_DOWN");
-}
-
 // A device removed while the agent retrains its port: a uevent listener in the guest asks for
 // the NIC's removal the moment the agent's rescan adds it (before its driver has bound). The
 // kernel serialises a removal with the rescan under way, so it runs as the rescan ends, racing
@@ -311,8 +297,10 @@ TEST_F(PcieSysfsOnRealKernelTest, RemovalsDuringRetrainsAreAnsweredAndLeaveNothi
 //
 // QEMU models the XIO3130's downstream ports as 2.5 GT/s ports that do not report Data Link
 // Layer Link Active (Link Capabilities bit 20; the PCIe spec makes it optional below 5 GT/s
-// without surprise-down reporting), so the agent cannot see their links come up: it must say so
-// rather than guess. Quiescing needs no link state and works.
+// without surprise-down reporting), so the agent cannot see their links come up: it judges
+// them by what enumerates, and says so. The ports are given no power controller, so that a
+// quiesce leaves the NIC in QEMU for the retrain to find again (slot power:
+// SlotPowerOnRealKernelTest).
 class OnicDiscoveryOnRealKernelTest : public AgentInGuestTest {
  protected:
   void SetUp() override {
@@ -320,8 +308,10 @@ class OnicDiscoveryOnRealKernelTest : public AgentInGuestTest {
             {
                 "pcie-root-port,id=rp1,bus=pcie.0,chassis=1,slot=1,addr=0x2",
                 "x3130-upstream,id=onic1,bus=rp1",
-                "xio3130-downstream,id=dp1,bus=onic1,chassis=11,slot=1,addr=0x0",
-                "xio3130-downstream,id=dp2,bus=onic1,chassis=12,slot=2,addr=0x1",
+                absl::StrCat("xio3130-downstream,id=dp1,bus=onic1,chassis=11,slot=1,addr=0x0",
+                             kNoPower),
+                absl::StrCat("xio3130-downstream,id=dp2,bus=onic1,chassis=12,slot=2,addr=0x1",
+                             kNoPower),
                 absl::StrCat("e1000e,bus=dp1,id=nic1,mac=", kNicMac),
                 "pcie-root-port,id=rp2,bus=pcie.0,chassis=2,slot=2,addr=0x3",
                 "nvme,bus=rp2,id=nvme1,serial=FLEET-NVME-1",
@@ -338,7 +328,7 @@ onic_discovery:
   }
 };
 
-TEST_F(OnicDiscoveryOnRealKernelTest, TheAgentFindsItsOnicAndSaysWhatItsPortsCannotReport) {
+TEST_F(OnicDiscoveryOnRealKernelTest, TheAgentFindsItsOnicAndWorksItsPortsByWhatEnumerates) {
   // The guest's PCI tree, as the kernel numbered it.
   constexpr char kUpstream[] = "0000:01:00.0";
   constexpr char kPort1[] = "0000:02:00.0";
@@ -360,6 +350,9 @@ TEST_F(OnicDiscoveryOnRealKernelTest, TheAgentFindsItsOnicAndSaysWhatItsPortsCan
     EXPECT_TRUE(absl::StrContains(detail, port == 0 ? kPort1 : kPort2)) << detail;
     EXPECT_TRUE(absl::StrContains(detail, kNoDllla)) << detail;
   }
+  // Port 1 has the NIC below it, port 2 nothing.
+  EXPECT_EQ(onic["ports"][0]["status"], "LINK_STATUS_UP") << onic.dump();
+  EXPECT_EQ(onic["ports"][1]["status"], "LINK_STATUS_DOWN") << onic.dump();
 
   // Its first port is worked as a configured one would be: a quiesce unbinds and removes the NIC.
   const std::string nic = FunctionsBelow(kPort1);
@@ -367,12 +360,147 @@ TEST_F(OnicDiscoveryOnRealKernelTest, TheAgentFindsItsOnicAndSaysWhatItsPortsCan
   ASSERT_EQ(DriverOf(nic), "e1000e");
   EXPECT_EQ(Agent("quiesce qhost-n0 1")["code"], "OK");
   EXPECT_EQ(FunctionsBelow(kPort1), "");
-  // A retrain could not tell a trained link from a dead one here: refused, naming why.
-  json retrained = Agent(absl::StrCat("retrain qhost-n0 1 ", kIntelNic));
-  EXPECT_EQ(retrained["code"], "FAILED_PRECONDITION") << retrained.dump();
-  EXPECT_TRUE(absl::StrContains(retrained["message"].get<std::string>(), kNoDllla))
-      << retrained.dump();
-  EXPECT_EQ(FunctionsBelow(kPort1), "");
+  // The retrain cannot watch the link come up; it finds the NIC again and checks it.
+  json retrained = Agent(absl::StrCat("retrain qhost-n0 1 ", kIntelNic, " --expect-dsn ", kNicDsn));
+  EXPECT_EQ(retrained["code"], "OK") << retrained.dump();
+  EXPECT_EQ(retrained["link"]["status"], "LINK_STATUS_UP");
+  EXPECT_EQ(FunctionsBelow(kPort1), nic);
+  EXPECT_EQ(DriverOf(nic), "e1000e");
+  // Port 2 has nothing at the far end: an empty bus is the answer, said as such.
+  ASSERT_EQ(Agent("quiesce qhost-n0 2")["code"], "OK");
+  json empty = Agent("retrain qhost-n0 2");
+  EXPECT_EQ(empty["code"], "UNAVAILABLE") << empty.dump();
+  EXPECT_TRUE(absl::StrContains(empty["message"].get<std::string>(), kNoDllla)) << empty.dump();
+}
+
+// Slot power on a hot-plug slot with a power controller (QEMU's root ports have one unless
+// told otherwise): a quiesce turns the slot off through pciehp's `power`, a retrain of a slot
+// that is off turns it on. QEMU models a slot turned off (power and its indicator off) as the
+// device's ejection: it deletes the device, so a device arrives again by `device_add`, as the
+// device at the far end of the next circuit would, and pciehp turns the slot on for it by
+// itself; the agent's retrain then judges it.
+class SlotPowerOnRealKernelTest : public AgentInGuestTest {
+ protected:
+  void SetUp() override {
+    if (!BootGuest(
+            {
+                absl::StrCat(kRootPort, ",id=rp1,chassis=1,slot=1,addr=0x2"),
+                absl::StrCat(kRootPort, ",id=rp2,chassis=2,slot=2,addr=0x3"),
+                absl::StrCat("e1000e,bus=rp1,id=nic1,mac=", kNicMac),
+            },
+            "e1000e nvme")) {
+      return;
+    }
+    StartAgent(R"(backend: pcie-sysfs
+onics:
+  - serial: ONIC-A
+    ports:
+      - {downstream: "0000:00:02.0"}
+      - {downstream: "0000:00:03.0"}
+)");
+  }
+
+  // What pciehp's `power` of the slot below root port `slot` (its Physical Slot Number) reads.
+  std::string SlotPower(int slot) {
+    return Trimmed(Guest(absl::StrCat("cat /sys/bus/pci/slots/", slot, "/power")));
+  }
+};
+
+TEST_F(SlotPowerOnRealKernelTest, QuiesceTurnsTheSlotOffAndRetrainJudgesWhatComesUpWhenOn) {
+  ASSERT_EQ(Trimmed(Guest("cat /sys/bus/pci/slots/1/address")), "0000:01:00");
+  ASSERT_EQ(SlotPower(1), "1");
+  const std::string nic = FunctionsBelow("0000:00:02.0");
+  ASSERT_EQ(DriverOf(nic), "e1000e");
+
+  json quiesced = Agent("quiesce ONIC-A 1");
+  EXPECT_EQ(quiesced["code"], "OK") << quiesced.dump();
+  EXPECT_EQ(quiesced["link"]["status"], "LINK_STATUS_QUIESCED");
+  EXPECT_TRUE(
+      absl::StrContains(quiesced["link"]["detail"].get<std::string>(), "slot 1 powered off"))
+      << quiesced.dump();
+  EXPECT_EQ(SlotPower(1), "0");
+  EXPECT_EQ(FunctionsBelow("0000:00:02.0"), "");
+  absl::StatusOr<json> ejected = guest_->AwaitEvent("DEVICE_DELETED");
+  ASSERT_TRUE(ejected.ok()) << ejected.status();
+  EXPECT_EQ((*ejected)["device"], "nic1");
+  EXPECT_EQ(Agent("read ONIC-A 1")["link"]["status"], "LINK_STATUS_QUIESCED");
+
+  // Nothing at the far end: the slot does not turn on, and the agent says so, naming the slot.
+  json nothing = Agent(absl::StrCat("retrain ONIC-A 1 ", kIntelNic));
+  EXPECT_EQ(nothing["code"], "UNAVAILABLE") << nothing.dump();
+  EXPECT_TRUE(absl::StrContains(nothing["message"].get<std::string>(),
+                                "slot 1 of downstream port 0000:00:02.0 (O-NIC ONIC-A port 1) "
+                                "did not turn on: it is still off"))
+      << nothing.dump();
+  EXPECT_EQ(nothing["link"]["status"], "LINK_STATUS_DOWN");
+  EXPECT_EQ(SlotPower(1), "0");
+
+  // The next circuit's device arrives: pciehp turns the slot on and enumerates it; the agent's
+  // retrain judges it by its serial number.
+  ASSERT_TRUE(guest_
+                  ->Qmp("device_add",
+                        {{"driver", "e1000e"}, {"bus", "rp1"}, {"id", "nic2"}, {"mac", kHotNicMac}})
+                  .ok());
+  const std::string hot = AwaitFunctionBelow("0000:00:02.0");
+  EXPECT_EQ(SlotPower(1), "1");
+  json retrained =
+      Agent(absl::StrCat("retrain ONIC-A 1 ", kIntelNic, " --expect-dsn ", kHotNicDsn));
+  EXPECT_EQ(retrained["code"], "OK") << retrained.dump();
+  EXPECT_EQ(retrained["link"]["status"], "LINK_STATUS_UP");
+  EXPECT_EQ(FunctionsBelow("0000:00:02.0"), hot);
+  EXPECT_EQ(DriverOf(hot), "e1000e");
+}
+
+// The link going away under a bound driver: QEMU 7.2 removes a device from a hot-plug slot
+// as an attention-button press, which pciehp honours after 5 s by turning the slot off (an
+// orderly removal; QEMU has no surprise removal, and completes a removal only on a slot with a
+// power controller). The agent then reads the slot off and a retrain finds nothing to turn on.
+TEST_F(SlotPowerOnRealKernelTest, ALinkThatWentAwayReadsDownAndDoesNotTrain) {
+  absl::StatusOr<json> deleted = guest_->Qmp("device_del", {{"id", "nic1"}});
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  absl::StatusOr<json> event = guest_->AwaitEvent("DEVICE_DELETED");
+  ASSERT_TRUE(event.ok()) << event.status();
+  EXPECT_EQ((*event)["device"], "nic1");
+  EXPECT_EQ(FunctionsBelow("0000:00:02.0"), "");
+  json read = Agent("read ONIC-A 1");
+  EXPECT_EQ(read["link"]["status"], "LINK_STATUS_DOWN") << read.dump();
+  EXPECT_TRUE(absl::StrContains(read["link"]["detail"].get<std::string>(),
+                                "slot 1 of downstream port 0000:00:02.0 is powered off"))
+      << read.dump();
+  json retrained = Agent(absl::StrCat("retrain ONIC-A 1 ", kIntelNic));
+  EXPECT_EQ(retrained["code"], "UNAVAILABLE") << retrained.dump();
+  EXPECT_EQ(retrained["link"]["status"], "LINK_STATUS_DOWN");
+}
+
+// The empty slot pciehp keeps off reads DOWN naming its power; a wrong device that arrives on
+// it is refused, removed, and the slot turned off again (which ejects it from QEMU).
+TEST_F(SlotPowerOnRealKernelTest, AWrongDeviceIsRemovedAndItsSlotTurnedOffAgain) {
+  json read = Agent("read ONIC-A 2");
+  EXPECT_EQ(read["link"]["status"], "LINK_STATUS_DOWN") << read.dump();
+  EXPECT_TRUE(absl::StrContains(read["link"]["detail"].get<std::string>(),
+                                "slot 2 of downstream port 0000:00:03.0 is powered off"))
+      << read.dump();
+
+  ASSERT_EQ(Agent("quiesce ONIC-A 2")["code"], "OK");
+  ASSERT_TRUE(
+      guest_
+          ->Qmp("device_add",
+                {{"driver", "nvme"}, {"bus", "rp2"}, {"id", "nvme2"}, {"serial", "FLEET-NVME-2"}})
+          .ok());
+  AwaitFunctionBelow("0000:00:03.0");
+  EXPECT_EQ(SlotPower(2), "1");
+  json wrong = Agent(absl::StrCat("retrain ONIC-A 2 ", kIntelNic));
+  EXPECT_EQ(wrong["code"], "FAILED_PRECONDITION") << wrong.dump();
+  EXPECT_TRUE(absl::StrContains(wrong["message"].get<std::string>(),
+                                "wrong device behind O-NIC ONIC-A port 2: saw vendor 0x1b36"))
+      << wrong.dump();
+  EXPECT_TRUE(absl::StrContains(wrong["message"].get<std::string>(), "removed it again"))
+      << wrong.dump();
+  EXPECT_EQ(FunctionsBelow("0000:00:03.0"), "");
+  EXPECT_EQ(SlotPower(2), "0");
+  absl::StatusOr<json> ejected = guest_->AwaitEvent("DEVICE_DELETED");
+  ASSERT_TRUE(ejected.ok()) << ejected.status();
+  EXPECT_EQ((*ejected)["device"], "nvme2");
 }
 
 }  // namespace
