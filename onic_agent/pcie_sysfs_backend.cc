@@ -228,32 +228,44 @@ std::optional<PcieSysfsBackend::PowerSlot> PcieSysfsBackend::FindPowerSlot(const
   return std::nullopt;
 }
 
-absl::StatusOr<bool> PcieSysfsBackend::SlotPowered(const PowerSlot& slot) {
-  ASSIGN_OR_RETURN(std::string text, files_->ReadFile(slot.power_path));
-  const absl::string_view value = absl::StripAsciiWhitespace(text);
+absl::StatusOr<bool> PcieSysfsBackend::SlotPowered(const PortRef& ref, const PowerSlot& slot) {
+  const std::string context =
+      absl::StrCat("reading the power of slot ", slot.name, " of downstream port ", ref.bdf, " (",
+                   PortName(ref.serial, ref.port), ")");
+  absl::StatusOr<std::string> text = files_->ReadFile(slot.power_path);
+  if (!text.ok())
+    return absl::UnavailableError(absl::StrCat(context, ": ", text.status().message()));
+  const absl::string_view value = absl::StripAsciiWhitespace(*text);
   if (value != "0" && value != "1") {
-    return absl::FailedPreconditionError(
-        absl::StrCat(slot.power_path, " reads \"", value, "\", not 0 or 1"));
+    return absl::UnavailableError(
+        absl::StrCat(context, ": ", slot.power_path, " reads \"", value, "\", not 0 or 1"));
   }
   return value == "1";
 }
 
 absl::Status PcieSysfsBackend::SetSlotPower(const PortRef& ref, const PowerSlot& slot, bool on) {
   // pciehp answers a write only when it is done (slot enabled and enumerated, or disabled and
-  // powered down), and refuses one (ENODEV) when the slot already is, or cannot be, so: what
-  // the slot reads afterwards is the answer.
+  // powered down), and refuses one (ENODEV) for a slot that already is what was asked, or, to
+  // turn on, for an empty slot or a link it could not train.
   const absl::Status written = files_->WriteFile(slot.power_path, on ? "1" : "0");
-  absl::StatusOr<bool> powered = SlotPowered(slot);
-  if (powered.ok() && *powered == on) return absl::OkStatus();
-  const std::string kernel_said =
-      written.ok() ? std::string("the write was taken") : std::string(written.message());
-  const std::string state = !powered.ok() ? std::string(powered.status().message())
-                            : *powered    ? std::string("it is still on")
-                                          : std::string("it is still off");
+  absl::StatusOr<bool> powered = SlotPowered(ref, slot);
+  if (!powered.ok()) return powered.status();
+  const std::string what = absl::StrCat("slot ", slot.name, " of downstream port ", ref.bdf, " (",
+                                        PortName(ref.serial, ref.port), ")");
+  if (*powered == on) {
+    // Refused, yet as asked: pciehp got there by itself (a device arrived, or left) while
+    // the agent asked. Off is off; on is pciehp's own enumeration, still to be judged.
+    if (written.ok() || !on) return absl::OkStatus();
+    return absl::UnavailableError(
+        absl::StrCat(what, " was turned on by pciehp itself while the agent turned it on (",
+                     written.message(), "); a retrain judges what it enumerates"));
+  }
   return absl::UnavailableError(absl::StrCat(
-      "slot ", slot.name, " of downstream port ", ref.bdf, " (", PortName(ref.serial, ref.port),
-      ") did not turn ", on ? "on" : "off", ": ", state, " (", kernel_said, ")",
-      on ? "; pciehp found no device present or the link did not train" : ""));
+      what, " did not turn ", on ? "on" : "off", ": it is still ", on ? "off" : "on", " (",
+      written.ok() ? std::string("the write was taken") : std::string(written.message()), ")",
+      on && written.code() == absl::StatusCode::kNotFound
+          ? "; pciehp found no device present or the link did not train"
+          : ""));
 }
 
 absl::StatusOr<uint16_t> PcieSysfsBackend::ReadRegister16(const PortRegisters& regs,
@@ -413,14 +425,18 @@ absl::Status PcieSysfsBackend::VerifyDevice(const PortRef& ref, const PortRegist
   }
   // Do not keep a device this host was not given: its drivers would bind to it, and it may
   // be another tenant's. A slot that can be turned off is, so pciehp does not add it again.
-  absl::Status removed = RemoveFunctions(ref, found, std::nullopt);
-  if (removed.ok() && regs.power_slot.has_value()) {
-    removed = SetSlotPower(ref, *regs.power_slot, false);
-  }
+  const absl::Status removed = RemoveFunctions(ref, found, std::nullopt);
   why = absl::Status(
       why.code(), absl::StrCat(why.message(),
                                removed.ok() ? "; removed it again" : "; removing it again failed: ",
                                removed.message()));
+  if (regs.power_slot.has_value()) {
+    const absl::Status off = SetSlotPower(ref, *regs.power_slot, false);
+    why = absl::Status(
+        why.code(), absl::StrCat(why.message(),
+                                 off.ok() ? "; its slot is off" : "; turning its slot off failed: ",
+                                 off.message()));
+  }
   FLEET_LOG(WARNING) << why;
   PortMemory rejected;
   rejected.rejected_detail = std::string(why.message());
@@ -476,7 +492,7 @@ CommandOutcome PcieSysfsBackend::Observe(const PortRef& ref) {
   absl::StatusOr<PortRegisters> regs = OpenPort(ref);
   if (!regs.ok()) return fail(regs.status());
   if (regs->power_slot.has_value() && functions->empty()) {
-    absl::StatusOr<bool> powered = SlotPowered(*regs->power_slot);
+    absl::StatusOr<bool> powered = SlotPowered(ref, *regs->power_slot);
     if (!powered.ok()) return fail(powered.status());
     if (!*powered) {
       out.link.set_status(v1::LINK_STATUS_DOWN);
@@ -573,13 +589,23 @@ CommandOutcome PcieSysfsBackend::Quiesce(const std::string& serial, uint32_t por
     FLEET_LOG(INFO) << PortName(serial, port) << " quiesced: removed " << functions->size()
                     << " PCIe functions below " << ref->bdf;
   }
-  // A port that cannot be opened as a downstream port has no slot to turn off; its functions
-  // are gone all the same, which is what a quiesce promises.
+  // A BDF that is not a downstream port (FAILED_PRECONDITION) has no slot to turn off; its
+  // functions are gone all the same, which is what a quiesce promises. Other errors (a config
+  // read that failed) leave unknown whether a slot is on: said.
   std::string power_note;
-  if (absl::StatusOr<PortRegisters> regs = OpenPort(*ref); regs.ok() && regs->power_slot) {
-    absl::StatusOr<bool> powered = SlotPowered(*regs->power_slot);
+  absl::StatusOr<PortRegisters> regs = OpenPort(*ref);
+  if (!regs.ok() && regs.status().code() != absl::StatusCode::kFailedPrecondition) {
+    return fail(regs.status());
+  }
+  if (regs.ok() && regs->power_slot.has_value()) {
+    absl::StatusOr<bool> powered = SlotPowered(*ref, *regs->power_slot);
     if (!powered.ok()) return fail(powered.status());
     if (*powered) {
+      if (clock_->Now() >= deadline) {
+        return fail(absl::DeadlineExceededError(
+            absl::StrCat("deadline passed before turning slot ", regs->power_slot->name, " off; ",
+                         PortName(serial, port), " has nothing below it")));
+      }
       if (absl::Status off = SetSlotPower(*ref, *regs->power_slot, false); !off.ok()) {
         return fail(off);
       }
@@ -608,7 +634,21 @@ CommandOutcome PcieSysfsBackend::Retrain(const std::string& serial, uint32_t por
   // `touched`: the link was retrained, so it is no longer what it was before the call and
   // anything short of success is DOWN (or TRAINING while still training).
   bool touched = false;
-  auto fail = [&](const absl::Status& status) {
+  // Set once this call turned a slot on: a failure after that removes what pciehp enumerated
+  // and turns the slot off again, so no device stays on this host that was not judged.
+  std::optional<PowerSlot> turned_on;
+  auto fail = [&](absl::Status status) {
+    if (turned_on.has_value()) {
+      absl::StatusOr<std::vector<Function>> left = FunctionsBelowPort(*ref);
+      const absl::Status removed =
+          left.ok() ? RemoveFunctions(*ref, *left, std::nullopt) : left.status();
+      const absl::Status off = SetSlotPower(*ref, *turned_on, false);
+      status = absl::Status(
+          status.code(),
+          absl::StrCat(status.message(), "; slot ", turned_on->name,
+                       removed.ok() && off.ok() ? " turned off again" : " not turned off again: ",
+                       removed.ok() ? off.message() : removed.message()));
+    }
     CommandOutcome out = Observe(*ref);
     out.status = status;
     // Past the deadline the state reached so far is the answer (it may be TRAINING);
@@ -631,19 +671,28 @@ CommandOutcome PcieSysfsBackend::Retrain(const std::string& serial, uint32_t por
   if (!regs.ok()) return fail(regs.status());
   absl::StatusOr<std::vector<Function>> present = FunctionsBelowPort(*ref);
   if (!present.ok()) return fail(present.status());
+  // Checked before a slot is turned on too: pciehp's power-on enables the link again.
+  absl::StatusOr<uint16_t> link_control = ReadRegister16(*regs, pcie::kLinkControl);
+  if (!link_control.ok()) return fail(link_control.status());
+  if (*link_control & pcie::kLinkControlLinkDisable) {
+    return fail(absl::FailedPreconditionError(
+        absl::StrCat(name, ": Link Disable is set in Link Control of downstream port ", ref->bdf,
+                     "; someone took the link down on purpose, not retraining it")));
+  }
   // A slot that is off (a quiesce turned it off, or it was never on): turning it on has
   // pciehp power it, wait for the link and enumerate what is there.
   std::optional<std::string> powered_on_slot;
   if (regs->power_slot.has_value() && present->empty()) {
-    absl::StatusOr<bool> powered = SlotPowered(*regs->power_slot);
+    absl::StatusOr<bool> powered = SlotPowered(*ref, *regs->power_slot);
     if (!powered.ok()) return fail(powered.status());
     if (!*powered) {
-      // The port's memory stays until the slot is on: one that stays off is still quiesced,
-      // so a device pciehp enumerates there later is judged as the new circuit's.
+      // The port's memory stays until something is found: a slot that stays off is still
+      // quiesced, so a device pciehp enumerates there later is judged as the new circuit's.
       touched = true;
       if (absl::Status on = SetSlotPower(*ref, *regs->power_slot, true); !on.ok()) {
         return fail(on);
       }
+      turned_on = regs->power_slot;
       powered_on_slot = regs->power_slot->name;
     }
   }
@@ -660,13 +709,6 @@ CommandOutcome PcieSysfsBackend::Retrain(const std::string& serial, uint32_t por
         name, ": PCIe functions are still below downstream port ", ref->bdf, " (",
         absl::StrJoin(bdfs, ", "),
         "); quiesce the port first: retraining would pull the link from under their drivers")));
-  }
-  absl::StatusOr<uint16_t> link_control = ReadRegister16(*regs, pcie::kLinkControl);
-  if (!link_control.ok()) return fail(link_control.status());
-  if (*link_control & pcie::kLinkControlLinkDisable) {
-    return fail(absl::FailedPreconditionError(
-        absl::StrCat(name, ": Link Disable is set in Link Control of downstream port ", ref->bdf,
-                     "; someone took the link down on purpose, not retraining it")));
   }
 
   const absl::Time limit = std::min(deadline, clock_->Now() + options_.link_train_timeout);
@@ -707,7 +749,6 @@ CommandOutcome PcieSysfsBackend::Retrain(const std::string& serial, uint32_t por
     trained = wait_for(trained_link, "the link to train");
     if (!trained.ok()) return fail(trained.status());
     touched = true;
-    SetMemory(*ref, PortMemory{});
     // Listed again: the hot-plug driver may have been adding functions while the link came up.
     found = FunctionsBelowPort(*ref);
     if (!found.ok()) return fail(found.status());
@@ -764,8 +805,12 @@ CommandOutcome PcieSysfsBackend::Retrain(const std::string& serial, uint32_t por
                                    "shows a link that did not come up"))));
   }
 
+  // What enumerated is this call's to judge now: the port is no longer quiesced.
+  if (enumerated_by_kernel) SetMemory(*ref, PortMemory{});
+
   if (ExpectsDevice(expected)) {
     if (absl::Status verified = VerifyDevice(*ref, *regs, *found, expected); !verified.ok()) {
+      turned_on.reset();  // VerifyDevice removed the device and turned the slot off.
       return fail(verified);
     }
   }

@@ -4,11 +4,13 @@
 // downstream port through Linux sysfs:
 //
 // - Quiesce: every PCIe function below the port, deepest first: driver unbound (when one is
-//   bound), then the function removed (`remove`). The link itself is left alone.
+//   bound), then the function removed (`remove`). The link itself is left alone, unless the
+//   port is a slot with power (below).
 // - Retrain: sets Retrain Link in the port's Link Control register, waits for Link Training
 //   to clear and Data Link Layer Link Active to set, rescans the port's secondary bus and
 //   checks that the expected device (vendor/device ids, Device Serial Number) appeared. On a
-//   hot-plug port (pciehp) the kernel may have enumerated the new device already; see Retrain.
+//   hot-plug port (pciehp) the kernel may have enumerated the new device already, and a slot
+//   with power that is off is turned on instead; see Retrain.
 // - ReadPort: Link Status of the port (UP when DL Link Active), or QUIESCED while nothing is
 //   below a port this backend quiesced.
 // - A port that does not report DL Link Active (Link Capabilities bit 20; optional below
@@ -110,7 +112,9 @@ class PcieSysfsBackend : public OnicBackend {
 
   // On a power-controlled slot that is off, turns it on (above): a slot that stays off (no
   // device present, or its link did not train for pciehp) is UNAVAILABLE naming the slot and
-  // the kernel's answer. Otherwise:
+  // the kernel's answer, and the port stays quiesced if it was (the answer's link is DOWN; a
+  // read after it QUIESCED). Any failure after the slot came on removes what enumerated and
+  // turns the slot off again.
   // Refuses (FAILED_PRECONDITION) while functions are still below a port this backend did not
   // quiesce (retraining under bound drivers would pull the link from under them), when the
   // BDF is not a downstream port, or when Link Disable is set. On a hot-plug slot whose hot-plug
@@ -175,11 +179,12 @@ class PcieSysfsBackend : public OnicBackend {
   // The slot in bus/pci/slots/ at the port's secondary bus with a `power` attribute; nullopt
   // when there is none (pciehp not bound to the port, or no such directory).
   std::optional<PowerSlot> FindPowerSlot(const PortRef& ref);
-  // Whether the slot is on; errors name the file.
-  absl::StatusOr<bool> SlotPowered(const PowerSlot& slot);
-  // Writes `on` to the slot's `power` and reads it back: OK when it reads `on` afterwards
-  // (also when the write was refused because it already was), otherwise UNAVAILABLE naming
-  // the slot, the port and what the kernel answered.
+  // Whether the slot is on; UNAVAILABLE naming the slot, the port and the file otherwise.
+  absl::StatusOr<bool> SlotPowered(const PortRef& ref, const PowerSlot& slot);
+  // Writes `on` to the slot's `power` and reads it back: OK when the write was taken and it
+  // reads `on`, and for off also when the write was refused but it reads off (pciehp turned it
+  // off itself). Otherwise UNAVAILABLE naming the slot, the port and what the kernel answered;
+  // a refused turn-on that reads on is pciehp's own enumeration, not this call's.
   absl::Status SetSlotPower(const PortRef& ref, const PowerSlot& slot, bool on);
   absl::StatusOr<uint16_t> ReadRegister16(const PortRegisters& regs, size_t offset);
   // Every function below `path`, deepest first.

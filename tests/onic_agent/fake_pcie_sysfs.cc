@@ -259,11 +259,18 @@ absl::Status FakePcieSysfs::WriteSlotPower(Port& port, absl::string_view data) {
     events_.push_back("slot off " + port.spec.power_slot);
     return absl::OkStatus();
   }
-  if (port.after_rescan.empty() || port.spec.outcome != FakeTrainingOutcome::kUp) {
+  if (port.after_rescan.empty()) {
     events_.push_back("slot on refused " + port.spec.power_slot);
     return no_device;
   }
-  WriteConfig16(bdf, kLinkStatus, TrainedLinkStatus(port.spec));
+  if (port.spec.outcome == FakeTrainingOutcome::kUp) {
+    WriteConfig16(bdf, kLinkStatus, TrainedLinkStatus(port.spec));
+  } else {
+    // pciehp saw the link up long enough to enumerate; then it went back into training.
+    WriteConfig16(bdf, kLinkStatus, kLinkTraining);
+    port.training = true;
+    port.polls_left = port.spec.polls_to_train;
+  }
   for (const FakeFunction& fn : port.after_rescan) WriteFunction(PortPath(bdf), fn);
   WriteBytes(path, "1\n");
   events_.push_back("slot on " + port.spec.power_slot);

@@ -17,9 +17,10 @@
 // - a port with a power slot (`power_slot`: a hot-plug slot with a Power Controller, listed
 //   in bus/pci/slots/<name> with `address` and `power`, as pciehp lists it): writing 0 to
 //   `power` removes what is below and takes the link down ("slot off <name>"); writing 1
-//   brings the link up and puts the rescan's device below ("slot on <name>"), or, with none
-//   configured, fails as pciehp does for an empty slot (ENODEV) and the slot stays off; a
-//   write of what the slot already is fails the same way;
+//   puts the rescan's device below and brings the link up, or into training for an `outcome`
+//   other than kUp ("slot on <name>"), or, with no device configured, fails as pciehp does for
+//   an empty slot (ENODEV) and the slot stays off; a write of what the slot already is fails
+//   the same way;
 // - writing a function's `remove` deletes its directory; writing its BDF to driver/unbind
 //   drops its driver link.
 // Every such write is recorded as an event, in order. Thread-safe.

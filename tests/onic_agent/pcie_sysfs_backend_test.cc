@@ -626,6 +626,7 @@ TEST_F(PcieSysfsBackendTest, APowerSlotThatStaysOffIsUnavailableNamingTheSlotAnd
   EXPECT_THAT(std::string(out.status.message()), HasSubstr("No such device"));
   EXPECT_EQ(out.link.status(), v1::LINK_STATUS_DOWN);
   EXPECT_THAT(fake_->events(), ElementsAre("slot on refused 8"));
+  EXPECT_EQ(backend->ReadPort("ONIC-C", 1).link.status(), v1::LINK_STATUS_QUIESCED);
 
   // Still quiesced: when the device arrives and pciehp turns the slot on for it (seen on a
   // real kernel: tests/qemu), the next retrain judges it.
@@ -647,6 +648,42 @@ TEST_F(PcieSysfsBackendTest, WithSlotPowerOffAPowerSlotIsLeftAsItIs) {
   EXPECT_THAT(out.link.detail(), Not(HasSubstr("slot")));
   EXPECT_THAT(fake_->events(), ElementsAre("remove 0000:3b:00.0"));
   EXPECT_TRUE(fake_->SlotPowered("0000:3a:00.0"));
+}
+
+// A failure after the slot came on (here its link went back into training) must not leave
+// what pciehp enumerated on this host unjudged: it is removed and the slot turned off again.
+TEST_F(PcieSysfsBackendTest, AFailureAfterASlotCameOnTurnsItOffAgain) {
+  FakePortSpec spec = PowerSlotPort("7");
+  spec.slot_powered = false;
+  spec.link_up = false;
+  spec.outcome = testing::FakeTrainingOutcome::kStaysTraining;
+  fake_->AddPort(spec);
+  fake_->SetDeviceAfterRescan("0000:3a:00.0", Gpu("0000:3b:00.0"));
+  auto backend = MakeBackend(OptionsWithOnicC());
+  ASSERT_TRUE(backend->Quiesce("ONIC-C", 1, Generous()).status.ok());
+  CommandOutcome out = backend->Retrain("ONIC-C", 1, ExpectIds(0x10de, 0x2330), Generous());
+  EXPECT_EQ(out.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(out.status.message()),
+              HasSubstr("link did not train on O-NIC ONIC-C port 1 (0000:3a:00.0) within 1s"));
+  EXPECT_THAT(std::string(out.status.message()), HasSubstr("; slot 7 turned off again"));
+  EXPECT_EQ(out.link.status(), v1::LINK_STATUS_DOWN);
+  EXPECT_THAT(fake_->events(), ElementsAre("slot on 7", "remove 0000:3b:00.0", "slot off 7"));
+  EXPECT_FALSE(fake_->HasFunction("0000:3a:00.0", "0000:3b:00.0"));
+  EXPECT_FALSE(fake_->SlotPowered("0000:3a:00.0"));
+  EXPECT_EQ(backend->ReadPort("ONIC-C", 1).link.status(), v1::LINK_STATUS_QUIESCED);
+}
+
+TEST_F(PcieSysfsBackendTest, WithSlotPowerOffASlotThatIsOffReadsItsLinkDown) {
+  FakePortSpec spec = PowerSlotPort("7");
+  spec.slot_powered = false;
+  spec.link_up = false;
+  fake_->AddPort(spec);
+  PcieSysfsBackend::Options options = OptionsWithOnicC();
+  options.slot_power = false;
+  CommandOutcome out = MakeBackend(options)->ReadPort("ONIC-C", 1);
+  EXPECT_EQ(out.link.status(), v1::LINK_STATUS_DOWN);
+  EXPECT_THAT(out.link.detail(), HasSubstr("Link Active clear"));
+  EXPECT_FALSE(fake_->SlotPowered("0000:3a:00.0"));
 }
 
 // Without hot-plug nothing but a rescan enumerates below a port: functions found there after a
