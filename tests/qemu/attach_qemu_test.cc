@@ -9,15 +9,23 @@
 // inventory gives the device; a release removes it. A device whose inventory identity is not
 // what enumerates (a mis-cabled fiber, or a device attached to the wrong host) leaves the
 // allocation DEGRADED with both named, and the device off the host.
+//
+// Each test runs on two layouts of the host's O-NIC: its ports as two root ports listed by hand
+// in the agent's config, and as a PCIe switch on the card (QEMU's XIO3130) that the agent finds
+// itself (`onic_discovery`), whose downstream ports do not report DL Link Active, so the agent
+// judges their links by what enumerates.
 #include <sys/stat.h>
 
+#include <array>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "nlohmann/json.hpp"
 #include "tests/qemu/guest_test.h"
 
@@ -26,9 +34,59 @@ namespace {
 
 using nlohmann::json;
 
-constexpr char kPorts[2][13] = {"0000:00:02.0", "0000:00:03.0"};
+// Where the host's O-NIC is in the guest, and how its agent knows it.
+struct OnicLayout {
+  std::string name;  // Of the test instance.
+  // QEMU -device values: the O-NIC's ports, and an e1000e behind each. The ports have no
+  // power controller: QEMU models a slot turned off as the device's ejection, but the pooled
+  // device stays at the far end of its fiber (SlotPowerOnRealKernelTest works slot power).
+  std::vector<std::string> devices;
+  std::string serial;                // The O-NIC's, in inventory and as the agent reports it.
+  std::string pcie;                  // The O-NIC's PCIe address.
+  std::array<std::string, 2> ports;  // The downstream ports behind its optical ports 1 and 2.
+  std::string agent_onics;           // The host agent config's `onics` or `onic_discovery`.
+};
 
-// @TL1@ is the emulator's TL1 port, known once it runs in the guest.
+// Names the layout in test output, rather than its bytes.
+void PrintTo(const OnicLayout& layout, std::ostream* os) { *os << layout.name; }
+
+const OnicLayout kRootPorts{
+    "RootPortsListedByHand",
+    {"pcie-root-port,id=rp1,bus=pcie.0,chassis=1,slot=1,addr=0x2,power_controller_present=off",
+     "pcie-root-port,id=rp2,bus=pcie.0,chassis=2,slot=2,addr=0x3,power_controller_present=off",
+     "e1000e,bus=rp1,id=nic1,mac=52:54:00:00:01:01",
+     "e1000e,bus=rp2,id=nic2,mac=52:54:00:00:01:02"},
+    "ONIC-A",
+    "0000:00:02.0",
+    {"0000:00:02.0", "0000:00:03.0"},
+    R"(onics:
+  - serial: ONIC-A
+    pcie: "0000:00:02.0"
+    ports:
+      - {downstream: "0000:00:02.0"}
+      - {downstream: "0000:00:03.0"}
+)"};
+
+const OnicLayout kDiscoveredSwitch{
+    "ASwitchTheAgentFinds",
+    {"pcie-root-port,id=rp1,bus=pcie.0,chassis=1,slot=1,addr=0x2",
+     "x3130-upstream,id=onic1,bus=rp1",
+     "xio3130-downstream,id=dp1,bus=onic1,chassis=11,slot=1,addr=0x0,"
+     "power_controller_present=off",
+     "xio3130-downstream,id=dp2,bus=onic1,chassis=12,slot=2,addr=0x1,"
+     "power_controller_present=off",
+     "e1000e,bus=dp1,id=nic1,mac=52:54:00:00:01:01",
+     "e1000e,bus=dp2,id=nic2,mac=52:54:00:00:01:02"},
+    "server1-n0",
+    "0000:01:00.0",
+    {"0000:02:00.0", "0000:02:01.0"},
+    R"(onic_discovery:
+  match: ["104c:8232"]
+  serial: "{host}-n{index}"
+)"};
+
+// @TL1@ is the emulator's TL1 port, known once it runs in the guest; @SERIAL@ and @PCIE@ the
+// host O-NIC's.
 constexpr char kInventory[] = R"(site: qemu
 switches:
   - id: ocs1
@@ -45,8 +103,8 @@ devices:
     host: server1
     onics:
       - id: s1-n0
-        serial: ONIC-A
-        pcie: "0000:00:02.0"
+        serial: @SERIAL@
+        pcie: "@PCIE@"
         ports:
           - {tx: ocs1/1, rx: ocs1/17}
           - {tx: ocs1/2, rx: ocs1/18}
@@ -77,12 +135,6 @@ devices:
 constexpr char kHostAgent[] = R"(host: server1
 backend: pcie-sysfs
 insecure: true
-onics:
-  - serial: ONIC-A
-    pcie: "0000:00:02.0"
-    ports:
-      - {downstream: "0000:00:02.0"}
-      - {downstream: "0000:00:03.0"}
 )";
 
 constexpr char kChassisAgent[] = R"(host: pool1
@@ -102,32 +154,25 @@ onics:
 
 constexpr char kCredentials[] = "switches:\n  ocs1: {user: admin, password: root}\n";
 
-class AttachOnRealKernelTest : public GuestTest {
+class AttachOnRealKernelTest : public GuestTest, public ::testing::WithParamInterface<OnicLayout> {
  protected:
   void SetUp() override {
-    // No power controller on the ports: QEMU models a slot turned off as the device's ejection,
-    // but the pooled device stays at the far end of its fiber (tests/qemu/pcie_sysfs_qemu_test.cc
-    // SlotPowerOnRealKernelTest works slot power).
-    if (!BootGuest({"pcie-root-port,id=rp1,bus=pcie.0,chassis=1,slot=1,addr=0x2,"
-                    "power_controller_present=off",
-                    "pcie-root-port,id=rp2,bus=pcie.0,chassis=2,slot=2,addr=0x3,"
-                    "power_controller_present=off",
-                    "e1000e,bus=rp1,id=nic1,mac=52:54:00:00:01:01",
-                    "e1000e,bus=rp2,id=nic2,mac=52:54:00:00:01:02"},
-                   "e1000e")) {
-      return;
-    }
-    const std::string host_agent = WriteText("host-agent.yaml", kHostAgent);
+    const OnicLayout& layout = GetParam();
+    if (!BootGuest(layout.devices, "e1000e")) return;
+    const std::string host_agent =
+        WriteText("host-agent.yaml", absl::StrCat(kHostAgent, layout.agent_onics));
     // Nothing is attached yet: what the kernel found at boot goes, as a quiesce does.
     for (const char* port : {"1", "2"}) {
-      Guest(absl::StrCat(BinaryPath("fleet-onic-agent"), " --config ", host_agent,
-                         " quiesce ONIC-A ", port));
+      Guest(absl::StrCat(BinaryPath("fleet-onic-agent"), " --config ", host_agent, " quiesce ",
+                         layout.serial, " ", port));
     }
-    for (const char* port : kPorts) ASSERT_EQ(FunctionsBelow(port), "") << port;
+    for (const std::string& port : layout.ports) ASSERT_EQ(FunctionsBelow(port), "") << port;
 
     const std::string credentials = WriteText("switch-credentials.yaml", kCredentials);
     ASSERT_EQ(chmod(credentials.c_str(), 0600), 0) << credentials;  // fleetd insists.
-    const std::string inventory = WriteText("inventory.yaml.in", kInventory);
+    const std::string inventory = WriteText(
+        "inventory.yaml.in",
+        absl::StrReplaceAll(kInventory, {{"@SERIAL@", layout.serial}, {"@PCIE@", layout.pcie}}));
     const std::string chassis_agent = WriteText("chassis-agent.yaml", kChassisAgent);
     // Each program in the background with its output in /run/site, one step at a time; a step
     // waits for the line that says its program serves.
@@ -154,7 +199,7 @@ class AttachOnRealKernelTest : public GuestTest {
     // its own.
     for (const char* ingress : {"1", "2"}) {
       Guest(absl::StrCat("curl -sf -X PUT http://", rest_, "/sim/v1/signals/", ingress,
-                         " -d '{\"name\":\"ONIC-A/", ingress, "\",\"power_dbm\":0}'"));
+                         " -d '{\"name\":\"", layout.serial, "/", ingress, "\",\"power_dbm\":0}'"));
     }
     Guest(absl::StrCat(
               "cd /run/site && (", BinaryPath("fleet-onic-agent"), " --config ", host_agent,
@@ -194,13 +239,12 @@ class AttachOnRealKernelTest : public GuestTest {
     return list["allocations"][0];
   }
 
-  // The downstream port the allocation's circuit arrives on at the host: 0000:00:02.0 for
-  // ONIC-A's port 1, 0000:00:03.0 for its port 2.
+  // The downstream port the allocation's circuit arrives on at the host.
   static std::string HostPortOf(const json& allocation) {
     for (const json& c : allocation.value("circuits", json::array())) {
       const int port = c["destination"].value("port", 0);
       if (c["destination"].value("onic", "") == "s1-n0" && (port == 1 || port == 2)) {
-        return kPorts[port - 1];
+        return GetParam().ports[port - 1];
       }
     }
     return "";
@@ -210,7 +254,8 @@ class AttachOnRealKernelTest : public GuestTest {
   std::string grpc_;
 };
 
-TEST_F(AttachOnRealKernelTest, AnAttachedDeviceEnumeratesWithItsIdentityAndADetachRemovesIt) {
+TEST_P(AttachOnRealKernelTest, AnAttachedDeviceEnumeratesWithItsIdentityAndADetachRemovesIt) {
+  const std::array<std::string, 2>& ports = GetParam().ports;
   const std::string request =
       WriteText("attach-nic1.yaml",
                 "tenant: team-a\nname: nic\ntopology:\n  attach:\n    host: server1\n"
@@ -229,14 +274,15 @@ TEST_F(AttachOnRealKernelTest, AnAttachedDeviceEnumeratesWithItsIdentityAndADeta
             "0x8086\n0x10d3");
   EXPECT_EQ(DriverOf(function), "e1000e");
   // The other port was not touched.
-  EXPECT_EQ(FunctionsBelow(port == kPorts[0] ? kPorts[1] : kPorts[0]), "");
+  EXPECT_EQ(FunctionsBelow(port == ports[0] ? ports[1] : ports[0]), "");
 
   Guest(Fleetctl(absl::StrCat("topology release ", allocation.value("id", ""), " --wait")),
         absl::Seconds(280));
   EXPECT_EQ(FunctionsBelow(port), "");  // Detached: gone from the host.
 }
 
-TEST_F(AttachOnRealKernelTest, ADeviceThatIsNotTheOneInInventoryIsAWiringErrorAndNotKept) {
+TEST_P(AttachOnRealKernelTest, ADeviceThatIsNotTheOneInInventoryIsAWiringErrorAndNotKept) {
+  const OnicLayout& layout = GetParam();
   const std::string request =
       WriteText("attach-gpu9.yaml",
                 "tenant: team-a\nname: gpu\ntopology:\n  attach:\n    host: server1\n"
@@ -248,15 +294,23 @@ TEST_F(AttachOnRealKernelTest, ADeviceThatIsNotTheOneInInventoryIsAWiringErrorAn
   const json allocation = Allocation();
   const std::string reason = allocation.value("reason", "");
   std::cout << "DEGRADED: " << reason << std::endl;
-  EXPECT_TRUE(absl::StrContains(reason, "wrong device behind O-NIC ONIC-A")) << reason;
+  EXPECT_TRUE(absl::StrContains(reason, "wrong device behind O-NIC " + layout.serial)) << reason;
   EXPECT_TRUE(absl::StrContains(reason, "saw vendor 0x8086 device 0x10d3")) << reason;
   EXPECT_TRUE(absl::StrContains(reason, "expected vendor 0x10de device 0x20b5")) << reason;
   EXPECT_TRUE(absl::StrContains(reason, "removed it again")) << reason;
   // The device that was not the one given does not stay on the host (each retry of the link
   // enumerates it again for a moment, so the ports are read until both are empty at once).
-  Guest(Until("[ -z \"$(ls -d /sys/bus/pci/devices/0000:00:0[23].0/????:??:??.? 2>/dev/null)\" ]"),
+  Guest(Until(absl::StrCat("[ -z \"$(ls -d /sys/bus/pci/devices/", layout.ports[0],
+                           "/????:??:??.? /sys/bus/pci/devices/", layout.ports[1],
+                           "/????:??:??.? 2>/dev/null)\" ]")),
         absl::Seconds(280));
 }
+
+INSTANTIATE_TEST_SUITE_P(OnicLayouts, AttachOnRealKernelTest,
+                         ::testing::Values(kRootPorts, kDiscoveredSwitch),
+                         [](const ::testing::TestParamInfo<OnicLayout>& info) {
+                           return info.param.name;
+                         });
 
 }  // namespace
 }  // namespace fleet::testing
