@@ -110,11 +110,13 @@ class AllocationStore {
   absl::Status CreateAllocation(const v1::Allocation& allocation, const std::string& principal) {
     return CreateAllocation(allocation, principal, kAnyInventory);
   }
+  // A live allocation, or one that holds circuits, is read from memory
+  // (controller/store/desired_index.h), as is a list of one live state: they wait for no
+  // write's SQLite work, and see every write that has returned. Others come from the database.
   virtual absl::StatusOr<v1::Allocation> GetAllocation(const std::string& id) = 0;
   virtual absl::StatusOr<std::vector<v1::Allocation>> ListAllocations(
       const AllocationFilter& filter) = 0;
-  // Read from memory (controller/store/circuit_index.h), not the database: it waits for no
-  // write's SQLite work, and sees every write that has returned.
+  // Read from memory, as above.
   virtual absl::StatusOr<std::vector<v1::Circuit>> ListCircuits(const CircuitFilter& filter) = 0;
   // The ids of the allocations whose lease has passed by `now` and that are not RELEASING,
   // FAILED or RELEASED, the longest passed first: read through an index of the live leases,

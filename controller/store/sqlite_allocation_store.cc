@@ -106,6 +106,7 @@ class SqliteAllocationStore final : public AllocationStore {
   }
 
   absl::StatusOr<v1::Allocation> GetAllocation(const std::string& id) override {
+    if (std::shared_ptr<const v1::Allocation> held = connection_.desired().Find(id)) return *held;
     absl::MutexLock lock(&connection_.mu());
     ASSIGN_OR_RETURN(std::vector<v1::Allocation> found, SelectAllocations(db(), id, {}));
     if (found.empty()) return absl::NotFoundError(absl::StrCat("allocation ", id, " not found"));
@@ -114,12 +115,13 @@ class SqliteAllocationStore final : public AllocationStore {
 
   absl::StatusOr<std::vector<v1::Allocation>> ListAllocations(
       const AllocationFilter& filter) override {
+    if (DesiredIndex::Answers(filter)) return connection_.desired().List(filter);
     absl::MutexLock lock(&connection_.mu());
     return SelectAllocations(db(), "", filter);
   }
 
   absl::StatusOr<std::vector<v1::Circuit>> ListCircuits(const CircuitFilter& filter) override {
-    return connection_.circuits().List(filter);
+    return connection_.desired().ListCircuits(filter);
   }
 
   absl::StatusOr<std::vector<v1::CrossConnect>> PendingRemovals(const std::string& id) override {

@@ -20,10 +20,12 @@ namespace {
 // Each call goes to the aggregate that answers it.
 class SqliteStore final : public Store {
  public:
-  // `last_sequence` is the newest event already in `db`.
+  // `last_sequence` is the newest event already in `db`; `allocations` and `manual` its
+  // desired state (StoreConnection's constructor).
   SqliteStore(std::unique_ptr<Database> db, const Clock* clock, uint64_t last_sequence,
-              const std::vector<v1::Circuit>& circuits)
-      : connection_(std::move(db), clock, last_sequence, circuits),
+              const std::vector<v1::Allocation>& allocations,
+              const std::vector<v1::Circuit>& manual)
+      : connection_(std::move(db), clock, last_sequence, allocations, manual),
         inventory_(NewSqliteInventoryStore(connection_)),
         allocations_(NewSqliteAllocationStore(connection_)),
         events_(NewSqliteEventLog(connection_)),
@@ -189,8 +191,13 @@ absl::StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const SqliteStoreOptions&
   RETURN_IF_ERROR(db->EnableWriteAheadLog());
   RETURN_IF_ERROR(Migrate(*db, Migrations()));
   ASSIGN_OR_RETURN(uint64_t last_sequence, NewestEventSequence(*db));
-  ASSIGN_OR_RETURN(std::vector<v1::Circuit> circuits, SelectCircuits(*db, {}));
-  return std::make_unique<SqliteStore>(std::move(db), options.clock, last_sequence, circuits);
+  // The desired state: every allocation not RELEASED (DesiredIndex leaves the FAILED ones
+  // retention keeps out), each with its circuits, and the manual circuits.
+  ASSIGN_OR_RETURN(std::vector<v1::Allocation> allocations, SelectAllocations(*db, "", {}));
+  ASSIGN_OR_RETURN(std::vector<v1::Circuit> manual, SelectCircuits(*db, {}));
+  std::erase_if(manual, [](const v1::Circuit& c) { return !c.allocation_id().empty(); });
+  return std::make_unique<SqliteStore>(std::move(db), options.clock, last_sequence, allocations,
+                                       manual);
 }
 
 }  // namespace fleet::store

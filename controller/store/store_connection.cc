@@ -11,8 +11,10 @@
 namespace fleet::store {
 
 StoreConnection::StoreConnection(std::unique_ptr<Database> db, const Clock* clock,
-                                 uint64_t last_sequence, const std::vector<v1::Circuit>& circuits)
-    : db_(std::move(db)), clock_(clock), recent_(last_sequence), circuits_(circuits) {}
+                                 uint64_t last_sequence,
+                                 const std::vector<v1::Allocation>& allocations,
+                                 const std::vector<v1::Circuit>& manual)
+    : db_(std::move(db)), clock_(clock), recent_(last_sequence), desired_(allocations, manual) {}
 
 absl::StatusOr<Transaction> StoreConnection::Begin() {
   uncommitted_sequence_ = 0;
@@ -22,15 +24,15 @@ absl::StatusOr<Transaction> StoreConnection::Begin() {
 }
 
 absl::Status StoreConnection::Commit(Transaction& txn) {
-  // Every allocation the write appended an event about gets its image, so that the circuit
-  // index and watchers learn what it left; null after this means the allocation is gone.
+  // Every allocation the write appended an event about gets its image, so that the desired
+  // state and watchers learn what it left; null after this means the allocation is gone.
   for (auto& [id, image] : uncommitted_images_) {
     if (image == nullptr) {
       ASSIGN_OR_RETURN(image, KeepImage(id));
     }
   }
   RETURN_IF_ERROR(txn.Commit());
-  circuits_.Apply(uncommitted_images_, uncommitted_manual_);
+  desired_.Apply(uncommitted_images_, uncommitted_manual_);
   uncommitted_manual_.clear();
   if (uncommitted_sequence_ != 0) {
     recent_.Publish(uncommitted_sequence_, std::move(uncommitted_images_));

@@ -2,7 +2,7 @@
 // WAL mode is fast enough for the controller's write rate, and one writer keeps transactions
 // simple. It carries what spans the aggregates within a write: the events appended, the
 // allocation images read back for watchers, and their publication once the write commits, to
-// the commit feed and to the in-memory circuit index.
+// the commit feed and to the in-memory desired state.
 #ifndef FLEET_CONTROLLER_STORE_STORE_CONNECTION_H_
 #define FLEET_CONTROLLER_STORE_STORE_CONNECTION_H_
 
@@ -18,7 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
-#include "controller/store/circuit_index.h"
+#include "controller/store/desired_index.h"
 #include "controller/store/recent_commits.h"
 #include "controller/store/sqlite.h"
 #include "fleet/v1/admin.pb.h"
@@ -28,16 +28,17 @@ namespace fleet::store {
 
 class StoreConnection {
  public:
-  // `last_sequence` is the newest event already in `db`, `circuits` every circuit it holds.
-  // `clock` must outlive this.
+  // `last_sequence` is the newest event already in `db`; `allocations` and `manual` what its
+  // desired state holds (DesiredIndex's constructor). `clock` must outlive this.
   StoreConnection(std::unique_ptr<Database> db, const Clock* clock, uint64_t last_sequence,
-                  const std::vector<v1::Circuit>& circuits);
+                  const std::vector<v1::Allocation>& allocations,
+                  const std::vector<v1::Circuit>& manual);
 
   absl::Mutex& mu() ABSL_LOCK_RETURNED(mu_) { return mu_; }
   Database& db() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return *db_; }
   absl::Time Now() const { return clock_->Now(); }
   RecentCommits& recent() { return recent_; }
-  const CircuitIndex& circuits() const { return circuits_; }
+  const DesiredIndex& desired() const { return desired_; }
   // Store::InventoryVersion: read without the lock; bumped under it, after the commit of a
   // write that changed inventory, administrative state or health, so that a write made under
   // mu() which finds it unchanged knows no such change committed since it was read.
@@ -49,7 +50,7 @@ class StoreConnection {
   // Every write begins here, so that the sequence of an event left by a rolled-back write
   // is never published.
   absl::StatusOr<Transaction> Begin() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Commits, updates the circuit index, and then wakes watchers of the event log, if the
+  // Commits, updates the desired state, and then wakes watchers of the event log, if the
   // write appended events. Its allocation commits are published first, so a watcher that
   // sees its events finds them.
   absl::Status Commit(Transaction& txn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -70,7 +71,7 @@ class StoreConnection {
   // The open transaction stored manual circuit `circuit`.
   void KeepManualCircuit(const v1::Circuit& circuit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // The circuit index learns what each write did from the images alone, so every write that
+  // The desired state learns what each write did from the images alone, so every write that
   // changes an allocation's circuits appends an event about it; Commit reads back the image
   // of each one the write did not read back after its last event.
 
@@ -86,8 +87,8 @@ class StoreConnection {
   std::map<std::string, std::shared_ptr<const v1::Allocation>> uncommitted_images_
       ABSL_GUARDED_BY(mu_);
   std::vector<v1::Circuit> uncommitted_manual_ ABSL_GUARDED_BY(mu_);
-  RecentCommits recent_;   // Its mutex is taken inside mu_.
-  CircuitIndex circuits_;  // Likewise.
+  RecentCommits recent_;  // Its mutex is taken inside mu_.
+  DesiredIndex desired_;  // Likewise.
   std::atomic<uint64_t> inventory_version_{1};
 };
 

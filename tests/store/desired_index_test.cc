@@ -1,8 +1,9 @@
-// The in-memory circuit index (controller/store/circuit_index.h) against the database: after
-// every one of many random writes (allocations created, circuits changed, joined and left
-// the desired set, replaced and removed, manual circuits, events, refused writes), and
-// across a reopen, ListCircuits answers what a query of the committed database answers, for
-// every filter.
+// The in-memory desired state (controller/store/desired_index.h) against the database: after
+// every one of many random writes (allocations created for two tenants, moved through every
+// live state, ended, circuits changed, joined and left the
+// desired set, replaced and removed, manual circuits, events, refused writes, retention's
+// pruning), and across a reopen, GetAllocation, ListAllocations and ListCircuits answer what
+// a query of the committed database answers, for every allocation and filter.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -66,7 +67,7 @@ InventoryWrite RandomSite() {
   return write;
 }
 
-class CircuitIndexTest : public StoreTest {
+class DesiredIndexTest : public StoreTest {
  protected:
   void SetUp() override {
     ASSERT_TRUE(dir_.ok());
@@ -109,16 +110,24 @@ class CircuitIndexTest : public StoreTest {
 
   int Pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(random_); }
 
+  v1::AllocationState RandomLiveState() {
+    static constexpr v1::AllocationState kStates[] = {
+        v1::ALLOCATION_STATE_PENDING,  v1::ALLOCATION_STATE_PROGRAMMING,
+        v1::ALLOCATION_STATE_TRAINING, v1::ALLOCATION_STATE_READY,
+        v1::ALLOCATION_STATE_DEGRADED, v1::ALLOCATION_STATE_RELEASING};
+    return kStates[Pick(6)];
+  }
+
   // One random write; refusals (a port already held, a RELEASED allocation) are part of it.
   void RandomWrite() {
     const std::vector<v1::Allocation> live = Live();
-    const int kind = Pick(live.empty() ? 2 : 7);
+    const int kind = Pick(live.empty() ? 2 : 9);
     if (kind == 0) {
       std::vector<v1::Circuit> circuits;
       for (int n = 1 + Pick(3); n > 0; --n) circuits.push_back(RandomCircuit(RandomState()));
       Count(0, store_->CreateAllocation(
-                   MakeAllocation(absl::StrCat("a", next_allocation_++), "t",
-                                  v1::ALLOCATION_STATE_PENDING, {"gpu0"}, circuits),
+                   MakeAllocation(absl::StrCat("a", next_allocation_++), Pick(2) == 0 ? "t" : "u",
+                                  RandomLiveState(), {"gpu0"}, circuits),
                    kOperator));
       return;
     }
@@ -138,7 +147,7 @@ class CircuitIndexTest : public StoreTest {
         for (const v1::Circuit& c : a.circuits()) {
           if (Pick(2) == 0) update.circuits[c.id()] = {RandomState(), absl::StrCat("r", Pick(9))};
         }
-        update.state = v1::ALLOCATION_STATE_READY;
+        update.state = RandomLiveState();
         Count(2, store_->UpdateAllocation(update, kOperator).status());
         return;
       case 4: {  // A member replaced: one circuit out, one in.
@@ -155,6 +164,18 @@ class CircuitIndexTest : public StoreTest {
         update.remove_circuits = true;
         Count(5, store_->UpdateAllocation(update, kOperator).status());
         return;
+      case 7:  // Failed: refused while it holds circuits (invariant 2).
+        update.state = v1::ALLOCATION_STATE_FAILED;
+        Count(7, store_->UpdateAllocation(update, kOperator).status());
+        return;
+      case 8: {  // Retention prunes ended allocations that hold nothing.
+        RetentionLimits limits;
+        limits.max_count = Pick(3);
+        absl::StatusOr<int64_t> pruned = store_->PruneEndedAllocations(limits, 100);
+        Count(8, pruned.status());
+        pruned_ += pruned.ok() ? *pruned : 0;
+        return;
+      }
       default: {  // An event about it, which reads its image back.
         v1::Event e;
         e.set_kind("allocation.note");
@@ -196,6 +217,36 @@ class CircuitIndexTest : public StoreTest {
 
   // The index answers as the committed database does.
   void ExpectIndexMatchesDatabase(int step) {
+    for (int i = 0; i < next_allocation_; ++i) {
+      const std::string id = absl::StrCat("a", i);
+      absl::StatusOr<v1::Allocation> got = store_->GetAllocation(id);
+      absl::StatusOr<std::vector<v1::Allocation>> stored = SelectAllocations(*reader_, id, {});
+      ASSERT_TRUE(stored.ok()) << stored.status();
+      if (stored->empty()) {
+        ASSERT_EQ(got.status().code(), absl::StatusCode::kNotFound)
+            << "step " << step << ", " << id;
+        continue;
+      }
+      ASSERT_TRUE(got.ok()) << "step " << step << ", " << id << ": " << got.status();
+      ASSERT_THAT(*got, EqualsProto(stored->front())) << "step " << step << ", " << id;
+    }
+    for (const std::string tenant : {"", "t", "u"}) {
+      for (int state = v1::ALLOCATION_STATE_UNSPECIFIED; state <= v1::ALLOCATION_STATE_RELEASED;
+           ++state) {
+        for (bool released : {false, true}) {
+          const AllocationFilter f{tenant, static_cast<v1::AllocationState>(state), released};
+          absl::StatusOr<std::vector<v1::Allocation>> got = store_->ListAllocations(f);
+          absl::StatusOr<std::vector<v1::Allocation>> stored = SelectAllocations(*reader_, "", f);
+          ASSERT_TRUE(got.ok() && stored.ok());
+          ASSERT_EQ(got->size(), stored->size())
+              << "step " << step << ", tenant '" << tenant << "', state " << state;
+          for (size_t i = 0; i < stored->size(); ++i) {
+            ASSERT_THAT((*got)[i], EqualsProto((*stored)[i]))
+                << "step " << step << ", tenant '" << tenant << "', state " << state << ", " << i;
+          }
+        }
+      }
+    }
     for (const CircuitFilter& f : Filters()) {
       absl::StatusOr<std::vector<v1::Circuit>> indexed = store_->ListCircuits(f);
       absl::StatusOr<std::vector<v1::Circuit>> stored = SelectCircuits(*reader_, f);
@@ -218,10 +269,11 @@ class CircuitIndexTest : public StoreTest {
   int next_allocation_ = 0;
   int next_circuit_ = 0;
   std::map<int, int> committed_, refused_;
-  int crossing_ = 0;  // Circuits seen over a trunk, summed over the steps.
+  int crossing_ = 0;    // Circuits seen over a trunk, summed over the steps.
+  int64_t pruned_ = 0;  // Allocations retention pruned.
 };
 
-TEST_F(CircuitIndexTest, AnswersAsTheDatabaseAfterEveryRandomWriteAndAcrossAReopen) {
+TEST_F(DesiredIndexTest, AnswersAsTheDatabaseAfterEveryRandomWriteAndAcrossAReopen) {
   size_t most = 0;
   for (int step = 0; step < 400; ++step) {
     RandomWrite();
@@ -240,14 +292,15 @@ TEST_F(CircuitIndexTest, AnswersAsTheDatabaseAfterEveryRandomWriteAndAcrossAReop
   // of write and was refused some.
   EXPECT_GE(most, 10u);
   EXPECT_GT(crossing_, 0);
-  for (int kind : {0, 1, 2, 4, 5, 6}) EXPECT_GT(committed_[kind], 0) << "kind " << kind;
+  for (int kind : {0, 1, 2, 4, 5, 6, 7, 8}) EXPECT_GT(committed_[kind], 0) << "kind " << kind;
   EXPECT_GT(refused_[0] + refused_[4], 0);
+  EXPECT_GT(pruned_, 0);
 }
 
 // Readers by each kind of filter while a writer commits (under the sanitizers in CI too): each
 // answer holds only what its filter selects, in the database's order, and once the writer
 // stops the index answers as the database does.
-TEST_F(CircuitIndexTest, ReadersDuringWritesGetWhatTheirFilterSelectsInOrder) {
+TEST_F(DesiredIndexTest, ReadersDuringWritesGetWhatTheirFilterSelectsInOrder) {
   std::atomic<bool> done{false};
   std::atomic<int> reads{0};
   std::vector<std::thread> readers;

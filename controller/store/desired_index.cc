@@ -1,53 +1,58 @@
-#include "controller/store/circuit_index.h"
+#include "controller/store/desired_index.h"
 
 #include <algorithm>
 
+#include "absl/time/time.h"
+#include "common/proto_time.h"
+
 namespace fleet::store {
 
-CircuitIndex::CircuitIndex(const std::vector<v1::Circuit>& circuits) {
+namespace {
+
+// An ended allocation holds no circuits (invariant 2, kept by the store at every commit).
+bool Live(const v1::Allocation& a) {
+  return a.state() != v1::ALLOCATION_STATE_FAILED && a.state() != v1::ALLOCATION_STATE_RELEASED;
+}
+
+}  // namespace
+
+DesiredIndex::DesiredIndex(const std::vector<v1::Allocation>& allocations,
+                           const std::vector<v1::Circuit>& manual)
+    : manual_(manual) {
   absl::MutexLock lock(&mu_);
-  std::map<std::string, std::shared_ptr<v1::Allocation>> loaded;
-  for (const v1::Circuit& c : circuits) {
-    if (c.allocation_id().empty()) {
-      manual_.push_back(c);
-      continue;
-    }
-    std::shared_ptr<v1::Allocation>& a = loaded[c.allocation_id()];
-    if (a == nullptr) {
-      a = std::make_shared<v1::Allocation>();
-      a->set_id(c.allocation_id());
-    }
-    *a->add_circuits() = c;
-  }
-  for (auto& [id, a] : loaded) {
-    for (int i = 0; i < a->circuits_size(); ++i) Index({id, i}, a->circuits(i));
-    allocations_.emplace(id, std::move(a));
+  for (const v1::Allocation& a : allocations) {
+    SetAllocation(a.id(), std::make_shared<const v1::Allocation>(a));
   }
   std::sort(manual_.begin(), manual_.end(),
             [](const v1::Circuit& a, const v1::Circuit& b) { return a.id() < b.id(); });
   for (int i = 0; i < static_cast<int>(manual_.size()); ++i) Index({"", i}, manual_[i]);
 }
 
-void CircuitIndex::Apply(const std::map<std::string, std::shared_ptr<const v1::Allocation>>& images,
+void DesiredIndex::Apply(const std::map<std::string, std::shared_ptr<const v1::Allocation>>& images,
                          const std::vector<v1::Circuit>& manual) {
   absl::MutexLock lock(&mu_);
   for (const auto& [id, image] : images) SetAllocation(id, image);
   for (const v1::Circuit& c : manual) AddManual(c);
 }
 
-void CircuitIndex::SetAllocation(const std::string& id,
+void DesiredIndex::SetAllocation(const std::string& id,
                                  std::shared_ptr<const v1::Allocation> image) {
   if (auto old = allocations_.find(id); old != allocations_.end()) {
     const v1::Allocation& was = *old->second;
     for (int i = 0; i < was.circuits_size(); ++i) Unindex({id, i}, was.circuits(i));
+    if (auto same = by_state_.find(was.state()); same != by_state_.end()) {
+      same->second.erase({absl::ToUnixMicros(FromProtoTime(was.created())), id});
+      if (same->second.empty()) by_state_.erase(same);
+    }
     allocations_.erase(old);
   }
-  if (image == nullptr || image->circuits_size() == 0) return;
+  if (image == nullptr || !Live(*image)) return;
   for (int i = 0; i < image->circuits_size(); ++i) Index({id, i}, image->circuits(i));
+  by_state_[image->state()].insert({absl::ToUnixMicros(FromProtoTime(image->created())), id});
   allocations_.emplace(id, std::move(image));
 }
 
-void CircuitIndex::AddManual(const v1::Circuit& circuit) {
+void DesiredIndex::AddManual(const v1::Circuit& circuit) {
   // Manual circuits are few and recorded rarely (an operator's, or an adopted cross-connect):
   // their places shift, so they are indexed again.
   for (int i = 0; i < static_cast<int>(manual_.size()); ++i) Unindex({"", i}, manual_[i]);
@@ -58,7 +63,39 @@ void CircuitIndex::AddManual(const v1::Circuit& circuit) {
   for (int i = 0; i < static_cast<int>(manual_.size()); ++i) Index({"", i}, manual_[i]);
 }
 
-std::vector<v1::Circuit> CircuitIndex::List(const CircuitFilter& filter) const {
+std::shared_ptr<const v1::Allocation> DesiredIndex::Find(const std::string& id) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto a = allocations_.find(id);
+  return a == allocations_.end() ? nullptr : a->second;
+}
+
+bool DesiredIndex::Answers(const AllocationFilter& filter) {
+  switch (filter.state) {
+    case v1::ALLOCATION_STATE_PENDING:
+    case v1::ALLOCATION_STATE_PROGRAMMING:
+    case v1::ALLOCATION_STATE_TRAINING:
+    case v1::ALLOCATION_STATE_READY:
+    case v1::ALLOCATION_STATE_DEGRADED:
+    case v1::ALLOCATION_STATE_RELEASING:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::vector<v1::Allocation> DesiredIndex::List(const AllocationFilter& filter) const {
+  std::vector<v1::Allocation> out;
+  absl::ReaderMutexLock lock(&mu_);
+  auto in_state = by_state_.find(filter.state);
+  if (in_state == by_state_.end()) return out;
+  for (const Order& order : in_state->second) {
+    const v1::Allocation& a = *allocations_.at(order.second);
+    if (filter.tenant.empty() || a.tenant() == filter.tenant) out.push_back(a);
+  }
+  return out;
+}
+
+std::vector<v1::Circuit> DesiredIndex::ListCircuits(const CircuitFilter& filter) const {
   absl::ReaderMutexLock lock(&mu_);
   std::vector<v1::Circuit> out;
   const auto selected = [&](const v1::Circuit& c) {
@@ -108,18 +145,18 @@ std::vector<v1::Circuit> CircuitIndex::List(const CircuitFilter& filter) const {
   return out;
 }
 
-const v1::Circuit& CircuitIndex::At(const Ref& ref) const {
+const v1::Circuit& DesiredIndex::At(const Ref& ref) const {
   if (ref.first.empty()) return manual_[ref.second];
   return allocations_.at(ref.first)->circuits(ref.second);
 }
 
-void CircuitIndex::Index(const Ref& ref, const v1::Circuit& c) {
+void DesiredIndex::Index(const Ref& ref, const v1::Circuit& c) {
   by_onic_[c.source().onic()].insert(ref);
   by_onic_[c.destination().onic()].insert(ref);
   for (const v1::CrossConnect& x : c.cross_connects()) by_switch_[x.switch_id()].insert(ref);
 }
 
-void CircuitIndex::Unindex(const Ref& ref, const v1::Circuit& c) {
+void DesiredIndex::Unindex(const Ref& ref, const v1::Circuit& c) {
   const auto drop = [&ref](std::map<std::string, std::set<Ref>>& index, const std::string& key) {
     auto refs = index.find(key);
     if (refs == index.end()) return;
