@@ -1,6 +1,8 @@
 #include "controller/agent_registry/agent_registry.h"
 
+#include <optional>
 #include <set>
+#include <utility>
 
 #include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
@@ -9,9 +11,130 @@
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/proto_time.h"
+#include "common/status_macros.h"
 #include "fleet/v1/names.h"
 
 namespace fleet::agent_registry {
+// One agent's stream. Its state is under the registry's mu_. The message read (in_) is
+// touched only by whoever owns the read: the reaction, or the work it handed to the events
+// thread, which starts the next read when it is done. The reactor is deleted in OnDone, after
+// Finish, which only the one who claims the finish (ClaimFinishLocked) calls.
+class AgentRegistry::Connection final : public AgentRegistry::Reactor {
+ public:
+  Connection(AgentRegistry* registry, grpc::CallbackServerContext* context, AgentPeer peer)
+      : context(context), registry_(registry), peer_(std::move(peer)) {
+    StartRead(&in_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      registry_->OnEventsThread([this] { End("stream ended", grpc::Status::OK); });
+      return;
+    }
+    if (session_id_ == 0) {
+      registry_->OnEventsThread([this] {
+        absl::StatusOr<uint64_t> opened = registry_->Register(this, in_, peer_);
+        if (!opened.ok()) {
+          End("", ToGrpcStatus(opened.status()));
+          return;
+        }
+        StartRead(&in_);
+      });
+      return;
+    }
+    if (in_.has_link_change()) {
+      registry_->OnEventsThread([this] {
+        registry_->TakeLinkChange(host_, session_id_, in_.link_change());
+        StartRead(&in_);
+      });
+      return;
+    }
+    {
+      absl::MutexLock lock(&registry_->mu_);
+      registry_->Take(host_, session_id_, in_);
+    }
+    StartRead(&in_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    const v1::ControllerMessage* next = nullptr;
+    std::optional<grpc::Status> finish;
+    {
+      absl::MutexLock lock(&registry_->mu_);
+      writing = false;
+      const v1::ControllerMessage& written = outbox.front();
+      if (ok && written.has_command()) {
+        if (auto it = registry_->pending_.find(written.command().id());
+            it != registry_->pending_.end()) {
+          it->second->written = true;
+        }
+      }
+      outbox.pop_front();
+      if (!ok && !closing) {  // The reads end too, and End ends the session.
+        closing = true;
+        context->TryCancel();
+      }
+      if (!closing && !outbox.empty()) {
+        writing = true;
+        next = &outbox.front();  // Stays put (a deque's elements do) until written.
+      } else {
+        finish = ClaimFinishLocked();
+      }
+    }
+    if (next != nullptr) {
+      StartWrite(next);
+    } else if (finish) {
+      Finish(*finish);
+    }
+  }
+
+  void OnDone() override { delete this; }
+
+  // On the events thread, once no read is outstanding: the stream is over (`why`, for the
+  // session's end), to end with `status` once what is being written is written.
+  void End(const std::string& why, const grpc::Status& status) {
+    bool was_current = false;
+    std::optional<grpc::Status> finish;
+    const std::string host = host_;  // Once the lock is let go, another may finish and free this.
+    {
+      absl::MutexLock lock(&registry_->mu_);
+      if (session_id_ != 0) was_current = registry_->EndSession(session_id_, why);
+      if (!status.ok()) status_ = status;
+      reads_done_ = true;
+      finish = ClaimFinishLocked();
+    }
+    if (was_current) registry_->Gone(host, why);
+    if (finish) Finish(*finish);
+  }
+
+  grpc::CallbackServerContext* const context;
+  // Set once, by Register on the events thread, before the next read starts.
+  uint64_t session_id_ = 0;
+  std::string host_;
+  // What is queued for the stream; its front is being written while `writing`.
+  std::deque<v1::ControllerMessage> outbox ABSL_GUARDED_BY(registry_->mu_);
+  bool writing ABSL_GUARDED_BY(registry_->mu_) = false;
+  // Replaced, dead, stuck or shutting down: nothing more is written.
+  bool closing ABSL_GUARDED_BY(registry_->mu_) = false;
+
+ private:
+  // Claims the stream's end once the reads are over and no write is under way, and takes the
+  // session out of the registry: the claimer calls Finish with the status returned.
+  std::optional<grpc::Status> ClaimFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(registry_->mu_) {
+    if (!reads_done_ || writing || finished_) return std::nullopt;
+    finished_ = true;
+    if (session_id_ != 0) registry_->sessions_.erase(session_id_);
+    return status_;
+  }
+
+  AgentRegistry* const registry_;
+  const AgentPeer peer_;
+  v1::AgentMessage in_;
+  grpc::Status status_ ABSL_GUARDED_BY(registry_->mu_);
+  bool reads_done_ ABSL_GUARDED_BY(registry_->mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(registry_->mu_) = false;
+};
+
 AgentRegistry::AgentRegistry(AgentRegistryOptions options, store::Store* store, const Clock* clock)
     : options_(options),
       store_(store),
@@ -20,21 +143,64 @@ AgentRegistry::AgentRegistry(AgentRegistryOptions options, store::Store* store, 
                                           : metrics::ControllerMetrics::Discarded()),
       // An identity unique to this run, so not from `clock`, which tests hold still.
       run_(absl::StrCat("r", absl::ToUnixMicros(absl::Now()))),
+      events_thread_([this] { EventsLoop(); }),
       heartbeats_([this] { HeartbeatLoop(); }) {}
 
-AgentRegistry::~AgentRegistry() { Shutdown(); }
+AgentRegistry::~AgentRegistry() {
+  Shutdown();
+  {
+    absl::MutexLock lock(&events_mu_);
+    events_stop_ = true;
+  }
+  events_thread_.join();
+}
 
 void AgentRegistry::Shutdown() {
   {
     absl::MutexLock lock(&mu_);
     shutting_down_ = true;
     for (auto& [id, session] : sessions_) {
-      session.closing = true;
-      session.context->TryCancel();
+      session.connection->closing = true;
+      session.connection->context->TryCancel();
     }
+  }
+  {
+    // Work that starts from now on sees shutting_down_ and calls no listener.
+    absl::MutexLock lock(&events_mu_);
+    auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(events_mu_) { return !events_busy_; };
+    events_mu_.Await(absl::Condition(&idle));
   }
   absl::MutexLock join(&join_mu_);
   if (heartbeats_.joinable()) heartbeats_.join();
+}
+
+AgentRegistry::Reactor* AgentRegistry::Connect(grpc::CallbackServerContext* context,
+                                               const AgentPeer& peer) {
+  return new Connection(this, context, peer);
+}
+
+void AgentRegistry::OnEventsThread(std::function<void()> work) {
+  absl::MutexLock lock(&events_mu_);
+  events_.push_back(std::move(work));
+}
+
+void AgentRegistry::EventsLoop() {
+  while (true) {
+    std::function<void()> work;
+    {
+      absl::MutexLock lock(&events_mu_);
+      events_busy_ = false;
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(events_mu_) {
+        return !events_.empty() || events_stop_;
+      };
+      events_mu_.Await(absl::Condition(&ready));
+      if (events_.empty()) return;  // Stopping, and every stream is done.
+      work = std::move(events_.front());
+      events_.pop_front();
+      events_busy_ = true;
+    }
+    work();
+  }
 }
 
 void AgentRegistry::AppendEvent(const std::string& kind, const std::string& host,
@@ -104,33 +270,47 @@ std::vector<std::string> AgentRegistry::Mismatches(const v1::RegisterAgent& reg,
   return out;
 }
 
-grpc::Status AgentRegistry::MayReplace(const std::string& host, const std::string& identity) {
+absl::Status AgentRegistry::MayReplace(const std::string& host, const std::string& identity) {
   auto current = current_.find(host);
-  if (current == current_.end()) return grpc::Status::OK;
+  if (current == current_.end()) return absl::OkStatus();
   const std::string& holder = sessions_[current->second].identity;
-  if (holder == identity) return grpc::Status::OK;
-  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                      absl::StrCat("host ", host, " is connected as ", holder, "; ", identity,
-                                   " may not replace its stream"));
+  if (holder == identity) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat("host ", host, " is connected as ", holder, "; ",
+                                                  identity, " may not replace its stream"));
 }
 
 void AgentRegistry::Enqueue(Session& session, v1::ControllerMessage message) {
-  if (session.closing) return;
-  if (session.outbox.size() >= options_.max_queued_messages) {
+  Connection& c = *session.connection;
+  if (c.closing) return;
+  if (c.outbox.size() >= options_.max_queued_messages) {
     // A stream this far behind is stuck: drop it; the agent reconnects.
-    session.closing = true;
-    session.context->TryCancel();
+    c.closing = true;
+    c.context->TryCancel();
     return;
   }
-  session.outbox.push_back(std::move(message));
+  c.outbox.push_back(std::move(message));
+  if (!c.writing) {
+    c.writing = true;
+    to_write_.emplace_back(&c, &c.outbox.front());
+  }
+}
+
+void AgentRegistry::StartWrites() {
+  std::vector<std::pair<Connection*, const v1::ControllerMessage*>> claimed;
+  {
+    absl::MutexLock lock(&mu_);
+    claimed.swap(to_write_);
+  }
+  // Each connection stays until its claimed write is done (ClaimFinishLocked waits for it).
+  for (auto& [connection, message] : claimed) connection->StartWrite(message);
 }
 
 bool AgentRegistry::EndSession(uint64_t session_id, absl::string_view why) {
   auto it = sessions_.find(session_id);
   if (it == sessions_.end()) return false;
   Session& session = it->second;
-  session.closing = true;
-  session.context->TryCancel();
+  session.connection->closing = true;
+  session.connection->context->TryCancel();
   auto current = current_.find(session.host);
   if (current == current_.end() || current->second != session_id) return false;
   current_.erase(current);
@@ -147,10 +327,8 @@ bool AgentRegistry::EndSession(uint64_t session_id, absl::string_view why) {
   return true;
 }
 
-absl::StatusOr<v1::RegisterAgent> AgentRegistry::CheckRegister(Stream* stream,
+absl::StatusOr<v1::RegisterAgent> AgentRegistry::CheckRegister(const v1::AgentMessage& first,
                                                                const AgentPeer& peer) {
-  v1::AgentMessage first;
-  if (!stream->Read(&first)) return absl::CancelledError("stream closed before register");
   if (!first.has_register_()) {
     return absl::FailedPreconditionError(
         "the first message on AgentService.Connect must be register");
@@ -167,7 +345,7 @@ absl::StatusOr<v1::RegisterAgent> AgentRegistry::CheckRegister(Stream* stream,
   return reg;
 }
 
-uint64_t AgentRegistry::OpenSession(grpc::ServerContext* context, const v1::RegisterAgent& reg,
+uint64_t AgentRegistry::OpenSession(Connection* connection, const v1::RegisterAgent& reg,
                                     const AgentPeer& peer,
                                     const std::vector<std::string>& mismatches,
                                     const std::set<std::string>& elsewhere) {
@@ -179,7 +357,7 @@ uint64_t AgentRegistry::OpenSession(grpc::ServerContext* context, const v1::Regi
   Session& session = sessions_[session_id];
   session.host = host;
   session.identity = peer.identity;
-  session.context = context;
+  session.connection = connection;
   session.last_heartbeat = clock_->Now();
   current_[host] = session_id;
   metrics_.SetAgentsConnected(static_cast<int>(current_.size()));
@@ -209,108 +387,76 @@ uint64_t AgentRegistry::OpenSession(grpc::ServerContext* context, const v1::Regi
       ToProtoDuration(options_.heartbeat_interval);
   registered.mutable_registered()->set_takes_result_batches(true);
   Enqueue(session, std::move(registered));
+  connection->session_id_ = session_id;
+  connection->host_ = host;
   return session_id;
 }
 
-void AgentRegistry::WriteLoop(Stream* stream, uint64_t session_id) {
-  while (true) {
-    std::vector<v1::ControllerMessage> batch;
-    {
-      absl::MutexLock lock(&mu_);
-      Session& session = sessions_[session_id];
-      auto ready = [&session]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return !session.outbox.empty() || session.closing;
-      };
-      mu_.Await(absl::Condition(&ready));
-      if (session.closing) return;
-      batch.swap(session.outbox);
-    }
-    for (const v1::ControllerMessage& message : batch) {
-      if (!stream->Write(message)) {
-        absl::MutexLock lock(&mu_);
-        EndSession(session_id, "write failed");
-        return;
-      }
-    }
+void AgentRegistry::TakeLinkChange(const std::string& host, uint64_t session_id,
+                                   const v1::LinkState& link) {
+  std::function<void(const std::string&, const std::vector<v1::LinkState>&)> links_down;
+  {
     absl::MutexLock lock(&mu_);
-    for (const v1::ControllerMessage& message : batch) {
-      if (!message.has_command()) continue;
-      if (auto it = pending_.find(message.command().id()); it != pending_.end()) {
-        it->second->written = true;
-      }
-    }
-  }
-}
-
-std::string AgentRegistry::ReadLoop(Stream* stream, const std::string& host, uint64_t session_id) {
-  v1::AgentMessage message;
-  while (stream->Read(&message)) {
-    if (message.has_link_change()) {
-      const v1::LinkState& link = message.link_change();
-      std::function<void(const std::string&, const std::vector<v1::LinkState>&)> links_down;
-      {
-        absl::MutexLock lock(&mu_);
-        // A replaced connection's last words say nothing about the port now.
-        auto current = current_.find(host);
-        if (current != current_.end() && current->second == session_id) {
-          ReportLink(host, link);
-          // Only the owner's word on a port counts (Listener).
-          auto owner = owner_.find(link.onic_serial());
-          if (link.status() == v1::LINK_STATUS_DOWN && owner != owner_.end() &&
-              owner->second == host && !shutting_down_) {
-            links_down = listener_.links_down;
-          }
-        }
-      }
-      // Recorded outside the lock: it writes to the store.
-      AppendEvent("agent.link_change", host,
-                  link.status() == v1::LINK_STATUS_UP ? v1::EVENT_SEVERITY_INFO
-                                                      : v1::EVENT_SEVERITY_WARNING,
-                  absl::StrCat("O-NIC ", link.onic_serial(), " port ", link.port(), " on host ",
-                               host, " is now ", v1::Name(link.status()),
-                               link.detail().empty() ? "" : ": ", link.detail()));
-      if (links_down) links_down(host, {link});
-      continue;
-    }
-    absl::MutexLock lock(&mu_);
+    // A replaced connection's last words say nothing about the port now.
     auto current = current_.find(host);
-    if (current == current_.end() || current->second != session_id) return "replaced";
-    switch (message.message_case()) {
-      case v1::AgentMessage::kHeartbeat: {
-        const absl::Time now = clock_->Now();
-        sessions_[session_id].last_heartbeat = now;
-        *agents_[host].mutable_last_heartbeat() = ToProtoTime(now);
-        break;
+    if (current != current_.end() && current->second == session_id) {
+      ReportLink(host, link);
+      // Only the owner's word on a port counts (Listener).
+      auto owner = owner_.find(link.onic_serial());
+      if (link.status() == v1::LINK_STATUS_DOWN && owner != owner_.end() && owner->second == host &&
+          !shutting_down_) {
+        links_down = listener_.links_down;
       }
-      case v1::AgentMessage::kResult:
-        TakeResult(host, message.result());
-        break;
-      case v1::AgentMessage::kResults:
-        for (const v1::CommandResult& result : message.results().results()) {
-          TakeResult(host, result);
-        }
-        break;
-      default:
-        FLEET_LOG(WARNING) << "agent " << host << ": ignoring unexpected message "
-                           << message.message_case();
     }
   }
-  return "stream ended";
+  // Recorded outside the lock: it writes to the store.
+  AppendEvent(
+      "agent.link_change", host,
+      link.status() == v1::LINK_STATUS_UP ? v1::EVENT_SEVERITY_INFO : v1::EVENT_SEVERITY_WARNING,
+      absl::StrCat("O-NIC ", link.onic_serial(), " port ", link.port(), " on host ", host,
+                   " is now ", v1::Name(link.status()), link.detail().empty() ? "" : ": ",
+                   link.detail()));
+  if (links_down) links_down(host, {link});
 }
 
-grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream,
-                                  const AgentPeer& peer) {
-  absl::StatusOr<v1::RegisterAgent> checked = CheckRegister(stream, peer);
-  if (!checked.ok()) return ToGrpcStatus(checked.status());
-  const v1::RegisterAgent& reg = *checked;
+void AgentRegistry::Take(const std::string& host, uint64_t session_id,
+                         const v1::AgentMessage& message) {
+  auto current = current_.find(host);
+  // A replaced stream's words are dropped; it is being cancelled.
+  if (current == current_.end() || current->second != session_id) return;
+  switch (message.message_case()) {
+    case v1::AgentMessage::kHeartbeat: {
+      const absl::Time now = clock_->Now();
+      sessions_[session_id].last_heartbeat = now;
+      *agents_[host].mutable_last_heartbeat() = ToProtoTime(now);
+      break;
+    }
+    case v1::AgentMessage::kResult:
+      TakeResult(host, message.result());
+      break;
+    case v1::AgentMessage::kResults:
+      for (const v1::CommandResult& result : message.results().results()) {
+        TakeResult(host, result);
+      }
+      break;
+    default:
+      FLEET_LOG(WARNING) << "agent " << host << ": ignoring unexpected message "
+                         << message.message_case();
+  }
+}
+
+absl::StatusOr<uint64_t> AgentRegistry::Register(Connection* connection,
+                                                 const v1::AgentMessage& first,
+                                                 const AgentPeer& peer) {
+  ASSIGN_OR_RETURN(const v1::RegisterAgent reg, CheckRegister(first, peer));
   const std::string& host = reg.host();
   std::set<std::string> elsewhere;
   const std::vector<std::string> mismatches = Mismatches(reg, elsewhere);
   {
     absl::MutexLock lock(&mu_);
-    if (shutting_down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "fleetd is stopping");
+    if (shutting_down_) return absl::UnavailableError("fleetd is stopping");
     // Checked again when the session is made; here so that a refused stream records nothing.
-    if (grpc::Status taken = MayReplace(host, peer.identity); !taken.ok()) return taken;
+    RETURN_IF_ERROR(MayReplace(host, peer.identity));
   }
   // Recorded before the agent is listed, so whoever sees it connected also finds the alarm.
   AppendEvent("agent.connected", host, v1::EVENT_SEVERITY_INFO,
@@ -329,9 +475,9 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream,
   std::vector<v1::LinkState> down;  // Ports of its own O-NICs it registers DOWN.
   {
     absl::MutexLock lock(&mu_);
-    if (shutting_down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "fleetd is stopping");
-    if (grpc::Status taken = MayReplace(host, peer.identity); !taken.ok()) return taken;
-    session_id = OpenSession(context, reg, peer, mismatches, elsewhere);
+    if (shutting_down_) return absl::UnavailableError("fleetd is stopping");
+    RETURN_IF_ERROR(MayReplace(host, peer.identity));
+    session_id = OpenSession(connection, reg, peer, mismatches, elsewhere);
     on_connect = listener_.connected;
     links_down = listener_.links_down;
     for (const v1::AgentOnic& onic : reg.onics()) {
@@ -342,6 +488,7 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream,
       }
     }
   }
+  StartWrites();
   if (on_connect) {
     std::vector<std::string> serials;
     for (const v1::AgentOnic& onic : reg.onics()) serials.push_back(onic.serial());
@@ -349,21 +496,7 @@ grpc::Status AgentRegistry::Serve(grpc::ServerContext* context, Stream* stream,
   }
   // A link that went dark while fleetd or the agent was away is found here, not as a change.
   if (links_down && !down.empty()) links_down(host, down);
-  // The writer sends what others queue; the reader (this thread) handles what arrives.
-  std::thread writer([this, stream, session_id] { WriteLoop(stream, session_id); });
-  const std::string why = ReadLoop(stream, host, session_id);
-  bool was_current = false;
-  {
-    absl::MutexLock lock(&mu_);
-    was_current = EndSession(session_id, why);
-  }
-  writer.join();
-  {
-    absl::MutexLock lock(&mu_);
-    sessions_.erase(session_id);
-  }
-  if (was_current) Gone(host, why);
-  return grpc::Status::OK;
+  return session_id;
 }
 
 void AgentRegistry::HeartbeatLoop() {
@@ -395,6 +528,7 @@ void AgentRegistry::HeartbeatLoop() {
         if (EndSession(id, "missed heartbeats")) dropped.push_back(host);
       }
     }
+    StartWrites();
     for (const std::string& host : dropped) {
       FLEET_LOG(WARNING) << "agent on host " << host << " missed " << options_.missed_heartbeats
                          << " heartbeats; dropped it";
@@ -435,20 +569,26 @@ class AgentRegistry::Sent : public SentCommands {
 std::unique_ptr<SentCommands> AgentRegistry::Send(std::vector<AddressedCommand> commands,
                                                   absl::Time deadline) {
   auto sent = std::make_unique<Sent>(this, commands.size(), deadline);
+  SendLocked(commands, *sent);
+  StartWrites();
+  return sent;
+}
+
+void AgentRegistry::SendLocked(std::vector<AddressedCommand>& commands, Sent& sent) {
   absl::MutexLock lock(&mu_);
   for (size_t i = 0; i < commands.size(); ++i) {
     const std::string& serial = commands[i].onic_serial;
     v1::Command& command = commands[i].command;
     auto owner = owner_.find(serial);
     if (owner == owner_.end()) {
-      sent->out[i] =
+      sent.out[i] =
           absl::UnavailableError(absl::StrCat("no agent has reported O-NIC serial ", serial));
       continue;
     }
     auto current = current_.find(owner->second);
     if (current == current_.end()) {
-      sent->out[i] = absl::UnavailableError(absl::StrCat("the agent of host ", owner->second,
-                                                         " (O-NIC ", serial, ") is not connected"));
+      sent.out[i] = absl::UnavailableError(absl::StrCat("the agent of host ", owner->second,
+                                                        " (O-NIC ", serial, ") is not connected"));
       continue;
     }
     if (command.id().empty()) command.set_id(absl::StrCat(run_, "-c", next_command_++));
@@ -457,17 +597,16 @@ std::unique_ptr<SentCommands> AgentRegistry::Send(std::vector<AddressedCommand> 
     if (command.has_retrain()) {
       link_status_.erase({command.retrain().onic_serial(), command.retrain().port()});
     }
-    *command.mutable_deadline() = ToProtoTime(deadline);
+    *command.mutable_deadline() = ToProtoTime(sent.deadline);
     auto pending = std::make_shared<Pending>();
     pending->host = owner->second;
     pending->command = command;
     pending_[command.id()] = pending;
-    sent->waiting[i] = pending;
+    sent.waiting[i] = pending;
     v1::ControllerMessage message;
     *message.mutable_command() = std::move(command);
     Enqueue(sessions_[current->second], std::move(message));
   }
-  return sent;
 }
 
 void AgentRegistry::AwaitWritten(const SentCommands& handed, absl::Duration limit) {

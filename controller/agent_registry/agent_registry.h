@@ -2,7 +2,13 @@
 // reported, and commands to it.
 //
 // Each agent holds one AgentService.Connect stream (see proto/fleet/v1/agent.proto for the
-// protocol). The registry:
+// protocol), served on gRPC's callback API: a stream holds no thread. What may wait on the
+// store (a registration, which reads inventory and records events; a link change, which
+// records one and tells the listener; a stream's end) runs on the registry's one events
+// thread, in arrival order, and the stream reads nothing more until it is done (as the
+// synchronous reader did); the rest (heartbeats, command answers) is taken as it is read.
+// Threads: the events thread and the heartbeat thread, however many agents connect.
+// The registry:
 // - accepts a stream only after its `register` message, compares the host and O-NIC serials
 //   with inventory and, when they differ, accepts the agent but appends an ALARM event that
 //   says what differs;
@@ -17,8 +23,9 @@
 #define FLEET_CONTROLLER_AGENT_REGISTRY_AGENT_REGISTRY_H_
 
 #include <grpcpp/server_context.h>
-#include <grpcpp/support/sync_stream.h>
+#include <grpcpp/support/server_callback.h>
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -133,19 +140,22 @@ inline constexpr char kArmedRetrain[] = "armed-retrain";
 
 class AgentRegistry : public CommandSender {
  public:
-  using Stream = grpc::ServerReaderWriter<v1::ControllerMessage, v1::AgentMessage>;
+  using Reactor = grpc::ServerBidiReactor<v1::AgentMessage, v1::ControllerMessage>;
 
   // `store` (for inventory and events) and `clock` are not owned. Heartbeat times, liveness
   // and connection times are read from `clock`; waits (heartbeat period, command deadlines)
   // are on the real clock, as absl::CondVar's are.
   AgentRegistry(AgentRegistryOptions options, store::Store* store, const Clock* clock);
-  ~AgentRegistry();  // Stops the heartbeat thread; call Shutdown first to end streams.
+  // Stops the heartbeat and events threads. Destroy it after the gRPC server has shut down:
+  // every stream's reactor is then done.
+  ~AgentRegistry();
 
-  // Serves one agent's stream until it ends, is replaced, or misses heartbeats. Called from
-  // AgentService.Connect; blocks that RPC's thread, as the sync API intends. PERMISSION_DENIED
-  // when `peer` may not register as the host its register message names, or may not replace
-  // that host's current stream (AgentPeer).
-  grpc::Status Serve(grpc::ServerContext* context, Stream* stream, const AgentPeer& peer = {});
+  // Serves one agent's stream (AgentService.Connect) until it ends, is replaced, or misses
+  // heartbeats; the stream ends OK then. It ends PERMISSION_DENIED when `peer` may not
+  // register as the host its register message names, or may not replace that host's current
+  // stream (AgentPeer); FAILED_PRECONDITION or INVALID_ARGUMENT for a first message that is
+  // not a register, or names no host; UNAVAILABLE once the registry is shutting down.
+  Reactor* Connect(grpc::CallbackServerContext* context, const AgentPeer& peer = {});
 
   // Sends `command` to the agent that owns O-NIC
   // `onic_serial` and waits for the answer. An empty id is filled in; the deadline is set.
@@ -170,9 +180,9 @@ class AgentRegistry : public CommandSender {
   // replaced), with the O-NIC serials it owned, and when the current stream of a host reports
   // ports of its own O-NICs DOWN (no light, a wrong peer, too little power: the agent's
   // `detail` says which), as they change or, right after `connected`, as it registers. Never during
-  // Shutdown. Set before agents connect; called on the stream's or the heartbeat thread, without
+  // Shutdown. Set before agents connect; called on the events or the heartbeat thread, without
   // the registry's lock: a listener that does more than a moment's work hands it to another thread,
-  // as the stream must go on reading.
+  // as every stream's events wait for it.
   struct Listener {
     std::function<void(const std::string& host, const std::vector<std::string>& serials)> connected;
     std::function<void(const std::string& host, const std::vector<std::string>& serials,
@@ -186,9 +196,10 @@ class AgentRegistry : public CommandSender {
   // Every agent seen since start, connected or not, by host.
   std::vector<v1::Agent> ListAgents();
 
-  // Cancels every stream (for shutdown), refuses new ones, and waits for the heartbeat thread,
-  // so that no listener call from it is under way once this returns and the listener's owner
-  // may go (the streams' own calls end with the gRPC server's Shutdown). Idempotent.
+  // Cancels every stream (for shutdown), refuses new ones, waits for the heartbeat thread and
+  // for the events thread's work under way, so that no listener call is under way once this
+  // returns and the listener's owner may go (the streams end with the gRPC server's Shutdown;
+  // the events thread runs their ends until the destructor). Idempotent.
   void Shutdown();
 
  private:
@@ -199,39 +210,54 @@ class AgentRegistry : public CommandSender {
     absl::Status failure;  // Set when the agent went away.
     bool written = false;  // On the agent's stream.
   };
-  class Sent;  // The registry's SentCommands.
+  class Sent;        // The registry's SentCommands.
+  class Connection;  // A stream's reactor (agent_registry.cc).
   struct Session {
     std::string host;
-    std::string identity;  // AgentPeer::identity.
-    grpc::ServerContext* context = nullptr;
-    std::vector<v1::ControllerMessage> outbox;
-    bool closing = false;  // Replaced, dead or shutting down: the writer stops.
+    std::string identity;              // AgentPeer::identity.
+    Connection* connection = nullptr;  // Valid while the session is in sessions_.
     absl::Time last_heartbeat;
   };
 
   void HeartbeatLoop();
-  // Serve's steps. The first message must register a host this peer may speak for.
-  static absl::StatusOr<v1::RegisterAgent> CheckRegister(Stream* stream, const AgentPeer& peer);
-  // Makes the registration `host`'s current session (ending the one it replaces), records
-  // the agent and queues the answer; returns the session's id.
-  uint64_t OpenSession(grpc::ServerContext* context, const v1::RegisterAgent& reg,
-                       const AgentPeer& peer, const std::vector<std::string>& mismatches,
+  // A connection's steps. The first message must register a host this peer may speak for.
+  static absl::StatusOr<v1::RegisterAgent> CheckRegister(const v1::AgentMessage& first,
+                                                         const AgentPeer& peer);
+  // Checks a registration, records it, and makes it `host`'s current session (ending the one
+  // it replaces); returns the session's id, or why the stream may not register. Events thread.
+  absl::StatusOr<uint64_t> Register(Connection* connection, const v1::AgentMessage& first,
+                                    const AgentPeer& peer);
+  // Makes the registration `host`'s current session and queues the answer; returns its id.
+  uint64_t OpenSession(Connection* connection, const v1::RegisterAgent& reg, const AgentPeer& peer,
+                       const std::vector<std::string>& mismatches,
                        const std::set<std::string>& elsewhere) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes what is queued for the session until it closes (the writer thread).
-  void WriteLoop(Stream* stream, uint64_t session_id);
-  // Handles what the agent sends until the stream ends or is replaced; returns why it ended.
-  std::string ReadLoop(Stream* stream, const std::string& host, uint64_t session_id);
+  // A heartbeat or answer read on session `session_id` of `host`; dropped when the session is
+  // no longer the host's current one (replaced). A link change is taken on the events thread.
+  void Take(const std::string& host, uint64_t session_id, const v1::AgentMessage& message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TakeLinkChange(const std::string& host, uint64_t session_id, const v1::LinkState& link);
+  // Writes what Enqueue claimed for writing: each on its stream, without the lock, as gRPC
+  // may run a reaction inside StartWrite on the calling thread. Every path that enqueues
+  // calls it once it has let go of mu_.
+  void StartWrites() ABSL_LOCKS_EXCLUDED(mu_);
+  // Runs `work` on the events thread, after the work queued before it.
+  void OnEventsThread(std::function<void()> work);
+  void EventsLoop();
   // What an agent reports that disagrees with inventory; empty when it agrees. `elsewhere`
   // gets the reported serials that inventory places on another host or chassis.
   std::vector<std::string> Mismatches(const v1::RegisterAgent& reg,
                                       std::set<std::string>& elsewhere);
   // OK unless `host` has a current stream of an identity other than `identity`: an agent
   // that reconnects is the same identity, and another may not take its links over.
-  grpc::Status MayReplace(const std::string& host, const std::string& identity)
+  absl::Status MayReplace(const std::string& host, const std::string& identity)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues `message` for the session's stream and, when nothing is being written, claims its
+  // write for StartWrites.
   void Enqueue(Session& session, v1::ControllerMessage message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Closes a session; if it is its host's current one, the agent is marked disconnected and
-  // its waiting commands fail. Returns true when it was current.
+  // Send's part under the lock: each command routed and queued, or answered at once.
+  void SendLocked(std::vector<AddressedCommand>& commands, Sent& sent) ABSL_LOCKS_EXCLUDED(mu_);
+  // Closes a session (its stream is cancelled); if it is its host's current one, the agent is
+  // marked disconnected and its waiting commands fail. Returns true when it was current.
   bool EndSession(uint64_t session_id, absl::string_view why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AppendEvent(const std::string& kind, const std::string& host, v1::EventSeverity severity,
                    const std::string& message);
@@ -270,9 +296,21 @@ class AgentRegistry : public CommandSender {
   std::map<std::string, std::shared_ptr<Pending>> pending_ ABSL_GUARDED_BY(mu_);  // By id.
   // The last status each agent reported per (O-NIC serial, port), in its current connection.
   std::map<std::pair<std::string, uint32_t>, v1::LinkStatus> link_status_ ABSL_GUARDED_BY(mu_);
+  // Writes Enqueue claimed, each a connection and the message it is to write (the front of its
+  // outbox), for StartWrites.
+  std::vector<std::pair<Connection*, const v1::ControllerMessage*>> to_write_ ABSL_GUARDED_BY(mu_);
+  Listener listener_ ABSL_GUARDED_BY(mu_);
+
+  // The events thread's queue: at most one item per connection (its stream reads nothing
+  // more until the item is done), so it is bounded by the connections.
+  absl::Mutex events_mu_;  // Never taken with mu_ held.
+  std::deque<std::function<void()>> events_ ABSL_GUARDED_BY(events_mu_);
+  bool events_busy_ ABSL_GUARDED_BY(events_mu_) = false;  // An item is running.
+  bool events_stop_ ABSL_GUARDED_BY(events_mu_) = false;
+  std::thread events_thread_;  // Started in the constructor, joined in the destructor.
+
   absl::Mutex join_mu_;  // Taken only to join heartbeats_, never with mu_.
   std::thread heartbeats_ ABSL_GUARDED_BY(join_mu_);
-  Listener listener_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace fleet::agent_registry

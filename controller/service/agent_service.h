@@ -8,14 +8,13 @@
 
 namespace fleet::service {
 
-class AgentServiceImpl final : public v1::AgentService::Service {
+class AgentServiceImpl final : public v1::AgentService::CallbackService {
  public:
   // Neither is owned. `grants` is the policy in force (null on a plaintext server).
   AgentServiceImpl(agent_registry::AgentRegistry* agents, auth::GrantSource* grants)
       : agents_(agents), grants_(grants) {}
-  grpc::Status Connect(grpc::ServerContext* context,
-                       agent_registry::AgentRegistry::Stream* stream) override {
-    return agents_->Serve(context, stream, AgentPeerOf(*context, grants_));
+  agent_registry::AgentRegistry::Reactor* Connect(grpc::CallbackServerContext* context) override {
+    return agents_->Connect(context, AgentPeerOf(*context, grants_));
   }
 
  private:

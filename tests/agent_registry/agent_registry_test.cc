@@ -14,11 +14,13 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "tests/eventually.h"
 #include "tests/onic_agent/agent_fixture.h"
+#include "tests/process_threads.h"
 
 namespace fleet::agent_registry {
 namespace {
@@ -30,15 +32,17 @@ using onic_agent::RetrainBothPorts;
 using onic_agent::RunningAgent;
 using testing::Eventually;
 using ::testing::HasSubstr;
+using testing::ProcessThreads;
 
 // A client in the agent's place on fleetd's AgentService, so a test writes exactly what it
 // means to. Writes are serialized, as gRPC requires.
 class RawAgentStream {
  public:
   explicit RawAgentStream(const std::string& address)
-      : stub_(v1::AgentService::NewStub(
-            grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))),
-        stream_(stub_->Connect(&context_)) {}
+      : RawAgentStream(grpc::CreateChannel(address, grpc::InsecureChannelCredentials())) {}
+  // On a channel shared with other streams.
+  explicit RawAgentStream(std::shared_ptr<grpc::Channel> channel)
+      : stub_(v1::AgentService::NewStub(std::move(channel))), stream_(stub_->Connect(&context_)) {}
   ~RawAgentStream() {
     StopBeating();
     context_.TryCancel();
@@ -48,12 +52,20 @@ class RawAgentStream {
     absl::MutexLock lock(&write_mu_);
     return stream_->Write(message);
   }
-  // Registers host h1 with O-NIC S1.
-  bool Register() {
+  // Registers `host` with O-NIC `serial`.
+  bool Register(const std::string& host = "h1", const std::string& serial = "S1") {
     v1::AgentMessage hello;
-    hello.mutable_register_()->set_host("h1");
-    hello.mutable_register_()->add_onics()->set_serial("S1");
+    hello.mutable_register_()->set_host(host);
+    hello.mutable_register_()->add_onics()->set_serial(serial);
     return Write(hello);
+  }
+  // Reads until a command comes; its id, or "" when the stream ended first.
+  std::string NextCommandId() {
+    v1::ControllerMessage in;
+    while (stream_->Read(&in)) {
+      if (in.has_command()) return in.command().id();
+    }
+    return "";
   }
   // Registers, reads fleetd's `registered` into `registered`, and heartbeats every 5 ms
   // from then on, so fleetd keeps the agent however slow the machine is.
@@ -262,6 +274,64 @@ TEST(AgentTest, AnAgentThatStopsHeartbeatingIsDropped) {
     return events.ok() && !events->empty() &&
            events->back().message().find("missed 3 heartbeats") != std::string::npos;
   }));
+}
+
+// An agent's stream holds no thread: 200 agents connect, each is sent a command whose answer
+// completes it, and each one's end is seen. With the synchronous API each stream held two
+// (gRPC's for reading, the registry's for writing). The controller's clock stands still, so
+// the silent streams never miss a heartbeat.
+TEST(AgentTest, TwoHundredAgentsHoldNoThreadAndEachIsServed) {
+  Controller controller;
+  const std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateChannel(controller.address(), grpc::InsecureChannelCredentials());
+  std::vector<std::unique_ptr<RawAgentStream>> agents;
+  const auto connect = [&](int i) {
+    auto raw = std::make_unique<RawAgentStream>(channel);
+    v1::ControllerMessage registered;
+    EXPECT_TRUE(raw->Register(absl::StrCat("h", i), absl::StrCat("S", i)) &&
+                raw->stream().Read(&registered) && registered.has_registered())
+        << "agent " << i;
+    agents.push_back(std::move(raw));
+  };
+  connect(0);  // First, so that gRPC's own threads (pollers, executors) are already running.
+  const int before = ProcessThreads();
+  for (int i = 1; i < 200; ++i) connect(i);
+  const int connected = ProcessThreads();
+  EXPECT_LT(connected - before, 20) << before << " threads before, " << connected << " with 200";
+  const auto count_connected = [&] {
+    int n = 0;
+    for (const v1::Agent& a : controller.registry().ListAgents()) n += a.connected();
+    return n;
+  };
+  EXPECT_EQ(count_connected(), 200);
+
+  std::vector<AddressedCommand> commands;
+  for (int i = 0; i < 200; ++i) {
+    v1::Command quiesce;
+    quiesce.mutable_quiesce()->set_onic_serial(absl::StrCat("S", i));
+    quiesce.mutable_quiesce()->set_port(1);
+    commands.push_back({absl::StrCat("S", i), quiesce});
+  }
+  std::unique_ptr<SentCommands> sent =
+      controller.registry().Send(std::move(commands), absl::Now() + absl::Seconds(60));
+  for (int i = 0; i < 200; ++i) {
+    const std::string id = agents[i]->NextCommandId();
+    ASSERT_FALSE(id.empty()) << "agent " << i << " got no command";
+    v1::AgentMessage answer;
+    answer.mutable_result()->set_command_id(id);
+    answer.mutable_result()->set_message(absl::StrCat("done by h", i));
+    ASSERT_TRUE(agents[i]->Write(answer));
+  }
+  std::vector<absl::StatusOr<v1::CommandResult>> results =
+      controller.registry().Await(std::move(sent));
+  ASSERT_EQ(results.size(), 200u);
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_TRUE(results[i].ok()) << "agent " << i << ": " << results[i].status();
+    EXPECT_EQ(results[i]->message(), absl::StrCat("done by h", i));
+  }
+
+  for (std::unique_ptr<RawAgentStream>& raw : agents) raw->Cancel();
+  EXPECT_TRUE(Eventually([&] { return count_connected() == 0; }));
 }
 
 TEST(AgentTest, FirstMessageMustBeRegister) {

@@ -56,6 +56,7 @@
 #include "fleet/v1/topology.grpc.pb.h"
 #include "tests/bench/bench_site.h"
 #include "tests/integration/subprocess.h"
+#include "tests/process_threads.h"
 
 namespace {
 
@@ -264,29 +265,15 @@ absl::Status Physics(Site& site, int64_t iterations, int64_t warmed, int switch_
   return absl::OkStatus();
 }
 
-// Threads of this process now (/proc/self/status).
-int Threads() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    int n = 0;
-    if (absl::StartsWith(line, "Threads:") &&
-        absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(8)), &n)) {
-      return n;
-    }
-  }
-  return -1;
-}
-
 // 7: `requests` requests at once, each a ring over 2 GPUs (request j over GPUs 2j+1 and 2j+2,
 // around the site again past its GPUs, so those beyond it conflict and are refused).
 absl::Status Load(Site& site, int64_t requests) {
-  const int before = Threads();
+  const int before = fleet::testing::ProcessThreads();
   std::atomic<bool> sampling{true};
   std::atomic<int> peak{before};
   std::thread sampler([&] {
     while (sampling.load()) {
-      peak = std::max(peak.load(), Threads());
+      peak = std::max(peak.load(), fleet::testing::ProcessThreads());
       absl::SleepFor(absl::Milliseconds(1));
     }
   });

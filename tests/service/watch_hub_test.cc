@@ -5,26 +5,18 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "tests/eventually.h"
+#include "tests/process_threads.h"
 #include "tests/service/services_fixture.h"
 
 namespace fleet::service {
 namespace {
 
-// The threads of this process (fleetd's services and the test's client), from /proc.
-int ProcessThreads() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
-  }
-  return -1;
-}
+using fleet::testing::ProcessThreads;
 
 struct Watcher {
   std::unique_ptr<grpc::ClientContext> context;
