@@ -28,7 +28,7 @@ class AgentRegistry::Connection final : public AgentRegistry::Reactor {
 
   void OnReadDone(bool ok) override {
     if (!ok) {
-      registry_->OnEventsThread([this] { End("stream ended", grpc::Status::OK); });
+      End("stream ended", grpc::Status::OK);
       return;
     }
     if (session_id_ == 0) {
@@ -43,8 +43,18 @@ class AgentRegistry::Connection final : public AgentRegistry::Reactor {
       return;
     }
     if (in_.has_link_change()) {
+      {
+        // Its heartbeats wait behind this in the stream: alive until it is taken.
+        absl::MutexLock lock(&registry_->mu_);
+        waiting = true;
+      }
       registry_->OnEventsThread([this] {
         registry_->TakeLinkChange(host_, session_id_, in_.link_change());
+        {
+          absl::MutexLock lock(&registry_->mu_);
+          waiting = false;
+          registry_->Heard(session_id_);
+        }
         StartRead(&in_);
       });
       return;
@@ -90,27 +100,35 @@ class AgentRegistry::Connection final : public AgentRegistry::Reactor {
 
   void OnDone() override { delete this; }
 
-  // On the events thread, once no read is outstanding: the stream is over (`why`, for the
-  // session's end), to end with `status` once what is being written is written.
+  // Once no read is outstanding (in a reaction, or on the events thread): the stream is over
+  // (`why`, for the session's end), to end with `status` once what is being written is
+  // written. The agent is listed as gone at once; its event and the listener follow on the
+  // events thread.
   void End(const std::string& why, const grpc::Status& status) {
+    // Once the lock is let go, another may finish and free this: only copies are used after.
+    AgentRegistry* const registry = registry_;
+    const std::string host = host_;
     bool was_current = false;
     std::optional<grpc::Status> finish;
-    const std::string host = host_;  // Once the lock is let go, another may finish and free this.
     {
-      absl::MutexLock lock(&registry_->mu_);
-      if (session_id_ != 0) was_current = registry_->EndSession(session_id_, why);
+      absl::MutexLock lock(&registry->mu_);
+      if (session_id_ != 0) was_current = registry->EndSession(session_id_, why);
       if (!status.ok()) status_ = status;
       reads_done_ = true;
       finish = ClaimFinishLocked();
     }
-    if (was_current) registry_->Gone(host, why);
+    if (was_current) registry->OnEventsThread([registry, host, why] { registry->Gone(host, why); });
     if (finish) Finish(*finish);
   }
 
   grpc::CallbackServerContext* const context;
-  // Set once, by Register on the events thread, before the next read starts.
+  // Set once, by Register on the events thread (under mu_), before it starts the next read;
+  // gRPC orders StartRead before the OnReadDone that reads them, and ClaimFinishLocked reads
+  // them under mu_.
   uint64_t session_id_ = 0;
   std::string host_;
+  // A link change of this stream waits for the events thread (HeartbeatLoop spares it).
+  bool waiting ABSL_GUARDED_BY(registry_->mu_) = false;
   // What is queued for the stream; its front is being written while `writing`.
   std::deque<v1::ControllerMessage> outbox ABSL_GUARDED_BY(registry_->mu_);
   bool writing ABSL_GUARDED_BY(registry_->mu_) = false;
@@ -165,10 +183,13 @@ void AgentRegistry::Shutdown() {
     }
   }
   {
-    // Work that starts from now on sees shutting_down_ and calls no listener.
+    // Work that starts from now on sees shutting_down_ and calls no listener: wait only for
+    // the item under way, if any.
     absl::MutexLock lock(&events_mu_);
-    auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(events_mu_) { return !events_busy_; };
-    events_mu_.Await(absl::Condition(&idle));
+    const uint64_t started = events_started_;
+    auto done = [this, started]()
+                    ABSL_EXCLUSIVE_LOCKS_REQUIRED(events_mu_) { return events_done_ >= started; };
+    events_mu_.Await(absl::Condition(&done));
   }
   absl::MutexLock join(&join_mu_);
   if (heartbeats_.joinable()) heartbeats_.join();
@@ -189,7 +210,7 @@ void AgentRegistry::EventsLoop() {
     std::function<void()> work;
     {
       absl::MutexLock lock(&events_mu_);
-      events_busy_ = false;
+      events_done_ = events_started_;
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(events_mu_) {
         return !events_.empty() || events_stop_;
       };
@@ -197,7 +218,7 @@ void AgentRegistry::EventsLoop() {
       if (events_.empty()) return;  // Stopping, and every stream is done.
       work = std::move(events_.front());
       events_.pop_front();
-      events_busy_ = true;
+      ++events_started_;
     }
     work();
   }
@@ -419,6 +440,11 @@ void AgentRegistry::TakeLinkChange(const std::string& host, uint64_t session_id,
   if (links_down) links_down(host, {link});
 }
 
+void AgentRegistry::Heard(uint64_t session_id) {
+  auto it = sessions_.find(session_id);
+  if (it != sessions_.end()) it->second.last_heartbeat = clock_->Now();
+}
+
 void AgentRegistry::Take(const std::string& host, uint64_t session_id,
                          const v1::AgentMessage& message) {
   auto current = current_.find(host);
@@ -450,6 +476,10 @@ absl::StatusOr<uint64_t> AgentRegistry::Register(Connection* connection,
                                                  const AgentPeer& peer) {
   ASSIGN_OR_RETURN(const v1::RegisterAgent reg, CheckRegister(first, peer));
   const std::string& host = reg.host();
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) return absl::UnavailableError("fleetd is stopping");
+  }
   std::set<std::string> elsewhere;
   const std::vector<std::string> mismatches = Mismatches(reg, elsewhere);
   {
@@ -515,7 +545,7 @@ void AgentRegistry::HeartbeatLoop() {
       std::vector<std::pair<uint64_t, std::string>> dead;
       for (auto& [host, id] : current_) {
         Session& session = sessions_[id];
-        if (now - session.last_heartbeat > limit) {
+        if (now - session.last_heartbeat > limit && !session.connection->waiting) {
           dead.emplace_back(id, host);
           continue;
         }

@@ -3,11 +3,13 @@
 //
 // Each agent holds one AgentService.Connect stream (see proto/fleet/v1/agent.proto for the
 // protocol), served on gRPC's callback API: a stream holds no thread. What may wait on the
-// store (a registration, which reads inventory and records events; a link change, which
-// records one and tells the listener; a stream's end) runs on the registry's one events
-// thread, in arrival order, and the stream reads nothing more until it is done (as the
-// synchronous reader did); the rest (heartbeats, command answers) is taken as it is read.
-// Threads: the events thread and the heartbeat thread, however many agents connect.
+// store runs on the registry's one events thread, in arrival order: a registration (which
+// reads inventory and records events) and a link change (which records one and tells the
+// listener), the stream reading nothing more until it is done (as the synchronous reader
+// did; a stream waiting so is not dropped for the heartbeats queued behind), and the event
+// and listener call of a stream's end (the agent is listed as gone at once). Heartbeats and
+// command answers are taken as they are read. Threads: the events thread and the heartbeat
+// thread, however many agents connect.
 // The registry:
 // - accepts a stream only after its `register` message, compares the host and O-NIC serials
 //   with inventory and, when they differ, accepts the agent but appends an ALARM event that
@@ -236,6 +238,9 @@ class AgentRegistry : public CommandSender {
   void Take(const std::string& host, uint64_t session_id, const v1::AgentMessage& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TakeLinkChange(const std::string& host, uint64_t session_id, const v1::LinkState& link);
+  // The session's stream was just heard from (its link change was taken): the heartbeats
+  // read after it count from now.
+  void Heard(uint64_t session_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes what Enqueue claimed for writing: each on its stream, without the lock, as gRPC
   // may run a reaction inside StartWrite on the calling thread. Every path that enqueues
   // calls it once it has let go of mu_.
@@ -256,8 +261,10 @@ class AgentRegistry : public CommandSender {
   void Enqueue(Session& session, v1::ControllerMessage message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Send's part under the lock: each command routed and queued, or answered at once.
   void SendLocked(std::vector<AddressedCommand>& commands, Sent& sent) ABSL_LOCKS_EXCLUDED(mu_);
-  // Closes a session (its stream is cancelled); if it is its host's current one, the agent is
-  // marked disconnected and its waiting commands fail. Returns true when it was current.
+  // Closes a session (its stream is cancelled: gRPC runs no reaction inside TryCancel, and the
+  // reactor overrides no OnCancel, so this is safe under mu_, which keeps the connection
+  // alive); if it is its host's current one, the agent is marked disconnected and its waiting
+  // commands fail. Returns true when it was current.
   bool EndSession(uint64_t session_id, absl::string_view why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AppendEvent(const std::string& kind, const std::string& host, v1::EventSeverity severity,
                    const std::string& message);
@@ -301,11 +308,13 @@ class AgentRegistry : public CommandSender {
   std::vector<std::pair<Connection*, const v1::ControllerMessage*>> to_write_ ABSL_GUARDED_BY(mu_);
   Listener listener_ ABSL_GUARDED_BY(mu_);
 
-  // The events thread's queue: at most one item per connection (its stream reads nothing
-  // more until the item is done), so it is bounded by the connections.
+  // The events thread's queue: at most one item per connection that reads nothing more until
+  // it is done (a registration, a link change), and one per session's end, so it is bounded
+  // by the connections.
   absl::Mutex events_mu_;  // Never taken with mu_ held.
   std::deque<std::function<void()>> events_ ABSL_GUARDED_BY(events_mu_);
-  bool events_busy_ ABSL_GUARDED_BY(events_mu_) = false;  // An item is running.
+  uint64_t events_started_ ABSL_GUARDED_BY(events_mu_) = 0;  // Items begun, and finished.
+  uint64_t events_done_ ABSL_GUARDED_BY(events_mu_) = 0;
   bool events_stop_ ABSL_GUARDED_BY(events_mu_) = false;
   std::thread events_thread_;  // Started in the constructor, joined in the destructor.
 
