@@ -128,12 +128,7 @@ absl::StatusOr<Admission::Admitted> Admission::Admit(const v1::RequestTopologyRe
 
 absl::StatusOr<std::optional<v1::Allocation>> Admission::Earlier(
     const v1::RequestTopologyRequest& request) {
-  ASSIGN_OR_RETURN(std::vector<v1::Allocation> mine,
-                   ctx_.store->ListAllocations({request.tenant(), {}, true}));
-  for (v1::Allocation& a : mine) {
-    if (a.request().request_id() == request.request_id()) return std::move(a);
-  }
-  return std::nullopt;
+  return ctx_.store->FindRequest(request.tenant(), request.request_id());
 }
 
 absl::StatusOr<Admission::Admitted> Admission::PlanAndPersist(

@@ -182,6 +182,33 @@ absl::StatusOr<std::vector<v1::Circuit>> SelectCircuits(Database& db, const Circ
   return out;
 }
 
+absl::Status FillRequestIds(Database& db) {
+  ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(db));
+  std::vector<std::pair<std::string, std::string>> found;  // Allocation id, request id.
+  {
+    ASSIGN_OR_RETURN(Statement select,
+                     db.Prepare("SELECT id, request FROM allocations WHERE request_id IS NULL"));
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, select.Step());
+      if (!row) break;
+      v1::RequestTopologyRequest request;
+      if (!request.ParseFromString(select.Text(1))) {
+        return absl::DataLossError(
+            absl::StrCat("allocation ", select.Text(0), ": stored request is corrupt"));
+      }
+      found.emplace_back(select.Text(0), request.request_id());
+    }
+  }
+  if (found.empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(Statement update,
+                   db.Prepare("UPDATE allocations SET request_id = ?2 WHERE id = ?1"));
+  for (const auto& [id, request_id] : found) {
+    RETURN_IF_ERROR(update.Bind(1, id).Bind(2, request_id).Run());
+    update.Reset();
+  }
+  return txn.Commit();
+}
+
 absl::StatusOr<std::vector<v1::Allocation>> SelectAllocations(Database& db, const std::string& id,
                                                               const AllocationFilter& filter) {
   ASSIGN_OR_RETURN(Statement stmt, db.Prepare(R"sql(

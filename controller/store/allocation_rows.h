@@ -16,6 +16,10 @@
 namespace fleet::store {
 
 // Allocation `id` (every one `filter` selects when `id` is empty), with members and circuits.
+// Sets the request_id column (migration 10) of every allocation written before it, from its
+// stored request, in one transaction; the rows written since have it already.
+absl::Status FillRequestIds(Database& db);
+
 absl::StatusOr<std::vector<v1::Allocation>> SelectAllocations(Database& db, const std::string& id,
                                                               const AllocationFilter& filter);
 absl::StatusOr<std::vector<v1::Circuit>> SelectCircuits(Database& db, const CircuitFilter& filter);

@@ -116,6 +116,11 @@ class AllocationStore {
   virtual absl::StatusOr<v1::Allocation> GetAllocation(const std::string& id) = 0;
   virtual absl::StatusOr<std::vector<v1::Allocation>> ListAllocations(
       const AllocationFilter& filter) = 0;
+  // The oldest allocation of `tenant` created for request `request_id` (its idempotency key,
+  // RequestTopologyRequest.request_id), ended ones included; nullopt when there is none or
+  // `request_id` is empty. Found through an index, not by reading the tenant's history.
+  virtual absl::StatusOr<std::optional<v1::Allocation>> FindRequest(
+      const std::string& tenant, const std::string& request_id) = 0;
   // Read from memory, as above.
   virtual absl::StatusOr<std::vector<v1::Circuit>> ListCircuits(const CircuitFilter& filter) = 0;
   // The ids of the allocations whose lease has passed by `now` and that are not RELEASING,

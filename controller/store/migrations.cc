@@ -290,6 +290,14 @@ ALTER TABLE devices ADD COLUMN pcie_vendor INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE devices ADD COLUMN pcie_device INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE devices ADD COLUMN pcie_dsn INTEGER NOT NULL DEFAULT 0;
 )sql"},
+      {10, "request ids", R"sql(
+-- The request's idempotency key (RequestTopologyRequest.request_id; '' for none), so that a
+-- retried request finds its allocation through an index rather than by reading the tenant's
+-- history (AllocationStore::FindRequest). NULL on rows written before it: the store fills it
+-- in from `request` when it opens (FillRequestIds).
+ALTER TABLE allocations ADD COLUMN request_id TEXT;
+CREATE INDEX allocations_by_request ON allocations(tenant, request_id) WHERE request_id != '';
+)sql"},
   };
   return kMigrations;
 }

@@ -73,8 +73,8 @@ class SqliteAllocationStore final : public AllocationStore {
     ASSIGN_OR_RETURN(Statement insert, db().Prepare(R"sql(
       INSERT INTO allocations (id, tenant, name, state, reason, request, phases, active_phase,
                                stage_timings, direct_traffic_share, created_us, updated_us,
-                               lease_expires_us)
-      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13))sql"));
+                               lease_expires_us, request_id)
+      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14))sql"));
     v1::Allocation timings;
     *timings.mutable_stage_timings() = a.stage_timings();
     const int64_t now = absl::ToUnixMicros(connection_.Now());
@@ -90,7 +90,8 @@ class SqliteAllocationStore final : public AllocationStore {
         .Bind(10, a.direct_traffic_share())
         .Bind(11, a.has_created() ? absl::ToUnixMicros(FromProtoTime(a.created())) : now)
         .Bind(12, now)
-        .Bind(13, absl::ToUnixMicros(FromProtoTime(a.lease_expires())));
+        .Bind(13, absl::ToUnixMicros(FromProtoTime(a.lease_expires())))
+        .Bind(14, a.request().request_id());
     RETURN_IF_ERROR(insert.Run());
     RETURN_IF_ERROR(InsertMembers(db(), a.id(), {a.members().begin(), a.members().end()}));
     for (int i = 0; i < a.circuits_size(); ++i) {
@@ -118,6 +119,22 @@ class SqliteAllocationStore final : public AllocationStore {
     if (DesiredIndex::Answers(filter)) return connection_.desired().List(filter);
     absl::MutexLock lock(&connection_.mu());
     return SelectAllocations(db(), "", filter);
+  }
+
+  absl::StatusOr<std::optional<v1::Allocation>> FindRequest(
+      const std::string& tenant, const std::string& request_id) override {
+    if (request_id.empty()) return std::nullopt;
+    absl::MutexLock lock(&connection_.mu());
+    // `request_id != ''` lets SQLite use allocations_by_request, whose rows those are.
+    ASSIGN_OR_RETURN(Statement stmt, db().Prepare(R"sql(
+      SELECT id FROM allocations
+      WHERE tenant = ?1 AND request_id = ?2 AND request_id != ''
+      ORDER BY created_us, id LIMIT 1)sql"));
+    ASSIGN_OR_RETURN(bool row, stmt.Bind(1, tenant).Bind(2, request_id).Step());
+    if (!row) return std::nullopt;
+    ASSIGN_OR_RETURN(std::vector<v1::Allocation> found, SelectAllocations(db(), stmt.Text(0), {}));
+    if (found.empty()) return std::nullopt;
+    return std::move(found.front());
   }
 
   absl::StatusOr<std::vector<v1::Circuit>> ListCircuits(const CircuitFilter& filter) override {

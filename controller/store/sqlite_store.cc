@@ -95,6 +95,10 @@ class SqliteStore final : public Store {
   absl::StatusOr<std::vector<v1::Circuit>> ListCircuits(const CircuitFilter& filter) override {
     return allocations_->ListCircuits(filter);
   }
+  absl::StatusOr<std::optional<v1::Allocation>> FindRequest(
+      const std::string& tenant, const std::string& request_id) override {
+    return allocations_->FindRequest(tenant, request_id);
+  }
   absl::StatusOr<std::vector<std::string>> LeasesPassed(absl::Time now) override {
     return allocations_->LeasesPassed(now);
   }
@@ -190,6 +194,7 @@ absl::StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const SqliteStoreOptions&
   RETURN_IF_ERROR(db->EnableIncrementalVacuum().status());
   RETURN_IF_ERROR(db->EnableWriteAheadLog());
   RETURN_IF_ERROR(Migrate(*db, Migrations()));
+  RETURN_IF_ERROR(FillRequestIds(*db));
   ASSIGN_OR_RETURN(uint64_t last_sequence, NewestEventSequence(*db));
   // The desired state: every allocation not RELEASED (DesiredIndex leaves the FAILED ones
   // retention keeps out), each with its circuits, and the manual circuits.

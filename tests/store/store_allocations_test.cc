@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -129,6 +130,56 @@ TEST_F(StoreTest, LeasesPassedAreTheLiveAllocationsPastTheirLeaseLongestPassedFi
   ASSERT_THAT(store_->UpdateAllocation(renew, "job:tenant-a"), IsOk());
   ASSERT_OK_AND_ASSIGN(passed, store_->LeasesPassed(now));
   EXPECT_THAT(passed, ElementsAre("a-pending", "a-degraded"));
+}
+
+// A retried request finds its allocation by tenant and request id, ended ones included,
+// through the index (the query plan says so), and rows written before the request_id column
+// are found once the store has opened them again.
+TEST_F(StoreTest, FindRequestFindsTheTenantsAllocationOfARequestIdThroughTheIndex) {
+  ScratchDir dir;
+  ASSERT_TRUE(dir.ok());
+  const std::string path = dir.File("fleet.db");
+  OpenStore(path);
+  WriteSite();
+  for (const auto& [id, tenant, request_id] :
+       {std::tuple{"a1", "tenant-a", "r1"}, std::tuple{"a2", "tenant-a", "r2"},
+        std::tuple{"b1", "tenant-b", "r1"}, std::tuple{"a3", "tenant-a", ""}}) {
+    v1::Allocation a = MakeAllocation(id, tenant, v1::ALLOCATION_STATE_READY, {}, {});
+    a.mutable_request()->set_request_id(request_id);
+    ASSERT_THAT(store_->CreateAllocation(a, kOperator), IsOk());
+  }
+  AllocationUpdate released;
+  released.id = "a2";
+  released.state = v1::ALLOCATION_STATE_RELEASED;
+  ASSERT_THAT(store_->UpdateAllocation(released, kOperator), IsOk());
+  const auto found = [&](const std::string& tenant, const std::string& request_id) {
+    absl::StatusOr<std::optional<v1::Allocation>> a = store_->FindRequest(tenant, request_id);
+    EXPECT_TRUE(a.ok()) << a.status();
+    return a.ok() && a->has_value() ? (*a)->id() : std::string("none");
+  };
+  EXPECT_EQ(found("tenant-a", "r1"), "a1");
+  EXPECT_EQ(found("tenant-b", "r1"), "b1");
+  EXPECT_EQ(found("tenant-a", "r2"), "a2");  // RELEASED: a retry is answered with it.
+  EXPECT_EQ(found("tenant-b", "r2"), "none");
+  EXPECT_EQ(found("tenant-a", ""), "none");
+
+  absl::StatusOr<std::unique_ptr<Database>> raw = Database::Open(path);
+  ASSERT_TRUE(raw.ok()) << raw.status();
+  std::string plan;
+  {
+    absl::StatusOr<Statement> explain = (*raw)->Prepare(
+        "EXPLAIN QUERY PLAN SELECT id FROM allocations WHERE tenant = 'tenant-a' AND "
+        "request_id = 'r1' AND request_id != '' ORDER BY created_us, id LIMIT 1");
+    ASSERT_TRUE(explain.ok()) << explain.status();
+    while (explain->Step().value_or(false)) absl::StrAppend(&plan, explain->Text(3), "\n");
+  }
+  EXPECT_THAT(plan, HasSubstr("allocations_by_request")) << plan;
+  // As a row written before migration 10 is: no request_id.
+  ASSERT_THAT((*raw)->Exec("UPDATE allocations SET request_id = NULL"), IsOk());
+  raw->reset();
+  OpenStore(path);
+  EXPECT_EQ(found("tenant-a", "r1"), "a1");
+  EXPECT_EQ(found("tenant-b", "r1"), "b1");
 }
 
 TEST_F(StoreTest, ListAllocationsFiltersByTenantStateAndHidesReleased) {
