@@ -192,10 +192,8 @@ absl::Status FillRequestIds(Database& db) {
       ASSIGN_OR_RETURN(bool row, select.Step());
       if (!row) break;
       v1::RequestTopologyRequest request;
-      if (!request.ParseFromString(select.Text(1))) {
-        return absl::DataLossError(
-            absl::StrCat("allocation ", select.Text(0), ": stored request is corrupt"));
-      }
+      // A corrupt request is reported where the allocation is read; here it has no id.
+      if (!request.ParseFromString(select.Text(1))) request.Clear();
       found.emplace_back(select.Text(0), request.request_id());
     }
   }

@@ -110,7 +110,7 @@ class AllocationStore {
   absl::Status CreateAllocation(const v1::Allocation& allocation, const std::string& principal) {
     return CreateAllocation(allocation, principal, kAnyInventory);
   }
-  // A live allocation, or one that holds circuits, is read from memory
+  // A live allocation (or one that holds circuits) is read from memory
   // (controller/store/desired_index.h), as is a list of one live state: they wait for no
   // write's SQLite work, and see every write that has returned. Others come from the database.
   virtual absl::StatusOr<v1::Allocation> GetAllocation(const std::string& id) = 0;

@@ -9,9 +9,11 @@ namespace fleet::store {
 
 namespace {
 
-// An ended allocation holds no circuits (invariant 2, kept by the store at every commit).
-bool Live(const v1::Allocation& a) {
-  return a.state() != v1::ALLOCATION_STATE_FAILED && a.state() != v1::ALLOCATION_STATE_RELEASED;
+// Held while live, or while it holds circuits: an ended allocation holds none (invariant 2),
+// but its circuits are indexed should one ever do, since they hold their ports.
+bool Held(const v1::Allocation& a) {
+  return a.circuits_size() > 0 ||
+         (a.state() != v1::ALLOCATION_STATE_FAILED && a.state() != v1::ALLOCATION_STATE_RELEASED);
 }
 
 }  // namespace
@@ -46,7 +48,7 @@ void DesiredIndex::SetAllocation(const std::string& id,
     }
     allocations_.erase(old);
   }
-  if (image == nullptr || !Live(*image)) return;
+  if (image == nullptr || !Held(*image)) return;
   for (int i = 0; i < image->circuits_size(); ++i) Index({id, i}, image->circuits(i));
   by_state_[image->state()].insert({absl::ToUnixMicros(FromProtoTime(image->created())), id});
   allocations_.emplace(id, std::move(image));

@@ -1,10 +1,10 @@
 // The desired state in memory: every live allocation (any state but FAILED and RELEASED), as
 // the newest commit left it, and every circuit (desired or of an inactive phase, of an
-// allocation or manual: an ended allocation holds none, invariant 2), indexed by allocation,
-// state, switch and O-NIC, so that the hot paths (admission's snapshot, failure
-// reports, the sync of an allocation, drains, the monitor) read it without a query and
-// without waiting for a write's SQLite work. Ended allocations are history: they are read
-// from the database.
+// allocation or manual; an ended allocation holds none, invariant 2, but one that did would be
+// held with its circuits), indexed by allocation, state, switch and O-NIC, so that the hot paths
+// (admission's snapshot, failure reports, the sync of an allocation, drains, the monitor) read it
+// without a query and without waiting for a write's SQLite work. Ended allocations without circuits
+// are history: they are read from the database.
 //
 // Fed only by StoreConnection, at each commit and before the write returns: from the
 // allocation images the commit feed publishes (each holds the allocation as the transaction
@@ -12,7 +12,7 @@
 // write has returned, every reader sees what it committed, and a reader never sees what a
 // rolled-back write did. This holds because every write that changes an allocation appends
 // an event about it (store_connection.h); the only other write, retention's pruning, deletes
-// only ended allocations, which are not here. Thread-safe; a reader waits
+// only ended allocations without circuits, which are not here. Thread-safe; a reader waits
 // only for another's brief update, not for SQLite.
 #ifndef FLEET_CONTROLLER_STORE_DESIRED_INDEX_H_
 #define FLEET_CONTROLLER_STORE_DESIRED_INDEX_H_
@@ -34,7 +34,7 @@ namespace fleet::store {
 class DesiredIndex {
  public:
   // What the database holds at open: `allocations`, each with its circuits as GetAllocation
-  // reads it (ended ones are left out); `manual`, the manual circuits.
+  // reads it (ended ones without circuits are left out); `manual`, the manual circuits.
   DesiredIndex(const std::vector<v1::Allocation>& allocations,
                const std::vector<v1::Circuit>& manual);
 
@@ -45,7 +45,7 @@ class DesiredIndex {
              const std::vector<v1::Circuit>& manual) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Allocation `id` as GetAllocation reads it; null when it is not held here (unknown, or
-  // ended: ask the database).
+  // ended without circuits: ask the database).
   std::shared_ptr<const v1::Allocation> Find(const std::string& id) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // True when List answers `filter` in full: it asks for one live state.

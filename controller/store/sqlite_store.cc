@@ -1,6 +1,7 @@
 // OpenSqliteStore: the SQLite aggregates over one connection, composed into a Store.
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -196,11 +197,23 @@ absl::StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const SqliteStoreOptions&
   RETURN_IF_ERROR(Migrate(*db, Migrations()));
   RETURN_IF_ERROR(FillRequestIds(*db));
   ASSIGN_OR_RETURN(uint64_t last_sequence, NewestEventSequence(*db));
-  // The desired state: every allocation not RELEASED (DesiredIndex leaves the FAILED ones
-  // retention keeps out), each with its circuits, and the manual circuits.
+  // The desired state: every allocation not RELEASED (DesiredIndex leaves out the FAILED ones
+  // retention keeps, unless they hold circuits), any RELEASED one that holds circuits, and the
+  // manual circuits.
   ASSIGN_OR_RETURN(std::vector<v1::Allocation> allocations, SelectAllocations(*db, "", {}));
-  ASSIGN_OR_RETURN(std::vector<v1::Circuit> manual, SelectCircuits(*db, {}));
-  std::erase_if(manual, [](const v1::Circuit& c) { return !c.allocation_id().empty(); });
+  ASSIGN_OR_RETURN(std::vector<v1::Circuit> circuits, SelectCircuits(*db, {}));
+  std::set<std::string> loaded;
+  for (const v1::Allocation& a : allocations) loaded.insert(a.id());
+  std::vector<v1::Circuit> manual;
+  for (v1::Circuit& c : circuits) {
+    if (c.allocation_id().empty()) {
+      manual.push_back(std::move(c));
+    } else if (loaded.insert(c.allocation_id()).second) {
+      ASSIGN_OR_RETURN(std::vector<v1::Allocation> one,
+                       SelectAllocations(*db, c.allocation_id(), {}));
+      allocations.insert(allocations.end(), one.begin(), one.end());
+    }
+  }
   return std::make_unique<SqliteStore>(std::move(db), options.clock, last_sequence, allocations,
                                        manual);
 }

@@ -123,6 +123,9 @@ class DesiredIndexTest : public StoreTest {
     const std::vector<v1::Allocation> live = Live();
     const int kind = Pick(live.empty() ? 2 : 9);
     if (kind == 0) {
+      // Some created in the same microsecond, so the order is by creation, then id ("a10"
+      // before "a9").
+      clock_.Advance(absl::Microseconds(Pick(3)));
       std::vector<v1::Circuit> circuits;
       for (int n = 1 + Pick(3); n > 0; --n) circuits.push_back(RandomCircuit(RandomState()));
       Count(0, store_->CreateAllocation(
