@@ -20,10 +20,6 @@ std::vector<v1::Circuit> LiveCircuits(const v1::Allocation& a) {
   return out;
 }
 
-bool Ended(v1::AllocationState s) {
-  return s == v1::ALLOCATION_STATE_FAILED || s == v1::ALLOCATION_STATE_RELEASED;
-}
-
 bool Settled(v1::AllocationState s) {
   return s == v1::ALLOCATION_STATE_READY || s == v1::ALLOCATION_STATE_DEGRADED;
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "controller/agent_registry/agent_registry.h"
+#include "controller/store/allocation_lifecycle.h"
 #include "controller/store/store.h"
 #include "fleet/v1/names.h"
 #include "fleet/v1/topology.pb.h"
@@ -19,8 +20,7 @@ std::string LinkName(const v1::Circuit& c);
 bool SameEnd(const v1::OnicPortRef& a, const v1::OnicPortRef& b);
 // The circuits of `a` that are not INACTIVE (its active phase's, or all when it has none).
 std::vector<v1::Circuit> LiveCircuits(const v1::Allocation& a);
-// FAILED or RELEASED.
-bool Ended(v1::AllocationState s);
+using store::Ended;
 // READY or DEGRADED: no change of the allocation under way.
 bool Settled(v1::AllocationState s);
 // The command that takes O-NIC `serial`'s port `port` out of service.

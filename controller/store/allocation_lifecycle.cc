@@ -5,6 +5,10 @@
 
 namespace fleet::store {
 
+bool Ended(v1::AllocationState state) {
+  return state == v1::ALLOCATION_STATE_RELEASED || state == v1::ALLOCATION_STATE_FAILED;
+}
+
 absl::Status CheckReleaseEnd(const std::string& allocation_id, v1::AllocationState end) {
   if (end == v1::ALLOCATION_STATE_RELEASED || end == v1::ALLOCATION_STATE_FAILED) {
     return absl::OkStatus();

@@ -12,6 +12,10 @@
 
 namespace fleet::store {
 
+// RELEASED or FAILED: an allocation that has ended, whose record is history and which holds
+// no circuits (invariant 2; every write of the store refuses to leave one holding any).
+bool Ended(v1::AllocationState state);
+
 // A release ends RELEASED or FAILED: INVALID_ARGUMENT for any other `end`.
 absl::Status CheckReleaseEnd(const std::string& allocation_id, v1::AllocationState end);
 

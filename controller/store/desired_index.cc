@@ -4,6 +4,7 @@
 
 #include "absl/time/time.h"
 #include "common/proto_time.h"
+#include "controller/store/allocation_lifecycle.h"
 
 namespace fleet::store {
 
@@ -11,10 +12,7 @@ namespace {
 
 // Held while live, or while it holds circuits: an ended allocation holds none (invariant 2),
 // but its circuits are indexed should one ever do, since they hold their ports.
-bool Held(const v1::Allocation& a) {
-  return a.circuits_size() > 0 ||
-         (a.state() != v1::ALLOCATION_STATE_FAILED && a.state() != v1::ALLOCATION_STATE_RELEASED);
-}
+bool Held(const v1::Allocation& a) { return a.circuits_size() > 0 || !Ended(a.state()); }
 
 }  // namespace
 

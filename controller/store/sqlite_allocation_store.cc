@@ -64,6 +64,11 @@ class SqliteAllocationStore final : public AllocationStore {
   using AllocationStore::CreateAllocation;
   absl::Status CreateAllocation(const v1::Allocation& a, const std::string& principal,
                                 uint64_t planned_at_inventory) override {
+    if (Ended(a.state()) && a.circuits_size() > 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "allocation ", a.id(), " cannot be created ", Name(a.state()), " holding circuit ",
+          a.circuits(0).id(), ": circuits belong to a live allocation"));
+    }
     absl::MutexLock lock(&connection_.mu());
     RETURN_IF_ERROR(InventoryUnchanged(a.id(), planned_at_inventory));
     ASSIGN_OR_RETURN(Transaction txn, connection_.Begin());
@@ -249,6 +254,11 @@ class SqliteAllocationStore final : public AllocationStore {
     if (r.state.has_value() && *r.state == v1::ALLOCATION_STATE_UNSPECIFIED) {
       return absl::InvalidArgumentError(
           absl::StrCat("allocation ", id, ": the new state must be specified"));
+    }
+    if (r.state.has_value() && Ended(*r.state)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("allocation ", id, " cannot become ", Name(*r.state),
+                       " by a replacement of its circuits; an update that removes them ends it"));
     }
     absl::MutexLock lock(&connection_.mu());
     RETURN_IF_ERROR(InventoryUnchanged(id, r.planned_at_inventory));
@@ -535,8 +545,7 @@ class SqliteAllocationStore final : public AllocationStore {
             SetCircuitState(db(), circuit_id, change, /*was_desired=*/desired.at(circuit_id)));
       }
     }
-    if (update.state == v1::ALLOCATION_STATE_FAILED ||
-        update.state == v1::ALLOCATION_STATE_RELEASED) {
+    if (update.state.has_value() && Ended(*update.state)) {
       // Invariant 2: circuits belong to a live allocation. Deleting them silently would
       // hide a caller that forgot to take them off the switches.
       RETURN_IF_ERROR(RefuseIfAny(

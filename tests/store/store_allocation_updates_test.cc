@@ -423,5 +423,35 @@ TEST_F(StoreTest, ActivatingACircuitOnABusyPortIsRefusedAndChangesNothing) {
   EXPECT_EQ(Port("s1", 4).circuit_id(), "");
 }
 
+// Invariant 2 holds whichever write would break it: an allocation is not created ended
+// with circuits, nor ended by a replacement of its circuits; nothing is written.
+TEST_F(StoreTest, NoWriteLeavesAnEndedAllocationHoldingCircuits) {
+  WriteSite();
+  const Counts empty = Count();
+  EXPECT_THAT(store_->CreateAllocation(MakeAllocation("a0", "tenant-a", v1::ALLOCATION_STATE_FAILED,
+                                                      {"h1-cpu0", "gpu0"}, {CpuToGpu()}),
+                                       kOperator),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("a0"), HasSubstr("cannot be created"), HasSubstr("c-up"))));
+  EXPECT_EQ(Count(), empty);
+  ASSERT_THAT(store_->CreateAllocation(MakeAllocation("a1", "tenant-a", v1::ALLOCATION_STATE_READY,
+                                                      {"h1-cpu0", "gpu0"}, {CpuToGpu()}),
+                                       kOperator),
+              IsOk());
+  ASSERT_OK_AND_ASSIGN(v1::Allocation before, store_->GetAllocation("a1"));
+  const Counts held = Count();
+  CircuitReplacement end;
+  end.allocation_id = "a1";
+  end.add = {GpuToCpu()};
+  end.members = {"h1-cpu0", "gpu0"};
+  end.state = v1::ALLOCATION_STATE_RELEASED;
+  EXPECT_THAT(store_->ReplaceCircuits(end, kOperator),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("a1"), HasSubstr("cannot become"))));
+  EXPECT_EQ(Count(), held);
+  ASSERT_OK_AND_ASSIGN(v1::Allocation after, store_->GetAllocation("a1"));
+  EXPECT_THAT(after, EqualsProto(before));
+}
+
 }  // namespace
 }  // namespace fleet::store
