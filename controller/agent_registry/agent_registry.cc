@@ -153,9 +153,11 @@ class AgentRegistry::Connection final : public AgentRegistry::Reactor {
   bool finished_ ABSL_GUARDED_BY(registry_->mu_) = false;
 };
 
-AgentRegistry::AgentRegistry(AgentRegistryOptions options, store::Store* store, const Clock* clock)
+AgentRegistry::AgentRegistry(AgentRegistryOptions options, store::InventoryStore* inventory,
+                             store::EventLog* events, const Clock* clock)
     : options_(options),
-      store_(store),
+      inventory_(inventory),
+      event_log_(events),
       clock_(clock),
       metrics_(options.metrics != nullptr ? *options.metrics
                                           : metrics::ControllerMetrics::Discarded()),
@@ -233,7 +235,7 @@ void AgentRegistry::AppendEvent(const std::string& kind, const std::string& host
   event.set_severity(severity);
   event.set_message(message);
   event.set_principal(absl::StrCat("agent:", host));
-  if (absl::Status s = store_->AppendEvent(event); !s.ok()) {
+  if (absl::Status s = event_log_->AppendEvent(event); !s.ok()) {
     FLEET_LOG(ERROR) << "cannot record event " << kind << " for agent " << host << ": " << s;
   }
 }
@@ -244,8 +246,8 @@ std::vector<std::string> AgentRegistry::Mismatches(const v1::RegisterAgent& reg,
   // An agent runs on a host (its CPUs' O-NICs) or on a device chassis's management
   // controller (the pooled devices' O-NICs); an O-NIC belongs to its device's host, or to the
   // device's chassis when it has no host.
-  absl::StatusOr<std::vector<v1::Device>> devices = store_->ListDevices({});
-  absl::StatusOr<std::vector<v1::Onic>> all = store_->ListOnics({});
+  absl::StatusOr<std::vector<v1::Device>> devices = inventory_->ListDevices({});
+  absl::StatusOr<std::vector<v1::Onic>> all = inventory_->ListOnics({});
   if (!devices.ok() || !all.ok()) {
     out.push_back(absl::StrCat("inventory could not be read: ",
                                (devices.ok() ? all.status() : devices.status()).message()));
@@ -257,7 +259,7 @@ std::vector<std::string> AgentRegistry::Mismatches(const v1::RegisterAgent& reg,
     location[d.id()] = d.host().empty() ? d.chassis() : d.host();
     is_chassis |= d.host().empty() && d.chassis() == reg.host();
   }
-  if (!is_chassis && !store_->GetHost(reg.host()).ok()) {
+  if (!is_chassis && !inventory_->GetHost(reg.host()).ok()) {
     out.push_back(absl::StrCat("host ", reg.host(), " is not in inventory"));
   }
   std::map<std::string, const v1::Onic*> by_serial;
@@ -599,6 +601,13 @@ class AgentRegistry::Sent : public SentCommands {
 std::unique_ptr<SentCommands> AgentRegistry::Send(std::vector<AddressedCommand> commands,
                                                   absl::Time deadline) {
   auto sent = std::make_unique<Sent>(this, commands.size(), deadline);
+  // Outside the lock every stream needs, so that the fence never holds up the agents.
+  if (options_.commit_point != nullptr) {
+    if (absl::Status passed = options_.commit_point->Pass(Effect::kAgentCommand); !passed.ok()) {
+      for (absl::StatusOr<v1::CommandResult>& out : sent->out) out = passed;
+      return sent;
+    }
+  }
   SendLocked(commands, *sent);
   StartWrites();
   return sent;

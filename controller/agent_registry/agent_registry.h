@@ -41,8 +41,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "controller/commit_point/commit_point.h"
 #include "controller/metrics/controller_metrics.h"
-#include "controller/store/store.h"
+#include "controller/store/event_log.h"
+#include "controller/store/inventory_store.h"
 #include "fleet/v1/agent.grpc.pb.h"
 #include "fleet/v1/inventory.pb.h"
 
@@ -54,6 +56,10 @@ struct AgentRegistryOptions {
   size_t max_queued_messages = 1024;  // Per agent; a stuck stream is dropped past this.
   // Where connected agents and the rx power agents report are exported; null: nowhere.
   metrics::ControllerMetrics* metrics = nullptr;
+  // Every Send passes it before any of its commands is queued for a stream; refused, each
+  // command's answer is the refusal (commit_point.h). Null: every Send passes. Not owned;
+  // outlives the registry.
+  const CommitPoint* commit_point = nullptr;
 };
 
 // Who opened an agent stream (service/caller's AgentPeerOf).
@@ -144,10 +150,12 @@ class AgentRegistry : public CommandSender {
  public:
   using Reactor = grpc::ServerBidiReactor<v1::AgentMessage, v1::ControllerMessage>;
 
-  // `store` (for inventory and events) and `clock` are not owned. Heartbeat times, liveness
+  // `inventory` (read at registrations), `events` (where connections and disagreements with
+  // inventory are recorded) and `clock` are not owned. Heartbeat times, liveness
   // and connection times are read from `clock`; waits (heartbeat period, command deadlines)
   // are on the real clock, as absl::CondVar's are.
-  AgentRegistry(AgentRegistryOptions options, store::Store* store, const Clock* clock);
+  AgentRegistry(AgentRegistryOptions options, store::InventoryStore* inventory,
+                store::EventLog* events, const Clock* clock);
   // Stops the heartbeat and events threads. Destroy it after the gRPC server has shut down:
   // every stream's reactor is then done.
   ~AgentRegistry();
@@ -282,7 +290,8 @@ class AgentRegistry : public CommandSender {
   void ForgetLinks(const std::string& host) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const AgentRegistryOptions options_;
-  store::Store* const store_;
+  store::InventoryStore* const inventory_;
+  store::EventLog* const event_log_;
   const Clock* const clock_;
   metrics::ControllerMetrics& metrics_;
 

@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "controller/store/store.h"
+#include "controller/store/inventory_store.h"
 #include "fleet/v1/inventory.pb.h"
 #include "scheduler/fabric_snapshot.h"
 
@@ -38,7 +38,7 @@ struct CachedInventory {
 
 class InventoryCache {
  public:
-  explicit InventoryCache(store::Store* store) : store_(store) {}
+  explicit InventoryCache(store::InventoryStore* store) : store_(store) {}
 
   // The inventory as of the store's version now, read again only when that changed.
   absl::StatusOr<std::shared_ptr<const CachedInventory>> Current();
@@ -46,7 +46,7 @@ class InventoryCache {
   absl::StatusOr<std::string> SerialOf(const std::string& onic);
 
  private:
-  store::Store* const store_;
+  store::InventoryStore* const store_;
   absl::Mutex mu_;
   std::shared_ptr<const CachedInventory> current_ ABSL_GUARDED_BY(mu_);
 };

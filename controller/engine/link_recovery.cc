@@ -120,8 +120,9 @@ void LinkRecovery::Sync(const std::string& id, const std::vector<Fault>& faults)
   if (a.ok() && a->state() == v1::ALLOCATION_STATE_DEGRADED) {
     SyncDegraded(*a);
   } else if (a.ok() && a->state() == v1::ALLOCATION_STATE_RELEASING) {
-    // Ends as its stored intent says (Release reads it).
-    releaser_->Release(id, "fleetd", v1::ALLOCATION_STATE_RELEASED, "");
+    // Ends as its stored intent says (Release reads it). A sync that changed nothing is
+    // retried (SyncQueue), so a failure here is too.
+    (void)releaser_->Release(id, "fleetd", v1::ALLOCATION_STATE_RELEASED, "");
   } else {
     p_.syncs.Forget(id);
     healer_->Forget(id);

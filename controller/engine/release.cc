@@ -20,11 +20,12 @@ constexpr char kLeaseExpired[] = "lease expired";
 
 }  // namespace
 
-void Releaser::Release(const std::string& id, const std::string& principal,
-                       v1::AllocationState final_state, std::string final_reason) {
+absl::Status Releaser::Release(const std::string& id, const std::string& principal,
+                               v1::AllocationState final_state, std::string final_reason) {
   const EngineContext& ctx = p_.ctx;
   absl::StatusOr<v1::Allocation> a = ctx.store->GetAllocation(id);
-  if (!a.ok() || a->state() == v1::ALLOCATION_STATE_RELEASED) return;
+  if (!a.ok()) return a.status();
+  if (a->state() == v1::ALLOCATION_STATE_RELEASED) return absl::OkStatus();
   const std::vector<v1::Circuit> circuits = LiveCircuits(*a);
   if (a->state() == v1::ALLOCATION_STATE_RELEASING) {
     // A release already under way ends as it was meant to when it started, whoever
@@ -36,7 +37,7 @@ void Releaser::Release(const std::string& id, const std::string& principal,
       final_reason = (*intent)->reason;
     }
   } else if (!circuits.empty()) {
-    if (!CommitReleasing(id, principal, circuits, final_state, final_reason)) return;
+    RETURN_IF_ERROR(CommitReleasing(id, principal, circuits, final_state, final_reason));
   }
   // As for an intent: RELEASING outlives a power loss before the circuits come off, or the
   // allocation would come back READY without them and reconciliation would make them again.
@@ -44,10 +45,10 @@ void Releaser::Release(const std::string& id, const std::string& principal,
     ctx.Record("allocation.sync_failed", "allocation", id, v1::EVENT_SEVERITY_ALARM, "fleetd",
                absl::StrCat("allocation ", id,
                             ": not released, RELEASING is not durable: ", synced.message()));
-    return;
+    return synced;
   }
   ctx.Fault("releasing");
-  if (!circuits.empty() && !Remove(id, principal, circuits)) return;
+  if (!circuits.empty() && !Remove(id, principal, circuits)) return absl::OkStatus();
   ctx.Fault("removed");
   store::AllocationUpdate done;
   done.id = id;
@@ -57,18 +58,25 @@ void Releaser::Release(const std::string& id, const std::string& principal,
   if (final_state == v1::ALLOCATION_STATE_FAILED) done.severity = v1::EVENT_SEVERITY_WARNING;
   done.event_message = absl::StrCat("allocation ", id, " ", v1::Name(final_state),
                                     final_reason.empty() ? "" : ": ", final_reason);
-  if (ctx.Update(done, principal).ok()) {
-    ctx.metrics.Released(final_state == v1::ALLOCATION_STATE_FAILED ? "evicted"
-                         : final_reason == kLeaseExpired            ? "lease_expired"
-                                                                    : "requested");
+  if (absl::Status ended = ctx.Update(done, principal).status(); !ended.ok()) {
+    // RELEASING (stored before, or committed above) keeps the release under way: it is
+    // finished by a retry. Without it nothing was committed, and the caller is told.
+    if (a->state() != v1::ALLOCATION_STATE_RELEASING && circuits.empty()) return ended;
+    p_.syncs.RetryLater(id);
+    return absl::OkStatus();
   }
+  ctx.metrics.Released(final_state == v1::ALLOCATION_STATE_FAILED ? "evicted"
+                       : final_reason == kLeaseExpired            ? "lease_expired"
+                                                                  : "requested");
   p_.syncs.Forget(id);
   healer_->Forget(id);
+  return absl::OkStatus();
 }
 
-bool Releaser::CommitReleasing(const std::string& id, const std::string& principal,
-                               const std::vector<v1::Circuit>& circuits,
-                               v1::AllocationState final_state, const std::string& final_reason) {
+absl::Status Releaser::CommitReleasing(const std::string& id, const std::string& principal,
+                                       const std::vector<v1::Circuit>& circuits,
+                                       v1::AllocationState final_state,
+                                       const std::string& final_reason) {
   store::AllocationUpdate releasing;
   releasing.id = id;
   releasing.state = v1::ALLOCATION_STATE_RELEASING;
@@ -79,7 +87,7 @@ bool Releaser::CommitReleasing(const std::string& id, const std::string& princip
   }
   releasing.event_message =
       absl::StrCat("allocation ", id, " RELEASING: removing ", Counted(circuits.size(), "circuit"));
-  return p_.ctx.Update(releasing, principal).ok();
+  return p_.ctx.Update(releasing, principal).status();
 }
 
 bool Releaser::Remove(const std::string& id, const std::string& principal,
@@ -115,9 +123,9 @@ absl::Status Releaser::ReleaseWhenFree(const std::string& id, const Caller& call
     case WorkerPool::Claimed::kClaimed:
       break;
   }
-  Release(id, caller.principal, final_state, reason);
+  absl::Status released = Release(id, caller.principal, final_state, reason);
   p_.pool.Unclaim(id);
-  return absl::OkStatus();
+  return released;
 }
 
 absl::StatusOr<absl::Time> Releaser::KeepAlive(const std::string& id, const Caller& caller) {
@@ -147,7 +155,8 @@ void Releaser::ExpireLeases() {
   for (const std::string& id : *passed) {
     if (!p_.pool.Claim(id)) continue;  // Mid-transaction: the next tick takes it.
     p_.pool.Spawn(id, [this, id] {
-      Release(id, "fleetd/lease", v1::ALLOCATION_STATE_RELEASED, kLeaseExpired);
+      // Not committed: still past its lease, the next tick tries again.
+      (void)Release(id, "fleetd/lease", v1::ALLOCATION_STATE_RELEASED, kLeaseExpired);
     });
   }
 }

@@ -40,7 +40,7 @@ void Reconciler::Resume(const std::vector<std::string>& ids) {
       if (a->state() == v1::ALLOCATION_STATE_RELEASING) {
         // Ends as the intent stored when it started says (Release reads it); an allocation
         // from before intents were stored ends RELEASED with its reason.
-        releaser_->Release(id, "fleetd", v1::ALLOCATION_STATE_RELEASED, a->reason());
+        (void)releaser_->Release(id, "fleetd", v1::ALLOCATION_STATE_RELEASED, a->reason());
       } else {
         // A phase switch a crash interrupted may have left the old phase's cross-connects.
         std::vector<v1::Circuit> left = LeftBehind(*a);

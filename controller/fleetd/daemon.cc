@@ -77,7 +77,7 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
   // Before the database is opened: a second fleetd must not even migrate it.
   ASSIGN_OR_RETURN(d->state_lock_, StateDirLock::Acquire(config.state_dir));
   const std::string db_path = (std::filesystem::path(config.state_dir) / "fleet.db").string();
-  ASSIGN_OR_RETURN(d->store_, store::OpenSqliteStore({db_path, clock}));
+  ASSIGN_OR_RETURN(d->store_, store::OpenSqliteStore({db_path, clock, &d->commit_point_}));
   FLEET_LOG(INFO) << "state database " << db_path << " open";
   d->registry_ = std::make_shared<prometheus::Registry>();
   prometheus::BuildGauge()
@@ -87,15 +87,16 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
       .Add({{"version", kVersion}})
       .Set(1);
   d->metrics_ = std::make_unique<metrics::ControllerMetrics>(*d->registry_);
-  ASSIGN_OR_RETURN(d->metrics_endpoint_,
-                   metrics::MetricsEndpoint::Start(
-                       config.metrics_listen_address, config.metrics_port,
-                       {d->registry_, metrics::NewStoreStateCollector(d->store_.get())}));
+  ASSIGN_OR_RETURN(
+      d->metrics_endpoint_,
+      metrics::MetricsEndpoint::Start(
+          config.metrics_listen_address, config.metrics_port,
+          {d->registry_, metrics::NewStoreStateCollector(d->store_.get(), d->store_.get())}));
   d->metrics_address_ = d->metrics_endpoint_->address();
 
   d->applier_ = std::make_unique<inventory::InventoryApplier>(d->store_.get());
   d->switches_ = std::make_unique<switch_registry::SwitchRegistry>(
-      std::move(credentials), config.switch_credentials, d->metrics_.get());
+      std::move(credentials), config.switch_credentials, d->metrics_.get(), &d->commit_point_);
   RegisterSwitchDrivers(*d->switches_);
 
   if (!config.inventory.empty()) {
@@ -121,8 +122,9 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
   agent_registry::AgentRegistryOptions agent_options;
   agent_options.heartbeat_interval = config.agent_heartbeat;
   agent_options.metrics = d->metrics_.get();
-  d->agents_ =
-      std::make_unique<agent_registry::AgentRegistry>(agent_options, d->store_.get(), clock);
+  agent_options.commit_point = &d->commit_point_;
+  d->agents_ = std::make_unique<agent_registry::AgentRegistry>(agent_options, d->store_.get(),
+                                                               d->store_.get(), clock);
   ASSIGN_OR_RETURN(engine::EngineOptions engine_options, EngineOptionsOf(config));
   engine_options.metrics = d->metrics_.get();
   d->engine_ = std::make_unique<engine::Engine>(std::move(engine_options), d->store_.get(),

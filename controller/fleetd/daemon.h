@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
+#include "controller/commit_point/commit_point.h"
 #include "controller/engine/engine.h"
 #include "controller/fleetd/config.h"
 #include "controller/fleetd/server_security.h"
@@ -54,6 +55,8 @@ class Fleetd {
   Fleetd() = default;
 
   std::unique_ptr<StateDirLock> state_lock_;  // Declared first: let go last.
+  // Every store write, switch command and agent command passes it; outlives them all.
+  CommitPoint commit_point_;
   std::unique_ptr<store::Store> store_;
   // Before everything that updates them, so they are destroyed after it.
   std::shared_ptr<prometheus::Registry> registry_;

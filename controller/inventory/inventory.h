@@ -40,7 +40,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "controller/store/store.h"
+#include "controller/store/inventory_store.h"
 #include "fleet/v1/inventory.pb.h"
 
 namespace fleet::inventory {
@@ -87,7 +87,7 @@ struct ApplyOptions {
 // InventoryService.ApplyInventory and by `fleetd --inventory FILE` at start.
 class InventoryApplier {
  public:
-  explicit InventoryApplier(store::Store* store) : store_(store) {}
+  explicit InventoryApplier(store::InventoryStore* store) : store_(store) {}
 
   // INVALID_ARGUMENT listing every problem, or FAILED_PRECONDITION from the store for a
   // change under a live circuit (a rewired port, a repointed switch without `force`);
@@ -99,7 +99,7 @@ class InventoryApplier {
 
  private:
   absl::Mutex mu_;
-  store::Store* store_;  // Not owned.
+  store::InventoryStore* const store_;  // Not owned.
 };
 
 }  // namespace fleet::inventory

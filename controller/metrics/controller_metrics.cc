@@ -24,10 +24,11 @@ auto& Register(Builder builder, prometheus::Registry& registry, const char* name
 
 class StoreStateCollector : public prometheus::Collectable {
  public:
-  explicit StoreStateCollector(store::Store* store) : store_(store) {}
+  StoreStateCollector(store::AllocationStore* allocations, store::StorageControl* storage)
+      : allocations_(allocations), storage_(storage) {}
 
   std::vector<prometheus::MetricFamily> Collect() const override {
-    absl::StatusOr<store::Store::StateCounts> counts = store_->CountByState();
+    absl::StatusOr<store::AllocationStore::StateCounts> counts = allocations_->CountByState();
     if (!counts.ok()) {
       // A scrape without these series is visible in Prometheus; a wrong zero would not be.
       FLEET_LOG(WARNING) << "metrics: counting allocations and circuits: " << counts.status();
@@ -42,7 +43,7 @@ class StoreStateCollector : public prometheus::Collectable {
                {"up", "degraded", "failed"}, counts->switch_ports),
         Family("fleet_devices", "Devices by health", {"healthy", "suspect", "failed"},
                counts->devices)};
-    absl::StatusOr<store::StorageSize> size = store_->Storage();
+    absl::StatusOr<store::StorageSize> size = storage_->Storage();
     if (!size.ok()) {
       FLEET_LOG(WARNING) << "metrics: reading the state database's size: " << size.status();
       return families;
@@ -86,7 +87,8 @@ class StoreStateCollector : public prometheus::Collectable {
     return family;
   }
 
-  store::Store* const store_;
+  store::AllocationStore* const allocations_;
+  store::StorageControl* const storage_;
 };
 
 }  // namespace
@@ -299,8 +301,9 @@ void ControllerMetrics::RetentionPassed(const store::RetentionPass& pass) {
   retention_pass_duration_.Set(Seconds(pass.took));
 }
 
-std::shared_ptr<prometheus::Collectable> NewStoreStateCollector(store::Store* store) {
-  return std::make_shared<StoreStateCollector>(store);
+std::shared_ptr<prometheus::Collectable> NewStoreStateCollector(store::AllocationStore* allocations,
+                                                                store::StorageControl* storage) {
+  return std::make_shared<StoreStateCollector>(allocations, storage);
 }
 
 }  // namespace fleet::metrics

@@ -21,8 +21,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/metrics_endpoint.h"
+#include "controller/store/allocation_store.h"
 #include "controller/store/retention.h"
-#include "controller/store/store.h"
+#include "controller/store/storage_control.h"
 
 namespace fleet::metrics {
 
@@ -117,7 +118,8 @@ class ControllerMetrics {
 // `fleet_allocations` and `fleet_circuits` by state, and the state database's size
 // (`fleet_store_database_bytes`, `fleet_store_free_bytes`, `fleet_store_wal_bytes`), read
 // from the store at scrape time so they can never drift from it. Register it on the exposer.
-std::shared_ptr<prometheus::Collectable> NewStoreStateCollector(store::Store* store);
+std::shared_ptr<prometheus::Collectable> NewStoreStateCollector(store::AllocationStore* allocations,
+                                                                store::StorageControl* storage);
 
 }  // namespace fleet::metrics
 

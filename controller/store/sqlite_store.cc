@@ -23,10 +23,11 @@ class SqliteStore final : public Store {
  public:
   // `last_sequence` is the newest event already in `db`; `allocations` and `manual` its
   // desired state (StoreConnection's constructor).
-  SqliteStore(std::unique_ptr<Database> db, const Clock* clock, uint64_t last_sequence,
-              const std::vector<v1::Allocation>& allocations,
+  SqliteStore(std::unique_ptr<Database> db, const SqliteStoreOptions& options,
+              uint64_t last_sequence, const std::vector<v1::Allocation>& allocations,
               const std::vector<v1::Circuit>& manual)
-      : connection_(std::move(db), clock, last_sequence, allocations, manual),
+      : connection_(std::move(db), options.clock, options.commit_point, last_sequence, allocations,
+                    manual),
         inventory_(NewSqliteInventoryStore(connection_)),
         allocations_(NewSqliteAllocationStore(connection_)),
         events_(NewSqliteEventLog(connection_)),
@@ -214,8 +215,7 @@ absl::StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const SqliteStoreOptions&
       allocations.insert(allocations.end(), one.begin(), one.end());
     }
   }
-  return std::make_unique<SqliteStore>(std::move(db), options.clock, last_sequence, allocations,
-                                       manual);
+  return std::make_unique<SqliteStore>(std::move(db), options, last_sequence, allocations, manual);
 }
 
 }  // namespace fleet::store

@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
+#include "controller/commit_point/commit_point.h"
 #include "controller/store/allocation_store.h"
 #include "controller/store/commit_feed.h"
 #include "controller/store/event_log.h"
@@ -37,6 +38,9 @@ class Store : public InventoryStore,
 struct SqliteStoreOptions {
   std::string path;              // A file path, or ":memory:" for tests.
   const Clock* clock = nullptr;  // Not owned; must outlive the store.
+  // Every write passes it just before it commits (commit_point.h); null: every write commits.
+  // Not owned; must outlive the store.
+  const CommitPoint* commit_point = nullptr;
 };
 
 // Opens the database, applies pending schema migrations and returns the store.

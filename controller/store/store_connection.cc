@@ -11,10 +11,14 @@
 namespace fleet::store {
 
 StoreConnection::StoreConnection(std::unique_ptr<Database> db, const Clock* clock,
-                                 uint64_t last_sequence,
+                                 const CommitPoint* commit_point, uint64_t last_sequence,
                                  const std::vector<v1::Allocation>& allocations,
                                  const std::vector<v1::Circuit>& manual)
-    : db_(std::move(db)), clock_(clock), recent_(last_sequence), desired_(allocations, manual) {}
+    : db_(std::move(db)),
+      clock_(clock),
+      commit_point_(commit_point),
+      recent_(last_sequence),
+      desired_(allocations, manual) {}
 
 absl::StatusOr<Transaction> StoreConnection::Begin() {
   uncommitted_sequence_ = 0;
@@ -24,6 +28,7 @@ absl::StatusOr<Transaction> StoreConnection::Begin() {
 }
 
 absl::Status StoreConnection::Commit(Transaction& txn) {
+  if (commit_point_ != nullptr) RETURN_IF_ERROR(commit_point_->Pass(Effect::kStoreWrite));
   // Every allocation the write appended an event about gets its image, so that the desired
   // state and watchers learn what it left; null after this means the allocation is gone.
   for (auto& [id, image] : uncommitted_images_) {

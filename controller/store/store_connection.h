@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "controller/commit_point/commit_point.h"
 #include "controller/store/desired_index.h"
 #include "controller/store/recent_commits.h"
 #include "controller/store/sqlite.h"
@@ -29,9 +30,10 @@ namespace fleet::store {
 class StoreConnection {
  public:
   // `last_sequence` is the newest event already in `db`; `allocations` and `manual` what its
-  // desired state holds (DesiredIndex's constructor). `clock` must outlive this.
-  StoreConnection(std::unique_ptr<Database> db, const Clock* clock, uint64_t last_sequence,
-                  const std::vector<v1::Allocation>& allocations,
+  // desired state holds (DesiredIndex's constructor). `clock` and `commit_point` (may be
+  // null: every write commits) must outlive this.
+  StoreConnection(std::unique_ptr<Database> db, const Clock* clock, const CommitPoint* commit_point,
+                  uint64_t last_sequence, const std::vector<v1::Allocation>& allocations,
                   const std::vector<v1::Circuit>& manual);
 
   absl::Mutex& mu() ABSL_LOCK_RETURNED(mu_) { return mu_; }
@@ -50,9 +52,10 @@ class StoreConnection {
   // Every write begins here, so that the sequence of an event left by a rolled-back write
   // is never published.
   absl::StatusOr<Transaction> Begin() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Commits, updates the desired state, and then wakes watchers of the event log, if the
-  // write appended events. Its allocation commits are published first, so a watcher that
-  // sees its events finds them.
+  // Passes the commit point (refused: the write is left to roll back, and nothing of it is
+  // published), commits, updates the desired state, and then wakes watchers of the event log, if
+  // the write appended events. Its allocation commits are published first, so a watcher that sees
+  // its events finds them.
   absl::Status Commit(Transaction& txn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Appends an event at the clock's time; an empty principal is recorded as "anonymous", an
@@ -79,6 +82,7 @@ class StoreConnection {
   absl::Mutex mu_;
   std::unique_ptr<Database> db_ ABSL_GUARDED_BY(mu_);
   const Clock* const clock_;
+  const CommitPoint* const commit_point_;
   // The newest event appended by the open transaction: watchers learn of it only once it
   // has committed, since a rollback takes it back (and its sequence is reused).
   uint64_t uncommitted_sequence_ ABSL_GUARDED_BY(mu_) = 0;

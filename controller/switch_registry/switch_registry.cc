@@ -4,20 +4,24 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "common/status_macros.h"
 
 namespace fleet::switch_registry {
 namespace {
 
 // A driver whose every command is counted, timed and marks its switch up or down in the
-// metrics: the one place all of fleetd's switch traffic passes.
+// metrics: the one place all of fleetd's switch traffic passes. A command that changes the
+// switch passes the commit point first; refused, nothing is sent.
 class MeasuredSwitch : public switch_adapters::OpticalSwitch {
  public:
   MeasuredSwitch(std::unique_ptr<switch_adapters::OpticalSwitch> driver, std::string switch_id,
-                 std::string protocol, metrics::ControllerMetrics& metrics)
+                 std::string protocol, metrics::ControllerMetrics& metrics,
+                 const CommitPoint* commit_point)
       : driver_(std::move(driver)),
         switch_id_(std::move(switch_id)),
         protocol_(std::move(protocol)),
-        metrics_(metrics) {}
+        metrics_(metrics),
+        commit_point_(commit_point) {}
 
   absl::StatusOr<switch_adapters::SwitchIdentity> Identity() override {
     return Measure("identity", [&] { return driver_->Identity(); });
@@ -33,9 +37,15 @@ class MeasuredSwitch : public switch_adapters::OpticalSwitch {
     return Measure("read_power", [&] { return driver_->ReadPower(ports); });
   }
   absl::Status SetShutters(const std::vector<uint32_t>& ports, bool open) override {
+    RETURN_IF_ERROR(Pass());
     return Measure("set_shutters", [&] { return driver_->SetShutters(ports, open); });
   }
   switch_adapters::ApplyResult Apply(const switch_adapters::CrossConnectBatch& batch) override {
+    if (absl::Status passed = Pass(); !passed.ok()) {
+      switch_adapters::ApplyResult refused;
+      refused.status = std::move(passed);
+      return refused;
+    }
     return Measure("apply", [&] { return driver_->Apply(batch); });
   }
 
@@ -46,6 +56,11 @@ class MeasuredSwitch : public switch_adapters::OpticalSwitch {
     return s.status().code();
   }
   static absl::StatusCode CodeOf(const switch_adapters::ApplyResult& r) { return r.status.code(); }
+
+  absl::Status Pass() const {
+    return commit_point_ != nullptr ? commit_point_->Pass(Effect::kSwitchCommand)
+                                    : absl::OkStatus();
+  }
 
   template <typename Command>
   auto Measure(const std::string& operation, Command command) -> decltype(command()) {
@@ -59,6 +74,7 @@ class MeasuredSwitch : public switch_adapters::OpticalSwitch {
   const std::string switch_id_;
   const std::string protocol_;
   metrics::ControllerMetrics& metrics_;
+  const CommitPoint* const commit_point_;
 };
 
 // "tl1" for SWITCH_PROTOCOL_TL1: the protocol as the metrics and messages name it.
@@ -99,8 +115,10 @@ SwitchRegistry::Probe Failed(const v1::Switch& sw, const absl::Status& why) {
 }  // namespace
 
 SwitchRegistry::SwitchRegistry(std::map<std::string, SwitchCredentials> credentials,
-                               std::string credentials_source, metrics::ControllerMetrics* metrics)
+                               std::string credentials_source, metrics::ControllerMetrics* metrics,
+                               const CommitPoint* commit_point)
     : metrics_(metrics != nullptr ? *metrics : metrics::ControllerMetrics::Discarded()),
+      commit_point_(commit_point),
       credentials_(std::move(credentials)),
       credentials_source_(std::move(credentials_source)) {}
 
@@ -134,8 +152,8 @@ absl::StatusOr<switch_adapters::OpticalSwitch*> SwitchRegistry::Driver(const v1:
     absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> driver =
         factory->second(sw, creds->second);
     if (!driver.ok()) return driver.status();
-    owned_.push_back(std::make_unique<MeasuredSwitch>(*std::move(driver), sw.id(),
-                                                      ProtocolName(sw.protocol()), metrics_));
+    owned_.push_back(std::make_unique<MeasuredSwitch>(
+        *std::move(driver), sw.id(), ProtocolName(sw.protocol()), metrics_, commit_point_));
     entry = Entry{key, owned_.back().get()};
   }
   return entry.driver;

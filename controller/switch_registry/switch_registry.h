@@ -16,6 +16,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "controller/commit_point/commit_point.h"
 #include "controller/metrics/controller_metrics.h"
 #include "fleet/v1/inventory.pb.h"
 #include "switch_adapters/optical_switch.h"
@@ -36,9 +37,13 @@ class SwitchRegistry {
           const v1::Switch& sw, const SwitchCredentials& credentials)>;
 
   // `credentials` by switch id; `credentials_source` names where they came from, for errors.
-  // Every command of every driver is counted and timed in `metrics` (null: nowhere).
+  // Every command of every driver is counted and timed in `metrics` (null: nowhere), and
+  // every command that changes a switch (Apply, SetShutters) passes `commit_point` first
+  // (null: each passes); a refused one is not sent and fails with the refusal. Neither is
+  // owned; both outlive the registry.
   SwitchRegistry(std::map<std::string, SwitchCredentials> credentials,
-                 std::string credentials_source, metrics::ControllerMetrics* metrics = nullptr);
+                 std::string credentials_source, metrics::ControllerMetrics* metrics = nullptr,
+                 const CommitPoint* commit_point = nullptr);
   // Waits for probes still under way (ProbeSwitches), each bounded by its driver's timeouts.
   ~SwitchRegistry();
 
@@ -81,6 +86,7 @@ class SwitchRegistry {
     switch_adapters::OpticalSwitch* driver = nullptr;
   };
   metrics::ControllerMetrics& metrics_;
+  const CommitPoint* const commit_point_;
   const std::map<std::string, SwitchCredentials> credentials_;
   const std::string credentials_source_;
   absl::Mutex mu_;

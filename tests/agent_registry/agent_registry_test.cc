@@ -156,6 +156,41 @@ TEST(AgentTest, TheRegistryKnowsWhichPortsItsAgentsLeftQuiesced) {
   EXPECT_FALSE(registry.KnownQuiesced("S1", 1));
 }
 
+// A fleetd whose commit point is fenced (a replica that does not lead) sends its agents
+// nothing: every command's answer is the fence's refusal, and the agent runs none of them.
+TEST(AgentTest, AFencedCommitPointSendsAgentsNothing) {
+  Controller controller;
+  FakeBackend backend({"S1"});
+  RunningAgent agent(controller.address(), "h1", &backend);
+  ASSERT_TRUE(Eventually([&] { return controller.AgentConnected("h1"); }));
+  std::vector<Effect> asked;
+  controller.commit_point().SetFence([&asked](Effect effect) {
+    asked.push_back(effect);  // Sends are from this thread only.
+    return absl::UnavailableError(absl::StrCat("not the leader: ", EffectName(effect)));
+  });
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  v1::Command quiesce;
+  quiesce.mutable_quiesce()->set_onic_serial("S1");
+  quiesce.mutable_quiesce()->set_port(1);
+  absl::StatusOr<v1::CommandResult> refused =
+      controller.registry().SendCommand("S1", quiesce, deadline);
+  EXPECT_EQ(refused.status(), absl::UnavailableError("not the leader: agent command"));
+  std::vector<absl::StatusOr<v1::CommandResult>> both =
+      controller.registry().Await(RetrainBothPorts(controller, deadline));
+  ASSERT_EQ(both.size(), 2u);
+  for (const auto& r : both) EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(asked, std::vector<Effect>(2, Effect::kAgentCommand));
+  // The agent heard of none; heartbeats are no effect and go on.
+  EXPECT_TRUE(backend.calls().empty()) << backend.calls().front();
+  EXPECT_TRUE(controller.AgentConnected("h1"));
+  // Let in again, the same command runs.
+  controller.commit_point().SetFence({});
+  absl::StatusOr<v1::CommandResult> sent =
+      controller.registry().SendCommand("S1", quiesce, deadline);
+  ASSERT_TRUE(sent.ok()) << sent.status();
+  EXPECT_THAT(backend.calls(), ::testing::ElementsAre("quiesce S1/1"));
+}
+
 TEST(AgentTest, UnknownOrDeadOwnerIsUnavailableAtOnce) {
   Controller controller;
   absl::StatusOr<v1::CommandResult> nobody =

@@ -22,6 +22,7 @@
 #include "common/log.h"
 #include "controller/agent_registry/agent_registry.h"
 #include "controller/service/agent_service.h"
+#include "controller/store/store.h"
 #include "onic_agent/agent.h"
 #include "testing/fake_clock.h"
 
@@ -73,7 +74,7 @@ int main(int argc, char** argv) {
   fleet::SetMinLogLevel(fleet::LogLevel::kWarning);
   fleet::testing::FakeClock clock;
   std::unique_ptr<fleet::store::Store> store = *fleet::store::OpenSqliteStore({":memory:", &clock});
-  fleet::agent_registry::AgentRegistry registry({}, store.get(), &clock);
+  fleet::agent_registry::AgentRegistry registry({}, store.get(), store.get(), &clock);
   fleet::service::AgentServiceImpl service(&registry, /*grants=*/nullptr);
   grpc::ServerBuilder builder;
   int port = 0;

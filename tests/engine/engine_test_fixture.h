@@ -81,10 +81,10 @@ class HeldApplies {
 class EngineTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(OpenGen1Store(&clock_, &store_, &site_));
+    ASSERT_NO_FATAL_FAILURE(OpenGen1Store(&clock_, &store_, &site_, &commit_point_));
     registry_ = std::make_unique<switch_registry::SwitchRegistry>(
         std::map<std::string, switch_registry::SwitchCredentials>{{"ocs1", {"admin", "root"}}},
-        "test");
+        "test", nullptr, &commit_point_);
     registry_->RegisterDriver(
         v1::SWITCH_PROTOCOL_TL1,
         [this](const v1::Switch&, const switch_registry::SwitchCredentials&)
@@ -197,6 +197,8 @@ class EngineTest : public ::testing::Test {
   }
 
   fleet::testing::FakeClock clock_;
+  // The store's writes and the switch's commands pass it; no fence unless a test sets one.
+  CommitPoint commit_point_;
   std::unique_ptr<store::Store> store_;
   v1::Inventory site_;
   fleet::testing::FakeOpticalSwitch* sw_ = nullptr;

@@ -16,11 +16,13 @@
 
 namespace fleet::engine {
 
-// Opens the store on `clock` into `store` and applies the Gen1 inventory, which `site` (if
-// set) is given. Call with ASSERT_NO_FATAL_FAILURE.
+// Opens the store on `clock` (its writes passing `commit_point`, if set) into `store` and
+// applies the Gen1 inventory, which `site` (if set) is given. Call with
+// ASSERT_NO_FATAL_FAILURE.
 inline void OpenGen1Store(fleet::testing::FakeClock* clock, std::unique_ptr<store::Store>* store,
-                          v1::Inventory* site = nullptr) {
-  *store = store::OpenSqliteStore({":memory:", clock}).value();
+                          v1::Inventory* site = nullptr,
+                          const CommitPoint* commit_point = nullptr) {
+  *store = store::OpenSqliteStore({":memory:", clock, commit_point}).value();
   absl::StatusOr<v1::Inventory> gen1 = inventory::ReadInventoryFile(
       std::string(FLEET_SOURCE_DIR) + "/deploy/inventory/fleet-gen1.yaml");
   ASSERT_TRUE(gen1.ok()) << gen1.status();

@@ -11,6 +11,7 @@
 #include "absl/strings/str_replace.h"
 #include "common/clock.h"
 #include "controller/inventory/field_diff.h"
+#include "controller/store/store.h"
 #include "testing/fake_clock.h"
 
 namespace fleet::inventory {

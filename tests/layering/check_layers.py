@@ -24,22 +24,30 @@ ALLOWED = {
     POLATIS: {"common", DRIVER},
     EMULATOR: {"common"},  # Shares no code with the driver it emulates.
     "onic_agent": {"common", PROTO},
-    "controller/store": {"common", PROTO},
-    "controller/metrics": {"common", PROTO, "controller/store"},
-    "controller/inventory": {"common", PROTO, "controller/store"},
+    # The gate every effect of fleetd passes (store writes, switch and agent commands).
+    "controller/commit_point": set(),
+    "controller/store": {"common", PROTO, "controller/commit_point"},
+    "controller/metrics": {"common", PROTO, "controller/commit_point", "controller/store"},
+    "controller/inventory": {"common", PROTO, "controller/commit_point", "controller/store"},
     # Who may call what; the gatekeeper counts its refusals in fleetd's metrics.
-    "controller/auth": {"common", PROTO, "controller/store", "controller/metrics"},
-    "controller/agent_registry": {"common", PROTO, "controller/store", "controller/metrics"},
-    "controller/switch_registry": {"common", PROTO, DRIVER, "controller/metrics"},  # Vendor-free.
-    "controller/engine": {"common", PROTO, "scheduler", DRIVER, "controller/store", "controller/auth",
-                          "controller/metrics", "controller/agent_registry", "controller/switch_registry"},
-    "controller/service": {"common", PROTO, "scheduler", DRIVER, "controller/store", "controller/auth",
-                           "controller/metrics", "controller/agent_registry", "controller/switch_registry",
+    "controller/auth": {"common", PROTO, "controller/commit_point", "controller/store",
+                        "controller/metrics"},
+    "controller/agent_registry": {"common", PROTO, "controller/commit_point", "controller/store",
+                                  "controller/metrics"},
+    "controller/switch_registry": {"common", PROTO, "controller/commit_point", DRIVER,
+                                   "controller/metrics"},  # Vendor-free.
+    "controller/engine": {"common", PROTO, "controller/commit_point", "scheduler", DRIVER,
+                          "controller/store", "controller/auth", "controller/metrics",
+                          "controller/agent_registry", "controller/switch_registry"},
+    "controller/service": {"common", PROTO, "controller/commit_point", "scheduler", DRIVER,
+                           "controller/store", "controller/auth", "controller/metrics",
+                           "controller/agent_registry", "controller/switch_registry",
                            "controller/inventory", "controller/engine"},
     # fleetctl talks to fleetd over gRPC only; it reads inventory files with fleetd's parser.
     "controller/cli": {"common", PROTO, "controller/inventory"},
     # The composition root: builds every concrete part, so it may name them all.
-    "controller/fleetd": {"common", PROTO, "scheduler", DRIVER, POLATIS, "controller/store", "controller/auth",
+    "controller/fleetd": {"common", PROTO, "controller/commit_point", "scheduler", DRIVER, POLATIS,
+                          "controller/store", "controller/auth",
                           "controller/metrics", "controller/agent_registry", "controller/switch_registry",
                           "controller/inventory", "controller/engine", "controller/service"},
 }

@@ -237,7 +237,9 @@ class Controller {
     EXPECT_TRUE(store_->WriteInventory(write, "test").ok());
     agent_registry::AgentRegistryOptions options;
     options.heartbeat_interval = absl::Milliseconds(20);
-    registry_ = std::make_unique<agent_registry::AgentRegistry>(options, store_.get(), &clock_);
+    options.commit_point = &commit_point_;
+    registry_ = std::make_unique<agent_registry::AgentRegistry>(options, store_.get(), store_.get(),
+                                                                &clock_);
     service_ = std::make_unique<service::AgentServiceImpl>(registry_.get(), nullptr);
     grpc::ServerBuilder builder;
     builder.AddListeningPort(absl::StrCat("127.0.0.1:", port), grpc::InsecureServerCredentials(),
@@ -259,6 +261,8 @@ class Controller {
   agent_registry::AgentRegistry& registry() { return *registry_; }
   store::Store& store() { return *store_; }
   fleet::testing::FakeClock& clock() { return clock_; }
+  // The registry's commit point: no fence unless a test sets one.
+  CommitPoint& commit_point() { return commit_point_; }
 
   std::optional<v1::Agent> Agent(const std::string& host) {
     for (const v1::Agent& a : registry_->ListAgents()) {
@@ -273,6 +277,7 @@ class Controller {
 
  private:
   fleet::testing::FakeClock clock_;
+  CommitPoint commit_point_;
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<agent_registry::AgentRegistry> registry_;
   std::unique_ptr<service::AgentServiceImpl> service_;

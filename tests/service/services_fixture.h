@@ -59,8 +59,8 @@ class ServicesTest : public ::testing::Test {
     if (with_agents_) {
       agent_registry::AgentRegistryOptions agent_options;
       agent_options.heartbeat_interval = absl::Hours(1);
-      agents_ =
-          std::make_unique<agent_registry::AgentRegistry>(agent_options, store_.get(), &clock_);
+      agents_ = std::make_unique<agent_registry::AgentRegistry>(agent_options, store_.get(),
+                                                                store_.get(), &clock_);
       // Plaintext: callers name themselves, no policy.
       agent_service_ = std::make_unique<AgentServiceImpl>(agents_.get(), nullptr);
     }

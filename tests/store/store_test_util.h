@@ -301,7 +301,7 @@ class StoreTest : public ::testing::Test {
   void OpenStore(const std::string& path) {
     store_.reset();
     absl::StatusOr<std::unique_ptr<Store>> store =
-        OpenSqliteStore({.path = path, .clock = &clock_});
+        OpenSqliteStore({.path = path, .clock = &clock_, .commit_point = &commit_point_});
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::move(store).value();
   }
@@ -355,6 +355,7 @@ class StoreTest : public ::testing::Test {
 
   ScratchDir dir_;  // For tests that need a file; outlives the store opened on it.
   fleet::testing::FakeClock clock_;
+  CommitPoint commit_point_;  // Every write passes it; no fence unless a test sets one.
   std::unique_ptr<Store> store_;
 };
 

@@ -31,7 +31,8 @@ v1::Switch Switch(const std::string& id, v1::SwitchProtocol protocol, const std:
 class SwitchRegistryTest : public ::testing::Test {
  protected:
   SwitchRegistryTest()
-      : registry_({{"ocs1", {"admin", "root"}}, {"ocs2", {"admin", "root"}}}, "creds.yaml") {
+      : registry_({{"ocs1", {"admin", "root"}}, {"ocs2", {"admin", "root"}}}, "creds.yaml", nullptr,
+                  &commit_point_) {
     registry_.RegisterDriver(v1::SWITCH_PROTOCOL_TL1, Factory("tl1"));
   }
 
@@ -40,11 +41,15 @@ class SwitchRegistryTest : public ::testing::Test {
     return [this, name](const v1::Switch& sw, const SwitchCredentials& login)
                -> absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> {
       built_.push_back(name + ":" + sw.id() + "@" + sw.address() + " as " + login.user);
-      return std::make_unique<fleet::testing::FakeOpticalSwitch>(8, 8);
+      auto fake = std::make_unique<fleet::testing::FakeOpticalSwitch>(8, 8);
+      last_built_ = fake.get();
+      return fake;
     };
   }
 
   std::vector<std::string> built_;
+  fleet::testing::FakeOpticalSwitch* last_built_ = nullptr;
+  CommitPoint commit_point_;  // No fence unless a test sets one.
   SwitchRegistry registry_;
 };
 
@@ -58,6 +63,42 @@ TEST_F(SwitchRegistryTest, EachSwitchGetsTheDriverOfItsProtocolBuiltOnceUntilIts
   ASSERT_TRUE(registry_.Driver(Switch("ocs1", v1::SWITCH_PROTOCOL_TL1, "192.0.2.12")).ok());
   EXPECT_THAT(built_, ElementsAre("tl1:ocs1@192.0.2.10 as admin", "rest:ocs2@192.0.2.11 as admin",
                                   "tl1:ocs1@192.0.2.12 as admin"));
+}
+
+// A fenced commit point (a replica that does not lead) lets no command that changes a switch
+// through its driver, rollbacks and shutters included; reads pass.
+TEST_F(SwitchRegistryTest, AFencedCommitPointSendsTheSwitchNoChangeButLetsReadsThrough) {
+  absl::StatusOr<switch_adapters::OpticalSwitch*> driver =
+      registry_.Driver(Switch("ocs1", v1::SWITCH_PROTOCOL_TL1, "192.0.2.10"));
+  ASSERT_TRUE(driver.ok()) << driver.status();
+  switch_adapters::CrossConnectBatch connect;
+  connect.add = {{1, 9}};
+  ASSERT_TRUE((*driver)->Apply(connect).status.ok());
+  std::vector<Effect> asked;
+  commit_point_.SetFence([&asked](Effect effect) {
+    asked.push_back(effect);
+    return absl::UnavailableError("not the leader");
+  });
+  switch_adapters::CrossConnectBatch change;
+  change.remove = {{1, 9}};
+  change.add = {{2, 10}};
+  switch_adapters::ApplyResult refused = (*driver)->Apply(change);
+  EXPECT_EQ(refused.status, absl::UnavailableError("not the leader"));
+  EXPECT_TRUE(refused.added.empty() && refused.removed.empty());
+  EXPECT_EQ((*driver)->SetShutters({1}, false), absl::UnavailableError("not the leader"));
+  absl::StatusOr<std::vector<switch_adapters::CrossConnect>> held = (*driver)->ReadCrossConnects();
+  ASSERT_TRUE(held.ok()) << held.status();
+  EXPECT_THAT(*held, ElementsAre(switch_adapters::CrossConnect{1, 9}));
+  EXPECT_EQ(last_built_->ReadCrossConnects().value(), *held);
+  absl::StatusOr<std::vector<switch_adapters::PortState>> ports = (*driver)->ReadPorts();
+  ASSERT_TRUE(ports.ok()) << ports.status();
+  EXPECT_EQ(ports->front().status, switch_adapters::PortStatus::kEnabled);  // Shutter still open.
+  EXPECT_EQ(asked, std::vector<Effect>(2, Effect::kSwitchCommand));
+  // Let in again, the same change goes out.
+  commit_point_.SetFence({});
+  ASSERT_TRUE((*driver)->Apply(change).status.ok());
+  EXPECT_THAT(last_built_->ReadCrossConnects().value(),
+              ElementsAre(switch_adapters::CrossConnect{2, 10}));
 }
 
 TEST_F(SwitchRegistryTest, ChangingHowARestSwitchIsReachedBuildsANewDriver) {
