@@ -6,9 +6,10 @@
 //     the switch registry hands out (its MeasuredSwitch), rollbacks and repairs included;
 //   - a command to an agent: AgentRegistry::Send, before its commands are queued for the
 //     agents' streams.
-// Reads pass no gate: a replica that may not act may still look. Neither do the store's own
-// upkeep of its file, which changes no row: the schema migrations and backfills run as it
-// opens, and the hand-back of free pages (StorageControl::ReclaimFreePages).
+// Reads of the store and of switches pass no gate: a replica that may not act may still
+// look (every agent command is gated, a port read included). Nor does the store's upkeep of
+// its own file as it opens (schema migrations, and columns derived from stored rows filled
+// in), nor the hand-back of free pages (StorageControl::ReclaimFreePages).
 //
 // Guarantees:
 // - An effect goes out only if the fence said OK for it just before, on the thread that

@@ -108,9 +108,14 @@ absl::StatusOr<v1::DrainResponse> Drainer::Drain(const v1::DrainRequest& request
     }
     const std::string busy =
         absl::StrCat("allocation ", id, " is busy; drain recorded, eviction incomplete");
-    RETURN_IF_ERROR(releaser_->ReleaseWhenFree(
+    absl::Status released = releaser_->ReleaseWhenFree(
         id, caller, p_.ctx.clock->Now() + absl::Seconds(60), v1::ALLOCATION_STATE_FAILED,
-        absl::StrCat(reason, " (not moved: ", moved.message(), ")"), busy, busy));
+        absl::StrCat(reason, " (not moved: ", moved.message(), ")"), busy, busy);
+    if (released.ok()) continue;
+    if (released.message() == busy) return released;  // It says what was done.
+    return absl::Status(released.code(),
+                        absl::StrCat("allocation ", id, ": drain recorded, eviction incomplete: ",
+                                     released.message()));
   }
   return response;
 }

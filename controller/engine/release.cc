@@ -155,7 +155,8 @@ void Releaser::ExpireLeases() {
   for (const std::string& id : *passed) {
     if (!p_.pool.Claim(id)) continue;  // Mid-transaction: the next tick takes it.
     p_.pool.Spawn(id, [this, id] {
-      // Not committed: still past its lease, the next tick tries again.
+      // Failed: RELEASING not committed (still past its lease, the next tick tries again) or
+      // not durable (its sync is retried).
       (void)Release(id, "fleetd/lease", v1::ALLOCATION_STATE_RELEASED, kLeaseExpired);
     });
   }

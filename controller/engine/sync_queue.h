@@ -61,7 +61,8 @@ class SyncQueue {
   absl::Status Ensure(const std::string& id);
   // After a failed attempt: the next one after the backoff (the initial one for an id not
   // marked, else twice the last, at most `max`, times the jitter), or at once if `id` was
-  // marked while the attempt ran.
+  // marked while the attempt ran. The holder of the allocation's claim may call it outside an
+  // attempt too (a release that failed on an RPC's thread): no attempt can be running then.
   void RetryLater(const std::string& id);
   // Ends a running attempt with the next one at `at` (at once if `id` was marked while it ran),
   // its backoff as it was: a new fault's first wait, not a failed attempt's.

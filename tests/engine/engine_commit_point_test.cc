@@ -46,6 +46,8 @@ TEST_F(EngineTest, AFencedOffReplicaChangesNothingAndActsAgainOnceLetIn) {
   const size_t events = EventCount();
 
   TestFence fence(commit_point_);
+  // (The fixture's agents are not the agent registry, so the agents' gate is not reached
+  // here: AgentTest.AFencedCommitPointSendsAgentsNothing tests it.)
   fence.Refuse({Effect::kStoreWrite, Effect::kSwitchCommand, Effect::kAgentCommand});
   const Caller op = Caller::Operator("operator:test");
   EXPECT_THAT(engine_->ReleaseTopology(a.id(), op).status(),
@@ -115,6 +117,25 @@ TEST_F(EngineTest, ASwitchBatchRefusedAtTheCommitPointFailsTheRequestWithTheSwit
   fence.Lift();
   ASSERT_THAT(engine_->ReleaseTopology(a.id(), op).status(), IsOk());
   EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_RELEASED);
+}
+
+// A release already under way (RELEASING committed) whose last write is refused is answered
+// OK: its circuits are off the switch, and the end is committed by a later attempt.
+TEST_F(EngineTest, AReleaseUnderWayWhoseEndIsRefusedEndsOnceLetIn) {
+  v1::Allocation a;
+  ASSERT_NO_FATAL_FAILURE(StuckEviction(&a));
+  sw_->SetUnreachable(absl::OkStatus());
+  TestFence fence(commit_point_);
+  fence.Refuse({Effect::kStoreWrite});
+  const Caller op = Caller::Operator("operator:test");
+  EXPECT_THAT(engine_->ReleaseTopology(a.id(), op).status(), IsOk());
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_RELEASING);
+  EXPECT_THAT(OnSwitch(), IsEmpty());
+  fence.Lift();
+  ASSERT_THAT(engine_->ReleaseTopology(a.id(), op).status(), IsOk());
+  engine_->WaitIdleForTest();
+  EXPECT_EQ(Get(a.id()).state(), v1::ALLOCATION_STATE_FAILED);  // The eviction's end.
+  EXPECT_THAT(OnSwitch(), IsEmpty());
 }
 
 }  // namespace

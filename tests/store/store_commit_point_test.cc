@@ -68,7 +68,8 @@ TEST_F(StoreTest, AFencedCommitPointCommitsNoWriteOfAnyKindAndLeavesTheStoreAsIt
   event.set_kind("operator.note");
   EXPECT_EQ(ToStatus(store_->AppendEvent(event)), refused);
   EXPECT_EQ(ToStatus(store_->PruneEvents({.max_count = 1}, 100)), refused);
-  EXPECT_EQ(asked, std::vector<Effect>(13, Effect::kStoreWrite));
+  EXPECT_EQ(ToStatus(store_->PruneEndedAllocations({.max_count = 0}, 100)), refused);
+  EXPECT_EQ(asked, std::vector<Effect>(14, Effect::kStoreWrite));
 
   // Nothing of them: not in the tables, not in the desired state, not in the feed.
   EXPECT_EQ(Count(), before);
