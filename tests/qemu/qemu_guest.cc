@@ -35,7 +35,8 @@ namespace fs = std::filesystem;
 constexpr char kQemu[] = "qemu-system-x86_64";
 constexpr char kBusybox[] = "/bin/busybox";
 constexpr char kReady[] = "FLEET-GUEST-READY";
-// Ends a command's output, after a newline of its own: "\n@@FLEET-RC=<exit code>\n".
+// Ends a command's output, after a newline of its own: "\n@@FLEET-RC=<number>:<exit code>\n",
+// where <number> is the one the host sent the command with ("<number> <command>\n").
 constexpr char kExitMarker[] = "@@FLEET-RC=";
 // What the guest loads before it can mount this host's files: virtio-pci and 9p over it.
 constexpr char kGuestModules[] = "virtio_pci 9pnet_virtio 9p";
@@ -59,10 +60,15 @@ mount -t tmpfs tmpfs /host/run
 stty -F /dev/ttyS1 raw -echo
 exec 3<>/dev/ttyS1
 echo FLEET-GUEST-READY >&3
-while read -r line <&3; do
-  chroot /host /bin/sh -c "$line" </dev/null >&3 2>&1
-  printf '\n@@FLEET-RC=%d\n' $? >&3
-done
+# A child reads the commands, not PID 1: the background jobs of commands are reparented to
+# PID 1 when their shell ends, and the SIGCHLD of each one's end interrupts busybox's read,
+# which drops the part of the line it had read and goes on with the rest as a line of its own.
+(
+  while read -r number line <&3; do
+    chroot /host /bin/sh -c "$line" </dev/null >&3 2>&1
+    printf '\n@@FLEET-RC=%s:%d\n' "$number" $? >&3
+  done
+)
 poweroff -f
 )";
 
@@ -402,7 +408,8 @@ absl::StatusOr<QemuGuest::Result> QemuGuest::Run(const std::string& command,
     return absl::InvalidArgumentError("a guest command is one line");
   }
   if (!broken_.empty()) return absl::FailedPreconditionError(broken_);
-  const std::string line = command + "\n";
+  const uint64_t number = ++commands_sent_;
+  const std::string line = absl::StrCat(number, " ", command, "\n");
   if (send(command_fd_, line.data(), line.size(), MSG_NOSIGNAL) !=
       static_cast<ssize_t>(line.size())) {
     return absl::UnavailableError("cannot write to the guest's command channel");
@@ -425,8 +432,18 @@ absl::StatusOr<QemuGuest::Result> QemuGuest::Run(const std::string& command,
       continue;
     }
     Result result;
-    if (!absl::SimpleAtoi(rest, &result.exit_code)) {
+    uint64_t answered = 0;
+    std::pair<absl::string_view, absl::string_view> parts = absl::StrSplit(rest, ':');
+    if (!absl::SimpleAtoi(parts.first, &answered) ||
+        !absl::SimpleAtoi(parts.second, &result.exit_code)) {
+      broken_ = absl::StrCat("the guest is out of step: unreadable end of '", command, "'");
       return absl::InternalError(absl::StrCat("unreadable exit code from the guest: ", received));
+    }
+    if (answered != number) {
+      // The guest ran something other than the line sent (or answered an earlier one).
+      broken_ = absl::StrCat("the guest is out of step: '", command, "' was answered as command ",
+                             answered, " of ", number);
+      return absl::InternalError(absl::StrCat(broken_, "; output: ", Tail(output)));
     }
     output.pop_back();  // The newline the guest puts before the exit code.
     result.output = std::move(output);

@@ -21,6 +21,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <string>
@@ -59,8 +60,9 @@ class QemuGuest {
     std::string output;  // stdout and stderr, interleaved.
   };
   // Runs `command` (one line of sh) in the guest, chrooted into this host's file system.
-  // DEADLINE_EXCEEDED after `timeout`; every later Run is then FAILED_PRECONDITION (the guest's
-  // answers would be out of step).
+  // DEADLINE_EXCEEDED after `timeout`, INTERNAL when the guest answers another command than the
+  // one sent; every later Run is then FAILED_PRECONDITION (the guest's answers would be out of
+  // step).
   absl::StatusOr<Result> Run(const std::string& command,
                              absl::Duration timeout = absl::Seconds(60));
 
@@ -96,7 +98,8 @@ class QemuGuest {
   std::string command_buffer_;
   std::string qmp_buffer_;
   std::deque<nlohmann::json> events_;
-  std::string broken_;  // Why commands can no longer be run, once one timed out.
+  uint64_t commands_sent_ = 0;  // Each command is sent with its number; the guest echoes it.
+  std::string broken_;  // Why commands can no longer be run, once one timed out or mismatched.
   std::string accelerator_;
   std::string kernel_version_;
   absl::Duration boot_time_;
