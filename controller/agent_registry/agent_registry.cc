@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/proto_time.h"
 #include "common/status_macros.h"
+#include "common/thread_name.h"
 #include "fleet/v1/names.h"
 
 namespace fleet::agent_registry {
@@ -163,8 +164,14 @@ AgentRegistry::AgentRegistry(AgentRegistryOptions options, store::InventoryStore
                                           : metrics::ControllerMetrics::Discarded()),
       // An identity unique to this run, so not from `clock`, which tests hold still.
       run_(absl::StrCat("r", absl::ToUnixMicros(absl::Now()))),
-      events_thread_([this] { EventsLoop(); }),
-      heartbeats_([this] { HeartbeatLoop(); }) {}
+      events_thread_([this] {
+        NameThisThread("fleet-agent-ev");
+        EventsLoop();
+      }),
+      heartbeats_([this] {
+        NameThisThread("fleet-heartbeat");
+        HeartbeatLoop();
+      }) {}
 
 AgentRegistry::~AgentRegistry() {
   Shutdown();

@@ -8,6 +8,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/thread_name.h"
 
 namespace fleet::engine {
 
@@ -24,6 +25,7 @@ class BackgroundLoop {
   void Start(absl::Duration tick, std::function<void()> pass,
              std::function<absl::Duration()> until_next = nullptr) {
     thread_ = std::thread([this, tick, pass = std::move(pass), until_next = std::move(until_next)] {
+      NameThisThread("fleet-loop");
       while (true) {
         const absl::Duration wait =
             until_next ? std::clamp(until_next(), absl::ZeroDuration(), tick) : tick;

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/thread_name.h"
 
 namespace fleet::engine {
 
@@ -70,7 +71,10 @@ void SwitchProgrammer::RunBatch(std::deque<std::shared_ptr<Ticket>> tickets) {
 }
 
 SwitchProgrammer::SwitchProgrammer(std::string name, switch_adapters::OpticalSwitch* driver)
-    : name_(std::move(name)), driver_(driver), thread_([this] { Run(); }) {}
+    : name_(std::move(name)), driver_(driver), thread_([this] {
+        NameThisThread("sw " + name_);
+        Run();
+      }) {}
 
 SwitchProgrammer::~SwitchProgrammer() {
   {

@@ -1,4 +1,5 @@
 #include "controller/engine/worker_pool.h"
+#include "common/thread_name.h"
 
 #include <algorithm>
 #include <utility>
@@ -120,6 +121,7 @@ bool WorkerPool::Queue(Task task, bool awaited) {
   ++alive_;
   peak_ = std::max(peak_, alive_);
   w->thread = std::thread([this, w] {
+    NameThisThread("fleet-worker");
     WorkerLoop();
     w->done.store(true);
   });

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/pki.h"
+#include "common/thread_name.h"
 
 namespace fleet::fleetd {
 namespace {
@@ -59,8 +60,10 @@ absl::StatusOr<std::unique_ptr<ServerSecurity>> ServerSecurity::Start(
   s->credentials_ = grpc::experimental::TlsServerCredentials(options);
   s->credentials_->SetAuthMetadataProcessor(s->authenticator_);
   s->watched_ = {config.tls_ca_file, config.policy_file};
-  s->watcher_ = std::thread(
-      [raw = s.get(), interval = config.tls_reload_interval] { raw->WatchFiles(interval); });
+  s->watcher_ = std::thread([raw = s.get(), interval = config.tls_reload_interval] {
+    NameThisThread("fleet-tls-watch");
+    raw->WatchFiles(interval);
+  });
   return s;
 }
 

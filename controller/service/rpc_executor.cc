@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/thread_name.h"
 
 namespace fleet::service {
 namespace {
@@ -68,7 +69,10 @@ grpc::Status RpcExecutor::Submit(std::function<void()> run, Refuse refuse) {
     if (idle_ <= static_cast<int>(queue_.size()) &&
         static_cast<int>(threads_.size()) < max_threads_) {
       try {
-        threads_.emplace_back([this] { Work(); });
+        threads_.emplace_back([this] {
+          NameThisThread("fleet-rpc");
+          Work();
+        });
         ++started_;
         ++idle_;  // Counted idle until it takes a call, so one call starts one thread.
         started = true;

@@ -1,6 +1,7 @@
 #include "controller/service/watch_hub.h"
 
 #include "absl/container/flat_hash_set.h"
+#include "common/thread_name.h"
 
 namespace fleet::service {
 
@@ -10,7 +11,10 @@ WatchHub::~WatchHub() { Stop(); }
 
 void WatchHub::Start() {
   feed_->SetCommitListener([this] { Wake(); });
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    NameThisThread("fleet-watches");
+    Run();
+  });
 }
 
 void WatchHub::Stop() {

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "common/thread_name.h"
 
 namespace fleet::store {
 namespace {
@@ -31,7 +32,10 @@ Retention::~Retention() { Stop(); }
 
 void Retention::Start() {
   if (policy_.interval <= absl::ZeroDuration() || thread_.joinable() || stopping()) return;
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    NameThisThread("fleet-retention");
+    Run();
+  });
 }
 
 void Retention::Stop() {

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/log.h"
+#include "common/thread_name.h"
 
 namespace fleet::store {
 
@@ -146,7 +147,10 @@ class Database::Checkpointer {
     sqlite3_busy_timeout(own, 5000);
     auto checkpointer = std::unique_ptr<Checkpointer>(new Checkpointer(own, path, pages));
     sqlite3_wal_hook(writer, &Checkpointer::Committed, checkpointer.get());
-    checkpointer->thread_ = std::thread([c = checkpointer.get()] { c->Run(); });
+    checkpointer->thread_ = std::thread([c = checkpointer.get()] {
+      NameThisThread("fleet-checkpoint");
+      c->Run();
+    });
     return checkpointer;
   }
   ~Checkpointer() {

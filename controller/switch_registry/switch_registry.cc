@@ -5,6 +5,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "common/thread_name.h"
 
 namespace fleet::switch_registry {
 namespace {
@@ -217,6 +218,7 @@ std::vector<SwitchRegistry::Probe> SwitchRegistry::ProbeSwitches(
       }
       run = std::make_shared<ProbeRun>();
       run->thread = std::thread([this, sw, run = run] {
+        NameThisThread("fleet-probe");
         Probe probe = ProbeSwitch(sw);
         absl::MutexLock run_lock(&run->mu);
         run->result = std::move(probe);
