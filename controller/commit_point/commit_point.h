@@ -15,11 +15,11 @@
 // - An effect goes out only if the fence said OK for it just before, on the thread that
 //   sends it: a store write under the store's connection mutex, a switch command with the
 //   switch to itself (a batch of its programming queue, or an exclusive section, so between
-//   any two batches). An agent command is checked
-//   as it is queued; one queued before the fence closed may still be written to its stream,
-//   and runs only until its deadline. When the fence refuses, nothing of the effect happens
-//   (the store's transaction rolls back whole; no byte goes to the switch; no command is
-//   queued) and the caller gets the fence's status as it is.
+//   any two batches). An agent command is checked as it is queued; one queued before the
+//   fence closed may still be written to its stream, and runs only until its deadline. When
+//   the fence refuses, nothing of the effect happens (the store's transaction rolls back
+//   whole; no byte goes to the switch; no command is queued) and the caller gets the fence's
+//   status as it is.
 // - Without a fence every effect passes: a single fleetd, as today.
 //
 // What a fence is for: a replicated fleetd (several replicas, one leader) installs one that

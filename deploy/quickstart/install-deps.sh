@@ -37,6 +37,10 @@ TEST_PACKAGES=(
   # tests/qemu: the pcie-sysfs backend on a real Linux kernel in a QEMU q35 guest, booted from
   # Debian's kernel with a busybox initramfs made at test time (kmod lists its modules).
   qemu-system-x86 linux-image-amd64 busybox-static kmod
+  # tests/etcd: real etcd 3.4 members, and etcdctl for operators. Where systemd runs, Debian's
+  # package enables its own etcd on 2379/2380; tests never touch it (they start their own
+  # members on ports chosen at run time).
+  etcd-server etcd-client
 )
 
 case "${1:-}" in

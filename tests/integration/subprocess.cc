@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -155,9 +156,15 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const std::vector<std::str
       FreshDirectory(absl::StrCat("daemon_", std::filesystem::path(argv[0]).filename().string(),
                                   "_", next_daemon.fetch_add(1))) +
       "/stderr";
+  const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) return absl::InternalError("fork failed");
   if (pid == 0) {
+    // Dies with the test, even one that crashed or that ctest killed at its timeout, instead
+    // of running on. (The signal comes when the forking thread ends: tests start daemons from
+    // their own thread.)
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
     int err = open(d->stderr_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     int in = open("/dev/null", O_RDONLY);
     dup2(in, 0);

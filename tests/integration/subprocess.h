@@ -77,7 +77,8 @@ int64_t EmulatorCounter(const std::string& rest_address, const std::string& name
 std::string WriteFile(const std::string& name, const std::string& text);
 
 // A long-running child whose stdout is read line by line; stderr goes to a file for
-// post-mortem messages. The destructor kills it if it still runs.
+// post-mortem messages. The destructor kills it if it still runs, and it is killed when the
+// thread that started it ends (a test that crashes or times out leaves no daemon behind).
 class Daemon {
  public:
   static absl::StatusOr<std::unique_ptr<Daemon>> Start(const std::vector<std::string>& argv);

@@ -11,6 +11,7 @@ import re
 import sys
 
 PROTO = "fleet/v1"
+ETCD_PROTO = "proto/etcd"  # etcd's API, included as "etcd/..." (generated).
 DRIVER = "switch_adapters"  # The abstract switch interface.
 POLATIS = "switch_adapters/polatis"
 EMULATOR = "switch_adapters/polatis/emulator"
@@ -26,6 +27,8 @@ ALLOWED = {
     "onic_agent": {"common", PROTO},
     # The gate every effect of fleetd passes (store writes, switch and agent commands).
     "controller/commit_point": set(),
+    # The client of an etcd cluster that replicated fleetd replicas share (docs/ha.md).
+    "controller/etcd": {"common", ETCD_PROTO},
     "controller/store": {"common", PROTO, "controller/commit_point"},
     "controller/metrics": {"common", PROTO, "controller/commit_point", "controller/store"},
     "controller/inventory": {"common", PROTO, "controller/commit_point", "controller/store"},
@@ -46,7 +49,8 @@ ALLOWED = {
     # fleetctl talks to fleetd over gRPC only; it reads inventory files with fleetd's parser.
     "controller/cli": {"common", PROTO, "controller/inventory"},
     # The composition root: builds every concrete part, so it may name them all.
-    "controller/fleetd": {"common", PROTO, "controller/commit_point", "scheduler", DRIVER, POLATIS,
+    "controller/fleetd": {"common", PROTO, "controller/commit_point", "controller/etcd",
+                          "scheduler", DRIVER, POLATIS,
                           "controller/store", "controller/auth",
                           "controller/metrics", "controller/agent_registry", "controller/switch_registry",
                           "controller/inventory", "controller/engine", "controller/service"},
@@ -60,6 +64,8 @@ def folder_of_header(path: str, root: pathlib.Path):
     """The source folder a project header belongs to, or None for a third-party header."""
     if path.startswith(PROTO + "/"):
         return PROTO
+    if path.startswith("etcd/etcdserverpb/") or path.startswith("etcd/mvccpb/"):
+        return ETCD_PROTO
     parent = str(pathlib.PurePosixPath(path).parent)
     return parent if (root / path).exists() else None
 

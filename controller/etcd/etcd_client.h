@@ -1,0 +1,131 @@
+// fleetd's client of an etcd v3 cluster (etcd 3.4 from Debian), over etcd's own gRPC API
+// (proto/etcd: a checked-in subset of etcd's .proto files with etcd's package, names and field
+// numbers). It is what replicated fleetd replicas build on (docs/ha.md): the leader's key held
+// on a lease, and writes fenced by a compare on that key's create_revision.
+//
+// Contract:
+// - Every call has a deadline (EtcdOptions::request_timeout) and answers an absl::Status whose
+//   message names etcd, the call, the key where there is one, and the member that answered or
+//   failed ("etcd 127.0.0.1:2379: Put fleet/leader: ..."). A cluster that has lost its quorum
+//   answers no write and no linearizable read: those calls fail UNAVAILABLE within the
+//   deadline, saying that no member answered with a quorum behind it.
+// - Members are tried in order, starting from the last that answered, each given a fair share
+//   of the time left. A member this client cannot connect to (down, refusing the handshake) is
+//   stepped over with nothing sent to it. A read (Get, GetPrefix, KeepAlive, Members) that a
+//   connected member fails with UNAVAILABLE or DEADLINE_EXCEEDED (no leader, no quorum) goes
+//   to the next member too. A write (Put, Delete, Txn, GrantLease, RevokeLease) is sent to one
+//   member at most: if it fails after being sent, it may or may not have been applied, and the
+//   error says so (UNAVAILABLE "outcome unknown"); the next call starts from the next member.
+//   A write is therefore never applied twice by this client; its caller decides whether to
+//   read back or write again.
+// - Any other error of etcd (a compacted revision, a lease not found, the NOSPACE alarm, too
+//   large a request) is returned as etcd's gRPC code and message, not retried.
+// - Thread-safe: calls may be made from any thread at once.
+#ifndef FLEET_CONTROLLER_ETCD_ETCD_CLIENT_H_
+#define FLEET_CONTROLLER_ETCD_ETCD_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "etcd/etcdserverpb/rpc.grpc.pb.h"
+#include "grpcpp/channel.h"
+
+namespace fleet::etcd {
+
+struct EtcdOptions {
+  // The members' client addresses, HOST:PORT (a leading https:// or http:// is accepted and
+  // dropped). At least one.
+  std::vector<std::string> endpoints;
+  // Mutual TLS (etcd's --client-cert-auth): the CA that signed the members' certificates, and
+  // this client's certificate and key, PEM files. All three, or none for plaintext (tests).
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
+  // How long one call may take in all, across the members it tries.
+  absl::Duration request_timeout = absl::Seconds(5);
+};
+
+// A lease granted by etcd: keys put with it are deleted when it expires.
+struct Lease {
+  int64_t id = 0;
+  absl::Duration ttl;  // As etcd granted it (at least its minimum, about 2 s in 3.4).
+};
+
+// What one member says of itself and the cluster (etcd's Maintenance.Status).
+struct MemberStatus {
+  std::string endpoint;
+  absl::Status reachable;  // OK, or why the member did not answer.
+  uint64_t member_id = 0;
+  uint64_t leader_id = 0;  // 0 when the member knows no leader.
+  uint64_t raft_term = 0;
+  uint64_t raft_index = 0;
+  int64_t db_size_bytes = 0;
+  std::string version;
+  std::vector<std::string> errors;  // etcd's own, e.g. an active NOSPACE alarm.
+};
+
+class EtcdClient {
+ public:
+  // Reads the TLS files and makes one channel per member (connections are made on first use).
+  // INVALID_ARGUMENT naming the option for no endpoint, an empty endpoint, or only some of the
+  // three TLS files; the file's error for one that cannot be read.
+  static absl::StatusOr<std::unique_ptr<EtcdClient>> Connect(const EtcdOptions& options);
+
+  // The value and revisions of `key`; NOT_FOUND naming the key when it does not exist.
+  // Linearizable: answered only by a member with a quorum behind it.
+  absl::StatusOr<mvccpb::KeyValue> Get(const std::string& key);
+  // Every key that starts with `prefix`, in key order, at most `limit` (0: all).
+  absl::StatusOr<std::vector<mvccpb::KeyValue>> GetPrefix(const std::string& prefix,
+                                                          int64_t limit = 0);
+  // Puts `value` at `key` (on `lease` when not 0); returns the cluster's revision after it.
+  absl::StatusOr<int64_t> Put(const std::string& key, const std::string& value, int64_t lease = 0);
+  // Deletes `key`; returns how many keys were deleted (0 or 1).
+  absl::StatusOr<int64_t> Delete(const std::string& key);
+  // One atomic Txn: `response.succeeded` says whether every compare held.
+  absl::StatusOr<etcdserverpb::TxnResponse> Txn(const etcdserverpb::TxnRequest& request);
+
+  // A lease of `ttl` (whole seconds, rounded up).
+  absl::StatusOr<Lease> GrantLease(absl::Duration ttl);
+  // Renews `lease` once; returns the time it now has. NOT_FOUND naming the lease when it had
+  // already expired (or was revoked): its keys are gone.
+  absl::StatusOr<absl::Duration> KeepAlive(int64_t lease);
+  // Revokes `lease` (its keys are deleted at once). NOT_FOUND when it was gone already.
+  absl::Status RevokeLease(int64_t lease);
+
+  // Each member's own status, asked of it directly (no failover), in endpoint order; each
+  // is given an equal share of the request timeout, so the whole takes at most that.
+  std::vector<MemberStatus> Members();
+
+  const EtcdOptions& options() const { return options_; }
+
+ private:
+  struct Member {
+    std::string endpoint;
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<etcdserverpb::KV::Stub> kv;
+    std::unique_ptr<etcdserverpb::Lease::Stub> lease;
+    std::unique_ptr<etcdserverpb::Maintenance::Stub> maintenance;
+  };
+  explicit EtcdClient(EtcdOptions options) : options_(std::move(options)) {}
+
+  // Runs `call` on the members in turn from the last that answered, as the contract says for
+  // a read, or for a write when `write`. `what` names the call and key in messages.
+  enum class Kind { kRead, kWrite };
+  template <typename Call>
+  absl::Status OnSomeMember(Kind kind, const std::string& what, Call call);
+
+  const EtcdOptions options_;
+  std::vector<Member> members_;
+  absl::Mutex mu_;
+  size_t preferred_ ABSL_GUARDED_BY(mu_) = 0;  // The member that answered last.
+};
+
+}  // namespace fleet::etcd
+
+#endif  // FLEET_CONTROLLER_ETCD_ETCD_CLIENT_H_
