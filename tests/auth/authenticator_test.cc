@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "common/pki.h"
 #include "testing/fake_clock.h"
+#include "tests/scratch.h"
 
 namespace fleet::auth {
 namespace {
@@ -23,10 +24,7 @@ using ::testing::HasSubstr;
 class AuthenticatorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::path(::testing::TempDir()) /
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
+    dir_ = fleet::testing::FreshDirectory("auth");
     ca_ = pki::MakeCa({.common_name = "site CA"}).value();
     Write("ca.pem", ca_.certificate_pem);
     Write("policy.yaml", R"(grants:

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "common/pki.h"
 #include "tests/cli/fleetctl_fixture.h"
+#include "tests/scratch.h"
 
 namespace fleet::cli {
 namespace {
@@ -23,13 +24,7 @@ class FleetctlCertsTest : public FleetctlTest {
  protected:
   void SetUp() override {
     FleetctlTest::SetUp();
-    dir_ = absl::StrCat(::testing::TempDir(), "/fleetctl_certs_test_", getpid());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override {
-    std::filesystem::remove_all(dir_);
-    FleetctlTest::TearDown();
+    dir_ = fleet::testing::FreshDirectory("certs");
   }
   std::string Path(const std::string& name) const { return dir_ + "/" + name; }
   std::string Read(const std::string& name) const {

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "tests/scratch.h"
 
 namespace fleet::cli {
 namespace {
@@ -117,9 +118,7 @@ TEST(ClientConfigTest, PathPrecedence) {
 }
 
 TEST(ClientConfigTest, WriteIsAtomicPrivateAndReadsBack) {
-  const std::string dir =
-      absl::StrCat(::testing::TempDir(), "/client_config_test_", getpid(), "/new/folder");
-  std::filesystem::remove_all(dir);
+  const std::string dir = fleet::testing::FreshDirectory("config") + "/new/folder";
   ClientConfig config = Parsed(kTwoContexts, dir + "/config.yaml");
   ASSERT_TRUE(WriteClientConfig(config).ok());
   struct stat st;

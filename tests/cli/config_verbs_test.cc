@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/pki.h"
 #include "tests/cli/fleetctl_fixture.h"
+#include "tests/scratch.h"
 
 namespace fleet::cli {
 namespace {
@@ -26,9 +27,7 @@ class FleetctlConfigTest : public FleetctlTest {
   void SetUp() override {
     FleetctlTest::SetUp();
     // A home of this test's own: nothing of the user's config is read or written.
-    home_ = absl::StrCat(::testing::TempDir(), "/fleetctl_config_test_", getpid());
-    std::filesystem::remove_all(home_);
-    std::filesystem::create_directories(home_);
+    home_ = fleet::testing::FreshDirectory("home");
     env_.variables = {};
     env_.variables.home = home_;
     config_path_ = home_ + "/.config/fleet/config.yaml";

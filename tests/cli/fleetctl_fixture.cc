@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "tests/scratch.h"
 
 namespace fleet::cli {
 
@@ -54,7 +55,8 @@ int FleetctlTest::Run(std::vector<std::string> args) {
 }
 
 std::string FleetctlTest::WriteFile(const std::string& name, const std::string& text) {
-  std::string path = absl::StrCat(::testing::TempDir(), "/fleetctl_test_", getpid(), "_", name);
+  if (files_dir_.empty()) files_dir_ = fleet::testing::FreshDirectory("files");
+  std::string path = files_dir_ + "/" + name;
   std::ofstream(path) << text;
   return path;
 }

@@ -57,6 +57,7 @@ class FleetctlTest : public ::testing::Test {
   ClientTlsFiles connected_with_;
   std::ostringstream out_;
   std::ostringstream err_;
+  std::string files_dir_;  // where WriteFile writes; made on first use
 };
 
 }  // namespace fleet::cli

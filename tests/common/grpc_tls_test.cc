@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "tests/scratch.h"
 
 namespace fleet {
 namespace {
@@ -20,7 +21,8 @@ using ::testing::Not;
 class ClientCredentialsTest : public ::testing::Test {
  protected:
   std::string Write(const std::string& name, const std::string& text) {
-    std::string path = absl::StrCat(::testing::TempDir(), "/grpc_tls_test_", getpid(), "_", name);
+    if (dir_.empty()) dir_ = fleet::testing::FreshDirectory("tls");
+    std::string path = dir_ + "/" + name;
     std::ofstream(path) << text;
     return path;
   }
@@ -29,6 +31,7 @@ class ClientCredentialsTest : public ::testing::Test {
             Write("client.pem", "-----BEGIN CERTIFICATE-----\n"),
             Write("client.key", "-----BEGIN PRIVATE KEY-----\n")};
   }
+  std::string dir_;  // made on the first Write
 };
 
 TEST_F(ClientCredentialsTest, AllThreeFilesGiveTlsCredentials) {

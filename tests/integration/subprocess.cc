@@ -61,18 +61,6 @@ std::string ReadAll(int fd) {
 
 std::string BinaryPath(const std::string& name) { return std::string(FLEET_BIN_DIR) + "/" + name; }
 
-std::string FreshDirectory(const std::string& name) {
-  // Outside a test (benchmarks) the directory is named by the process alone.
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::filesystem::path dir =
-      std::filesystem::path(::testing::TempDir()) /
-      absl::StrCat("fleet_", getpid(), "_", info ? info->test_suite_name() : "main", "_",
-                   info ? info->name() : "run", "_", name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir.string();
-}
-
 CommandResult RunCommand(const std::vector<std::string>& argv, absl::Duration timeout) {
   CommandResult result;
   const std::string dir = FreshDirectory("cmd");

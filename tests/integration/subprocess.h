@@ -17,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "tests/eventually.h"
+#include "tests/scratch.h"
 
 namespace fleet::testing {
 
@@ -118,9 +119,6 @@ absl::StatusOr<HttpReply> HttpRequest(const std::string& address, const std::str
 
 // GET that expects 200; returns the body.
 absl::StatusOr<std::string> HttpGet(const std::string& address, const std::string& path);
-
-// A fresh empty directory under the test temp dir, unique to this test.
-std::string FreshDirectory(const std::string& name);
 
 }  // namespace fleet::testing
 

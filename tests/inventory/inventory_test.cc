@@ -13,6 +13,7 @@
 #include "controller/inventory/field_diff.h"
 #include "controller/store/store.h"
 #include "testing/fake_clock.h"
+#include "tests/scratch.h"
 
 namespace fleet::inventory {
 namespace {
@@ -503,11 +504,7 @@ TEST(PlanApplyTest, DuplicateWithinTheFileIsReportedOnce) {
 class ApplierTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::path(::testing::TempDir()) /
-           absl::StrCat("inventory_test_", ::testing::UnitTest::GetInstance()->random_seed(), "_",
-                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
+    dir_ = fleet::testing::FreshDirectory("inventory");
     absl::StatusOr<std::unique_ptr<store::Store>> opened =
         store::OpenSqliteStore({(dir_ / "fleet.db").string(), &clock_});
     ASSERT_TRUE(opened.ok()) << opened.status();

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "tests/scratch.h"
 
 namespace fleet::onic_agent {
 namespace {
@@ -23,8 +24,7 @@ std::string Problem(const std::string& text) {
 }
 
 TEST(AgentConfigTest, ReadsTheTlsFilesResolvedAgainstItsFolder) {
-  const std::string dir = absl::StrCat(::testing::TempDir(), "/agent_config_test_", getpid());
-  std::filesystem::create_directories(dir);
+  const std::string dir = fleet::testing::FreshDirectory("agent");
   const std::string path = dir + "/agent.yaml";
   std::ofstream(path) << "controller: fleetd:50051\ntls_ca_file: pki/ca.pem\n"
                          "tls_cert_file: pki/agent.pem\ntls_key_file: /abs/agent.key\n";
