@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <utility>
@@ -37,6 +38,15 @@ std::string PrefixEnd(std::string prefix) {
 }
 
 }  // namespace
+
+etcdserverpb::Compare CreateRevisionIs(const std::string& key, int64_t revision) {
+  etcdserverpb::Compare compare;
+  compare.set_key(key);
+  compare.set_target(etcdserverpb::Compare::CREATE);
+  compare.set_result(etcdserverpb::Compare::EQUAL);
+  compare.set_create_revision(revision);
+  return compare;
+}
 
 absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const EtcdOptions& options) {
   if (options.endpoints.empty()) {
@@ -202,11 +212,32 @@ absl::StatusOr<etcdserverpb::TxnResponse> EtcdClient::Txn(const etcdserverpb::Tx
   etcdserverpb::TxnResponse response;
   const std::string what =
       request.compare().empty() ? "Txn" : absl::StrCat("Txn on ", request.compare(0).key());
-  absl::Status status = OnSomeMember(Kind::kWrite, what, [&](Member& m, auto& context) {
+  // A Txn that only reads changes nothing whatever its outcome: it may go to the next member.
+  auto reads = [](const auto& ops) {
+    return std::all_of(ops.begin(), ops.end(),
+                       [](const etcdserverpb::RequestOp& op) { return op.has_request_range(); });
+  };
+  const Kind kind =
+      reads(request.success()) && reads(request.failure()) ? Kind::kRead : Kind::kWrite;
+  absl::Status status = OnSomeMember(kind, what, [&](Member& m, auto& context) {
     return m.kv->Txn(&context, request, &response);
   });
   if (!status.ok()) return status;
   return response;
+}
+
+absl::Status EtcdClient::Compact(int64_t revision) {
+  etcdserverpb::CompactionRequest request;
+  request.set_revision(revision);
+  etcdserverpb::CompactionResponse response;
+  absl::Status status = OnSomeMember(
+      Kind::kWrite, absl::StrCat("Compact ", revision),
+      [&](Member& m, auto& context) { return m.kv->Compact(&context, request, &response); });
+  // Compacted already (by this call lost and repeated, or by another): the history is gone.
+  if (absl::IsOutOfRange(status) && absl::StrContains(status.message(), "compacted")) {
+    return absl::OkStatus();
+  }
+  return status;
 }
 
 absl::StatusOr<Lease> EtcdClient::GrantLease(absl::Duration ttl) {

@@ -11,11 +11,12 @@
 //   deadline, saying that no member answered with a quorum behind it.
 // - Members are tried in order, starting from the last that answered, each given a fair share
 //   of the time left. A member this client cannot connect to (down, refusing the handshake) is
-//   stepped over with nothing sent to it. A read (Get, GetPrefix, KeepAlive, Members) that a
-//   connected member fails with UNAVAILABLE or DEADLINE_EXCEEDED (no leader, no quorum) goes
-//   to the next member too. A write (Put, Delete, Txn, GrantLease, RevokeLease) is sent to one
-//   member at most: if it fails after being sent, it may or may not have been applied, and the
-//   error says so (UNAVAILABLE "outcome unknown"); the next call starts from the next member.
+//   stepped over with nothing sent to it. A read (Get, GetPrefix, KeepAlive, Members, a Txn
+//   that only reads) that a connected member fails with UNAVAILABLE or DEADLINE_EXCEEDED (no
+//   leader, no quorum) goes to the next member too. A write (Put, Delete, Txn, Compact,
+//   GrantLease, RevokeLease) is sent to one member at most: if it fails after being sent, it
+//   may or may not have been applied, and the error says so (UNAVAILABLE "outcome unknown");
+//   the next call starts from the next member.
 //   A write is therefore never applied twice by this client; its caller decides whether to
 //   read back or write again.
 // - Any other error of etcd (a compacted revision, a lease not found, the NOSPACE alarm, too
@@ -70,6 +71,11 @@ struct MemberStatus {
   std::vector<std::string> errors;  // etcd's own, e.g. an active NOSPACE alarm.
 };
 
+// A Txn compare that holds while `key` has the create_revision `revision` (0: while the key
+// does not exist). Deleted and created again, a key has a new create_revision, so this is the
+// compare that fences a leader's writes on its own leader key.
+etcdserverpb::Compare CreateRevisionIs(const std::string& key, int64_t revision);
+
 class EtcdClient {
  public:
   // Reads the TLS files and makes one channel per member (connections are made on first use).
@@ -87,8 +93,12 @@ class EtcdClient {
   absl::StatusOr<int64_t> Put(const std::string& key, const std::string& value, int64_t lease = 0);
   // Deletes `key`; returns how many keys were deleted (0 or 1).
   absl::StatusOr<int64_t> Delete(const std::string& key);
-  // One atomic Txn: `response.succeeded` says whether every compare held.
+  // One atomic Txn: `response.succeeded` says whether every compare held. A Txn whose
+  // operations are all ranges is a read (it may be tried on the next member); else a write.
   absl::StatusOr<etcdserverpb::TxnResponse> Txn(const etcdserverpb::TxnRequest& request);
+  // Compacts etcd's history (every key's revisions before `revision`), so its space can be
+  // reused. OK when it was compacted that far already.
+  absl::Status Compact(int64_t revision);
 
   // A lease of `ttl` (whole seconds, rounded up).
   absl::StatusOr<Lease> GrantLease(absl::Duration ttl);
@@ -101,8 +111,6 @@ class EtcdClient {
   // Each member's own status, asked of it directly (no failover), in endpoint order; each
   // is given an equal share of the request timeout, so the whole takes at most that.
   std::vector<MemberStatus> Members();
-
-  const EtcdOptions& options() const { return options_; }
 
  private:
   struct Member {

@@ -77,13 +77,8 @@ LeaderElection::View LeaderElection::Current() const {
 }
 
 etcdserverpb::Compare LeaderElection::StillLeading() const {
-  etcdserverpb::Compare compare;
-  compare.set_key(options_.key);
-  compare.set_target(etcdserverpb::Compare::CREATE);
-  compare.set_result(etcdserverpb::Compare::EQUAL);
   absl::MutexLock lock(&mu_);
-  compare.set_create_revision(leading_ ? epoch_ : -1);
-  return compare;
+  return CreateRevisionIs(options_.key, leading_ ? epoch_ : -1);
 }
 
 void LeaderElection::SetLeading(bool leading, int64_t epoch, Steady::time_point valid_until,
@@ -126,11 +121,7 @@ bool LeaderElection::Campaign() {
     ttl = lease->ttl;
   }
   etcdserverpb::TxnRequest txn;
-  etcdserverpb::Compare* absent = txn.add_compare();
-  absent->set_key(options_.key);
-  absent->set_target(etcdserverpb::Compare::CREATE);
-  absent->set_result(etcdserverpb::Compare::EQUAL);
-  absent->set_create_revision(0);
+  *txn.add_compare() = CreateRevisionIs(options_.key, 0);  // Only if nobody holds it.
   etcdserverpb::PutRequest* put = txn.add_success()->mutable_request_put();
   put->set_key(options_.key);
   put->set_value(options_.name);

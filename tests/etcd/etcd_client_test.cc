@@ -17,6 +17,7 @@
 namespace fleet::testing {
 namespace {
 
+using etcd::CreateRevisionIs;
 using etcd::EtcdClient;
 using etcd::EtcdOptions;
 
@@ -37,11 +38,7 @@ class EtcdClientTest : public EtcdClusterTest {
   // Returns the key's create_revision when this replica now holds it, 0 when another does.
   int64_t Campaign(EtcdClient& client, int64_t lease, const std::string& name) {
     etcdserverpb::TxnRequest txn;
-    etcdserverpb::Compare* absent = txn.add_compare();
-    absent->set_key("fleet/leader");
-    absent->set_target(etcdserverpb::Compare::CREATE);
-    absent->set_result(etcdserverpb::Compare::EQUAL);
-    absent->set_create_revision(0);
+    *txn.add_compare() = CreateRevisionIs("fleet/leader", 0);
     etcdserverpb::PutRequest* put = txn.add_success()->mutable_request_put();
     put->set_key("fleet/leader");
     put->set_value(name);
@@ -58,11 +55,7 @@ class EtcdClientTest : public EtcdClusterTest {
   bool FencedPut(EtcdClient& client, int64_t leader_revision, const std::string& key,
                  const std::string& value) {
     etcdserverpb::TxnRequest txn;
-    etcdserverpb::Compare* still = txn.add_compare();
-    still->set_key("fleet/leader");
-    still->set_target(etcdserverpb::Compare::CREATE);
-    still->set_result(etcdserverpb::Compare::EQUAL);
-    still->set_create_revision(leader_revision);
+    *txn.add_compare() = CreateRevisionIs("fleet/leader", leader_revision);
     etcdserverpb::PutRequest* put = txn.add_success()->mutable_request_put();
     put->set_key(key);
     put->set_value(value);
