@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -15,20 +16,14 @@
 namespace fleet::testing {
 namespace {
 
-// The directories made so far, by the test that made them ("" outside a test).
+// The directories made so far, by the test that made them ("" outside a test). Never
+// destroyed, so a directory made or finished during the program's exit finds it alive.
 class ScratchRegistry {
  public:
   static ScratchRegistry& Get() {
-    // The unit test is constructed first, so it outlives the registry, whose destructor reads
-    // whether every test passed.
-    ::testing::UnitTest::GetInstance();
-    static ScratchRegistry registry;
-    return registry;
+    static ScratchRegistry* const registry = new ScratchRegistry;
+    return *registry;
   }
-
-  // gtest owns (and deletes at exit) its listeners: it gets a forwarder, not the registry.
-  ScratchRegistry() { ::testing::UnitTest::GetInstance()->listeners().Append(new Forwarder(this)); }
-  ~ScratchRegistry() { Finish("", !::testing::UnitTest::GetInstance()->Failed()); }
 
   void Add(const std::string& test, const std::string& dir) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -40,17 +35,23 @@ class ScratchRegistry {
   }
 
  private:
+  // gtest owns (and deletes at exit) its listeners: it gets a forwarder, not the registry.
   class Forwarder : public ::testing::EmptyTestEventListener {
    public:
-    explicit Forwarder(ScratchRegistry* to) : to_(to) {}
-    // Called after the test's fixture is torn down and destroyed: its daemons are gone.
+    // After the test's fixture is torn down and destroyed: its daemons are gone.
     void OnTestEnd(const ::testing::TestInfo& info) override {
-      to_->Finish(TestName(&info), !info.result()->Failed());
+      Get().Finish(TestName(&info), !info.result()->Failed());
     }
-
-   private:
-    ScratchRegistry* to_;
+    void OnTestProgramEnd(const ::testing::UnitTest& unit_test) override {
+      Get().Finish("", !unit_test.Failed());
+    }
   };
+
+  ScratchRegistry() {
+    ::testing::UnitTest::GetInstance()->listeners().Append(new Forwarder);
+    // A benchmark runs no tests, so its directories go at exit.
+    std::atexit([] { Get().Finish("", !::testing::UnitTest::GetInstance()->Failed()); });
+  }
 
   void Finish(const std::string& test, bool passed) {
     std::vector<std::string> dirs;
@@ -74,6 +75,9 @@ class ScratchRegistry {
   std::mutex mu_;
   std::map<std::string, std::vector<std::string>> dirs_;
 };
+
+// Made while the program starts, on one thread: gtest's listener list has no lock of its own.
+[[maybe_unused]] const bool registered = (ScratchRegistry::Get(), true);
 
 }  // namespace
 

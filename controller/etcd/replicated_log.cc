@@ -78,8 +78,8 @@ absl::Status NotLeader(const std::string& what) {
 
 }  // namespace
 
-ReplicatedLog::ReplicatedLog(EtcdClient* client, std::string prefix)
-    : client_(client), prefix_(std::move(prefix)) {}
+ReplicatedLog::ReplicatedLog(EtcdClient* client, LogOptions options)
+    : client_(client), options_(std::move(options)) {}
 
 absl::StatusOr<LogBounds> ReplicatedLog::Bounds() {
   etcdserverpb::TxnRequest txn;
@@ -104,36 +104,44 @@ absl::Status ReplicatedLog::Append(const etcdserverpb::Compare& fence, uint64_t 
     return absl::InvalidArgumentError("replicated log: Append: seq 0; entries start at 1");
   }
   const std::string entry = Key(absl::StrCat("e/", Seq(seq), "/"));
-  const size_t parts = std::max<size_t>(1, (bytes.size() + kPartBytes - 1) / kPartBytes);
-  auto part_bytes = [&](size_t k) { return bytes.substr(k * kPartBytes, kPartBytes); };
-  for (size_t k = 0; k + 1 < parts; ++k) {
+  const size_t part_bytes = options_.part_bytes;
+  const size_t parts = std::max<size_t>(1, (bytes.size() + part_bytes - 1) / part_bytes);
+  // Every part is written only while this replica leads and the entry is still the next one,
+  // so a committed entry is never touched. The first part's Txn clears whatever else lies
+  // under the entry's key (parts of a try by an earlier leader, deposed mid-append), and the
+  // last moves the head.
+  for (size_t k = 0; k < parts; ++k) {
     etcdserverpb::TxnRequest txn;
     *txn.add_compare() = fence;
-    *txn.add_success() = PutOp(entry + Part(k), part_bytes(k));
+    *txn.add_compare() =
+        seq == 1 ? CreateRevisionIs(Key("head"), 0) : ValueIs(Key("head"), Seq(seq - 1));
+    if (k == 0) *txn.add_success() = DeleteOp(entry + Part(1), PrefixEnd(entry));
+    *txn.add_success() = PutOp(entry + Part(k), bytes.substr(k * part_bytes, part_bytes));
+    if (k + 1 == parts) *txn.add_success() = PutOp(Key("head"), Seq(seq));
+    *txn.add_failure() = RangeOp(Key("head"));
+    *txn.add_failure() = RangeOp(entry, PrefixEnd(entry));
     absl::StatusOr<etcdserverpb::TxnResponse> response = client_->Txn(txn);
     if (!response.ok()) return response.status();
-    if (!response->succeeded()) return NotLeader(absl::StrCat("Append ", seq));
+    if (!response->succeeded()) return Refused(seq, bytes, *response);
   }
-  // The last part and the head move together, and only from the entry before.
-  etcdserverpb::TxnRequest txn;
-  *txn.add_compare() = fence;
-  *txn.add_compare() =
-      seq == 1 ? CreateRevisionIs(Key("head"), 0) : ValueIs(Key("head"), Seq(seq - 1));
-  *txn.add_success() = PutOp(entry + Part(parts - 1), part_bytes(parts - 1));
-  *txn.add_success() = PutOp(Key("head"), Seq(seq));
-  *txn.add_failure() = RangeOp(Key("head"));
-  *txn.add_failure() = RangeOp(entry, PrefixEnd(entry));
-  absl::StatusOr<etcdserverpb::TxnResponse> response = client_->Txn(txn);
-  if (!response.ok()) return response.status();
-  if (response->succeeded()) return absl::OkStatus();
-  absl::StatusOr<uint64_t> head = NumberIn(response->responses(0), 0);
+  return absl::OkStatus();
+}
+
+absl::Status ReplicatedLog::Refused(uint64_t seq, const std::string& bytes,
+                                    const etcdserverpb::TxnResponse& response) {
+  absl::StatusOr<uint64_t> head = NumberIn(response.responses(0), 0);
   if (!head.ok()) return head.status();
   if (*head >= seq) {
-    // Appended already, by an earlier try of this call whose answer was lost, or by another.
-    std::string stored;
-    for (const mvccpb::KeyValue& kv : response->responses(1).response_range().kvs()) {
-      stored += kv.value();
+    // In the log already: by an earlier try of this call whose answer was lost (this replica
+    // may have stopped leading since), or by another leader.
+    const auto& kvs = response.responses(1).response_range().kvs();
+    if (kvs.empty()) {
+      return absl::AbortedError(absl::StrCat("replicated log: Append ", seq, ": entry ", seq,
+                                             " was trimmed; whether it holds these bytes "
+                                             "cannot be told"));
     }
+    std::string stored;
+    for (const mvccpb::KeyValue& kv : kvs) stored += kv.value();
     if (stored == bytes) return absl::OkStatus();
     return absl::FailedPreconditionError(
         absl::StrCat("replicated log: Append ", seq, ": refused, entry ", seq,
@@ -156,10 +164,13 @@ absl::StatusOr<std::vector<LogEntry>> ReplicatedLog::Read(uint64_t from, size_t 
   // gathered is whole once a key of another entry follows, or the range ends.
   LogEntry gathering;
   size_t next_part = 0;
-  auto finish_gathering = [&] {
+  // Adds the gathered entry unless it would take a non-empty answer past the budget.
+  auto finish_gathering = [&]() -> bool {
+    if (!entries.empty() && total + gathering.bytes.size() > max_bytes) return false;
     total += gathering.bytes.size();
     entries.push_back(std::move(gathering));
     gathering = LogEntry{};
+    return true;
   };
   std::string start = Key(absl::StrCat("e/", Seq(from), "/"));
   while (true) {
@@ -167,9 +178,8 @@ absl::StatusOr<std::vector<LogEntry>> ReplicatedLog::Read(uint64_t from, size_t 
     *txn.add_success() = RangeOp(Key("first"));
     *txn.add_success() = RangeOp(Key("head"));
     // Parts of several entries at a time: ranges are answered whole, so a bounded count keeps
-    // one answer's size bounded (kRoundParts parts of at most kPartBytes).
-    constexpr int64_t kRoundParts = 64;
-    *txn.add_success() = RangeOp(start, PrefixEnd(Key("e/")), kRoundParts);
+    // one answer's size bounded (read_round_parts parts of at most part_bytes).
+    *txn.add_success() = RangeOp(start, PrefixEnd(Key("e/")), options_.read_round_parts);
     absl::StatusOr<etcdserverpb::TxnResponse> response = client_->Txn(txn);
     if (!response.ok()) return response.status();
     absl::StatusOr<uint64_t> first = NumberIn(response->responses(0), 1);
@@ -178,6 +188,7 @@ absl::StatusOr<std::vector<LogEntry>> ReplicatedLog::Read(uint64_t from, size_t 
     if (!head.ok()) return head.status();
     const uint64_t wanted = gathering.seq != 0 ? gathering.seq : from + entries.size();
     if (wanted < *first) {
+      if (!entries.empty()) return entries;  // Trimmed meanwhile: these are whole still.
       return absl::OutOfRangeError(absl::StrCat("replicated log: entry ", wanted,
                                                 " was trimmed; the first kept is ", *first,
                                                 ": catch up from the snapshot"));
@@ -190,10 +201,7 @@ absl::StatusOr<std::vector<LogEntry>> ReplicatedLog::Read(uint64_t from, size_t 
         return absl::DataLossError(absl::StrCat("replicated log: unexpected key ", kv.key()));
       }
       if (seq != gathering.seq) {
-        if (gathering.seq != 0) {
-          finish_gathering();
-          if (total >= max_bytes) return entries;
-        }
+        if (gathering.seq != 0 && (!finish_gathering() || total >= max_bytes)) return entries;
         if (seq > *head) {  // Being appended: not in the log yet.
           if (entries.empty() && from <= *head) {
             return absl::DataLossError(
@@ -216,7 +224,7 @@ absl::StatusOr<std::vector<LogEntry>> ReplicatedLog::Read(uint64_t from, size_t 
       ++next_part;
     }
     if (!range.more()) {
-      if (gathering.seq != 0) finish_gathering();
+      if (gathering.seq != 0) finish_gathering();  // Over the budget: left for the next Read.
       if (entries.empty() && from <= *head) {
         return absl::DataLossError(
             absl::StrCat("replicated log: entry ", from, " is missing (head is ", *head, ")"));
@@ -236,27 +244,37 @@ absl::Status ReplicatedLog::PutSnapshot(const etcdserverpb::Compare& fence,
         absl::StrCat("replicated log: PutSnapshot: seq ", snapshot.seq,
                      " is not an entry of the log (its head is ", bounds->head, ")"));
   }
+  if (snapshot.seq == bounds->snapshot) {
+    // Stored already, by an earlier try whose answer was lost, if the bytes are the same.
+    absl::StatusOr<Snapshot> stored = ReadSnapshot();
+    if (stored.ok() && stored->seq == snapshot.seq && stored->bytes == snapshot.bytes) {
+      return absl::OkStatus();
+    }
+  }
   if (snapshot.seq <= bounds->snapshot) {
     return absl::FailedPreconditionError(
         absl::StrCat("replicated log: PutSnapshot: seq ", snapshot.seq,
                      " is not newer than the snapshot at ", bounds->snapshot));
   }
   const std::string dir = Key(absl::StrCat("snapshot/", Seq(snapshot.seq), "/"));
-  const size_t parts = std::max<size_t>(1, (snapshot.bytes.size() + kPartBytes - 1) / kPartBytes);
+  const size_t part_bytes = options_.part_bytes;
+  const size_t parts = std::max<size_t>(1, (snapshot.bytes.size() + part_bytes - 1) / part_bytes);
+  // Each part only over the snapshot read above. The first clears what an earlier, failed try
+  // left under this one's key; the last makes it current and deletes every other snapshot's
+  // parts (those of failed tries at other sequence numbers too). "current" sorts after the
+  // digits, so the two ranges around this snapshot's parts hold only other snapshots.
   for (size_t k = 0; k < parts; ++k) {
     etcdserverpb::TxnRequest txn;
     *txn.add_compare() = fence;
-    *txn.add_success() = PutOp(dir + Part(k), snapshot.bytes.substr(k * kPartBytes, kPartBytes));
+    *txn.add_compare() = bounds->snapshot == 0
+                             ? CreateRevisionIs(Key("snapshot/current"), 0)
+                             : ValueIs(Key("snapshot/current"), Seq(bounds->snapshot));
+    if (k == 0) *txn.add_success() = DeleteOp(dir + Part(1), PrefixEnd(dir));
+    *txn.add_success() = PutOp(dir + Part(k), snapshot.bytes.substr(k * part_bytes, part_bytes));
     if (k + 1 == parts) {
-      // The snapshot becomes the newest only whole, and only over the one read above.
-      *txn.add_compare() = bounds->snapshot == 0
-                               ? CreateRevisionIs(Key("snapshot/current"), 0)
-                               : ValueIs(Key("snapshot/current"), Seq(bounds->snapshot));
       *txn.add_success() = PutOp(Key("snapshot/current"), Seq(snapshot.seq));
-      if (bounds->snapshot != 0) {
-        const std::string old = Key(absl::StrCat("snapshot/", Seq(bounds->snapshot), "/"));
-        *txn.add_success() = DeleteOp(old, PrefixEnd(old));
-      }
+      *txn.add_success() = DeleteOp(Key("snapshot/"), dir);
+      *txn.add_success() = DeleteOp(PrefixEnd(dir), Key("snapshot/current"));
     }
     absl::StatusOr<etcdserverpb::TxnResponse> response = client_->Txn(txn);
     if (!response.ok()) return response.status();
@@ -302,15 +320,25 @@ absl::Status ReplicatedLog::Trim(const etcdserverpb::Compare& fence, uint64_t th
         "replicated log: Trim through ", through, ": refused, past the newest snapshot (",
         bounds->snapshot, "); a reader behind could not catch up"));
   }
-  if (through < bounds->first) return absl::OkStatus();  // Trimmed that far already.
-  etcdserverpb::TxnRequest txn;
-  *txn.add_compare() = fence;
-  *txn.add_success() = DeleteOp(Key("e/"), Key(absl::StrCat("e/", Seq(through + 1), "/")));
-  *txn.add_success() = PutOp(Key("first"), Seq(through + 1));
-  absl::StatusOr<etcdserverpb::TxnResponse> response = client_->Txn(txn);
-  if (!response.ok()) return response.status();
-  if (!response->succeeded()) return NotLeader(absl::StrCat("Trim through ", through));
-  absl::Status compacted = client_->Compact(response->header().revision());
+  int64_t revision = 0;  // The trim's: etcd's history is compacted up to it.
+  if (through < bounds->first) {
+    // Trimmed that far already; its compaction may have failed, so it is asked again (a
+    // compaction already done is answered OK).
+    absl::StatusOr<mvccpb::KeyValue> first = client_->Get(Key("first"));
+    if (absl::IsNotFound(first.status())) return absl::OkStatus();  // Never trimmed.
+    if (!first.ok()) return first.status();
+    revision = first->mod_revision();
+  } else {
+    etcdserverpb::TxnRequest txn;
+    *txn.add_compare() = fence;
+    *txn.add_success() = DeleteOp(Key("e/"), Key(absl::StrCat("e/", Seq(through + 1), "/")));
+    *txn.add_success() = PutOp(Key("first"), Seq(through + 1));
+    absl::StatusOr<etcdserverpb::TxnResponse> response = client_->Txn(txn);
+    if (!response.ok()) return response.status();
+    if (!response->succeeded()) return NotLeader(absl::StrCat("Trim through ", through));
+    revision = response->header().revision();
+  }
+  absl::Status compacted = client_->Compact(revision);
   if (!compacted.ok()) {
     return absl::Status(compacted.code(), absl::StrCat("replicated log: trimmed through ", through,
                                                        ", but etcd's history was not compacted: ",

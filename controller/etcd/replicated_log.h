@@ -6,26 +6,28 @@
 // Layout under the prefix (default "fleet/log/"):
 //   head                the sequence number of the last complete entry ("%020d"); absent: 0
 //   first               the first sequence number still kept, after a trim; absent: 1
-//   e/<seq>/<part>      an entry, in parts of at most kPartBytes ("%020d/%04d")
+//   e/<seq>/<part>      an entry, in parts of at most part_bytes ("%020d/%04d")
 //   snapshot/current    the sequence number the newest snapshot was taken at
 //   snapshot/<seq>/<part>  that snapshot's bytes, in parts
 //
 // Contract:
 // - Every write is one etcd Txn that holds only under `fence` (LeaderElection::StillLeading):
-//   a replica that no longer leads writes nothing, and is told FAILED_PRECONDITION "not the
-//   leader". An entry becomes visible to readers only when `head` moves to it, in the Txn
-//   that writes its last part, and that Txn also requires `head` to be the entry before: two
-//   writers can never both append the same sequence number, and a reader never sees a
-//   partial entry or a gap.
-// - Append is safe to repeat: its parts are written by sequence number (rewriting one writes
-//   the same bytes), and a last Txn refused because `head` already is its entry reads back
-//   whether that entry holds these bytes. Outcomes: OK (in the log, once); FAILED_PRECONDITION
-//   (not appended: this replica does not lead, or another leader appended that sequence
-//   number); or an error of etcd, after which the entry may or may not be in the log (an
-//   answer lost after etcd applied it, or a request still in flight). After such an error the
-//   caller makes the same call again (same seq, same bytes) until OK or FAILED_PRECONDITION,
-//   before it appends anything else or treats the change as failed; a caller that gives up
-//   must stop leading, and whoever leads next applies whatever the log holds.
+//   a replica that no longer leads writes nothing, and is told FAILED_PRECONDITION "does not
+//   lead". Every part of an entry is written only while `head` is the entry before it, so an
+//   entry in the log is never touched again; the first part's Txn clears what an earlier
+//   leader's unfinished try left under the entry's key, and the last part's Txn moves `head`
+//   to the entry: two writers can never both append the same sequence number, and a reader
+//   never sees a partial entry, a stale part or a gap.
+// - Append is safe to repeat: a Txn refused because `head` is already at or past its entry
+//   reads back whether that entry holds these bytes (also after this replica stopped
+//   leading). Outcomes: OK (in the log, once); FAILED_PRECONDITION (not appended: this
+//   replica does not lead, or another leader appended that sequence number); ABORTED (the
+//   entry was trimmed before it could be compared: only a caller that trimmed past its own
+//   unresolved append sees it); or an error of etcd, after which the entry may or may not be
+//   in the log (an answer lost after etcd applied it, or a request still in flight). After
+//   such an error the caller makes the same call again (same seq, same bytes) until it is
+//   answered otherwise, before it appends anything else or treats the change as failed; a
+//   caller that gives up must stop leading, and whoever leads next applies what the log holds.
 // - Entries are read in order, and a reader that asks for entries already trimmed is told
 //   OUT_OF_RANGE naming the first kept: it catches up from the snapshot, then from the entry
 //   after it.
@@ -64,13 +66,19 @@ struct LogBounds {
   uint64_t snapshot = 0;  // The newest snapshot's sequence number (0: none).
 };
 
-class ReplicatedLog {
- public:
+struct LogOptions {
+  std::string prefix = "fleet/log/";
   // Parts stay well under etcd's request limit (1.5 MiB by default), with room for the
   // Txn's compares and keys.
-  static constexpr size_t kPartBytes = 1 << 20;
+  size_t part_bytes = 1 << 20;
+  // Parts read per round trip: bounds one answer to read_round_parts * part_bytes.
+  int64_t read_round_parts = 64;
+};
 
-  explicit ReplicatedLog(EtcdClient* client, std::string prefix = "fleet/log/");
+class ReplicatedLog {
+ public:
+  // `client` outlives this.
+  explicit ReplicatedLog(EtcdClient* client, LogOptions options = {});
 
   absl::StatusOr<LogBounds> Bounds();
 
@@ -79,26 +87,32 @@ class ReplicatedLog {
   // says. INVALID_ARGUMENT for seq 0.
   absl::Status Append(const etcdserverpb::Compare& fence, uint64_t seq, const std::string& bytes);
 
-  // The complete entries from `from` on, in order, up to `max_bytes` of them in all (at least
-  // one entry, whatever its size, when there is one). Empty when `from` is past the head.
-  // OUT_OF_RANGE naming the first kept entry when `from` was trimmed away.
+  // The complete entries from `from` on, in order, at most `max_bytes` of them in all, but at
+  // least one entry, whatever its size, when there is one. Empty when `from` is past the
+  // head. OUT_OF_RANGE naming the first kept entry when `from` was trimmed away (entries read
+  // before a trim that came between two round trips are returned).
   absl::StatusOr<std::vector<LogEntry>> Read(uint64_t from, size_t max_bytes = 16 << 20);
 
   // Stores `snapshot` (the state after entry snapshot.seq, which must be in the log or
-  // trimmed) as the newest, then deletes the snapshot it replaces.
+  // trimmed) as the newest, and deletes every other. OK when that very snapshot is stored
+  // already (a try made again); FAILED_PRECONDITION when it is not newer than the newest.
   absl::Status PutSnapshot(const etcdserverpb::Compare& fence, const Snapshot& snapshot);
   // The newest snapshot; NOT_FOUND when none was ever taken.
   absl::StatusOr<Snapshot> ReadSnapshot();
 
   // Deletes the entries up to and including `through` (at most the newest snapshot's seq:
   // FAILED_PRECONDITION naming both otherwise), then compacts etcd's history to this point.
+  // A trim that was done already compacts again (its compaction may have failed).
   absl::Status Trim(const etcdserverpb::Compare& fence, uint64_t through);
 
  private:
-  std::string Key(const std::string& name) const { return prefix_ + name; }
+  std::string Key(const std::string& name) const { return options_.prefix + name; }
+  // Why a Txn of Append(seq, bytes) was refused, from its failure ranges (head, the entry).
+  absl::Status Refused(uint64_t seq, const std::string& bytes,
+                       const etcdserverpb::TxnResponse& response);
 
   EtcdClient* client_;
-  const std::string prefix_;
+  const LogOptions options_;
 };
 
 }  // namespace fleet::etcd
