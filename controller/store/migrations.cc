@@ -298,6 +298,15 @@ ALTER TABLE devices ADD COLUMN pcie_dsn INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE allocations ADD COLUMN request_id TEXT;
 CREATE INDEX allocations_by_request ON allocations(tenant, request_id) WHERE request_id != '';
 )sql"},
+      {11, "replica position", R"sql(
+-- The last entry of the replicated log (docs/ha.md) this database reflects, written in the
+-- transaction that applied or appended it. Each replica's own: never replicated
+-- (changesets.h, kLocalTables). No row: none yet.
+CREATE TABLE replica (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  applied_entry INTEGER NOT NULL CHECK (applied_entry >= 0)
+) STRICT;
+)sql"},
   };
   return kMigrations;
 }

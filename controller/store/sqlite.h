@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -126,6 +127,9 @@ class Database {
 
  private:
   friend class Statement;
+  friend class ChangeRecorder;  // changesets.h: sessions and apply work on the connection.
+  friend absl::Status ApplyChangeset(Database& db, absl::string_view changeset,
+                                     const std::function<absl::Status()>& then);
   friend class Transaction;  // Counts commits for SyncLog.
   class Checkpointer;
   Database(sqlite3* db, std::string path);

@@ -1,0 +1,222 @@
+// Changesets (controller/store/changesets.h): a transaction's changes recorded on one database
+// and applied to another leave the two identical, cascades and the event log's sequence
+// included; a changeset that does not fit the replica is refused whole; the replica's own
+// position is never replicated; and every table of the schema can be replicated at all.
+#include "controller/store/changesets.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "controller/store/migrations.h"
+#include "controller/store/sqlite.h"
+#include "tests/store/store_test_util.h"
+
+namespace fleet::store {
+namespace {
+
+using ::fleet::store::testing_util::IsOk;
+using ::fleet::store::testing_util::QueryText;
+using ::fleet::store::testing_util::StatusIs;
+using ::testing::HasSubstr;
+
+std::unique_ptr<Database> Migrated() {
+  absl::StatusOr<std::unique_ptr<Database>> db = Database::Open(":memory:");
+  EXPECT_TRUE(db.ok()) << db.status();
+  if (!db.ok()) return nullptr;
+  EXPECT_THAT(Migrate(**db, Migrations()), IsOk());
+  return std::move(*db);
+}
+
+std::vector<std::string> Column(Database& db, const std::string& sql) {
+  std::vector<std::string> out;
+  absl::StatusOr<Statement> stmt = db.Prepare(sql);
+  EXPECT_TRUE(stmt.ok()) << sql << ": " << stmt.status();
+  if (!stmt.ok()) return out;
+  while (true) {
+    absl::StatusOr<bool> row = stmt->Step();
+    EXPECT_TRUE(row.ok()) << sql << ": " << row.status();
+    if (!row.ok() || !*row) break;
+    out.push_back(stmt->Text(0));
+  }
+  return out;
+}
+
+std::vector<std::string> Tables(Database& db) {
+  return Column(db, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
+}
+
+// Every row of every table (sqlite_sequence included), in key order, as text.
+std::string Dump(Database& db) {
+  std::string out;
+  for (const std::string& table : Tables(db)) {
+    std::vector<std::string> columns =
+        Column(db, absl::StrCat("SELECT name FROM pragma_table_info('", table, "')"));
+    std::string row = "''";
+    for (const std::string& c : columns) absl::StrAppend(&row, " || '|' || quote(\"", c, "\")");
+    for (const std::string& r :
+         Column(db, absl::StrCat("SELECT ", row, " FROM \"", table, "\" ORDER BY 1"))) {
+      absl::StrAppend(&out, table, r, "\n");
+    }
+  }
+  return out;
+}
+
+// Runs `sql` on `writer` in one recorded transaction; returns its changeset.
+std::string Recorded(Database& writer, const std::string& sql) {
+  absl::StatusOr<Transaction> txn = Transaction::Begin(writer);
+  EXPECT_TRUE(txn.ok()) << txn.status();
+  absl::StatusOr<ChangeRecorder> recorder = ChangeRecorder::Start(writer);
+  EXPECT_TRUE(recorder.ok()) << recorder.status();
+  EXPECT_THAT(writer.Exec(sql), IsOk()) << sql;
+  absl::StatusOr<std::string> changeset = recorder->Changeset();
+  EXPECT_TRUE(changeset.ok()) << changeset.status();
+  EXPECT_THAT(txn->Commit(), IsOk());
+  return changeset.value_or("");
+}
+
+constexpr char kSite[] = R"sql(
+  INSERT INTO switches (id, model, ingress_ports, egress_ports, address, protocol)
+    VALUES ('sw1', 'polatis', 4, 4, '10.0.0.1', 'tl1');
+  INSERT INTO switch_ports (switch_id, port, direction) VALUES
+    ('sw1', 1, 'ingress'), ('sw1', 2, 'ingress'), ('sw1', 5, 'egress'), ('sw1', 6, 'egress');
+  INSERT INTO hosts (name) VALUES ('h1');
+  INSERT INTO devices (id, kind, host) VALUES ('gpu1', 'gpu', 'h1'), ('gpu2', 'gpu', 'h1');
+  INSERT INTO onics (id, device_id, serial) VALUES ('n1', 'gpu1', 's1'), ('n2', 'gpu2', 's2');
+  INSERT INTO onic_ports (onic_id, port) VALUES ('n1', 1), ('n2', 1);
+  INSERT INTO fibers VALUES ('n1', 1, 'tx', 'sw1', 1), ('n2', 1, 'rx', 'sw1', 5);
+  INSERT INTO observed_cross_connects VALUES ('sw1', 1, 5, 100);
+)sql";
+
+constexpr char kAllocation[] = R"sql(
+  INSERT INTO allocations (id, tenant, state, request, created_us, updated_us, lease_expires_us)
+    VALUES ('a1', 't', 'ready', x'0a01', 1, 1, 2);
+  INSERT INTO allocation_members VALUES ('a1', 0, 'gpu1'), ('a1', 1, 'gpu2');
+  INSERT INTO circuits (id, allocation_id, src_onic, src_port, dst_onic, dst_port, state)
+    VALUES ('c1', 'a1', 'n1', 1, 'n2', 1, 'active');
+  INSERT INTO cross_connects (circuit_id, hop, switch_id, ingress, egress)
+    VALUES ('c1', 0, 'sw1', 1, 5);
+  INSERT INTO events (time_us, principal, kind, object_kind, object_id, severity, message)
+    VALUES (1, 'p', 'allocated', 'allocation', 'a1', 'info', 'ready');
+)sql";
+
+TEST(ChangesetsTest, EveryTableOfTheSchemaHasAPrimaryKeyAndNoTriggerWrites) {
+  std::unique_ptr<Database> db = Migrated();
+  ASSERT_NE(db, nullptr);
+  for (const std::string& table : Tables(*db)) {
+    if (table.rfind("sqlite_", 0) == 0) continue;
+    // Sessions record only tables with a declared primary key: one without is not replicated.
+    EXPECT_EQ(QueryText(*db, absl::StrCat("SELECT count(*) > 0 FROM pragma_table_info('", table,
+                                          "') WHERE pk > 0")),
+              "1")
+        << "table " << table << " has no primary key: its rows would not be replicated";
+  }
+  // A trigger that wrote rows would write them again on a replica applying the changeset.
+  for (const std::string& sql :
+       Column(*db, "SELECT sql FROM sqlite_master WHERE type = 'trigger'")) {
+    const std::string body = sql.substr(sql.find("BEGIN"));
+    for (const char* write : {"INSERT ", "UPDATE ", "DELETE "}) {
+      EXPECT_THAT(body, ::testing::Not(HasSubstr(write))) << "a trigger that writes: " << sql;
+    }
+  }
+}
+
+TEST(ChangesetsTest, AReplicaApplyingEachChangesetEndsIdenticalToTheWriter) {
+  std::unique_ptr<Database> writer = Migrated(), replica = Migrated();
+  ASSERT_NE(writer, nullptr);
+  ASSERT_NE(replica, nullptr);
+  const std::vector<std::string> transactions = {
+      kSite,
+      kAllocation,
+      // Updates, and an event whose sequence the replica must continue from.
+      R"sql(UPDATE switch_ports SET admin_state = 'drained' WHERE port = 2;
+            UPDATE circuits SET state = 'degraded', reason = 'link down' WHERE id = 'c1';
+            INSERT INTO events (time_us, principal, kind, severity, message)
+              VALUES (2, 'p', 'degraded', 'warning', 'link down');)sql",
+      // Cascades: the allocation's members, circuits and their cross-connects go with it.
+      "DELETE FROM allocations WHERE id = 'a1';",
+      // A row inserted and deleted in one transaction leaves nothing to replicate.
+      "INSERT INTO hosts (name) VALUES ('h2'); DELETE FROM hosts WHERE name = 'h2';",
+      // The switch's ports and observed cross-connects cascade too (its fibers first).
+      "DELETE FROM fibers; DELETE FROM switches WHERE id = 'sw1';",
+  };
+  for (const std::string& sql : transactions) {
+    const std::string changeset = Recorded(*writer, sql);
+    ASSERT_THAT(ApplyChangeset(*replica, changeset), IsOk()) << sql;
+    EXPECT_EQ(Dump(*replica), Dump(*writer)) << "after: " << sql;
+  }
+  EXPECT_EQ(QueryText(*replica, "SELECT count(*) FROM cross_connects"), "0");
+  EXPECT_EQ(QueryText(*replica, "SELECT seq FROM sqlite_sequence WHERE name = 'events'"), "2");
+  EXPECT_EQ(QueryText(*replica, "PRAGMA foreign_keys"), "1");  // On again after applying.
+  EXPECT_TRUE(Recorded(*writer, "SELECT 1;").empty());
+}
+
+TEST(ChangesetsTest, AChangesetThatDoesNotFitTheReplicaIsRefusedWhole) {
+  std::unique_ptr<Database> writer = Migrated(), replica = Migrated();
+  ASSERT_NE(writer, nullptr);
+  ASSERT_NE(replica, nullptr);
+  ASSERT_THAT(ApplyChangeset(*replica, Recorded(*writer, kSite)), IsOk());
+  const std::string before = Dump(*replica);
+
+  // The replica has diverged: the writer's next change meets a row that differs.
+  ASSERT_THAT(replica->Exec("UPDATE hosts SET address = 'elsewhere' WHERE name = 'h1'"), IsOk());
+  const std::string diverged = Dump(*replica);
+  absl::Status refused = ApplyChangeset(
+      *replica, Recorded(*writer,
+                         "INSERT INTO hosts (name) VALUES ('h3');"
+                         "UPDATE hosts SET address = '10.0.0.9' WHERE name = 'h1';"));
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kDataLoss,
+                                HasSubstr("update in table hosts: the row differs")));
+  EXPECT_EQ(Dump(*replica), diverged) << "a refused changeset applied in part";
+  EXPECT_NE(diverged, before);
+
+  // A row the writer inserts exists on the replica already.
+  ASSERT_THAT(replica->Exec("INSERT INTO hosts (name) VALUES ('h4')"), IsOk());
+  EXPECT_THAT(ApplyChangeset(*replica, Recorded(*writer, "INSERT INTO hosts (name) VALUES ('h4')")),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("a row with that key exists")));
+
+  // A table the replica lacks, or with other columns: SQLite alone would skip it silently.
+  ASSERT_THAT(writer->Exec("CREATE TABLE extra (id INTEGER PRIMARY KEY, v TEXT)"), IsOk());
+  EXPECT_THAT(ApplyChangeset(*replica, Recorded(*writer, "INSERT INTO extra VALUES (1, 'x')")),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("table extra has 2 columns")));
+  ASSERT_THAT(writer->Exec("ALTER TABLE hosts ADD COLUMN rack TEXT NOT NULL DEFAULT ''"), IsOk());
+  EXPECT_THAT(
+      ApplyChangeset(*replica, Recorded(*writer, "INSERT INTO hosts (name) VALUES ('h5')")),
+      StatusIs(absl::StatusCode::kDataLoss, HasSubstr("replicas must run the same schema")));
+  EXPECT_THAT(ApplyChangeset(*replica, "not a changeset"),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("changeset: corrupt")));
+  EXPECT_EQ(QueryText(*replica, "SELECT count(*) FROM hosts WHERE name IN ('h3', 'h5')"), "0");
+}
+
+TEST(ChangesetsTest, TheReplicasPositionIsItsOwnAndMovesWithTheApply) {
+  std::unique_ptr<Database> writer = Migrated(), replica = Migrated();
+  ASSERT_NE(writer, nullptr);
+  ASSERT_NE(replica, nullptr);
+  EXPECT_EQ(AppliedEntry(*replica).value_or(99), 0u);
+  // The writer records its own position in the same transaction: it is not in the changeset.
+  std::string changeset = Recorded(*writer,
+                                   "INSERT INTO hosts (name) VALUES ('h1');"
+                                   "INSERT INTO replica (id, applied_entry) VALUES (1, 7);");
+  ASSERT_THAT(ApplyChangeset(*replica, changeset, [&] { return SetAppliedEntry(*replica, 7); }),
+              IsOk());
+  EXPECT_EQ(AppliedEntry(*replica).value_or(0), 7u);
+  EXPECT_EQ(QueryText(*replica, "SELECT count(*) FROM hosts"), "1");
+
+  // What runs after the apply fails: neither the change nor the position is kept.
+  changeset = Recorded(*writer, "INSERT INTO hosts (name) VALUES ('h2');");
+  EXPECT_THAT(ApplyChangeset(*replica, changeset,
+                             [&]() -> absl::Status {
+                               EXPECT_THAT(SetAppliedEntry(*replica, 8), IsOk());
+                               return absl::InternalError("the log said no");
+                             }),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("the log said no")));
+  EXPECT_EQ(AppliedEntry(*replica).value_or(0), 7u);
+  EXPECT_EQ(QueryText(*replica, "SELECT count(*) FROM hosts"), "1");
+}
+
+}  // namespace
+}  // namespace fleet::store
