@@ -26,8 +26,8 @@ class SqliteStore final : public Store {
   SqliteStore(std::unique_ptr<Database> db, const SqliteStoreOptions& options,
               uint64_t last_sequence, const std::vector<v1::Allocation>& allocations,
               const std::vector<v1::Circuit>& manual)
-      : connection_(std::move(db), options.clock, options.commit_point, last_sequence, allocations,
-                    manual),
+      : connection_(std::move(db), options.clock, options.commit_point, options.commit_log,
+                    last_sequence, allocations, manual),
         inventory_(NewSqliteInventoryStore(connection_)),
         allocations_(NewSqliteAllocationStore(connection_)),
         events_(NewSqliteEventLog(connection_)),

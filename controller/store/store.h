@@ -23,6 +23,7 @@
 #include "controller/commit_point/commit_point.h"
 #include "controller/store/allocation_store.h"
 #include "controller/store/commit_feed.h"
+#include "controller/store/commit_log.h"
 #include "controller/store/event_log.h"
 #include "controller/store/inventory_store.h"
 #include "controller/store/storage_control.h"
@@ -41,6 +42,9 @@ struct SqliteStoreOptions {
   // Every write passes it just before it commits (commit_point.h); null: every write commits.
   // Not owned; must outlive the store.
   const CommitPoint* commit_point = nullptr;
+  // A replicated store's leader: every write's changes go to it before the write commits
+  // (commit_log.h); null: nothing is recorded. Not owned; must outlive the store.
+  CommitLog* commit_log = nullptr;
 };
 
 // Opens the database, applies pending schema migrations and returns the store.

@@ -11,12 +11,14 @@
 namespace fleet::store {
 
 StoreConnection::StoreConnection(std::unique_ptr<Database> db, const Clock* clock,
-                                 const CommitPoint* commit_point, uint64_t last_sequence,
+                                 const CommitPoint* commit_point, CommitLog* commit_log,
+                                 uint64_t last_sequence,
                                  const std::vector<v1::Allocation>& allocations,
                                  const std::vector<v1::Circuit>& manual)
     : db_(std::move(db)),
       clock_(clock),
       commit_point_(commit_point),
+      commit_log_(commit_log),
       recent_(last_sequence),
       desired_(allocations, manual) {}
 
@@ -24,7 +26,18 @@ absl::StatusOr<Transaction> StoreConnection::Begin() {
   uncommitted_sequence_ = 0;
   uncommitted_images_.clear();
   uncommitted_manual_.clear();
-  return Transaction::Begin(*db_);
+  recording_.reset();
+  if (behind_log_) {
+    return absl::FailedPreconditionError(
+        "store: a commit failed after its changes went to the replicated log; this replica "
+        "is behind its log and writes nothing until it is opened again and catches up");
+  }
+  ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(*db_));
+  if (commit_log_ != nullptr) {
+    ASSIGN_OR_RETURN(ChangeRecorder recorder, ChangeRecorder::Start(*db_));
+    recording_.emplace(std::move(recorder));
+  }
+  return txn;
 }
 
 absl::Status StoreConnection::Commit(Transaction& txn) {
@@ -36,7 +49,24 @@ absl::Status StoreConnection::Commit(Transaction& txn) {
       ASSIGN_OR_RETURN(image, KeepImage(id));
     }
   }
-  RETURN_IF_ERROR(txn.Commit());
+  bool logged = false;  // The write's changes are in the replicated log.
+  if (recording_.has_value()) {
+    ASSIGN_OR_RETURN(std::string changeset, recording_->Changeset());
+    recording_.reset();
+    if (!changeset.empty()) {
+      ASSIGN_OR_RETURN(uint64_t applied, AppliedEntry(*db_));
+      RETURN_IF_ERROR(commit_log_->Append(applied + 1, changeset));
+      logged = true;
+      if (absl::Status s = SetAppliedEntry(*db_, applied + 1); !s.ok()) {
+        behind_log_ = true;
+        return s;
+      }
+    }
+  }
+  if (absl::Status committed = txn.Commit(); !committed.ok()) {
+    behind_log_ = logged;
+    return committed;
+  }
   desired_.Apply(uncommitted_images_, uncommitted_manual_);
   uncommitted_manual_.clear();
   if (uncommitted_sequence_ != 0) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,8 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "controller/commit_point/commit_point.h"
+#include "controller/store/changesets.h"
+#include "controller/store/commit_log.h"
 #include "controller/store/desired_index.h"
 #include "controller/store/recent_commits.h"
 #include "controller/store/sqlite.h"
@@ -30,10 +33,12 @@ namespace fleet::store {
 class StoreConnection {
  public:
   // `last_sequence` is the newest event already in `db`; `allocations` and `manual` what its
-  // desired state holds (DesiredIndex's constructor). `clock` and `commit_point` (may be
-  // null: every write commits) must outlive this.
+  // desired state holds (DesiredIndex's constructor). `clock`, `commit_point` (may be null:
+  // every write commits) and `commit_log` (may be null: no write is recorded) must outlive
+  // this.
   StoreConnection(std::unique_ptr<Database> db, const Clock* clock, const CommitPoint* commit_point,
-                  uint64_t last_sequence, const std::vector<v1::Allocation>& allocations,
+                  CommitLog* commit_log, uint64_t last_sequence,
+                  const std::vector<v1::Allocation>& allocations,
                   const std::vector<v1::Circuit>& manual);
 
   absl::Mutex& mu() ABSL_LOCK_RETURNED(mu_) { return mu_; }
@@ -53,9 +58,12 @@ class StoreConnection {
   // is never published.
   absl::StatusOr<Transaction> Begin() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Passes the commit point (refused: the write is left to roll back, and nothing of it is
-  // published), commits, updates the desired state, and then wakes watchers of the event log, if
-  // the write appended events. Its allocation commits are published first, so a watcher that sees
-  // its events finds them.
+  // published), hands the write's changes to the commit log if there is one (refused, the
+  // same), commits, updates the desired state, and then wakes watchers of the event log, if
+  // the write appended events. Its allocation commits are published first, so a watcher that
+  // sees its events finds them. A COMMIT that fails after the commit log took the changes
+  // leaves this replica behind its log: every later Begin is refused FAILED_PRECONDITION
+  // until the store is opened again (and catches up).
   absl::Status Commit(Transaction& txn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Appends an event at the clock's time; an empty principal is recorded as "anonymous", an
@@ -83,6 +91,11 @@ class StoreConnection {
   std::unique_ptr<Database> db_ ABSL_GUARDED_BY(mu_);
   const Clock* const clock_;
   const CommitPoint* const commit_point_;
+  CommitLog* const commit_log_;
+  // The open transaction's changes, recorded when there is a commit log.
+  std::optional<ChangeRecorder> recording_ ABSL_GUARDED_BY(mu_);
+  // A commit failed after its changes went to the commit log (see Commit).
+  bool behind_log_ ABSL_GUARDED_BY(mu_) = false;
   // The newest event appended by the open transaction: watchers learn of it only once it
   // has committed, since a rollback takes it back (and its sequence is reused).
   uint64_t uncommitted_sequence_ ABSL_GUARDED_BY(mu_) = 0;

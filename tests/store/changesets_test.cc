@@ -19,9 +19,12 @@
 namespace fleet::store {
 namespace {
 
+using ::fleet::store::testing_util::Column;
+using ::fleet::store::testing_util::Dump;
 using ::fleet::store::testing_util::IsOk;
 using ::fleet::store::testing_util::QueryText;
 using ::fleet::store::testing_util::StatusIs;
+using ::fleet::store::testing_util::Tables;
 using ::testing::HasSubstr;
 
 std::unique_ptr<Database> Migrated() {
@@ -30,40 +33,6 @@ std::unique_ptr<Database> Migrated() {
   if (!db.ok()) return nullptr;
   EXPECT_THAT(Migrate(**db, Migrations()), IsOk());
   return std::move(*db);
-}
-
-std::vector<std::string> Column(Database& db, const std::string& sql) {
-  std::vector<std::string> out;
-  absl::StatusOr<Statement> stmt = db.Prepare(sql);
-  EXPECT_TRUE(stmt.ok()) << sql << ": " << stmt.status();
-  if (!stmt.ok()) return out;
-  while (true) {
-    absl::StatusOr<bool> row = stmt->Step();
-    EXPECT_TRUE(row.ok()) << sql << ": " << row.status();
-    if (!row.ok() || !*row) break;
-    out.push_back(stmt->Text(0));
-  }
-  return out;
-}
-
-std::vector<std::string> Tables(Database& db) {
-  return Column(db, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
-}
-
-// Every row of every table (sqlite_sequence included), in key order, as text.
-std::string Dump(Database& db) {
-  std::string out;
-  for (const std::string& table : Tables(db)) {
-    std::vector<std::string> columns =
-        Column(db, absl::StrCat("SELECT name FROM pragma_table_info('", table, "')"));
-    std::string row = "''";
-    for (const std::string& c : columns) absl::StrAppend(&row, " || '|' || quote(\"", c, "\")");
-    for (const std::string& r :
-         Column(db, absl::StrCat("SELECT ", row, " FROM \"", table, "\" ORDER BY 1"))) {
-      absl::StrAppend(&out, table, r, "\n");
-    }
-  }
-  return out;
 }
 
 // Runs `sql` on `writer` in one recorded transaction; returns its changeset.

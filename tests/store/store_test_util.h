@@ -292,16 +292,52 @@ inline v1::Allocation MakeAllocation(const std::string& id, const std::string& t
   return a;
 }
 
+// Every row of the one-column query `sql`, as text.
+inline std::vector<std::string> Column(Database& db, const std::string& sql) {
+  std::vector<std::string> out;
+  absl::StatusOr<Statement> stmt = db.Prepare(sql);
+  EXPECT_TRUE(stmt.ok()) << sql << ": " << stmt.status();
+  if (!stmt.ok()) return out;
+  while (true) {
+    absl::StatusOr<bool> row = stmt->Step();
+    EXPECT_TRUE(row.ok()) << sql << ": " << row.status();
+    if (!row.ok() || !*row) break;
+    out.push_back(stmt->Text(0));
+  }
+  return out;
+}
+
+inline std::vector<std::string> Tables(Database& db) {
+  return Column(db, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
+}
+
+// Every row of every table (sqlite_sequence included), in key order, as text.
+inline std::string Dump(Database& db) {
+  std::string out;
+  for (const std::string& table : Tables(db)) {
+    std::vector<std::string> columns =
+        Column(db, absl::StrCat("SELECT name FROM pragma_table_info('", table, "')"));
+    std::string row = "''";
+    for (const std::string& c : columns) absl::StrAppend(&row, " || '|' || quote(\"", c, "\")");
+    for (const std::string& r :
+         Column(db, absl::StrCat("SELECT ", row, " FROM \"", table, "\" ORDER BY 1"))) {
+      absl::StrAppend(&out, table, r, "\n");
+    }
+  }
+  return out;
+}
+
 // A store on a private in-memory database (or a file in dir_) with a fake clock. Named, not
 // in an anonymous namespace: every test file of the binary shares this one fixture.
 class StoreTest : public ::testing::Test {
  protected:
   void SetUp() override { OpenStore(":memory:"); }
 
-  void OpenStore(const std::string& path) {
+  // `commit_log`, when given, outlives the store.
+  void OpenStore(const std::string& path, CommitLog* commit_log = nullptr) {
     store_.reset();
-    absl::StatusOr<std::unique_ptr<Store>> store =
-        OpenSqliteStore({.path = path, .clock = &clock_, .commit_point = &commit_point_});
+    absl::StatusOr<std::unique_ptr<Store>> store = OpenSqliteStore(
+        {.path = path, .clock = &clock_, .commit_point = &commit_point_, .commit_log = commit_log});
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::move(store).value();
   }
