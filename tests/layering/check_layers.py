@@ -30,6 +30,9 @@ ALLOWED = {
     # The client of an etcd cluster that replicated fleetd replicas share (docs/ha.md).
     "controller/etcd": {"common", ETCD_PROTO},
     "controller/store": {"common", PROTO, "controller/commit_point"},
+    # The store's commit log on etcd's replicated log (docs/ha.md).
+    "controller/replication": {"common", PROTO, "controller/commit_point", "controller/store",
+                               "controller/etcd", ETCD_PROTO},
     "controller/metrics": {"common", PROTO, "controller/commit_point", "controller/store"},
     "controller/inventory": {"common", PROTO, "controller/commit_point", "controller/store"},
     # Who may call what; the gatekeeper counts its refusals in fleetd's metrics.
@@ -50,6 +53,7 @@ ALLOWED = {
     "controller/cli": {"common", PROTO, "controller/inventory"},
     # The composition root: builds every concrete part, so it may name them all.
     "controller/fleetd": {"common", PROTO, "controller/commit_point", "controller/etcd",
+                          "controller/replication",
                           "scheduler", DRIVER, POLATIS,
                           "controller/store", "controller/auth",
                           "controller/metrics", "controller/agent_registry", "controller/switch_registry",

@@ -1,0 +1,168 @@
+// A leader's store whose writes go to the replicated log on a real three-member etcd 3.4
+// cluster before they commit (controller/replication/etcd_commit_log.h): the log, applied to
+// an empty replica, gives back the leader's database row for row; a replica that does not
+// lead writes nothing; without quorum a write is refused within about a lease TTL, nothing
+// of it kept, and writes go on when quorum returns.
+#include "controller/replication/etcd_commit_log.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "absl/time/clock.h"
+#include "controller/etcd/leader_election.h"
+#include "controller/etcd/replicated_log.h"
+#include "controller/store/changesets.h"
+#include "controller/store/migrations.h"
+#include "controller/store/store.h"
+#include "testing/fake_clock.h"
+#include "tests/etcd/etcd_cluster.h"
+#include "tests/integration/subprocess.h"
+#include "tests/store/store_test_util.h"
+
+namespace fleet::testing {
+namespace {
+
+using store::testing_util::CpuToGpu;
+using store::testing_util::Dump;
+using store::testing_util::kOperator;
+using store::testing_util::MakeAllocation;
+using store::testing_util::SmallSite;
+
+class EtcdCommitLogTest : public EtcdClusterTest {
+ protected:
+  void SetUp() override {
+    EtcdClusterTest::SetUp();
+    if (cluster_ == nullptr) return;
+    client_ = Client({}, absl::Seconds(1));
+    ASSERT_NE(client_, nullptr);
+    etcd::LeaderOptions options;
+    options.name = "a:1";
+    options.lease_ttl = absl::Seconds(3);
+    options.margin = absl::Milliseconds(500);
+    election_ = std::make_unique<etcd::LeaderElection>(client_.get(), options);
+    log_ = std::make_unique<etcd::ReplicatedLog>(client_.get());
+    commit_log_ = std::make_unique<replication::EtcdCommitLog>(log_.get(), election_.get());
+    path_ = FreshDirectory("store") + "/fleet.db";
+    absl::StatusOr<std::unique_ptr<store::Store>> opened =
+        store::OpenSqliteStore({.path = path_, .clock = &clock_, .commit_log = commit_log_.get()});
+    ASSERT_TRUE(opened.ok()) << opened.status();
+    store_ = std::move(*opened);
+  }
+
+  void TearDown() override {
+    store_.reset();
+    if (election_ != nullptr) election_->Stop();
+  }
+
+  void Lead() {
+    ASSERT_TRUE(election_->Start().ok());
+    ASSERT_TRUE(Eventually([&] { return election_->Fence().ok(); }, absl::Seconds(10)));
+  }
+
+  // The log from its first entry, applied to an empty database.
+  std::string LogApplied() {
+    absl::StatusOr<std::unique_ptr<store::Database>> replica = store::Database::Open(":memory:");
+    EXPECT_TRUE(replica.ok()) << replica.status();
+    if (!replica.ok()) return "";
+    EXPECT_TRUE(store::Migrate(**replica, store::Migrations()).ok());
+    absl::StatusOr<std::vector<etcd::LogEntry>> entries = log_->Read(1);
+    EXPECT_TRUE(entries.ok()) << entries.status();
+    for (const etcd::LogEntry& e : entries.value_or(std::vector<etcd::LogEntry>{})) {
+      absl::Status applied = store::ApplyChangeset(
+          **replica, e.bytes, [&] { return store::SetAppliedEntry(**replica, e.seq); });
+      EXPECT_TRUE(applied.ok()) << "entry " << e.seq << ": " << applied;
+    }
+    return Dump(**replica);
+  }
+
+  std::string StoreDump() {
+    absl::StatusOr<std::unique_ptr<store::Database>> db = store::Database::Open(path_);
+    EXPECT_TRUE(db.ok()) << db.status();
+    return db.ok() ? Dump(**db) : "";
+  }
+
+  uint64_t Head() {
+    absl::StatusOr<etcd::LogBounds> bounds = log_->Bounds();
+    EXPECT_TRUE(bounds.ok()) << bounds.status();
+    return bounds.ok() ? bounds->head : 0;
+  }
+
+  FakeClock clock_;
+  std::unique_ptr<etcd::EtcdClient> client_;
+  std::unique_ptr<etcd::LeaderElection> election_;
+  std::unique_ptr<etcd::ReplicatedLog> log_;
+  std::unique_ptr<replication::EtcdCommitLog> commit_log_;
+  std::string path_;
+  std::unique_ptr<store::Store> store_;
+};
+
+TEST_F(EtcdCommitLogTest, TheLeadersWritesAreInTheLogAndRebuildItsDatabase) {
+  Lead();
+  ASSERT_TRUE(store_->WriteInventory(SmallSite(), kOperator).ok());
+  v1::Allocation a = MakeAllocation("a1", "tenant-a", v1::ALLOCATION_STATE_PROGRAMMING,
+                                    {"h1-cpu0", "gpu0"}, {CpuToGpu()});
+  ASSERT_TRUE(store_->CreateAllocation(a, kOperator).ok());
+  store::AllocationUpdate ready;
+  ready.id = "a1";
+  ready.state = v1::ALLOCATION_STATE_READY;
+  ASSERT_TRUE(store_->UpdateAllocation(ready, kOperator).ok());
+
+  EXPECT_EQ(Head(), 3u);
+  const std::string leader = StoreDump();
+  EXPECT_TRUE(absl::StrContains(leader, "allocations")) << leader;
+  EXPECT_EQ(LogApplied(), leader);
+}
+
+TEST_F(EtcdCommitLogTest, AReplicaThatDoesNotLeadWritesNothing) {
+  // Another replica leads.
+  etcd::LeaderOptions other;
+  other.name = "b:1";
+  other.lease_ttl = absl::Seconds(3);
+  etcd::LeaderElection b(client_.get(), other);
+  ASSERT_TRUE(b.Start().ok());
+  ASSERT_TRUE(Eventually([&] { return b.Current().leading; }, absl::Seconds(10)));
+  ASSERT_TRUE(election_->Start().ok());
+
+  const std::string before = StoreDump();
+  absl::Status refused = store_->WriteInventory(SmallSite(), kOperator);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "does not lead")) << refused;
+  EXPECT_EQ(StoreDump(), before);
+  EXPECT_EQ(Head(), 0u);
+  b.Stop();
+}
+
+TEST_F(EtcdCommitLogTest, WithoutQuorumAWriteIsRefusedWholeAndWritesGoOnWhenItReturns) {
+  Lead();
+  ASSERT_TRUE(store_->WriteInventory(SmallSite(), kOperator).ok());
+  const std::string before = StoreDump();
+
+  ASSERT_TRUE(cluster_->Kill(1).ok());
+  ASSERT_TRUE(cluster_->Kill(2).ok());
+  v1::Allocation a = MakeAllocation("a1", "tenant-a", v1::ALLOCATION_STATE_PROGRAMMING,
+                                    {"h1-cpu0", "gpu0"}, {CpuToGpu()});
+  const absl::Time start = absl::Now();
+  absl::Status refused = store_->CreateAllocation(a, kOperator);
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "may or may not be in the log")) << refused;
+  EXPECT_LT(took, absl::Seconds(10)) << "refused only after " << took;
+  RecordProperty("refused_after_ms", static_cast<int>(absl::ToInt64Milliseconds(took)));
+  EXPECT_EQ(StoreDump(), before) << "a refused write was kept";
+
+  ASSERT_TRUE(cluster_->Restart(1).ok());
+  ASSERT_TRUE(cluster_->Restart(2).ok());
+  ASSERT_TRUE(Eventually([&] { return election_->Fence().ok(); }, absl::Seconds(30)))
+      << "the replica did not lead again";
+  absl::Status again = store_->CreateAllocation(a, kOperator);
+  ASSERT_TRUE(again.ok()) << again;
+  EXPECT_EQ(Head(), 2u);
+  EXPECT_EQ(LogApplied(), StoreDump());
+}
+
+}  // namespace
+}  // namespace fleet::testing
