@@ -65,8 +65,9 @@ int AbortOnConflict(void* context, int type, sqlite3_changeset_iter* it) {
   return SQLITE_CHANGESET_ABORT;
 }
 
-// SQLite skips, silently, the changes of a table it lacks or whose column count differs; a
-// replica must not. Checks each table the changeset names against this database's schema.
+// SQLite skips, silently, the changes of a table it lacks, or whose columns or primary key
+// differ; a replica must not. Checks each table the changeset names against this database's
+// schema, column by column (which are in the key), and refuses the replica's own tables.
 absl::Status CheckTables(Database& db, absl::string_view changeset) {
   sqlite3_changeset_iter* it = nullptr;
   int rc = sqlite3changeset_start(&it, static_cast<int>(changeset.size()),
@@ -80,24 +81,37 @@ absl::Status CheckTables(Database& db, absl::string_view changeset) {
   while (status.ok() && (rc = sqlite3changeset_next(it)) == SQLITE_ROW) {
     const char* table = nullptr;
     int columns = 0, op = 0, indirect = 0;
-    if (sqlite3changeset_op(it, &table, &columns, &op, &indirect) != SQLITE_OK) break;
+    unsigned char* in_key = nullptr;
+    if (sqlite3changeset_op(it, &table, &columns, &op, &indirect) != SQLITE_OK ||
+        sqlite3changeset_pk(it, &in_key, &columns) != SQLITE_OK) {
+      break;
+    }
     if (!checked.insert(table).second) continue;
-    absl::StatusOr<Statement> count = db.Prepare("SELECT count(*) FROM pragma_table_info(?1)");
-    if (!count.ok()) {
-      status = count.status();
+    if (Replicated(nullptr, table) == 0) {
+      status = absl::DataLossError(
+          absl::StrCat("changeset: changes table ", table, ", which each replica keeps itself"));
       break;
     }
-    count->Bind(1, table);
-    absl::StatusOr<bool> row = count->Step();
-    if (!row.ok()) {
-      status = row.status();
+    std::string theirs, ours;  // One letter per column: k in the key, c not.
+    for (int i = 0; i < columns; ++i) theirs += in_key[i] != 0 ? 'k' : 'c';
+    absl::StatusOr<Statement> layout =
+        db.Prepare("SELECT pk FROM pragma_table_info(?1) ORDER BY cid");
+    if (!layout.ok()) {
+      status = layout.status();
       break;
     }
-    const int64_t here = *row ? count->Int(0) : 0;
-    if (here != columns) {
-      status = absl::DataLossError(absl::StrCat(
-          "changeset: table ", table, " has ", columns, " columns in the change but ", here,
-          " here", here == 0 ? " (no such table)" : "", ": replicas must run the same schema"));
+    layout->Bind(1, table);
+    while (status.ok()) {
+      absl::StatusOr<bool> row = layout->Step();
+      if (!row.ok()) status = row.status();
+      if (!row.ok() || !*row) break;
+      ours += layout->Int(0) > 0 ? 'k' : 'c';
+    }
+    if (status.ok() && ours != theirs) {
+      status = absl::DataLossError(
+          absl::StrCat("changeset: table ", table, " has columns ", theirs, " in the change but ",
+                       ours.empty() ? "no such table" : ours,
+                       " here (k: in the primary key, c: not): replicas must run the same schema"));
     }
   }
   const int finalized = sqlite3changeset_finalize(it);
@@ -141,6 +155,10 @@ absl::StatusOr<std::string> ChangeRecorder::Changeset() {
 
 absl::Status ApplyChangeset(Database& db, absl::string_view changeset,
                             const std::function<absl::Status()>& then) {
+  if (sqlite3_get_autocommit(db.db_) == 0) {
+    return absl::FailedPreconditionError(
+        "changeset: applied inside an open transaction (foreign keys cannot be turned off)");
+  }
   RETURN_IF_ERROR(CheckTables(db, changeset));
   // Off outside the transaction (the pragma is a no-op inside one), on again whatever happens.
   RETURN_IF_ERROR(db.Exec("PRAGMA foreign_keys = OFF"));

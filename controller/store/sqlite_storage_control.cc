@@ -5,6 +5,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
+#include "controller/store/changesets.h"
 #include "controller/store/pruning.h"
 #include "controller/store/sqlite_aggregates.h"
 
@@ -46,6 +47,16 @@ class SqliteStorageControl final : public StorageControl {
   }
 
   absl::Status Sync() override { return connection_.SyncLog(); }
+
+  absl::Status ApplyReplicated(uint64_t entry, const std::string& changeset) override {
+    absl::MutexLock lock(&connection_.mu());
+    return connection_.ApplyReplicated(entry, changeset);
+  }
+
+  absl::StatusOr<uint64_t> ReplicaPosition() override {
+    absl::MutexLock lock(&connection_.mu());
+    return AppliedEntry(connection_.db());
+  }
 
  private:
   StoreConnection& connection_;

@@ -174,6 +174,10 @@ class SqliteStore final : public Store {
   }
   absl::StatusOr<StorageSize> Storage() override { return storage_->Storage(); }
   absl::Status Sync() override { return storage_->Sync(); }
+  absl::Status ApplyReplicated(uint64_t entry, const std::string& changeset) override {
+    return storage_->ApplyReplicated(entry, changeset);
+  }
+  absl::StatusOr<uint64_t> ReplicaPosition() override { return storage_->ReplicaPosition(); }
 
  private:
   StoreConnection connection_;  // Declared first: the aggregates use it until they end.

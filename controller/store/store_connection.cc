@@ -41,6 +41,8 @@ absl::StatusOr<Transaction> StoreConnection::Begin() {
 }
 
 absl::Status StoreConnection::Commit(Transaction& txn) {
+  // Taken whatever happens next: a session left attached would outlive its transaction.
+  std::optional<ChangeRecorder> recording = std::exchange(recording_, std::nullopt);
   if (commit_point_ != nullptr) RETURN_IF_ERROR(commit_point_->Pass(Effect::kStoreWrite));
   // Every allocation the write appended an event about gets its image, so that the desired
   // state and watchers learn what it left; null after this means the allocation is gone.
@@ -50,9 +52,9 @@ absl::Status StoreConnection::Commit(Transaction& txn) {
     }
   }
   bool logged = false;  // The write's changes are in the replicated log.
-  if (recording_.has_value()) {
-    ASSIGN_OR_RETURN(std::string changeset, recording_->Changeset());
-    recording_.reset();
+  if (recording.has_value()) {
+    ASSIGN_OR_RETURN(std::string changeset, recording->Changeset());
+    recording.reset();
     if (!changeset.empty()) {
       ASSIGN_OR_RETURN(uint64_t applied, AppliedEntry(*db_));
       RETURN_IF_ERROR(commit_log_->Append(applied + 1, changeset));
@@ -64,7 +66,7 @@ absl::Status StoreConnection::Commit(Transaction& txn) {
     }
   }
   if (absl::Status committed = txn.Commit(); !committed.ok()) {
-    behind_log_ = logged;
+    if (logged) behind_log_ = true;
     return committed;
   }
   desired_.Apply(uncommitted_images_, uncommitted_manual_);
@@ -73,6 +75,59 @@ absl::Status StoreConnection::Commit(Transaction& txn) {
     recent_.Publish(uncommitted_sequence_, std::move(uncommitted_images_));
     uncommitted_sequence_ = 0;
   }
+  uncommitted_images_.clear();
+  return absl::OkStatus();
+}
+
+absl::Status StoreConnection::ApplyReplicated(uint64_t entry, const std::string& changeset) {
+  if (commit_log_ != nullptr) {
+    return absl::FailedPreconditionError(
+        "store: the replica with the commit log writes the log; it applies none of it");
+  }
+  ASSIGN_OR_RETURN(uint64_t applied, AppliedEntry(*db_));
+  if (entry != applied + 1) {
+    return absl::FailedPreconditionError(absl::StrCat("store: log entry ", entry,
+                                                      " is not the next: this replica holds ",
+                                                      applied, ", so ", applied + 1, " is"));
+  }
+  const uint64_t before = recent_.LastSequence();
+  RETURN_IF_ERROR(ApplyChangeset(*db_, changeset, [&] { return SetAppliedEntry(*db_, entry); }));
+  // What the change did, learned as the leader's own commit learned it: every write that
+  // changes an allocation or stores a manual circuit appends an event naming it.
+  uncommitted_images_.clear();
+  uncommitted_manual_.clear();
+  ASSIGN_OR_RETURN(Statement named, db_->Prepare(R"sql(
+    SELECT object_kind, object_id, sequence FROM events WHERE sequence > ?1 ORDER BY sequence)sql"));
+  named.Bind(1, static_cast<int64_t>(before));
+  uint64_t newest = 0;
+  std::vector<std::string> circuits;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, named.Step());
+    if (!row) break;
+    const std::string kind = named.Text(0);
+    if (kind == "allocation") uncommitted_images_[named.Text(1)] = nullptr;
+    if (kind == "circuit") circuits.push_back(named.Text(1));
+    newest = static_cast<uint64_t>(named.Int(2));
+  }
+  for (auto& [id, image] : uncommitted_images_) {
+    ASSIGN_OR_RETURN(image, KeepImage(id));
+  }
+  for (const std::string& id : circuits) {
+    ASSIGN_OR_RETURN(Statement source,
+                     db_->Prepare("SELECT src_onic FROM circuits WHERE id = ?1 AND manual = 1"));
+    source.Bind(1, id);
+    ASSIGN_OR_RETURN(bool manual, source.Step());
+    if (!manual) continue;
+    ASSIGN_OR_RETURN(std::vector<v1::Circuit> stored,
+                     SelectCircuits(*db_, CircuitFilter{.onic = source.Text(0)}));
+    for (v1::Circuit& c : stored) {
+      if (c.id() == id) uncommitted_manual_.push_back(std::move(c));
+    }
+  }
+  desired_.Apply(uncommitted_images_, uncommitted_manual_);
+  uncommitted_manual_.clear();
+  InventoryChanged();  // Inventory, drain or health may have changed: a follower cannot tell.
+  if (newest != 0) recent_.Publish(newest, std::move(uncommitted_images_));
   uncommitted_images_.clear();
   return absl::OkStatus();
 }

@@ -66,6 +66,10 @@ class StoreConnection {
   // until the store is opened again (and catches up).
   absl::Status Commit(Transaction& txn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // StorageControl::ApplyReplicated.
+  absl::Status ApplyReplicated(uint64_t entry, const std::string& changeset)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   // Appends an event at the clock's time; an empty principal is recorded as "anonymous", an
   // unspecified severity as INFO.
   absl::Status AppendEvent(const std::string& kind, const std::string& object_kind,

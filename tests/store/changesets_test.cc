@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <memory>
 #include <string>
 #include <vector>
@@ -83,13 +84,20 @@ TEST(ChangesetsTest, EveryTableOfTheSchemaHasAPrimaryKeyAndNoTriggerWrites) {
                                           "') WHERE pk > 0")),
               "1")
         << "table " << table << " has no primary key: its rows would not be replicated";
+    // STRICT keeps NULL out of key columns too; a row with a NULL in its key is not recorded.
+    EXPECT_THAT(
+        QueryText(*db, absl::StrCat("SELECT sql FROM sqlite_master WHERE name = '", table, "'")),
+        HasSubstr("STRICT"))
+        << "table " << table;
   }
   // A trigger that wrote rows would write them again on a replica applying the changeset.
-  for (const std::string& sql :
-       Column(*db, "SELECT sql FROM sqlite_master WHERE type = 'trigger'")) {
-    const std::string body = sql.substr(sql.find("BEGIN"));
-    for (const char* write : {"INSERT ", "UPDATE ", "DELETE "}) {
-      EXPECT_THAT(body, ::testing::Not(HasSubstr(write))) << "a trigger that writes: " << sql;
+  for (std::string sql : Column(*db, "SELECT sql FROM sqlite_master WHERE type = 'trigger'")) {
+    for (char& c : sql) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    const size_t body = sql.find("BEGIN");
+    ASSERT_NE(body, std::string::npos) << sql;
+    for (const char* write : {"INSERT", "UPDATE", "DELETE", "REPLACE"}) {
+      EXPECT_THAT(sql.substr(body), ::testing::Not(HasSubstr(write)))
+          << "a trigger that writes: " << sql;
     }
   }
 }
@@ -151,7 +159,8 @@ TEST(ChangesetsTest, AChangesetThatDoesNotFitTheReplicaIsRefusedWhole) {
   // A table the replica lacks, or with other columns: SQLite alone would skip it silently.
   ASSERT_THAT(writer->Exec("CREATE TABLE extra (id INTEGER PRIMARY KEY, v TEXT)"), IsOk());
   EXPECT_THAT(ApplyChangeset(*replica, Recorded(*writer, "INSERT INTO extra VALUES (1, 'x')")),
-              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("table extra has 2 columns")));
+              StatusIs(absl::StatusCode::kDataLoss,
+                       HasSubstr("table extra has columns kc in the change but no such table")));
   ASSERT_THAT(writer->Exec("ALTER TABLE hosts ADD COLUMN rack TEXT NOT NULL DEFAULT ''"), IsOk());
   EXPECT_THAT(
       ApplyChangeset(*replica, Recorded(*writer, "INSERT INTO hosts (name) VALUES ('h5')")),
@@ -170,10 +179,15 @@ TEST(ChangesetsTest, TheReplicasPositionIsItsOwnAndMovesWithTheApply) {
   std::string changeset = Recorded(*writer,
                                    "INSERT INTO hosts (name) VALUES ('h1');"
                                    "INSERT INTO replica (id, applied_entry) VALUES (1, 7);");
+  ASSERT_THAT(ApplyChangeset(*replica, changeset), IsOk());
+  EXPECT_EQ(AppliedEntry(*replica).value_or(99), 0u) << "the writer's position was replicated";
+  EXPECT_EQ(QueryText(*replica, "SELECT count(*) FROM hosts"), "1");
+  // With its position moved by the caller, in the same transaction.
+  changeset = Recorded(*writer, "INSERT INTO hosts (name) VALUES ('h1b');");
   ASSERT_THAT(ApplyChangeset(*replica, changeset, [&] { return SetAppliedEntry(*replica, 7); }),
               IsOk());
   EXPECT_EQ(AppliedEntry(*replica).value_or(0), 7u);
-  EXPECT_EQ(QueryText(*replica, "SELECT count(*) FROM hosts"), "1");
+  EXPECT_EQ(QueryText(*replica, "SELECT count(*) FROM hosts"), "2");
 
   // What runs after the apply fails: neither the change nor the position is kept.
   changeset = Recorded(*writer, "INSERT INTO hosts (name) VALUES ('h2');");
@@ -184,7 +198,7 @@ TEST(ChangesetsTest, TheReplicasPositionIsItsOwnAndMovesWithTheApply) {
                              }),
               StatusIs(absl::StatusCode::kInternal, HasSubstr("the log said no")));
   EXPECT_EQ(AppliedEntry(*replica).value_or(0), 7u);
-  EXPECT_EQ(QueryText(*replica, "SELECT count(*) FROM hosts"), "1");
+  EXPECT_EQ(QueryText(*replica, "SELECT count(*) FROM hosts"), "2");
 }
 
 }  // namespace

@@ -18,26 +18,35 @@
 namespace fleet::store::testing_util {
 namespace {
 
-// Applies each entry at once to a replica of its own, as a follower would.
+// Applies each entry at once to a follower store of its own, as a follower would.
 class ApplyingLog : public CommitLog {
  public:
-  ApplyingLog() {
-    replica_ = Database::Open(":memory:").value();
-    EXPECT_THAT(Migrate(*replica_, Migrations()), IsOk());
+  explicit ApplyingLog(const std::string& path) : path_(path) {
+    absl::StatusOr<std::unique_ptr<Store>> follower =
+        OpenSqliteStore({.path = path, .clock = &clock_});
+    EXPECT_TRUE(follower.ok()) << follower.status();
+    if (follower.ok()) follower_ = std::move(*follower);
   }
 
   absl::Status Append(uint64_t entry, const std::string& changeset) override {
     if (!refusal_.ok()) return refusal_;
     entries_.push_back(entry);
-    return ApplyChangeset(*replica_, changeset, [&] { return SetAppliedEntry(*replica_, entry); });
+    return follower_->ApplyReplicated(entry, changeset);
   }
 
-  Database& replica() { return *replica_; }
+  Store& follower() { return *follower_; }
+  std::string Dump() {
+    absl::StatusOr<std::unique_ptr<Database>> db = Database::Open(path_);
+    EXPECT_TRUE(db.ok()) << db.status();
+    return db.ok() ? testing_util::Dump(**db) : "";
+  }
   const std::vector<uint64_t>& entries() const { return entries_; }
   void Refuse(absl::Status refusal) { refusal_ = std::move(refusal); }
 
  private:
-  std::unique_ptr<Database> replica_;
+  const std::string path_;
+  fleet::testing::FakeClock clock_;
+  std::unique_ptr<Store> follower_;
   std::vector<uint64_t> entries_;
   absl::Status refusal_;
 };
@@ -46,7 +55,8 @@ class StoreReplicationTest : public StoreTest {
  protected:
   void SetUp() override {
     path_ = dir_.File("fleet.db");
-    OpenStore(path_, &log_);
+    log_ = std::make_unique<ApplyingLog>(dir_.File("follower.db"));
+    OpenStore(path_, log_.get());
   }
 
   // The writer's database, read through a connection of its own.
@@ -58,12 +68,12 @@ class StoreReplicationTest : public StoreTest {
 
   // After a write: the replica holds what the writer holds.
   void ExpectReplicated(const std::string& after) {
-    EXPECT_EQ(Dump(log_.replica()), WriterDump()) << "after " << after;
+    EXPECT_EQ(log_->Dump(), WriterDump()) << "after " << after;
   }
 
   void TearDown() override { store_.reset(); }  // Before log_, which it writes to.
 
-  ApplyingLog log_;
+  std::unique_ptr<ApplyingLog> log_;
   std::string path_;
 };
 
@@ -101,31 +111,96 @@ TEST_F(StoreReplicationTest, EveryKindOfWriteReachesTheReplicaAsOneEntryInOrder)
   ASSERT_THAT(store_->PruneEndedAllocations({.max_age = absl::Hours(24)}, 100).status(), IsOk());
   ASSERT_THAT(store_->PruneEvents({.max_age = absl::Hours(24)}, 100).status(), IsOk());
   ExpectReplicated("retention");
-  EXPECT_EQ(QueryText(log_.replica(), "SELECT count(*) FROM allocations"), "0");
+  AllocationFilter every;
+  every.include_released = true;
+  absl::StatusOr<std::vector<v1::Allocation>> left = log_->follower().ListAllocations(every);
+  ASSERT_TRUE(left.ok()) << left.status();
+  EXPECT_TRUE(left->empty());
 
   // One entry per write, numbered from 1 without a gap; the writer's position is the last.
-  ASSERT_FALSE(log_.entries().empty());
-  for (size_t i = 0; i < log_.entries().size(); ++i) EXPECT_EQ(log_.entries()[i], i + 1);
+  ASSERT_FALSE(log_->entries().empty());
+  for (size_t i = 0; i < log_->entries().size(); ++i) EXPECT_EQ(log_->entries()[i], i + 1);
   absl::StatusOr<std::unique_ptr<Database>> writer = Database::Open(path_);
   ASSERT_TRUE(writer.ok()) << writer.status();
-  EXPECT_EQ(AppliedEntry(**writer).value_or(0), log_.entries().back());
+  EXPECT_EQ(AppliedEntry(**writer).value_or(0), log_->entries().back());
+}
+
+// What a follower serves comes from its desired state and commit feed, kept in memory: they
+// follow the applied entries as the leader's follow its own commits.
+TEST_F(StoreReplicationTest, AFollowersReadsAndWatchersSeeWhatTheLeadersDo) {
+  WriteSite();
+  Store& follower = log_->follower();
+  const uint64_t seen = follower.LastEventSequence();
+  v1::Allocation a = MakeAllocation("a1", "tenant-a", v1::ALLOCATION_STATE_PROGRAMMING,
+                                    {"h1-cpu0", "gpu0"}, {CpuToGpu(), GpuToCpu()});
+  ASSERT_THAT(store_->CreateAllocation(a, kOperator), IsOk());
+  AllocationUpdate ready;
+  ready.id = "a1";
+  ready.state = v1::ALLOCATION_STATE_READY;
+  ready.circuits["c-up"] = {v1::CIRCUIT_STATE_ACTIVE, ""};
+  ASSERT_THAT(store_->UpdateAllocation(ready, kOperator).status(), IsOk());
+  ASSERT_THAT(store_->CreateManualCircuit(
+                  Manual(MakeCircuit("m1", "n-cpu", 2, "n-gpu", 2, {Xc("s1", 2, 15)},
+                                     v1::CIRCUIT_STATE_ACTIVE, "")),
+                  kOperator),
+              IsOk());
+
+  absl::StatusOr<v1::Allocation> here = follower.GetAllocation("a1");
+  absl::StatusOr<v1::Allocation> there = store_->GetAllocation("a1");
+  ASSERT_TRUE(here.ok() && there.ok()) << here.status() << there.status();
+  EXPECT_THAT(*here, EqualsProto(*there));
+  AllocationFilter live;
+  live.state = v1::ALLOCATION_STATE_READY;  // Answered from the desired state.
+  absl::StatusOr<std::vector<v1::Allocation>> listed = follower.ListAllocations(live);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_THAT((*listed)[0], EqualsProto(*there));
+  absl::StatusOr<std::vector<v1::Circuit>> circuits = follower.ListCircuits({});
+  absl::StatusOr<std::vector<v1::Circuit>> leader_circuits = store_->ListCircuits({});
+  ASSERT_TRUE(circuits.ok() && leader_circuits.ok());
+  ASSERT_EQ(circuits->size(), leader_circuits->size());
+  for (size_t i = 0; i < circuits->size(); ++i) {
+    EXPECT_THAT((*circuits)[i], EqualsProto((*leader_circuits)[i]));
+  }
+
+  // The commit feed: the newest event, and the allocation's last commit with its image.
+  EXPECT_EQ(follower.LastEventSequence(), store_->LastEventSequence());
+  EXPECT_GT(follower.LastEventSequence(), seen);
+  std::optional<AllocationCommit> last = follower.LastCommitted("a1");
+  ASSERT_TRUE(last.has_value());
+  ASSERT_NE(last->allocation, nullptr);
+  EXPECT_EQ(last->allocation->state(), v1::ALLOCATION_STATE_READY);
+
+  // A leader applies nothing; a follower applies only the next entry.
+  EXPECT_THAT(store_->ApplyReplicated(99, ""),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("writes the log")));
+  const uint64_t position = follower.ReplicaPosition().value_or(0);
+  EXPECT_THAT(follower.ApplyReplicated(position + 2, ""),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("is not the next")));
 }
 
 TEST_F(StoreReplicationTest, AWriteTheLogRefusesIsNotCommittedAndTakesNoEntry) {
   WriteSite();
   const Counts before = Count();
-  const size_t entries = log_.entries().size();
-  log_.Refuse(absl::UnavailableError("etcd: no quorum"));
+  const size_t entries = log_->entries().size();
+  log_->Refuse(absl::UnavailableError("etcd: no quorum"));
   v1::Allocation a = MakeAllocation("a1", "tenant-a", v1::ALLOCATION_STATE_PROGRAMMING,
                                     {"h1-cpu0", "gpu0"}, {CpuToGpu()});
   EXPECT_THAT(store_->CreateAllocation(a, kOperator),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("no quorum")));
   EXPECT_EQ(Count(), before);
 
-  log_.Refuse(absl::OkStatus());
+  // Refused by the commit point first (this replica may not act): the log is not asked.
+  log_->Refuse(absl::OkStatus());
+  commit_point_.SetFence([](Effect) { return absl::UnavailableError("not leading"); });
+  EXPECT_THAT(store_->CreateAllocation(a, kOperator),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("not leading")));
+  EXPECT_EQ(log_->entries().size(), entries);
+  commit_point_.SetFence({});
+
   ASSERT_THAT(store_->CreateAllocation(a, kOperator), IsOk());
-  ASSERT_EQ(log_.entries().size(), entries + 1);
-  EXPECT_EQ(log_.entries().back(), entries + 1);
+  ASSERT_EQ(log_->entries().size(), entries + 1);
+  EXPECT_EQ(log_->entries().back(), entries + 1);
   ExpectReplicated("the write made again");
 }
 
