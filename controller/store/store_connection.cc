@@ -80,10 +80,8 @@ absl::Status StoreConnection::Commit(Transaction& txn) {
 }
 
 absl::Status StoreConnection::ApplyReplicated(uint64_t entry, const std::string& changeset) {
-  if (commit_log_ != nullptr) {
-    return absl::FailedPreconditionError(
-        "store: the replica with the commit log writes the log; it applies none of it");
-  }
+  // A leader's own writes move its position too, so it is never asked for an entry it wrote;
+  // after a takeover this is how it catches up (until then the log refuses its appends).
   ASSIGN_OR_RETURN(uint64_t applied, AppliedEntry(*db_));
   if (entry != applied + 1) {
     return absl::FailedPreconditionError(absl::StrCat("store: log entry ", entry,

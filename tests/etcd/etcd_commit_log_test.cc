@@ -4,6 +4,7 @@
 // lead writes nothing; without quorum a write is refused within about a lease TTL, nothing
 // of it kept, and writes go on when quorum returns.
 #include "controller/replication/etcd_commit_log.h"
+#include "controller/replication/log_follower.h"
 
 #include <memory>
 #include <string>
@@ -161,6 +162,70 @@ TEST_F(EtcdCommitLogTest, WithoutQuorumAWriteIsRefusedWholeAndWritesGoOnWhenItRe
   absl::Status again = store_->CreateAllocation(a, kOperator);
   ASSERT_TRUE(again.ok()) << again;
   EXPECT_EQ(Head(), 2u);
+  EXPECT_EQ(LogApplied(), StoreDump());
+}
+
+// Two replicas, each with its own store, commit log, election and follower loop: the leader's
+// writes reach the follower's store; after a handover the new leader writes and the old one
+// follows. The whole data path of replicated fleetd short of fleetd itself.
+TEST_F(EtcdCommitLogTest, TwoReplicasFollowEachOtherAcrossAHandover) {
+  Lead();
+  std::unique_ptr<etcd::EtcdClient> b_client = Client({}, absl::Seconds(1));
+  etcd::LeaderOptions b_options;
+  b_options.name = "b:1";
+  b_options.lease_ttl = absl::Seconds(3);
+  b_options.margin = absl::Milliseconds(500);
+  etcd::LeaderElection b_election(b_client.get(), b_options);
+  etcd::ReplicatedLog b_log(b_client.get());
+  replication::EtcdCommitLog b_commit_log(&b_log, &b_election);
+  const std::string b_path = FreshDirectory("b") + "/fleet.db";
+  absl::StatusOr<std::unique_ptr<store::Store>> b_store =
+      store::OpenSqliteStore({.path = b_path, .clock = &clock_, .commit_log = &b_commit_log});
+  ASSERT_TRUE(b_store.ok()) << b_store.status();
+  replication::LogFollower a_follower(log_.get(), store_.get());
+  replication::LogFollower b_follower(&b_log, b_store->get());
+  a_follower.Start();
+  b_follower.Start();
+  ASSERT_TRUE(b_election.Start().ok());
+
+  ASSERT_TRUE(store_->WriteInventory(SmallSite(), kOperator).ok());
+  v1::Allocation a1 = MakeAllocation("a1", "tenant-a", v1::ALLOCATION_STATE_PROGRAMMING,
+                                     {"h1-cpu0", "gpu0"}, {CpuToGpu()});
+  ASSERT_TRUE(store_->CreateAllocation(a1, kOperator).ok());
+  EXPECT_TRUE(Eventually([&] { return (*b_store)->GetAllocation("a1").ok(); }, absl::Seconds(10)))
+      << "the follower never saw the leader's allocation";
+  EXPECT_TRUE(Eventually([&] { return b_follower.Current().position == 2; }, absl::Seconds(10)));
+  EXPECT_EQ(b_follower.Current().head, 2u);
+  // The follower writes nothing of its own.
+  v1::Allocation a2 = MakeAllocation("a2", "tenant-b", v1::ALLOCATION_STATE_PROGRAMMING,
+                                     {"h1-cpu0", "gpu0"}, {CpuToGpu("c-b")});
+  EXPECT_EQ((*b_store)->CreateAllocation(a2, kOperator).code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  // Handover: a resigns, b leads, writes; a follows.
+  election_->Stop();
+  ASSERT_TRUE(Eventually([&] { return b_election.Fence().ok(); }, absl::Seconds(10)));
+  store::AllocationUpdate released;
+  released.id = "a1";
+  released.state = v1::ALLOCATION_STATE_RELEASED;
+  released.release = store::AllocationUpdate::ReleaseIntent{v1::ALLOCATION_STATE_RELEASED, "done"};
+  released.remove_circuits = true;
+  absl::Status written = (*b_store)->UpdateAllocation(released, kOperator).status();
+  ASSERT_TRUE(written.ok()) << written;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        absl::StatusOr<v1::Allocation> seen = store_->GetAllocation("a1");
+        return seen.ok() && seen->state() == v1::ALLOCATION_STATE_RELEASED;
+      },
+      absl::Seconds(10)))
+      << "the old leader never saw the new leader's write";
+  EXPECT_TRUE(a_follower.Current().stopped.ok()) << a_follower.Current().stopped;
+  a_follower.Stop();
+  b_follower.Stop();
+  b_election.Stop();
+  absl::StatusOr<std::unique_ptr<store::Database>> b_db = store::Database::Open(b_path);
+  ASSERT_TRUE(b_db.ok());
+  EXPECT_EQ(Dump(**b_db), StoreDump());
   EXPECT_EQ(LogApplied(), StoreDump());
 }
 
