@@ -143,9 +143,9 @@ absl::Status ReplicatedLog::Refused(uint64_t seq, const std::string& bytes,
     std::string stored;
     for (const mvccpb::KeyValue& kv : kvs) stored += kv.value();
     if (stored == bytes) return absl::OkStatus();
-    return absl::FailedPreconditionError(
+    return absl::AlreadyExistsError(
         absl::StrCat("replicated log: Append ", seq, ": refused, entry ", seq,
-                     " was appended with other bytes (by another leader)"));
+                     " was appended with other bytes (the log's head is ", *head, ")"));
   }
   if (*head + 1 != seq) {
     return absl::FailedPreconditionError(absl::StrCat("replicated log: Append ", seq,

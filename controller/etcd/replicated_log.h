@@ -21,7 +21,8 @@
 // - Append is safe to repeat: a Txn refused because `head` is already at or past its entry
 //   reads back whether that entry holds these bytes (also after this replica stopped
 //   leading). Outcomes: OK (in the log, once); FAILED_PRECONDITION (not appended: this
-//   replica does not lead, or another leader appended that sequence number); ABORTED (the
+//   replica does not lead, or the entry is past the head); ALREADY_EXISTS (not appended:
+//   that sequence number holds other bytes, so the caller is behind the log); ABORTED (the
 //   entry was trimmed before it could be compared: only a caller that trimmed past its own
 //   unresolved append sees it); or an error of etcd, after which the entry may or may not be
 //   in the log (an answer lost after etcd applied it, or a request still in flight). After

@@ -39,6 +39,7 @@ absl::Status LogFollower::CatchUp() {
 }
 
 void LogFollower::Start() {
+  if (thread_.joinable() || stop_.HasBeenNotified()) return;  // Once only.
   thread_ = std::thread([this] { Run(); });
 }
 

@@ -10,7 +10,8 @@
 //   budget. It returns the first error: an unreachable etcd (nothing lost: the next call goes
 //   on from the position), an entry that does not apply (DATA_LOSS), or a position behind the
 //   log's first kept entry (OUT_OF_RANGE: catching up from a snapshot is not built yet).
-// - Start() runs CatchUp every `poll` on a thread of its own until Stop(). An unreachable
+// - Start() runs CatchUp every `poll` on a thread of its own until Stop() (once: a second
+//   Start, or one after Stop, does nothing). An unreachable
 //   etcd is retried; DATA_LOSS and OUT_OF_RANGE stop it, since applying anything after would
 //   diverge: Current().stopped says why.
 // - Current() is what the last round saw: the store's position, the log's head, and so the

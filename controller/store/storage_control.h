@@ -68,8 +68,9 @@ class StorageControl {
   // position, then shows readers and watchers the change as the leader's own commit did (the
   // desired state, the commit feed). Every replica applies what the log holds past its
   // position, the leader too after a takeover (its own writes move its position).
-  // FAILED_PRECONDITION when `entry` is not the one after its position; DATA_LOSS when the
-  // changeset does not fit this database (changesets.h). Either way nothing is applied.
+  // OK at once for an entry it holds already; FAILED_PRECONDITION when `entry` is past the one
+  // after its position; DATA_LOSS when the changeset does not fit this database
+  // (changesets.h). Either way nothing is applied.
   virtual absl::Status ApplyReplicated(uint64_t entry, const std::string& changeset) = 0;
   // The last entry of the replicated log this store holds (0: none).
   virtual absl::StatusOr<uint64_t> ReplicaPosition() = 0;

@@ -80,9 +80,10 @@ absl::Status StoreConnection::Commit(Transaction& txn) {
 }
 
 absl::Status StoreConnection::ApplyReplicated(uint64_t entry, const std::string& changeset) {
-  // A leader's own writes move its position too, so it is never asked for an entry it wrote;
-  // after a takeover this is how it catches up (until then the log refuses its appends).
+  // A leader's own writes move its position too: an entry it holds already (its follower
+  // loop read the position before a write of its own moved it) is done.
   ASSIGN_OR_RETURN(uint64_t applied, AppliedEntry(*db_));
+  if (entry <= applied) return absl::OkStatus();
   if (entry != applied + 1) {
     return absl::FailedPreconditionError(absl::StrCat("store: log entry ", entry,
                                                       " is not the next: this replica holds ",
@@ -90,6 +91,7 @@ absl::Status StoreConnection::ApplyReplicated(uint64_t entry, const std::string&
   }
   const uint64_t before = recent_.LastSequence();
   RETURN_IF_ERROR(ApplyChangeset(*db_, changeset, [&] { return SetAppliedEntry(*db_, entry); }));
+  behind_log_ = false;  // Whatever a failed commit left out, the log has brought in.
   // What the change did, learned as the leader's own commit learned it: every write that
   // changes an allocation or stores a manual circuit appends an event naming it.
   uncommitted_images_.clear();

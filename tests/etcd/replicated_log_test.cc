@@ -160,7 +160,7 @@ TEST_F(ReplicatedLogTest, AnAppendMadeAgainIsAppliedOnceAndAnotherEntryInItsPlac
   EXPECT_EQ(four->size(), 4u);
 
   absl::Status other = log_->Append(fence_, 3, "something else");
-  EXPECT_EQ(other.code(), absl::StatusCode::kFailedPrecondition) << other;
+  EXPECT_EQ(other.code(), absl::StatusCode::kAlreadyExists) << other;
   EXPECT_TRUE(absl::StrContains(other.message(), "entry 3 was appended with other bytes")) << other;
   absl::StatusOr<std::vector<LogEntry>> third = log_->Read(3, 1);
   ASSERT_TRUE(third.ok() && !third->empty()) << third.status();
