@@ -205,12 +205,8 @@ TEST_F(EtcdCommitLogTest, TwoReplicasFollowEachOtherAcrossAHandover) {
   // Handover: a resigns, b leads, writes; a follows.
   election_->Stop();
   ASSERT_TRUE(Eventually([&] { return b_election.Fence().ok(); }, absl::Seconds(10)));
-  store::AllocationUpdate released;
-  released.id = "a1";
-  released.state = v1::ALLOCATION_STATE_RELEASED;
-  released.release = store::AllocationUpdate::ReleaseIntent{v1::ALLOCATION_STATE_RELEASED, "done"};
-  released.remove_circuits = true;
-  absl::Status written = (*b_store)->UpdateAllocation(released, kOperator).status();
+  absl::Status written =
+      (*b_store)->UpdateAllocation(store::testing_util::ReleaseOf("a1"), kOperator).status();
   ASSERT_TRUE(written.ok()) << written;
   EXPECT_TRUE(Eventually(
       [&] {

@@ -100,12 +100,7 @@ TEST_F(StoreReplicationTest, EveryKindOfWriteReachesTheReplicaAsOneEntryInOrder)
   ExpectReplicated("observed cross-connects");
 
   // A release that removes the circuits (cascading to their cross-connects), and retention.
-  AllocationUpdate release;
-  release.id = "a1";
-  release.state = v1::ALLOCATION_STATE_RELEASED;
-  release.release = AllocationUpdate::ReleaseIntent{v1::ALLOCATION_STATE_RELEASED, "done"};
-  release.remove_circuits = true;
-  ASSERT_THAT(store_->UpdateAllocation(release, kOperator).status(), IsOk());
+  ASSERT_THAT(store_->UpdateAllocation(ReleaseOf("a1"), kOperator).status(), IsOk());
   ExpectReplicated("a release");
   clock_.Advance(absl::Hours(24 * 60));
   ASSERT_THAT(store_->PruneEndedAllocations({.max_age = absl::Hours(24)}, 100).status(), IsOk());
@@ -180,12 +175,7 @@ TEST_F(StoreReplicationTest, AFollowersReadsAndWatchersSeeWhatTheLeadersDo) {
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("is not the next")));
 
   // A release leaves the follower's desired state as it leaves the leader's.
-  AllocationUpdate release;
-  release.id = "a1";
-  release.state = v1::ALLOCATION_STATE_RELEASED;
-  release.release = AllocationUpdate::ReleaseIntent{v1::ALLOCATION_STATE_RELEASED, "done"};
-  release.remove_circuits = true;
-  ASSERT_THAT(store_->UpdateAllocation(release, kOperator).status(), IsOk());
+  ASSERT_THAT(store_->UpdateAllocation(ReleaseOf("a1"), kOperator).status(), IsOk());
   absl::StatusOr<std::vector<v1::Allocation>> live_after = follower.ListAllocations(live);
   ASSERT_TRUE(live_after.ok()) << live_after.status();
   EXPECT_TRUE(live_after->empty()) << "the follower still holds the released allocation live";

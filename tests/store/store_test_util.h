@@ -292,6 +292,16 @@ inline v1::Allocation MakeAllocation(const std::string& id, const std::string& t
   return a;
 }
 
+// The update that releases allocation `id` for good, its circuits removed.
+inline AllocationUpdate ReleaseOf(const std::string& id) {
+  AllocationUpdate release;
+  release.id = id;
+  release.state = v1::ALLOCATION_STATE_RELEASED;
+  release.release = AllocationUpdate::ReleaseIntent{v1::ALLOCATION_STATE_RELEASED, "done"};
+  release.remove_circuits = true;
+  return release;
+}
+
 // Every row of the one-column query `sql`, as text.
 inline std::vector<std::string> Column(Database& db, const std::string& sql) {
   std::vector<std::string> out;
