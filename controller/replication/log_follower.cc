@@ -1,5 +1,6 @@
 #include "controller/replication/log_follower.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -18,7 +19,8 @@ absl::Status LogFollower::CatchUp() {
   auto record = [&] {
     absl::MutexLock lock(&mu_);
     progress_.position = *position;
-    progress_.head = bounds->head;
+    // Entries appended since the bounds were read may have been applied too.
+    progress_.head = std::max(bounds->head, *position);
   };
   record();
   while (*position < bounds->head) {

@@ -14,8 +14,8 @@
 //   Start, or one after Stop, does nothing). An unreachable
 //   etcd is retried; DATA_LOSS and OUT_OF_RANGE stop it, since applying anything after would
 //   diverge: Current().stopped says why.
-// - Current() is what the last round saw: the store's position, the log's head, and so the
-//   replica's lag in entries.
+// - Current() is what the last round saw: the store's position, the log's head (never below
+//   the position), and so the replica's lag in entries.
 #ifndef FLEET_CONTROLLER_REPLICATION_LOG_FOLLOWER_H_
 #define FLEET_CONTROLLER_REPLICATION_LOG_FOLLOWER_H_
 
