@@ -24,8 +24,8 @@ bool TryAnother(const absl::Status& status) {
   return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
 }
 
-// The end of the range of keys that start with `prefix` (etcd's convention: the prefix with
-// its last byte below 0xff incremented; "\0" for every key when there is none).
+}  // namespace
+
 std::string PrefixEnd(std::string prefix) {
   while (!prefix.empty()) {
     if (static_cast<unsigned char>(prefix.back()) < 0xff) {
@@ -36,8 +36,6 @@ std::string PrefixEnd(std::string prefix) {
   }
   return std::string(1, '\0');
 }
-
-}  // namespace
 
 etcdserverpb::Compare CreateRevisionIs(const std::string& key, int64_t revision) {
   etcdserverpb::Compare compare;

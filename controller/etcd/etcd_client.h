@@ -76,6 +76,10 @@ struct MemberStatus {
 // compare that fences a leader's writes on its own leader key.
 etcdserverpb::Compare CreateRevisionIs(const std::string& key, int64_t revision);
 
+// The range end that covers every key starting with `prefix` (etcd's "\0" for all keys when
+// the prefix is empty or all 0xff bytes).
+std::string PrefixEnd(std::string prefix);
+
 class EtcdClient {
  public:
   // Reads the TLS files and makes one channel per member (connections are made on first use).

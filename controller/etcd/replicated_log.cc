@@ -13,12 +13,6 @@ namespace {
 std::string Seq(uint64_t seq) { return absl::StrFormat("%020d", seq); }
 std::string Part(size_t part) { return absl::StrFormat("%04d", part); }
 
-// The smallest key after every key that starts with `prefix` (prefix is never empty here).
-std::string PrefixEnd(std::string prefix) {
-  prefix.back() = static_cast<char>(prefix.back() + 1);
-  return prefix;
-}
-
 etcdserverpb::RequestOp RangeOp(const std::string& key, const std::string& end = "",
                                 int64_t limit = 0) {
   etcdserverpb::RequestOp op;
