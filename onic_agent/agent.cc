@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/backoff.h"
 #include "common/log.h"
@@ -49,6 +50,9 @@ const char* CommandName(const v1::Command& command) {
       return "none";
   }
 }
+
+// How long an agent with several fleetd endpoints waits to connect to one before the next.
+constexpr absl::Duration kConnectWait = absl::Seconds(2);
 
 }  // namespace
 
@@ -108,21 +112,48 @@ int Agent::commands_queued() const {
 
 void Agent::Run() {
   Backoff backoff(options_.min_backoff, options_.max_backoff);
+  std::vector<std::string> endpoints =
+      absl::StrSplit(options_.controller, ',', absl::SkipWhitespace());
+  if (endpoints.empty()) endpoints.push_back(options_.controller);
+  size_t next = 0;
+  size_t failed_in_a_row = 0;  // Endpoints tried since the last registration.
   while (true) {
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) break;
     }
+    const std::string& endpoint = endpoints[next];
     // A fresh channel per attempt: a channel that lost its server waits out gRPC's own
     // reconnect backoff (1 s, growing to minutes) on top of ours, which would keep a restarted
     // fleetd waiting for its agents.
     absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
         ClientCredentials(options_.tls);
+    bool registered = false;
     if (!credentials.ok()) {
-      FLEET_LOG(ERROR) << "cannot dial fleetd at " << options_.controller << ": "
+      FLEET_LOG(ERROR) << "cannot dial fleetd at " << endpoint << ": "
                        << credentials.status().message();
-    } else if (Session(grpc::CreateChannel(options_.controller, *credentials))) {
+    } else {
+      std::shared_ptr<grpc::Channel> channel = grpc::CreateChannel(endpoint, *credentials);
+      // Of several, one that cannot be reached (a machine lost) is passed over after a
+      // while, not after gRPC's 20 s connection timeout.
+      if (endpoints.size() > 1 &&
+          !channel->WaitForConnected(absl::ToChronoTime(absl::Now() + kConnectWait))) {
+        FLEET_LOG(INFO) << "fleetd at " << endpoint << " cannot be reached";
+      } else {
+        registered = Session(channel, endpoint);
+      }
+    }
+    if (endpoints.size() > 1) {
+      // Of several replicas only the leader takes agents (the others refuse naming it): the
+      // next endpoint is tried at once, also after a stream with the leader ends (it may be
+      // gone), and the backoff grows only once every endpoint has failed in a row.
+      next = (next + 1) % endpoints.size();
+    }
+    if (registered) {
       backoff.Reset();
+      failed_in_a_row = 0;
+    } else if (++failed_in_a_row % endpoints.size() != 0) {
+      continue;
     }
     absl::MutexLock lock(&mu_);
     // Jittered: agents that lost fleetd together do not return together.
@@ -132,7 +163,7 @@ void Agent::Run() {
   }
 }
 
-bool Agent::Session(const std::shared_ptr<grpc::Channel>& channel) {
+bool Agent::Session(const std::shared_ptr<grpc::Channel>& channel, const std::string& endpoint) {
   std::unique_ptr<v1::AgentService::Stub> stub = v1::AgentService::NewStub(channel);
   grpc::ClientContext context;
   std::unique_ptr<Stream> stream;
@@ -196,7 +227,7 @@ bool Agent::Session(const std::shared_ptr<grpc::Channel>& channel) {
         metrics_.SetConnected(true);
         if (!registered) {
           registered = true;
-          FLEET_LOG(INFO) << "registered with fleetd at " << options_.controller << " as host "
+          FLEET_LOG(INFO) << "registered with fleetd at " << endpoint << " as host "
                           << options_.host;
           heartbeats =
               std::thread([this, interval, session] { HeartbeatAndMonitor(interval, session); });
@@ -226,7 +257,7 @@ bool Agent::Session(const std::shared_ptr<grpc::Channel>& channel) {
   }
   if (heartbeats.joinable()) heartbeats.join();
   grpc::Status status = stream->Finish();
-  FLEET_LOG(INFO) << "stream to fleetd at " << options_.controller
+  FLEET_LOG(INFO) << "stream to fleetd at " << endpoint
                   << " ended: " << (status.ok() ? "closed" : status.error_message());
   return registered;
 }

@@ -33,7 +33,10 @@
 namespace fleet::onic_agent {
 
 struct AgentOptions {
-  std::string controller;  // fleetd's gRPC address, HOST:PORT.
+  // fleetd's gRPC address, HOST:PORT; or several, comma-separated, for the replicas of a
+  // replicated site: the agent stays with the one that takes it (the leader), and on a
+  // refusal or a lost stream tries the next at once, backing off once all have failed.
+  std::string controller;
   // How to dial it: mutual TLS, or plaintext with `tls.insecure`. The files are read again on
   // every connection attempt, so a renewed certificate is picked up at the next reconnect.
   ClientTlsFiles tls;
@@ -86,7 +89,7 @@ class Agent {
 
   // One connection: register, then read until the stream ends. Returns whether it ever
   // registered (a registered connection resets the backoff).
-  bool Session(const std::shared_ptr<grpc::Channel>& channel);
+  bool Session(const std::shared_ptr<grpc::Channel>& channel, const std::string& endpoint);
   void Dispatch(const v1::Command& command);
   void PortWorker(std::string key);
   // Runs `command` on the backend. `cancel_arming` ends an armed retrain's wait for light;

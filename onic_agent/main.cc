@@ -36,7 +36,9 @@ int Run(int argc, char** argv) {
       "O-NICs, prints the answer as JSON and exits 0 when it succeeded (bringing up a host);\n"
       "with `-` it runs such verbs read from stdin, one a line.");
   flags.String("config", &config_file, "YAML config file with this host's O-NICs");
-  flags.String("controller", &controller, "fleetd's gRPC address, HOST:PORT");
+  flags.String("controller", &controller,
+               "fleetd's gRPC address, HOST:PORT; several, comma-separated, for a replicated "
+               "fleetd (the agent finds the leader)");
   flags.String("tls-ca-file", &tls_ca_file, "the site CA fleetd's certificate must chain to, PEM");
   flags.String("tls-cert-file", &tls_cert_file,
                "this agent's certificate (spiffe://SITE/agent/HOST), PEM");

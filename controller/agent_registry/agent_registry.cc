@@ -484,6 +484,11 @@ absl::StatusOr<uint64_t> AgentRegistry::Register(Connection* connection,
                                                  const v1::AgentMessage& first,
                                                  const AgentPeer& peer) {
   ASSIGN_OR_RETURN(const v1::RegisterAgent reg, CheckRegister(first, peer));
+  if (options_.commit_point != nullptr) {
+    // An agent is taken only by a fleetd that may command it: a replica that does not lead
+    // refuses it naming the leader, and the agent dials its next endpoint.
+    RETURN_IF_ERROR(options_.commit_point->Pass(Effect::kAgentCommand));
+  }
   const std::string& host = reg.host();
   {
     absl::MutexLock lock(&mu_);

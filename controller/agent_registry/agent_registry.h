@@ -57,8 +57,9 @@ struct AgentRegistryOptions {
   // Where connected agents and the rx power agents report are exported; null: nowhere.
   metrics::ControllerMetrics* metrics = nullptr;
   // Every Send passes it before any of its commands is queued for a stream; refused, each
-  // command's answer is the refusal (commit_point.h). Null: every Send passes. Not owned;
-  // outlives the registry.
+  // command's answer is the refusal (commit_point.h); an agent's stream is refused with it
+  // when it registers (a replica that does not lead names the leader). Null: every Send
+  // passes. Not owned; outlives the registry.
   const CommitPoint* commit_point = nullptr;
 };
 

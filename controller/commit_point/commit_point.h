@@ -5,7 +5,8 @@
 //   - a command that changes a switch: OpticalSwitch::Apply and SetShutters of every driver
 //     the switch registry hands out (its MeasuredSwitch), rollbacks and repairs included;
 //   - a command to an agent: AgentRegistry::Send, before its commands are queued for the
-//     agents' streams.
+//     agents' streams; and an agent's stream as it registers, so that agents stay connected
+//     only to a fleetd that may command them.
 // Reads of the store and of switches pass no gate: a replica that may not act may still
 // look (every agent command is gated, a port read included). Nor does the store's upkeep of
 // its own file as it opens (schema migrations, and columns derived from stored rows filled

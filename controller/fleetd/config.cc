@@ -57,6 +57,48 @@ void ValidateRetention(const store::RetentionPolicy& retention,
   }
 }
 
+// Problems with the replication settings, each naming the key, the value and the rule.
+void ValidateReplication(const FleetdConfig& config, std::vector<std::string>& problems) {
+  const std::vector<std::pair<const char*, const std::string*>> tls = {
+      {"etcd_ca_file", &config.etcd_ca_file},
+      {"etcd_cert_file", &config.etcd_cert_file},
+      {"etcd_key_file", &config.etcd_key_file}};
+  std::vector<std::string> set, unset;
+  for (const auto& [name, value] : tls) (value->empty() ? unset : set).push_back(name);
+  if (config.etcd.empty()) {
+    if (!config.advertise.empty()) set.push_back("advertise");
+    if (!set.empty()) {
+      problems.push_back(absl::StrCat(absl::StrJoin(set, ", "),
+                                      " is set but etcd is not: replication needs etcd's members "
+                                      "(--etcd URL[,URL...])"));
+    }
+    return;
+  }
+  if (!set.empty() && !unset.empty()) {
+    problems.push_back(absl::StrCat("etcd over mutual TLS needs ", absl::StrJoin(unset, ", "),
+                                    " too (flags --etcd-ca, --etcd-cert, --etcd-key)"));
+  }
+  if (config.advertise.empty()) {
+    problems.push_back(
+        "advertise is empty: a replica needs the HOST:PORT clients and agents dial it at "
+        "(--advertise)");
+  } else if (config.advertise.find(':') == std::string::npos) {
+    problems.push_back(absl::StrCat("advertise '", config.advertise, "' is not HOST:PORT"));
+  }
+  if (config.etcd_prefix.empty()) problems.push_back("etcd_prefix is empty");
+  if (config.leader_lease < absl::Seconds(2)) {
+    problems.push_back(absl::StrCat("leader_lease_seconds ",
+                                    absl::ToInt64Seconds(config.leader_lease),
+                                    " is below 2 (etcd grants no shorter lease)"));
+  }
+  if (config.leader_margin <= absl::ZeroDuration() ||
+      config.leader_margin >= config.leader_lease / 2) {
+    problems.push_back(absl::StrCat("leader_margin_ms ",
+                                    absl::ToInt64Milliseconds(config.leader_margin),
+                                    " is not above 0 and below half the leader lease"));
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<FleetdConfig> ParseFleetdConfig(absl::string_view text,
@@ -169,6 +211,26 @@ absl::StatusOr<FleetdConfig> ParseFleetdConfig(absl::string_view text,
       number(&retention.batch_rows);
     } else if (key == "retention_pass_max_rows") {
       number(&retention.pass_max_rows);
+    } else if (key == "etcd") {
+      config.etcd = text_value;
+    } else if (key == "etcd_ca_file") {
+      config.etcd_ca_file = text_value;
+    } else if (key == "etcd_cert_file") {
+      config.etcd_cert_file = text_value;
+    } else if (key == "etcd_key_file") {
+      config.etcd_key_file = text_value;
+    } else if (key == "advertise") {
+      config.advertise = text_value;
+    } else if (key == "etcd_prefix") {
+      config.etcd_prefix = text_value;
+    } else if (key == "leader_lease_seconds") {
+      int seconds = 0;
+      number(&seconds);
+      config.leader_lease = absl::Seconds(seconds);
+    } else if (key == "leader_margin_ms") {
+      int ms = 0;
+      number(&ms);
+      config.leader_margin = absl::Milliseconds(ms);
     } else {
       problem(
           entry.first,
@@ -182,7 +244,9 @@ absl::StatusOr<FleetdConfig> ParseFleetdConfig(absl::string_view text,
                        "unknown_cross_connects, armed_light_wait_ms, events_max_age_days, "
                        "events_max_count, ended_allocations_max_age_days, "
                        "ended_allocations_max_count, retention_interval_seconds, "
-                       "retention_batch_rows, retention_pass_max_rows"));
+                       "retention_batch_rows, retention_pass_max_rows, etcd, etcd_ca_file, "
+                       "etcd_cert_file, etcd_key_file, advertise, etcd_prefix, "
+                       "leader_lease_seconds, leader_margin_ms"));
     }
   }
   if (!problems.empty()) {
@@ -259,6 +323,7 @@ absl::Status ValidateFleetdConfig(const FleetdConfig& config) {
                                     "' is not one of: report, adopt, remove"));
   }
   ValidateRetention(config.retention, problems);
+  ValidateReplication(config, problems);
   if (!problems.empty()) return absl::InvalidArgumentError(absl::StrJoin(problems, "\n"));
   return absl::OkStatus();
 }

@@ -50,6 +50,22 @@ struct FleetdConfig {
   // What the state database keeps of its history, and how pruning runs (the config's
   // events_*, ended_allocations_* and retention_* keys).
   store::RetentionPolicy retention;
+  // Replication (docs/ha.md): with etcd members set, this fleetd is one replica of several
+  // sharing them; the leader acts, the others follow and serve reads. Empty: a single fleetd.
+  // `etcd` is a comma-separated list of the members' client URLs; the three files are the
+  // etcd CA and this replica's client certificate and key (etcd's --client-cert-auth), all or
+  // none; `advertise` is the HOST:PORT clients and agents dial this replica at.
+  std::string etcd;
+  std::string etcd_ca_file;
+  std::string etcd_cert_file;
+  std::string etcd_key_file;
+  std::string advertise;
+  std::string etcd_prefix = "fleet/";  // Every key of this site in etcd starts with it.
+  // The leader's lease: a replica takes over at most this long after a leader is lost
+  // (etcd 3.4 grants at least about 2 s); the leader stops acting `leader_margin` before it
+  // could run out.
+  absl::Duration leader_lease = absl::Seconds(5);
+  absl::Duration leader_margin = absl::Seconds(1);
   // Testing only: fleetd kills itself with SIGKILL at this engine fault point (see
   // engine::kFaultPoints), to prove crash consistency. Flag only, never in a config file.
   std::string crash_at;
@@ -60,7 +76,8 @@ absl::StatusOr<FleetdConfig> ParseFleetdConfig(absl::string_view text, absl::str
 absl::StatusOr<FleetdConfig> ReadFleetdConfigFile(const std::string& path);
 
 // Checks values that flags may also have set: ports in 0..65535, a state directory, a level,
-// the retention policy's limits, and either all four TLS files or --insecure.
+// the retention policy's limits, either all four TLS files or --insecure, and replication's
+// settings (an advertised address and all or none of the etcd TLS files once etcd is set).
 absl::Status ValidateFleetdConfig(const FleetdConfig& config);
 
 }  // namespace fleet::fleetd

@@ -10,12 +10,16 @@
 #include <unistd.h>
 #include "controller/metrics/rpc_interceptor.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <random>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/leader_health.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "common/version.h"
@@ -58,6 +62,44 @@ absl::StatusOr<engine::EngineOptions> EngineOptionsOf(const FleetdConfig& config
   return options;
 }
 
+replication::ReplicaOptions ReplicaOptionsOf(const FleetdConfig& config) {
+  replication::ReplicaOptions options;
+  for (absl::string_view url : absl::StrSplit(config.etcd, ',', absl::SkipWhitespace())) {
+    options.etcd.endpoints.emplace_back(absl::StripAsciiWhitespace(url));
+  }
+  options.etcd.ca_file = config.etcd_ca_file;
+  options.etcd.cert_file = config.etcd_cert_file;
+  options.etcd.key_file = config.etcd_key_file;
+  // Well under a campaign round (a third of the lease, two calls), as LeaderElection asks;
+  // an append that times out is made again while the fence is open.
+  options.etcd.request_timeout =
+      std::clamp(config.leader_lease / 6, absl::Milliseconds(250), absl::Seconds(1));
+  options.advertise = config.advertise;
+  options.prefix = config.etcd_prefix;
+  options.lease_ttl = config.leader_lease;
+  options.margin = config.leader_margin;
+  return options;
+}
+
+// The replica's role and lag, read at scrape time (docs/ha.md, docs/metrics.md).
+std::shared_ptr<prometheus::Collectable> ReplicaGauges(const replication::Replica* replica) {
+  return metrics::NewScrapedGauges([replica] {
+    const replication::Replica::Status status = replica->Current();
+    return std::vector<metrics::ScrapedGauge>{
+        {"fleet_ha_leader", "1 while this replica leads and acts, else 0",
+         status.role == replication::Replica::Role::kLeader ? 1.0 : 0.0},
+        {"fleet_ha_leader_changes", "Times this replica began or ceased to lead",
+         static_cast<double>(status.leader_changes)},
+        {"fleet_ha_log_position", "The last replicated-log entry this replica's store holds",
+         static_cast<double>(status.log.position)},
+        {"fleet_ha_log_lag_entries",
+         "Replicated-log entries this replica has not applied yet, as last read",
+         static_cast<double>(status.log.head - status.log.position)},
+        {"fleet_ha_following", "1 while this replica follows the log, 0 once it had to stop",
+         status.log.stopped.ok() ? 1.0 : 0.0}};
+  });
+}
+
 }  // namespace
 
 const char* FleetVersion() { return kVersion; }
@@ -76,9 +118,18 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
   std::unique_ptr<Fleetd> d(new Fleetd());
   // Before the database is opened: a second fleetd must not even migrate it.
   ASSIGN_OR_RETURN(d->state_lock_, StateDirLock::Acquire(config.state_dir));
+  if (!config.etcd.empty()) {
+    ASSIGN_OR_RETURN(d->replica_, replication::Replica::Create(ReplicaOptionsOf(config)));
+    // Before the store's first write: a replica acts only once it leads and has caught up.
+    d->commit_point_.SetFence(d->replica_->Fence());
+  }
   const std::string db_path = (std::filesystem::path(config.state_dir) / "fleet.db").string();
-  ASSIGN_OR_RETURN(d->store_, store::OpenSqliteStore({db_path, clock, &d->commit_point_}));
+  ASSIGN_OR_RETURN(d->store_,
+                   store::OpenSqliteStore({db_path, clock, &d->commit_point_,
+                                           d->replica_ ? d->replica_->commit_log() : nullptr}));
   FLEET_LOG(INFO) << "state database " << db_path << " open";
+  // Caught up with the log before anything reads the store.
+  if (d->replica_) d->replica_->Follow(d->store_.get());
   d->registry_ = std::make_shared<prometheus::Registry>();
   prometheus::BuildGauge()
       .Name("fleet_build_info")
@@ -87,11 +138,12 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
       .Add({{"version", kVersion}})
       .Set(1);
   d->metrics_ = std::make_unique<metrics::ControllerMetrics>(*d->registry_);
-  ASSIGN_OR_RETURN(
-      d->metrics_endpoint_,
-      metrics::MetricsEndpoint::Start(
-          config.metrics_listen_address, config.metrics_port,
-          {d->registry_, metrics::NewStoreStateCollector(d->store_.get(), d->store_.get())}));
+  std::vector<std::shared_ptr<prometheus::Collectable>> scraped = {
+      d->registry_, metrics::NewStoreStateCollector(d->store_.get(), d->store_.get())};
+  if (d->replica_) scraped.push_back(ReplicaGauges(d->replica_.get()));
+  ASSIGN_OR_RETURN(d->metrics_endpoint_,
+                   metrics::MetricsEndpoint::Start(config.metrics_listen_address,
+                                                   config.metrics_port, std::move(scraped)));
   d->metrics_address_ = d->metrics_endpoint_->address();
 
   d->applier_ = std::make_unique<inventory::InventoryApplier>(d->store_.get());
@@ -99,25 +151,8 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
       std::move(credentials), config.switch_credentials, d->metrics_.get(), &d->commit_point_);
   RegisterSwitchDrivers(*d->switches_);
 
-  if (!config.inventory.empty()) {
-    ASSIGN_OR_RETURN(v1::Inventory inventory, inventory::ReadInventoryFile(config.inventory));
-    // At start the file is how the switches are reached: fleetd has not dialled one yet, so a
-    // switch that moved while it was down is repointed even though it holds circuits (the
-    // log and the event say so); reconciliation then reads it at its new address.
-    absl::StatusOr<v1::ApplyInventoryResponse> applied =
-        d->applier_->Apply(inventory, {.force = true}, "fleetd:--inventory");
-    if (!applied.ok()) {
-      return absl::Status(applied.status().code(),
-                          absl::StrCat(config.inventory, ": ", applied.status().message()));
-    }
-    FLEET_LOG(INFO) << "inventory " << config.inventory << ": created " << applied->created()
-                    << ", updated " << applied->updated() << ", unchanged " << applied->unchanged();
-    for (const std::string& change : applied->changes()) {
-      if (absl::StartsWith(change, "updated ")) {
-        FLEET_LOG(INFO) << "inventory: " << change;
-      }
-    }
-  }
+  // A replica applies it once it leads (a follower's store moves only by the log).
+  if (!d->replica_) RETURN_IF_ERROR(d->ApplyInventoryFile(config));
 
   agent_registry::AgentRegistryOptions agent_options;
   agent_options.heartbeat_interval = config.agent_heartbeat;
@@ -162,7 +197,13 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
   d->admin_service_ = std::make_unique<service::AdminServiceImpl>(
       d->store_.get(), d->engine_.get(), d->switches_.get(), d->agents_.get(), grants,
       d->watches_.get(), d->rpcs_.get(), kVersion,
-      [security = d->security_.get()] { return security->Health(); });
+      [security = d->security_.get(), replica = d->replica_.get()] {
+        std::vector<v1::ComponentHealth> components = {security->Health()};
+        if (replica != nullptr) {
+          for (v1::ComponentHealth& c : replica->Health()) components.push_back(std::move(c));
+        }
+        return components;
+      });
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -186,15 +227,72 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
                                                config.grpc_port, " (address in use?)"));
   }
   d->grpc_address_ = absl::StrCat(config.listen_address, ":", grpc_port);
-  // After the server is up, so agents can reconnect while the switches are read.
-  RETURN_IF_ERROR(d->engine_->Start());
   d->retention_ = std::make_unique<store::Retention>(
       d->store_.get(), config.retention,
       [metrics = d->metrics_.get()](const store::RetentionPass& p) {
         metrics->RetentionPassed(p);
       });
-  d->retention_->Start();
+  if (!d->replica_) {
+    d->SetLeading(true);
+    // After the server is up, so agents can reconnect while the switches are read.
+    RETURN_IF_ERROR(d->StartActing());
+    return d;
+  }
+  d->SetLeading(false);
+  Fleetd* const self = d.get();
+  d->replica_->Campaign(
+      [self, config]() -> absl::Status {
+        // The takeover: the store is at the log's head and the fence open. What a single
+        // fleetd does at start, in the same order; then clients are told this one leads. An
+        // inventory file that cannot be applied is said, not fatal: every replica has the same
+        // file, and a site without a leader is worse than one on its stored inventory.
+        absl::Status applied = self->ApplyInventoryFile(config);
+        if (!applied.ok()) FLEET_LOG(ERROR) << "taking over: " << applied;
+        absl::Status acting = self->StartActing();
+        self->SetLeading(true);
+        return acting;
+      },
+      [self] {
+        self->SetLeading(false);
+        self->deposed_ = true;
+        FLEET_LOG(ERROR) << "lost the leadership: stopping, to start again as a follower";
+        ::kill(::getpid(), SIGTERM);  // main's signal wait ends; it exits kExitDeposed.
+      });
   return d;
+}
+
+absl::Status Fleetd::ApplyInventoryFile(const FleetdConfig& config) {
+  if (config.inventory.empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(v1::Inventory inventory, inventory::ReadInventoryFile(config.inventory));
+  // At start the file is how the switches are reached: fleetd has not dialled one yet, so a
+  // switch that moved while it was down is repointed even though it holds circuits (the
+  // log and the event say so); reconciliation then reads it at its new address.
+  absl::StatusOr<v1::ApplyInventoryResponse> applied =
+      applier_->Apply(inventory, {.force = true}, "fleetd:--inventory");
+  if (!applied.ok()) {
+    return absl::Status(applied.status().code(),
+                        absl::StrCat(config.inventory, ": ", applied.status().message()));
+  }
+  FLEET_LOG(INFO) << "inventory " << config.inventory << ": created " << applied->created()
+                  << ", updated " << applied->updated() << ", unchanged " << applied->unchanged();
+  for (const std::string& change : applied->changes()) {
+    if (absl::StartsWith(change, "updated ")) {
+      FLEET_LOG(INFO) << "inventory: " << change;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Fleetd::StartActing() {
+  RETURN_IF_ERROR(engine_->Start());
+  retention_->Start();
+  return absl::OkStatus();
+}
+
+void Fleetd::SetLeading(bool leading) {
+  grpc::HealthCheckServiceInterface* health =
+      server_ != nullptr ? server_->GetHealthCheckService() : nullptr;
+  if (health != nullptr) health->SetServingStatus(kLeaderHealthService, leading);
 }
 
 void Fleetd::Shutdown(absl::Duration grace) {
@@ -203,6 +301,10 @@ void Fleetd::Shutdown(absl::Duration grace) {
   if (server_ && server_->GetHealthCheckService() != nullptr) {
     server_->GetHealthCheckService()->Shutdown();  // Health checks see NOT_SERVING from now.
   }
+  // A leader resigns first, so that another replica takes over without waiting out the
+  // lease; its fence is closed from here, and what the engine has under way stops at its next
+  // effect, for the next leader to resume.
+  if (replica_) replica_->Stop();
   if (retention_) retention_->Stop();  // Its pass ends after the transaction under way.
   // Transactions reach a persisted state; watch streams end; then agent streams, which never
   // end on their own, so the server can drain.

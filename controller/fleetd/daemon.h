@@ -8,6 +8,7 @@
 
 #include "controller/metrics/controller_metrics.h"
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -19,6 +20,7 @@
 #include "controller/fleetd/server_security.h"
 #include "controller/fleetd/state_lock.h"
 #include "controller/inventory/inventory.h"
+#include "controller/replication/replica.h"
 #include "controller/service/admin_service.h"
 #include "controller/service/agent_service.h"
 #include "controller/service/inventory_service.h"
@@ -42,6 +44,10 @@ class Fleetd {
   const std::string& grpc_address() const { return grpc_address_; }
   const std::string& metrics_address() const { return metrics_address_; }
 
+  // Whether this replica stopped because it lost the leadership (docs/ha.md): it raised
+  // SIGTERM on itself, and main exits with kExitDeposed so its supervisor starts it again.
+  bool deposed() const { return deposed_.load(); }
+
   // Re-reads the CA bundle and the access policy (SIGHUP); what is in force stays when they
   // cannot be used, and the error says why.
   absl::Status ReloadSecurity();
@@ -54,9 +60,21 @@ class Fleetd {
  private:
   Fleetd() = default;
 
+  // Applies config.inventory (at start; a replica when it takes over).
+  absl::Status ApplyInventoryFile(const FleetdConfig& config);
+  // What the leader starts once it acts: the engine's start-up reconciliation and passes, and
+  // retention.
+  absl::Status StartActing();
+  // What the health check's kLeaderHealthService says.
+  void SetLeading(bool leading);
+
   std::unique_ptr<StateDirLock> state_lock_;  // Declared first: let go last.
   // Every store write, switch command and agent command passes it; outlives them all.
   CommitPoint commit_point_;
+  // A replica of a replicated site (config.etcd set), else null. Its fence is commit_point_'s;
+  // the store appends to its log. Stopped first in Shutdown.
+  std::unique_ptr<replication::Replica> replica_;
+  std::atomic<bool> deposed_{false};
   std::unique_ptr<store::Store> store_;
   // Before everything that updates them, so they are destroyed after it.
   std::shared_ptr<prometheus::Registry> registry_;
@@ -80,6 +98,10 @@ class Fleetd {
   std::string metrics_address_;
   bool shut_down_ = false;
 };
+
+// fleetd's exit code when it lost the leadership of a replicated site (EX_TEMPFAIL): its
+// supervisor starts it again, as a follower.
+inline constexpr int kExitDeposed = 75;
 
 // The product's version, from the build.
 const char* FleetVersion();

@@ -1,7 +1,8 @@
 // fleetd: the FLEET controller daemon. Reads flags and the config file, starts the daemon,
 // prints the addresses it serves (one per line: `grpc: HOST:PORT`, `metrics: HOST:PORT`) and
 // runs until SIGTERM or SIGINT, then shuts down within the grace period. SIGHUP re-reads the
-// CA bundle and the access policy.
+// CA bundle and the access policy. A replica that lost the leadership stops the same way and
+// exits 75 (kExitDeposed), for its supervisor to start it again as a follower.
 #include <signal.h>
 
 #include <cstdio>
@@ -38,6 +39,8 @@ struct CommandLine {
   int64_t ended_max_age_days = absl::ToInt64Hours(flags.retention.ended_allocations.max_age) / 24;
   int64_t ended_max_count = flags.retention.ended_allocations.max_count;
   int64_t retention_interval_seconds = absl::ToInt64Seconds(flags.retention.interval);
+  int64_t leader_lease_seconds = absl::ToInt64Seconds(flags.leader_lease);
+  int64_t leader_margin_ms = absl::ToInt64Milliseconds(flags.leader_margin);
   bool version = false;
   bool demo = false;
   std::string demo_site;
@@ -86,6 +89,19 @@ void DeclareFlags(fleet::FlagSet& set, CommandLine& c) {
           "released and failed allocations beyond the newest this many are pruned; 0: no limit");
   set.Int("retention-interval", &c.retention_interval_seconds,
           "seconds between two pruning passes of the state database; 0: no pruning");
+  set.String("etcd", &f.etcd,
+             "replicate over these etcd members (URL[,URL...]): this fleetd is one replica of "
+             "several, the leader acts and the others follow (docs/ha.md)");
+  set.String("etcd-ca", &f.etcd_ca_file, "CA bundle the etcd members' certificates chain to");
+  set.String("etcd-cert", &f.etcd_cert_file, "this replica's client certificate for etcd (PEM)");
+  set.String("etcd-key", &f.etcd_key_file, "this replica's client key for etcd (PEM)");
+  set.String("advertise", &f.advertise,
+             "with --etcd: the HOST:PORT clients and agents dial this replica at");
+  set.String("etcd-prefix", &f.etcd_prefix, "with --etcd: the prefix of this site's keys");
+  set.Int("leader-lease-seconds", &c.leader_lease_seconds,
+          "with --etcd: the leader's lease; a lost leader is replaced within about this long");
+  set.Int("leader-margin-ms", &c.leader_margin_ms,
+          "with --etcd: how long before its lease could run out a leader stops acting");
   set.String("crash-at", &f.crash_at,
              "testing only: SIGKILL fleetd itself at this reconfiguration point (persisted, "
              "quiesced, programmed, training, trained, ready, releasing, removed)");
@@ -140,6 +156,18 @@ void ApplyFlags(const fleet::FlagSet& set, const CommandLine& c, FleetdConfig& c
   }
   if (set.IsSet("retention-interval")) {
     retention.interval = absl::Seconds(c.retention_interval_seconds);
+  }
+  if (set.IsSet("etcd")) config.etcd = f.etcd;
+  if (set.IsSet("etcd-ca")) config.etcd_ca_file = f.etcd_ca_file;
+  if (set.IsSet("etcd-cert")) config.etcd_cert_file = f.etcd_cert_file;
+  if (set.IsSet("etcd-key")) config.etcd_key_file = f.etcd_key_file;
+  if (set.IsSet("advertise")) config.advertise = f.advertise;
+  if (set.IsSet("etcd-prefix")) config.etcd_prefix = f.etcd_prefix;
+  if (set.IsSet("leader-lease-seconds")) {
+    config.leader_lease = absl::Seconds(c.leader_lease_seconds);
+  }
+  if (set.IsSet("leader-margin-ms")) {
+    config.leader_margin = absl::Milliseconds(c.leader_margin_ms);
   }
   config.crash_at = f.crash_at;
 }
@@ -286,9 +314,10 @@ int Run(int argc, char** argv) {
                   << absl::FormatDuration(config.shutdown_grace) << ")";
   demo.reset();  // Agents and the emulator first: nothing left to reconnect.
   (*daemon)->Shutdown(config.shutdown_grace);
+  const bool deposed = (*daemon)->deposed();
   daemon->reset();
   FLEET_LOG(INFO) << "stopped";
-  return 0;
+  return deposed ? fleet::fleetd::kExitDeposed : 0;
 }
 
 }  // namespace

@@ -22,6 +22,28 @@ auto& Register(Builder builder, prometheus::Registry& registry, const char* name
   return builder.Name(name).Help(help).Register(registry);
 }
 
+// Gauges whose values another part reads out at scrape time.
+class ScrapedGauges : public prometheus::Collectable {
+ public:
+  explicit ScrapedGauges(std::function<std::vector<ScrapedGauge>()> read)
+      : read_(std::move(read)) {}
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    std::vector<prometheus::MetricFamily> families;
+    for (const ScrapedGauge& gauge : read_()) {
+      prometheus::MetricFamily& family = families.emplace_back();
+      family.name = gauge.name;
+      family.help = gauge.help;
+      family.type = prometheus::MetricType::Gauge;
+      family.metric.emplace_back().gauge.value = gauge.value;
+    }
+    return families;
+  }
+
+ private:
+  const std::function<std::vector<ScrapedGauge>()> read_;
+};
+
 class StoreStateCollector : public prometheus::Collectable {
  public:
   StoreStateCollector(store::AllocationStore* allocations, store::StorageControl* storage)
@@ -299,6 +321,11 @@ void ControllerMetrics::RetentionPassed(const store::RetentionPass& pass) {
   }
   retention_passes_.Add({{"outcome", pass.status.ok() ? "ok" : "failed"}}).Increment();
   retention_pass_duration_.Set(Seconds(pass.took));
+}
+
+std::shared_ptr<prometheus::Collectable> NewScrapedGauges(
+    std::function<std::vector<ScrapedGauge>()> read) {
+  return std::make_shared<ScrapedGauges>(std::move(read));
 }
 
 std::shared_ptr<prometheus::Collectable> NewStoreStateCollector(store::AllocationStore* allocations,

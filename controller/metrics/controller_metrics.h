@@ -12,6 +12,7 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -120,6 +121,16 @@ class ControllerMetrics {
 // from the store at scrape time so they can never drift from it. Register it on the exposer.
 std::shared_ptr<prometheus::Collectable> NewStoreStateCollector(store::AllocationStore* allocations,
                                                                 store::StorageControl* storage);
+
+// Gauges read at scrape time from `read`, for state another part keeps (a replica's role and
+// lag): one unlabelled series per entry. Register it on the exposer.
+struct ScrapedGauge {
+  std::string name;
+  std::string help;
+  double value = 0;
+};
+std::shared_ptr<prometheus::Collectable> NewScrapedGauges(
+    std::function<std::vector<ScrapedGauge>()> read);
 
 }  // namespace fleet::metrics
 

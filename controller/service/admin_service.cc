@@ -59,7 +59,9 @@ grpc::ServerUnaryReactor* AdminServiceImpl::Health(grpc::CallbackServerContext* 
         }
       }
     }
-    if (security_) *response->add_components() = security_();
+    if (components_) {
+      for (v1::ComponentHealth& c : components_()) *response->add_components() = std::move(c);
+    }
     v1::ComponentHealth::State overall = v1::ComponentHealth::STATE_OK;
     for (const v1::ComponentHealth& c : response->components())
       overall = std::max(overall, c.state());

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -24,12 +25,13 @@ class AdminServiceImpl final : public v1::AdminService::CallbackService {
  public:
   // None is owned; all must outlive the service. Only `agents` may be null (no agent registry:
   // the link RPCs are UNAVAILABLE), and `grants`, the policy in force, on a plaintext server.
-  // `watches` serves WatchEvents, `rpcs` runs the other calls. `security`, when set, reports
-  // how callers are authenticated, as a component of Health.
+  // `watches` serves WatchEvents, `rpcs` runs the other calls. `components`, when set, adds
+  // fleetd's own components to Health (how callers are authenticated, the replica's role).
   AdminServiceImpl(store::Store* store, engine::Engine* engine,
                    switch_registry::SwitchRegistry* switches, agent_registry::AgentRegistry* agents,
                    auth::GrantSource* grants, WatchHub* watches, RpcExecutor* rpcs,
-                   std::string version, std::function<v1::ComponentHealth()> security = nullptr)
+                   std::string version,
+                   std::function<std::vector<v1::ComponentHealth>()> components = nullptr)
       : store_(store),
         engine_(engine),
         switches_(switches),
@@ -38,7 +40,7 @@ class AdminServiceImpl final : public v1::AdminService::CallbackService {
         watches_(watches),
         rpcs_(rpcs),
         version_(std::move(version)),
-        security_(std::move(security)) {}
+        components_(std::move(components)) {}
 
   // The store, and each inventory switch probed live.
   grpc::ServerUnaryReactor* Health(grpc::CallbackServerContext*, const v1::HealthRequest*,
@@ -90,7 +92,7 @@ class AdminServiceImpl final : public v1::AdminService::CallbackService {
   WatchHub* watches_;
   RpcExecutor* rpcs_;
   std::string version_;
-  std::function<v1::ComponentHealth()> security_;
+  std::function<std::vector<v1::ComponentHealth>()> components_;
 };
 
 }  // namespace fleet::service

@@ -37,34 +37,13 @@
 
 namespace fleet {
 
-// A free loopback port below the kernel's ephemeral range. fleetd restarts on the port it had
-// (its agents redial it); a port from the ephemeral range can be handed to another test's
-// outgoing connection while fleetd is down, and the restart then finds it taken.
-inline std::string PortOutsideEphemeralRange() {
-  int low = 32768;
-  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low;
-  std::mt19937 random(std::random_device{}());
-  std::uniform_int_distribution<int> pick(10000, std::max(10001, low - 1));
-  for (int tries = 0; tries < 100; ++tries) {
-    const int port = pick(random);
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-    ::close(fd);
-    if (free) return std::to_string(port);
-  }
-  return "0";  // The kernel's choice, as before.
-}
-
 using testing::BinaryPath;
 using testing::CommandResult;
 using testing::Daemon;
 using testing::Eventually;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using testing::PortOutsideEphemeralRange;
 using testing::RunCommand;
 using CrossConnectSet = std::set<std::pair<uint32_t, uint32_t>>;
 

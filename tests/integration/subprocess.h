@@ -21,6 +21,12 @@
 
 namespace fleet::testing {
 
+// A free loopback port below the kernel's ephemeral range, for a daemon that is restarted on
+// the port it had (its clients redial it): a port from the ephemeral range can be handed to
+// another test's outgoing connection while the daemon is down, and the restart then finds it
+// taken. "0" (the kernel's choice) when none is found.
+std::string PortOutsideEphemeralRange();
+
 // Path of a project binary in the build tree (FLEET_BIN_DIR).
 std::string BinaryPath(const std::string& name);
 

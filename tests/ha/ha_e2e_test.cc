@@ -1,0 +1,292 @@
+// Replicated fleetd end to end (docs/ha.md): two fleetd replicas (real processes) on a real
+// three-member etcd cluster, polatis-emu and the demo's emulated agents, all on loopback ports
+// chosen at run time. The leader is lost in each way a machine is lost (SIGKILL, a stop of
+// the process, a planned SIGTERM) and the other replica takes over with nothing lost.
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "controller/fleetd/config.h"
+#include "controller/fleetd/daemon.h"
+#include "controller/fleetd/demo.h"
+#include "fleet/v1/admin.grpc.pb.h"
+#include "fleet/v1/topology.grpc.pb.h"
+#include "tests/etcd/etcd_cluster.h"
+#include "tests/integration/subprocess.h"
+
+namespace fleet {
+namespace {
+
+using testing::BinaryPath;
+using testing::CommandResult;
+using testing::Daemon;
+using testing::Eventually;
+using ::testing::HasSubstr;
+
+const std::string kRing = std::string(FLEET_SOURCE_DIR) + "/deploy/examples/ring-8-gpus.yaml";
+
+class ReplicatedFleetd : public ::testing::Test {
+ protected:
+  struct Replica {
+    std::string address;  // 127.0.0.1:PORT, advertised.
+    std::string state_dir;
+    std::string metrics;
+    std::unique_ptr<Daemon> process;
+  };
+
+  void SetUp() override {
+    if (absl::Status can = testing::EtcdCluster::CanStart(); !can.ok()) {
+      if (getenv("CI") != nullptr) GTEST_FAIL() << can.message();
+      GTEST_SKIP() << can.message();
+    }
+    absl::StatusOr<std::unique_ptr<testing::EtcdCluster>> cluster =
+        testing::EtcdCluster::Start(3, testing::FreshDirectory("ha-etcd"));
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    etcd_ = std::move(*cluster);
+    config_.state_dir = testing::FreshDirectory("ha-demo");
+    config_.insecure = true;
+    fleetd::DemoOptions options;
+    options.switch_ms = 0;
+    options.training_ms = 5;
+    absl::StatusOr<std::unique_ptr<fleetd::Demo>> demo = fleetd::Demo::Prepare(
+        config_, std::filesystem::path(BinaryPath("fleetd")).parent_path().string(), options);
+    ASSERT_TRUE(demo.ok()) << demo.status();
+    demo_ = std::move(*demo);
+    for (int i = 0; i < 2; ++i) {
+      replicas_.push_back({absl::StrCat("127.0.0.1:", testing::PortOutsideEphemeralRange()),
+                           testing::FreshDirectory(absl::StrCat("ha-replica", i)), "", nullptr});
+    }
+  }
+
+  void TearDown() override {
+    if (!HasFailure()) return;
+    for (const Replica& r : replicas_) {
+      if (r.process)
+        std::cerr << "---- fleetd " << r.address << " stderr:\n" << r.process->Stderr();
+    }
+  }
+
+  void StartReplica(int i, absl::Duration lease = absl::Seconds(2)) {
+    Replica& r = replicas_[i];
+    const etcd::EtcdOptions etcd = etcd_->ClientOptions();
+    std::vector<std::string> argv = {BinaryPath("fleetd"),
+                                     "--insecure",
+                                     "--state-dir",
+                                     r.state_dir,
+                                     "--inventory",
+                                     config_.inventory,
+                                     "--switch-credentials",
+                                     config_.switch_credentials,
+                                     "--grpc-port",
+                                     r.address.substr(r.address.rfind(':') + 1),
+                                     "--metrics-port",
+                                     "0",
+                                     "--agent-heartbeat-ms",
+                                     "100",
+                                     "--etcd",
+                                     absl::StrJoin(etcd.endpoints, ","),
+                                     "--etcd-ca",
+                                     etcd.ca_file,
+                                     "--etcd-cert",
+                                     etcd.cert_file,
+                                     "--etcd-key",
+                                     etcd.key_file,
+                                     "--advertise",
+                                     r.address,
+                                     "--leader-lease-seconds",
+                                     std::to_string(absl::ToInt64Seconds(lease)),
+                                     "--leader-margin-ms",
+                                     "500"};
+    absl::StatusOr<std::unique_ptr<Daemon>> started = Daemon::Start(argv);
+    ASSERT_TRUE(started.ok()) << started.status();
+    r.process = std::move(*started);
+    absl::StatusOr<std::string> grpc = r.process->WaitForLine("grpc: ");
+    ASSERT_TRUE(grpc.ok()) << grpc.status() << r.process->Stderr();
+    ASSERT_EQ(*grpc, r.address);
+    absl::StatusOr<std::string> metrics = r.process->WaitForLine("metrics: ");
+    ASSERT_TRUE(metrics.ok()) << metrics.status();
+    r.metrics = *metrics;
+  }
+
+  void StartAgents() {
+    std::vector<std::string> all;
+    for (const Replica& r : replicas_) all.push_back(r.address);
+    ASSERT_TRUE(demo_->StartAgents(absl::StrJoin(all, ",")).ok());
+  }
+
+  // A gauge of replica `i`'s /metrics; -1 when it cannot be read.
+  double Gauge(int i, const std::string& name) {
+    if (!replicas_[i].process) return -1;
+    absl::StatusOr<std::string> text = testing::HttpGet(replicas_[i].metrics, "/metrics");
+    if (!text.ok()) return -1;
+    for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+      if (absl::ConsumePrefix(&line, name + " ")) return std::stod(std::string(line));
+    }
+    return -1;
+  }
+
+  // The replica that leads and acts, waiting up to `timeout`; -1 when none does. Two
+  // replicas acting as leaders at once fail the test.
+  int AwaitLeader(absl::Duration timeout = absl::Seconds(20)) {
+    int leader = -1;
+    Eventually(
+        [&] {
+          int leaders = 0;
+          for (int i = 0; i < static_cast<int>(replicas_.size()); ++i) {
+            if (Gauge(i, "fleet_ha_leader") == 1) {
+              leader = i;
+              ++leaders;
+            }
+          }
+          EXPECT_LE(leaders, 1) << "two replicas lead at once";
+          return leaders == 1;
+        },
+        timeout);
+    return leader;
+  }
+
+  CommandResult Fleetctl(int i, std::vector<std::string> args) {
+    return testing::Fleetctl(replicas_[i].address, std::move(args));
+  }
+
+  absl::StatusOr<v1::Allocation> GetAllocation(int i, const std::string& id) {
+    auto stub = v1::TopologyService::NewStub(
+        grpc::CreateChannel(replicas_[i].address, grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::GetAllocationRequest request;
+    request.set_id(id);
+    v1::Allocation allocation;
+    grpc::Status status = stub->GetAllocation(&context, request, &allocation);
+    if (!status.ok()) return absl::UnavailableError(status.error_message());
+    return allocation;
+  }
+
+  bool StateIs(int i, const std::string& id, v1::AllocationState state) {
+    absl::StatusOr<v1::Allocation> a = GetAllocation(i, id);
+    return a.ok() && a->state() == state;
+  }
+
+  // Requests the demo's ring of eight GPUs on replica `i` and waits for READY; its id.
+  std::string RequestRing(int i) {
+    CommandResult ring = Fleetctl(i, {"topology", "request", "-f", kRing, "--wait", "-o", "json"});
+    EXPECT_EQ(ring.exit_code, 0) << ring.err << ring.out;
+    const size_t at = ring.out.find("\"id\": \"");
+    if (at == std::string::npos) return "";
+    const size_t from = at + 7;
+    return ring.out.substr(from, ring.out.find('"', from) - from);
+  }
+
+  int64_t SwitchChanges() {
+    return testing::EmulatorCounter(demo_->switches().front().rest, "cross_connects_changed");
+  }
+
+  fleetd::FleetdConfig config_;
+  std::unique_ptr<testing::EtcdCluster> etcd_;
+  std::unique_ptr<fleetd::Demo> demo_;
+  std::vector<Replica> replicas_;
+};
+
+TEST_F(ReplicatedFleetd, FollowerServesReadsRefusesChangesAndTakesOverWhenTheLeaderIsKilled) {
+  ASSERT_NO_FATAL_FAILURE(StartReplica(0));
+  const int first = AwaitLeader();
+  ASSERT_EQ(first, 0) << "the only replica leads";
+  ASSERT_NO_FATAL_FAILURE(StartReplica(1));
+  ASSERT_NO_FATAL_FAILURE(StartAgents());
+  ASSERT_TRUE(Eventually([&] { return testing::ConnectedAgents(replicas_[0].address) == 7; }));
+  const std::string id = RequestRing(0);
+  ASSERT_FALSE(id.empty());
+
+  // The follower serves the allocation from its own store, and refuses a change naming the
+  // leader; nothing of the allocation changes.
+  ASSERT_TRUE(Eventually([&] { return StateIs(1, id, v1::ALLOCATION_STATE_READY); }));
+  EXPECT_EQ(Gauge(1, "fleet_ha_leader"), 0);
+  const CommandResult refused = Fleetctl(1, {"topology", "release", id});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.err, HasSubstr("UNAVAILABLE"));
+  EXPECT_THAT(refused.err, HasSubstr(absl::StrCat("not the leader: ", replicas_[0].address)));
+  EXPECT_TRUE(StateIs(0, id, v1::ALLOCATION_STATE_READY));
+  // Agents stay with the leader: the follower takes none.
+  EXPECT_EQ(testing::ConnectedAgents(replicas_[1].address), 0);
+  const CommandResult health = Fleetctl(1, {"health"});
+  EXPECT_THAT(health.out, HasSubstr("follower"));
+  EXPECT_THAT(health.out, HasSubstr(replicas_[0].address));
+
+  // The leader's machine is lost: the follower takes over, with the allocation as it was and
+  // not one changing command to the switch (it reads the switch and finds it agrees).
+  const int64_t changes = SwitchChanges();
+  const absl::Time killed = absl::Now();
+  ASSERT_TRUE(replicas_[0].process->Stop(SIGKILL).ok());
+  replicas_[0].process.reset();
+  ASSERT_EQ(AwaitLeader(), 1);
+  std::cout << "takeover after SIGKILL (2 s lease): " << absl::Now() - killed << "\n";
+  EXPECT_TRUE(StateIs(1, id, v1::ALLOCATION_STATE_READY));
+  ASSERT_TRUE(Eventually([&] { return testing::ConnectedAgents(replicas_[1].address) == 7; }));
+  EXPECT_EQ(SwitchChanges(), changes);
+
+  // The new leader changes the fabric; the old replica, started again, follows it.
+  const CommandResult released = Fleetctl(1, {"topology", "release", id, "--wait"});
+  ASSERT_EQ(released.exit_code, 0) << released.err;
+  EXPECT_GT(SwitchChanges(), changes);
+  ASSERT_NO_FATAL_FAILURE(StartReplica(0));
+  EXPECT_TRUE(Eventually([&] { return StateIs(0, id, v1::ALLOCATION_STATE_RELEASED); }));
+  EXPECT_EQ(Gauge(0, "fleet_ha_leader"), 0);
+  EXPECT_TRUE(Eventually([&] { return Gauge(0, "fleet_ha_log_lag_entries") == 0; }));
+}
+
+TEST_F(ReplicatedFleetd, AStoppedLeaderIsReplacedAndExitsWhenItWakes) {
+  ASSERT_NO_FATAL_FAILURE(StartReplica(0));
+  ASSERT_EQ(AwaitLeader(), 0);
+  ASSERT_NO_FATAL_FAILURE(StartReplica(1));
+  ASSERT_NO_FATAL_FAILURE(StartAgents());
+  ASSERT_TRUE(Eventually([&] { return testing::ConnectedAgents(replicas_[0].address) == 7; }));
+  const std::string id = RequestRing(0);
+  ASSERT_FALSE(id.empty());
+
+  // A leader that stops answering (a hung machine) keeps the key only until its lease runs
+  // out; the follower then leads.
+  ASSERT_EQ(::kill(replicas_[0].process->pid(), SIGSTOP), 0);
+  ASSERT_TRUE(Eventually([&] { return Gauge(1, "fleet_ha_leader") == 1; }, absl::Seconds(20)));
+  // Woken, the old leader finds it was deposed and exits for its supervisor to restart it,
+  // without one command to the switch on the way.
+  const int64_t changes = SwitchChanges();
+  ASSERT_EQ(::kill(replicas_[0].process->pid(), SIGCONT), 0);
+  absl::StatusOr<int> exit_code = replicas_[0].process->Wait(absl::Seconds(20));
+  ASSERT_TRUE(exit_code.ok()) << exit_code.status();
+  EXPECT_EQ(*exit_code, fleetd::kExitDeposed);
+  EXPECT_THAT(replicas_[0].process->Stderr(), HasSubstr("lost the leadership"));
+  replicas_[0].process.reset();
+  EXPECT_EQ(SwitchChanges(), changes);
+
+  // The new leader holds the allocation and changes it.
+  EXPECT_TRUE(StateIs(1, id, v1::ALLOCATION_STATE_READY));
+  ASSERT_TRUE(Eventually([&] { return testing::ConnectedAgents(replicas_[1].address) == 7; }));
+  const CommandResult released = Fleetctl(1, {"topology", "release", id, "--wait"});
+  EXPECT_EQ(released.exit_code, 0) << released.err;
+}
+
+TEST_F(ReplicatedFleetd, SigtermHandsOverWithoutWaitingOutTheLease) {
+  // A 30 s lease: a takeover well within it shows the leader resigned rather than lapsed.
+  ASSERT_NO_FATAL_FAILURE(StartReplica(0, absl::Seconds(30)));
+  ASSERT_EQ(AwaitLeader(), 0);
+  ASSERT_NO_FATAL_FAILURE(StartReplica(1, absl::Seconds(30)));
+  const absl::Time asked = absl::Now();
+  absl::StatusOr<int> stopped = replicas_[0].process->Stop(SIGTERM);
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  EXPECT_EQ(*stopped, 0);
+  replicas_[0].process.reset();
+  ASSERT_EQ(AwaitLeader(absl::Seconds(15)), 1);
+  std::cout << "handover after SIGTERM: " << absl::Now() - asked << "\n";
+}
+
+}  // namespace
+}  // namespace fleet
