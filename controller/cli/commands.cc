@@ -69,8 +69,8 @@ int UnknownVerb(std::ostream& err, const std::string& name) {
 // so --timeout's help speaks of it.
 void DeclareGlobalFlags(FlagTable& flags, GlobalOptions& global, bool waits = true) {
   flags.String("server", &global.connection.server,
-               "fleetd's address, HOST:PORT (env FLEET_SERVER; else the context's; else "
-               "localhost:50051)");
+               "fleetd's address, HOST:PORT, or the replicas' comma-separated (the leader is "
+               "found) (env FLEET_SERVER; else the context's; else localhost:50051)");
   flags.File("ca", &global.connection.ca,
              "the site CA bundle fleetd's certificate must chain to, PEM (env FLEET_CA)");
   flags.File("cert", &global.connection.cert,

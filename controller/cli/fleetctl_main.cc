@@ -16,6 +16,7 @@
 #include "common/clock.h"
 #include "common/grpc_tls.h"
 #include "controller/cli/commands.h"
+#include "controller/cli/leader_endpoint.h"
 
 namespace {
 
@@ -87,7 +88,10 @@ int main(int argc, char** argv) {
     absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
         fleet::ClientCredentials(tls);
     if (!credentials.ok()) return credentials.status();
-    return fleet::cli::NewServerStubs(grpc::CreateChannel(address, *credentials));
+    // Several endpoints (a replicated fleetd): the leader's, found by its health check.
+    const std::string endpoint = fleet::cli::ChooseEndpoint(fleet::cli::SplitEndpoints(address),
+                                                            *credentials, absl::Seconds(1));
+    return fleet::cli::NewServerStubs(grpc::CreateChannel(endpoint, *credentials));
   };
   // gRPC is started here and stopped, blocking, before main returns. Otherwise its last
   // channel may be torn down on one of its own threads, which then frees the connection's TLS

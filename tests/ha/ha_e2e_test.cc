@@ -157,6 +157,11 @@ class ReplicatedFleetd : public ::testing::Test {
   CommandResult Fleetctl(int i, std::vector<std::string> args) {
     return testing::Fleetctl(replicas_[i].address, std::move(args));
   }
+  // fleetctl given every replica, the follower first: it finds the leader by itself.
+  CommandResult FleetctlToAll(std::vector<std::string> args) {
+    return testing::Fleetctl(absl::StrCat(replicas_[1].address, ",", replicas_[0].address),
+                             std::move(args));
+  }
 
   absl::StatusOr<v1::Allocation> GetAllocation(int i, const std::string& id) {
     auto stub = v1::TopologyService::NewStub(
@@ -220,6 +225,9 @@ TEST_F(ReplicatedFleetd, FollowerServesReadsRefusesChangesAndTakesOverWhenTheLea
   const CommandResult health = Fleetctl(1, {"health"});
   EXPECT_THAT(health.out, HasSubstr("follower"));
   EXPECT_THAT(health.out, HasSubstr(replicas_[0].address));
+  // Given both, the follower first, fleetctl goes to the leader.
+  const CommandResult leader_health = FleetctlToAll({"health"});
+  EXPECT_THAT(leader_health.out, HasSubstr(absl::StrCat("leader ", replicas_[0].address)));
 
   // The leader's machine is lost: the follower takes over, with the allocation as it was and
   // not one changing command to the switch (it reads the switch and finds it agrees).
@@ -233,8 +241,9 @@ TEST_F(ReplicatedFleetd, FollowerServesReadsRefusesChangesAndTakesOverWhenTheLea
   ASSERT_TRUE(Eventually([&] { return testing::ConnectedAgents(replicas_[1].address) == 7; }));
   EXPECT_EQ(SwitchChanges(), changes);
 
-  // The new leader changes the fabric; the old replica, started again, follows it.
-  const CommandResult released = Fleetctl(1, {"topology", "release", id, "--wait"});
+  // The new leader changes the fabric (fleetctl, given both replicas, finds it while the
+  // other is down); the old replica, started again, follows it.
+  const CommandResult released = FleetctlToAll({"topology", "release", id, "--wait"});
   ASSERT_EQ(released.exit_code, 0) << released.err;
   EXPECT_GT(SwitchChanges(), changes);
   ASSERT_NO_FATAL_FAILURE(StartReplica(0));
