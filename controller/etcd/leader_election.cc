@@ -100,6 +100,17 @@ void LeaderElection::SetLeading(bool leading, int64_t epoch, Steady::time_point 
 }
 
 bool LeaderElection::Campaign() {
+  // A read first, which etcd answers without a write to its log: while another replica holds
+  // the key, a round costs no more, so rounds can be frequent and a resignation is seen soon.
+  if (absl::StatusOr<mvccpb::KeyValue> holder = client_->Get(options_.key); holder.ok()) {
+    if (lease_ == 0 || holder->lease() != lease_) {
+      SetLeading(false, 0, Steady::time_point(), holder->value());
+      return false;
+    }
+  } else if (!absl::IsNotFound(holder.status())) {
+    FLEET_LOG(WARNING) << "leader campaign: " << holder.status();
+    return false;
+  }
   const Steady::time_point sent = Steady::now();
   // The lease first: renewed if held from an earlier round, else a new one.
   absl::Duration ttl = options_.lease_ttl;

@@ -13,7 +13,8 @@
 //   Clocks: the monotonic clock stops while this machine is suspended (etcd's does not), so a
 //   replica is assumed never to be suspended while it leads; the clocks of the machines are
 //   assumed to run at the same rate, not to agree.
-// - The campaign runs on a thread of its own: every `retry` while not leading; while leading,
+// - The campaign runs on a thread of its own: every `retry` while not leading (a read of the
+//   key, and the lease and the create only when it is free); while leading,
 //   every third of the TTL (at most half the time the fence stays open after a renewal). Each
 //   round of a leader reads its key first and renews the lease only while the key is still its
 //   own (created at its epoch, on its lease). A leader that cannot reach etcd keeps trying and
@@ -55,8 +56,9 @@ struct LeaderOptions {
   // How long before its lease could have expired a leader stops acting: more than the longest
   // effect it may be in the middle of (a switch batch) and the clock's drift over a TTL.
   absl::Duration margin = absl::Seconds(1);
-  // How often a replica that does not lead tries for the key.
-  absl::Duration retry = absl::Milliseconds(500);
+  // How often a replica that does not lead looks at the key (a read), and tries for it when
+  // it is free: a resigned leader's successor takes over within about this long.
+  absl::Duration retry = absl::Milliseconds(100);
 };
 
 class LeaderElection {

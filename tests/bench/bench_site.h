@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <latch>
 #include <map>
@@ -149,9 +150,11 @@ class Site {
   // `armed_light_wait`: fleetd's (0: retrains are sent only after the switch is verified).
   // `tls`: mutual TLS on the demo's PKI, the bench calling as its operator; else plaintext.
   // `monitor_interval`: the switch monitor's (0: off, so no read lands among the timed work).
+  // `configure`, when set, changes fleetd's config last (a replicated fleetd's etcd).
   static absl::StatusOr<std::unique_ptr<Site>> Start(
       const DemoOptions& options, absl::Duration armed_light_wait = absl::Seconds(5),
-      bool tls = false, absl::Duration monitor_interval = absl::ZeroDuration()) {
+      bool tls = false, absl::Duration monitor_interval = absl::ZeroDuration(),
+      const std::function<void(FleetdConfig&)>& configure = nullptr) {
     std::unique_ptr<Site> site(new Site());
     char dir[] = "/tmp/fleet-engine-bench.XXXXXX";
     if (mkdtemp(dir) == nullptr) return absl::InternalError("cannot create a state directory");
@@ -173,6 +176,7 @@ class Site {
     const std::string binary_dir =
         std::filesystem::read_symlink("/proc/self/exe").parent_path().string();
     ASSIGN_OR_RETURN(site->demo_, Demo::Prepare(config, binary_dir, options));
+    if (configure) configure(config);
     ASSIGN_OR_RETURN(site->fleetd_, Fleetd::Start(config, &site->clock_));
     RETURN_IF_ERROR(site->demo_->StartAgents(site->fleetd_->grpc_address()));
     const std::string pki = site->state_dir_ + "/pki/";
