@@ -714,6 +714,60 @@ class CredentialsTest(FleetTestCase):
                 self.assertIsNotNone(from_env.allocations())
 
 
+class LeaderEndpointTest(FleetTestCase):
+    """Of several fleetd replicas, the client dials the leader (docs/ha.md)."""
+
+    @staticmethod
+    def health_server(status: int):
+        """A gRPC server answering grpc.health.v1.Health/Check with `status` (1 SERVING, 2
+        NOT_SERVING), as a replicated fleetd answers for fleet.v1.Leader; its address."""
+        from concurrent import futures
+
+        import grpc
+        from google.protobuf import wrappers_pb2
+        asked = []
+
+        def check(request, context):
+            asked.append(request.value)
+            return wrappers_pb2.Int32Value(value=status)
+
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
+            "grpc.health.v1.Health", {"Check": grpc.unary_unary_rpc_method_handler(
+                check, request_deserializer=wrappers_pb2.StringValue.FromString,
+                response_serializer=wrappers_pb2.Int32Value.SerializeToString)})])
+        port = server.add_insecure_port("127.0.0.1:0")
+        server.start()
+        return server, f"127.0.0.1:{port}", asked
+
+    def test_of_several_servers_the_leader_is_dialled(self) -> None:
+        from fleet import credentials
+        follower, follower_at, asked = self.health_server(2)
+        self.addCleanup(follower.stop, None)
+        leader, leader_at, _ = self.health_server(1)
+        self.addCleanup(leader.stop, None)
+        dead = "127.0.0.1:1"
+
+        def endpoint(server: str) -> str:
+            return credentials.Connection(server=server, insecure=True).endpoint()
+
+        self.assertEqual(endpoint(f"{dead},{follower_at},{leader_at}"), leader_at)
+        self.assertEqual(asked[-1], credentials.LEADER_HEALTH_SERVICE)
+        # No leader (no quorum): the first that answered, whose reads work.
+        self.assertEqual(endpoint(f"{dead}, {follower_at}"), follower_at)
+        self.assertEqual(endpoint(f"{dead},127.0.0.1:2"), dead)
+        # One endpoint is dialled as it is, nothing asked.
+        before = len(asked)
+        self.assertEqual(endpoint(follower_at), follower_at)
+        self.assertEqual(len(asked), before)
+        # A real fleetd, single, says it leads: given with a dead replica first, the job's
+        # client reaches it over mutual TLS.
+        job = self.demo.issue_job(TENANT)
+        with self.fleet.Client(f"{dead},{self.demo.grpc}", tenant=TENANT, **job) as client:
+            self.assertEqual(client.connection.endpoint(), self.demo.grpc)
+            self.assertIsNotNone(client.allocations())
+
+
 class PhaseTest(FleetTestCase):
     """Phased allocations (python.phases)."""
 
@@ -805,7 +859,8 @@ class ExampleTest(FleetTestCase):
         self.assertIn("released", run.stdout)
 
 
-GROUPS = {"client": [ClientTest, CredentialsTest], "phases": [PhaseTest, ExampleTest]}
+GROUPS = {"client": [ClientTest, CredentialsTest, LeaderEndpointTest],
+          "phases": [PhaseTest, ExampleTest]}
 
 # The tests name their credentials; a caller's FLEET_* settings must not override them.
 FLEET_SETTINGS = ("FLEET_SERVER", "FLEET_CA", "FLEET_CERT", "FLEET_KEY", "FLEET_INSECURE",

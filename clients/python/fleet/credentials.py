@@ -17,6 +17,10 @@ insecure context and ``insecure=True`` ignores a context's files. Plaintext is o
 fleetd started with ``--insecure``; there the caller is named by the ``x-fleet-principal``
 metadata instead of a certificate. The file's format is fleetctl's (``fleetctl config view``);
 relative paths in it are relative to its folder.
+
+A server may name several fleetd replicas, comma-separated (docs/ha.md): the channel goes to
+the one whose gRPC health check says the ``fleet.v1.Leader`` service is SERVING, as fleetctl
+chooses.
 """
 
 from __future__ import annotations
@@ -26,8 +30,18 @@ import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import grpc
+from google.protobuf import wrappers_pb2
 
 DEFAULT_SERVER = "localhost:50051"
+
+# The health-check service a replicated fleetd serves SERVING on its leader only (and a single
+# fleetd always): common/leader_health.h.
+LEADER_HEALTH_SERVICE = "fleet.v1.Leader"
+# gRPC's grpc.health.v1.Health/Check. Its request (field 1, the service name, a string) and
+# response (field 1, the status, an enum) have the wire format of protobuf's StringValue and
+# Int32Value, so those encode them: Debian's python3-grpcio ships no health-check stubs.
+_HEALTH_CHECK = "/grpc.health.v1.Health/Check"
+_SERVING = 1
 
 _CONTEXT_KEYS = ("name", "server", "ca", "cert", "key", "insecure")
 
@@ -57,18 +71,54 @@ class Connection:
             private_key=_read(self.key, "client key"),
             certificate_chain=_read(self.cert, "client certificate"))
 
-    def channel(self) -> grpc.Channel:
-        """A new channel to ``server``."""
+    def _channel_to(self, endpoint: str) -> grpc.Channel:
         if self.insecure:
-            return grpc.insecure_channel(self.server)
-        return grpc.secure_channel(self.server, self.credentials())
+            return grpc.insecure_channel(endpoint)
+        return grpc.secure_channel(endpoint, self.credentials())
+
+    def endpoint(self, timeout: float = 1.0) -> str:
+        """The endpoint to dial: ``server``, or of several the leader (the first in order whose
+        health check says ``fleet.v1.Leader`` is SERVING), else the first that answered (a
+        follower: reads work, and a change is refused naming the leader), else the first.
+        Every endpoint is asked at once; this takes at most ``timeout`` seconds."""
+        endpoints = [e.strip() for e in self.server.split(",") if e.strip()]
+        if len(endpoints) <= 1:
+            return endpoints[0] if endpoints else self.server
+        probes = []
+        for endpoint in endpoints:
+            channel = self._channel_to(endpoint)
+            check = channel.unary_unary(
+                _HEALTH_CHECK, request_serializer=wrappers_pb2.StringValue.SerializeToString,
+                response_deserializer=wrappers_pb2.Int32Value.FromString)
+            probes.append((endpoint, channel, check.future(
+                wrappers_pb2.StringValue(value=LEADER_HEALTH_SERVICE), timeout=timeout)))
+        answered = None
+        chosen = None
+        for endpoint, channel, future in probes:
+            try:
+                status = future.result().value
+            except grpc.RpcError:
+                status = None
+            finally:
+                channel.close()
+            if status == _SERVING and chosen is None:
+                chosen = endpoint
+            if status is not None and answered is None:
+                answered = endpoint
+        return chosen or answered or endpoints[0]
+
+    def channel(self) -> grpc.Channel:
+        """A new channel to ``server`` (of several replicas, the leader's: :meth:`endpoint`)."""
+        return self._channel_to(self.endpoint())
 
     def aio_channel(self) -> "grpc.aio.Channel":
-        """A new asyncio channel to ``server`` (:mod:`fleet.aio`); make it on the event loop
-        that will use it."""
+        """A new asyncio channel to ``server`` (of several, the leader's: :meth:`endpoint`,
+        which blocks up to a second) for :mod:`fleet.aio`; make it on the event loop that will
+        use it."""
+        endpoint = self.endpoint()
         if self.insecure:
-            return grpc.aio.insecure_channel(self.server)
-        return grpc.aio.secure_channel(self.server, self.credentials())
+            return grpc.aio.insecure_channel(endpoint)
+        return grpc.aio.secure_channel(endpoint, self.credentials())
 
 
 @dataclasses.dataclass
