@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/backoff.h"
 #include "common/log.h"
@@ -112,8 +113,10 @@ int Agent::commands_queued() const {
 
 void Agent::Run() {
   Backoff backoff(options_.min_backoff, options_.max_backoff);
-  std::vector<std::string> endpoints =
-      absl::StrSplit(options_.controller, ',', absl::SkipWhitespace());
+  std::vector<std::string> endpoints;
+  for (absl::string_view e : absl::StrSplit(options_.controller, ',', absl::SkipWhitespace())) {
+    endpoints.emplace_back(absl::StripAsciiWhitespace(e));
+  }
   if (endpoints.empty()) endpoints.push_back(options_.controller);
   size_t next = 0;
   size_t failed_in_a_row = 0;  // Endpoints tried since the last registration.
@@ -136,17 +139,17 @@ void Agent::Run() {
       std::shared_ptr<grpc::Channel> channel = grpc::CreateChannel(endpoint, *credentials);
       // Of several, one that cannot be reached (a machine lost) is passed over after a
       // while, not after gRPC's 20 s connection timeout.
-      if (endpoints.size() > 1 &&
-          !channel->WaitForConnected(absl::ToChronoTime(absl::Now() + kConnectWait))) {
+      if (endpoints.size() > 1 && !AwaitConnected(*channel, kConnectWait)) {
         FLEET_LOG(INFO) << "fleetd at " << endpoint << " cannot be reached";
       } else {
         registered = Session(channel, endpoint);
       }
     }
     if (endpoints.size() > 1) {
-      // Of several replicas only the leader takes agents (the others refuse naming it): the
-      // next endpoint is tried at once, also after a stream with the leader ends (it may be
-      // gone), and the backoff grows only once every endpoint has failed in a row.
+      // Of several replicas only the leader takes agents (the others refuse naming it): after
+      // a refusal the next endpoint is tried at once, and the backoff grows only once every
+      // endpoint has failed in a row; after a stream with the leader ends (it may be gone) the
+      // next is tried after the backoff's minimum.
       next = (next + 1) % endpoints.size();
     }
     if (registered) {
@@ -161,6 +164,20 @@ void Agent::Run() {
     auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
     mu_.AwaitWithDeadline(absl::Condition(&stopping), until);
   }
+}
+
+bool Agent::AwaitConnected(grpc::Channel& channel, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  // In slices, so that Stop() is not kept waiting.
+  while (absl::Now() < deadline) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return false;
+    }
+    const absl::Time slice = std::min(deadline, absl::Now() + absl::Milliseconds(100));
+    if (channel.WaitForConnected(absl::ToChronoTime(slice))) return true;
+  }
+  return false;
 }
 
 bool Agent::Session(const std::shared_ptr<grpc::Channel>& channel, const std::string& endpoint) {

@@ -90,6 +90,8 @@ class Agent {
   // One connection: register, then read until the stream ends. Returns whether it ever
   // registered (a registered connection resets the backoff).
   bool Session(const std::shared_ptr<grpc::Channel>& channel, const std::string& endpoint);
+  // Whether `channel` connects within `timeout`; false at once when stopping.
+  bool AwaitConnected(grpc::Channel& channel, absl::Duration timeout);
   void Dispatch(const v1::Command& command);
   void PortWorker(std::string key);
   // Runs `command` on the backend. `cancel_arming` ends an armed retrain's wait for light;

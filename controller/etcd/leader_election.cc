@@ -99,16 +99,29 @@ void LeaderElection::SetLeading(bool leading, int64_t epoch, Steady::time_point 
   }
 }
 
+void LeaderElection::WarnOnce(const absl::Status& status) {
+  const std::string said = status.ToString();
+  if (said == warned_) return;
+  FLEET_LOG(WARNING) << "leader campaign: " << said;
+  warned_ = said;
+}
+
 bool LeaderElection::Campaign() {
   // A read first, which etcd answers without a write to its log: while another replica holds
   // the key, a round costs no more, so rounds can be frequent and a resignation is seen soon.
   if (absl::StatusOr<mvccpb::KeyValue> holder = client_->Get(options_.key); holder.ok()) {
     if (lease_ == 0 || holder->lease() != lease_) {
+      // Another replica leads. A lease of an earlier round is not kept alive meanwhile: it
+      // runs out on its own, and the round that finds the key free grants a new one.
+      lease_ = 0;
+      warned_.clear();
       SetLeading(false, 0, Steady::time_point(), holder->value());
       return false;
     }
+    // The key is on this replica's lease: an earlier round's create was applied though its
+    // answer was lost. The round goes on, and the Txn's answer recognises it as won.
   } else if (!absl::IsNotFound(holder.status())) {
-    FLEET_LOG(WARNING) << "leader campaign: " << holder.status();
+    WarnOnce(holder.status());
     return false;
   }
   const Steady::time_point sent = Steady::now();
@@ -118,14 +131,19 @@ bool LeaderElection::Campaign() {
     absl::StatusOr<absl::Duration> left = client_->KeepAlive(lease_);
     if (left.ok()) {
       ttl = *left;
+    } else if (absl::IsNotFound(left.status())) {
+      lease_ = 0;  // Expired: its key, if any, is gone with it.
     } else {
-      lease_ = 0;
+      // Unreachable: the lease may still hold this replica's key; forgetting it would leave
+      // the key to run out with nobody leading.
+      WarnOnce(left.status());
+      return false;
     }
   }
   if (lease_ == 0) {
     absl::StatusOr<Lease> lease = client_->GrantLease(options_.lease_ttl);
     if (!lease.ok()) {
-      FLEET_LOG(WARNING) << "leader campaign: " << lease.status();
+      WarnOnce(lease.status());
       return false;
     }
     lease_ = lease->id;
@@ -141,9 +159,10 @@ bool LeaderElection::Campaign() {
   txn.add_failure()->mutable_request_range()->set_key(options_.key);
   absl::StatusOr<etcdserverpb::TxnResponse> response = client_->Txn(txn);
   if (!response.ok()) {
-    FLEET_LOG(WARNING) << "leader campaign: " << response.status();
+    WarnOnce(response.status());
     return false;
   }
+  warned_.clear();
   const Steady::time_point valid_until = sent + absl::ToChronoNanoseconds(ttl - options_.margin);
   if (response->succeeded()) {
     // The Txn's revision is the key's create_revision: the epoch.

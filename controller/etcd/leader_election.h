@@ -14,7 +14,9 @@
 //   replica is assumed never to be suspended while it leads; the clocks of the machines are
 //   assumed to run at the same rate, not to agree.
 // - The campaign runs on a thread of its own: every `retry` while not leading (a read of the
-//   key, and the lease and the create only when it is free); while leading,
+//   key; a lease and the create only when it is free, or on this replica's own lease after a
+//   round whose answer was lost; a lease granted in an earlier round is not kept alive while
+//   another replica leads); while leading,
 //   every third of the TTL (at most half the time the fence stays open after a renewal). Each
 //   round of a leader reads its key first and renews the lease only while the key is still its
 //   own (created at its epoch, on its lease). A leader that cannot reach etcd keeps trying and
@@ -121,7 +123,11 @@ class LeaderElection {
   std::string leader_ ABSL_GUARDED_BY(mu_);
   Steady::time_point valid_until_ ABSL_GUARDED_BY(mu_);
   std::thread thread_ ABSL_GUARDED_BY(mu_);
+  // Logs a campaign round's failure, once while it stays the same (rounds are frequent).
+  void WarnOnce(const absl::Status& status);
+
   // The campaign thread's own.
+  std::string warned_;  // The failure last logged; cleared by a round etcd answered.
   int64_t lease_ = 0;
   Steady::time_point last_renewed_;
 };

@@ -105,7 +105,8 @@ std::shared_ptr<prometheus::Collectable> ReplicaGauges(const replication::Replic
 const char* FleetVersion() { return kVersion; }
 
 absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config,
-                                                      const Clock* clock) {
+                                                      const Clock* clock,
+                                                      std::function<void()> on_deposed) {
   RETURN_IF_ERROR(ValidateFleetdConfig(config));
   ASSIGN_OR_RETURN(auto credentials, ReadSwitchCredentials(config.switch_credentials));
   std::error_code error;
@@ -249,14 +250,19 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
         absl::Status applied = self->ApplyInventoryFile(config);
         if (!applied.ok()) FLEET_LOG(ERROR) << "taking over: " << applied;
         absl::Status acting = self->StartActing();
-        self->SetLeading(true);
+        // Not if it was deposed meanwhile (the takeover thread deposes it next).
+        if (self->replica_->Current().role == replication::Replica::Role::kLeader) {
+          self->SetLeading(true);
+        }
         return acting;
       },
-      [self] {
+      [self, on_deposed = std::move(on_deposed)] {
         self->SetLeading(false);
         self->deposed_ = true;
-        FLEET_LOG(ERROR) << "lost the leadership: stopping, to start again as a follower";
-        ::kill(::getpid(), SIGTERM);  // main's signal wait ends; it exits kExitDeposed.
+        FLEET_LOG(ERROR) << "lost the leadership: "
+                         << (on_deposed ? "stopping, to start again as a follower"
+                                        : "acting no more, serving reads");
+        if (on_deposed) on_deposed();
       });
   return d;
 }

@@ -9,6 +9,7 @@
 #include "controller/metrics/controller_metrics.h"
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -35,17 +36,20 @@ class Fleetd {
  public:
   // Opens (and migrates) the store under config.state_dir, applies config.inventory if set,
   // and starts serving. Any failure stops the start with a status naming the cause; a
-  // rejected inventory leaves the store as it was.
+  // rejected inventory leaves the store as it was. A replica that loses the leadership
+  // (config.etcd set) calls `on_deposed` once, from a thread of its own, and acts no more
+  // (main raises SIGTERM to exit kExitDeposed); without it, it stays up serving reads.
   static absl::StatusOr<std::unique_ptr<Fleetd>> Start(const FleetdConfig& config,
-                                                       const Clock* clock);
+                                                       const Clock* clock,
+                                                       std::function<void()> on_deposed = nullptr);
   ~Fleetd();
 
   // "HOST:PORT" actually bound (port 0 in the config resolved).
   const std::string& grpc_address() const { return grpc_address_; }
   const std::string& metrics_address() const { return metrics_address_; }
 
-  // Whether this replica stopped because it lost the leadership (docs/ha.md): it raised
-  // SIGTERM on itself, and main exits with kExitDeposed so its supervisor starts it again.
+  // Whether this replica lost the leadership (docs/ha.md); main then exits kExitDeposed so
+  // that its supervisor starts it again, as a follower.
   bool deposed() const { return deposed_.load(); }
 
   // Re-reads the CA bundle and the access policy (SIGHUP); what is in force stays when they

@@ -4,6 +4,7 @@
 // CA bundle and the access policy. A replica that lost the leadership stops the same way and
 // exits 75 (kExitDeposed), for its supervisor to start it again as a follower.
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -288,7 +289,9 @@ int Run(int argc, char** argv) {
 
   fleet::SystemClock clock;
   absl::StatusOr<std::unique_ptr<fleet::fleetd::Fleetd>> daemon =
-      fleet::fleetd::Fleetd::Start(config, &clock);
+      fleet::fleetd::Fleetd::Start(config, &clock, [] {
+        ::kill(::getpid(), SIGTERM);  // The signal wait below ends; exit kExitDeposed.
+      });
   if (!daemon.ok()) {
     std::cerr << "fleetd: cannot start: " << daemon.status().message() << "\n";
     return 1;

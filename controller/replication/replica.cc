@@ -116,6 +116,7 @@ void Replica::Stop() {
     if (stopping_) return;
     stopping_ = true;
     serving_ = false;
+    role_ = Role::kFollower;
     changed_.SignalAll();
   }
   election_.Stop();  // Resigns: the key goes at once.
@@ -129,10 +130,12 @@ void Replica::OnLeadingChanged(bool leading) {
   ++leader_changes_;
   // Closed at once: whatever the takeover thread is doing, nothing more goes out.
   serving_ = false;
+  if (!leading) role_ = Role::kFollower;
   changed_.SignalAll();
 }
 
 bool Replica::CatchUpAsLeader(int64_t generation) {
+  std::string warned;  // Said once while it stays the same, not every retry.
   while (true) {
     {
       absl::MutexLock lock(&mu_);
@@ -147,7 +150,10 @@ bool Replica::CatchUpAsLeader(int64_t generation) {
       role_ = Role::kLeader;
       return true;
     }
-    FLEET_LOG(WARNING) << "taking over: catching up with the replicated log: " << caught_up;
+    if (caught_up.ToString() != warned) {
+      FLEET_LOG(WARNING) << "taking over: catching up with the replicated log: " << caught_up;
+      warned = caught_up.ToString();
+    }
     if (CannotFollow(caught_up)) {
       // Applying on would diverge from the log: this replica must not lead. It resigns, so
       // that another replica leads, and campaigns no more.

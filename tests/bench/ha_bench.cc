@@ -88,7 +88,7 @@ absl::Status AddedLatency(int iterations, int blocks) {
       RETURN_IF_ERROR(Measure(*site, iterations, single));
     }
     {
-      // A fresh site each block: the log is where the last one left it, the store new.
+      // A fresh site each block, with a log of its own (a new prefix) for its new store.
       const std::string prefix = absl::StrCat("bench", block, "/");
       ASSIGN_OR_RETURN(std::unique_ptr<Site> site,
                        Site::Start(options, absl::Seconds(5), false, absl::ZeroDuration(),
