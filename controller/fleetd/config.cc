@@ -91,6 +91,14 @@ void ValidateReplication(const FleetdConfig& config, std::vector<std::string>& p
                                     absl::ToInt64Seconds(config.leader_lease),
                                     " is below 2 (etcd grants no shorter lease)"));
   }
+  if (config.log_snapshot_every < 0) {
+    problems.push_back(absl::StrCat("log_snapshot_every ", config.log_snapshot_every,
+                                    " is negative (0: no snapshots)"));
+  }
+  if (config.log_keep_entries < 1) {
+    problems.push_back(absl::StrCat("log_keep_entries ", config.log_keep_entries,
+                                    " is below 1 (a trim keeps at least the newest entry)"));
+  }
   if (config.leader_margin <= absl::ZeroDuration() ||
       config.leader_margin >= config.leader_lease / 2) {
     problems.push_back(absl::StrCat("leader_margin_ms ",
@@ -227,6 +235,10 @@ absl::StatusOr<FleetdConfig> ParseFleetdConfig(absl::string_view text,
       int seconds = 0;
       number(&seconds);
       config.leader_lease = absl::Seconds(seconds);
+    } else if (key == "log_snapshot_every") {
+      number(&config.log_snapshot_every);
+    } else if (key == "log_keep_entries") {
+      number(&config.log_keep_entries);
     } else if (key == "leader_margin_ms") {
       int ms = 0;
       number(&ms);
@@ -246,7 +258,8 @@ absl::StatusOr<FleetdConfig> ParseFleetdConfig(absl::string_view text,
                        "ended_allocations_max_count, retention_interval_seconds, "
                        "retention_batch_rows, retention_pass_max_rows, etcd, etcd_ca_file, "
                        "etcd_cert_file, etcd_key_file, advertise, etcd_prefix, "
-                       "leader_lease_seconds, leader_margin_ms"));
+                       "leader_lease_seconds, leader_margin_ms, log_snapshot_every, "
+                       "log_keep_entries"));
     }
   }
   if (!problems.empty()) {

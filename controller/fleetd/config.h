@@ -66,6 +66,10 @@ struct FleetdConfig {
   // could run out.
   absl::Duration leader_lease = absl::Seconds(5);
   absl::Duration leader_margin = absl::Seconds(1);
+  // The leader snapshots its store into the log every this many entries and trims the log to
+  // the last `log_keep_entries` before the snapshot, so etcd's space stays bounded.
+  int64_t log_snapshot_every = 10000;
+  int64_t log_keep_entries = 1000;
   // Testing only: fleetd kills itself with SIGKILL at this engine fault point (see
   // engine::kFaultPoints), to prove crash consistency. Flag only, never in a config file.
   std::string crash_at;

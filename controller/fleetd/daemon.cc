@@ -62,6 +62,12 @@ absl::StatusOr<engine::EngineOptions> EngineOptionsOf(const FleetdConfig& config
   return options;
 }
 
+// Where a replica behind the log's first entry puts the snapshot it fetched, for its next
+// start to load.
+std::string SnapshotFile(const FleetdConfig& config) {
+  return (std::filesystem::path(config.state_dir) / "fleet.db.from-log").string();
+}
+
 replication::ReplicaOptions ReplicaOptionsOf(const FleetdConfig& config) {
   replication::ReplicaOptions options;
   for (absl::string_view url : absl::StrSplit(config.etcd, ',', absl::SkipWhitespace())) {
@@ -78,6 +84,9 @@ replication::ReplicaOptions ReplicaOptionsOf(const FleetdConfig& config) {
   options.prefix = config.etcd_prefix;
   options.lease_ttl = config.leader_lease;
   options.margin = config.leader_margin;
+  options.snapshot_every = static_cast<uint64_t>(config.log_snapshot_every);
+  options.keep_entries = static_cast<uint64_t>(config.log_keep_entries);
+  options.snapshot_file = SnapshotFile(config);
   return options;
 }
 
@@ -106,7 +115,7 @@ const char* FleetVersion() { return kVersion; }
 
 absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config,
                                                       const Clock* clock,
-                                                      std::function<void()> on_deposed) {
+                                                      std::function<void()> on_restart) {
   RETURN_IF_ERROR(ValidateFleetdConfig(config));
   ASSIGN_OR_RETURN(auto credentials, ReadSwitchCredentials(config.switch_credentials));
   std::error_code error;
@@ -125,6 +134,14 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
     d->commit_point_.SetFence(d->replica_->Fence());
   }
   const std::string db_path = (std::filesystem::path(config.state_dir) / "fleet.db").string();
+  if (d->replica_) {
+    RETURN_IF_ERROR(replication::InstallFetchedSnapshot(SnapshotFile(config), db_path));
+  } else if (std::error_code ignored; std::filesystem::remove(SnapshotFile(config), ignored)) {
+    // A single fleetd keeps its own database: a snapshot fetched while it was a replica would
+    // replace a newer one if etcd were configured again.
+    FLEET_LOG(WARNING) << "removed " << SnapshotFile(config)
+                       << ", a replicated log's snapshot this single fleetd does not use";
+  }
   ASSIGN_OR_RETURN(d->store_,
                    store::OpenSqliteStore({db_path, clock, &d->commit_point_,
                                            d->replica_ ? d->replica_->commit_log() : nullptr}));
@@ -251,18 +268,19 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
         if (!applied.ok()) FLEET_LOG(ERROR) << "taking over: " << applied;
         absl::Status acting = self->StartActing();
         // Not if it was deposed meanwhile (the takeover thread deposes it next).
-        if (self->replica_->Current().role == replication::Replica::Role::kLeader) {
+        if (self->replica_->Current().role == replication::Replica::Role::kLeader &&
+            !self->restart_requested_) {
           self->SetLeading(true);
         }
         return acting;
       },
-      [self, on_deposed = std::move(on_deposed)] {
+      [self, on_restart = std::move(on_restart)](const std::string& why) {
         self->SetLeading(false);
-        self->deposed_ = true;
-        FLEET_LOG(ERROR) << "lost the leadership: "
-                         << (on_deposed ? "stopping, to start again as a follower"
+        self->restart_requested_ = true;
+        FLEET_LOG(ERROR) << "this replica " << why << ": "
+                         << (on_restart ? "stopping, to start again"
                                         : "acting no more, serving reads");
-        if (on_deposed) on_deposed();
+        if (on_restart) on_restart();
       });
   return d;
 }

@@ -36,21 +36,22 @@ class Fleetd {
  public:
   // Opens (and migrates) the store under config.state_dir, applies config.inventory if set,
   // and starts serving. Any failure stops the start with a status naming the cause; a
-  // rejected inventory leaves the store as it was. A replica that loses the leadership
-  // (config.etcd set) calls `on_deposed` once, from a thread of its own, and acts no more
-  // (main raises SIGTERM to exit kExitDeposed); without it, it stays up serving reads.
+  // rejected inventory leaves the store as it was. A replica (config.etcd set) that must
+  // start again (it lost the leadership, or fetched the log's snapshot to load) calls
+  // `on_restart` once, from a thread of its own, and acts no more (main raises SIGTERM to exit
+  // kExitRestart); without it, it stays up serving reads.
   static absl::StatusOr<std::unique_ptr<Fleetd>> Start(const FleetdConfig& config,
                                                        const Clock* clock,
-                                                       std::function<void()> on_deposed = nullptr);
+                                                       std::function<void()> on_restart = nullptr);
   ~Fleetd();
 
   // "HOST:PORT" actually bound (port 0 in the config resolved).
   const std::string& grpc_address() const { return grpc_address_; }
   const std::string& metrics_address() const { return metrics_address_; }
 
-  // Whether this replica lost the leadership (docs/ha.md); main then exits kExitDeposed so
-  // that its supervisor starts it again, as a follower.
-  bool deposed() const { return deposed_.load(); }
+  // Whether this replica must start again (docs/ha.md); main then exits kExitRestart so that
+  // its supervisor starts it again.
+  bool restart_requested() const { return restart_requested_.load(); }
 
   // Re-reads the CA bundle and the access policy (SIGHUP); what is in force stays when they
   // cannot be used, and the error says why.
@@ -78,7 +79,7 @@ class Fleetd {
   // A replica of a replicated site (config.etcd set), else null. Its fence is commit_point_'s;
   // the store appends to its log. Stopped first in Shutdown.
   std::unique_ptr<replication::Replica> replica_;
-  std::atomic<bool> deposed_{false};
+  std::atomic<bool> restart_requested_{false};
   std::unique_ptr<store::Store> store_;
   // Before everything that updates them, so they are destroyed after it.
   std::shared_ptr<prometheus::Registry> registry_;
@@ -103,9 +104,9 @@ class Fleetd {
   bool shut_down_ = false;
 };
 
-// fleetd's exit code when it lost the leadership of a replicated site (EX_TEMPFAIL): its
-// supervisor starts it again, as a follower.
-inline constexpr int kExitDeposed = 75;
+// fleetd's exit code when a replica must start again (EX_TEMPFAIL): it lost the leadership,
+// or fetched the log's snapshot to load; its supervisor starts it again.
+inline constexpr int kExitRestart = 75;
 
 // The product's version, from the build.
 const char* FleetVersion();

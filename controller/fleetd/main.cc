@@ -1,8 +1,9 @@
 // fleetd: the FLEET controller daemon. Reads flags and the config file, starts the daemon,
 // prints the addresses it serves (one per line: `grpc: HOST:PORT`, `metrics: HOST:PORT`) and
 // runs until SIGTERM or SIGINT, then shuts down within the grace period. SIGHUP re-reads the
-// CA bundle and the access policy. A replica that lost the leadership stops the same way and
-// exits 75 (kExitDeposed), for its supervisor to start it again as a follower.
+// CA bundle and the access policy. A replica that lost the leadership, or fetched the log's
+// snapshot to load, stops the same way and exits 75 (kExitRestart), for its supervisor to
+// start it again.
 #include <signal.h>
 #include <unistd.h>
 
@@ -103,6 +104,11 @@ void DeclareFlags(fleet::FlagSet& set, CommandLine& c) {
           "with --etcd: the leader's lease; a lost leader is replaced within about this long");
   set.Int("leader-margin-ms", &c.leader_margin_ms,
           "with --etcd: how long before its lease could run out a leader stops acting");
+  set.Int("log-snapshot-every", &f.log_snapshot_every,
+          "with --etcd: the leader snapshots its store into the log every this many entries "
+          "and trims the log (0: never)");
+  set.Int("log-keep-entries", &f.log_keep_entries,
+          "with --etcd: entries a trim keeps before the newest snapshot");
   set.String("crash-at", &f.crash_at,
              "testing only: SIGKILL fleetd itself at this reconfiguration point (persisted, "
              "quiesced, programmed, training, trained, ready, releasing, removed)");
@@ -170,6 +176,8 @@ void ApplyFlags(const fleet::FlagSet& set, const CommandLine& c, FleetdConfig& c
   if (set.IsSet("leader-margin-ms")) {
     config.leader_margin = absl::Milliseconds(c.leader_margin_ms);
   }
+  if (set.IsSet("log-snapshot-every")) config.log_snapshot_every = f.log_snapshot_every;
+  if (set.IsSet("log-keep-entries")) config.log_keep_entries = f.log_keep_entries;
   config.crash_at = f.crash_at;
 }
 
@@ -290,7 +298,7 @@ int Run(int argc, char** argv) {
   fleet::SystemClock clock;
   absl::StatusOr<std::unique_ptr<fleet::fleetd::Fleetd>> daemon =
       fleet::fleetd::Fleetd::Start(config, &clock, [] {
-        ::kill(::getpid(), SIGTERM);  // The signal wait below ends; exit kExitDeposed.
+        ::kill(::getpid(), SIGTERM);  // The signal wait below ends; exit kExitRestart.
       });
   if (!daemon.ok()) {
     std::cerr << "fleetd: cannot start: " << daemon.status().message() << "\n";
@@ -317,10 +325,10 @@ int Run(int argc, char** argv) {
                   << absl::FormatDuration(config.shutdown_grace) << ")";
   demo.reset();  // Agents and the emulator first: nothing left to reconnect.
   (*daemon)->Shutdown(config.shutdown_grace);
-  const bool deposed = (*daemon)->deposed();
+  const bool restart = (*daemon)->restart_requested();
   daemon->reset();
   FLEET_LOG(INFO) << "stopped";
-  return deposed ? fleet::fleetd::kExitDeposed : 0;
+  return restart ? fleet::fleetd::kExitRestart : 0;
 }
 
 }  // namespace

@@ -25,6 +25,18 @@ absl::Status LogFollower::CatchUp() {
   record();
   while (*position < bounds->head) {
     absl::StatusOr<std::vector<etcd::LogEntry>> entries = log_->Read(*position + 1);
+    if (absl::IsOutOfRange(entries.status())) {
+      // Trimmed since the position was read. On the leader its own writes may have moved the
+      // position past the trim meanwhile: behind only if it still is.
+      position = store_->ReplicaPosition();
+      if (!position.ok()) return position.status();
+      bounds = log_->Bounds();
+      if (!bounds.ok()) return bounds.status();
+      if (*position + 1 >= bounds->first) {
+        record();
+        continue;
+      }
+    }
     if (!entries.ok()) return entries.status();
     if (entries->empty()) break;  // Nothing past the position after all.
     for (const etcd::LogEntry& entry : *entries) {

@@ -9,7 +9,8 @@
 //   when it is called (StorageControl::ApplyReplicated), reading in rounds of the log's byte
 //   budget. It returns the first error: an unreachable etcd (nothing lost: the next call goes
 //   on from the position), an entry that does not apply (DATA_LOSS), or a position behind the
-//   log's first kept entry (OUT_OF_RANGE: catching up from a snapshot is not built yet).
+//   log's first kept entry, as read again after the refusal (OUT_OF_RANGE: the replica then
+//   loads the log's snapshot, replica.h).
 // - Start() runs CatchUp every `poll` on a thread of its own until Stop() (once: a second
 //   Start, or one after Stop, does nothing). An unreachable
 //   etcd is retried; DATA_LOSS and OUT_OF_RANGE stop it, since applying anything after would

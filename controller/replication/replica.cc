@@ -1,9 +1,16 @@
 #include "controller/replication/replica.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/status_macros.h"
 #include "common/thread_name.h"
 
 namespace fleet::replication {
@@ -11,6 +18,49 @@ namespace {
 
 // How long a new leader waits before it reads the log again when etcd did not answer.
 constexpr absl::Duration kCatchUpRetry = absl::Milliseconds(100);
+
+// Every SQLite database file starts with it.
+constexpr absl::string_view kSqliteHeader("SQLite format 3\0", 16);
+
+// The whole of a binary file; an error when it cannot be read whole.
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::error_code error;
+  const uintmax_t size = std::filesystem::file_size(path, error);
+  if (error) return absl::InternalError(absl::StrCat("cannot read ", path, ": ", error.message()));
+  std::string bytes(size, '\0');
+  std::ifstream in(path, std::ios::binary);
+  in.read(bytes.data(), static_cast<std::streamsize>(size));
+  if (!in || static_cast<uintmax_t>(in.gcount()) != size) {
+    return absl::InternalError(absl::StrCat("cannot read ", path, " whole"));
+  }
+  return bytes;
+}
+
+// Writes `bytes` to `path` and makes it durable (a power loss must not leave a partial file
+// under the name it is renamed to next).
+absl::Status WriteDurably(const std::string& path, absl::string_view bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot write ", path));
+  size_t written = 0;
+  while (written < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (n <= 0) break;
+    written += static_cast<size_t>(n);
+  }
+  const bool ok = written == bytes.size() && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok) return absl::InternalError(absl::StrCat("cannot write ", path, " whole"));
+  return absl::OkStatus();
+}
+
+// Makes a rename in the directory of `path` durable.
+void SyncDirectoryOf(const std::string& path) {
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  (void)::fsync(fd);
+  ::close(fd);
+}
 
 std::string Bytes(int64_t n) {
   return n >= (1 << 20) ? absl::StrCat(n >> 20, " MiB") : absl::StrCat(n >> 10, " KiB");
@@ -78,6 +128,7 @@ bool Replica::CannotFollow(const absl::Status& status) {
 
 void Replica::Follow(store::StorageControl* store) {
   if (follower_) return;
+  store_ = store;
   follower_ = std::make_unique<LogFollower>(&log_, store, options_.poll);
   // A replica serves reads from its store: what the log holds is applied before it does.
   absl::Status caught_up = follower_->CatchUp();
@@ -95,14 +146,20 @@ void Replica::Follow(store::StorageControl* store) {
   follower_->Start();
 }
 
-void Replica::Campaign(std::function<absl::Status()> on_leading, std::function<void()> on_deposed) {
+void Replica::Campaign(std::function<absl::Status()> on_leading,
+                       std::function<void(const std::string&)> on_restart) {
+  bool cannot_lead = false;
   {
     absl::MutexLock lock(&mu_);
-    if (campaigning_ || stopping_ || cannot_lead_ || !follower_) return;
+    if (campaigning_ || stopping_ || !follower_) return;
     campaigning_ = true;
+    cannot_lead = cannot_lead_;
   }
   on_leading_ = std::move(on_leading);
-  on_deposed_ = std::move(on_deposed);
+  on_restart_ = std::move(on_restart);
+  // Also on a replica that cannot lead: one behind a trim fetches a snapshot.
+  upkeep_ = std::thread([this] { RunUpkeep(); });
+  if (cannot_lead) return;
   takeover_ = std::thread([this] { RunTakeover(); });
   if (absl::Status started = election_.Start(); !started.ok()) {
     // Create() checked these options: not reached.
@@ -121,6 +178,7 @@ void Replica::Stop() {
   }
   election_.Stop();  // Resigns: the key goes at once.
   if (takeover_.joinable()) takeover_.join();
+  if (upkeep_.joinable()) upkeep_.join();
   if (follower_) follower_->Stop();
 }
 
@@ -190,7 +248,7 @@ void Replica::RunTakeover() {
     }
     if (won) {
       FLEET_LOG(ERROR) << "replica " << options_.advertise << " is no longer the leader";
-      if (on_deposed_) on_deposed_();
+      Restart("lost the leadership");
       return;
     }
     if (!leading) continue;  // Won and lost before this thread looked: nothing was done.
@@ -206,6 +264,125 @@ void Replica::RunTakeover() {
       }
     }
   }
+}
+
+void Replica::Restart(const std::string& why) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (restarting_ || stopping_) return;
+    restarting_ = true;
+  }
+  if (on_restart_) on_restart_(why);
+}
+
+void Replica::RunUpkeep() {
+  NameThisThread("fleet-upkeep");
+  std::string warned;  // Said once while it stays the same.
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      changed_.WaitWithTimeout(&mu_, options_.upkeep_interval);
+      if (stopping_ || restarting_) return;
+    }
+    absl::Status done = absl::OkStatus();
+    if (absl::IsOutOfRange(follower_->Current().stopped) && !serving_.load()) {
+      done = FetchSnapshot();
+      if (done.ok()) {
+        Restart("fetched the log's snapshot: its store was behind the log's first entry");
+        return;
+      }
+    } else if (serving_.load()) {
+      done = SnapshotIfDue();
+    }
+    if (!done.ok() && done.ToString() != warned) {
+      FLEET_LOG(WARNING) << "replicated log upkeep: " << done;
+    }
+    warned = done.ok() ? "" : done.ToString();
+  }
+}
+
+absl::Status Replica::SnapshotIfDue() {
+  if (options_.snapshot_every == 0 || options_.snapshot_file.empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(uint64_t position, store_->ReplicaPosition());
+  ASSIGN_OR_RETURN(etcd::LogBounds bounds, log_.Bounds());
+  if (position < bounds.snapshot + options_.snapshot_every) {
+    // A trim that failed after its snapshot was put is made again here.
+    return TrimBefore(bounds.snapshot, bounds);
+  }
+  // Made beside the fetched snapshot's place: the state directory, on the same file system.
+  const std::string copy = options_.snapshot_file + ".taking";
+  std::error_code ignored;
+  std::filesystem::remove(copy, ignored);
+  absl::StatusOr<uint64_t> seq = store_->SnapshotTo(copy);
+  absl::StatusOr<std::string> bytes =
+      seq.ok() ? ReadFile(copy) : absl::StatusOr<std::string>(seq.status());
+  std::filesystem::remove(copy, ignored);
+  if (!bytes.ok()) return bytes.status();
+  if (!absl::StartsWith(*bytes, kSqliteHeader)) {
+    return absl::InternalError(absl::StrCat("snapshot ", copy, " is not a SQLite database"));
+  }
+  RETURN_IF_ERROR(log_.PutSnapshot(election_.StillLeading(), {*seq, *bytes}));
+  FLEET_LOG(INFO) << "replicated log: snapshot at entry " << *seq << " ("
+                  << Bytes(static_cast<int64_t>(bytes->size())) << ")";
+  return TrimBefore(*seq, bounds);
+}
+
+absl::Status Replica::TrimBefore(uint64_t snapshot, const etcd::LogBounds& bounds) {
+  if (snapshot <= options_.keep_entries) return absl::OkStatus();
+  const uint64_t through = snapshot - options_.keep_entries;
+  if (through < bounds.first) return absl::OkStatus();  // Trimmed that far already.
+  RETURN_IF_ERROR(log_.Trim(election_.StillLeading(), through));
+  FLEET_LOG(INFO) << "replicated log: entries through " << through << " trimmed";
+  return absl::OkStatus();
+}
+
+absl::Status Replica::FetchSnapshot() {
+  if (options_.snapshot_file.empty()) {
+    return absl::FailedPreconditionError(
+        "this replica's store is behind the log's first entry and no snapshot file is set");
+  }
+  ASSIGN_OR_RETURN(etcd::Snapshot snapshot, log_.ReadSnapshot());
+  if (!absl::StartsWith(snapshot.bytes, kSqliteHeader)) {
+    return absl::DataLossError(
+        absl::StrCat("the log's snapshot at entry ", snapshot.seq, " is not a SQLite database"));
+  }
+  const std::string partial = options_.snapshot_file + ".partial";
+  RETURN_IF_ERROR(WriteDurably(partial, snapshot.bytes));
+  std::error_code error;
+  std::filesystem::rename(partial, options_.snapshot_file, error);
+  if (error) {
+    return absl::InternalError(absl::StrCat("cannot rename ", partial, " to ",
+                                            options_.snapshot_file, ": ", error.message()));
+  }
+  SyncDirectoryOf(options_.snapshot_file);
+  FLEET_LOG(WARNING) << "replica " << options_.advertise << " fetched the log's snapshot at entry "
+                     << snapshot.seq << " (" << Bytes(static_cast<int64_t>(snapshot.bytes.size()))
+                     << ") into " << options_.snapshot_file << "; it restarts to load it";
+  return absl::OkStatus();
+}
+
+absl::Status InstallFetchedSnapshot(const std::string& snapshot_file, const std::string& db_path) {
+  std::error_code error;
+  if (snapshot_file.empty() || !std::filesystem::exists(snapshot_file, error)) {
+    return absl::OkStatus();
+  }
+  // The old database's write-ahead log goes first: replayed into the snapshot, it would
+  // corrupt it.
+  for (const char* suffix : {"-wal", "-shm"}) {
+    std::filesystem::remove(db_path + suffix, error);
+    if (error) {
+      return absl::InternalError(absl::StrCat("cannot remove ", db_path, suffix,
+                                              " to load the fetched snapshot: ", error.message()));
+    }
+  }
+  std::filesystem::rename(snapshot_file, db_path, error);
+  if (error) {
+    return absl::InternalError(absl::StrCat("cannot put the fetched snapshot ", snapshot_file,
+                                            " in place of ", db_path, ": ", error.message()));
+  }
+  FLEET_LOG(WARNING) << "state database " << db_path
+                     << " replaced by the replicated log's snapshot";
+  return absl::OkStatus();
 }
 
 Replica::Status Replica::Current() const {

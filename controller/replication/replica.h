@@ -20,17 +20,28 @@
 //   single fleetd does at start (requests arriving meanwhile are taken as they are there).
 //   Until the fence opens every effect is refused UNAVAILABLE "taking over".
 // - Any change of leadership after the campaign was won (lost, even if won again before the
-//   takeover thread looked) deposes the replica: the fence closes at once, and `on_deposed`
-//   is called once, on the takeover thread, after `on_leading` if that was running. The
-//   daemon exits so that its supervisor starts it again as a follower, with nothing in memory
-//   from its reign. A replica never leads twice in one life.
+//   takeover thread looked) deposes the replica: the fence closes at once, and `on_restart`
+//   is called, on the takeover thread, after `on_leading` if that was running. The daemon
+//   exits so that its supervisor starts it again as a follower, with nothing in memory from
+//   its reign. A replica never leads twice in one life.
+// - Upkeep runs on a thread of its own every `upkeep_interval`. On the leader, once
+//   `snapshot_every` entries were appended since the log's newest snapshot, it copies its
+//   store (StorageControl::SnapshotTo) into the log as the newest snapshot and trims the
+//   entries before the last `keep_entries`, so etcd's space stays bounded however long the
+//   site runs. On any replica whose store is behind the log's first kept entry (away past a
+//   trim, or new), it writes the log's newest snapshot to `snapshot_file` (whole, then
+//   renamed into place) and calls `on_restart`: the daemon exits, and at its next start
+//   InstallFetchedSnapshot puts the file in place of its database before opening it. It
+//   then follows the log from the snapshot's entry on.
+// - `on_restart` is called at most once per Replica, with the reason.
 // - A replica whose store cannot follow the log (an entry that does not apply, or a position
 //   behind the log's first entry) does not campaign, or resigns if it won; it stays a follower
-//   that serves what it has, its `replica` health DOWN, and `on_deposed` is not called.
+//   that serves what it has, its `replica` health DOWN, until upkeep fetches a snapshot (for a
+//   position behind the first entry; an entry that does not apply needs an operator).
 // - Stop() closes the fence, resigns at once when leading (the lease is revoked, so another
 //   replica takes over without waiting out the TTL), then stops the campaign, the takeover
-//   (waiting for `on_leading` if it is running) and the follower loop; `on_deposed` is not
-//   called for it. Idempotent, from one thread; the destructor calls it.
+//   (waiting for `on_leading` if it is running), the upkeep and the follower loop;
+//   `on_restart` is not called for it. Idempotent, from one thread; the destructor calls it.
 // - Current() and Health() read what the threads last saw, except Health's etcd members,
 //   which are asked live (bounded by the client's request timeout).
 #ifndef FLEET_CONTROLLER_REPLICATION_REPLICA_H_
@@ -71,7 +82,19 @@ struct ReplicaOptions {
   absl::Duration margin = absl::Seconds(1);
   // How often a follower applies what the log holds past its position.
   absl::Duration poll = absl::Milliseconds(50);
+  // Snapshots and trims (the contract's upkeep): entries between two snapshots (0: none
+  // taken), entries kept before the newest when trimming, where a replica behind the log
+  // writes the snapshot it fetches ("": none fetched), and how often upkeep looks.
+  uint64_t snapshot_every = 10000;
+  uint64_t keep_entries = 1000;
+  std::string snapshot_file;
+  absl::Duration upkeep_interval = absl::Seconds(1);
 };
+
+// Before the store at `db_path` is opened: when a snapshot was fetched into `snapshot_file`
+// (Replica's upkeep), puts it in place of the database (its write-ahead log removed first, so
+// nothing of the old database is replayed into it). OK when there is none.
+absl::Status InstallFetchedSnapshot(const std::string& snapshot_file, const std::string& db_path);
 
 class Replica {
  public:
@@ -90,11 +113,11 @@ class Replica {
 
   // `store` outlives this. Once; before Campaign.
   void Follow(store::StorageControl* store);
-  // `on_leading` and `on_deposed` as in the contract (either may be empty); `on_leading`'s
+  // `on_leading` and `on_restart` as in the contract (either may be empty); `on_leading`'s
   // error is logged and the replica leads on (what it could not do, the periodic passes
   // retry). Once, after Follow.
-  void Campaign(std::function<absl::Status()> on_leading, std::function<void()> on_deposed)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  void Campaign(std::function<absl::Status()> on_leading,
+                std::function<void(const std::string& why)> on_restart) ABSL_LOCKS_EXCLUDED(mu_);
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
 
   enum class Role { kFollower, kTakingOver, kLeader };
@@ -120,6 +143,15 @@ class Replica {
   bool CatchUpAsLeader(int64_t generation) ABSL_LOCKS_EXCLUDED(mu_);
   // Whether `status`, from catching up, means the store can never follow the log.
   static bool CannotFollow(const absl::Status& status);
+  void RunUpkeep() ABSL_LOCKS_EXCLUDED(mu_);
+  // The leader's snapshot and trim, when due.
+  absl::Status SnapshotIfDue();
+  // Trims the entries before the last keep_entries up to `snapshot`, unless done already.
+  absl::Status TrimBefore(uint64_t snapshot, const etcd::LogBounds& bounds);
+  // A replica behind the log's first entry: fetches the newest snapshot into snapshot_file.
+  absl::Status FetchSnapshot();
+  // Calls on_restart_ once.
+  void Restart(const std::string& why) ABSL_LOCKS_EXCLUDED(mu_);
 
   const ReplicaOptions options_;
   const std::unique_ptr<etcd::EtcdClient> client_;
@@ -141,9 +173,12 @@ class Replica {
   Role role_ ABSL_GUARDED_BY(mu_) = Role::kFollower;
   // Every change of leadership counts one: the takeover's generation.
   int64_t leader_changes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool restarting_ ABSL_GUARDED_BY(mu_) = false;  // on_restart_ was called.
+  store::StorageControl* store_ = nullptr;        // Set by Follow.
   std::function<absl::Status()> on_leading_;
-  std::function<void()> on_deposed_;
+  std::function<void(const std::string&)> on_restart_;
   std::thread takeover_;
+  std::thread upkeep_;
 };
 
 // "follower", "taking over", "leader".

@@ -2,7 +2,9 @@
 // of pruning is in controller/store/pruning.h.
 #include <cstdint>
 #include <memory>
+#include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
 #include "controller/store/changesets.h"
@@ -56,6 +58,17 @@ class SqliteStorageControl final : public StorageControl {
   absl::StatusOr<uint64_t> ReplicaPosition() override {
     absl::MutexLock lock(&connection_.mu());
     return AppliedEntry(connection_.db());
+  }
+
+  absl::StatusOr<uint64_t> SnapshotTo(const std::string& path) override {
+    absl::MutexLock lock(&connection_.mu());
+    ASSIGN_OR_RETURN(uint64_t position, AppliedEntry(connection_.db()));
+    ASSIGN_OR_RETURN(Statement copy, connection_.db().Prepare("VACUUM INTO ?1"));
+    copy.Bind(1, path);
+    if (absl::Status s = copy.Step().status(); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("store: snapshot to ", path, ": ", s.message()));
+    }
+    return position;
   }
 
  private:

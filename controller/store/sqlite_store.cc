@@ -178,6 +178,9 @@ class SqliteStore final : public Store {
     return storage_->ApplyReplicated(entry, changeset);
   }
   absl::StatusOr<uint64_t> ReplicaPosition() override { return storage_->ReplicaPosition(); }
+  absl::StatusOr<uint64_t> SnapshotTo(const std::string& path) override {
+    return storage_->SnapshotTo(path);
+  }
 
  private:
   StoreConnection connection_;  // Declared first: the aggregates use it until they end.

@@ -74,6 +74,11 @@ class StorageControl {
   virtual absl::Status ApplyReplicated(uint64_t entry, const std::string& changeset) = 0;
   // The last entry of the replicated log this store holds (0: none).
   virtual absl::StatusOr<uint64_t> ReplicaPosition() = 0;
+  // Writes a copy of the whole database to `path`, which must not exist (SQLite's VACUUM
+  // INTO: compact, and a database on its own, with no write-ahead log), and returns the
+  // position it holds: the state after that entry of the replicated log (the log's snapshot,
+  // docs/ha.md). Every other read and write of the store waits while the copy is made.
+  virtual absl::StatusOr<uint64_t> SnapshotTo(const std::string& path) = 0;
 };
 
 }  // namespace fleet::store

@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/leader_health.h"
+#include "controller/etcd/replicated_log.h"
 #include "controller/fleetd/config.h"
 #include "controller/fleetd/daemon.h"
 #include "controller/fleetd/demo.h"
@@ -77,7 +78,8 @@ class ReplicatedFleetd : public ::testing::Test {
     }
   }
 
-  void StartReplica(int i, absl::Duration lease = absl::Seconds(2)) {
+  void StartReplica(int i, absl::Duration lease = absl::Seconds(2),
+                    std::vector<std::string> extra = {}) {
     Replica& r = replicas_[i];
     const etcd::EtcdOptions etcd = etcd_->ClientOptions();
     std::vector<std::string> argv = {BinaryPath("fleetd"),
@@ -108,6 +110,7 @@ class ReplicatedFleetd : public ::testing::Test {
                                      std::to_string(absl::ToInt64Seconds(lease)),
                                      "--leader-margin-ms",
                                      "500"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
     absl::StatusOr<std::unique_ptr<Daemon>> started = Daemon::Start(argv);
     ASSERT_TRUE(started.ok()) << started.status();
     r.process = std::move(*started);
@@ -289,7 +292,7 @@ TEST_F(ReplicatedFleetd, AStoppedLeaderIsReplacedAndExitsWhenItWakes) {
   ASSERT_EQ(::kill(replicas_[0].process->pid(), SIGCONT), 0);
   absl::StatusOr<int> exit_code = replicas_[0].process->Wait(absl::Seconds(20));
   ASSERT_TRUE(exit_code.ok()) << exit_code.status();
-  EXPECT_EQ(*exit_code, fleetd::kExitDeposed);
+  EXPECT_EQ(*exit_code, fleetd::kExitRestart);
   EXPECT_THAT(replicas_[0].process->Stderr(), HasSubstr("lost the leadership"));
   replicas_[0].process.reset();
   EXPECT_EQ(SwitchChanges(), changes);
@@ -329,7 +332,7 @@ TEST_F(ReplicatedFleetd, WithoutQuorumChangesAreRefusedReadsServedAndAllResumesA
   // test) starts it again, and it serves reads from its store while no replica can lead.
   absl::StatusOr<int> exit_code = replicas_[0].process->Wait(absl::Seconds(20));
   ASSERT_TRUE(exit_code.ok()) << exit_code.status();
-  EXPECT_EQ(*exit_code, fleetd::kExitDeposed);
+  EXPECT_EQ(*exit_code, fleetd::kExitRestart);
   replicas_[0].process.reset();
   ASSERT_NO_FATAL_FAILURE(StartReplica(0, absl::Seconds(5)));
   EXPECT_TRUE(StateIs(0, id, v1::ALLOCATION_STATE_READY));
@@ -356,6 +359,47 @@ TEST_F(ReplicatedFleetd, WithoutQuorumChangesAreRefusedReadsServedAndAllResumesA
   }
   EXPECT_TRUE(Eventually([&] { return StateIs(0, id, v1::ALLOCATION_STATE_RELEASED); }));
   EXPECT_GT(SwitchChanges(), changes);
+}
+
+TEST_F(ReplicatedFleetd, TheLogIsTrimmedAndANewReplicaStartsFromItsSnapshot) {
+  // Snapshots every 5 entries, 2 kept before each: a few changes trim the log.
+  const std::vector<std::string> often = {"--log-snapshot-every", "5", "--log-keep-entries", "2"};
+  ASSERT_NO_FATAL_FAILURE(StartReplica(0, absl::Seconds(2), often));
+  ASSERT_EQ(AwaitLeader(), 0);
+  ASSERT_NO_FATAL_FAILURE(StartAgents());
+  ASSERT_TRUE(Eventually([&] { return testing::ConnectedAgents(replicas_[0].address) == 7; }));
+  const std::string released = RequestRing(0);
+  ASSERT_FALSE(released.empty());
+  ASSERT_EQ(Fleetctl(0, {"topology", "release", released, "--wait"}).exit_code, 0);
+  const std::string ready = RequestRing(0);
+  ASSERT_FALSE(ready.empty());
+  std::unique_ptr<etcd::EtcdClient> client = *etcd::EtcdClient::Connect(etcd_->ClientOptions());
+  etcd::ReplicatedLog log(client.get());
+  absl::StatusOr<etcd::LogBounds> bounds;
+  ASSERT_TRUE(Eventually([&] {
+    bounds = log.Bounds();
+    return bounds.ok() && bounds->first > 1 && bounds->snapshot >= bounds->first - 1;
+  })) << "the log was never trimmed";
+
+  // A new replica, its store empty, is behind the log's first entry: it fetches the snapshot
+  // and asks to be started again; started again, it loads it and follows from there.
+  ASSERT_NO_FATAL_FAILURE(StartReplica(1, absl::Seconds(2), often));
+  absl::StatusOr<int> exit_code = replicas_[1].process->Wait(absl::Seconds(20));
+  ASSERT_TRUE(exit_code.ok()) << exit_code.status();
+  EXPECT_EQ(*exit_code, fleetd::kExitRestart);
+  EXPECT_THAT(replicas_[1].process->Stderr(), HasSubstr("fetched the log's snapshot"));
+  replicas_[1].process.reset();
+  ASSERT_NO_FATAL_FAILURE(StartReplica(1, absl::Seconds(2), often));
+  EXPECT_TRUE(Eventually([&] { return StateIs(1, ready, v1::ALLOCATION_STATE_READY); }));
+  EXPECT_TRUE(StateIs(1, released, v1::ALLOCATION_STATE_RELEASED));
+  EXPECT_EQ(Gauge(1, "fleet_ha_following"), 1);
+  EXPECT_TRUE(Eventually([&] { return Gauge(1, "fleet_ha_log_lag_entries") == 0; }));
+  // And it changes the fabric as the leader after a takeover.
+  ASSERT_TRUE(replicas_[0].process->Stop(SIGTERM).ok());
+  replicas_[0].process.reset();
+  ASSERT_EQ(AwaitLeader(), 1);
+  ASSERT_TRUE(Eventually([&] { return testing::ConnectedAgents(replicas_[1].address) == 7; }));
+  EXPECT_EQ(Fleetctl(1, {"topology", "release", ready, "--wait"}).exit_code, 0);
 }
 
 TEST_F(ReplicatedFleetd, SigtermHandsOverWithoutWaitingOutTheLease) {

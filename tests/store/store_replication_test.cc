@@ -120,6 +120,36 @@ TEST_F(StoreReplicationTest, EveryKindOfWriteReachesTheReplicaAsOneEntryInOrder)
   EXPECT_EQ(AppliedEntry(**writer).value_or(0), log_->entries().back());
 }
 
+// The log's snapshot (docs/ha.md): a copy of the whole database with the position it holds,
+// which a replica loads in place of its own and follows the log from.
+TEST_F(StoreReplicationTest, ASnapshotIsTheDatabaseAtThePositionItReturns) {
+  WriteSite();
+  ASSERT_THAT(
+      store_->CreateAllocation(MakeAllocation("a1", "tenant-a", v1::ALLOCATION_STATE_PROGRAMMING,
+                                              {"h1-cpu0", "gpu0"}, {CpuToGpu()}),
+                               kOperator),
+      IsOk());
+  const std::string copy = dir_.File("snapshot.db");
+  absl::StatusOr<uint64_t> position = store_->SnapshotTo(copy);
+  ASSERT_TRUE(position.ok()) << position.status();
+  EXPECT_EQ(*position, log_->entries().back());
+  absl::StatusOr<std::unique_ptr<Database>> snapshot = Database::Open(copy);
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  EXPECT_EQ(Dump(**snapshot), WriterDump());
+  EXPECT_EQ(AppliedEntry(**snapshot).value_or(0), *position);
+  snapshot->reset();
+  // A store opened on it goes on from there: the next entry applies.
+  ASSERT_THAT(store_->UpdateAllocation(ReleaseOf("a1"), kOperator).status(), IsOk());
+  fleet::testing::FakeClock clock;
+  absl::StatusOr<std::unique_ptr<Store>> loaded = OpenSqliteStore({.path = copy, .clock = &clock});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ((*loaded)->ReplicaPosition().value_or(0), *position);
+  // A file already there is not overwritten.
+  const absl::StatusOr<uint64_t> again = store_->SnapshotTo(copy);
+  EXPECT_FALSE(again.ok());
+  EXPECT_THAT(std::string(again.status().message()), ::testing::HasSubstr(copy));
+}
+
 // What a follower serves comes from its desired state and commit feed, kept in memory: they
 // follow the applied entries as the leader's follow its own commits.
 TEST_F(StoreReplicationTest, AFollowersReadsAndWatchersSeeWhatTheLeadersDo) {
