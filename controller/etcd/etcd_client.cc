@@ -104,6 +104,14 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const EtcdOption
 
 template <typename Call>
 absl::Status EtcdClient::OnSomeMember(Kind kind, const std::string& what, Call call) {
+  const absl::Time started = absl::Now();
+  absl::Status status = TryMembers(kind, what, std::move(call));
+  if (options_.observe) options_.observe(kind == Kind::kWrite, absl::Now() - started, status);
+  return status;
+}
+
+template <typename Call>
+absl::Status EtcdClient::TryMembers(Kind kind, const std::string& what, Call call) {
   const absl::Time deadline = absl::Now() + options_.request_timeout;
   size_t first;
   {

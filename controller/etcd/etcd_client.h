@@ -26,6 +26,7 @@
 #define FLEET_CONTROLLER_ETCD_ETCD_CLIENT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,6 +51,9 @@ struct EtcdOptions {
   std::string key_file;
   // How long one call may take in all, across the members it tries.
   absl::Duration request_timeout = absl::Seconds(5);
+  // Told of every call when it ends: whether it was a write, how long it took in all, and its
+  // status (for metrics). Called on the caller's thread; must be cheap. Empty: nobody.
+  std::function<void(bool write, absl::Duration took, const absl::Status& status)> observe;
 };
 
 // A lease granted by etcd: keys put with it are deleted when it expires.
@@ -131,6 +135,9 @@ class EtcdClient {
   enum class Kind { kRead, kWrite };
   template <typename Call>
   absl::Status OnSomeMember(Kind kind, const std::string& what, Call call);
+  // OnSomeMember's work, without telling options_.observe.
+  template <typename Call>
+  absl::Status TryMembers(Kind kind, const std::string& what, Call call);
 
   const EtcdOptions options_;
   std::vector<Member> members_;

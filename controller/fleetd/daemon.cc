@@ -128,8 +128,21 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
   std::unique_ptr<Fleetd> d(new Fleetd());
   // Before the database is opened: a second fleetd must not even migrate it.
   ASSIGN_OR_RETURN(d->state_lock_, StateDirLock::Acquire(config.state_dir));
+  d->registry_ = std::make_shared<prometheus::Registry>();
+  prometheus::BuildGauge()
+      .Name("fleet_build_info")
+      .Help("fleetd build; the value is always 1")
+      .Register(*d->registry_)
+      .Add({{"version", kVersion}})
+      .Set(1);
+  d->metrics_ = std::make_unique<metrics::ControllerMetrics>(*d->registry_);
   if (!config.etcd.empty()) {
-    ASSIGN_OR_RETURN(d->replica_, replication::Replica::Create(ReplicaOptionsOf(config)));
+    replication::ReplicaOptions options = ReplicaOptionsOf(config);
+    options.etcd.observe = [metrics = d->metrics_.get()](bool write, absl::Duration took,
+                                                         const absl::Status& status) {
+      metrics->EtcdCall(write ? "write" : "read", took, status.ok());
+    };
+    ASSIGN_OR_RETURN(d->replica_, replication::Replica::Create(std::move(options)));
     // Before the store's first write: a replica acts only once it leads and has caught up.
     d->commit_point_.SetFence(d->replica_->Fence());
   }
@@ -148,14 +161,6 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
   FLEET_LOG(INFO) << "state database " << db_path << " open";
   // Caught up with the log before anything reads the store.
   if (d->replica_) d->replica_->Follow(d->store_.get());
-  d->registry_ = std::make_shared<prometheus::Registry>();
-  prometheus::BuildGauge()
-      .Name("fleet_build_info")
-      .Help("fleetd build; the value is always 1")
-      .Register(*d->registry_)
-      .Add({{"version", kVersion}})
-      .Set(1);
-  d->metrics_ = std::make_unique<metrics::ControllerMetrics>(*d->registry_);
   std::vector<std::shared_ptr<prometheus::Collectable>> scraped = {
       d->registry_, metrics::NewStoreStateCollector(d->store_.get(), d->store_.get())};
   if (d->replica_) scraped.push_back(ReplicaGauges(d->replica_.get()));

@@ -76,14 +76,14 @@ class Fleetd {
   std::unique_ptr<StateDirLock> state_lock_;  // Declared first: let go last.
   // Every store write, switch command and agent command passes it; outlives them all.
   CommitPoint commit_point_;
+  // Before everything that updates them, so they are destroyed after it.
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<metrics::ControllerMetrics> metrics_;
   // A replica of a replicated site (config.etcd set), else null. Its fence is commit_point_'s;
   // the store appends to its log. Stopped first in Shutdown.
   std::unique_ptr<replication::Replica> replica_;
   std::atomic<bool> restart_requested_{false};
   std::unique_ptr<store::Store> store_;
-  // Before everything that updates them, so they are destroyed after it.
-  std::shared_ptr<prometheus::Registry> registry_;
-  std::unique_ptr<metrics::ControllerMetrics> metrics_;
   std::unique_ptr<store::Retention> retention_;  // Prunes store_; reports to metrics_.
   std::unique_ptr<inventory::InventoryApplier> applier_;
   std::unique_ptr<switch_registry::SwitchRegistry> switches_;

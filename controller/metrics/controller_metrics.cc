@@ -149,6 +149,11 @@ ControllerMetrics::ControllerMetrics(prometheus::Registry& registry)
       switch_duration_(Register(prometheus::BuildHistogram(), registry,
                                 "fleet_switch_command_duration_seconds",
                                 "Time a switch command took, reply included")),
+      etcd_duration_(Register(prometheus::BuildHistogram(), registry,
+                              "fleet_ha_etcd_request_duration_seconds",
+                              "Time a replica's call to etcd took, by kind (read, write)")),
+      etcd_errors_(Register(prometheus::BuildCounter(), registry, "fleet_ha_etcd_errors_total",
+                            "A replica's calls to etcd that failed, by kind (read, write)")),
       switch_up_(Register(prometheus::BuildGauge(), registry, "fleet_switch_up",
                           "1 when the last command reached the switch, 0 when it could not")),
       agents_connected_(Register(prometheus::BuildGauge(), registry, "fleet_agents_connected",
@@ -321,6 +326,11 @@ void ControllerMetrics::RetentionPassed(const store::RetentionPass& pass) {
   }
   retention_passes_.Add({{"outcome", pass.status.ok() ? "ok" : "failed"}}).Increment();
   retention_pass_duration_.Set(Seconds(pass.took));
+}
+
+void ControllerMetrics::EtcdCall(const std::string& kind, absl::Duration took, bool ok) {
+  etcd_duration_.Add({{"kind", kind}}, DurationBuckets()).Observe(Seconds(took));
+  if (!ok) etcd_errors_.Add({{"kind", kind}}).Increment();
 }
 
 std::shared_ptr<prometheus::Collectable> NewScrapedGauges(

@@ -85,6 +85,9 @@ class ControllerMetrics {
   void AuthDenied(const std::string& role, const std::string& permission);
   // A reload of the CA bundle and the policy: "ok" or "failed" (the old ones stay).
   void AuthReloaded(const std::string& result);
+  // A call of a replica to etcd (docs/ha.md) of `kind` ("read" or "write") took `took` in
+  // all, members tried included, and ended `ok` or not.
+  void EtcdCall(const std::string& kind, absl::Duration took, bool ok);
 
  private:
   prometheus::Family<prometheus::Counter>& rpc_requests_;
@@ -98,6 +101,8 @@ class ControllerMetrics {
   prometheus::Family<prometheus::Counter>& switch_commands_;
   prometheus::Family<prometheus::Counter>& switch_errors_;
   prometheus::Family<prometheus::Histogram>& switch_duration_;
+  prometheus::Family<prometheus::Histogram>& etcd_duration_;
+  prometheus::Family<prometheus::Counter>& etcd_errors_;
   prometheus::Family<prometheus::Gauge>& switch_up_;
   prometheus::Gauge& agents_connected_;
   prometheus::Family<prometheus::Counter>& link_retrains_;

@@ -128,7 +128,7 @@ class ReplicatedFleetd : public ::testing::Test {
     ASSERT_TRUE(demo_->StartAgents(absl::StrJoin(all, ",")).ok());
   }
 
-  // A gauge of replica `i`'s /metrics; -1 when it cannot be read.
+  // A series of replica `i`'s /metrics (NAME or NAME{LABELS}); -1 when it cannot be read.
   double Gauge(int i, const std::string& name) {
     if (!replicas_[i].process) return -1;
     absl::StatusOr<std::string> text = testing::HttpGet(replicas_[i].metrics, "/metrics");
@@ -235,6 +235,9 @@ TEST_F(ReplicatedFleetd, FollowerServesReadsRefusesChangesAndTakesOverWhenTheLea
   // leader; nothing of the allocation changes.
   ASSERT_TRUE(Eventually([&] { return StateIs(1, id, v1::ALLOCATION_STATE_READY); }));
   EXPECT_EQ(Gauge(1, "fleet_ha_leader"), 0);
+  // The leader's appends are timed: each of its commits waited for one.
+  EXPECT_GT(Gauge(0, "fleet_ha_etcd_request_duration_seconds_count{kind=\"write\"}"), 0);
+  EXPECT_GT(Gauge(1, "fleet_ha_etcd_request_duration_seconds_count{kind=\"read\"}"), 0);
   const CommandResult refused = Fleetctl(1, {"topology", "release", id});
   EXPECT_EQ(refused.exit_code, 1);
   EXPECT_THAT(refused.err, HasSubstr("UNAVAILABLE"));

@@ -32,9 +32,10 @@ TEST_P(EngineEndToEndTest, DryRunAndRefusedRequestsLeaveTheSwitchAlone) {
   const int64_t changes = SwitchChanges();
   CommandResult dry = Fleetctl({"topology", "request", "-f", kRing, "--dry-run"});
   ASSERT_EQ(dry.exit_code, 0) << dry.err;
-  const std::string bad = config_.state_dir + "/../bad-ring.yaml";
-  std::ofstream(bad) << "tenant: t\ntopology:\n  template:\n    kind: ring-unidirectional\n"
-                        "    members: [gpu1, gpu42]\n";
+  const std::string bad =
+      testing::WriteFile("bad-ring",
+                         "tenant: t\ntopology:\n  template:\n    kind: ring-unidirectional\n"
+                         "    members: [gpu1, gpu42]\n");
   CommandResult refused = Fleetctl({"topology", "request", "-f", bad});
   EXPECT_EQ(refused.exit_code, 1);
   EXPECT_THAT(refused.err, HasSubstr("gpu42"));

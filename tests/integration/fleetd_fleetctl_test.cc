@@ -55,7 +55,7 @@ class FleetdFleetctlTest : public ::testing::Test {
   }
 
   std::string WriteFile(const std::string& name, const std::string& text) {
-    const std::string path = state_dir_ + "/../" + name;
+    const std::string path = testing::FreshDirectory("file") + "/" + name;
     std::ofstream(path) << text;
     return path;
   }

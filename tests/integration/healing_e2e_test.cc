@@ -18,11 +18,11 @@ class HealingEndToEndTest : public EngineEndToEnd {
     EngineEndToEnd::SetUp();
     if (HasFatalFailure()) return;
     // A ring of four of the eight GPUs that replaces one failed member with a free GPU.
-    healing_ring_ = config_.state_dir + "/../healing-ring.yaml";
-    std::ofstream(healing_ring_) << "tenant: team-a\nname: healing-ring\n"
-                                    "on_failure: {replace: true, within: 2s}\n"
-                                    "topology:\n  template:\n    kind: ring-unidirectional\n"
-                                    "    members: [gpu1, gpu2, gpu3, gpu4]\n";
+    healing_ring_ = testing::WriteFile("healing-ring",
+                                       "tenant: team-a\nname: healing-ring\n"
+                                       "on_failure: {replace: true, within: 2s}\n"
+                                       "topology:\n  template:\n    kind: ring-unidirectional\n"
+                                       "    members: [gpu1, gpu2, gpu3, gpu4]\n");
   }
 
   // The egress of O-NIC `onic` port 1's rx fiber.
@@ -102,10 +102,11 @@ TEST_P(HealingEndToEndTest, ADeviceTheOperatorFailsIsReplacedAndShownFailed) {
 }
 
 TEST_P(HealingEndToEndTest, WithNoSpareTheRingStaysDegradedSayingWhy) {
-  const std::string all = config_.state_dir + "/../all-gpus.yaml";
-  std::ofstream(all) << "tenant: team-a\non_failure: {replace: true, within: 1s}\n"
-                        "topology:\n  template:\n    kind: ring-unidirectional\n"
-                        "    members:\n      count: [{kind: gpu, count: 8}]\n";
+  const std::string all =
+      testing::WriteFile("all-gpus",
+                         "tenant: team-a\non_failure: {replace: true, within: 1s}\n"
+                         "topology:\n  template:\n    kind: ring-unidirectional\n"
+                         "    members:\n      count: [{kind: gpu, count: 8}]\n");
   const std::string id = RequestRing(all);
   ASSERT_EQ(WaitFor(id, v1::ALLOCATION_STATE_READY).state(), v1::ALLOCATION_STATE_READY);
   ASSERT_NO_FATAL_FAILURE(
