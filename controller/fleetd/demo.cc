@@ -18,9 +18,12 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/free_ports.h"
 #include "common/http_client.h"
 #include "common/status_macros.h"
+#include "controller/etcd/etcd_member.h"
 #include "controller/inventory/inventory.h"
 
 namespace fleet::fleetd {
@@ -42,6 +45,11 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(
     // them SIGTERM when it dies (and fleetd may have died before this line ran).
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent) _exit(1);
+    // The caller blocks its shutdown signals to wait for them; a child starts with none blocked
+    // (the mask survives exec), so that SIGTERM stops it.
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
     std::vector<char*> args;
     for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
@@ -230,6 +238,46 @@ absl::StatusOr<std::unique_ptr<Demo>> Demo::Prepare(FleetdConfig& config,
   config.inventory = demo->inventory_path_;
   config.switch_credentials = credentials;
   return demo;
+}
+
+absl::Status Demo::StartEtcd(int members, FleetdConfig& config) {
+  if (!pki_)
+    return absl::FailedPreconditionError("a replicated demo runs with TLS, not --insecure");
+  RETURN_IF_ERROR(etcd::EtcdInstalled());
+  RETURN_IF_ERROR(pki_->IssueEtcd());
+  const etcd::EtcdClusterFiles files = {.ca_file = pki_->ca_file(),
+                                        .cert_file = pki_->pki_dir() + "/etcd-server.pem",
+                                        .key_file = pki_->pki_dir() + "/etcd-server.key"};
+  ASSIGN_OR_RETURN(const std::vector<int> ports, FreeLoopbackPorts(2 * members));
+  std::vector<etcd::EtcdMember> cluster;
+  for (int i = 0; i < members; ++i) {
+    const std::string name = absl::StrCat("m", i);
+    cluster.push_back({.name = name,
+                       .data_dir = absl::StrCat(state_dir_, "/etcd-", name),
+                       .client = absl::StrCat("127.0.0.1:", ports[2 * i]),
+                       .peer = absl::StrCat("127.0.0.1:", ports[2 * i + 1])});
+  }
+  const std::string initial = etcd::InitialCluster(cluster);
+  std::vector<std::string> endpoints;
+  for (const etcd::EtcdMember& m : cluster) {
+    ASSIGN_OR_RETURN(std::unique_ptr<ChildProcess> member,
+                     ChildProcess::Start(etcd::EtcdMemberArgv(m, initial, "new", files),
+                                         absl::StrCat(state_dir_, "/etcd-", m.name, ".log")));
+    etcd_members_.push_back(std::move(member));
+    endpoints.push_back(m.client);
+  }
+  config.etcd = absl::StrJoin(endpoints, ",");
+  config.etcd_ca_file = pki_->ca_file();
+  config.etcd_cert_file = pki_->pki_dir() + "/etcd-client.pem";
+  config.etcd_key_file = pki_->pki_dir() + "/etcd-client.key";
+  etcd::EtcdOptions client;
+  client.ca_file = config.etcd_ca_file;
+  client.cert_file = config.etcd_cert_file;
+  client.key_file = config.etcd_key_file;
+  for (const std::string& endpoint : endpoints) {
+    RETURN_IF_ERROR(etcd::AwaitEtcdMember(client, endpoint, kChildStartTimeout));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Demo::StartAgents(const std::string& grpc_address) {

@@ -66,8 +66,15 @@ class Demo {
   static absl::StatusOr<std::unique_ptr<Demo>> Prepare(FleetdConfig& config,
                                                        const std::string& binary_dir,
                                                        const DemoOptions& options = {});
+  // For a replicated demo (fleet-demo-site): starts `members` etcd members (etcd_member.h) on
+  // loopback ports chosen now, their data under STATE/etcd-mN/, their clients held to
+  // certificates of the demo CA; waits until they have a leader; and points `config`'s etcd
+  // settings at them with fleetd's client certificate. FAILED_PRECONDITION under --insecure or
+  // where etcd is not installed.
+  absl::Status StartEtcd(int members, FleetdConfig& config);
   // Starts one emulated agent per host and per chassis of the inventory, dialing
-  // `grpc_address` with a certificate of its own (plaintext under --insecure).
+  // `grpc_address` (one fleetd, or replicas A,B,C) with a certificate of its own (plaintext under
+  // --insecure).
   absl::Status StartAgents(const std::string& grpc_address);
   // Stops the agent of `place` (a host or chassis) as a crash would leave it: gone. NOT_FOUND
   // for a place without an agent.
@@ -94,6 +101,7 @@ class Demo {
   std::string inventory_path_;
   std::vector<DemoSwitch> switches_;
   std::optional<DemoPki> pki_;  // Unset under --insecure.
+  std::vector<std::unique_ptr<ChildProcess>> etcd_members_;
   std::vector<std::unique_ptr<ChildProcess>> emulators_;
   std::vector<std::unique_ptr<ChildProcess>> agents_;  // Null while stopped (StopAgent).
   std::vector<std::pair<std::string, std::string>> agent_metrics_;

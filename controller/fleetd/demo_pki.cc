@@ -125,6 +125,17 @@ absl::Status DemoPki::IssueClient(const std::string& identity, const std::string
   return WritePair(absl::StrCat(pki_dir_, "/", name), pair);
 }
 
+absl::Status DemoPki::IssueEtcd() const {
+  pki::CertificateRequest members;
+  members.common_name = "etcd";
+  members.dns_names = {"localhost"};
+  members.ip_addresses = {"127.0.0.1"};
+  members.server = true;
+  ASSIGN_OR_RETURN(pki::KeyAndCertificate pair, pki::Issue(ca_, members));
+  RETURN_IF_ERROR(WritePair(pki_dir_ + "/etcd-server", pair));
+  return IssueClient("fleetd/etcd", "etcd-client");
+}
+
 absl::StatusOr<std::string> DemoPki::IssueAgent(const std::string& place) const {
   RETURN_IF_ERROR(IssueClient("agent/" + place, "agent-" + place));
   return absl::StrCat(pki_dir_, "/agent-", place);

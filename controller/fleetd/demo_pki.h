@@ -29,11 +29,18 @@ class DemoPki {
   // An agent's certificate for `place` (a host or chassis): PREFIX.pem and PREFIX.key under
   // pki/, returned as the PREFIX path.
   absl::StatusOr<std::string> IssueAgent(const std::string& place) const;
+  // The certificates of a replicated demo's etcd members (fleet-demo-site, docs/ha.md): their
+  // server certificate (localhost, 127.0.0.1) as pki/etcd-server.{pem,key} and the client
+  // certificate fleetd presents to them (spiffe://demo.fleet/fleetd/etcd) as
+  // pki/etcd-client.{pem,key}. Both chain to the demo CA, which the members trust.
+  absl::Status IssueEtcd() const;
   // Writes STATE/fleetctl.yaml with contexts demo (operator, current), demo-job (tenant
-  // team-a) and demo-viewer, all on `grpc_address`; returns its path.
+  // team-a) and demo-viewer, all on `grpc_address` (one fleetd, or replicas A,B,C); returns
+  // its path.
   absl::StatusOr<std::string> WriteFleetctlConfig(const std::string& grpc_address) const;
 
   const std::string& ca_file() const { return ca_file_; }
+  const std::string& pki_dir() const { return pki_dir_; }
 
  private:
   // Issues a client certificate for spiffe://demo.fleet/IDENTITY into pki/NAME.{pem,key}.

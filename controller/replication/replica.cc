@@ -403,9 +403,16 @@ std::vector<v1::ComponentHealth> Replica::Health() {
   v1::ComponentHealth& replica = out.emplace_back();
   replica.set_name("replica");
   const uint64_t lag = status.log.head - status.log.position;
+  // The key may still name this replica after it restarted within its old lease.
+  std::string leader = "leader " + status.leader;
+  if (status.leader.empty()) {
+    leader = "leader unknown";
+  } else if (status.leader == status.self) {
+    leader = status.role != Role::kFollower ? "this replica leads"
+                                            : leader + " (this replica's earlier run)";
+  }
   std::string detail =
-      absl::StrCat(RoleName(status.role), " ", status.self, "; leader ",
-                   status.leader.empty() ? "unknown" : status.leader, "; log entry ",
+      absl::StrCat(RoleName(status.role), " ", status.self, "; ", leader, "; log entry ",
                    status.log.position, " of ", status.log.head, " (lag ", lag, ")");
   v1::ComponentHealth::State state = v1::ComponentHealth::STATE_OK;
   if (!status.log.stopped.ok()) {

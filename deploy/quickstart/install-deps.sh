@@ -3,6 +3,7 @@
 # Safe to run again: it installs only what is missing.
 #   install-deps.sh           everything: building, and every test's real programs
 #   install-deps.sh --build   only what building and `fleetd --demo` need (the demo command)
+#   install-deps.sh --ha      what building and the replicated demo (ha-demo.sh) need: etcd too
 #   install-deps.sh --python  what the Python client (build/clients/python) runs on, under
 #                             Debian's /usr/bin/python3
 set -euo pipefail
@@ -18,6 +19,8 @@ BUILD_PACKAGES=(
 # The Python client: gRPC and protobuf, and YAML for fleetctl's config file (the build makes
 # its stubs with the C++ build's protoc).
 PYTHON_PACKAGES=(python3-grpcio python3-protobuf python3-yaml)
+# Replicated fleetd (docs/ha.md): etcd 3.4 members, and etcdctl for operators.
+ETCD_PACKAGES=(etcd-server etcd-client)
 TEST_PACKAGES=(
   # The deploy/ checks: promtool, systemd-analyze (and python3-yaml, above, for
   # tests/deploy/check_deploy.py).
@@ -40,14 +43,15 @@ TEST_PACKAGES=(
   # tests/etcd: real etcd 3.4 members, and etcdctl for operators. Where systemd runs, Debian's
   # package enables its own etcd on 2379/2380; tests never touch it (they start their own
   # members on ports chosen at run time).
-  etcd-server etcd-client
+  "${ETCD_PACKAGES[@]}"
 )
 
 case "${1:-}" in
   --build) PACKAGES=("${BUILD_PACKAGES[@]}") ;;
+  --ha) PACKAGES=("${BUILD_PACKAGES[@]}" "${ETCD_PACKAGES[@]}") ;;
   --python) PACKAGES=("${PYTHON_PACKAGES[@]}") ;;
   "") PACKAGES=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
-  *) echo "install-deps: unknown argument '$1'; use --build, --python or nothing" >&2; exit 2 ;;
+  *) echo "install-deps: unknown argument '$1'; use --build, --ha, --python or nothing" >&2; exit 2 ;;
 esac
 
 missing=()

@@ -1,9 +1,5 @@
 #include "tests/etcd/etcd_cluster.h"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
@@ -11,35 +7,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/free_ports.h"
 #include "common/pki.h"
 
 namespace fleet::testing {
 namespace {
-
-constexpr char kEtcd[] = "/usr/bin/etcd";
-
-// Ports the kernel has just handed out, held together so that they differ.
-absl::StatusOr<std::vector<int>> FreePorts(int count) {
-  std::vector<int> fds;
-  std::vector<int> ports;
-  for (int i = 0; i < count; ++i) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof(address);
-    if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-        getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-      if (fd >= 0) close(fd);
-      for (int f : fds) close(f);
-      return absl::InternalError("cannot pick a free port");
-    }
-    fds.push_back(fd);
-    ports.push_back(ntohs(address.sin_port));
-  }
-  for (int f : fds) close(f);
-  return ports;
-}
 
 absl::Status WriteTo(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::trunc);
@@ -80,13 +52,7 @@ absl::Status MakePki(const std::string& dir, const std::string& name) {
 
 }  // namespace
 
-absl::Status EtcdCluster::CanStart() {
-  if (access(kEtcd, X_OK) != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(kEtcd, " not found: install Debian's etcd-server (deploy/quickstart)"));
-  }
-  return absl::OkStatus();
-}
+absl::Status EtcdCluster::CanStart() { return etcd::EtcdInstalled(); }
 
 absl::StatusOr<std::unique_ptr<EtcdCluster>> EtcdCluster::Start(int members,
                                                                 const std::string& dir) {
@@ -95,18 +61,19 @@ absl::StatusOr<std::unique_ptr<EtcdCluster>> EtcdCluster::Start(int members,
   cluster->dir_ = dir;
   if (absl::Status made = MakePki(dir, "site"); !made.ok()) return made;
   if (absl::Status made = MakePki(dir, "stranger"); !made.ok()) return made;
-  absl::StatusOr<std::vector<int>> ports = FreePorts(2 * members);
+  absl::StatusOr<std::vector<int>> ports = FreeLoopbackPorts(2 * members);
   if (!ports.ok()) return ports.status();
-  std::vector<std::string> peers;
   for (int i = 0; i < members; ++i) {
-    Member m;
+    etcd::EtcdMember m;
     m.name = absl::StrCat("m", i);
     m.client = absl::StrCat("127.0.0.1:", (*ports)[2 * i]);
     m.peer = absl::StrCat("127.0.0.1:", (*ports)[2 * i + 1]);
-    peers.push_back(absl::StrCat(m.name, "=http://", m.peer));
-    cluster->members_.push_back(std::move(m));
+    m.data_dir = absl::StrCat(dir, "/", m.name);
+    cluster->members_.push_back({std::move(m), nullptr});
   }
-  cluster->initial_cluster_ = absl::StrJoin(peers, ",");
+  std::vector<etcd::EtcdMember> all;
+  for (const Member& m : cluster->members_) all.push_back(m.spec);
+  cluster->initial_cluster_ = etcd::InitialCluster(all);
   for (int i = 0; i < members; ++i) {
     if (absl::Status launched = cluster->Launch(i, "new"); !launched.ok()) return launched;
   }
@@ -121,71 +88,27 @@ EtcdCluster::~EtcdCluster() = default;  // Each Daemon kills its member.
 absl::Status EtcdCluster::Launch(int member, const std::string& state) {
   Member& m = members_[member];
   const std::string site = dir_ + "/site";
-  absl::StatusOr<std::unique_ptr<Daemon>> process = Daemon::Start({
-      kEtcd,
-      "--name",
-      m.name,
-      "--data-dir",
-      absl::StrCat(dir_, "/", m.name),
-      "--listen-client-urls",
-      "https://" + m.client,
-      "--advertise-client-urls",
-      "https://" + m.client,
-      // Peers speak plaintext on loopback; what fleetd relies on is the clients' side.
-      "--listen-peer-urls",
-      "http://" + m.peer,
-      "--initial-advertise-peer-urls",
-      "http://" + m.peer,
-      "--initial-cluster",
-      initial_cluster_,
-      "--initial-cluster-state",
-      state,
-      "--initial-cluster-token",
-      "fleet-test",
-      "--cert-file",
-      site + "-server.pem",
-      "--key-file",
-      site + "-server-key.pem",
-      "--trusted-ca-file",
-      site + "-ca.pem",
-      "--client-cert-auth",
-      // Elections in well under a second, so tests of a lost leader do not wait long.
-      "--heartbeat-interval",
-      "50",
-      "--election-timeout",
-      "500",
-      "--logger",
-      "zap",
-      "--log-outputs",
-      "stderr",
-  });
+  absl::StatusOr<std::unique_ptr<Daemon>> process =
+      Daemon::Start(etcd::EtcdMemberArgv(m.spec, initial_cluster_, state,
+                                         {.ca_file = site + "-ca.pem",
+                                          .cert_file = site + "-server.pem",
+                                          .key_file = site + "-server-key.pem"}));
   if (!process.ok()) return process.status();
   m.process = std::move(*process);
   return absl::OkStatus();
 }
 
 absl::Status EtcdCluster::AwaitServing(int member) {
-  etcd::EtcdOptions options = ClientOptions();
-  options.endpoints = {members_[member].client};
-  options.request_timeout = absl::Seconds(1);
-  absl::StatusOr<std::unique_ptr<etcd::EtcdClient>> client = etcd::EtcdClient::Connect(options);
-  if (!client.ok()) return client.status();
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  absl::Status last;
-  while (absl::Now() < deadline) {
-    std::vector<etcd::MemberStatus> status = (*client)->Members();
-    last = status[0].reachable;
-    if (last.ok() && status[0].leader_id != 0) return absl::OkStatus();
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-  return absl::DeadlineExceededError(absl::StrCat(
-      "etcd member ", members_[member].name, " not serving with a leader within 30 s: ",
-      last.ToString(), "; its log:\n", members_[member].process->Stderr()));
+  absl::Status serving =
+      etcd::AwaitEtcdMember(ClientOptions(), members_[member].spec.client, absl::Seconds(30));
+  if (serving.ok()) return serving;
+  return absl::Status(serving.code(), absl::StrCat(serving.message(), "; its log:\n",
+                                                   members_[member].process->Stderr()));
 }
 
 etcd::EtcdOptions EtcdCluster::ClientOptions() const {
   etcd::EtcdOptions options;
-  for (const Member& m : members_) options.endpoints.push_back(m.client);
+  for (const Member& m : members_) options.endpoints.push_back(m.spec.client);
   options.ca_file = dir_ + "/site-ca.pem";
   options.cert_file = dir_ + "/site-client.pem";
   options.key_file = dir_ + "/site-client-key.pem";
@@ -202,7 +125,7 @@ etcd::EtcdOptions EtcdCluster::StrangerOptions() const {
 
 absl::Status EtcdCluster::Kill(int member) {
   Member& m = members_[member];
-  if (m.process == nullptr) return absl::FailedPreconditionError(m.name + " is not running");
+  if (m.process == nullptr) return absl::FailedPreconditionError(m.spec.name + " is not running");
   absl::StatusOr<int> stopped = m.process->Stop(SIGKILL);
   m.process.reset();
   return stopped.ok() ? absl::OkStatus() : stopped.status();
@@ -210,7 +133,7 @@ absl::Status EtcdCluster::Kill(int member) {
 
 absl::Status EtcdCluster::Restart(int member) {
   if (members_[member].process != nullptr) {
-    return absl::FailedPreconditionError(members_[member].name + " is running");
+    return absl::FailedPreconditionError(members_[member].spec.name + " is running");
   }
   // Its data directory holds its membership: "existing" is what an operator would pass.
   if (absl::Status launched = Launch(member, "existing"); !launched.ok()) return launched;

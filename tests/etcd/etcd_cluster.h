@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "controller/etcd/etcd_client.h"
+#include "controller/etcd/etcd_member.h"
 #include "tests/integration/subprocess.h"
 
 namespace fleet::testing {
@@ -31,7 +32,7 @@ class EtcdCluster {
   etcd::EtcdOptions ClientOptions() const;
   // The same, with a certificate of another CA (which the members must refuse).
   etcd::EtcdOptions StrangerOptions() const;
-  std::string endpoint(int member) const { return members_[member].client; }
+  std::string endpoint(int member) const { return members_[member].spec.client; }
 
   // Kills member `i` (SIGKILL: no goodbye to its peers).
   absl::Status Kill(int member);
@@ -40,9 +41,7 @@ class EtcdCluster {
 
  private:
   struct Member {
-    std::string name;
-    std::string client;  // 127.0.0.1:PORT
-    std::string peer;    // 127.0.0.1:PORT
+    etcd::EtcdMember spec;
     std::unique_ptr<Daemon> process;
   };
   EtcdCluster() = default;

@@ -14,7 +14,6 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <sstream>
 
 #include "absl/strings/match.h"
@@ -22,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/free_ports.h"
 
 namespace fleet::testing {
 namespace {
@@ -61,22 +61,8 @@ std::string ReadAll(int fd) {
 }  // namespace
 
 std::string PortOutsideEphemeralRange() {
-  int low = 32768;
-  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low;
-  std::mt19937 random(std::random_device{}());
-  std::uniform_int_distribution<int> pick(10000, std::max(10001, low - 1));
-  for (int tries = 0; tries < 100; ++tries) {
-    const int port = pick(random);
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-    ::close(fd);
-    if (free) return std::to_string(port);
-  }
-  return "0";  // The kernel's choice.
+  absl::StatusOr<std::vector<int>> port = FreeLoopbackPorts(1);
+  return port.ok() ? std::to_string(port->front()) : "0";  // Else the kernel's choice.
 }
 
 std::string BinaryPath(const std::string& name) { return std::string(FLEET_BIN_DIR) + "/" + name; }
