@@ -9,6 +9,9 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <set>
+
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -71,10 +74,34 @@ class ReplicatedFleetd : public ::testing::Test {
   }
 
   void TearDown() override {
+    if (demo_ != nullptr && !IsSkipped()) ExpectOneChangerAtATime();
     if (!HasFailure()) return;
     for (const Replica& r : replicas_) {
       if (r.process)
         std::cerr << "---- fleetd " << r.address << " stderr:\n" << r.process->Stderr();
+    }
+  }
+
+  // Every test ends checking the emulator's change log (/sim/v1/changes, in the order the
+  // switch took the changes): the clients that changed the switch did so one after another,
+  // never interleaved. A replica's session that changed the switch never does again once
+  // another has begun to: no deposed leader sent a change after its successor's first.
+  void ExpectOneChangerAtATime() {
+    absl::StatusOr<std::string> body =
+        testing::HttpGet(demo_->switches().front().rest, "/sim/v1/changes");
+    ASSERT_TRUE(body.ok()) << body.status();
+    const nlohmann::json log = nlohmann::json::parse(*body, nullptr, false);
+    ASSERT_TRUE(log.contains("changes")) << *body;
+    std::vector<std::string> turns;  // Origins in order, consecutive repeats as one.
+    for (const nlohmann::json& change : log["changes"]) {
+      const std::string origin = change.value("origin", "");
+      if (turns.empty() || turns.back() != origin) turns.push_back(origin);
+    }
+    std::set<std::string> seen;
+    for (const std::string& origin : turns) {
+      EXPECT_TRUE(seen.insert(origin).second)
+          << "'" << origin << "' changed the switch again after another client had: "
+          << absl::StrJoin(turns, " -> ");
     }
   }
 

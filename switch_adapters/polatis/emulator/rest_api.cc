@@ -488,6 +488,10 @@ HttpResponse RestApi::Simulation(const HttpRequest& request, absl::string_view p
     if (method == "GET") return GetCounters();
     return not_allowed("GET");
   }
+  if (parts.size() == 1 && parts[0] == "changes") {
+    if (method == "GET") return GetChanges();
+    return not_allowed("GET");
+  }
   if (parts.size() == 1 && parts[0] == "faults") {
     if (method == "PUT") return PutFaults(ParseBody(request.body));
     if (method == "DELETE") {
@@ -644,6 +648,17 @@ HttpResponse RestApi::GetLights(absl::string_view query) {
     lights.push_back(std::move(entry));
   }
   return Json(200, {{"lights", lights}, {"generation", generation}}, kJson);
+}
+
+HttpResponse RestApi::GetChanges() {
+  json changes = json::array();
+  for (const ChangeRecord& change : model_->Changes()) {
+    changes.push_back({{"at_unix_ms", absl::ToUnixMillis(change.at)},
+                       {"origin", change.origin},
+                       {"cross_connects", change.cross_connects},
+                       {"shutters", change.shutters}});
+  }
+  return Json(200, {{"changes", std::move(changes)}});
 }
 
 HttpResponse RestApi::GetCounters() {

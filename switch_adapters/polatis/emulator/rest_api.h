@@ -90,6 +90,7 @@ class RestApi {
   // Returns when a change newer than generation `seen` could have moved the light at one of
   // `egresses`, a cross-connect to one of them settles, `wait` passes, or the server stops.
   void WaitForLightChange(const std::vector<int>& egresses, uint64_t seen, absl::Duration wait);
+  HttpResponse GetChanges();
   HttpResponse GetCounters();
 
   // Answers after the cross-connects made settle (the switch answers after moving beams).

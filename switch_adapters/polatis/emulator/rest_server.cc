@@ -137,6 +137,7 @@ int RestServer::Serve(mg_connection* connection) {
     response.status = 413;
     mg_disable_connection_keep_alive(connection);  // the rest of the body is not wanted
   } else {
+    const ChangeOrigin origin(absl::StrCat("rest ", info->remote_addr, ":", info->remote_port));
     response = api_.Handle(request);
   }
   if (response.drop_connections) mg_disable_connection_keep_alive(connection);

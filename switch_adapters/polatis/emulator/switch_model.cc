@@ -255,8 +255,27 @@ absl::Status SwitchModel::Commit(Config next, int changed) {
   LightChangedLocked(moved);
   counters_.cross_connects_changed += changed;
   counters_.cross_connects = static_cast<int64_t>(config_.by_ingress.size());
+  changes_.push_back({now, ChangeOrigin::Current(), changed, !shutters.empty()});
+  if (changes_.size() > kChangesKept) changes_.pop_front();
   return absl::OkStatus();
 }
+
+std::vector<ChangeRecord> SwitchModel::Changes() const {
+  absl::MutexLock lock(&mu_);
+  return std::vector<ChangeRecord>(changes_.begin(), changes_.end());
+}
+
+namespace {
+thread_local std::string current_origin;
+}  // namespace
+
+ChangeOrigin::ChangeOrigin(std::string origin) : previous_(std::move(current_origin)) {
+  current_origin = std::move(origin);
+}
+
+ChangeOrigin::~ChangeOrigin() { current_origin = std::move(previous_); }
+
+const std::string& ChangeOrigin::Current() { return current_origin; }
 
 // --- Cross-connects ----------------------------------------------------------------------
 

@@ -13,6 +13,7 @@
 #define FLEET_SWITCH_ADAPTERS_POLATIS_EMULATOR_SWITCH_MODEL_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -153,6 +154,32 @@ struct Counters {
   int64_t sim_requests = 0;  // side-channel (/sim/v1) requests, not commands
 };
 
+// One change of the switch's cross-connects or shutters (GET /sim/v1/changes): when, and which
+// client made it, so that a test can tell whose commands changed the switch (two fleetd
+// replicas must never be changing it at the same time).
+struct ChangeRecord {
+  absl::Time at;
+  std::string origin;      // ChangeOrigin::Current() as it was committed; "" when none was set.
+  int cross_connects = 0;  // Cross-connects made, moved or removed.
+  bool shutters = false;   // Whether a shutter opened or closed.
+};
+
+// Names the client on whose thread changes are made, while it lives: a TL1 session for its
+// commands ("tl1 session N"), a REST request ("rest HOST:PORT"). Every change the model commits
+// on this thread is recorded with it; on destruction the previous name is back.
+class ChangeOrigin {
+ public:
+  explicit ChangeOrigin(std::string origin);
+  ~ChangeOrigin();
+  ChangeOrigin(const ChangeOrigin&) = delete;
+  ChangeOrigin& operator=(const ChangeOrigin&) = delete;
+  // This thread's current origin; "" outside any.
+  static const std::string& Current();
+
+ private:
+  std::string previous_;
+};
+
 struct FaultSettings {
   int64_t deny_next = 0;
   absl::Duration latency = absl::ZeroDuration();
@@ -264,6 +291,9 @@ class SwitchModel {
   void SessionOpened();
   void SessionClosed();
   Counters counters() const;
+  // The last kChangesKept changes, oldest first.
+  std::vector<ChangeRecord> Changes() const;
+  static constexpr size_t kChangesKept = 10000;
 
  private:
   struct Patch {
@@ -347,6 +377,7 @@ class SwitchModel {
   FaultSettings faults_ ABSL_GUARDED_BY(mu_);
   uint64_t session_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   Counters counters_ ABSL_GUARDED_BY(mu_);
+  std::deque<ChangeRecord> changes_ ABSL_GUARDED_BY(mu_);  // At most kChangesKept.
   // Mutable: a read counts the settles that happened before it (CountSettledLocked).
   mutable uint64_t light_generation_ ABSL_GUARDED_BY(mu_) = 0;
   mutable std::map<int, uint64_t> egress_changed_ ABSL_GUARDED_BY(mu_);  // Egress → generation.

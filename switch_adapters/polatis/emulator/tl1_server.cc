@@ -130,6 +130,7 @@ void Tl1Server::ReapFinished() {
 }
 
 void Tl1Server::Serve(uint64_t id, int fd) {
+  const ChangeOrigin origin(absl::StrCat("tl1 session ", id));
   model_->SessionOpened();
   Tl1Session session(options_.session, model_, clock_,
                      [this](absl::Duration d) { stopping_.WaitForNotificationWithTimeout(d); });

@@ -271,8 +271,8 @@ TEST_P(AdapterEmulatorTest, OneCommandPerCrossConnectModeGivesTheSameResult) {
 
 INSTANTIATE_TEST_SUITE_P(BothProtocols, AdapterEmulatorTest,
                          ::testing::Values(Protocol::kTl1, Protocol::kRest),
-                         [](const ::testing::TestParamInfo<Protocol>& info) {
-                           return info.param == Protocol::kTl1 ? "Tl1" : "Rest";
+                         [](const ::testing::TestParamInfo<Protocol>& protocol) {
+                           return protocol.param == Protocol::kTl1 ? "Tl1" : "Rest";
                          });
 
 TEST(CrossProtocolTest, WrittenOverTl1ReadOverRestAndBack) {

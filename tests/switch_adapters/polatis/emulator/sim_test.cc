@@ -307,6 +307,30 @@ TEST_F(SimTest, CountersCountCommandsChangesAndSessions) {
   EXPECT_EQ(Counters()["sessions"], 0);
 }
 
+TEST_F(SimTest, TheChangeLogNamesTheClientOfEachChangeInOrder) {
+  Start(absl::ZeroDuration(), &fake_clock_);
+  auto first = Tl1();
+  auto second = Tl1();
+  ASSERT_THAT(first->Command("ENT-PATCH::1,17:2:;"), HasSubstr("COMPLD"));
+  ASSERT_THAT(second->Command("ENT-PATCH::2&&3,18&&19:3:;"), HasSubstr("COMPLD"));
+  ASSERT_EQ(Request("DELETE", absl::StrCat(kCrossConnects, "/pair=1")).status, 204);
+  // Reads and refused changes are not changes.
+  ASSERT_THAT(first->Command("RTRV-PATCH:::4:;"), HasSubstr("COMPLD"));
+  ASSERT_THAT(first->Command("ENT-PATCH::2,20:5:;"), HasSubstr("DENY"));
+  const json changes = json::parse(Request("GET", "/sim/v1/changes").body)["changes"];
+  ASSERT_EQ(changes.size(), 3u) << changes.dump();
+  const std::string a = changes[0]["origin"], b = changes[1]["origin"], c = changes[2]["origin"];
+  EXPECT_THAT(a, ::testing::StartsWith("tl1 session "));
+  EXPECT_THAT(b, ::testing::StartsWith("tl1 session "));
+  EXPECT_NE(a, b);
+  EXPECT_THAT(c, ::testing::StartsWith("rest 127.0.0.1:"));
+  EXPECT_EQ(changes[0]["cross_connects"], 1);
+  EXPECT_EQ(changes[1]["cross_connects"], 2);
+  EXPECT_EQ(changes[2]["cross_connects"], 1);
+  EXPECT_EQ(changes[0]["shutters"], false);
+  EXPECT_LE(changes[0]["at_unix_ms"], changes[2]["at_unix_ms"]);
+}
+
 TEST_F(SimTest, DenyNextRefusesTheNextCommandsOfBothProtocols) {
   Start(absl::ZeroDuration(), &fake_clock_);
   HttpReply set = Request("PUT", "/sim/v1/faults", R"({"deny_next":2})");
