@@ -315,6 +315,7 @@ std::vector<MemberStatus> EtcdClient::Members() {
       s.raft_term = response.raftterm();
       s.raft_index = response.raftindex();
       s.db_size_bytes = response.dbsize();
+      s.db_size_in_use_bytes = response.dbsizeinuse();
       s.version = response.version();
       s.errors.assign(response.errors().begin(), response.errors().end());
     }

@@ -70,7 +70,8 @@ struct MemberStatus {
   uint64_t leader_id = 0;  // 0 when the member knows no leader.
   uint64_t raft_term = 0;
   uint64_t raft_index = 0;
-  int64_t db_size_bytes = 0;
+  int64_t db_size_bytes = 0;         // The database file, free pages included.
+  int64_t db_size_in_use_bytes = 0;  // Of it, what holds data (the rest is reused first).
   std::string version;
   std::vector<std::string> errors;  // etcd's own, e.g. an active NOSPACE alarm.
 };

@@ -9,10 +9,14 @@
 //      other answers gRPC's health check of fleet.v1.Leader SERVING (it has caught up, read
 //      the switch and takes changes), over --takeovers runs, each killed replica started
 //      again as a follower;
-//   3. handover after SIGTERM (the leader resigns): the same measure.
+//   3. handover after SIGTERM (the leader resigns): the same measure;
+//   4. with --soak-minutes N, a soak: changes one after another on a replicated leader with a
+//      follower process; the follower's lag per change, and each minute etcd's database size
+//      and the log's kept entries (snapshots and trims keep both flat).
 // Never fails on timing; exits 1 only when the site cannot be started or a step fails.
 //
 //   fleet_ha_bench [--iterations 40] [--blocks 2] [--takeovers 10] [--lease-seconds 2]
+//                  [--soak-minutes 0]
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 
@@ -20,12 +24,16 @@
 #include <filesystem>
 #include <iostream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/flags.h"
 #include "common/leader_health.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "controller/etcd/replicated_log.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "tests/bench/bench_site.h"
 #include "tests/etcd/etcd_cluster.h"
@@ -259,25 +267,141 @@ absl::Status Takeovers(int runs, absl::Duration lease) {
   return absl::OkStatus();
 }
 
+// A series of the /metrics at `address` (NAME or NAME{LABELS}); -1 when it cannot be read.
+double Scrape(const std::string& address, const std::string& name) {
+  absl::StatusOr<std::string> text = testing::HttpGet(address, "/metrics");
+  if (!text.ok()) return -1;
+  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+    double value = 0;
+    if (absl::ConsumePrefix(&line, name + " ") && absl::SimpleAtod(line, &value)) return value;
+  }
+  return -1;
+}
+
+// [4] A soak: rings requested and released one after another for `minutes` on a replicated
+// leader (in-process), with a follower process on the same log. For each change, how long
+// the follower took to apply the leader's log up to it; each minute, etcd's database size and
+// the log's bounds, which snapshots and trims must keep flat.
+absl::Status Soak(int minutes, absl::Duration lease) {
+  ASSIGN_OR_RETURN(std::unique_ptr<testing::EtcdCluster> etcd,
+                   testing::EtcdCluster::Start(3, testing::FreshDirectory("ha-bench-etcd")));
+  DemoOptions options;
+  options.inventory = BenchInventory();
+  options.switch_ms = 0;
+  options.training_ms = 0;
+  FleetdConfig leader_config;
+  ASSIGN_OR_RETURN(std::unique_ptr<Site> site,
+                   Site::Start(options, absl::Seconds(5), false, absl::ZeroDuration(),
+                               [&](FleetdConfig& config) {
+                                 Replicate(*etcd, "127.0.0.1:1", lease, config);
+                                 leader_config = config;
+                               }));
+  // The follower: a fleetd process on the same site and log, never leading while the
+  // in-process replica lives.
+  const std::string follower_dir = testing::FreshDirectory("ha-bench-follower");
+  ASSIGN_OR_RETURN(std::unique_ptr<testing::Daemon> follower,
+                   testing::Daemon::Start({testing::BinaryPath("fleetd"),
+                                           "--insecure",
+                                           "--state-dir",
+                                           follower_dir,
+                                           "--inventory",
+                                           leader_config.inventory,
+                                           "--switch-credentials",
+                                           leader_config.switch_credentials,
+                                           "--grpc-port",
+                                           "0",
+                                           "--metrics-port",
+                                           "0",
+                                           "--log-level",
+                                           "warning",
+                                           "--etcd",
+                                           leader_config.etcd,
+                                           "--etcd-ca",
+                                           leader_config.etcd_ca_file,
+                                           "--etcd-cert",
+                                           leader_config.etcd_cert_file,
+                                           "--etcd-key",
+                                           leader_config.etcd_key_file,
+                                           "--advertise",
+                                           "127.0.0.1:2",
+                                           "--leader-lease-seconds",
+                                           std::to_string(absl::ToInt64Seconds(lease)),
+                                           "--leader-margin-ms",
+                                           "500"}));
+  RETURN_IF_ERROR(follower->WaitForLine("grpc: ").status());
+  ASSIGN_OR_RETURN(const std::string follower_metrics, follower->WaitForLine("metrics: "));
+  const std::string leader_metrics = site->fleetd().metrics_address();
+  ASSIGN_OR_RETURN(std::unique_ptr<etcd::EtcdClient> client,
+                   etcd::EtcdClient::Connect(etcd->ClientOptions()));
+  etcd::ReplicatedLog log(client.get());
+
+  std::printf(
+      "[4] soak: %d min of rings requested and released on a replicated leader, one\n"
+      "    follower process; follower lag = a change READY on the leader until the\n"
+      "    follower has applied the log up to it\n",
+      minutes);
+  std::printf("    %6s %8s %12s %12s %14s %14s %18s\n", "minute", "changes", "lag median",
+              "lag p99", "etcd db", "etcd db in use", "log entries kept");
+  std::vector<double> all_lag_ms;
+  int64_t changes = 0;
+  const absl::Time start = absl::Now();
+  for (int minute = 1; minute <= minutes; ++minute) {
+    std::vector<double> lag_ms;
+    while (absl::Now() - start < absl::Minutes(minute)) {
+      ASSIGN_OR_RETURN(Site::Job job, site->Allocate(0));
+      const double position = Scrape(leader_metrics, "fleet_ha_log_position");
+      const absl::Time ready = absl::Now();
+      while (Scrape(follower_metrics, "fleet_ha_log_position") < position) {
+        if (absl::Now() - ready > absl::Seconds(30)) {
+          return absl::DeadlineExceededError("the follower did not apply the log for 30 s");
+        }
+        absl::SleepFor(absl::Milliseconds(1));
+      }
+      lag_ms.push_back(Ms(absl::Now() - ready));
+      RETURN_IF_ERROR(site->Release(job.id));
+      changes += 2;
+    }
+    int64_t db = 0, in_use = 0;
+    for (const etcd::MemberStatus& member : client->Members()) {
+      db = std::max(db, member.db_size_bytes);
+      in_use = std::max(in_use, member.db_size_in_use_bytes);
+    }
+    absl::StatusOr<etcd::LogBounds> bounds = log.Bounds();
+    const std::string kept = bounds.ok() ? absl::StrCat(bounds->first, "..", bounds->head) : "?";
+    const Summary lag = Summarize(lag_ms);
+    std::printf("    %6d %8lld %9.1f ms %9.1f ms %11.1f MiB %11.1f MiB %18s\n", minute,
+                static_cast<long long>(changes), lag.median, lag.p99, db / 1048576.0,
+                in_use / 1048576.0, kept.c_str());
+    std::fflush(stdout);
+    all_lag_ms.insert(all_lag_ms.end(), lag_ms.begin(), lag_ms.end());
+  }
+  const Summary lag = Summarize(all_lag_ms);
+  std::printf("    follower lag over the soak: median %.1f ms, p99 %.1f ms, max %.1f ms\n",
+              lag.median, lag.p99, lag.max);
+  return absl::OkStatus();
+}
+
 }  // namespace
 }  // namespace fleet::bench
 
 int main(int argc, char** argv) {
-  int64_t iterations = 40, blocks = 2, takeovers = 10, lease_seconds = 2;
+  int64_t iterations = 40, blocks = 2, takeovers = 10, lease_seconds = 2, soak_minutes = 0;
   fleet::FlagSet flags(
-      "fleet_ha_bench [--iterations 40] [--blocks 2] [--takeovers 10] [--lease-seconds 2]",
+      "fleet_ha_bench [--iterations 40] [--blocks 2] [--takeovers 10] [--lease-seconds 2] "
+      "[--soak-minutes 0]",
       "Times replicated fleetd on a real etcd cluster: added latency, takeover, handover.");
   flags.Int("iterations", &iterations, "[1] rings per block and kind");
   flags.Int("blocks", &blocks, "[1] alternating blocks of single and replicated");
   flags.Int("takeovers", &takeovers, "[2], [3] runs of each");
-  flags.Int("lease-seconds", &lease_seconds, "[2], [3] the leader lease");
+  flags.Int("lease-seconds", &lease_seconds, "[2], [3], [4] the leader lease");
+  flags.Int("soak-minutes", &soak_minutes, "[4] minutes of the soak; 0: no soak");
   absl::StatusOr<std::vector<std::string>> rest =
       flags.Parse(std::vector<std::string>(argv + 1, argv + argc));
   if (!rest.ok() || flags.help_requested()) {
     std::cerr << (rest.ok() ? flags.Help() : std::string(rest.status().message())) << "\n";
     return rest.ok() ? 0 : 2;
   }
-  if (iterations < 1 || blocks < 1 || takeovers < 1 || lease_seconds < 2) {
+  if (iterations < 1 || blocks < 1 || takeovers < 1 || lease_seconds < 2 || soak_minutes < 0) {
     std::cerr << "counts must be at least 1, the lease at least 2 s\n" << flags.Help() << "\n";
     return 2;
   }
@@ -290,6 +414,9 @@ int main(int argc, char** argv) {
       fleet::bench::AddedLatency(static_cast<int>(iterations), static_cast<int>(blocks));
   if (status.ok()) {
     status = fleet::bench::Takeovers(static_cast<int>(takeovers), absl::Seconds(lease_seconds));
+  }
+  if (status.ok() && soak_minutes > 0) {
+    status = fleet::bench::Soak(static_cast<int>(soak_minutes), absl::Seconds(lease_seconds));
   }
   if (!status.ok()) {
     std::cerr << "fleet_ha_bench: " << status << "\n";
