@@ -270,7 +270,9 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
         // inventory file that cannot be applied is said, not fatal: every replica has the same
         // file, and a site without a leader is worse than one on its stored inventory.
         absl::Status applied = self->ApplyInventoryFile(config);
-        if (!applied.ok()) FLEET_LOG(ERROR) << "taking over: " << applied;
+        if (!applied.ok()) {
+          FLEET_LOG(ERROR) << "taking over: " << applied;
+        }
         absl::Status acting = self->StartActing();
         // Not if it was deposed meanwhile (the takeover thread deposes it next).
         if (self->replica_->Current().role == replication::Replica::Role::kLeader &&

@@ -38,7 +38,7 @@ class RpcExecutor {
     // Calls waiting for a thread before a new one is refused.
     size_t max_queued = 1024;
     // Called (without a lock) for each call refused because the queue is full.
-    std::function<void()> refused;
+    std::function<void()> refused = nullptr;
   };
 
   explicit RpcExecutor(Options options);

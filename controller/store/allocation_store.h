@@ -38,9 +38,9 @@ struct AllocationFilter {
 inline constexpr uint64_t kAnyInventory = 0;
 
 struct CircuitFilter {
-  std::string switch_id;      // Empty: any.
-  std::string allocation_id;  // Empty: any.
-  std::string onic;           // Empty: any; else those with an end on this O-NIC.
+  std::string switch_id = {};      // Empty: any.
+  std::string allocation_id = {};  // Empty: any.
+  std::string onic = {};           // Empty: any; else those with an end on this O-NIC.
 };
 
 // One change of an allocation, written with its event in one transaction. Unset fields are

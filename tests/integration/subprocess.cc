@@ -133,7 +133,8 @@ std::string WriteFile(const std::string& name, const std::string& text) {
 int ConnectedAgents(const FleetdAt& at) {
   const std::string out = Fleetctl(at, {"get", "agents"}).out;
   int yes = 0;
-  for (size_t at = out.find("  yes  "); at != std::string::npos; at = out.find("  yes  ", at + 1)) {
+  for (size_t found = out.find("  yes  "); found != std::string::npos;
+       found = out.find("  yes  ", found + 1)) {
     ++yes;
   }
   return yes;

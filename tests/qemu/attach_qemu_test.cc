@@ -308,8 +308,8 @@ TEST_P(AttachOnRealKernelTest, ADeviceThatIsNotTheOneInInventoryIsAWiringErrorAn
 
 INSTANTIATE_TEST_SUITE_P(OnicLayouts, AttachOnRealKernelTest,
                          ::testing::Values(kRootPorts, kDiscoveredSwitch),
-                         [](const ::testing::TestParamInfo<OnicLayout>& info) {
-                           return info.param.name;
+                         [](const ::testing::TestParamInfo<OnicLayout>& layout) {
+                           return layout.param.name;
                          });
 
 }  // namespace
