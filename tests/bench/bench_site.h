@@ -214,7 +214,6 @@ class Site {
     RETURN_IF_ERROR(demo_->RestartAgent(place));
     return WaitForAgents(absl::Seconds(30));
   }
-  const Fleetd& fleetd() const { return *fleetd_; }
   v1::TopologyService::Stub& topology() { return *topology_; }
   v1::InventoryService::Stub& inventory() { return *inventory_; }
   v1::AdminService::Stub& admin() { return *admin_; }

@@ -330,7 +330,6 @@ absl::Status Soak(int minutes, absl::Duration lease) {
                                            "500"}));
   RETURN_IF_ERROR(follower->WaitForLine("grpc: ").status());
   ASSIGN_OR_RETURN(const std::string follower_metrics, follower->WaitForLine("metrics: "));
-  const std::string leader_metrics = site->fleetd().metrics_address();
   ASSIGN_OR_RETURN(std::unique_ptr<etcd::EtcdClient> client,
                    etcd::EtcdClient::Connect(etcd->ClientOptions()));
   etcd::ReplicatedLog log(client.get());
@@ -349,13 +348,14 @@ absl::Status Soak(int minutes, absl::Duration lease) {
     std::vector<double> lag_ms;
     while (absl::Now() - start < absl::Minutes(minute)) {
       ASSIGN_OR_RETURN(Site::Job job, site->Allocate(0));
-      const double position = Scrape(leader_metrics, "fleet_ha_log_position");
       const absl::Time ready = absl::Now();
-      while (Scrape(follower_metrics, "fleet_ha_log_position") < position) {
+      // The log's head now holds every entry of the ring's way to READY.
+      ASSIGN_OR_RETURN(const etcd::LogBounds bounds, log.Bounds());
+      while (Scrape(follower_metrics, "fleet_ha_log_position") < static_cast<double>(bounds.head)) {
         if (absl::Now() - ready > absl::Seconds(30)) {
           return absl::DeadlineExceededError("the follower did not apply the log for 30 s");
         }
-        absl::SleepFor(absl::Milliseconds(1));
+        absl::SleepFor(absl::Milliseconds(5));
       }
       lag_ms.push_back(Ms(absl::Now() - ready));
       RETURN_IF_ERROR(site->Release(job.id));
