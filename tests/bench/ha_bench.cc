@@ -55,6 +55,16 @@ void Replicate(const testing::EtcdCluster& etcd, const std::string& advertise, a
   config.leader_margin = absl::Milliseconds(500);
 }
 
+// The bench site (BenchInventory) with 0 ms switching and training: what replication adds is
+// all that is timed.
+DemoOptions InstantBenchSite() {
+  DemoOptions options;
+  options.inventory = BenchInventory();
+  options.switch_ms = 0;
+  options.training_ms = 0;
+  return options;
+}
+
 struct Latencies {
   std::vector<double> ready_ms;
   std::vector<double> keep_alive_ms;
@@ -85,10 +95,7 @@ absl::Status Measure(Site& site, int iterations, Latencies& out) {
 absl::Status AddedLatency(int iterations, int blocks) {
   ASSIGN_OR_RETURN(std::unique_ptr<testing::EtcdCluster> etcd,
                    testing::EtcdCluster::Start(3, testing::FreshDirectory("ha-bench-etcd")));
-  DemoOptions options;
-  options.inventory = BenchInventory();
-  options.switch_ms = 0;
-  options.training_ms = 0;
+  const DemoOptions options = InstantBenchSite();
   Latencies single, replicated;
   for (int block = 0; block < blocks; ++block) {
     {
@@ -232,10 +239,7 @@ absl::Status Takeovers(int runs, absl::Duration lease) {
   FleetdConfig demo_config;
   demo_config.state_dir = testing::FreshDirectory("ha-bench-demo");
   demo_config.insecure = true;
-  DemoOptions options;
-  options.inventory = BenchInventory();
-  options.switch_ms = 0;
-  options.training_ms = 0;
+  const DemoOptions options = InstantBenchSite();
   const std::string binary_dir =
       std::filesystem::read_symlink("/proc/self/exe").parent_path().string();
   ASSIGN_OR_RETURN(std::unique_ptr<Demo> demo, Demo::Prepare(demo_config, binary_dir, options));
@@ -285,10 +289,7 @@ double Scrape(const std::string& address, const std::string& name) {
 absl::Status Soak(int minutes, absl::Duration lease) {
   ASSIGN_OR_RETURN(std::unique_ptr<testing::EtcdCluster> etcd,
                    testing::EtcdCluster::Start(3, testing::FreshDirectory("ha-bench-etcd")));
-  DemoOptions options;
-  options.inventory = BenchInventory();
-  options.switch_ms = 0;
-  options.training_ms = 0;
+  const DemoOptions options = InstantBenchSite();
   FleetdConfig leader_config;
   ASSIGN_OR_RETURN(std::unique_ptr<Site> site,
                    Site::Start(options, absl::Seconds(5), false, absl::ZeroDuration(),

@@ -151,6 +151,16 @@ class ReplicatedFleetd : public ::testing::Test {
     r.metrics = *metrics;
   }
 
+  // Replica 0 started and leading, replica 1 following, the demo's seven agents connected to
+  // the leader: where most tests begin.
+  void StartLeaderFollowerAndAgents() {
+    ASSERT_NO_FATAL_FAILURE(StartReplica(0));
+    ASSERT_EQ(AwaitLeader(), 0);
+    ASSERT_NO_FATAL_FAILURE(StartReplica(1));
+    ASSERT_NO_FATAL_FAILURE(StartAgents());
+    ASSERT_TRUE(Eventually([&] { return testing::ConnectedAgents(replicas_[0].address) == 7; }));
+  }
+
   void StartAgents() {
     std::vector<std::string> all;
     for (const Replica& r : replicas_) all.push_back(r.address);
@@ -322,11 +332,7 @@ TEST_F(ReplicatedFleetd, FollowerServesReadsRefusesChangesAndTakesOverWhenTheLea
 
 TEST_F(ReplicatedFleetd, AStoppedLeaderIsReplacedAndExitsWhenItWakes) {
   changers_at_least_ = 2;  // The first leader, then its successor.
-  ASSERT_NO_FATAL_FAILURE(StartReplica(0));
-  ASSERT_EQ(AwaitLeader(), 0);
-  ASSERT_NO_FATAL_FAILURE(StartReplica(1));
-  ASSERT_NO_FATAL_FAILURE(StartAgents());
-  ASSERT_TRUE(Eventually([&] { return testing::ConnectedAgents(replicas_[0].address) == 7; }));
+  ASSERT_NO_FATAL_FAILURE(StartLeaderFollowerAndAgents());
   const std::string id = RequestRing(0);
   ASSERT_FALSE(id.empty());
 
@@ -453,11 +459,7 @@ TEST_F(ReplicatedFleetd, TheLogIsTrimmedAndANewReplicaStartsFromItsSnapshot) {
 
 TEST_F(ReplicatedFleetd, AnEtcdMemberLostAndEveryReplicaRestartedInTurnLoseNothing) {
   changers_at_least_ = 2;  // The first leader, then its successor.
-  ASSERT_NO_FATAL_FAILURE(StartReplica(0));
-  ASSERT_EQ(AwaitLeader(), 0);
-  ASSERT_NO_FATAL_FAILURE(StartReplica(1));
-  ASSERT_NO_FATAL_FAILURE(StartAgents());
-  ASSERT_TRUE(Eventually([&] { return testing::ConnectedAgents(replicas_[0].address) == 7; }));
+  ASSERT_NO_FATAL_FAILURE(StartLeaderFollowerAndAgents());
   std::vector<std::string> acknowledged = {RequestRing(0)};
   ASSERT_FALSE(acknowledged.back().empty());
 
