@@ -93,6 +93,13 @@ struct PortPower {
   double dbm = kNoLight;
 };
 
+// Asked by a driver just before it writes each command that changes a switch (cross-connects,
+// shutters), every resend after a reconnect or a timeout included; an answer other than OK
+// keeps that command unsent and is returned as the command's status. Reads are not gated.
+// Empty: every command passes. What it is for: fleetd's commit point, so that a replica that
+// may have lost its lease (paused mid-batch, say) sends nothing more, however long it slept.
+using ChangeGate = std::function<absl::Status()>;
+
 class OpticalSwitch {
  public:
   virtual ~OpticalSwitch() = default;

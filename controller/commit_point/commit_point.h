@@ -3,7 +3,9 @@
 //   - a write to the store: StoreConnection::Commit, just before SQLite's COMMIT, for every
 //     write of every aggregate (inventory, allocations, events, retention's pruning);
 //   - a command that changes a switch: OpticalSwitch::Apply and SetShutters of every driver
-//     the switch registry hands out (its MeasuredSwitch), rollbacks and repairs included;
+//     the switch registry hands out (its MeasuredSwitch), rollbacks and repairs included,
+//     and again inside the driver before each protocol command it writes, a resend after a
+//     reconnect included (switch_adapters::ChangeGate);
 //   - a command to an agent: AgentRegistry::Send, before its commands are queued for the
 //     agents' streams; and an agent's stream as it registers, so that agents stay connected
 //     only to a fleetd that may command them.
@@ -16,11 +18,12 @@
 // - An effect goes out only if the fence said OK for it just before, on the thread that
 //   sends it: a store write under the store's connection mutex, a switch command with the
 //   switch to itself (a batch of its programming queue, or an exclusive section, so between
-//   any two batches). An agent command is checked as it is queued; one queued before the
-//   fence closed may still be written to its stream, and runs only until its deadline. When
-//   the fence refuses, nothing of the effect happens (the store's transaction rolls back
-//   whole; no byte goes to the switch; no command is queued) and the caller gets the fence's
-//   status as it is.
+//   any two batches) and each of its protocol commands just before it is written (so a
+//   replica paused mid-batch asks again on waking, however long it slept). An agent command is
+//   checked as it is queued; one queued before the fence closed may still be written to its stream,
+//   and runs only until its deadline. When the fence refuses, nothing of the effect happens (the
+//   store's transaction rolls back whole; no byte goes to the switch; no command is queued) and the
+//   caller gets the fence's status as it is.
 // - Without a fence every effect passes: a single fleetd, as today.
 //
 // What a fence is for: a replicated fleetd (several replicas, one leader) installs one that

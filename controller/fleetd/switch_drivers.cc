@@ -12,7 +12,8 @@ namespace fleet::fleetd {
 namespace {
 
 switch_registry::SwitchRegistry::DriverFactory PolatisDriver(polatis::Protocol protocol) {
-  return [protocol](const v1::Switch& sw, const switch_registry::SwitchCredentials& credentials)
+  return [protocol](const v1::Switch& sw, const switch_registry::SwitchCredentials& credentials,
+                    const switch_adapters::ChangeGate& before_change)
              -> absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> {
     polatis::PolatisSwitchOptions options;
     options.name = sw.id();
@@ -22,6 +23,7 @@ switch_registry::SwitchRegistry::DriverFactory PolatisDriver(polatis::Protocol p
     options.credentials = {credentials.user, credentials.password};
     options.ca_bundle = sw.ca_bundle();
     options.insecure_http = sw.insecure_http();
+    options.before_change = before_change;
     return polatis::NewPolatisSwitch(options);
   };
 }

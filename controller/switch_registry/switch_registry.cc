@@ -120,6 +120,9 @@ SwitchRegistry::SwitchRegistry(std::map<std::string, SwitchCredentials> credenti
                                const CommitPoint* commit_point)
     : metrics_(metrics != nullptr ? *metrics : metrics::ControllerMetrics::Discarded()),
       commit_point_(commit_point),
+      before_change_(commit_point == nullptr
+                         ? switch_adapters::ChangeGate()
+                         : [commit_point] { return commit_point->Pass(Effect::kSwitchCommand); }),
       credentials_(std::move(credentials)),
       credentials_source_(std::move(credentials_source)) {}
 
@@ -151,7 +154,7 @@ absl::StatusOr<switch_adapters::OpticalSwitch*> SwitchRegistry::Driver(const v1:
           "switch ", sw.id(), ": no driver for protocol ", ProtocolName(sw.protocol())));
     }
     absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> driver =
-        factory->second(sw, creds->second);
+        factory->second(sw, creds->second, before_change_);
     if (!driver.ok()) return driver.status();
     owned_.push_back(std::make_unique<MeasuredSwitch>(
         *std::move(driver), sw.id(), ProtocolName(sw.protocol()), metrics_, commit_point_));

@@ -31,15 +31,19 @@ struct SwitchCredentials {
 
 class SwitchRegistry {
  public:
-  // Builds a driver for inventory switch `sw`, logging in with `credentials`.
+  // Builds a driver for inventory switch `sw`, logging in with `credentials`, that asks
+  // `before_change` before each changing command it writes (see ChangeGate): the registry's
+  // commit point, so that a resend deep in a driver is fenced as the batch around it was.
   using DriverFactory =
       std::function<absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>>(
-          const v1::Switch& sw, const SwitchCredentials& credentials)>;
+          const v1::Switch& sw, const SwitchCredentials& credentials,
+          const switch_adapters::ChangeGate& before_change)>;
 
   // `credentials` by switch id; `credentials_source` names where they came from, for errors.
   // Every command of every driver is counted and timed in `metrics` (null: nowhere), and
-  // every command that changes a switch (Apply, SetShutters) passes `commit_point` first
-  // (null: each passes); a refused one is not sent and fails with the refusal. Neither is
+  // every command that changes a switch (Apply, SetShutters) passes `commit_point` first,
+  // and each changing protocol command inside it again as the driver writes it (null: each
+  // passes); a refused one is not sent and fails with the refusal. Neither is
   // owned; both outlive the registry.
   SwitchRegistry(std::map<std::string, SwitchCredentials> credentials,
                  std::string credentials_source, metrics::ControllerMetrics* metrics = nullptr,
@@ -87,6 +91,8 @@ class SwitchRegistry {
   };
   metrics::ControllerMetrics& metrics_;
   const CommitPoint* const commit_point_;
+  // commit_point_'s fence for switch commands, handed to every driver; empty without one.
+  const switch_adapters::ChangeGate before_change_;
   const std::map<std::string, SwitchCredentials> credentials_;
   const std::string credentials_source_;
   absl::Mutex mu_;

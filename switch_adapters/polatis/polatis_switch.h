@@ -40,6 +40,9 @@ struct PolatisSwitchOptions {
   // REST over plain HTTP with Basic credentials in clear: the operator's explicit choice, for
   // labs and the emulator. Warned about once, when the driver is made.
   bool insecure_http = false;
+  // Asked before each changing command is written, resends included (its contract is in
+  // switch_adapters/optical_switch.h); empty: none.
+  switch_adapters::ChangeGate before_change = {};
 };
 
 std::unique_ptr<switch_adapters::OpticalSwitch> NewTl1Switch(const PolatisSwitchOptions& options,

@@ -97,9 +97,11 @@ class RestSwitch : public switch_adapters::OpticalSwitch {
     return http;
   }
 
-  // Sends a request; a non-2xx answer becomes a status carrying the switch's message.
+  // Sends a request; a non-2xx answer becomes a status carrying the switch's message. Every
+  // method but GET changes the switch and asks the change gate first.
   absl::StatusOr<json> Request(const std::string& method, const std::string& path,
                                const std::string& body) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (method != "GET" && options_.before_change) RETURN_IF_ERROR(options_.before_change());
     absl::StatusOr<HttpResponse> response = http_->Send(method, path, body);
     if (!response.ok()) {
       // Transport and TLS failures are UNAVAILABLE already; a refusal to send keeps its code.

@@ -84,11 +84,26 @@ absl::Status Tl1Session::DenyStatus(absl::string_view verb, const Tl1Response& r
 
 absl::StatusOr<Tl1Response> Tl1Session::Execute(absl::string_view verb, absl::string_view aid,
                                                 absl::string_view tail) {
+  return Run(verb, aid, tail, nullptr);
+}
+
+absl::StatusOr<Tl1Response> Tl1Session::ExecuteChange(const switch_adapters::ChangeGate& gate,
+                                                      absl::string_view verb, absl::string_view aid,
+                                                      absl::string_view tail) {
+  return Run(verb, aid, tail, &gate);
+}
+
+absl::StatusOr<Tl1Response> Tl1Session::Run(absl::string_view verb, absl::string_view aid,
+                                            absl::string_view tail,
+                                            const switch_adapters::ChangeGate* gate) {
   bool recovered = false;
   while (true) {
     absl::Status ready = absl::OkStatus();
     if (stream_ == nullptr) ready = Connect();
     if (ready.ok() && !logged_in_) ready = Login();
+    // Asked after the (re)connect and login, so nothing slow lies between its answer and the
+    // write; a refusal is final, never taken for a transport failure to recover from.
+    if (ready.ok() && gate != nullptr && *gate) RETURN_IF_ERROR((*gate)());
     absl::StatusOr<Tl1Response> response =
         ready.ok() ? Exchange(verb, aid, tail) : absl::StatusOr<Tl1Response>(ready);
     if (!response.ok()) {

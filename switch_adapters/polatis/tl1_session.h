@@ -17,6 +17,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "switch_adapters/optical_switch.h"
 #include "switch_adapters/polatis/byte_stream.h"
 #include "switch_adapters/polatis/tl1_response.h"
 
@@ -43,11 +44,19 @@ class Tl1Session {
   // timeouts → UNAVAILABLE.
   absl::StatusOr<Tl1Response> Execute(absl::string_view verb, absl::string_view aid,
                                       absl::string_view tail = "");
+  // As Execute, for a command that changes the switch: `gate` (when set) is asked just before
+  // each time the command is written, the resend after a recovery included (a login is not
+  // gated). Refused, the command is not written and the refusal is returned as it is.
+  absl::StatusOr<Tl1Response> ExecuteChange(const switch_adapters::ChangeGate& gate,
+                                            absl::string_view verb, absl::string_view aid,
+                                            absl::string_view tail = "");
 
   // Commands sent, logins and resends included.
   int commands_sent() const { return commands_sent_; }
 
  private:
+  absl::StatusOr<Tl1Response> Run(absl::string_view verb, absl::string_view aid,
+                                  absl::string_view tail, const switch_adapters::ChangeGate* gate);
   absl::Status Connect();
   absl::Status Login();
   // One send and receive, no recovery.

@@ -111,7 +111,9 @@ class Tl1Switch : public switch_adapters::OpticalSwitch {
     if (ports.empty()) return absl::OkStatus();
     std::vector<uint32_t> sorted = ports;
     std::sort(sorted.begin(), sorted.end());
-    return session_.Execute(open ? "RLS-PORT-SHUTTER" : "OPR-PORT-SHUTTER", PortList(sorted))
+    return session_
+        .ExecuteChange(options_.before_change, open ? "RLS-PORT-SHUTTER" : "OPR-PORT-SHUTTER",
+                       PortList(sorted))
         .status();
   }
 
@@ -178,7 +180,9 @@ class Tl1Switch : public switch_adapters::OpticalSwitch {
       ingress.push_back(x.ingress);
       egress.push_back(x.egress);
     }
-    return session_.Execute("ENT-PATCH", absl::StrCat(PortList(ingress), ",", PortList(egress)))
+    return session_
+        .ExecuteChange(options_.before_change, "ENT-PATCH",
+                       absl::StrCat(PortList(ingress), ",", PortList(egress)))
         .status();
   }
 
@@ -186,7 +190,7 @@ class Tl1Switch : public switch_adapters::OpticalSwitch {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     std::vector<uint32_t> ingress;
     for (const CrossConnect& x : removes) ingress.push_back(x.ingress);
-    return session_.Execute("DLT-PATCH", PortList(ingress)).status();
+    return session_.ExecuteChange(options_.before_change, "DLT-PATCH", PortList(ingress)).status();
   }
 
   absl::Status ApplyLocked(const CrossConnectBatch& batch, ApplyResult& result)

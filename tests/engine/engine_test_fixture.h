@@ -87,7 +87,8 @@ class EngineTest : public ::testing::Test {
         "test", nullptr, &commit_point_);
     registry_->RegisterDriver(
         v1::SWITCH_PROTOCOL_TL1,
-        [this](const v1::Switch&, const switch_registry::SwitchCredentials&)
+        [this](const v1::Switch&, const switch_registry::SwitchCredentials&,
+               const switch_adapters::ChangeGate&)
             -> absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> {
           auto sw = std::make_unique<fleet::testing::FakeOpticalSwitch>(384, 384);
           sw_ = sw.get();

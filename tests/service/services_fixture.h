@@ -45,7 +45,8 @@ class ServicesTest : public ::testing::Test {
         "creds.yaml");
     switches_->RegisterDriver(
         v1::SWITCH_PROTOCOL_TL1,
-        [this](const v1::Switch& sw, const switch_registry::SwitchCredentials&)
+        [this](const v1::Switch& sw, const switch_registry::SwitchCredentials&,
+               const switch_adapters::ChangeGate&)
             -> absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> {
           auto fake = std::make_unique<fleet::testing::FakeOpticalSwitch>(fake_size_, fake_size_);
           last_fake_ = fake.get();

@@ -38,9 +38,11 @@ class SwitchRegistryTest : public ::testing::Test {
 
   // A factory building fake switches, recording "NAME:SWITCH@ADDRESS as USER" for each.
   SwitchRegistry::DriverFactory Factory(const std::string& name) {
-    return [this, name](const v1::Switch& sw, const SwitchCredentials& login)
+    return [this, name](const v1::Switch& sw, const SwitchCredentials& login,
+                        const switch_adapters::ChangeGate& before_change)
                -> absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> {
       built_.push_back(name + ":" + sw.id() + "@" + sw.address() + " as " + login.user);
+      last_gate_ = before_change;
       auto fake = std::make_unique<fleet::testing::FakeOpticalSwitch>(8, 8);
       last_built_ = fake.get();
       return fake;
@@ -49,7 +51,8 @@ class SwitchRegistryTest : public ::testing::Test {
 
   std::vector<std::string> built_;
   fleet::testing::FakeOpticalSwitch* last_built_ = nullptr;
-  CommitPoint commit_point_;  // No fence unless a test sets one.
+  switch_adapters::ChangeGate last_gate_;  // The one handed to the last driver built.
+  CommitPoint commit_point_;               // No fence unless a test sets one.
   SwitchRegistry registry_;
 };
 
@@ -94,6 +97,10 @@ TEST_F(SwitchRegistryTest, AFencedCommitPointSendsTheSwitchNoChangeButLetsReadsT
   ASSERT_TRUE(ports.ok()) << ports.status();
   EXPECT_EQ(ports->front().status, switch_adapters::PortStatus::kEnabled);  // Shutter still open.
   EXPECT_EQ(asked, std::vector<Effect>(2, Effect::kSwitchCommand));
+  // The driver was handed the same fence, to ask before each command it writes (resends too).
+  ASSERT_TRUE(last_gate_);
+  EXPECT_EQ(last_gate_(), absl::UnavailableError("not the leader"));
+  EXPECT_EQ(asked, std::vector<Effect>(3, Effect::kSwitchCommand));
   // Let in again, the same change goes out.
   commit_point_.SetFence({});
   ASSERT_TRUE((*driver)->Apply(change).status.ok());
@@ -126,11 +133,12 @@ TEST_F(SwitchRegistryTest, NoCredentialsNoDriverAndAFailedFactoryAreErrors) {
   EXPECT_EQ(rest.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(rest.status().message(), HasSubstr("switch ocs2: no driver for protocol rest"));
 
-  registry_.RegisterDriver(v1::SWITCH_PROTOCOL_REST,
-                           [](const v1::Switch&, const SwitchCredentials&)
-                               -> absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> {
-                             return absl::InvalidArgumentError("bad address");
-                           });
+  registry_.RegisterDriver(
+      v1::SWITCH_PROTOCOL_REST,
+      [](const v1::Switch&, const SwitchCredentials&, const switch_adapters::ChangeGate&)
+          -> absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> {
+        return absl::InvalidArgumentError("bad address");
+      });
   rest = registry_.Driver(Switch("ocs2", v1::SWITCH_PROTOCOL_REST, "192.0.2.11"));
   EXPECT_EQ(rest.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(built_.empty());
@@ -177,16 +185,18 @@ TEST_F(SwitchRegistryTest, ProbesAnswerInTimeNamingASwitchThatDoesNotAndNeverPil
   std::atomic<int> silent_probes = 0;  // Identity() asked of the silent switch.
   SwitchRegistry registry({{"ocs1", {"admin", "root"}}, {"ocs2", {"admin", "root"}}}, "creds");
   AnswerAtEnd answer_at_end{&answer};
-  registry.RegisterDriver(v1::SWITCH_PROTOCOL_TL1,
-                          [](const v1::Switch&, const SwitchCredentials&)
-                              -> absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> {
-                            return std::make_unique<fleet::testing::FakeOpticalSwitch>(8, 8);
-                          });
-  registry.RegisterDriver(v1::SWITCH_PROTOCOL_REST,
-                          [&](const v1::Switch&, const SwitchCredentials&)
-                              -> absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> {
-                            return std::make_unique<SilentSwitch>(&answer, &silent_probes);
-                          });
+  registry.RegisterDriver(
+      v1::SWITCH_PROTOCOL_TL1,
+      [](const v1::Switch&, const SwitchCredentials&, const switch_adapters::ChangeGate&)
+          -> absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> {
+        return std::make_unique<fleet::testing::FakeOpticalSwitch>(8, 8);
+      });
+  registry.RegisterDriver(
+      v1::SWITCH_PROTOCOL_REST,
+      [&](const v1::Switch&, const SwitchCredentials&, const switch_adapters::ChangeGate&)
+          -> absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> {
+        return std::make_unique<SilentSwitch>(&answer, &silent_probes);
+      });
   v1::Switch silent = Switch("ocs2", v1::SWITCH_PROTOCOL_REST, "192.0.2.11");
   silent.set_management_port(8443);
   const std::vector<v1::Switch> site = {Switch("ocs1", v1::SWITCH_PROTOCOL_TL1, "192.0.2.10"),
@@ -222,13 +232,14 @@ TEST_F(SwitchRegistryTest, ProbesAnswerInTimeNamingASwitchThatDoesNotAndNeverPil
 TEST_F(SwitchRegistryTest, AnUnreachableSwitchIsNamedWithItsAddressAndTheError) {
   fleet::testing::FakeOpticalSwitch* fake = nullptr;
   SwitchRegistry registry({{"ocs1", {"admin", "root"}}}, "creds");
-  registry.RegisterDriver(v1::SWITCH_PROTOCOL_TL1,
-                          [&](const v1::Switch&, const SwitchCredentials&)
-                              -> absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> {
-                            auto sw = std::make_unique<fleet::testing::FakeOpticalSwitch>(8, 8);
-                            fake = sw.get();
-                            return sw;
-                          });
+  registry.RegisterDriver(
+      v1::SWITCH_PROTOCOL_TL1,
+      [&](const v1::Switch&, const SwitchCredentials&, const switch_adapters::ChangeGate&)
+          -> absl::StatusOr<std::unique_ptr<switch_adapters::OpticalSwitch>> {
+        auto sw = std::make_unique<fleet::testing::FakeOpticalSwitch>(8, 8);
+        fake = sw.get();
+        return sw;
+      });
   const v1::Switch ocs1 = Switch("ocs1", v1::SWITCH_PROTOCOL_TL1, "192.0.2.10");
   ASSERT_TRUE(registry.ProbeSwitch(ocs1).status.ok());
   fake->SetUnreachable(absl::UnavailableError("connect: Connection refused"));

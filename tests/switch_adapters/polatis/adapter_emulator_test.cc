@@ -259,6 +259,41 @@ TEST_P(AdapterEmulatorTest, WrongPasswordIsPermissionDenied) {
   EXPECT_THAT(std::string(read.status().message()), ::testing::Not(HasSubstr("wrong")));
 }
 
+// The change gate (fleetd's commit point) is asked before each command that changes the
+// switch, in bulk and one by one, and never for a read; once it refuses, nothing changes.
+TEST_P(AdapterEmulatorTest, TheChangeGateIsAskedBeforeEachChangingCommandOnly) {
+  int asked = 0;
+  bool open = true;
+  PolatisSwitchOptions options;
+  options.before_change = [&] {
+    ++asked;
+    return open ? absl::OkStatus() : absl::UnavailableError("not the leader");
+  };
+  auto adapter = Adapter(options);
+  ASSERT_TRUE(adapter->Identity().ok());
+  ASSERT_TRUE(adapter->ReadCrossConnects().ok());
+  ASSERT_TRUE(adapter->ReadPorts().ok());
+  EXPECT_EQ(asked, 0);
+  ASSERT_TRUE(adapter->Apply({{}, {{1, 17}, {2, 18}}}).status.ok());
+  EXPECT_EQ(asked, 1);  // One bulk add.
+  ASSERT_TRUE(adapter->SetShutters({3}, false).ok());
+  EXPECT_EQ(asked, 2);
+  options.bulk = false;
+  auto one_by_one = Adapter(options);
+  ASSERT_TRUE(one_by_one->Apply({{{2, 18}}, {{4, 20}, {5, 21}}}).status.ok());
+  EXPECT_EQ(asked, 5);  // One remove, two adds.
+
+  open = false;
+  const int64_t changed = CrossConnectsChanged();
+  ApplyResult refused = adapter->Apply({{{1, 17}}, {{6, 22}}});
+  EXPECT_EQ(refused.status, absl::UnavailableError("not the leader"));
+  EXPECT_EQ(adapter->SetShutters({3}, true), absl::UnavailableError("not the leader"));
+  EXPECT_EQ(CrossConnectsChanged(), changed);
+  absl::StatusOr<std::vector<CrossConnect>> held = adapter->ReadCrossConnects();
+  ASSERT_TRUE(held.ok()) << held.status();
+  EXPECT_THAT(*held, ElementsAre(CrossConnect{1, 17}, CrossConnect{4, 20}, CrossConnect{5, 21}));
+}
+
 TEST_P(AdapterEmulatorTest, OneCommandPerCrossConnectModeGivesTheSameResult) {
   PolatisSwitchOptions options;
   options.bulk = false;
