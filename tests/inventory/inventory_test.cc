@@ -3,11 +3,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "common/clock.h"
 #include "controller/inventory/field_diff.h"
@@ -384,6 +388,81 @@ TEST(ShippedInventoryTest, TwoClustersJoinedBySixteenTrunksEachWay) {
   EXPECT_EQ(a_to_b, 16);
   EXPECT_EQ(b_to_a, 16);
 }
+
+// A site written by `deploy/inventory/generate.py --clusters S`, read by the real parser.
+v1::Inventory GeneratedSite(int clusters) {
+  const std::string path = fleet::testing::FreshDirectory("site") + "/site.yaml";
+  const std::string command =
+      absl::StrCat("python3 ", FLEET_SOURCE_DIR, "/deploy/inventory/generate.py --clusters ",
+                   clusters, " --output ", path);
+  EXPECT_EQ(std::system(command.c_str()), 0) << command;
+  absl::StatusOr<v1::Inventory> site = ReadInventoryFile(path);
+  EXPECT_TRUE(site.ok()) << site.status();
+  return site.value_or(v1::Inventory());
+}
+
+class GeneratedSiteTest : public ::testing::TestWithParam<int> {};
+
+// Every generated site passes the fiber plant's rules, has the promised devices and agents,
+// wires at least 80 % of each switch's non-trunk ports, and joins its switches on a torus:
+// every trunk port used, as many fibers each way between two neighbours, none elsewhere.
+TEST_P(GeneratedSiteTest, IsValidFullAndJoinedOnATorus) {
+  const int clusters = GetParam();
+  const v1::Inventory site = GeneratedSite(clusters);
+  EXPECT_THAT(ValidateInventory(site), IsEmpty());
+  ASSERT_THAT(site.switches(), SizeIs(clusters));
+  std::set<std::string> chassis;
+  int gpus = 0;
+  for (const v1::Device& d : site.devices()) {
+    gpus += d.kind() == v1::DEVICE_KIND_GPU;
+    if (!d.chassis().empty()) chassis.insert(d.chassis());
+  }
+  EXPECT_EQ(gpus, 64 * clusters);
+  EXPECT_EQ(site.hosts_size() + static_cast<int>(chassis.size()), 32 * clusters);  // Agents.
+
+  std::map<std::string, int> wired;  // Ingress ports holding an O-NIC's tx fiber, by switch.
+  for (const v1::Onic& onic : site.onics()) {
+    for (const v1::OnicPort& port : onic.ports()) ++wired[port.tx().switch_id()];
+  }
+  std::map<std::pair<std::string, std::string>, int> fibers;  // (from, to) → trunks.
+  std::map<std::string, int> trunk_egress, trunk_ingress;
+  for (const v1::Trunk& t : site.trunks()) {
+    ++fibers[{t.from().switch_id(), t.to().switch_id()}];
+    ++trunk_egress[t.from().switch_id()];
+    ++trunk_ingress[t.to().switch_id()];
+  }
+  for (const v1::Switch& sw : site.switches()) {
+    EXPECT_GE(wired[sw.id()], 0.8 * (384 - 96)) << sw.id();
+    EXPECT_EQ(trunk_egress[sw.id()], clusters == 1 ? 0 : 96) << sw.id();
+    EXPECT_EQ(trunk_ingress[sw.id()], clusters == 1 ? 0 : 96) << sw.id();
+  }
+  // Neighbours on the torus, row-major: ocs01 … ocsNN.
+  int rows = 1;
+  for (int r = 1; r * r <= clusters; ++r) {
+    if (clusters % r == 0) rows = r;
+  }
+  const int cols = clusters / rows;
+  std::set<std::pair<std::string, std::string>> expected;
+  for (int i = 0; i < clusters; ++i) {
+    const int r = i / cols, c = i % cols;
+    for (auto [dr, dc] : {std::pair{-1, 0}, {1, 0}, {0, -1}, {0, 1}}) {
+      const int j = ((r + dr + rows) % rows) * cols + (c + dc + cols) % cols;
+      if (j != i)
+        expected.insert({absl::StrFormat("ocs%02d", i + 1), absl::StrFormat("ocs%02d", j + 1)});
+    }
+  }
+  std::set<std::pair<std::string, std::string>> joined;
+  for (const auto& [pair, count] : fibers) {
+    joined.insert(pair);
+    EXPECT_EQ(count, (fibers[{pair.second, pair.first}])) << pair.first << "->" << pair.second;
+  }
+  EXPECT_EQ(joined, expected);
+}
+
+INSTANTIATE_TEST_SUITE_P(Clusters, GeneratedSiteTest, ::testing::Values(1, 2, 4, 16, 64),
+                         [](const ::testing::TestParamInfo<int>& clusters) {
+                           return absl::StrCat("S", clusters.param);
+                         });
 
 TEST(PlanApplyTest, FirstApplyCreatesAndSecondChangesNothing) {
   v1::Inventory site = MustParse(SmallSite());
