@@ -142,7 +142,9 @@ class TrunksEndToEndTest : public ::testing::Test {
     return out;
   }
 
-  // Every circuit's destination receives its source's light ("SERIAL/PORT"), across trunks.
+  // Every circuit's destination receives its source's light ("SERIAL/PORT"), across trunks,
+  // and the switch's own power monitor at that egress (what fleetd's switch monitor reads
+  // to judge a trained circuit) sees it there.
   static void ExpectLightArrives(const v1::Allocation& a) {
     std::map<std::string, const v1::Onic*> onics;
     for (const v1::Onic& o : site_->onics()) onics[o.id()] = &o;
@@ -156,6 +158,11 @@ class TrunksEndToEndTest : public ::testing::Test {
       EXPECT_THAT(*light, HasSubstr(absl::StrCat("\"signal\":\"", source->serial(), "/",
                                                  c.source().port(), "\"")))
           << c.ShortDebugString();
+      absl::StatusOr<std::vector<switch_adapters::PortPower>> power =
+          switches_.at(rx.switch_id())->ReadPower({rx.port()});
+      ASSERT_TRUE(power.ok()) << power.status();
+      ASSERT_THAT(*power, SizeIs(1));
+      EXPECT_GT(power->front().dbm, switch_adapters::PortPower::kNoLight) << c.ShortDebugString();
     }
   }
 

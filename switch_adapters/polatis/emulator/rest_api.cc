@@ -386,7 +386,7 @@ HttpResponse RestApi::PatchCrossConnects(const json& body) {
 
 HttpResponse RestApi::GetPortConfig() {
   json ports = json::array();
-  for (const PortReading& reading : model_->ReadAllPorts()) {
+  for (const PortReading& reading : model_->ReadAllPorts(/*power=*/false)) {
     ports.push_back({{"port-id", reading.port},
                      {"status", std::string(PortStatusName(reading.status))},
                      {"label", ""},

@@ -447,32 +447,59 @@ double SwitchModel::PowerLocked(int port, absl::Time now) const {
   return RoundPower(signal->second.launch_dbm - DropOf(port));
 }
 
-PortReading SwitchModel::ReadLocked(int port, absl::Time now) const {
+PortReading SwitchModel::ReadLocked(int port, absl::Time now, bool power) const {
   PortReading reading;
   reading.port = port;
   reading.shutter_open = !config_.closed_shutters.contains(port);
   reading.status = failed_ports_.contains(port) ? PortStatus::kFailed
                    : reading.shutter_open       ? PortStatus::kEnabled
                                                 : PortStatus::kDisabled;
-  reading.power_dbm = PowerLocked(port, now);
+  if (power) reading.power_dbm = PowerLocked(port, now);
   return reading;
 }
 
-std::vector<PortReading> SwitchModel::ReadPorts(const std::vector<int>& ports) const {
+std::vector<PortReading> SwitchModel::ReadPorts(const std::vector<int>& ports, bool power) const {
   const absl::Time now = clock_->Now();
-  absl::MutexLock lock(&mu_);
+  // Readings whose light comes over a trunk: asked of the far emulator once the mutex is let go.
+  struct Remote {
+    size_t reading;
+    Trunk trunk;
+    double loss_db;
+  };
+  std::vector<Remote> remote;
   std::vector<PortReading> out;
   out.reserve(ports.size());
-  for (int port : ports) {
-    if (options_.size.IsPort(port)) out.push_back(ReadLocked(port, now));
+  {
+    absl::MutexLock lock(&mu_);
+    for (int port : ports) {
+      if (!options_.size.IsPort(port)) continue;
+      out.push_back(ReadLocked(port, now, power));
+      if (!power) continue;
+      if (options_.size.IsEgress(port)) {
+        LightSource source = SourceLocked(port, now);
+        if (!source.local) remote.push_back({out.size() - 1, source.trunk, source.loss_db});
+      } else if (auto feed = trunks_.find(port);
+                 feed != trunks_.end() && !failed_ports_.contains(port)) {
+        // An ingress monitor reads ahead of the shutter, as for a local signal.
+        remote.push_back(
+            {out.size() - 1, feed->second.trunk, feed->second.trunk.loss_db + DropOf(port)});
+      }
+    }
+  }
+  std::set<std::string> silent;  // Far emulators that did not answer during this read.
+  for (const Remote& r : remote) {
+    if (silent.contains(r.trunk.from)) continue;
+    bool answered = true;
+    out[r.reading].power_dbm = OverTrunk(r.trunk, 0, r.loss_db, &answered).power_dbm;
+    if (!answered) silent.insert(r.trunk.from);
   }
   return out;
 }
 
-std::vector<PortReading> SwitchModel::ReadAllPorts() const {
+std::vector<PortReading> SwitchModel::ReadAllPorts(bool power) const {
   std::vector<int> ports(static_cast<size_t>(options_.size.ports()));
   for (size_t i = 0; i < ports.size(); ++i) ports[i] = static_cast<int>(i) + 1;
-  return ReadPorts(ports);
+  return ReadPorts(ports, power);
 }
 
 // --- Light --------------------------------------------------------------------------------
@@ -620,18 +647,21 @@ absl::StatusOr<Light> SwitchModel::LightAt(int egress, int hops) const {
     }
   }
   if (source.local) return *source.local;
-
   // The far emulator may be slow or may ask this one back (a loop of trunks): the mutex is
   // not held from here on.
-  const Trunk& trunk = source.trunk;
+  return OverTrunk(source.trunk, hops, source.loss_db);
+}
+
+Light SwitchModel::OverTrunk(const Trunk& trunk, int hops, double loss_db, bool* answered) const {
   if (hops + 1 > kMaxTrunkHops) {
     NoteHopLimit(trunk, hops);
     return Light{std::nullopt, kNoLightDbm, /*via_trunk=*/true};
   }
   absl::StatusOr<Light> far = remote_light_->Fetch(trunk.from, trunk.egress, hops + 1);
   NoteFarAnswer(trunk, far.status());
+  if (answered != nullptr) *answered = far.ok();
   if (!far.ok() || !far->signal) return Light{std::nullopt, kNoLightDbm, /*via_trunk=*/true};
-  return Light{far->signal, RoundPower(far->power_dbm - source.loss_db), /*via_trunk=*/true};
+  return Light{far->signal, RoundPower(far->power_dbm - loss_db), /*via_trunk=*/true};
 }
 
 // --- Port faults ----------------------------------------------------------------------------

@@ -230,9 +230,16 @@ class SwitchModel {
 
   // --- Shutters, all-or-nothing. (port, open) pairs; INVALID_ARGUMENT on a bad port.
   absl::Status SetShutters(const std::vector<std::pair<int, bool>>& ports);
-  // Readings of `ports` in the order given.
-  std::vector<PortReading> ReadPorts(const std::vector<int>& ports) const;
-  std::vector<PortReading> ReadAllPorts() const;
+  // Readings of `ports` in the order given. With `power`, each port's monitor reads what a
+  // real one would, light from across a trunk included: an egress the light that arrives
+  // there (as LightAt), a trunk-fed ingress the light arriving on the trunk fiber (the far
+  // egress's, less the trunk's loss and this ingress's drop). Far emulators are asked outside
+  // the mutex, once per port; after one fails to answer, the rest of this read's ports fed
+  // from it read no light unasked, so a read waits at most one fetch timeout per far
+  // emulator. Without `power` (state and shutters only) power_dbm is kNoLightDbm and no far
+  // emulator is asked.
+  std::vector<PortReading> ReadPorts(const std::vector<int>& ports, bool power = true) const;
+  std::vector<PortReading> ReadAllPorts(bool power = true) const;
 
   // --- Light (the side-channel). A signal lives on an ingress fiber, or the ingress is fed
   // by a trunk; never both. Neither is written to the state file.
@@ -355,12 +362,19 @@ class SwitchModel {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Light LightLocked(int egress, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   LightSource SourceLocked(int egress, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The light `trunk` brings from its far egress, `hops` trunks from the first asker, less
+  // `loss_db`; no light when the far end does not answer or the hop limit is reached. Called
+  // without the mutex. `answered`, when given, says whether the far end answered.
+  Light OverTrunk(const Trunk& trunk, int hops, double loss_db, bool* answered = nullptr) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Records how the far end of `trunk` answered, logging when that changed.
   void NoteFarAnswer(const Trunk& trunk, const absl::Status& answer) const;
   void NoteHopLimit(const Trunk& trunk, int hops) const;
   // The record of `trunk`, or null when it has been replaced or removed since it was read.
   TrunkFeed* FeedLocked(const Trunk& trunk) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  PortReading ReadLocked(int port, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A port's state and, with `power`, its local power (light from a trunk is added later).
+  PortReading ReadLocked(int port, absl::Time now, bool power) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   double DropOf(int port) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const SwitchModelOptions options_;

@@ -321,7 +321,7 @@ Tl1Session::Reply Tl1Session::RetrieveShutters(const Tl1Command& command) {
     return *bad;
   }
   std::vector<std::string> data;
-  for (const PortReading& reading : model_->ReadPorts(Deduplicated(ports))) {
+  for (const PortReading& reading : model_->ReadPorts(Deduplicated(ports), /*power=*/false)) {
     data.push_back(absl::StrCat(reading.port, ":", reading.shutter_open ? "OPEN" : "CLOSED"));
   }
   return Ok(std::move(data));

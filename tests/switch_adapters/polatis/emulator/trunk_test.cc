@@ -135,12 +135,35 @@ TEST_F(TrunkTest, LightCrossesATrunkLessItsLossAndTheSwitchLosses) {
   ASSERT_TRUE(b_->SetTrunk(TrunkFrom(289, kSiteA, 673, 2.0)).ok());
   EXPECT_DOUBLE_EQ(b_->LightAt(400)->power_dbm, -6.25);
 
-  // Port monitors read only what is local: a trunk-fed ingress has no reading, nor has the
-  // egress its light reaches (docs/polatis-emulator.md).
+  // Port monitors read the light that is there, as a real switch's do: the trunk-fed ingress
+  // what the trunk fiber brings (A's 673: 0 - 1.5 - 1.0; less the trunk's 2.0 and the 0.25
+  // dropped on 289), the egress what arrives (LightAt). Read for state alone, nothing is
+  // fetched.
+  const int fetches = site_.fetches();
   std::vector<PortReading> readings = b_->ReadPorts({289, 400});
   ASSERT_EQ(readings.size(), 2u);
+  EXPECT_DOUBLE_EQ(readings[0].power_dbm, -4.75);
+  EXPECT_DOUBLE_EQ(readings[1].power_dbm, -6.25);
+  EXPECT_EQ(site_.fetches(), fetches + 2);
+  readings = b_->ReadPorts({289, 400}, /*power=*/false);
   EXPECT_DOUBLE_EQ(readings[0].power_dbm, kNoLightDbm);
   EXPECT_DOUBLE_EQ(readings[1].power_dbm, kNoLightDbm);
+  EXPECT_EQ(site_.fetches(), fetches + 2);
+}
+
+// A far emulator that does not answer is asked once per read, however many of the ports read
+// its trunks feed: a monitor's read waits at most one fetch timeout on it.
+TEST_F(TrunkTest, PowerReadingsAskASilentFarEmulatorOncePerRead) {
+  MakeCircuit();
+  ASSERT_TRUE(b_->SetTrunk(TrunkFrom(290, kSiteA, 674)).ok());
+  Connect(*b_, 290, 401);
+  clock_.Advance(absl::Milliseconds(25));
+  site_.TakeDown(kSiteA);
+  const int fetches = site_.fetches();
+  std::vector<PortReading> readings = b_->ReadPorts({289, 290, 400, 401});
+  ASSERT_EQ(readings.size(), 4u);
+  for (const PortReading& r : readings) EXPECT_DOUBLE_EQ(r.power_dbm, kNoLightDbm) << r.port;
+  EXPECT_EQ(site_.fetches(), fetches + 1);
 }
 
 TEST_F(TrunkTest, NoLightUntilTheLocalCrossConnectSettles) {
@@ -341,9 +364,10 @@ TEST_F(TrunkTest, ASignalOnATrunkFedIngressIsRefused) {
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(status.message(),
               HasSubstr("ingress 289 is fed by a trunk from 10.0.0.1:8008 egress 673"));
-  // Nothing changed: the light is still the trunk's, and the ingress has no local signal.
+  // Nothing changed: the light is still the trunk's (0 dBm less A's 1.5 and the trunk's 0.5
+  // at the ingress monitor), not the refused 3 dBm signal.
   EXPECT_EQ(b_->LightAt(400)->signal, "FLT-S1C0-N0/1");
-  EXPECT_DOUBLE_EQ(b_->ReadPorts({289})[0].power_dbm, kNoLightDbm);
+  EXPECT_DOUBLE_EQ(b_->ReadPorts({289})[0].power_dbm, -2.0);
   // Without the trunk the port takes a signal again.
   ASSERT_TRUE(b_->ClearTrunk(289).ok());
   ASSERT_TRUE(b_->SetSignal(289, "local", 3.0).ok());
