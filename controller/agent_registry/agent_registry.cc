@@ -252,47 +252,59 @@ std::vector<std::string> AgentRegistry::Mismatches(const v1::RegisterAgent& reg,
   std::vector<std::string> out;
   // An agent runs on a host (its CPUs' O-NICs) or on a device chassis's management
   // controller (the pooled devices' O-NICs); an O-NIC belongs to its device's host, or to the
-  // device's chassis when it has no host.
-  absl::StatusOr<std::vector<v1::Device>> devices = inventory_->ListDevices({});
-  absl::StatusOr<std::vector<v1::Onic>> all = inventory_->ListOnics({});
-  if (!devices.ok() || !all.ok()) {
-    out.push_back(absl::StrCat("inventory could not be read: ",
-                               (devices.ok() ? all.status() : devices.status()).message()));
+  // device's chassis when it has no host. Only this place's rows are read (and a reported
+  // serial found elsewhere), so a registration costs what the agent holds, not the site.
+  auto unreadable = [&out](const absl::Status& status) {
+    out.push_back(absl::StrCat("inventory could not be read: ", status.message()));
     return out;
-  }
-  std::map<std::string, std::string> location;  // Device id → host or chassis.
-  bool is_chassis = false;
-  for (const v1::Device& d : *devices) {
-    location[d.id()] = d.host().empty() ? d.chassis() : d.host();
-    is_chassis |= d.host().empty() && d.chassis() == reg.host();
-  }
-  if (!is_chassis && !inventory_->GetHost(reg.host()).ok()) {
+  };
+  absl::StatusOr<std::vector<v1::Onic>> here = inventory_->ListOnics({.place = reg.host()});
+  if (!here.ok()) return unreadable(here.status());
+  absl::StatusOr<std::vector<v1::Device>> pooled = inventory_->ListDevices({.chassis = reg.host()});
+  if (!pooled.ok()) return unreadable(pooled.status());
+  if (pooled->empty() && !inventory_->GetHost(reg.host()).ok()) {
     out.push_back(absl::StrCat("host ", reg.host(), " is not in inventory"));
   }
   std::map<std::string, const v1::Onic*> by_serial;
-  for (const v1::Onic& o : *all) by_serial[o.serial()] = &o;
+  for (const v1::Onic& o : *here) by_serial[o.serial()] = &o;
   std::set<std::string> reported;
   for (const v1::AgentOnic& onic : reg.onics()) {
-    reported.insert(onic.serial());
-    auto it = by_serial.find(onic.serial());
-    if (it == by_serial.end()) {
-      out.push_back(absl::StrCat("O-NIC serial ", onic.serial(), " is not in inventory"));
+    if (onic.serial().empty()) {  // An empty filter would match every O-NIC below.
+      out.push_back("an O-NIC was reported without a serial");
       continue;
     }
-    const v1::Onic& known = *it->second;
-    if (location[known.device()] != reg.host()) {
+    reported.insert(onic.serial());
+    std::optional<v1::Onic> known;
+    if (auto it = by_serial.find(onic.serial()); it != by_serial.end()) {
+      known = *it->second;
+    } else {
+      absl::StatusOr<std::vector<v1::Onic>> found =
+          inventory_->ListOnics({.serial = onic.serial()});
+      if (!found.ok()) return unreadable(found.status());
+      if (found->empty()) {
+        out.push_back(absl::StrCat("O-NIC serial ", onic.serial(), " is not in inventory"));
+        continue;
+      }
+      known = found->front();
+      // Its place: its device's host, or its chassis when pooled.
+      std::string place = known->host();
+      if (place.empty()) {
+        absl::StatusOr<v1::Device> device = inventory_->GetDevice(known->device());
+        if (!device.ok()) return unreadable(device.status());
+        place = device->chassis();
+      }
       elsewhere.insert(onic.serial());
-      out.push_back(absl::StrCat("O-NIC ", known.id(), " (serial ", onic.serial(), ") is on '",
-                                 location[known.device()], "' in inventory"));
+      out.push_back(absl::StrCat("O-NIC ", known->id(), " (serial ", onic.serial(), ") is on '",
+                                 place, "' in inventory"));
     }
-    if (!onic.pcie_address().empty() && !known.pcie_address().empty() &&
-        onic.pcie_address() != known.pcie_address()) {
-      out.push_back(absl::StrCat("O-NIC ", known.id(), ": agent reports PCIe ", onic.pcie_address(),
-                                 ", inventory says ", known.pcie_address()));
+    if (!onic.pcie_address().empty() && !known->pcie_address().empty() &&
+        onic.pcie_address() != known->pcie_address()) {
+      out.push_back(absl::StrCat("O-NIC ", known->id(), ": agent reports PCIe ",
+                                 onic.pcie_address(), ", inventory says ", known->pcie_address()));
     }
   }
-  for (const v1::Onic& o : *all) {
-    if (location[o.device()] == reg.host() && !reported.contains(o.serial())) {
+  for (const v1::Onic& o : *here) {
+    if (!reported.contains(o.serial())) {
       out.push_back(absl::StrCat("O-NIC ", o.id(), " (serial ", o.serial(),
                                  ") is in inventory but was not reported"));
     }

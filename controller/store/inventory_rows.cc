@@ -141,8 +141,9 @@ absl::StatusOr<std::vector<v1::Device>> SelectDevices(Database& db, const std::s
            d.pcie_vendor, d.pcie_device, d.pcie_dsn
     FROM devices d LEFT JOIN device_health h ON h.device_id = d.id
     WHERE (?1 = '' OR d.id = ?1) AND (?2 = '' OR d.host = ?2) AND (?3 = '' OR d.kind = ?3)
+      AND (?4 = '' OR (COALESCE(d.host, '') = '' AND d.chassis = ?4))
     ORDER BY d.id)sql"));
-  stmt.Bind(1, id).Bind(2, filter.host).Bind(3, Name(filter.kind));
+  stmt.Bind(1, id).Bind(2, filter.host).Bind(3, Name(filter.kind)).Bind(4, filter.chassis);
   std::vector<v1::Device> out;
   while (true) {
     ASSIGN_OR_RETURN(bool row, stmt.Step());
@@ -174,14 +175,27 @@ absl::StatusOr<std::vector<v1::Device>> SelectDevices(Database& db, const std::s
 
 absl::StatusOr<std::vector<v1::Onic>> SelectOnics(Database& db, const std::string& id,
                                                   const OnicFilter& filter) {
-  ASSIGN_OR_RETURN(Statement stmt, db.Prepare(R"sql(
+  // The O-NICs `id` and `filter` select, for both statements below (bound alike).
+  const std::string selected = R"sql(
+    (?1 = '' OR o.id = ?1) AND (?2 = '' OR d.host = ?2)
+      AND (?3 = '' OR EXISTS (SELECT 1 FROM fibers f WHERE f.onic_id = o.id AND f.switch_id = ?3))
+      AND (?4 = '' OR d.host = ?4 OR (COALESCE(d.host, '') = '' AND d.chassis = ?4))
+      AND (?5 = '' OR o.serial = ?5))sql";
+  auto bind = [&](Statement& statement) {
+    statement.Bind(1, id)
+        .Bind(2, filter.host)
+        .Bind(3, filter.switch_id)
+        .Bind(4, filter.place)
+        .Bind(5, filter.serial);
+  };
+  ASSIGN_OR_RETURN(Statement stmt, db.Prepare(absl::StrCat(R"sql(
     SELECT o.id, o.device_id, o.serial, o.pcie_address, o.admin_state, COALESCE(d.host, ''),
            o.admin_reason
     FROM onics o JOIN devices d ON d.id = o.device_id
-    WHERE (?1 = '' OR o.id = ?1) AND (?2 = '' OR d.host = ?2)
-      AND (?3 = '' OR EXISTS (SELECT 1 FROM fibers f WHERE f.onic_id = o.id AND f.switch_id = ?3))
-    ORDER BY o.id)sql"));
-  stmt.Bind(1, id).Bind(2, filter.host).Bind(3, filter.switch_id);
+    WHERE )sql",
+                                                           selected, R"sql(
+    ORDER BY o.id)sql")));
+  bind(stmt);
   std::vector<v1::Onic> out;
   std::map<std::string, size_t> index;
   while (true) {
@@ -199,7 +213,7 @@ absl::StatusOr<std::vector<v1::Onic>> SelectOnics(Database& db, const std::strin
   }
   // The port's oper state is its link's, as the circuit arriving on it was last left by a
   // retrain (onic_ports.oper_state itself is never written).
-  ASSIGN_OR_RETURN(Statement ports, db.Prepare(R"sql(
+  ASSIGN_OR_RETURN(Statement ports, db.Prepare(absl::StrCat(R"sql(
     SELECT p.onic_id, p.port, p.admin_state,
            CASE (SELECT c.state FROM circuits c
                  WHERE c.dst_onic = p.onic_id AND c.dst_port = p.port AND c.desired = 1)
@@ -208,9 +222,11 @@ absl::StatusOr<std::vector<v1::Onic>> SelectOnics(Database& db, const std::strin
     FROM onic_ports p
     LEFT JOIN fibers tx ON tx.onic_id = p.onic_id AND tx.onic_port = p.port AND tx.strand = 'tx'
     LEFT JOIN fibers rx ON rx.onic_id = p.onic_id AND rx.onic_port = p.port AND rx.strand = 'rx'
-    WHERE ?1 = '' OR p.onic_id = ?1
-    ORDER BY p.onic_id, p.port)sql"));
-  ports.Bind(1, id);
+    WHERE p.onic_id IN (SELECT o.id FROM onics o JOIN devices d ON d.id = o.device_id
+                        WHERE )sql",
+                                                            selected, R"sql()
+    ORDER BY p.onic_id, p.port)sql")));
+  bind(ports);
   while (true) {
     ASSIGN_OR_RETURN(bool row, ports.Step());
     if (!row) break;

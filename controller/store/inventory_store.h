@@ -21,13 +21,20 @@
 namespace fleet::store {
 
 struct DeviceFilter {
-  std::string host;                                   // Empty: any.
+  std::string host = {};                              // Empty: any.
   v1::DeviceKind kind = v1::DEVICE_KIND_UNSPECIFIED;  // Unspecified: any.
+  std::string chassis = {};  // Empty: any; else pooled devices (no host) in that chassis.
 };
 
+// Every field narrows the query in the database, ports included, so a filtered list costs
+// what it returns, not the site.
 struct OnicFilter {
-  std::string host;       // Empty: any.
-  std::string switch_id;  // Empty: any; else O-NICs with a fiber on that switch.
+  std::string host = {};       // Empty: any.
+  std::string switch_id = {};  // Empty: any; else O-NICs with a fiber on that switch.
+  // Empty: any; else the O-NICs an agent there serves: of devices on that host, or of pooled
+  // devices in that chassis.
+  std::string place = {};
+  std::string serial = {};  // Empty: any.
 };
 
 // Objects to create or replace, each keyed by its id. Produced by the inventory planner

@@ -129,6 +129,44 @@ TEST(AgentTest, DisagreementWithInventoryIsAcceptedWithAnAlarm) {
   EXPECT_TRUE(alarmed);
 }
 
+// The inventory is read for the registering place alone: a chassis's agent owns its pooled
+// devices' O-NICs, and an O-NIC reported from another place is named where inventory has it.
+TEST(AgentTest, AChassisAgentOwnsItsPooledOnicsAndAnOnicReportedElsewhereIsNamed) {
+  Controller controller;
+  store::InventoryWrite pooled;
+  v1::Device* gpu = pooled.objects.add_devices();
+  gpu->set_id("gpu1");
+  gpu->set_kind(v1::DEVICE_KIND_GPU);
+  gpu->set_chassis("pool-1");
+  v1::Onic* onic = pooled.objects.add_onics();
+  onic->set_id("n2");
+  onic->set_device("gpu1");
+  onic->set_serial("S2");
+  for (uint32_t p : {1u, 2u}) {
+    v1::OnicPort* port = onic->add_ports();
+    port->set_index(p);
+    port->mutable_tx()->set_switch_id("ocs1");
+    port->mutable_tx()->set_port(2 + p);
+    port->mutable_rx()->set_switch_id("ocs1");
+    port->mutable_rx()->set_port(10 + p);
+  }
+  pooled.created = {"device gpu1", "onic n2"};
+  ASSERT_TRUE(controller.store().WriteInventory(pooled, "test").ok());
+
+  FakeBackend chassis_onics({"S2"});
+  RunningAgent chassis(controller.address(), "pool-1", &chassis_onics);
+  FakeBackend host_onics({"S1", "S2"});
+  RunningAgent host(controller.address(), "h1", &host_onics);
+  ASSERT_TRUE(Eventually([&] {
+    std::optional<v1::Agent> a = controller.Agent("pool-1");
+    std::optional<v1::Agent> b = controller.Agent("h1");
+    return a && a->connected() && b && b->connected();
+  }));
+  EXPECT_THAT(controller.Agent("pool-1")->inventory_mismatches(), ::testing::IsEmpty());
+  EXPECT_THAT(controller.Agent("h1")->inventory_mismatches(),
+              ::testing::ElementsAre("O-NIC n2 (serial S2) is on 'pool-1' in inventory"));
+}
+
 TEST(AgentTest, TheRegistryKnowsWhichPortsItsAgentsLeftQuiesced) {
   Controller controller;
   FakeBackend backend({"S1"});

@@ -145,6 +145,12 @@ TEST_F(StoreTest, ListDevicesFiltersByHostAndKindAndFillsOnics) {
   EXPECT_THAT(none, IsEmpty());
   ASSERT_OK_AND_ASSIGN(std::vector<v1::Device> unknown_host, store_->ListDevices({.host = "h9"}));
   EXPECT_THAT(unknown_host, IsEmpty());
+  // A chassis holds pooled devices only.
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Device> in_jbog1, store_->ListDevices({.chassis = "jbog1"}));
+  ASSERT_THAT(in_jbog1, SizeIs(1));
+  EXPECT_EQ(in_jbog1[0].id(), "gpu0");
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Device> chassis_h1, store_->ListDevices({.chassis = "h1"}));
+  EXPECT_THAT(chassis_h1, IsEmpty());
 
   ASSERT_OK_AND_ASSIGN(v1::Device cpu, store_->GetDevice("h1-cpu0"));
   EXPECT_THAT(cpu, EqualsProto(on_h1[0]));
@@ -230,6 +236,22 @@ TEST_F(StoreTest, ListOnicsFiltersByHostAndSwitchAndFillsPortsAndHost) {
 
   ASSERT_OK_AND_ASSIGN(v1::Onic got, store_->GetOnic("n-cpu"));
   EXPECT_THAT(got, EqualsProto(expected_cpu));
+
+  // By the place an agent serves (a host's devices, or a chassis's pooled ones), and by serial;
+  // each with its ports.
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Onic> at_h1, store_->ListOnics({.place = "h1"}));
+  ASSERT_THAT(at_h1, SizeIs(1));
+  EXPECT_THAT(at_h1[0], EqualsProto(expected_cpu));
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Onic> at_jbog1, store_->ListOnics({.place = "jbog1"}));
+  ASSERT_THAT(at_jbog1, SizeIs(1));
+  EXPECT_THAT(at_jbog1[0], EqualsProto(all[1]));
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Onic> at_h9, store_->ListOnics({.place = "h9"}));
+  EXPECT_THAT(at_h9, IsEmpty());
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Onic> by_serial, store_->ListOnics({.serial = "SN-CPU"}));
+  ASSERT_THAT(by_serial, SizeIs(1));
+  EXPECT_THAT(by_serial[0], EqualsProto(expected_cpu));
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Onic> no_serial, store_->ListOnics({.serial = "SN-9"}));
+  EXPECT_THAT(no_serial, IsEmpty());
 }
 
 TEST_F(StoreTest, ListHostsAndTrunks) {
