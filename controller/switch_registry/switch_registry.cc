@@ -1,6 +1,7 @@
 #include "controller/switch_registry/switch_registry.h"
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
@@ -9,6 +10,14 @@
 
 namespace fleet::switch_registry {
 namespace {
+
+// Marks a refusal by the commit point's fence as a driver's change gate returns it, so the
+// command it stopped is not taken for a switch that failed to answer.
+constexpr char kFenceRefusal[] = "fleet.switch_registry/fence-refused";
+
+bool RefusedByFence(const absl::Status& status) {
+  return status.GetPayload(kFenceRefusal).has_value();
+}
 
 // A driver whose every command is counted, timed and marks its switch up or down in the
 // metrics: the one place all of fleetd's switch traffic passes. A command that changes the
@@ -51,12 +60,12 @@ class MeasuredSwitch : public switch_adapters::OpticalSwitch {
   }
 
  private:
-  static absl::StatusCode CodeOf(const absl::Status& s) { return s.code(); }
+  static const absl::Status& StatusOf(const absl::Status& s) { return s; }
   template <typename T>
-  static absl::StatusCode CodeOf(const absl::StatusOr<T>& s) {
-    return s.status().code();
+  static const absl::Status& StatusOf(const absl::StatusOr<T>& s) {
+    return s.status();
   }
-  static absl::StatusCode CodeOf(const switch_adapters::ApplyResult& r) { return r.status.code(); }
+  static const absl::Status& StatusOf(const switch_adapters::ApplyResult& r) { return r.status; }
 
   absl::Status Pass() const {
     return commit_point_ != nullptr ? commit_point_->Pass(Effect::kSwitchCommand)
@@ -67,7 +76,12 @@ class MeasuredSwitch : public switch_adapters::OpticalSwitch {
   auto Measure(const std::string& operation, Command command) -> decltype(command()) {
     const absl::Time start = absl::Now();
     auto result = command();
-    metrics_.SwitchCommand(switch_id_, protocol_, operation, absl::Now() - start, CodeOf(result));
+    // A change the fence stopped inside the driver says nothing of the switch (whose state
+    // metrics a deposed leader must not mark down); what was sent before it still counts.
+    if (!RefusedByFence(StatusOf(result))) {
+      metrics_.SwitchCommand(switch_id_, protocol_, operation, absl::Now() - start,
+                             StatusOf(result).code());
+    }
     return result;
   }
 
@@ -122,7 +136,11 @@ SwitchRegistry::SwitchRegistry(std::map<std::string, SwitchCredentials> credenti
       commit_point_(commit_point),
       before_change_(commit_point == nullptr
                          ? switch_adapters::ChangeGate()
-                         : [commit_point] { return commit_point->Pass(Effect::kSwitchCommand); }),
+                         : [commit_point] {
+                             absl::Status passed = commit_point->Pass(Effect::kSwitchCommand);
+                             if (!passed.ok()) passed.SetPayload(kFenceRefusal, absl::Cord());
+                             return passed;
+                           }),
       credentials_(std::move(credentials)),
       credentials_source_(std::move(credentials_source)) {}
 

@@ -99,7 +99,9 @@ TEST_F(SwitchRegistryTest, AFencedCommitPointSendsTheSwitchNoChangeButLetsReadsT
   EXPECT_EQ(asked, std::vector<Effect>(2, Effect::kSwitchCommand));
   // The driver was handed the same fence, to ask before each command it writes (resends too).
   ASSERT_TRUE(last_gate_);
-  EXPECT_EQ(last_gate_(), absl::UnavailableError("not the leader"));
+  const absl::Status gated = last_gate_();
+  EXPECT_EQ(gated.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(gated.message(), "not the leader");
   EXPECT_EQ(asked, std::vector<Effect>(3, Effect::kSwitchCommand));
   // Let in again, the same change goes out.
   commit_point_.SetFence({});

@@ -487,8 +487,9 @@ std::vector<PortReading> SwitchModel::ReadPorts(const std::vector<int>& ports, b
     }
   }
   std::set<std::string> silent;  // Far emulators that did not answer during this read.
+  const absl::Time give_up = absl::Now() + kTrunkReadBudget;  // Real time, as fetches take.
   for (const Remote& r : remote) {
-    if (silent.contains(r.trunk.from)) continue;
+    if (silent.contains(r.trunk.from) || absl::Now() > give_up) continue;
     bool answered = true;
     out[r.reading].power_dbm = OverTrunk(r.trunk, 0, r.loss_db, &answered).power_dbm;
     if (!answered) silent.insert(r.trunk.from);
@@ -659,7 +660,10 @@ Light SwitchModel::OverTrunk(const Trunk& trunk, int hops, double loss_db, bool*
   }
   absl::StatusOr<Light> far = remote_light_->Fetch(trunk.from, trunk.egress, hops + 1);
   NoteFarAnswer(trunk, far.status());
-  if (answered != nullptr) *answered = far.ok();
+  // A refusal (a far egress that is not one, say) is an answer: only silence counts.
+  if (answered != nullptr) {
+    *answered = !absl::IsUnavailable(far.status()) && !absl::IsDeadlineExceeded(far.status());
+  }
   if (!far.ok() || !far->signal) return Light{std::nullopt, kNoLightDbm, /*via_trunk=*/true};
   return Light{far->signal, RoundPower(far->power_dbm - loss_db), /*via_trunk=*/true};
 }

@@ -124,6 +124,11 @@ struct Trunk {
 // Light crosses at most this many trunks: a loop of trunks and cross-connects would otherwise
 // have the emulators asking each other for ever.
 inline constexpr int kMaxTrunkHops = 8;
+// A power read spends at most about this long asking far emulators across trunks (one
+// fetch's timeout more at worst); ports not asked by then read no light. It keeps a read under
+// a driver's command timeout however many trunks feed the switch and however slow the far
+// ends answer.
+inline constexpr absl::Duration kTrunkReadBudget = absl::Seconds(2);
 
 // What arrives at an egress of another emulator, asked across a trunk.
 class RemoteLight {
@@ -235,9 +240,9 @@ class SwitchModel {
   // there (as LightAt), a trunk-fed ingress the light arriving on the trunk fiber (the far
   // egress's, less the trunk's loss and this ingress's drop). Far emulators are asked outside
   // the mutex, once per port; after one fails to answer, the rest of this read's ports fed
-  // from it read no light unasked, so a read waits at most one fetch timeout per far
-  // emulator. Without `power` (state and shutters only) power_dbm is kNoLightDbm and no far
-  // emulator is asked.
+  // from it read no light unasked, and none is asked once the read has spent
+  // kTrunkReadBudget. Without `power` (state and shutters only) power_dbm is kNoLightDbm and
+  // no far emulator is asked.
   std::vector<PortReading> ReadPorts(const std::vector<int>& ports, bool power = true) const;
   std::vector<PortReading> ReadAllPorts(bool power = true) const;
 

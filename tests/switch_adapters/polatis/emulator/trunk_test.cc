@@ -166,6 +166,19 @@ TEST_F(TrunkTest, PowerReadingsAskASilentFarEmulatorOncePerRead) {
   EXPECT_EQ(site_.fetches(), fetches + 1);
 }
 
+// A far emulator that refuses one trunk (its far port is not an egress) has answered: the
+// other ports it feeds are still asked and read their light.
+TEST_F(TrunkTest, AFarRefusalDarkensOnlyItsOwnTrunk) {
+  MakeCircuit();
+  ASSERT_TRUE(b_->SetTrunk(TrunkFrom(290, kSiteA, 5)).ok());  // A's port 5 is an ingress.
+  Connect(*b_, 290, 401);
+  clock_.Advance(absl::Milliseconds(25));
+  std::vector<PortReading> readings = b_->ReadPorts({401, 400});
+  ASSERT_EQ(readings.size(), 2u);
+  EXPECT_DOUBLE_EQ(readings[0].power_dbm, kNoLightDbm);
+  EXPECT_DOUBLE_EQ(readings[1].power_dbm, -3.5);
+}
+
 TEST_F(TrunkTest, NoLightUntilTheLocalCrossConnectSettles) {
   a_ = Make(kSiteA);
   b_ = Make(kSiteB);
