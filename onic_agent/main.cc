@@ -2,15 +2,19 @@
 // O-NICs and serves quiesce/retrain/read/blink commands through its backend until SIGTERM.
 #include <signal.h>
 
+#include <functional>
 #include <iostream>
+#include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/flags.h"
 #include "common/grpc_tls.h"
 #include "common/log.h"
 #include "common/metrics_endpoint.h"
 #include "common/shutdown_signals.h"
+#include "common/status_macros.h"
 #include "common/version.h"
 #include "onic_agent/agent.h"
 #include "onic_agent/bring_up.h"
@@ -18,6 +22,89 @@
 #include "onic_agent/make_backend.h"
 
 namespace {
+
+using fleet::onic_agent::AgentConfig;
+using Configure = std::function<absl::StatusOr<AgentConfig>(const std::string& file)>;
+
+fleet::ClientTlsFiles TlsOf(const AgentConfig& config) {
+  return {config.tls_ca_file, config.tls_cert_file, config.tls_key_file, config.insecure};
+}
+
+// What a config needs to serve fleetd; a usage error naming what is missing otherwise.
+absl::Status CheckServing(const AgentConfig& config) {
+  if (config.controller.empty() || config.host.empty() || config.backend.empty()) {
+    return absl::InvalidArgumentError(
+        "--controller, --host and --backend are required (flags or config); see --help");
+  }
+  RETURN_IF_ERROR(fleet::onic_agent::CheckAgentTls(config));
+  // Read once now, so a missing file stops the agent at start instead of in a retry loop.
+  return fleet::ClientCredentials(TlsOf(config)).status();
+}
+
+fleet::onic_agent::AgentOptions OptionsOf(const AgentConfig& config,
+                                          fleet::onic_agent::AgentMetrics* metrics) {
+  fleet::onic_agent::AgentOptions options;
+  options.metrics = metrics;
+  options.controller = config.controller;
+  options.tls = TlsOf(config);
+  options.host = config.host;
+  options.software_version = fleet::kVersion;
+  return options;
+}
+
+// Several emulated agents in this process, one per file, until SIGTERM: each its own
+// backend, identity, stream and heartbeat, as if each ran alone. Prints `agents: N` once
+// every one is started (not yet connected).
+int RunMany(const std::vector<std::string>& files, const Configure& configure) {
+  std::vector<AgentConfig> configs;
+  std::set<std::string> hosts;
+  for (const std::string& file : files) {
+    absl::StatusOr<AgentConfig> config = configure(file);
+    absl::Status usable = config.status();
+    if (usable.ok() && config->backend != "emulated") {
+      usable = absl::InvalidArgumentError(absl::StrCat(
+          "backend '", config->backend, "': several agents share a process only emulated"));
+    }
+    if (usable.ok() && !config->host.empty() && !hosts.insert(config->host).second) {
+      // Two streams for one host would replace each other for ever.
+      usable = absl::InvalidArgumentError(
+          absl::StrCat("host '", config->host, "' is named by an earlier file too"));
+    }
+    if (usable.ok()) usable = CheckServing(*config);
+    if (!usable.ok()) {
+      std::cerr << "fleet-onic-agent: " << file << ": " << usable.message() << "\n";
+      return 2;
+    }
+    configs.push_back(*std::move(config));
+  }
+  const fleet::ShutdownSignals shutdown = fleet::ShutdownSignals::Block();
+  std::vector<std::unique_ptr<fleet::onic_agent::OnicBackend>> backends;
+  for (const AgentConfig& config : configs) {
+    absl::StatusOr<std::unique_ptr<fleet::onic_agent::OnicBackend>> made =
+        fleet::onic_agent::MakeBackend(config);
+    if (!made.ok()) {
+      std::cerr << "fleet-onic-agent: host " << config.host << ": " << made.status().message()
+                << "\n";
+      return 1;
+    }
+    backends.push_back(*std::move(made));
+  }
+  std::vector<std::unique_ptr<fleet::onic_agent::Agent>> agents;  // Stopped before the backends.
+  std::vector<std::thread> runners;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    agents.push_back(std::make_unique<fleet::onic_agent::Agent>(OptionsOf(configs[i], nullptr),
+                                                                backends[i].get()));
+    runners.emplace_back([agent = agents.back().get()] { agent->Run(); });
+  }
+  std::cout << "agents: " << agents.size() << std::endl;
+  FLEET_LOG(INFO) << "fleet-onic-agent " << fleet::kVersion << ": " << agents.size()
+                  << " emulated agents, controller " << configs.front().controller;
+  const int signal_number = shutdown.Wait();
+  FLEET_LOG(INFO) << "signal " << signal_number << ": stopping " << agents.size() << " agents";
+  for (auto& agent : agents) agent->Stop();
+  for (std::thread& runner : runners) runner.join();
+  return 0;
+}
 
 int Run(int argc, char** argv) {
   std::string config_file, controller, host, backend, simulator, metrics_address, tls_ca_file,
@@ -35,7 +122,10 @@ int Run(int argc, char** argv) {
       "With a verb it does not dial fleetd: it runs that one backend call on this host's\n"
       "O-NICs, prints the answer as JSON and exits 0 when it succeeded (bringing up a host);\n"
       "with `-` it runs such verbs read from stdin, one a line.");
-  flags.String("config", &config_file, "YAML config file with this host's O-NICs");
+  flags.String("config", &config_file,
+               "YAML config file with this host's O-NICs; several, comma-separated: one agent "
+               "per file in this process, each its own host, identity, stream and heartbeat "
+               "(emulated backend only, no /metrics: a bench's or a demo's many hosts)");
   flags.String("controller", &controller,
                "fleetd's gRPC address, HOST:PORT; several, comma-separated, for a replicated "
                "fleetd (the agent finds the leader)");
@@ -65,46 +155,65 @@ int Run(int argc, char** argv) {
     std::cout << flags.Help();
     return 0;
   }
-  fleet::onic_agent::AgentConfig config;
-  if (!config_file.empty()) {
-    absl::StatusOr<fleet::onic_agent::AgentConfig> loaded =
-        fleet::onic_agent::ReadAgentConfigFile(config_file);
-    if (!loaded.ok()) {
-      std::cerr << "fleet-onic-agent: " << loaded.status().message() << "\n";
+  // One config: the file's (if any) with the flags over it. Errors are usage errors.
+  auto configure = [&](const std::string& file) -> absl::StatusOr<fleet::onic_agent::AgentConfig> {
+    fleet::onic_agent::AgentConfig config;
+    if (!file.empty()) {
+      ASSIGN_OR_RETURN(config, fleet::onic_agent::ReadAgentConfigFile(file));
+    }
+    if (!controller.empty()) config.controller = controller;
+    // Flags override the file's way of dialing as a whole: a file's TLS and a flag's plaintext
+    // (or the other way round) do not mix.
+    if (!tls_ca_file.empty() || !tls_cert_file.empty() || !tls_key_file.empty()) {
+      config.insecure = false;
+      if (!tls_ca_file.empty()) config.tls_ca_file = tls_ca_file;
+      if (!tls_cert_file.empty()) config.tls_cert_file = tls_cert_file;
+      if (!tls_key_file.empty()) config.tls_key_file = tls_key_file;
+    }
+    if (flags.IsSet("insecure")) {
+      if (insecure && (!tls_ca_file.empty() || !tls_cert_file.empty() || !tls_key_file.empty())) {
+        return absl::InvalidArgumentError(
+            "--insecure with --tls-*-file: plaintext or TLS, not both");
+      }
+      config.insecure = insecure;
+      if (insecure) config.tls_ca_file = config.tls_cert_file = config.tls_key_file = "";
+    }
+    if (!host.empty()) config.host = host;
+    if (!backend.empty()) config.backend = backend;
+    if (!simulator.empty()) config.simulator = simulator;
+    if (training_ms >= 0) config.training_ms = static_cast<int>(training_ms);
+    if (!metrics_address.empty()) config.metrics_address = metrics_address;
+    if (metrics_port != -2) {
+      if (metrics_port < -1 || metrics_port > 65535) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--metrics-port ", metrics_port, " is not a port (0 picks one, -1 serves none)"));
+      }
+      config.metrics_port = static_cast<int>(metrics_port);
+    }
+    return config;
+  };
+  if (log_level == "debug") fleet::SetMinLogLevel(fleet::LogLevel::kDebug);
+  if (log_level == "warning") fleet::SetMinLogLevel(fleet::LogLevel::kWarning);
+  if (log_level == "error") fleet::SetMinLogLevel(fleet::LogLevel::kError);
+  const std::vector<std::string> config_files = absl::StrSplit(config_file, ',', absl::SkipEmpty());
+  if (config_files.size() > 1) {
+    if (!rest->empty() || !host.empty() || (metrics_port != -2 && metrics_port != -1) ||
+        !expect.vendor.empty() || !expect.device.empty() || !expect.dsn.empty()) {
+      std::cerr << "fleet-onic-agent: several --config files run one agent each: no verb, no "
+                   "--expect-*, no --host (each file names its own) and no --metrics-port (the "
+                   "agents of one process would export one another's series; run one per "
+                   "process to scrape them)\n";
       return 2;
     }
-    config = *loaded;
+    return RunMany(config_files, configure);
   }
-  if (!controller.empty()) config.controller = controller;
-  // Flags override the file's way of dialing as a whole: a file's TLS and a flag's plaintext (or
-  // the other way round) do not mix.
-  if (!tls_ca_file.empty() || !tls_cert_file.empty() || !tls_key_file.empty()) {
-    config.insecure = false;
-    if (!tls_ca_file.empty()) config.tls_ca_file = tls_ca_file;
-    if (!tls_cert_file.empty()) config.tls_cert_file = tls_cert_file;
-    if (!tls_key_file.empty()) config.tls_key_file = tls_key_file;
+  absl::StatusOr<fleet::onic_agent::AgentConfig> configured =
+      configure(config_files.empty() ? "" : config_files.front());
+  if (!configured.ok()) {
+    std::cerr << "fleet-onic-agent: " << configured.status().message() << "\n";
+    return 2;
   }
-  if (flags.IsSet("insecure")) {
-    if (insecure && (!tls_ca_file.empty() || !tls_cert_file.empty() || !tls_key_file.empty())) {
-      std::cerr << "fleet-onic-agent: --insecure with --tls-*-file: plaintext or TLS, not both\n";
-      return 2;
-    }
-    config.insecure = insecure;
-    if (insecure) config.tls_ca_file = config.tls_cert_file = config.tls_key_file = "";
-  }
-  if (!host.empty()) config.host = host;
-  if (!backend.empty()) config.backend = backend;
-  if (!simulator.empty()) config.simulator = simulator;
-  if (training_ms >= 0) config.training_ms = static_cast<int>(training_ms);
-  if (!metrics_address.empty()) config.metrics_address = metrics_address;
-  if (metrics_port != -2) {
-    if (metrics_port < -1 || metrics_port > 65535) {
-      std::cerr << "fleet-onic-agent: --metrics-port " << metrics_port
-                << " is not a port (0 picks one, -1 serves none)\n";
-      return 2;
-    }
-    config.metrics_port = static_cast<int>(metrics_port);
-  }
+  fleet::onic_agent::AgentConfig& config = *configured;
   if (!rest->empty()) {
     const bool session = *rest == std::vector<std::string>{"-"};
     absl::StatusOr<fleet::onic_agent::BringUpCommand> command =
@@ -136,25 +245,10 @@ int Run(int argc, char** argv) {
                  "to expect when it runs the agent\n";
     return 2;
   }
-  if (config.controller.empty() || config.host.empty() || config.backend.empty()) {
-    std::cerr << "fleet-onic-agent: --controller, --host and --backend are required (flags or "
-                 "config); see --help\n";
+  if (absl::Status serving = CheckServing(config); !serving.ok()) {
+    std::cerr << "fleet-onic-agent: " << serving.message() << "\n";
     return 2;
   }
-  if (absl::Status tls = fleet::onic_agent::CheckAgentTls(config); !tls.ok()) {
-    std::cerr << "fleet-onic-agent: " << tls.message() << "\n";
-    return 2;
-  }
-  fleet::ClientTlsFiles tls{config.tls_ca_file, config.tls_cert_file, config.tls_key_file,
-                            config.insecure};
-  // Read once now, so a missing file stops the agent at start instead of in a retry loop.
-  if (absl::Status readable = fleet::ClientCredentials(tls).status(); !readable.ok()) {
-    std::cerr << "fleet-onic-agent: " << readable.message() << "\n";
-    return 2;
-  }
-  if (log_level == "debug") fleet::SetMinLogLevel(fleet::LogLevel::kDebug);
-  if (log_level == "warning") fleet::SetMinLogLevel(fleet::LogLevel::kWarning);
-  if (log_level == "error") fleet::SetMinLogLevel(fleet::LogLevel::kError);
 
   // No work in signal handlers: shutdown signals are taken synchronously below.
   const fleet::ShutdownSignals shutdown = fleet::ShutdownSignals::Block();
@@ -182,13 +276,7 @@ int Run(int argc, char** argv) {
     }
   }
 
-  fleet::onic_agent::AgentOptions options;
-  options.metrics = &metrics;
-  options.controller = config.controller;
-  options.tls = tls;
-  options.host = config.host;
-  options.software_version = fleet::kVersion;
-  fleet::onic_agent::Agent agent(options, made->get());
+  fleet::onic_agent::Agent agent(OptionsOf(config, &metrics), made->get());
   std::thread runner([&agent] { agent.Run(); });
   FLEET_LOG(INFO) << "fleet-onic-agent " << fleet::kVersion << " for host " << config.host << " ("
                   << config.backend << ", "

@@ -295,6 +295,27 @@ absl::Status Demo::StartAgents(const std::string& grpc_address) {
     }
   }
   ASSIGN_OR_RETURN(const auto place_switch, PlaceSwitches(site));
+  // A site of many places runs its agents kAgentsPerProcess to a process (one agent process
+  // takes about 25 MiB, so 2,048 alone would need 50 GiB); a small one, one process each, so
+  // that each can be stopped alone and scraped.
+  agent_places_ = static_cast<int>(places.size());
+  grouped_ = agent_places_ > kAgentsPerProcess;
+  std::vector<std::string> group;  // Config files of the next process's agents.
+  auto start_group = [&]() -> absl::Status {
+    const std::string log = absl::StrCat(state_dir_, "/agents-", agents_.size() + 1, ".log");
+    std::vector<std::string> argv = {binary_dir_ + "/fleet-onic-agent", "--config",
+                                     absl::StrJoin(group, ","), "--controller", grpc_address};
+    ASSIGN_OR_RETURN(std::unique_ptr<ChildProcess> agents, ChildProcess::Start(argv, log));
+    if (absl::Status started = agents->WaitForLine("agents: ", kChildStartTimeout).status();
+        !started.ok()) {
+      return absl::Status(started.code(),
+                          absl::StrCat("the agents of ", log, ": ", started.message()));
+    }
+    agents_.push_back(std::move(agents));
+    agent_argv_.push_back(std::move(argv));
+    group.clear();
+    return absl::OkStatus();
+  };
   std::map<std::string, std::string> rest_of;
   for (const DemoSwitch& emulated : switches_) rest_of[emulated.id] = emulated.rest;
   for (const std::string& place : places) {
@@ -302,8 +323,9 @@ absl::Status Demo::StartAgents(const std::string& grpc_address) {
     auto at = place_switch.find(place);
     const std::string& simulator =
         at == place_switch.end() ? switches_.front().rest : rest_of[at->second];
-    std::string config = absl::StrCat(
-        "host: ", place, "\nbackend: emulated\ntraining_ms: ", options_.training_ms, "\nonics:\n");
+    std::string config =
+        absl::StrCat("host: ", place, "\nbackend: emulated\nsimulator: ", simulator,
+                     "\ntraining_ms: ", options_.training_ms, "\nonics:\n");
     for (const v1::Onic& onic : site.onics()) {
       if (location[onic.device()] != place || onic.ports_size() != 2) continue;
       absl::StrAppend(&config, "  - serial: ", onic.serial(), "\n    pcie: \"", onic.pcie_address(),
@@ -322,13 +344,16 @@ absl::Status Demo::StartAgents(const std::string& grpc_address) {
     }
     const std::string path = absl::StrCat(state_dir_, "/agent-", place, ".yaml");
     std::ofstream(path) << config;
+    if (grouped_) {
+      group.push_back(path);
+      if (group.size() == kAgentsPerProcess) RETURN_IF_ERROR(start_group());
+      continue;
+    }
     std::vector<std::string> argv = {binary_dir_ + "/fleet-onic-agent",
                                      "--config",
                                      path,
                                      "--controller",
                                      grpc_address,
-                                     "--simulator",
-                                     simulator,
                                      "--metrics-port",
                                      "0"};
     ASSIGN_OR_RETURN(std::unique_ptr<ChildProcess> agent,
@@ -342,10 +367,12 @@ absl::Status Demo::StartAgents(const std::string& grpc_address) {
     agents_.push_back(std::move(agent));
     agent_argv_.push_back(std::move(argv));
   }
+  if (!group.empty()) RETURN_IF_ERROR(start_group());
   return absl::OkStatus();
 }
 
 absl::Status Demo::StopAgent(const std::string& place) {
+  if (grouped_) return SharedAgentProcesses();
   for (size_t i = 0; i < agent_metrics_.size(); ++i) {
     if (agent_metrics_[i].first != place) continue;
     agents_[i].reset();  // SIGTERM, then SIGKILL if it lingers: its stream ends.
@@ -355,6 +382,7 @@ absl::Status Demo::StopAgent(const std::string& place) {
 }
 
 absl::Status Demo::RestartAgent(const std::string& place) {
+  if (grouped_) return SharedAgentProcesses();
   for (size_t i = 0; i < agent_metrics_.size(); ++i) {
     if (agent_metrics_[i].first != place || agents_[i] != nullptr) continue;
     ASSIGN_OR_RETURN(
@@ -365,6 +393,12 @@ absl::Status Demo::RestartAgent(const std::string& place) {
     return absl::OkStatus();
   }
   return absl::NotFoundError(absl::StrCat("no stopped agent for ", place));
+}
+
+absl::Status Demo::SharedAgentProcesses() const {
+  return absl::FailedPreconditionError(
+      absl::StrCat("this site's ", agent_places_, " agents share processes (", kAgentsPerProcess,
+                   " to a process above that many): one cannot be stopped alone"));
 }
 
 absl::StatusOr<std::string> Demo::WriteFleetctlConfig(const std::string& grpc_address) {

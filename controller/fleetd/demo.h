@@ -72,12 +72,15 @@ class Demo {
   // settings at them with fleetd's client certificate. FAILED_PRECONDITION under --insecure or
   // where etcd is not installed.
   absl::Status StartEtcd(int members, FleetdConfig& config);
+  // Agents share a process (fleet-onic-agent with several --config files) on a site of more
+  // than this many places; on a smaller one each runs alone.
+  static constexpr int kAgentsPerProcess = 64;
   // Starts one emulated agent per host and per chassis of the inventory, dialing
   // `grpc_address` (one fleetd, or replicas A,B,C) with a certificate of its own (plaintext under
   // --insecure).
   absl::Status StartAgents(const std::string& grpc_address);
   // Stops the agent of `place` (a host or chassis) as a crash would leave it: gone. NOT_FOUND
-  // for a place without an agent.
+  // for a place without an agent; FAILED_PRECONDITION where agents share processes.
   absl::Status StopAgent(const std::string& place);
   // Starts the stopped agent of `place` again, as StartAgents did.
   absl::Status RestartAgent(const std::string& place);
@@ -87,8 +90,9 @@ class Demo {
 
   // In inventory order.
   const std::vector<DemoSwitch>& switches() const { return switches_; }
-  int agents() const { return static_cast<int>(agents_.size()); }
-  // Each agent's host (or chassis) and the HOST:PORT of its /metrics.
+  int agents() const { return agent_places_; }
+  // Each agent's host (or chassis) and the HOST:PORT of its /metrics; empty where agents
+  // share processes (they serve none).
   const std::vector<std::pair<std::string, std::string>>& agent_metrics() const {
     return agent_metrics_;
   }
@@ -103,7 +107,11 @@ class Demo {
   std::optional<DemoPki> pki_;  // Unset under --insecure.
   std::vector<std::unique_ptr<ChildProcess>> etcd_members_;
   std::vector<std::unique_ptr<ChildProcess>> emulators_;
-  std::vector<std::unique_ptr<ChildProcess>> agents_;  // Null while stopped (StopAgent).
+  absl::Status SharedAgentProcesses() const;
+  // Agent processes, one per place unless grouped_; null while stopped (StopAgent).
+  std::vector<std::unique_ptr<ChildProcess>> agents_;
+  int agent_places_ = 0;
+  bool grouped_ = false;
   std::vector<std::pair<std::string, std::string>> agent_metrics_;
   std::vector<std::vector<std::string>> agent_argv_;  // How each agent was started.
 };
