@@ -39,6 +39,10 @@ std::vector<store::PortHealth> SwitchMonitor::Pass() {
   }
   std::map<std::string, std::vector<v1::SwitchPort>> stored;
   for (const v1::SwitchPort& p : (*inventory)->ports) stored[p.ref().switch_id()].push_back(p);
+  // Every switch's health written in one go after the reads: a health write is an inventory
+  // change, and the next switch's read would otherwise reload the whole cached inventory
+  // (one reload per switch per pass: quadratic in the switches).
+  std::vector<store::PortHealth> writes;
   for (const v1::Switch& sw : (*inventory)->site.switches()) {
     if (p_.pool.stopping()) break;  // A slow switch must not hold up Shutdown.
     absl::StatusOr<Reading> changes = Read(sw, stored[sw.id()], lit[sw.id()], unjudged[sw.id()]);
@@ -53,26 +57,27 @@ std::vector<store::PortHealth> SwitchMonitor::Pass() {
       }
       unreadable_.erase(sw.id());
     }
-    if (changes->changes.empty() && changes->first_readings.empty()) continue;
-    std::vector<store::PortHealth> writes = changes->changes;
-    writes.insert(writes.end(), changes->first_readings.begin(), changes->first_readings.end());
-    if (absl::Status s = p_.ctx.store->SetPortHealth(writes); !s.ok()) {
-      FLEET_LOG(WARNING) << "switch monitor: port health of " << sw.id() << " not stored: " << s;
-      continue;
-    }
-    std::map<std::string, std::string> unhealthy;  // v1::PortName → what was read.
-    std::set<std::string> well;
-    for (const store::PortHealth& h : changes->changes) {
-      if (h.state != v1::OPER_STATE_UP) {
-        unhealthy[v1::PortName(h.ref)] = absl::StrCat(v1::Name(h.state), ": ", h.reason);
-      } else {
-        well.insert(v1::PortName(h.ref));
-      }
-    }
-    recovery_->SwitchPortsUnhealthy(unhealthy);
-    recovery_->SwitchPortsWell(well);
+    writes.insert(writes.end(), changes->changes.begin(), changes->changes.end());
     recorded.insert(recorded.end(), changes->changes.begin(), changes->changes.end());
+    writes.insert(writes.end(), changes->first_readings.begin(), changes->first_readings.end());
   }
+  if (writes.empty()) return recorded;
+  if (absl::Status s = p_.ctx.store->SetPortHealth(writes); !s.ok()) {
+    FLEET_LOG(WARNING) << "switch monitor: port health not stored: " << s;
+    recorded.clear();
+    return recorded;
+  }
+  std::map<std::string, std::string> unhealthy;  // v1::PortName → what was read.
+  std::set<std::string> well;
+  for (const store::PortHealth& h : recorded) {
+    if (h.state != v1::OPER_STATE_UP) {
+      unhealthy[v1::PortName(h.ref)] = absl::StrCat(v1::Name(h.state), ": ", h.reason);
+    } else {
+      well.insert(v1::PortName(h.ref));
+    }
+  }
+  recovery_->SwitchPortsUnhealthy(unhealthy);
+  recovery_->SwitchPortsWell(well);
   return recorded;
 }
 

@@ -9,7 +9,8 @@
 //   an egress reads below `low_power_dbm`    → DEGRADED, with the reading
 //   otherwise                               → UP
 //
-// Only changes are written (InventoryStore::SetPortHealth, with an event each), and a port's
+// Only changes are written (InventoryStore::SetPortHealth, once for the whole pass: each write
+// reloads the cached inventory; with an event each), and a port's
 // first reading (UP too, without an event, so that it reads UP rather than UNKNOWN); a port newly
 // FAILED or DEGRADED degrades the live circuits crossing it at once
 // (LinkRecovery::SwitchPortsUnhealthy), whose retry heals or retrains them; one well again
