@@ -21,12 +21,13 @@ std::vector<store::PortHealth> SwitchMonitor::Pass() {
                        << (inventory.ok() ? circuits.status() : inventory.status());
     return recorded;
   }
-  // The egresses that carry light now, by switch: circuits trained (or DEGRADED after they
-  // were) of allocations no transaction holds, whose light is not in the middle of a change.
-  // The egresses of allocations in a change (claimed) are not judged now: their light may
-  // be off for a retrain or a batch; they keep the health they had.
+  // The egresses that carry light now, by switch, with their allocation: circuits trained
+  // (or DEGRADED after they were) of allocations no transaction holds, whose light is not in
+  // the middle of a change. The egresses of allocations in a change (claimed) are not judged
+  // now: their light may be off for a retrain or a batch; they keep the health they had.
   const std::set<std::string> claimed = p_.pool.Claims();
-  std::map<std::string, std::set<uint32_t>> lit, unjudged;
+  std::map<std::string, std::map<uint32_t, std::string>> lit;
+  std::map<std::string, std::set<uint32_t>> unjudged;
   for (const v1::Circuit& c : *circuits) {
     const bool in_change = claimed.contains(c.allocation_id());
     if (!in_change && c.state() != v1::CIRCUIT_STATE_ACTIVE &&
@@ -34,51 +35,75 @@ std::vector<store::PortHealth> SwitchMonitor::Pass() {
       continue;
     }
     for (const v1::CrossConnect& x : c.cross_connects()) {
-      (in_change ? unjudged : lit)[x.switch_id()].insert(x.egress());
+      if (in_change) {
+        unjudged[x.switch_id()].insert(x.egress());
+      } else {
+        lit[x.switch_id()][x.egress()] = c.allocation_id();
+      }
     }
   }
   std::map<std::string, std::vector<v1::SwitchPort>> stored;
   for (const v1::SwitchPort& p : (*inventory)->ports) stored[p.ref().switch_id()].push_back(p);
-  // Every switch's health written in one go after the reads: a health write is an inventory
-  // change, and the next switch's read would otherwise reload the whole cached inventory
-  // (one reload per switch per pass: quadratic in the switches).
-  std::vector<store::PortHealth> writes;
+  // Each switch's changes are written, and acted on, as soon as it is read: a port FAILED on
+  // the first switch does not wait for the others' reads. Ports read for the first time (no
+  // event, nothing to act on) are written once at the end: each write is an inventory change,
+  // and the next switch's driver is found through the cached inventory, which it reloads.
+  std::vector<store::PortHealth> first_readings;
   for (const v1::Switch& sw : (*inventory)->site.switches()) {
     if (p_.pool.stopping()) break;  // A slow switch must not hold up Shutdown.
-    absl::StatusOr<Reading> changes = Read(sw, stored[sw.id()], lit[sw.id()], unjudged[sw.id()]);
+    // What this pass acted on may have started a change (a heal, a retrain) since the pass
+    // began: that allocation's light is not judged now either.
+    const std::set<std::string> claimed_now = p_.pool.Claims();
+    std::set<uint32_t> lit_egresses;
+    std::set<uint32_t>& not_judged = unjudged[sw.id()];
+    for (const auto& [egress, allocation] : lit[sw.id()]) {
+      (claimed_now.contains(allocation) ? not_judged : lit_egresses).insert(egress);
+    }
+    absl::StatusOr<Reading> reading = Read(sw, stored[sw.id()], lit_egresses, not_judged);
     {
       absl::MutexLock lock(&mu_);
-      if (!changes.ok()) {
+      if (!reading.ok()) {
         if (unreadable_.insert(sw.id()).second) {
           FLEET_LOG(WARNING) << "switch monitor: switch " << sw.id()
-                             << " not read; its ports keep their last health: " << changes.status();
+                             << " not read; its ports keep their last health: " << reading.status();
         }
         continue;
       }
       unreadable_.erase(sw.id());
     }
-    writes.insert(writes.end(), changes->changes.begin(), changes->changes.end());
-    recorded.insert(recorded.end(), changes->changes.begin(), changes->changes.end());
-    writes.insert(writes.end(), changes->first_readings.begin(), changes->first_readings.end());
+    first_readings.insert(first_readings.end(), reading->first_readings.begin(),
+                          reading->first_readings.end());
+    if (Record(sw, reading->changes)) {
+      recorded.insert(recorded.end(), reading->changes.begin(), reading->changes.end());
+    }
   }
-  if (writes.empty()) return recorded;
-  if (absl::Status s = p_.ctx.store->SetPortHealth(writes); !s.ok()) {
-    FLEET_LOG(WARNING) << "switch monitor: port health not stored: " << s;
-    recorded.clear();
-    return recorded;
+  if (!first_readings.empty()) {
+    if (absl::Status s = p_.ctx.store->SetPortHealth(first_readings); !s.ok()) {
+      FLEET_LOG(WARNING) << "switch monitor: first port readings not stored: " << s;
+    }
+  }
+  return recorded;
+}
+
+bool SwitchMonitor::Record(const v1::Switch& sw, const std::vector<store::PortHealth>& changes) {
+  if (changes.empty()) return true;
+  if (absl::Status s = p_.ctx.store->SetPortHealth(changes); !s.ok()) {
+    FLEET_LOG(WARNING) << "switch monitor: port health of switch " << sw.id()
+                       << " not stored: " << s;
+    return false;
   }
   std::map<std::string, std::string> unhealthy;  // v1::PortName → what was read.
   std::set<std::string> well;
-  for (const store::PortHealth& h : recorded) {
+  for (const store::PortHealth& h : changes) {
     if (h.state != v1::OPER_STATE_UP) {
       unhealthy[v1::PortName(h.ref)] = absl::StrCat(v1::Name(h.state), ": ", h.reason);
     } else {
       well.insert(v1::PortName(h.ref));
     }
   }
-  recovery_->SwitchPortsUnhealthy(unhealthy);
-  recovery_->SwitchPortsWell(well);
-  return recorded;
+  if (!unhealthy.empty()) recovery_->SwitchPortsUnhealthy(unhealthy);
+  if (!well.empty()) recovery_->SwitchPortsWell(well);
+  return true;
 }
 
 absl::StatusOr<SwitchMonitor::Reading> SwitchMonitor::Read(

@@ -9,14 +9,14 @@
 //   an egress reads below `low_power_dbm`    → DEGRADED, with the reading
 //   otherwise                               → UP
 //
-// Only changes are written (InventoryStore::SetPortHealth, once for the whole pass: each write
-// reloads the cached inventory; with an event each), and a port's
-// first reading (UP too, without an event, so that it reads UP rather than UNKNOWN); a port newly
-// FAILED or DEGRADED degrades the live circuits crossing it at once
-// (LinkRecovery::SwitchPortsUnhealthy), whose retry heals or retrains them; one well again
-// makes the retries of DEGRADED allocations crossing it due (SwitchPortsWell); new circuits
-// avoid FAILED ports (the planner reads health from the store). A switch that cannot be read
-// keeps its ports' last health; the failure is logged once per switch until it reads again.
+// Only changes are written (InventoryStore::SetPortHealth, per switch as it is read, with an
+// event each), and a port's first reading (UP too, without an event, so that it reads UP
+// rather than UNKNOWN; all of a pass's at its end); a port newly FAILED or DEGRADED degrades the
+// live circuits crossing it at once (LinkRecovery::SwitchPortsUnhealthy), whose retry heals or
+// retrains them; one well again makes the retries of DEGRADED allocations crossing it due
+// (SwitchPortsWell); new circuits avoid FAILED ports (the planner reads health from the store). A
+// switch that cannot be read keeps its ports' last health; the failure is logged once per switch
+// until it reads again.
 #ifndef FLEET_CONTROLLER_ENGINE_SWITCH_MONITOR_H_
 #define FLEET_CONTROLLER_ENGINE_SWITCH_MONITOR_H_
 
@@ -53,6 +53,10 @@ class SwitchMonitor {
   absl::StatusOr<Reading> Read(const v1::Switch& sw, const std::vector<v1::SwitchPort>& stored,
                                const std::set<uint32_t>& lit_egresses,
                                const std::set<uint32_t>& unjudged);
+
+  // Stores the health `changes` read on switch `sw` and acts on them; false if the store
+  // refused them.
+  bool Record(const v1::Switch& sw, const std::vector<store::PortHealth>& changes);
 
   const EngineParts p_;
   LinkRecovery* const recovery_;
