@@ -251,8 +251,12 @@ bool Agent::Session(const std::shared_ptr<grpc::Channel>& channel, const std::st
         }
         break;
       }
-      case v1::ControllerMessage::kHeartbeat:
+      case v1::ControllerMessage::kHeartbeat: {
+        // Answered at once by the heartbeat thread: this thread only reads.
+        absl::MutexLock lock(&mu_);
+        beat_due_ = registered;
         break;
+      }
       case v1::ControllerMessage::kCommand:
         Dispatch(message.command());
         break;
@@ -266,6 +270,7 @@ bool Agent::Session(const std::shared_ptr<grpc::Channel>& channel, const std::st
     stream_ = nullptr;
     context_ = nullptr;
     ++session_;  // Ends this session's heartbeat thread.
+    beat_due_ = false;
     batch_results_ = false;
     // An armed retrain's answer is for the fleetd that armed it, over this stream: it cannot
     // collect it now, and a fleetd that restarted knows nothing of it.
@@ -330,21 +335,39 @@ void Agent::SendInOrder(v1::AgentMessage message) {
   }
 }
 
+void Agent::Beat() {
+  v1::AgentMessage message;
+  {
+    absl::MutexLock lock(&mu_);
+    beat_due_ = false;
+    last_beat_ = absl::Now();
+    message.mutable_heartbeat()->set_sequence(++beat_sequence_);
+  }
+  *message.mutable_heartbeat()->mutable_sent() = ToProtoTime(absl::Now());
+  Send(message);
+}
+
 void Agent::HeartbeatAndMonitor(absl::Duration interval, uint64_t session) {
-  absl::Time next_beat = absl::Now() + interval;
+  // Unanswered, fleetd's next heartbeat is due about an interval after its last: the agent's
+  // own beat waits half an interval more, so that it does not race fleetd's and send two.
+  const absl::Duration own_beat_after = interval * 3 / 2;
+  {
+    absl::MutexLock lock(&mu_);
+    last_beat_ = absl::Now();  // beat_due_ stays: fleetd's first may be in before this thread.
+  }
   absl::Time next_monitor = absl::Now() + options_.monitor_interval;
-  uint64_t sequence = 0;
   uint64_t monitor_round = 0;
   while (true) {
     bool beat = false, monitor = false;
     {
       absl::MutexLock lock(&mu_);
-      const absl::Time wake = std::min(next_beat, next_monitor);
-      // Woken early only to stop or when the session ends, not by every command.
-      auto over = [this, session]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || session_ != session;
+      // Woken early to answer fleetd's heartbeat, to stop, or when the session ends; not by
+      // every command.
+      auto wake = [this, session]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || session_ != session || beat_due_;
       };
-      mu_.AwaitWithDeadline(absl::Condition(&over), wake);
+      mu_.AwaitWithDeadline(absl::Condition(&wake),
+                            std::min(last_beat_ + own_beat_after, next_monitor));
       if (stopping_ || session_ != session) return;
       if (absl::Now() - last_heard_ > 3 * interval) {
         FLEET_LOG(WARNING) << "fleetd missed 3 heartbeats; reconnecting";
@@ -352,16 +375,10 @@ void Agent::HeartbeatAndMonitor(absl::Duration interval, uint64_t session) {
         return;
       }
       const absl::Time now = absl::Now();
-      beat = now >= next_beat;
+      beat = beat_due_ || now >= last_beat_ + own_beat_after;
       monitor = now >= next_monitor;
     }
-    if (beat) {
-      v1::AgentMessage message;
-      message.mutable_heartbeat()->set_sequence(++sequence);
-      *message.mutable_heartbeat()->mutable_sent() = ToProtoTime(absl::Now());
-      Send(message);
-      next_beat = absl::Now() + interval;
-    }
+    if (beat) Beat();
     if (monitor) {
       // Up links are read every interval: their light can go, and so is a port whose change
       // fleetd never heard of. A port that is not up changes only by a retrain, which

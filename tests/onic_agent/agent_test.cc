@@ -82,6 +82,92 @@ TEST(AgentTest, RegistersAndIsListed) {
   EXPECT_FALSE(controller.registry().ArmsRetrains("S1"));
 }
 
+// A fleetd side that registers the agent with heartbeat interval `interval`, then sends
+// `beats` heartbeats `interval` apart, and counts the heartbeats the agent sends.
+class ScriptedFleetd final : public v1::AgentService::Service {
+ public:
+  ScriptedFleetd(absl::Duration interval, int beats) : interval_(interval), beats_(beats) {}
+
+  grpc::Status Connect(
+      grpc::ServerContext*,
+      grpc::ServerReaderWriter<v1::ControllerMessage, v1::AgentMessage>* stream) override {
+    v1::AgentMessage message;
+    if (!stream->Read(&message) || !message.has_register_()) return grpc::Status::CANCELLED;
+    std::thread writer([&] {
+      v1::ControllerMessage registered;
+      *registered.mutable_registered()->mutable_heartbeat_interval() =
+          google::protobuf::util::TimeUtil::MillisecondsToDuration(
+              absl::ToInt64Milliseconds(interval_));
+      stream->Write(registered);
+      for (int i = 1; i <= beats_; ++i) {
+        v1::ControllerMessage beat;
+        beat.mutable_heartbeat()->set_sequence(i);
+        if (!stream->Write(beat)) break;
+        if (i < beats_) absl::SleepFor(interval_);
+      }
+      absl::MutexLock lock(&mu_);
+      answered_when_done_ = answered_;
+    });
+    while (stream->Read(&message)) {
+      absl::MutexLock lock(&mu_);
+      answered_ += message.has_heartbeat() ? 1 : 0;
+    }
+    writer.join();
+    return grpc::Status::OK;
+  }
+  int answered() {
+    absl::MutexLock lock(&mu_);
+    return answered_;
+  }
+  // The agent's heartbeats when the last of ours had been sent; -1 before.
+  int answered_when_done() {
+    absl::MutexLock lock(&mu_);
+    return answered_when_done_;
+  }
+
+ private:
+  const absl::Duration interval_;
+  const int beats_;
+  absl::Mutex mu_;
+  int answered_ ABSL_GUARDED_BY(mu_) = 0;
+  int answered_when_done_ ABSL_GUARDED_BY(mu_) = -1;
+};
+
+// Serves `fleetd` on a loopback port while an agent runs against it; `check` runs meanwhile.
+void WithAgentOf(ScriptedFleetd& fleetd, const std::function<void()>& check) {
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&fleetd);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  FakeBackend backend({"S1"});
+  {
+    RunningAgent agent(absl::StrCat("127.0.0.1:", port), "h1", &backend);
+    check();
+  }
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+}
+
+// The agent answers fleetd's heartbeat at once, not at its own next beat (an hour and a half
+// away here): fleetd sends every agent's together, and the answers arriving together cost
+// fleetd a few wakeups, not one per agent.
+TEST(AgentTest, AnswersFleetdsHeartbeatAtOnce) {
+  ScriptedFleetd fleetd(absl::Hours(1), 1);
+  WithAgentOf(fleetd, [&] { EXPECT_TRUE(Eventually([&] { return fleetd.answered() == 1; })); });
+}
+
+// While fleetd's heartbeats come every interval, the agent only answers them: its own beat,
+// due an interval and a half after its last, never races fleetd's next into two per interval.
+TEST(AgentTest, SendsOneHeartbeatPerFleetdHeartbeat) {
+  constexpr int kBeats = 25;
+  ScriptedFleetd fleetd(absl::Milliseconds(20), kBeats);
+  WithAgentOf(fleetd, [&] {
+    ASSERT_TRUE(Eventually([&] { return fleetd.answered_when_done() >= 0; }));
+    EXPECT_GE(fleetd.answered_when_done(), kBeats - 2);
+    EXPECT_LE(fleetd.answered_when_done(), kBeats + 1);
+  });
+}
+
 // An agent whose config asks it to find its O-NICs (onic_discovery) on a host with two of them:
 // the one inventory knows (S1) is taken, the other (S0) is an alarm, as for a hand list.
 TEST(AgentTest, OnicsItFindsOnPcieAreRegisteredAndCheckedAgainstInventory) {
