@@ -13,6 +13,7 @@
 #include "common/grpc_tls.h"
 #include "common/log.h"
 #include "common/metrics_endpoint.h"
+#include "common/mutex_checks.h"
 #include "common/shutdown_signals.h"
 #include "common/status_macros.h"
 #include "common/version.h"
@@ -294,4 +295,7 @@ int Run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return Run(argc, argv); }
+int main(int argc, char** argv) {
+  fleet::ConfigureMutexChecks();
+  return Run(argc, argv);
+}

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include <yaml-cpp/yaml.h>
 
@@ -286,13 +287,22 @@ absl::Status Demo::StartAgents(const std::string& grpc_address) {
   // pooled devices (run by the chassis's management controller).
   std::map<std::string, std::string> location;  // Device id → host or chassis.
   std::vector<std::string> places;
-  for (const v1::Host& host : site.hosts()) places.push_back(host.name());
+  std::set<std::string> named;  // Places so far: a chassis named like a host is that place.
+  for (const v1::Host& host : site.hosts()) {
+    places.push_back(host.name());
+    named.insert(host.name());
+  }
   for (const v1::Device& d : site.devices()) {
     location[d.id()] = PlaceOf(d);
-    if (d.host().empty() && !d.chassis().empty() &&
-        std::find(places.begin(), places.end(), d.chassis()) == places.end()) {
+    if (d.host().empty() && !d.chassis().empty() && named.insert(d.chassis()).second) {
       places.push_back(d.chassis());
     }
+  }
+  // Each place's O-NICs, in inventory order (one pass, not one per place: 2,048 places at
+  // S = 64).
+  std::map<std::string, std::vector<const v1::Onic*>> onics_at;
+  for (const v1::Onic& onic : site.onics()) {
+    if (onic.ports_size() == 2) onics_at[location[onic.device()]].push_back(&onic);
   }
   ASSIGN_OR_RETURN(const auto place_switch, PlaceSwitches(site));
   // A site of many places runs its agents kAgentsPerProcess to a process (one agent process
@@ -326,11 +336,10 @@ absl::Status Demo::StartAgents(const std::string& grpc_address) {
     std::string config =
         absl::StrCat("host: ", place, "\nbackend: emulated\nsimulator: ", simulator,
                      "\ntraining_ms: ", options_.training_ms, "\nonics:\n");
-    for (const v1::Onic& onic : site.onics()) {
-      if (location[onic.device()] != place || onic.ports_size() != 2) continue;
-      absl::StrAppend(&config, "  - serial: ", onic.serial(), "\n    pcie: \"", onic.pcie_address(),
-                      "\"\n    ports:\n");
-      for (const v1::OnicPort& p : onic.ports()) {
+    for (const v1::Onic* onic : onics_at[place]) {
+      absl::StrAppend(&config, "  - serial: ", onic->serial(), "\n    pcie: \"",
+                      onic->pcie_address(), "\"\n    ports:\n");
+      for (const v1::OnicPort& p : onic->ports()) {
         absl::StrAppend(&config, "      - {tx_ingress: ", p.tx().port(),
                         ", rx_egress: ", p.rx().port(), "}\n");
       }

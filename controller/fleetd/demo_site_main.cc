@@ -1,15 +1,17 @@
-// fleet-demo-site: the replicated demo's site without its controllers (docs/ha.md,
-// deploy/quickstart/ha-demo.sh). Starts what `fleetd --demo` starts — the emulated switches of
-// the Gen1 inventory, one emulated agent per host and chassis, the throwaway PKI — and a local
-// etcd cluster, and writes one fleetd config file per replica, so that the replicas run as
-// separate processes that can be killed and restarted while the site stays. Runs until SIGTERM
-// or SIGINT, then stops everything it started.
+// fleet-demo-site: a demo site without its controllers (docs/ha.md, deploy/quickstart/ha-demo.sh,
+// fleet_scale_bench). Starts what `fleetd --demo` starts — the emulated switches of the Gen1
+// inventory (or of --site FILE), one emulated agent per host and chassis, the throwaway PKI —
+// and a local etcd cluster (none with --etcd-members 0: then one plain fleetd), and writes one
+// fleetd config file per replica, so that the controllers run as separate processes that can
+// be killed and restarted while the switches keep their cross-connects. Runs until SIGTERM or
+// SIGINT, then stops everything it started.
 #include <signal.h>
 #include <sys/prctl.h>
 
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,7 @@
 #include "absl/strings/str_replace.h"
 #include "common/flags.h"
 #include "common/free_ports.h"
+#include "common/mutex_checks.h"
 #include "common/shutdown_signals.h"
 #include "controller/fleetd/config.h"
 #include "controller/fleetd/demo.h"
@@ -39,25 +42,26 @@ bool StopAsked() {
 }
 
 // Replica `index`'s config file: the site's shared settings, its own state directory and port.
+// Without etcd (`site.etcd` empty) the one fleetd of a plain site.
 std::string ReplicaConfig(const FleetdConfig& site, int index, int port, int lease_seconds) {
-  std::string text = absl::StrCat(
-      "# Replica ", index,
-      " of the replicated demo, written by fleet-demo-site: ", "fleetd --config <this file>.\n",
-      "state_dir: ", site.state_dir, "/replica-", index, "\n", "grpc_port: ", port,
-      "\nmetrics_port: 0\nadvertise: 127.0.0.1:", port, "\n");
-  for (const auto& [key, value] : std::vector<std::pair<const char*, std::string>>{
-           {"inventory", site.inventory},
-           {"switch_credentials", site.switch_credentials},
-           {"tls_ca_file", site.tls_ca_file},
-           {"tls_cert_file", site.tls_cert_file},
-           {"tls_key_file", site.tls_key_file},
-           {"policy_file", site.policy_file},
-           {"etcd", site.etcd},
-           {"etcd_ca_file", site.etcd_ca_file},
-           {"etcd_cert_file", site.etcd_cert_file},
-           {"etcd_key_file", site.etcd_key_file}}) {
-    absl::StrAppend(&text, key, ": ", Quoted(value), "\n");
+  std::string text =
+      absl::StrCat("# Replica ", index, " of the demo site, written by fleet-demo-site: ",
+                   "fleetd --config <this file>.\n", "state_dir: ", site.state_dir, "/replica-",
+                   index, "\n", "grpc_port: ", port, "\nmetrics_port: 0\n");
+  std::vector<std::pair<const char*, std::string>> keys = {
+      {"inventory", site.inventory},       {"switch_credentials", site.switch_credentials},
+      {"tls_ca_file", site.tls_ca_file},   {"tls_cert_file", site.tls_cert_file},
+      {"tls_key_file", site.tls_key_file}, {"policy_file", site.policy_file}};
+  if (site.etcd.empty()) {
+    for (const auto& [key, value] : keys) absl::StrAppend(&text, key, ": ", Quoted(value), "\n");
+    return text;
   }
+  keys.insert(keys.end(), {{"etcd", site.etcd},
+                           {"etcd_ca_file", site.etcd_ca_file},
+                           {"etcd_cert_file", site.etcd_cert_file},
+                           {"etcd_key_file", site.etcd_key_file}});
+  absl::StrAppend(&text, "advertise: 127.0.0.1:", port, "\n");
+  for (const auto& [key, value] : keys) absl::StrAppend(&text, key, ": ", Quoted(value), "\n");
   // A quarter of the lease: the leader stops acting that long before its lease can end.
   absl::StrAppend(&text, "leader_lease_seconds: ", lease_seconds,
                   "\nleader_margin_ms: ", lease_seconds * 250, "\n");
@@ -65,18 +69,20 @@ std::string ReplicaConfig(const FleetdConfig& site, int index, int port, int lea
 }
 
 int Run(int argc, char** argv) {
-  std::string state_dir;
+  std::string state_dir, site_file;
   int64_t replicas = 3, etcd_members = 3, lease_seconds = 2;
   fleet::fleetd::DemoOptions options;
   int64_t switch_ms = options.switch_ms, training_ms = options.training_ms;
   fleet::FlagSet set(
       "fleet-demo-site --state-dir DIR [flags]",
-      "The replicated demo's site: emulated switches and agents, a local etcd cluster, and one\n"
-      "fleetd config file per replica (DIR/fleetd-N.yaml). Prints what to dial, then runs\n"
-      "until SIGTERM or SIGINT. deploy/quickstart/ha-demo.sh drives it.");
+      "A demo site: emulated switches and agents, a local etcd cluster, and one fleetd\n"
+      "config file per replica (DIR/fleetd-N.yaml). Prints what to dial, then runs until\n"
+      "SIGTERM or SIGINT. deploy/quickstart/ha-demo.sh and fleet_scale_bench drive it.");
   set.String("state-dir", &state_dir, "the site's directory (created; required)");
+  set.String("site", &site_file, "the site's inventory YAML (default: the Gen1 site)");
   set.Int("replicas", &replicas, "fleetd replicas to write a config file for (1..9)");
-  set.Int("etcd-members", &etcd_members, "etcd members to start (1, 3 or 5)");
+  set.Int("etcd-members", &etcd_members,
+          "etcd members to start (1, 3 or 5; 0: none, one fleetd without replication)");
   set.Int("leader-lease-seconds", &lease_seconds, "the replicas' leader lease");
   set.Int("switch-ms", &switch_ms, "the emulated switches' time per command");
   set.Int("training-ms", &training_ms, "the emulated agents' link training time");
@@ -116,10 +122,25 @@ int Run(int argc, char** argv) {
     std::cerr << "fleet-demo-site: --replicas " << replicas << " is not in 1..9\n";
     return 2;
   }
-  if (etcd_members != 1 && etcd_members != 3 && etcd_members != 5) {
+  if (etcd_members != 0 && etcd_members != 1 && etcd_members != 3 && etcd_members != 5) {
     std::cerr << "fleet-demo-site: --etcd-members " << etcd_members
-              << " is not 1, 3 or 5 (an odd quorum)\n";
+              << " is not 0, 1, 3 or 5 (none, or an odd quorum)\n";
     return 2;
+  }
+  if (etcd_members == 0 && replicas != 1) {
+    std::cerr << "fleet-demo-site: --replicas " << replicas
+              << " without etcd (--etcd-members 0): replicas share state only through etcd\n";
+    return 2;
+  }
+  if (!site_file.empty()) {
+    std::ifstream file(site_file);
+    std::stringstream text;
+    text << file.rdbuf();
+    if (!file || text.str().empty()) {
+      std::cerr << "fleet-demo-site: cannot read --site " << site_file << "\n";
+      return 2;
+    }
+    options.inventory = text.str();
   }
   options.switch_ms = static_cast<int>(switch_ms);
   options.training_ms = static_cast<int>(training_ms);
@@ -136,7 +157,9 @@ int Run(int argc, char** argv) {
       fleet::fleetd::Demo::Prepare(site, binary_dir, options);
   absl::Status started = demo.status();
   if (started.ok() && StopAsked()) started = absl::CancelledError("stopped while starting");
-  if (started.ok()) started = (*demo)->StartEtcd(static_cast<int>(etcd_members), site);
+  if (started.ok() && etcd_members > 0) {
+    started = (*demo)->StartEtcd(static_cast<int>(etcd_members), site);
+  }
   if (started.ok() && StopAsked()) started = absl::CancelledError("stopped while starting");
   absl::StatusOr<std::vector<int>> ports = fleet::FreeLoopbackPorts(static_cast<int>(replicas));
   if (started.ok()) started = ports.status();
@@ -160,7 +183,7 @@ int Run(int argc, char** argv) {
     std::cerr << "fleet-demo-site: cannot start: " << started.message() << "\n";
     return 1;
   }
-  std::cout << "etcd: " << site.etcd << "\n";
+  if (!site.etcd.empty()) std::cout << "etcd: " << site.etcd << "\n";
   for (const fleet::fleetd::DemoSwitch& sw : (*demo)->switches()) {
     std::cout << "switch: " << sw.id << " tl1 " << sw.tl1 << " rest " << sw.rest << "\n";
   }
@@ -173,4 +196,7 @@ int Run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return Run(argc, argv); }
+int main(int argc, char** argv) {
+  fleet::ConfigureMutexChecks();
+  return Run(argc, argv);
+}

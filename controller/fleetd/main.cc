@@ -5,6 +5,7 @@
 // snapshot to load, stops the same way and exits 75 (kExitRestart), for its supervisor to
 // start it again.
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/flags.h"
 #include "common/log.h"
+#include "common/mutex_checks.h"
 #include "common/shutdown_signals.h"
 #include "controller/fleetd/config.h"
 #include "controller/fleetd/daemon.h"
@@ -24,6 +26,26 @@
 namespace {
 
 using fleet::fleetd::FleetdConfig;
+
+// Every agent holds a connection, and every switch a session or two: a site of 2,048 agents
+// needs more descriptors than the usual soft limit of 1,024 (started from a shell; the
+// systemd unit sets LimitNOFILE). The soft limit is raised to the hard one, as far as it goes.
+void RaiseFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  const rlim_t was = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max;
+  if (limit.rlim_cur == RLIM_INFINITY) {
+    // Unlimited is refused above the kernel's ceiling for one process.
+    std::ifstream nr_open("/proc/sys/fs/nr_open");
+    rlim_t ceiling = 0;
+    if (nr_open >> ceiling && ceiling > was) limit.rlim_cur = ceiling;
+  }
+  if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    FLEET_LOG(WARNING) << "open files limited to " << was << " (cannot raise it to "
+                       << limit.rlim_max << "): a site of many agents may not connect them all";
+  }
+}
 
 // The command line: every flag bound to a variable of its own, so that only the flags given
 // override the config file (ApplyFlags).
@@ -282,6 +304,7 @@ int Run(int argc, char** argv) {
   }
   ApplyFlags(set, c, config);
   SetLogLevel(config.log_level);
+  RaiseFileLimit();
 
   // No work in signal handlers: shutdown signals are taken synchronously below.
   const fleet::ShutdownSignals shutdown = fleet::ShutdownSignals::Block();
@@ -333,4 +356,7 @@ int Run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return Run(argc, argv); }
+int main(int argc, char** argv) {
+  fleet::ConfigureMutexChecks();
+  return Run(argc, argv);
+}

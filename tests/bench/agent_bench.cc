@@ -20,6 +20,7 @@
 #include "common/clock.h"
 #include "common/flags.h"
 #include "common/log.h"
+#include "common/mutex_checks.h"
 #include "controller/agent_registry/agent_registry.h"
 #include "controller/service/agent_service.h"
 #include "controller/store/store.h"
@@ -57,6 +58,7 @@ class InstantBackend : public fleet::onic_agent::OnicBackend {
 }  // namespace
 
 int main(int argc, char** argv) {
+  fleet::ConfigureMutexChecks();  // As the daemons run (common/mutex_checks.h).
   int64_t commands = 1000;
   int64_t idle_commands = 50;
   int64_t idle_ms = 100;

@@ -49,6 +49,7 @@
 #include "common/grpc_status.h"
 #include "common/grpc_tls.h"
 #include "common/log.h"
+#include "common/mutex_checks.h"
 #include "common/status_macros.h"
 #include "controller/fleetd/daemon.h"
 #include "controller/fleetd/demo.h"
@@ -388,6 +389,7 @@ absl::Status Run(int64_t iterations, int64_t jobs, int64_t rounds, int64_t cycle
 }  // namespace
 
 int main(int argc, char** argv) {
+  fleet::ConfigureMutexChecks();  // As the daemons run (common/mutex_checks.h).
   int64_t iterations = 50, jobs = kRings, rounds = 10, cycle_seconds = 3;
   int64_t physics_iterations = 40, switch_ms = 25, training_ms = 100, warmup = 3, load = 200;
   std::string protocol = "tl1";

@@ -28,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/flags.h"
 #include "common/log.h"
+#include "common/mutex_checks.h"
 #include "common/proto_time.h"
 #include "common/status_macros.h"
 #include "tests/bench/bench_site.h"
@@ -238,6 +239,7 @@ absl::Status Run(int64_t iterations, int64_t monitor_ms, int64_t within_ms, int6
 }  // namespace
 
 int main(int argc, char** argv) {
+  fleet::ConfigureMutexChecks();  // As the daemons run (common/mutex_checks.h).
   int64_t iterations = 10, monitor_ms = 100, within_ms = 500, switch_ms = 25, training_ms = 100;
   std::string protocol = "tl1";
   fleet::FlagSet flags(

@@ -1,15 +1,19 @@
 // A site of four clusters end to end (docs/scale.md): `deploy/inventory/generate.py
-// --clusters 4` (4 switches on a 2x2 torus, 256 GPUs, 128 agents), run by a real
-// `fleetd --insecure --demo --demo-site`: four polatis-emu processes with their trunks joined, and
-// the 128 emulated agents sharing two processes. Requests go through fleetctl.
+// --clusters 4` (4 switches on a 2x2 torus, 256 GPUs, 128 agents) run by `fleet-demo-site
+// --etcd-members 0` (four polatis-emu processes with their trunks joined, the 128 emulated
+// agents sharing two processes, the throwaway PKI), and a real `fleetd --config` against it,
+// which a test can stop and start again while the switches keep their cross-connects.
+// Requests go through fleetctl over mutual TLS.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <cstdlib>
 #include <map>
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "fleet/v1/topology.pb.h"
 #include "tests/integration/subprocess.h"
 #include "tests/scratch.h"
@@ -36,39 +40,66 @@ class ScaleEndToEndTest : public ::testing::Test {
         absl::StrCat("python3 ", FLEET_SOURCE_DIR, "/deploy/inventory/generate.py --clusters ",
                      kClusters, " --output ", site);
     ASSERT_EQ(std::system(generate.c_str()), 0) << generate;
-    state_ = new std::string(dir + "/state");
-    absl::StatusOr<std::unique_ptr<Daemon>> started = Daemon::Start(
-        {BinaryPath("fleetd"), "--insecure", "--demo", "--demo-site", site, "--state-dir", *state_,
-         "--grpc-port", "0", "--metrics-port", "0", "--monitor-interval-ms", "200"});
+    site_dir_ = new std::string(dir + "/site");
+    absl::StatusOr<std::unique_ptr<Daemon>> started =
+        Daemon::Start({BinaryPath("fleet-demo-site"), "--state-dir", *site_dir_, "--site", site,
+                       "--etcd-members", "0", "--replicas", "1"});
     ASSERT_TRUE(started.ok()) << started.status();
-    fleetd_ = started->release();
-    absl::StatusOr<std::string> grpc = fleetd_->WaitForLine("grpc: ");
-    ASSERT_TRUE(grpc.ok()) << grpc.status();
-    grpc_ = new std::string(*grpc);
-    absl::StatusOr<std::string> metrics = fleetd_->WaitForLine("metrics: ");
-    ASSERT_TRUE(metrics.ok()) << metrics.status();
-    metrics_ = new std::string(*metrics);
-    for (int i = 0; i < kClusters; ++i) {
-      absl::StatusOr<std::string> line = fleetd_->WaitForLine("rest: ");
-      ASSERT_TRUE(line.ok()) << line.status();
+    site_ = started->release();
+    absl::StatusOr<std::string> ready = site_->WaitForLine("ready", absl::Seconds(120));
+    ASSERT_TRUE(ready.ok()) << ready.status() << site_->Stderr();
+    for (absl::string_view line : absl::StrSplit(site_->output(), '\n')) {
+      std::vector<std::string> words = absl::StrSplit(line, ' ');
+      if (words.size() == 3 && words[0] == "replica:") config_ = new std::string(words[2]);
+      if (words.size() == 2 && words[0] == "fleetctl-config:") {
+        at_ = new testing::FleetdAt(testing::FleetdAt::WithConfig(words[1]));
+      }
+      if (words.size() == 6 && words[0] == "switch:") rests_.push_back(words[5]);
     }
-    ASSERT_TRUE(
-        Eventually([] { return testing::ConnectedAgents(*grpc_) == kAgents; }, absl::Seconds(60)))
-        << testing::ConnectedAgents(*grpc_) << " of " << kAgents << " agents connected";
+    ASSERT_TRUE(config_ != nullptr && at_ != nullptr) << site_->output();
+    ASSERT_THAT(rests_, SizeIs(kClusters));
+    ASSERT_NO_FATAL_FAILURE(StartFleetd());
   }
   static void TearDownTestSuite() {
     delete fleetd_;
     fleetd_ = nullptr;
+    if (site_ != nullptr) (void)site_->Stop(SIGTERM);  // It stops its emulators and agents.
+    delete site_;
+    site_ = nullptr;
   }
   void SetUp() override {
-    if (fleetd_ == nullptr || grpc_ == nullptr) GTEST_SKIP() << "fleetd did not start";
+    if (fleetd_ == nullptr || at_ == nullptr) GTEST_SKIP() << "the site did not start";
   }
   void TearDown() override {
-    if (HasFailure()) std::cerr << "---- fleetd stderr:\n" << fleetd_->Stderr();
+    if (HasFailure() && fleetd_ != nullptr)
+      std::cerr << "---- fleetd stderr:\n" << fleetd_->Stderr();
+  }
+
+  // fleetd started on the site's config, serving, every agent connected.
+  static void StartFleetd() {
+    absl::StatusOr<std::unique_ptr<Daemon>> started =
+        Daemon::Start({BinaryPath("fleetd"), "--config", *config_, "--monitor-interval-ms", "200"});
+    ASSERT_TRUE(started.ok()) << started.status();
+    fleetd_ = started->release();
+    absl::StatusOr<std::string> grpc = fleetd_->WaitForLine("grpc: ", absl::Seconds(60));
+    ASSERT_TRUE(grpc.ok()) << grpc.status() << fleetd_->Stderr();
+    absl::StatusOr<std::string> metrics = fleetd_->WaitForLine("metrics: ");
+    ASSERT_TRUE(metrics.ok()) << metrics.status();
+    metrics_ = metrics.value();
+    ASSERT_TRUE(
+        Eventually([] { return testing::ConnectedAgents(*at_) == kAgents; }, absl::Seconds(60)))
+        << testing::ConnectedAgents(*at_) << " of " << kAgents << " agents connected";
+  }
+
+  // `name` summed over the four emulators' counters.
+  static int64_t EmulatorsCounter(const std::string& name) {
+    int64_t sum = 0;
+    for (const std::string& rest : rests_) sum += testing::EmulatorCounter(rest, name);
+    return sum;
   }
 
   static CommandResult Fleetctl(std::vector<std::string> args) {
-    return testing::Fleetctl(*grpc_, std::move(args));
+    return testing::Fleetctl(*at_, std::move(args));
   }
 
   // A unidirectional ring of `members`, READY.
@@ -79,7 +110,7 @@ class ScaleEndToEndTest : public ::testing::Test {
     for (size_t i = 0; i < members.size(); ++i) absl::StrAppend(&spec, i ? ", " : "", members[i]);
     absl::StrAppend(&spec, "]\n");
     const v1::RequestTopologyResponse response = testing::FleetctlJson<v1::RequestTopologyResponse>(
-        *grpc_, {"topology", "request", "-f", testing::WriteFile("ring", spec), "--wait"});
+        *at_, {"topology", "request", "-f", testing::WriteFile("ring", spec), "--wait"});
     EXPECT_EQ(response.allocation().state(), v1::ALLOCATION_STATE_READY)
         << response.allocation().reason();
     return response.allocation();
@@ -87,7 +118,7 @@ class ScaleEndToEndTest : public ::testing::Test {
 
   // Power reads the switch monitor has made of `switch_id` so far (fleetd's metrics).
   static int PowerReads(const std::string& switch_id) {
-    absl::StatusOr<std::string> text = testing::HttpGet(*metrics_, "/metrics");
+    absl::StatusOr<std::string> text = testing::HttpGet(metrics_, "/metrics");
     if (!text.ok()) return -1;
     const std::string series = absl::StrCat("fleet_switch_commands_total{operation=\"read_power\",",
                                             "protocol=\"tl1\",switch=\"", switch_id, "\"} ");
@@ -95,9 +126,12 @@ class ScaleEndToEndTest : public ::testing::Test {
     return at == std::string::npos ? 0 : std::atoi(text->c_str() + at + series.size());
   }
 
-  static inline std::string* state_ = nullptr;
-  static inline std::string* metrics_ = nullptr;
-  static inline std::string* grpc_ = nullptr;
+  static inline Daemon* site_ = nullptr;
+  static inline std::string* site_dir_ = nullptr;
+  static inline std::string* config_ = nullptr;
+  static inline testing::FleetdAt* at_ = nullptr;
+  static inline std::vector<std::string> rests_;  // Each emulator's REST address.
+  static inline std::string metrics_;
   static inline Daemon* fleetd_ = nullptr;
 };
 
@@ -130,7 +164,7 @@ TEST_F(ScaleEndToEndTest, RingsOnOneSwitchAndOverFourStayReadyAndHealthy) {
     return true;
   }));
   const v1::ListAllocationsResponse all =
-      testing::FleetctlJson<v1::ListAllocationsResponse>(*grpc_, {"get", "allocations"});
+      testing::FleetctlJson<v1::ListAllocationsResponse>(*at_, {"get", "allocations"});
   ASSERT_THAT(all.allocations(), SizeIs(2));
   for (const v1::Allocation& a : all.allocations()) {
     EXPECT_EQ(a.state(), v1::ALLOCATION_STATE_READY) << a.id() << ": " << a.reason();
@@ -147,9 +181,53 @@ TEST_F(ScaleEndToEndTest, RingsOnOneSwitchAndOverFourStayReadyAndHealthy) {
 
 // The whole site applied again (the demo's own inventory file) changes nothing.
 TEST_F(ScaleEndToEndTest, ApplyingTheSameSiteAgainChangesNothing) {
-  CommandResult again = Fleetctl({"apply", "-f", *state_ + "/inventory.yaml"});
+  CommandResult again = Fleetctl({"apply", "-f", *site_dir_ + "/inventory.yaml"});
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_THAT(again.out, HasSubstr("created 0, updated 0,"));
+}
+
+// Every switch holding a ring of all its 64 GPUs, fleetd is stopped and started again: it
+// reads every switch, finds what it stored, and changes no cross-connect on any of them; the
+// rings are still READY with the circuits they had, and every agent is back.
+TEST_F(ScaleEndToEndTest, RestartWithEverySwitchHoldingCircuitsChangesNothing) {
+  const int64_t before = EmulatorsCounter("cross_connects");
+  std::vector<v1::Allocation> held;
+  for (int c = 1; c <= kClusters; ++c) {
+    std::vector<std::string> members;
+    for (int g = 1; g <= 64; ++g) members.push_back(absl::StrCat("c0", c, "-gpu", g));
+    held.push_back(Ring(members));
+  }
+  const int64_t cross_connects = EmulatorsCounter("cross_connects");
+  EXPECT_EQ(cross_connects, before + 64 * kClusters);
+  const int64_t changed = EmulatorsCounter("cross_connects_changed");
+
+  absl::StatusOr<int> stopped = fleetd_->Stop(SIGTERM);
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  EXPECT_EQ(*stopped, 0);
+  delete fleetd_;
+  fleetd_ = nullptr;
+  ASSERT_NO_FATAL_FAILURE(StartFleetd());
+
+  EXPECT_EQ(EmulatorsCounter("cross_connects_changed"), changed);
+  EXPECT_EQ(EmulatorsCounter("cross_connects"), cross_connects);
+  const v1::ListAllocationsResponse after =
+      testing::FleetctlJson<v1::ListAllocationsResponse>(*at_, {"get", "allocations"});
+  std::map<std::string, v1::Allocation> now;
+  for (const v1::Allocation& a : after.allocations()) now[a.id()] = a;
+  for (const v1::Allocation& a : held) {
+    ASSERT_TRUE(now.contains(a.id())) << a.id();
+    EXPECT_EQ(now[a.id()].state(), v1::ALLOCATION_STATE_READY)
+        << a.id() << ": " << now[a.id()].reason();
+    ASSERT_EQ(now[a.id()].circuits_size(), a.circuits_size()) << a.id();
+    for (int i = 0; i < a.circuits_size(); ++i) {
+      EXPECT_EQ(now[a.id()].circuits(i).cross_connects(0).DebugString(),
+                a.circuits(i).cross_connects(0).DebugString())
+          << a.id() << " circuit " << i;
+    }
+    CommandResult release = Fleetctl({"topology", "release", a.id(), "--wait"});
+    EXPECT_EQ(release.exit_code, 0) << release.err;
+  }
+  EXPECT_EQ(EmulatorsCounter("cross_connects"), before);
 }
 
 // Many agents share a process only as the emulated hosts of a bench or demo: flags meant for

@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "common/flags.h"
 #include "common/log.h"
+#include "common/mutex_checks.h"
 #include "common/shutdown_signals.h"
 #include "switch_adapters/polatis/emulator/emulator.h"
 
@@ -173,4 +174,7 @@ int Run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return Run(argc, argv); }
+int main(int argc, char** argv) {
+  fleet::ConfigureMutexChecks();
+  return Run(argc, argv);
+}
