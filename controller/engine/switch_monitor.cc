@@ -28,7 +28,14 @@ std::vector<store::PortHealth> SwitchMonitor::Pass() {
   const std::set<std::string> claimed = p_.pool.Claims();
   std::map<std::string, std::map<uint32_t, std::string>> lit;
   std::map<std::string, std::set<uint32_t>> unjudged;
+  // Switch → port → the allocations whose circuits cross it, ingress or egress.
+  std::map<std::string, std::map<uint32_t, std::set<std::string>>> crossing;
   for (const v1::Circuit& c : *circuits) {
+    for (const v1::CrossConnect& x : c.cross_connects()) {
+      for (uint32_t port : {x.ingress(), x.egress()}) {
+        crossing[x.switch_id()][port].insert(c.allocation_id());
+      }
+    }
     const bool in_change = claimed.contains(c.allocation_id());
     if (!in_change && c.state() != v1::CIRCUIT_STATE_ACTIVE &&
         c.state() != v1::CIRCUIT_STATE_DEGRADED) {
@@ -49,15 +56,18 @@ std::vector<store::PortHealth> SwitchMonitor::Pass() {
   // event, nothing to act on) are written once at the end: each write is an inventory change,
   // and the next switch's driver is found through the cached inventory, which it reloads.
   std::vector<store::PortHealth> first_readings;
+  // Allocations crossing a port this pass has acted on: a heal or retrain it set off may be
+  // changing their light on a switch read later (before the change has even claimed them),
+  // so their light is not judged for the rest of the pass.
+  std::set<std::string> acted_on;
   for (const v1::Switch& sw : (*inventory)->site.switches()) {
     if (p_.pool.stopping()) break;  // A slow switch must not hold up Shutdown.
-    // What this pass acted on may have started a change (a heal, a retrain) since the pass
-    // began: that allocation's light is not judged now either.
     const std::set<std::string> claimed_now = p_.pool.Claims();
     std::set<uint32_t> lit_egresses;
     std::set<uint32_t>& not_judged = unjudged[sw.id()];
     for (const auto& [egress, allocation] : lit[sw.id()]) {
-      (claimed_now.contains(allocation) ? not_judged : lit_egresses).insert(egress);
+      const bool changing = claimed_now.contains(allocation) || acted_on.contains(allocation);
+      (changing ? not_judged : lit_egresses).insert(egress);
     }
     absl::StatusOr<Reading> reading = Read(sw, stored[sw.id()], lit_egresses, not_judged);
     {
@@ -75,6 +85,10 @@ std::vector<store::PortHealth> SwitchMonitor::Pass() {
                           reading->first_readings.end());
     if (Record(sw, reading->changes)) {
       recorded.insert(recorded.end(), reading->changes.begin(), reading->changes.end());
+      for (const store::PortHealth& h : reading->changes) {
+        const std::set<std::string>& there = crossing[sw.id()][h.ref.port()];
+        acted_on.insert(there.begin(), there.end());
+      }
     }
   }
   if (!first_readings.empty()) {

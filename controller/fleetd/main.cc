@@ -35,11 +35,11 @@ void RaiseFileLimit() {
   if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
   const rlim_t was = limit.rlim_cur;
   limit.rlim_cur = limit.rlim_max;
-  if (limit.rlim_cur == RLIM_INFINITY) {
+  if (limit.rlim_max == RLIM_INFINITY) {
     // Unlimited is refused above the kernel's ceiling for one process.
     std::ifstream nr_open("/proc/sys/fs/nr_open");
     rlim_t ceiling = 0;
-    if (nr_open >> ceiling && ceiling > was) limit.rlim_cur = ceiling;
+    if (nr_open >> ceiling && ceiling > was) limit.rlim_cur = limit.rlim_max = ceiling;
   }
   if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
     FLEET_LOG(WARNING) << "open files limited to " << was << " (cannot raise it to "

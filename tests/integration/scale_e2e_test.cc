@@ -207,6 +207,17 @@ TEST_F(ScaleEndToEndTest, RestartWithEverySwitchHoldingCircuitsChangesNothing) {
   delete fleetd_;
   fleetd_ = nullptr;
   ASSERT_NO_FATAL_FAILURE(StartFleetd());
+  // What the agents' return sets off (a sync of every allocation) and two passes of the
+  // switch monitor over every switch run before anything is checked.
+  std::map<std::string, int> reads;
+  for (int c = 1; c <= kClusters; ++c)
+    reads[absl::StrCat("ocs0", c)] = PowerReads(absl::StrCat("ocs0", c));
+  ASSERT_TRUE(Eventually([&] {
+    for (const auto& [sw, before_reads] : reads) {
+      if (PowerReads(sw) < before_reads + 2) return false;
+    }
+    return true;
+  }));
 
   EXPECT_EQ(EmulatorsCounter("cross_connects_changed"), changed);
   EXPECT_EQ(EmulatorsCounter("cross_connects"), cross_connects);

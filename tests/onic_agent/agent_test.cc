@@ -159,12 +159,16 @@ TEST(AgentTest, AnswersFleetdsHeartbeatAtOnce) {
 // While fleetd's heartbeats come every interval, the agent only answers them: its own beat,
 // due an interval and a half after its last, never races fleetd's next into two per interval.
 TEST(AgentTest, SendsOneHeartbeatPerFleetdHeartbeat) {
-  constexpr int kBeats = 25;
-  ScriptedFleetd fleetd(absl::Milliseconds(20), kBeats);
+  // 150 ms apart: a fleetd beat late by less than half an interval (a loaded machine, the
+  // sanitizers) adds no beat of the agent's own; with its own beat due after one interval, as
+  // fleetd's next, about every other interval had two.
+  constexpr int kBeats = 10;
+  ScriptedFleetd fleetd(absl::Milliseconds(150), kBeats);
   WithAgentOf(fleetd, [&] {
     ASSERT_TRUE(Eventually([&] { return fleetd.answered_when_done() >= 0; }));
-    EXPECT_GE(fleetd.answered_when_done(), kBeats - 2);
-    EXPECT_LE(fleetd.answered_when_done(), kBeats + 1);
+    const int answered = fleetd.answered_when_done();
+    EXPECT_GE(answered, kBeats - 2);  // The last answer may still be on its way.
+    EXPECT_LE(answered, kBeats + 2);
   });
 }
 
