@@ -1,8 +1,9 @@
 // The switch monitor (docs/engine.md, "Health"): fleetd's own eyes on the switches, beside
 // the agents'. Each pass reads, per switch, every port's status and the power at the egresses
-// of circuits that carry light now (ACTIVE or DEGRADED, of allocations no change holds: the
-// egresses of one that a change holds keep their health unless the switch says FAILED),
-// over the switch's adapter (TL1 or REST alike), between batches of nobody: the driver
+// of circuits that carry light now (ACTIVE or DEGRADED, of allocations no change holds and
+// the pass has not acted on: the egresses of one that a change holds, or that crosses a port
+// whose news this pass acted on, keep their health unless the switch says FAILED), over the
+// switch's adapter (TL1 or REST alike), between batches of nobody: the driver
 // serializes its calls, so a read waits for a batch in flight and never splits one.
 //
 //   the switch reports a port FAILED        → FAILED, with the switch's word
