@@ -81,7 +81,9 @@ class RanksPicturesTest : public ::testing::Test {
     absl::StatusOr<std::unique_ptr<Daemon>> started = Daemon::Start(argv);
     ASSERT_TRUE(started.ok()) << started.status();
     fleetd_ = std::move(*started);
-    absl::StatusOr<std::string> grpc = fleetd_->WaitForLine("grpc: ");
+    // fleetd shows its address once the demo has started every agent: 14 of them on the
+    // two-switch site take longer than the default wait under the sanitizers.
+    absl::StatusOr<std::string> grpc = fleetd_->WaitForLine("grpc: ", absl::Seconds(120));
     ASSERT_TRUE(grpc.ok()) << grpc.status();
     at_ = std::make_unique<testing::FleetdAt>(*grpc);
     const std::string file = testing::WriteFile("request.yaml", request);

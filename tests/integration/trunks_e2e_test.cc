@@ -44,7 +44,9 @@ class TrunksEndToEndTest : public ::testing::Test {
                        "--monitor-interval-ms", "0"});
     ASSERT_TRUE(started.ok()) << started.status();
     fleetd_ = started->release();
-    absl::StatusOr<std::string> grpc = fleetd_->WaitForLine("grpc: ");
+    // fleetd shows its address once the demo has started every agent: 14 of them on the
+    // two-switch site take longer than the default wait under the sanitizers.
+    absl::StatusOr<std::string> grpc = fleetd_->WaitForLine("grpc: ", absl::Seconds(120));
     ASSERT_TRUE(grpc.ok()) << grpc.status();
     grpc_ = new std::string(*grpc);
     // One `rest: HOST:PORT SWITCH` line per switch.
