@@ -135,10 +135,10 @@ def descendants(pid, name):
         comm = text[text.index("(") + 1:text.rindex(")")]
         ppid = int(text.rsplit(")", 1)[1].split()[1])
         children.setdefault(ppid, []).append((int(entry), comm))
-    out, todo = [], [pid]
-    while todo:
-        for child, comm in children.get(todo.pop(), []):
-            todo.append(child)
+    out, unvisited = [], [pid]
+    while unvisited:
+        for child, comm in children.get(unvisited.pop(), []):
+            unvisited.append(child)
             if comm.startswith(name):
                 out.append(child)
     return out
