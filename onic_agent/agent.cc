@@ -240,14 +240,14 @@ bool Agent::Session(const std::shared_ptr<grpc::Channel>& channel, const std::st
           ++registrations_;
           session = ++session_;
           batch_results_ = message.registered().takes_result_batches();
+          heartbeat_interval_ = interval;
         }
         metrics_.SetConnected(true);
         if (!registered) {
           registered = true;
           FLEET_LOG(INFO) << "registered with fleetd at " << endpoint << " as host "
                           << options_.host;
-          heartbeats =
-              std::thread([this, interval, session] { HeartbeatAndMonitor(interval, session); });
+          heartbeats = std::thread([this, session] { HeartbeatAndMonitor(session); });
         }
         break;
       }
@@ -255,6 +255,10 @@ bool Agent::Session(const std::shared_ptr<grpc::Channel>& channel, const std::st
         // Answered at once by the heartbeat thread: this thread only reads.
         absl::MutexLock lock(&mu_);
         beat_due_ = registered;
+        if (message.heartbeat().has_interval()) {
+          const absl::Duration interval = FromProtoDuration(message.heartbeat().interval());
+          if (interval > absl::ZeroDuration()) heartbeat_interval_ = interval;
+        }
         break;
       }
       case v1::ControllerMessage::kCommand:
@@ -347,10 +351,7 @@ void Agent::Beat() {
   Send(message);
 }
 
-void Agent::HeartbeatAndMonitor(absl::Duration interval, uint64_t session) {
-  // Unanswered, fleetd's next heartbeat is due about an interval after its last: the agent's
-  // own beat waits half an interval more, so that it does not race fleetd's and send two.
-  const absl::Duration own_beat_after = interval * 3 / 2;
+void Agent::HeartbeatAndMonitor(uint64_t session) {
   {
     absl::MutexLock lock(&mu_);
     last_beat_ = absl::Now();  // beat_due_ stays: fleetd's first may be in before this thread.
@@ -366,16 +367,20 @@ void Agent::HeartbeatAndMonitor(absl::Duration interval, uint64_t session) {
       auto wake = [this, session]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return stopping_ || session_ != session || beat_due_;
       };
+      // Unanswered, fleetd's next heartbeat is due about an interval after its last: the
+      // agent's own beat waits half an interval more, so that it does not race fleetd's and
+      // send two. Read at every wake, as each of fleetd's heartbeats may change it.
+      const absl::Duration own_beat_after = heartbeat_interval_ * 3 / 2;
       mu_.AwaitWithDeadline(absl::Condition(&wake),
                             std::min(last_beat_ + own_beat_after, next_monitor));
       if (stopping_ || session_ != session) return;
-      if (absl::Now() - last_heard_ > 3 * interval) {
+      if (absl::Now() - last_heard_ > 3 * heartbeat_interval_) {
         FLEET_LOG(WARNING) << "fleetd missed 3 heartbeats; reconnecting";
         if (context_ != nullptr) context_->TryCancel();
         return;
       }
       const absl::Time now = absl::Now();
-      beat = beat_due_ || now >= last_beat_ + own_beat_after;
+      beat = beat_due_ || now >= last_beat_ + heartbeat_interval_ * 3 / 2;
       monitor = now >= next_monitor;
     }
     if (beat) Beat();

@@ -107,7 +107,8 @@ class Agent {
   // while another message is being written go together in the next, so ports that finish
   // training at once cost one message, not one each, and none waits for company.
   void SendInOrder(v1::AgentMessage message);
-  void HeartbeatAndMonitor(absl::Duration interval, uint64_t session);
+  // Until `session` ends, at heartbeat_interval_ as it is then.
+  void HeartbeatAndMonitor(uint64_t session);
   // Sends a heartbeat, on the heartbeat thread. The agent answers each of fleetd's at once,
   // and beats on its own only when fleetd's have not come for an interval and a half: fleetd
   // sends every agent's together, so the answers come back together and fleetd reads them in
@@ -130,6 +131,8 @@ class Agent {
   absl::Time last_beat_ ABSL_GUARDED_BY(mu_);  // When this agent last sent a heartbeat.
   uint64_t beat_sequence_ ABSL_GUARDED_BY(mu_) = 0;
   bool beat_due_ ABSL_GUARDED_BY(mu_) = false;  // fleetd's heartbeat came, unanswered yet.
+  // fleetd's interval: from `registered`, then from each heartbeat that names one.
+  absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_) = absl::Seconds(1);
   int registrations_ ABSL_GUARDED_BY(mu_) = 0;
   int commands_run_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, PortQueue> ports_ ABSL_GUARDED_BY(mu_);

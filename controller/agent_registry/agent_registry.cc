@@ -1,5 +1,6 @@
 #include "controller/agent_registry/agent_registry.h"
 
+#include <algorithm>
 #include <optional>
 #include <set>
 #include <utility>
@@ -425,8 +426,10 @@ uint64_t AgentRegistry::OpenSession(Connection* connection, const v1::RegisterAg
   for (const std::string& m : mismatches) agent.add_inventory_mismatches(m);
 
   v1::ControllerMessage registered;
+  // The next beat may be a longer interval away than the agents now connected call for (it
+  // was set when more were): the agent is told the longer.
   *registered.mutable_registered()->mutable_heartbeat_interval() =
-      ToProtoDuration(options_.heartbeat_interval);
+      ToProtoDuration(std::max(beat_interval_, HeartbeatInterval()));
   registered.mutable_registered()->set_takes_result_batches(true);
   Enqueue(session, std::move(registered));
   connection->session_id_ = session_id;
@@ -555,9 +558,22 @@ absl::StatusOr<uint64_t> AgentRegistry::Register(Connection* connection,
   return session_id;
 }
 
+absl::Duration AgentRegistry::HeartbeatInterval() const {
+  if (options_.max_heartbeats_per_second <= 0) return options_.heartbeat_interval;
+  const absl::Duration exact =
+      absl::Seconds(static_cast<double>(current_.size()) / options_.max_heartbeats_per_second);
+  if (exact <= options_.heartbeat_interval) return options_.heartbeat_interval;
+  // Rounded up to 100 ms, so that agents coming and going do not change it at every beat.
+  return absl::Ceil(exact, absl::Milliseconds(100));
+}
+
 void AgentRegistry::HeartbeatLoop() {
   uint64_t sequence = 0;
   absl::Time next = absl::Now() + options_.heartbeat_interval;
+  // Missed heartbeats are counted in the longest interval of the last `missed_heartbeats`
+  // that have passed: an interval that just shrank (agents left) does not drop an agent for
+  // the longer gaps before it. Each beat pushes the interval it starts, so one more is kept.
+  std::deque<absl::Duration> recent;
   while (true) {
     std::vector<std::string> dropped;
     {
@@ -565,9 +581,16 @@ void AgentRegistry::HeartbeatLoop() {
       auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return shutting_down_; };
       mu_.AwaitWithDeadline(absl::Condition(&stopping), next);
       if (shutting_down_) return;
-      next = absl::Now() + options_.heartbeat_interval;
+      const absl::Duration interval = HeartbeatInterval();
+      beat_interval_ = interval;
+      metrics_.SetAgentHeartbeatInterval(interval);
+      next = absl::Now() + interval;
+      recent.push_back(interval);
+      while (recent.size() > static_cast<size_t>(std::max(options_.missed_heartbeats, 1)) + 1) {
+        recent.pop_front();
+      }
       const absl::Time now = clock_->Now();
-      const absl::Duration limit = options_.heartbeat_interval * options_.missed_heartbeats;
+      const absl::Duration limit = *absl::c_max_element(recent) * options_.missed_heartbeats;
       std::vector<std::pair<uint64_t, std::string>> dead;
       for (auto& [host, id] : current_) {
         Session& session = sessions_[id];
@@ -578,6 +601,7 @@ void AgentRegistry::HeartbeatLoop() {
         v1::ControllerMessage beat;
         beat.mutable_heartbeat()->set_sequence(++sequence);
         *beat.mutable_heartbeat()->mutable_sent() = ToProtoTime(now);
+        *beat.mutable_heartbeat()->mutable_interval() = ToProtoDuration(interval);
         Enqueue(session, std::move(beat));
       }
       for (const auto& [id, host] : dead) {

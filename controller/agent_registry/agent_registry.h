@@ -17,6 +17,9 @@
 // - replaces an older stream of the same host (an agent that reconnected);
 // - sends heartbeats every interval and drops an agent whose heartbeats stop for
 //   `missed_heartbeats` intervals (its stream is cancelled, its commands fail UNAVAILABLE);
+//   the interval grows with the agents connected so that they send at most
+//   `max_heartbeats_per_second` between them (HeartbeatInterval), and every heartbeat tells
+//   the agent the interval it is sent at;
 // - routes a command to the agent that reported the O-NIC's serial and waits for the
 //   answer until the command's deadline. No connected owner, or an owner that goes away
 //   while the command waits → UNAVAILABLE at once. A caller that retries may reuse the
@@ -51,8 +54,12 @@
 namespace fleet::agent_registry {
 
 struct AgentRegistryOptions {
-  absl::Duration heartbeat_interval = absl::Seconds(1);
+  absl::Duration heartbeat_interval = absl::Seconds(1);  // The shortest interval.
   int missed_heartbeats = 3;
+  // Heartbeats a second from all agents together (each answers fleetd's), above which the
+  // interval lengthens: a heartbeat costs fleetd a read and a write, and a big site's
+  // heartbeats at a fixed interval would take its cores. 0: the interval is fixed.
+  double max_heartbeats_per_second = 0;
   size_t max_queued_messages = 1024;  // Per agent; a stuck stream is dropped past this.
   // Where connected agents and the rx power agents report are exported; null: nowhere.
   metrics::ControllerMetrics* metrics = nullptr;
@@ -231,6 +238,9 @@ class AgentRegistry : public CommandSender {
   };
 
   void HeartbeatLoop();
+  // The interval heartbeats are sent at with the agents now connected: `heartbeat_interval`,
+  // or longer, so that current_.size() / interval <= max_heartbeats_per_second.
+  absl::Duration HeartbeatInterval() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A connection's steps. The first message must register a host this peer may speak for.
   static absl::StatusOr<v1::RegisterAgent> CheckRegister(const v1::AgentMessage& first,
                                                          const AgentPeer& peer);
@@ -306,6 +316,8 @@ class AgentRegistry : public CommandSender {
   // Prefixes this run's command ids. Agents answer a repeated id from their cache without
   // running it, so ids must not repeat across fleetd restarts.
   const std::string run_;
+  // The interval the heartbeat loop set at its last beat (until then, the shortest).
+  absl::Duration beat_interval_ ABSL_GUARDED_BY(mu_) = options_.heartbeat_interval;
   std::map<std::string, v1::Agent> agents_ ABSL_GUARDED_BY(mu_);   // By host.
   std::map<uint64_t, Session> sessions_ ABSL_GUARDED_BY(mu_);      // Open streams, by id.
   std::map<std::string, uint64_t> current_ ABSL_GUARDED_BY(mu_);   // Host → its session.

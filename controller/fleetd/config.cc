@@ -176,6 +176,8 @@ absl::StatusOr<FleetdConfig> ParseFleetdConfig(absl::string_view text,
       int ms = 0;
       number(&ms);
       config.agent_heartbeat = absl::Milliseconds(ms);
+    } else if (key == "agent_heartbeats_per_second") {
+      number(&config.agent_heartbeats_per_second);
     } else if (key == "log_level") {
       config.log_level = text_value;
     } else if (key == "default_lease_seconds") {
@@ -244,22 +246,22 @@ absl::StatusOr<FleetdConfig> ParseFleetdConfig(absl::string_view text,
       number(&ms);
       config.leader_margin = absl::Milliseconds(ms);
     } else {
-      problem(
-          entry.first,
-          absl::StrCat("unknown setting '", key,
-                       "'; known: listen_address, metrics_listen_address, grpc_port, "
-                       "metrics_port, tls_ca_file, tls_cert_file, tls_key_file, policy_file, "
-                       "tls_reload_interval_seconds, state_dir, "
-                       "inventory, switch_credentials, shutdown_grace_seconds, agent_heartbeat_ms, "
-                       "log_level, default_lease_seconds, reconcile_interval_seconds, "
-                       "monitor_interval_ms, low_power_dbm, suspect_after_failed_retrains, "
-                       "unknown_cross_connects, armed_light_wait_ms, events_max_age_days, "
-                       "events_max_count, ended_allocations_max_age_days, "
-                       "ended_allocations_max_count, retention_interval_seconds, "
-                       "retention_batch_rows, retention_pass_max_rows, etcd, etcd_ca_file, "
-                       "etcd_cert_file, etcd_key_file, advertise, etcd_prefix, "
-                       "leader_lease_seconds, leader_margin_ms, log_snapshot_every, "
-                       "log_keep_entries"));
+      problem(entry.first,
+              absl::StrCat("unknown setting '", key,
+                           "'; known: listen_address, metrics_listen_address, grpc_port, "
+                           "metrics_port, tls_ca_file, tls_cert_file, tls_key_file, policy_file, "
+                           "tls_reload_interval_seconds, state_dir, inventory, "
+                           "switch_credentials, shutdown_grace_seconds, agent_heartbeat_ms, "
+                           "agent_heartbeats_per_second, log_level, default_lease_seconds, "
+                           "reconcile_interval_seconds, "
+                           "monitor_interval_ms, low_power_dbm, suspect_after_failed_retrains, "
+                           "unknown_cross_connects, armed_light_wait_ms, events_max_age_days, "
+                           "events_max_count, ended_allocations_max_age_days, "
+                           "ended_allocations_max_count, retention_interval_seconds, "
+                           "retention_batch_rows, retention_pass_max_rows, etcd, etcd_ca_file, "
+                           "etcd_cert_file, etcd_key_file, advertise, etcd_prefix, "
+                           "leader_lease_seconds, leader_margin_ms, log_snapshot_every, "
+                           "log_keep_entries"));
     }
   }
   if (!problems.empty()) {
@@ -327,6 +329,16 @@ absl::Status ValidateFleetdConfig(const FleetdConfig& config) {
     problems.push_back(absl::StrCat("suspect_after_failed_retrains ",
                                     config.suspect_after_failed_retrains,
                                     " is negative (0: never)"));
+  }
+  if (config.agent_heartbeat <= absl::ZeroDuration()) {
+    problems.push_back(absl::StrCat("agent_heartbeat_ms ",
+                                    absl::ToInt64Milliseconds(config.agent_heartbeat),
+                                    " must be positive"));
+  }
+  if (config.agent_heartbeats_per_second < 0) {
+    problems.push_back(absl::StrCat("agent_heartbeats_per_second ",
+                                    config.agent_heartbeats_per_second,
+                                    " is negative (0: the interval never lengthens)"));
   }
   if (config.armed_light_wait < absl::ZeroDuration())
     problems.push_back("armed light wait is negative");

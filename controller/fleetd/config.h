@@ -22,7 +22,10 @@ struct FleetdConfig {
   std::string inventory;                     // Applied at start when set.
   std::string switch_credentials;            // File with switch credentials; mode 0600.
   absl::Duration shutdown_grace = absl::Seconds(10);
-  absl::Duration agent_heartbeat = absl::Seconds(1);      // Agents missing 3 in a row are dropped.
+  absl::Duration agent_heartbeat = absl::Seconds(1);  // Agents missing 3 in a row are dropped.
+  // Above this many heartbeats a second from all agents, the interval lengthens
+  // (agent_registry::AgentRegistryOptions); 0: fixed at agent_heartbeat.
+  int64_t agent_heartbeats_per_second = 500;
   std::string log_level = "info";                         // debug, info, warning, error.
   absl::Duration default_lease = absl::Hours(1);          // For requests that name none.
   absl::Duration reconcile_interval = absl::Seconds(60);  // 0 turns periodic passes off.

@@ -179,6 +179,7 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
 
   agent_registry::AgentRegistryOptions agent_options;
   agent_options.heartbeat_interval = config.agent_heartbeat;
+  agent_options.max_heartbeats_per_second = static_cast<double>(config.agent_heartbeats_per_second);
   agent_options.metrics = d->metrics_.get();
   agent_options.commit_point = &d->commit_point_;
   d->agents_ = std::make_unique<agent_registry::AgentRegistry>(agent_options, d->store_.get(),

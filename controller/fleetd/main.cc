@@ -56,6 +56,7 @@ struct CommandLine {
   int64_t metrics_port = flags.metrics_port;
   int64_t grace_seconds = absl::ToInt64Seconds(flags.shutdown_grace);
   int64_t heartbeat_ms = absl::ToInt64Milliseconds(flags.agent_heartbeat);
+  int64_t heartbeats_per_second = flags.agent_heartbeats_per_second;
   int64_t monitor_interval_ms = absl::ToInt64Milliseconds(flags.monitor_interval);
   int64_t tls_reload_seconds = absl::ToInt64Seconds(flags.tls_reload_interval);
   int64_t events_max_age_days = absl::ToInt64Hours(flags.retention.events.max_age) / 24;
@@ -95,6 +96,8 @@ void DeclareFlags(fleet::FlagSet& set, CommandLine& c) {
   set.Int("shutdown-grace", &c.grace_seconds, "seconds running RPCs get to finish on shutdown");
   set.Int("agent-heartbeat-ms", &c.heartbeat_ms,
           "heartbeat interval with agents; three missed ones drop an agent");
+  set.Int("agent-heartbeats-per-second", &c.heartbeats_per_second,
+          "above this many heartbeats a second from all agents the interval lengthens; 0: never");
   set.Int("monitor-interval-ms", &c.monitor_interval_ms,
           "how often the switch monitor reads port status and power; 0: never");
   set.String("log-level", &f.log_level, "debug, info, warning or error");
@@ -165,6 +168,9 @@ void ApplyFlags(const fleet::FlagSet& set, const CommandLine& c, FleetdConfig& c
   if (set.IsSet("switch-credentials")) config.switch_credentials = f.switch_credentials;
   if (set.IsSet("shutdown-grace")) config.shutdown_grace = absl::Seconds(c.grace_seconds);
   if (set.IsSet("agent-heartbeat-ms")) config.agent_heartbeat = absl::Milliseconds(c.heartbeat_ms);
+  if (set.IsSet("agent-heartbeats-per-second")) {
+    config.agent_heartbeats_per_second = c.heartbeats_per_second;
+  }
   if (set.IsSet("monitor-interval-ms")) {
     config.monitor_interval = absl::Milliseconds(c.monitor_interval_ms);
   }

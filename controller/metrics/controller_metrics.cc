@@ -159,6 +159,11 @@ ControllerMetrics::ControllerMetrics(prometheus::Registry& registry)
       agents_connected_(Register(prometheus::BuildGauge(), registry, "fleet_agents_connected",
                                  "Agents with an open control stream")
                             .Add({})),
+      agent_heartbeat_interval_(
+          Register(prometheus::BuildGauge(), registry, "fleet_agent_heartbeat_interval_seconds",
+                   "The interval heartbeats with agents are sent at now (it lengthens with "
+                   "the agents connected)")
+              .Add({})),
       link_retrains_(Register(prometheus::BuildCounter(), registry, "fleet_link_retrains_total",
                               "Link retrains asked of agents, by outcome")),
       port_rx_power_(Register(prometheus::BuildGauge(), registry, "fleet_port_rx_power_dbm",
@@ -269,6 +274,10 @@ void ControllerMetrics::SwitchCommand(const std::string& switch_id, const std::s
 }
 
 void ControllerMetrics::SetAgentsConnected(int connected) { agents_connected_.Set(connected); }
+
+void ControllerMetrics::SetAgentHeartbeatInterval(absl::Duration interval) {
+  agent_heartbeat_interval_.Set(absl::ToDoubleSeconds(interval));
+}
 
 void ControllerMetrics::LinkRetrains(const std::string& outcome, int count) {
   if (count > 0) link_retrains_.Add({{"outcome", outcome}}).Increment(count);

@@ -58,6 +58,7 @@ class ControllerMetrics {
                      const std::string& operation, absl::Duration took, absl::StatusCode result);
 
   void SetAgentsConnected(int connected);
+  void SetAgentHeartbeatInterval(absl::Duration interval);
   // Link retrains: outcome `trained`, `failed` or `agent_gone`.
   void LinkRetrains(const std::string& outcome, int count);
   // The rx power an agent reported at an O-NIC port; a port without light (-99.99 dBm) has
@@ -105,6 +106,7 @@ class ControllerMetrics {
   prometheus::Family<prometheus::Counter>& etcd_errors_;
   prometheus::Family<prometheus::Gauge>& switch_up_;
   prometheus::Gauge& agents_connected_;
+  prometheus::Gauge& agent_heartbeat_interval_;
   prometheus::Family<prometheus::Counter>& link_retrains_;
   absl::Mutex power_mu_;  // Serializes updates of port_rx_power_, which removes series.
   prometheus::Family<prometheus::Gauge>& port_rx_power_;

@@ -3,6 +3,7 @@
 #include "controller/agent_registry/agent_registry.h"
 
 #include <gmock/gmock.h>
+#include <google/protobuf/util/time_util.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 #include <gtest/gtest.h>
@@ -95,6 +96,7 @@ class RawAgentStream {
   }
   grpc::ClientReaderWriter<v1::AgentMessage, v1::ControllerMessage>& stream() { return *stream_; }
   void Cancel() { context_.TryCancel(); }
+  int64_t registered_interval_ms = 0;  // Set by ConnectRawAgents.
 
  private:
   std::unique_ptr<v1::AgentService::Stub> stub_;
@@ -104,6 +106,38 @@ class RawAgentStream {
   absl::Notification stop_beating_;
   std::thread heartbeats_;
 };
+
+// Connects `n` raw agents h0..h(n-1), owning S0..S(n-1), on one channel, one after another;
+// each has read its `registered`.
+std::vector<std::unique_ptr<RawAgentStream>> ConnectRawAgents(Controller& controller, int n) {
+  const std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateChannel(controller.address(), grpc::InsecureChannelCredentials());
+  std::vector<std::unique_ptr<RawAgentStream>> agents;
+  for (int i = 0; i < n; ++i) {
+    auto raw = std::make_unique<RawAgentStream>(channel);
+    v1::ControllerMessage registered;
+    EXPECT_TRUE(raw->Register(absl::StrCat("h", i), absl::StrCat("S", i)) &&
+                raw->stream().Read(&registered) && registered.has_registered())
+        << "agent " << i;
+    raw->registered_interval_ms = google::protobuf::util::TimeUtil::DurationToMilliseconds(
+        registered.registered().heartbeat_interval());
+    agents.push_back(std::move(raw));
+  }
+  return agents;
+}
+
+// Reads `agent`'s heartbeats until one names `ms` as the interval (true), at most 100 of them.
+bool HeartbeatsName(RawAgentStream& agent, int64_t ms) {
+  v1::ControllerMessage in;
+  for (int read = 0; read < 100 && agent.stream().Read(&in);) {
+    if (!in.has_heartbeat()) continue;
+    ++read;
+    if (google::protobuf::util::TimeUtil::DurationToMilliseconds(in.heartbeat().interval()) == ms) {
+      return true;
+    }
+  }
+  return false;
+}
 
 TEST(AgentTest, DisagreementWithInventoryIsAcceptedWithAnAlarm) {
   Controller controller;
@@ -347,6 +381,39 @@ TEST(AgentTest, AnAgentThatStopsHeartbeatingIsDropped) {
     return events.ok() && !events->empty() &&
            events->back().message().find("missed 3 heartbeats") != std::string::npos;
   }));
+}
+
+// The interval grows with the agents connected so that they send at most
+// max_heartbeats_per_second between them (10 here: 5 agents, every 500 ms), is named in
+// `registered` and in every heartbeat, and shrinks back as agents leave.
+TEST(AgentTest, TheHeartbeatIntervalFollowsTheAgentsConnected) {
+  Controller controller(0, /*max_heartbeats_per_second=*/10);
+  std::vector<std::unique_ptr<RawAgentStream>> agents = ConnectRawAgents(controller, 5);
+  std::vector<int64_t> registered_ms;
+  for (const auto& agent : agents) registered_ms.push_back(agent->registered_interval_ms);
+  EXPECT_THAT(registered_ms, ::testing::ElementsAre(100, 200, 300, 400, 500));
+  EXPECT_TRUE(HeartbeatsName(*agents[0], 500));
+  for (int i = 1; i < 5; ++i) agents[i]->Cancel();
+  EXPECT_TRUE(
+      HeartbeatsName(*agents[0], 100));  // One agent: 0.1 s, as heartbeat_interval is shorter.
+}
+
+// When agents leave and the interval shrinks, an agent is judged by the longer intervals that
+// have just passed (it answered the last beat of them, not the ones since): three of the new
+// interval without a word do not drop it, three of the old one do.
+TEST(AgentTest, AnIntervalThatShrinksDropsNoAgentForTheLongerGapsBefore) {
+  Controller controller(0, /*max_heartbeats_per_second=*/10);
+  std::vector<std::unique_ptr<RawAgentStream>> agents = ConnectRawAgents(controller, 5);
+  ASSERT_TRUE(HeartbeatsName(*agents[0], 500));
+  for (int i = 2; i < 5; ++i) agents[i]->Cancel();
+  ASSERT_TRUE(HeartbeatsName(*agents[0], 200));
+  // The agents never answer; liveness is judged on the registry's clock, which stands still
+  // but for this: 1 s is past three of the 200 ms interval, within three of the 500 ms ones.
+  controller.clock().Advance(absl::Seconds(1));
+  ASSERT_TRUE(HeartbeatsName(*agents[0], 200));  // The next beat: judged, and still sent.
+  EXPECT_TRUE(controller.Agent("h0")->connected());
+  // Once the 500 ms intervals are three beats back, the 1 s of silence counts.
+  EXPECT_TRUE(Eventually([&] { return !controller.Agent("h0")->connected(); }));
 }
 
 // An agent's stream holds no thread: 200 agents connect, each is sent a command whose answer

@@ -31,6 +31,8 @@ state_dir: /srv/fleet
 inventory: /etc/fleet/site.yaml
 switch_credentials: /etc/fleet/credentials.yaml
 shutdown_grace_seconds: 3
+agent_heartbeat_ms: 2000
+agent_heartbeats_per_second: 0
 log_level: debug
 default_lease_seconds: 600
 reconcile_interval_seconds: 0
@@ -60,6 +62,8 @@ retention_pass_max_rows: 1000
   EXPECT_EQ(config->inventory, "/etc/fleet/site.yaml");
   EXPECT_EQ(config->switch_credentials, "/etc/fleet/credentials.yaml");
   EXPECT_EQ(config->shutdown_grace, absl::Seconds(3));
+  EXPECT_EQ(config->agent_heartbeat, absl::Seconds(2));
+  EXPECT_EQ(config->agent_heartbeats_per_second, 0);
   EXPECT_EQ(config->log_level, "debug");
   EXPECT_EQ(config->default_lease, absl::Minutes(10));
   EXPECT_EQ(config->reconcile_interval, absl::ZeroDuration());
@@ -82,6 +86,7 @@ TEST(FleetdConfigTest, TheShippedConfigParses) {
   EXPECT_TRUE(ValidateFleetdConfig(*config).ok());
   EXPECT_EQ(config->unknown_cross_connects, "report");
   EXPECT_EQ(config->armed_light_wait, absl::Seconds(5));
+  EXPECT_EQ(config->agent_heartbeats_per_second, 500);
   EXPECT_EQ(config->retention.events.max_age, absl::Hours(30 * 24));
   EXPECT_EQ(config->retention.events.max_count, 1'000'000);
   EXPECT_EQ(config->retention.ended_allocations.max_age, absl::Hours(30 * 24));
@@ -129,7 +134,13 @@ TEST(FleetdConfigTest, ValidationNamesTheValue) {
   config.log_level = "loud";
   config.unknown_cross_connects = "ignore";
   config.armed_light_wait = absl::Milliseconds(-1);
+  config.agent_heartbeat = absl::ZeroDuration();
+  config.agent_heartbeats_per_second = -1;
   absl::Status status = ValidateFleetdConfig(config);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("agent_heartbeat_ms 0 must be positive"));
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("agent_heartbeats_per_second -1 is negative (0: the interval never "
+                        "lengthens)"));
   EXPECT_THAT(std::string(status.message()), HasSubstr("armed light wait is negative"));
   EXPECT_THAT(std::string(status.message()), HasSubstr("unknown_cross_connects 'ignore'"));
   EXPECT_THAT(std::string(status.message()), HasSubstr("grpc_port 70000 is not in 0..65535"));

@@ -207,7 +207,8 @@ class FakeBackend : public OnicBackend {
 // AgentService on a loopback port.
 class Controller {
  public:
-  explicit Controller(int port = 0) {
+  // `max_heartbeats_per_second`: AgentRegistryOptions' (0: the 20 ms interval is fixed).
+  explicit Controller(int port = 0, double max_heartbeats_per_second = 0) {
     store_ = *store::OpenSqliteStore({":memory:", &clock_});
     store::InventoryWrite write;
     v1::Switch* sw = write.objects.add_switches();
@@ -237,6 +238,7 @@ class Controller {
     EXPECT_TRUE(store_->WriteInventory(write, "test").ok());
     agent_registry::AgentRegistryOptions options;
     options.heartbeat_interval = absl::Milliseconds(20);
+    options.max_heartbeats_per_second = max_heartbeats_per_second;
     options.commit_point = &commit_point_;
     registry_ = std::make_unique<agent_registry::AgentRegistry>(options, store_.get(), store_.get(),
                                                                 &clock_);

@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -86,13 +87,21 @@ TEST(AgentTest, RegistersAndIsListed) {
 // `beats` heartbeats `interval` apart, and counts the heartbeats the agent sends.
 class ScriptedFleetd final : public v1::AgentService::Service {
  public:
-  ScriptedFleetd(absl::Duration interval, int beats) : interval_(interval), beats_(beats) {}
+  // Says `interval` in `registered`, then sends `beats` heartbeats that far apart, each
+  // naming `announced` as the interval from then on when it is set.
+  ScriptedFleetd(absl::Duration interval, int beats,
+                 std::optional<absl::Duration> announced = std::nullopt)
+      : interval_(interval), beats_(beats), announced_(announced) {}
 
   grpc::Status Connect(
       grpc::ServerContext*,
       grpc::ServerReaderWriter<v1::ControllerMessage, v1::AgentMessage>* stream) override {
     v1::AgentMessage message;
     if (!stream->Read(&message) || !message.has_register_()) return grpc::Status::CANCELLED;
+    {
+      absl::MutexLock lock(&mu_);
+      ++connections_;
+    }
     std::thread writer([&] {
       v1::ControllerMessage registered;
       *registered.mutable_registered()->mutable_heartbeat_interval() =
@@ -102,6 +111,11 @@ class ScriptedFleetd final : public v1::AgentService::Service {
       for (int i = 1; i <= beats_; ++i) {
         v1::ControllerMessage beat;
         beat.mutable_heartbeat()->set_sequence(i);
+        if (announced_) {
+          *beat.mutable_heartbeat()->mutable_interval() =
+              google::protobuf::util::TimeUtil::MillisecondsToDuration(
+                  absl::ToInt64Milliseconds(*announced_));
+        }
         if (!stream->Write(beat)) break;
         if (i < beats_) absl::SleepFor(interval_);
       }
@@ -119,6 +133,10 @@ class ScriptedFleetd final : public v1::AgentService::Service {
     absl::MutexLock lock(&mu_);
     return answered_;
   }
+  int connections() {
+    absl::MutexLock lock(&mu_);
+    return connections_;
+  }
   // The agent's heartbeats when the last of ours had been sent; -1 before.
   int answered_when_done() {
     absl::MutexLock lock(&mu_);
@@ -128,7 +146,9 @@ class ScriptedFleetd final : public v1::AgentService::Service {
  private:
   const absl::Duration interval_;
   const int beats_;
+  const std::optional<absl::Duration> announced_;
   absl::Mutex mu_;
+  int connections_ ABSL_GUARDED_BY(mu_) = 0;
   int answered_ ABSL_GUARDED_BY(mu_) = 0;
   int answered_when_done_ ABSL_GUARDED_BY(mu_) = -1;
 };
@@ -169,6 +189,19 @@ TEST(AgentTest, SendsOneHeartbeatPerFleetdHeartbeat) {
     const int answered = fleetd.answered_when_done();
     EXPECT_GE(answered, kBeats - 2);  // The last answer may still be on its way.
     EXPECT_LE(answered, kBeats + 2);
+  });
+}
+
+// fleetd lengthens its interval as a site's agents connect, and says so in each heartbeat:
+// the agent then waits that long for fleetd's next, neither beating on its own nor
+// reconnecting at three of the interval `registered` gave (200 ms here; 1.2 s are waited).
+TEST(AgentTest, WaitsForFleetdsHeartbeatsAtTheIntervalTheyName) {
+  ScriptedFleetd fleetd(absl::Milliseconds(200), 1, absl::Hours(1));
+  WithAgentOf(fleetd, [&] {
+    ASSERT_TRUE(Eventually([&] { return fleetd.answered() == 1; }));
+    absl::SleepFor(absl::Milliseconds(1200));  // Six of the first interval: nothing is due.
+    EXPECT_EQ(fleetd.answered(), 1);
+    EXPECT_EQ(fleetd.connections(), 1);
   });
 }
 
