@@ -1,19 +1,28 @@
 #include "controller/engine/reconciler.h"
 
+#include <algorithm>
+#include <atomic>
 #include <map>
 #include <set>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "common/thread_name.h"
 #include "controller/engine/circuits.h"
 #include "controller/engine/tenancy.h"
 
 namespace fleet::engine {
+
 namespace {
+
+// Switches a reconciliation pass reads at once: each read is mostly waiting on the switch.
+constexpr size_t kSwitchesAtOnce = 16;
 
 v1::Drift MakeDrift(v1::Drift::Kind kind, const std::string& switch_id, uint32_t ingress,
                     uint32_t egress, const std::string& circuit, const std::string& action) {
@@ -101,27 +110,67 @@ absl::StatusOr<v1::ReconcileResponse> Reconciler::ReconcileSwitches(
   std::vector<std::string> interrupted;
   if (!dry_run) interrupted = ClaimInterrupted();
 
+  // The switches are read and compared at once, up to kSwitchesAtOnce, each on a thread of
+  // this pass: a pass (a restart's above all, which reads every switch before fleetd serves)
+  // takes about the slowest switch's time, not the sum of them all. Not on the engine's
+  // pool: there the reads would wait behind every queued transaction and count against its
+  // queue's room. Each switch's findings are kept apart and merged in the order of `targets`.
+  struct Outcome {
+    bool ran = false;  // Not while stopping: each read can take seconds, a stop does not wait.
+    absl::Status status;
+    v1::ReconcileResponse response;
+    std::set<std::string> affected;
+  };
+  std::vector<Outcome> outcomes(targets.size());
+  std::atomic<size_t> next{0};
+  auto reconcile_next = [&] {
+    for (size_t i = next++; i < targets.size(); i = next++) {
+      if (p_.pool.stopping()) continue;
+      Outcome& o = outcomes[i];
+      const v1::Switch& sw = targets[i];
+      o.ran = true;
+      absl::StatusOr<SwitchProgrammer*> programmer = p_.programmers.For(sw.id());
+      o.status = programmer.status();
+      if (programmer.ok()) {
+        (*programmer)->Exclusive([&](switch_adapters::OpticalSwitch& driver) {
+          o.status = ReconcileOne(sw, driver, unknown, dry_run, principal, o.response, o.affected);
+        });
+      }
+    }
+  };
+  {
+    std::vector<std::thread> readers;
+    for (size_t t = 1; t < std::min(targets.size(), kSwitchesAtOnce); ++t) {
+      readers.emplace_back([&] {
+        NameThisThread("fleet-reconcile");
+        reconcile_next();
+      });
+    }
+    reconcile_next();  // The caller reads too.
+    for (std::thread& reader : readers) reader.join();
+  }
+
   v1::ReconcileResponse response;
   std::set<std::string> affected;  // Allocations whose cross-connects were repaired.
   std::vector<std::string> errors;
-  for (const v1::Switch& sw : targets) {
-    if (p_.pool.stopping()) {  // Each switch's read can take seconds; a stop does not wait.
-      errors.push_back("fleetd is stopping");
-      break;
+  bool stopped = false;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    Outcome& o = outcomes[i];
+    const std::string& id = targets[i].id();
+    if (!o.ran) {
+      stopped = true;
+      continue;
     }
-    absl::StatusOr<SwitchProgrammer*> programmer = p_.programmers.For(sw.id());
-    absl::Status status = programmer.status();
-    if (programmer.ok()) {
-      (*programmer)->Exclusive([&](switch_adapters::OpticalSwitch& driver) {
-        status = ReconcileOne(sw, driver, unknown, dry_run, principal, response, affected);
-      });
-    }
-    if (!status.ok()) {
-      errors.push_back(absl::StrCat("switch ", sw.id(), ": ", status.message()));
-      p_.ctx.Record("reconcile.failed", "switch", sw.id(), v1::EVENT_SEVERITY_ALARM, principal,
-                    absl::StrCat("cannot reconcile switch ", sw.id(), ": ", status.message()));
+    response.set_repaired(response.repaired() + o.response.repaired());
+    for (v1::Drift& d : *o.response.mutable_drift()) *response.add_drift() = std::move(d);
+    affected.merge(o.affected);
+    if (!o.status.ok()) {
+      errors.push_back(absl::StrCat("switch ", id, ": ", o.status.message()));
+      p_.ctx.Record("reconcile.failed", "switch", id, v1::EVENT_SEVERITY_ALARM, principal,
+                    absl::StrCat("cannot reconcile switch ", id, ": ", o.status.message()));
     }
   }
+  if (stopped) errors.push_back("fleetd is stopping");
   // A dry run asks what would happen; only passes that act count as having seen the drift.
   if (!dry_run) CountDrift(trigger, response);
   if (!dry_run) RetrainRepaired(affected, principal);
