@@ -9,9 +9,10 @@ and measures:
 
   start       fleetd start -> serving (inventory applied, every switch connected), and
               -> every agent registered
-  idle        fleetd's RSS and CPU (switch monitor every 2 s, heartbeats every 1 s) and the
-              agent processes' CPU, over --idle-seconds with nothing asked, after
-              --settle-seconds
+  idle        fleetd's RSS and CPU (switch monitor every 2 s, heartbeats at fleetd's default:
+              every 1 s, longer above 500 agents) and the agent processes' CPU, over
+              --idle-seconds with nothing asked, after --settle-seconds; the heartbeat
+              interval fleetd settled on, and the agents it dropped for missed heartbeats
   re-apply    `fleetctl apply` of the same site: wall time, and that it changed nothing
   jobs        request -> READY (fleetctl --wait, wall) and the allocation's own plan and
               program stages, for a ring of 8 GPUs on one switch and one over 4 switches
@@ -28,7 +29,8 @@ and measures:
 Prints one table per run (a column per S), writes the figures as JSON (--json), and draws
 each whole-site cost against S (--plot FILE.png, with matplotlib). Never fails on a figure:
 exits 1 when something cannot be started or a step fails outright, after the table of the
-sites that ran (larger ones are not tried).
+sites that ran, the failing one's column holding what it measured before (larger ones are
+not tried).
 """
 
 import argparse
@@ -307,6 +309,22 @@ def stage_ms(allocation, stage):
     return None
 
 
+def metric(site, name):
+    """A metric without labels from fleetd's /metrics; None when it is not there."""
+    address = site.fleetd.wait_line("metrics: ", 1)
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=30) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    return None
+
+
+def dropped_agents(site):
+    """How many times this fleetd dropped an agent for missed heartbeats."""
+    with open(site.fleetd.log_path) as log:
+        return sum("heartbeats; dropped it" in line for line in log)
+
+
 def idle_cpu(site, seconds):
     """fleetd's and the agents' CPU (% of one core) and fleetd's RSS over `seconds` idle."""
     agents = descendants(site.site.proc.pid, "fleet-onic-agen")
@@ -319,9 +337,9 @@ def idle_cpu(site, seconds):
             rss_mib(fleetd), len(agents))
 
 
-def run_one(args, s):
+def run_one(args, s, r):
+    """Measures site S into `r`, which keeps what was measured when a later step fails."""
     work = tempfile.mkdtemp(prefix=f"fleet-scale-{s}.", dir=args.work_dir)
-    r = {"S": s, "agents": s * AGENTS_PER_CLUSTER}
     site = Site(args, s, work)  # Stops what it started when it cannot start.
     try:
         r["site_start_s"] = site.site_start
@@ -329,6 +347,8 @@ def run_one(args, s):
         time.sleep(args.settle_seconds)  # The last registrations' work and monitor passes.
         r["fleetd_cpu_idle_pct"], r["agents_cpu_idle_pct"], r["rss_idle_mib"], r[
             "agent_processes"] = idle_cpu(site, args.idle_seconds)
+        r["heartbeat_interval_s"] = metric(site, "fleet_agent_heartbeat_interval_seconds")
+        r["agents_dropped"] = dropped_agents(site)
 
         started = time.monotonic()
         out = site.fleetctl("apply", "-f", site.inventory).stdout
@@ -418,6 +438,8 @@ ROWS = [
     ("rss_idle_mib", "fleetd RSS idle, MiB", "{:.0f}"),
     ("fleetd_cpu_idle_pct", "fleetd CPU idle (monitor, heartbeats), % core", "{:.1f}"),
     ("agents_cpu_idle_pct", "agents' CPU idle, % core", "{:.1f}"),
+    ("heartbeat_interval_s", "heartbeat interval with these agents, s", "{:.1f}"),
+    ("agents_dropped", "agents dropped for missed heartbeats (start, idle)", "{}"),
     ("reapply_s", "re-apply same inventory, s", "{:.2f}"),
     ("reapply_changed_nothing", "re-apply changed nothing", "{}"),
     ("one_switch_ready_ms", "ring of 8, 1 switch: request -> READY, ms", "{:.0f}"),
@@ -515,16 +537,23 @@ def main():
     results, failed = [], None
     for s in (int(x) for x in args.clusters.split(",")):
         print(f"== S = {s}", flush=True)
+        r = {"S": s, "agents": s * AGENTS_PER_CLUSTER}
         try:
-            results.append(run_one(args, s))
+            run_one(args, s, r)
         except (Failed, subprocess.CalledProcessError, OSError) as e:
-            failed = f"S = {s}: {e}"  # The larger sites are not tried; the smaller are shown.
+            # What was measured before is shown (the rest "-"); larger sites are not tried.
+            failed = f"S = {s}: {e}"
+            r["failed"] = str(e)
             print(f"fleet_scale_bench: {failed}", file=sys.stderr)
+        results.append(r)
+        print(json.dumps(r), flush=True)
+        if failed:
             break
-        print(json.dumps(results[-1]), flush=True)
     print(f"\nfleet_scale_bench: switch {args.switch_ms} ms, training {args.training_ms} ms, "
           f"{os.cpu_count()} cores")
     print_table(results, sys.stdout)
+    if failed:
+        print(f"S = {results[-1]['S']} stopped: {results[-1]['failed']}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
