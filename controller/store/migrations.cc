@@ -307,6 +307,13 @@ CREATE TABLE replica (
   applied_entry INTEGER NOT NULL CHECK (applied_entry >= 0)
 ) STRICT;
 )sql"},
+      {12, "onics by device", R"sql(
+-- Each device's O-NICs, which every read of a device lists (SelectDevices): without it the
+-- inventory's read scanned every O-NIC once per device, quadratic in the site (at 64 switches,
+-- 5,632 devices and 7,680 O-NICs: 12.9 s to re-apply an unchanged inventory file, and as long
+-- for every reload of the engine's inventory cache, holding the store).
+CREATE INDEX onics_by_device ON onics(device_id, id);
+)sql"},
   };
   return kMigrations;
 }

@@ -82,6 +82,24 @@ TEST(MigrationsTest, FreshDatabaseEndsAtLatestVersion) {
   }
 }
 
+// Reading a device lists its O-NICs: the lookup goes through an index, not a scan of every
+// O-NIC per device (quadratic in the site).
+TEST(MigrationsTest, ADevicesOnicsAreFoundThroughAnIndex) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Database> db, Database::Open(":memory:"));
+  ASSERT_THAT(Migrate(*db, Migrations()), IsOk());
+  ASSERT_OK_AND_ASSIGN(
+      Statement plan,
+      db->Prepare("EXPLAIN QUERY PLAN SELECT id FROM onics WHERE device_id = 'd1' ORDER BY id"));
+  std::string details;
+  while (true) {
+    ASSERT_OK_AND_ASSIGN(bool row, plan.Step());
+    if (!row) break;
+    details += plan.Text(3) + "\n";
+  }
+  EXPECT_THAT(details, HasSubstr("USING COVERING INDEX onics_by_device (device_id=?)"));
+  EXPECT_THAT(details, ::testing::Not(HasSubstr("TEMP B-TREE")));  // No sort either.
+}
+
 TEST(MigrationsTest, OpenSqliteStoreMigratesFreshFileToLatest) {
   ScratchDir dir;
   ASSERT_TRUE(dir.ok());
