@@ -380,7 +380,8 @@ void Agent::HeartbeatAndMonitor(uint64_t session) {
         return;
       }
       const absl::Time now = absl::Now();
-      beat = beat_due_ || now >= last_beat_ + heartbeat_interval_ * 3 / 2;
+      // An interval that changed during the wait came with beat_due_: own_beat_after holds.
+      beat = beat_due_ || now >= last_beat_ + own_beat_after;
       monitor = now >= next_monitor;
     }
     if (beat) Beat();
