@@ -183,10 +183,16 @@ AgentRegistry::~AgentRegistry() {
   events_thread_.join();
 }
 
+void AgentRegistry::StopJudgingLiveness() {
+  absl::MutexLock lock(&mu_);
+  judging_liveness_ = false;
+}
+
 void AgentRegistry::Shutdown() {
   {
     absl::MutexLock lock(&mu_);
     shutting_down_ = true;
+    judging_liveness_ = false;
     for (auto& [id, session] : sessions_) {
       session.connection->closing = true;
       session.connection->context->TryCancel();
@@ -594,7 +600,8 @@ void AgentRegistry::HeartbeatLoop() {
       std::vector<std::pair<uint64_t, std::string>> dead;
       for (auto& [host, id] : current_) {
         Session& session = sessions_[id];
-        if (now - session.last_heartbeat > limit && !session.connection->waiting) {
+        if (judging_liveness_ && now - session.last_heartbeat > limit &&
+            !session.connection->waiting) {
           dead.emplace_back(id, host);
           continue;
         }

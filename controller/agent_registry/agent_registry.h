@@ -219,6 +219,12 @@ class AgentRegistry : public CommandSender {
   // returns and the listener's owner may go (the streams end with the gRPC server's Shutdown;
   // the events thread runs their ends until the destructor). Idempotent.
   void Shutdown();
+  // From now on no agent is dropped for missed heartbeats (heartbeats are still sent, and a
+  // stream that ends still ends): fleetd is stopping, its last transactions may keep it too
+  // busy to read beats in time, and an agent dropped for that would only have its links
+  // marked down in the store for the next start to retrain. Called first in fleetd's
+  // shutdown; Shutdown implies it. Idempotent.
+  void StopJudgingLiveness();
 
  private:
   struct Pending {
@@ -311,6 +317,7 @@ class AgentRegistry : public CommandSender {
   // every session's writer at every answer and every queued command.
   absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool judging_liveness_ ABSL_GUARDED_BY(mu_) = true;
   uint64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_command_ ABSL_GUARDED_BY(mu_) = 1;
   // Prefixes this run's command ids. Agents answer a repeated id from their cache without

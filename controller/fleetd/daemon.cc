@@ -333,6 +333,8 @@ void Fleetd::Shutdown(absl::Duration grace) {
   if (server_ && server_->GetHealthCheckService() != nullptr) {
     server_->GetHealthCheckService()->Shutdown();  // Health checks see NOT_SERVING from now.
   }
+  // A stopping fleetd drops no agent it is too busy to hear (agent_registry.h).
+  if (agents_) agents_->StopJudgingLiveness();
   // A leader resigns first, so that another replica takes over without waiting out the
   // lease; its fence is closed from here, and what the engine has under way stops at its next
   // effect, for the next leader to resume.

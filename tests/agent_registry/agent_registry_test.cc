@@ -383,6 +383,20 @@ TEST(AgentTest, AnAgentThatStopsHeartbeatingIsDropped) {
   }));
 }
 
+// Once fleetd begins to stop, an agent it does not hear from is not dropped (its links would be
+// marked down for the next start to retrain), and heartbeats are still sent.
+TEST(AgentTest, AStoppingRegistryDropsNoAgentItDoesNotHear) {
+  Controller controller;
+  std::vector<std::unique_ptr<RawAgentStream>> agents = ConnectRawAgents(controller, 1);
+  controller.registry().StopJudgingLiveness();
+  controller.clock().Advance(absl::Seconds(10));  // 100 intervals without a word.
+  // A dropped agent's stream is cancelled, and its next read fails.
+  for (int beat = 0; beat < 5; ++beat) {
+    ASSERT_TRUE(HeartbeatsName(*agents[0], agents[0]->registered_interval_ms)) << "beat " << beat;
+  }
+  EXPECT_TRUE(controller.Agent("h0")->connected());
+}
+
 // The interval grows with the agents connected so that they send at most
 // max_heartbeats_per_second between them (10 here: 5 agents, every 500 ms), is named in
 // `registered` and in every heartbeat, and shrinks back as agents leave.
