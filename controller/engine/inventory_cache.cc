@@ -7,12 +7,26 @@ namespace fleet::engine {
 
 absl::StatusOr<std::shared_ptr<const CachedInventory>> InventoryCache::Current() {
   // The version is read before the inventory: a change committed meanwhile bumps it again,
-  // and the next call reloads.
+  // and the next call reads again.
   const uint64_t version = store_->InventoryVersion();
   {
     absl::MutexLock lock(&mu_);
-    if (current_ != nullptr && current_->version == version) return current_;
+    auto settled = [this, version]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return !reading_ || (current_ != nullptr && current_->version >= version);
+    };
+    mu_.Await(absl::Condition(&settled));
+    if (current_ != nullptr && current_->version >= version) return current_;
+    reading_ = true;
   }
+  absl::StatusOr<std::shared_ptr<const CachedInventory>> read = Read(version);
+  absl::MutexLock lock(&mu_);
+  reading_ = false;
+  if (!read.ok()) return read.status();  // A waiter reads for itself.
+  if (current_ == nullptr || current_->version <= version) current_ = *read;
+  return *read;
+}
+
+absl::StatusOr<std::shared_ptr<const CachedInventory>> InventoryCache::Read(uint64_t version) {
   auto inventory = std::make_shared<CachedInventory>();
   inventory->version = version;
   ASSIGN_OR_RETURN(inventory->site, store_->LoadInventory());
@@ -26,10 +40,7 @@ absl::StatusOr<std::shared_ptr<const CachedInventory>> InventoryCache::Current()
   }
   inventory->usability =
       scheduler::FabricSnapshot::Build(inventory->site, inventory->ports, {}, {});
-  absl::MutexLock lock(&mu_);
-  // A slower load of an older version must not replace a newer one cached meanwhile.
-  if (current_ == nullptr || current_->version <= inventory->version) current_ = inventory;
-  return inventory;
+  return std::shared_ptr<const CachedInventory>(std::move(inventory));
 }
 
 const v1::Device* CachedInventory::FindDevice(const std::string& id) const {

@@ -40,15 +40,22 @@ class InventoryCache {
  public:
   explicit InventoryCache(store::InventoryStore* store) : store_(store) {}
 
-  // The inventory as of the store's version now, read again only when that changed.
+  // The inventory as of the store's version now (or newer), read again only when that
+  // changed. One caller reads it at a time; the others wait for that read and take it when
+  // it is new enough: on a big site a read is tens of megabytes, and every caller that saw a
+  // change reading its own copy at once multiplied them.
   absl::StatusOr<std::shared_ptr<const CachedInventory>> Current();
   // The serial of O-NIC `onic`; NOT_FOUND for an unknown one.
   absl::StatusOr<std::string> SerialOf(const std::string& onic);
 
  private:
+  // Reads the inventory as of `version` (no lock held).
+  absl::StatusOr<std::shared_ptr<const CachedInventory>> Read(uint64_t version);
+
   store::InventoryStore* const store_;
   absl::Mutex mu_;
   std::shared_ptr<const CachedInventory> current_ ABSL_GUARDED_BY(mu_);
+  bool reading_ ABSL_GUARDED_BY(mu_) = false;  // A caller is reading the inventory.
 };
 
 }  // namespace fleet::engine
