@@ -35,10 +35,11 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(absl::string_view text, absl::strin
   };
   try {
     static const std::set<std::string> kKeys = {
-        "controller",      "host",         "backend",          "sysfs_root",
-        "simulator",       "training_ms",  "min_rx_power_dbm", "onics",
-        "metrics_address", "metrics_port", "tls_ca_file",      "tls_cert_file",
-        "tls_key_file",    "insecure",     "onic_discovery",   "slot_power"};
+        "controller",         "host",         "backend",          "sysfs_root",
+        "simulator",          "training_ms",  "min_rx_power_dbm", "onics",
+        "metrics_address",    "metrics_port", "tls_ca_file",      "tls_cert_file",
+        "tls_key_file",       "insecure",     "onic_discovery",   "slot_power",
+        "monitor_interval_ms"};
     for (const auto& entry : root) {
       const std::string key = entry.first.as<std::string>();
       if (!kKeys.contains(key)) {
@@ -66,6 +67,13 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(absl::string_view text, absl::strin
     if (root["simulator"]) config.simulator = root["simulator"].as<std::string>();
     if (root["training_ms"]) config.training_ms = root["training_ms"].as<int>();
     if (root["min_rx_power_dbm"]) config.min_rx_power_dbm = root["min_rx_power_dbm"].as<double>();
+    if (const YAML::Node node = root["monitor_interval_ms"]) {
+      config.monitor_interval_ms = node.as<int>();
+      if (config.monitor_interval_ms <= 0 || config.monitor_interval_ms > 3'600'000) {
+        problem(node, absl::StrCat("monitor_interval_ms ", config.monitor_interval_ms,
+                                   " must be between 1 and 3600000"));
+      }
+    }
     if (root["metrics_address"]) {
       config.metrics_address = root["metrics_address"].as<std::string>();
     }

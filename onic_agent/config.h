@@ -13,6 +13,7 @@
 //   simulator: 127.0.0.1:8008    # emulated: polatis-emu's REST address
 //   training_ms: 100             # emulated
 //   min_rx_power_dbm: -20        # emulated
+//   monitor_interval_ms: 1000    # how often up ports are read for changes nobody asked about
 //   metrics_address: 0.0.0.0     # Prometheus /metrics (default 127.0.0.1)
 //   metrics_port: 9465           # 0 picks a free port, -1 serves none
 //   onics:                       # this host's O-NICs by hand, or found by onic_discovery
@@ -64,6 +65,9 @@ struct AgentConfig {
   std::string simulator;
   int training_ms = 100;
   double min_rx_power_dbm = -20.0;
+  // How often up ports are read for link changes nobody asked about (the others every tenth
+  // time); 1 ms to 1 h.
+  int monitor_interval_ms = 1000;
   // Prometheus /metrics: 0 picks a free port, -1 serves none.
   std::string metrics_address = "127.0.0.1";
   int metrics_port = 9465;

@@ -50,6 +50,7 @@ fleet::onic_agent::AgentOptions OptionsOf(const AgentConfig& config,
   options.tls = TlsOf(config);
   options.host = config.host;
   options.software_version = fleet::kVersion;
+  options.monitor_interval = absl::Milliseconds(config.monitor_interval_ms);
   return options;
 }
 
@@ -112,7 +113,7 @@ int Run(int argc, char** argv) {
       tls_cert_file, tls_key_file, log_level = "info";
   fleet::onic_agent::ExpectedDeviceText expect;
   bool insecure = false;
-  int64_t training_ms = -1, metrics_port = -2;
+  int64_t training_ms = -1, metrics_port = -2, monitor_interval_ms = 0;
   fleet::FlagSet flags(
       "fleet-onic-agent --controller ADDR --host NAME --backend pcie-sysfs|emulated "
       "[--config FILE]\n"
@@ -140,6 +141,9 @@ int Run(int argc, char** argv) {
   flags.String("backend", &backend, "pcie-sysfs or emulated");
   flags.String("simulator", &simulator, "emulated: polatis-emu's REST address, HOST:PORT");
   flags.Int("training-ms", &training_ms, "emulated: simulated link training time");
+  flags.Int("monitor-interval-ms", &monitor_interval_ms,
+            "how often up ports are read for link changes nobody asked about; 0: the config's "
+            "monitor_interval_ms (1000 unless set)");
   flags.String("metrics-address", &metrics_address,
                "address to serve Prometheus /metrics on (default 127.0.0.1)");
   flags.Int("metrics-port", &metrics_port,
@@ -183,6 +187,13 @@ int Run(int argc, char** argv) {
     if (!backend.empty()) config.backend = backend;
     if (!simulator.empty()) config.simulator = simulator;
     if (training_ms >= 0) config.training_ms = static_cast<int>(training_ms);
+    if (monitor_interval_ms != 0) {
+      if (monitor_interval_ms <= 0 || monitor_interval_ms > 3'600'000) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--monitor-interval-ms ", monitor_interval_ms, " must be between 1 and 3600000"));
+      }
+      config.monitor_interval_ms = static_cast<int>(monitor_interval_ms);
+    }
     if (!metrics_address.empty()) config.metrics_address = metrics_address;
     if (metrics_port != -2) {
       if (metrics_port < -1 || metrics_port > 65535) {

@@ -335,7 +335,8 @@ absl::Status Demo::StartAgents(const std::string& grpc_address) {
         at == place_switch.end() ? switches_.front().rest : rest_of[at->second];
     std::string config =
         absl::StrCat("host: ", place, "\nbackend: emulated\nsimulator: ", simulator,
-                     "\ntraining_ms: ", options_.training_ms, "\nonics:\n");
+                     "\ntraining_ms: ", options_.training_ms,
+                     "\nmonitor_interval_ms: ", options_.monitor_interval_ms, "\nonics:\n");
     for (const v1::Onic* onic : onics_at[place]) {
       absl::StrAppend(&config, "  - serial: ", onic->serial(), "\n    pcie: \"",
                       onic->pcie_address(), "\"\n    ports:\n");

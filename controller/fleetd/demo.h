@@ -42,9 +42,10 @@ const char* EmbeddedGen1Inventory();
 
 // How the demo site behaves; tests and benchmarks change the physics.
 struct DemoOptions {
-  std::string protocol = "tl1";  // How fleetd talks to the emulator: tl1 or rest.
-  int switch_ms = 25;            // The emulator's switching time per command.
-  int training_ms = 100;         // The emulated agents' link training time.
+  std::string protocol = "tl1";    // How fleetd talks to the emulator: tl1 or rest.
+  int switch_ms = 25;              // The emulator's switching time per command.
+  int training_ms = 100;           // The emulated agents' link training time.
+  int monitor_interval_ms = 1000;  // How often the emulated agents read their up ports.
   // The site, as inventory YAML; empty: the embedded Gen1 inventory. Each switch's address,
   // port and protocol are replaced by its emulator's.
   std::string inventory;

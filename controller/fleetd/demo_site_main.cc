@@ -72,7 +72,8 @@ int Run(int argc, char** argv) {
   std::string state_dir, site_file;
   int64_t replicas = 3, etcd_members = 3, lease_seconds = 2;
   fleet::fleetd::DemoOptions options;
-  int64_t switch_ms = options.switch_ms, training_ms = options.training_ms;
+  int64_t switch_ms = options.switch_ms, training_ms = options.training_ms,
+          monitor_ms = options.monitor_interval_ms;
   fleet::FlagSet set(
       "fleet-demo-site --state-dir DIR [flags]",
       "A demo site: emulated switches and agents, a local etcd cluster, and one fleetd\n"
@@ -86,6 +87,9 @@ int Run(int argc, char** argv) {
   set.Int("leader-lease-seconds", &lease_seconds, "the replicas' leader lease");
   set.Int("switch-ms", &switch_ms, "the emulated switches' time per command");
   set.Int("training-ms", &training_ms, "the emulated agents' link training time");
+  set.Int("monitor-interval-ms", &monitor_ms,
+          "how often the emulated agents read their up ports (a big site's many agents on one "
+          "machine take its cores at 1 s)");
   absl::StatusOr<std::vector<std::string>> positional =
       set.Parse(std::vector<std::string>(argv + 1, argv + argc));
   if (!positional.ok()) {
@@ -144,6 +148,12 @@ int Run(int argc, char** argv) {
   }
   options.switch_ms = static_cast<int>(switch_ms);
   options.training_ms = static_cast<int>(training_ms);
+  if (monitor_ms < 1 || monitor_ms > 3'600'000) {
+    std::cerr << "fleet-demo-site: --monitor-interval-ms " << monitor_ms
+              << " is not in 1..3600000\n";
+    return 2;
+  }
+  options.monitor_interval_ms = static_cast<int>(monitor_ms);
 
   // Children die with the thread that started them (PR_SET_PDEATHSIG): this one, to the end.
   // And this program stops with whoever started it (the demo script), killed or not.

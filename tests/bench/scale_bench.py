@@ -202,7 +202,8 @@ class Site:
                            os.path.join(work, "site"), "--site", self.site_file,
                            "--etcd-members", "0", "--replicas", "1",
                            "--switch-ms", str(args.switch_ms),
-                           "--training-ms", str(args.training_ms)],
+                           "--training-ms", str(args.training_ms),
+                           "--monitor-interval-ms", str(args.agent_monitor_ms)],
                           os.path.join(work, "fleet-demo-site.log"))
         try:
             self.site.wait_line("ready", 60 + 2 * s * AGENTS_PER_CLUSTER / 10)
@@ -528,6 +529,9 @@ def main():
     parser.add_argument("--work-dir", default=None, help="where each site's directory goes")
     parser.add_argument("--switch-ms", type=int, default=25)
     parser.add_argument("--training-ms", type=int, default=100)
+    parser.add_argument("--agent-monitor-ms", type=int, default=1000,
+                        help="how often the emulated agents read their up ports; all S agents "
+                             "share this machine's cores, real ones each have a host")
     parser.add_argument("--idle-seconds", type=float, default=10)
     parser.add_argument("--settle-seconds", type=float, default=5,
                         help="wait after every agent registered, before the idle figures")
@@ -550,7 +554,7 @@ def main():
         if failed:
             break
     print(f"\nfleet_scale_bench: switch {args.switch_ms} ms, training {args.training_ms} ms, "
-          f"{os.cpu_count()} cores")
+          f"agents read their ports every {args.agent_monitor_ms} ms, {os.cpu_count()} cores")
     print_table(results, sys.stdout)
     if failed:
         print(f"S = {results[-1]['S']} stopped: {results[-1]['failed']}")

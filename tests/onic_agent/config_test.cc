@@ -57,6 +57,17 @@ TEST(AgentConfigTest, SlotPowerIsABooleanOnByDefault) {
               HasSubstr("agent.yaml:2: slot_power must be true or false, got 'a collection'"));
 }
 
+TEST(AgentConfigTest, TheMonitorIntervalIsPositiveMillisecondsOneSecondByDefault) {
+  absl::StatusOr<AgentConfig> config = ParseAgentConfig("host: a\n", "agent.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->monitor_interval_ms, 1000);
+  config = ParseAgentConfig("monitor_interval_ms: 5000\n", "agent.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->monitor_interval_ms, 5000);
+  EXPECT_THAT(Problem("host: a\nmonitor_interval_ms: 0\n"),
+              HasSubstr("agent.yaml:2: monitor_interval_ms 0 must be between 1 and 3600000"));
+}
+
 TEST(AgentConfigTest, InsecureWithFilesIsRefusedByKey) {
   EXPECT_THAT(Problem("insecure: true\ntls_cert_file: a.pem\n"),
               HasSubstr("agent.yaml:1: insecure: true with tls_ca_file/tls_cert_file/"
