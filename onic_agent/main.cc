@@ -142,8 +142,8 @@ int Run(int argc, char** argv) {
   flags.String("simulator", &simulator, "emulated: polatis-emu's REST address, HOST:PORT");
   flags.Int("training-ms", &training_ms, "emulated: simulated link training time");
   flags.Int("monitor-interval-ms", &monitor_interval_ms,
-            "how often up ports are read for link changes nobody asked about; 0: the config's "
-            "monitor_interval_ms (1000 unless set)");
+            "how often up ports are read for link changes nobody asked about, 1..3600000; "
+            "overrides the config's monitor_interval_ms (1000 unless set)");
   flags.String("metrics-address", &metrics_address,
                "address to serve Prometheus /metrics on (default 127.0.0.1)");
   flags.Int("metrics-port", &metrics_port,
@@ -187,7 +187,7 @@ int Run(int argc, char** argv) {
     if (!backend.empty()) config.backend = backend;
     if (!simulator.empty()) config.simulator = simulator;
     if (training_ms >= 0) config.training_ms = static_cast<int>(training_ms);
-    if (monitor_interval_ms != 0) {
+    if (flags.IsSet("monitor-interval-ms")) {
       if (monitor_interval_ms <= 0 || monitor_interval_ms > 3'600'000) {
         return absl::InvalidArgumentError(absl::StrCat(
             "--monitor-interval-ms ", monitor_interval_ms, " must be between 1 and 3600000"));

@@ -222,8 +222,9 @@ class AgentRegistry : public CommandSender {
   // From now on no agent is dropped for missed heartbeats (heartbeats are still sent, and a
   // stream that ends still ends): fleetd is stopping, its last transactions may keep it too
   // busy to read beats in time, and an agent dropped for that would only have its links
-  // marked down in the store for the next start to retrain. Called first in fleetd's
-  // shutdown; Shutdown implies it. Idempotent.
+  // marked down in the store for the next start to retrain. The price: a command to an agent
+  // that really died meanwhile waits for its deadline. Called first in fleetd's shutdown;
+  // Shutdown implies it. Idempotent.
   void StopJudgingLiveness();
 
  private:

@@ -1,5 +1,8 @@
 #include "controller/engine/inventory_cache.h"
 
+#include <algorithm>
+
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
@@ -8,7 +11,7 @@ namespace fleet::engine {
 absl::StatusOr<std::shared_ptr<const CachedInventory>> InventoryCache::Current() {
   // The version is read before the inventory: a change committed meanwhile bumps it again,
   // and the next call reads again.
-  const uint64_t version = store_->InventoryVersion();
+  uint64_t version = store_->InventoryVersion();
   {
     absl::MutexLock lock(&mu_);
     auto settled = [this, version]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -18,12 +21,21 @@ absl::StatusOr<std::shared_ptr<const CachedInventory>> InventoryCache::Current()
     if (current_ != nullptr && current_->version >= version) return current_;
     reading_ = true;
   }
-  absl::StatusOr<std::shared_ptr<const CachedInventory>> read = Read(version);
-  absl::MutexLock lock(&mu_);
-  reading_ = false;
-  if (!read.ok()) return read.status();  // A waiter reads for itself.
-  if (current_ == nullptr || current_->version <= version) current_ = *read;
-  return *read;
+  // Changes committed while this caller waited are in the read too: callers that saw them
+  // take it rather than read once more each.
+  version = std::max(version, store_->InventoryVersion());
+  absl::StatusOr<std::shared_ptr<const CachedInventory>> read;
+  {
+    // In one step with the read's end, so that no waiter sees it ended and not kept. A read
+    // that failed is not kept: each waiter then reads for itself.
+    absl::Cleanup done = [&] {
+      absl::MutexLock lock(&mu_);
+      reading_ = false;
+      if (read.ok() && (current_ == nullptr || current_->version <= version)) current_ = *read;
+    };
+    read = Read(version);
+  }
+  return read;
 }
 
 absl::StatusOr<std::shared_ptr<const CachedInventory>> InventoryCache::Read(uint64_t version) {

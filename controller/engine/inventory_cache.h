@@ -43,7 +43,9 @@ class InventoryCache {
   // The inventory as of the store's version now (or newer), read again only when that
   // changed. One caller reads it at a time; the others wait for that read and take it when
   // it is new enough: on a big site a read is tens of megabytes, and every caller that saw a
-  // change reading its own copy at once multiplied them.
+  // change reading its own copy at once multiplied them. A read that fails is not shared:
+  // its caller gets the error and each waiter reads for itself. So no caller may hold the
+  // store's own lock while it calls this.
   absl::StatusOr<std::shared_ptr<const CachedInventory>> Current();
   // The serial of O-NIC `onic`; NOT_FOUND for an unknown one.
   absl::StatusOr<std::string> SerialOf(const std::string& onic);

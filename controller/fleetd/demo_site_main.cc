@@ -150,7 +150,7 @@ int Run(int argc, char** argv) {
   options.training_ms = static_cast<int>(training_ms);
   if (monitor_ms < 1 || monitor_ms > 3'600'000) {
     std::cerr << "fleet-demo-site: --monitor-interval-ms " << monitor_ms
-              << " is not in 1..3600000\n";
+              << " must be between 1 and 3600000\n";
     return 2;
   }
   options.monitor_interval_ms = static_cast<int>(monitor_ms);
