@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "common/proto_time.h"
 #include "common/status_macros.h"
@@ -25,6 +26,33 @@ constexpr absl::string_view kTrunkCircuitSql =
     "SELECT c.circuit_id FROM trunks t JOIN cross_connects c ON "
     "((c.switch_id = t.from_switch AND c.egress = t.from_port) OR "
     "(c.switch_id = t.to_switch AND c.ingress = t.to_port)) WHERE t.id = ?1 LIMIT 1";
+
+// The conditions of a filtered list, only for the fields given, each value a numbered
+// parameter: SQLite then looks a given field up in its index. (A condition written for every
+// field, `?1 = '' OR col = ?1`, can use no index: a filtered list scanned the whole table, and
+// an agent's registration, which lists its O-NICs by place and then each by serial, cost the
+// site's size several times over.)
+class Where {
+ public:
+  // `condition` names the value `?` (once or more); an empty value adds nothing.
+  Where& Add(absl::string_view condition, const std::string& value) {
+    if (value.empty()) return *this;
+    values_.push_back(value);
+    conditions_.push_back(
+        absl::StrReplaceAll(condition, {{"?", absl::StrCat("?", values_.size())}}));
+    return *this;
+  }
+  std::string Sql() const {
+    return conditions_.empty() ? "1" : absl::StrJoin(conditions_, " AND ");
+  }
+  void Bind(Statement& statement) const {
+    for (size_t i = 0; i < values_.size(); ++i) statement.Bind(static_cast<int>(i + 1), values_[i]);
+  }
+
+ private:
+  std::vector<std::string> conditions_;
+  std::vector<std::string> values_;
+};
 
 }  // namespace
 
@@ -133,17 +161,22 @@ absl::StatusOr<std::vector<v1::Host>> SelectHosts(Database& db, const std::strin
 
 absl::StatusOr<std::vector<v1::Device>> SelectDevices(Database& db, const std::string& id,
                                                       const DeviceFilter& filter) {
-  ASSIGN_OR_RETURN(Statement stmt, db.Prepare(R"sql(
+  Where where;
+  where.Add("d.id = ?", id)
+      .Add("d.host = ?", filter.host)
+      .Add("d.kind = ?", filter.kind == v1::DEVICE_KIND_UNSPECIFIED ? "" : Name(filter.kind))
+      .Add("d.chassis = ? AND COALESCE(d.host, '') = ''", filter.chassis);
+  ASSIGN_OR_RETURN(Statement stmt, db.Prepare(absl::StrCat(R"sql(
     SELECT d.id, d.kind, COALESCE(d.host, ''), d.chassis, d.model, d.admin_state,
            (SELECT group_concat(o.id, char(10)) FROM
               (SELECT id FROM onics WHERE device_id = d.id ORDER BY id) o),
            d.spare, COALESCE(h.health, 'healthy'), COALESCE(h.reason, ''), h.changed_us,
            d.pcie_vendor, d.pcie_device, d.pcie_dsn
     FROM devices d LEFT JOIN device_health h ON h.device_id = d.id
-    WHERE (?1 = '' OR d.id = ?1) AND (?2 = '' OR d.host = ?2) AND (?3 = '' OR d.kind = ?3)
-      AND (?4 = '' OR (COALESCE(d.host, '') = '' AND d.chassis = ?4))
-    ORDER BY d.id)sql"));
-  stmt.Bind(1, id).Bind(2, filter.host).Bind(3, Name(filter.kind)).Bind(4, filter.chassis);
+    WHERE )sql",
+                                                           where.Sql(), R"sql(
+    ORDER BY d.id)sql")));
+  where.Bind(stmt);
   std::vector<v1::Device> out;
   while (true) {
     ASSIGN_OR_RETURN(bool row, stmt.Step());
@@ -175,19 +208,20 @@ absl::StatusOr<std::vector<v1::Device>> SelectDevices(Database& db, const std::s
 
 absl::StatusOr<std::vector<v1::Onic>> SelectOnics(Database& db, const std::string& id,
                                                   const OnicFilter& filter) {
-  // The O-NICs `id` and `filter` select, for both statements below (bound alike).
-  const std::string selected = R"sql(
-    (?1 = '' OR o.id = ?1) AND (?2 = '' OR d.host = ?2)
-      AND (?3 = '' OR EXISTS (SELECT 1 FROM fibers f WHERE f.onic_id = o.id AND f.switch_id = ?3))
-      AND (?4 = '' OR d.host = ?4 OR (COALESCE(d.host, '') = '' AND d.chassis = ?4))
-      AND (?5 = '' OR o.serial = ?5))sql";
-  auto bind = [&](Statement& statement) {
-    statement.Bind(1, id)
-        .Bind(2, filter.host)
-        .Bind(3, filter.switch_id)
-        .Bind(4, filter.place)
-        .Bind(5, filter.serial);
-  };
+  // The O-NICs `id` and `filter` select, for both statements below (bound alike). A place
+  // is a host or, for pooled devices, a chassis: two lookups, one index each.
+  Where where;
+  where.Add("o.id = ?", id)
+      .Add("d.host = ?", filter.host)
+      .Add("EXISTS (SELECT 1 FROM fibers f WHERE f.onic_id = o.id AND f.switch_id = ?)",
+           filter.switch_id)
+      .Add(
+          "d.id IN (SELECT id FROM devices WHERE host = ? UNION "
+          "SELECT id FROM devices WHERE chassis = ? AND COALESCE(host, '') = '')",
+          filter.place)
+      .Add("o.serial = ?", filter.serial);
+  const std::string selected = where.Sql();
+  auto bind = [&](Statement& statement) { where.Bind(statement); };
   ASSIGN_OR_RETURN(Statement stmt, db.Prepare(absl::StrCat(R"sql(
     SELECT o.id, o.device_id, o.serial, o.pcie_address, o.admin_state, COALESCE(d.host, ''),
            o.admin_reason

@@ -100,6 +100,38 @@ TEST(MigrationsTest, ADevicesOnicsAreFoundThroughAnIndex) {
   EXPECT_THAT(details, ::testing::Not(HasSubstr("TEMP B-TREE")));  // No sort either.
 }
 
+// An agent's registration lists the O-NICs at its place (a host, or a chassis of pooled
+// devices) and then each by serial, as SelectOnics asks: each through an index, not a scan of
+// every device and O-NIC.
+TEST(MigrationsTest, TheOnicsAtAPlaceAndBySerialAreFoundThroughIndexes) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Database> db, Database::Open(":memory:"));
+  ASSERT_THAT(Migrate(*db, Migrations()), IsOk());
+  auto plan_of = [&](const std::string& where) {
+    absl::StatusOr<Statement> plan = db->Prepare(
+        "EXPLAIN QUERY PLAN SELECT o.id FROM onics o JOIN devices d ON d.id = o.device_id "
+        "WHERE " +
+        where);
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    std::string details;
+    while (plan.ok()) {
+      absl::StatusOr<bool> row = plan->Step();
+      if (!row.ok() || !*row) break;
+      details += plan->Text(3) + "\n";
+    }
+    return details;
+  };
+  const std::string place = plan_of(
+      "d.id IN (SELECT id FROM devices WHERE host = ?1 UNION "
+      "SELECT id FROM devices WHERE chassis = ?1 AND COALESCE(host, '') = '')");
+  EXPECT_THAT(place, HasSubstr("INDEX devices_by_host (host=?)"));
+  EXPECT_THAT(place, HasSubstr("INDEX devices_by_chassis (chassis=?)"));
+  EXPECT_THAT(place, HasSubstr("onics_by_device (device_id=?)"));
+  EXPECT_THAT(place, ::testing::Not(HasSubstr("SCAN o")));
+  const std::string serial = plan_of("o.serial = ?1");
+  EXPECT_THAT(serial, HasSubstr("INDEX sqlite_autoindex_onics_2 (serial=?)"));
+  EXPECT_THAT(serial, ::testing::Not(HasSubstr("SCAN")));
+}
+
 TEST(MigrationsTest, OpenSqliteStoreMigratesFreshFileToLatest) {
   ScratchDir dir;
   ASSERT_TRUE(dir.ok());
