@@ -55,8 +55,12 @@ absl::StatusOr<std::vector<std::string>> WholeMembers(const FabricSnapshot& snap
 
 class Planner {
  public:
-  Planner(const FabricSnapshot& snapshot, std::string tenant, uint32_t max_switch_hops)
-      : snapshot_(snapshot), tenant_(tenant), router_(snapshot, max_switch_hops, tenant) {}
+  Planner(const FabricSnapshot& snapshot, std::string tenant, uint32_t max_switch_hops,
+          std::set<std::pair<std::string, uint32_t>> avoid = {})
+      : snapshot_(snapshot),
+        tenant_(tenant),
+        avoid_(std::move(avoid)),
+        router_(snapshot, max_switch_hops, tenant) {}
 
   absl::StatusOr<v1::Plan> Plan(const v1::TopologySpec& spec) {
     switch (spec.form_case()) {
@@ -199,7 +203,11 @@ class Planner {
     if (!snapshot_.HasDevice(device)) {
       return absl::NotFoundError(absl::StrCat(field, ": device ", device, " not found"));
     }
-    const std::vector<const OnicPortState*> ports = snapshot_.DevicePorts(device);
+    std::vector<const OnicPortState*> ports = snapshot_.DevicePorts(device);
+    // Ports another phase keeps on the switch come last, in their order.
+    std::stable_partition(ports.begin(), ports.end(), [this](const OnicPortState* st) {
+      return !avoid_.contains({st->onic, st->port});
+    });
     if (ports.empty()) {
       return absl::ResourceExhaustedError(
           absl::StrCat(field, ": device ", device, " has no O-NIC"));
@@ -448,6 +456,7 @@ class Planner {
 
   const FabricSnapshot& snapshot_;
   const std::string tenant_;
+  const std::set<std::pair<std::string, uint32_t>> avoid_;  // PlanRequest::avoid_ports.
   std::set<std::pair<std::string, uint32_t>> taken_tx_, taken_rx_, ports_used_;
   std::set<std::string> members_;
   TrunkRouter router_;
@@ -459,7 +468,7 @@ class Planner {
 absl::StatusOr<v1::Plan> PlanTopology(const FabricSnapshot& snapshot, const PlanRequest& request) {
   if (request.tenant.empty()) return absl::InvalidArgumentError("tenant is empty");
   RETURN_IF_ERROR(CheckTopologyLimits(snapshot, request.topology));
-  return Planner(snapshot, request.tenant, request.topology.max_switch_hops())
+  return Planner(snapshot, request.tenant, request.topology.max_switch_hops(), request.avoid_ports)
       .Plan(request.topology);
 }
 

@@ -21,15 +21,15 @@
 // members in `members` in that order (attach: the pooled devices, then the host's devices
 // whose ports it uses); links list devices in the order they are first used.
 //
-// Port choice: a device endpoint takes its first port (O-NICs by id, port 1 then 2) that is
-// usable and has the sides it needs free: tx for a circuit's source, rx for its destination,
-// both for a duplex link. A port needed for one side only prefers a port whose other side
-// is already taken, so whole ports stay whole. In templates and all-to-all rounds a member's
-// circuits share ports as MemberSlots (shapes.h) pairs them: tx toward a peer and rx from the
-// same peer on one port where the shape has both (a duplex link), else the next outgoing and
-// incoming circuits (a unidirectional ring member hears its predecessor on the port that
-// sends to its successor). An attach spreads a host's links over its O-NICs (port 1 of each
-// O-NIC before any port 2) so that each device gets an O-NIC's bandwidth.
+// Port choice: a device endpoint takes its first port (O-NICs by id, port 1 then 2; ports in
+// PlanRequest::avoid_ports after all the others) that is usable and has the sides it needs free: tx
+// for a circuit's source, rx for its destination, both for a duplex link. A port needed for one
+// side only prefers a port whose other side is already taken, so whole ports stay whole. In
+// templates and all-to-all rounds a member's circuits share ports as MemberSlots (shapes.h) pairs
+// them: tx toward a peer and rx from the same peer on one port where the shape has both (a duplex
+// link), else the next outgoing and incoming circuits (a unidirectional ring member hears its
+// predecessor on the port that sends to its successor). An attach spreads a host's links over its
+// O-NICs (port 1 of each O-NIC before any port 2) so that each device gets an O-NIC's bandwidth.
 //
 // Errors name the field and the reason; nothing is planned:
 //   INVALID_ARGUMENT    a malformed request (empty tenant, a link from a port to itself, torus
@@ -44,7 +44,9 @@
 #ifndef FLEET_SCHEDULER_PLANNER_H_
 #define FLEET_SCHEDULER_PLANNER_H_
 
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -56,6 +58,10 @@ namespace fleet::scheduler {
 struct PlanRequest {
   std::string tenant;
   v1::TopologySpec topology;
+  // O-NIC ports (onic, port) that another phase of the request keeps on the switch: a device
+  // endpoint takes one only when no other port of the device will do (make before break,
+  // request_plan.h). Named O-NIC ports are taken as named.
+  std::set<std::pair<std::string, uint32_t>> avoid_ports;
 };
 
 // The plan's circuits have no ids and are PLANNED; `add` lists their cross-connects (a new
@@ -67,6 +73,9 @@ absl::StatusOr<v1::Plan> PlanTopology(const FabricSnapshot& snapshot, const Plan
 struct PlannedPhase {
   std::string name;
   v1::Plan plan;  // Its circuits carry `phase` = name.
+  // On the switch while another phase is active, so that activating it is a state change
+  // (prepare_next_phase; request_plan.h).
+  bool prepared = false;
 };
 
 // All-to-all over degree-limited members as rounds `round-1`, `round-2`, …: each round is a

@@ -233,7 +233,7 @@ absl::StatusOr<Replacement> PlanReplacement(const FabricSnapshot& snapshot,
     }
     phase.diff = DiffCircuits(before, phase.circuits);
     for (const v1::Circuit& c : phase.circuits) *out.plan.add_circuits() = c;
-    if (name == allocation.active_phase()) {
+    if (PhaseOnSwitch(allocation, name)) {
       for (const v1::Circuit& c : phase.diff.remove) {
         for (const v1::CrossConnect& x : c.cross_connects()) *out.plan.add_remove() = x;
       }
@@ -250,6 +250,14 @@ absl::StatusOr<Replacement> PlanReplacement(const FabricSnapshot& snapshot,
   }
   *out.plan.mutable_members() = {out.members.begin(), out.members.end()};
   return out;
+}
+
+bool PhaseOnSwitch(const v1::Allocation& allocation, const std::string& phase) {
+  if (phase == allocation.active_phase()) return true;
+  return std::any_of(allocation.circuits().begin(), allocation.circuits().end(),
+                     [&](const v1::Circuit& c) {
+                       return c.phase() == phase && c.state() != v1::CIRCUIT_STATE_INACTIVE;
+                     });
 }
 
 }  // namespace fleet::scheduler

@@ -11,10 +11,36 @@
 #include "scheduler/limits.h"
 
 namespace fleet::scheduler {
+namespace {
+
+// Whether two phases' circuits can be on the switch at once: no O-NIC port (so no edge switch
+// port) and no trunk used by both.
+bool FitTogether(const v1::Plan& a, const v1::Plan& b) {
+  std::set<std::string> ports, trunks;
+  for (const v1::OnicPortRef& port : a.ports_used()) ports.insert(v1::PortName(port));
+  for (const v1::Circuit& c : a.circuits()) trunks.insert(c.trunks().begin(), c.trunks().end());
+  for (const v1::OnicPortRef& port : b.ports_used()) {
+    if (ports.contains(v1::PortName(port))) return false;
+  }
+  for (const v1::Circuit& c : b.circuits()) {
+    for (const std::string& trunk : c.trunks()) {
+      if (trunks.contains(trunk)) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
 
 absl::StatusOr<std::vector<PlannedPhase>> PlanRequestPhases(
     const FabricSnapshot& snapshot, const v1::RequestTopologyRequest& request) {
   RETURN_IF_ERROR(CheckRequestLimits(snapshot, request));
+  if (request.prepare_next_phase() && request.phases_size() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prepare_next_phase: make before break keeps two phases on the switch, each on its own "
+        "ports, so it needs a request of exactly two phases; this one has ",
+        request.phases().empty() ? "one topology" : absl::StrCat(request.phases_size())));
+  }
   std::vector<PlannedPhase> phases;
   if (request.phases().empty()) {
     if (!request.initial_phase().empty()) {
@@ -62,13 +88,23 @@ absl::StatusOr<std::vector<PlannedPhase>> PlanRequestPhases(
   }
   for (int i = 0; i < request.phases_size(); ++i) {
     const v1::Phase& phase = request.phases(i);
-    absl::StatusOr<v1::Plan> plan = PlanTopology(snapshot, {request.tenant(), phase.topology()});
+    PlanRequest planned_phase{request.tenant(), phase.topology(), {}};
+    // Made before break: the second phase keeps off the first one's ports where it can.
+    if (request.prepare_next_phase() && i == 1) {
+      for (const v1::OnicPortRef& port : phases.front().plan.ports_used()) {
+        planned_phase.avoid_ports.insert({port.onic(), port.port()});
+      }
+    }
+    absl::StatusOr<v1::Plan> plan = PlanTopology(snapshot, planned_phase);
     if (!plan.ok()) {
       return absl::Status(plan.status().code(), absl::StrCat("phases[", i, "] (", phase.name(),
                                                              "): ", plan.status().message()));
     }
     for (v1::Circuit& c : *plan->mutable_circuits()) c.set_phase(phase.name());
     phases.push_back({phase.name(), std::move(*plan)});
+  }
+  if (request.prepare_next_phase() && FitTogether(phases[0].plan, phases[1].plan)) {
+    for (PlannedPhase& phase : phases) phase.prepared = true;
   }
   return phases;
 }
@@ -86,11 +122,16 @@ v1::Plan CombinePhases(const std::vector<PlannedPhase>& phases, const std::strin
         *combined.add_ports_used() = port;
       }
     }
-    for (const v1::Circuit& c : p.plan.circuits()) *combined.add_circuits() = c;
-    if (p.name == initial) {
-      *combined.mutable_add() = p.plan.add();
-      combined.set_direct_traffic_share(p.plan.direct_traffic_share());
+    const bool made = p.name == initial || p.prepared;
+    for (const v1::Circuit& c : p.plan.circuits()) {
+      v1::Circuit* stored = combined.add_circuits();
+      *stored = c;
+      stored->set_state(made ? v1::CIRCUIT_STATE_PLANNED : v1::CIRCUIT_STATE_INACTIVE);
     }
+    if (made) {
+      for (const v1::CrossConnect& x : p.plan.add()) *combined.add_add() = x;
+    }
+    if (p.name == initial) combined.set_direct_traffic_share(p.plan.direct_traffic_share());
   }
   return combined;
 }

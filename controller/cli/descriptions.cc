@@ -186,11 +186,27 @@ void AddDirectTraffic(const v1::Allocation& a, Description& d) {
   }
 }
 
-// "Phases: dp (active), tp" for a phased allocation; nothing for a single topology.
+// "Phases: dp (active), tp" for a phased allocation; nothing for a single topology. With
+// prepare_next_phase, the other phase is "(prepared)" when its circuits are on the switch,
+// else "(in place)": the two could not be on the switch together.
 void AddPhases(const v1::Allocation& a, Description& d) {
   std::vector<std::string> phases;
   for (const std::string& phase : a.phases()) {
-    phases.push_back(phase == a.active_phase() ? absl::StrCat(phase, " (active)") : phase);
+    if (phase == a.active_phase()) {
+      phases.push_back(absl::StrCat(phase, " (active)"));
+      continue;
+    }
+    const bool on_switch =
+        std::any_of(a.circuits().begin(), a.circuits().end(), [&](const v1::Circuit& c) {
+          return c.phase() == phase && c.state() != v1::CIRCUIT_STATE_INACTIVE;
+        });
+    if (on_switch) {
+      phases.push_back(absl::StrCat(phase, " (prepared)"));
+    } else if (a.request().prepare_next_phase()) {
+      phases.push_back(absl::StrCat(phase, " (in place)"));
+    } else {
+      phases.push_back(phase);
+    }
   }
   if (!phases.empty()) d.List("Phases", std::move(phases));
 }
@@ -326,6 +342,14 @@ std::string AllocationText(const v1::Allocation& a) {
 }
 
 std::string PhaseSwitchText(const v1::Allocation& a, const v1::Plan& plan) {
+  // Made before break: the other phase stays on the switch, and nothing was sent to it.
+  const bool prepared =
+      std::any_of(a.circuits().begin(), a.circuits().end(), [&](const v1::Circuit& c) {
+        return c.phase() != a.active_phase() && c.state() != v1::CIRCUIT_STATE_INACTIVE;
+      });
+  if (prepared && plan.remove().empty() && plan.add().empty()) {
+    return absl::StrCat(a.id(), " phase ", a.active_phase(), ": prepared, no switch command\n");
+  }
   std::string out = absl::StrCat(a.id(), " phase ", a.active_phase(), ": ",
                                  Counted(plan.remove_size(), "cross-connect"), " removed, ",
                                  plan.add_size(), " added\n");

@@ -413,7 +413,7 @@ absl::StatusOr<v1::RequestTopologyRequest> ParseTopologySpec(absl::string_view t
       return absl::InvalidArgumentError(absl::StrCat(file_name, ": must be a mapping"));
     reader.CheckKeys(root, "",
                      {"tenant", "name", "request_id", "lease", "topology", "phases",
-                      "initial_phase", "on_failure"});
+                      "initial_phase", "prepare_next_phase", "on_failure"});
     if (const YAML::Node n = root["on_failure"])
       reader.FailurePolicy(n, request.mutable_on_failure());
     if (const YAML::Node n = root["tenant"]) {
@@ -459,6 +459,16 @@ absl::StatusOr<v1::RequestTopologyRequest> ParseTopologySpec(absl::string_view t
           reader.Problem(n, absl::StrCat("initial_phase '", *v, "' is not one of the phases"));
         }
         request.set_initial_phase(*v);
+      }
+    }
+    if (const YAML::Node n = root["prepare_next_phase"]) {
+      if (auto v = reader.Bool(n, "prepare_next_phase")) {
+        if (*v && (!phases || !phases.IsSequence() || phases.size() != 2)) {
+          reader.Problem(n,
+                         "prepare_next_phase needs exactly two phases: make before break "
+                         "keeps both on the switch, each on its own ports");
+        }
+        request.set_prepare_next_phase(*v);
       }
     }
   } catch (const YAML::Exception& e) {

@@ -211,10 +211,9 @@ absl::StatusOr<Admission::Outcome> Admission::Persist(v1::Allocation& a, const v
       *c = plan.circuits(i);
       c->set_id(absl::StrCat(id, "-c", i + 1));
       c->set_allocation_id(id);
-      // Every phase's circuits are stored, holding their ports; only the active phase's
-      // are desired on the switch.
-      c->set_state(c->phase() == a.active_phase() ? v1::CIRCUIT_STATE_PLANNED
-                                                  : v1::CIRCUIT_STATE_INACTIVE);
+      // Every phase's circuits are stored, holding their ports; those of the active phase
+      // and of a prepared one are desired on the switch (PLANNED), the others INACTIVE, as
+      // CombinePhases says.
     }
     // An id claimed by a transaction, stored, or known live is taken: another is asked for.
     if (pool_->Claim(id)) {

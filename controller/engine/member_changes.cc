@@ -119,20 +119,21 @@ absl::Status MemberChanges::PlanReplacement(const v1::ReplaceMemberRequest& requ
   int next = NextCircuitNumber(stored);
   size_t removed = 0, added = 0;
   for (const scheduler::ReplacedPhase& phase : plan.phases) {
-    const bool active = phase.name == stored.active_phase();
+    // The active phase's circuits are on the switch, and so are a prepared phase's.
+    const bool on_switch = scheduler::PhaseOnSwitch(stored, phase.name);
     for (const v1::Circuit& c : phase.diff.remove) {
       r.remove.push_back(c.id());
-      if (active) change.removes.push_back(c);
+      if (on_switch) change.removes.push_back(c);
     }
     for (v1::Circuit c : phase.diff.add) {
       c.set_id(absl::StrCat(id, "-c", next++));
       c.set_allocation_id(id);
-      c.set_state(active ? v1::CIRCUIT_STATE_PLANNED : v1::CIRCUIT_STATE_INACTIVE);
+      c.set_state(on_switch ? v1::CIRCUIT_STATE_PLANNED : v1::CIRCUIT_STATE_INACTIVE);
       r.add.push_back(std::move(c));
     }
-    if (active) {
-      removed = phase.diff.remove.size();
-      added = phase.diff.add.size();
+    if (on_switch) {
+      removed += phase.diff.remove.size();
+      added += phase.diff.add.size();
     }
   }
   r.event_kind = "allocation.member_replaced";

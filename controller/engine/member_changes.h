@@ -68,6 +68,17 @@ class MemberChanges {
   absl::StatusOr<v1::ActivatePhaseResponse> SwitchPhase(v1::Allocation a, const std::string& phase,
                                                         const Caller& caller,
                                                         absl::Time plan_start);
+  // Whether a phase's `circuits` are all on the switch while it is not active: a phase
+  // prepared by make before break (RequestTopologyRequest.prepare_next_phase).
+  static bool Prepared(const std::vector<v1::Circuit>& circuits);
+  // With the claim held on `a`: activates prepared `phase` (its circuits `target`) by storing
+  // it as the active phase, nothing else changed, and lets the claim go. No switch command,
+  // no retrain: the allocation stays READY (or DEGRADED, with its reason).
+  absl::StatusOr<v1::ActivatePhaseResponse> ActivatePrepared(v1::Allocation a,
+                                                             const std::string& phase,
+                                                             const std::vector<v1::Circuit>& target,
+                                                             const Caller& caller,
+                                                             absl::Time plan_start);
   // FAILED_PRECONDITION naming each circuit of `adds` (a phase's circuits to put on the
   // switch) whose O-NIC port or trunk is drained or failed now; else the inventory version
   // that was checked, which the handover's commit is conditioned on.

@@ -117,6 +117,7 @@ absl::StatusOr<v1::ActivatePhaseResponse> MemberChanges::SwitchPhase(v1::Allocat
     if (c.phase() == a.active_phase()) current.push_back(c);
     if (c.phase() == phase) target.push_back(c);
   }
+  if (Prepared(target)) return ActivatePrepared(std::move(a), phase, target, caller, plan_start);
   const scheduler::CircuitDiff diff = scheduler::DiffCircuits(current, target);
   // The phase's ports are held, so capacity never refuses a phase switch; but a port or trunk
   // drained or failed since admission gets no new light, as for any new circuit.
@@ -170,6 +171,43 @@ absl::StatusOr<v1::ActivatePhaseResponse> MemberChanges::SwitchPhase(v1::Allocat
                      phase_switch = PhaseSwitch{a.active_phase(), diff.remove}]() mutable {
     p.Reconfigure(id, std::move(admitted), std::move(phase_switch));
   });
+  return response;
+}
+
+bool MemberChanges::Prepared(const std::vector<v1::Circuit>& circuits) {
+  return !circuits.empty() &&
+         std::none_of(circuits.begin(), circuits.end(),
+                      [](const v1::Circuit& c) { return c.state() == v1::CIRCUIT_STATE_INACTIVE; });
+}
+
+absl::StatusOr<v1::ActivatePhaseResponse> MemberChanges::ActivatePrepared(
+    v1::Allocation a, const std::string& phase, const std::vector<v1::Circuit>& target,
+    const Caller& caller, absl::Time plan_start) {
+  const std::string id = a.id();
+  // Both phases are on the switch and stay there: only which one the job uses changes. The
+  // state (READY, or DEGRADED with its reason) is the circuits', as it was.
+  store::AllocationUpdate handover;
+  handover.id = id;
+  handover.active_phase = phase;
+  handover.stage_timings = {StageTiming("plan", plan_start, p_.ctx.clock->Now() - plan_start)};
+  handover.event_kind = "allocation.phase";
+  handover.event_message =
+      absl::StrCat("allocation ", id, " switched from phase ", a.active_phase(), " to ", phase,
+                   ", prepared: no switch command, ", Counted(target.size(), "circuit"),
+                   " already on the switch");
+  absl::StatusOr<v1::Allocation> switched =
+      p_.ctx.store->UpdateAllocation(handover, caller.principal);
+  p_.pool.Unclaim(id);
+  if (!switched.ok()) {
+    FLEET_LOG(ERROR) << "allocation " << id << ": the activation of prepared phase " << phase
+                     << " was not stored: " << switched.status();
+    return switched.status();
+  }
+  v1::ActivatePhaseResponse response;
+  v1::Plan& plan = *response.mutable_plan();
+  *plan.mutable_members() = a.members();
+  for (const v1::Circuit& c : target) *plan.add_circuits() = c;
+  *response.mutable_allocation() = std::move(*switched);
   return response;
 }
 

@@ -261,6 +261,11 @@ TEST(TopologySpecTest, BadInputNamesFileLineAndField) {
        "job.yaml:3: initial_phase 'tp' is not one of the phases"},
       {absl::StrCat(kRing, "initial_phase: dp\n"), "job.yaml:3: initial_phase needs phases:"},
       {absl::StrCat(kRing, "phases: []\n"), "job.yaml:3: phases: a request has topology: or"},
+      {absl::StrCat(kRing, "prepare_next_phase: true\n"),
+       "job.yaml:3: prepare_next_phase needs exactly two phases"},
+      {"phases:\n  - {name: dp, topology: {all_to_all: {members: [a]}}}\n"
+       "prepare_next_phase: perhaps\n",
+       "job.yaml:3: prepare_next_phase must be true or false"},
       {"tenant: a\n",
        "job.yaml:1: 'topology' (with template:, links:, attach:, all_to_all: or "
        "traffic:) or 'phases' is required"},

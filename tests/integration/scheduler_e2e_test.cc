@@ -168,6 +168,62 @@ TEST_F(SchedulerEndToEndTest, PhasedJobSwitchesFromDataToTensorParallel) {
   EXPECT_TRUE(OnSwitch().empty());
 }
 
+// Make before break: the ring takes each GPU's port 1 and the pairs its port 2, both phases
+// are programmed and trained at admission, and a phase switch sends the switch nothing.
+TEST_F(SchedulerEndToEndTest, APreparedPhaseIsActivatedWithoutASwitchCommand) {
+  v1::Allocation a = RequestReady(kExamples + "prepared-ring-pairs.yaml");
+  ASSERT_FALSE(a.id().empty());
+  EXPECT_EQ(a.active_phase(), "dp");
+  const CrossConnectSet dp = Wanted(a, "dp"), tp = Wanted(a, "tp");
+  EXPECT_EQ(dp.size(), 8u);  // A unidirectional ring of eight.
+  EXPECT_EQ(tp.size(), 8u);  // Four duplex pairs.
+  CrossConnectSet both = dp;
+  both.insert(tp.begin(), tp.end());
+  ASSERT_EQ(both.size(), 16u) << "the phases share a switch port";
+  EXPECT_EQ(OnSwitch(), both);
+  for (const v1::Circuit& c : a.circuits()) {
+    EXPECT_EQ(c.state(), v1::CIRCUIT_STATE_ACTIVE) << c.id() << " of phase " << c.phase();
+    EXPECT_EQ(c.source().port(), c.phase() == "dp" ? 1u : 2u) << c.id();
+  }
+  EXPECT_THAT(Fleetctl({"describe", "allocation", a.id()}).out, HasSubstr("tp (prepared)"));
+
+  const int64_t changed = CrossConnectsChanged();
+  CommandResult phase = Fleetctl({"topology", "phase", a.id(), "tp", "--wait"});
+  ASSERT_EQ(phase.exit_code, 0) << phase.err;
+  EXPECT_THAT(phase.out, HasSubstr(absl::StrCat(a.id(), " phase tp: prepared, no switch command")));
+  const v1::Allocation on_tp = PhaseReady(a.id(), "tp");
+  for (const v1::Circuit& c : on_tp.circuits()) {
+    EXPECT_EQ(c.state(), v1::CIRCUIT_STATE_ACTIVE) << c.id() << " of phase " << c.phase();
+  }
+  PhaseReady(a.id(), "dp");
+  EXPECT_EQ(CrossConnectsChanged(), changed);
+  EXPECT_EQ(OnSwitch(), both);
+  Release(a.id());
+  EXPECT_TRUE(OnSwitch().empty());
+}
+
+// When a member has no second free port the phases cannot be on the switch together: they
+// switch in place, as without prepare_next_phase, and the allocation says so.
+TEST_F(SchedulerEndToEndTest, PhasesThatCannotBeOnTheSwitchTogetherSwitchInPlace) {
+  const std::string file = WriteSpec("prepared-bidirectional.yaml", R"(tenant: team-a
+phases:
+  - name: dp
+    topology: {template: {kind: ring-bidirectional, members: [gpu1, gpu2, gpu3, gpu4]}}
+  - name: tp
+    topology: {links: [{a: gpu1, b: gpu2, duplex: true}, {a: gpu3, b: gpu4, duplex: true}]}
+prepare_next_phase: true
+)");
+  v1::Allocation a = RequestReady(file);
+  ASSERT_FALSE(a.id().empty());
+  EXPECT_EQ(OnSwitch(), Wanted(a, "dp"));
+  EXPECT_THAT(Fleetctl({"describe", "allocation", a.id()}).out, HasSubstr("tp (in place)"));
+  const int64_t changed = CrossConnectsChanged();
+  PhaseReady(a.id(), "tp");
+  EXPECT_GT(CrossConnectsChanged(), changed);
+  EXPECT_EQ(OnSwitch(), Wanted(a, "tp"));
+  Release(a.id());
+}
+
 TEST_F(SchedulerEndToEndTest, AttachedGpusAreReadyAndOneDetaches) {
   v1::Allocation a = RequestReady(kExamples + "attach-gpus.yaml");
   ASSERT_FALSE(a.id().empty());

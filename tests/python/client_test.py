@@ -799,6 +799,26 @@ class PhaseTest(FleetTestCase):
             allocation_id = topo.id
         self.assertEqual(self.client.allocation(allocation_id).state, "RELEASED")
 
+    def test_prepared_phases_switch_without_a_switch_command(self) -> None:
+        phases = {
+            "dp": self.fleet.ring(GPUS, bidirectional=False),  # one port per GPU
+            "tp": self.fleet.links([(GPUS[i], GPUS[i + 1]) for i in range(0, 8, 2)],
+                                   duplex=True),  # the other port
+        }
+        topo = self.client.topology(phases=phases, prepare_next_phase=True, lease=60)
+        with topo:
+            a = topo.wait_ready(timeout=WAIT)
+            for c in a.circuits:  # Both phases programmed and trained at admission.
+                self.assertEqual(c.state, "ACTIVE", c)
+            for name in ("tp", "dp"):
+                switch = topo.phase(name, timeout=WAIT)
+                self.assertEqual(switch.allocation.state, "READY")
+                self.assertEqual(switch.allocation.active_phase, name)
+                self.assertEqual((switch.cross_connects_removed, switch.cross_connects_added),
+                                 (0, 0))
+        with self.assertRaisesRegex(ValueError, "prepare_next_phase: needs exactly two phases"):
+            self.client.topology(phases={"dp": phases["dp"]}, prepare_next_phase=True)
+
     def test_a_wait_for_a_phase_ends_when_another_is_active(self) -> None:
         # fleet.core.check_phase, the rule both clients' phase waits follow, on allocations
         # made here.

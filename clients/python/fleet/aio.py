@@ -115,6 +115,7 @@ class Client:
         duplex: bool = False,
         width: int = 1,
         initial_phase: Optional[str] = None,
+        prepare_next_phase: bool = False,
         lease: Optional[Seconds] = None,
         tenant: Optional[str] = None,
         name: Optional[str] = None,
@@ -128,7 +129,8 @@ class Client:
         task on the running loop unless ``keepalive=False``."""
         req = core.topology_request(
             request, ring=ring, links=links, phases=phases, bidirectional=bidirectional,
-            duplex=duplex, width=width, initial_phase=initial_phase, lease=lease, tenant=tenant,
+            duplex=duplex, width=width, initial_phase=initial_phase,
+            prepare_next_phase=prepare_next_phase, lease=lease, tenant=tenant,
             default_tenant=self.tenant, name=name, request_id=request_id, on_failure=on_failure,
             keepalive_fraction=keepalive_fraction)
         response = await self.call("RequestTopology", req, tenant=req.tenant or None)

@@ -138,6 +138,7 @@ class Client:
         duplex: bool = False,
         width: int = 1,
         initial_phase: Optional[str] = None,
+        prepare_next_phase: bool = False,
         lease: Optional[Seconds] = None,
         tenant: Optional[str] = None,
         name: Optional[str] = None,
@@ -160,6 +161,9 @@ class Client:
           ``fleet.v1.TopologySpec`` (see :func:`fleet.ring`, :func:`fleet.links`) or a
           mapping of these keywords (``{"ring": gpus}``); ``initial_phase`` picks the first
           one active (default: the first);
+          with two phases, ``prepare_next_phase=True`` keeps both on the switch, each on
+          its own O-NIC ports where the members have them, so that :meth:`Topology.phase`
+          is a state change with no switch command or retrain (make before break);
         - ``request``: a raw ``fleet.v1.TopologySpec``, or a whole
           ``fleet.v1.RequestTopologyRequest`` (then the keywords given here override its
           tenant, name, lease and request id).
@@ -193,7 +197,8 @@ class Client:
         """
         req = core.topology_request(
             request, ring=ring, links=links, phases=phases, bidirectional=bidirectional,
-            duplex=duplex, width=width, initial_phase=initial_phase, lease=lease, tenant=tenant,
+            duplex=duplex, width=width, initial_phase=initial_phase,
+            prepare_next_phase=prepare_next_phase, lease=lease, tenant=tenant,
             default_tenant=self.tenant, name=name, request_id=request_id, on_failure=on_failure,
             keepalive_fraction=keepalive_fraction)
         response = self.call("RequestTopology", req, tenant=req.tenant or None)

@@ -277,6 +277,7 @@ def topology_request(
     duplex: bool = False,
     width: int = 1,
     initial_phase: Optional[str] = None,
+    prepare_next_phase: bool = False,
     lease: Optional[Seconds] = None,
     tenant: Optional[str] = None,
     default_tenant: Optional[str] = None,
@@ -312,6 +313,12 @@ def topology_request(
             req.phases.add(name=phase_name, topology=spec.topology_spec(topology))
     if initial_phase is not None:
         req.initial_phase = initial_phase
+    if prepare_next_phase:
+        if len(req.phases) != 2:
+            raise ValueError(f"prepare_next_phase: needs exactly two phases, got {len(req.phases)}"
+                             " (make before break keeps both on the switch, each on its own "
+                             "ports)")
+        req.prepare_next_phase = True
     if tenant is not None:
         req.tenant = tenant
     elif not req.tenant and default_tenant:
