@@ -203,22 +203,23 @@ class Planner {
     if (!snapshot_.HasDevice(device)) {
       return absl::NotFoundError(absl::StrCat(field, ": device ", device, " not found"));
     }
-    std::vector<const OnicPortState*> ports = snapshot_.DevicePorts(device);
-    // Ports another phase keeps on the switch come last, in their order.
-    std::stable_partition(ports.begin(), ports.end(), [this](const OnicPortState* st) {
-      return !avoid_.contains({st->onic, st->port});
-    });
+    const std::vector<const OnicPortState*> ports = snapshot_.DevicePorts(device);
     if (ports.empty()) {
       return absl::ResourceExhaustedError(
           absl::StrCat(field, ": device ", device, " has no O-NIC"));
     }
-    // One side only: first a port whose other side is already gone, keeping whole ports whole.
+    // Ports another phase keeps on the switch only when no other will do. Then, for one side
+    // only, first a port whose other side is already gone, keeping whole ports whole.
     const Sides other = {!sides.tx, !sides.rx};
-    for (bool half_used : {sides.tx != sides.rx, false}) {
-      for (const OnicPortState* st : ports) {
-        if (Problem(*st, sides).empty() && (!half_used || !Problem(*st, other).empty())) {
-          Mark(*st, sides);
-          return st;
+    for (bool avoided : {false, true}) {
+      if (avoided && avoid_.empty()) break;
+      for (bool half_used : {sides.tx != sides.rx, false}) {
+        for (const OnicPortState* st : ports) {
+          if (avoid_.contains({st->onic, st->port}) != avoided) continue;
+          if (Problem(*st, sides).empty() && (!half_used || !Problem(*st, other).empty())) {
+            Mark(*st, sides);
+            return st;
+          }
         }
       }
     }

@@ -177,7 +177,19 @@ absl::StatusOr<Replacement> PlanReplacement(const FabricSnapshot& snapshot,
   for (const std::string& m : members) out.members.push_back(m == failed_member ? out.spare : m);
   std::vector<std::string> phase_names(allocation.phases().begin(), allocation.phases().end());
   if (phase_names.empty()) phase_names.push_back("");
+  // Phases on the switch together (the active one and a prepared one) may not share a trunk:
+  // the trunks their kept circuits hold, and those their re-made circuits take as they are
+  // routed, are taken for all of them.
+  std::set<std::string> on_switch_trunks;
+  for (const v1::Circuit& c : allocation.circuits()) {
+    if (!PhaseOnSwitch(allocation, c.phase()) || mapped.contains(KeyOf(c.source())) ||
+        mapped.contains(KeyOf(c.destination()))) {
+      continue;
+    }
+    on_switch_trunks.insert(c.trunks().begin(), c.trunks().end());
+  }
   for (const std::string& name : phase_names) {
+    const bool on_switch = PhaseOnSwitch(allocation, name);
     ReplacedPhase& phase = out.phases.emplace_back();
     phase.name = name;
     std::vector<v1::Circuit> before;
@@ -194,6 +206,9 @@ absl::StatusOr<Replacement> PlanReplacement(const FabricSnapshot& snapshot,
         continue;
       }
       for (const std::string& trunk : c.trunks()) router.Take(trunk);
+    }
+    if (on_switch) {
+      for (const std::string& trunk : on_switch_trunks) router.Take(trunk);
     }
     for (const v1::Circuit& c : allocation.circuits()) {
       if (c.phase() != name) continue;
@@ -226,6 +241,7 @@ absl::StatusOr<Replacement> PlanReplacement(const FabricSnapshot& snapshot,
       n.mutable_destination()->set_onic(to->onic);
       n.mutable_destination()->set_port(to->port);
       for (v1::CrossConnect& x : route.cross_connects) *n.add_cross_connects() = std::move(x);
+      if (on_switch) on_switch_trunks.insert(route.trunks.begin(), route.trunks.end());
       for (std::string& trunk : route.trunks) n.add_trunks(std::move(trunk));
       n.set_state(v1::CIRCUIT_STATE_PLANNED);
       n.set_phase(c.phase());

@@ -1,6 +1,7 @@
 #include "controller/cli/descriptions.h"
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -308,14 +309,22 @@ std::string PlanText(const v1::Plan& plan, absl::string_view initial_phase) {
     absl::StrAppend(&out, Counted(plan.circuits_size(), "circuit"), ", ", changes, ", ",
                     Counted(plan.ports_used_size(), "O-NIC port"), "\n");
   } else {
-    // Only the first phase goes on the switch: its cross-connects are the ones to make.
+    // The first phase goes on the switch, and with it a prepared one (CombinePhases plans
+    // both PLANNED, the others INACTIVE): their cross-connects are the ones to make.
     std::vector<std::string> counts;
     for (const auto& [name, circuits] : phases) counts.push_back(absl::StrCat(name, " ", circuits));
+    const std::string first(initial_phase.empty() ? phases.front().first : initial_phase);
+    std::set<std::string> made = {first};
+    for (const v1::Circuit& c : plan.circuits()) {
+      if (c.state() == v1::CIRCUIT_STATE_PLANNED) made.insert(c.phase());
+    }
     absl::StrAppend(&out, Counted(plan.circuits_size(), "circuit"), " in ",
                     Counted(phases.size(), "phase"), " (", absl::StrJoin(counts, ", "), ") over ",
                     Counted(plan.ports_used_size(), "O-NIC port"), "\n",
-                    initial_phase.empty() ? phases.front().first : initial_phase,
-                    " first: ", changes, "\n");
+                    made.size() > 1
+                        ? absl::StrCat(absl::StrJoin(made, " and "), " prepared together")
+                        : absl::StrCat(first, " first"),
+                    ": ", changes, "\n");
   }
   if (plan.direct_traffic_share() > 0) {
     absl::StrAppend(&out, "direct traffic: ", DirectTrafficText(plan.direct_traffic_share()), "\n");
