@@ -147,7 +147,9 @@ class Engine {
   // with the old phase's removes before the new one's adds, verify, retrain the new links),
   // and circuits on the same path in both phases are left alone. Never refused for capacity:
   // every phase's circuits hold their ports from admission. The response's plan lists what
-  // the switch is told. Activating the active phase changes nothing.
+  // the switch is told. Activating the active phase changes nothing. A prepared phase (make
+  // before break: its circuits on the switch already) is only stored as the active one: no
+  // switch command, no retrain, and the answer holds the allocation READY (or DEGRADED).
   // FAILED_PRECONDITION unless the allocation is READY or DEGRADED; NOT_FOUND for an unknown
   // phase (naming the phases there are); ABORTED while another transaction of it runs, or when
   // inventory, drain or health changes kept committing between its checks and its commit.

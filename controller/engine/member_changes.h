@@ -3,7 +3,8 @@
 // allocation (waiting for a change that just stored READY to let go), plans under admission,
 // persists the handover in one store transaction (PROGRAMMING), and runs the switch work as
 // a Transaction in the background: the old circuits come off in the same batch, before the
-// new ones go on.
+// new ones go on. Activating a prepared phase (make before break) stores only the new active
+// phase: its circuits are on the switch already.
 #ifndef FLEET_CONTROLLER_ENGINE_MEMBER_CHANGES_H_
 #define FLEET_CONTROLLER_ENGINE_MEMBER_CHANGES_H_
 

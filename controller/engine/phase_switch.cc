@@ -1,5 +1,6 @@
 // MemberChanges::ActivatePhase: the handover from the active phase to another, stored at
-// once; the circuits that differ are reconfigured by a Transaction in the background.
+// once; the circuits that differ are reconfigured by a Transaction in the background, unless
+// the phase is prepared (its circuits on the switch already), when storing it is all.
 #include <algorithm>
 #include <set>
 #include <utility>
