@@ -566,15 +566,41 @@ absl::StatusOr<uint64_t> AgentRegistry::Register(Connection* connection,
 
 absl::Duration AgentRegistry::HeartbeatInterval() const {
   if (options_.max_heartbeats_per_second <= 0) return options_.heartbeat_interval;
+  const size_t agents = std::max(current_.size(), expected_agents_);
   const absl::Duration exact =
-      absl::Seconds(static_cast<double>(current_.size()) / options_.max_heartbeats_per_second);
+      absl::Seconds(static_cast<double>(agents) / options_.max_heartbeats_per_second);
   if (exact <= options_.heartbeat_interval) return options_.heartbeat_interval;
   // Rounded up to 100 ms, so that agents coming and going do not change it at every beat.
   return absl::Ceil(exact, absl::Milliseconds(100));
 }
 
+void AgentRegistry::CountExpectedAgents() {
+  if (options_.max_heartbeats_per_second <= 0) return;  // The interval is fixed.
+  const uint64_t version = inventory_->InventoryVersion();
+  if (counted_version_ == version) return;
+  absl::StatusOr<std::vector<v1::Onic>> onics = inventory_->ListOnics({});
+  absl::StatusOr<std::vector<v1::Device>> devices = inventory_->ListDevices({});
+  if (!onics.ok() || !devices.ok()) {
+    FLEET_LOG(WARNING) << "agent heartbeats: cannot count the agents inventory expects: "
+                       << (onics.ok() ? devices.status() : onics.status());
+    return;
+  }
+  std::set<std::string> with_onic;
+  for (const v1::Onic& onic : *onics) with_onic.insert(onic.device());
+  std::set<std::string> places;
+  for (const v1::Device& device : *devices) {
+    if (!with_onic.contains(device.id())) continue;
+    places.insert(device.host().empty() ? device.chassis() : device.host());
+  }
+  counted_version_ = version;
+  absl::MutexLock lock(&mu_);
+  expected_agents_ = places.size();
+}
+
 void AgentRegistry::HeartbeatLoop() {
   uint64_t sequence = 0;
+  CountExpectedAgents();  // Before the first agents register and are told the interval.
+
   absl::Time next = absl::Now() + options_.heartbeat_interval;
   // Missed heartbeats are counted in the longest interval of the last `missed_heartbeats`
   // that have passed: an interval that just shrank (agents left) does not drop an agent for
@@ -586,6 +612,11 @@ void AgentRegistry::HeartbeatLoop() {
       absl::MutexLock lock(&mu_);
       auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return shutting_down_; };
       mu_.AwaitWithDeadline(absl::Condition(&stopping), next);
+      if (shutting_down_) return;
+    }
+    CountExpectedAgents();
+    {
+      absl::MutexLock lock(&mu_);
       if (shutting_down_) return;
       const absl::Duration interval = HeartbeatInterval();
       beat_interval_ = interval;

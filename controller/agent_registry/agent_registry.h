@@ -17,9 +17,12 @@
 // - replaces an older stream of the same host (an agent that reconnected);
 // - sends heartbeats every interval and drops an agent whose heartbeats stop for
 //   `missed_heartbeats` intervals (its stream is cancelled, its commands fail UNAVAILABLE);
-//   the interval grows with the agents connected so that they send at most
-//   `max_heartbeats_per_second` between them (HeartbeatInterval), and every heartbeat tells
-//   the agent the interval it is sent at;
+//   the interval grows with the agents so that they send at most `max_heartbeats_per_second`
+//   between them (HeartbeatInterval), and every heartbeat tells the agent the interval it is
+//   sent at. "The agents" are those connected or, when more, those inventory expects (one per
+//   host or chassis holding an O-NIC): a big site's agents all register at a start, when
+//   fleetd is busiest, and judging the first of them at the short interval of a few agents
+//   dropped them for lateness that was fleetd's own;
 // - routes a command to the agent that reported the O-NIC's serial and waits for the
 //   answer until the command's deadline. No connected owner, or an owner that goes away
 //   while the command waits → UNAVAILABLE at once. A caller that retries may reuse the
@@ -245,9 +248,14 @@ class AgentRegistry : public CommandSender {
   };
 
   void HeartbeatLoop();
-  // The interval heartbeats are sent at with the agents now connected: `heartbeat_interval`,
-  // or longer, so that current_.size() / interval <= max_heartbeats_per_second.
+  // The interval heartbeats are sent at with the agents now connected and expected:
+  // `heartbeat_interval`, or longer, so that max(current_.size(), expected_agents_) /
+  // interval <= max_heartbeats_per_second.
   absl::Duration HeartbeatInterval() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts the places (hosts, chassis of pooled devices) that hold a device with an O-NIC, each
+  // served by one agent, into expected_agents_; reads inventory only when its version moved.
+  // Heartbeat thread, without mu_. A failed read keeps the last count.
+  void CountExpectedAgents() ABSL_LOCKS_EXCLUDED(mu_);
   // A connection's steps. The first message must register a host this peer may speak for.
   static absl::StatusOr<v1::RegisterAgent> CheckRegister(const v1::AgentMessage& first,
                                                          const AgentPeer& peer);
@@ -326,6 +334,9 @@ class AgentRegistry : public CommandSender {
   const std::string run_;
   // The interval the heartbeat loop set at its last beat (until then, the shortest).
   absl::Duration beat_interval_ ABSL_GUARDED_BY(mu_) = options_.heartbeat_interval;
+  size_t expected_agents_ ABSL_GUARDED_BY(mu_) = 0;  // CountExpectedAgents.
+  std::optional<uint64_t> counted_version_;  // The inventory it counted; heartbeat thread only.
+
   std::map<std::string, v1::Agent> agents_ ABSL_GUARDED_BY(mu_);   // By host.
   std::map<uint64_t, Session> sessions_ ABSL_GUARDED_BY(mu_);      // Open streams, by id.
   std::map<std::string, uint64_t> current_ ABSL_GUARDED_BY(mu_);   // Host → its session.

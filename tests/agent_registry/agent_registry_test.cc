@@ -430,6 +430,80 @@ TEST(AgentTest, AnIntervalThatShrinksDropsNoAgentForTheLongerGapsBefore) {
   EXPECT_TRUE(Eventually([&] { return !controller.Agent("h0")->connected(); }));
 }
 
+// Adds to the controller's inventory four hosts h2..h5 with a CPU and its O-NIC, a chassis c1
+// of two pooled GPUs with an O-NIC each, and a host h9 whose device has none: with the fixture's
+// h1, six places that each run an agent.
+void AddAgentPlaces(Controller& controller) {
+  store::InventoryWrite write;
+  v1::Switch* sw = write.objects.add_switches();
+  sw->set_id("ocs2");
+  sw->set_model("polatis");
+  sw->set_ingress_ports(32);
+  sw->set_egress_ports(32);
+  sw->set_address("127.0.0.1");
+  sw->set_protocol(v1::SWITCH_PROTOCOL_TL1);
+  uint32_t next_port = 1;
+  auto add_device = [&](const std::string& id, const std::string& host,
+                        const std::string& chassis, bool with_onic) {
+    v1::Device* device = write.objects.add_devices();
+    device->set_id(id);
+    device->set_kind(host.empty() ? v1::DEVICE_KIND_GPU : v1::DEVICE_KIND_CPU);
+    device->set_host(host);
+    device->set_chassis(chassis);
+    if (!with_onic) return;
+    v1::Onic* onic = write.objects.add_onics();
+    onic->set_id(id + "-n0");
+    onic->set_device(id);
+    onic->set_serial(id + "-serial");
+    for (uint32_t p : {1u, 2u}) {
+      v1::OnicPort* onic_port = onic->add_ports();
+      onic_port->set_index(p);
+      onic_port->mutable_tx()->set_switch_id("ocs2");
+      onic_port->mutable_tx()->set_port(next_port);
+      onic_port->mutable_rx()->set_switch_id("ocs2");
+      onic_port->mutable_rx()->set_port(32 + next_port++);
+    }
+  };
+  for (int i = 2; i <= 5; ++i) {
+    const std::string host = absl::StrCat("h", i);
+    write.objects.add_hosts()->set_name(host);
+    add_device(host + "-cpu0", host, "", true);
+  }
+  add_device("c1-gpu0", "", "c1", true);
+  add_device("c1-gpu1", "", "c1", true);
+  write.objects.add_hosts()->set_name("h9");
+  add_device("h9-cpu0", "h9", "", false);
+  absl::Status written = controller.store().WriteInventory(write, "test");
+  ASSERT_TRUE(written.ok()) << written;
+}
+
+// The interval is sized for the agents inventory expects, not only those connected yet: at a
+// start, the first of a big site's agents are judged at the interval the site will settle on,
+// so fleetd's own slowness while the rest register does not drop them. Six places at 10 a
+// second: 600 ms, with one agent connected (alone it would be 100 ms).
+TEST(AgentTest, TheHeartbeatIntervalIsSizedForTheAgentsInventoryExpects) {
+  Controller controller(0, /*max_heartbeats_per_second=*/10);
+  ASSERT_NO_FATAL_FAILURE(AddAgentPlaces(controller));
+  std::vector<std::unique_ptr<RawAgentStream>> agents = ConnectRawAgents(controller, 1);
+  ASSERT_TRUE(HeartbeatsName(*agents[0], 600));
+  {
+    RawAgentStream later(controller.address());  // Told the interval as it registers.
+    v1::ControllerMessage registered;
+    ASSERT_TRUE(later.Register("h2", "h2-cpu0-serial") && later.stream().Read(&registered));
+    EXPECT_EQ(google::protobuf::util::TimeUtil::DurationToMilliseconds(
+                  registered.registered().heartbeat_interval()),
+              600);
+  }
+  // Silence past three of the 100 ms interval one agent alone would be sent, within three of
+  // 600 ms, on the registry's clock: kept, at the next two beats.
+  controller.clock().Advance(absl::Seconds(1));
+  ASSERT_TRUE(HeartbeatsName(*agents[0], 600));
+  ASSERT_TRUE(HeartbeatsName(*agents[0], 600));
+  EXPECT_TRUE(controller.Agent("h0")->connected());
+  controller.clock().Advance(absl::Seconds(1));  // 2 s: past three of 600 ms.
+  EXPECT_TRUE(Eventually([&] { return !controller.Agent("h0")->connected(); }));
+}
+
 // An agent's stream holds no thread: 200 agents connect, each is sent a command whose answer
 // completes it, and each one's end is seen. With the synchronous API each stream held two
 // (gRPC's for reading, the registry's for writing). The controller's clock stands still, so
