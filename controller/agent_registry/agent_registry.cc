@@ -578,19 +578,21 @@ void AgentRegistry::CountExpectedAgents() {
   if (options_.max_heartbeats_per_second <= 0) return;  // The interval is fixed.
   const uint64_t version = inventory_->InventoryVersion();
   if (counted_version_ == version) return;
-  absl::StatusOr<std::vector<v1::Onic>> onics = inventory_->ListOnics({});
   absl::StatusOr<std::vector<v1::Device>> devices = inventory_->ListDevices({});
-  if (!onics.ok() || !devices.ok()) {
-    FLEET_LOG(WARNING) << "agent heartbeats: cannot count the agents inventory expects: "
-                       << (onics.ok() ? devices.status() : onics.status());
+  if (!devices.ok()) {
+    if (!count_failed_) {  // Once, not at every beat it is tried again.
+      FLEET_LOG(WARNING) << "agent heartbeats: cannot count the agents inventory expects, "
+                            "keeping the last count: "
+                         << devices.status();
+    }
+    count_failed_ = true;
     return;
   }
-  std::set<std::string> with_onic;
-  for (const v1::Onic& onic : *onics) with_onic.insert(onic.device());
-  std::set<std::string> places;
+  count_failed_ = false;
+  std::set<std::string> places;  // As the store's OnicFilter::place: the host, else the chassis.
   for (const v1::Device& device : *devices) {
-    if (!with_onic.contains(device.id())) continue;
-    places.insert(device.host().empty() ? device.chassis() : device.host());
+    const std::string& place = device.host().empty() ? device.chassis() : device.host();
+    if (device.onics_size() > 0 && !place.empty()) places.insert(place);
   }
   counted_version_ = version;
   absl::MutexLock lock(&mu_);
@@ -612,11 +614,6 @@ void AgentRegistry::HeartbeatLoop() {
       absl::MutexLock lock(&mu_);
       auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return shutting_down_; };
       mu_.AwaitWithDeadline(absl::Condition(&stopping), next);
-      if (shutting_down_) return;
-    }
-    CountExpectedAgents();
-    {
-      absl::MutexLock lock(&mu_);
       if (shutting_down_) return;
       const absl::Duration interval = HeartbeatInterval();
       beat_interval_ = interval;
@@ -652,6 +649,8 @@ void AgentRegistry::HeartbeatLoop() {
                          << " heartbeats; dropped it";
       Gone(host, absl::StrCat("missed ", options_.missed_heartbeats, " heartbeats"));
     }
+    // For the next beat, so that a read waiting on the store never holds up this one's.
+    CountExpectedAgents();
   }
 }
 

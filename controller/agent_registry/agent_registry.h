@@ -254,7 +254,7 @@ class AgentRegistry : public CommandSender {
   absl::Duration HeartbeatInterval() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Counts the places (hosts, chassis of pooled devices) that hold a device with an O-NIC, each
   // served by one agent, into expected_agents_; reads inventory only when its version moved.
-  // Heartbeat thread, without mu_. A failed read keeps the last count.
+  // Heartbeat thread, between beats, without mu_. A failed read keeps the last count.
   void CountExpectedAgents() ABSL_LOCKS_EXCLUDED(mu_);
   // A connection's steps. The first message must register a host this peer may speak for.
   static absl::StatusOr<v1::RegisterAgent> CheckRegister(const v1::AgentMessage& first,
@@ -335,7 +335,10 @@ class AgentRegistry : public CommandSender {
   // The interval the heartbeat loop set at its last beat (until then, the shortest).
   absl::Duration beat_interval_ ABSL_GUARDED_BY(mu_) = options_.heartbeat_interval;
   size_t expected_agents_ ABSL_GUARDED_BY(mu_) = 0;  // CountExpectedAgents.
-  std::optional<uint64_t> counted_version_;  // The inventory it counted; heartbeat thread only.
+  // The inventory CountExpectedAgents counted, and whether its last read failed; heartbeat
+  // thread only.
+  std::optional<uint64_t> counted_version_;
+  bool count_failed_ = false;
 
   std::map<std::string, v1::Agent> agents_ ABSL_GUARDED_BY(mu_);   // By host.
   std::map<uint64_t, Session> sessions_ ABSL_GUARDED_BY(mu_);      // Open streams, by id.
