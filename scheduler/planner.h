@@ -61,7 +61,7 @@ struct PlanRequest {
   // O-NIC ports (onic, port) that another phase of the request keeps on the switch: a device
   // endpoint takes one only when no other port of the device will do (make before break,
   // request_plan.h). Named O-NIC ports are taken as named.
-  std::set<std::pair<std::string, uint32_t>> avoid_ports;
+  std::set<std::pair<std::string, uint32_t>> avoid_ports = {};
 };
 
 // The plan's circuits have no ids and are PLANNED; `add` lists their cross-connects (a new

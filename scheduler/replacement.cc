@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "fleet/v1/names.h"
+#include "fleet/v1/phases.h"
 #include "scheduler/member_selection.h"
 #include "scheduler/trunk_routing.h"
 
@@ -92,7 +93,7 @@ absl::StatusOr<Replacement> PlanReplacement(const FabricSnapshot& snapshot,
     return absl::FailedPreconditionError(
         absl::StrCat("member: device ", failed_member, " has no O-NIC port"));
   }
-  const std::string on_switch = failed_ports.front()->tx.switch_id();
+  const std::string failed_switch = failed_ports.front()->tx.switch_id();
 
   // The failed member's ports its circuits use, over every phase, by index among its ports.
   std::set<PortKey> used;
@@ -112,7 +113,7 @@ absl::StatusOr<Replacement> PlanReplacement(const FabricSnapshot& snapshot,
   Replacement out;
   out.failed = failed_member;
   if (!named_spare.empty()) {
-    absl::Status ok = CheckNamedSpare(snapshot, allocation, failed, on_switch, named_spare);
+    absl::Status ok = CheckNamedSpare(snapshot, allocation, failed, failed_switch, named_spare);
     if (!ok.ok()) return ok;
     out.spare = named_spare;
   } else {
@@ -135,14 +136,14 @@ absl::StatusOr<Replacement> PlanReplacement(const FabricSnapshot& snapshot,
     std::vector<int> needs(set.devices_size(), 0);
     needs.push_back(need);
     absl::StatusOr<std::vector<std::string>> picked =
-        PickMembers(snapshot, set, needs, on_switch, "spare",
+        PickMembers(snapshot, set, needs, failed_switch, "spare",
                     PickOptions{.spares = true, .span_switches = !same_switch_only});
     if (!picked.ok()) {
       if (picked.status().code() != absl::StatusCode::kResourceExhausted) return picked.status();
       return absl::ResourceExhaustedError(
-          absl::StrCat("no free spare of kind ", v1::Name(failed.kind()), " on switch ", on_switch,
-                       " for ", failed_member, " (it uses ", need, " port", need == 1 ? "" : "s",
-                       "): ", picked.status().message()));
+          absl::StrCat("no free spare of kind ", v1::Name(failed.kind()), " on switch ",
+                       failed_switch, " for ", failed_member, " (it uses ", need, " port",
+                       need == 1 ? "" : "s", "): ", picked.status().message()));
     }
     out.spare = picked->back();
   }
@@ -182,14 +183,14 @@ absl::StatusOr<Replacement> PlanReplacement(const FabricSnapshot& snapshot,
   // routed, are taken for all of them.
   std::set<std::string> on_switch_trunks;
   for (const v1::Circuit& c : allocation.circuits()) {
-    if (!PhaseOnSwitch(allocation, c.phase()) || mapped.contains(KeyOf(c.source())) ||
+    if (!v1::PhaseOnSwitch(allocation, c.phase()) || mapped.contains(KeyOf(c.source())) ||
         mapped.contains(KeyOf(c.destination()))) {
       continue;
     }
     on_switch_trunks.insert(c.trunks().begin(), c.trunks().end());
   }
   for (const std::string& name : phase_names) {
-    const bool on_switch = PhaseOnSwitch(allocation, name);
+    const bool on_switch = v1::PhaseOnSwitch(allocation, name);
     ReplacedPhase& phase = out.phases.emplace_back();
     phase.name = name;
     std::vector<v1::Circuit> before;
@@ -249,7 +250,7 @@ absl::StatusOr<Replacement> PlanReplacement(const FabricSnapshot& snapshot,
     }
     phase.diff = DiffCircuits(before, phase.circuits);
     for (const v1::Circuit& c : phase.circuits) *out.plan.add_circuits() = c;
-    if (PhaseOnSwitch(allocation, name)) {
+    if (v1::PhaseOnSwitch(allocation, name)) {
       for (const v1::Circuit& c : phase.diff.remove) {
         for (const v1::CrossConnect& x : c.cross_connects()) *out.plan.add_remove() = x;
       }
@@ -266,14 +267,6 @@ absl::StatusOr<Replacement> PlanReplacement(const FabricSnapshot& snapshot,
   }
   *out.plan.mutable_members() = {out.members.begin(), out.members.end()};
   return out;
-}
-
-bool PhaseOnSwitch(const v1::Allocation& allocation, const std::string& phase) {
-  if (phase == allocation.active_phase()) return true;
-  return std::any_of(allocation.circuits().begin(), allocation.circuits().end(),
-                     [&](const v1::Circuit& c) {
-                       return c.phase() == phase && c.state() != v1::CIRCUIT_STATE_INACTIVE;
-                     });
 }
 
 }  // namespace fleet::scheduler

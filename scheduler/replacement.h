@@ -33,16 +33,11 @@ struct Replacement {
       members;  // The allocation's members, the spare in the failed one's place.
   std::vector<ReplacedPhase> phases;  // In the allocation's phase order.
   // What the allocation changes, for a response: `remove`/`add` the cross-connects of the
-  // diffs of the phases on the switch (PhaseOnSwitch: what the switch is told now),
+  // diffs of the phases on the switch (v1::PhaseOnSwitch: what the switch is told now),
   // `circuits` every phase's circuits after
   // the replacement, `ports_used` the spare's ports, `members` as above.
   v1::Plan plan;
 };
-
-// Whether phase `phase` of `allocation` is on the switch: the active phase, or one prepared
-// while another is active (make before break); either has circuits that are not INACTIVE.
-// "" is the phase of a single-phase allocation.
-bool PhaseOnSwitch(const v1::Allocation& allocation, const std::string& phase);
 
 // Plans the substitution of `failed_member` in every phase of `allocation` (its circuits as
 // stored, every phase's). The spare is `spare` when named, else the best free device of the

@@ -16,6 +16,7 @@
 #include "controller/cli/tables.h"
 #include "controller/inventory/inventory.h"
 #include "fleet/v1/names.h"
+#include "fleet/v1/phases.h"
 
 namespace fleet::cli {
 namespace {
@@ -197,11 +198,7 @@ void AddPhases(const v1::Allocation& a, Description& d) {
       phases.push_back(absl::StrCat(phase, " (active)"));
       continue;
     }
-    const bool on_switch =
-        std::any_of(a.circuits().begin(), a.circuits().end(), [&](const v1::Circuit& c) {
-          return c.phase() == phase && c.state() != v1::CIRCUIT_STATE_INACTIVE;
-        });
-    if (on_switch) {
+    if (v1::PhaseOnSwitch(a, phase)) {
       phases.push_back(absl::StrCat(phase, " (prepared)"));
     } else if (a.request().prepare_next_phase()) {
       phases.push_back(absl::StrCat(phase, " (in place)"));
@@ -352,11 +349,7 @@ std::string AllocationText(const v1::Allocation& a) {
 
 std::string PhaseSwitchText(const v1::Allocation& a, const v1::Plan& plan) {
   // Made before break: the other phase stays on the switch, and nothing was sent to it.
-  const bool prepared =
-      std::any_of(a.circuits().begin(), a.circuits().end(), [&](const v1::Circuit& c) {
-        return c.phase() != a.active_phase() && c.state() != v1::CIRCUIT_STATE_INACTIVE;
-      });
-  if (prepared && plan.remove().empty() && plan.add().empty()) {
+  if (v1::HoldsPreparedPhase(a) && plan.remove().empty() && plan.add().empty()) {
     return absl::StrCat(a.id(), " phase ", a.active_phase(), ": prepared, no switch command\n");
   }
   std::string out = absl::StrCat(a.id(), " phase ", a.active_phase(), ": ",

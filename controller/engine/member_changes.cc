@@ -17,6 +17,7 @@
 #include "controller/engine/stage_timing.h"
 #include "controller/engine/tenancy.h"
 #include "fleet/v1/names.h"
+#include "fleet/v1/phases.h"
 #include "scheduler/fabric_snapshot.h"
 #include "scheduler/replacement.h"
 
@@ -120,7 +121,7 @@ absl::Status MemberChanges::PlanReplacement(const v1::ReplaceMemberRequest& requ
   size_t removed = 0, added = 0;
   for (const scheduler::ReplacedPhase& phase : plan.phases) {
     // The active phase's circuits are on the switch, and so are a prepared phase's.
-    const bool on_switch = scheduler::PhaseOnSwitch(stored, phase.name);
+    const bool on_switch = v1::PhaseOnSwitch(stored, phase.name);
     for (const v1::Circuit& c : phase.diff.remove) {
       r.remove.push_back(c.id());
       if (on_switch) change.removes.push_back(c);

@@ -276,36 +276,48 @@ class Site {
       return Prefixed(absl::StrCat("RequestTopology", what), s);
     }
     job.id = response.allocation().id();
+    ASSIGN_OR_RETURN(const absl::Time ready,
+                     WatchReady(job.id, start + absl::Seconds(30), "", what));
+    job.latency = ready - start;
+    return job;
+  }
 
-    grpc::ClientContext watch_context;
-    watch_context.set_deadline(absl::ToChronoTime(start + absl::Seconds(30)));
+  // Watches allocation `id` until it is READY (in phase `phase` unless empty): the time that
+  // was seen; ABORTED when it is DEGRADED, FAILED or RELEASED first (naming the phase it is
+  // in); DEADLINE_EXCEEDED when the watch ends first (at `deadline`). `what` follows the id
+  // in errors.
+  absl::StatusOr<absl::Time> WatchReady(const std::string& id, absl::Time deadline,
+                                        const std::string& phase = "",
+                                        const std::string& what = "") {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(deadline));
     v1::WatchAllocationRequest watch;
-    watch.set_id(job.id);
+    watch.set_id(id);
     std::unique_ptr<grpc::ClientReader<v1::WatchAllocationResponse>> reader =
-        topology_->WatchAllocation(&watch_context, watch);
+        topology_->WatchAllocation(&context, watch);
+    const std::string in_phase = phase.empty() ? "" : absl::StrCat(" in phase ", phase);
     v1::WatchAllocationResponse update;
-    absl::Status outcome = absl::DeadlineExceededError(
-        absl::StrCat("allocation ", job.id, ": the watch ended before READY"));
+    absl::StatusOr<absl::Time> outcome = absl::DeadlineExceededError(
+        absl::StrCat("allocation ", id, what, ": the watch ended before READY", in_phase));
     while (reader->Read(&update)) {
       const v1::Allocation& a = update.allocation();
-      if (a.state() == v1::ALLOCATION_STATE_READY) {
-        job.latency = absl::Now() - start;
-        outcome = absl::OkStatus();
+      if (a.state() == v1::ALLOCATION_STATE_READY && (phase.empty() || a.active_phase() == phase)) {
+        outcome = absl::Now();
         break;
       }
       if (a.state() == v1::ALLOCATION_STATE_DEGRADED || a.state() == v1::ALLOCATION_STATE_FAILED ||
           a.state() == v1::ALLOCATION_STATE_RELEASED) {
-        outcome =
-            absl::AbortedError(absl::StrCat("allocation ", job.id, what, " is ",
-                                            v1::AllocationState_Name(a.state()), ": ", a.reason()));
+        outcome = absl::AbortedError(absl::StrCat(
+            "allocation ", id, what, " is ", v1::AllocationState_Name(a.state()),
+            a.active_phase().empty() ? "" : absl::StrCat(" in phase ", a.active_phase()),
+            phase.empty() ? "" : absl::StrCat(" (waited for ", phase, ")"), ": ", a.reason()));
         break;
       }
     }
     // The stream follows the allocation until it ends; we are done with it at READY.
-    watch_context.TryCancel();
+    context.TryCancel();
     (void)reader->Finish();
-    if (!outcome.ok()) return outcome;
-    return job;
+    return outcome;
   }
 
   absl::StatusOr<v1::Allocation> Get(const std::string& id) {

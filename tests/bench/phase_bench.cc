@@ -19,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "common/flags.h"
 #include "common/mutex_checks.h"
+#include "fleet/v1/phases.h"
 #include "tests/bench/bench_site.h"
 
 namespace fleet::bench {
@@ -47,37 +48,6 @@ v1::RequestTopologyRequest TwoPhaseJob(bool prepared) {
   return r;
 }
 
-// Waits on the watch until allocation `id` is READY in `phase`; an error when it ends up
-// DEGRADED, FAILED or RELEASED, or in another phase.
-absl::Status WatchReadyIn(Site& site, const std::string& id, const std::string& phase) {
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
-  v1::WatchAllocationRequest watch;
-  watch.set_id(id);
-  std::unique_ptr<grpc::ClientReader<v1::WatchAllocationResponse>> reader =
-      site.topology().WatchAllocation(&context, watch);
-  v1::WatchAllocationResponse update;
-  absl::Status outcome = absl::DeadlineExceededError(
-      absl::StrCat("allocation ", id, ": the watch ended before READY in phase ", phase));
-  while (reader->Read(&update)) {
-    const v1::Allocation& a = update.allocation();
-    if (a.state() == v1::ALLOCATION_STATE_READY && a.active_phase() == phase) {
-      outcome = absl::OkStatus();
-      break;
-    }
-    if (a.state() == v1::ALLOCATION_STATE_DEGRADED || a.state() == v1::ALLOCATION_STATE_FAILED ||
-        a.state() == v1::ALLOCATION_STATE_RELEASED) {
-      outcome = absl::AbortedError(absl::StrCat("allocation ", id, " is ",
-                                                v1::AllocationState_Name(a.state()), " in phase ",
-                                                a.active_phase(), ": ", a.reason()));
-      break;
-    }
-  }
-  context.TryCancel();
-  (void)reader->Finish();
-  return outcome;
-}
-
 // ActivatePhase, then READY in it: how long the job waited.
 absl::StatusOr<absl::Duration> SwitchTo(Site& site, const std::string& id,
                                         const std::string& phase) {
@@ -93,10 +63,12 @@ absl::StatusOr<absl::Duration> SwitchTo(Site& site, const std::string& id,
                         absl::StrCat("ActivatePhase ", phase, ": ", s.error_message()));
   }
   const v1::Allocation& a = response.allocation();
-  if (a.state() != v1::ALLOCATION_STATE_READY || a.active_phase() != phase) {
-    RETURN_IF_ERROR(WatchReadyIn(site, id, phase));
+  if (a.state() == v1::ALLOCATION_STATE_READY && a.active_phase() == phase) {
+    return absl::Now() - start;  // Prepared: READY in the answer.
   }
-  return absl::Now() - start;
+  ASSIGN_OR_RETURN(const absl::Time ready,
+                   site.WatchReady(id, absl::Now() + absl::Seconds(30), phase));
+  return ready - start;
 }
 
 struct Figures {
@@ -119,14 +91,10 @@ absl::StatusOr<Figures> Loop(Site& site, int way, absl::Duration t, int iteratio
       return absl::InternalError(absl::StrCat("RequestTopology: ", s.error_message()));
     }
     id = response.allocation().id();
-    RETURN_IF_ERROR(WatchReadyIn(site, id, "dp"));
+    RETURN_IF_ERROR(site.WatchReady(id, absl::Now() + absl::Seconds(30), "dp").status());
     ASSIGN_OR_RETURN(const v1::Allocation a, site.Get(id));
     for (const std::string& phase : a.phases()) {
-      bool on_switch = false;
-      for (const v1::Circuit& c : a.circuits()) {
-        on_switch |= c.phase() == phase && c.state() != v1::CIRCUIT_STATE_INACTIVE;
-      }
-      f.prepared_phases += on_switch && phase != a.active_phase();
+      f.prepared_phases += phase != a.active_phase() && v1::PhaseOnSwitch(a, phase);
     }
   }
   for (int i = 0; i < iterations; ++i) {
