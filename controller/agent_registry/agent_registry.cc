@@ -172,7 +172,9 @@ AgentRegistry::AgentRegistry(AgentRegistryOptions options, store::InventoryStore
       heartbeats_([this] {
         NameThisThread("fleet-heartbeat");
         HeartbeatLoop();
-      }) {}
+      }) {
+  QueueCount();  // First on the events thread: before any agent registers and is told the interval.
+}
 
 AgentRegistry::~AgentRegistry() {
   Shutdown();
@@ -599,10 +601,23 @@ void AgentRegistry::CountExpectedAgents() {
   expected_agents_ = places.size();
 }
 
+void AgentRegistry::QueueCount() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (count_queued_ || options_.max_heartbeats_per_second <= 0) return;
+    count_queued_ = true;
+  }
+  OnEventsThread([this] {
+    {
+      absl::MutexLock lock(&mu_);
+      count_queued_ = false;  // A change from now on is seen by the next one queued.
+    }
+    CountExpectedAgents();
+  });
+}
+
 void AgentRegistry::HeartbeatLoop() {
   uint64_t sequence = 0;
-  CountExpectedAgents();  // Before the first agents register and are told the interval.
-
   absl::Time next = absl::Now() + options_.heartbeat_interval;
   // Missed heartbeats are counted in the longest interval of the last `missed_heartbeats`
   // that have passed: an interval that just shrank (agents left) does not drop an agent for
@@ -649,8 +664,7 @@ void AgentRegistry::HeartbeatLoop() {
                          << " heartbeats; dropped it";
       Gone(host, absl::StrCat("missed ", options_.missed_heartbeats, " heartbeats"));
     }
-    // For the next beat, so that a read waiting on the store never holds up this one's.
-    CountExpectedAgents();
+    QueueCount();  // For the next beat, when inventory changed.
   }
 }
 

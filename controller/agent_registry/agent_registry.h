@@ -7,9 +7,10 @@
 // reads inventory and records events) and a link change (which records one and tells the
 // listener), the stream reading nothing more until it is done (as the synchronous reader
 // did; a stream waiting so is not dropped for the heartbeats queued behind), and the event
-// and listener call of a stream's end (the agent is listed as gone at once). Heartbeats and
-// command answers are taken as they are read. Threads: the events thread and the heartbeat
-// thread, however many agents connect.
+// and listener call of a stream's end (the agent is listed as gone at once), and the count of
+// the agents inventory expects (below). Heartbeats and command answers are taken as they are
+// read, and the heartbeat thread never waits on the store but to record an agent's going.
+// Threads: the events thread and the heartbeat thread, however many agents connect.
 // The registry:
 // - accepts a stream only after its `register` message, compares the host and O-NIC serials
 //   with inventory and, when they differ, accepts the agent but appends an ALARM event that
@@ -161,10 +162,10 @@ class AgentRegistry : public CommandSender {
  public:
   using Reactor = grpc::ServerBidiReactor<v1::AgentMessage, v1::ControllerMessage>;
 
-  // `inventory` (read at registrations), `events` (where connections and disagreements with
-  // inventory are recorded) and `clock` are not owned. Heartbeat times, liveness
-  // and connection times are read from `clock`; waits (heartbeat period, command deadlines)
-  // are on the real clock, as absl::CondVar's are.
+  // `inventory` (read at registrations and to count the agents it expects), `events` (where
+  // connections and disagreements with inventory are recorded) and `clock` are not owned. Heartbeat
+  // times, liveness and connection times are read from `clock`; waits (heartbeat period, command
+  // deadlines) are on the real clock, as absl::CondVar's are.
   AgentRegistry(AgentRegistryOptions options, store::InventoryStore* inventory,
                 store::EventLog* events, const Clock* clock);
   // Stops the heartbeat and events threads. Destroy it after the gRPC server has shut down:
@@ -254,8 +255,12 @@ class AgentRegistry : public CommandSender {
   absl::Duration HeartbeatInterval() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Counts the places (hosts, chassis of pooled devices) that hold a device with an O-NIC, each
   // served by one agent, into expected_agents_; reads inventory only when its version moved.
-  // Heartbeat thread, between beats, without mu_. A failed read keeps the last count.
+  // On the events thread (queued once at start, and by each beat when none is queued), so a
+  // read waiting behind a long store write holds up no heartbeat. A failed read keeps the
+  // last count.
   void CountExpectedAgents() ABSL_LOCKS_EXCLUDED(mu_);
+  // Queues CountExpectedAgents on the events thread unless one is queued already.
+  void QueueCount() ABSL_LOCKS_EXCLUDED(mu_);
   // A connection's steps. The first message must register a host this peer may speak for.
   static absl::StatusOr<v1::RegisterAgent> CheckRegister(const v1::AgentMessage& first,
                                                          const AgentPeer& peer);
@@ -335,7 +340,8 @@ class AgentRegistry : public CommandSender {
   // The interval the heartbeat loop set at its last beat (until then, the shortest).
   absl::Duration beat_interval_ ABSL_GUARDED_BY(mu_) = options_.heartbeat_interval;
   size_t expected_agents_ ABSL_GUARDED_BY(mu_) = 0;  // CountExpectedAgents.
-  // The inventory CountExpectedAgents counted, and whether its last read failed; heartbeat
+  bool count_queued_ ABSL_GUARDED_BY(mu_) = false;   // A count waits on the events thread.
+  // The inventory CountExpectedAgents counted, and whether its last read failed; events
   // thread only.
   std::optional<uint64_t> counted_version_;
   bool count_failed_ = false;
@@ -353,8 +359,8 @@ class AgentRegistry : public CommandSender {
   Listener listener_ ABSL_GUARDED_BY(mu_);
 
   // The events thread's queue: at most one item per connection that reads nothing more until
-  // it is done (a registration, a link change), and one per session's end, so it is bounded
-  // by the connections.
+  // it is done (a registration, a link change), one per session's end and one count
+  // (QueueCount), so it is bounded by the connections.
   absl::Mutex events_mu_;  // Never taken with mu_ held.
   std::deque<std::function<void()>> events_ ABSL_GUARDED_BY(events_mu_);
   uint64_t events_started_ ABSL_GUARDED_BY(events_mu_) = 0;  // Items begun, and finished.

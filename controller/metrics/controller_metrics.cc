@@ -162,7 +162,7 @@ ControllerMetrics::ControllerMetrics(prometheus::Registry& registry)
       agent_heartbeat_interval_(
           Register(prometheus::BuildGauge(), registry, "fleet_agent_heartbeat_interval_seconds",
                    "The interval heartbeats with agents are sent at now (it lengthens with "
-                   "the agents connected)")
+                   "the agents connected or, when more, those inventory expects)")
               .Add({})),
       link_retrains_(Register(prometheus::BuildCounter(), registry, "fleet_link_retrains_total",
                               "Link retrains asked of agents, by outcome")),

@@ -431,10 +431,10 @@ TEST(AgentTest, AnIntervalThatShrinksDropsNoAgentForTheLongerGapsBefore) {
   EXPECT_TRUE(Eventually([&] { return !controller.Agent("h0")->connected(); }));
 }
 
-// Adds to the controller's inventory four hosts h2..h5 with a CPU and its O-NIC, a chassis c1
-// of two pooled GPUs with an O-NIC each, and a host h9 whose device has none: with the fixture's
+// Four hosts h2..h5 with a CPU and its O-NIC, a chassis c1 of two pooled GPUs with an O-NIC
+// each, a host h9 whose device has none, and a pooled device in no chassis: with the fixture's
 // h1, six places that each run an agent.
-void AddAgentPlaces(Controller& controller) {
+store::InventoryWrite AgentPlaces() {
   store::InventoryWrite write;
   v1::Switch* sw = write.objects.add_switches();
   sw->set_id("ocs2");
@@ -474,8 +474,8 @@ void AddAgentPlaces(Controller& controller) {
   add_device("c1-gpu1", "", "c1", true);
   write.objects.add_hosts()->set_name("h9");
   add_device("h9-cpu0", "h9", "", false);
-  absl::Status written = controller.store().WriteInventory(write, "test");
-  ASSERT_TRUE(written.ok()) << written;
+  add_device("loose-gpu0", "", "", true);  // No place an agent could serve.
+  return write;
 }
 
 // Reads `agent`'s heartbeats until one was sent (on the registry's clock) at `at` or later, so
@@ -496,7 +496,8 @@ bool HeartbeatSentSince(RawAgentStream& agent, absl::Time at) {
 // second: 600 ms, with one agent connected (alone it would be 100 ms).
 TEST(AgentTest, TheHeartbeatIntervalIsSizedForTheAgentsInventoryExpects) {
   Controller controller(0, /*max_heartbeats_per_second=*/10);
-  ASSERT_NO_FATAL_FAILURE(AddAgentPlaces(controller));
+  const store::InventoryWrite places = AgentPlaces();
+  ASSERT_TRUE(controller.store().WriteInventory(places, "test").ok());  // While it runs.
   std::vector<std::unique_ptr<RawAgentStream>> agents = ConnectRawAgents(controller, 1);
   ASSERT_TRUE(HeartbeatsName(*agents[0], 600));
   {
@@ -508,12 +509,21 @@ TEST(AgentTest, TheHeartbeatIntervalIsSizedForTheAgentsInventoryExpects) {
               600);
   }
   // Silence past three of the 100 ms interval one agent alone would be sent, within three of
-  // 600 ms, on the registry's clock: kept, at the next two beats.
+  // 600 ms, on the registry's clock: kept, at the next beat.
   controller.clock().Advance(absl::Seconds(1));
   ASSERT_TRUE(HeartbeatSentSince(*agents[0], controller.clock().Now()));
   EXPECT_TRUE(controller.Agent("h0")->connected());
   controller.clock().Advance(absl::Seconds(1));  // 2 s: past three of 600 ms.
   EXPECT_TRUE(Eventually([&] { return !controller.Agent("h0")->connected(); }));
+}
+
+// Counted before the first agent registers: inventory holding six places when fleetd starts,
+// the first agent is told 600 ms in its `registered`, not the 100 ms of one agent.
+TEST(AgentTest, TheFirstAgentIsToldTheIntervalOfTheWholeSite) {
+  const store::InventoryWrite places = AgentPlaces();
+  Controller controller(0, /*max_heartbeats_per_second=*/10, &places);
+  std::vector<std::unique_ptr<RawAgentStream>> agents = ConnectRawAgents(controller, 1);
+  EXPECT_EQ(agents[0]->registered_interval_ms, 600);
 }
 
 // An agent's stream holds no thread: 200 agents connect, each is sent a command whose answer

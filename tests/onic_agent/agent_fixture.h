@@ -208,7 +208,10 @@ class FakeBackend : public OnicBackend {
 class Controller {
  public:
   // `max_heartbeats_per_second`: AgentRegistryOptions' (0: the 20 ms interval is fixed).
-  explicit Controller(int port = 0, double max_heartbeats_per_second = 0) {
+  // `more_inventory`, when given, is written after the fixture's own, before the registry
+  // starts.
+  explicit Controller(int port = 0, double max_heartbeats_per_second = 0,
+                      const store::InventoryWrite* more_inventory = nullptr) {
     store_ = *store::OpenSqliteStore({":memory:", &clock_});
     store::InventoryWrite write;
     v1::Switch* sw = write.objects.add_switches();
@@ -236,6 +239,10 @@ class Controller {
       onic_port->mutable_rx()->set_port(8 + p);
     }
     EXPECT_TRUE(store_->WriteInventory(write, "test").ok());
+    if (more_inventory != nullptr) {
+      absl::Status more = store_->WriteInventory(*more_inventory, "test");
+      EXPECT_TRUE(more.ok()) << more;
+    }
     agent_registry::AgentRegistryOptions options;
     options.heartbeat_interval = absl::Milliseconds(20);
     options.max_heartbeats_per_second = max_heartbeats_per_second;
