@@ -16,15 +16,15 @@
 #include "common/grpc_tls.h"
 
 namespace fleet::etcd {
-namespace {
+namespace {}  // namespace
 
-// Failures that say nothing about the request, only about the member that was asked: the
-// next member may answer (etcd answers "no leader" and a lost quorum's timeouts as these).
-bool TryAnother(const absl::Status& status) {
-  return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
+bool IsMemberFailure(const absl::Status& status) {
+  if (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) return true;
+  // etcd 3.4 answers a linearizable request it could not confirm in time, as while it elects
+  // its own leader after losing a member, as UNKNOWN "context deadline exceeded".
+  return absl::IsUnknown(status) &&
+         absl::StrContains(status.message(), "context deadline exceeded");
 }
-
-}  // namespace
 
 std::string PrefixEnd(std::string prefix) {
   while (!prefix.empty()) {
@@ -142,7 +142,7 @@ absl::Status EtcdClient::TryMembers(Kind kind, const std::string& what, Call cal
       preferred_ = i;
       return status;
     }
-    if (!TryAnother(status)) {
+    if (!IsMemberFailure(status)) {
       return absl::Status(status.code(), absl::StrCat("etcd ", member.endpoint, ": ", what, ": ",
                                                       status.message()));
     }

@@ -85,6 +85,13 @@ etcdserverpb::Compare CreateRevisionIs(const std::string& key, int64_t revision)
 // the prefix is empty or all 0xff bytes).
 std::string PrefixEnd(std::string prefix);
 
+// Whether a member's answer says nothing about the request, only about the member asked, so
+// that the next member may answer: UNAVAILABLE and DEADLINE_EXCEEDED (etcd answers "no leader"
+// and a lost quorum's timeouts as these), and etcd's UNKNOWN "context deadline exceeded" for a
+// request it could not confirm in time while it elects a leader. A write that failed so has
+// an unknown outcome.
+bool IsMemberFailure(const absl::Status& status);
+
 class EtcdClient {
  public:
   // Reads the TLS files and makes one channel per member (connections are made on first use).
