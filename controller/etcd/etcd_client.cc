@@ -16,7 +16,6 @@
 #include "common/grpc_tls.h"
 
 namespace fleet::etcd {
-namespace {}  // namespace
 
 bool IsMemberFailure(const absl::Status& status) {
   if (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) return true;

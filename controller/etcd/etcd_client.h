@@ -12,13 +12,12 @@
 // - Members are tried in order, starting from the last that answered, each given a fair share
 //   of the time left. A member this client cannot connect to (down, refusing the handshake) is
 //   stepped over with nothing sent to it. A read (Get, GetPrefix, KeepAlive, Members, a Txn
-//   that only reads) that a connected member fails with UNAVAILABLE or DEADLINE_EXCEEDED (no
-//   leader, no quorum) goes to the next member too. A write (Put, Delete, Txn, Compact,
-//   GrantLease, RevokeLease) is sent to one member at most: if it fails after being sent, it
-//   may or may not have been applied, and the error says so (UNAVAILABLE "outcome unknown");
-//   the next call starts from the next member.
-//   A write is therefore never applied twice by this client; its caller decides whether to
-//   read back or write again.
+//   that only reads) that a connected member fails for itself (IsMemberFailure: no leader, no
+//   quorum, a request not confirmed in time) goes to the next member too. A write (Put, Delete,
+//   Txn, Compact, GrantLease, RevokeLease) is sent to one member at most: if it fails after being
+//   sent, it may or may not have been applied, and the error says so (UNAVAILABLE "outcome
+//   unknown"); the next call starts from the next member. A write is therefore never applied twice
+//   by this client; its caller decides whether to read back or write again.
 // - Any other error of etcd (a compacted revision, a lease not found, the NOSPACE alarm, too
 //   large a request) is returned as etcd's gRPC code and message, not retried.
 // - Thread-safe: calls may be made from any thread at once.
