@@ -436,13 +436,7 @@ TEST(AgentTest, AnIntervalThatShrinksDropsNoAgentForTheLongerGapsBefore) {
 // h1, six places that each run an agent.
 store::InventoryWrite AgentPlaces() {
   store::InventoryWrite write;
-  v1::Switch* sw = write.objects.add_switches();
-  sw->set_id("ocs2");
-  sw->set_model("polatis");
-  sw->set_ingress_ports(32);
-  sw->set_egress_ports(32);
-  sw->set_address("127.0.0.1");
-  sw->set_protocol(v1::SWITCH_PROTOCOL_TL1);
+  onic_agent::AddSwitch(write, "ocs2", 32);
   uint32_t next_port = 1;
   auto add_device = [&](const std::string& id, const std::string& host, const std::string& chassis,
                         bool with_onic) {
@@ -452,18 +446,8 @@ store::InventoryWrite AgentPlaces() {
     device->set_host(host);
     device->set_chassis(chassis);
     if (!with_onic) return;
-    v1::Onic* onic = write.objects.add_onics();
-    onic->set_id(id + "-n0");
-    onic->set_device(id);
-    onic->set_serial(id + "-serial");
-    for (uint32_t p : {1u, 2u}) {
-      v1::OnicPort* onic_port = onic->add_ports();
-      onic_port->set_index(p);
-      onic_port->mutable_tx()->set_switch_id("ocs2");
-      onic_port->mutable_tx()->set_port(next_port);
-      onic_port->mutable_rx()->set_switch_id("ocs2");
-      onic_port->mutable_rx()->set_port(32 + next_port++);
-    }
+    onic_agent::AddOnic(write, id + "-n0", id, id + "-serial", "ocs2", next_port, 32 + next_port);
+    next_port += 2;
   };
   for (int i = 2; i <= 5; ++i) {
     const std::string host = absl::StrCat("h", i);

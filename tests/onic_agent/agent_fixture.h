@@ -203,6 +203,37 @@ class FakeBackend : public OnicBackend {
   int awaiting_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+// Adds to `write` a TL1 Polatis switch `id` at 127.0.0.1 of `ports` ingress and `ports` egress
+// ports.
+inline void AddSwitch(store::InventoryWrite& write, const std::string& id, uint32_t ports) {
+  v1::Switch* sw = write.objects.add_switches();
+  sw->set_id(id);
+  sw->set_model("polatis");
+  sw->set_ingress_ports(ports);
+  sw->set_egress_ports(ports);
+  sw->set_address("127.0.0.1");
+  sw->set_protocol(v1::SWITCH_PROTOCOL_TL1);
+}
+
+// Adds to `write` O-NIC `id` of `device` with serial `serial`, its ports 1 and 2 on switch
+// `switch_id`: transmitting on `tx` and tx + 1, receiving on `rx` and rx + 1.
+inline void AddOnic(store::InventoryWrite& write, const std::string& id, const std::string& device,
+                    const std::string& serial, const std::string& switch_id, uint32_t tx,
+                    uint32_t rx) {
+  v1::Onic* onic = write.objects.add_onics();
+  onic->set_id(id);
+  onic->set_device(device);
+  onic->set_serial(serial);
+  for (uint32_t p : {1u, 2u}) {
+    v1::OnicPort* onic_port = onic->add_ports();
+    onic_port->set_index(p);
+    onic_port->mutable_tx()->set_switch_id(switch_id);
+    onic_port->mutable_tx()->set_port(tx + p - 1);
+    onic_port->mutable_rx()->set_switch_id(switch_id);
+    onic_port->mutable_rx()->set_port(rx + p - 1);
+  }
+}
+
 // fleetd's agent side, in-process: a store with one host and its O-NIC, the registry and
 // AgentService on a loopback port.
 class Controller {
@@ -214,30 +245,13 @@ class Controller {
                       const store::InventoryWrite* more_inventory = nullptr) {
     store_ = *store::OpenSqliteStore({":memory:", &clock_});
     store::InventoryWrite write;
-    v1::Switch* sw = write.objects.add_switches();
-    sw->set_id("ocs1");
-    sw->set_model("polatis");
-    sw->set_ingress_ports(8);
-    sw->set_egress_ports(8);
-    sw->set_address("127.0.0.1");
-    sw->set_protocol(v1::SWITCH_PROTOCOL_TL1);
+    AddSwitch(write, "ocs1", 8);
     write.objects.add_hosts()->set_name("h1");
     v1::Device* cpu = write.objects.add_devices();
     cpu->set_id("h1-cpu0");
     cpu->set_kind(v1::DEVICE_KIND_CPU);
     cpu->set_host("h1");
-    v1::Onic* onic = write.objects.add_onics();
-    onic->set_id("n1");
-    onic->set_device("h1-cpu0");
-    onic->set_serial("S1");
-    for (uint32_t p : {1u, 2u}) {
-      v1::OnicPort* onic_port = onic->add_ports();
-      onic_port->set_index(p);
-      onic_port->mutable_tx()->set_switch_id("ocs1");
-      onic_port->mutable_tx()->set_port(p);
-      onic_port->mutable_rx()->set_switch_id("ocs1");
-      onic_port->mutable_rx()->set_port(8 + p);
-    }
+    AddOnic(write, "n1", "h1-cpu0", "S1", "ocs1", /*tx=*/1, /*rx=*/9);
     EXPECT_TRUE(store_->WriteInventory(write, "test").ok());
     if (more_inventory != nullptr) {
       absl::Status more = store_->WriteInventory(*more_inventory, "test");
