@@ -604,7 +604,8 @@ void AgentRegistry::CountExpectedAgents() {
 void AgentRegistry::QueueCount() {
   {
     absl::MutexLock lock(&mu_);
-    if (count_queued_ || options_.max_heartbeats_per_second <= 0) return;
+    // Not once stopping: the events loop would run it while the registry is destroyed.
+    if (count_queued_ || shutting_down_ || options_.max_heartbeats_per_second <= 0) return;
     count_queued_ = true;
   }
   OnEventsThread([this] {
