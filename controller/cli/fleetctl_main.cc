@@ -54,17 +54,6 @@ fleet::cli::StopSignal* HandleStopSignals() {
 
 }  // namespace
 
-#if defined(__SANITIZE_ADDRESS__)
-// LeakSanitizer's suppressions for fleetctl only (an ASan build). gRPC 1.51's TLS client with
-// OpenSSL 3 sometimes leaves a connection's TLS state unfreed when the process exits, even
-// after grpc_shutdown_blocking(): about 2 % of runs of one verb beside two busy CPUs, against
-// fleetd builds before and after its RPCs moved to the callback API alike; none idle. The
-// leaked objects are libcrypto's alone (no frame of ours), so a report at exit would fail a
-// test for a leak fleetctl does not make. fleetctl calls OpenSSL itself only through
-// common/pki, whose leaks its own tests (without this) would still catch.
-extern "C" const char* __lsan_default_suppressions() { return "leak:libcrypto.so\n"; }
-#endif
-
 int main(int argc, char** argv) {
   fleet::SystemClock clock;
   fleet::cli::Environment env;

@@ -362,16 +362,6 @@ int Run(int argc, char** argv) {
 
 }  // namespace
 
-#if defined(__SANITIZE_ADDRESS__)
-// LeakSanitizer's suppressions for fleetd (an ASan build), as fleetctl's (fleetctl_main.cc):
-// gRPC 1.51's TLS client with OpenSSL 3 sometimes leaves a connection's TLS state unfreed at
-// exit. Seen in fleetd once, a replica exiting to restart while its TLS connections to two
-// killed etcd members were mid-handshake: 79 objects, every one allocated by libcrypto, no
-// frame of ours. fleetd calls OpenSSL itself only through common/pki (the demo's throwaway
-// PKI), whose leaks its own tests, without this, still catch.
-extern "C" const char* __lsan_default_suppressions() { return "leak:libcrypto.so\n"; }
-#endif
-
 int main(int argc, char** argv) {
   fleet::ConfigureMutexChecks();
   return Run(argc, argv);
