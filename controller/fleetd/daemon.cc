@@ -295,19 +295,21 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
 
 absl::Status Fleetd::ApplyInventoryFile(const FleetdConfig& config) {
   if (config.inventory.empty()) return absl::OkStatus();
-  ASSIGN_OR_RETURN(v1::Inventory inventory, inventory::ReadInventoryFile(config.inventory));
   // At start the file is how the switches are reached: fleetd has not dialled one yet, so a
   // switch that moved while it was down is repointed even though it holds circuits (the
   // log and the event say so); reconciliation then reads it at its new address.
-  absl::StatusOr<v1::ApplyInventoryResponse> applied =
-      applier_->Apply(inventory, {.force = true}, "fleetd:--inventory");
-  if (!applied.ok()) {
-    return absl::Status(applied.status().code(),
-                        absl::StrCat(config.inventory, ": ", applied.status().message()));
+  ASSIGN_OR_RETURN(inventory::FileApplied applied,
+                   applier_->ApplyFile(config.inventory, "fleetd:--inventory"));
+  if (applied.skipped) {
+    FLEET_LOG(INFO) << "inventory " << config.inventory
+                    << ": the same file on the same stored inventory as when it was last applied; "
+                       "not read again";
+    return absl::OkStatus();
   }
-  FLEET_LOG(INFO) << "inventory " << config.inventory << ": created " << applied->created()
-                  << ", updated " << applied->updated() << ", unchanged " << applied->unchanged();
-  for (const std::string& change : applied->changes()) {
+  const v1::ApplyInventoryResponse& response = applied.response;
+  FLEET_LOG(INFO) << "inventory " << config.inventory << ": created " << response.created()
+                  << ", updated " << response.updated() << ", unchanged " << response.unchanged();
+  for (const std::string& change : response.changes()) {
     if (absl::StartsWith(change, "updated ")) {
       FLEET_LOG(INFO) << "inventory: " << change;
     }

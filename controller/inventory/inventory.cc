@@ -17,6 +17,10 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/hex_id.h"
+#include "common/log.h"
+#include "common/sha256.h"
+#include "common/status_macros.h"
+#include "common/version.h"
 #include "controller/inventory/field_diff.h"
 #include "fleet/v1/names.h"
 
@@ -679,6 +683,62 @@ absl::StatusOr<v1::ApplyInventoryResponse> InventoryApplier::Apply(const v1::Inv
                                                                    const ApplyOptions& options,
                                                                    const std::string& principal) {
   absl::MutexLock lock(&mu_);
+  return ApplyLocked(incoming, options, principal);
+}
+
+absl::StatusOr<FileApplied> InventoryApplier::ApplyFile(const std::string& path,
+                                                        const std::string& principal) {
+  ASSIGN_OR_RETURN(const std::string text, ReadTextFile(path, "inventory file"));
+  const std::string file_sha256 = Sha256Hex(text);
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<std::string> recorded = store_->AppliedInventoryFile();
+  if (!recorded.ok()) {
+    FLEET_LOG(WARNING) << "inventory " << path << ": applying it in full, the record of the last "
+                       << "one applied is unreadable: " << recorded.status();
+  } else if (!recorded->empty()) {
+    absl::StatusOr<std::string> now = RecordOfStored(file_sha256);
+    if (!now.ok()) return now.status();
+    if (*now == *recorded) return FileApplied{.skipped = true};
+  }
+  ASSIGN_OR_RETURN(const v1::Inventory incoming, ParseInventoryYaml(text, path));
+  absl::StatusOr<v1::ApplyInventoryResponse> response =
+      ApplyLocked(incoming, {.force = true}, principal);
+  if (!response.ok()) {
+    return absl::Status(response.status().code(),
+                        absl::StrCat(path, ": ", response.status().message()));
+  }
+  absl::StatusOr<std::string> after = RecordOfStored(file_sha256);
+  absl::Status kept = after.ok() ? store_->RecordAppliedInventoryFile(*after) : after.status();
+  if (!kept.ok()) {
+    FLEET_LOG(WARNING) << "inventory " << path << ": applied, but not recorded (the next start "
+                       << "reads it again): " << kept;
+  }
+  return FileApplied{.skipped = false, .response = *std::move(response)};
+}
+
+absl::StatusOr<std::string> InventoryApplier::RecordOfStored(const std::string& file_sha256) {
+  ASSIGN_OR_RETURN(const v1::Inventory stored, store_->LoadInventory());
+  // Each object as a file sets it, in the store's order (by id), its length first so that no
+  // two inventories give the same bytes.
+  std::string bytes;
+  auto add = [&bytes](const auto& objects) {
+    for (const auto& object : objects) {
+      const std::string one = FileForm(object).SerializeAsString();
+      absl::StrAppend(&bytes, one.size(), ":", one);
+    }
+    absl::StrAppend(&bytes, ";");
+  };
+  add(stored.switches());
+  add(stored.hosts());
+  add(stored.devices());
+  add(stored.onics());
+  add(stored.trunks());
+  return absl::StrCat("fleetd ", kVersion, "; file sha256 ", file_sha256, "; inventory sha256 ",
+                      Sha256Hex(bytes));
+}
+
+absl::StatusOr<v1::ApplyInventoryResponse> InventoryApplier::ApplyLocked(
+    const v1::Inventory& incoming, const ApplyOptions& options, const std::string& principal) {
   absl::StatusOr<v1::Inventory> stored = store_->LoadInventory();
   if (!stored.ok()) return stored.status();
   absl::StatusOr<store::InventoryWrite> write = PlanApply(*stored, incoming);

@@ -82,12 +82,30 @@ struct ApplyOptions {
   bool force = false;    // Repoint a switch that holds circuits (ApplyInventoryRequest.force).
 };
 
+// What InventoryApplier::ApplyFile did.
+struct FileApplied {
+  // True: the store's record showed this very file applied onto the inventory still stored,
+  // so it was not read and `response` is empty. False: it was read and applied.
+  bool skipped = false;
+  v1::ApplyInventoryResponse response = {};
+};
+
 // Applies inventories to a store: load what is stored, plan, write. Applies are serialized
 // so two concurrent applies cannot both validate against the same stored state. Used by
 // InventoryService.ApplyInventory and by `fleetd --inventory FILE` at start.
 class InventoryApplier {
  public:
   explicit InventoryApplier(store::InventoryStore* store) : store_(store) {}
+
+  // `fleetd --inventory FILE` at start: Apply(file, {.force = true}) unless applying it again
+  // would change nothing, which the store's record (AppliedInventoryFile) says when it names
+  // this fleetd version, the SHA-256 of the file's bytes and the SHA-256 of the stored
+  // inventory in the form a file sets (drain, health and allocations left out), and all three
+  // are still so. Parsing a 64-switch site's file is most of a start; hashing it and the stored
+  // inventory is a tenth of that. After each apply that succeeds, records the file and what it
+  // left stored. Errors are Apply's and ReadInventoryFile's, each naming the path; a record
+  // that cannot be read or written only costs the next start a parse (logged).
+  absl::StatusOr<FileApplied> ApplyFile(const std::string& path, const std::string& principal);
 
   // INVALID_ARGUMENT listing every problem, or FAILED_PRECONDITION from the store for a
   // change under a live circuit (a rewired port, a repointed switch without `force`);
@@ -98,6 +116,15 @@ class InventoryApplier {
                                                    const std::string& principal);
 
  private:
+  absl::StatusOr<v1::ApplyInventoryResponse> ApplyLocked(const v1::Inventory& incoming,
+                                                         const ApplyOptions& options,
+                                                         const std::string& principal)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The record ApplyFile keeps for a file whose bytes hash to `file_sha256` applied onto what
+  // is stored now.
+  absl::StatusOr<std::string> RecordOfStored(const std::string& file_sha256)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   absl::Mutex mu_;
   store::InventoryStore* const store_;  // Not owned.
 };

@@ -25,8 +25,9 @@ struct sqlite3_session;
 
 namespace fleet::store {
 
-// Tables each replica keeps for itself: which log entry it has applied.
-inline constexpr const char* kLocalTables[] = {"replica"};
+// Tables each replica keeps for itself: which log entry it has applied, and which inventory
+// file it applied at start.
+inline constexpr const char* kLocalTables[] = {"replica", "inventory_file"};
 
 // Records every change made through `db` to a table with a primary key (kLocalTables
 // excepted), from Start until destruction; Changeset() returns what it recorded so far. A

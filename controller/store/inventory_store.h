@@ -123,6 +123,13 @@ class InventoryStore {
   virtual absl::Status SetDeviceHealth(const std::string& device, v1::DeviceHealth health,
                                        const std::string& reason, const std::string& principal) = 0;
 
+  // The record fleetd keeps of the inventory file it last applied at start
+  // (inventory::InventoryApplier::ApplyFile): opaque text to the store, empty when there is
+  // none. Each replica's own, never in the replicated log (changesets.h, kLocalTables).
+  virtual absl::StatusOr<std::string> AppliedInventoryFile() = 0;
+  // Replaces that record, in a transaction of its own with no event.
+  virtual absl::Status RecordAppliedInventoryFile(const std::string& record) = 0;
+
   // Changes whenever inventory, administrative state (drain) or health is committed, so readers can
   // cache what LoadInventory and ListPorts return; circuits and allocations do not change it.
   virtual uint64_t InventoryVersion() = 0;

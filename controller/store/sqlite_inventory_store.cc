@@ -367,6 +367,24 @@ class SqliteInventoryStore final : public InventoryStore {
     return absl::OkStatus();
   }
 
+  absl::StatusOr<std::string> AppliedInventoryFile() override {
+    absl::MutexLock lock(&connection_.mu());
+    ASSIGN_OR_RETURN(Statement stmt,
+                     db().Prepare("SELECT record FROM inventory_file WHERE id = 1"));
+    ASSIGN_OR_RETURN(bool row, stmt.Step());
+    return row ? stmt.Text(0) : std::string();
+  }
+
+  absl::Status RecordAppliedInventoryFile(const std::string& record) override {
+    absl::MutexLock lock(&connection_.mu());
+    ASSIGN_OR_RETURN(Transaction txn, connection_.Begin());
+    RETURN_IF_ERROR(RunWith(db(), R"sql(
+        INSERT INTO inventory_file (id, record) VALUES (1, ?1)
+        ON CONFLICT (id) DO UPDATE SET record = excluded.record)sql",
+                            record));
+    return connection_.Commit(txn);
+  }
+
   uint64_t InventoryVersion() override { return connection_.inventory_version(); }
 
  private:

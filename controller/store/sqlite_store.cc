@@ -80,6 +80,12 @@ class SqliteStore final : public Store {
                                const std::string& reason, const std::string& principal) override {
     return inventory_->SetDeviceHealth(device, health, reason, principal);
   }
+  absl::StatusOr<std::string> AppliedInventoryFile() override {
+    return inventory_->AppliedInventoryFile();
+  }
+  absl::Status RecordAppliedInventoryFile(const std::string& record) override {
+    return inventory_->RecordAppliedInventoryFile(record);
+  }
   uint64_t InventoryVersion() override { return inventory_->InventoryVersion(); }
 
   using AllocationStore::CreateAllocation;

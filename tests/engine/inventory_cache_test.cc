@@ -120,6 +120,12 @@ class CountingInventory : public store::InventoryStore {
                                const std::string& reason, const std::string& p) override {
     return store_->SetDeviceHealth(device, health, reason, p);
   }
+  absl::StatusOr<std::string> AppliedInventoryFile() override {
+    return store_->AppliedInventoryFile();
+  }
+  absl::Status RecordAppliedInventoryFile(const std::string& record) override {
+    return store_->RecordAppliedInventoryFile(record);
+  }
 
  private:
   store::InventoryStore* const store_;

@@ -207,6 +207,9 @@ TEST_F(ScaleEndToEndTest, RestartWithEverySwitchHoldingCircuitsChangesNothing) {
   delete fleetd_;
   fleetd_ = nullptr;
   ASSERT_NO_FATAL_FAILURE(StartFleetd());
+  // The site's inventory file, as the first start applied it, is not parsed again.
+  EXPECT_THAT(fleetd_->Stderr(), HasSubstr("inventory as when it was last applied; not read"))
+      << "the restart applied the unchanged inventory file again";
   // What the agents' return sets off (a sync of every allocation) and two passes of the
   // switch monitor over every switch run before anything is checked.
   std::map<std::string, int> reads;

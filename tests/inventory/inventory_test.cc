@@ -703,5 +703,141 @@ TEST_F(ApplierTest, ApplyInPartsMergesWithWhatIsStored) {
   EXPECT_EQ((*events)[0].principal(), "operator:b");
 }
 
+// --- InventoryApplier::ApplyFile: `fleetd --inventory FILE` at start ---
+
+class ApplyFileTest : public ApplierTest {
+ protected:
+  void SetUp() override {
+    ApplierTest::SetUp();
+    file_ = (dir_ / "site.yaml").string();
+  }
+  void Write(const std::string& text) { std::ofstream(file_) << text; }
+  // ApplyFile of the test's file; fails the test unless it succeeds.
+  FileApplied MustApplyFile() {
+    absl::StatusOr<FileApplied> applied = applier_->ApplyFile(file_, "fleetd:--inventory");
+    EXPECT_TRUE(applied.ok()) << applied.status();
+    return applied.ok() ? *applied : FileApplied{};
+  }
+  std::string Serial(const std::string& onic) {
+    absl::StatusOr<v1::Onic> got = store_->GetOnic(onic);
+    EXPECT_TRUE(got.ok()) << got.status();
+    return got.ok() ? got->serial() : "";
+  }
+
+  std::string file_;  // In the test's own directory.
+};
+
+TEST_F(ApplyFileTest, TheSameFileOnTheSameInventoryIsNotReadAgain) {
+  Write(SmallSite());
+  FileApplied first = MustApplyFile();
+  EXPECT_FALSE(first.skipped);
+  EXPECT_EQ(first.response.created(), 6u);
+  const std::string bytes_before = DatabaseBytes();
+
+  FileApplied second = MustApplyFile();
+  EXPECT_TRUE(second.skipped);
+  EXPECT_EQ(second.response.created() + second.response.updated(), 0u);
+  EXPECT_EQ(DatabaseBytes(), bytes_before);  // Not even the record is written again.
+
+  // What an operator or the monitor changes beside the file does not count: drain, health.
+  store::DrainTargetRef host;
+  host.host = "h1";
+  ASSERT_TRUE(store_->SetDrained(host, true, "maintenance", "operator:test").ok());
+  ASSERT_TRUE(
+      store_->SetDeviceHealth("gpu1", v1::DEVICE_HEALTH_FAILED, "Xid 79", "operator:test").ok());
+  store::PortHealth degraded;
+  degraded.state = v1::OPER_STATE_DEGRADED;
+  degraded.reason = "low power";
+  degraded.ref.set_switch_id("ocs1");
+  degraded.ref.set_port(9);
+  ASSERT_TRUE(store_->SetPortHealth({degraded}).ok());
+  EXPECT_TRUE(MustApplyFile().skipped);
+}
+
+TEST_F(ApplyFileTest, AnEditedFileIsReadAndApplied) {
+  Write(SmallSite());
+  MustApplyFile();
+  Write(absl::StrReplaceAll(SmallSite(), {{"serial: S2", "serial: S2-new"}}));
+  FileApplied edited = MustApplyFile();
+  EXPECT_FALSE(edited.skipped);
+  EXPECT_EQ(edited.response.updated(), 1u);
+  EXPECT_EQ(Serial("n2"), "S2-new");
+  EXPECT_TRUE(MustApplyFile().skipped);  // And recorded again.
+}
+
+TEST_F(ApplyFileTest, AnInventoryChangedSinceIsGivenTheFileAgain) {
+  Write(SmallSite());
+  MustApplyFile();
+  // An apply over the API changes what the file set: the next start puts the file back.
+  ASSERT_TRUE(
+      applier_
+          ->Apply(MustParse(absl::StrReplaceAll(SmallSite(), {{"serial: S1", "serial: X1"}})), {},
+                  "operator:test")
+          .ok());
+  FileApplied again = MustApplyFile();
+  EXPECT_FALSE(again.skipped);
+  EXPECT_EQ(again.response.updated(), 1u);
+  EXPECT_EQ(Serial("n1"), "S1");
+
+  // An object deleted since is created again.
+  ASSERT_TRUE(store_->DeleteObject("onic", "n2", "operator:test").ok());
+  FileApplied recreated = MustApplyFile();
+  EXPECT_FALSE(recreated.skipped);
+  EXPECT_EQ(recreated.response.created(), 1u);
+  EXPECT_EQ(Serial("n2"), "S2");
+
+  // An object the file does not name, added since, is part of what the record covers.
+  v1::Inventory extra;
+  extra.add_hosts()->set_name("h9");
+  ASSERT_TRUE(applier_->Apply(extra, {}, "operator:test").ok());
+  FileApplied with_extra = MustApplyFile();
+  EXPECT_FALSE(with_extra.skipped);
+  EXPECT_EQ(with_extra.response.created() + with_extra.response.updated(), 0u);
+  EXPECT_TRUE(MustApplyFile().skipped);
+}
+
+TEST_F(ApplyFileTest, ABrokenFileIsRefusedByPathAndTheRecordStands) {
+  Write(SmallSite());
+  MustApplyFile();
+  const std::string bytes_before = DatabaseBytes();
+  Write(absl::StrReplaceAll(SmallSite(),
+                            {{"{tx: ocs1/4, rx: ocs1/12}", "{tx: ocs1/12, rx: ocs1/40}"}}));
+  absl::StatusOr<FileApplied> broken = applier_->ApplyFile(file_, "fleetd:--inventory");
+  ASSERT_FALSE(broken.ok());
+  EXPECT_EQ(broken.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(broken.status().message(),
+              AllOf(HasSubstr(file_ + ": "), HasSubstr("ocs1/40 is outside switch ocs1")));
+  EXPECT_EQ(DatabaseBytes(), bytes_before);
+  Write(SmallSite());
+  EXPECT_TRUE(MustApplyFile().skipped);
+
+  std::filesystem::remove(file_);
+  absl::StatusOr<FileApplied> missing = applier_->ApplyFile(file_, "fleetd:--inventory");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(missing.status().message(), HasSubstr(file_));
+}
+
+TEST_F(ApplyFileTest, ARecordOfAnotherVersionOrOfNothingMeansAFullApply) {
+  Write(SmallSite());
+  MustApplyFile();
+  absl::StatusOr<std::string> record = store_->AppliedInventoryFile();
+  ASSERT_TRUE(record.ok()) << record.status();
+  EXPECT_THAT(*record, AllOf(HasSubstr("file sha256 "), HasSubstr("inventory sha256 ")));
+
+  // Another fleetd may read a file into other objects: it is applied (nothing changes here).
+  ASSERT_TRUE(store_
+                  ->RecordAppliedInventoryFile(
+                      absl::StrReplaceAll(*record, {{"fleetd ", "fleetd 0.0.0-other "}}))
+                  .ok());
+  FileApplied other = MustApplyFile();
+  EXPECT_FALSE(other.skipped);
+  EXPECT_EQ(other.response.unchanged(), 6u);
+  EXPECT_EQ(*store_->AppliedInventoryFile(), *record);
+
+  ASSERT_TRUE(store_->RecordAppliedInventoryFile("").ok());
+  EXPECT_FALSE(MustApplyFile().skipped);
+  EXPECT_TRUE(MustApplyFile().skipped);
+}
+
 }  // namespace
 }  // namespace fleet::inventory
