@@ -303,7 +303,7 @@ absl::Status Fleetd::ApplyInventoryFile(const FleetdConfig& config) {
   if (applied.skipped) {
     FLEET_LOG(INFO) << "inventory " << config.inventory
                     << ": the same file on the same stored inventory as when it was last applied; "
-                       "not read again";
+                       "not parsed again";
     return absl::OkStatus();
   }
   const v1::ApplyInventoryResponse& response = applied.response;

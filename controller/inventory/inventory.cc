@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/build_id.h"
 #include "common/hex_id.h"
 #include "common/log.h"
 #include "common/sha256.h"
@@ -645,7 +646,8 @@ std::vector<std::string> ValidateInventory(const v1::Inventory& site) {
 }
 
 absl::StatusOr<store::InventoryWrite> PlanApply(const v1::Inventory& stored,
-                                                const v1::Inventory& incoming) {
+                                                const v1::Inventory& incoming,
+                                                v1::Inventory* merged_out) {
   std::vector<std::string> problems;
   DuplicatesIn(incoming.switches(), "switch", &problems);
   DuplicatesIn(incoming.hosts(), "host", &problems);
@@ -676,6 +678,7 @@ absl::StatusOr<store::InventoryWrite> PlanApply(const v1::Inventory& stored,
     }
   }
   if (!problems.empty()) return Invalid(problems);
+  if (merged_out != nullptr) *merged_out = std::move(merged);
   return write;
 }
 
@@ -696,52 +699,64 @@ absl::StatusOr<FileApplied> InventoryApplier::ApplyFile(const std::string& path,
     FLEET_LOG(WARNING) << "inventory " << path << ": applying it in full, the record of the last "
                        << "one applied is unreadable: " << recorded.status();
   } else if (!recorded->empty()) {
-    absl::StatusOr<std::string> now = RecordOfStored(file_sha256);
-    if (!now.ok()) return now.status();
-    if (*now == *recorded) return FileApplied{.skipped = true};
+    absl::StatusOr<v1::Inventory> stored = store_->LoadInventory();
+    if (!stored.ok()) {
+      return absl::Status(stored.status().code(),
+                          absl::StrCat(path, ": ", stored.status().message()));
+    }
+    if (RecordOf(file_sha256, *stored) == *recorded) return FileApplied{.skipped = true};
   }
   ASSIGN_OR_RETURN(const v1::Inventory incoming, ParseInventoryYaml(text, path));
+  // The record is of what this apply planned on and wrote, not of a read after it: an object
+  // deleted over the API meanwhile then makes the next start's store differ from it.
+  v1::Inventory merged;
   absl::StatusOr<v1::ApplyInventoryResponse> response =
-      ApplyLocked(incoming, {.force = true}, principal);
+      ApplyLocked(incoming, {.force = true}, principal, &merged);
   if (!response.ok()) {
     return absl::Status(response.status().code(),
                         absl::StrCat(path, ": ", response.status().message()));
   }
-  absl::StatusOr<std::string> after = RecordOfStored(file_sha256);
-  absl::Status kept = after.ok() ? store_->RecordAppliedInventoryFile(*after) : after.status();
-  if (!kept.ok()) {
+  if (absl::Status kept = store_->RecordAppliedInventoryFile(RecordOf(file_sha256, merged));
+      !kept.ok()) {
     FLEET_LOG(WARNING) << "inventory " << path << ": applied, but not recorded (the next start "
-                       << "reads it again): " << kept;
+                       << "parses it again): " << kept;
   }
   return FileApplied{.skipped = false, .response = *std::move(response)};
 }
 
-absl::StatusOr<std::string> InventoryApplier::RecordOfStored(const std::string& file_sha256) {
-  ASSIGN_OR_RETURN(const v1::Inventory stored, store_->LoadInventory());
-  // Each object as a file sets it, in the store's order (by id), its length first so that no
-  // two inventories give the same bytes.
+std::string InventoryApplier::RecordOf(const std::string& file_sha256,
+                                       const v1::Inventory& inventory) {
+  // Only valid for the build that wrote it: another may read the same file into other
+  // objects, or find a stored inventory invalid that this one took.
+  static const std::string* const build = new std::string(ExecutableBuildId());
+  if (build->empty()) return "";  // Never equal to a record, so never a skip.
+  // Each object as a file sets it, by id, its length first so that no two inventories give
+  // the same bytes.
   std::string bytes;
   auto add = [&bytes](const auto& objects) {
+    std::vector<std::pair<std::string, std::string>> by_key;
     for (const auto& object : objects) {
-      const std::string one = FileForm(object).SerializeAsString();
-      absl::StrAppend(&bytes, one.size(), ":", one);
+      by_key.emplace_back(Key(object), FileForm(object).SerializeAsString());
     }
+    std::sort(by_key.begin(), by_key.end());
+    for (const auto& [key, one] : by_key) absl::StrAppend(&bytes, one.size(), ":", one);
     absl::StrAppend(&bytes, ";");
   };
-  add(stored.switches());
-  add(stored.hosts());
-  add(stored.devices());
-  add(stored.onics());
-  add(stored.trunks());
-  return absl::StrCat("fleetd ", kVersion, "; file sha256 ", file_sha256, "; inventory sha256 ",
-                      Sha256Hex(bytes));
+  add(inventory.switches());
+  add(inventory.hosts());
+  add(inventory.devices());
+  add(inventory.onics());
+  add(inventory.trunks());
+  return absl::StrCat("fleetd ", kVersion, " build ", *build, "; file sha256 ", file_sha256,
+                      "; inventory sha256 ", Sha256Hex(bytes));
 }
 
 absl::StatusOr<v1::ApplyInventoryResponse> InventoryApplier::ApplyLocked(
-    const v1::Inventory& incoming, const ApplyOptions& options, const std::string& principal) {
+    const v1::Inventory& incoming, const ApplyOptions& options, const std::string& principal,
+    v1::Inventory* merged) {
   absl::StatusOr<v1::Inventory> stored = store_->LoadInventory();
   if (!stored.ok()) return stored.status();
-  absl::StatusOr<store::InventoryWrite> write = PlanApply(*stored, incoming);
+  absl::StatusOr<store::InventoryWrite> write = PlanApply(*stored, incoming, merged);
   if (!write.ok()) return write.status();
   v1::ApplyInventoryResponse response;
   response.set_created(static_cast<uint32_t>(write->created.size()));

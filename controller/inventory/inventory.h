@@ -74,8 +74,10 @@ std::vector<std::string> ValidateInventory(const v1::Inventory& site);
 // stored ones; nothing is deleted. Validates the merged site (and duplicates within
 // `incoming`); INVALID_ARGUMENT listing every problem if it fails. The result holds only
 // the objects that are new or differ, so re-applying the same inventory writes nothing.
+// `merged` (optional) receives the site as the write would leave it.
 absl::StatusOr<store::InventoryWrite> PlanApply(const v1::Inventory& stored,
-                                                const v1::Inventory& incoming);
+                                                const v1::Inventory& incoming,
+                                                v1::Inventory* merged = nullptr);
 
 struct ApplyOptions {
   bool dry_run = false;  // Check everything, report what would change, write nothing.
@@ -99,12 +101,13 @@ class InventoryApplier {
 
   // `fleetd --inventory FILE` at start: Apply(file, {.force = true}) unless applying it again
   // would change nothing, which the store's record (AppliedInventoryFile) says when it names
-  // this fleetd version, the SHA-256 of the file's bytes and the SHA-256 of the stored
-  // inventory in the form a file sets (drain, health and allocations left out), and all three
-  // are still so. Parsing a 64-switch site's file is most of a start; hashing it and the stored
-  // inventory is a tenth of that. After each apply that succeeds, records the file and what it
-  // left stored. Errors are Apply's and ReadInventoryFile's, each naming the path; a record
-  // that cannot be read or written only costs the next start a parse (logged).
+  // this very build of fleetd (its build ID), the SHA-256 of the file's bytes and the SHA-256
+  // of the stored inventory in the form a file sets (drain, health and allocations left out),
+  // and all three are still so. Parsing a 64-switch site's file is most of a start; hashing
+  // it and the stored inventory is a sixth of that. After each apply that succeeds, records
+  // the file and the site the apply planned. Errors are Apply's, ReadInventoryFile's and the
+  // store's, each naming the path; a record that cannot be read or written only costs the
+  // next start a parse (logged).
   absl::StatusOr<FileApplied> ApplyFile(const std::string& path, const std::string& principal);
 
   // INVALID_ARGUMENT listing every problem, or FAILED_PRECONDITION from the store for a
@@ -116,14 +119,15 @@ class InventoryApplier {
                                                    const std::string& principal);
 
  private:
+  // Apply; `merged` (optional) receives the site the apply planned (PlanApply).
   absl::StatusOr<v1::ApplyInventoryResponse> ApplyLocked(const v1::Inventory& incoming,
                                                          const ApplyOptions& options,
-                                                         const std::string& principal)
+                                                         const std::string& principal,
+                                                         v1::Inventory* merged = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The record ApplyFile keeps for a file whose bytes hash to `file_sha256` applied onto what
-  // is stored now.
-  absl::StatusOr<std::string> RecordOfStored(const std::string& file_sha256)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The record ApplyFile keeps for a file whose bytes hash to `file_sha256` applied leaving
+  // `inventory` stored; empty (matching no record) for an executable without a build ID.
+  static std::string RecordOf(const std::string& file_sha256, const v1::Inventory& inventory);
 
   absl::Mutex mu_;
   store::InventoryStore* const store_;  // Not owned.

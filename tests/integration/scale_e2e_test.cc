@@ -208,7 +208,8 @@ TEST_F(ScaleEndToEndTest, RestartWithEverySwitchHoldingCircuitsChangesNothing) {
   fleetd_ = nullptr;
   ASSERT_NO_FATAL_FAILURE(StartFleetd());
   // The site's inventory file, as the first start applied it, is not parsed again.
-  EXPECT_THAT(fleetd_->Stderr(), HasSubstr("inventory as when it was last applied; not read"))
+  EXPECT_THAT(fleetd_->Stderr(),
+              HasSubstr("inventory as when it was last applied; not parsed again"))
       << "the restart applied the unchanged inventory file again";
   // What the agents' return sets off (a sync of every allocation) and two passes of the
   // switch monitor over every switch run before anything is checked.

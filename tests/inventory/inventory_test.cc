@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "common/build_id.h"
 #include "common/clock.h"
 #include "controller/inventory/field_diff.h"
 #include "controller/store/store.h"
@@ -817,18 +818,18 @@ TEST_F(ApplyFileTest, ABrokenFileIsRefusedByPathAndTheRecordStands) {
   EXPECT_THAT(missing.status().message(), HasSubstr(file_));
 }
 
-TEST_F(ApplyFileTest, ARecordOfAnotherVersionOrOfNothingMeansAFullApply) {
+TEST_F(ApplyFileTest, ARecordOfAnotherBuildOrOfNothingMeansAFullApply) {
   Write(SmallSite());
   MustApplyFile();
   absl::StatusOr<std::string> record = store_->AppliedInventoryFile();
   ASSERT_TRUE(record.ok()) << record.status();
-  EXPECT_THAT(*record, AllOf(HasSubstr("file sha256 "), HasSubstr("inventory sha256 ")));
+  EXPECT_THAT(*record, AllOf(HasSubstr(" build " + ExecutableBuildId() + ";"),
+                             HasSubstr("file sha256 "), HasSubstr("inventory sha256 ")));
 
-  // Another fleetd may read a file into other objects: it is applied (nothing changes here).
-  ASSERT_TRUE(store_
-                  ->RecordAppliedInventoryFile(
-                      absl::StrReplaceAll(*record, {{"fleetd ", "fleetd 0.0.0-other "}}))
-                  .ok());
+  // Another build may read a file into other objects: it is applied (nothing changes here).
+  ASSERT_TRUE(
+      store_->RecordAppliedInventoryFile(absl::StrReplaceAll(*record, {{" build ", " build 00"}}))
+          .ok());
   FileApplied other = MustApplyFile();
   EXPECT_FALSE(other.skipped);
   EXPECT_EQ(other.response.unchanged(), 6u);

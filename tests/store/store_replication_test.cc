@@ -77,6 +77,17 @@ class StoreReplicationTest : public StoreTest {
   std::string path_;
 };
 
+// Which inventory file a replica applied at start is its own business (kLocalTables): the
+// record is written without a log entry and reaches no other replica.
+TEST_F(StoreReplicationTest, TheRecordOfTheInventoryFileAppliedIsTheReplicasOwn) {
+  WriteSite();
+  const size_t entries = log_->entries().size();
+  ASSERT_THAT(store_->RecordAppliedInventoryFile("file sha256 ab; inventory sha256 cd"), IsOk());
+  EXPECT_EQ(log_->entries().size(), entries);
+  EXPECT_EQ(store_->AppliedInventoryFile().value_or(""), "file sha256 ab; inventory sha256 cd");
+  EXPECT_EQ(log_->follower().AppliedInventoryFile().value_or("unreadable"), "");
+}
+
 TEST_F(StoreReplicationTest, EveryKindOfWriteReachesTheReplicaAsOneEntryInOrder) {
   WriteSite();
   ExpectReplicated("the inventory");
