@@ -1,6 +1,7 @@
 // The running executable's GNU build ID: a hash the linker computes over the program it wrote,
-// so it differs between any two builds whose code differs (the project version does not).
-// For records that are only valid for the build that wrote them.
+// so two builds whose code differs have different ones (the project version does not change).
+// For records only valid for the build that wrote them. It covers what is linked into the
+// executable (all of fleet's own libraries), not the shared libraries it loads.
 #ifndef FLEET_COMMON_BUILD_ID_H_
 #define FLEET_COMMON_BUILD_ID_H_
 

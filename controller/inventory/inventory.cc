@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -692,19 +693,20 @@ absl::StatusOr<v1::ApplyInventoryResponse> InventoryApplier::Apply(const v1::Inv
 absl::StatusOr<FileApplied> InventoryApplier::ApplyFile(const std::string& path,
                                                         const std::string& principal) {
   ASSIGN_OR_RETURN(const std::string text, ReadTextFile(path, "inventory file"));
-  const std::string file_sha256 = Sha256Hex(text);
+  const std::string head = RecordHead(Sha256Hex(text));
   absl::MutexLock lock(&mu_);
   absl::StatusOr<std::string> recorded = store_->AppliedInventoryFile();
   if (!recorded.ok()) {
     FLEET_LOG(WARNING) << "inventory " << path << ": applying it in full, the record of the last "
                        << "one applied is unreadable: " << recorded.status();
-  } else if (!recorded->empty()) {
+  } else if (!head.empty() && absl::StartsWith(*recorded, head + "; ")) {
+    // The same build and the same file: only then is the stored inventory worth reading.
     absl::StatusOr<v1::Inventory> stored = store_->LoadInventory();
     if (!stored.ok()) {
       return absl::Status(stored.status().code(),
                           absl::StrCat(path, ": ", stored.status().message()));
     }
-    if (RecordOf(file_sha256, *stored) == *recorded) return FileApplied{.skipped = true};
+    if (RecordOf(head, *stored) == *recorded) return FileApplied{.skipped = true};
   }
   ASSIGN_OR_RETURN(const v1::Inventory incoming, ParseInventoryYaml(text, path));
   // The record is of what this apply planned on and wrote, not of a read after it: an object
@@ -716,20 +718,26 @@ absl::StatusOr<FileApplied> InventoryApplier::ApplyFile(const std::string& path,
     return absl::Status(response.status().code(),
                         absl::StrCat(path, ": ", response.status().message()));
   }
-  if (absl::Status kept = store_->RecordAppliedInventoryFile(RecordOf(file_sha256, merged));
-      !kept.ok()) {
+  if (head.empty()) {
+    FLEET_LOG(WARNING) << "inventory " << path << ": applied, but not recorded: this fleetd has "
+                       << "no build ID, so every start parses it";
+  } else if (absl::Status kept = store_->RecordAppliedInventoryFile(RecordOf(head, merged));
+             !kept.ok()) {
     FLEET_LOG(WARNING) << "inventory " << path << ": applied, but not recorded (the next start "
                        << "parses it again): " << kept;
   }
   return FileApplied{.skipped = false, .response = *std::move(response)};
 }
 
-std::string InventoryApplier::RecordOf(const std::string& file_sha256,
-                                       const v1::Inventory& inventory) {
+std::string InventoryApplier::RecordHead(const std::string& file_sha256) {
   // Only valid for the build that wrote it: another may read the same file into other
   // objects, or find a stored inventory invalid that this one took.
   static const std::string* const build = new std::string(ExecutableBuildId());
-  if (build->empty()) return "";  // Never equal to a record, so never a skip.
+  if (build->empty()) return "";
+  return absl::StrCat("fleetd ", kVersion, " build ", *build, "; file sha256 ", file_sha256);
+}
+
+std::string InventoryApplier::RecordOf(const std::string& head, const v1::Inventory& inventory) {
   // Each object as a file sets it, by id, its length first so that no two inventories give
   // the same bytes.
   std::string bytes;
@@ -747,8 +755,7 @@ std::string InventoryApplier::RecordOf(const std::string& file_sha256,
   add(inventory.devices());
   add(inventory.onics());
   add(inventory.trunks());
-  return absl::StrCat("fleetd ", kVersion, " build ", *build, "; file sha256 ", file_sha256,
-                      "; inventory sha256 ", Sha256Hex(bytes));
+  return absl::StrCat(head, "; inventory sha256 ", Sha256Hex(bytes));
 }
 
 absl::StatusOr<v1::ApplyInventoryResponse> InventoryApplier::ApplyLocked(

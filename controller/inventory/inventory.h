@@ -125,9 +125,11 @@ class InventoryApplier {
                                                          const std::string& principal,
                                                          v1::Inventory* merged = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The record ApplyFile keeps for a file whose bytes hash to `file_sha256` applied leaving
-  // `inventory` stored; empty (matching no record) for an executable without a build ID.
-  static std::string RecordOf(const std::string& file_sha256, const v1::Inventory& inventory);
+  // The part of ApplyFile's record that needs no read of the store: this build and the SHA-256
+  // of the file's bytes. Empty for an executable without a build ID (nothing is recorded).
+  static std::string RecordHead(const std::string& file_sha256);
+  // The whole record: `head` and the SHA-256 of `inventory` in the form a file sets.
+  static std::string RecordOf(const std::string& head, const v1::Inventory& inventory);
 
   absl::Mutex mu_;
   store::InventoryStore* const store_;  // Not owned.

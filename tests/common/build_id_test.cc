@@ -13,7 +13,7 @@ namespace {
 // What binutils reads from this test's own file: the same ID, found in memory.
 TEST(BuildIdTest, IsTheIdReadelfReadsFromTheExecutable) {
   const std::string id = ExecutableBuildId();
-  EXPECT_EQ(id.size(), 40u) << id;  // SHA-1, the GNU linker's default.
+  ASSERT_FALSE(id.empty()) << "Debian's toolchain links every executable with --build-id";
   const std::string command = "readelf -n /proc/" + std::to_string(getpid()) +
                               "/exe 2>/dev/null | sed -n 's/.*Build ID: //p'";
   FILE* readelf = popen(command.c_str(), "r");
