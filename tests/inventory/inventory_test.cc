@@ -2,6 +2,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -838,6 +839,29 @@ TEST_F(ApplyFileTest, ARecordOfAnotherBuildOrOfNothingMeansAFullApply) {
   ASSERT_TRUE(store_->RecordAppliedInventoryFile("").ok());
   EXPECT_FALSE(MustApplyFile().skipped);
   EXPECT_TRUE(MustApplyFile().skipped);
+}
+
+// The record only saves a parse: one that cannot be read or written never stops the apply.
+TEST_F(ApplyFileTest, ARecordThatCannotBeReadOrWrittenStillAppliesTheFile) {
+  Write(SmallSite());
+  MustApplyFile();
+  // Its table gone behind the store's back (a damaged or hand-edited database).
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open((dir_ / "fleet.db").c_str(), &raw), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(raw, "DROP TABLE inventory_file", nullptr, nullptr, nullptr), SQLITE_OK)
+      << sqlite3_errmsg(raw);
+  sqlite3_close(raw);
+  ASSERT_FALSE(store_->AppliedInventoryFile().ok());
+
+  Write(absl::StrReplaceAll(SmallSite(), {{"serial: S2", "serial: S2-new"}}));
+  FileApplied edited = MustApplyFile();
+  EXPECT_FALSE(edited.skipped);
+  EXPECT_EQ(edited.response.updated(), 1u);
+  EXPECT_EQ(Serial("n2"), "S2-new");
+  // Not recorded, so every apply reads the file in full; it changes nothing more.
+  FileApplied again = MustApplyFile();
+  EXPECT_FALSE(again.skipped);
+  EXPECT_EQ(again.response.unchanged(), 6u);
 }
 
 }  // namespace
