@@ -209,8 +209,15 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
   }
   auth::GrantSource* grants = d->security_->grants();
   d->agent_service_ = std::make_unique<service::AgentServiceImpl>(d->agents_.get(), grants);
-  d->rpcs_ = std::make_unique<service::RpcExecutor>(service::RpcExecutor::Options{
-      .refused = [metrics = d->metrics_.get()] { metrics->QueueRefused("rpcs"); }});
+  service::RpcExecutor::Options rpc_options{
+      .refused = [metrics = d->metrics_.get()] { metrics->QueueRefused("rpcs"); }};
+  if (d->replica_) {
+    // Read-your-writes across replicas (rpc_executor.h).
+    rpc_options.await_position = [store = d->store_.get()](uint64_t entry, absl::Duration wait) {
+      return store->AwaitReplicaPosition(entry, wait);
+    };
+  }
+  d->rpcs_ = std::make_unique<service::RpcExecutor>(std::move(rpc_options));
   d->inventory_service_ = std::make_unique<service::InventoryServiceImpl>(
       d->store_.get(), d->applier_.get(), d->rpcs_.get(), d->agents_.get(), d->switches_.get(),
       grants);

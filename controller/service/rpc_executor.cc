@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <string>
 #include <system_error>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/thread_name.h"
 
 namespace fleet::service {
@@ -37,7 +40,8 @@ grpc::Status Answer(const std::function<grpc::Status()>& body) {
 RpcExecutor::RpcExecutor(Options options)
     : max_threads_(options.threads > 0 ? options.threads : DefaultThreads()),
       max_queued_(options.max_queued),
-      refused_(std::move(options.refused)) {}
+      refused_(std::move(options.refused)),
+      await_position_(std::move(options.await_position)) {}
 
 RpcExecutor::~RpcExecutor() { Stop(); }
 
@@ -45,7 +49,7 @@ grpc::ServerUnaryReactor* RpcExecutor::Serve(grpc::CallbackServerContext* contex
                                              std::function<grpc::Status()> body) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   grpc::Status refusal = Submit(
-      [reactor, context, body = std::move(body)] {
+      [this, reactor, context, body = std::move(body)] {
         // The deadline first: gRPC cancels a call whose deadline passed.
         if (context->deadline() <= std::chrono::system_clock::now()) {
           reactor->Finish(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
@@ -53,12 +57,45 @@ grpc::ServerUnaryReactor* RpcExecutor::Serve(grpc::CallbackServerContext* contex
         } else if (context->IsCancelled()) {
           reactor->Finish(grpc::Status::CANCELLED);
         } else {
-          reactor->Finish(Answer(body));
+          reactor->Finish(RunAfterPosition(context, body));
         }
       },
       [reactor](const grpc::Status& status) { reactor->Finish(status); });
   if (!refusal.ok()) reactor->Finish(refusal);
   return reactor;
+}
+
+grpc::Status RpcExecutor::RunAfterPosition(grpc::CallbackServerContext* context,
+                                           const std::function<grpc::Status()>& body) {
+  if (!await_position_) return Answer(body);
+  const auto& metadata = context->client_metadata();
+  if (auto sent = metadata.find(kMinLogPositionMetadata); sent != metadata.end()) {
+    const std::string text(sent->second.data(), sent->second.size());
+    uint64_t wanted = 0;
+    if (!absl::SimpleAtoi(text, &wanted)) {
+      return grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrCat("metadata ", kMinLogPositionMetadata, ": '", text,
+                       "' is not an entry of the replicated log (a decimal number, as an "
+                       "answer's ",
+                       kLogPositionMetadata, " gives)"));
+    }
+    // Room left to answer before the deadline.
+    const absl::Duration left =
+        absl::FromChrono(context->deadline()) - absl::Now() - absl::Milliseconds(20);
+    const uint64_t held =
+        await_position_(wanted, std::clamp(left, absl::ZeroDuration(), kMaxPositionWait));
+    if (held < wanted) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          absl::StrCat("this replica holds the replicated log through entry ", held,
+                                       "; the caller has seen entry ", wanted, " (",
+                                       kMinLogPositionMetadata, "): retry, or ask the leader"));
+    }
+  }
+  grpc::Status answer = Answer(body);
+  context->AddTrailingMetadata(kLogPositionMetadata,
+                               std::to_string(await_position_(0, absl::ZeroDuration())));
+  return answer;
 }
 
 grpc::Status RpcExecutor::Submit(std::function<void()> run, Refuse refuse) {

@@ -12,6 +12,17 @@
 // them: the bound is set well above the engine's workers so that such calls leave room for
 // reads, but enough of them at once would make reads wait. No call may wait for another
 // call run here (agents' streams are not). Thread-safe.
+//
+// Read-your-writes on a replicated site (docs/ha.md): a caller that changed something on the
+// leader may next read a follower whose store has not applied that change yet. With
+// `await_position` set, every answer carries trailing metadata `x-fleet-log-position`, the
+// last entry of the replicated log this replica's store held when it answered (after a
+// change, the change's own entries included). A call carrying `x-fleet-min-log-position: N`
+// (the highest position its client was answered) runs only once this store holds entry N,
+// waiting for it at most kMaxPositionWait and never past the call's deadline; else it is
+// answered UNAVAILABLE naming both positions, without being run. A value that is not an entry
+// number is refused INVALID_ARGUMENT naming the key, the value and the rule. Unary calls only:
+// a stream (a watch) starts from what the replica holds and goes on from there.
 #ifndef FLEET_CONTROLLER_SERVICE_RPC_EXECUTOR_H_
 #define FLEET_CONTROLLER_SERVICE_RPC_EXECUTOR_H_
 
@@ -20,6 +31,7 @@
 #include <grpcpp/support/status.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <thread>
@@ -27,11 +39,19 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 namespace fleet::service {
 
+inline constexpr char kLogPositionMetadata[] = "x-fleet-log-position";
+inline constexpr char kMinLogPositionMetadata[] = "x-fleet-min-log-position";
+
 class RpcExecutor {
  public:
+  // How long a call waits for this replica to apply the entry its caller has seen: a
+  // follower applies the log every 50 ms, so more means it is far behind or cut off.
+  static constexpr absl::Duration kMaxPositionWait = absl::Seconds(1);
+
   struct Options {
     // Calls running at once; 0: 32 per core, at least 64 and at most 256.
     int threads = 0;
@@ -39,6 +59,10 @@ class RpcExecutor {
     size_t max_queued = 1024;
     // Called (without a lock) for each call refused because the queue is full.
     std::function<void()> refused = nullptr;
+    // A replicated fleetd's StorageControl::AwaitReplicaPosition. Null on a single fleetd:
+    // no position is sent, and a caller's minimum is met (its one store has every change it
+    // was answered).
+    std::function<uint64_t(uint64_t entry, absl::Duration timeout)> await_position = nullptr;
   };
 
   explicit RpcExecutor(Options options);
@@ -74,10 +98,14 @@ class RpcExecutor {
     Refuse refuse;
   };
   void Work();
+  // The call's body, once this replica holds the entry its caller has seen (the contract).
+  grpc::Status RunAfterPosition(grpc::CallbackServerContext* context,
+                                const std::function<grpc::Status()>& body);
 
   const int max_threads_;
   const size_t max_queued_;
   const std::function<void()> refused_;
+  const std::function<uint64_t(uint64_t, absl::Duration)> await_position_;
   absl::Mutex mu_;
   std::deque<Call> queue_ ABSL_GUARDED_BY(mu_);
   int idle_ ABSL_GUARDED_BY(mu_) = 0;  // Threads waiting for a call, or about to.

@@ -60,6 +60,10 @@ class SqliteStorageControl final : public StorageControl {
     return AppliedEntry(connection_.db());
   }
 
+  uint64_t AwaitReplicaPosition(uint64_t entry, absl::Duration timeout) override {
+    return connection_.AwaitPosition(entry, timeout);
+  }
+
   absl::StatusOr<uint64_t> SnapshotTo(const std::string& path) override {
     absl::MutexLock lock(&connection_.mu());
     ASSIGN_OR_RETURN(uint64_t position, AppliedEntry(connection_.db()));

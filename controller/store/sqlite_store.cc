@@ -8,6 +8,7 @@
 
 #include "common/status_macros.h"
 #include "controller/store/allocation_rows.h"
+#include "controller/store/changesets.h"
 #include "controller/store/migrations.h"
 #include "controller/store/queries.h"
 #include "controller/store/sqlite.h"
@@ -24,10 +25,11 @@ class SqliteStore final : public Store {
   // `last_sequence` is the newest event already in `db`; `allocations` and `manual` its
   // desired state (StoreConnection's constructor).
   SqliteStore(std::unique_ptr<Database> db, const SqliteStoreOptions& options,
-              uint64_t last_sequence, const std::vector<v1::Allocation>& allocations,
+              uint64_t last_sequence, uint64_t position,
+              const std::vector<v1::Allocation>& allocations,
               const std::vector<v1::Circuit>& manual)
       : connection_(std::move(db), options.clock, options.commit_point, options.commit_log,
-                    last_sequence, allocations, manual),
+                    last_sequence, position, allocations, manual),
         inventory_(NewSqliteInventoryStore(connection_)),
         allocations_(NewSqliteAllocationStore(connection_)),
         events_(NewSqliteEventLog(connection_)),
@@ -184,6 +186,9 @@ class SqliteStore final : public Store {
     return storage_->ApplyReplicated(entry, changeset);
   }
   absl::StatusOr<uint64_t> ReplicaPosition() override { return storage_->ReplicaPosition(); }
+  uint64_t AwaitReplicaPosition(uint64_t entry, absl::Duration timeout) override {
+    return storage_->AwaitReplicaPosition(entry, timeout);
+  }
   absl::StatusOr<uint64_t> SnapshotTo(const std::string& path) override {
     return storage_->SnapshotTo(path);
   }
@@ -211,6 +216,7 @@ absl::StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const SqliteStoreOptions&
   RETURN_IF_ERROR(Migrate(*db, Migrations()));
   RETURN_IF_ERROR(FillRequestIds(*db));
   ASSIGN_OR_RETURN(uint64_t last_sequence, NewestEventSequence(*db));
+  ASSIGN_OR_RETURN(uint64_t position, AppliedEntry(*db));
   // The desired state: every allocation not RELEASED (DesiredIndex leaves out the FAILED ones
   // retention keeps, unless they hold circuits), any RELEASED one that holds circuits, and the
   // manual circuits.
@@ -228,7 +234,8 @@ absl::StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const SqliteStoreOptions&
       allocations.insert(allocations.end(), one.begin(), one.end());
     }
   }
-  return std::make_unique<SqliteStore>(std::move(db), options, last_sequence, allocations, manual);
+  return std::make_unique<SqliteStore>(std::move(db), options, last_sequence, position, allocations,
+                                       manual);
 }
 
 }  // namespace fleet::store

@@ -74,6 +74,11 @@ class StorageControl {
   virtual absl::Status ApplyReplicated(uint64_t entry, const std::string& changeset) = 0;
   // The last entry of the replicated log this store holds (0: none).
   virtual absl::StatusOr<uint64_t> ReplicaPosition() = 0;
+  // ReplicaPosition as the last committed write or applied entry left it, from memory (no
+  // read of the database, and no wait for a write in progress): once it is at least `entry`,
+  // or when `timeout` has passed, the position then. For reads that must see a change made
+  // on another replica (read-your-writes, docs/ha.md).
+  virtual uint64_t AwaitReplicaPosition(uint64_t entry, absl::Duration timeout) = 0;
   // Writes a copy of the whole database to `path`, which must not exist (SQLite's VACUUM
   // INTO: compact, and a database on its own, with no write-ahead log), and returns the
   // position it holds: the state after that entry of the replicated log (the log's snapshot,

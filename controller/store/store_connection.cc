@@ -12,7 +12,7 @@ namespace fleet::store {
 
 StoreConnection::StoreConnection(std::unique_ptr<Database> db, const Clock* clock,
                                  const CommitPoint* commit_point, CommitLog* commit_log,
-                                 uint64_t last_sequence,
+                                 uint64_t last_sequence, uint64_t position,
                                  const std::vector<v1::Allocation>& allocations,
                                  const std::vector<v1::Circuit>& manual)
     : db_(std::move(db)),
@@ -20,7 +20,17 @@ StoreConnection::StoreConnection(std::unique_ptr<Database> db, const Clock* cloc
       commit_point_(commit_point),
       commit_log_(commit_log),
       recent_(last_sequence),
-      desired_(allocations, manual) {}
+      desired_(allocations, manual),
+      position_(position) {}
+
+uint64_t StoreConnection::AwaitPosition(uint64_t entry, absl::Duration timeout) {
+  absl::MutexLock lock(&position_mu_);
+  const auto reached = [this, entry]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(position_mu_) {
+    return position_ >= entry;
+  };
+  position_mu_.AwaitWithTimeout(absl::Condition(&reached), timeout);
+  return position_;
+}
 
 absl::StatusOr<Transaction> StoreConnection::Begin() {
   uncommitted_sequence_ = 0;
@@ -51,14 +61,14 @@ absl::Status StoreConnection::Commit(Transaction& txn) {
       ASSIGN_OR_RETURN(image, KeepImage(id));
     }
   }
-  bool logged = false;  // The write's changes are in the replicated log.
+  uint64_t logged = 0;  // The write's entry in the replicated log, once its changes are there.
   if (recording.has_value()) {
     ASSIGN_OR_RETURN(std::string changeset, recording->Changeset());
     recording.reset();
     if (!changeset.empty()) {
       ASSIGN_OR_RETURN(uint64_t applied, AppliedEntry(*db_));
       RETURN_IF_ERROR(commit_log_->Append(applied + 1, changeset));
-      logged = true;
+      logged = applied + 1;
       if (absl::Status s = SetAppliedEntry(*db_, applied + 1); !s.ok()) {
         behind_log_ = true;
         return s;
@@ -66,8 +76,12 @@ absl::Status StoreConnection::Commit(Transaction& txn) {
     }
   }
   if (absl::Status committed = txn.Commit(); !committed.ok()) {
-    if (logged) behind_log_ = true;
+    if (logged != 0) behind_log_ = true;
     return committed;
+  }
+  if (logged != 0) {
+    absl::MutexLock lock(&position_mu_);
+    position_ = logged;
   }
   desired_.Apply(uncommitted_images_, uncommitted_manual_);
   uncommitted_manual_.clear();
@@ -92,6 +106,10 @@ absl::Status StoreConnection::ApplyReplicated(uint64_t entry, const std::string&
   const uint64_t before = recent_.LastSequence();
   RETURN_IF_ERROR(ApplyChangeset(*db_, changeset, [&] { return SetAppliedEntry(*db_, entry); }));
   behind_log_ = false;  // Whatever a failed commit left out, the log has brought in.
+  {
+    absl::MutexLock lock(&position_mu_);
+    position_ = entry;
+  }
   // What the change did, learned as the leader's own commit learned it: every write that
   // changes an allocation or stores a manual circuit appends an event naming it.
   uncommitted_images_.clear();

@@ -32,12 +32,13 @@ namespace fleet::store {
 
 class StoreConnection {
  public:
-  // `last_sequence` is the newest event already in `db`; `allocations` and `manual` what its
+  // `last_sequence` is the newest event already in `db`, `position` the last entry of the
+  // replicated log it holds; `allocations` and `manual` what its
   // desired state holds (DesiredIndex's constructor). `clock`, `commit_point` (may be null:
   // every write commits) and `commit_log` (may be null: no write is recorded) must outlive
   // this.
   StoreConnection(std::unique_ptr<Database> db, const Clock* clock, const CommitPoint* commit_point,
-                  CommitLog* commit_log, uint64_t last_sequence,
+                  CommitLog* commit_log, uint64_t last_sequence, uint64_t position,
                   const std::vector<v1::Allocation>& allocations,
                   const std::vector<v1::Circuit>& manual);
 
@@ -51,6 +52,9 @@ class StoreConnection {
   // mu() which finds it unchanged knows no such change committed since it was read.
   uint64_t inventory_version() const { return inventory_version_.load(); }
   void InventoryChanged() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { inventory_version_.fetch_add(1); }
+  // StorageControl::AwaitReplicaPosition: not under mu(), which a write holds while it waits
+  // for the disk.
+  uint64_t AwaitPosition(uint64_t entry, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(position_mu_);
   // Not under mu(): the sync needs no connection, and commits go on while it runs.
   absl::Status SyncLog() ABSL_NO_THREAD_SAFETY_ANALYSIS { return db_->SyncLog(); }
 
@@ -111,6 +115,10 @@ class StoreConnection {
   RecentCommits recent_;  // Its mutex is taken inside mu_.
   DesiredIndex desired_;  // Likewise.
   std::atomic<uint64_t> inventory_version_{1};
+  // The replicated log's entry the database holds, moved once the entry's transaction has
+  // committed. Taken inside mu_.
+  absl::Mutex position_mu_;
+  uint64_t position_ ABSL_GUARDED_BY(position_mu_);
 };
 
 }  // namespace fleet::store

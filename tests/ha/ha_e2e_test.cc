@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -222,15 +223,32 @@ class ReplicatedFleetd : public ::testing::Test {
                              std::move(args));
   }
 
-  absl::StatusOr<v1::Allocation> GetAllocation(int i, const std::string& id) {
+  // Allocation `id` as replica `i` holds it. With `min_position`, sent as
+  // x-fleet-min-log-position; `position`, when given, is set to the answer's
+  // x-fleet-log-position (0 without one).
+  absl::StatusOr<v1::Allocation> GetAllocation(int i, const std::string& id,
+                                               uint64_t min_position = 0,
+                                               uint64_t* position = nullptr) {
     auto stub = v1::TopologyService::NewStub(
         grpc::CreateChannel(replicas_[i].address, grpc::InsecureChannelCredentials()));
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    if (min_position != 0) {
+      context.AddMetadata("x-fleet-min-log-position", absl::StrCat(min_position));
+    }
     v1::GetAllocationRequest request;
     request.set_id(id);
     v1::Allocation allocation;
     grpc::Status status = stub->GetAllocation(&context, request, &allocation);
+    if (position != nullptr) {
+      *position = 0;
+      auto sent = context.GetServerTrailingMetadata().find("x-fleet-log-position");
+      if (sent != context.GetServerTrailingMetadata().end() &&
+          !absl::SimpleAtoi(absl::string_view(sent->second.data(), sent->second.size()),
+                            position)) {
+        *position = 0;
+      }
+    }
     if (!status.ok()) return absl::UnavailableError(status.error_message());
     return allocation;
   }
@@ -284,6 +302,23 @@ TEST_F(ReplicatedFleetd, FollowerServesReadsRefusesChangesAndTakesOverWhenTheLea
   ASSERT_TRUE(Eventually([&] { return testing::ConnectedAgents(replicas_[0].address) == 7; }));
   const std::string id = RequestRing(0);
   ASSERT_FALSE(id.empty());
+
+  // Read-your-writes: the leader's answer names its log position; the follower asked to read
+  // after it answers at once with what the leader answered (it waits for the entry, if it
+  // must), and one asked for an entry nobody wrote refuses naming both.
+  uint64_t seen = 0;
+  absl::StatusOr<v1::Allocation> on_leader = GetAllocation(0, id, 0, &seen);
+  ASSERT_TRUE(on_leader.ok()) << on_leader.status();
+  EXPECT_EQ(on_leader->state(), v1::ALLOCATION_STATE_READY);
+  ASSERT_GT(seen, 0u);
+  uint64_t follower_at = 0;
+  absl::StatusOr<v1::Allocation> on_follower = GetAllocation(1, id, seen, &follower_at);
+  ASSERT_TRUE(on_follower.ok()) << on_follower.status();
+  EXPECT_EQ(on_follower->state(), v1::ALLOCATION_STATE_READY);
+  EXPECT_GE(follower_at, seen);
+  absl::StatusOr<v1::Allocation> ahead = GetAllocation(1, id, seen + 1000000);
+  EXPECT_THAT(ahead.status().message(),
+              HasSubstr(absl::StrCat("; the caller has seen entry ", seen + 1000000)));
 
   // The follower serves the allocation from its own store, and refuses a change naming the
   // leader; nothing of the allocation changes.

@@ -767,6 +767,45 @@ class LeaderEndpointTest(FleetTestCase):
             self.assertEqual(client.connection.endpoint(), self.demo.grpc)
             self.assertIsNotNone(client.allocations())
 
+    def test_each_call_sends_the_newest_log_position_an_answer_named(self) -> None:
+        """Read-your-writes (docs/ha.md): a replica's answers name its log position in
+        trailing metadata; the client sends the newest it saw with every later call, a
+        refusal's included, and never goes back."""
+        from concurrent import futures
+
+        import grpc
+        from fleet import core
+        from fleet.v1 import topology_pb2
+        sent: "list[str]" = []
+        answers = [("41", None), ("17", None), ("52", grpc.StatusCode.UNAVAILABLE), ("x", None)]
+
+        def list_allocations(request, context):
+            sent.append(dict(context.invocation_metadata()).get(
+                core.MIN_LOG_POSITION_METADATA_KEY, ""))
+            position, refusal = answers[len(sent) - 1]
+            context.set_trailing_metadata(((core.LOG_POSITION_METADATA_KEY, position),))
+            if refusal is not None:
+                context.abort(refusal, "not the leader: elsewhere leads")
+            return topology_pb2.ListAllocationsResponse()
+
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
+            "fleet.v1.TopologyService", {"ListAllocations": grpc.unary_unary_rpc_method_handler(
+                list_allocations,
+                request_deserializer=topology_pb2.ListAllocationsRequest.FromString,
+                response_serializer=topology_pb2.ListAllocationsResponse.SerializeToString)})])
+        port = server.add_insecure_port("127.0.0.1:0")
+        server.start()
+        self.addCleanup(server.stop, None)
+        with self.fleet.Client(f"127.0.0.1:{port}", insecure=True, tenant=TENANT) as client:
+            client.allocations()
+            client.allocations()
+            with self.assertRaises(self.fleet.FleetError):
+                client.allocations()
+            client.allocations()  # An answer that names no number leaves the position.
+            self.assertEqual(client.log_position.seen, 52)
+        self.assertEqual(sent, ["", "41", "41", "52"])
+
 
 GROUPS = {"client": [ClientTest, CredentialsTest, LeaderEndpointTest]}
 

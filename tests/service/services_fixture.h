@@ -34,6 +34,7 @@ namespace fleet::service {
 class ServicesTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    rpcs_ = std::make_unique<RpcExecutor>(std::move(rpc_options_));
     absl::StatusOr<std::unique_ptr<store::Store>> opened =
         store::OpenSqliteStore({":memory:", &clock_});
     ASSERT_TRUE(opened.ok()) << opened.status();
@@ -65,15 +66,15 @@ class ServicesTest : public ::testing::Test {
       // Plaintext: callers name themselves, no policy.
       agent_service_ = std::make_unique<AgentServiceImpl>(agents_.get(), nullptr);
     }
-    inventory_ = std::make_unique<InventoryServiceImpl>(store_.get(), applier_.get(), &rpcs_,
+    inventory_ = std::make_unique<InventoryServiceImpl>(store_.get(), applier_.get(), rpcs_.get(),
                                                         agents_.get(), switches_.get());
     watches_ = std::make_unique<WatchHub>(store_.get());
     watches_->Start();
     topology_ = std::make_unique<TopologyServiceImpl>(store_.get(), engine_.get(), nullptr,
-                                                      watches_.get(), &rpcs_);
-    admin_ =
-        std::make_unique<AdminServiceImpl>(store_.get(), engine_.get(), switches_.get(),
-                                           agents_.get(), nullptr, watches_.get(), &rpcs_, "9.9.9");
+                                                      watches_.get(), rpcs_.get());
+    admin_ = std::make_unique<AdminServiceImpl>(store_.get(), engine_.get(), switches_.get(),
+                                                agents_.get(), nullptr, watches_.get(), rpcs_.get(),
+                                                "9.9.9");
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -94,7 +95,7 @@ class ServicesTest : public ::testing::Test {
     engine_->Shutdown();
     watches_->Stop();
     if (agents_ != nullptr) agents_->Shutdown();
-    rpcs_.Stop();
+    rpcs_->Stop();
     // A deadline: a stream left unread by a failed test must not hang it.
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   }
@@ -150,7 +151,8 @@ class ServicesTest : public ::testing::Test {
   std::unique_ptr<inventory::InventoryApplier> applier_;
   std::unique_ptr<InventoryServiceImpl> inventory_;
   std::unique_ptr<WatchHub> watches_;  // Outlives server_.
-  RpcExecutor rpcs_{{}};               // Outlives server_.
+  RpcExecutor::Options rpc_options_;   // Set by a derived fixture before SetUp.
+  std::unique_ptr<RpcExecutor> rpcs_;  // Outlives server_.
   std::unique_ptr<TopologyServiceImpl> topology_;
   uint32_t fake_size_ = 384;
   fleet::testing::FakeOpticalSwitch* last_fake_ = nullptr;

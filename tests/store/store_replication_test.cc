@@ -131,6 +131,30 @@ TEST_F(StoreReplicationTest, EveryKindOfWriteReachesTheReplicaAsOneEntryInOrder)
   EXPECT_EQ(AppliedEntry(**writer).value_or(0), log_->entries().back());
 }
 
+// The position a read waits for (read-your-writes, docs/ha.md) moves with every committed
+// write and applied entry, and a store opened again starts from the one it holds.
+TEST_F(StoreReplicationTest, ThePositionInMemoryMovesWithEachWriteAndEachAppliedEntry) {
+  EXPECT_EQ(store_->AwaitReplicaPosition(0, absl::ZeroDuration()), 0u);
+  WriteSite();
+  const uint64_t written = log_->entries().back();
+  EXPECT_EQ(store_->AwaitReplicaPosition(written, absl::ZeroDuration()), written);
+  EXPECT_EQ(store_->AwaitReplicaPosition(0, absl::ZeroDuration()),
+            store_->ReplicaPosition().value_or(0));
+  // The follower's, moved by the entries it applied.
+  EXPECT_EQ(log_->follower().AwaitReplicaPosition(0, absl::ZeroDuration()), written);
+  // Not yet there: it waits the time given, then answers where it is.
+  EXPECT_EQ(log_->follower().AwaitReplicaPosition(written + 1, absl::Milliseconds(10)), written);
+
+  // A write the log refuses moves nothing.
+  log_->Refuse(absl::UnavailableError("no quorum"));
+  EXPECT_FALSE(store_->SetPortHealth({{PortRef("s1", 4), v1::OPER_STATE_FAILED, "dark"}}).ok());
+  EXPECT_EQ(store_->AwaitReplicaPosition(0, absl::ZeroDuration()), written);
+
+  store_.reset();
+  OpenStore(path_, log_.get());
+  EXPECT_EQ(store_->AwaitReplicaPosition(0, absl::ZeroDuration()), written);
+}
+
 // The log's snapshot (docs/ha.md): a copy of the whole database with the position it holds,
 // which a replica loads in place of its own and follows the log from.
 TEST_F(StoreReplicationTest, ASnapshotIsTheDatabaseAtThePositionItReturns) {

@@ -82,6 +82,8 @@ class Client:
         """The generated stub over the asyncio channel: its calls are awaited."""
         self.admin = admin_pb2_grpc.AdminServiceStub(channel)
         self._closed = False
+        self.log_position = core.LogPosition()
+        """As :attr:`fleet.Client.log_position`."""
         # Those with background tasks: renewals, a follower, start_phase waits.
         self._topologies: Set["Topology"] = set()
 
@@ -95,12 +97,16 @@ class Client:
                    timeout: Optional[float] = None, stub: Any = None) -> Any:
         """Awaits unary RPC ``method`` of TopologyService (or of ``stub``); a failure raises
         its FleetError."""
+        call = getattr(self.stub if stub is None else stub, method)(
+            request, timeout=self.timeout if timeout is None else timeout,
+            metadata=self.metadata(tenant) + self.log_position.metadata())
         try:
-            return await getattr(self.stub if stub is None else stub, method)(
-                request, timeout=self.timeout if timeout is None else timeout,
-                metadata=self.metadata(tenant))
+            response = await call
         except grpc.RpcError as e:
+            self.log_position.learn(await call.trailing_metadata())
             raise errors.from_rpc_error(e) from e
+        self.log_position.learn(await call.trailing_metadata())
+        return response
 
     # --- the API ---
 

@@ -102,6 +102,8 @@ class Client:
         self.admin = admin_pb2_grpc.AdminServiceStub(channel)
         """AdminService's stub: a job may replace a member of its own allocations there."""
         self._closed = False
+        self.log_position = core.LogPosition()
+        """The newest replicated-log entry an answer named; every call sends it (docs/ha.md)."""
         self._followed_lock = threading.Lock()
         self._followed: "set[Topology]" = set()  # Topologies with a follower running.
         # Topologies with lease renewals or start_phase waits running (under _followed_lock).
@@ -119,11 +121,16 @@ class Client:
         """Calls unary RPC ``method`` of TopologyService (or of ``stub``, e.g. ``self.admin``);
         a failure raises its FleetError."""
         try:
-            return getattr(self.stub if stub is None else stub, method)(
+            response, call = getattr(self.stub if stub is None else stub, method).with_call(
                 request, timeout=self.timeout if timeout is None else timeout,
-                metadata=self.metadata(tenant))
+                metadata=self.metadata(tenant) + self.log_position.metadata())
         except grpc.RpcError as e:
+            # A refused change may have committed part of its work: its position counts too.
+            trailing = getattr(e, "trailing_metadata", None)
+            self.log_position.learn(trailing() if callable(trailing) else None)
             raise errors.from_rpc_error(e) from e
+        self.log_position.learn(call.trailing_metadata())
+        return response
 
     # --- the API ---
 

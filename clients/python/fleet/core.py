@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import datetime
+import threading
 from typing import Any, Callable, Iterable, List, Mapping, Optional, Tuple, Union
 
 import grpc
@@ -18,6 +19,46 @@ from fleet.v1 import topology_pb2
 
 PRINCIPAL_METADATA_KEY = "x-fleet-principal"
 """gRPC metadata key naming the caller (``job:TENANT``, ``operator:NAME``)."""
+
+LOG_POSITION_METADATA_KEY = "x-fleet-log-position"
+"""Trailing metadata of a replicated fleetd's every answer: the replicated log's entry its
+store held (docs/ha.md)."""
+
+MIN_LOG_POSITION_METADATA_KEY = "x-fleet-min-log-position"
+"""Call metadata: the newest entry the caller was answered; a replica behind it waits for it."""
+
+
+class LogPosition:
+    """Read-your-writes across a replicated site's fleetd (docs/ha.md): the newest entry of
+    the replicated log any answer to this client named, sent with each call so that a replica
+    that has not applied it yet waits for it (or refuses UNAVAILABLE) instead of answering from
+    before a change this client saw. A single fleetd names none. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seen = 0
+
+    def metadata(self) -> Tuple[Tuple[str, str], ...]:
+        """The call metadata naming the newest entry seen; none before the first."""
+        with self._lock:
+            return ((MIN_LOG_POSITION_METADATA_KEY, str(self._seen)),) if self._seen else ()
+
+    def learn(self, trailing: Optional[Iterable[Tuple[str, Any]]]) -> None:
+        """Takes the position an answer's trailing metadata names, if it is newer."""
+        for key, value in trailing or ():
+            if key != LOG_POSITION_METADATA_KEY:
+                continue
+            try:
+                entry = int(value)
+            except (TypeError, ValueError):
+                continue  # Not a position this client can use: it keeps the one it has.
+            with self._lock:
+                self._seen = max(self._seen, entry)
+
+    @property
+    def seen(self) -> int:
+        with self._lock:
+            return self._seen
 
 Seconds = Union[float, int, datetime.timedelta]
 
