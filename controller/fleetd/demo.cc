@@ -316,8 +316,9 @@ absl::Status Demo::StartAgents(const std::string& grpc_address) {
   struct Starting {
     std::unique_ptr<ChildProcess> process;
     std::vector<std::string> argv;
-    std::string place;  // Empty for a process of several agents.
+    std::string place;  // Of an agent alone in its process.
     std::string log;
+    bool grouped = false;  // A process of several agents.
   };
   std::vector<Starting> starting;
   std::vector<std::string> group;  // Config files of the next process's agents.
@@ -326,7 +327,7 @@ absl::Status Demo::StartAgents(const std::string& grpc_address) {
     std::vector<std::string> argv = {binary_dir_ + "/fleet-onic-agent", "--config",
                                      absl::StrJoin(group, ","), "--controller", grpc_address};
     ASSIGN_OR_RETURN(std::unique_ptr<ChildProcess> agents, ChildProcess::Start(argv, log));
-    starting.push_back({std::move(agents), std::move(argv), "", std::move(log)});
+    starting.push_back({std::move(agents), std::move(argv), "", std::move(log), true});
     group.clear();
     return absl::OkStatus();
   };
@@ -376,17 +377,16 @@ absl::Status Demo::StartAgents(const std::string& grpc_address) {
   }
   if (!group.empty()) RETURN_IF_ERROR(start_group());
   // An agent alone in its process prints its metrics address; a process of several, its count.
-  const absl::Time deadline = absl::Now() + kChildStartTimeout;
+  // Each its own time: they came up together, so a slow first one says nothing of the rest.
   for (Starting& s : starting) {
     absl::StatusOr<std::string> up =
-        s.process->WaitForLine(s.place.empty() ? "agents: " : "metrics: ", deadline - absl::Now());
+        s.process->WaitForLine(s.grouped ? "agents: " : "metrics: ", kChildStartTimeout);
     if (!up.ok()) {
-      return absl::Status(
-          up.status().code(),
-          absl::StrCat(s.place.empty() ? "the agents of " + s.log : "the agent for " + s.place,
-                       ": ", up.status().message()));
+      return absl::Status(up.status().code(), absl::StrCat(s.grouped ? "the agents of " + s.log
+                                                                     : "the agent for " + s.place,
+                                                           ": ", up.status().message()));
     }
-    if (!s.place.empty()) agent_metrics_.push_back({s.place, *up});
+    if (!s.grouped) agent_metrics_.push_back({s.place, *up});
     agents_.push_back(std::move(s.process));
     agent_argv_.push_back(std::move(s.argv));
   }

@@ -86,6 +86,7 @@ grpc::Status RpcExecutor::RunAfterPosition(grpc::CallbackServerContext* context,
     const uint64_t held =
         await_position_(wanted, std::clamp(left, absl::ZeroDuration(), kMaxPositionWait));
     if (held < wanted) {
+      context->AddTrailingMetadata(kLogPositionMetadata, std::to_string(held));
       return grpc::Status(grpc::StatusCode::UNAVAILABLE,
                           absl::StrCat("this replica holds the replicated log through entry ", held,
                                        "; the caller has seen entry ", wanted, " (",

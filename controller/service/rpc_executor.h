@@ -15,7 +15,8 @@
 //
 // Read-your-writes on a replicated site (docs/ha.md): a caller that changed something on the
 // leader may next read a follower whose store has not applied that change yet. With
-// `await_position` set, every answer carries trailing metadata `x-fleet-log-position`, the
+// `await_position` set, every answer of a call that ran (and the refusal of one behind)
+// carries trailing metadata `x-fleet-log-position`, the
 // last entry of the replicated log this replica's store held when it answered (after a
 // change, the change's own entries included). A call carrying `x-fleet-min-log-position: N`
 // (the highest position its client was answered) runs only once this store holds entry N,

@@ -1,8 +1,10 @@
 #include "controller/store/store_connection.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "controller/store/allocation_rows.h"
@@ -22,6 +24,11 @@ StoreConnection::StoreConnection(std::unique_ptr<Database> db, const Clock* cloc
       recent_(last_sequence),
       desired_(allocations, manual),
       position_(position) {}
+
+void StoreConnection::MovePosition(uint64_t entry) {
+  absl::MutexLock lock(&position_mu_);
+  position_ = std::max(position_, entry);
+}
 
 uint64_t StoreConnection::AwaitPosition(uint64_t entry, absl::Duration timeout) {
   absl::MutexLock lock(&position_mu_);
@@ -79,10 +86,11 @@ absl::Status StoreConnection::Commit(Transaction& txn) {
     if (logged != 0) behind_log_ = true;
     return committed;
   }
-  if (logged != 0) {
-    absl::MutexLock lock(&position_mu_);
-    position_ = logged;
-  }
+  // Moved once what the write did is visible to every read (the desired state, the feed): a
+  // read woken by the new position must find it.
+  absl::Cleanup move_position = [this, logged] {
+    if (logged != 0) MovePosition(logged);
+  };
   desired_.Apply(uncommitted_images_, uncommitted_manual_);
   uncommitted_manual_.clear();
   if (uncommitted_sequence_ != 0) {
@@ -97,7 +105,10 @@ absl::Status StoreConnection::ApplyReplicated(uint64_t entry, const std::string&
   // A leader's own writes move its position too: an entry it holds already (its follower
   // loop read the position before a write of its own moved it) is done.
   ASSIGN_OR_RETURN(uint64_t applied, AppliedEntry(*db_));
-  if (entry <= applied) return absl::OkStatus();
+  if (entry <= applied) {
+    MovePosition(applied);  // An earlier try committed and then failed (changesets.h).
+    return absl::OkStatus();
+  }
   if (entry != applied + 1) {
     return absl::FailedPreconditionError(absl::StrCat("store: log entry ", entry,
                                                       " is not the next: this replica holds ",
@@ -106,10 +117,9 @@ absl::Status StoreConnection::ApplyReplicated(uint64_t entry, const std::string&
   const uint64_t before = recent_.LastSequence();
   RETURN_IF_ERROR(ApplyChangeset(*db_, changeset, [&] { return SetAppliedEntry(*db_, entry); }));
   behind_log_ = false;  // Whatever a failed commit left out, the log has brought in.
-  {
-    absl::MutexLock lock(&position_mu_);
-    position_ = entry;
-  }
+  // Committed: the position moves however the rest ends, but only after the rest, so that a
+  // read woken by it finds the change in the desired state and the feed.
+  absl::Cleanup move_position = [this, entry] { MovePosition(entry); };
   // What the change did, learned as the leader's own commit learned it: every write that
   // changes an allocation or stores a manual circuit appends an event naming it.
   uncommitted_images_.clear();

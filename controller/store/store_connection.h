@@ -115,8 +115,11 @@ class StoreConnection {
   RecentCommits recent_;  // Its mutex is taken inside mu_.
   DesiredIndex desired_;  // Likewise.
   std::atomic<uint64_t> inventory_version_{1};
+  // Moves the position forward (never back) and wakes AwaitPosition.
+  void MovePosition(uint64_t entry) ABSL_LOCKS_EXCLUDED(position_mu_);
+
   // The replicated log's entry the database holds, moved once the entry's transaction has
-  // committed. Taken inside mu_.
+  // committed and what it changed is visible to reads. Taken inside mu_.
   absl::Mutex position_mu_;
   uint64_t position_ ABSL_GUARDED_BY(position_mu_);
 };

@@ -103,7 +103,8 @@ class Client:
         try:
             response = await call
         except grpc.RpcError as e:
-            self.log_position.learn(await call.trailing_metadata())
+            trailing = getattr(e, "trailing_metadata", None)
+            self.log_position.learn(trailing() if callable(trailing) else None)
             raise errors.from_rpc_error(e) from e
         self.log_position.learn(await call.trailing_metadata())
         return response
