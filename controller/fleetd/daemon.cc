@@ -347,7 +347,11 @@ void Fleetd::Shutdown(absl::Duration grace) {
   // A leader resigns first, so that another replica takes over without waiting out the
   // lease; its fence is closed from here, and what the engine has under way stops at its next
   // effect, for the next leader to resume.
-  if (replica_) replica_->Stop();
+  if (replica_) {
+    replica_->Stop();
+    // The position moves no more: calls waiting for a caller's position are answered now.
+    if (store_) store_->EndReplicaPositionWaits();
+  }
   if (retention_) retention_->Stop();  // Its pass ends after the transaction under way.
   // Transactions reach a persisted state; watch streams end; then agent streams, which never
   // end on their own, so the server can drain.

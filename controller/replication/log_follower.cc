@@ -79,6 +79,7 @@ void LogFollower::Run() {
     }
     if (absl::IsDataLoss(caught_up) || absl::IsOutOfRange(caught_up)) {
       FLEET_LOG(ERROR) << "following the replicated log stopped: " << caught_up;
+      store_->EndReplicaPositionWaits();  // No call waits for an entry this will not apply.
       absl::MutexLock lock(&mu_);
       progress_.stopped = caught_up;
       return;

@@ -1,6 +1,7 @@
 #include "controller/service/admin_service.h"
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -23,7 +24,7 @@ constexpr absl::Duration kSwitchProbeTimeout = absl::Seconds(2);
 grpc::ServerUnaryReactor* AdminServiceImpl::Health(grpc::CallbackServerContext* context,
                                                    const v1::HealthRequest*,
                                                    v1::HealthResponse* response) {
-  return rpcs_->Serve(context, [=, this]() -> grpc::Status {
+  auto answer = [=, this]() -> grpc::Status {
     response->set_version(version_);
     v1::ComponentHealth* store = response->add_components();
     store->set_name("store");
@@ -67,7 +68,9 @@ grpc::ServerUnaryReactor* AdminServiceImpl::Health(grpc::CallbackServerContext* 
       overall = std::max(overall, c.state());
     response->set_overall(overall);
     return grpc::Status::OK;
-  });
+  };
+  // Not held to the caller's position: a replica's health is how an operator learns it lags.
+  return rpcs_->Serve(context, std::move(answer), RpcExecutor::Freshness::kAsHeld);
 }
 
 grpc::ServerUnaryReactor* AdminServiceImpl::ListEvents(grpc::CallbackServerContext* context,

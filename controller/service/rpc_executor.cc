@@ -46,10 +46,11 @@ RpcExecutor::RpcExecutor(Options options)
 RpcExecutor::~RpcExecutor() { Stop(); }
 
 grpc::ServerUnaryReactor* RpcExecutor::Serve(grpc::CallbackServerContext* context,
-                                             std::function<grpc::Status()> body) {
+                                             std::function<grpc::Status()> body,
+                                             Freshness freshness) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   grpc::Status refusal = Submit(
-      [this, reactor, context, body = std::move(body)] {
+      [this, reactor, context, freshness, body = std::move(body)] {
         // The deadline first: gRPC cancels a call whose deadline passed.
         if (context->deadline() <= std::chrono::system_clock::now()) {
           reactor->Finish(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
@@ -57,7 +58,7 @@ grpc::ServerUnaryReactor* RpcExecutor::Serve(grpc::CallbackServerContext* contex
         } else if (context->IsCancelled()) {
           reactor->Finish(grpc::Status::CANCELLED);
         } else {
-          reactor->Finish(RunAfterPosition(context, body));
+          reactor->Finish(RunAfterPosition(context, body, freshness));
         }
       },
       [reactor](const grpc::Status& status) { reactor->Finish(status); });
@@ -66,10 +67,12 @@ grpc::ServerUnaryReactor* RpcExecutor::Serve(grpc::CallbackServerContext* contex
 }
 
 grpc::Status RpcExecutor::RunAfterPosition(grpc::CallbackServerContext* context,
-                                           const std::function<grpc::Status()>& body) {
+                                           const std::function<grpc::Status()>& body,
+                                           Freshness freshness) {
   if (!await_position_) return Answer(body);
   const auto& metadata = context->client_metadata();
-  if (auto sent = metadata.find(kMinLogPositionMetadata); sent != metadata.end()) {
+  if (auto sent = metadata.find(kMinLogPositionMetadata);
+      freshness == Freshness::kAfterCallersPosition && sent != metadata.end()) {
     const std::string text(sent->second.data(), sent->second.size());
     uint64_t wanted = 0;
     if (!absl::SimpleAtoi(text, &wanted)) {

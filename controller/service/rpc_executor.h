@@ -23,7 +23,9 @@
 // waiting for it at most kMaxPositionWait and never past the call's deadline; else it is
 // answered UNAVAILABLE naming both positions, without being run. A value that is not an entry
 // number is refused INVALID_ARGUMENT naming the key, the value and the rule. Unary calls only:
-// a stream (a watch) starts from what the replica holds and goes on from there.
+// a stream (a watch) starts from what the replica holds and goes on from there. A call served
+// `kAsHeld` (Health) neither waits for nor checks the caller's position: a replica that lags
+// must still be able to say so.
 #ifndef FLEET_CONTROLLER_SERVICE_RPC_EXECUTOR_H_
 #define FLEET_CONTROLLER_SERVICE_RPC_EXECUTOR_H_
 
@@ -71,12 +73,16 @@ class RpcExecutor {
   RpcExecutor(const RpcExecutor&) = delete;
   RpcExecutor& operator=(const RpcExecutor&) = delete;
 
+  // Whether a call waits for this replica to hold what its caller has seen (the contract).
+  enum class Freshness { kAfterCallersPosition, kAsHeld };
+
   // Answers the call of `context` with what `body` returns, run on one of the threads; the
   // call's request and response stay valid until then. Without running `body`:
   // RESOURCE_EXHAUSTED when the queue is full, UNAVAILABLE once stopping, CANCELLED or
   // DEADLINE_EXCEEDED when the call ended while it waited.
   grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* context,
-                                  std::function<grpc::Status()> body);
+                                  std::function<grpc::Status()> body,
+                                  Freshness freshness = Freshness::kAfterCallersPosition);
 
   // What Serve does with a call: `run` on one of the threads, or `refuse` with why not, at
   // once (the returned status) or, for a call still waiting when the executor stops, then.
@@ -101,7 +107,7 @@ class RpcExecutor {
   void Work();
   // The call's body, once this replica holds the entry its caller has seen (the contract).
   grpc::Status RunAfterPosition(grpc::CallbackServerContext* context,
-                                const std::function<grpc::Status()>& body);
+                                const std::function<grpc::Status()>& body, Freshness freshness);
 
   const int max_threads_;
   const size_t max_queued_;

@@ -64,6 +64,8 @@ class SqliteStorageControl final : public StorageControl {
     return connection_.AwaitPosition(entry, timeout);
   }
 
+  void EndReplicaPositionWaits() override { connection_.EndPositionWaits(); }
+
   absl::StatusOr<uint64_t> SnapshotTo(const std::string& path) override {
     absl::MutexLock lock(&connection_.mu());
     ASSIGN_OR_RETURN(uint64_t position, AppliedEntry(connection_.db()));

@@ -189,6 +189,7 @@ class SqliteStore final : public Store {
   uint64_t AwaitReplicaPosition(uint64_t entry, absl::Duration timeout) override {
     return storage_->AwaitReplicaPosition(entry, timeout);
   }
+  void EndReplicaPositionWaits() override { storage_->EndReplicaPositionWaits(); }
   absl::StatusOr<uint64_t> SnapshotTo(const std::string& path) override {
     return storage_->SnapshotTo(path);
   }

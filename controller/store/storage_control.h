@@ -79,6 +79,11 @@ class StorageControl {
   // or when `timeout` has passed, the position then. For reads that must see a change made
   // on another replica (read-your-writes, docs/ha.md).
   virtual uint64_t AwaitReplicaPosition(uint64_t entry, absl::Duration timeout) = 0;
+  // From now on AwaitReplicaPosition returns the position at once, and the calls waiting in
+  // it return now: called once the replica applies no more entries (shutdown, or following
+  // the log stopped for good), so that no call waits for an entry that will not come.
+  // Permanent; any thread, any number of times.
+  virtual void EndReplicaPositionWaits() = 0;
   // Writes a copy of the whole database to `path`, which must not exist (SQLite's VACUUM
   // INTO: compact, and a database on its own, with no write-ahead log), and returns the
   // position it holds: the state after that entry of the replicated log (the log's snapshot,

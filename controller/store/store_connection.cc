@@ -33,10 +33,15 @@ void StoreConnection::MovePosition(uint64_t entry) {
 uint64_t StoreConnection::AwaitPosition(uint64_t entry, absl::Duration timeout) {
   absl::MutexLock lock(&position_mu_);
   const auto reached = [this, entry]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(position_mu_) {
-    return position_ >= entry;
+    return position_ >= entry || position_waits_ended_;
   };
   position_mu_.AwaitWithTimeout(absl::Condition(&reached), timeout);
   return position_;
+}
+
+void StoreConnection::EndPositionWaits() {
+  absl::MutexLock lock(&position_mu_);
+  position_waits_ended_ = true;  // The waiters' condition is true: unlocking wakes them.
 }
 
 absl::StatusOr<Transaction> StoreConnection::Begin() {

@@ -55,6 +55,8 @@ class StoreConnection {
   // StorageControl::AwaitReplicaPosition: not under mu(), which a write holds while it waits
   // for the disk.
   uint64_t AwaitPosition(uint64_t entry, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(position_mu_);
+  // StorageControl::EndReplicaPositionWaits.
+  void EndPositionWaits() ABSL_LOCKS_EXCLUDED(position_mu_);
   // Not under mu(): the sync needs no connection, and commits go on while it runs.
   absl::Status SyncLog() ABSL_NO_THREAD_SAFETY_ANALYSIS { return db_->SyncLog(); }
 
@@ -122,6 +124,7 @@ class StoreConnection {
   // committed and what it changed is visible to reads. Taken inside mu_.
   absl::Mutex position_mu_;
   uint64_t position_ ABSL_GUARDED_BY(position_mu_);
+  bool position_waits_ended_ ABSL_GUARDED_BY(position_mu_) = false;
 };
 
 }  // namespace fleet::store

@@ -94,6 +94,21 @@ TEST_F(LogPositionTest, AReplicaThatStaysBehindRefusesNamingBothPositions) {
   EXPECT_EQ(List(hurried, "9").error_code(), grpc::StatusCode::UNAVAILABLE);
 }
 
+// Health does not wait for the caller's position on a replica that lags: it is how an
+// operator learns that it lags.
+TEST_F(LogPositionTest, HealthDoesNotWaitOnAReplicaBehindItsCaller) {
+  grpc::ClientContext context;
+  context.AddMetadata("x-fleet-principal", "operator:tester");
+  context.AddMetadata(kMinLogPositionMetadata, "9");
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::HealthResponse health;
+  // The replica stays at 7: a call held to the caller's 9 would be refused UNAVAILABLE.
+  grpc::Status status = admin_stub_->Health(&context, {}, &health);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(Position(context), "7");
+  EXPECT_FALSE(health.components().empty());
+}
+
 TEST_F(LogPositionTest, APositionThatIsNotANumberIsRefusedNamingTheKey) {
   for (const std::string bad : {"abc", "-1", "9x", ""}) {
     grpc::ClientContext context;

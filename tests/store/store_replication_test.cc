@@ -7,8 +7,10 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "controller/store/changesets.h"
 #include "controller/store/commit_log.h"
 #include "controller/store/migrations.h"
@@ -153,6 +155,32 @@ TEST_F(StoreReplicationTest, ThePositionInMemoryMovesWithEachWriteAndEachApplied
   store_.reset();
   OpenStore(path_, log_.get());
   EXPECT_EQ(store_->AwaitReplicaPosition(0, absl::ZeroDuration()), written);
+}
+
+// Once the replica applies no more (shutdown), no read waits for an entry that will not
+// come: a waiter returns where the store is, long before its time is up, and later ones at
+// once.
+TEST_F(StoreReplicationTest, EndingPositionWaitsWakesAWaiter) {
+  WriteSite();
+  const uint64_t written = log_->entries().back();
+  Store& follower = log_->follower();
+  const absl::Duration patience = absl::Seconds(60);
+  uint64_t answered = 0;
+  absl::Duration waited;
+  std::thread waiter([&] {
+    const absl::Time start = absl::Now();
+    answered = follower.AwaitReplicaPosition(written + 1, patience);
+    waited = absl::Now() - start;
+  });
+  // Most likely waiting by then; it must be woken either way.
+  absl::SleepFor(absl::Milliseconds(50));
+  follower.EndReplicaPositionWaits();
+  waiter.join();
+  EXPECT_EQ(answered, written);
+  EXPECT_LT(waited, patience / 2) << "the waiter was not woken";
+  const absl::Time later = absl::Now();
+  EXPECT_EQ(follower.AwaitReplicaPosition(written + 5, patience), written);
+  EXPECT_LT(absl::Now() - later, patience / 2);
 }
 
 // The log's snapshot (docs/ha.md): a copy of the whole database with the position it holds,
