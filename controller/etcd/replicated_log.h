@@ -1,7 +1,8 @@
 // The replicated log of fleetd's committed store changes, kept in etcd (docs/ha.md). The
 // leader appends one entry per committed store transaction; every replica (the leader after a
 // takeover too) reads the entries in order and applies them to its own SQLite. An entry is
-// opaque bytes to the log (a SQLite session changeset, to the store).
+// opaque bytes to the log (its writer's schema version and a SQLite session changeset, to the
+// store: controller/store/changesets.h).
 //
 // Layout under the prefix (default "fleet/log/"):
 //   head                the sequence number of the last complete entry ("%020d"); absent: 0

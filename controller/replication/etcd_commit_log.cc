@@ -16,9 +16,9 @@ bool OutcomeUnknown(const absl::Status& status) {
 
 }  // namespace
 
-absl::Status EtcdCommitLog::Append(uint64_t entry, const std::string& changeset) {
+absl::Status EtcdCommitLog::Append(uint64_t entry, const std::string& bytes) {
   while (true) {
-    absl::Status appended = log_->Append(election_->StillLeading(), entry, changeset);
+    absl::Status appended = log_->Append(election_->StillLeading(), entry, bytes);
     if (absl::IsAlreadyExists(appended)) {
       // The entry holds another write: this replica has not applied the log's head yet (a
       // new leader catching up, or an append of its own given up on that landed after all).

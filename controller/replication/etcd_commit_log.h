@@ -1,9 +1,9 @@
 // The store's commit log on etcd (docs/ha.md): the leader's store appends each write's
-// changeset (controller/store/commit_log.h) to the replicated log (controller/etcd), fenced
-// on this replica's leadership.
+// entry (controller/store/commit_log.h) to the replicated log (controller/etcd), fenced on
+// this replica's leadership.
 //
 // Contract:
-// - Append(entry, changeset) appends the changeset as log entry `entry`, compared on the
+// - Append(entry, bytes) appends `bytes` as log entry `entry`, compared on the
 //   election's StillLeading. OK once it is in the log, and only then. FAILED_PRECONDITION
 //   when this replica does not lead; UNAVAILABLE "catching up" when the log already holds
 //   another write under that number (this replica has not applied the log's head yet: a new
@@ -43,7 +43,7 @@ class EtcdCommitLog : public store::CommitLog {
                 absl::Duration retry = absl::Milliseconds(100))
       : log_(log), election_(election), retry_(retry) {}
 
-  absl::Status Append(uint64_t entry, const std::string& changeset) override;
+  absl::Status Append(uint64_t entry, const std::string& bytes) override;
 
  private:
   etcd::ReplicatedLog* const log_;

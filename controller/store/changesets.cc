@@ -1,11 +1,18 @@
 #include "controller/store/changesets.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <set>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "controller/store/migrations.h"
 
 namespace fleet::store {
 namespace {
@@ -65,10 +72,101 @@ int AbortOnConflict(void* context, int type, sqlite3_changeset_iter* it) {
   return SQLITE_CHANGESET_ABORT;
 }
 
+// Debian's SQLite 3.40 loops for ever on a table header whose name runs past the end of the
+// changeset (sessionChangesetBufferTblhdr; found by fuzz/fuzz_log_entry.cc), holding the
+// store's lock, and crashes applying an update whose old row lacks its key. So the changeset
+// is read here first, every length against what is left and every change for the values a
+// session records (an insert's or delete's every column; an update's old key, and old and new
+// of each column it changed), and SQLite is given only changesets that pass.
+absl::Status CheckFraming(absl::string_view changeset) {
+  const size_t size = changeset.size();
+  size_t at = 0;
+  const auto corrupt = [&](absl::string_view what) {
+    return absl::DataLossError(
+        absl::StrCat("changeset: corrupt (", what, " at byte ", at, " of ", size, ")"));
+  };
+  // SQLite's varint: 7 bits a byte while the high bit is set; a ninth byte counts whole.
+  const auto varint = [&](uint64_t& value) {
+    value = 0;
+    for (int i = 0; i < 9 && at < size; ++i) {
+      const auto byte = static_cast<uint8_t>(changeset[at++]);
+      if (i == 8) {
+        value = (value << 8) | byte;
+        return true;
+      }
+      value = (value << 7) | (byte & 0x7f);
+      if ((byte & 0x80) == 0) return true;
+    }
+    return false;
+  };
+  uint64_t columns = 0;      // Of the table the changes are in; 0 before the first table.
+  absl::string_view in_key;  // Its key flags, one byte a column.
+  while (at < size) {
+    const auto op = static_cast<uint8_t>(changeset[at]);
+    if (op == 'T') {
+      ++at;
+      // SQLite's own bounds: at least one column, at most 65,536.
+      if (!varint(columns) || columns == 0 || columns > 65536) {
+        return corrupt("a table's column count");
+      }
+      if (size - at < columns) return corrupt("a table's key flags");
+      in_key = changeset.substr(at, columns);
+      at += columns;
+      const size_t name_end = changeset.find('\0', at);
+      if (name_end == absl::string_view::npos) return corrupt("a table's name");
+      at = name_end + 1;
+      continue;
+    }
+    if (columns == 0) return corrupt("a change before any table");
+    uint64_t values = 0;
+    if (op == SQLITE_INSERT || op == SQLITE_DELETE) {
+      values = columns;
+    } else if (op == SQLITE_UPDATE) {
+      values = 2 * columns;  // The old row's, then the new row's.
+    } else {
+      return corrupt("a change's operation");
+    }
+    if (size - at < 2) return corrupt("a change's flags");
+    at += 2;  // The operation, and whether it was indirect.
+    std::vector<bool> recorded(values);
+    for (uint64_t v = 0; v < values; ++v) {
+      if (at >= size) return corrupt("a value");
+      const auto type = static_cast<uint8_t>(changeset[at++]);
+      recorded[v] = type != 0;
+      uint64_t length = 0;
+      switch (type) {
+        case 0:  // Not recorded (an update's column that did not change).
+        case SQLITE_NULL:
+          break;
+        case SQLITE_INTEGER:
+        case SQLITE_FLOAT:
+          if (size - at < 8) return corrupt("a number");
+          at += 8;
+          break;
+        case SQLITE_TEXT:
+        case SQLITE_BLOB:
+          if (!varint(length) || length > size - at) return corrupt("a text or blob's length");
+          at += length;
+          break;
+        default:
+          return corrupt("a value's type");
+      }
+    }
+    for (uint64_t c = 0; c < columns; ++c) {
+      const bool whole = op != SQLITE_UPDATE, key = in_key[c] != 0;
+      if (whole ? !recorded[c] : (key ? !recorded[c] : recorded[c] != recorded[columns + c])) {
+        return corrupt(absl::StrCat("a change without column ", c, "'s value"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 // SQLite skips, silently, the changes of a table it lacks, or whose columns or primary key
 // differ; a replica must not. Checks each table the changeset names against this database's
 // schema, column by column (which are in the key), and refuses the replica's own tables.
 absl::Status CheckTables(Database& db, absl::string_view changeset) {
+  RETURN_IF_ERROR(CheckFraming(changeset));
   sqlite3_changeset_iter* it = nullptr;
   int rc = sqlite3changeset_start(&it, static_cast<int>(changeset.size()),
                                   const_cast<char*>(changeset.data()));
@@ -178,6 +276,52 @@ absl::Status ApplyChangeset(Database& db, absl::string_view changeset,
   }();
   absl::Status restored = db.Exec("PRAGMA foreign_keys = ON");
   return status.ok() ? restored : status;
+}
+
+namespace {
+constexpr absl::string_view kEntryHeader = "fleet-log-entry schema=";
+// The newest schema of a fleetd that wrote bare changesets: a store past it refuses them.
+constexpr int kLastSchemaOfBareEntries = 14;
+}  // namespace
+
+std::string EncodeLogEntry(int schema_version, absl::string_view changeset) {
+  return absl::StrCat(kEntryHeader, schema_version, "\n", changeset);
+}
+
+absl::Status ApplyLogEntry(Database& db, absl::string_view entry,
+                           const std::function<absl::Status()>& then) {
+  ASSIGN_OR_RETURN(int own, SchemaVersion(db));
+  if (entry.empty() || entry.front() == 'T') {
+    if (own > kLastSchemaOfBareEntries) {
+      return absl::DataLossError(absl::StrCat(
+          "log entry: a bare changeset, as fleetd wrote at schema version ",
+          kLastSchemaOfBareEntries, " and before, and this replica's store is at ", own,
+          "; replicas apply only entries of their own schema (docs/ha.md, upgrades); nothing "
+          "applied"));
+    }
+    return ApplyChangeset(db, entry, then);
+  }
+  // The version: 1 to 9 digits, then the newline.
+  int written = 0;
+  size_t count = 0;
+  if (absl::StartsWith(entry, kEntryHeader)) {
+    const absl::string_view digits = entry.substr(kEntryHeader.size(), 10);
+    count = std::min(digits.find_first_not_of("0123456789"), digits.size());
+  }
+  const size_t newline = kEntryHeader.size() + count;
+  if (count == 0 || count > 9 || entry.size() <= newline || entry[newline] != '\n' ||
+      !absl::SimpleAtoi(entry.substr(kEntryHeader.size(), count), &written)) {
+    return absl::DataLossError(
+        absl::StrCat("log entry: starts with '", absl::CHexEscape(entry.substr(0, 32)), "', not '",
+                     kEntryHeader, "<version>' and a newline, or a changeset; nothing applied"));
+  }
+  if (written != own) {
+    return absl::DataLossError(absl::StrCat(
+        "log entry: written at schema version ", written, ", and this replica's store is at ", own,
+        "; replicas apply only entries of their own schema (docs/ha.md, upgrades); "
+        "nothing applied"));
+  }
+  return ApplyChangeset(db, entry.substr(newline + 1), then);
 }
 
 absl::StatusOr<uint64_t> AppliedEntry(Database& db) {

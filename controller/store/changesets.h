@@ -4,8 +4,9 @@
 // key, by key, with its old and new values.
 //
 // What a changeset does not carry, and replicas must therefore agree on by other means:
-// - the schema (the migrations): replicas run the same fleetd, and a changeset for a table or
-//   column a replica lacks fails to apply (DATA_LOSS), never half-applies;
+// - the schema (the migrations): a log entry names it (EncodeLogEntry, ApplyLogEntry, below),
+//   and a changeset for a table or column a replica lacks fails to apply (DATA_LOSS), never
+//   half-applies;
 // - rows of a table without a primary key: fleetd has none (ChangesetsTest checks every
 //   table of the current schema, so a new one without a key fails a test, not a takeover);
 // - the replica's own bookkeeping, `kLocalTables`, which is never recorded.
@@ -60,6 +61,22 @@ class ChangeRecorder {
 // the kind of change and the conflict. `db` must have no transaction open.
 absl::Status ApplyChangeset(Database& db, absl::string_view changeset,
                             const std::function<absl::Status()>& then = nullptr);
+
+// A log entry as a store writes it (docs/ha.md): a line naming the writer's schema version
+// (its database's last migration, `PRAGMA user_version`), then the changeset:
+//   "fleet-log-entry schema=14\n" + changeset
+// Replicas apply only entries of their own schema: a migration that changed only data leaves
+// the columns alike, so the column checks alone would let replicas on different migrations
+// diverge silently.
+std::string EncodeLogEntry(int schema_version, absl::string_view changeset);
+
+// ApplyChangeset of `entry`'s changeset, once its schema is `db`'s. DATA_LOSS, nothing
+// applied, for an entry of another schema (naming both versions) or bytes that are not an
+// entry. A bare changeset, as entries were before they named their schema (SQLite starts a
+// changeset with a table's 'T'; an empty one changes nothing), is applied under the column
+// checks alone, and only by a store of a schema that wrote them (14 and before).
+absl::Status ApplyLogEntry(Database& db, absl::string_view entry,
+                           const std::function<absl::Status()>& then = nullptr);
 
 // The last log entry `db` reflects (0: none), and its update, to be made in the transaction
 // that applies or appends that entry (the table `replica`, migration 11).

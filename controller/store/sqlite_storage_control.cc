@@ -50,9 +50,9 @@ class SqliteStorageControl final : public StorageControl {
 
   absl::Status Sync() override { return connection_.SyncLog(); }
 
-  absl::Status ApplyReplicated(uint64_t entry, const std::string& changeset) override {
+  absl::Status ApplyReplicated(uint64_t entry, const std::string& bytes) override {
     absl::MutexLock lock(&connection_.mu());
-    return connection_.ApplyReplicated(entry, changeset);
+    return connection_.ApplyReplicated(entry, bytes);
   }
 
   absl::StatusOr<uint64_t> ReplicaPosition() override {

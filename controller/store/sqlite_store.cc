@@ -182,8 +182,8 @@ class SqliteStore final : public Store {
   }
   absl::StatusOr<StorageSize> Storage() override { return storage_->Storage(); }
   absl::Status Sync() override { return storage_->Sync(); }
-  absl::Status ApplyReplicated(uint64_t entry, const std::string& changeset) override {
-    return storage_->ApplyReplicated(entry, changeset);
+  absl::Status ApplyReplicated(uint64_t entry, const std::string& bytes) override {
+    return storage_->ApplyReplicated(entry, bytes);
   }
   absl::StatusOr<uint64_t> ReplicaPosition() override { return storage_->ReplicaPosition(); }
   uint64_t AwaitReplicaPosition(uint64_t entry, absl::Duration timeout) override {

@@ -63,15 +63,15 @@ class StorageControl {
   // last sync; concurrent calls share one sync.
   virtual absl::Status Sync() = 0;
 
-  // A follower replica (docs/ha.md): applies entry `entry` of the replicated log, the
-  // changeset its leader's store recorded, in one transaction that also moves this store's
-  // position, then shows readers and watchers the change as the leader's own commit did (the
-  // desired state, the commit feed). Every replica applies what the log holds past its
-  // position, the leader too after a takeover (its own writes move its position).
-  // OK at once for an entry it holds already; FAILED_PRECONDITION when `entry` is past the one
-  // after its position; DATA_LOSS when the changeset does not fit this database
-  // (changesets.h). Either way nothing is applied.
-  virtual absl::Status ApplyReplicated(uint64_t entry, const std::string& changeset) = 0;
+  // A follower replica (docs/ha.md): applies entry `entry` of the replicated log, `bytes` as
+  // its leader's store wrote them (changesets.h, EncodeLogEntry), in one transaction that also
+  // moves this store's position, then shows readers and watchers the change as the leader's
+  // own commit did (the desired state, the commit feed). Every replica applies what the log
+  // holds past its position, the leader too after a takeover (its own writes move its
+  // position). OK at once for an entry it holds already; FAILED_PRECONDITION when `entry` is
+  // past the one after its position; DATA_LOSS when the entry is of another schema or its
+  // changeset does not fit this database (changesets.h). Either way nothing is applied.
+  virtual absl::Status ApplyReplicated(uint64_t entry, const std::string& bytes) = 0;
   // The last entry of the replicated log this store holds (0: none).
   virtual absl::StatusOr<uint64_t> ReplicaPosition() = 0;
   // ReplicaPosition as the last committed write or applied entry left it, from memory (no

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "controller/store/allocation_rows.h"
+#include "controller/store/migrations.h"
 #include "fleet/v1/names.h"
 
 namespace fleet::store {
@@ -79,7 +80,8 @@ absl::Status StoreConnection::Commit(Transaction& txn) {
     recording.reset();
     if (!changeset.empty()) {
       ASSIGN_OR_RETURN(uint64_t applied, AppliedEntry(*db_));
-      RETURN_IF_ERROR(commit_log_->Append(applied + 1, changeset));
+      ASSIGN_OR_RETURN(int schema, SchemaVersion(*db_));
+      RETURN_IF_ERROR(commit_log_->Append(applied + 1, EncodeLogEntry(schema, changeset)));
       logged = applied + 1;
       if (absl::Status s = SetAppliedEntry(*db_, applied + 1); !s.ok()) {
         behind_log_ = true;
@@ -106,7 +108,7 @@ absl::Status StoreConnection::Commit(Transaction& txn) {
   return absl::OkStatus();
 }
 
-absl::Status StoreConnection::ApplyReplicated(uint64_t entry, const std::string& changeset) {
+absl::Status StoreConnection::ApplyReplicated(uint64_t entry, const std::string& bytes) {
   // A leader's own writes move its position too: an entry it holds already (its follower
   // loop read the position before a write of its own moved it) is done.
   ASSIGN_OR_RETURN(uint64_t applied, AppliedEntry(*db_));
@@ -120,7 +122,7 @@ absl::Status StoreConnection::ApplyReplicated(uint64_t entry, const std::string&
                                                       applied, ", so ", applied + 1, " is"));
   }
   const uint64_t before = recent_.LastSequence();
-  RETURN_IF_ERROR(ApplyChangeset(*db_, changeset, [&] { return SetAppliedEntry(*db_, entry); }));
+  RETURN_IF_ERROR(ApplyLogEntry(*db_, bytes, [&] { return SetAppliedEntry(*db_, entry); }));
   behind_log_ = false;  // Whatever a failed commit left out, the log has brought in.
   // Committed: the position moves however the rest ends, but only after the rest, so that a
   // read woken by it finds the change in the desired state and the feed.

@@ -73,7 +73,7 @@ class StoreConnection {
   absl::Status Commit(Transaction& txn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // StorageControl::ApplyReplicated.
-  absl::Status ApplyReplicated(uint64_t entry, const std::string& changeset)
+  absl::Status ApplyReplicated(uint64_t entry, const std::string& bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Appends an event at the clock's time; an empty principal is recorded as "anonymous", an

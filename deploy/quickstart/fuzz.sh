@@ -13,7 +13,7 @@ fi
 seconds=${FUZZ_SECONDS:-20}
 timeout=${FUZZ_TIMEOUT:-5}
 all=(fuzz_adapter_tl1_response fuzz_emulator_tl1 fuzz_adapter_rest_json fuzz_emulator_rest_api
-  fuzz_inventory_yaml fuzz_topology_spec fuzz_agent_config fuzz_request_plan)
+  fuzz_inventory_yaml fuzz_topology_spec fuzz_agent_config fuzz_request_plan fuzz_log_entry)
 targets=("${all[@]}")
 [ $# -gt 0 ] && targets=("$@")
 CC=clang CXX=clang++ BUILD_DIR=build-fuzz bash deploy/quickstart/build.sh \

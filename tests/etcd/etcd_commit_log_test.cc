@@ -73,7 +73,7 @@ class EtcdCommitLogTest : public EtcdClusterTest {
     absl::StatusOr<std::vector<etcd::LogEntry>> entries = log_->Read(1);
     EXPECT_TRUE(entries.ok()) << entries.status();
     for (const etcd::LogEntry& e : entries.value_or(std::vector<etcd::LogEntry>{})) {
-      absl::Status applied = store::ApplyChangeset(
+      absl::Status applied = store::ApplyLogEntry(
           **replica, e.bytes, [&] { return store::SetAppliedEntry(**replica, e.seq); });
       EXPECT_TRUE(applied.ok()) << "entry " << e.seq << ": " << applied;
     }

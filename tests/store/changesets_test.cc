@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "controller/store/migrations.h"
 #include "controller/store/sqlite.h"
@@ -167,6 +168,16 @@ TEST(ChangesetsTest, AChangesetThatDoesNotFitTheReplicaIsRefusedWhole) {
       StatusIs(absl::StatusCode::kDataLoss, HasSubstr("replicas must run the same schema")));
   EXPECT_THAT(ApplyChangeset(*replica, "not a changeset"),
               StatusIs(absl::StatusCode::kDataLoss, HasSubstr("changeset: corrupt")));
+  // A table's name that runs past the end (SQLite 3.40 loops for ever on it), a value longer
+  // than what is left, and a change before any table: refused, before SQLite reads them.
+  const std::string host = Recorded(*writer, "INSERT INTO hosts (name) VALUES ('h6')");
+  for (const std::string& bad :
+       {std::string("Te\x01t-"), host.substr(0, host.size() - 1), std::string("\x12\x00\x05"),
+        std::string("T\x01\x01hosts\x00\x12\x00\x03\x7fh")}) {
+    EXPECT_THAT(ApplyChangeset(*replica, bad),
+                StatusIs(absl::StatusCode::kDataLoss, HasSubstr("changeset: corrupt")))
+        << absl::CHexEscape(bad);
+  }
   EXPECT_EQ(QueryText(*replica, "SELECT count(*) FROM hosts WHERE name IN ('h3', 'h5')"), "0");
 }
 
@@ -198,6 +209,59 @@ TEST(ChangesetsTest, TheReplicasPositionIsItsOwnAndMovesWithTheApply) {
                              }),
               StatusIs(absl::StatusCode::kInternal, HasSubstr("the log said no")));
   EXPECT_EQ(AppliedEntry(*replica).value_or(0), 7u);
+  EXPECT_EQ(QueryText(*replica, "SELECT count(*) FROM hosts"), "2");
+}
+
+// A log entry names its writer's schema: a replica applies only entries of its own, since a
+// migration that changed only data leaves the columns alike for the column checks.
+TEST(ChangesetsTest, ALogEntryAppliesOnlyOnAReplicaOfItsSchema) {
+  std::unique_ptr<Database> writer = Migrated(), replica = Migrated();
+  ASSERT_NE(writer, nullptr);
+  ASSERT_NE(replica, nullptr);
+  const int schema = SchemaVersion(*writer).value_or(0);
+  ASSERT_GT(schema, 0);
+  const std::string h1 = Recorded(*writer, "INSERT INTO hosts (name) VALUES ('h1');");
+  EXPECT_THAT(EncodeLogEntry(schema, h1),
+              ::testing::StartsWith(absl::StrCat("fleet-log-entry schema=", schema, "\n")));
+  ASSERT_THAT(ApplyLogEntry(*replica, EncodeLogEntry(schema, h1),
+                            [&] { return SetAppliedEntry(*replica, 1); }),
+              IsOk());
+  EXPECT_EQ(QueryText(*replica, "SELECT group_concat(name) FROM hosts"), "h1");
+  EXPECT_EQ(AppliedEntry(*replica).value_or(0), 1u);
+
+  // Written by a fleetd one migration ahead, or one behind: refused whole, naming both.
+  const std::string h2 = Recorded(*writer, "INSERT INTO hosts (name) VALUES ('h2');");
+  for (int other : {schema + 1, schema - 1}) {
+    EXPECT_THAT(ApplyLogEntry(*replica, EncodeLogEntry(other, h2),
+                              [&] { return SetAppliedEntry(*replica, 2); }),
+                StatusIs(absl::StatusCode::kDataLoss,
+                         HasSubstr(absl::StrCat("written at schema version ", other,
+                                                ", and this replica's store is at ", schema))));
+  }
+  // Bytes that are neither an entry nor a changeset, the header's number included.
+  for (const std::string& bad :
+       {std::string("not an entry"), std::string("fleet-log-entry schema=x\n"),
+        std::string("fleet-log-entry schema=+14\n"), std::string("fleet-log-entry schema=\n"),
+        std::string("fleet-log-entry schema=1234567890\n"),
+        absl::StrCat("fleet-log-entry schema=", schema)}) {
+    EXPECT_THAT(ApplyLogEntry(*replica, bad),
+                StatusIs(absl::StatusCode::kDataLoss, HasSubstr("nothing applied")))
+        << bad;
+  }
+  EXPECT_EQ(QueryText(*replica, "SELECT group_concat(name) FROM hosts"), "h1");
+  EXPECT_EQ(AppliedEntry(*replica).value_or(0), 1u);
+
+  // An entry written before entries named their schema (a bare changeset) applies on a store
+  // of the schema those fleetds had (14 and before), and on none newer.
+  ASSERT_THAT(replica->Exec("PRAGMA user_version = 14"), IsOk());
+  ASSERT_THAT(ApplyLogEntry(*replica, h2), IsOk());
+  EXPECT_EQ(
+      QueryText(*replica, "SELECT group_concat(name) FROM (SELECT name FROM hosts ORDER BY name)"),
+      "h1,h2");
+  const std::string h3 = Recorded(*writer, "INSERT INTO hosts (name) VALUES ('h3');");
+  ASSERT_THAT(replica->Exec("PRAGMA user_version = 15"), IsOk());
+  EXPECT_THAT(ApplyLogEntry(*replica, h3),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("a bare changeset")));
   EXPECT_EQ(QueryText(*replica, "SELECT count(*) FROM hosts"), "2");
 }
 

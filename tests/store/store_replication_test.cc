@@ -1,7 +1,7 @@
 // A store with a commit log (controller/store/commit_log.h): every write of every aggregate
-// reaches the log as one numbered changeset before it commits, and a replica that applies
-// them in order holds, row for row, what the writer holds; a write the log refuses is not
-// committed and takes no entry number.
+// reaches the log as one numbered entry (its schema version and changeset) before it commits, and a
+// replica that applies them in order holds, row for row, what the writer holds; a write the log
+// refuses is not committed and takes no entry number.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "controller/store/changesets.h"
 #include "controller/store/commit_log.h"
@@ -30,10 +31,12 @@ class ApplyingLog : public CommitLog {
     if (follower.ok()) follower_ = std::move(*follower);
   }
 
-  absl::Status Append(uint64_t entry, const std::string& changeset) override {
+  absl::Status Append(uint64_t entry, const std::string& bytes) override {
+    // Every entry names the writer's schema (changesets.h).
+    EXPECT_THAT(bytes, ::testing::StartsWith("fleet-log-entry schema=")) << "entry " << entry;
     if (!refusal_.ok()) return refusal_;
     entries_.push_back(entry);
-    return follower_->ApplyReplicated(entry, changeset);
+    return follower_->ApplyReplicated(entry, bytes);
   }
 
   Store& follower() { return *follower_; }
@@ -181,6 +184,26 @@ TEST_F(StoreReplicationTest, EndingPositionWaitsWakesAWaiter) {
   const absl::Time later = absl::Now();
   EXPECT_EQ(follower.AwaitReplicaPosition(written + 5, patience), written);
   EXPECT_LT(absl::Now() - later, patience / 2);
+}
+
+// A replica on another migration refuses the writer's entries whole, rather than apply them
+// where a migration changed only data: its position stays, and so does what it holds.
+TEST_F(StoreReplicationTest, AReplicaOfAnotherSchemaRefusesTheEntries) {
+  WriteSite();
+  const uint64_t written = log_->entries().back();
+  {
+    absl::StatusOr<std::unique_ptr<Database>> follower_db =
+        Database::Open(dir_.File("follower.db"));
+    ASSERT_TRUE(follower_db.ok()) << follower_db.status();
+    const int schema = SchemaVersion(**follower_db).value_or(0);
+    ASSERT_THAT((*follower_db)->Exec(absl::StrCat("PRAGMA user_version = ", schema + 1)), IsOk());
+  }
+  const std::string before = log_->Dump();
+  // The follower's refusal is the log's answer here: the write is not committed either.
+  EXPECT_THAT(store_->SetPortHealth({{PortRef("s1", 4), v1::OPER_STATE_FAILED, "dark"}}),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("written at schema version")));
+  EXPECT_EQ(log_->follower().ReplicaPosition().value_or(0), written);
+  EXPECT_EQ(log_->Dump(), before);
 }
 
 // The log's snapshot (docs/ha.md): a copy of the whole database with the position it holds,
