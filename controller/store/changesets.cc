@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <set>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -81,6 +83,7 @@ int AbortOnConflict(void* context, int type, sqlite3_changeset_iter* it) {
 absl::Status CheckFraming(absl::string_view changeset) {
   const size_t size = changeset.size();
   size_t at = 0;
+  std::set<std::string> tables;  // Named by a header so far, in lower case.
   const auto corrupt = [&](absl::string_view what) {
     return absl::DataLossError(
         absl::StrCat("changeset: corrupt (", what, " at byte ", at, " of ", size, ")"));
@@ -99,6 +102,8 @@ absl::Status CheckFraming(absl::string_view changeset) {
     }
     return false;
   };
+  // SQLite is handed the size as an int.
+  if (size > static_cast<size_t>(std::numeric_limits<int>::max())) return corrupt("its size");
   uint64_t columns = 0;      // Of the table the changes are in; 0 before the first table.
   absl::string_view in_key;  // Its key flags, one byte a column.
   while (at < size) {
@@ -114,6 +119,11 @@ absl::Status CheckFraming(absl::string_view changeset) {
       at += columns;
       const size_t name_end = changeset.find('\0', at);
       if (name_end == absl::string_view::npos) return corrupt("a table's name");
+      // A session writes one header a table; SQLite, applying, would keep the first one's
+      // layout for the changes under a second.
+      if (!tables.insert(absl::AsciiStrToLower(changeset.substr(at, name_end - at))).second) {
+        return corrupt("a second header for one table");
+      }
       at = name_end + 1;
       continue;
     }
@@ -133,6 +143,8 @@ absl::Status CheckFraming(absl::string_view changeset) {
       if (at >= size) return corrupt("a value");
       const auto type = static_cast<uint8_t>(changeset[at++]);
       recorded[v] = type != 0;
+      // A session records no row with a NULL in its key.
+      if (type == SQLITE_NULL && in_key[v % columns] != 0) return corrupt("a NULL in a key");
       uint64_t length = 0;
       switch (type) {
         case 0:  // Not recorded (an update's column that did not change).
@@ -190,8 +202,13 @@ absl::Status CheckTables(Database& db, absl::string_view changeset) {
           absl::StrCat("changeset: changes table ", table, ", which each replica keeps itself"));
       break;
     }
-    std::string theirs, ours;  // One letter per column: k in the key, c not.
-    for (int i = 0; i < columns; ++i) theirs += in_key[i] != 0 ? 'k' : 'c';
+    // Each column's place in the key (0: not in it), as SQLite compares them when it applies;
+    // shown as one letter a column, k in the key, c not.
+    std::string theirs, ours, their_places, our_places;
+    for (int i = 0; i < columns; ++i) {
+      theirs += in_key[i] != 0 ? 'k' : 'c';
+      their_places += static_cast<char>(in_key[i]);
+    }
     absl::StatusOr<Statement> layout =
         db.Prepare("SELECT pk FROM pragma_table_info(?1) ORDER BY cid");
     if (!layout.ok()) {
@@ -204,12 +221,18 @@ absl::Status CheckTables(Database& db, absl::string_view changeset) {
       if (!row.ok()) status = row.status();
       if (!row.ok() || !*row) break;
       ours += layout->Int(0) > 0 ? 'k' : 'c';
+      our_places += static_cast<char>(layout->Int(0));
     }
     if (status.ok() && ours != theirs) {
       status = absl::DataLossError(
           absl::StrCat("changeset: table ", table, " has columns ", theirs, " in the change but ",
                        ours.empty() ? "no such table" : ours,
                        " here (k: in the primary key, c: not): replicas must run the same schema"));
+    } else if (status.ok() && our_places != their_places) {
+      status = absl::DataLossError(
+          absl::StrCat("changeset: table ", table,
+                       "'s primary key orders its columns otherwise in the change than here: "
+                       "replicas must run the same schema"));
     }
   }
   const int finalized = sqlite3changeset_finalize(it);

@@ -10,6 +10,7 @@
 #include <cctype>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/escaping.h"
@@ -20,6 +21,8 @@
 
 namespace fleet::store {
 namespace {
+
+using namespace std::string_literals;
 
 using ::fleet::store::testing_util::Column;
 using ::fleet::store::testing_util::Dump;
@@ -168,16 +171,34 @@ TEST(ChangesetsTest, AChangesetThatDoesNotFitTheReplicaIsRefusedWhole) {
       StatusIs(absl::StatusCode::kDataLoss, HasSubstr("replicas must run the same schema")));
   EXPECT_THAT(ApplyChangeset(*replica, "not a changeset"),
               StatusIs(absl::StatusCode::kDataLoss, HasSubstr("changeset: corrupt")));
-  // A table's name that runs past the end (SQLite 3.40 loops for ever on it), a value longer
-  // than what is left, and a change before any table: refused, before SQLite reads them.
+  // Framing SQLite 3.40 would loop for ever on or crash at, or read past the end: refused
+  // before SQLite reads it.
   const std::string host = Recorded(*writer, "INSERT INTO hosts (name) VALUES ('h6')");
-  for (const std::string& bad :
-       {std::string("Te\x01t-"), host.substr(0, host.size() - 1), std::string("\x12\x00\x05"),
-        std::string("T\x01\x01hosts\x00\x12\x00\x03\x7fh")}) {
+  const std::pair<std::string, std::string> corrupt[] = {
+      {"T\x01\x01hosts"s, "a table's name"},
+      {"Te\x01t-"s, "a table's key flags"},
+      {host.substr(0, host.size() - 1), "a text or blob's length"},
+      {"\x12\x00\x05"s, "a change before any table"},
+      {"T\x01\x01hosts\x00\x12\x00\x03\x7fh"s, "a text or blob's length"},
+      {"T\x01\x01hosts\x00T\x01\x01HOSTS\x00"s, "a second header for one table"},
+      {"T\x01\x01hosts\x00\x12\x00\x05"s, "a NULL in a key"},
+      {"T\x02\x01\x00hosts\x00\x17\x00\x00\x03\x01x\x00\x03\x01y"s,
+       "a change without column 0's value"},
+  };
+  for (const auto& [bad, why] : corrupt) {
     EXPECT_THAT(ApplyChangeset(*replica, bad),
-                StatusIs(absl::StatusCode::kDataLoss, HasSubstr("changeset: corrupt")))
+                StatusIs(absl::StatusCode::kDataLoss, HasSubstr(absl::StrCat("corrupt (", why))))
         << absl::CHexEscape(bad);
   }
+  // A key of the same columns in another order: SQLite would skip the table's changes.
+  ASSERT_THAT(writer->Exec("CREATE TABLE pair (a TEXT, b TEXT, PRIMARY KEY (a, b)) STRICT"),
+              IsOk());
+  ASSERT_THAT(replica->Exec("CREATE TABLE pair (a TEXT, b TEXT, PRIMARY KEY (b, a)) STRICT"),
+              IsOk());
+  EXPECT_THAT(ApplyChangeset(*replica, Recorded(*writer, "INSERT INTO pair VALUES ('x', 'y')")),
+              StatusIs(absl::StatusCode::kDataLoss,
+                       HasSubstr("pair's primary key orders its columns otherwise")));
+  EXPECT_EQ(QueryText(*replica, "SELECT count(*) FROM pair"), "0");
   EXPECT_EQ(QueryText(*replica, "SELECT count(*) FROM hosts WHERE name IN ('h3', 'h5')"), "0");
 }
 
