@@ -35,9 +35,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fleet::store::Database& db = Store();
   absl::StatusOr<uint64_t> before = fleet::store::AppliedEntry(db);
   Check(before.ok());
-  absl::Status applied = fleet::store::ApplyLogEntry(
-      db, absl::string_view(reinterpret_cast<const char*>(data), size),
-      [&] { return fleet::store::SetAppliedEntry(db, *before + 1); });
+  absl::Status applied =
+      fleet::store::ApplyLogEntry(db, absl::string_view(reinterpret_cast<const char*>(data), size),
+                                  [&] { return fleet::store::SetAppliedEntry(db, *before + 1); });
   Check(applied.ok() || !applied.message().empty());
   absl::StatusOr<uint64_t> after = fleet::store::AppliedEntry(db);
   Check(after.ok() && *after == (applied.ok() ? *before + 1 : *before));

@@ -80,8 +80,10 @@ absl::Status StoreConnection::Commit(Transaction& txn) {
     recording.reset();
     if (!changeset.empty()) {
       ASSIGN_OR_RETURN(uint64_t applied, AppliedEntry(*db_));
-      ASSIGN_OR_RETURN(int schema, SchemaVersion(*db_));
-      RETURN_IF_ERROR(commit_log_->Append(applied + 1, EncodeLogEntry(schema, changeset)));
+      if (schema_version_ == 0) {
+        ASSIGN_OR_RETURN(schema_version_, SchemaVersion(*db_));
+      }
+      RETURN_IF_ERROR(commit_log_->Append(applied + 1, EncodeLogEntry(schema_version_, changeset)));
       logged = applied + 1;
       if (absl::Status s = SetAppliedEntry(*db_, applied + 1); !s.ok()) {
         behind_log_ = true;

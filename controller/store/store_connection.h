@@ -117,6 +117,9 @@ class StoreConnection {
   RecentCommits recent_;  // Its mutex is taken inside mu_.
   DesiredIndex desired_;  // Likewise.
   std::atomic<uint64_t> inventory_version_{1};
+  // The database's schema, read at the first replicated write: fixed while it is open
+  // (migrations run before), so no write reads it again.
+  int schema_version_ ABSL_GUARDED_BY(mu_) = 0;
   // Moves the position forward (never back) and wakes AwaitPosition.
   void MovePosition(uint64_t entry) ABSL_LOCKS_EXCLUDED(position_mu_);
 

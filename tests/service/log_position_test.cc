@@ -101,9 +101,10 @@ TEST_F(LogPositionTest, HealthDoesNotWaitOnAReplicaBehindItsCaller) {
   context.AddMetadata("x-fleet-principal", "operator:tester");
   context.AddMetadata(kMinLogPositionMetadata, "9");
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  const v1::HealthRequest request;
   v1::HealthResponse health;
   // The replica stays at 7: a call held to the caller's 9 would be refused UNAVAILABLE.
-  grpc::Status status = admin_stub_->Health(&context, {}, &health);
+  grpc::Status status = admin_stub_->Health(&context, request, &health);
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(Position(context), "7");
   EXPECT_FALSE(health.components().empty());
