@@ -231,9 +231,10 @@ absl::StatusOr<etcdserverpb::TxnResponse> EtcdClient::Txn(const etcdserverpb::Tx
   return response;
 }
 
-absl::Status EtcdClient::Compact(int64_t revision) {
+absl::Status EtcdClient::Compact(int64_t revision, bool physical) {
   etcdserverpb::CompactionRequest request;
   request.set_revision(revision);
+  request.set_physical(physical);
   etcdserverpb::CompactionResponse response;
   absl::Status status = OnSomeMember(
       Kind::kWrite, absl::StrCat("Compact ", revision),
@@ -321,6 +322,82 @@ std::vector<MemberStatus> EtcdClient::Members() {
     out.push_back(std::move(s));
   }
   return out;
+}
+
+EtcdClient::Member* EtcdClient::MemberAt(const std::string& endpoint) {
+  for (Member& m : members_) {
+    if (m.endpoint == endpoint) return &m;
+  }
+  return nullptr;
+}
+
+absl::Status EtcdClient::Defragment(const std::string& endpoint, absl::Duration timeout) {
+  Member* member = MemberAt(endpoint);
+  if (member == nullptr) {
+    return absl::NotFoundError(absl::StrCat("etcd: no member ", endpoint, " in the endpoints"));
+  }
+  {
+    // The member answers nothing while it works: this client's calls start elsewhere.
+    absl::MutexLock lock(&mu_);
+    if (members_[preferred_].endpoint == endpoint) preferred_ = (preferred_ + 1) % members_.size();
+  }
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  etcdserverpb::DefragmentResponse response;
+  // Not told to options_.observe: its time is the file's, not a request's.
+  absl::Status status = FromGrpcStatus(member->maintenance->Defragment(&context, {}, &response));
+  if (!status.ok()) {
+    return absl::Status(status.code(),
+                        absl::StrCat("etcd: Defragment ", endpoint, ": ", status.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EtcdClient::MoveLeader(const std::string& leader_endpoint, uint64_t target_id) {
+  Member* member = MemberAt(leader_endpoint);
+  if (member == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("etcd: no member ", leader_endpoint, " in the endpoints"));
+  }
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.request_timeout));
+  etcdserverpb::MoveLeaderRequest request;
+  request.set_targetid(target_id);
+  etcdserverpb::MoveLeaderResponse response;
+  absl::Status status =
+      FromGrpcStatus(member->maintenance->MoveLeader(&context, request, &response));
+  if (!status.ok()) {
+    return absl::Status(status.code(),
+                        absl::StrCat("etcd: MoveLeader to ", absl::Hex(target_id), " via ",
+                                     leader_endpoint, ": ", status.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<uint64_t>> EtcdClient::NoSpaceAlarms() {
+  etcdserverpb::AlarmRequest request;
+  request.set_action(etcdserverpb::AlarmRequest::GET);
+  etcdserverpb::AlarmResponse response;
+  absl::Status status = OnSomeMember(Kind::kRead, "Alarm GET", [&](Member& m, auto& context) {
+    return m.maintenance->Alarm(&context, request, &response);
+  });
+  if (!status.ok()) return status;
+  std::vector<uint64_t> members;
+  for (const etcdserverpb::AlarmMember& alarm : response.alarms()) {
+    if (alarm.alarm() == etcdserverpb::NOSPACE) members.push_back(alarm.memberid());
+  }
+  return members;
+}
+
+absl::Status EtcdClient::DisarmNoSpace(uint64_t member_id) {
+  etcdserverpb::AlarmRequest request;
+  request.set_action(etcdserverpb::AlarmRequest::DEACTIVATE);
+  request.set_memberid(member_id);
+  request.set_alarm(etcdserverpb::NOSPACE);
+  etcdserverpb::AlarmResponse response;
+  return OnSomeMember(
+      Kind::kWrite, absl::StrCat("Alarm DEACTIVATE NOSPACE ", absl::Hex(member_id)),
+      [&](Member& m, auto& context) { return m.maintenance->Alarm(&context, request, &response); });
 }
 
 }  // namespace fleet::etcd

@@ -112,8 +112,9 @@ class EtcdClient {
   // operations are all ranges is a read (it may be tried on the next member); else a write.
   absl::StatusOr<etcdserverpb::TxnResponse> Txn(const etcdserverpb::TxnRequest& request);
   // Compacts etcd's history (every key's revisions before `revision`), so its space can be
-  // reused. OK when it was compacted that far already.
-  absl::Status Compact(int64_t revision);
+  // reused. OK when it was compacted that far already. With `physical`, returns only once the
+  // members have deleted those revisions (else they do it in the background).
+  absl::Status Compact(int64_t revision, bool physical = false);
 
   // A lease of `ttl` (whole seconds, rounded up).
   absl::StatusOr<Lease> GrantLease(absl::Duration ttl);
@@ -126,6 +127,23 @@ class EtcdClient {
   // Each member's own status, asked of it directly (no failover), in endpoint order; each
   // is given an equal share of the request timeout, so the whole takes at most that.
   std::vector<MemberStatus> Members();
+  // Defragments the member at `endpoint` (one of the options' endpoints, as MemberStatus names
+  // it), asked of it directly: it rewrites its database file without the free pages, and
+  // answers nothing else meanwhile (etcd's Maintenance.Defragment), so one member at a time,
+  // and never etcd's leader, which would stall every write and lease renewal. This client's
+  // next calls go to another member first. `timeout` rather than the request timeout: a large
+  // file takes a while (etcd goes on with it after a timeout). NOT_FOUND for an endpoint not
+  // in the options.
+  absl::Status Defragment(const std::string& endpoint, absl::Duration timeout);
+  // Asks etcd's leader, at `leader_endpoint`, to hand its leadership to member `target_id`
+  // (etcd's Maintenance.MoveLeader); returns once it has.
+  absl::Status MoveLeader(const std::string& leader_endpoint, uint64_t target_id);
+  // The members (by id) whose NOSPACE alarm is active: while any is, etcd takes no write but
+  // deletes and compactions.
+  absl::StatusOr<std::vector<uint64_t>> NoSpaceAlarms();
+  // Clears the NOSPACE alarm of member `member_id`. etcd raises it again at the next write if
+  // the member's database is still past its quota.
+  absl::Status DisarmNoSpace(uint64_t member_id);
 
  private:
   struct Member {
@@ -137,6 +155,8 @@ class EtcdClient {
   };
   explicit EtcdClient(EtcdOptions options) : options_(std::move(options)) {}
 
+  // The member `endpoint` names; null when none does.
+  Member* MemberAt(const std::string& endpoint);
   // Runs `call` on the members in turn from the last that answered, as the contract says for
   // a read, or for a write when `write`. `what` names the call and key in messages.
   enum class Kind { kRead, kWrite };

@@ -25,16 +25,21 @@ std::string InitialCluster(const std::vector<EtcdMember>& members) {
 std::vector<std::string> EtcdMemberArgv(const EtcdMember& member,
                                         const std::string& initial_cluster,
                                         const std::string& state, const EtcdClusterFiles& files) {
-  return {kEtcdBinary, "--name", member.name, "--data-dir", member.data_dir, "--listen-client-urls",
-          "https://" + member.client, "--advertise-client-urls", "https://" + member.client,
-          // Peers speak plaintext on loopback; what fleetd relies on is the clients' side.
-          "--listen-peer-urls", "http://" + member.peer, "--initial-advertise-peer-urls",
-          "http://" + member.peer, "--initial-cluster", initial_cluster, "--initial-cluster-state",
-          state, "--initial-cluster-token", "fleet-local", "--cert-file", files.cert_file,
-          "--key-file", files.key_file, "--trusted-ca-file", files.ca_file, "--client-cert-auth",
-          // Elections in well under a second: a lost member costs the cluster little.
-          "--heartbeat-interval", "50", "--election-timeout", "500", "--logger", "zap",
-          "--log-outputs", "stderr"};
+  std::vector<std::string> argv = {
+      kEtcdBinary, "--name", member.name, "--data-dir", member.data_dir, "--listen-client-urls",
+      "https://" + member.client, "--advertise-client-urls", "https://" + member.client,
+      // Peers speak plaintext on loopback; what fleetd relies on is the clients' side.
+      "--listen-peer-urls", "http://" + member.peer, "--initial-advertise-peer-urls",
+      "http://" + member.peer, "--initial-cluster", initial_cluster, "--initial-cluster-state",
+      state, "--initial-cluster-token", "fleet-local", "--cert-file", files.cert_file, "--key-file",
+      files.key_file, "--trusted-ca-file", files.ca_file, "--client-cert-auth",
+      // Elections in well under a second: a lost member costs the cluster little.
+      "--heartbeat-interval", "50", "--election-timeout", "500", "--logger", "zap", "--log-outputs",
+      "stderr"};
+  if (member.quota_bytes > 0) {
+    argv.insert(argv.end(), {"--quota-backend-bytes", absl::StrCat(member.quota_bytes)});
+  }
+  return argv;
 }
 
 absl::Status AwaitEtcdMember(EtcdOptions options, const std::string& client,

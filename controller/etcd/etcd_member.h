@@ -5,6 +5,7 @@
 #ifndef FLEET_CONTROLLER_ETCD_ETCD_MEMBER_H_
 #define FLEET_CONTROLLER_ETCD_ETCD_MEMBER_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,10 +19,11 @@ namespace fleet::etcd {
 inline constexpr char kEtcdBinary[] = "/usr/bin/etcd";
 
 struct EtcdMember {
-  std::string name;      // e.g. "m0"; unique in the cluster.
-  std::string data_dir;  // Its membership and data; kept across restarts.
-  std::string client;    // 127.0.0.1:PORT, served over TLS.
-  std::string peer;      // 127.0.0.1:PORT, plaintext.
+  std::string name;         // e.g. "m0"; unique in the cluster.
+  std::string data_dir;     // Its membership and data; kept across restarts.
+  std::string client;       // 127.0.0.1:PORT, served over TLS.
+  std::string peer;         // 127.0.0.1:PORT, plaintext.
+  int64_t quota_bytes = 0;  // --quota-backend-bytes; 0: etcd's default (2 GiB).
 };
 
 struct EtcdClusterFiles {

@@ -155,9 +155,15 @@ absl::StatusOr<std::unique_ptr<Fleetd>> Fleetd::Start(const FleetdConfig& config
     FLEET_LOG(WARNING) << "removed " << SnapshotFile(config)
                        << ", a replicated log's snapshot this single fleetd does not use";
   }
-  ASSIGN_OR_RETURN(d->store_,
-                   store::OpenSqliteStore({db_path, clock, &d->commit_point_,
-                                           d->replica_ ? d->replica_->commit_log() : nullptr}));
+  store::SqliteStoreOptions store_options{
+      .path = db_path, .clock = clock, .commit_point = &d->commit_point_};
+  if (d->replica_) {
+    store_options.commit_log = d->replica_->commit_log();
+    store_options.before_migrating = [replica = d->replica_.get()](store::LogReplica& older) {
+      return replica->CatchUpBeforeMigrating(older);
+    };
+  }
+  ASSIGN_OR_RETURN(d->store_, store::OpenSqliteStore(store_options));
   FLEET_LOG(INFO) << "state database " << db_path << " open";
   // Caught up with the log before anything reads the store.
   if (d->replica_) d->replica_->Follow(d->store_.get());

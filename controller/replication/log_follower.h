@@ -6,7 +6,7 @@
 //
 // Contract:
 // - CatchUp() applies, in order, every entry past the store's position that the log holds
-//   when it is called (StorageControl::ApplyReplicated), reading in rounds of the log's byte
+//   when it is called (LogReplica::ApplyReplicated), reading in rounds of the log's byte
 //   budget. It returns the first error: an unreachable etcd (nothing lost: the next call goes
 //   on from the position), an entry that does not apply (DATA_LOSS), or a position behind the
 //   log's first kept entry, as read again after the refusal (OUT_OF_RANGE: the replica then
@@ -42,7 +42,7 @@ class LogFollower {
   };
 
   // `log` and `store` outlive this.
-  LogFollower(etcd::ReplicatedLog* log, store::StorageControl* store,
+  LogFollower(etcd::ReplicatedLog* log, store::LogReplica* store,
               absl::Duration poll = absl::Milliseconds(50))
       : log_(log), store_(store), poll_(poll) {}
   ~LogFollower() { Stop(); }
@@ -58,7 +58,7 @@ class LogFollower {
   void Run();
 
   etcd::ReplicatedLog* const log_;
-  store::StorageControl* const store_;
+  store::LogReplica* const store_;
   const absl::Duration poll_;
   absl::Mutex catch_up_mu_;  // One CatchUp at a time: entries apply in order.
   mutable absl::Mutex mu_;

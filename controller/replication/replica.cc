@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "common/thread_name.h"
+#include "controller/store/changesets.h"
 
 namespace fleet::replication {
 namespace {
@@ -107,7 +108,8 @@ Replica::Replica(ReplicaOptions options, std::unique_ptr<etcd::EtcdClient> clien
                                     .lease_ttl = options_.lease_ttl,
                                     .margin = options_.margin},
                 [this](bool leading) { OnLeadingChanged(leading); }),
-      commit_log_(&log_, &election_) {}
+      commit_log_(&log_, &election_),
+      space_keeper_(client_.get(), options_.space) {}
 
 Replica::~Replica() { Stop(); }
 
@@ -124,6 +126,24 @@ CommitPoint::Fence Replica::Fence() {
 
 bool Replica::CannotFollow(const absl::Status& status) {
   return absl::IsDataLoss(status) || absl::IsOutOfRange(status);
+}
+
+absl::Status Replica::CatchUpBeforeMigrating(store::LogReplica& older) {
+  absl::Status caught_up = LogFollower(&log_, &older).CatchUp();
+  if (caught_up.ok() || store::IsOfAnotherSchema(caught_up) || absl::IsOutOfRange(caught_up)) {
+    if (!caught_up.ok()) FLEET_LOG(INFO) << "before migrating the store: " << caught_up;
+    return absl::OkStatus();
+  }
+  if (absl::IsDataLoss(caught_up)) {
+    FLEET_LOG(ERROR) << "before migrating the store: " << caught_up
+                     << "; this replica cannot follow the replicated log: rebuild its state "
+                        "directory (docs/ha.md)";
+    return absl::OkStatus();
+  }
+  return absl::Status(caught_up.code(),
+                      absl::StrCat("cannot read the replicated log's entries of this store's "
+                                   "schema before migrating it: ",
+                                   caught_up.message()));
 }
 
 void Replica::Follow(store::StorageControl* store) {
@@ -293,12 +313,55 @@ void Replica::RunUpkeep() {
       }
     } else if (serving_.load()) {
       done = SnapshotIfDue();
+      // Also when the snapshot failed: under a NOSPACE alarm etcd refuses its Put.
+      absl::Status space = KeepSpaceIfDue();
+      if (done.ok()) done = space;
     }
     if (!done.ok() && done.ToString() != warned) {
       FLEET_LOG(WARNING) << "replicated log upkeep: " << done;
     }
     warned = done.ok() ? "" : done.ToString();
   }
+}
+
+absl::Status Replica::KeepSpaceIfDue() {
+  const absl::Time now = absl::Now();
+  if (options_.space_every == absl::ZeroDuration() || now < next_space_pass_) {
+    return absl::OkStatus();
+  }
+  next_space_pass_ = now + options_.space_every;
+  if (!space_scheduled_) {
+    // A space_every after leading begins: a deposed leader's defragmentation may still run.
+    space_scheduled_ = true;
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(etcd::SpacePass pass, space_keeper_.Pass());
+  if (!pass.defragmented.empty()) {
+    FLEET_LOG(INFO) << "etcd member " << pass.defragmented << " defragmented: its file went from "
+                    << pass.bytes_before << " to " << pass.bytes_after << " bytes in " << pass.took;
+  }
+  if (!pass.moved_leader_from.empty()) {
+    FLEET_LOG(INFO) << "etcd's leadership moved from " << pass.moved_leader_from
+                    << ", which is due for defragmenting";
+  }
+  if (!pass.disarmed.empty()) {
+    FLEET_LOG(WARNING) << "etcd's NOSPACE alarm cleared on " << pass.disarmed.size()
+                       << " member(s), every member defragmented";
+  }
+  if (pass.alarm_back) {
+    space_alarm_back_ = true;
+    FLEET_LOG(ERROR) << "etcd's NOSPACE alarm is back within "
+                     << absl::FormatDuration(options_.space.alarm_backoff)
+                     << " of being cleared: the data itself is past etcd's quota; raise every "
+                        "member's --quota-backend-bytes, or lower log_keep_entries";
+  }
+  if (!space_keeper_.UnderAlarm()) space_alarm_back_ = false;
+  // The next step at the next upkeep: while an alarm is worked off (unless it keeps coming
+  // back), and after etcd's leadership was moved for a defragmentation.
+  if ((space_keeper_.UnderAlarm() && !space_alarm_back_) || !pass.moved_leader_from.empty()) {
+    next_space_pass_ = now;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Replica::SnapshotIfDue() {

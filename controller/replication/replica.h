@@ -33,6 +33,10 @@
 //   renamed into place) and calls `on_restart`: the daemon exits, and at its next start
 //   InstallFetchedSnapshot puts the file in place of its database before opening it. It
 //   then follows the log from the snapshot's entry on.
+// - The leader's upkeep also looks after etcd's space (etcd_space.h: a member whose file is
+//   mostly free pages is defragmented, one at a time, never etcd's leader; a NOSPACE alarm
+//   is cleared once every reachable member was), its first pass `space_every` after it began
+//   to lead.
 // - `on_restart` is called at most once per Replica, with the reason.
 // - A replica whose store cannot follow the log (an entry that does not apply, or a position
 //   behind the log's first entry) does not campaign, or resigns if it won; it stays a follower
@@ -62,6 +66,7 @@
 #include "absl/time/time.h"
 #include "controller/commit_point/commit_point.h"
 #include "controller/etcd/etcd_client.h"
+#include "controller/etcd/etcd_space.h"
 #include "controller/etcd/leader_election.h"
 #include "controller/etcd/replicated_log.h"
 #include "controller/replication/etcd_commit_log.h"
@@ -89,6 +94,10 @@ struct ReplicaOptions {
   uint64_t keep_entries = 1000;
   std::string snapshot_file;
   absl::Duration upkeep_interval = absl::Seconds(1);
+  // etcd's space (controller/etcd/etcd_space.h), looked after by the leader's upkeep every
+  // `space_every`, and at every upkeep while a NOSPACE alarm is active (zero: never).
+  absl::Duration space_every = absl::Seconds(30);
+  etcd::SpaceOptions space;
 };
 
 // Before the store at `db_path` is opened: when a snapshot was fetched into `snapshot_file`
@@ -111,6 +120,16 @@ class Replica {
   // this object's life.
   CommitPoint::Fence Fence();
 
+  // For the store's SqliteStoreOptions::before_migrating, before Follow: applies the log's
+  // entries past `older`'s position while they are of its schema (an upgrade's first start,
+  // docs/ha.md). OK once it meets an entry of another schema (the new one's, applied after the
+  // migration), or a position behind the log's first kept entry (upkeep then fetches the log's
+  // snapshot); also OK, logged as an error, for an entry of its schema that does not fit it
+  // (this replica cannot follow the log either way: its health says so after the migration).
+  // Otherwise the error reading etcd (UNAVAILABLE when it cannot be reached), naming what it
+  // was for: migrating without those entries would leave the store unable to follow, so the
+  // daemon does not start (its supervisor starts it again).
+  absl::Status CatchUpBeforeMigrating(store::LogReplica& older);
   // `store` outlives this. Once; before Campaign.
   void Follow(store::StorageControl* store);
   // `on_leading` and `on_restart` as in the contract (either may be empty); `on_leading`'s
@@ -146,6 +165,8 @@ class Replica {
   void RunUpkeep() ABSL_LOCKS_EXCLUDED(mu_);
   // The leader's snapshot and trim, when due.
   absl::Status SnapshotIfDue();
+  // A pass of space_keeper_ when due.
+  absl::Status KeepSpaceIfDue();
   // Trims the entries before the last keep_entries up to `snapshot`, unless done already.
   absl::Status TrimBefore(uint64_t snapshot, const etcd::LogBounds& bounds);
   // A replica behind the log's first entry: fetches the newest snapshot into snapshot_file.
@@ -158,6 +179,11 @@ class Replica {
   etcd::ReplicatedLog log_;
   etcd::LeaderElection election_;
   EtcdCommitLog commit_log_;
+  // etcd's space, and when its next pass is due: the upkeep thread's only.
+  etcd::SpaceKeeper space_keeper_;
+  absl::Time next_space_pass_ = absl::InfinitePast();
+  bool space_scheduled_ = false;   // The first pass is a space_every after leading begins.
+  bool space_alarm_back_ = false;  // This NOSPACE alarm came back soon after being cleared.
   // Made by Follow, before anything reads it from another thread.
   std::unique_ptr<LogFollower> follower_;
   // True only while this replica leads, without a change since it won, and has caught up:

@@ -305,6 +305,7 @@ namespace {
 constexpr absl::string_view kEntryHeader = "fleet-log-entry schema=";
 // The newest schema of a fleetd that wrote bare changesets: a store past it refuses them.
 constexpr int kLastSchemaOfBareEntries = 14;
+constexpr absl::string_view kOtherSchema = "log entry: written at schema version ";
 }  // namespace
 
 std::string EncodeLogEntry(int schema_version, absl::string_view changeset) {
@@ -339,12 +340,16 @@ absl::Status ApplyLogEntry(Database& db, absl::string_view entry,
                      kEntryHeader, "<version>' and a newline, or a changeset; nothing applied"));
   }
   if (written != own) {
-    return absl::DataLossError(absl::StrCat(
-        "log entry: written at schema version ", written, ", and this replica's store is at ", own,
-        "; replicas apply only entries of their own schema (docs/ha.md, upgrades); "
-        "nothing applied"));
+    return absl::DataLossError(
+        absl::StrCat(kOtherSchema, written, ", and this replica's store is at ", own,
+                     "; replicas apply only entries of their own schema (docs/ha.md, upgrades); "
+                     "nothing applied"));
   }
   return ApplyChangeset(db, entry.substr(newline + 1), then);
+}
+
+bool IsOfAnotherSchema(const absl::Status& status) {
+  return absl::IsDataLoss(status) && absl::StrContains(status.message(), kOtherSchema);
 }
 
 absl::StatusOr<uint64_t> AppliedEntry(Database& db) {

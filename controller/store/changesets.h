@@ -78,6 +78,10 @@ std::string EncodeLogEntry(int schema_version, absl::string_view changeset);
 absl::Status ApplyLogEntry(Database& db, absl::string_view entry,
                            const std::function<absl::Status()>& then = nullptr);
 
+// Whether `status`, from ApplyLogEntry (as it is, or with a prefix added), refused an entry for
+// being of another schema than the database's, rather than for not fitting it.
+bool IsOfAnotherSchema(const absl::Status& status);
+
 // The last log entry `db` reflects (0: none), and its update, to be made in the transaction
 // that applies or appends that entry (the table `replica`, migration 11).
 absl::StatusOr<uint64_t> AppliedEntry(Database& db);

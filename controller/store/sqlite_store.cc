@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "controller/store/allocation_rows.h"
 #include "controller/store/changesets.h"
@@ -18,6 +19,33 @@
 
 namespace fleet::store {
 namespace {
+
+// The migration that gave a database its replicated log position (the table `replica`):
+// an older one never was a replica's.
+constexpr int kFirstReplicaSchema = 11;
+
+// An older database as a replica before its migration (SqliteStoreOptions::before_migrating):
+// entries apply to its tables as they are, and nothing reads it meanwhile.
+class OlderSchemaReplica final : public LogReplica {
+ public:
+  explicit OlderSchemaReplica(Database& db) : db_(db) {}
+
+  absl::Status ApplyReplicated(uint64_t entry, const std::string& bytes) override {
+    ASSIGN_OR_RETURN(uint64_t applied, AppliedEntry(db_));
+    if (entry <= applied) return absl::OkStatus();
+    if (entry != applied + 1) {
+      return absl::FailedPreconditionError(absl::StrCat("store: log entry ", entry,
+                                                        " is not the next: this replica holds ",
+                                                        applied, ", so ", applied + 1, " is"));
+    }
+    return ApplyLogEntry(db_, bytes, [&] { return SetAppliedEntry(db_, entry); });
+  }
+  absl::StatusOr<uint64_t> ReplicaPosition() override { return AppliedEntry(db_); }
+  void EndReplicaPositionWaits() override {}
+
+ private:
+  Database& db_;
+};
 
 // Each call goes to the aggregate that answers it.
 class SqliteStore final : public Store {
@@ -214,6 +242,13 @@ absl::StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const SqliteStoreOptions&
   // pages back to the file system with it.
   RETURN_IF_ERROR(db->EnableIncrementalVacuum().status());
   RETURN_IF_ERROR(db->EnableWriteAheadLog());
+  if (options.before_migrating) {
+    ASSIGN_OR_RETURN(const int version, SchemaVersion(*db));
+    if (version >= kFirstReplicaSchema && version < Migrations().back().version) {
+      OlderSchemaReplica older(*db);
+      RETURN_IF_ERROR(options.before_migrating(older));
+    }
+  }
   RETURN_IF_ERROR(Migrate(*db, Migrations()));
   RETURN_IF_ERROR(FillRequestIds(*db));
   ASSIGN_OR_RETURN(uint64_t last_sequence, NewestEventSequence(*db));

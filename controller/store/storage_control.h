@@ -8,6 +8,7 @@
 #define FLEET_CONTROLLER_STORE_STORAGE_CONTROL_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -34,10 +35,34 @@ struct StorageSize {
   int64_t bytes() const { return page_size * pages; }
 };
 
-class StorageControl {
+// What a replicated log's follower moves (replication/log_follower.h, docs/ha.md): a
+// replica's position in the log, and the applying of the entries past it. A store open at
+// its schema is one (StorageControl); so is an older database before its migration
+// (SqliteStoreOptions::before_migrating).
+class LogReplica {
  public:
-  virtual ~StorageControl() = default;
+  virtual ~LogReplica() = default;
 
+  // A follower replica (docs/ha.md): applies entry `entry` of the replicated log, `bytes` as
+  // its leader's store wrote them (changesets.h, EncodeLogEntry), in one transaction that also
+  // moves this store's position; an open store then shows readers and watchers the change as
+  // the leader's own commit did (the desired state, the commit feed). Every replica applies what
+  // the log holds past its position, the leader too after a takeover (its own writes move its
+  // position). OK at once for an entry it holds already; FAILED_PRECONDITION when `entry` is
+  // past the one after its position; DATA_LOSS when the entry is of another schema or its
+  // changeset does not fit this database (changesets.h). Either way nothing is applied.
+  virtual absl::Status ApplyReplicated(uint64_t entry, const std::string& bytes) = 0;
+  // The last entry of the replicated log this store holds (0: none).
+  virtual absl::StatusOr<uint64_t> ReplicaPosition() = 0;
+  // From now on StorageControl::AwaitReplicaPosition returns the position at once, and the
+  // calls waiting in it return now (nothing waits on an older database's position): called once the
+  // replica applies no more entries (shutdown, or following the log stopped for good), so that no
+  // call waits for an entry that will not come. Permanent; any thread, any number of times.
+  virtual void EndReplicaPositionWaits() = 0;
+};
+
+class StorageControl : public LogReplica {
+ public:
   // Deletes up to `max_rows` of the oldest events `limits` no longer keeps (by count: those
   // below the newest `max_count` sequence numbers), oldest first and only while every older
   // one goes too, never the newest event. Raises the log's retention cut-off first: the
@@ -63,27 +88,11 @@ class StorageControl {
   // last sync; concurrent calls share one sync.
   virtual absl::Status Sync() = 0;
 
-  // A follower replica (docs/ha.md): applies entry `entry` of the replicated log, `bytes` as
-  // its leader's store wrote them (changesets.h, EncodeLogEntry), in one transaction that also
-  // moves this store's position, then shows readers and watchers the change as the leader's
-  // own commit did (the desired state, the commit feed). Every replica applies what the log
-  // holds past its position, the leader too after a takeover (its own writes move its
-  // position). OK at once for an entry it holds already; FAILED_PRECONDITION when `entry` is
-  // past the one after its position; DATA_LOSS when the entry is of another schema or its
-  // changeset does not fit this database (changesets.h). Either way nothing is applied.
-  virtual absl::Status ApplyReplicated(uint64_t entry, const std::string& bytes) = 0;
-  // The last entry of the replicated log this store holds (0: none).
-  virtual absl::StatusOr<uint64_t> ReplicaPosition() = 0;
   // ReplicaPosition as the last committed write or applied entry left it, from memory (no
   // read of the database, and no wait for a write in progress): once it is at least `entry`,
   // or when `timeout` has passed, the position then. For reads that must see a change made
   // on another replica (read-your-writes, docs/ha.md).
   virtual uint64_t AwaitReplicaPosition(uint64_t entry, absl::Duration timeout) = 0;
-  // From now on AwaitReplicaPosition returns the position at once, and the calls waiting in
-  // it return now: called once the replica applies no more entries (shutdown, or following
-  // the log stopped for good), so that no call waits for an entry that will not come.
-  // Permanent; any thread, any number of times.
-  virtual void EndReplicaPositionWaits() = 0;
   // Writes a copy of the whole database to `path`, which must not exist (SQLite's VACUUM
   // INTO: compact, and a database on its own, with no write-ahead log), and returns the
   // position it holds: the state after that entry of the replicated log (the log's snapshot,

@@ -15,9 +15,11 @@
 #ifndef FLEET_CONTROLLER_STORE_STORE_H_
 #define FLEET_CONTROLLER_STORE_STORE_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "controller/commit_point/commit_point.h"
@@ -45,6 +47,13 @@ struct SqliteStoreOptions {
   // A replicated store's leader: every write's changes go to it before the write commits
   // (commit_log.h); null: nothing is recorded. Not owned; must outlive the store.
   CommitLog* commit_log = nullptr;
+  // A replica's (docs/ha.md, "An upgrade that adds a migration"): called once, before the
+  // migrations, when the database is an older schema's and was a replica's (it has a log
+  // position, migration 11), with the database as it is. It applies the replicated log's
+  // entries past that position while they are of the database's schema, so that the
+  // migration starts from the state the last leader of that schema left, and the entries of
+  // the new schema follow it. Its error is OpenSqliteStore's, nothing migrated. Null: none.
+  std::function<absl::Status(LogReplica& older)> before_migrating;
 };
 
 // Opens the database, applies pending schema migrations and returns the store.

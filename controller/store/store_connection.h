@@ -55,7 +55,7 @@ class StoreConnection {
   // StorageControl::AwaitReplicaPosition: not under mu(), which a write holds while it waits
   // for the disk.
   uint64_t AwaitPosition(uint64_t entry, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(position_mu_);
-  // StorageControl::EndReplicaPositionWaits.
+  // LogReplica::EndReplicaPositionWaits.
   void EndPositionWaits() ABSL_LOCKS_EXCLUDED(position_mu_);
   // Not under mu(): the sync needs no connection, and commits go on while it runs.
   absl::Status SyncLog() ABSL_NO_THREAD_SAFETY_ANALYSIS { return db_->SyncLog(); }
@@ -72,7 +72,7 @@ class StoreConnection {
   // until the store is opened again (and catches up).
   absl::Status Commit(Transaction& txn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // StorageControl::ApplyReplicated.
+  // LogReplica::ApplyReplicated.
   absl::Status ApplyReplicated(uint64_t entry, const std::string& bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

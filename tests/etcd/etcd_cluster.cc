@@ -54,8 +54,8 @@ absl::Status MakePki(const std::string& dir, const std::string& name) {
 
 absl::Status EtcdCluster::CanStart() { return etcd::EtcdInstalled(); }
 
-absl::StatusOr<std::unique_ptr<EtcdCluster>> EtcdCluster::Start(int members,
-                                                                const std::string& dir) {
+absl::StatusOr<std::unique_ptr<EtcdCluster>> EtcdCluster::Start(int members, const std::string& dir,
+                                                                int64_t quota_bytes) {
   if (absl::Status can = CanStart(); !can.ok()) return can;
   auto cluster = std::unique_ptr<EtcdCluster>(new EtcdCluster());
   cluster->dir_ = dir;
@@ -69,6 +69,7 @@ absl::StatusOr<std::unique_ptr<EtcdCluster>> EtcdCluster::Start(int members,
     m.client = absl::StrCat("127.0.0.1:", (*ports)[2 * i]);
     m.peer = absl::StrCat("127.0.0.1:", (*ports)[2 * i + 1]);
     m.data_dir = absl::StrCat(dir, "/", m.name);
+    m.quota_bytes = quota_bytes;
     cluster->members_.push_back({std::move(m), nullptr});
   }
   std::vector<etcd::EtcdMember> all;
@@ -146,7 +147,7 @@ void EtcdClusterTest::SetUp() {
     GTEST_SKIP() << can.message();
   }
   absl::StatusOr<std::unique_ptr<EtcdCluster>> cluster =
-      EtcdCluster::Start(3, FreshDirectory("etcd"));
+      EtcdCluster::Start(3, FreshDirectory("etcd"), quota_bytes_);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   cluster_ = std::move(*cluster);
 }

@@ -24,8 +24,10 @@ class EtcdCluster {
  public:
   // FAILED_PRECONDITION naming the package when /usr/bin/etcd is missing.
   static absl::Status CanStart();
-  // Starts `members` members in `dir` and waits until they have a leader.
-  static absl::StatusOr<std::unique_ptr<EtcdCluster>> Start(int members, const std::string& dir);
+  // Starts `members` members in `dir` and waits until they have a leader. `quota_bytes`: each
+  // member's space quota (0: etcd's default).
+  static absl::StatusOr<std::unique_ptr<EtcdCluster>> Start(int members, const std::string& dir,
+                                                            int64_t quota_bytes = 0);
   ~EtcdCluster();
 
   // Options for a client of every member with a certificate the members trust.
@@ -65,6 +67,8 @@ class EtcdClusterTest : public ::testing::Test {
   std::unique_ptr<etcd::EtcdClient> Client(std::vector<int> members = {},
                                            absl::Duration timeout = absl::Seconds(5));
 
+  // Each member's space quota (0: etcd's default); a fixture sets it in its constructor.
+  int64_t quota_bytes_ = 0;
   std::unique_ptr<EtcdCluster> cluster_;
 };
 

@@ -5,6 +5,7 @@
 // of it kept, and writes go on when quorum returns.
 #include "controller/replication/etcd_commit_log.h"
 #include "controller/replication/log_follower.h"
+#include "controller/replication/replica.h"
 
 #include <memory>
 #include <string>
@@ -223,6 +224,95 @@ TEST_F(EtcdCommitLogTest, TwoReplicasFollowEachOtherAcrossAHandover) {
   ASSERT_TRUE(b_db.ok());
   EXPECT_EQ(Dump(**b_db), StoreDump());
   EXPECT_EQ(LogApplied(), StoreDump());
+}
+
+// An upgrade that adds a migration (docs/ha.md): a replica's database is a schema behind this
+// build's; the store opens it through a Replica's CatchUpBeforeMigrating.
+class UpgradedReplicaTest : public EtcdCommitLogTest {
+ protected:
+  static std::vector<store::Migration> Older() {
+    return {store::Migrations().begin(), store::Migrations().end() - 1};
+  }
+
+  // A replica on `etcd` and a database of the older schema for it; false on failure.
+  bool Prepare(const etcd::EtcdOptions& etcd, const std::string& name) {
+    replication::ReplicaOptions options;
+    options.etcd = etcd;
+    options.advertise = "c:1";
+    absl::StatusOr<std::unique_ptr<replication::Replica>> replica =
+        replication::Replica::Create(options);
+    EXPECT_TRUE(replica.ok()) << replica.status();
+    if (!replica.ok()) return false;
+    replica_ = std::move(*replica);
+    older_path_ = FreshDirectory(name) + "/fleet.db";
+    absl::StatusOr<std::unique_ptr<store::Database>> db = store::Database::Open(older_path_);
+    EXPECT_TRUE(db.ok()) << db.status();
+    return db.ok() && store::Migrate(**db, Older()).ok();
+  }
+
+  absl::StatusOr<std::unique_ptr<store::Store>> OpenUpgraded() {
+    return store::OpenSqliteStore(
+        {.path = older_path_, .clock = &clock_, .before_migrating = [&](store::LogReplica& db) {
+           return replica_->CatchUpBeforeMigrating(db);
+         }});
+  }
+
+  void TearDown() override {
+    if (replica_ != nullptr) replica_->Stop();
+    EtcdCommitLogTest::TearDown();
+  }
+
+  std::unique_ptr<replication::Replica> replica_;
+  std::string older_path_;
+};
+
+// The log holds entries of the older schema, then of the new one, as when the replica was
+// stopped while the last leader of the old release still wrote. Before the store migrates, the
+// replica applies the old schema's entries from etcd; after it, following applies the rest.
+TEST_F(UpgradedReplicaTest, TheOlderSchemasEntriesApplyBeforeItMigratesAndTheRestAfter) {
+  Lead();
+  absl::StatusOr<std::unique_ptr<store::Database>> writer = store::Database::Open(":memory:");
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  ASSERT_TRUE(store::Migrate(**writer, Older()).ok());
+  auto host = [&](const std::string& name) {
+    return store::testing_util::Recorded(
+        **writer, "INSERT INTO hosts (name, address) VALUES ('" + name + "', '10.1.0.1')");
+  };
+  for (uint64_t seq : {1, 2}) {
+    ASSERT_TRUE(
+        log_->Append(election_->StillLeading(), seq,
+                     store::EncodeLogEntry(Older().back().version, host(absl::StrCat("h", seq))))
+            .ok());
+  }
+  ASSERT_TRUE(store::Migrate(**writer, store::Migrations()).ok());
+  ASSERT_TRUE(log_->Append(election_->StillLeading(), 3,
+                           store::EncodeLogEntry(store::Migrations().back().version, host("h3")))
+                  .ok());
+
+  ASSERT_TRUE(Prepare(cluster_->ClientOptions(), "upgraded"));
+  absl::StatusOr<std::unique_ptr<store::Store>> upgraded = OpenUpgraded();
+  ASSERT_TRUE(upgraded.ok()) << upgraded.status();
+  EXPECT_EQ((*upgraded)->ReplicaPosition().value_or(0), 2u);
+  replica_->Follow(upgraded->get());
+  EXPECT_EQ((*upgraded)->ReplicaPosition().value_or(0), 3u);
+  for (const char* name : {"h1", "h2", "h3"}) {
+    EXPECT_TRUE((*upgraded)->GetHost(name).ok()) << name;
+  }
+  replica_->Stop();  // Before the store it follows into goes.
+}
+
+TEST_F(UpgradedReplicaTest, OneThatCannotReadTheLogIsNotMigrated) {
+  etcd::EtcdOptions unreachable = cluster_->ClientOptions();
+  unreachable.endpoints = {"127.0.0.1:1"};  // Nothing listens there.
+  unreachable.request_timeout = absl::Seconds(1);
+  ASSERT_TRUE(Prepare(unreachable, "unread"));
+  absl::StatusOr<std::unique_ptr<store::Store>> refused = OpenUpgraded();
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "before migrating"))
+      << refused.status();
+  absl::StatusOr<std::unique_ptr<store::Database>> db = store::Database::Open(older_path_);
+  ASSERT_TRUE(db.ok()) << db.status();
+  EXPECT_EQ(store::SchemaVersion(**db).value_or(0), Older().back().version);
 }
 
 }  // namespace

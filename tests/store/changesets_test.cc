@@ -28,6 +28,7 @@ using ::fleet::store::testing_util::Column;
 using ::fleet::store::testing_util::Dump;
 using ::fleet::store::testing_util::IsOk;
 using ::fleet::store::testing_util::QueryText;
+using ::fleet::store::testing_util::Recorded;
 using ::fleet::store::testing_util::StatusIs;
 using ::fleet::store::testing_util::Tables;
 using ::testing::HasSubstr;
@@ -38,19 +39,6 @@ std::unique_ptr<Database> Migrated() {
   if (!db.ok()) return nullptr;
   EXPECT_THAT(Migrate(**db, Migrations()), IsOk());
   return std::move(*db);
-}
-
-// Runs `sql` on `writer` in one recorded transaction; returns its changeset.
-std::string Recorded(Database& writer, const std::string& sql) {
-  absl::StatusOr<Transaction> txn = Transaction::Begin(writer);
-  EXPECT_TRUE(txn.ok()) << txn.status();
-  absl::StatusOr<ChangeRecorder> recorder = ChangeRecorder::Start(writer);
-  EXPECT_TRUE(recorder.ok()) << recorder.status();
-  EXPECT_THAT(writer.Exec(sql), IsOk()) << sql;
-  absl::StatusOr<std::string> changeset = recorder->Changeset();
-  EXPECT_TRUE(changeset.ok()) << changeset.status();
-  EXPECT_THAT(txn->Commit(), IsOk());
-  return changeset.value_or("");
 }
 
 constexpr char kSite[] = R"sql(

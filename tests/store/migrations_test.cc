@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "controller/store/changesets.h"
 #include "controller/store/sqlite.h"
 #include "controller/store/store.h"
 #include "testing/fake_clock.h"
@@ -144,6 +145,129 @@ TEST(MigrationsTest, OpenSqliteStoreMigratesFreshFileToLatest) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Database> db, Database::Open(path));
   ASSERT_OK_AND_ASSIGN(int version, SchemaVersion(*db));
   EXPECT_EQ(version, LatestVersion());
+}
+
+// An upgrade of a replica (docs/ha.md): the database is a schema behind this build's, and the
+// log holds entries of its schema, then of the new one. What before_migrating applies lands
+// at the old schema; the migration follows; the new schema's entries apply after it.
+class ReplicaUpgradeTest : public ::testing::Test {
+ protected:
+  static std::vector<Migration> Older() { return {Migrations().begin(), Migrations().end() - 1}; }
+
+  void SetUp() override {
+    ASSERT_TRUE(dir_.ok());
+    path_ = dir_.File("replica.db");
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Database> replica, Database::Open(path_));
+    ASSERT_THAT(Migrate(*replica, Older()), IsOk());
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Database> writer, Database::Open(":memory:"));
+    ASSERT_THAT(Migrate(*writer, Older()), IsOk());
+    const int older = Older().back().version;
+    for (const char* host : {"h1", "h2"}) {
+      entries_.push_back(EncodeLogEntry(
+          older, testing_util::Recorded(
+                     *writer, absl::StrCat("INSERT INTO hosts (name, address) VALUES ('", host,
+                                           "', '10.1.0.1')"))));
+    }
+    ASSERT_THAT(Migrate(*writer, Migrations()), IsOk());
+    entries_.push_back(EncodeLogEntry(
+        LatestVersion(),
+        testing_util::Recorded(*writer,
+                               "INSERT INTO hosts (name, address) VALUES ('h3', '10.1.0.3')")));
+  }
+
+  // What a replica's before_migrating does: the entries in order, until one is refused.
+  absl::Status ApplyUntilRefused(LogReplica& older) {
+    ++calls_;
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      absl::Status applied = older.ApplyReplicated(i + 1, entries_[i]);
+      if (!applied.ok()) {
+        refusal_ = applied;
+        break;
+      }
+    }
+    absl::StatusOr<uint64_t> position = older.ReplicaPosition();
+    position_before_migrating_ = position.value_or(0);
+    return position.status();
+  }
+
+  ScratchDir dir_;
+  std::string path_;
+  std::vector<std::string> entries_;  // Entry i + 1 of the log.
+  fleet::testing::FakeClock clock_;
+  int calls_ = 0;
+  absl::Status refusal_;
+  uint64_t position_before_migrating_ = 0;
+};
+
+TEST_F(ReplicaUpgradeTest, TheEntriesOfTheOlderSchemaApplyBeforeTheMigrationAndTheNewOnesAfter) {
+  ASSERT_OK_AND_ASSIGN(
+      std::unique_ptr<Store> store,
+      OpenSqliteStore({.path = path_, .clock = &clock_, .before_migrating = [&](LogReplica& older) {
+                         return ApplyUntilRefused(older);
+                       }}));
+  EXPECT_EQ(calls_, 1);
+  EXPECT_EQ(position_before_migrating_, 2u);
+  EXPECT_THAT(refusal_,
+              StatusIs(absl::StatusCode::kDataLoss,
+                       HasSubstr(absl::StrCat("written at schema version ", LatestVersion()))));
+  ASSERT_OK_AND_ASSIGN(uint64_t position, store->ReplicaPosition());
+  EXPECT_EQ(position, 2u);
+  EXPECT_THAT(store->ApplyReplicated(3, entries_[2]), IsOk());
+  for (const char* host : {"h1", "h2", "h3"}) {
+    EXPECT_THAT(store->GetHost(host), IsOk()) << host;
+  }
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Database> db, Database::Open(path_));
+  ASSERT_OK_AND_ASSIGN(int version, SchemaVersion(*db));
+  EXPECT_EQ(version, LatestVersion());
+}
+
+TEST_F(ReplicaUpgradeTest, WithoutItTheOlderSchemasEntriesAreRefusedAfterTheMigration) {
+  // What before_migrating prevents: migrated first, the replica cannot apply the log's next
+  // entry, and stops following.
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store,
+                       OpenSqliteStore({.path = path_, .clock = &clock_}));
+  EXPECT_THAT(store->ApplyReplicated(1, entries_[0]),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("written at schema version")));
+  EXPECT_THAT(store->GetHost("h1"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("h1")));
+}
+
+TEST_F(ReplicaUpgradeTest, ItsErrorLeavesTheDatabaseUnmigrated) {
+  const absl::Status unreachable = absl::UnavailableError("etcd unreachable");
+  EXPECT_THAT(OpenSqliteStore({.path = path_,
+                               .clock = &clock_,
+                               .before_migrating = [&](LogReplica&) { return unreachable; }}),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("etcd unreachable")));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Database> db, Database::Open(path_));
+  ASSERT_OK_AND_ASSIGN(int version, SchemaVersion(*db));
+  EXPECT_EQ(version, Older().back().version);
+}
+
+TEST_F(ReplicaUpgradeTest, ItIsCalledOnlyForAnOlderReplicasDatabase) {
+  auto count = [&](LogReplica&) {
+    ++calls_;
+    return absl::OkStatus();
+  };
+  // A new database, and one from before databases had a log position (migration 11).
+  const std::string before_replicas = dir_.File("before-replicas.db");
+  {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Database> db, Database::Open(before_replicas));
+    ASSERT_THAT(Migrate(*db, {Migrations().begin(), Migrations().begin() + 10}), IsOk());
+  }
+  for (const std::string& path : {dir_.File("new.db"), before_replicas}) {
+    ASSERT_OK_AND_ASSIGN(
+        std::unique_ptr<Store> store,
+        OpenSqliteStore({.path = path, .clock = &clock_, .before_migrating = count}));
+  }
+  EXPECT_EQ(calls_, 0);
+  // One of this build's schema.
+  {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store,
+                         OpenSqliteStore({.path = path_, .clock = &clock_}));
+  }
+  ASSERT_OK_AND_ASSIGN(
+      std::unique_ptr<Store> store,
+      OpenSqliteStore({.path = path_, .clock = &clock_, .before_migrating = count}));
+  EXPECT_EQ(calls_, 0);
 }
 
 TEST(MigrationsTest, ReopeningAppliesNothingAndKeepsData) {

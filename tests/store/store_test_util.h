@@ -1,6 +1,6 @@
 // Helpers shared by the store tests: status matchers (Abseil 20220623 has none), a one-value
-// query, a private temporary directory, file reading for byte-for-byte comparisons, and the
-// StoreTest fixture with the small site and the builders its tests share.
+// query, a recorded changeset, a private temporary directory, file reading for byte-for-byte
+// comparisons, and the StoreTest fixture with the small site and the builders its tests share.
 #ifndef FLEET_TESTS_STORE_STORE_TEST_UTIL_H_
 #define FLEET_TESTS_STORE_STORE_TEST_UTIL_H_
 
@@ -26,6 +26,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/proto_time.h"
+#include "controller/store/changesets.h"
 #include "controller/store/sqlite.h"
 #include "controller/store/store.h"
 #include "testing/fake_clock.h"
@@ -315,6 +316,19 @@ inline std::vector<std::string> Column(Database& db, const std::string& sql) {
     out.push_back(stmt->Text(0));
   }
   return out;
+}
+
+// Runs `sql` on `writer` in one recorded transaction; returns its changeset.
+inline std::string Recorded(Database& writer, const std::string& sql) {
+  absl::StatusOr<Transaction> txn = Transaction::Begin(writer);
+  EXPECT_TRUE(txn.ok()) << txn.status();
+  absl::StatusOr<ChangeRecorder> recorder = ChangeRecorder::Start(writer);
+  EXPECT_TRUE(recorder.ok()) << recorder.status();
+  EXPECT_THAT(writer.Exec(sql), IsOk()) << sql;
+  absl::StatusOr<std::string> changeset = recorder->Changeset();
+  EXPECT_TRUE(changeset.ok()) << changeset.status();
+  EXPECT_THAT(txn->Commit(), IsOk());
+  return changeset.value_or("");
 }
 
 inline std::vector<std::string> Tables(Database& db) {
