@@ -1,7 +1,8 @@
 // Replicated fleetd end to end (docs/ha.md): two fleetd replicas (real processes) on a real
 // three-member etcd cluster, polatis-emu and the demo's emulated agents, all on loopback ports
 // chosen at run time. The leader is lost in each way a machine is lost (SIGKILL, a stop of
-// the process, a planned SIGTERM) and the other replica takes over with nothing lost.
+// the process, a planned SIGTERM, a network cut between it and etcd) and the other replica
+// takes over with nothing lost.
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -28,6 +29,7 @@
 #include "fleet/v1/topology.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "tests/etcd/etcd_cluster.h"
+#include "tests/ha/tcp_proxy.h"
 #include "tests/integration/subprocess.h"
 
 namespace fleet {
@@ -48,6 +50,8 @@ class ReplicatedFleetd : public ::testing::Test {
     std::string state_dir;
     std::string metrics;
     std::unique_ptr<Daemon> process;
+    // How it reaches etcd, when not directly (through proxies the test controls).
+    std::vector<std::string> etcd_endpoints;
   };
 
   void SetUp() override {
@@ -70,7 +74,10 @@ class ReplicatedFleetd : public ::testing::Test {
     demo_ = std::move(*demo);
     for (int i = 0; i < 2; ++i) {
       replicas_.push_back({absl::StrCat("127.0.0.1:", testing::PortOutsideEphemeralRange()),
-                           testing::FreshDirectory(absl::StrCat("ha-replica", i)), "", nullptr});
+                           testing::FreshDirectory(absl::StrCat("ha-replica", i)),
+                           "",
+                           nullptr,
+                           {}});
     }
   }
 
@@ -112,34 +119,35 @@ class ReplicatedFleetd : public ::testing::Test {
                     std::vector<std::string> extra = {}) {
     Replica& r = replicas_[i];
     const etcd::EtcdOptions etcd = etcd_->ClientOptions();
-    std::vector<std::string> argv = {BinaryPath("fleetd"),
-                                     "--insecure",
-                                     "--state-dir",
-                                     r.state_dir,
-                                     "--inventory",
-                                     config_.inventory,
-                                     "--switch-credentials",
-                                     config_.switch_credentials,
-                                     "--grpc-port",
-                                     r.address.substr(r.address.rfind(':') + 1),
-                                     "--metrics-port",
-                                     "0",
-                                     "--agent-heartbeat-ms",
-                                     "100",
-                                     "--etcd",
-                                     absl::StrJoin(etcd.endpoints, ","),
-                                     "--etcd-ca",
-                                     etcd.ca_file,
-                                     "--etcd-cert",
-                                     etcd.cert_file,
-                                     "--etcd-key",
-                                     etcd.key_file,
-                                     "--advertise",
-                                     r.address,
-                                     "--leader-lease-seconds",
-                                     std::to_string(absl::ToInt64Seconds(lease)),
-                                     "--leader-margin-ms",
-                                     "500"};
+    std::vector<std::string> argv = {
+        BinaryPath("fleetd"),
+        "--insecure",
+        "--state-dir",
+        r.state_dir,
+        "--inventory",
+        config_.inventory,
+        "--switch-credentials",
+        config_.switch_credentials,
+        "--grpc-port",
+        r.address.substr(r.address.rfind(':') + 1),
+        "--metrics-port",
+        "0",
+        "--agent-heartbeat-ms",
+        "100",
+        "--etcd",
+        absl::StrJoin(r.etcd_endpoints.empty() ? etcd.endpoints : r.etcd_endpoints, ","),
+        "--etcd-ca",
+        etcd.ca_file,
+        "--etcd-cert",
+        etcd.cert_file,
+        "--etcd-key",
+        etcd.key_file,
+        "--advertise",
+        r.address,
+        "--leader-lease-seconds",
+        std::to_string(absl::ToInt64Seconds(lease)),
+        "--leader-margin-ms",
+        "500"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     absl::StatusOr<std::unique_ptr<Daemon>> started = Daemon::Start(argv);
     ASSERT_TRUE(started.ok()) << started.status();
@@ -391,6 +399,55 @@ TEST_F(ReplicatedFleetd, AStoppedLeaderIsReplacedAndExitsWhenItWakes) {
   ASSERT_TRUE(Eventually([&] { return testing::ConnectedAgents(replicas_[1].address) == 7; }));
   const CommandResult released = Fleetctl(1, {"topology", "release", id, "--wait"});
   EXPECT_EQ(released.exit_code, 0) << released.err;
+}
+
+TEST_F(ReplicatedFleetd, ALeaderCutOffFromEtcdButNotFromTheSwitchStopsActingAndStepsDown) {
+  changers_at_least_ = 2;  // The first leader, then its successor.
+  // Replica 0 reaches etcd only through proxies the test controls; replica 1 directly. Both
+  // reach the switch and the agents.
+  std::vector<std::unique_ptr<testing::TcpProxy>> proxies;
+  for (const std::string& member : etcd_->ClientOptions().endpoints) {
+    absl::StatusOr<std::unique_ptr<testing::TcpProxy>> proxy = testing::TcpProxy::Start(member);
+    ASSERT_TRUE(proxy.ok()) << proxy.status();
+    replicas_[0].etcd_endpoints.push_back((*proxy)->address());
+    proxies.push_back(std::move(*proxy));
+  }
+  ASSERT_NO_FATAL_FAILURE(StartLeaderFollowerAndAgents());
+  const std::string id = RequestRing(0);
+  ASSERT_FALSE(id.empty());
+  const int64_t changes = SwitchChanges();
+
+  for (const auto& proxy : proxies) proxy->Cut();
+  const absl::Time cut = absl::Now();
+  // A change reaching the cut-off leader is refused: its intent cannot reach etcd, so it is
+  // not kept and nothing acts on it.
+  const CommandResult release = Fleetctl(0, {"topology", "release", id});
+  EXPECT_NE(release.exit_code, 0) << release.out;
+  EXPECT_THAT(release.err, HasSubstr("UNAVAILABLE"));
+  // Its lease runs out by its own clock: it stops acting and exits for its supervisor to
+  // restart it, though it still reaches the switch; replica 1 leads.
+  absl::StatusOr<int> exit_code = replicas_[0].process->Wait(absl::Seconds(20));
+  ASSERT_TRUE(exit_code.ok()) << exit_code.status();
+  EXPECT_EQ(*exit_code, fleetd::kExitRestart);
+  EXPECT_THAT(replicas_[0].process->Stderr(), HasSubstr("lost the leadership"));
+  replicas_[0].process.reset();
+  std::cout << "cut off from etcd (2 s lease) -> its exit: " << absl::Now() - cut << "\n";
+  ASSERT_TRUE(Eventually([&] { return Leads(1); }, absl::Seconds(20)));
+  std::cout << "cut off from etcd -> the follower leads: " << absl::Now() - cut << "\n";
+  // Neither the cut-off leader nor the takeover touched the ring's cross-connects.
+  EXPECT_EQ(SwitchChanges(), changes);
+  EXPECT_TRUE(StateIs(1, id, v1::ALLOCATION_STATE_READY));
+
+  // The link back: replica 0 starts again, as a follower, and holds what the leader holds.
+  for (const auto& proxy : proxies) proxy->Restore();
+  ASSERT_NO_FATAL_FAILURE(StartReplica(0));
+  EXPECT_TRUE(Eventually([&] { return Gauge(0, "fleet_ha_following") == 1; }));
+  EXPECT_TRUE(Eventually([&] { return StateIs(0, id, v1::ALLOCATION_STATE_READY); }));
+  EXPECT_FALSE(Leads(0));
+  ASSERT_TRUE(Eventually([&] { return testing::ConnectedAgents(replicas_[1].address) == 7; }));
+  const CommandResult released = Fleetctl(1, {"topology", "release", id, "--wait"});
+  EXPECT_EQ(released.exit_code, 0) << released.err;
+  EXPECT_TRUE(Eventually([&] { return StateIs(0, id, v1::ALLOCATION_STATE_RELEASED); }));
 }
 
 TEST_F(ReplicatedFleetd, WithoutQuorumChangesAreRefusedReadsServedAndAllResumesAfter) {
