@@ -113,7 +113,8 @@ class EtcdClient {
   absl::StatusOr<etcdserverpb::TxnResponse> Txn(const etcdserverpb::TxnRequest& request);
   // Compacts etcd's history (every key's revisions before `revision`), so its space can be
   // reused. OK when it was compacted that far already. With `physical`, returns only once the
-  // members have deleted those revisions (else they do it in the background).
+  // member that answered has deleted those revisions (else it does so in the background; the
+  // others do so in the background either way).
   absl::Status Compact(int64_t revision, bool physical = false);
 
   // A lease of `ttl` (whole seconds, rounded up).

@@ -5,9 +5,10 @@
 // the alarm is cleared.
 //
 // Contract:
-// - Pass() looks at every member once (EtcdClient::Members) and at the alarms, and does at
-//   most one thing: defragments one member (EtcdClient::Defragment), so never two at once and
-//   a quorum answers meanwhile, or moves etcd's leadership. The member due is the reachable
+// - Pass() reads the alarms and every member's status (EtcdClient::Members), and does at most
+//   one thing: defragments one member (EtcdClient::Defragment; its status is read again after)
+//   or moves etcd's leadership. One call at a time, but etcd goes on with a defragmentation
+//   whose call timed out. The member due is the reachable
 //   one with the most free bytes among those whose file is at least `min_bytes` and more than
 //   `max_free_fraction` free. etcd's leader is never defragmented (every write and lease
 //   renewal would wait for it): when it is the one due, the pass hands its leadership to
