@@ -348,6 +348,13 @@ absl::Status ApplyLogEntry(Database& db, absl::string_view entry,
   return ApplyChangeset(db, entry.substr(newline + 1), then);
 }
 
+absl::Status CheckNextEntry(uint64_t entry, uint64_t applied) {
+  if (entry == applied + 1) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat("store: log entry ", entry,
+                                                    " is not the next: this replica holds ",
+                                                    applied, ", so ", applied + 1, " is"));
+}
+
 bool IsOfAnotherSchema(const absl::Status& status) {
   return absl::IsDataLoss(status) && absl::StrContains(status.message(), kOtherSchema);
 }

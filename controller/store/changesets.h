@@ -82,6 +82,10 @@ absl::Status ApplyLogEntry(Database& db, absl::string_view entry,
 // being of another schema than the database's, rather than for not fitting it.
 bool IsOfAnotherSchema(const absl::Status& status);
 
+// OK when `entry` is the one after `applied`, the last entry a store holds; else
+// FAILED_PRECONDITION naming both (a store applies the log's entries in order).
+absl::Status CheckNextEntry(uint64_t entry, uint64_t applied);
+
 // The last log entry `db` reflects (0: none), and its update, to be made in the transaction
 // that applies or appends that entry (the table `replica`, migration 11).
 absl::StatusOr<uint64_t> AppliedEntry(Database& db);

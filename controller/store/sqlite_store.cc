@@ -33,11 +33,7 @@ class OlderSchemaReplica final : public LogReplica {
   absl::Status ApplyReplicated(uint64_t entry, const std::string& bytes) override {
     ASSIGN_OR_RETURN(uint64_t applied, AppliedEntry(db_));
     if (entry <= applied) return absl::OkStatus();
-    if (entry != applied + 1) {
-      return absl::FailedPreconditionError(absl::StrCat("store: log entry ", entry,
-                                                        " is not the next: this replica holds ",
-                                                        applied, ", so ", applied + 1, " is"));
-    }
+    RETURN_IF_ERROR(CheckNextEntry(entry, applied));
     return ApplyLogEntry(db_, bytes, [&] { return SetAppliedEntry(db_, entry); });
   }
   absl::StatusOr<uint64_t> ReplicaPosition() override { return AppliedEntry(db_); }

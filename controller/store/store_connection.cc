@@ -118,11 +118,7 @@ absl::Status StoreConnection::ApplyReplicated(uint64_t entry, const std::string&
     MovePosition(applied);  // An earlier try committed and then failed (changesets.h).
     return absl::OkStatus();
   }
-  if (entry != applied + 1) {
-    return absl::FailedPreconditionError(absl::StrCat("store: log entry ", entry,
-                                                      " is not the next: this replica holds ",
-                                                      applied, ", so ", applied + 1, " is"));
-  }
+  RETURN_IF_ERROR(CheckNextEntry(entry, applied));
   const uint64_t before = recent_.LastSequence();
   RETURN_IF_ERROR(ApplyLogEntry(*db_, bytes, [&] { return SetAppliedEntry(*db_, entry); }));
   behind_log_ = false;  // Whatever a failed commit left out, the log has brought in.
