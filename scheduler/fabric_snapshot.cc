@@ -133,7 +133,7 @@ void FabricSnapshot::AddCircuits(const std::vector<v1::Circuit>& circuits,
   for (const v1::Circuit& c : circuits) {
     // An inactive phase's circuit holds its ports too: its allocation may switch to that
     // phase at any time, and a phase switch is never refused for capacity.
-    const std::string holder = c.manual() ? "manual circuit " + c.id() : c.allocation_id();
+    const std::string holder = c.manual() ? kManualHolderPrefix + c.id() : c.allocation_id();
     for (const auto& [end, tx] :
          {std::pair{&c.source(), true}, std::pair{&c.destination(), false}}) {
       auto held = held_.find({end->onic(), end->port()});

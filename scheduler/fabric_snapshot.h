@@ -16,6 +16,9 @@
 
 namespace fleet::scheduler {
 
+// How a holder that is an operator's manual circuit is named: this, then the circuit's id.
+inline constexpr char kManualHolderPrefix[] = "manual circuit ";
+
 struct OnicPortState {
   std::string onic;
   uint32_t port = 0;
@@ -25,8 +28,8 @@ struct OnicPortState {
   v1::SwitchPortRef rx;  // The egress its rx fiber leaves.
   // Why no new circuit may use this port ("drained", "failed", ...); empty when it may.
   std::string unusable;
-  // The allocation whose circuit (of any phase, active or not) uses this port's tx / rx;
-  // empty when free.
+  // The allocation whose circuit (of any phase, active or not) uses this port's tx / rx
+  // (kManualHolderPrefix and its id for a manual circuit); empty when free.
   std::string tx_holder;
   std::string rx_holder;
   // The cluster of the switch its tx fiber enters ("" when the switch names none).

@@ -157,15 +157,22 @@ absl::Status CheckName(const std::string& field, const std::string& value) {
   return absl::OkStatus();
 }
 
+absl::Status CheckSwitchHops(const FabricSnapshot& snapshot, uint32_t max_switch_hops,
+                             const std::string& field) {
+  // A bound past the site's switches only means "any path"; past this it is a mistake.
+  const uint64_t limit = std::max<uint64_t>(kMaxSwitchHops, snapshot.limits().switches);
+  if (max_switch_hops > limit) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": ", max_switch_hops, " is more than ", limit));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckTopologyLimits(const FabricSnapshot& snapshot, const v1::TopologySpec& topology,
                                  const std::string& field) {
   const SiteLimits& site = snapshot.limits();
-  // A bound past the site's switches only means "any path"; past this it is a mistake.
-  const uint64_t hops_limit = std::max<uint64_t>(kMaxSwitchHops, site.switches);
-  if (topology.max_switch_hops() > hops_limit) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ".max_switch_hops: ", topology.max_switch_hops(), " is more than ", hops_limit));
-  }
+  RETURN_IF_ERROR(
+      CheckSwitchHops(snapshot, topology.max_switch_hops(), field + ".max_switch_hops"));
   switch (topology.form_case()) {
     case v1::TopologySpec::kLinks:
       return CheckLinks(site, topology.links(), field);

@@ -31,6 +31,11 @@ inline constexpr size_t kMaxSwitchHops = 64;
 // hosts, O-NICs) are at most this many bytes.
 inline constexpr size_t kMaxNameBytes = 128;
 
+// INVALID_ARGUMENT naming `field` when `max_switch_hops` is past kMaxSwitchHops and the site's
+// switch count.
+absl::Status CheckSwitchHops(const FabricSnapshot& snapshot, uint32_t max_switch_hops,
+                             const std::string& field);
+
 // `topology`'s numbers against `snapshot.limits()`. `field` prefixes every field named
 // ("topology", or "phases[2].topology").
 absl::Status CheckTopologyLimits(const FabricSnapshot& snapshot, const v1::TopologySpec& topology,

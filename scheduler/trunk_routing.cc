@@ -37,7 +37,9 @@ std::string TrunkRouter::WhyNotFree(const TrunkState& t) const {
   if (taken_.contains(t.id)) return "used by this request";
   if (t.holder.empty() || t.holder == own_allocation_) return "";
   const std::string owner = snapshot_.TenantOf(t.holder);
-  if (!owner.empty() && owner != tenant_) return "in a circuit of another tenant";
+  if (!tenant_.empty() && !owner.empty() && owner != tenant_) {
+    return "in a circuit of another tenant";
+  }
   return "in a circuit of " + t.holder;
 }
 

@@ -40,7 +40,8 @@ struct Route {
 //                        (the caller's own allocations by id, others' as "another tenant")
 class TrunkRouter {
  public:
-  // `tenant`: who asks; a trunk another tenant's circuit holds is named only as that.
+  // `tenant`: who asks; a trunk another tenant's circuit holds is named only as that. Empty:
+  // an operator's question (GetFabric), every holder named.
   TrunkRouter(const FabricSnapshot& snapshot, uint32_t max_switch_hops, std::string tenant,
               std::string own_allocation = "");
 

@@ -96,6 +96,7 @@ const std::vector<MethodPermission>& MethodTable() {
       {"/fleet.v1.TopologyService/ReleaseTopology", P::kWriteAllocations},
       {"/fleet.v1.TopologyService/KeepAlive", P::kWriteAllocations},
       {"/fleet.v1.TopologyService/GetRanks", P::kReadAllocations},
+      {"/fleet.v1.TopologyService/GetFabric", P::kReadAllocations},
 
       {"/fleet.v1.AdminService/Drain", P::kOperateFabric},
       {"/fleet.v1.AdminService/Undrain", P::kOperateFabric},

@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/hex_id.h"
@@ -255,11 +254,8 @@ std::string DescribeAllocation(const v1::Allocation& a, const std::vector<v1::Ev
     stage_width = std::max(stage_width, DisplayWidth(t.stage()));
   std::vector<std::string> timings;
   for (const v1::StageTiming& t : a.stage_timings()) {
-    // Milliseconds to the microsecond: stages of a reconfiguration take from microseconds
-    // (plan) to seconds (retrain), and one unit makes them comparable at a glance.
-    timings.push_back(absl::StrCat(
-        PadRight(t.stage(), stage_width), "  ",
-        absl::StrFormat("%.3f ms", absl::ToDoubleMilliseconds(FromProtoDuration(t.duration())))));
+    timings.push_back(
+        absl::StrCat(PadRight(t.stage(), stage_width), "  ", StageMillisText(t.duration())));
   }
   d.List("Stage timings", std::move(timings));
   std::vector<std::string> event_lines;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "common/proto_time.h"
 #include "controller/cli/output.h"
 #include "fleet/v1/names.h"
 
@@ -148,6 +149,10 @@ std::string DrainTargetText(const v1::DrainTarget& target) {
 
 std::string DirectTrafficText(double share) {
   return absl::StrFormat("%.1f%% of the bytes on direct circuits", 100 * share);
+}
+
+std::string StageMillisText(const google::protobuf::Duration& duration) {
+  return absl::StrFormat("%.3f ms", absl::ToDoubleMilliseconds(FromProtoDuration(duration)));
 }
 
 std::string PowerText(double dbm) {

@@ -4,6 +4,7 @@
 #ifndef FLEET_CONTROLLER_CLI_OBJECT_TEXT_H_
 #define FLEET_CONTROLLER_CLI_OBJECT_TEXT_H_
 
+#include <google/protobuf/duration.pb.h>
 #include <google/protobuf/timestamp.pb.h>
 
 #include <cstdint>
@@ -53,6 +54,10 @@ std::string DrainTargetText(const v1::DrainTarget& target);
 std::string LinkStateLine(absl::string_view onic, const v1::LinkState& state);
 // A traffic-aware plan's direct share: `93.8% of the bytes on direct circuits`.
 std::string DirectTrafficText(double share);
+// A stage's duration in milliseconds to the microsecond: "12.345 ms". Stages of a
+// reconfiguration take from microseconds (plan) to seconds (retrain); one unit makes them
+// comparable at a glance.
+std::string StageMillisText(const google::protobuf::Duration& duration);
 // An optical power for tables: "-1.50"; "" for kNoPowerReadingDbm (no light or no reading).
 std::string PowerText(double dbm);
 inline constexpr double kNoPowerReadingDbm = -99.99;  // See LinkState.rx_power_dbm.

@@ -230,4 +230,34 @@ Table RanksTable(const v1::GetRanksResponse& response) {
   return table;
 }
 
+Table FabricPortsTable(const v1::GetFabricResponse& response) {
+  Table table({"device", "port", "switch", "use", "holder/reason"});
+  for (const v1::FabricDevice& d : response.devices()) {
+    for (const v1::FabricPort& p : d.ports()) {
+      table.AddRow({d.device(), v1::PortName(p.onic(), p.port()), p.switch_id(), v1::Name(p.use()),
+                    p.holder().empty() ? p.reason() : p.holder()});
+    }
+  }
+  return table;
+}
+
+Table FabricPairsTable(const v1::GetFabricResponse& response) {
+  Table table({"source", "destination", "joinable", "switches", "trunk hops", "reason"});
+  for (const v1::FabricPair& p : response.pairs()) {
+    table.AddRow({p.source(), p.destination(), p.joinable() ? "yes" : "no",
+                  absl::StrJoin(p.switches(), " -> "),
+                  p.joinable() ? absl::StrCat(p.trunk_hops()) : "", p.reason()});
+  }
+  return table;
+}
+
+Table ChangeCostsTable(const v1::GetFabricResponse& response) {
+  Table table({"stage", "median", "p90", "samples"});
+  for (const v1::StageCost& c : response.change_costs()) {
+    table.AddRow({c.stage(), c.samples() ? StageMillisText(c.median()) : "",
+                  c.samples() ? StageMillisText(c.p90()) : "", absl::StrCat(c.samples())});
+  }
+  return table;
+}
+
 }  // namespace fleet::cli

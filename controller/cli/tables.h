@@ -41,6 +41,11 @@ Table HealthTable(const v1::HealthResponse& response);
 Table LinkStatusTable(const v1::GetLinkStatusResponse& response);
 // `topology ranks`: rank, device, member index, host, local rank, PCIe address, coordinates.
 Table RanksTable(const v1::GetRanksResponse& response);
+// GetFabric's answer: a row per O-NIC port of each device; a row per ordered pair; a row per
+// stage of a change with its recent cost.
+Table FabricPortsTable(const v1::GetFabricResponse& response);
+Table FabricPairsTable(const v1::GetFabricResponse& response);
+Table ChangeCostsTable(const v1::GetFabricResponse& response);
 
 }  // namespace fleet::cli
 

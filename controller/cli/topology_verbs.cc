@@ -20,8 +20,8 @@ namespace fleet::cli {
 namespace {
 
 const std::vector<std::string>& TopologySubcommands() {
-  static const auto* words =
-      new std::vector<std::string>{"request", "phase", "detach", "release", "keepalive", "ranks"};
+  static const auto* words = new std::vector<std::string>{"request",   "phase", "detach", "release",
+                                                          "keepalive", "ranks", "fabric"};
   return *words;
 }
 
@@ -39,6 +39,8 @@ void DeclareTopologyFlags(FlagTable& f, TopologyRequestArgs& a) {
   f.String("phase", &a.phase,
            "ranks: the phase whose circuits to follow (default: the active one)");
   f.Bool("hostfile", &a.hostfile, "ranks: print a hostfile, HOST slots=N per host");
+  f.String("allocation", &a.allocation,
+           "fabric: the allocation whose members to describe (its ports count as its own)");
 }
 
 // Flags that belong to one subcommand only, with the subcommand they belong to.
@@ -49,6 +51,9 @@ std::string MisplacedFlag(const std::string& subcommand, const TopologyRequestAr
   if (subcommand != "ranks" && (!a.phase.empty() || a.hostfile)) {
     return "--phase and --hostfile apply to topology ranks only";
   }
+  if (subcommand != "fabric" && !a.allocation.empty()) {
+    return "--allocation applies to topology fabric only";
+  }
   return "";
 }
 
@@ -56,7 +61,8 @@ int RunTopology(const Session& s, const TopologyRequestArgs& args, const Positio
   if (p.empty()) {
     return UsageError(*s.err, "topology",
                       "topology needs a subcommand: request -f FILE, phase ID NAME, "
-                      "detach ID DEVICE..., release ID, keepalive ID or ranks ID");
+                      "detach ID DEVICE..., release ID, keepalive ID, ranks ID or fabric "
+                      "[DEVICE...] [--allocation ID]");
   }
   const std::vector<std::string>& subcommands = TopologySubcommands();
   if (std::find(subcommands.begin(), subcommands.end(), p[0]) == subcommands.end()) {
@@ -91,6 +97,16 @@ int RunTopology(const Session& s, const TopologyRequestArgs& args, const Positio
     return UsageError(*s.err, "topology",
                       "-f and --lease apply to topology request only, --dry-run to "
                       "request and detach");
+  }
+  if (p[0] == "fabric") {
+    if (p.size() < 2 && args.allocation.empty()) {
+      return UsageError(*s.err, "topology",
+                        "topology fabric needs DEVICEs, --allocation ID, or both");
+    }
+    if (args.wait) {
+      return UsageError(*s.err, "topology", "--wait does not apply to topology fabric");
+    }
+    return Fabric(s, {p.begin() + 1, p.end()}, args.allocation);
   }
   if (p[0] == "phase") {
     if (p.size() != 3) {
@@ -266,13 +282,34 @@ int Ranks(const Session& s, const std::string& id, const std::string& phase, boo
   return kExitOk;
 }
 
+int Fabric(const Session& s, const std::vector<std::string>& devices,
+           const std::string& allocation) {
+  v1::GetFabricRequest request;
+  request.set_allocation(allocation);
+  for (const std::string& d : devices) request.add_devices(d);
+  v1::GetFabricResponse response;
+  grpc::Status status = s.Call(
+      [&](grpc::ClientContext* c) { return s.server->topology->GetFabric(c, request, &response); });
+  if (!status.ok()) return s.Failed(status);
+  if (s.format != OutputFormat::kTable) return PrintMessage(s, response);
+  const int joinable = std::count_if(response.pairs().begin(), response.pairs().end(),
+                                     [](const v1::FabricPair& p) { return p.joinable(); });
+  *s.out << absl::StrCat(Counted(response.devices_size(), "device"), "; ", joinable, " of ",
+                         Counted(response.pairs_size(), "ordered pair"), " joinable\n");
+  *s.out << FabricPortsTable(response).Render(s.color) << "\n";
+  *s.out << FabricPairsTable(response).Render(s.color) << "\n";
+  *s.out << ChangeCostsTable(response).Render(s.color);
+  return kExitOk;
+}
+
 Verb TopologyVerb() {
   return {"topology",
           "fleetctl topology (request -f FILE [--dry-run] [--wait] [--lease DURATION] | phase ID "
           "NAME [--wait] | detach ID DEVICE... [--dry-run] [--wait] | release ID [--wait] | "
-          "keepalive ID | ranks ID [--phase NAME] [--hostfile]) [flags]",
+          "keepalive ID | ranks ID [--phase NAME] [--hostfile] | fabric [DEVICE...] "
+          "[--allocation ID]) [flags]",
           "Request, switch the phase of, detach devices from, release, keep alive or rank a "
-          "topology",
+          "topology, or see the fabric a job's planner may use",
           "Hold a topology for a job: an allocation of members and the circuits between them.\n\n"
           "  request -f FILE  Send a topology request file (see deploy/examples/). Prints the\n"
           "                   allocation as admitted: members, and each circuit with its\n"
@@ -299,7 +336,13 @@ Verb TopologyVerb() {
           "                   (--phase NAME: another): ring, chain, torus or member order,\n"
           "                   with each rank's device, host, local rank, and for attached\n"
           "                   devices the PCIe address the host sees. --hostfile prints\n"
-          "                   'HOST slots=N' per host in node-rank order (docs/ranks.md).\n\n"
+          "                   'HOST slots=N' per host in node-rank order (docs/ranks.md).\n"
+          "  fabric [DEVICE...] [--allocation ID]  What a job's own planner sees: each\n"
+          "                   device's O-NIC ports (switch; free, own, held or unusable),\n"
+          "                   every ordered pair with whether one circuit could join it now\n"
+          "                   and over which switches, and what each stage of a change has\n"
+          "                   cost lately (median, p90). --allocation: its members (unless\n"
+          "                   DEVICEs are named), its ports counted as its own.\n\n"
           "With -o json or yaml, prints the response; the --wait lines then go to stderr.",
           WithFlags<TopologyRequestArgs>(DeclareTopologyFlags, RunTopology),
           TopologySubcommands()};

@@ -29,6 +29,8 @@ struct TopologyRequestArgs {
   // `topology ranks`:
   std::string phase;      // Empty: the active phase.
   bool hostfile = false;  // Print a hostfile ("HOST slots=N") instead of the ranks.
+  // `topology fabric`:
+  std::string allocation;  // Whose members to describe, and whose ports count as its own.
 };
 int RequestTopology(const Session& session, const TopologyRequestArgs& args);
 
@@ -57,6 +59,13 @@ int DetachDevices(const Session& session, const std::string& id,
 // `hostfile`, one "HOST slots=N" line per host in node-rank order (exit 1 when a rank has no
 // host). -o json|yaml prints the response.
 int Ranks(const Session& session, const std::string& id, const std::string& phase, bool hostfile);
+
+// `topology fabric [DEVICE...] [--allocation ID]`: what a job's own planner sees (GetFabric):
+// each device's O-NIC ports with their switch and use, every ordered pair with whether one
+// circuit could join it, over which switches, and the recent cost of each stage of a change.
+// -o json|yaml prints the response.
+int Fabric(const Session& session, const std::vector<std::string>& devices,
+           const std::string& allocation);
 
 Verb TopologyVerb();
 

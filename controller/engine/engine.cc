@@ -11,6 +11,8 @@
 #include "controller/engine/ranks.h"
 #include "controller/engine/tenancy.h"
 #include "fleet/v1/names.h"
+#include "scheduler/fabric_view.h"
+#include "scheduler/limits.h"
 
 namespace fleet::engine {
 
@@ -41,7 +43,7 @@ Engine::Engine(EngineOptions options, store::Store* store,
       trainer_(ctx_, &inventory_),
       programmers_(&inventory_, switches),
       admission_(ctx_, &pool_, &inventory_),
-      parts_{ctx_, pool_, inventory_, syncs_, trainer_, programmers_, admission_},
+      parts_{ctx_, pool_, inventory_, syncs_, trainer_, programmers_, admission_, costs_},
       releaser_(parts_, &healer_),
       drainer_(parts_, &releaser_, &members_),
       members_(parts_),
@@ -196,6 +198,43 @@ absl::StatusOr<v1::GetRanksResponse> Engine::GetRanks(const v1::GetRanksRequest&
   std::erase_if(tenants,
                 [](const v1::Allocation& t) { return !t.request().topology().has_attach(); });
   return RankOrder(a, request.phase(), inventory->site, tenants);
+}
+
+absl::StatusOr<v1::GetFabricResponse> Engine::GetFabric(const v1::GetFabricRequest& request,
+                                                        const Caller& caller) {
+  if (request.allocation().empty() && request.devices().empty()) {
+    return absl::InvalidArgumentError(
+        "allocation and devices are both empty: name an allocation, devices, or both");
+  }
+  if (!request.devices().empty()) {
+    RETURN_IF_ERROR(scheduler::CheckFabricDeviceCount(request.devices_size(), "devices"));
+  }
+  scheduler::FabricQuery query;
+  if (caller.tenant_scoped()) query.tenants = caller.tenants;
+  query.devices.assign(request.devices().begin(), request.devices().end());
+  query.max_switch_hops = request.max_switch_hops();
+  if (!request.allocation().empty()) {
+    RETURN_IF_ERROR(scheduler::CheckName("allocation", request.allocation()));
+    ASSIGN_OR_RETURN(const v1::Allocation a, Authorized(*store_, request.allocation(), caller));
+    if (a.state() == v1::ALLOCATION_STATE_FAILED || a.state() == v1::ALLOCATION_STATE_RELEASED) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("allocation ", a.id(), " is ", v1::Name(a.state()), ": it holds no port"));
+    }
+    query.own_allocation = a.id();
+    if (query.devices.empty()) {
+      query.devices.assign(a.members().begin(), a.members().end());
+      query.field = absl::StrCat("allocation ", a.id(), " members");
+    }
+  }
+  ASSIGN_OR_RETURN(std::shared_ptr<const CachedInventory> inventory, inventory_.Current());
+  ASSIGN_OR_RETURN(std::vector<v1::Circuit> circuits, store_->ListCircuits({}));
+  // Every holder's tenant read from the store: admission's record of them is kept only where
+  // this fleetd leads, and a follower answers reads too.
+  ASSIGN_OR_RETURN(std::vector<v1::Allocation> live, store_->ListAllocations({}));
+  const scheduler::FabricSnapshot snapshot = inventory->usability.WithCircuits(circuits, live);
+  ASSIGN_OR_RETURN(v1::GetFabricResponse out, scheduler::DescribeFabric(snapshot, query));
+  for (v1::StageCost& cost : costs_.Recent()) *out.add_change_costs() = std::move(cost);
+  return out;
 }
 
 absl::Status Engine::CheckWatch(const std::string& id, const std::string& tenant,

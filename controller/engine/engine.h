@@ -171,6 +171,16 @@ class Engine {
   // each rank's host (ranks.h); the caller's own allocations, or any for an operator.
   absl::StatusOr<v1::GetRanksResponse> GetRanks(const v1::GetRanksRequest& request,
                                                 const Caller& caller);
+  // What a job's own planner needs (scheduler/fabric_view.h): the devices asked about (or
+  // the allocation's members), their ports as the caller may use them, the pairs one circuit
+  // could join, on the fabric as the store holds it now (what admission would plan on), and
+  // what the stages of a change have cost lately (StageCosts). Reads only; answered by a
+  // follower too. The allocation must be the caller's
+  // (NOT_FOUND otherwise) and live (FAILED_PRECONDITION once FAILED or RELEASED: it holds
+  // nothing); INVALID_ARGUMENT when neither an allocation nor devices are named; the rest as
+  // DescribeFabric.
+  absl::StatusOr<v1::GetFabricResponse> GetFabric(const v1::GetFabricRequest& request,
+                                                  const Caller& caller);
   // Checks that `caller` may watch allocation `id` or tenant `tenant`.
   absl::Status CheckWatch(const std::string& id, const std::string& tenant, const Caller& caller);
 
@@ -270,6 +280,7 @@ class Engine {
   LinkTrainer trainer_;
   SwitchProgrammers programmers_;
   Admission admission_;
+  StageCosts costs_;
   const EngineParts parts_;
   Releaser releaser_;
   Drainer drainer_;

@@ -27,11 +27,12 @@ struct EngineParts {
   LinkTrainer& trainer;
   SwitchProgrammers& programmers;
   Admission& admission;
+  StageCosts& costs;
 
   // Runs a transaction of allocation `id` (Transaction), with its claim held.
   void Reconfigure(const std::string& id, std::vector<v1::StageTiming> admitted,
                    PhaseSwitch phase_switch = {}, const v1::Allocation* stored = nullptr) const {
-    Transaction(TransactionParts{ctx, pool, inventory, trainer, programmers, syncs}, id,
+    Transaction(TransactionParts{ctx, pool, inventory, trainer, programmers, syncs, costs}, id,
                 std::move(admitted), std::move(phase_switch))
         .Run(stored);
   }

@@ -296,7 +296,10 @@ void Transaction::Fail(const absl::Status& why, const std::string& stage) {
 void Transaction::Count(const std::string& outcome) {
   // The duration runs from the plan's start, the request's acceptance.
   for (size_t i = first_timed_here_; i < timings_.size(); ++i) {
-    p_.ctx.metrics.StageTook(timings_[i].stage(), FromProtoDuration(timings_[i].duration()));
+    const absl::Duration took = FromProtoDuration(timings_[i].duration());
+    p_.ctx.metrics.StageTook(timings_[i].stage(), took);
+    // What a change costs when it works: a failed one's stage may be a timeout.
+    if (outcome != "failed") p_.costs.Record(timings_[i].stage(), took);
   }
   const absl::Time accepted =
       timings_.empty() ? p_.ctx.clock->Now() : FromProtoTime(timings_[0].started());

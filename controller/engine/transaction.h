@@ -23,6 +23,7 @@
 #include "controller/engine/engine_context.h"
 #include "controller/engine/inventory_cache.h"
 #include "controller/engine/link_trainer.h"
+#include "controller/engine/stage_costs.h"
 #include "controller/engine/switch_programmers.h"
 #include "controller/engine/sync_queue.h"
 #include "controller/engine/worker_pool.h"
@@ -49,6 +50,7 @@ struct TransactionParts {
   LinkTrainer& trainer;
   SwitchProgrammers& programmers;
   SyncQueue& syncs;
+  StageCosts& costs;  // Where the stages of a change of circuits are recorded.
 };
 
 class Transaction {

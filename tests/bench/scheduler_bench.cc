@@ -1,10 +1,11 @@
 // Plan time of the scheduler on in-memory sites: a ring of 8, a plan that fills a switch,
 // all-to-all rounds for 64 members, traffic-aware plans for 32, 64 and 128 members, a member
-// replacement in a busy two-switch site.
+// replacement in a busy two-switch site, GetFabric's answer for 8 to 128 devices on 8 switches.
 #include <benchmark/benchmark.h>
 
 #include <random>
 
+#include "scheduler/fabric_view.h"
 #include "scheduler/planner.h"
 #include "scheduler/replacement.h"
 #include "tests/scheduler/synthetic_site.h"
@@ -184,6 +185,41 @@ void BM_MemberReplacement(benchmark::State& state) {
   state.SetLabel("spare " + spare);
 }
 BENCHMARK(BM_MemberReplacement)->Unit(benchmark::kMicrosecond);
+
+// GetFabric's answer (DescribeFabric) for N GPUs spread over 8 switches joined in a ring of
+// trunk groups (4 each way): every ordered pair routed, most over one or more trunks.
+void BM_DescribeFabric(benchmark::State& state) {
+  static const Fabric* f = [] {
+    std::vector<testing::ClusterShape> clusters;
+    for (int s = 0; s < 8; ++s) clusters.push_back({std::string(1, char('a' + s)), 0, 16, 0, 0});
+    auto* out = new Fabric{SyntheticSite(clusters), {}};
+    for (int s = 0; s < 8; ++s) {
+      const std::string from = std::string(1, char('a' + s)) + "ocs";
+      const std::string to = std::string(1, char('a' + (s + 1) % 8)) + "ocs";
+      testing::AddTrunks(out->site, from, to, 4);
+      testing::AddTrunks(out->site, to, from, 4);
+    }
+    out->snapshot = FabricSnapshot::Build(out->site, AllPorts(out->site), {}, {});
+    return out;
+  }();
+  FabricQuery query{.tenants = {"bench"}, .max_switch_hops = 8};
+  for (int i = 0; i < state.range(0); ++i) {
+    query.devices.push_back(std::string(1, char('a' + i % 8)) + "gpu" + std::to_string(i / 8 + 1));
+  }
+  size_t bytes = 0;
+  for (auto _ : state) {
+    absl::StatusOr<v1::GetFabricResponse> r = DescribeFabric(f->snapshot, query);
+    if (!r.ok()) {
+      state.SkipWithError(std::string(r.status().message()).c_str());
+      return;
+    }
+    bytes = r->ByteSizeLong();
+    benchmark::DoNotOptimize(r);
+  }
+  state.counters["pairs"] = static_cast<double>(state.range(0) * (state.range(0) - 1));
+  state.counters["response_bytes"] = static_cast<double>(bytes);
+}
+BENCHMARK(BM_DescribeFabric)->Arg(8)->Arg(32)->Arg(128)->Unit(benchmark::kMillisecond);
 
 // What admission builds before it plans: the snapshot of a 192-GPU switch with the 96
 // circuits of twelve rings of 8.

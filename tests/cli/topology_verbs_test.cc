@@ -283,7 +283,8 @@ TEST_F(FleetctlTopologyTest, KeepAlivePrintsTheNewExpiry) {
 TEST_F(FleetctlTopologyTest, SubcommandsAndTheirFlagsAreChecked) {
   EXPECT_EQ(Run({"topology"}), kExitUsage);
   EXPECT_THAT(err(), HasSubstr("topology needs a subcommand: request -f FILE, phase ID NAME, "
-                               "detach ID DEVICE..., release ID, keepalive ID or ranks ID"));
+                               "detach ID DEVICE..., release ID, keepalive ID, ranks ID or fabric "
+                               "[DEVICE...] [--allocation ID]"));
   EXPECT_EQ(Run({"topology", "renew", "a1"}), kExitUsage);
   EXPECT_THAT(err(), HasSubstr("unknown topology subcommand 'renew'; subcommands: request, "
                                "phase, detach, release, keepalive"));

@@ -1,7 +1,8 @@
 // What a job and an operator read off a running allocation, end to end: `fleetctl topology
-// ranks` and the Graphviz pictures of `describe allocation -o dot` and `get circuits -o dot`,
-// rendered by Graphviz's own `dot -Tsvg`, on a real `fleetd --demo` (one switch) and on the
-// two-cluster site (two switches joined by trunks).
+// ranks`, `fleetctl topology fabric` (a job's planner's view) and the Graphviz pictures of
+// `describe allocation -o dot` and `get circuits -o dot`, rendered by Graphviz's own `dot -Tsvg`,
+// on a real `fleetd --demo` (one switch) and on the two-cluster site (two switches joined by
+// trunks).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -92,6 +93,15 @@ class RanksPicturesTest : public ::testing::Test {
                "ranks-pictures-1"});
     allocation_ = response.allocation();
     ASSERT_EQ(allocation_.state(), v1::ALLOCATION_STATE_READY) << allocation_.reason();
+  }
+
+  // The two-cluster site, with a ring over two GPUs of each switch.
+  void StartRingOverTwoSwitches() {
+    Start(std::string(FLEET_SOURCE_DIR) + "/deploy/inventory/fleet-2cluster.yaml",
+          R"(tenant: team-a
+topology:
+  template: {kind: ring-unidirectional, members: [a-gpu1, a-gpu2, b-gpu1, b-gpu2]}
+)");
   }
 
   CommandResult Fleetctl(std::vector<std::string> args) { return testing::Fleetctl(*at_, args); }
@@ -212,11 +222,7 @@ topology:
 }
 
 TEST_F(RanksPicturesTest, ARingOverTwoSwitchesIsDrawnWithItsTrunks) {
-  Start(std::string(FLEET_SOURCE_DIR) + "/deploy/inventory/fleet-2cluster.yaml",
-        R"(tenant: team-a
-topology:
-  template: {kind: ring-unidirectional, members: [a-gpu1, a-gpu2, b-gpu1, b-gpu2]}
-)");
+  StartRingOverTwoSwitches();
   ASSERT_FALSE(HasFailure());
   const CommandResult described =
       Fleetctl({"describe", "allocation", allocation_.id(), "-o", "dot"});
@@ -235,6 +241,40 @@ topology:
   EXPECT_THAT(whole.edges,
               IsSupersetOf({"switch:ocs-a->switch:ocs-b", "switch:ocs-b->switch:ocs-a"}));
   EXPECT_EQ(whole.edges.size(), 6u);
+}
+
+TEST_F(RanksPicturesTest, TheFabricAcrossTwoSwitchesShowsTrunkHopsAndMeasuredCosts) {
+  StartRingOverTwoSwitches();
+  ASSERT_FALSE(HasFailure());
+  // The allocation's own member a-gpu1 and two free GPUs, one per switch.
+  auto fabric = testing::FleetctlJson<v1::GetFabricResponse>(
+      *at_, {"topology", "fabric", "--allocation", allocation_.id(), "a-gpu1", "a-gpu3", "b-gpu3"});
+  ASSERT_EQ(fabric.devices_size(), 3);
+  EXPECT_EQ(fabric.devices(0).ports(0).use(), v1::PORT_USE_OWN);  // The ring's port.
+  EXPECT_EQ(fabric.devices(0).ports(0).switch_id(), "ocs-a");
+  EXPECT_EQ(fabric.devices(1).ports(0).use(), v1::PORT_USE_FREE);
+  EXPECT_EQ(fabric.devices(2).ports(0).switch_id(), "ocs-b");
+  ASSERT_EQ(fabric.pairs_size(), 6);
+  for (const v1::FabricPair& p : fabric.pairs()) {
+    EXPECT_TRUE(p.joinable()) << p.source() << " -> " << p.destination() << ": " << p.reason();
+    const bool across = (p.source()[0] == 'a') != (p.destination()[0] == 'a');
+    EXPECT_EQ(p.trunk_hops(), across ? 1u : 0u) << p.source() << " -> " << p.destination();
+    EXPECT_EQ(p.switches_size(), across ? 2 : 1);
+  }
+  // The ring's transaction measured every stage.
+  ASSERT_EQ(fabric.change_costs_size(), 4);
+  for (const v1::StageCost& c : fabric.change_costs()) {
+    EXPECT_GE(c.samples(), 1u) << c.stage();
+    EXPECT_GT(c.median().seconds() * 1'000'000'000 + c.median().nanos(), 0) << c.stage();
+  }
+  const CommandResult table = Fleetctl({"topology", "fabric", "a-gpu3", "b-gpu3"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("2 devices; 2 of 2 ordered pairs joinable"));
+  EXPECT_THAT(table.out, HasSubstr("ocs-a -> ocs-b"));
+  EXPECT_THAT(table.out, HasSubstr("retrain"));
+  const CommandResult unknown = Fleetctl({"topology", "fabric", "a-gpu3", "gpu99"});
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_THAT(unknown.err, HasSubstr("devices[1]: device gpu99 not found"));
 }
 
 }  // namespace

@@ -14,6 +14,9 @@ With ``on_failure={"replace": True, "within": "2s"}`` fleetd replaces a failed m
 spare; ``topo.on_member_replaced(callback)`` hands the job each replacement and the new
 member list. ``topo.ranks()`` gives the rank order that follows the circuits, with each
 rank's host, the torchrun environment and a hostfile (:class:`fleet.Ranks`).
+``client.fabric(devices)`` and ``topo.fabric()`` tell a job's own planner which ports and
+pairs it may use and what a phase switch costs (:class:`fleet.Fabric`); ``fleet.traffic``
+asks for a phase by its traffic matrix.
 
 :mod:`fleet.aio` is the same client over asyncio (``await topo.phase("tp")``,
 ``await topo.start_phase("tp")`` to overlap a switch with compute, ``async for`` over
@@ -50,13 +53,14 @@ from fleet.errors import (
     Unimplemented,
     Unknown,
 )
+from fleet.fabric import Fabric, StageCost
 from fleet.ranks import Rank, RankHost, Ranks
-from fleet.spec import Link, failure_policy, links, ring
+from fleet.spec import Link, failure_policy, links, ring, traffic
 
 __all__ = [
     "Client", "Topology", "Allocation", "Circuit", "PhaseSwitch", "MemberReplacement", "Link",
-    "ring", "links",
-    "failure_policy", "state_name", "Ranks", "Rank", "RankHost",
+    "ring", "links", "traffic",
+    "failure_policy", "state_name", "Ranks", "Rank", "RankHost", "Fabric", "StageCost",
     "Connection", "CredentialsError",
     "FleetError", "AllocationError", "AllocationFailed", "Degraded", "Released",
     "PhaseSuperseded",

@@ -41,9 +41,10 @@ from typing import (Any, AsyncIterator, Callable, Dict, Iterable, List, Mapping,
 import grpc
 import grpc.aio
 
-from fleet import core, credentials, errors, spec
+from fleet import core, credentials, errors, fabric, spec
 from fleet.core import (Allocation, Circuit, MemberReplacedCallback, MemberReplacement,
                         PhaseSwitch, Seconds)
+from fleet.fabric import Fabric
 from fleet.ranks import Ranks
 from fleet.v1 import admin_pb2, admin_pb2_grpc, topology_pb2, topology_pb2_grpc
 
@@ -143,6 +144,15 @@ class Client:
         response = await self.call("RequestTopology", req, tenant=req.tenant or None)
         return Topology(self, Allocation(response.allocation), tenant=req.tenant or None,
                         keepalive=keepalive, keepalive_fraction=keepalive_fraction)
+
+    async def fabric(self, devices: Optional[List[str]] = None, *, allocation: str = "",
+                     max_switch_hops: int = 0, tenant: Optional[str] = None,
+                     timeout: Optional[float] = None) -> Fabric:
+        """As :meth:`fleet.Client.fabric`."""
+        response = await self.call(
+            "GetFabric", fabric.request(devices, allocation, max_switch_hops), tenant=tenant,
+            timeout=timeout)
+        return Fabric(response)
 
     async def open(self, allocation_id: str, *, tenant: Optional[str] = None,
                    keepalive: bool = False, keepalive_fraction: float = 1 / 3) -> "Topology":
@@ -472,6 +482,13 @@ class Topology:
             "GetRanks", topology_pb2.GetRanksRequest(id=self.id, phase=phase or ""),
             tenant=self.tenant, timeout=timeout)
         return Ranks.of(response)
+
+    async def fabric(self, devices: Optional[List[str]] = None, *, max_switch_hops: int = 0,
+                     timeout: Optional[float] = None) -> Fabric:
+        """As :meth:`fleet.Topology.fabric`."""
+        return await self.client.fabric(devices, allocation=self.id,
+                                        max_switch_hops=max_switch_hops, tenant=self.tenant,
+                                        timeout=timeout)
 
     # --- changes ---
 

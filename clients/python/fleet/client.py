@@ -31,9 +31,10 @@ from typing import Any, Callable, Iterable, Iterator, List, Mapping, Optional, T
 
 import grpc
 
-from fleet import core, credentials, errors, spec
+from fleet import core, credentials, errors, fabric, spec
 from fleet.core import (PRINCIPAL_METADATA_KEY, Allocation, Circuit, MemberReplacedCallback,
                         MemberReplacement, PhaseSwitch, Seconds, state_name)
+from fleet.fabric import Fabric
 from fleet.ranks import Ranks
 from fleet.v1 import admin_pb2, admin_pb2_grpc, topology_pb2, topology_pb2_grpc
 
@@ -211,6 +212,26 @@ class Client:
         response = self.call("RequestTopology", req, tenant=req.tenant or None)
         return Topology(self, Allocation(response.allocation), tenant=req.tenant or None,
                         keepalive=keepalive, keepalive_fraction=keepalive_fraction)
+
+    def fabric(self, devices: Optional[List[str]] = None, *, allocation: str = "",
+               max_switch_hops: int = 0, tenant: Optional[str] = None,
+               timeout: Optional[float] = None) -> Fabric:
+        """What a planner of its own phases needs (GetFabric): the O-NIC ports of ``devices``
+        (candidates before a request) or of ``allocation``'s members, which ordered pairs one
+        circuit could join and over how many trunk hops (within ``max_switch_hops``, 0 meaning
+        2), and what a phase switch has cost lately. Ports ``allocation`` holds count as
+        usable. See :class:`fleet.Fabric`.
+
+        Raises:
+            PermissionDenied: a device another tenant's allocation holds a port of.
+            NotFound: an unknown device, or an allocation not the caller's.
+            FailedPrecondition: the allocation is FAILED or RELEASED.
+            InvalidArgument: neither devices nor an allocation, a device named twice, more
+                than 128 devices (the message names the field and the rule).
+        """
+        response = self.call("GetFabric", fabric.request(devices, allocation, max_switch_hops),
+                             tenant=tenant, timeout=timeout)
+        return Fabric(response)
 
     def open(self, allocation_id: str, *, tenant: Optional[str] = None,
              keepalive: bool = False, keepalive_fraction: float = 1 / 3) -> "Topology":
@@ -550,6 +571,13 @@ class Topology:
             "GetRanks", topology_pb2.GetRanksRequest(id=self.id, phase=phase or ""),
             tenant=self.tenant, timeout=timeout)
         return Ranks.of(response)
+
+    def fabric(self, devices: Optional[List[str]] = None, *, max_switch_hops: int = 0,
+               timeout: Optional[float] = None) -> Fabric:
+        """The fabric as this allocation's planner sees it (:meth:`fleet.Client.fabric`): its
+        members (or ``devices``, e.g. spares to weigh), the ports it holds counted as usable."""
+        return self.client.fabric(devices, allocation=self.id, max_switch_hops=max_switch_hops,
+                                  tenant=self.tenant, timeout=timeout)
 
     # --- changes ---
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import math
 import re
 from typing import Any, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -91,6 +92,32 @@ def links(items: Iterable[LinkLike], *, duplex: bool = False) -> topology_pb2.To
     if not out.links:
         raise ValueError("links: at least one link is needed")
     return topology_pb2.TopologySpec(links=out)
+
+
+def traffic(members: Members,
+            matrix: Mapping[Tuple[str, str], float]) -> topology_pb2.TopologySpec:
+    """A traffic-aware topology: fleetd picks the duplex links that carry the most of
+    ``matrix`` (bytes a step sends, keyed ``(source, destination)`` by device name) on direct
+    circuits, within each member's free ports. Every device in ``matrix`` must be a member."""
+    spec = member_set(members)
+    index = {name: i for i, name in enumerate(spec.devices)}
+    entries = []
+    for (source, destination), sent in matrix.items():
+        for name in (source, destination):
+            if name not in index:
+                raise ValueError(f"traffic: {name!r} is not one of the members")
+        if source == destination:
+            raise ValueError(f"traffic: {source} -> {destination}: a device sends to itself")
+        if not math.isfinite(sent) or sent < 0:
+            raise ValueError(f"traffic: {source} -> {destination} sends {sent} bytes; "
+                             "bytes are a finite number, not negative")
+        if sent > 0:
+            entries.append(topology_pb2.TrafficEntry(
+                source=index[source], destination=index[destination], bytes=sent))
+    if not entries:
+        raise ValueError("traffic: no pair sends any bytes")
+    return topology_pb2.TopologySpec(
+        traffic=topology_pb2.TrafficSpec(members=spec, matrix=entries))
 
 
 # `build`'s keywords shadow the functions of the same name.
