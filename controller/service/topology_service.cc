@@ -92,9 +92,19 @@ grpc::ServerUnaryReactor* TopologyServiceImpl::ActivatePhase(
   return rpcs_->Serve(context, [=, this]() -> grpc::Status {
     if (grpc::Status s = RequireName(request->id(), "id"); !s.ok()) return s;
     if (grpc::Status s = RequireName(request->phase(), "phase"); !s.ok()) return s;
-    return Durable(
-        *store_,
-        Assign(engine_->ActivatePhase(*request, Caller(*context, "ActivatePhase")), response));
+    grpc::Status answer =
+        Assign(engine_->ActivatePhase(*request, Caller(*context, "ActivatePhase")), response);
+    // A switch that sends the switch nothing and starts no transaction (a prepared phase, or
+    // the active one again) leaves the fabric as it was: were the stored active phase lost with
+    // the host's power, the job would find the same circuits up and trained, and activating
+    // its phase again is again a state change. So the job does not wait for the disk
+    // (docs/engine.md). A switch whose phases differ in no path still starts a transaction
+    // (PROGRAMMING), which syncs before it acts; it is answered once durable as before.
+    if (answer.ok() && response->plan().remove().empty() && response->plan().add().empty() &&
+        response->allocation().state() != v1::ALLOCATION_STATE_PROGRAMMING) {
+      return answer;
+    }
+    return Durable(*store_, answer);
   });
 }
 
@@ -119,6 +129,14 @@ grpc::ServerUnaryReactor* TopologyServiceImpl::GetRanks(grpc::CallbackServerCont
       return ToGrpcStatus(s);
     }
     return Assign(engine_->GetRanks(*request, Caller(*context, "GetRanks")), response);
+  });
+}
+
+grpc::ServerUnaryReactor* TopologyServiceImpl::GetFabric(grpc::CallbackServerContext* context,
+                                                         const v1::GetFabricRequest* request,
+                                                         v1::GetFabricResponse* response) {
+  return rpcs_->Serve(context, [=, this]() -> grpc::Status {
+    return Assign(engine_->GetFabric(*request, Caller(*context, "GetFabric")), response);
   });
 }
 

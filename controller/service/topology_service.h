@@ -1,6 +1,6 @@
 // fleet.v1.TopologyService: jobs' requests, served by the reconfiguration engine; watches
 // follow the store's commits (AllocationWatch) on the watch hub. Every change is answered once
-// durable.
+// durable, except a phase switch that changes no circuit (ActivatePhase in the .cc says why).
 #ifndef FLEET_CONTROLLER_SERVICE_TOPOLOGY_SERVICE_H_
 #define FLEET_CONTROLLER_SERVICE_TOPOLOGY_SERVICE_H_
 
@@ -49,6 +49,8 @@ class TopologyServiceImpl final : public v1::TopologyService::CallbackService {
                                           v1::DetachDevicesResponse*) override;
   grpc::ServerUnaryReactor* GetRanks(grpc::CallbackServerContext*, const v1::GetRanksRequest*,
                                      v1::GetRanksResponse*) override;
+  grpc::ServerUnaryReactor* GetFabric(grpc::CallbackServerContext*, const v1::GetFabricRequest*,
+                                      v1::GetFabricResponse*) override;
 
  private:
   // The caller of `method` (e.g. "ReleaseTopology"), decided for it on the policy in force.
