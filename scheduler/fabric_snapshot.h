@@ -49,8 +49,8 @@ struct TrunkState {
   v1::SwitchPortRef to;    // The ingress of the other switch it enters.
   // Why no new circuit may use it (a drained or failed port at either end); empty when it may.
   std::string unusable;
-  // The allocation (or "manual circuit ID") whose circuit, of any phase, crosses it; empty
-  // when none does.
+  // The allocation (or kManualHolderPrefix and the id) whose circuit, of any phase, crosses
+  // it; empty when none does.
   std::string holder;
 };
 

@@ -35,6 +35,13 @@ class View {
     if (Visible(holder)) return holder;
     return absl::StartsWith(holder, kManualHolderPrefix) ? "a manual circuit" : "another tenant";
   }
+  // Why a trunk `holder` holds is not free, worded as its ports' holders are.
+  std::string HeldBy(const std::string& holder) const {
+    if (!Visible(holder) && absl::StartsWith(holder, kManualHolderPrefix)) {
+      return "in a manual circuit";
+    }
+    return "in a circuit of " + HolderName(holder);
+  }
   // Another tenant's allocation (a manual circuit is no tenant's).
   bool AnotherTenants(const std::string& holder) const {
     return !Visible(holder) && !absl::StartsWith(holder, kManualHolderPrefix);
@@ -115,10 +122,8 @@ class View {
     for (const OnicPortState* s : senders) {
       for (const OnicPortState* r : receivers) {
         if (!tried.insert({s->tx.switch_id(), r->rx.switch_id()}).second) continue;
-        // The router names a trunk's holder unless its tenant is other than the one given.
-        TrunkRouter router(snapshot_, query_.max_switch_hops,
-                           query_.tenants.empty() ? "" : query_.tenants.front(),
-                           query_.own_allocation);
+        TrunkRouter router(snapshot_, query_.max_switch_hops, "", query_.own_allocation,
+                           [this](const std::string& holder) { return HeldBy(holder); });
         absl::StatusOr<Route> route = router.RouteCircuit(s->tx, r->rx, what);
         if (!route.ok()) {
           if (refusal.empty()) refusal = std::string(route.status().message());
@@ -167,17 +172,24 @@ absl::StatusOr<v1::GetFabricResponse> DescribeFabric(const FabricSnapshot& snaps
     }
     RETURN_IF_ERROR(view.CheckDevice(i));
   }
+  // Counted as it grows, so that long names and paths are refused before the answer is whole.
   v1::GetFabricResponse out;
-  for (const std::string& id : query.devices) *out.add_devices() = view.Device(id);
+  size_t bytes = 0;
+  auto counted = [&](const google::protobuf::Message& part) {
+    bytes += part.ByteSizeLong() + 8;  // The part's tag and length, at most.
+    if (bytes <= kMaxFabricAnswerBytes) return absl::OkStatus();
+    return absl::ResourceExhaustedError(
+        absl::StrCat(query.field, ": the answer for ", query.devices.size(), " devices is past ",
+                     kMaxFabricAnswerBytes, " bytes; ask about fewer devices"));
+  };
+  for (const std::string& id : query.devices) {
+    RETURN_IF_ERROR(counted(*out.add_devices() = view.Device(id)));
+  }
   for (const std::string& source : query.devices) {
     for (const std::string& destination : query.devices) {
-      if (source != destination) *out.add_pairs() = view.Pair(source, destination);
+      if (source == destination) continue;
+      RETURN_IF_ERROR(counted(*out.add_pairs() = view.Pair(source, destination)));
     }
-  }
-  if (const size_t bytes = out.ByteSizeLong(); bytes > kMaxFabricAnswerBytes) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(query.field, ": the answer for ", query.devices.size(), " devices is ", bytes,
-                     " bytes, past ", kMaxFabricAnswerBytes, "; ask about fewer devices"));
   }
   return out;
 }

@@ -24,11 +24,12 @@ v1::CrossConnect MakeCrossConnect(const std::string& switch_id, uint32_t ingress
 }  // namespace
 
 TrunkRouter::TrunkRouter(const FabricSnapshot& snapshot, uint32_t max_switch_hops,
-                         std::string tenant, std::string own_allocation)
+                         std::string tenant, std::string own_allocation, HeldBy held_by)
     : snapshot_(snapshot),
       max_switch_hops_(max_switch_hops == 0 ? kDefaultMaxSwitchHops : max_switch_hops),
       tenant_(std::move(tenant)),
-      own_allocation_(std::move(own_allocation)) {}
+      own_allocation_(std::move(own_allocation)),
+      held_by_(std::move(held_by)) {}
 
 bool TrunkRouter::Free(const TrunkState& t) const { return WhyNotFree(t).empty(); }
 
@@ -36,10 +37,9 @@ std::string TrunkRouter::WhyNotFree(const TrunkState& t) const {
   if (!t.unusable.empty()) return t.unusable;
   if (taken_.contains(t.id)) return "used by this request";
   if (t.holder.empty() || t.holder == own_allocation_) return "";
+  if (held_by_) return held_by_(t.holder);
   const std::string owner = snapshot_.TenantOf(t.holder);
-  if (!tenant_.empty() && !owner.empty() && owner != tenant_) {
-    return "in a circuit of another tenant";
-  }
+  if (!owner.empty() && owner != tenant_) return "in a circuit of another tenant";
   return "in a circuit of " + t.holder;
 }
 

@@ -4,6 +4,7 @@
 #ifndef FLEET_SCHEDULER_TRUNK_ROUTING_H_
 #define FLEET_SCHEDULER_TRUNK_ROUTING_H_
 
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -40,10 +41,13 @@ struct Route {
 //                        (the caller's own allocations by id, others' as "another tenant")
 class TrunkRouter {
  public:
-  // `tenant`: who asks; a trunk another tenant's circuit holds is named only as that. Empty:
-  // an operator's question (GetFabric), every holder named.
+  // `tenant`: who asks; a trunk another tenant's circuit holds is named only as that.
+  // `held_by`, when set, words why a trunk a holder other than `own_allocation` holds is not
+  // free instead (e.g. "in a circuit of another tenant"): for a caller that rule does not
+  // describe (GetFabric's: an operator, a job of several tenants).
+  using HeldBy = std::function<std::string(const std::string& holder)>;
   TrunkRouter(const FabricSnapshot& snapshot, uint32_t max_switch_hops, std::string tenant,
-              std::string own_allocation = "");
+              std::string own_allocation = "", HeldBy held_by = nullptr);
 
   absl::StatusOr<Route> RouteCircuit(const v1::SwitchPortRef& ingress,
                                      const v1::SwitchPortRef& egress, const std::string& what);
@@ -64,6 +68,7 @@ class TrunkRouter {
   const uint32_t max_switch_hops_;
   const std::string tenant_;
   const std::string own_allocation_;
+  const HeldBy held_by_;
   std::set<std::string> taken_;
 };
 

@@ -101,6 +101,7 @@
 #include "controller/engine/member_changes.h"
 #include "controller/engine/reconciler.h"
 #include "controller/engine/release.h"
+#include "controller/engine/stage_costs.h"
 #include "controller/engine/switch_monitor.h"
 #include "controller/engine/switch_programmer.h"
 #include "controller/engine/switch_programmers.h"

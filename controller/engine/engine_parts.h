@@ -12,6 +12,7 @@
 #include "controller/engine/engine_context.h"
 #include "controller/engine/inventory_cache.h"
 #include "controller/engine/link_trainer.h"
+#include "controller/engine/stage_costs.h"
 #include "controller/engine/switch_programmers.h"
 #include "controller/engine/sync_queue.h"
 #include "controller/engine/transaction.h"

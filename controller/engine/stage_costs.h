@@ -1,5 +1,5 @@
 // What the stages of a reconfiguration have cost lately on this fleetd, in the transactions
-// that did not fail (admissions, phase switches in place, heals, replacements alike): the
+// that ended READY (admissions, phase switches in place, heals, replacements alike): the
 // cost of a change a job's own planner weighs (GetFabric's change_costs). Thread-safe; memory is
 // bounded by the stages it keeps (quiesce, program, verify, retrain) times kWindow.
 #ifndef FLEET_CONTROLLER_ENGINE_STAGE_COSTS_H_

@@ -42,8 +42,8 @@ grpc::Status RequireName(const std::string& value, absl::string_view field);
 // A change is answered only once what it committed is durable (Store::Sync), so what a
 // client was told is done survives a power loss of the host, not only a crash of fleetd. A
 // refusal is synced too: a change may have committed part of its work before it failed. A
-// dry run commits nothing and is not synced; a phase switch that changes no circuit is not
-// either (TopologyServiceImpl::ActivatePhase).
+// dry run commits nothing and is not synced; a phase switch that changes no circuit and
+// starts no transaction is not either (TopologyServiceImpl::ActivatePhase).
 grpc::Status Durable(store::StorageControl& store, grpc::Status answer, bool dry_run = false);
 
 }  // namespace fleet::service

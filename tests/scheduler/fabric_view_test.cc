@@ -200,10 +200,21 @@ TEST_F(FabricViewTest, AFullTrunkGroupIsNamedWithoutItsHolder) {
   EXPECT_FALSE(p->joinable());
   EXPECT_THAT(p->reason(), HasSubstr("another tenant"));
   EXPECT_THAT(p->reason(), Not(HasSubstr("theirs")));
-  // An operator is told whose circuit it is.
-  r = Describe({.devices = {"agpu1", "bgpu1"}}, circuits);
+  // An operator is told whose circuit it is, and so is a job acting for its tenant too.
+  for (const std::vector<std::string>& tenants :
+       {std::vector<std::string>{}, std::vector<std::string>{"t1", "t2"}}) {
+    r = Describe({.tenants = tenants, .devices = {"agpu1", "bgpu1"}}, circuits);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_THAT(FindPair(*r, "agpu1", "bgpu1")->reason(), HasSubstr("1 in a circuit of theirs"));
+  }
+  // An operator's manual circuit on it is no tenant's, and named to operators only.
+  v1::Circuit manual = Circuit("", "agpu3-n0", "bgpu2-n0", {site_.trunks(0).id()});
+  manual.set_id("m1");
+  manual.set_manual(true);
+  r = Describe({.tenants = {"t1"}, .devices = {"agpu1", "bgpu1"}}, {manual});
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_THAT(FindPair(*r, "agpu1", "bgpu1")->reason(), HasSubstr("in a circuit of theirs"));
+  EXPECT_THAT(FindPair(*r, "agpu1", "bgpu1")->reason(), HasSubstr("1 in a manual circuit"));
+  EXPECT_THAT(FindPair(*r, "agpu1", "bgpu1")->reason(), Not(HasSubstr("m1")));
 }
 
 TEST_F(FabricViewTest, ADrainedPortIsUnusableWithItsReason) {
@@ -219,6 +230,26 @@ TEST_F(FabricViewTest, ADrainedPortIsUnusableWithItsReason) {
   EXPECT_THAT(r->devices(0).ports(0).reason(), HasSubstr("drained"));
   EXPECT_EQ(r->devices(0).usable_ports(), 1u);
   EXPECT_TRUE(FindPair(*r, "agpu1", "agpu2")->joinable());  // Over port 2.
+}
+
+TEST_F(FabricViewTest, AnAnswerTooBigForOneMessageIsRefused) {
+  // 128 GPUs with names of 109 bytes on one switch: 16,256 joinable pairs of two names and a
+  // switch id each, past kMaxFabricAnswerBytes.
+  const std::string prefix(100, 'x');
+  const v1::Inventory site = SyntheticSite({{.prefix = prefix, .gpus = 128}});
+  const FabricSnapshot snapshot = FabricSnapshot::Build(site, AllPorts(site), {}, {});
+  FabricQuery query{.tenants = {"t1"}};
+  for (int i = 1; i <= 128; ++i) query.devices.push_back(absl::StrCat(prefix, "gpu", i));
+  absl::StatusOr<v1::GetFabricResponse> r = DescribeFabric(snapshot, query);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("devices: the answer for 128 devices is past 3145728 bytes; ask about "
+                        "fewer devices"));
+  // Half of them fit.
+  query.devices.resize(64);
+  r = DescribeFabric(snapshot, query);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->pairs_size(), 64 * 63);
 }
 
 TEST_F(FabricViewTest, BadQueriesNameTheFieldAndTheRule) {

@@ -227,7 +227,9 @@ class Client:
             NotFound: an unknown device, or an allocation not the caller's.
             FailedPrecondition: the allocation is FAILED or RELEASED.
             InvalidArgument: neither devices nor an allocation, a device named twice, more
-                than 128 devices (the message names the field and the rule).
+                than 128 devices, a hop bound past the site's (the message names the field
+                and the rule).
+            ResourceExhausted: an answer too big for one message: ask about fewer devices.
         """
         response = self.call("GetFabric", fabric.request(devices, allocation, max_switch_hops),
                              tenant=tenant, timeout=timeout)

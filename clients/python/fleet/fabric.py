@@ -74,7 +74,8 @@ class Fabric:
     def change_seconds(self, quantile: str = "median") -> Optional[float]:
         """What a change of circuits (a phase switched in place, a request, a heal) has cost
         lately: quiesce, program, verify and retrain added up at ``quantile`` (``"median"`` or
-        ``"p90"``); ``None`` until fleetd has measured each of them."""
+        ``"p90"``); ``None`` until the fleetd answering has measured each of them (a follower
+        replica, or a leader just after a takeover, has not)."""
         total = 0.0
         for stage in ("quiesce", "program", "verify", "retrain"):
             cost = self.costs.get(stage)
