@@ -298,8 +298,11 @@ void Transaction::Count(const std::string& outcome) {
   for (size_t i = first_timed_here_; i < timings_.size(); ++i) {
     const absl::Duration took = FromProtoDuration(timings_[i].duration());
     p_.ctx.metrics.StageTook(timings_[i].stage(), took);
-    // What a change costs when it works: a failed or degraded one's stage may be a timeout.
-    if (outcome == "ready") p_.costs.Record(timings_[i].stage(), took);
+    // What a change costs when it works: a failed one's stage may be a timeout, and so may a
+    // degraded one's retrain.
+    if (outcome == "ready" || (outcome == "degraded" && timings_[i].stage() != "retrain")) {
+      p_.costs.Record(timings_[i].stage(), took);
+    }
   }
   const absl::Time accepted =
       timings_.empty() ? p_.ctx.clock->Now() : FromProtoTime(timings_[0].started());

@@ -261,11 +261,14 @@ TEST_F(RanksPicturesTest, TheFabricAcrossTwoSwitchesShowsTrunkHopsAndMeasuredCos
     EXPECT_EQ(p.trunk_hops(), across ? 1u : 0u) << p.source() << " -> " << p.destination();
     EXPECT_EQ(p.switches_size(), across ? 2 : 1);
   }
-  // The ring's transaction measured every stage.
+  // The ring's transaction measured every stage but the retrain, which counts only when the
+  // transaction ended READY (a slow machine may end it DEGRADED, the link retried after).
   ASSERT_EQ(fabric.change_costs_size(), 4);
   for (const v1::StageCost& c : fabric.change_costs()) {
-    EXPECT_GE(c.samples(), 1u) << c.stage();
-    EXPECT_GT(c.median().seconds() * 1'000'000'000 + c.median().nanos(), 0) << c.stage();
+    if (c.stage() != "retrain") EXPECT_GE(c.samples(), 1u) << c.stage();
+    if (c.samples() > 0) {
+      EXPECT_GT(c.median().seconds() * 1'000'000'000 + c.median().nanos(), 0) << c.stage();
+    }
   }
   const CommandResult table = Fleetctl({"topology", "fabric", "a-gpu3", "b-gpu3"});
   ASSERT_EQ(table.exit_code, 0) << table.err;
