@@ -1,7 +1,8 @@
 // What the stages of a reconfiguration have cost lately on this fleetd, in the transactions
 // that ended READY, and those that ended DEGRADED but for their retrain (admissions, phase
-// switches in place, heals, replacements alike): the cost of a change a job's own planner weighs (GetFabric's change_costs). Thread-safe; memory is
-// bounded by the stages it keeps (quiesce, program, verify, retrain) times kWindow.
+// switches in place, heals, replacements alike): the cost of a change a job's own planner weighs
+// (GetFabric's change_costs). Thread-safe; memory is bounded by the stages it keeps (quiesce,
+// program, verify, retrain) times kWindow.
 #ifndef FLEET_CONTROLLER_ENGINE_STAGE_COSTS_H_
 #define FLEET_CONTROLLER_ENGINE_STAGE_COSTS_H_
 
